@@ -1,0 +1,142 @@
+"""Process/port plumbing shared by the peer benchmarks and bench/limits.py."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+HOST = "127.0.0.1"
+MB = 1_000_000  # MB/s figures use decimal megabytes of value payload
+
+
+def need_binary(name: str, apt_package: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise RuntimeError(f"'{name}' not found on PATH; install it with: apt-get install {apt_package}")
+    return path
+
+
+def free_port() -> int:
+    # The kernel picks an unused port; the small race until the server binds it is acceptable for a bench.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    # For one-shot servers (iperf3 -s -1) a probe connection would use up their single session.
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    return any(r[1] == f"0100007F:{port:04X}" and r[3] == "0A" for r in rows)  # 0A = LISTEN
+
+
+def _accepting(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 15.0,
+              connect_probe: bool = True) -> None:
+    ready = _accepting if connect_probe else _listening
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}: {_tail(log)}")
+        if ready(port):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{proc.args[0]} did not listen on {HOST}:{port} within {timeout}s: {_tail(log)}")
+
+
+def _tail(log: Path, n: int = 2000) -> str:
+    try:
+        return log.read_text(errors="replace")[-n:]
+    except OSError:
+        return "<no log>"
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+
+@contextlib.contextmanager
+def server(argv: Sequence[str], port: int, workdir: Path,
+           connect_probe: bool = True) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server until the block exits (normally, on error or on Ctrl-C)."""
+    log = workdir / "server.log"
+    with open(log, "wb") as out:
+        # Own session: Ctrl-C must reach only us, so the server is shut down in order by the finally below.
+        proc = subprocess.Popen(list(argv), cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_port(port, proc, log, connect_probe=connect_probe)
+        yield proc
+    finally:
+        stop(proc)
+
+
+@contextlib.contextmanager
+def temp_dir(prefix: str) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def percentile_ms(sorted_ns: Sequence[int], pct: float) -> float:
+    if not sorted_ns:
+        return float("nan")
+    idx = min(len(sorted_ns) - 1, max(0, round(pct / 100 * len(sorted_ns)) - 1))  # nearest rank
+    return sorted_ns[idx] / 1e6
+
+
+def latency_summary(lat_ns: list[int], sent: int) -> dict[str, float | int]:
+    lat_ns.sort()
+    return {"p50_ms": percentile_ms(lat_ns, 50), "p99_ms": percentile_ms(lat_ns, 99),
+            "max_ms": percentile_ms(lat_ns, 100), "count": len(lat_ns), "sent": sent}
+
+
+def stamped(value: bytearray) -> bytes:
+    """Value whose first 8 bytes are the send time, so any process on this host can compute latency."""
+    value[:8] = time.time_ns().to_bytes(8, "big")
+    return bytes(value)
+
+
+def base_value(record_size: int) -> bytearray:
+    if record_size < 8:
+        raise ValueError("record_size must be >= 8 to carry the send timestamp")
+    return bytearray(os.urandom(record_size))
+
+
+def result(num_records: int, record_size: int, produce_s: float, consume_s: float) -> dict[str, float]:
+    return {"produce_msgs_s": num_records / produce_s, "produce_mb_s": num_records * record_size / produce_s / MB,
+            "consume_msgs_s": num_records / consume_s, "produce_s": produce_s, "consume_s": consume_s}
+
+
+def stop_child(proc: BaseProcess) -> None:
+    """Stop a multiprocessing.Process we started, bounded in time."""
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(5)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(5)

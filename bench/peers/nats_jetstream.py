@@ -1,0 +1,209 @@
+"""NATS JetStream peer: one file-storage stream, "partitions" are subjects bench.<p> within it.
+
+Durability caveat: JetStream acks once the write reaches the OS; it fsyncs only every sync_interval
+(2 min by default), weaker than Redis appendfsync everysec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing as mp
+import time
+from multiprocessing.synchronize import Event
+
+import nats
+import nats.aio.msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
+
+from bench.peers._common import (
+    HOST,
+    base_value,
+    free_port,
+    latency_summary,
+    need_binary,
+    result,
+    server,
+    stamped,
+    stop_child,
+    temp_dir,
+)
+
+STREAM = "BENCH"
+IN_FLIGHT = 1000  # unacknowledged async publishes allowed at once, like a producer's in-flight window
+FETCH = 10_000
+DEADLINE_S = 600.0  # hard cap on any single phase
+
+
+def _server_argv(port: int, workdir: str) -> list[str]:
+    return [need_binary("nats-server", "nats-server"), "-js", "-sd", workdir, "-a", HOST, "-p", str(port)]
+
+
+async def _connect(port: int) -> tuple[nats.NATS, JetStreamContext]:
+    nc = await nats.connect(f"nats://{HOST}:{port}", connect_timeout=5, max_reconnect_attempts=0)
+    return nc, nc.jetstream(publish_async_max_pending=IN_FLIGHT)
+
+
+async def _setup_stream(port: int) -> None:
+    nc, js = await _connect(port)
+    try:
+        await js.add_stream(StreamConfig(name=STREAM, subjects=["bench.*"], storage=StorageType.FILE))
+        # publish_async does not see "no stream" errors as quickly, so fail early if setup did not stick.
+        await js.stream_info(STREAM)
+    finally:
+        await nc.close()
+
+
+class _AckErrors:
+    """Collects failed publish acks without keeping every future alive."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+
+    def __call__(self, fut: asyncio.Future[object]) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            self.errors.append(fut.exception())  # type: ignore[arg-type]
+
+    def check(self) -> None:
+        if self.errors:
+            raise RuntimeError(f"{len(self.errors)} publishes failed, first: {self.errors[0]!r}")
+
+
+async def _throughput(port: int, num_records: int, record_size: int, partitions: int) -> tuple[float, float]:
+    nc, js = await _connect(port)
+    try:
+        subjects = [f"bench.{p}" for p in range(partitions)]
+        value = bytes(base_value(record_size))
+        acks = _AckErrors()
+        t0 = time.perf_counter()
+        for i in range(num_records):
+            (await js.publish_async(subjects[i % partitions], value)).add_done_callback(acks)
+        await asyncio.wait_for(js.publish_async_completed(), DEADLINE_S)
+        produce_s = time.perf_counter() - t0
+        acks.check()
+
+        # AckPolicy NONE: a Kafka consumer tracks an offset instead of acking each record, so don't charge that.
+        sub = await js.pull_subscribe("bench.*", stream=STREAM, config=ConsumerConfig(
+            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL))
+        got = 0
+        deadline = time.monotonic() + DEADLINE_S
+        t0 = time.perf_counter()
+        while got < num_records:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumed only {got}/{num_records} records")
+            msgs = await sub.fetch(min(FETCH, num_records - got), timeout=10)
+            got += len(msgs)
+            if len(msgs[-1].data) != record_size:
+                raise RuntimeError("unexpected value size read back")
+        consume_s = time.perf_counter() - t0
+        return produce_s, consume_s
+    finally:
+        await nc.close()
+
+
+def run(num_records: int, record_size: int = 100, partitions: int = 1) -> dict[str, float]:
+    with temp_dir("peer-nats-") as d:
+        port = free_port()
+        with server(_server_argv(port, str(d)), port, d):
+            asyncio.run(_setup_stream(port))
+            produce_s, consume_s = asyncio.run(_throughput(port, num_records, record_size, partitions))
+    return result(num_records, record_size, produce_s, consume_s)
+
+
+async def _latency_consume(port: int, expected: int, timeout: float, ready: Event) -> list[int]:
+    nc, js = await _connect(port)
+    lat: list[int] = []
+    done = asyncio.Event()
+
+    # A callback rather than next_msg(): next_msg wraps every message in wait_for, whose CPU cost on a
+    # small box shows up as latency.
+    async def on_msg(msg: nats.aio.msg.Msg) -> None:
+        lat.append(time.time_ns() - int.from_bytes(msg.data[:8], "big"))
+        if len(lat) >= expected:
+            done.set()
+
+    try:
+        # Push consumer: nats-py's batched pull fetch lingers until the batch fills, which would measure the
+        # fetch size rather than the broker. No flow control: nats-py answers it from a 250 ms polling task,
+        # which shows up as 100+ ms stalls in p99.
+        await js.subscribe("bench.*", stream=STREAM, cb=on_msg, manual_ack=True, config=ConsumerConfig(
+            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, flow_control=False))
+        await nc.flush()
+        ready.set()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout)
+    finally:
+        await nc.close()
+    return lat
+
+
+def _latency_consumer(port: int, expected: int, timeout: float, ready: Event, out: mp.Queue) -> None:
+    out.put(asyncio.run(_latency_consume(port, expected, timeout, ready)))
+
+
+async def _paced_produce(port: int, rate: int, total: int, seconds: float, value: bytearray) -> int:
+    nc, js = await _connect(port)
+    acks = _AckErrors()
+    sent = 0
+    try:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        # Sends whatever the schedule says is due; falling behind turns into small bursts, not backlog.
+        while sent < total and loop.time() - start < seconds * 3:
+            due = min(total, int((loop.time() - start) * rate) + 1)
+            if due <= sent:
+                await asyncio.sleep(max(0.0, start + sent / rate - loop.time()))
+                continue
+            for _ in range(min(due - sent, IN_FLIGHT)):
+                (await js.publish_async("bench.0", stamped(value))).add_done_callback(acks)
+                sent += 1
+        await asyncio.wait_for(js.publish_async_completed(), 30)
+        acks.check()
+    finally:
+        await nc.close()
+    return sent
+
+
+def run_latency(rate: int = 10_000, seconds: float = 5.0, record_size: int = 100) -> dict[str, float | int]:
+    total = int(rate * seconds)
+    ctx = mp.get_context("spawn")
+    with temp_dir("peer-nats-lat-") as d:
+        port = free_port()
+        with server(_server_argv(port, str(d)), port, d):
+            asyncio.run(_setup_stream(port))
+            ready, out = ctx.Event(), ctx.Queue()
+            consumer = ctx.Process(target=_latency_consumer, args=(port, total, seconds + 30, ready, out))
+            consumer.start()
+            try:
+                if not ready.wait(30):
+                    raise TimeoutError("latency consumer did not start")
+                sent = asyncio.run(_paced_produce(port, rate, total, seconds, base_value(record_size)))
+                lat: list[int] = out.get(timeout=seconds + 60)
+                consumer.join(10)
+            finally:
+                stop_child(consumer)
+    return latency_summary(lat, sent)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--num-records", type=int, default=200_000)
+    ap.add_argument("--record-size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--latency-rate", type=int, default=10_000)
+    ap.add_argument("--latency-seconds", type=float, default=5.0)
+    ap.add_argument("--skip-latency", action="store_true")
+    a = ap.parse_args()
+    report: dict[str, object] = {"peer": "nats_jetstream", "num_records": a.num_records, "record_size": a.record_size,
+                                 "partitions": a.partitions,
+                                 "throughput": run(a.num_records, a.record_size, a.partitions)}
+    if not a.skip_latency:
+        report["latency"] = run_latency(a.latency_rate, a.latency_seconds, a.record_size)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

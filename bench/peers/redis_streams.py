@@ -1,0 +1,156 @@
+"""Redis Streams peer: AOF everysec (the closest Redis analogue of a periodically fsynced log)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import time
+from multiprocessing.synchronize import Event
+
+import redis
+
+from bench.peers._common import (
+    HOST,
+    base_value,
+    free_port,
+    latency_summary,
+    need_binary,
+    result,
+    server,
+    stamped,
+    stop_child,
+    temp_dir,
+)
+
+BATCH = 1000  # commands per pipeline round trip, like a batching producer
+READ_COUNT = 10_000
+DEADLINE_S = 600.0  # hard cap on any single phase
+
+
+def _server_argv(port: int, workdir: str) -> list[str]:
+    return [need_binary("redis-server", "redis-server"), "--bind", HOST, "--port", str(port), "--dir", workdir,
+            "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no",
+            "--protected-mode", "yes"]
+
+
+def _produce(r: redis.Redis, keys: list[str], num_records: int, value: bytes) -> float:
+    t0 = time.perf_counter()
+    for start in range(0, num_records, BATCH):
+        pipe = r.pipeline(transaction=False)
+        for i in range(start, min(start + BATCH, num_records)):
+            pipe.xadd(keys[i % len(keys)], {"v": value})
+        pipe.execute()
+    return time.perf_counter() - t0
+
+
+def _consume(r: redis.Redis, keys: list[str], num_records: int, record_size: int) -> float:
+    last: dict[str, bytes | str] = {k: "0-0" for k in keys}
+    got = 0
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + DEADLINE_S
+    while got < num_records:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"consumed only {got}/{num_records} records")
+        resp = r.xread(last, count=READ_COUNT)  # type: ignore[arg-type]
+        if not resp:
+            raise RuntimeError(f"streams exhausted after {got}/{num_records} records")
+        for key, entries in resp:
+            last[key.decode()] = entries[-1][0]
+            got += len(entries)
+            if len(entries[-1][1][b"v"]) != record_size:
+                raise RuntimeError("unexpected value size read back")
+    return time.perf_counter() - t0
+
+
+def run(num_records: int, record_size: int = 100, partitions: int = 1) -> dict[str, float]:
+    with temp_dir("peer-redis-") as d:
+        port = free_port()
+        with server(_server_argv(port, str(d)), port, d):
+            r = redis.Redis(host=HOST, port=port)
+            try:
+                keys = [f"bench-{p}" for p in range(partitions)]
+                produce_s = _produce(r, keys, num_records, bytes(base_value(record_size)))
+                consume_s = _consume(r, keys, num_records, record_size)
+            finally:
+                r.close()
+    return result(num_records, record_size, produce_s, consume_s)
+
+
+def _latency_consumer(port: int, key: str, expected: int, timeout: float, ready: Event, out: mp.Queue) -> None:
+    r = redis.Redis(host=HOST, port=port)
+    lat: list[int] = []
+    last: bytes | str = "0-0"
+    ready.set()
+    deadline = time.monotonic() + timeout
+    while len(lat) < expected and time.monotonic() < deadline:
+        resp = r.xread({key: last}, count=READ_COUNT, block=200)
+        now = time.time_ns()  # one receive time per batch: every entry in it became visible to us at this instant
+        for _, entries in resp or []:
+            last = entries[-1][0]
+            lat.extend(now - int.from_bytes(fields[b"v"][:8], "big") for _, fields in entries)
+    r.close()
+    out.put(lat)
+
+
+def run_latency(rate: int = 10_000, seconds: float = 5.0, record_size: int = 100) -> dict[str, float | int]:
+    total = int(rate * seconds)
+    ctx = mp.get_context("spawn")
+    with temp_dir("peer-redis-lat-") as d:
+        port = free_port()
+        with server(_server_argv(port, str(d)), port, d):
+            ready, out = ctx.Event(), ctx.Queue()
+            consumer = ctx.Process(target=_latency_consumer, args=(port, "lat", total, seconds + 30, ready, out))
+            consumer.start()
+            try:
+                if not ready.wait(30):
+                    raise TimeoutError("latency consumer did not start")
+                sent = _paced_produce(port, "lat", rate, total, seconds, base_value(record_size))
+                lat: list[int] = out.get(timeout=seconds + 60)
+                consumer.join(10)
+            finally:
+                stop_child(consumer)
+    return latency_summary(lat, sent)
+
+
+def _paced_produce(port: int, key: str, rate: int, total: int, seconds: float, value: bytearray) -> int:
+    r = redis.Redis(host=HOST, port=port)
+    sent = 0
+    start = time.monotonic()
+    try:
+        # Sends whatever the schedule says is due; falling behind turns into small pipelined bursts, not backlog.
+        while sent < total and time.monotonic() - start < seconds * 3:
+            due = min(total, int((time.monotonic() - start) * rate) + 1)
+            if due <= sent:
+                time.sleep(max(0.0, start + sent / rate - time.monotonic()))
+                continue
+            n = min(due - sent, BATCH)
+            pipe = r.pipeline(transaction=False)
+            for _ in range(n):
+                pipe.xadd(key, {"v": stamped(value)})
+            pipe.execute()
+            sent += n
+    finally:
+        r.close()
+    return sent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--num-records", type=int, default=200_000)
+    ap.add_argument("--record-size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--latency-rate", type=int, default=10_000)
+    ap.add_argument("--latency-seconds", type=float, default=5.0)
+    ap.add_argument("--skip-latency", action="store_true")
+    a = ap.parse_args()
+    report: dict[str, object] = {"peer": "redis_streams", "num_records": a.num_records, "record_size": a.record_size,
+                                 "partitions": a.partitions,
+                                 "throughput": run(a.num_records, a.record_size, a.partitions)}
+    if not a.skip_latency:
+        report["latency"] = run_latency(a.latency_rate, a.latency_seconds, a.record_size)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""kl-broker: run a broker process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from broker.config import BrokerConfig, read_properties
+from net.errors import KafkaLiteError
+
+
+def _setup_logging(broker_id: int, level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format=f"%(asctime)s [broker {broker_id}] %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+async def _run(cfg: BrokerConfig) -> None:
+    from broker.server import BrokerServer
+
+    server = BrokerServer(cfg)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    await stop.wait()
+    await server.stop()
+
+
+@click.group()
+def main() -> None:
+    """Kafka Lite broker."""
+
+
+@main.command()
+@click.option("--id", "broker_id", type=int, default=None, help="broker.id")
+@click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port to listen on (default 9092).")
+@click.option("--data-dir", "data_dir", default=None, help="log.dirs: where partitions are stored.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+              help="A server.properties file; command-line options override it.")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable.")
+@click.option("--log-level", default="INFO", show_default=True)
+def start(broker_id, host, port, data_dir, config_file, overrides, log_level) -> None:
+    """Start a broker in the foreground. SIGTERM shuts it down cleanly."""
+    try:
+        props: dict[str, str] = read_properties(config_file) if config_file else {}
+        for o in overrides:
+            if "=" not in o:
+                raise click.UsageError(f"--override expects KEY=VALUE, got {o!r}")
+            k, v = o.split("=", 1)
+            props[k.strip()] = v.strip()
+        for key, val in (("broker.id", broker_id), ("host", host), ("port", port), ("log.dirs", data_dir)):
+            if val is not None:
+                props[key] = str(val)
+        cfg = BrokerConfig.from_props(props)
+    except KafkaLiteError as e:
+        raise click.ClickException(str(e)) from None
+    _setup_logging(cfg.broker_id, log_level)
+    try:
+        import uvloop
+
+        uvloop.run(_run(cfg))
+    except KafkaLiteError as e:
+        logging.getLogger("kafkalite.broker").error("fatal: %s", e)
+        raise click.ClickException(str(e)) from None
+    except OSError as e:
+        logging.getLogger("kafkalite.broker").error("fatal: %s", e)
+        raise click.ClickException(f"{e.strerror or e} ({getattr(e, 'filename', '') or cfg.host + ':' + str(cfg.port)})") from None
+
+
+if __name__ == "__main__":
+    main()

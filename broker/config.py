@@ -1,0 +1,127 @@
+"""Broker configuration: Kafka's server.properties keys, a properties file, CLI overrides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from net.errors import InvalidConfigError
+
+# Broker-level defaults for topic configs use Kafka's `log.` prefixed names.
+TOPIC_DEFAULT_KEYS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+
+@dataclass
+class BrokerConfig:
+    broker_id: int = 1
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    log_dirs: list[Path] = field(default_factory=lambda: [Path("data")])
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = False
+    socket_request_max_bytes: int = 104857600
+    log_retention_check_interval_ms: int = 300000
+    log_flush_offset_checkpoint_interval_ms: int = 60000
+    log_flush_interval_ms: int = 60000
+    # Topic-config defaults (Kafka's log.* keys), validated by LogConfig.
+    topic_defaults: dict[str, str] = field(default_factory=dict)
+
+    KEYS = {
+        "broker.id": ("broker_id", int),
+        "host": ("host", str),
+        "port": ("port", int),
+        "advertised.host": ("advertised_host", str),
+        "log.dirs": ("log_dirs", lambda v: [Path(p) for p in str(v).split(",") if p]),
+        "log.dir": ("log_dirs", lambda v: [Path(str(v))]),
+        "num.partitions": ("num_partitions", int),
+        "default.replication.factor": ("default_replication_factor", int),
+        "auto.create.topics.enable": ("auto_create_topics_enable", lambda v: _bool(v)),
+        "socket.request.max.bytes": ("socket_request_max_bytes", int),
+        "log.retention.check.interval.ms": ("log_retention_check_interval_ms", int),
+        "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
+        "log.flush.interval.ms": ("log_flush_interval_ms", int),
+    }
+
+    @classmethod
+    def from_props(cls, props: dict[str, Any]) -> "BrokerConfig":
+        cfg = cls()
+        for key, raw in props.items():
+            if key in TOPIC_DEFAULT_KEYS:
+                from broker.log.config import LogConfig
+
+                try:
+                    LogConfig.from_props({TOPIC_DEFAULT_KEYS[key]: raw})
+                except InvalidConfigError as e:
+                    raise InvalidConfigError(f"broker config {key!r}: {e}") from None
+                cfg.topic_defaults[TOPIC_DEFAULT_KEYS[key]] = str(raw)
+                continue
+            if key not in cls.KEYS:
+                raise InvalidConfigError(f"unknown broker config {key!r}")
+            attr, conv = cls.KEYS[key]
+            try:
+                setattr(cfg, attr, conv(raw))
+            except (TypeError, ValueError):
+                raise InvalidConfigError(f"invalid value {raw!r} for broker config {key!r}") from None
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        if self.broker_id < 0:
+            raise InvalidConfigError("broker.id must be >= 0")
+        if not 0 <= self.port <= 65535:
+            raise InvalidConfigError(f"port {self.port} out of range")
+        if not self.log_dirs:
+            raise InvalidConfigError("log.dirs is empty")
+        for name in ("num_partitions", "default_replication_factor", "socket_request_max_bytes"):
+            if getattr(self, name) < 1:
+                raise InvalidConfigError(f"{name.replace('_', '.')} must be >= 1")
+        from broker.log.config import LogConfig
+
+        LogConfig.from_props(self.topic_defaults)
+
+    def topic_config_defaults(self) -> "Any":
+        from broker.log.config import LogConfig
+
+        return LogConfig.from_props(self.topic_defaults)
+
+    def describe(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _bool(v: Any) -> bool:
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(v)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java-style .properties file: key=value lines, '#' comments."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InvalidConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    props: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise InvalidConfigError(f"{path}:{n}: expected key=value, got {line!r}")
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    return props

@@ -1,0 +1,379 @@
+"""LogSegment: one `<base>.log` file of stamped record batches plus its two sparse indexes.
+
+The segment never decodes records: it only reads batch headers (and, during
+recovery, checks the CRC). Data is written with os.write on an unbuffered fd,
+so once append() returns the bytes are in the page cache and survive a crash
+of the process (not of the machine: that is what flush() and the recovery
+point are for).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from net.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, InvalidBatch, parse_header, validate
+from net.errors import KafkaStorageError
+
+log = logging.getLogger("kafkalite.log")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+# Offsets in the indexes are 4 bytes relative to the base offset; Kafka rolls before Int.MaxValue.
+MAX_RELATIVE_OFFSET = 2**31 - 1
+_SCAN_CHUNK = 64 * 1024
+_RECOVER_CHUNK = 1024 * 1024
+
+
+def filename_prefix(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class _Reader:
+    """Chunked pread over [start, end) of a file, so header scans cost one syscall per chunk, not per batch."""
+
+    __slots__ = ("buf", "buf_pos", "chunk", "end", "fd")
+
+    def __init__(self, fd: int, end: int, chunk: int) -> None:
+        self.fd, self.end, self.chunk = fd, end, chunk
+        self.buf = b""
+        self.buf_pos = 0
+
+    def get(self, pos: int, n: int) -> tuple[bytes, int]:
+        """A buffer holding file bytes [pos, pos + n) (fewer at EOF) and the index of `pos` in it."""
+        off = pos - self.buf_pos
+        if off < 0 or off + n > len(self.buf):
+            self.buf = os.pread(self.fd, min(max(n, self.chunk), self.end - pos), pos)
+            self.buf_pos, off = pos, 0
+        return self.buf, off
+
+
+class LogSegment:
+    def __init__(
+        self,
+        dir: Path,
+        base_offset: int,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.dir = Path(dir)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self._clock = clock
+        prefix = self.dir / filename_prefix(base_offset)
+        self.path = prefix.with_suffix(LOG_SUFFIX)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(prefix.with_suffix(INDEX_SUFFIX), base_offset, max_index_size)
+        self.time_index = TimeIndex(prefix.with_suffix(TIME_INDEX_SUFFIX), base_offset, max_index_size)
+        self.next_offset = base_offset
+        self.max_timestamp = -1  # the largest batch max timestamp seen, -1 if none
+        self.offset_of_max_timestamp = base_offset
+        self._bytes_since_index_entry = 0
+        # When the segment got its first data, for segment.ms; see _load_state for reloaded segments.
+        self.created_ms: int | None = None
+        # Set when the indexes cannot be trusted or the file does not end on a batch boundary.
+        self.needs_recovery = False
+        if self.size and not self.offset_index.existed:
+            log.warning("missing index file %s; the segment will be recovered", self.offset_index.path)
+            self.needs_recovery = True
+        self._load_state()
+
+    # --- state -----------------------------------------------------------------
+
+    def _load_state(self) -> None:
+        """Derive next offset / max timestamp from the last index entry and the headers after it."""
+        start = 0
+        try:
+            self.sanity_check()
+            _, start = self.offset_index.last_entry()
+        except CorruptIndexError as e:
+            log.warning("%s; the segment will be recovered", e)
+            self.needs_recovery = True
+        ts, ts_off = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = ts, ts_off
+        next_offset = self.base_offset
+        pos = start
+        first: BatchHeader | None = None
+        for pos, h in self._scan(start, self.size):
+            if pos + h.size > self.size:
+                break
+            first = first or h
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+            next_offset = h.next_offset
+            pos += h.size
+        if pos != self.size:
+            self.needs_recovery = True
+        self.next_offset = next_offset
+        self._bytes_since_index_entry = self.size - start
+        if self.size and self.created_ms is None:
+            # Kafka rolls a reloaded segment by its first batch's timestamp; without one, count from now.
+            if start == 0 and first is not None and first.max_timestamp >= 0:
+                self.created_ms = first.max_timestamp
+            else:
+                self.created_ms = int(self._clock() * 1000)
+
+    def sanity_check(self) -> None:
+        self.offset_index.sanity_check(self.size)
+        self.time_index.sanity_check(self.size)
+        if len(self.offset_index):
+            # The last entry must point at a batch holding its offset: catches overwritten index bytes.
+            offset, position = self.offset_index.last_entry()
+            head = os.pread(self._fd, HEADER_SIZE, position)
+            h = parse_header(head) if len(head) == HEADER_SIZE else None
+            if h is None or h.magic != MAGIC or not h.base_offset <= offset or h.base_offset < self.base_offset:
+                raise CorruptIndexError(f"index file {self.offset_index.path}: entry ({offset}, {position}) "
+                                        "does not point at its batch")
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Kafka's segment largestTimestamp: the max batch timestamp, or the file mtime if there is none."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+    def is_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.path}, base={self.base_offset}, next={self.next_offset}, size={self.size})"
+
+    # --- append ----------------------------------------------------------------
+
+    def append(self, largest_offset: int, max_timestamp: int, offset_of_max_ts: int, data: bytes | bytearray) -> None:
+        """Append already-stamped batches. All or nothing: on an I/O error the segment is left unchanged."""
+        if largest_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            raise KafkaStorageError(f"offset {largest_offset} does not fit in segment {self.base_offset}")
+        position = self.size
+        n_index, n_time = len(self.offset_index), len(self.time_index)
+        if max_timestamp > self.max_timestamp:
+            new_max_ts, new_max_ts_offset = max_timestamp, offset_of_max_ts
+        else:
+            new_max_ts, new_max_ts_offset = self.max_timestamp, self.offset_of_max_timestamp
+        index_due = self._bytes_since_index_entry >= self.index_interval_bytes
+        size = len(data)
+        try:
+            view = memoryview(data)
+            written = 0
+            while written < size:
+                written += os.write(self._fd, view[written:])
+            if index_due:
+                # Kafka indexes the largest offset of the append with the position where it starts.
+                self.offset_index.append(largest_offset, position)
+                self.time_index.maybe_append(new_max_ts, new_max_ts_offset)
+        except OSError as e:
+            self._rollback(position, n_index, n_time)
+            what = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+            raise KafkaStorageError(f"error appending to {self.path}: {what}") from e
+        self.size = position + size
+        self.next_offset = largest_offset + 1
+        self.max_timestamp, self.offset_of_max_timestamp = new_max_ts, new_max_ts_offset
+        self._bytes_since_index_entry = size if index_due else self._bytes_since_index_entry + size
+        if self.created_ms is None:
+            self.created_ms = int(self._clock() * 1000)
+
+    def _rollback(self, position: int, n_index: int, n_time: int) -> None:
+        # Never leave half a batch (or an index entry for it) behind: the next append would follow garbage.
+        try:
+            os.ftruncate(self._fd, position)
+            self.offset_index._truncate_entries(n_index)
+            self.time_index._truncate_entries(n_time)
+        except OSError:
+            log.exception("cannot truncate %s back to %d after a failed append", self.path, position)
+            self.needs_recovery = True
+
+    # --- read ------------------------------------------------------------------
+
+    def _scan(self, start: int, end: int, chunk: int = _SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `start`; the last one may extend past `end`."""
+        reader = _Reader(self._fd, end, chunk)
+        pos = start
+        while pos + HEADER_SIZE <= end:
+            buf, off = reader.get(pos, HEADER_SIZE)
+            if len(buf) - off < HEADER_SIZE:
+                return
+            h = parse_header(buf, off)
+            if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                return  # garbage: a zero length would loop forever
+            yield pos, h
+            pos += h.size
+
+    def translate_offset(self, offset: int, max_position: int | None = None) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch with last offset >= `offset`, or None if there is none.
+
+        That is the batch containing `offset` or, if the offset fell in a gap,
+        the next batch after it.
+        """
+        end = self.size if max_position is None else min(max_position, self.size)
+        _, start = self.offset_index.lookup(offset)
+        for pos, h in self._scan(start, end):
+            if pos + h.size > end:
+                return None
+            if h.last_offset >= offset:
+                return pos, h
+        return None
+
+    def read(self, start_offset: int, max_bytes: int, max_position: int | None = None,
+             min_one_message: bool = True) -> bytes:
+        """Whole batches from the one containing `start_offset`, at most `max_bytes` (KIP-74: unless the
+        first batch alone is larger and `min_one_message`), never past `max_position`."""
+        limit = self.size if max_position is None else min(max_position, self.size)
+        found = self.translate_offset(start_offset, limit)
+        if found is None:
+            return b""
+        start, first = found
+        if first.size > max_bytes:
+            return os.pread(self._fd, first.size, start) if min_one_message else b""
+        buf = os.pread(self._fd, min(max_bytes, limit - start), start)
+        # Cut a partial last batch; headers inside the buffer are all we need.
+        end, n = 0, len(buf)
+        while n - end >= LOG_OVERHEAD:
+            size = int.from_bytes(buf[end + 8 : end + 12], "big") + LOG_OVERHEAD
+            if end + size > n:
+                break
+            end += size
+        return buf if end == n else buf[:end]
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, batch max timestamp) of the first batch at or after `start_offset` whose max timestamp
+        is >= `timestamp`. Granularity is the batch: the offset is the batch's base offset (or
+        `start_offset` if that is inside the batch), since the log never decodes records."""
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(ts_offset, start_offset))
+        for pos, h in self._scan(position, self.size):
+            if pos + h.size > self.size:
+                break
+            if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
+                return max(h.base_offset, start_offset), h.max_timestamp
+        return None
+
+    # --- recovery and truncation -----------------------------------------------
+
+    def recover(self, max_message_bytes: int = 1048588,
+                on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Validate every batch (framing, magic, CRC, increasing offsets), rebuild both indexes and truncate
+        at the first bad or short batch. Returns the number of bytes truncated.
+
+        `max_message_bytes` only sizes the read buffer: a batch larger than the current limit but with a
+        good CRC was accepted under an older config and is kept.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        max_ts, max_ts_offset = -1, self.base_offset
+        next_offset = self.base_offset
+        last_index_pos = 0
+        pos = 0
+        reader = _Reader(self._fd, self.size, max(_RECOVER_CHUNK, max_message_bytes))
+        first_ts: int | None = None
+        while pos < self.size:
+            buf, off = reader.get(pos, HEADER_SIZE)
+            if len(buf) - off < HEADER_SIZE:
+                break
+            size = int.from_bytes(buf[off + 8 : off + 12], "big", signed=True) + LOG_OVERHEAD
+            if size < HEADER_SIZE or pos + size > self.size:
+                break
+            buf, off = reader.get(pos, size)
+            try:
+                h = validate(buf, off, off + size)
+            except InvalidBatch as e:
+                log.warning("%s: invalid batch at position %d: %s", self.path, pos, e)
+                break
+            if h.base_offset < next_offset or h.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                log.warning("%s: batch at position %d has out-of-order offset %d", self.path, pos, h.base_offset)
+                break
+            if first_ts is None:
+                first_ts = h.max_timestamp
+            if h.max_timestamp > max_ts:
+                max_ts, max_ts_offset = h.max_timestamp, h.last_offset
+            if pos - last_index_pos >= self.index_interval_bytes:
+                self.offset_index.append(h.last_offset, pos)
+                self.time_index.maybe_append(max_ts, max_ts_offset)
+                last_index_pos = pos
+            if on_batch is not None:
+                on_batch(h)
+            next_offset = h.next_offset
+            pos += size
+        truncated = self.size - pos
+        if truncated:
+            log.warning("%s: truncating %d invalid bytes at position %d", self.path, truncated, pos)
+            os.ftruncate(self._fd, pos)
+            self.size = pos
+        self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+        self.next_offset = next_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_offset
+        self._bytes_since_index_entry = pos - last_index_pos
+        if pos == 0:
+            self.created_ms = None
+        elif self.created_ms is None:
+            self.created_ms = first_ts if first_ts is not None and first_ts >= 0 else int(self._clock() * 1000)
+        self.needs_recovery = False
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= `offset`; returns the bytes removed.
+
+        Kafka truncates at batch boundaries: a batch holding `offset` goes as a
+        whole, so next_offset afterwards may be below `offset`.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, h = found
+        removed = self.size - position
+        self.offset_index.truncate_to(h.base_offset)
+        self.time_index.truncate_to(h.base_offset)
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self._load_state()
+        if position == 0:
+            self.created_ms = None
+        return removed
+
+    # --- lifecycle -------------------------------------------------------------
+
+    def on_become_inactive(self) -> None:
+        """When rolled: make the time index's last entry the segment's max timestamp (for time lookups)."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+
+    def flush(self) -> None:
+        try:
+            os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+        except OSError as e:
+            if self._fd < 0 or e.errno == errno.EBADF:
+                return  # closed or deleted by retention while a flush thread held it: nothing left to sync
+            raise KafkaStorageError(f"error flushing {self.path}: {e.strerror}") from e
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        try:
+            self.on_become_inactive()
+        except OSError:
+            log.warning("cannot write the last time index entry of %s", self.path)
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def delete(self) -> None:
+        if self._fd >= 0:
+            self.offset_index.close()
+            self.time_index.close()
+            os.close(self._fd)
+            self._fd = -1
+        for p in (self.path, self.offset_index.path, self.time_index.path):
+            p.unlink(missing_ok=True)

@@ -1,0 +1,157 @@
+"""RecordAccumulator: per-partition queues of open and closed batches.
+
+`append` is the producer's whole per-message cost: one list append under an
+uncontended lock. Batches are encoded once, when the sender drains them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+from net import batch as batch_fmt
+
+DeliveryCallback = Callable[[Exception | None, "RecordMetadata | None"], None]
+RECORD_OVERHEAD = 12  # msgpack array header, deltas, nil headers: a size estimate for batch.size
+
+
+class RecordMetadata:
+    __slots__ = ("topic", "partition", "offset", "timestamp")
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
+        self.topic, self.partition, self.offset, self.timestamp = topic, partition, offset, timestamp
+
+    def __repr__(self) -> str:
+        return f"RecordMetadata({self.topic}-{self.partition}@{self.offset})"
+
+
+class ProducerBatch:
+    __slots__ = ("topic", "partition", "records", "size", "first_ts", "max_ts", "created", "callbacks",
+                 "closed", "attempts", "retry_at", "encoded")
+
+    def __init__(self, topic: str, partition: int, ts: int, now: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records: list[list[Any]] = []
+        self.size = batch_fmt.HEADER_SIZE
+        self.first_ts = ts
+        self.max_ts = ts
+        self.created = now
+        self.callbacks: list[tuple[int, DeliveryCallback]] | None = None
+        self.closed = False
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.encoded: bytes | None = None
+
+    def encode(self, codec: int) -> bytes:
+        if self.encoded is None:
+            self.encoded = batch_fmt.build(self.records, self.first_ts, self.max_ts, codec)
+        return self.encoded
+
+    @property
+    def timestamps(self) -> list[int]:
+        first = self.first_ts
+        return [first + r[1] for r in self.records]
+
+    def complete(self, base_offset: int, error: Exception | None) -> None:
+        if not self.callbacks:
+            return
+        first = self.first_ts
+        for i, cb in self.callbacks:
+            r = self.records[i]
+            md = None if error else RecordMetadata(self.topic, self.partition, base_offset + i, first + r[1])
+            try:
+                cb(error, md)
+            except Exception:  # a user callback must not take the sender down
+                import logging
+
+                logging.getLogger("kafkalite.producer").exception("delivery callback raised")
+
+
+class RecordAccumulator:
+    def __init__(self, batch_size: int, buffer_memory: int) -> None:
+        self.batch_size = batch_size
+        self.buffer_memory = buffer_memory
+        self.lock = threading.Lock()
+        self.space = threading.Condition(self.lock)
+        self.queues: dict[tuple[str, int], deque[ProducerBatch]] = {}
+        self.open: dict[tuple[str, int], ProducerBatch] = {}
+        self.buffered = 0
+        self.on_batch_full: Callable[[], None] = lambda: None
+
+    def append(self, topic: str, partition: int, ts: int, key: bytes | None, value: bytes | None,
+               headers: list | None, callback: DeliveryCallback | None) -> bool:
+        """Add one record. Returns True when this append closed a batch (time to pick a new sticky partition)."""
+        size = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        tp = (topic, partition)
+        with self.lock:
+            b = self.open.get(tp)
+            if b is None:
+                b = ProducerBatch(topic, partition, ts, time.monotonic())
+                self.open[tp] = b
+                q = self.queues.get(tp)
+                if q is None:
+                    q = self.queues[tp] = deque()
+                q.append(b)
+            recs = b.records
+            if callback is not None:
+                if b.callbacks is None:
+                    b.callbacks = []
+                b.callbacks.append((len(recs), callback))
+            if ts > b.max_ts:
+                b.max_ts = ts
+            recs.append([len(recs), ts - b.first_ts, key, value, headers])
+            b.size += size
+            self.buffered += size
+            if b.size < self.batch_size:
+                return False
+            b.closed = True
+            del self.open[tp]
+        self.on_batch_full()
+        return True
+
+    def drain(self, tp: tuple[str, int], now: float, linger: float, force: bool) -> list[ProducerBatch]:
+        """Take every sendable batch of one partition, in order."""
+        with self.lock:
+            q = self.queues.get(tp)
+            if not q:
+                return []
+            head = q[0]
+            if head.retry_at > now:
+                return []
+            if not (head.closed or force or now - head.created >= linger):
+                return []
+            out = list(q)
+            q.clear()
+            b = self.open.pop(tp, None)
+            if b is not None:
+                b.closed = True
+            return out
+
+    def requeue_front(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> None:
+        with self.lock:
+            q = self.queues.setdefault(tp, deque())
+            q.extendleft(reversed(batches))
+
+    def release(self, batches: list[ProducerBatch]) -> None:
+        with self.lock:
+            self.buffered -= sum(b.size - batch_fmt.HEADER_SIZE for b in batches)
+            self.space.notify_all()
+
+    def wait_for_space(self, timeout: float) -> bool:
+        with self.lock:
+            return self.space.wait_for(lambda: self.buffered < self.buffer_memory, timeout)
+
+    def pending_partitions(self) -> list[tuple[str, int]]:
+        with self.lock:
+            return [tp for tp, q in self.queues.items() if q]
+
+    def next_linger_deadline(self, linger: float) -> float | None:
+        with self.lock:
+            return min((b.created + linger for b in self.open.values()), default=None)
+
+    def has_pending(self) -> bool:
+        with self.lock:
+            return any(self.queues.values())

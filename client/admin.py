@@ -1,0 +1,95 @@
+"""AsyncAdmin: create, describe, alter, delete and list topics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from client.cluster import KafkaLiteClient, TopicMeta
+from net.errors import KafkaLiteError, error_for
+from net.protocol import ApiKey
+
+
+@dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] | None = None
+
+
+@dataclass
+class TopicDescription:
+    name: str
+    topic_id: str
+    partitions: list  # client.cluster.PartitionMeta
+    configs: dict[str, tuple[str, bool]]  # name -> (value, is_default)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+def _raise_rows(rows: list) -> None:
+    """Raise the first per-topic error in [[name, code, message], ...]."""
+    for name, code, message, *_ in rows:
+        if code:
+            raise error_for(code, message or f"topic {name!r}")
+
+
+class AsyncAdmin:
+    def __init__(self, bootstrap_servers: str, *, client_id: str = "kl-admin", request_timeout_ms: int = 30000) -> None:
+        self.client = KafkaLiteClient(bootstrap_servers, client_id, request_timeout_ms)
+
+    async def start(self) -> None:
+        await self.client.any_connection()
+
+    async def _controller_request(self, api: ApiKey, body: dict) -> dict:
+        await self.client.refresh_metadata([])
+        controller = self.client.metadata.controller_id
+        resp = await self.client.request(controller if controller >= 0 else None, api, body)
+        if resp.get("error_code"):
+            raise error_for(resp["error_code"], resp.get("error_message", ""))
+        return resp
+
+    async def create_topics(self, topics: list[NewTopic], validate_only: bool = False) -> None:
+        body = {"topics": [{"name": t.name, "num_partitions": t.num_partitions,
+                            "replication_factor": t.replication_factor, "configs": t.configs or {}}
+                           for t in topics], "validate_only": validate_only}
+        _raise_rows((await self._controller_request(ApiKey.CREATE_TOPICS, body))["topics"])
+
+    async def delete_topics(self, names: list[str]) -> None:
+        _raise_rows((await self._controller_request(ApiKey.DELETE_TOPICS, {"topics": names}))["topics"])
+
+    async def alter_configs(self, topic: str, changes: dict[str, str | None], validate_only: bool = False) -> None:
+        body = {"topics": [[topic, changes]], "validate_only": validate_only}
+        _raise_rows((await self._controller_request(ApiKey.ALTER_CONFIGS, body))["topics"])
+
+    async def describe_configs(self, topic: str) -> dict[str, tuple[str, bool]]:
+        resp = await self.client.request(None, ApiKey.DESCRIBE_CONFIGS, {"topics": [topic]})
+        name, code, message, configs = resp["results"][0]
+        if code:
+            raise error_for(code, message or f"topic {name!r}")
+        return {k: (v[0], v[1]) for k, v in configs.items()}
+
+    async def list_topics(self, include_internal: bool = False) -> list[str]:
+        topics = await self.client.list_topics()
+        return sorted(n for n, t in topics.items() if include_internal or not t.is_internal)
+
+    async def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
+        if names is None:
+            names = await self.list_topics()
+        await self.client.refresh_metadata(names)
+        out = []
+        for name in names:
+            tm: TopicMeta | None = self.client.metadata.topics.get(name)
+            if tm is None or tm.error:
+                raise error_for(tm.error if tm else 3, f"topic {name!r} does not exist")
+            configs = await self.describe_configs(name)
+            out.append(TopicDescription(name, tm.topic_id, [tm.partitions[p] for p in sorted(tm.partitions)], configs))
+        return out
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+__all__ = ["AsyncAdmin", "NewTopic", "TopicDescription", "KafkaLiteError"]

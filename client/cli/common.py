@@ -1,0 +1,49 @@
+"""What every CLI shares: --bootstrap-server, --command-config, and one-line errors."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from typing import Any, Callable
+
+import click
+
+from net.errors import KafkaLiteError
+
+bootstrap_option = click.option(
+    "--bootstrap-server", "bootstrap_server", required=True, metavar="HOST:PORT[,HOST:PORT]",
+    help="Broker(s) to connect to; the client finds the partition leaders itself.",
+)
+
+
+def parse_kv(items: tuple[str, ...], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise click.UsageError(f"{what} expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A failure is one clear line on stderr and exit code 1, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+        try:
+            return fn(*args, **kwargs)
+        except click.ClickException:
+            raise
+        except KafkaLiteError as e:
+            raise click.ClickException(f"{e.code.name}: {e}") from None
+        except (ValueError, OSError, TypeError) as e:
+            raise click.ClickException(str(e)) from None
+        except KeyboardInterrupt:
+            sys.exit(130)
+        except Exception as e:  # last resort: still one line, with the type to report a bug by
+            raise click.ClickException(f"unexpected {type(e).__name__}: {e}") from None
+
+    return wrapper

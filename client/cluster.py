@@ -1,0 +1,221 @@
+"""The one client core: bootstrap, metadata, a connection per broker, and
+request routing to partition leaders. Producer, Consumer and Admin sit on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from net.connection import BrokerConnection
+from net.errors import ErrorCode, KafkaLiteError, NetworkError, error_for
+from net.protocol import ApiKey
+
+log = logging.getLogger("kafkalite.client")
+
+
+def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"bootstrap server {item!r} is not HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("no bootstrap servers given")
+    return out
+
+
+@dataclass(slots=True)
+class PartitionMeta:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    error: int = 0
+
+
+@dataclass
+class TopicMeta:
+    name: str
+    error: int
+    partitions: dict[int, PartitionMeta] = field(default_factory=dict)
+    is_internal: bool = False
+    topic_id: str = ""
+
+
+class ClusterMetadata:
+    """The client's view of brokers and leaders, refreshed from Metadata responses."""
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.topics: dict[str, TopicMeta] = {}
+        self.cluster_id = ""
+        self.controller_id = -1
+        self.updated_at = 0.0
+
+    def update(self, body: dict, requested: list[str] | None) -> None:
+        self.brokers = {b[0]: (b[1], b[2]) for b in body.get("brokers", [])}
+        self.cluster_id = body.get("cluster_id", "")
+        self.controller_id = body.get("controller_id", -1)
+        seen = set()
+        for t in body.get("topics", []):
+            tm = TopicMeta(t["name"], t["error_code"], is_internal=t.get("is_internal", False),
+                           topic_id=t.get("topic_id", ""))
+            for err, p, leader, epoch, replicas, isr, *_ in t.get("partitions", []):
+                tm.partitions[p] = PartitionMeta(p, leader, epoch, replicas, isr, err)
+            if tm.error and tm.name in self.topics and tm.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                continue  # keep the last good view through a transient error
+            self.topics[tm.name] = tm
+            seen.add(tm.name)
+        if requested is None:
+            for name in list(self.topics):
+                if name not in seen:
+                    del self.topics[name]
+        self.updated_at = time.monotonic()
+
+    def partition_count(self, topic: str) -> int | None:
+        tm = self.topics.get(topic)
+        if tm is None or tm.error:
+            return None
+        return len(tm.partitions)
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        tm = self.topics.get(topic)
+        if tm is None:
+            return None
+        pm = tm.partitions.get(partition)
+        if pm is None or pm.leader < 0:
+            return None
+        return pm.leader
+
+
+class KafkaLiteClient:
+    """Async core shared by every client. Not thread-safe: use it from its event loop."""
+
+    def __init__(self, bootstrap_servers: str | Iterable[str], client_id: str = "kafkalite",
+                 request_timeout_ms: int = 30000, metadata_max_age_ms: int = 300000,
+                 retry_backoff_ms: int = 100) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000
+        self.metadata_max_age = metadata_max_age_ms / 1000
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.metadata = ClusterMetadata()
+        self._conns: dict[int | tuple[str, int], BrokerConnection] = {}
+        self._connecting: dict[Any, asyncio.Task] = {}
+        self._refresh: asyncio.Task | None = None
+        self._wanted_topics: set[str] = set()
+        self.closed = False
+
+    # --- connections ---------------------------------------------------------
+
+    async def _connect(self, key: Any, host: str, port: int) -> BrokerConnection:
+        conn = self._conns.get(key)
+        if conn is not None and conn.connected:
+            return conn
+        task = self._connecting.get(key)
+        if task is None:
+            async def open_() -> BrokerConnection:
+                c = BrokerConnection(host, port, self.client_id)
+                await c.connect(timeout=min(self.request_timeout, 10))
+                self._conns[key] = c
+                return c
+
+            task = asyncio.ensure_future(open_())
+            self._connecting[key] = task
+            task.add_done_callback(lambda _: self._connecting.pop(key, None))
+        return await asyncio.shield(task)
+
+    async def connection(self, broker_id: int) -> BrokerConnection:
+        addr = self.metadata.brokers.get(broker_id)
+        if addr is None:
+            raise NetworkError(f"broker {broker_id} is not in the cluster metadata")
+        return await self._connect(broker_id, *addr)
+
+    async def any_connection(self) -> BrokerConnection:
+        """A connection to some broker: a known one, else the bootstrap list in random order."""
+        for key, conn in self._conns.items():
+            if conn.connected:
+                return conn
+        candidates = [(bid, addr) for bid, addr in self.metadata.brokers.items()]
+        random.shuffle(candidates)
+        boot = list(self.bootstrap)
+        random.shuffle(boot)
+        candidates += [(addr, addr) for addr in boot]
+        errors = []
+        for key, (host, port) in candidates:
+            try:
+                return await self._connect(key, host, port)
+            except KafkaLiteError as e:
+                errors.append(str(e))
+        raise NetworkError("no broker reachable: " + "; ".join(dict.fromkeys(errors)))
+
+    async def request(self, broker_id: int | None, api: ApiKey, body: dict, timeout: float | None = None) -> dict:
+        conn = await (self.any_connection() if broker_id is None else self.connection(broker_id))
+        return await conn.request(api, body, timeout=timeout or self.request_timeout)
+
+    # --- metadata ------------------------------------------------------------
+
+    async def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """Fetch metadata for `topics` (None: all topics). Concurrent callers share one request."""
+        if topics is not None:
+            self._wanted_topics.update(topics)
+        if self._refresh is None or self._refresh.done():
+            self._refresh = asyncio.ensure_future(self._do_refresh())
+        await asyncio.shield(self._refresh)
+        return self.metadata
+
+    async def _do_refresh(self) -> None:
+        wanted = sorted(self._wanted_topics) if self._wanted_topics else None
+        body = await self.request(None, ApiKey.METADATA, {"topics": wanted})
+        if body.get("error_code"):
+            raise error_for(body["error_code"], body.get("error_message", ""))
+        self.metadata.update(body, wanted)
+
+    async def list_topics(self) -> dict[str, TopicMeta]:
+        body = await self.request(None, ApiKey.METADATA, {"topics": None})
+        md = ClusterMetadata()
+        md.update(body, None)
+        return md.topics
+
+    def metadata_stale(self) -> bool:
+        return time.monotonic() - self.metadata.updated_at > self.metadata_max_age
+
+    async def leader_for(self, topic: str, partition: int) -> int:
+        leader = self.metadata.leader(topic, partition)
+        if leader is None:
+            await self.refresh_metadata([topic])
+            leader = self.metadata.leader(topic, partition)
+        if leader is None:
+            tm = self.metadata.topics.get(topic)
+            if tm is None or tm.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+            if partition not in tm.partitions:
+                raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"partition {partition} of {topic!r} does not exist "
+                                f"(it has {len(tm.partitions)})")
+            raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
+        return leader
+
+    def invalidate(self, topic: str) -> None:
+        """Drop what we believe about `topic` (after NOT_LEADER etc.) so the next lookup refreshes."""
+        tm = self.metadata.topics.get(topic)
+        if tm is not None:
+            for pm in tm.partitions.values():
+                pm.leader = -1
+
+    async def close(self) -> None:
+        self.closed = True
+        for c in list(self._conns.values()):
+            c.close()
+        self._conns.clear()

@@ -1,0 +1,437 @@
+"""AsyncProducer: partitioning, batching, the sender, retries, idempotence.
+
+`send` never blocks and allocates nothing per message but the record itself;
+a sender task on the event loop drains closed or lingered batches, one
+in-flight request per partition (so retries keep order), and the broker
+de-duplicates retried batches by producer id and sequence (idempotence).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from crc32c import crc32c
+
+from client.accumulator import DeliveryCallback, ProducerBatch, RecordAccumulator
+from client.cluster import KafkaLiteClient
+from net import batch as batch_fmt
+from net.compression import codec_id
+from net.errors import (
+    ErrorCode,
+    KafkaLiteError,
+    MessageTooLargeError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+    error_for,
+)
+from net.protocol import ApiKey
+
+log = logging.getLogger("kafkalite.producer")
+
+Serializer = Callable[[Any], bytes | None]
+
+
+class ProduceError(KafkaLiteError):
+    """Raised by flush()/close() when records could not be delivered."""
+
+
+def parse_acks(acks: int | str) -> int:
+    a = str(acks).strip().lower()
+    if a in ("all", "-1"):
+        return -1
+    if a in ("0", "1"):
+        return int(a)
+    raise ValueError(f"acks must be all, -1, 0 or 1, got {acks!r}")
+
+
+def default_partition(key: bytes, num_partitions: int) -> int:
+    """Stable across processes and versions: CRC32C of the key bytes (docs/FORMAT.md)."""
+    return crc32c(key) % num_partitions
+
+
+def _to_bytes(v: Any) -> bytes | None:
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    raise TypeError(f"cannot send {type(v).__name__}; give bytes or str, or set a serializer")
+
+
+class AsyncProducer:
+    def __init__(self, bootstrap_servers: str, *, acks: int | str = "all", batch_size: int = 131072,
+                 linger_ms: float = 5, compression_type: str = "none", retries: int = 2147483647,
+                 retry_backoff_ms: int = 100, delivery_timeout_ms: int = 120000, request_timeout_ms: int = 30000,
+                 max_request_size: int = 1048576, buffer_memory: int = 33554432, max_block_ms: int = 60000,
+                 enable_idempotence: bool = True, client_id: str = "kl-producer",
+                 key_serializer: Serializer | None = None, value_serializer: Serializer | None = None) -> None:
+        self.acks = parse_acks(acks)
+        self.linger = linger_ms / 1000
+        self.codec = codec_id(compression_type)
+        self.retries = retries
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.delivery_timeout = delivery_timeout_ms / 1000
+        self.request_timeout = request_timeout_ms / 1000
+        self.max_request_size = max_request_size
+        self.max_block = max_block_ms / 1000
+        self.idempotent = enable_idempotence and self.acks == -1
+        self.key_serializer = key_serializer or _to_bytes
+        self.value_serializer = value_serializer or _to_bytes
+        self.client = KafkaLiteClient(bootstrap_servers, client_id, request_timeout_ms, retry_backoff_ms=retry_backoff_ms)
+        self.accumulator = RecordAccumulator(batch_size, buffer_memory)
+        self._partition_counts: dict[str, int] = {}
+        self._sticky: dict[str, int] = {}
+        self._sticky_seq = 0
+        self._unresolved: dict[str, list[tuple]] = {}
+        self._unresolved_since: dict[str, float] = {}
+        self._inflight: set[tuple[str, int]] = set()
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._errors: list[Exception] = []
+        self._failed = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._wake_pending = False
+        self._sender_task: asyncio.Task | None = None
+        self._flushing = 0
+        self._closing = False
+        self._idle: asyncio.Event | None = None
+        self.on_batch_complete: Callable[[ProducerBatch, float], None] | None = None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self.accumulator.on_batch_full = self._wakeup_threadsafe
+        await self.client.refresh_metadata([])
+        if self.idempotent:
+            body = await self.client.request(None, ApiKey.INIT_PRODUCER_ID, {})
+            if body.get("error_code"):
+                raise error_for(body["error_code"], body.get("error_message", ""))
+            self._producer_id, self._producer_epoch = body["producer_id"], body["producer_epoch"]
+        self._sender_task = asyncio.create_task(self._run_sender())
+
+    # --- the per-message path ------------------------------------------------
+
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             headers: list[tuple[str, bytes]] | None = None, on_delivery: DeliveryCallback | None = None,
+             timestamp_ms: int | None = None) -> None:
+        """Queue one record. Errors reach `on_delivery(err, None)`, and flush()/close() raise them."""
+        if self._closing:
+            raise KafkaLiteError("producer is closed")
+        if value.__class__ is not bytes:
+            value = self.value_serializer(value)
+        if key is not None and key.__class__ is not bytes:
+            key = self.key_serializer(key)
+        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        if partition is None:
+            n = self._partition_counts.get(topic)
+            if n is None:
+                self._stash(topic, value, key, headers, on_delivery, ts)
+                return
+            partition = default_partition(key, n) if key is not None else self._sticky_partition(topic, n)
+        if headers:
+            headers = [[str(k), _to_bytes(v)] for k, v in headers]
+        if self.accumulator.append(topic, partition, ts, key, value, headers or None, on_delivery) and key is None:
+            self._sticky.pop(topic, None)
+
+    def _sticky_partition(self, topic: str, n: int) -> int:
+        p = self._sticky.get(topic)
+        if p is None:
+            # KIP-480: stay on one partition until its batch closes, then move on.
+            self._sticky_seq += 1
+            p = self._sticky[topic] = self._sticky_seq % n
+        return p
+
+    def _stash(self, topic: str, value: bytes | None, key: bytes | None, headers: Any,
+               cb: DeliveryCallback | None, ts: int) -> None:
+        if (self._loop is not None and len(self.accumulator.queues) > 0
+                and self.accumulator.buffered >= self.accumulator.buffer_memory):
+            raise KafkaLiteError("producer buffer is full")
+        self._unresolved.setdefault(topic, []).append((value, key, headers, cb, ts))
+        self._unresolved_since.setdefault(topic, time.monotonic())
+        self._wakeup_threadsafe()
+
+    def _wakeup_threadsafe(self) -> None:
+        if self._loop is None or self._wake_pending:
+            return
+        self._wake_pending = True
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._wake.set()
+        else:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    # --- the sender ----------------------------------------------------------
+
+    async def _run_sender(self) -> None:
+        wake = self._wake
+        while True:
+            self._wake_pending = False
+            wake.clear()
+            try:
+                if self._unresolved:
+                    await self._resolve_unresolved()
+                self._send_ready()
+            except Exception:
+                log.exception("sender iteration failed")
+            if self._closing and not self.accumulator.has_pending() and not self._inflight and not self._unresolved:
+                self._idle.set()
+                return
+            if not self.accumulator.has_pending() and not self._inflight and not self._unresolved:
+                self._idle.set()
+            else:
+                self._idle.clear()
+            deadline = self.accumulator.next_linger_deadline(self.linger)
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0005)
+            if self._unresolved:
+                timeout = min(timeout or self.retry_backoff, self.retry_backoff)
+            if self._has_retry_waiting():
+                timeout = min(timeout or self.retry_backoff, self.retry_backoff)
+            try:
+                await asyncio.wait_for(wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    def _has_retry_waiting(self) -> bool:
+        return any(q and q[0].retry_at > 0 for q in list(self.accumulator.queues.values()))
+
+    async def _resolve_unresolved(self) -> None:
+        topics = list(self._unresolved)
+        try:
+            await self.client.refresh_metadata(topics)
+        except KafkaLiteError as e:
+            log.warning("metadata refresh failed: %s", e)
+        now = time.monotonic()
+        for topic in topics:
+            n = self.client.metadata.partition_count(topic)
+            if n:
+                self._partition_counts[topic] = n
+                pending = self._unresolved.pop(topic, [])
+                self._unresolved_since.pop(topic, None)
+                for value, key, headers, cb, ts in pending:
+                    self.send(topic, value, key, None, headers, cb, ts)
+            elif now - self._unresolved_since[topic] > self.max_block:
+                pending = self._unresolved.pop(topic, [])
+                self._unresolved_since.pop(topic, None)
+                err = UnknownTopicOrPartitionError(
+                    f"topic {topic!r} not present in metadata after {int(self.max_block * 1000)} ms")
+                self._fail_records(pending, err)
+
+    def _fail_records(self, pending: list[tuple], err: Exception) -> None:
+        self._record_error(err, len(pending))
+        for _, _, _, cb, _ in pending:
+            if cb is not None:
+                cb(err, None)
+
+    def _record_error(self, err: Exception, count: int) -> None:
+        self._failed += count
+        if len(self._errors) < 100:
+            self._errors.append(err)
+
+    def _send_ready(self) -> None:
+        now = time.monotonic()
+        force = bool(self._flushing or self._closing)
+        by_leader: dict[int, list[tuple[tuple[str, int], list[ProducerBatch]]]] = {}
+        for tp in self.accumulator.pending_partitions():
+            if tp in self._inflight:
+                continue
+            batches = self.accumulator.drain(tp, now, self.linger, force)
+            if not batches:
+                continue
+            live = [b for b in batches if now - b.created <= self.delivery_timeout]
+            if len(live) < len(batches):
+                expired = [b for b in batches if now - b.created > self.delivery_timeout]
+                self._fail_batches(expired, RequestTimedOutError(
+                    f"{sum(len(b.records) for b in expired)} records for {tp[0]}-{tp[1]} expired: "
+                    f"delivery.timeout.ms={int(self.delivery_timeout * 1000)} passed"))
+            if not live:
+                continue
+            leader = self.client.metadata.leader(*tp)
+            if leader is None:
+                self._retry_later(tp, live, None)
+                continue
+            by_leader.setdefault(leader, []).append((tp, live))
+        for leader, items in by_leader.items():
+            request: list = []
+            size = 0
+            for tp, batches in items:
+                blob = self._encode(tp, batches)
+                if request and size + len(blob) > self.max_request_size:
+                    self._dispatch(leader, request)
+                    request, size = [], 0
+                request.append((tp, batches, blob))
+                size += len(blob)
+                self._inflight.add(tp)
+            if request:
+                self._dispatch(leader, request)
+
+    def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
+        parts = []
+        for b in batches:
+            if b.encoded is None and self.idempotent:
+                seq = self._sequences.get(tp, 0)
+                b.encoded = batch_fmt.build(b.records, b.first_ts, b.max_ts, self.codec, self._producer_id,
+                                            self._producer_epoch, seq)
+                self._sequences[tp] = (seq + len(b.records)) & 0x7FFFFFFF
+            parts.append(b.encode(self.codec))
+        return b"".join(parts)
+
+    def _dispatch(self, leader: int, request: list) -> None:
+        asyncio.create_task(self._produce(leader, request))
+
+    async def _produce(self, leader: int, request: list) -> None:
+        topics: dict[str, list] = {}
+        for (topic, p), _, blob in request:
+            topics.setdefault(topic, []).append([p, blob])
+        body = {"acks": self.acks, "timeout_ms": int(self.request_timeout * 1000),
+                "topics": [[t, parts] for t, parts in topics.items()]}
+        sent = time.monotonic()
+        try:
+            conn = await self.client.connection(leader)
+            if self.acks == 0:
+                conn.send(ApiKey.PRODUCE, body, expect_response=False)
+                await conn.drain()
+                for tp, batches, _ in request:
+                    self._complete(tp, batches, [-1] * len(batches), sent)
+                return
+            resp = await conn.request(ApiKey.PRODUCE, body, timeout=self.request_timeout)
+        except Exception as e:
+            err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e), ErrorCode.NETWORK_EXCEPTION)
+            for tp, batches, _ in request:
+                self._on_partition_error(tp, batches, err)
+            self.client.metadata.updated_at = 0
+            return
+        finally:
+            self._wakeup_threadsafe()
+        if resp.get("error_code"):
+            err = error_for(resp["error_code"], resp.get("error_message", ""))
+            for tp, batches, _ in request:
+                self._on_partition_error(tp, batches, err)
+            return
+        rows = {(t, row[0]): row for t, parts in resp.get("topics", []) for row in parts}
+        for tp, batches, _ in request:
+            row = rows.get(tp)
+            if row is None:
+                self._on_partition_error(tp, batches, KafkaLiteError("partition missing from produce response"))
+            elif row[1]:
+                self._on_partition_error(tp, batches, error_for(row[1], row[5] or ""))
+            else:
+                offsets = row[6] if len(row) > 6 and row[6] else _cumulative(row[2], batches)
+                self._complete(tp, batches, offsets, sent)
+
+    def _complete(self, tp: tuple[str, int], batches: list[ProducerBatch], offsets: list[int], sent: float) -> None:
+        self._inflight.discard(tp)
+        self.accumulator.release(batches)
+        hook = self.on_batch_complete
+        for b, base in zip(batches, offsets):
+            if b.callbacks:
+                b.complete(base, None)
+            if hook is not None:
+                hook(b, sent)
+
+    def _on_partition_error(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception) -> None:
+        self._inflight.discard(tp)
+        retriable = isinstance(err, KafkaLiteError) and err.retriable
+        if retriable:
+            self.client.invalidate(tp[0])
+            self._retry_later(tp, batches, err)
+        else:
+            if isinstance(err, MessageTooLargeError) or not retriable:
+                log.error("produce to %s-%d failed: %s", tp[0], tp[1], err)
+            self._fail_batches(batches, err)
+
+    def _retry_later(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception | None) -> None:
+        now = time.monotonic()
+        keep = []
+        for b in batches:
+            b.attempts += 1
+            if b.attempts > self.retries or now - b.created > self.delivery_timeout:
+                self._fail_batches([b], err or RequestTimedOutError(
+                    f"no leader for {tp[0]}-{tp[1]} within delivery.timeout.ms"))
+            else:
+                b.retry_at = now + min(self.retry_backoff * (2 ** min(b.attempts - 1, 5)), 1.0)
+                keep.append(b)
+        if keep:
+            if err is not None:
+                log.warning("retrying %d batches for %s-%d after: %s", len(keep), tp[0], tp[1], err)
+            self.accumulator.requeue_front(tp, keep)
+            asyncio.ensure_future(self._refresh_quietly(tp[0]))
+
+    async def _refresh_quietly(self, topic: str) -> None:
+        try:
+            await self.client.refresh_metadata([topic])
+        except KafkaLiteError as e:
+            log.debug("metadata refresh failed: %s", e)
+
+    def _fail_batches(self, batches: list[ProducerBatch], err: Exception) -> None:
+        self.accumulator.release(batches)
+        for b in batches:
+            self._record_error(err, len(b.records))
+            b.complete(-1, err)
+
+    # --- flush / close -------------------------------------------------------
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered and wait for the outcome; raise if any record failed since the last flush."""
+        self._flushing += 1
+        try:
+            self._idle.clear()
+            self._wake.set()
+            await asyncio.wait_for(self._wait_idle(), timeout)
+        except asyncio.TimeoutError:
+            raise RequestTimedOutError(f"flush did not complete within {timeout}s") from None
+        finally:
+            self._flushing -= 1
+        self._raise_errors()
+
+    async def _wait_idle(self) -> None:
+        while self.accumulator.has_pending() or self._inflight or self._unresolved:
+            self._idle.clear()
+            self._wake.set()
+            await self._idle.wait()
+
+    def _raise_errors(self) -> None:
+        if self._errors:
+            errs, failed = self._errors, self._failed
+            self._errors, self._failed = [], 0
+            raise ProduceError(f"{failed} records failed; first error: {errs[0]}", getattr(errs[0], "code", None))
+
+    async def close(self, timeout: float | None = None) -> None:
+        if self._sender_task is None:
+            await self.client.close()
+            return
+        try:
+            await self.flush(timeout)
+        finally:
+            self._closing = True
+            self._wake.set()
+            try:
+                await asyncio.wait_for(self._sender_task, 1)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self._sender_task.cancel()
+            await self.client.close()
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        await self.client.refresh_metadata([topic])
+        n = self.client.metadata.partition_count(topic)
+        if n is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        self._partition_counts[topic] = n
+        return list(range(n))
+
+
+def _cumulative(base: int, batches: list[ProducerBatch]) -> list[int]:
+    out = []
+    for b in batches:
+        out.append(base)
+        base += len(b.records)
+    return out

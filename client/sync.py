@@ -1,0 +1,183 @@
+"""Blocking faces of the async clients: each runs its async twin on a private
+event loop thread. Producer.send appends to the shared accumulator directly,
+so the per-message path never crosses threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Coroutine, Iterable, TypeVar
+
+from client.admin import AsyncAdmin, NewTopic, TopicDescription
+from client.consumer import AsyncConsumer, ConsumerRecord, TopicPartition
+from client.producer import AsyncProducer
+from net.errors import KafkaLiteError
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop (uvloop when available) on a daemon thread."""
+
+    def __init__(self, name: str) -> None:
+        try:
+            import uvloop
+
+            self.loop = uvloop.new_event_loop()
+        except ImportError:  # pragma: no cover - uvloop is a dependency
+            self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except TimeoutError:
+            fut.cancel()
+            raise KafkaLiteError(f"operation did not complete within {timeout}s") from None
+
+    def stop(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(5)
+        except Exception:  # stopping must not fail; leftover tasks die with the loop
+            pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+async def _cancel_all() -> None:
+    me = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not me]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _Blocking:
+    _impl: Any
+
+    def __init__(self, impl_factory: Any, name: str) -> None:
+        self._lt = LoopThread(name)
+        try:
+            self._impl = self._lt.run(_construct(impl_factory))
+            self._lt.run(self._impl.start())
+        except BaseException:
+            self._lt.stop()
+            raise
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._lt is None:
+            return
+        try:
+            self._lt.run(self._impl.close(), timeout)
+        finally:
+            self._lt.stop()
+            self._lt = None  # type: ignore[assignment]
+
+
+async def _construct(factory: Any) -> Any:
+    # The async clients create loop-bound objects in __init__: build them on their loop.
+    return factory()
+
+
+class Producer(_Blocking):
+    """Blocking producer. `send` queues and returns at once; `flush` waits for delivery."""
+
+    def __init__(self, bootstrap_servers: str, **config: Any) -> None:
+        super().__init__(lambda: AsyncProducer(bootstrap_servers, **config), "kl-producer")
+        self.send = self._send_with_backpressure
+
+    def _send_with_backpressure(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                                headers: list | None = None, on_delivery: Any = None,
+                                timestamp_ms: int | None = None) -> None:
+        impl = self._impl
+        acc = impl.accumulator
+        if acc.buffered >= acc.buffer_memory and not acc.wait_for_space(impl.max_block):
+            raise KafkaLiteError(f"buffer.memory full for max.block.ms={int(impl.max_block * 1000)}")
+        impl.send(topic, value, key, partition, headers, on_delivery, timestamp_ms)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._lt.run(self._impl.flush(timeout))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._lt.run(self._impl.partitions_for(topic))
+
+
+class Consumer(_Blocking):
+    """Blocking consumer with manual assignment."""
+
+    def __init__(self, bootstrap_servers: str, **config: Any) -> None:
+        super().__init__(lambda: AsyncConsumer(bootstrap_servers, **config), "kl-consumer")
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._lt.run(self._impl.assign(list(partitions)))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._impl.assignment()
+
+    def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
+        self._lt.run(_call(self._impl.seek, tp, offset))
+
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        self._lt.run(self._impl.seek_to_beginning(*tps))
+
+    def seek_to_end(self, *tps: TopicPartition) -> None:
+        self._lt.run(self._impl.seek_to_end(*tps))
+
+    def position(self, tp: TopicPartition | tuple[str, int]) -> int:
+        return self._lt.run(self._impl.position(tp))
+
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
+        return self._lt.run(self._impl.poll(timeout_ms, max_records))
+
+    def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+        return self._lt.run(self._impl.list_offsets(list(tps), timestamp))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        async def get() -> list[int]:
+            await self._impl.client.refresh_metadata([topic])
+            n = self._impl.client.metadata.partition_count(topic)
+            if n is None:
+                from net.errors import UnknownTopicOrPartitionError
+
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            return list(range(n))
+
+        return self._lt.run(get())
+
+
+async def _call(fn: Any, *args: Any) -> Any:
+    return fn(*args)
+
+
+class Admin(_Blocking):
+    def __init__(self, bootstrap_servers: str, **config: Any) -> None:
+        super().__init__(lambda: AsyncAdmin(bootstrap_servers, **config), "kl-admin")
+
+    def create_topics(self, topics: list[NewTopic], validate_only: bool = False) -> None:
+        self._lt.run(self._impl.create_topics(topics, validate_only))
+
+    def delete_topics(self, names: list[str]) -> None:
+        self._lt.run(self._impl.delete_topics(names))
+
+    def alter_configs(self, topic: str, changes: dict[str, str | None], validate_only: bool = False) -> None:
+        self._lt.run(self._impl.alter_configs(topic, changes, validate_only))
+
+    def describe_configs(self, topic: str) -> dict[str, tuple[str, bool]]:
+        return self._lt.run(self._impl.describe_configs(topic))
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        return self._lt.run(self._impl.list_topics(include_internal))
+
+    def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
+        return self._lt.run(self._impl.describe_topics(names))

@@ -1,0 +1,129 @@
+"""Client side of one TCP connection: many requests in flight, matched by correlation id."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from net.errors import NetworkError
+from net.protocol import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_request, parse_response
+
+
+class _ClientProtocol(asyncio.Protocol):
+    def __init__(self, conn: "BrokerConnection") -> None:
+        self._conn = conn
+        self._decoder = FrameDecoder(DEFAULT_MAX_FRAME * 2)
+        self.transport: asyncio.Transport | None = None
+        self._drain_waiter: asyncio.Future | None = None
+        self.paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for payload in self._decoder.feed(data):
+                corr, body = parse_response(payload)
+                self._conn._resolve(corr, body)
+        except FrameError as e:
+            self._conn._fail(NetworkError(f"bad response from {self._conn.address}: {e}"))
+            if self.transport is not None:
+                self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._conn._fail(NetworkError(f"connection to {self._conn.address} lost" + (f": {exc}" if exc else "")))
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+
+    async def drain(self) -> None:
+        if self.paused:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            await self._drain_waiter
+
+
+class BrokerConnection:
+    """One connection to one broker. `request` returns the response body."""
+
+    def __init__(self, host: str, port: int, client_id: str = "kafkalite") -> None:
+        self.host, self.port = host, port
+        self.address = f"{host}:{port}"
+        self.client_id = client_id
+        self._corr = itertools.count(1)
+        self._waiters: dict[int, asyncio.Future] = {}
+        self._proto: _ClientProtocol | None = None
+        self._error: Exception | None = None
+
+    async def connect(self, timeout: float = 5.0) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            _, proto = await asyncio.wait_for(
+                loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port), timeout
+            )
+        except (OSError, asyncio.TimeoutError) as e:
+            raise NetworkError(f"cannot connect to {self.address}: {e or 'timed out'}") from None
+        self._proto = proto
+
+    @property
+    def connected(self) -> bool:
+        return self._proto is not None and self._error is None and not self._proto.transport.is_closing()
+
+    def send(self, api_key: int, body: dict, version: int = 0, expect_response: bool = True) -> asyncio.Future | None:
+        """Write a request now; return a future of its response body (None when no response is expected)."""
+        if not self.connected:
+            raise self._error or NetworkError(f"not connected to {self.address}")
+        corr = next(self._corr)
+        fut = None
+        if expect_response:
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters[corr] = fut
+        self._proto.transport.write(encode_request(api_key, version, corr, self.client_id, body))
+        return fut
+
+    async def request(self, api_key: int, body: dict, version: int = 0, timeout: float | None = 30.0) -> dict:
+        fut = self.send(api_key, body, version)
+        await self._proto.drain()
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise NetworkError(f"request to {self.address} timed out after {timeout}s") from None
+
+    async def drain(self) -> None:
+        if self._proto is not None:
+            await self._proto.drain()
+
+    def _resolve(self, corr: int, body: dict) -> None:
+        fut = self._waiters.pop(corr, None)
+        if fut is not None and not fut.done():
+            fut.set_result(body)
+
+    def _fail(self, exc: Exception) -> None:
+        self._error = exc
+        waiters, self._waiters = self._waiters, {}
+        for fut in waiters.values():
+            if not fut.done():
+                fut.set_exception(exc)
+
+    def close(self) -> None:
+        if self._proto is not None and self._proto.transport is not None:
+            self._proto.transport.close()
+        self._fail(NetworkError(f"connection to {self.address} closed"))
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.address})"
+
+
+def raise_for_error(body: dict[str, Any]) -> None:
+    from net.errors import error_for
+
+    code = body.get("error_code", 0)
+    if code:
+        raise error_for(code, body.get("error_message") or "")

@@ -1,0 +1,128 @@
+"""Typed error codes. Numbers and names follow Kafka's protocol error codes."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    STALE_CONTROLLER_EPOCH = 11
+    NETWORK_EXCEPTION = 13
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    KAFKA_STORAGE_ERROR = 56
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    GROUP_ID_NOT_FOUND = 69
+    NON_EMPTY_GROUP = 68
+    OFFSET_NOT_AVAILABLE = 78
+    UNSTABLE_OFFSET_COMMIT = 88
+
+
+RETRIABLE = frozenset(
+    {
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+    }
+)
+
+
+class KafkaLiteError(Exception):
+    """An error that carries a protocol error code."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "", code: ErrorCode | None = None) -> None:
+        if code is not None:
+            self.code = code
+        super().__init__(message or self.code.name)
+
+    @property
+    def retriable(self) -> bool:
+        return self.code in RETRIABLE
+
+
+def _error(name: str) -> type[KafkaLiteError]:
+    code = ErrorCode[name]
+    cls_name = "".join(p.capitalize() for p in name.split("_")) + "Error"
+    return type(cls_name, (KafkaLiteError,), {"code": code})
+
+
+OffsetOutOfRangeError = _error("OFFSET_OUT_OF_RANGE")
+CorruptMessageError = _error("CORRUPT_MESSAGE")
+UnknownTopicOrPartitionError = _error("UNKNOWN_TOPIC_OR_PARTITION")
+MessageTooLargeError = _error("MESSAGE_TOO_LARGE")
+KafkaStorageError = _error("KAFKA_STORAGE_ERROR")
+InvalidConfigError = _error("INVALID_CONFIG")
+InvalidRequestError = _error("INVALID_REQUEST")
+TopicAlreadyExistsError = _error("TOPIC_ALREADY_EXISTS")
+InvalidTopicError = _error("INVALID_TOPIC_EXCEPTION")
+InvalidPartitionsError = _error("INVALID_PARTITIONS")
+InvalidReplicationFactorError = _error("INVALID_REPLICATION_FACTOR")
+NotLeaderOrFollowerError = _error("NOT_LEADER_OR_FOLLOWER")
+FencedLeaderEpochError = _error("FENCED_LEADER_EPOCH")
+RequestTimedOutError = _error("REQUEST_TIMED_OUT")
+NetworkError = _error("NETWORK_EXCEPTION")
+UnsupportedVersionError = _error("UNSUPPORTED_VERSION")
+InvalidRequiredAcksError = _error("INVALID_REQUIRED_ACKS")
+NotEnoughReplicasError = _error("NOT_ENOUGH_REPLICAS")
+
+
+def error_for(code: int, message: str = "") -> KafkaLiteError:
+    """The exception for a code received on the wire."""
+    try:
+        ec = ErrorCode(code)
+    except ValueError:
+        ec = ErrorCode.UNKNOWN_SERVER_ERROR
+    for cls in KafkaLiteError.__subclasses__():
+        if cls.code == ec:
+            return cls(message)
+    return KafkaLiteError(message, ec)

@@ -1,0 +1,117 @@
+"""Wire protocol: length-prefixed msgpack frames.
+
+A frame is a 4-byte big-endian length followed by that many bytes of msgpack.
+Request:  [api_key, api_version, correlation_id, client_id, body]
+Response: [correlation_id, body]
+Bodies are msgpack maps whose fields are listed per api in docs/FORMAT.md.
+Api keys follow Kafka's numbering so tcpdump output reads familiarly.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+from typing import Any
+
+import msgpack
+
+FRAME_HEADER = struct.Struct(">I")
+DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DESCRIBE_CONFIGS = 32
+    INIT_PRODUCER_ID = 22
+    ALTER_CONFIGS = 33
+    DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
+
+
+# api -> (min version, max version) this build speaks.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, 0) for k in ApiKey}
+
+
+class FrameError(ValueError):
+    """A frame that cannot be parsed; the connection must be closed."""
+
+
+class FrameTooLarge(FrameError):
+    pass
+
+
+def encode_frame(obj: Any) -> bytes:
+    payload = msgpack.packb(obj, use_bin_type=True)
+    return FRAME_HEADER.pack(len(payload)) + payload
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytes:
+    return encode_frame([api_key, version, correlation_id, client_id, body])
+
+
+def encode_response(correlation_id: int, body: dict) -> bytes:
+    return encode_frame([correlation_id, body])
+
+
+class FrameDecoder:
+    """Incremental frame splitter: feed bytes, get whole msgpack payloads."""
+
+    __slots__ = ("_buf", "max_frame")
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._buf = bytearray()
+        self.max_frame = max_frame
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buf = self._buf
+        buf += data
+        frames: list[bytes] = []
+        pos, n = 0, len(buf)
+        while n - pos >= 4:
+            (size,) = FRAME_HEADER.unpack_from(buf, pos)
+            if size > self.max_frame:
+                raise FrameTooLarge(f"frame of {size} bytes exceeds the limit of {self.max_frame}")
+            if n - pos - 4 < size:
+                break
+            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return frames
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+
+def unpack(payload: bytes) -> Any:
+    try:
+        return msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as e:  # msgpack raises several unrelated types on garbage
+        raise FrameError(f"undecodable msgpack frame: {e}") from None
+
+
+def parse_request(payload: bytes) -> tuple[int, int, int, str | None, dict]:
+    obj = unpack(payload)
+    if not isinstance(obj, list) or len(obj) != 5:
+        raise FrameError("request frame is not [api_key, api_version, correlation_id, client_id, body]")
+    api_key, version, corr, client_id, body = obj
+    if not isinstance(api_key, int) or not isinstance(version, int) or not isinstance(corr, int):
+        raise FrameError("request header fields must be integers")
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise FrameError("request body must be a map")
+    return api_key, version, corr, client_id if isinstance(client_id, str) else None, body
+
+
+def parse_response(payload: bytes) -> tuple[int, dict]:
+    obj = unpack(payload)
+    if not isinstance(obj, list) or len(obj) != 2 or not isinstance(obj[1], dict):
+        raise FrameError("response frame is not [correlation_id, body]")
+    return obj[0], obj[1]

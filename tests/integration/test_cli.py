@@ -1,0 +1,95 @@
+"""The CLIs as a user runs them: Kafka's flags and output, one-line errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def run(module: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", f"client.cli.{module}", *args], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+
+
+def assert_one_line_error(cp: subprocess.CompletedProcess, needle: str) -> None:
+    assert cp.returncode != 0
+    assert "Traceback" not in cp.stderr
+    lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, cp.stderr
+    assert needle in lines[0], cp.stderr
+
+
+def test_topics_create_describe_alter_list_delete(broker):
+    bs = ["--bootstrap-server", broker.bootstrap]
+    cp = run("topics", *bs, "--create", "--topic", "orders", "--partitions", "3", "--replication-factor", "1",
+             "--config", "retention.ms=3600000")
+    assert cp.returncode == 0 and cp.stdout.strip() == "Created topic orders.", cp.stderr
+    cp = run("topics", *bs, "--describe", "--topic", "orders")
+    lines = cp.stdout.splitlines()
+    assert lines[0].startswith("Topic: orders\tTopicId: ")
+    assert "\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=3600000" in lines[0]
+    assert lines[1] == "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1"
+    assert len(lines) == 4
+    cp = run("topics", *bs, "--alter", "--topic", "orders", "--config", "retention.bytes=1000000")
+    assert cp.returncode == 0, cp.stderr
+    assert "retention.bytes=1000000" in run("topics", *bs, "--describe", "--topic", "orders").stdout
+    assert run("topics", *bs, "--list").stdout.split() == ["orders"]
+    assert_one_line_error(run("topics", *bs, "--create", "--topic", "orders"), "TOPIC_ALREADY_EXISTS")
+    assert run("topics", *bs, "--create", "--topic", "orders", "--if-not-exists").returncode == 0
+    assert run("topics", *bs, "--delete", "--topic", "orders").stdout.strip() == "Deleted topic orders."
+    assert run("topics", *bs, "--list").stdout.strip() == ""
+
+
+def test_produce_consume_console(broker):
+    bs = ["--bootstrap-server", broker.bootstrap]
+    assert run("topics", *bs, "--create", "--topic", "lines", "--partitions", "1").returncode == 0
+    cp = run("produce", *bs, "--topic", "lines", "--key-separator", ":", stdin="a:one\nb:two\nc:three\n")
+    assert cp.returncode == 0, cp.stderr
+    cp = run("consume", *bs, "--topic", "lines", "--from-beginning", "--max-messages", "3", "--print-key",
+             "--print-offset")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines() == ["Offset:0\ta\tone", "Offset:1\tb\ttwo", "Offset:2\tc\tthree"]
+    assert "Processed a total of 3 messages" in cp.stderr
+    cp = run("consume", *bs, "--topic", "lines", "--partition", "0", "--offset", "1", "--timeout-ms", "1500")
+    assert cp.returncode == 0 and cp.stdout.splitlines() == ["two", "three"]
+
+
+def test_cli_errors_are_one_line(broker):
+    bs = ["--bootstrap-server", broker.bootstrap]
+    assert_one_line_error(run("produce", *bs, "--topic", "nope", stdin="x\n"), "UNKNOWN_TOPIC_OR_PARTITION")
+    assert_one_line_error(run("consume", *bs, "--topic", "nope", "--timeout-ms", "100"), "UNKNOWN_TOPIC_OR_PARTITION")
+    assert_one_line_error(run("topics", "--bootstrap-server", "127.0.0.1:1", "--list"), "no broker reachable")
+    assert_one_line_error(run("topics", "--bootstrap-server", "nonsense", "--list"), "HOST:PORT")
+    assert_one_line_error(run("topics", *bs, "--create", "--topic", "x", "--config", "retention.ms=abc"),
+                          "INVALID_CONFIG")
+
+
+def test_perf_tools(broker):
+    bs = ["--bootstrap-server", broker.bootstrap]
+    assert run("topics", *bs, "--create", "--topic", "perf", "--partitions", "2").returncode == 0
+    cp = run("perf", "produce", *bs, "--topic", "perf", "--num-records", "20000", "--record-size", "100")
+    assert cp.returncode == 0, cp.stderr
+    final = cp.stdout.strip().splitlines()[-1]
+    assert final.startswith("20000 records sent, ") and "ms 99.9th." in final
+    cp = run("perf", "consume", *bs, "--topic", "perf", "--messages", "20000")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines()[-1].split(", ")[4] == "20000"
+
+
+def test_broker_bad_config_is_one_line(tmp_path):
+    cp = subprocess.run([sys.executable, "-m", "broker.cli", "start", "--id", "1", "--data-dir", str(tmp_path),
+                         "--override", "log.retention.ms=forever"], capture_output=True, text=True, cwd=ROOT,
+                        timeout=30)
+    assert_one_line_error(cp, "log.retention.ms")
+    conf = tmp_path / "server.properties"
+    conf.write_text("broker.id=1\nno.such.key=1\n")
+    cp = subprocess.run([sys.executable, "-m", "broker.cli", "start", "--config", str(conf)], capture_output=True,
+                        text=True, cwd=ROOT, timeout=30)
+    assert_one_line_error(cp, "no.such.key")

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import pytest
+
+from client.accumulator import RecordAccumulator
+from client.cluster import parse_bootstrap
+from client.producer import default_partition, parse_acks
+
+
+def test_key_partitioning_is_stable_across_versions():
+    # Pinned: the CRC-32C check value of "123456789" is 0xE3069283 in every implementation, so a key's
+    # partition cannot drift between processes, versions or languages.
+    assert default_partition(b"123456789", 7) == 0xE3069283 % 7
+    assert default_partition(b"123456789", 1000) == 0xE3069283 % 1000
+    assert default_partition(b"", 5) == 0
+
+
+def test_accumulator_closes_batches_at_batch_size():
+    closed = []
+    acc = RecordAccumulator(batch_size=1000, buffer_memory=10**6)
+    acc.on_batch_full = lambda: closed.append(1)
+    full = [acc.append("t", 0, 1, None, b"x" * 100, None, None) for _ in range(20)]
+    assert full.count(True) == len(closed) >= 2
+    q = acc.queues[("t", 0)]
+    assert all(b.closed for b in list(q)[:-1])
+    batches = acc.drain(("t", 0), now=0, linger=10, force=False)
+    assert batches and all(b.closed for b in batches)  # the open one waits for linger
+    rest = acc.drain(("t", 0), now=10**9, linger=0.005, force=False)
+    assert sum(len(b.records) for b in batches + rest) == 20
+
+
+def test_parse_acks_and_bootstrap():
+    assert [parse_acks(a) for a in ("all", "-1", "0", "1", 1)] == [-1, -1, 0, 1, 1]
+    with pytest.raises(ValueError):
+        parse_acks("2")
+    assert parse_bootstrap("a:1, b:2") == [("a", 1), ("b", 2)]
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        parse_bootstrap("nohost")
