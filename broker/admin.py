@@ -28,8 +28,13 @@ MAX_PARTITIONS = 10000
 
 
 class AdminManager:
-    def __init__(self, config: "BrokerConfig", metadata: MetadataCache, log_manager: "LogManager",
-                 replica_manager: "ReplicaManager") -> None:
+    def __init__(
+        self,
+        config: "BrokerConfig",
+        metadata: MetadataCache,
+        log_manager: "LogManager",
+        replica_manager: "ReplicaManager",
+    ) -> None:
         self.config = config
         self.metadata = metadata
         self.log_manager = log_manager
@@ -51,12 +56,26 @@ class AdminManager:
                 continue
             lg = self.log_manager.get_or_create_log(info.name, st.partition, cfg)
             self.replica_manager.add_partition(
-                Partition(info.name, st.partition, lg, self.config.broker_id, st.leader, st.leader_epoch,
-                          st.isr, cfg.min_insync_replicas)
+                Partition(
+                    info.name,
+                    st.partition,
+                    lg,
+                    self.config.broker_id,
+                    st.leader,
+                    st.leader_epoch,
+                    st.isr,
+                    cfg.min_insync_replicas,
+                )
             )
 
-    def create_topic(self, name: object, num_partitions: int | None, replication_factor: int | None,
-                     configs: dict | None, validate_only: bool = False) -> TopicInfo | None:
+    def create_topic(
+        self,
+        name: object,
+        num_partitions: int | None,
+        replication_factor: int | None,
+        configs: dict | None,
+        validate_only: bool = False,
+    ) -> TopicInfo | None:
         name = validate_topic_name(name)
         if name in self.metadata.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")

@@ -73,8 +73,10 @@ class KafkaApis:
             return error_body(ErrorCode.UNSUPPORTED_VERSION, f"unknown api key {api_key}")
         lo, hi = SUPPORTED_VERSIONS[api_key]
         if not lo <= version <= hi:
-            return error_body(ErrorCode.UNSUPPORTED_VERSION, f"api {ApiKey(api_key).name} version {version} "
-                                                               f"not in supported range {lo}..{hi}")
+            return error_body(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"api {ApiKey(api_key).name} version {version} not in supported range {lo}..{hi}",
+            )
         return handler(body)
 
     # --- data path -----------------------------------------------------------
@@ -145,16 +147,18 @@ class KafkaApis:
                 code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 topics.append({"error_code": code, "name": name, "partitions": []})
                 continue
-            topics.append({
-                "error_code": 0,
-                "name": name,
-                "topic_id": info.topic_id,
-                "is_internal": name.startswith("__"),
-                "partitions": [
-                    [0, st.partition, st.leader, st.leader_epoch, st.replicas, st.isr, []]
-                    for st in info.partitions.values()
-                ],
-            })
+            topics.append(
+                {
+                    "error_code": 0,
+                    "name": name,
+                    "topic_id": info.topic_id,
+                    "is_internal": name.startswith("__"),
+                    "partitions": [
+                        [0, st.partition, st.leader, st.leader_epoch, st.replicas, st.isr, []]
+                        for st in info.partitions.values()
+                    ],
+                }
+            )
         host = self.config.advertised_host or self.config.host
         return {
             "error_code": 0,
@@ -181,8 +185,9 @@ class KafkaApis:
             if not isinstance(t, dict):
                 raise BadRequest("each topic to create must be a map")
             try:
-                self.admin.create_topic(t.get("name"), t.get("num_partitions"), t.get("replication_factor"),
-                                        t.get("configs"), validate_only)
+                self.admin.create_topic(
+                    t.get("name"), t.get("num_partitions"), t.get("replication_factor"), t.get("configs"), validate_only
+                )
                 results.append([t.get("name"), 0, None])
             except Exception as e:
                 results.append([t.get("name"), *_code(e)])
@@ -231,4 +236,3 @@ def _group_lists(results: dict[tuple[str, int], list]) -> list:
     for (topic, _), row in results.items():
         by_topic.setdefault(topic, []).append(row)
     return [[t, rows] for t, rows in by_topic.items()]
-

@@ -45,8 +45,13 @@ def main() -> None:
 @click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default 9092).")
 @click.option("--data-dir", "data_dir", default=None, help="log.dirs: where partitions are stored.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
-              help="A server.properties file; command-line options override it.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A server.properties file; command-line options override it.",
+)
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable.")
 @click.option("--log-level", default="INFO", show_default=True)
 def start(broker_id, host, port, data_dir, config_file, overrides, log_level) -> None:
@@ -74,7 +79,9 @@ def start(broker_id, host, port, data_dir, config_file, overrides, log_level) ->
         raise click.ClickException(str(e)) from None
     except OSError as e:
         logging.getLogger("kafkalite.broker").error("fatal: %s", e)
-        raise click.ClickException(f"{e.strerror or e} ({getattr(e, 'filename', '') or cfg.host + ':' + str(cfg.port)})") from None
+        raise click.ClickException(
+            f"{e.strerror or e} ({getattr(e, 'filename', '') or cfg.host + ':' + str(cfg.port)})"
+        ) from None
 
 
 if __name__ == "__main__":

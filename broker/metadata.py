@@ -89,9 +89,13 @@ class MetadataCache:
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
 
-    def add_topic(self, name: str, num_partitions: int, replicas: list[list[int]], configs: dict[str, str]) -> TopicInfo:
+    def add_topic(
+        self, name: str, num_partitions: int, replicas: list[list[int]], configs: dict[str, str]
+    ) -> TopicInfo:
         parts = {
-            p: PartitionState(p, leader=replicas[p][0], leader_epoch=0, replicas=list(replicas[p]), isr=list(replicas[p]))
+            p: PartitionState(
+                p, leader=replicas[p][0], leader_epoch=0, replicas=list(replicas[p]), isr=list(replicas[p])
+            )
             for p in range(num_partitions)
         }
         info = TopicInfo(name, uuid.uuid4().hex, parts, dict(configs))

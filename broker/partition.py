@@ -16,8 +16,17 @@ if TYPE_CHECKING:
 
 
 class Partition:
-    def __init__(self, topic: str, partition: int, log: "Log", broker_id: int, leader: int, leader_epoch: int,
-                 isr: list[int], min_insync_replicas: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        log: "Log",
+        broker_id: int,
+        leader: int,
+        leader_epoch: int,
+        isr: list[int],
+        min_insync_replicas: int,
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.log = log
@@ -52,7 +61,9 @@ class Partition:
 
     def check_leader(self, epoch: int | None = None) -> None:
         if not self.is_leader:
-            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}")
+            raise NotLeaderOrFollowerError(
+                f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}"
+            )
         if epoch is not None and epoch >= 0 and epoch < self.leader_epoch:
             raise FencedLeaderEpochError(f"epoch {epoch} is older than the current {self.leader_epoch}")
 

@@ -36,7 +36,8 @@ class ProducerStateManager:
         newest = entry[1][-1][1] if entry[1] else -1
         if h.base_sequence <= newest:
             raise OutOfOrderSequenceError(
-                f"producer {h.producer_id}: sequence {h.base_sequence} is not after the last appended {newest}")
+                f"producer {h.producer_id}: sequence {h.base_sequence} is not after the last appended {newest}"
+            )
         return None
 
     def update(self, h: BatchHeader, base_offset: int) -> None:

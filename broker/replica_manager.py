@@ -35,8 +35,15 @@ class ProduceResult:
     batch_offsets: list[int] | None = None
 
     def to_wire(self, partition: int) -> list:
-        return [partition, self.error, self.base_offset, self.log_append_time, self.log_start_offset, self.message,
-                self.batch_offsets]
+        return [
+            partition,
+            self.error,
+            self.base_offset,
+            self.log_append_time,
+            self.log_start_offset,
+            self.message,
+            self.batch_offsets,
+        ]
 
 
 @dataclass(slots=True)
@@ -48,8 +55,15 @@ class FetchResult:
     message: str | None = None
 
     def to_wire(self, partition: int) -> list:
-        return [partition, self.error, self.high_watermark, self.high_watermark, self.log_start_offset,
-                self.records, self.message]
+        return [
+            partition,
+            self.error,
+            self.high_watermark,
+            self.high_watermark,
+            self.log_start_offset,
+            self.records,
+            self.message,
+        ]
 
 
 def _error_result(cls: type, e: Exception) -> object:
@@ -91,8 +105,9 @@ class ReplicaManager:
             try:
                 p = self.get_partition(*tp)
                 offsets = p.append_as_leader(records, acks)
-                results[tp] = ProduceResult(0, offsets[0], -1, p.log.log_start_offset, None,
-                                            offsets if len(offsets) > 1 else None)
+                results[tp] = ProduceResult(
+                    0, offsets[0], -1, p.log.log_start_offset, None, offsets if len(offsets) > 1 else None
+                )
             except Exception as e:
                 results[tp] = _error_result(ProduceResult, e)
         return results
@@ -114,8 +129,9 @@ class ReplicaManager:
                 result.log_start_offset = p.log.log_start_offset
             return result
 
-    async def fetch_messages(self, requests: list[tuple[tuple[str, int], int, int]], max_wait_ms: int,
-                             min_bytes: int, max_bytes: int) -> dict[tuple[str, int], FetchResult]:
+    async def fetch_messages(
+        self, requests: list[tuple[tuple[str, int], int, int]], max_wait_ms: int, min_bytes: int, max_bytes: int
+    ) -> dict[tuple[str, int], FetchResult]:
         """Long poll: answer once `min_bytes` are available, an error occurs, or `max_wait_ms` passes."""
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:

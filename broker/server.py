@@ -37,8 +37,9 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         self.metadata = MetadataCache(Path(cfg.log_dirs[0]) / "__cluster_metadata.json")
         self.metadata.load()
-        self.log_manager = LogManager([Path(d) for d in cfg.log_dirs], cfg.topic_config_defaults(),
-                                      topic_config=self._topic_config)
+        self.log_manager = LogManager(
+            [Path(d) for d in cfg.log_dirs], cfg.topic_config_defaults(), topic_config=self._topic_config
+        )
         # Recovery can read whole segments; keep it off the event loop even though nothing listens yet.
         await loop.run_in_executor(None, self.log_manager.startup)
         self.replica_manager = ReplicaManager(cfg.broker_id, self.log_manager)
@@ -52,8 +53,14 @@ class BrokerServer:
             asyncio.create_task(self._every(cfg.log_flush_offset_checkpoint_interval_ms, self._checkpoint)),
             asyncio.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)),
         ]
-        log.info("started on %s:%d with %d partitions in %.2fs (cluster %s)", cfg.host, self.net.port,
-                 len(self.replica_manager.partitions), time.monotonic() - t0, self.metadata.cluster_id)
+        log.info(
+            "started on %s:%d with %d partitions in %.2fs (cluster %s)",
+            cfg.host,
+            self.net.port,
+            len(self.replica_manager.partitions),
+            time.monotonic() - t0,
+            self.metadata.cluster_id,
+        )
 
     def _topic_config(self, topic: str) -> LogConfig | None:
         info = self.metadata.topics.get(topic)

@@ -5,5 +5,16 @@ from client.consumer import AsyncConsumer, ConsumerRecord, TopicPartition
 from client.producer import AsyncProducer, ProduceError
 from client.sync import Admin, Consumer, Producer
 
-__all__ = ["Admin", "AsyncAdmin", "AsyncConsumer", "AsyncProducer", "Consumer", "ConsumerRecord", "NewTopic",
-           "ProduceError", "Producer", "TopicDescription", "TopicPartition"]
+__all__ = [
+    "Admin",
+    "AsyncAdmin",
+    "AsyncConsumer",
+    "AsyncProducer",
+    "Consumer",
+    "ConsumerRecord",
+    "NewTopic",
+    "ProduceError",
+    "Producer",
+    "TopicDescription",
+    "TopicPartition",
+]

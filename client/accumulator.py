@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Callable
 
 from net import batch as batch_fmt
 
@@ -28,13 +28,25 @@ class RecordMetadata:
 
 
 class ProducerBatch:
-    __slots__ = ("topic", "partition", "records", "size", "first_ts", "max_ts", "created", "callbacks",
-                 "closed", "attempts", "retry_at", "encoded")
+    __slots__ = (
+        "topic",
+        "partition",
+        "records",
+        "size",
+        "first_ts",
+        "max_ts",
+        "created",
+        "callbacks",
+        "closed",
+        "attempts",
+        "retry_at",
+        "encoded",
+    )
 
     def __init__(self, topic: str, partition: int, ts: int, now: float) -> None:
         self.topic = topic
         self.partition = partition
-        self.records: list[list[Any]] = []
+        self.records: list[tuple] = []
         self.size = batch_fmt.HEADER_SIZE
         self.first_ts = ts
         self.max_ts = ts
@@ -81,20 +93,25 @@ class RecordAccumulator:
         self.buffered = 0
         self.on_batch_full: Callable[[], None] = lambda: None
 
-    def append(self, topic: str, partition: int, ts: int, key: bytes | None, value: bytes | None,
-               headers: list | None, callback: DeliveryCallback | None) -> bool:
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        ts: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list | None,
+        callback: DeliveryCallback | None,
+    ) -> bool:
         """Add one record. Returns True when this append closed a batch (time to pick a new sticky partition)."""
-        size = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        size = RECORD_OVERHEAD + len(value) if value is not None else RECORD_OVERHEAD
+        if key is not None:
+            size += len(key)
         tp = (topic, partition)
         with self.lock:
             b = self.open.get(tp)
             if b is None:
-                b = ProducerBatch(topic, partition, ts, time.monotonic())
-                self.open[tp] = b
-                q = self.queues.get(tp)
-                if q is None:
-                    q = self.queues[tp] = deque()
-                q.append(b)
+                b = self._new_batch(tp, ts)
             recs = b.records
             if callback is not None:
                 if b.callbacks is None:
@@ -102,7 +119,7 @@ class RecordAccumulator:
                 b.callbacks.append((len(recs), callback))
             if ts > b.max_ts:
                 b.max_ts = ts
-            recs.append([len(recs), ts - b.first_ts, key, value, headers])
+            recs.append((len(recs), ts - b.first_ts, key, value, headers))
             b.size += size
             self.buffered += size
             if b.size < self.batch_size:
@@ -111,6 +128,15 @@ class RecordAccumulator:
             del self.open[tp]
         self.on_batch_full()
         return True
+
+    def _new_batch(self, tp: tuple[str, int], ts: int) -> ProducerBatch:
+        b = ProducerBatch(tp[0], tp[1], ts, time.monotonic())
+        self.open[tp] = b
+        q = self.queues.get(tp)
+        if q is None:
+            q = self.queues[tp] = deque()
+        q.append(b)
+        return b
 
     def drain(self, tp: tuple[str, int], now: float, linger: float, force: bool) -> list[ProducerBatch]:
         """Take every sendable batch of one partition, in order."""

@@ -52,9 +52,18 @@ class AsyncAdmin:
         return resp
 
     async def create_topics(self, topics: list[NewTopic], validate_only: bool = False) -> None:
-        body = {"topics": [{"name": t.name, "num_partitions": t.num_partitions,
-                            "replication_factor": t.replication_factor, "configs": t.configs or {}}
-                           for t in topics], "validate_only": validate_only}
+        body = {
+            "topics": [
+                {
+                    "name": t.name,
+                    "num_partitions": t.num_partitions,
+                    "replication_factor": t.replication_factor,
+                    "configs": t.configs or {},
+                }
+                for t in topics
+            ],
+            "validate_only": validate_only,
+        }
         _raise_rows((await self._controller_request(ApiKey.CREATE_TOPICS, body))["topics"])
 
     async def delete_topics(self, names: list[str]) -> None:

@@ -69,8 +69,9 @@ class ClusterMetadata:
         self.controller_id = body.get("controller_id", -1)
         seen = set()
         for t in body.get("topics", []):
-            tm = TopicMeta(t["name"], t["error_code"], is_internal=t.get("is_internal", False),
-                           topic_id=t.get("topic_id", ""))
+            tm = TopicMeta(
+                t["name"], t["error_code"], is_internal=t.get("is_internal", False), topic_id=t.get("topic_id", "")
+            )
             for err, p, leader, epoch, replicas, isr, *_ in t.get("partitions", []):
                 tm.partitions[p] = PartitionMeta(p, leader, epoch, replicas, isr, err)
             if tm.error and tm.name in self.topics and tm.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
@@ -102,9 +103,14 @@ class ClusterMetadata:
 class KafkaLiteClient:
     """Async core shared by every client. Not thread-safe: use it from its event loop."""
 
-    def __init__(self, bootstrap_servers: str | Iterable[str], client_id: str = "kafkalite",
-                 request_timeout_ms: int = 30000, metadata_max_age_ms: int = 300000,
-                 retry_backoff_ms: int = 100) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        client_id: str = "kafkalite",
+        request_timeout_ms: int = 30000,
+        metadata_max_age_ms: int = 300000,
+        retry_backoff_ms: int = 100,
+    ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
@@ -125,6 +131,7 @@ class KafkaLiteClient:
             return conn
         task = self._connecting.get(key)
         if task is None:
+
             async def open_() -> BrokerConnection:
                 c = BrokerConnection(host, port, self.client_id)
                 await c.connect(timeout=min(self.request_timeout, 10))
@@ -144,7 +151,7 @@ class KafkaLiteClient:
 
     async def any_connection(self) -> BrokerConnection:
         """A connection to some broker: a known one, else the bootstrap list in random order."""
-        for key, conn in self._conns.items():
+        for conn in self._conns.values():
             if conn.connected:
                 return conn
         candidates = [(bid, addr) for bid, addr in self.metadata.brokers.items()]
@@ -201,9 +208,10 @@ class KafkaLiteClient:
             if tm is None or tm.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
             if partition not in tm.partitions:
-                raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"partition {partition} of {topic!r} does not exist "
-                                f"(it has {len(tm.partitions)})")
+                raise error_for(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"partition {partition} of {topic!r} does not exist (it has {len(tm.partitions)})",
+                )
             raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
         return leader
 

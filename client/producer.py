@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from time import time as _time
 from typing import Any, Callable
 
 from crc32c import crc32c
@@ -63,12 +64,26 @@ def _to_bytes(v: Any) -> bytes | None:
 
 
 class AsyncProducer:
-    def __init__(self, bootstrap_servers: str, *, acks: int | str = "all", batch_size: int = 131072,
-                 linger_ms: float = 5, compression_type: str = "none", retries: int = 2147483647,
-                 retry_backoff_ms: int = 100, delivery_timeout_ms: int = 120000, request_timeout_ms: int = 30000,
-                 max_request_size: int = 1048576, buffer_memory: int = 33554432, max_block_ms: int = 60000,
-                 enable_idempotence: bool = True, client_id: str = "kl-producer",
-                 key_serializer: Serializer | None = None, value_serializer: Serializer | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        acks: int | str = "all",
+        batch_size: int = 131072,
+        linger_ms: float = 5,
+        compression_type: str = "none",
+        retries: int = 2147483647,
+        retry_backoff_ms: int = 100,
+        delivery_timeout_ms: int = 120000,
+        request_timeout_ms: int = 30000,
+        max_request_size: int = 1048576,
+        buffer_memory: int = 33554432,
+        max_block_ms: int = 60000,
+        enable_idempotence: bool = True,
+        client_id: str = "kl-producer",
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
+    ) -> None:
         self.acks = parse_acks(acks)
         self.linger = linger_ms / 1000
         self.codec = codec_id(compression_type)
@@ -81,8 +96,11 @@ class AsyncProducer:
         self.idempotent = enable_idempotence and self.acks == -1
         self.key_serializer = key_serializer or _to_bytes
         self.value_serializer = value_serializer or _to_bytes
-        self.client = KafkaLiteClient(bootstrap_servers, client_id, request_timeout_ms, retry_backoff_ms=retry_backoff_ms)
+        self.client = KafkaLiteClient(
+            bootstrap_servers, client_id, request_timeout_ms, retry_backoff_ms=retry_backoff_ms
+        )
         self.accumulator = RecordAccumulator(batch_size, buffer_memory)
+        self._append = self.accumulator.append
         self._partition_counts: dict[str, int] = {}
         self._sticky: dict[str, int] = {}
         self._sticky_seq = 0
@@ -118,40 +136,60 @@ class AsyncProducer:
 
     # --- the per-message path ------------------------------------------------
 
-    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-             headers: list[tuple[str, bytes]] | None = None, on_delivery: DeliveryCallback | None = None,
-             timestamp_ms: int | None = None) -> None:
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
         """Queue one record. Errors reach `on_delivery(err, None)`, and flush()/close() raise them."""
-        if self._closing:
-            raise KafkaLiteError("producer is closed")
         if value.__class__ is not bytes:
             value = self.value_serializer(value)
         if key is not None and key.__class__ is not bytes:
             key = self.key_serializer(key)
-        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        ts = timestamp_ms if timestamp_ms is not None else int(_time() * 1000)
         if partition is None:
-            n = self._partition_counts.get(topic)
-            if n is None:
-                self._stash(topic, value, key, headers, on_delivery, ts)
-                return
-            partition = default_partition(key, n) if key is not None else self._sticky_partition(topic, n)
+            if key is None:
+                partition = self._sticky.get(topic)
+                if partition is None:
+                    partition = self._sticky_partition(topic, value, headers, on_delivery, ts)
+                    if partition is None:
+                        return
+            else:
+                n = self._partition_counts.get(topic)
+                if n is None:
+                    self._stash(topic, value, key, headers, on_delivery, ts)
+                    return
+                partition = crc32c(key) % n
         if headers:
             headers = [[str(k), _to_bytes(v)] for k, v in headers]
-        if self.accumulator.append(topic, partition, ts, key, value, headers or None, on_delivery) and key is None:
+        if self._append(topic, partition, ts, key, value, headers or None, on_delivery) and key is None:
             self._sticky.pop(topic, None)
 
-    def _sticky_partition(self, topic: str, n: int) -> int:
-        p = self._sticky.get(topic)
-        if p is None:
-            # KIP-480: stay on one partition until its batch closes, then move on.
-            self._sticky_seq += 1
-            p = self._sticky[topic] = self._sticky_seq % n
+    def _sticky_partition(
+        self, topic: str, value: bytes | None, headers: Any, cb: DeliveryCallback | None, ts: int
+    ) -> int | None:
+        n = self._partition_counts.get(topic)
+        if n is None:
+            self._stash(topic, value, None, headers, cb, ts)
+            return None
+        # KIP-480: stay on one partition until its batch closes, then move on.
+        self._sticky_seq += 1
+        p = self._sticky[topic] = self._sticky_seq % n
         return p
 
-    def _stash(self, topic: str, value: bytes | None, key: bytes | None, headers: Any,
-               cb: DeliveryCallback | None, ts: int) -> None:
-        if (self._loop is not None and len(self.accumulator.queues) > 0
-                and self.accumulator.buffered >= self.accumulator.buffer_memory):
+    def _stash(
+        self, topic: str, value: bytes | None, key: bytes | None, headers: Any, cb: DeliveryCallback | None, ts: int
+    ) -> None:
+        if (
+            self._loop is not None
+            and len(self.accumulator.queues) > 0
+            and self.accumulator.buffered >= self.accumulator.buffer_memory
+        ):
             raise KafkaLiteError("producer buffer is full")
         self._unresolved.setdefault(topic, []).append((value, key, headers, cb, ts))
         self._unresolved_since.setdefault(topic, time.monotonic())
@@ -198,7 +236,7 @@ class AsyncProducer:
                 timeout = min(timeout or self.retry_backoff, self.retry_backoff)
             try:
                 await asyncio.wait_for(wake.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def _has_retry_waiting(self) -> bool:
@@ -223,7 +261,8 @@ class AsyncProducer:
                 pending = self._unresolved.pop(topic, [])
                 self._unresolved_since.pop(topic, None)
                 err = UnknownTopicOrPartitionError(
-                    f"topic {topic!r} not present in metadata after {int(self.max_block * 1000)} ms")
+                    f"topic {topic!r} not present in metadata after {int(self.max_block * 1000)} ms"
+                )
                 self._fail_records(pending, err)
 
     def _fail_records(self, pending: list[tuple], err: Exception) -> None:
@@ -250,9 +289,13 @@ class AsyncProducer:
             live = [b for b in batches if now - b.created <= self.delivery_timeout]
             if len(live) < len(batches):
                 expired = [b for b in batches if now - b.created > self.delivery_timeout]
-                self._fail_batches(expired, RequestTimedOutError(
-                    f"{sum(len(b.records) for b in expired)} records for {tp[0]}-{tp[1]} expired: "
-                    f"delivery.timeout.ms={int(self.delivery_timeout * 1000)} passed"))
+                self._fail_batches(
+                    expired,
+                    RequestTimedOutError(
+                        f"{sum(len(b.records) for b in expired)} records for {tp[0]}-{tp[1]} expired: "
+                        f"delivery.timeout.ms={int(self.delivery_timeout * 1000)} passed"
+                    ),
+                )
             if not live:
                 continue
             leader = self.client.metadata.leader(*tp)
@@ -279,8 +322,9 @@ class AsyncProducer:
         for b in batches:
             if b.encoded is None and self.idempotent:
                 seq = self._sequences.get(tp, 0)
-                b.encoded = batch_fmt.build(b.records, b.first_ts, b.max_ts, self.codec, self._producer_id,
-                                            self._producer_epoch, seq)
+                b.encoded = batch_fmt.build(
+                    b.records, b.first_ts, b.max_ts, self.codec, self._producer_id, self._producer_epoch, seq
+                )
                 self._sequences[tp] = (seq + len(b.records)) & 0x7FFFFFFF
             parts.append(b.encode(self.codec))
         return b"".join(parts)
@@ -292,8 +336,11 @@ class AsyncProducer:
         topics: dict[str, list] = {}
         for (topic, p), _, blob in request:
             topics.setdefault(topic, []).append([p, blob])
-        body = {"acks": self.acks, "timeout_ms": int(self.request_timeout * 1000),
-                "topics": [[t, parts] for t, parts in topics.items()]}
+        body = {
+            "acks": self.acks,
+            "timeout_ms": int(self.request_timeout * 1000),
+            "topics": [[t, parts] for t, parts in topics.items()],
+        }
         sent = time.monotonic()
         try:
             conn = await self.client.connection(leader)
@@ -355,8 +402,9 @@ class AsyncProducer:
         for b in batches:
             b.attempts += 1
             if b.attempts > self.retries or now - b.created > self.delivery_timeout:
-                self._fail_batches([b], err or RequestTimedOutError(
-                    f"no leader for {tp[0]}-{tp[1]} within delivery.timeout.ms"))
+                self._fail_batches(
+                    [b], err or RequestTimedOutError(f"no leader for {tp[0]}-{tp[1]} within delivery.timeout.ms")
+                )
             else:
                 b.retry_at = now + min(self.retry_backoff * (2 ** min(b.attempts - 1, 5)), 1.0)
                 keep.append(b)
@@ -387,7 +435,7 @@ class AsyncProducer:
             self._idle.clear()
             self._wake.set()
             await asyncio.wait_for(self._wait_idle(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RequestTimedOutError(f"flush did not complete within {timeout}s") from None
         finally:
             self._flushing -= 1
@@ -413,10 +461,11 @@ class AsyncProducer:
             await self.flush(timeout)
         finally:
             self._closing = True
+            self._append = _closed_append
             self._wake.set()
             try:
                 await asyncio.wait_for(self._sender_task, 1)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+            except (TimeoutError, asyncio.CancelledError):
                 self._sender_task.cancel()
             await self.client.close()
 
@@ -427,6 +476,10 @@ class AsyncProducer:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
         self._partition_counts[topic] = n
         return list(range(n))
+
+
+def _closed_append(*_: Any) -> bool:
+    raise KafkaLiteError("producer is closed")
 
 
 def _cumulative(base: int, batches: list[ProducerBatch]) -> list[int]:

@@ -97,9 +97,16 @@ class Producer(_Blocking):
         super().__init__(lambda: AsyncProducer(bootstrap_servers, **config), "kl-producer")
         self.send = self._send_with_backpressure
 
-    def _send_with_backpressure(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-                                headers: list | None = None, on_delivery: Any = None,
-                                timestamp_ms: int | None = None) -> None:
+    def _send_with_backpressure(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: list | None = None,
+        on_delivery: Any = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
         impl = self._impl
         acc = impl.accumulator
         if acc.buffered >= acc.buffer_memory and not acc.wait_for_space(impl.max_block):

@@ -8,12 +8,12 @@ it; the records section is msgpack instead of varints. See docs/FORMAT.md.
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterator, NamedTuple
+from typing import Iterator, NamedTuple
 
 import msgpack
 from crc32c import crc32c
 
-from net.compression import compress, decompress, CODEC_NONE, CODEC_MASK
+from net.compression import CODEC_MASK, CODEC_NONE, compress, decompress
 
 MAGIC = 1
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
@@ -126,7 +126,7 @@ _packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 
 def build(
-    records: list[list[Any]],
+    records: list,
     first_timestamp: int,
     max_timestamp: int,
     codec: int = CODEC_NONE,

@@ -68,7 +68,7 @@ class BrokerConnection:
             _, proto = await asyncio.wait_for(
                 loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port), timeout
             )
-        except (OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError) as e:
             raise NetworkError(f"cannot connect to {self.address}: {e or 'timed out'}") from None
         self._proto = proto
 
@@ -93,7 +93,7 @@ class BrokerConnection:
         await self._proto.drain()
         try:
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise NetworkError(f"request to {self.address} timed out after {timeout}s") from None
 
     async def drain(self) -> None:

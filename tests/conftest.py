@@ -50,11 +50,23 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        cmd = [sys.executable, "-m", "broker.cli", "start", "--id", str(self.broker_id), "--port", str(self.port),
-               "--data-dir", str(self.data_dir), *self.extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "start",
+            "--id",
+            str(self.broker_id),
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            *self.extra,
+        ]
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)}
+        )
         wait_port(self.port, proc=self.proc)
         return self
 

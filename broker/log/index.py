@@ -10,6 +10,7 @@ is always a whole number of entries.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import sys
@@ -37,6 +38,8 @@ class _IndexFile:
         self.max_entries = max(1, max_index_size // self.entry_size)
         self.existed = self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._closed = False
+        self._dirty = False
         size = os.fstat(self._fd).st_size
         # A torn last entry is reported by sanity_check; the whole entries are still usable until then.
         self._torn = size % self.entry_size
@@ -62,25 +65,49 @@ class _IndexFile:
     def size_bytes(self) -> int:
         return len(self) * self.entry_size
 
+    def _file(self) -> int:
+        """The fd, reopened if release() closed it (inactive segments give theirs back)."""
+        if self._fd < 0:
+            if self._closed:
+                raise OSError(errno.EBADF, f"index {self.path} is closed")
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        return self._fd
+
     def _write(self, entry: bytes) -> None:
-        if os.write(self._fd, entry) != len(entry):  # never partial for 8-12 bytes on a local fs; be explicit
-            raise OSError(f"short write to {self.path}")
+        self._dirty = True
+        if os.write(self._file(), entry) != len(entry):  # never partial for 8-12 bytes on a local fs
+            raise OSError(errno.EIO, f"short write to {self.path}")
 
     def _truncate_entries(self, i: int) -> None:
         if i < len(self) or self._torn:
-            os.ftruncate(self._fd, i * self.entry_size)
+            self._dirty = True
+            os.ftruncate(self._file(), i * self.entry_size)
             self._del_from(i)
             self._torn = 0
 
     def reset(self) -> None:
-        os.ftruncate(self._fd, 0)
+        self._dirty = True
+        os.ftruncate(self._file(), 0)
         self._clear()
         self._torn = 0
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        if self._dirty and not self._closed:
+            self._dirty = False  # before the fsync: an append racing with a flush thread marks it dirty again
+            try:
+                os.fsync(self._file())
+            except OSError:
+                self._dirty = True
+                raise
+
+    def release(self) -> None:
+        """Close the fd of a flushed index: lookups use memory, so only appends and truncation need it."""
+        if not self._dirty and self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def close(self) -> None:
+        self._closed = True
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

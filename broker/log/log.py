@@ -143,8 +143,12 @@ class Log:
             if i >= first_unflushed or seg.needs_recovery:
                 truncated = seg.recover(self.config.max_message_bytes, self._recover_epoch)
                 if truncated and i >= first_unflushed and i + 1 < len(self._segments):
-                    log.warning("%s: deleting %d segments after the corruption in %s",
-                                self, len(self._segments) - i - 1, seg.path.name)
+                    log.warning(
+                        "%s: deleting %d segments after the corruption in %s",
+                        self,
+                        len(self._segments) - i - 1,
+                        seg.path.name,
+                    )
                     for later in self._segments[i + 1 :]:
                         later.delete()
                     del self._segments[i + 1 :], self._bases[i + 1 :]
@@ -235,14 +239,17 @@ class Log:
                 raise CorruptMessageError(f"{self.topic}-{self.partition}: batch at byte {pos}: {e}") from None
             if h.size > max_bytes:
                 raise MessageTooLargeError(
-                    f"batch of {h.size} bytes exceeds max.message.bytes={max_bytes} of {self.topic}")
+                    f"batch of {h.size} bytes exceeds max.message.bytes={max_bytes} of {self.topic}"
+                )
             if h.size > segment_bytes:
                 raise RecordListTooLargeError(
-                    f"batch of {h.size} bytes exceeds segment.bytes={segment_bytes} of {self.topic}")
+                    f"batch of {h.size} bytes exceeds segment.bytes={segment_bytes} of {self.topic}"
+                )
             if leader and (h.record_count < 1 or h.record_count != h.last_offset_delta + 1):
                 raise CorruptMessageError(
                     f"batch at byte {pos}: record count {h.record_count} does not match "
-                    f"last offset delta {h.last_offset_delta}")
+                    f"last offset delta {h.last_offset_delta}"
+                )
             out.append((pos, h))
             pos += h.size
         return out
@@ -288,7 +295,8 @@ class Log:
                 if h.base_offset != expected:
                     raise UnexpectedAppendOffsetError(
                         f"{self.topic}-{self.partition}: batch at byte {pos} has base offset {h.base_offset}, "
-                        f"expected {expected}")
+                        f"expected {expected}"
+                    )
                 if h.max_timestamp > max_ts:
                     max_ts, max_ts_offset = h.max_timestamp, h.last_offset
                 count += h.record_count
@@ -299,8 +307,9 @@ class Log:
                 self._epochs.assign(h.leader_epoch, h.base_offset)
             return LogAppendInfo(first, expected - 1, max_ts, max_ts_offset, -1, count, len(records))
 
-    def _append(self, data: bytes | bytearray | memoryview, last_offset: int, max_ts: int, max_ts_offset: int,
-                now_ms: int) -> None:
+    def _append(
+        self, data: bytes | bytearray | memoryview, last_offset: int, max_ts: int, max_ts_offset: int, now_ms: int
+    ) -> None:
         seg = self._maybe_roll(len(data), last_offset, now_ms)
         seg.append(last_offset, max_ts, max_ts_offset, data)
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
@@ -342,19 +351,19 @@ class Log:
             if offset < self.log_start_offset or offset > leo:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is out of range [{self.log_start_offset}, {leo}] "
-                    f"for {self.topic}-{self.partition}")
+                    f"for {self.topic}-{self.partition}"
+                )
             if offset == leo or (max_offset is not None and offset >= max_offset):
                 return b""
             for seg in self._segments[bisect_right(self._bases, offset) - 1 :]:
+                if offset >= seg.next_offset:
+                    continue  # past this segment's data (an empty or truncated segment): the next one has it
                 max_position = None
                 if max_offset is not None and max_offset < seg.next_offset:
-                    if max_offset <= seg.base_offset:
-                        return b""
                     found = seg.translate_offset(max_offset)
                     max_position = found[0] if found is not None else None
-                data = seg.read(offset, max_bytes, max_position, min_one_message)
-                if data:
-                    return data
+                # Like Kafka, one read never spans segments; an empty result here is final (size or HW limit).
+                return seg.read(offset, max_bytes, max_position, min_one_message)
             return b""
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -441,8 +450,7 @@ class Log:
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
             self._epochs.truncate_from_start(self.log_start_offset)
-            log.info("%s: deleted %d segments by retention, log start offset now %d", self, n,
-                     self.log_start_offset)
+            log.info("%s: deleted %d segments by retention, log start offset now %d", self, n, self.log_start_offset)
             return n
 
     # --- durability and lifecycle -------------------------------------------------
@@ -461,6 +469,9 @@ class Log:
         for seg in todo:
             seg.flush()
         with self._lock:
+            for seg in todo:
+                if seg is not self._segments[-1]:
+                    seg.release_index_fds()  # under the lock: appends/truncation reopen them under it too
             self.recovery_point = max(self.recovery_point, min(upto, self.log_end_offset))
             self.last_flush_ms = self._now_ms()
 
@@ -479,8 +490,7 @@ class Log:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise KafkaLiteError(f"log {self.topic}-{self.partition} is closed",
-                                 ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            raise KafkaLiteError(f"log {self.topic}-{self.partition} is closed", ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
 def _is_offset(stem: str) -> bool:

@@ -94,13 +94,27 @@ class LogManager:
             with self._lock:
                 if tp in self._logs:
                     raise KafkaStorageError(
-                        f"duplicate log directories for {tp[0]}-{tp[1]}: {self._log_dir_of[tp]} and {d}")
-            lg = Log(Path(entry.path), tp[0], tp[1], self._config_for(tp[0]), recovery_points.get(tp, 0),
-                     start_offsets.get(tp), clean, self._clock)
+                        f"duplicate log directories for {tp[0]}-{tp[1]}: {self._log_dir_of[tp]} and {d}"
+                    )
+            lg = Log(
+                Path(entry.path),
+                tp[0],
+                tp[1],
+                self._config_for(tp[0]),
+                recovery_points.get(tp, 0),
+                start_offsets.get(tp),
+                clean,
+                self._clock,
+            )
             self._register(tp, lg, d)
             n += 1
-        log.info("loaded %d logs from %s in %.2fs (%s shutdown)", n, d, time.monotonic() - t0,
-                 "clean" if clean else "unclean")
+        log.info(
+            "loaded %d logs from %s in %.2fs (%s shutdown)",
+            n,
+            d,
+            time.monotonic() - t0,
+            "clean" if clean else "unclean",
+        )
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
         try:
@@ -137,8 +151,14 @@ class LogManager:
             for d in self._log_dir_of.values():
                 counts[d] = counts.get(d, 0) + 1
             d = min(self.data_dirs, key=lambda x: counts[x])
-            lg = Log(d / f"{topic}-{partition}", topic, partition, config or self._config_for(topic),
-                     clean_shutdown=True, clock=self._clock)
+            lg = Log(
+                d / f"{topic}-{partition}",
+                topic,
+                partition,
+                config or self._config_for(topic),
+                clean_shutdown=True,
+                clock=self._clock,
+            )
             self._register(tp, lg, d)
             log.info("created log for %s-%d in %s", topic, partition, d)
             return lg
@@ -177,8 +197,7 @@ class LogManager:
         with self._checkpoint_lock:
             for d, logs in self._logs_by_dir().items():
                 write_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs.items()})
-                write_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
-                                 {tp: lg.log_start_offset for tp, lg in logs.items()})
+                write_checkpoint(d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in logs.items()})
 
     def flush_dirty(self, now_ms: int | None = None) -> None:
         """fsync what is due, advance recovery points, checkpoint.

@@ -28,6 +28,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 # Offsets in the indexes are 4 bytes relative to the base offset; Kafka rolls before Int.MaxValue.
 MAX_RELATIVE_OFFSET = 2**31 - 1
 _SCAN_CHUNK = 64 * 1024
+_TRANSLATE_CHUNK = 8 * 1024
 _RECOVER_CHUNK = 1024 * 1024
 
 
@@ -110,7 +111,7 @@ class LogSegment:
                 self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
             next_offset = h.next_offset
             pos += h.size
-        if pos != self.size:
+        if pos != self.size or (len(self.time_index) and ts_off >= next_offset):
             self.needs_recovery = True
         self.next_offset = next_offset
         self._bytes_since_index_entry = self.size - start
@@ -130,8 +131,9 @@ class LogSegment:
             head = os.pread(self._fd, HEADER_SIZE, position)
             h = parse_header(head) if len(head) == HEADER_SIZE else None
             if h is None or h.magic != MAGIC or not h.base_offset <= offset or h.base_offset < self.base_offset:
-                raise CorruptIndexError(f"index file {self.offset_index.path}: entry ({offset}, {position}) "
-                                        "does not point at its batch")
+                raise CorruptIndexError(
+                    f"index file {self.offset_index.path}: entry ({offset}, {position}) does not point at its batch"
+                )
 
     @property
     def largest_timestamp(self) -> int:
@@ -218,15 +220,17 @@ class LogSegment:
         """
         end = self.size if max_position is None else min(max_position, self.size)
         _, start = self.offset_index.lookup(offset)
-        for pos, h in self._scan(start, end):
+        # Small chunks: the target is usually within one index interval of the entry.
+        for pos, h in self._scan(start, end, _TRANSLATE_CHUNK):
             if pos + h.size > end:
                 return None
             if h.last_offset >= offset:
                 return pos, h
         return None
 
-    def read(self, start_offset: int, max_bytes: int, max_position: int | None = None,
-             min_one_message: bool = True) -> bytes:
+    def read(
+        self, start_offset: int, max_bytes: int, max_position: int | None = None, min_one_message: bool = True
+    ) -> bytes:
         """Whole batches from the one containing `start_offset`, at most `max_bytes` (KIP-74: unless the
         first batch alone is larger and `min_one_message`), never past `max_position`."""
         limit = self.size if max_position is None else min(max_position, self.size)
@@ -261,8 +265,7 @@ class LogSegment:
 
     # --- recovery and truncation -----------------------------------------------
 
-    def recover(self, max_message_bytes: int = 1048588,
-                on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+    def recover(self, max_message_bytes: int = 1048588, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
         """Validate every batch (framing, magic, CRC, increasing offsets), rebuild both indexes and truncate
         at the first bad or short batch. Returns the number of bytes truncated.
 
@@ -357,6 +360,11 @@ class LogSegment:
                 return  # closed or deleted by retention while a flush thread held it: nothing left to sync
             raise KafkaStorageError(f"error flushing {self.path}: {e.strerror}") from e
 
+    def release_index_fds(self) -> None:
+        """For a flushed inactive segment: keep only the log fd open (thousands of segments, few fds)."""
+        self.offset_index.release()
+        self.time_index.release()
+
     def close(self) -> None:
         if self._fd < 0:
             return
@@ -370,9 +378,9 @@ class LogSegment:
         self._fd = -1
 
     def delete(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
         if self._fd >= 0:
-            self.offset_index.close()
-            self.time_index.close()
             os.close(self._fd)
             self._fd = -1
         for p in (self.path, self.offset_index.path, self.time_index.path):

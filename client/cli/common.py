@@ -12,7 +12,10 @@ import click
 from net.errors import KafkaLiteError
 
 bootstrap_option = click.option(
-    "--bootstrap-server", "bootstrap_server", required=True, metavar="HOST:PORT[,HOST:PORT]",
+    "--bootstrap-server",
+    "bootstrap_server",
+    required=True,
+    metavar="HOST:PORT[,HOST:PORT]",
     help="Broker(s) to connect to; the client finds the partition leaders itself.",
 )
 

@@ -39,8 +39,19 @@ def format_record(r, print_key: bool, print_offset: bool, print_partition: bool,
 @click.option("--print-partition", is_flag=True)
 @click.option("--print-timestamp", is_flag=True)
 @one_line_errors
-def main(bootstrap_server, topic, from_beginning, partition, offset, max_messages, timeout_ms, print_key,
-         print_offset, print_partition, print_timestamp) -> None:
+def main(
+    bootstrap_server,
+    topic,
+    from_beginning,
+    partition,
+    offset,
+    max_messages,
+    timeout_ms,
+    print_key,
+    print_offset,
+    print_partition,
+    print_timestamp,
+) -> None:
     """Print messages of a topic to stdout, one per line."""
     if offset is not None and partition is None:
         raise click.UsageError("--offset requires --partition")
@@ -51,8 +62,9 @@ def main(bootstrap_server, topic, from_beginning, partition, offset, max_message
         parts = consumer.partitions_for(topic)
         if partition is not None:
             if partition not in parts:
-                raise click.ClickException(f"UNKNOWN_TOPIC_OR_PARTITION: {topic} has no partition {partition} "
-                                           f"(it has {len(parts)})")
+                raise click.ClickException(
+                    f"UNKNOWN_TOPIC_OR_PARTITION: {topic} has no partition {partition} (it has {len(parts)})"
+                )
             parts = [partition]
         consumer.assign([TopicPartition(topic, p) for p in parts])
         if offset not in (None, "earliest", "latest"):
@@ -69,8 +81,12 @@ def main(bootstrap_server, topic, from_beginning, partition, offset, max_message
                         break
                     continue
                 last = time.monotonic()
-                out.write("".join(format_record(r, print_key, print_offset, print_partition, print_timestamp) + "\n"
-                                  for r in records))
+                out.write(
+                    "".join(
+                        format_record(r, print_key, print_offset, print_partition, print_timestamp) + "\n"
+                        for r in records
+                    )
+                )
                 out.flush()
                 count += len(records)
         except KeyboardInterrupt:

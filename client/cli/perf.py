@@ -55,8 +55,10 @@ class Stats:
         mb = rate * self.record_size / (1024 * 1024)
         avg = sum(lat) / len(lat) if lat else 0.0
         mx = max(lat) if lat else 0.0
-        return f"{count} records sent, {rate:.1f} records/sec ({mb:.2f} MB/sec), {avg:.2f} ms avg latency, " \
-               f"{mx:.2f} ms max latency"
+        return (
+            f"{count} records sent, {rate:.1f} records/sec ({mb:.2f} MB/sec), {avg:.2f} ms avg latency, "
+            f"{mx:.2f} ms max latency"
+        )
 
     def maybe_report(self) -> None:
         now = time.monotonic()
@@ -67,12 +69,21 @@ class Stats:
     def summary(self) -> tuple[str, dict]:
         elapsed = time.monotonic() - self.start
         p50, p95, p99, p999 = percentiles(self.latencies, (0.5, 0.95, 0.99, 0.999))
-        line = self._line(self.count, elapsed, self.latencies) + \
-            f", {p50:.0f} ms 50th, {p95:.0f} ms 95th, {p99:.0f} ms 99th, {p999:.0f} ms 99.9th."
+        line = (
+            self._line(self.count, elapsed, self.latencies)
+            + f", {p50:.0f} ms 50th, {p95:.0f} ms 95th, {p99:.0f} ms 99th, {p999:.0f} ms 99.9th."
+        )
         rate = self.count / elapsed if elapsed else 0.0
-        return line, {"records": self.count, "records_per_sec": rate,
-                      "mb_per_sec": rate * self.record_size / 1048576, "p50_ms": p50, "p95_ms": p95,
-                      "p99_ms": p99, "p999_ms": p999, "max_ms": max(self.latencies) if self.latencies else 0.0}
+        return line, {
+            "records": self.count,
+            "records_per_sec": rate,
+            "mb_per_sec": rate * self.record_size / 1048576,
+            "p50_ms": p50,
+            "p95_ms": p95,
+            "p99_ms": p99,
+            "p999_ms": p999,
+            "max_ms": max(self.latencies) if self.latencies else 0.0,
+        }
 
 
 class Throttle:
@@ -99,8 +110,9 @@ def _producer_config(props: tuple[str, ...], acks: str) -> dict:
     return cfg
 
 
-async def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float,
-                      config: dict) -> dict:
+async def run_produce(
+    bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float, config: dict
+) -> dict:
     producer = AsyncProducer(bootstrap, **config)
     await producer.start()
     await producer.partitions_for(topic)
@@ -159,8 +171,7 @@ async def run_consume(bootstrap: str, topic: str, num_records: int, timeout_ms: 
                 break
             count += len(records)
             window += len(records)
-            for r in records:
-                nbytes += len(r.value) if r.value is not None else 0
+            nbytes += sum(len(r[5]) for r in records if r[5] is not None)
             now = time.monotonic()
             if now - last_report >= REPORT_INTERVAL:
                 click.echo(f"{count} records consumed, {window / (now - last_report):.1f} records/sec", err=True)
@@ -170,13 +181,16 @@ async def run_consume(bootstrap: str, topic: str, num_records: int, timeout_ms: 
     elapsed = time.monotonic() - start
     mb = nbytes / 1048576
     click.echo("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec")
-    click.echo(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - elapsed))}, "
-               f"{time.strftime('%Y-%m-%d %H:%M:%S')}, {mb:.4f}, {mb / elapsed:.4f}, {count}, {count / elapsed:.4f}")
+    click.echo(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - elapsed))}, "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')}, {mb:.4f}, {mb / elapsed:.4f}, {count}, {count / elapsed:.4f}"
+    )
     return {"records": count, "records_per_sec": count / elapsed, "mb_per_sec": mb / elapsed}
 
 
-async def run_end_to_end(bootstrap: str, topic: str, seconds: float, throughput: float, record_size: int,
-                         config: dict) -> dict:
+async def run_end_to_end(
+    bootstrap: str, topic: str, seconds: float, throughput: float, record_size: int, config: dict
+) -> dict:
     """Produce at a fixed rate with the send time in each value; a consumer measures arrival."""
     consumer = AsyncConsumer(bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=100)
     await consumer.start()
@@ -209,8 +223,10 @@ async def run_end_to_end(bootstrap: str, topic: str, seconds: float, throughput:
     await producer.close()
     await consumer.close()
     p50, p99, p999 = percentiles(latencies, (0.5, 0.99, 0.999))
-    click.echo(f"{len(latencies)} of {total} records at {throughput:.0f} records/sec: end-to-end latency "
-               f"{p50:.2f} ms 50th, {p99:.2f} ms 99th, {p999:.2f} ms 99.9th.")
+    click.echo(
+        f"{len(latencies)} of {total} records at {throughput:.0f} records/sec: end-to-end latency "
+        f"{p50:.2f} ms 50th, {p99:.2f} ms 99th, {p999:.2f} ms 99.9th."
+    )
     return {"records": len(latencies), "sent": total, "p50_ms": p50, "p99_ms": p99, "p999_ms": p999}
 
 
@@ -253,8 +269,10 @@ def main() -> None:
 @one_line_errors
 def produce(bootstrap_server, topic, num_records, record_size, throughput, acks, props, json_out) -> None:
     """Like kafka-producer-perf-test."""
-    _emit_json(json_out, _run(run_produce(bootstrap_server, topic, num_records, record_size, throughput,
-                                          _producer_config(props, acks))))
+    _emit_json(
+        json_out,
+        _run(run_produce(bootstrap_server, topic, num_records, record_size, throughput, _producer_config(props, acks))),
+    )
 
 
 @main.command()
@@ -267,8 +285,10 @@ def produce(bootstrap_server, topic, num_records, record_size, throughput, acks,
 @one_line_errors
 def consume(bootstrap_server, topic, num_records, timeout_ms, max_poll_records, json_out) -> None:
     """Like kafka-consumer-perf-test: read from the beginning."""
-    _emit_json(json_out, _run(run_consume(bootstrap_server, topic, num_records, timeout_ms,
-                                          {"max_poll_records": max_poll_records})))
+    _emit_json(
+        json_out,
+        _run(run_consume(bootstrap_server, topic, num_records, timeout_ms, {"max_poll_records": max_poll_records})),
+    )
 
 
 @main.command("end-to-end")

@@ -18,8 +18,13 @@ from client.sync import Producer
 @click.option("--key-separator", default=None, help="Implies --parse-key. Kafka's default separator is a tab.")
 @click.option("--partition", type=int, default=None, help="Send every message to this partition.")
 @click.option("--compression-codec", default="none", type=click.Choice(["none", "lz4", "zstd"]))
-@click.option("--producer-property", "props", multiple=True, metavar="KEY=VALUE",
-              help="linger.ms, batch.size, delivery.timeout.ms, ...")
+@click.option(
+    "--producer-property",
+    "props",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="linger.ms, batch.size, delivery.timeout.ms, ...",
+)
 @one_line_errors
 def main(bootstrap_server, topic, acks, parse_key, key_separator, partition, compression_codec, props) -> None:
     """Read lines from stdin and produce each one as a message."""

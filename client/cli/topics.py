@@ -15,12 +15,16 @@ def _ids(xs: list[int]) -> str:
 
 def format_description(d) -> list[str]:  # type: ignore[no-untyped-def]
     overrides = ",".join(f"{k}={v}" for k, (v, is_default) in sorted(d.configs.items()) if not is_default)
-    lines = [f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
-             f"ReplicationFactor: {d.replication_factor}\tConfigs: {overrides}"]
+    lines = [
+        f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
+        f"ReplicationFactor: {d.replication_factor}\tConfigs: {overrides}"
+    ]
     for p in d.partitions:
         leader = p.leader if p.leader >= 0 else "none"
-        lines.append(f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {leader}\t"
-                     f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+        lines.append(
+            f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {leader}\t"
+            f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+        )
     return lines
 
 
@@ -39,11 +43,33 @@ def format_description(d) -> list[str]:  # type: ignore[no-untyped-def]
 @click.option("--if-not-exists", is_flag=True)
 @click.option("--if-exists", is_flag=True)
 @one_line_errors
-def main(bootstrap_server, create, describe, alter, delete, list_, topic, partitions, replication_factor, configs,
-         delete_configs, if_not_exists, if_exists) -> None:
+def main(
+    bootstrap_server,
+    create,
+    describe,
+    alter,
+    delete,
+    list_,
+    topic,
+    partitions,
+    replication_factor,
+    configs,
+    delete_configs,
+    if_not_exists,
+    if_exists,
+) -> None:
     """Create, delete, describe, alter or list topics."""
-    actions = [a for a, on in (("--create", create), ("--describe", describe), ("--alter", alter),
-                               ("--delete", delete), ("--list", list_)) if on]
+    actions = [
+        a
+        for a, on in (
+            ("--create", create),
+            ("--describe", describe),
+            ("--alter", alter),
+            ("--delete", delete),
+            ("--list", list_),
+        )
+        if on
+    ]
     if len(actions) != 1:
         raise click.UsageError("exactly one of --create, --describe, --alter, --delete, --list is required")
     if (create or alter or delete) and not topic:
@@ -56,8 +82,9 @@ def main(bootstrap_server, create, describe, alter, delete, list_, topic, partit
             from net.errors import TopicAlreadyExistsError
 
             try:
-                admin.create_topics([NewTopic(topic, partitions or -1, replication_factor or -1,
-                                              parse_kv(configs, "--config"))])
+                admin.create_topics(
+                    [NewTopic(topic, partitions or -1, replication_factor or -1, parse_kv(configs, "--config"))]
+                )
             except TopicAlreadyExistsError:
                 if if_not_exists:
                     return

@@ -14,8 +14,15 @@ pytestmark = pytest.mark.timeout(90)
 
 
 def run(module: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", f"client.cli.{module}", *args], input=stdin, capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", f"client.cli.{module}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
 
 
 def assert_one_line_error(cp: subprocess.CompletedProcess, needle: str) -> None:
@@ -28,8 +35,19 @@ def assert_one_line_error(cp: subprocess.CompletedProcess, needle: str) -> None:
 
 def test_topics_create_describe_alter_list_delete(broker):
     bs = ["--bootstrap-server", broker.bootstrap]
-    cp = run("topics", *bs, "--create", "--topic", "orders", "--partitions", "3", "--replication-factor", "1",
-             "--config", "retention.ms=3600000")
+    cp = run(
+        "topics",
+        *bs,
+        "--create",
+        "--topic",
+        "orders",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "1",
+        "--config",
+        "retention.ms=3600000",
+    )
     assert cp.returncode == 0 and cp.stdout.strip() == "Created topic orders.", cp.stderr
     cp = run("topics", *bs, "--describe", "--topic", "orders")
     lines = cp.stdout.splitlines()
@@ -52,8 +70,9 @@ def test_produce_consume_console(broker):
     assert run("topics", *bs, "--create", "--topic", "lines", "--partitions", "1").returncode == 0
     cp = run("produce", *bs, "--topic", "lines", "--key-separator", ":", stdin="a:one\nb:two\nc:three\n")
     assert cp.returncode == 0, cp.stderr
-    cp = run("consume", *bs, "--topic", "lines", "--from-beginning", "--max-messages", "3", "--print-key",
-             "--print-offset")
+    cp = run(
+        "consume", *bs, "--topic", "lines", "--from-beginning", "--max-messages", "3", "--print-key", "--print-offset"
+    )
     assert cp.returncode == 0, cp.stderr
     assert cp.stdout.splitlines() == ["Offset:0\ta\tone", "Offset:1\tb\ttwo", "Offset:2\tc\tthree"]
     assert "Processed a total of 3 messages" in cp.stderr
@@ -67,8 +86,9 @@ def test_cli_errors_are_one_line(broker):
     assert_one_line_error(run("consume", *bs, "--topic", "nope", "--timeout-ms", "100"), "UNKNOWN_TOPIC_OR_PARTITION")
     assert_one_line_error(run("topics", "--bootstrap-server", "127.0.0.1:1", "--list"), "no broker reachable")
     assert_one_line_error(run("topics", "--bootstrap-server", "nonsense", "--list"), "HOST:PORT")
-    assert_one_line_error(run("topics", *bs, "--create", "--topic", "x", "--config", "retention.ms=abc"),
-                          "INVALID_CONFIG")
+    assert_one_line_error(
+        run("topics", *bs, "--create", "--topic", "x", "--config", "retention.ms=abc"), "INVALID_CONFIG"
+    )
 
 
 def test_perf_tools(broker):
@@ -84,12 +104,32 @@ def test_perf_tools(broker):
 
 
 def test_broker_bad_config_is_one_line(tmp_path):
-    cp = subprocess.run([sys.executable, "-m", "broker.cli", "start", "--id", "1", "--data-dir", str(tmp_path),
-                         "--override", "log.retention.ms=forever"], capture_output=True, text=True, cwd=ROOT,
-                        timeout=30)
+    cp = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "start",
+            "--id",
+            "1",
+            "--data-dir",
+            str(tmp_path),
+            "--override",
+            "log.retention.ms=forever",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+    )
     assert_one_line_error(cp, "log.retention.ms")
     conf = tmp_path / "server.properties"
     conf.write_text("broker.id=1\nno.such.key=1\n")
-    cp = subprocess.run([sys.executable, "-m", "broker.cli", "start", "--config", str(conf)], capture_output=True,
-                        text=True, cwd=ROOT, timeout=30)
+    cp = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "start", "--config", str(conf)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+    )
     assert_one_line_error(cp, "no.such.key")

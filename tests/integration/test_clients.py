@@ -37,8 +37,13 @@ def test_round_trip_keys_headers_compression(broker, compression):
     delivered = []
     with Producer(broker.bootstrap, compression_type=compression) as p:
         for i in range(2000):
-            p.send("rt", f"value-{i}".encode(), key=f"user-{i % 10}".encode(), headers=[("h", str(i).encode())],
-                   on_delivery=lambda err, md: delivered.append((err, md)))
+            p.send(
+                "rt",
+                f"value-{i}".encode(),
+                key=f"user-{i % 10}".encode(),
+                headers=[("h", str(i).encode())],
+                on_delivery=lambda err, md: delivered.append((err, md)),
+            )
         p.flush()
     assert len(delivered) == 2000 and all(err is None for err, _ in delivered)
     recs = consume_n(broker.bootstrap, "rt", range(4), 2000)
@@ -62,7 +67,7 @@ def test_round_trip_keys_headers_compression(broker, compression):
 def test_null_keys_stick_to_a_partition_per_batch(broker):
     create(broker.bootstrap, "sticky", 3)
     with Producer(broker.bootstrap, batch_size=2000, linger_ms=50) as p:
-        for i in range(600):
+        for _i in range(600):
             p.send("sticky", b"x" * 50)
         p.flush()
     recs = consume_n(broker.bootstrap, "sticky", range(3), 600)

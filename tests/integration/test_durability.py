@@ -39,10 +39,12 @@ def test_sigkill_loses_nothing_acknowledged(broker, acks):
             if err is None:
                 with lock:
                     acked[md.partition].append((md.offset, value))
+
         return on_delivery
 
-    producer = Producer(broker.bootstrap, acks=acks, linger_ms=2, batch_size=4096, delivery_timeout_ms=60000,
-                        retry_backoff_ms=50)
+    producer = Producer(
+        broker.bootstrap, acks=acks, linger_ms=2, batch_size=4096, delivery_timeout_ms=60000, retry_backoff_ms=50
+    )
     stop = threading.Event()
     sent = []
 

@@ -105,8 +105,10 @@ def test_wrong_field_types_get_invalid_request(broker):
     c = RawClient(broker.port)
     assert c.request(ApiKey.PRODUCE, {"acks": 1, "topics": "nope"})["error_code"] == ErrorCode.INVALID_REQUEST
     assert c.request(ApiKey.FETCH, {"topics": [["t", [["x", 0, 100]]]]})["error_code"] == ErrorCode.INVALID_REQUEST
-    assert c.request(ApiKey.PRODUCE, {"acks": 1, "topics": [["t", [[0, "str"]]]]})["error_code"] \
+    assert (
+        c.request(ApiKey.PRODUCE, {"acks": 1, "topics": [["t", [[0, "str"]]]]})["error_code"]
         == ErrorCode.INVALID_REQUEST
+    )
     assert c.request(ApiKey.PRODUCE, {"acks": 7, "topics": []})["error_code"] == ErrorCode.INVALID_REQUIRED_ACKS
 
 
@@ -159,8 +161,13 @@ def test_invalid_configs(broker):
         {"name": "d", "num_partitions": 1, "replication_factor": 3},
     ]
     rows = c.request(ApiKey.CREATE_TOPICS, {"topics": bad})["topics"]
-    assert [r[1] for r in rows] == [ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_PARTITIONS,
-                                    ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.INVALID_REPLICATION_FACTOR]
+    assert [r[1] for r in rows] == [
+        ErrorCode.INVALID_CONFIG,
+        ErrorCode.INVALID_CONFIG,
+        ErrorCode.INVALID_PARTITIONS,
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+    ]
     assert "retention.ms" in rows[0][2]
     make_topic(broker.bootstrap, "ok")
     rows = c.request(ApiKey.ALTER_CONFIGS, {"topics": [["ok", {"segment.bytes": "-5"}]]})["topics"]

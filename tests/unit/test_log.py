@@ -12,8 +12,7 @@ from tests.unit.test_log_support import FakeClock, batch, config, headers
 
 
 def open_log(tmp_path, clock=None, **kw) -> Log:
-    return Log(tmp_path / "topic-a-0", "topic-a", 0, config(**kw), clean_shutdown=True,
-               clock=clock or FakeClock())
+    return Log(tmp_path / "topic-a-0", "topic-a", 0, config(**kw), clean_shutdown=True, clock=clock or FakeClock())
 
 
 def test_append_assigns_offsets_and_stamps_epoch(tmp_path):
@@ -128,6 +127,9 @@ def test_read_bounds_and_high_watermark(tmp_path):
     assert [h.base_offset for h in headers(lg.read(16, 10**6, max_offset=18))] == [16]
     assert lg.read(6, 10**6, max_offset=6) == b""
     assert lg.read(7, 10**6, max_offset=6) == b""
+    # a batch that does not fit stops the read; it never skips ahead to the next segment
+    assert lg.read(2, 10, min_one_message=False) == b""
+    assert headers(lg.read(2, 10))[0].base_offset == 2
     lg.close()
 
 
@@ -288,4 +290,25 @@ def test_reads_are_raw_stamped_batches(tmp_path):
     assert (h.base_offset, h.leader_epoch, h.record_count) == (0, 9, 4)
     assert len(data) == h.size and h.size > HEADER_SIZE
     assert data[CRC_OFFSET:] == batch(4)[CRC_OFFSET:]  # nothing but offset and epoch changed
+    lg.close()
+
+
+def test_flushed_inactive_segments_give_back_index_fds(tmp_path):
+    lg = open_log(tmp_path, segment_bytes=600, index_interval_bytes=0)
+    for _ in range(20):
+        lg.append_as_leader(batch(3, value=b"w" * 50), 0)
+    lg.flush()
+    assert lg.recovery_point == lg.log_end_offset
+    assert all(s.offset_index._fd < 0 and s.time_index._fd < 0 for s in lg.segments[:-1])
+    assert lg.active_segment.offset_index._fd >= 0
+    seg = lg.segments[1]
+    assert headers(lg.read(seg.base_offset + 3, 1))[0].base_offset == seg.base_offset + 3  # reads need no fd
+    lg.truncate_to(seg.base_offset + 3)  # truncating a released segment reopens its index files
+    assert lg.active_segment is seg and lg.log_end_offset == seg.base_offset + 3
+    assert seg.offset_index.path.stat().st_size == 8 * len(seg.offset_index) == 8
+    assert lg.append_as_leader(batch(1), 0).first_offset == seg.base_offset + 3
+    lg.close()
+    lg = open_log(tmp_path, segment_bytes=600, index_interval_bytes=0)
+    assert not any(s.needs_recovery for s in lg.segments)
+    assert [h.base_offset for h in headers(lg.read(seg.base_offset, 10**6))] == [seg.base_offset + i for i in (0, 3)]
     lg.close()

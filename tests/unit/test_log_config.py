@@ -25,8 +25,13 @@ def test_kafka_defaults():
 
 def test_from_props_parses_strings_and_ints():
     cfg = LogConfig.from_props(
-        {"segment.bytes": "1024", "retention.ms": -1, "message.timestamp.type": "LogAppendTime",
-         "unclean.leader.election.enable": "true", "cleanup.policy": "delete,compact"}
+        {
+            "segment.bytes": "1024",
+            "retention.ms": -1,
+            "message.timestamp.type": "LogAppendTime",
+            "unclean.leader.election.enable": "true",
+            "cleanup.policy": "delete,compact",
+        }
     )
     assert cfg.segment_bytes == 1024 and cfg.retention_ms == -1
     assert cfg.log_append_time and cfg.unclean_leader_election_enable

@@ -62,7 +62,7 @@ def test_offset_index_sanity_check(tmp_path):
     with pytest.raises(CorruptIndexError, match="multiple"):
         idx.sanity_check(1000)
     idx.close()
-    path.write_bytes(bytes.fromhex("0000000a000001f4" "00000005000001f4"))  # 10 then 5
+    path.write_bytes(bytes.fromhex("0000000a000001f400000005000001f4"))  # 10 then 5
     idx = OffsetIndex(path, 0, 1024)
     with pytest.raises(CorruptIndexError, match="monotonic"):
         idx.sanity_check(1000)
@@ -94,7 +94,7 @@ def test_time_index_append_lookup_truncate(tmp_path):
 
 def test_time_index_sanity_check(tmp_path):
     path = tmp_path / "00000000000000000000.timeindex"
-    path.write_bytes(bytes.fromhex("00000000000007d0" "00000001" "00000000000003e8" "00000002"))
+    path.write_bytes(bytes.fromhex("00000000000007d00000000100000000000003e800000002"))
     ti = TimeIndex(path, 0, 1024)
     with pytest.raises(CorruptIndexError, match="monotonic"):
         ti.sanity_check(100)

@@ -34,7 +34,7 @@ def test_restart_round_trip_after_clean_shutdown(tmp_path):
     a = m.get_or_create_log("my-topic", 0)
     b = m.get_or_create_log("my-topic", 1)
     assert m.get_or_create_log("my-topic", 0) is a
-    for i in range(20):
+    for _ in range(20):
         a.append_as_leader(batch(2, value=b"a" * 50), 3)
     b.append_as_leader(batch(1), 3)
     expected = a.read(0, 10**6)

@@ -108,8 +108,9 @@ def test_only_segments_from_the_recovery_point_are_recovered(tmp_path, monkeypat
     lg.close()
     calls = []
     real = LogSegment.recover
-    monkeypatch.setattr(LogSegment, "recover",
-                        lambda self, *a, **k: calls.append(self.base_offset) or real(self, *a, **k))
+    monkeypatch.setattr(
+        LogSegment, "recover", lambda self, *a, **k: calls.append(self.base_offset) or real(self, *a, **k)
+    )
     lg = reopen(tmp_path, recovery_point=bases[-2] + 1)
     assert calls == bases[-2:]
     assert_readable(lg, spans)
@@ -130,7 +131,7 @@ def test_missing_or_corrupt_index_is_rebuilt(tmp_path, damage):
     elif damage == "torn":
         os.truncate(path, size - 3)
     elif damage == "garbage":
-        path.write_bytes(bytes.fromhex("00000005" "00000fff") * (size // 8))
+        path.write_bytes(bytes.fromhex("0000000500000fff") * (size // 8))
     else:
         path.write_bytes(b"\x00" * size)
     lg = reopen(tmp_path, clean=True)
@@ -145,8 +146,12 @@ def test_leftover_files_are_removed(tmp_path):
     lg, spans = make_log(tmp_path)
     lg.close()
     d = tmp_path / "t-0"
-    junk = [d / "00000000000000000000.log.deleted", d / "00000000000000000000.index.swap",
-            d / "00000000000000000000.log.cleaned", d / "00000000000000099999.index"]
+    junk = [
+        d / "00000000000000000000.log.deleted",
+        d / "00000000000000000000.index.swap",
+        d / "00000000000000000000.log.cleaned",
+        d / "00000000000000099999.index",
+    ]
     for p in junk:
         p.write_bytes(b"junk")
     lg = reopen(tmp_path, clean=True)
