@@ -6,6 +6,7 @@ so one bad partition never fails a whole request.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from broker.partition import Partition
 from net.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
+    KafkaStorageError,
     KafkaLiteError,
     UnknownTopicOrPartitionError,
 )
@@ -21,6 +23,7 @@ from net.errors import (
 if TYPE_CHECKING:
     from broker.log.manager import LogManager
 
+log = logging.getLogger("kafkalite.replica")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
@@ -109,6 +112,8 @@ class ReplicaManager:
                     0, offsets[0], -1, p.log.log_start_offset, None, offsets if len(offsets) > 1 else None
                 )
             except Exception as e:
+                if isinstance(e, KafkaStorageError):
+                    log.error("KAFKA_STORAGE_ERROR appending to %s-%d: %s", tp[0], tp[1], e)
                 results[tp] = _error_result(ProduceResult, e)
         return results
 
