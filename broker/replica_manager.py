@@ -15,8 +15,8 @@ from broker.partition import Partition
 from net.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
-    KafkaStorageError,
     KafkaLiteError,
+    KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
 

@@ -142,8 +142,12 @@ class Log:
             seg = self._segments[i]
             if i >= first_unflushed or seg.needs_recovery:
                 truncated = seg.recover(self.config.max_message_bytes, self._recover_epoch)
-                log.info("%s: recovered segment %s (%d bytes of torn or invalid tail truncated)", self,
-                         seg.path.name, truncated)
+                log.info(
+                    "%s: recovered segment %s (%d bytes of torn or invalid tail truncated)",
+                    self,
+                    seg.path.name,
+                    truncated,
+                )
                 if truncated and i >= first_unflushed and i + 1 < len(self._segments):
                     log.warning(
                         "%s: deleting %d segments after the corruption in %s",
