@@ -34,7 +34,6 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104857600
     log_retention_check_interval_ms: int = 300000
     log_flush_offset_checkpoint_interval_ms: int = 60000
-    log_flush_interval_ms: int = 60000
     # Topic-config defaults (Kafka's log.* keys), validated by LogConfig.
     topic_defaults: dict[str, str] = field(default_factory=dict)
 
@@ -51,7 +50,6 @@ class BrokerConfig:
         "socket.request.max.bytes": ("socket_request_max_bytes", int),
         "log.retention.check.interval.ms": ("log_retention_check_interval_ms", int),
         "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
-        "log.flush.interval.ms": ("log_flush_interval_ms", int),
     }
 
     @classmethod

@@ -74,13 +74,21 @@ class Partition:
             raise NotEnoughReplicasError(
                 f"ISR {self.isr} is smaller than min.insync.replicas={self.min_insync_replicas}"
             )
-        headers = list(batch_fmt.iter_batches(records))
+        try:
+            headers = list(batch_fmt.iter_batches(records))
+        except batch_fmt.InvalidBatch as e:
+            raise CorruptMessageError(str(e)) from None
         if not headers or headers[-1][0] + headers[-1][1].size != len(records):
             raise CorruptMessageError("produce records are not a whole number of batches")
         offsets: list[int | None] = []
         keep: list[tuple[int, batch_fmt.BatchHeader]] = []
         for pos, h in headers:
             dup = self.producer_state.duplicate_of(h) if h.producer_id >= 0 else None
+            if dup is not None:
+                try:  # a retry is only a duplicate if it is intact; otherwise the log rejects it below
+                    batch_fmt.validate(records, pos)
+                except batch_fmt.InvalidBatch as e:
+                    raise CorruptMessageError(str(e)) from None
             offsets.append(dup)
             if dup is None:
                 keep.append((pos, h))

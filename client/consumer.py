@@ -78,6 +78,10 @@ def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[lis
         recs = batch_fmt.records_of(data, pos, h)
         if recs:
             d_off, d_ts, keys, values, headers = zip(*recs)
+            if h.attributes & batch_fmt.TIMESTAMP_LOG_APPEND:
+                stamps = repeat(h.max_timestamp, len(recs))  # the broker's append time, as in Kafka
+            else:
+                stamps = map(h.first_timestamp.__add__, d_ts)
             batch = list(
                 map(
                     _new_record,
@@ -85,7 +89,7 @@ def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[lis
                         repeat(topic),
                         repeat(partition),
                         map(h.base_offset.__add__, d_off),
-                        map(h.first_timestamp.__add__, d_ts),
+                        stamps,
                         keys,
                         values,
                         headers,
@@ -124,7 +128,6 @@ class AsyncConsumer:
         max_partition_fetch_bytes: int = 1048576,
         max_poll_records: int = 500,
         request_timeout_ms: int = 30000,
-        check_crcs: bool = True,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto.offset.reset must be earliest, latest or none, got {auto_offset_reset!r}")

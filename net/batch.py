@@ -113,9 +113,14 @@ def iter_batches(buf: bytes | memoryview, validate_crc: bool = False) -> Iterato
     """Yield (position, header) of each whole batch in `buf`; stops at a partial tail."""
     pos, end = 0, len(buf)
     while end - pos >= HEADER_SIZE:
-        h = validate(buf, pos) if validate_crc else parse_header(buf, pos)
+        h = parse_header(buf, pos)
+        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            # A length that cannot even cover the header would never advance `pos`.
+            raise InvalidBatch(f"batch length {h.batch_length} at position {pos} is shorter than the header")
         if pos + h.size > end:
             return
+        if validate_crc:
+            validate(buf, pos, end)
         yield pos, h
         pos += h.size
 

@@ -211,3 +211,15 @@ def test_delete_topic(broker):
         admin.delete_topics(["gone"])
         assert "gone" not in admin.list_topics()
     assert not list(broker.data_dir.glob("gone-*"))
+
+
+def test_negative_batch_length_is_corrupt_not_a_hang(broker):
+    make_topic(broker.bootstrap)
+    c = RawClient(broker.port)
+    good = bytearray(batch_fmt.build([[0, 0, None, b"v", None]], 1, 1))
+    for length in (-12, -1, 0, 10):
+        bad = bytearray(good)
+        struct.pack_into(">i", bad, 8, length)
+        row = c.request(ApiKey.PRODUCE, {"acks": 1, "topics": [["t", [[0, bytes(bad)]]]]})["topics"][0][1][0]
+        assert row[1] == ErrorCode.CORRUPT_MESSAGE, (length, row)
+    assert_alive(broker.port)

@@ -1,0 +1,276 @@
+"""Controller logic: decisions about topics, partition leaders and ISR, as records.
+
+Pure and deterministic: given the current `MetadataImage` and an event, return
+the metadata records to append to the quorum's log. Nothing takes effect until
+those records are committed and applied to every broker's image, so leader
+epochs are handed out exactly once, in log order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.metadata import validate_topic_name
+from net.errors import (
+    ErrorCode,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    KafkaLiteError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+MAX_PARTITIONS = 10000
+NO_LEADER = -1
+
+
+@dataclass
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    fenced: bool = True
+
+
+@dataclass
+class PartitionState:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    partition_epoch: int = 0
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: str
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+class MetadataImage:
+    """Every broker's view of the cluster: the committed metadata log, applied in order."""
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.cluster_id = ""
+        self.controller_id = -1
+        self.offset = -1  # last applied metadata offset
+
+    def apply(self, offset: int, record: dict[str, Any]) -> None:
+        kind = record.get("type")
+        if kind == "cluster":
+            self.cluster_id = record["cluster_id"]
+        elif kind == "broker":
+            self.brokers[record["id"]] = BrokerInfo(record["id"], record["host"], record["port"], record["fenced"])
+        elif kind == "topic":
+            self.topics[record["name"]] = TopicInfo(record["name"], record["topic_id"], {}, dict(record["configs"]))
+        elif kind == "partition":
+            t = self.topics.get(record["topic"])
+            if t is not None:
+                t.partitions[record["partition"]] = PartitionState(
+                    record["partition"],
+                    record["leader"],
+                    record["leader_epoch"],
+                    list(record["replicas"]),
+                    list(record["isr"]),
+                    record["partition_epoch"],
+                )
+        elif kind == "remove_topic":
+            self.topics.pop(record["name"], None)
+        elif kind == "config":
+            t = self.topics.get(record["topic"])
+            if t is not None:
+                t.configs = dict(record["configs"])
+        elif kind == "leader_change":
+            self.controller_id = record["controller"]
+        self.offset = offset
+
+    def live_brokers(self) -> list[int]:
+        return sorted(b.id for b in self.brokers.values() if not b.fenced)
+
+    def leaderships(self, broker_id: int) -> int:
+        return sum(1 for t in self.topics.values() for p in t.partitions.values() if p.leader == broker_id)
+
+
+def partition_record(topic: str, p: PartitionState) -> dict[str, Any]:
+    return {
+        "type": "partition",
+        "topic": topic,
+        "partition": p.partition,
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "partition_epoch": p.partition_epoch,
+    }
+
+
+class AlterPartitionError(KafkaLiteError):
+    code = ErrorCode.FENCED_LEADER_EPOCH
+
+
+class ControllerLogic:
+    """Turns requests and broker liveness changes into metadata records."""
+
+    def __init__(self, image: MetadataImage, unclean_default: bool = False) -> None:
+        self.image = image
+        self.unclean_default = unclean_default
+
+    # --- topics --------------------------------------------------------------
+
+    def create_topic(
+        self, name: object, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        name = validate_topic_name(name)
+        if name in self.image.topics:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        if not isinstance(num_partitions, int) or not 1 <= num_partitions <= MAX_PARTITIONS:
+            raise InvalidPartitionsError(f"number of partitions must be between 1 and {MAX_PARTITIONS}")
+        live = self.image.live_brokers()
+        if not isinstance(replication_factor, int) or replication_factor < 1:
+            raise InvalidReplicationFactorError(f"replication factor must be >= 1, got {replication_factor}")
+        if replication_factor > len(live):
+            raise InvalidReplicationFactorError(
+                f"replication factor {replication_factor} is larger than the number of available brokers ({len(live)})"
+            )
+        records: list[dict[str, Any]] = [
+            {"type": "topic", "name": name, "topic_id": uuid.uuid4().hex, "configs": dict(configs)}
+        ]
+        # Spread leaders and replicas round-robin, starting where existing leaderships are fewest.
+        start = min(range(len(live)), key=lambda i: (self.image.leaderships(live[i]), live[i]))
+        for p in range(num_partitions):
+            replicas = [live[(start + p + r) % len(live)] for r in range(replication_factor)]
+            state = PartitionState(p, replicas[0], 0, replicas, list(replicas), 0)
+            records.append(partition_record(name, state))
+        return records
+
+    def delete_topic(self, name: object) -> list[dict[str, Any]]:
+        if not isinstance(name, str) or name not in self.image.topics:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        return [{"type": "remove_topic", "name": name}]
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> list[dict[str, Any]]:
+        t = self.image.topics.get(name)
+        if t is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        # Enabling unclean.leader.election.enable must bring offline partitions back, as in Kafka.
+        changed = TopicInfo(t.name, t.topic_id, t.partitions, dict(configs))
+        live = set(self.image.live_brokers())
+        records: list[dict[str, Any]] = [{"type": "config", "topic": name, "configs": dict(configs)}]
+        return records + self._elect_offline([changed], live)
+
+    def _elect_offline(self, topics: list[TopicInfo], live: set[int]) -> list[dict[str, Any]]:
+        records = []
+        for t in topics:
+            for p in t.partitions.values():
+                if p.leader == NO_LEADER:
+                    new = self._elect(t, p, live, exclude=set())
+                    if new is not None:
+                        records.append(partition_record(t.name, new))
+        return records
+
+    # --- brokers -------------------------------------------------------------
+
+    def register_broker(self, broker_id: int, host: str, port: int) -> list[dict[str, Any]]:
+        """A broker that fetches again is unfenced; its partitions regain leaders if they had none."""
+        b = self.image.brokers.get(broker_id)
+        if b is not None and not b.fenced and (b.host, b.port) == (host, port):
+            return []
+        records = [{"type": "broker", "id": broker_id, "host": host, "port": port, "fenced": False}]
+        live = set(self.image.live_brokers()) | {broker_id}
+        mine = [t for t in self.image.topics.values() if any(broker_id in p.replicas for p in t.partitions.values())]
+        return records + self._elect_offline(mine, live)
+
+    def fence_broker(self, broker_id: int) -> list[dict[str, Any]]:
+        """Remove a lost broker from every ISR at once and move its leaderships (Kafka's controller does this)."""
+        b = self.image.brokers.get(broker_id)
+        if b is None or b.fenced:
+            return []
+        records: list[dict[str, Any]] = [
+            {"type": "broker", "id": broker_id, "host": b.host, "port": b.port, "fenced": True}
+        ]
+        live = set(self.image.live_brokers()) - {broker_id}
+        for t in self.image.topics.values():
+            for p in t.partitions.values():
+                if broker_id not in p.replicas:
+                    continue
+                if p.leader == broker_id:
+                    new = self._elect(t, p, live, exclude={broker_id})
+                    if new is None:
+                        # Like Kafka, never empty the ISR: the last member stays, so only it (or an
+                        # unclean election) can lead again and nothing it acknowledged is lost.
+                        isr = _isr_without(p.isr, broker_id) or list(p.isr)
+                        new = PartitionState(
+                            p.partition, NO_LEADER, p.leader_epoch + 1, p.replicas, isr, p.partition_epoch + 1
+                        )
+                    records.append(partition_record(t.name, new))
+                elif broker_id in p.isr and len(p.isr) > 1:
+                    new = PartitionState(
+                        p.partition,
+                        p.leader,
+                        p.leader_epoch,
+                        p.replicas,
+                        _isr_without(p.isr, broker_id),
+                        p.partition_epoch + 1,
+                    )
+                    records.append(partition_record(t.name, new))
+        return records
+
+    def _elect(self, t: TopicInfo, p: PartitionState, live: set[int], exclude: set[int]) -> PartitionState | None:
+        """A new leader from the ISR (or, if allowed, any live replica), with a bumped leader epoch.
+
+        Among eligible replicas the tie-break is the proposal's: fewest current leaderships, then lowest id.
+        """
+        candidates = [r for r in p.isr if r in live and r not in exclude]
+        unclean = False
+        if not candidates:
+            if not _unclean_enabled(t, self.unclean_default):
+                return None
+            candidates = [r for r in p.replicas if r in live and r not in exclude]
+            unclean = True
+            if not candidates:
+                return None
+        leader = min(candidates, key=lambda r: (self.image.leaderships(r), r))
+        isr = [leader] if unclean else [r for r in p.isr if r not in exclude]
+        return PartitionState(p.partition, leader, p.leader_epoch + 1, p.replicas, isr, p.partition_epoch + 1)
+
+    # --- ISR changes from partition leaders -------------------------------------
+
+    def alter_partition(
+        self, topic: str, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int, isr: list[int]
+    ) -> list[dict[str, Any]]:
+        t = self.image.topics.get(topic)
+        p = t.partitions.get(partition) if t is not None else None
+        if t is None or p is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        if leader_id != p.leader or leader_epoch != p.leader_epoch:
+            raise AlterPartitionError(f"{topic}-{partition}: broker {leader_id} epoch {leader_epoch} is not the leader")
+        if partition_epoch != p.partition_epoch:
+            raise AlterPartitionError(
+                f"{topic}-{partition}: partition epoch {partition_epoch} is stale (now {p.partition_epoch})"
+            )
+        if leader_id not in isr or any(r not in p.replicas for r in isr):
+            raise AlterPartitionError(f"{topic}-{partition}: invalid ISR {isr}")
+        live = set(self.image.live_brokers())
+        isr = [r for r in isr if r in live or r == leader_id]  # never add a fenced broker back
+        new = PartitionState(p.partition, p.leader, p.leader_epoch, p.replicas, isr, p.partition_epoch + 1)
+        return [partition_record(topic, new)]
+
+
+def _isr_without(isr: list[int], broker_id: int) -> list[int]:
+    return [r for r in isr if r != broker_id]
+
+
+def _unclean_enabled(t: TopicInfo, default: bool) -> bool:
+    v = t.configs.get("unclean.leader.election.enable")
+    return default if v is None else str(v).lower() == "true"

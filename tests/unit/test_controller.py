@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import pytest
+
+from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage
+from net.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
+
+
+def cluster(n: int = 3) -> tuple[MetadataImage, ControllerLogic]:
+    image = MetadataImage()
+    logic = ControllerLogic(image)
+    off = 0
+    for b in range(1, n + 1):
+        for rec in logic.register_broker(b, "127.0.0.1", 9000 + b):
+            image.apply(off, rec)
+            off += 1
+    return image, logic
+
+
+def apply(image: MetadataImage, records: list[dict]) -> None:
+    for rec in records:
+        image.apply(image.offset + 1, rec)
+
+
+def test_create_spreads_leaders_and_replicas():
+    image, logic = cluster(3)
+    apply(image, logic.create_topic("t", 6, 3, {}))
+    parts = image.topics["t"].partitions
+    assert sorted(p.leader for p in parts.values()) == [1, 1, 2, 2, 3, 3]
+    assert all(sorted(p.replicas) == [1, 2, 3] and p.isr == p.replicas for p in parts.values())
+    with pytest.raises(TopicAlreadyExistsError):
+        logic.create_topic("t", 1, 1, {})
+    with pytest.raises(InvalidReplicationFactorError):
+        logic.create_topic("u", 1, 4, {})
+
+
+def test_fencing_moves_leadership_to_isr_with_bumped_epoch_and_fewest_leaderships():
+    image, logic = cluster(3)
+    apply(image, logic.create_topic("t", 3, 3, {}))
+    led_by_1 = [p for p in image.topics["t"].partitions.values() if p.leader == 1]
+    before = {p.partition: p.leader_epoch for p in led_by_1}
+    apply(image, logic.fence_broker(1))
+    for p in image.topics["t"].partitions.values():
+        assert 1 not in p.isr and p.leader != 1
+        if p.partition in before:
+            assert p.leader_epoch == before[p.partition] + 1
+    assert image.brokers[1].fenced
+    # 3 partitions over brokers 2 and 3: the tie-break keeps them balanced (2 and 1, not 3 and 0)
+    counts = sorted(image.leaderships(b) for b in (2, 3))
+    assert counts == [1, 2]
+
+
+def test_last_isr_member_stays_in_isr_and_unclean_election():
+    image, logic = cluster(2)
+    apply(image, logic.create_topic("t", 1, 2, {}))
+    p = image.topics["t"].partitions[0]
+    apply(image, logic.alter_partition("t", 0, p.leader, p.leader_epoch, p.partition_epoch, [p.leader]))
+    leader = p.leader
+    other = 3 - leader
+    apply(image, logic.fence_broker(leader))
+    p = image.topics["t"].partitions[0]
+    assert p.leader == -1 and p.isr == [leader], "no clean leader: the partition is offline, ISR kept"
+    # the out-of-sync replica may lead only with unclean.leader.election.enable
+    apply(image, logic.set_configs("t", {"unclean.leader.election.enable": "true"}))
+    apply(image, logic.register_broker(other, "127.0.0.1", 9000 + other))
+    p = image.topics["t"].partitions[0]
+    assert p.leader == other and p.isr == [other]
+
+
+def test_returning_broker_regains_an_offline_partition():
+    image, logic = cluster(1)
+    apply(image, logic.create_topic("t", 1, 1, {}))
+    apply(image, logic.fence_broker(1))
+    assert image.topics["t"].partitions[0].leader == -1
+    apply(image, logic.register_broker(1, "127.0.0.1", 9001))
+    p = image.topics["t"].partitions[0]
+    assert p.leader == 1 and p.leader_epoch == 2
+
+
+def test_alter_partition_is_fenced_by_leader_and_partition_epoch():
+    image, logic = cluster(3)
+    apply(image, logic.create_topic("t", 1, 3, {}))
+    p = image.topics["t"].partitions[0]
+    with pytest.raises(AlterPartitionError):
+        logic.alter_partition("t", 0, p.leader, p.leader_epoch - 1, p.partition_epoch, [p.leader])
+    with pytest.raises(AlterPartitionError):
+        logic.alter_partition("t", 0, p.leader, p.leader_epoch, p.partition_epoch + 5, [p.leader])
+    not_leader = next(r for r in p.replicas if r != p.leader)
+    with pytest.raises(AlterPartitionError):
+        logic.alter_partition("t", 0, not_leader, p.leader_epoch, p.partition_epoch, [not_leader])
+    apply(image, logic.alter_partition("t", 0, p.leader, p.leader_epoch, p.partition_epoch, [p.leader]))
+    assert image.topics["t"].partitions[0].isr == [p.leader]
