@@ -1,0 +1,201 @@
+"""kl-cluster: run a local cluster of kl-broker processes for demos and tests.
+
+State lives in DATA_DIR/cluster.json (ports, pids), so `status`, `kill`, `start`
+and `down` work from any shell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+STATE = "cluster.json"
+
+
+def _free_port_run(base: int, n: int) -> int:
+    """`base` if base..base+n-1 are all free; a clear error otherwise."""
+    for p in range(base, base + n):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                raise click.ClickException(f"port {p} is in use; pick another --base-port") from None
+    return base
+
+
+def _load(data_dir: Path) -> dict:
+    path = data_dir / STATE
+    if not path.exists():
+        raise click.ClickException(f"no cluster in {data_dir} (run kl-cluster up --data-dir {data_dir})")
+    return json.loads(path.read_text())
+
+
+def _save(data_dir: Path, state: dict) -> None:
+    tmp = data_dir / (STATE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    os.replace(tmp, data_dir / STATE)
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie child of ours is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_port(port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.3):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
+    b = state["brokers"][bid]
+    log = open(data_dir / f"broker-{bid}.log", "ab")
+    cmd = [sys.executable, "-m", "broker.cli", "start", "--id", bid, "--port", str(b["port"]),
+           "--data-dir", str(data_dir / f"broker-{bid}"), *state.get("extra", [])]
+    if state.get("peers"):
+        cmd += ["--peers", state["peers"]]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    b["pid"] = proc.pid
+    return proc.pid
+
+
+@click.group()
+def main() -> None:
+    """Start, inspect and stop a local Kafka Lite cluster."""
+
+
+@main.command()
+@click.option("--brokers", type=int, default=3, show_default=True)
+@click.option("--base-port", type=int, default=9092, show_default=True)
+@click.option("--data-dir", type=click.Path(path_type=Path), required=True)
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Passed to every broker.")
+def up(brokers: int, base_port: int, data_dir: Path, overrides: tuple[str, ...]) -> None:
+    """Start N brokers in the background and print the bootstrap servers."""
+    if brokers < 1:
+        raise click.UsageError("--brokers must be >= 1")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if (data_dir / STATE).exists() and any(_alive(b.get("pid")) for b in _load(data_dir)["brokers"].values()):
+        raise click.ClickException(f"a cluster is already running in {data_dir}; kl-cluster down first")
+    _free_port_run(base_port, brokers)
+    ids = [str(i) for i in range(1, brokers + 1)]
+    state = {
+        "brokers": {i: {"port": base_port + n, "pid": None} for n, i in enumerate(ids)},
+        "peers": ",".join(f"{i}@127.0.0.1:{base_port + n}" for n, i in enumerate(ids)) if brokers > 1 else "",
+        "extra": [x for o in overrides for x in ("--override", o)],
+    }
+    for bid in ids:
+        _start_broker(data_dir, state, bid)
+    _save(data_dir, state)
+    for bid in ids:
+        if not _wait_port(state["brokers"][bid]["port"], 30):
+            raise click.ClickException(f"broker {bid} did not start; see {data_dir}/broker-{bid}.log")
+    click.echo(",".join(f"127.0.0.1:{state['brokers'][b]['port']}" for b in ids))
+
+
+@main.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), required=True)
+def status(data_dir: Path) -> None:
+    """One line per broker, then the topics as kl-topics --describe prints them."""
+    state = _load(data_dir)
+    up_ = []
+    for bid, b in state["brokers"].items():
+        alive = _alive(b.get("pid"))
+        click.echo(f"broker {bid}\t127.0.0.1:{b['port']}\tpid {b.get('pid')}\t{'up' if alive else 'down'}")
+        if alive:
+            up_.append(f"127.0.0.1:{b['port']}")
+    if not up_:
+        return
+    from client.cli.topics import format_description
+    from client.sync import Admin
+    from net.errors import KafkaLiteError
+
+    try:
+        with Admin(",".join(up_), request_timeout_ms=5000) as admin:
+            for d in admin.describe_topics():
+                for line in format_description(d):
+                    click.echo(line)
+    except KafkaLiteError as e:
+        click.echo(f"(metadata unavailable: {e})")
+
+
+def _signal(data_dir: Path, bid: str, sig: int) -> None:
+    state = _load(data_dir)
+    b = state["brokers"].get(bid)
+    if b is None:
+        raise click.ClickException(f"no broker {bid} in this cluster")
+    if not _alive(b.get("pid")):
+        raise click.ClickException(f"broker {bid} is not running")
+    os.kill(b["pid"], sig)
+
+
+@main.command()
+@click.argument("broker_id")
+@click.option("--data-dir", type=click.Path(path_type=Path), required=True)
+@click.option("--signal", "sig", type=click.Choice(["KILL", "TERM", "STOP", "CONT"]), default="KILL")
+def kill(broker_id: str, data_dir: Path, sig: str) -> None:
+    """Send a broker SIGKILL (or --signal TERM/STOP/CONT)."""
+    _signal(data_dir, broker_id, getattr(signal, f"SIG{sig}"))
+    click.echo(f"sent SIG{sig} to broker {broker_id}")
+
+
+@main.command()
+@click.argument("broker_id")
+@click.option("--data-dir", type=click.Path(path_type=Path), required=True)
+def start(broker_id: str, data_dir: Path) -> None:
+    """Start a stopped broker again with its old id, port and data."""
+    state = _load(data_dir)
+    b = state["brokers"].get(broker_id)
+    if b is None:
+        raise click.ClickException(f"no broker {broker_id} in this cluster")
+    if _alive(b.get("pid")):
+        raise click.ClickException(f"broker {broker_id} is already running")
+    _start_broker(data_dir, state, broker_id)
+    _save(data_dir, state)
+    if not _wait_port(b["port"], 30):
+        raise click.ClickException(f"broker {broker_id} did not start; see {data_dir}/broker-{broker_id}.log")
+    click.echo(f"started broker {broker_id} on 127.0.0.1:{b['port']}")
+
+
+@main.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), required=True)
+def down(data_dir: Path) -> None:
+    """SIGTERM every broker (clean shutdown) and wait; SIGKILL what is left after 30 s."""
+    state = _load(data_dir)
+    pids = [b["pid"] for b in state["brokers"].values() if _alive(b.get("pid"))]
+    for pid in pids:
+        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    click.echo(f"stopped {len(pids)} brokers")
+
+
+if __name__ == "__main__":
+    main()
