@@ -72,12 +72,22 @@ def _wait_port(port: int, timeout: float) -> bool:
 def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
     b = state["brokers"][bid]
     log = open(data_dir / f"broker-{bid}.log", "ab")
-    cmd = [sys.executable, "-m", "broker.cli", "start", "--id", bid, "--port", str(b["port"]),
-           "--data-dir", str(data_dir / f"broker-{bid}"), *state.get("extra", [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "broker.cli",
+        "start",
+        "--id",
+        bid,
+        "--port",
+        str(b["port"]),
+        "--data-dir",
+        str(data_dir / f"broker-{bid}"),
+        *state.get("extra", []),
+    ]
     if state.get("peers"):
         cmd += ["--peers", state["peers"]]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     b["pid"] = proc.pid
     return proc.pid
 

@@ -15,6 +15,7 @@ from broker.config import BrokerConfig
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.metadata import MetadataCache
+from broker.metrics import BrokerMetrics, http_response
 from broker.replica_manager import ReplicaManager
 from net.server import NetServer
 
@@ -46,7 +47,8 @@ class BrokerServer:
         self.admin = AdminManager(cfg, self.metadata, self.log_manager, self.replica_manager)
         self.admin.load()
         self.apis = KafkaApis(cfg, self.replica_manager, self.admin)
-        self.net = NetServer(self.apis, cfg.host, cfg.port, cfg.socket_request_max_bytes)
+        self.metrics = BrokerMetrics(cfg.broker_id)
+        self.net = NetServer(self.apis, cfg.host, cfg.port, cfg.socket_request_max_bytes, self._http_get)
         await self.net.start()
         cfg.port = self.net.port
         self._tasks = [
@@ -61,6 +63,11 @@ class BrokerServer:
             time.monotonic() - t0,
             self.metadata.cluster_id,
         )
+
+    def _http_get(self, path: str) -> bytes:
+        if path.split("?")[0] == "/metrics":
+            return http_response(self.metrics.render())
+        return http_response(b"not found: try /metrics\n", "404 Not Found", "text/plain")
 
     def _topic_config(self, topic: str) -> LogConfig | None:
         info = self.metadata.topics.get(topic)
