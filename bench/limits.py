@@ -21,8 +21,13 @@ def loopback_bandwidth(seconds: int = 3) -> dict[str, float]:
     with temp_dir("limits-iperf3-") as d:
         port = free_port()
         with server([iperf3, "-s", "-1", "-B", HOST, "-p", str(port)], port, d, connect_probe=False):
-            out = subprocess.run([iperf3, "-c", HOST, "-p", str(port), "-J", "-t", str(seconds)],
-                                 capture_output=True, text=True, timeout=seconds + 30, check=False)
+            out = subprocess.run(
+                [iperf3, "-c", HOST, "-p", str(port), "-J", "-t", str(seconds)],
+                capture_output=True,
+                text=True,
+                timeout=seconds + 30,
+                check=False,
+            )
     data = json.loads(out.stdout or "{}")
     if out.returncode != 0 or "error" in data:
         raise RuntimeError(f"iperf3 failed ({out.returncode}): {data.get('error') or out.stderr.strip()}")

@@ -144,8 +144,18 @@ class Broker:
 def kafka_lite_broker() -> Iterator[Broker]:
     with temp_dir("bench-kafka-lite-") as d:
         port = free_port()
-        argv = [_tool("kl-broker"), "start", "--id", "1", "--host", HOST, "--port", str(port),
-                "--data-dir", str(d / "data")]
+        argv = [
+            _tool("kl-broker"),
+            "start",
+            "--id",
+            "1",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--data-dir",
+            str(d / "data"),
+        ]
         with server(argv, port, d) as proc:
             yield Broker(f"{HOST}:{port}", d, proc)
 
@@ -159,8 +169,14 @@ def _run_tool(argv: list[str], timeout: float, json_out: Path) -> dict[str, Any]
     shown = shlex.join([Path(argv[0]).name, *argv[1:]])
     json_out.unlink(missing_ok=True)
     try:
-        proc = subprocess.run([*argv, "--json-out", str(json_out)], capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(
+            [*argv, "--json-out", str(json_out)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
         raise StepError(f"`{shown}` did not finish within {timeout:.0f} s (killed); stderr:\n{_tail(err)}") from None
@@ -194,34 +210,75 @@ def run_kafka_lite(progress: Progress, tag: str, num_records: int, latency_secon
     perf, topics = _tool("kl-perf"), _tool("kl-topics")
 
     def create(broker: Broker, topic: str, partitions: int) -> None:
-        argv = [topics, "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic,
-                "--partitions", str(partitions)]
+        argv = [
+            topics,
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            str(partitions),
+        ]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
         if proc.returncode != 0:
             shown = shlex.join(["kl-topics", *argv[1:]])
             raise StepError(f"`{shown}` exited with {proc.returncode}; output:\n{_tail(proc.stdout + proc.stderr)}")
 
     def produce(broker: Broker, topic: str) -> dict[str, Any]:
-        out = _run_tool([perf, "produce", "--bootstrap-server", broker.bootstrap, "--topic", topic,
-                         "--num-records", str(num_records), "--record-size", str(RECORD_SIZE), "--acks", ACKS],
-                        _tool_timeout(num_records), broker.workdir / "produce.json")
+        out = _run_tool(
+            [
+                perf,
+                "produce",
+                "--bootstrap-server",
+                broker.bootstrap,
+                "--topic",
+                topic,
+                "--num-records",
+                str(num_records),
+                "--record-size",
+                str(RECORD_SIZE),
+                "--acks",
+                ACKS,
+            ],
+            _tool_timeout(num_records),
+            broker.workdir / "produce.json",
+        )
         if out.get("records") != num_records:
             raise StepError(f"kl-perf produce reported {out.get('records')} of {num_records} records: {out}")
         return out
 
     def consume(broker: Broker, topic: str) -> dict[str, Any]:
-        out = _run_tool([perf, "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic,
-                         "--messages", str(num_records)],
-                        _tool_timeout(num_records), broker.workdir / "consume.json")
+        out = _run_tool(
+            [perf, "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--messages", str(num_records)],
+            _tool_timeout(num_records),
+            broker.workdir / "consume.json",
+        )
         if out.get("records") != num_records:
             raise StepError(f"kl-perf consume read {out.get('records')} of {num_records} records: {out}")
         return out
 
     def end_to_end(broker: Broker, topic: str) -> dict[str, Any]:
-        return _run_tool([perf, "end-to-end", "--bootstrap-server", broker.bootstrap, "--topic", topic,
-                          "--seconds", f"{latency_seconds:g}", "--throughput", str(LATENCY_RATE),
-                          "--record-size", str(RECORD_SIZE), "--acks", ACKS],
-                         latency_seconds * 3 + 120, broker.workdir / "e2e.json")
+        return _run_tool(
+            [
+                perf,
+                "end-to-end",
+                "--bootstrap-server",
+                broker.bootstrap,
+                "--topic",
+                topic,
+                "--seconds",
+                f"{latency_seconds:g}",
+                "--throughput",
+                str(LATENCY_RATE),
+                "--record-size",
+                str(RECORD_SIZE),
+                "--acks",
+                ACKS,
+            ],
+            latency_seconds * 3 + 120,
+            broker.workdir / "e2e.json",
+        )
 
     def cores(out: dict[str, Any]) -> str:
         return f"broker {out['broker_cores']:.2f} cores, client {out['client_cores']:.2f} cores"
@@ -232,30 +289,44 @@ def run_kafka_lite(progress: Progress, tag: str, num_records: int, latency_secon
             progress.say(f"{label}: broker up on {broker.bootstrap} (data in {broker.workdir})")
             for p in PARTITION_COUNTS:
                 topic = f"perf-{p}p"
-                if progress.step(f"{label} create topic {topic} ({_plural(p)})",
-                                 lambda: create(broker, topic, p) or True) is None:  # noqa: B023 - called at once
+                if (
+                    progress.step(
+                        f"{label} create topic {topic} ({_plural(p)})",
+                        lambda t=topic, n=p: create(broker, t, n) or True,
+                    )
+                    is None
+                ):  # noqa: B023 - called at once
                     continue
-                out = progress.step(f"{label} produce {num_records:,} x {RECORD_SIZE} B, {_plural(p)}",
-                                    lambda: _cpu_note(broker, lambda: produce(broker, topic)),  # noqa: B023
-                                    lambda o: f"{_rate(o['records_per_sec'])}, {cores(o)}")
+                out = progress.step(
+                    f"{label} produce {num_records:,} x {RECORD_SIZE} B, {_plural(p)}",
+                    lambda: _cpu_note(broker, lambda: produce(broker, topic)),  # noqa: B023
+                    lambda o: f"{_rate(o['records_per_sec'])}, {cores(o)}",
+                )
                 if out is None:
                     continue  # nothing to consume
                 figs[produce_key(p)] = out["records_per_sec"]
                 figs[produce_mb_key(p)] = out["records_per_sec"] * RECORD_SIZE / MB
                 figs[f"produce_cores_broker/{p}"] = out["broker_cores"]
                 figs[f"produce_cores_client/{p}"] = out["client_cores"]
-                out = progress.step(f"{label} consume {num_records:,}, {_plural(p)}",
-                                    lambda: _cpu_note(broker, lambda: consume(broker, topic)),  # noqa: B023
-                                    lambda o: f"{_rate(o['records_per_sec'])}, {cores(o)}")
+                out = progress.step(
+                    f"{label} consume {num_records:,}, {_plural(p)}",
+                    lambda: _cpu_note(broker, lambda: consume(broker, topic)),  # noqa: B023
+                    lambda o: f"{_rate(o['records_per_sec'])}, {cores(o)}",
+                )
                 if out is not None:
                     figs[consume_key(p)] = out["records_per_sec"]
                     figs[f"consume_cores_broker/{p}"] = out["broker_cores"]
                     figs[f"consume_cores_client/{p}"] = out["client_cores"]
             topic = "e2e-1p"
-            if progress.step(f"{label} create topic {topic} (1 partition)",
-                             lambda: create(broker, topic, 1) or True) is not None:
-                out = progress.step(f"{label} end-to-end latency at {LATENCY_RATE:,} msgs/s for {latency_seconds:g} s",
-                                    lambda: end_to_end(broker, topic), _latency_text)
+            if (
+                progress.step(f"{label} create topic {topic} (1 partition)", lambda: create(broker, topic, 1) or True)
+                is not None
+            ):
+                out = progress.step(
+                    f"{label} end-to-end latency at {LATENCY_RATE:,} msgs/s for {latency_seconds:g} s",
+                    lambda: end_to_end(broker, topic),
+                    _latency_text,
+                )
                 if out is not None:
                     figs.update(_latency_figs(out["p50_ms"], out["p99_ms"], out.get("records"), out.get("sent")))
             progress.say(f"{label}: stopping broker")
@@ -286,15 +357,20 @@ def run_peer(progress: Progress, tag: str, system: str, num_records: int, latenc
     label = f"{tag} {LABEL[system]}"
     figs: Figures = {}
     for p in PARTITION_COUNTS:
-        out = progress.step(f"{label} produce + consume {num_records:,} x {RECORD_SIZE} B, {_plural(p)}",
-                            lambda: module.run(num_records, RECORD_SIZE, p),  # noqa: B023 - called at once
-                            lambda o: f"produce {_rate(o['produce_msgs_s'])}, consume {_rate(o['consume_msgs_s'])}")
+        out = progress.step(
+            f"{label} produce + consume {num_records:,} x {RECORD_SIZE} B, {_plural(p)}",
+            lambda: module.run(num_records, RECORD_SIZE, p),  # noqa: B023 - called at once
+            lambda o: f"produce {_rate(o['produce_msgs_s'])}, consume {_rate(o['consume_msgs_s'])}",
+        )
         if out is not None:
             figs[produce_key(p)] = out["produce_msgs_s"]
             figs[produce_mb_key(p)] = out["produce_mb_s"]
             figs[consume_key(p)] = out["consume_msgs_s"]
-    out = progress.step(f"{label} end-to-end latency at {LATENCY_RATE:,} msgs/s for {latency_seconds:g} s",
-                        lambda: module.run_latency(LATENCY_RATE, latency_seconds, RECORD_SIZE), _latency_text)
+    out = progress.step(
+        f"{label} end-to-end latency at {LATENCY_RATE:,} msgs/s for {latency_seconds:g} s",
+        lambda: module.run_latency(LATENCY_RATE, latency_seconds, RECORD_SIZE),
+        _latency_text,
+    )
     if out is not None:
         figs.update(_latency_figs(out["p50_ms"], out["p99_ms"], out.get("count"), out.get("sent")))
     return figs
@@ -366,11 +442,67 @@ def machine_info() -> dict[str, str]:
     nproc = _cmd(["nproc"])
     if nproc == "unknown":
         nproc = str(len(os.sched_getaffinity(0)))
-    return {"nproc": nproc, "memory": mem, "cpu": cpu,
-            "python": f"{platform.python_implementation()} {platform.python_version()}",
-            "kernel": f"{platform.system()} {platform.release()} ({platform.machine()})",
-            "redis": " ".join(_cmd(["redis-server", "--version"]).split()[:3]),
-            "nats": _cmd(["nats-server", "--version"])}
+    return {
+        "nproc": nproc,
+        "memory": mem,
+        "cpu": cpu,
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "kernel": f"{platform.system()} {platform.release()} ({platform.machine()})",
+        "redis": " ".join(_cmd(["redis-server", "--version"]).split()[:3]),
+        "nats": _cmd(["nats-server", "--version"]),
+    }
+
+
+def _proc_cpu() -> dict[int, tuple[float, str]]:
+    """pid -> (utime + stime in seconds, command line) for every process we can read."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            out[int(d.name)] = ((int(stat[11]) + int(stat[12])) / tick, cmd or d.name)
+    return out
+
+
+def background_load(seconds: float = 2.0) -> list[tuple[float, str]]:
+    """Other processes busy right now (> 0.1 core over `seconds`): they compete with the benchmark for CPU."""
+    before = _proc_cpu()
+    time.sleep(seconds)
+    after = _proc_cpu()
+    me = os.getpid()
+    busy = [
+        ((cpu - before[pid][0]) / seconds, cmd)
+        for pid, (cpu, cmd) in after.items()
+        if pid in before and pid != me and (cpu - before[pid][0]) / seconds > 0.1
+    ]
+    return sorted(busy, reverse=True)
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds all cores spent busy since boot (user, nice, system, irq, softirq, steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and of its finished children (tools, servers, latency consumers)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class OutsideLoad:
+    """Average CPU (in cores) used by everything but this benchmark since construction."""
+
+    def __init__(self) -> None:
+        self.busy, self.own, self.t = _machine_busy_s(), _own_cpu_s(), time.monotonic()
+
+    def cores(self) -> float:
+        busy, own = _machine_busy_s() - self.busy, _own_cpu_s() - self.own
+        return max(0.0, busy - own) / max(1e-9, time.monotonic() - self.t)
 
 
 def kafka_lite_durability() -> str:
@@ -396,12 +528,11 @@ def _num(v: float) -> str:
     return f"{v:.2f}"
 
 
-def cell(s: Stat | None, suffix: str = "") -> str:
+def cell(s: Stat | None, suffix: str = "", runs: int = 1) -> str:
     if s is None:
         return "n/a"
-    if s.n == 1:
-        return f"{_num(s.median)}{suffix}"
-    return f"{_num(s.median)}{suffix} ({_num(s.low)}–{_num(s.high)})"
+    text = f"{_num(s.median)}{suffix}" if s.n == 1 else f"{_num(s.median)}{suffix} ({_num(s.low)}–{_num(s.high)})"
+    return text if s.n >= runs else f"{text} [{s.n} of {runs} runs]"
 
 
 def status(s: Stat | None, target: float) -> str:
@@ -410,8 +541,24 @@ def status(s: Stat | None, target: float) -> str:
     return "**MET**" if s.median >= target else "**MISSED**"
 
 
-def render(args: argparse.Namespace, command: str, date: str, machine: dict[str, str], elapsed_s: float,
-           runs: list[dict[str, Figures]], lim: dict[str, Any] | None, errors: list[str]) -> str:
+def _load_text(busy: list[tuple[float, str]]) -> str:
+    if not busy:
+        return "none"
+    return ", ".join(f"{cores:.2f} cores `{cmd[:70]}{'…' if len(cmd) > 70 else ''}`" for cores, cmd in busy)
+
+
+def render(
+    args: argparse.Namespace,
+    command: str,
+    date: str,
+    machine: dict[str, str],
+    elapsed_s: float,
+    runs: list[dict[str, Figures]],
+    lim: dict[str, Any] | None,
+    errors: list[str],
+    background: list[tuple[str, list[tuple[float, str]]]],
+    others: list[tuple[str, float]],
+) -> str:
     systems = [KAFKA] if args.skip_peers else list(SYSTEMS)
     n_runs = len(runs)
     agg = f"median of {n_runs} run{'s' if n_runs != 1 else ''}" + (", min–max" if n_runs > 1 else "")
@@ -449,78 +596,123 @@ def render(args: argparse.Namespace, command: str, date: str, machine: dict[str,
     rows.append((f"End-to-end p50 at {LATENCY_RATE:,} msgs/s", "e2e_p50_ms", " ms"))
     rows.append((f"End-to-end p99 at {LATENCY_RATE:,} msgs/s", "e2e_p99_ms", " ms"))
     for name, key, suffix in rows:
-        lines.append(f"| {name} | " + " | ".join(cell(collect(runs, s, key), suffix) for s in systems) + " |")
+        lines.append(f"| {name} | " + " | ".join(cell(collect(runs, s, key), suffix, n_runs) for s in systems) + " |")
 
     lines += ["", "### Targets", ""]
     lines += ["| Target | Measured | Status |", "|---|---|---|"]
     for p in PARTITION_COUNTS:
-        lines.append(f"| Produce ≥ {TARGET_PRODUCE:,} msgs/s, {p} partition{'s' if p > 1 else ''} | "
-                     f"{cell(collect(runs, KAFKA, produce_key(p)), ' msgs/s')} | "
-                     f"{status(collect(runs, KAFKA, produce_key(p)), TARGET_PRODUCE)} |")
+        lines.append(
+            f"| Produce ≥ {TARGET_PRODUCE:,} msgs/s, {p} partition{'s' if p > 1 else ''} | "
+            f"{cell(collect(runs, KAFKA, produce_key(p)), ' msgs/s', n_runs)} | "
+            f"{status(collect(runs, KAFKA, produce_key(p)), TARGET_PRODUCE)} |"
+        )
     for p in PARTITION_COUNTS:
-        lines.append(f"| Consume ≥ {TARGET_CONSUME:,} msgs/s, {p} partition{'s' if p > 1 else ''} | "
-                     f"{cell(collect(runs, KAFKA, consume_key(p)), ' msgs/s')} | "
-                     f"{status(collect(runs, KAFKA, consume_key(p)), TARGET_CONSUME)} |")
+        lines.append(
+            f"| Consume ≥ {TARGET_CONSUME:,} msgs/s, {p} partition{'s' if p > 1 else ''} | "
+            f"{cell(collect(runs, KAFKA, consume_key(p)), ' msgs/s', n_runs)} | "
+            f"{status(collect(runs, KAFKA, consume_key(p)), TARGET_CONSUME)} |"
+        )
     for what, keyf in (("Produce", produce_key), ("Consume", consume_key)):
         for p in PARTITION_COUNTS:
             s = None if args.skip_peers else ratio_stat(runs, keyf(p))
-            lines.append(f"| {what} ≥ {TARGET_RATIO:g}× the faster peer, {p} partition{'s' if p > 1 else ''} | "
-                         f"{cell(s, '×')} | {status(s, TARGET_RATIO)} |")
-    lines += ["", "One broker, 100-byte values, acks=1. A target is MET when the median over the runs reaches it. "
-              "The ratios are Kafka Lite / the faster of Redis Streams and NATS JetStream, taken within each run "
-              "(both measured back to back on the same machine), then summarised over the runs."]
+            lines.append(
+                f"| {what} ≥ {TARGET_RATIO:g}× the faster peer, {p} partition{'s' if p > 1 else ''} | "
+                f"{'peers skipped' if args.skip_peers else cell(s, '×', n_runs)} | "
+                f"{status(s, TARGET_RATIO)} |"
+            )
+    lines += [
+        "",
+        "One broker, 100-byte values, acks=1. A target is MET when the median over the runs reaches it. "
+        "The ratios are Kafka Lite / the faster of Redis Streams and NATS JetStream, taken within each run "
+        "(both measured back to back on the same machine), then summarised over the runs.",
+    ]
     if not args.skip_peers:
-        faster = "; ".join(f"{what} at {p}p: {faster_peer_names(runs, keyf(p))}"
-                           for what, keyf in (("produce", produce_key), ("consume", consume_key))
-                           for p in PARTITION_COUNTS)
+        faster = "; ".join(
+            f"{what} at {p}p: {faster_peer_names(runs, keyf(p))}"
+            for what, keyf in (("produce", produce_key), ("consume", consume_key))
+            for p in PARTITION_COUNTS
+        )
         lines.append(f"Faster peer: {faster}.")
 
     lines += ["", "### Physical limits (measured once)", ""]
     if lim:
-        lines += ["| Limit | Measured |", "|---|---|",
-                  f"| Loopback TCP, iperf3 single stream | {lim['loopback_gbit_s']:.1f} Gbit/s "
-                  f"({lim['loopback_mb_s']:,.0f} MB/s) |",
-                  f"| Sequential disk write, 1 GiB + fsync, in `{lim['disk_dir']}` | "
-                  f"{lim['disk_write_mb_s']:,.0f} MB/s |"]
-        best = max((collect(runs, s, produce_mb_key(p)) for s in systems for p in PARTITION_COUNTS),
-                   key=lambda st: st.median if st else -1.0)
+        lines += [
+            "| Limit | Measured |",
+            "|---|---|",
+            f"| Loopback TCP, iperf3 single stream | {lim['loopback_gbit_s']:.1f} Gbit/s "
+            f"({lim['loopback_mb_s']:,.0f} MB/s) |",
+            f"| Sequential disk write, 1 GiB + fsync, in `{lim['disk_dir']}` | {lim['disk_write_mb_s']:,.0f} MB/s |",
+        ]
+        best = max(
+            (collect(runs, s, produce_mb_key(p)) for s in systems for p in PARTITION_COUNTS),
+            key=lambda st: st.median if st else -1.0,
+        )
         if best is not None:
             wire, disk = best.median / lim["loopback_mb_s"], best.median / lim["disk_write_mb_s"]
-            lines += ["", f"The highest median produce rate above, {best.median:.1f} MB/s of values, is "
-                      f"{wire * 100:.1f}% of loopback bandwidth and {disk * 100:.1f}% of disk write bandwidth"
-                      + (": neither the wire nor the disk is the bottleneck." if max(wire, disk) < 0.5 else ".")]
+            lines += [
+                "",
+                f"The highest median produce rate above, {best.median:.1f} MB/s of values, is "
+                f"{wire * 100:.1f}% of loopback bandwidth and {disk * 100:.1f}% of disk write bandwidth"
+                + (": neither the wire nor the disk is the bottleneck." if max(wire, disk) < 0.5 else "."),
+            ]
     else:
         lines.append("Not measured (failed; see Errors).")
 
-    cores = {f"{what} {p}p": (collect(runs, KAFKA, f"{what}_cores_broker/{p}"),
-                              collect(runs, KAFKA, f"{what}_cores_client/{p}"))
-             for what in ("produce", "consume") for p in PARTITION_COUNTS}
-    core_text = "; ".join(f"{k}: broker {b.median:.2f}, client {c.median:.2f}"
-                          for k, (b, c) in cores.items() if b is not None and c is not None)
-    lines += ["", "### Setup notes", "",
-              f"- Everything runs on this one machine over 127.0.0.1: all processes (broker or server, load "
-              f"generator, latency consumer) share its {machine['nproc']} cores, so the client and the broker "
-              "can each have about one core."
-              + (f" Measured Kafka Lite CPU use in cores (CPU seconds / wall seconds over the whole `kl-perf` "
-                 f"invocation, median): {core_text}." if core_text else ""),
-              "- Kafka Lite: one broker (`kl-broker start`) with its default configuration, "
-              f"{kafka_lite_durability()}; "
-              "load from `kl-perf produce` / `consume` / `end-to-end` (acks=1, default producer settings), "
-              "one fresh topic per measurement.",
-              f"- Redis Streams: `redis-server --appendonly yes --appendfsync everysec --save \"\"`; one stream per "
-              f"partition, XADD in non-transactional pipelines of {redis_streams.BATCH:,} commands, read back with "
-              f"XREAD COUNT {redis_streams.READ_COUNT:,}; latency with a blocking XREAD in a second process.",
-              f"- NATS JetStream: `nats-server -js`, one stream with file storage, partitions are subjects "
-              f"`bench.<p>`; `publish_async` with a window of {nats_jetstream.IN_FLIGHT:,} unacked publishes, "
-              f"read back by a pull consumer (fetch {nats_jetstream.FETCH:,}, AckPolicy NONE); latency with a push "
-              "consumer in a second process. JetStream acks once the write reaches the OS and fsyncs only every "
-              "`sync_interval` (2 min by default), a weaker guarantee than Redis `appendfsync everysec`.",
-              "- Peer clients are Python (redis-py, nats-py), like Kafka Lite's, so the client-side cost of the "
-              "language is the same for all three."]
+    cores = {
+        f"{what} {p}p": (
+            collect(runs, KAFKA, f"{what}_cores_broker/{p}"),
+            collect(runs, KAFKA, f"{what}_cores_client/{p}"),
+        )
+        for what in ("produce", "consume")
+        for p in PARTITION_COUNTS
+    }
+    core_text = "; ".join(
+        f"{k}: broker {b.median:.2f}, client {c.median:.2f}"
+        for k, (b, c) in cores.items()
+        if b is not None and c is not None
+    )
+    lines += [
+        "",
+        "### Setup notes",
+        "",
+        f"- Everything runs on this one machine over 127.0.0.1: all processes (broker or server, load "
+        f"generator, latency consumer) share its {machine['nproc']} cores, so the client and the broker "
+        "can each have about one core."
+        + (
+            f" Measured Kafka Lite CPU use in cores (CPU seconds / wall seconds over the whole `kl-perf` "
+            f"invocation, median): {core_text}."
+            if core_text
+            else ""
+        ),
+        "- Kafka Lite: one broker (`kl-broker start`) with its default configuration, "
+        f"{kafka_lite_durability()}; "
+        "load from `kl-perf produce` / `consume` / `end-to-end` (acks=1, default producer settings), "
+        "one fresh topic per measurement.",
+        f'- Redis Streams: `redis-server --appendonly yes --appendfsync everysec --save ""`; one stream per '
+        f"partition, XADD in non-transactional pipelines of {redis_streams.BATCH:,} commands, read back with "
+        f"XREAD COUNT {redis_streams.READ_COUNT:,}; latency with a blocking XREAD in a second process.",
+        f"- NATS JetStream: `nats-server -js`, one stream with file storage, partitions are subjects "
+        f"`bench.<p>`; `publish_async` with a window of {nats_jetstream.IN_FLIGHT:,} unacked publishes, "
+        f"read back by a pull consumer (fetch {nats_jetstream.FETCH:,}, AckPolicy NONE); latency with a push "
+        "consumer in a second process. JetStream acks once the write reaches the OS and fsyncs only every "
+        "`sync_interval` (2 min by default), a weaker guarantee than Redis `appendfsync everysec`.",
+        "- Peer clients are Python (redis-py, nats-py), like Kafka Lite's, so the client-side cost of the "
+        "language is the same for all three.",
+        "- Other processes already busy (> 0.1 core over 2 s) when each run started, competing for the same "
+        "cores: " + "; ".join(f"{when}: {_load_text(busy)}" for when, busy in background) + ". "
+        "Average CPU used by processes outside this benchmark during each run (machine busy time from "
+        "/proc/stat minus this benchmark's own and its children's): "
+        + "; ".join(f"{when}: {cores:.2f} cores" for when, cores in others)
+        + ".",
+    ]
 
-    lines += ["", "<details><summary>Every run</summary>", "",
-              "| System | Figure | " + " | ".join(f"Run {i + 1}" for i in range(n_runs)) + " |",
-              "|---|---" + "|---" * n_runs + "|"]
+    lines += [
+        "",
+        "<details><summary>Every run</summary>",
+        "",
+        "| System | Figure | " + " | ".join(f"Run {i + 1}" for i in range(n_runs)) + " |",
+        "|---|---" + "|---" * n_runs + "|",
+    ]
     for s in systems:
         keys = sorted({k for r in runs for k in r.get(s, {})})
         for k in keys:
@@ -542,7 +734,7 @@ def write_section(path: Path, section: str) -> None:
         text = path.read_text()
         start, end = text.find(START_MARK), text.find(END_MARK)
         if start != -1 and end > start:
-            text = text[:start] + section.rstrip("\n") + text[end + len(END_MARK):]
+            text = text[:start] + section.rstrip("\n") + text[end + len(END_MARK) :]
         else:
             text = text.rstrip("\n") + "\n\n" + section
     else:
@@ -577,34 +769,53 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # Ctrl-C and SIGTERM unwind through the `finally`s that stop every server (also if SIGINT was inherited ignored).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Ctrl-C and SIGTERM raise KeyboardInterrupt, which unwinds through the `finally`s that stop every server.
+    # Our own handler rather than the default one: asyncio.run() would turn the default one into a task
+    # cancellation, which a client library can swallow (nats-py did); it also revives a SIGINT inherited ignored.
+    signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
-    command = shlex.join([".venv/bin/python", "-m", "bench.run_single_broker",
-                          *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(
+        [".venv/bin/python", "-m", "bench.run_single_broker", *(sys.argv[1:] if argv is None else argv)]
+    )
     date = _cmd(["date", "-u"])
     machine = machine_info()
     progress = Progress()
-    progress.say(f"{command}\n        {machine['nproc']} CPUs, {machine['memory']}, {machine['cpu']}, "
-                 f"{machine['python']}, {machine['kernel']}")
+    progress.say(
+        f"{command}\n        {machine['nproc']} CPUs, {machine['memory']}, {machine['cpu']}, "
+        f"{machine['python']}, {machine['kernel']}"
+    )
     runs: list[dict[str, Figures]] = []
+    background: list[tuple[str, list[tuple[float, str]]]] = []
+    others: list[tuple[str, float]] = []  # CPU used by processes outside the benchmark, per run
     try:
         for i in range(args.runs):
             tag = f"run {i + 1}/{args.runs}"
+            busy = background_load()
+            background.append((f"run {i + 1}", busy))
+            progress.say(f"{tag}: other busy processes: {_load_text(busy)}")
+            outside = OutsideLoad()
             run: dict[str, Figures] = {KAFKA: run_kafka_lite(progress, tag, args.num_records, args.latency_seconds)}
             if not args.skip_peers:
                 for peer in PEERS:
                     run[peer] = run_peer(progress, tag, peer, args.num_records, args.latency_seconds)
             runs.append(run)
-        lim = progress.step("physical limits (iperf3 loopback, 1 GiB fsynced write)", limits.run,
-                            lambda o: f"loopback {o['loopback_gbit_s']:.1f} Gbit/s, "
-                                      f"disk {o['disk_write_mb_s']:,.0f} MB/s")
+            others.append((f"run {i + 1}", outside.cores()))
+            progress.say(f"{tag}: processes outside the benchmark used {others[-1][1]:.2f} cores on average")
+        lim = progress.step(
+            "physical limits (iperf3 loopback, 1 GiB fsynced write)",
+            limits.run,
+            lambda o: f"loopback {o['loopback_gbit_s']:.1f} Gbit/s, disk {o['disk_write_mb_s']:,.0f} MB/s",
+        )
     except KeyboardInterrupt:
         progress.say(f"interrupted; servers stopped, {args.out} not written")
         return 130
     out = Path(args.out)
-    write_section(out, render(args, command, date, machine, time.monotonic() - progress.t0, runs, lim,
-                              progress.errors))
+    write_section(
+        out,
+        render(
+            args, command, date, machine, time.monotonic() - progress.t0, runs, lim, progress.errors, background, others
+        ),
+    )
     progress.say(f"wrote {out}")
     print(render_summary(args, runs), flush=True)
     if progress.errors:
@@ -617,13 +828,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def render_summary(args: argparse.Namespace, runs: list[dict[str, Figures]]) -> str:
     systems = [KAFKA] if args.skip_peers else list(SYSTEMS)
-    keys = [*(produce_key(p) for p in PARTITION_COUNTS), *(consume_key(p) for p in PARTITION_COUNTS),
-            "e2e_p50_ms", "e2e_p99_ms"]
+    keys = [
+        *(produce_key(p) for p in PARTITION_COUNTS),
+        *(consume_key(p) for p in PARTITION_COUNTS),
+        "e2e_p50_ms",
+        "e2e_p99_ms",
+    ]
     width = max(len(k) for k in keys)
     out = [f"{'median':<{width}}  " + "  ".join(f"{LABEL[s]:>16}" for s in systems)]
     for k in keys:
-        out.append(f"{k:<{width}}  " + "  ".join(
-            f"{(_num(st.median) if (st := collect(runs, s, k)) else 'n/a'):>16}" for s in systems))
+        out.append(
+            f"{k:<{width}}  "
+            + "  ".join(f"{(_num(st.median) if (st := collect(runs, s, k)) else 'n/a'):>16}" for s in systems)
+        )
     return "\n".join(out)
 
 

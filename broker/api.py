@@ -1,4 +1,4 @@
-"""KafkaApis: turns decoded requests into ReplicaManager / AdminManager calls
+"""KafkaApis: turns decoded requests into ReplicaManager / ControllerService calls
 and their results into response bodies. Field layouts are in docs/FORMAT.md.
 """
 
@@ -8,14 +8,14 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any, Awaitable
 
-from net.errors import ErrorCode, KafkaLiteError
+from broker.replica_manager import FetchSpec
+from net.errors import ErrorCode, InvalidConfigError, KafkaLiteError, UnknownTopicOrPartitionError
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.server import BadRequest, ConnectionContext, as_list, error_body
 
 if TYPE_CHECKING:
-    from broker.admin import AdminManager
     from broker.config import BrokerConfig
-    from broker.replica_manager import ReplicaManager
+    from broker.server import BrokerServer
 
 log = logging.getLogger("kafkalite.api")
 MAX_FETCH_WAIT_MS = 60_000
@@ -49,10 +49,12 @@ def _code(e: Exception) -> tuple[int, str]:
 
 
 class KafkaApis:
-    def __init__(self, config: "BrokerConfig", replica_manager: "ReplicaManager", admin: "AdminManager") -> None:
+    def __init__(self, config: "BrokerConfig", server: "BrokerServer") -> None:
         self.config = config
-        self.replica_manager = replica_manager
-        self.admin = admin
+        self.server = server
+        self.replica_manager = server.replica_manager
+        self.image = server.image
+        self.controller = server.controller
         self._handlers = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
@@ -65,6 +67,8 @@ class KafkaApis:
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
             ApiKey.DESCRIBE_TOPICS: self.handle_metadata,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.QUORUM: self.handle_quorum,
+            ApiKey.ALTER_PARTITION: self.handle_alter_partition,
         }
 
     def handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
@@ -83,34 +87,46 @@ class KafkaApis:
 
     def handle_produce(self, body: dict) -> dict | Awaitable | None:
         acks = _int(body, "acks", -1)
+        timeout_ms = _int(body, "timeout_ms", 30000)
         entries: dict[tuple[str, int], bytes] = {}
         for topic, parts in _topic_partitions(body):
             for p in parts:
                 if len(p) != 2 or not isinstance(p[1], bytes):
                     raise BadRequest("produce partition entry must be [partition, records bytes]")
                 entries[(topic, p[0])] = p[1]
-        self._maybe_auto_create(t for t, _ in entries)
-        results = self.replica_manager.append_records(acks, entries)
+        results, pending = self.replica_manager.append_records(acks, entries)
         if acks == 0:
             return None  # Kafka sends no response to acks=0
+        if pending:
+            return self._await_commit(results, pending, timeout_ms)
+        return {"topics": _group(results)}
+
+    async def _await_commit(self, results: dict, pending: dict, timeout_ms: int) -> dict:
+        await self.replica_manager.wait_for_commit(results, pending, max(timeout_ms, 1) / 1000)
         return {"topics": _group(results)}
 
     def handle_fetch(self, body: dict) -> Awaitable[dict]:
         max_wait = min(max(_int(body, "max_wait_ms", 500), 0), MAX_FETCH_WAIT_MS)
         min_bytes = max(_int(body, "min_bytes", 1), 0)
         max_bytes = _int(body, "max_bytes", 52428800)
+        replica_id = _int(body, "replica_id", -1)
         if max_bytes <= 0:
             raise BadRequest("max_bytes must be positive")
-        reqs = []
+        specs = []
         for topic, parts in _topic_partitions(body):
             for p in parts:
-                if len(p) < 3 or not all(isinstance(x, int) for x in p[:3]) or p[2] <= 0:
-                    raise BadRequest("fetch partition entry must be [partition, fetch_offset, max_bytes>0, ...]")
-                reqs.append(((topic, p[0]), p[1], p[2]))
-        return self._fetch(reqs, max_wait, min_bytes, max_bytes)
+                if len(p) < 3 or not all(isinstance(x, int) for x in p) or p[2] <= 0:
+                    raise BadRequest(
+                        "fetch partition entry must be [partition, fetch_offset, max_bytes>0, "
+                        "current_leader_epoch?, last_fetched_epoch?] of integers"
+                    )
+                specs.append(
+                    FetchSpec((topic, p[0]), p[1], p[2], p[3] if len(p) > 3 else -1, p[4] if len(p) > 4 else -1)
+                )
+        return self._fetch(specs, max_wait, min_bytes, max_bytes, replica_id)
 
-    async def _fetch(self, reqs: list, max_wait: int, min_bytes: int, max_bytes: int) -> dict:
-        results = await self.replica_manager.fetch_messages(reqs, max_wait, min_bytes, max_bytes)
+    async def _fetch(self, specs: list, max_wait: int, min_bytes: int, max_bytes: int, replica_id: int) -> dict:
+        results = await self.replica_manager.fetch_messages(specs, max_wait, min_bytes, max_bytes, replica_id)
         return {"topics": _group(results)}
 
     def handle_list_offsets(self, body: dict) -> dict:
@@ -134,15 +150,14 @@ class KafkaApis:
 
     def handle_metadata(self, body: dict) -> dict:
         names = body.get("topics")
-        topics_meta = self.admin.metadata.topics
+        image = self.image
         if names is None:
-            names = sorted(topics_meta)
+            names = sorted(image.topics)
         else:
             names = as_list(names, "topics")
-            self._maybe_auto_create(n for n in names if isinstance(n, str))
         topics = []
         for name in names:
-            info = topics_meta.get(name) if isinstance(name, str) else None
+            info = image.topics.get(name) if isinstance(name, str) else None
             if info is None:
                 code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 topics.append({"error_code": code, "name": name, "partitions": []})
@@ -154,50 +169,71 @@ class KafkaApis:
                     "topic_id": info.topic_id,
                     "is_internal": name.startswith("__"),
                     "partitions": [
-                        [0, st.partition, st.leader, st.leader_epoch, st.replicas, st.isr, []]
-                        for st in info.partitions.values()
+                        [
+                            int(ErrorCode.LEADER_NOT_AVAILABLE) if st.leader < 0 else 0,
+                            st.partition,
+                            st.leader,
+                            st.leader_epoch,
+                            st.replicas,
+                            st.isr,
+                            [],
+                        ]
+                        for st in sorted(info.partitions.values(), key=lambda st: st.partition)
                     ],
                 }
             )
-        host = self.config.advertised_host or self.config.host
+        controller = self.server.quorum.node.leader_id
         return {
             "error_code": 0,
-            "cluster_id": self.admin.metadata.cluster_id,
-            "controller_id": self.config.broker_id,
-            "brokers": [[b, host, self.config.port] for b in self.admin.live_brokers],
+            "cluster_id": image.cluster_id,
+            "controller_id": controller if controller is not None else -1,
+            "brokers": [
+                [b.id, b.host, b.port] for b in sorted(image.brokers.values(), key=lambda b: b.id) if not b.fenced
+            ],
             "topics": topics,
         }
 
-    def _maybe_auto_create(self, names: Any) -> None:
-        if not self.config.auto_create_topics_enable:
-            return
-        for n in set(names):
-            if n not in self.admin.metadata.topics:
-                try:
-                    self.admin.create_topic(n, None, None, {})
-                except KafkaLiteError as e:
-                    log.warning("auto-create of topic %r failed: %s", n, e)
-
-    def handle_create_topics(self, body: dict) -> dict:
+    def handle_create_topics(self, body: dict) -> Awaitable[dict]:
         validate_only = bool(body.get("validate_only", False))
+        topics = as_list(body.get("topics"), "topics")
+        if not all(isinstance(t, dict) for t in topics):
+            raise BadRequest("each topic to create must be a map")
+        return self._create_topics(topics, validate_only)
+
+    async def _create_topics(self, topics: list[dict], validate_only: bool) -> dict:
         results = []
-        for t in as_list(body.get("topics"), "topics"):
-            if not isinstance(t, dict):
-                raise BadRequest("each topic to create must be a map")
+        for t in topics:
             try:
-                self.admin.create_topic(
-                    t.get("name"), t.get("num_partitions"), t.get("replication_factor"), t.get("configs"), validate_only
-                )
+                n = t.get("num_partitions")
+                rf = t.get("replication_factor")
+                n = self.config.num_partitions if n in (None, -1) else n
+                rf = self.config.default_replication_factor if rf in (None, -1) else rf
+                configs = self._validate_configs(t.get("configs") or {})
+                if validate_only:
+                    self.controller.check_active()
+                    self.controller.logic.create_topic(t.get("name"), n, rf, configs)
+                else:
+                    await self.controller.create_topic(t.get("name"), n, rf, configs)
                 results.append([t.get("name"), 0, None])
             except Exception as e:
                 results.append([t.get("name"), *_code(e)])
         return {"topics": results}
 
-    def handle_delete_topics(self, body: dict) -> dict:
+    def _validate_configs(self, configs: Any) -> dict[str, str]:
+        if not isinstance(configs, dict):
+            raise InvalidConfigError("configs must be a map of name to value")
+        overrides = {str(k): str(v) for k, v in configs.items()}
+        self.config.topic_config_defaults().merged(overrides)  # raises InvalidConfigError naming the key
+        return overrides
+
+    def handle_delete_topics(self, body: dict) -> Awaitable[dict]:
+        return self._delete_topics(as_list(body.get("topics"), "topics"))
+
+    async def _delete_topics(self, names: list) -> dict:
         results = []
-        for name in as_list(body.get("topics"), "topics"):
+        for name in names:
             try:
-                self.admin.delete_topic(name)
+                await self.controller.delete_topic(name)
                 results.append([name, 0, None])
             except Exception as e:
                 results.append([name, *_code(e)])
@@ -206,25 +242,75 @@ class KafkaApis:
     def handle_describe_configs(self, body: dict) -> dict:
         results = []
         for name in as_list(body.get("topics"), "topics"):
-            try:
-                cfg = self.admin.describe_configs(name)
-                results.append([name, 0, None, {k: list(v) for k, v in cfg.items()}])
-            except Exception as e:
-                results.append([name, *_code(e), {}])
+            info = self.image.topics.get(name) if isinstance(name, str) else None
+            if info is None:
+                results.append([name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {name!r} does not exist", {}])
+                continue
+            props = self.server.topic_config(name).to_props()
+            results.append([name, 0, None, {k: [str(v), k not in info.configs] for k, v in sorted(props.items())}])
         return {"results": results}
 
-    def handle_alter_configs(self, body: dict) -> dict:
-        validate_only = bool(body.get("validate_only", False))
-        results = []
-        for entry in as_list(body.get("topics"), "topics"):
+    def handle_alter_configs(self, body: dict) -> Awaitable[dict]:
+        entries = as_list(body.get("topics"), "topics")
+        for entry in entries:
             if not isinstance(entry, list) or len(entry) != 2:
                 raise BadRequest("each alter entry must be [topic, {config: value or nil}]")
+        return self._alter_configs(entries, bool(body.get("validate_only", False)))
+
+    async def _alter_configs(self, entries: list, validate_only: bool) -> dict:
+        """Incremental: a value sets the key, nil deletes the override (back to the default)."""
+        results = []
+        for name, changes in entries:
             try:
-                self.admin.alter_configs(entry[0], entry[1], validate_only)
-                results.append([entry[0], 0, None])
+                info = self.image.topics.get(name) if isinstance(name, str) else None
+                if info is None:
+                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+                if not isinstance(changes, dict):
+                    raise InvalidConfigError("configs must be a map of name to value")
+                merged = dict(info.configs)
+                for k, v in changes.items():
+                    if v is None:
+                        merged.pop(str(k), None)
+                    else:
+                        merged[str(k)] = str(v)
+                overrides = self._validate_configs(merged)
+                if not validate_only:
+                    await self.controller.set_configs(name, overrides)
+                results.append([name, 0, None])
             except Exception as e:
-                results.append([entry[0], *_code(e)])
+                results.append([name, *_code(e)])
         return {"topics": results}
+
+    # --- broker to broker ------------------------------------------------------
+
+    def handle_quorum(self, body: dict) -> None:
+        msg = body.get("m")
+        if not isinstance(msg, list):
+            raise BadRequest("quorum message must be a list")
+        self.server.quorum.receive(msg)
+        return None
+
+    def handle_alter_partition(self, body: dict) -> Awaitable[dict]:
+        isr = body.get("isr")
+        if not isinstance(isr, list) or not all(isinstance(x, int) for x in isr):
+            raise BadRequest("isr must be a list of broker ids")
+        args = (
+            body.get("topic"),
+            _int(body, "partition"),
+            _int(body, "leader"),
+            _int(body, "leader_epoch"),
+            _int(body, "partition_epoch"),
+            isr,
+        )
+        return self._alter_partition(args)
+
+    async def _alter_partition(self, args: tuple) -> dict:
+        try:
+            await self.controller.alter_partition(*args)
+            return {"error_code": 0}
+        except Exception as e:
+            code, msg = _code(e)
+            return {"error_code": code, "error_message": msg}
 
 
 def _group(results: dict[tuple[str, int], Any]) -> list:

@@ -46,6 +46,12 @@ def main() -> None:
 @click.option("--port", type=int, default=None, help="Port to listen on (default 9092).")
 @click.option("--data-dir", "data_dir", default=None, help="log.dirs: where partitions are stored.")
 @click.option(
+    "--peers",
+    default=None,
+    metavar="ID@HOST:PORT,...",
+    help="Every broker of the cluster, this one included (default: a cluster of one).",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
@@ -54,7 +60,7 @@ def main() -> None:
 )
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable.")
 @click.option("--log-level", default="INFO", show_default=True)
-def start(broker_id, host, port, data_dir, config_file, overrides, log_level) -> None:
+def start(broker_id, host, port, data_dir, peers, config_file, overrides, log_level) -> None:
     """Start a broker in the foreground. SIGTERM shuts it down cleanly."""
     try:
         props: dict[str, str] = read_properties(config_file) if config_file else {}
@@ -63,7 +69,13 @@ def start(broker_id, host, port, data_dir, config_file, overrides, log_level) ->
                 raise click.UsageError(f"--override expects KEY=VALUE, got {o!r}")
             k, v = o.split("=", 1)
             props[k.strip()] = v.strip()
-        for key, val in (("broker.id", broker_id), ("host", host), ("port", port), ("log.dirs", data_dir)):
+        for key, val in (
+            ("broker.id", broker_id),
+            ("host", host),
+            ("port", port),
+            ("log.dirs", data_dir),
+            ("peers", peers),
+        ):
             if val is not None:
                 props[key] = str(val)
         cfg = BrokerConfig.from_props(props)

@@ -30,10 +30,16 @@ class BrokerConfig:
     log_dirs: list[Path] = field(default_factory=lambda: [Path("data")])
     num_partitions: int = 1
     default_replication_factor: int = 1
-    auto_create_topics_enable: bool = False
     socket_request_max_bytes: int = 104857600
     log_retention_check_interval_ms: int = 300000
     log_flush_offset_checkpoint_interval_ms: int = 60000
+    # Cluster: "1@host:port,2@host:port,..." (empty: a cluster of this broker alone).
+    peers: str = ""
+    # The proposal's failure detector: 2 s without a metadata fetch fences a broker.
+    broker_session_timeout_ms: int = 2000
+    controller_election_timeout_ms: int = 2000
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
     # Topic-config defaults (Kafka's log.* keys), validated by LogConfig.
     topic_defaults: dict[str, str] = field(default_factory=dict)
 
@@ -46,10 +52,14 @@ class BrokerConfig:
         "log.dir": ("log_dirs", lambda v: [Path(str(v))]),
         "num.partitions": ("num_partitions", int),
         "default.replication.factor": ("default_replication_factor", int),
-        "auto.create.topics.enable": ("auto_create_topics_enable", lambda v: _bool(v)),
         "socket.request.max.bytes": ("socket_request_max_bytes", int),
         "log.retention.check.interval.ms": ("log_retention_check_interval_ms", int),
         "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
+        "peers": ("peers", str),
+        "broker.session.timeout.ms": ("broker_session_timeout_ms", int),
+        "controller.quorum.election.timeout.ms": ("controller_election_timeout_ms", int),
+        "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+        "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
     }
 
     @classmethod
@@ -88,6 +98,26 @@ class BrokerConfig:
         from broker.log.config import LogConfig
 
         LogConfig.from_props(self.topic_defaults)
+        for name in ("broker_session_timeout_ms", "controller_election_timeout_ms", "replica_lag_time_max_ms"):
+            if getattr(self, name) < 100:
+                raise InvalidConfigError(f"{name.replace('_', '.')} must be >= 100")
+        if self.peers:
+            from net.peers import parse_peers
+
+            try:
+                peers = parse_peers(self.peers)
+            except ValueError as e:
+                raise InvalidConfigError(f"peers: {e}") from None
+            if self.broker_id not in peers:
+                raise InvalidConfigError(f"peers must include this broker's id {self.broker_id}")
+
+    def voters(self) -> dict[int, tuple[str, int]]:
+        """Every broker of the cluster with its address; this broker alone when no peers are given."""
+        from net.peers import parse_peers
+
+        if self.peers:
+            return parse_peers(self.peers)
+        return {self.broker_id: (self.advertised_host or self.host, self.port)}
 
     def topic_config_defaults(self) -> "Any":
         from broker.log.config import LogConfig

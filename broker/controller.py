@@ -92,7 +92,7 @@ class MetadataImage:
             if t is not None:
                 t.configs = dict(record["configs"])
         elif kind == "leader_change":
-            self.controller_id = record["controller"]
+            self.controller_id = record.get("leader", -1)
         self.offset = offset
 
     def live_brokers(self) -> list[int]:

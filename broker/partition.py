@@ -1,18 +1,34 @@
-"""Partition: one replica of one topic-partition on this broker: its Log, leader
-epoch and high watermark, and the waiters woken when either moves.
+"""Partition: one replica of one topic-partition on this broker.
+
+It owns the Log, knows whether this broker leads or follows the partition (as
+the committed metadata says) and drives the sans-IO replication state
+(broker/replication.py): leader epoch fencing, ISR and the high watermark.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from broker.producer_state import ProducerStateManager
+from broker.replication import FollowerState, HighWatermarkAdvanced, LeaderState, ProposeIsr
 from net import batch as batch_fmt
-from net.errors import CorruptMessageError, FencedLeaderEpochError, NotEnoughReplicasError, NotLeaderOrFollowerError
+from net.errors import (
+    CorruptMessageError,
+    ErrorCode,
+    FencedLeaderEpochError,
+    KafkaLiteError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+)
 
 if TYPE_CHECKING:
+    from broker.controller import PartitionState
     from broker.log.log import Log
+
+
+class NotEnoughReplicasAfterAppendError(KafkaLiteError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 class Partition:
@@ -22,24 +38,32 @@ class Partition:
         partition: int,
         log: "Log",
         broker_id: int,
-        leader: int,
-        leader_epoch: int,
-        isr: list[int],
         min_insync_replicas: int,
+        replica_lag_time_max_ms: int,
+        propose_isr: Callable[["Partition", list[int], int], None],
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.log = log
         self.broker_id = broker_id
-        self.leader = leader
-        self.leader_epoch = leader_epoch
-        self.isr = list(isr)
         self.min_insync_replicas = min_insync_replicas
-        # On one broker the ISR is {self}, so everything appended is committed.
-        self.high_watermark = log.log_end_offset
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._propose_isr = propose_isr
+        self.leader = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.high_watermark = 0
+        self.leader_state: LeaderState | None = None
+        self.follower_state: FollowerState | None = None
         self._waiters: list[asyncio.Future] = []
+        self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self.producer_state = ProducerStateManager()
         self._rebuild_producer_state()
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.partition}, leader={self.leader}, epoch={self.leader_epoch})"
 
     def _rebuild_producer_state(self) -> None:
         """Replay the batch headers of the newest segments (enough for the dedup window)."""
@@ -55,24 +79,72 @@ class Partition:
                     self.producer_state.update(h, h.base_offset)
                 offset = h.next_offset
 
+    # --- leadership, as the committed metadata says ------------------------------
+
     @property
     def is_leader(self) -> bool:
-        return self.leader == self.broker_id
+        return self.leader_state is not None
+
+    def apply_state(self, st: "PartitionState", now_ms: int) -> str:
+        """Follow a committed partition record. Returns what changed: leader, follower, isr, offline or none."""
+        self.replicas = list(st.replicas)
+        new_epoch = st.leader_epoch != self.leader_epoch
+        self.leader, self.partition_epoch = st.leader, st.partition_epoch
+        self.isr = list(st.isr)
+        if st.leader == self.broker_id:
+            if new_epoch or self.leader_state is None:
+                self.leader_epoch = st.leader_epoch
+                self.follower_state = None
+                self.leader_state = LeaderState(
+                    self.broker_id,
+                    list(st.replicas),
+                    list(st.isr),
+                    st.leader_epoch,
+                    st.partition_epoch,
+                    self.log.log_end_offset,
+                    min(self.high_watermark, self.log.log_end_offset),
+                    self.replica_lag_time_max_ms,
+                    now_ms,
+                )
+                self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
+                self._fail_hw_waiters(None)
+                self.wake()
+                return "leader"
+            self._handle(self.leader_state.on_isr_committed(list(st.isr), st.partition_epoch))
+            self._check_hw_waiters()
+            return "isr"
+        was_leader = self.leader_state is not None
+        self.leader_state = None
+        self.leader_epoch = st.leader_epoch
+        self._fail_hw_waiters(NotLeaderOrFollowerError(f"{self.topic}-{self.partition} moved to {st.leader}"))
+        self.wake()
+        if st.leader < 0:
+            self.follower_state = None
+            return "offline"
+        if new_epoch or was_leader or self.follower_state is None:
+            self.follower_state = FollowerState(
+                self.broker_id, st.leader, st.leader_epoch, self.log.log_end_offset, max(self.log.latest_epoch, -1)
+            )
+            return "follower"
+        return "none"
 
     def check_leader(self, epoch: int | None = None) -> None:
-        if not self.is_leader:
+        if self.leader_state is None:
             raise NotLeaderOrFollowerError(
-                f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}"
+                f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition} (leader {self.leader})"
             )
         if epoch is not None and epoch >= 0 and epoch < self.leader_epoch:
             raise FencedLeaderEpochError(f"epoch {epoch} is older than the current {self.leader_epoch}")
 
-    def append_as_leader(self, records: bytes, acks: int) -> list[int]:
+    # --- leader side ---------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes, acks: int, now_ms: int) -> list[int]:
         """Append a blob of one or more batches; returns each batch's base offset."""
         self.check_leader()
-        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+        assert self.leader_state is not None
+        if acks == -1 and len(self.leader_state.isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
-                f"ISR {self.isr} is smaller than min.insync.replicas={self.min_insync_replicas}"
+                f"ISR {self.leader_state.isr} is smaller than min.insync.replicas={self.min_insync_replicas}"
             )
         try:
             headers = list(batch_fmt.iter_batches(records))
@@ -103,15 +175,79 @@ class Partition:
                     offsets[i] = base
                     self.producer_state.update(h, base)
                     base += h.last_offset_delta + 1
-            self.maybe_increment_high_watermark()
+            self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
+            self.wake()  # followers long-polling for new data
         return offsets  # type: ignore[return-value]
 
-    def maybe_increment_high_watermark(self) -> None:
-        # With replication the HW becomes the minimum log end offset over the ISR.
-        leo = self.log.log_end_offset
-        if leo > self.high_watermark:
-            self.high_watermark = leo
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        if self.leader_state is not None:
+            self._handle(self.leader_state.on_follower_fetch(replica_id, fetch_offset, self.log.log_end_offset, now_ms))
+
+    def tick(self, now_ms: int) -> None:
+        if self.leader_state is not None:
+            self._handle(self.leader_state.tick(now_ms, self.log.log_end_offset))
+
+    def _handle(self, actions: list[Any]) -> None:
+        for a in actions:
+            if isinstance(a, HighWatermarkAdvanced):
+                self._set_high_watermark(a.high_watermark)
+            elif isinstance(a, ProposeIsr):
+                self._propose_isr(self, list(a.isr), a.partition_epoch)
+
+    def _set_high_watermark(self, hw: int) -> None:
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self._check_hw_waiters()
             self.wake()
+
+    async def wait_for_commit(self, last_offset: int, timeout: float) -> None:
+        """acks=all: until the high watermark passes `last_offset` (every ISR member has it)."""
+        if self.high_watermark > last_offset:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._hw_waiters.append((last_offset, fut))
+        await asyncio.wait_for(fut, timeout)
+
+    def _check_hw_waiters(self) -> None:
+        if not self._hw_waiters:
+            return
+        keep = []
+        for off, fut in self._hw_waiters:
+            if fut.done():
+                continue
+            if self.high_watermark > off:
+                fut.set_result(None)
+            else:
+                keep.append((off, fut))
+        self._hw_waiters = keep
+
+    def _fail_hw_waiters(self, exc: Exception | None) -> None:
+        waiters, self._hw_waiters = self._hw_waiters, []
+        for _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(exc or NotLeaderOrFollowerError("leadership changed"))
+
+    # --- follower side -------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes, leader_hw: int) -> None:
+        if records:
+            self.log.append_as_follower(records)
+        fs = self.follower_state
+        if fs is not None:
+            fs.on_records_appended(self.log.log_end_offset, max(self.log.latest_epoch, -1))
+            fs.on_high_watermark(leader_hw)
+            hw = min(leader_hw, self.log.log_end_offset)
+            if hw > self.high_watermark:
+                self.high_watermark = hw
+                self.wake()
+
+    def truncate_to(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        if self.follower_state is not None:
+            self.follower_state.on_records_appended(self.log.log_end_offset, max(self.log.latest_epoch, -1))
+
+    # --- waiting for data (long-poll fetches) ------------------------------------
 
     def wait_for_data(self) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
@@ -124,5 +260,8 @@ class Partition:
             if not fut.done():
                 fut.set_result(None)
 
-    def reset_after_truncation(self) -> None:
-        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+    def close(self) -> None:
+        self.leader_state = None
+        self.follower_state = None
+        self._fail_hw_waiters(NotLeaderOrFollowerError(f"{self.topic}-{self.partition} was removed"))
+        self.wake()

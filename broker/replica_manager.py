@@ -1,6 +1,7 @@
-"""ReplicaManager: the partitions this broker hosts, and the produce / fetch /
-list-offsets operations on them. Results are per partition, with error codes,
-so one bad partition never fails a whole request.
+"""ReplicaManager: the partitions this broker hosts, the produce / fetch /
+list-offsets operations on them, and applying committed leadership changes.
+Results are per partition, with error codes, so one bad partition never fails
+a whole request.
 """
 
 from __future__ import annotations
@@ -9,23 +10,32 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
-from broker.partition import Partition
+from broker.partition import NotEnoughReplicasAfterAppendError, Partition
+from broker.replication import Diverging, Fenced, OutOfRange, UnknownEpoch, validate_fetch
 from net.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
     KafkaLiteError,
     KafkaStorageError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 
 if TYPE_CHECKING:
+    from broker.controller import MetadataImage
+    from broker.log.config import LogConfig
     from broker.log.manager import LogManager
+    from broker.metrics import BrokerMetrics
 
 log = logging.getLogger("kafkalite.replica")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 @dataclass(slots=True)
@@ -56,6 +66,9 @@ class FetchResult:
     log_start_offset: int = -1
     records: bytes = b""
     message: str | None = None
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
+    log_end_offset: int = -1
 
     def to_wire(self, partition: int) -> list:
         return [
@@ -66,31 +79,100 @@ class FetchResult:
             self.log_start_offset,
             self.records,
             self.message,
+            self.diverging_epoch,
+            self.diverging_end_offset,
+            self.log_end_offset,
         ]
 
 
-def _error_result(cls: type, e: Exception) -> object:
+def _error_result(cls: type, e: Exception) -> Any:
     if isinstance(e, KafkaLiteError):
         return cls(int(e.code), message=str(e))
     return cls(int(ErrorCode.UNKNOWN_SERVER_ERROR), message=f"{type(e).__name__}: {e}")
 
 
+@dataclass(slots=True)
+class FetchSpec:
+    """One partition of a fetch request."""
+
+    tp: tuple[str, int]
+    offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: "LogManager") -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: "LogManager",
+        topic_config: Callable[[str], "LogConfig"],
+        replica_lag_time_max_ms: int,
+        propose_isr: Callable[[Partition, list[int], int], None],
+        metrics: "BrokerMetrics | None" = None,
+    ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
+        self.topic_config = topic_config
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.propose_isr = propose_isr
+        self.metrics = metrics
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.on_follow: Callable[[Partition], None] = lambda p: None
+        self.on_unfollow: Callable[[Partition], None] = lambda p: None
 
-    # --- partition lifecycle -------------------------------------------------
+    # --- applying committed metadata ---------------------------------------------
 
-    def add_partition(self, p: Partition) -> None:
-        self.partitions[(p.topic, p.partition)] = p
+    def apply_image(self, image: "MetadataImage", changed_topics: set[str]) -> None:
+        """Make local replicas match the committed metadata for `changed_topics`."""
+        now = now_ms()
+        for topic in changed_topics:
+            info = image.topics.get(topic)
+            mine = {p: st for p, st in info.partitions.items() if self.broker_id in st.replicas} if info else {}
+            for t, p in list(self.partitions):
+                if t == topic and p not in mine:
+                    self._remove(t, p, delete=True)
+            if info is None:
+                continue
+            cfg = self.topic_config(topic)
+            for p, st in mine.items():
+                part = self.partitions.get((topic, p))
+                if part is None:
+                    lg = self.log_manager.get_or_create_log(topic, p, cfg)
+                    part = Partition(
+                        topic,
+                        p,
+                        lg,
+                        self.broker_id,
+                        cfg.min_insync_replicas,
+                        self.replica_lag_time_max_ms,
+                        self.propose_isr,
+                    )
+                    self.partitions[(topic, p)] = part
+                else:
+                    part.log.update_config(cfg)
+                    part.min_insync_replicas = cfg.min_insync_replicas
+                change = part.apply_state(st, now)
+                if change == "leader":
+                    log.info("became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
+                    self.on_unfollow(part)
+                    if self.metrics is not None:
+                        self.metrics.leader_changes.inc()
+                elif change == "follower":
+                    log.info("following broker %d for %s-%d in epoch %d", st.leader, topic, p, st.leader_epoch)
+                    self.on_follow(part)
+                elif change == "offline":
+                    self.on_unfollow(part)
 
-    def remove_partition(self, topic: str, partition: int) -> Partition | None:
-        p = self.partitions.pop((topic, partition), None)
-        if p is not None:
-            p.wake()
-        return p
+    def _remove(self, topic: str, partition: int, delete: bool) -> None:
+        part = self.partitions.pop((topic, partition), None)
+        if part is None:
+            return
+        self.on_unfollow(part)
+        part.close()
+        if delete:
+            self.log_manager.delete_log(topic, partition)
 
     def get_partition(self, topic: str, partition: int) -> Partition:
         p = self.partitions.get((topic, partition))
@@ -98,71 +180,181 @@ class ReplicaManager:
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{partition}")
         return p
 
+    def tick(self) -> None:
+        now = now_ms()
+        for p in self.partitions.values():
+            p.tick(now)
+
+    def fence_replicas(self, broker_ids: set[int]) -> None:
+        """The controller fenced these brokers: stop waiting for them in every ISR we lead."""
+        for p in self.partitions.values():
+            if p.leader_state is not None:
+                p._handle(p.leader_state.remove_replicas(sorted(broker_ids)))
+
     # --- produce -------------------------------------------------------------
 
-    def append_records(self, acks: int, entries: dict[tuple[str, int], bytes]) -> dict[tuple[str, int], ProduceResult]:
+    def append_records(
+        self, acks: int, entries: dict[tuple[str, int], bytes]
+    ) -> tuple[dict[tuple[str, int], ProduceResult], dict[tuple[str, int], int]]:
+        """Append to each partition; returns the results and, for acks=all, the offsets to wait for."""
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, got {acks}")
         results: dict[tuple[str, int], ProduceResult] = {}
+        pending: dict[tuple[str, int], int] = {}
+        now = now_ms()
         for tp, records in entries.items():
             try:
                 p = self.get_partition(*tp)
-                offsets = p.append_as_leader(records, acks)
+                offsets = p.append_as_leader(records, acks, now)
                 results[tp] = ProduceResult(
                     0, offsets[0], -1, p.log.log_start_offset, None, offsets if len(offsets) > 1 else None
                 )
+                if acks == -1:
+                    pending[tp] = p.log.log_end_offset - 1
+                if self.metrics is not None:
+                    self.metrics.produce_bytes.inc(len(records))
             except Exception as e:
                 if isinstance(e, KafkaStorageError):
                     log.error("KAFKA_STORAGE_ERROR appending to %s-%d: %s", tp[0], tp[1], e)
                 results[tp] = _error_result(ProduceResult, e)
-        return results
+        return results, pending
+
+    async def wait_for_commit(
+        self, results: dict[tuple[str, int], ProduceResult], pending: dict[tuple[str, int], int], timeout: float
+    ) -> None:
+        """acks=all: each partition's result waits until its ISR has the records, or fails."""
+
+        async def one(tp: tuple[str, int], last: int) -> None:
+            p = self.partitions.get(tp)
+            try:
+                if p is None:
+                    raise UnknownTopicOrPartitionError(f"{tp[0]}-{tp[1]} was removed")
+                await p.wait_for_commit(last, timeout)
+                if p.leader_state is not None and len(p.leader_state.isr) < p.min_insync_replicas:
+                    # Committed by a shrunken ISR: durable on fewer replicas than asked (Kafka's rule).
+                    raise NotEnoughReplicasAfterAppendError(
+                        f"ISR shrank to {p.leader_state.isr} below min.insync.replicas={p.min_insync_replicas}"
+                    )
+            except TimeoutError:
+                results[tp] = ProduceResult(
+                    int(ErrorCode.REQUEST_TIMED_OUT),
+                    message=RequestTimedOutError(f"not replicated to the ISR within {int(timeout * 1000)} ms").args[0],
+                )
+            except KafkaLiteError as e:
+                results[tp] = _error_result(ProduceResult, e)
+
+        await asyncio.gather(*(one(tp, last) for tp, last in pending.items()))
 
     # --- fetch ---------------------------------------------------------------
 
-    def read(self, tp: tuple[str, int], offset: int, max_bytes: int, is_replica: bool = False) -> FetchResult:
+    def read(self, spec: FetchSpec, replica_id: int) -> FetchResult:
+        tp = spec.tp
         try:
             p = self.get_partition(*tp)
             p.check_leader()
-            limit = None if is_replica else p.high_watermark
-            data = p.log.read(offset, max_bytes, max_offset=limit)
+            if replica_id >= 0:
+                return self._read_for_follower(p, spec, replica_id)
+            if spec.current_leader_epoch >= 0:
+                p.check_leader(spec.current_leader_epoch)
+            data = p.log.read(spec.offset, spec.max_bytes, max_offset=p.high_watermark)
             return FetchResult(0, p.high_watermark, p.log.log_start_offset, data)
         except Exception as e:
             result = _error_result(FetchResult, e)
-            p = self.partitions.get(tp)
-            if p is not None:
-                result.high_watermark = p.high_watermark
-                result.log_start_offset = p.log.log_start_offset
+            p2 = self.partitions.get(tp)
+            if p2 is not None:
+                result.high_watermark = p2.high_watermark
+                result.log_start_offset = p2.log.log_start_offset
             return result
 
+    def _read_for_follower(self, p: Partition, spec: FetchSpec, replica_id: int) -> FetchResult:
+        lg = p.log
+        decision = validate_fetch(
+            spec.current_leader_epoch,
+            p.leader_epoch,
+            spec.offset,
+            spec.last_fetched_epoch,
+            lg.end_offset_for_epoch,
+            lg.log_start_offset,
+            lg.log_end_offset,
+        )
+        if isinstance(decision, Fenced):
+            return FetchResult(
+                int(ErrorCode.FENCED_LEADER_EPOCH),
+                p.high_watermark,
+                lg.log_start_offset,
+                message=f"leader epoch {spec.current_leader_epoch} < {p.leader_epoch}",
+            )
+        if isinstance(decision, UnknownEpoch):
+            return FetchResult(
+                int(ErrorCode.UNKNOWN_LEADER_EPOCH),
+                p.high_watermark,
+                lg.log_start_offset,
+                message=f"leader epoch {spec.current_leader_epoch} > {p.leader_epoch}",
+            )
+        if isinstance(decision, Diverging):
+            return FetchResult(
+                0,
+                p.high_watermark,
+                lg.log_start_offset,
+                b"",
+                None,
+                decision.epoch,
+                decision.end_offset,
+                lg.log_end_offset,
+            )
+        if isinstance(decision, OutOfRange):
+            return FetchResult(
+                int(ErrorCode.OFFSET_OUT_OF_RANGE),
+                p.high_watermark,
+                lg.log_start_offset,
+                message=f"offset {spec.offset} not in [{lg.log_start_offset}, {lg.log_end_offset}]",
+                log_end_offset=lg.log_end_offset,
+            )
+        p.on_follower_fetch(replica_id, spec.offset, now_ms())
+        data = lg.read(spec.offset, spec.max_bytes)
+        return FetchResult(0, p.high_watermark, lg.log_start_offset, data, log_end_offset=lg.log_end_offset)
+
     async def fetch_messages(
-        self, requests: list[tuple[tuple[str, int], int, int]], max_wait_ms: int, min_bytes: int, max_bytes: int
+        self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int, replica_id: int = -1
     ) -> dict[tuple[str, int], FetchResult]:
         """Long poll: answer once `min_bytes` are available, an error occurs, or `max_wait_ms` passes."""
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:
-            results = self._read_all(requests, max_bytes)
+            results = self._read_all(specs, max_bytes, replica_id)
             total = sum(len(r.records) for r in results.values())
-            errors = any(r.error for r in results.values())
+            urgent = any(r.error or r.diverging_epoch >= 0 for r in results.values())
             remaining = deadline - time.monotonic()
-            if total >= min_bytes or errors or remaining <= 0:
+            if total >= min_bytes or urgent or remaining <= 0:
+                if self.metrics is not None and total:
+                    self.metrics.fetch_bytes.labels(
+                        self.metrics.broker_label, "replica" if replica_id >= 0 else "consumer"
+                    ).inc(total)
                 return results
-            waiters = [p.wait_for_data() for tp, _, _ in requests if (p := self.partitions.get(tp))]
+            waiters = [p.wait_for_data() for s in specs if (p := self.partitions.get(s.tp))]
             if not waiters:
                 return results
             _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             for w in pending:
                 w.cancel()
+            if replica_id >= 0:
+                # A follower's fetch offset doubles as its acknowledgement: re-read so it is counted now.
+                continue
 
-    def _read_all(self, requests: list[tuple[tuple[str, int], int, int]], max_bytes: int) -> dict:
+    def _read_all(self, specs: list[FetchSpec], max_bytes: int, replica_id: int) -> dict:
         results = {}
         budget = max_bytes
-        for tp, offset, part_max in requests:
-            # As in Kafka, the first partition may return one oversized batch so a consumer never stalls.
-            r = self.read(tp, offset, max(1, min(part_max, budget)) if budget > 0 else 1)
+        for spec in specs:
+            # As in Kafka, the first partition may return one oversized batch so a reader never stalls.
+            s = (
+                spec
+                if budget >= spec.max_bytes
+                else FetchSpec(spec.tp, spec.offset, max(1, budget), spec.current_leader_epoch, spec.last_fetched_epoch)
+            )
+            r = self.read(s, replica_id)
             if budget <= 0 and r.records:
                 r.records = b""
             budget -= len(r.records)
-            results[tp] = r
+            results[spec.tp] = r
         return results
 
     # --- list offsets --------------------------------------------------------
@@ -182,3 +374,17 @@ class ReplicaManager:
             return 0, found[1], found[0]
         except KafkaLiteError as e:
             return int(e.code), -1, -1
+
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    def under_replicated(self) -> int:
+        return sum(
+            1
+            for p in self.partitions.values()
+            if p.leader_state is not None and len(p.leader_state.isr) < len(p.replicas)
+        )
+
+    def close(self) -> None:
+        for p in self.partitions.values():
+            p.close()

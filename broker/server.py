@@ -1,5 +1,8 @@
-"""BrokerServer: wires the log, the partitions, the apis and the network
-together, runs the periodic chores and shuts down cleanly.
+"""BrokerServer: wires the log, the controller quorum, the partitions, the apis
+and the network together, runs the periodic chores and shuts down cleanly.
+
+A single broker is a cluster of one: the same quorum, metadata log and
+replication code run, with this broker as the only voter and replica.
 """
 
 from __future__ import annotations
@@ -7,19 +10,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
-from broker.admin import AdminManager
 from broker.api import KafkaApis
 from broker.config import BrokerConfig
+from broker.controller import MetadataImage
+from broker.controller_service import ControllerService
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.metadata import MetadataCache
+from broker.metadata_log import METADATA_TOPIC, DiskMetadataLog
 from broker.metrics import BrokerMetrics, http_response
+from broker.partition import Partition
+from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
+from election import QuorumConfig
+from net.errors import KafkaLiteError, error_for
+from net.peers import PeerChannel
+from net.protocol import ApiKey
+from net.quorum_driver import QuorumDriver
 from net.server import NetServer
 
 log = logging.getLogger("kafkalite.broker")
+TICK_S = 0.1
+METADATA_LOG_CONFIG = {"segment.bytes": "8388608", "retention.ms": "-1", "retention.bytes": "-1"}
 
 
 class BrokerServer:
@@ -27,7 +42,10 @@ class BrokerServer:
         self.config = config
         self.log_manager: LogManager | None = None
         self.net: NetServer | None = None
+        self.quorum: QuorumDriver | None = None
         self._tasks: list[asyncio.Task] = []
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._data_peers: dict[int, PeerChannel] = {}
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -36,50 +54,150 @@ class BrokerServer:
             Path(d).mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         loop = asyncio.get_running_loop()
-        self.metadata = MetadataCache(Path(cfg.log_dirs[0]) / "__cluster_metadata.json")
-        self.metadata.load()
+        self.image = MetadataImage()
+        self.metrics = BrokerMetrics(cfg.broker_id)
         self.log_manager = LogManager(
-            [Path(d) for d in cfg.log_dirs], cfg.topic_config_defaults(), topic_config=self._topic_config
+            [Path(d) for d in cfg.log_dirs], cfg.topic_config_defaults(), topic_config=self._topic_config_or_none
         )
         # Recovery can read whole segments; keep it off the event loop even though nothing listens yet.
         await loop.run_in_executor(None, self.log_manager.startup)
-        self.replica_manager = ReplicaManager(cfg.broker_id, self.log_manager)
-        self.admin = AdminManager(cfg, self.metadata, self.log_manager, self.replica_manager)
-        self.admin.load()
-        self.apis = KafkaApis(cfg, self.replica_manager, self.admin)
-        self.metrics = BrokerMetrics(cfg.broker_id)
-        self.net = NetServer(self.apis, cfg.host, cfg.port, cfg.socket_request_max_bytes, self._http_get)
+        mlog = self.log_manager.get_or_create_log(METADATA_TOPIC, 0, LogConfig.from_props(METADATA_LOG_CONFIG))
+        self.replica_manager = ReplicaManager(
+            cfg.broker_id,
+            self.log_manager,
+            self.topic_config,
+            cfg.replica_lag_time_max_ms,
+            self._propose_isr,
+            self.metrics,
+        )
+        self.replica_manager.on_follow = self._follow
+        self.replica_manager.on_unfollow = self._unfollow
+        self.net = NetServer(None, cfg.host, cfg.port, cfg.socket_request_max_bytes, self._http_get)  # type: ignore[arg-type]
         await self.net.start()
         cfg.port = self.net.port
-        self._tasks = [
-            asyncio.create_task(self._every(cfg.log_flush_offset_checkpoint_interval_ms, self._checkpoint)),
-            asyncio.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)),
-        ]
-        log.info(
-            "started on %s:%d with %d partitions in %.2fs (cluster %s)",
-            cfg.host,
-            self.net.port,
-            len(self.replica_manager.partitions),
-            time.monotonic() - t0,
-            self.metadata.cluster_id,
+        voters = cfg.voters()
+        qcfg = QuorumConfig(
+            election_timeout_ms=cfg.controller_election_timeout_ms,
+            election_jitter_ms=cfg.controller_election_timeout_ms // 4,
         )
+        self.quorum = QuorumDriver(
+            cfg.broker_id, voters, DiskMetadataLog(mlog), Path(cfg.log_dirs[0]), qcfg, self._on_committed, self._on_role
+        )
+        self.controller = ControllerService(
+            cfg.broker_id, self.image, self.quorum, voters, cfg.broker_session_timeout_ms, uuid.uuid4().hex[:22]
+        )
+        self.apis = KafkaApis(cfg, self)
+        self.net._handler = self.apis
+        self.metrics.set_gauges(lambda: float(self.replica_manager.under_replicated()), self._offline_partitions)
+        self.quorum.start()
+        self._tasks = [
+            asyncio.create_task(self._every(cfg.log_flush_offset_checkpoint_interval_ms / 1000, self._checkpoint)),
+            asyncio.create_task(self._every(cfg.log_retention_check_interval_ms / 1000, self._retention)),
+            asyncio.create_task(self._every(TICK_S, self._tick)),
+        ]
+        log.info("started on %s:%d, %d voters, in %.2fs", cfg.host, self.net.port, len(voters), time.monotonic() - t0)
 
-    def _http_get(self, path: str) -> bytes:
-        if path.split("?")[0] == "/metrics":
-            return http_response(self.metrics.render())
-        return http_response(b"not found: try /metrics\n", "404 Not Found", "text/plain")
+    # --- metadata ------------------------------------------------------------
 
-    def _topic_config(self, topic: str) -> LogConfig | None:
-        info = self.metadata.topics.get(topic)
-        return None if info is None else self.config.topic_config_defaults().merged(info.configs)
+    def topic_config(self, topic: str) -> LogConfig:
+        info = self.image.topics.get(topic)
+        base = self.config.topic_config_defaults()
+        return base if info is None else base.merged(info.configs)
 
-    async def _every(self, interval_ms: int, chore) -> None:
+    def _topic_config_or_none(self, topic: str) -> LogConfig | None:
+        if topic == METADATA_TOPIC:
+            return LogConfig.from_props(METADATA_LOG_CONFIG)
+        return None  # the image is not loaded yet at startup; apply_image sets the config
+
+    def _on_committed(self, entries: list[tuple[int, int, dict[str, Any]]]) -> None:
+        changed: set[str] = set()
+        for offset, _epoch, record in entries:
+            self.image.apply(offset, record)
+            name = record.get("topic") or (
+                record.get("name") if record.get("type") in ("topic", "remove_topic") else None
+            )
+            if name:
+                changed.add(name)
+        if changed:
+            self.replica_manager.apply_image(self.image, changed)
+
+    def _on_role(self, is_controller: bool, epoch: int, leader: int | None) -> None:
+        self.controller.on_role(is_controller, epoch, leader)
+        self.metrics.elections.inc()
+
+    def _offline_partitions(self) -> float:
+        return float(sum(1 for t in self.image.topics.values() for p in t.partitions.values() if p.leader < 0))
+
+    # --- replication plumbing -------------------------------------------------
+
+    def _data_peer(self, broker_id: int) -> PeerChannel:
+        ch = self._data_peers.get(broker_id)
+        if ch is None:
+            host, port = self.config.voters()[broker_id]
+            ch = self._data_peers[broker_id] = PeerChannel(self.config.broker_id, broker_id, host, port)
+        return ch
+
+    async def peer_request(self, broker_id: int, api: ApiKey, body: dict, timeout: float) -> dict:
+        return await self._data_peer(broker_id).request(api, body, timeout)
+
+    def _follow(self, p: Partition) -> None:
+        self._unfollow(p)
+        f = self._fetchers.get(p.leader)
+        if f is None:
+            f = self._fetchers[p.leader] = ReplicaFetcher(
+                self.config.broker_id, p.leader, self.peer_request, self.config.replica_fetch_wait_max_ms
+            )
+        f.add(p)
+
+    def _unfollow(self, p: Partition) -> None:
+        for f in self._fetchers.values():
+            f.remove(p)
+
+    def _propose_isr(self, p: Partition, isr: list[int], partition_epoch: int) -> None:
+        asyncio.ensure_future(self._alter_partition(p, isr, partition_epoch))
+
+    async def _alter_partition(self, p: Partition, isr: list[int], partition_epoch: int) -> None:
+        body = {
+            "topic": p.topic,
+            "partition": p.partition,
+            "leader": self.config.broker_id,
+            "leader_epoch": p.leader_epoch,
+            "partition_epoch": partition_epoch,
+            "isr": isr,
+        }
+        try:
+            controller = self.quorum.node.leader_id
+            if controller == self.config.broker_id:
+                await self.controller.alter_partition(
+                    p.topic, p.partition, self.config.broker_id, p.leader_epoch, partition_epoch, isr
+                )
+            elif controller is None:
+                raise KafkaLiteError("no controller")
+            else:
+                resp = await self.peer_request(controller, ApiKey.ALTER_PARTITION, body, 10)
+                if resp.get("error_code"):
+                    raise error_for(resp["error_code"], resp.get("error_message", ""))
+            grew = len(isr) > len(p.isr)
+            (self.metrics.isr_expands if grew else self.metrics.isr_shrinks).inc()
+            log.info("%s-%d: ISR change to %s committed", p.topic, p.partition, isr)
+        except KafkaLiteError as e:
+            log.warning("%s-%d: ISR change to %s not committed: %s", p.topic, p.partition, isr, e)
+            if p.leader_state is not None:
+                p._handle(p.leader_state.on_isr_rejected(isr, partition_epoch))
+
+    # --- chores ----------------------------------------------------------------
+
+    async def _every(self, interval_s: float, chore) -> None:
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            await asyncio.sleep(interval_s)
             try:
                 await chore()
             except Exception:
                 log.exception("periodic task %s failed", chore.__name__)
+
+    async def _tick(self) -> None:
+        self.controller.tick()
+        self.replica_manager.tick()
 
     async def _checkpoint(self) -> None:
         # fsync can take long on a busy disk: never on the event loop.
@@ -90,13 +208,25 @@ class BrokerServer:
         if deleted:
             log.info("retention deleted %s segments", deleted)
 
+    def _http_get(self, path: str) -> bytes:
+        if path.split("?")[0] == "/metrics":
+            return http_response(self.metrics.render())
+        return http_response(b"not found: try /metrics\n", "404 Not Found", "text/plain")
+
     async def stop(self) -> None:
         log.info("shutting down")
         for t in self._tasks:
             t.cancel()
+        for f in self._fetchers.values():
+            f.stop()
+        if self.quorum is not None:
+            self.quorum.stop()
+        for ch in self._data_peers.values():
+            ch.close()
         if self.net is not None:
             await self.net.stop()
         if self.log_manager is not None:
+            self.replica_manager.close()
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         log.info("shut down cleanly")
         self._stopped.set()

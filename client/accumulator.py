@@ -92,6 +92,8 @@ class RecordAccumulator:
         self.open: dict[tuple[str, int], ProducerBatch] = {}
         self.buffered = 0
         self.on_batch_full: Callable[[], None] = lambda: None
+        # A new open batch must wake the sender so its linger.ms timer starts now, not at the next batch.
+        self.on_new_batch: Callable[[], None] = lambda: None
 
     def append(
         self,
@@ -136,6 +138,7 @@ class RecordAccumulator:
         if q is None:
             q = self.queues[tp] = deque()
         q.append(b)
+        self.on_new_batch()
         return b
 
     def drain(self, tp: tuple[str, int], now: float, linger: float, force: bool) -> list[ProducerBatch]:

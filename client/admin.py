@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 
 from client.cluster import KafkaLiteClient, TopicMeta
-from net.errors import KafkaLiteError, error_for
+from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.protocol import ApiKey
 
 
@@ -43,13 +45,29 @@ class AsyncAdmin:
     async def start(self) -> None:
         await self.client.any_connection()
 
-    async def _controller_request(self, api: ApiKey, body: dict) -> dict:
-        await self.client.refresh_metadata([])
-        controller = self.client.metadata.controller_id
-        resp = await self.client.request(controller if controller >= 0 else None, api, body)
-        if resp.get("error_code"):
-            raise error_for(resp["error_code"], resp.get("error_message", ""))
-        return resp
+    async def _controller_request(self, api: ApiKey, body: dict, rows_key: str = "topics") -> dict:
+        """Send to the active controller; follow it through NOT_CONTROLLER and elections until the timeout."""
+        deadline = time.monotonic() + self.client.request_timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                await self.client.refresh_metadata([])
+                controller = self.client.metadata.controller_id
+                if controller < 0:
+                    raise error_for(ErrorCode.NOT_CONTROLLER, "no active controller (an election may be running)")
+                resp = await self.client.request(controller, api, body)
+                if resp.get("error_code"):
+                    raise error_for(resp["error_code"], resp.get("error_message", ""))
+                if any(r[1] == ErrorCode.NOT_CONTROLLER for r in resp.get(rows_key, [])):
+                    raise error_for(ErrorCode.NOT_CONTROLLER, "controller moved")
+                return resp
+            except KafkaLiteError as e:
+                if not (e.retriable or e.code == ErrorCode.NOT_CONTROLLER):
+                    raise
+                last = e
+                self.client.metadata.updated_at = 0
+                await asyncio.sleep(self.client.retry_backoff)
+        raise last or KafkaLiteError("controller request timed out")
 
     async def create_topics(self, topics: list[NewTopic], validate_only: bool = False) -> None:
         body = {

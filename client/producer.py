@@ -126,6 +126,7 @@ class AsyncProducer:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self.accumulator.on_batch_full = self._wakeup_threadsafe
+        self.accumulator.on_new_batch = self._wakeup_threadsafe
         await self.client.refresh_metadata([])
         if self.idempotent:
             body = await self.client.request(None, ApiKey.INIT_PRODUCER_ID, {})

@@ -66,6 +66,7 @@ RETRIABLE = frozenset(
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
         ErrorCode.NOT_COORDINATOR,
+        ErrorCode.NOT_CONTROLLER,
         ErrorCode.KAFKA_STORAGE_ERROR,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,

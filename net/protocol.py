@@ -30,6 +30,8 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     INIT_PRODUCER_ID = 22
     ALTER_CONFIGS = 33
+    QUORUM = 52  # the controller quorum's one-way messages (Kafka's Vote/BeginQuorumEpoch range)
+    ALTER_PARTITION = 56
     DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
 
 

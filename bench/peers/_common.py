@@ -47,8 +47,9 @@ def _accepting(port: int) -> bool:
         return False
 
 
-def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 15.0,
-              connect_probe: bool = True) -> None:
+def wait_port(
+    port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 15.0, connect_probe: bool = True
+) -> None:
     ready = _accepting if connect_probe else _listening
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -78,14 +79,21 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
 
 
 @contextlib.contextmanager
-def server(argv: Sequence[str], port: int, workdir: Path,
-           connect_probe: bool = True) -> Iterator[subprocess.Popen[bytes]]:
+def server(
+    argv: Sequence[str], port: int, workdir: Path, connect_probe: bool = True
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run a server until the block exits (normally, on error or on Ctrl-C)."""
     log = workdir / "server.log"
     with open(log, "wb") as out:
         # Own session: Ctrl-C must reach only us, so the server is shut down in order by the finally below.
-        proc = subprocess.Popen(list(argv), cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=workdir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         wait_port(port, proc, log, connect_probe=connect_probe)
         yield proc
@@ -111,8 +119,13 @@ def percentile_ms(sorted_ns: Sequence[int], pct: float) -> float:
 
 def latency_summary(lat_ns: list[int], sent: int) -> dict[str, float | int]:
     lat_ns.sort()
-    return {"p50_ms": percentile_ms(lat_ns, 50), "p99_ms": percentile_ms(lat_ns, 99),
-            "max_ms": percentile_ms(lat_ns, 100), "count": len(lat_ns), "sent": sent}
+    return {
+        "p50_ms": percentile_ms(lat_ns, 50),
+        "p99_ms": percentile_ms(lat_ns, 99),
+        "max_ms": percentile_ms(lat_ns, 100),
+        "count": len(lat_ns),
+        "sent": sent,
+    }
 
 
 def stamped(value: bytearray) -> bytes:
@@ -128,8 +141,13 @@ def base_value(record_size: int) -> bytearray:
 
 
 def result(num_records: int, record_size: int, produce_s: float, consume_s: float) -> dict[str, float]:
-    return {"produce_msgs_s": num_records / produce_s, "produce_mb_s": num_records * record_size / produce_s / MB,
-            "consume_msgs_s": num_records / consume_s, "produce_s": produce_s, "consume_s": consume_s}
+    return {
+        "produce_msgs_s": num_records / produce_s,
+        "produce_mb_s": num_records * record_size / produce_s / MB,
+        "consume_msgs_s": num_records / consume_s,
+        "produce_s": produce_s,
+        "consume_s": consume_s,
+    }
 
 
 def stop_child(proc: BaseProcess) -> None:

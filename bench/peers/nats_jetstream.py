@@ -88,8 +88,9 @@ async def _throughput(port: int, num_records: int, record_size: int, partitions:
         acks.check()
 
         # AckPolicy NONE: a Kafka consumer tracks an offset instead of acking each record, so don't charge that.
-        sub = await js.pull_subscribe("bench.*", stream=STREAM, config=ConsumerConfig(
-            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL))
+        sub = await js.pull_subscribe(
+            "bench.*", stream=STREAM, config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+        )
         got = 0
         deadline = time.monotonic() + DEADLINE_S
         t0 = time.perf_counter()
@@ -131,8 +132,13 @@ async def _latency_consume(port: int, expected: int, timeout: float, ready: Even
         # Push consumer: nats-py's batched pull fetch lingers until the batch fills, which would measure the
         # fetch size rather than the broker. No flow control: nats-py answers it from a 250 ms polling task,
         # which shows up as 100+ ms stalls in p99.
-        await js.subscribe("bench.*", stream=STREAM, cb=on_msg, manual_ack=True, config=ConsumerConfig(
-            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, flow_control=False))
+        await js.subscribe(
+            "bench.*",
+            stream=STREAM,
+            cb=on_msg,
+            manual_ack=True,
+            config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, flow_control=False),
+        )
         await nc.flush()
         ready.set()
         with contextlib.suppress(asyncio.TimeoutError):
@@ -199,9 +205,13 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=5.0)
     ap.add_argument("--skip-latency", action="store_true")
     a = ap.parse_args()
-    report: dict[str, object] = {"peer": "nats_jetstream", "num_records": a.num_records, "record_size": a.record_size,
-                                 "partitions": a.partitions,
-                                 "throughput": run(a.num_records, a.record_size, a.partitions)}
+    report: dict[str, object] = {
+        "peer": "nats_jetstream",
+        "num_records": a.num_records,
+        "record_size": a.record_size,
+        "partitions": a.partitions,
+        "throughput": run(a.num_records, a.record_size, a.partitions),
+    }
     if not a.skip_latency:
         report["latency"] = run_latency(a.latency_rate, a.latency_seconds, a.record_size)
     print(json.dumps(report, indent=2))

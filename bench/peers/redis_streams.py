@@ -29,9 +29,25 @@ DEADLINE_S = 600.0  # hard cap on any single phase
 
 
 def _server_argv(port: int, workdir: str) -> list[str]:
-    return [need_binary("redis-server", "redis-server"), "--bind", HOST, "--port", str(port), "--dir", workdir,
-            "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no",
-            "--protected-mode", "yes"]
+    return [
+        need_binary("redis-server", "redis-server"),
+        "--bind",
+        HOST,
+        "--port",
+        str(port),
+        "--dir",
+        workdir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--save",
+        "",
+        "--daemonize",
+        "no",
+        "--protected-mode",
+        "yes",
+    ]
 
 
 def _produce(r: redis.Redis, keys: list[str], num_records: int, value: bytes) -> float:
@@ -144,9 +160,13 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=5.0)
     ap.add_argument("--skip-latency", action="store_true")
     a = ap.parse_args()
-    report: dict[str, object] = {"peer": "redis_streams", "num_records": a.num_records, "record_size": a.record_size,
-                                 "partitions": a.partitions,
-                                 "throughput": run(a.num_records, a.record_size, a.partitions)}
+    report: dict[str, object] = {
+        "peer": "redis_streams",
+        "num_records": a.num_records,
+        "record_size": a.record_size,
+        "partitions": a.partitions,
+        "throughput": run(a.num_records, a.record_size, a.partitions),
+    }
     if not a.skip_latency:
         report["latency"] = run_latency(a.latency_rate, a.latency_seconds, a.record_size)
     print(json.dumps(report, indent=2))

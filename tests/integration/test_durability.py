@@ -90,7 +90,7 @@ def test_sigkill_loses_nothing_acknowledged(broker, acks):
             n = int(r.value[1:])
             assert n > last.get(r.key, -1), "per-partition order broken"
             last[r.key] = n
-    assert "3 logs" in broker.logs() and "(unclean shutdown)" in broker.logs()
+    assert "(unclean shutdown)" in broker.logs() and "recovered segment" in broker.logs()
 
 
 def test_sigterm_is_clean_and_restart_skips_recovery(broker):

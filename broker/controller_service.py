@@ -1,0 +1,151 @@
+"""ControllerService: runs on every broker, active on the elected controller.
+
+It turns admin requests, ISR change requests and broker liveness into metadata
+records (through the pure ControllerLogic) and commits them through the quorum.
+Proposals are serialized, and each is computed from the image with every
+earlier one applied, so a leader epoch is never handed out twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from broker.controller import ControllerLogic, MetadataImage
+from net.errors import ErrorCode, KafkaLiteError
+
+if TYPE_CHECKING:
+    from net.quorum_driver import QuorumDriver
+
+log = logging.getLogger("kafkalite.controller")
+
+
+class NotControllerError(KafkaLiteError):
+    code = ErrorCode.NOT_CONTROLLER
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class ControllerService:
+    def __init__(
+        self,
+        broker_id: int,
+        image: MetadataImage,
+        quorum: "QuorumDriver",
+        addresses: dict[int, tuple[str, int]],
+        session_timeout_ms: int,
+        cluster_id: str,
+    ) -> None:
+        self.broker_id = broker_id
+        self.image = image
+        self.quorum = quorum
+        self.addresses = addresses
+        self.session_timeout_ms = session_timeout_ms
+        self.logic = ControllerLogic(image)
+        self.cluster_id = cluster_id
+        self.active = False
+        self.epoch = -1
+        self._ready_at_offset = 0
+        self._since_ms = 0
+        self._lock = asyncio.Lock()
+        self._housekeeping: asyncio.Task | None = None
+
+    # --- role changes from the quorum ---------------------------------------------
+
+    def on_role(self, is_controller: bool, epoch: int, leader: int | None) -> None:
+        self.active = is_controller
+        self.epoch = epoch
+        if is_controller:
+            self._since_ms = _now_ms()
+            # Records of earlier epochs in our log commit with our first record: act only once applied.
+            self._ready_at_offset = self.quorum.mlog.end_offset
+
+    @property
+    def ready(self) -> bool:
+        return self.active and self.quorum.applied >= self._ready_at_offset
+
+    def check_active(self) -> None:
+        if not self.ready:
+            leader = self.quorum.node.leader_id
+            raise NotControllerError(
+                f"broker {self.broker_id} is not the active controller"
+                + (f" (controller is {leader})" if leader is not None and leader != self.broker_id else "")
+            )
+
+    # --- proposals -----------------------------------------------------------------
+
+    async def run(self, compute: Any, timeout: float = 10.0) -> None:
+        """compute(logic) -> records, evaluated under the lock on the up-to-date image, then committed."""
+        async with self._lock:
+            self.check_active()
+            records = compute(self.logic)
+            if records:
+                await self.quorum.propose(records, timeout)
+
+    def tick(self) -> None:
+        """Registration and fencing, from who fetches the metadata log (fetches are heartbeats)."""
+        if not self.ready or (self._housekeeping is not None and not self._housekeeping.done()):
+            return
+        records = self._liveness_records(_now_ms())
+        if records:
+            self._housekeeping = asyncio.ensure_future(self._propose_liveness(records))
+
+    async def _propose_liveness(self, records: list[dict[str, Any]]) -> None:
+        try:
+            async with self._lock:
+                if not self.ready:
+                    return
+                # Recompute under the lock: the image may have moved since tick() looked.
+                records = self._liveness_records(_now_ms())
+                if records:
+                    await self.quorum.propose(records)
+        except KafkaLiteError as e:
+            log.warning("liveness update not committed: %s", e)
+
+    def _liveness_records(self, now: int) -> list[dict[str, Any]]:
+        """At most one broker's change per proposal: each is computed on an image with the previous applied."""
+        records: list[dict[str, Any]] = []
+        if not self.image.cluster_id:
+            records.append({"type": "cluster", "cluster_id": self.cluster_id})
+        seen = self.quorum.node.voters_seen_in_election(self.epoch)
+        for bid, (host, port) in sorted(self.addresses.items()):
+            alive = bid == self.broker_id or self._alive(bid, now, seen)
+            b = self.image.brokers.get(bid)
+            if alive and (b is None or b.fenced):
+                log.info("registering broker %d (%s:%d)", bid, host, port)
+                return records + self.logic.register_broker(bid, host, port)
+            elif not alive and b is not None and not b.fenced:
+                log.warning("fencing broker %d: no metadata fetch for %d ms", bid, self.session_timeout_ms)
+                return records + self.logic.fence_broker(bid)
+        return records
+
+    def _alive(self, bid: int, now: int, seen: frozenset[int]) -> bool:
+        last = self.quorum.node.follower_last_fetch_ms(bid)
+        if last is not None:
+            return now - last < self.session_timeout_ms
+        # Not fetched from us yet this epoch: give it a session timeout if it took part in the election
+        # that made us controller, else only a short grace (it was probably the controller that died).
+        grace = self.session_timeout_ms if bid in seen else min(500, self.session_timeout_ms)
+        return now - self._since_ms < grace
+
+    # --- requests served by the active controller ----------------------------------------
+
+    async def create_topic(self, name: Any, partitions: int, rf: int, configs: dict[str, str]) -> None:
+        await self.run(lambda logic: logic.create_topic(name, partitions, rf, configs))
+
+    async def delete_topic(self, name: Any) -> None:
+        await self.run(lambda logic: logic.delete_topic(name))
+
+    async def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        await self.run(lambda logic: logic.set_configs(name, configs))
+
+    async def alter_partition(
+        self, topic: str, partition: int, leader: int, leader_epoch: int, partition_epoch: int, isr: list[int]
+    ) -> None:
+        await self.run(
+            lambda logic: logic.alter_partition(topic, partition, leader, leader_epoch, partition_epoch, isr)
+        )

@@ -1,0 +1,137 @@
+"""ReplicaFetcher: followers pull from partition leaders (Kafka's design), one
+fetcher task per leader broker covering every partition followed from it.
+Divergence after a leader change is resolved with the leader's epoch history
+(KIP-101/KIP-320), not by high watermark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from broker.partition import Partition
+from net.errors import ErrorCode, KafkaLiteError, error_for
+from net.protocol import ApiKey
+
+log = logging.getLogger("kafkalite.fetcher")
+
+
+class ReplicaFetcher:
+    def __init__(
+        self,
+        broker_id: int,
+        leader_id: int,
+        request: Callable,
+        max_wait_ms: int = 500,
+        max_partition_bytes: int = 1048576,
+        backoff_s: float = 0.1,
+    ) -> None:
+        self.broker_id = broker_id
+        self.leader_id = leader_id
+        self._request = request  # async (leader_id, api, body, timeout) -> body
+        self.max_wait_ms = max_wait_ms
+        self.max_partition_bytes = max_partition_bytes
+        self.backoff_s = backoff_s
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._task: asyncio.Task | None = None
+        self._changed = asyncio.Event()
+
+    def add(self, p: Partition) -> None:
+        self.partitions[(p.topic, p.partition)] = p
+        self._changed.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+
+    def remove(self, p: Partition) -> None:
+        self.partitions.pop((p.topic, p.partition), None)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        while self.partitions:
+            self._changed.clear()
+            try:
+                await self._fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except KafkaLiteError as e:
+                log.debug("fetch from leader %d failed: %s", self.leader_id, e)
+                await asyncio.sleep(self.backoff_s)
+            except Exception:
+                log.exception("replica fetcher for leader %d failed", self.leader_id)
+                await asyncio.sleep(self.backoff_s)
+
+    async def _fetch_once(self) -> None:
+        topics: dict[str, list] = {}
+        sent: dict[tuple[str, int], tuple[Partition, int]] = {}
+        for tp, p in list(self.partitions.items()):
+            fs = p.follower_state
+            if fs is None:
+                continue
+            offset, last_epoch, leader_epoch = fs.next_fetch()
+            topics.setdefault(tp[0], []).append([tp[1], offset, self.max_partition_bytes, leader_epoch, last_epoch])
+            sent[tp] = (p, leader_epoch)
+        if not sent:
+            await asyncio.sleep(self.backoff_s)
+            return
+        body = {
+            "replica_id": self.broker_id,
+            "max_wait_ms": self.max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": 16 * 1024 * 1024,
+            "topics": [[t, parts] for t, parts in topics.items()],
+        }
+        resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.max_wait_ms / 1000 + 10)
+        if resp.get("error_code"):
+            raise error_for(resp["error_code"], resp.get("error_message", ""))
+        for topic, rows in resp.get("topics", []):
+            for row in rows:
+                partition, err, hw, _lso, start, records, message, div_epoch, div_end, leo, *_ = row
+                entry = sent.get((topic, partition))
+                if entry is None:
+                    continue
+                p, epoch = entry
+                if self.partitions.get((topic, partition)) is not p or p.follower_state is None:
+                    continue  # reassigned while the fetch was in flight
+                if p.follower_state.leader_epoch != epoch:
+                    continue
+                self._handle(p, err, hw, start, leo, records, message, div_epoch, div_end)
+
+    def _handle(
+        self,
+        p: Partition,
+        err: int,
+        hw: int,
+        start: int,
+        leo: int,
+        records: bytes,
+        message: str | None,
+        div_epoch: int,
+        div_end: int,
+    ) -> None:
+        fs = p.follower_state
+        assert fs is not None
+        if err == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if p.log.log_end_offset < start:
+                # The leader deleted what we still need (retention while we were away): start at its log start.
+                log.warning("%s: behind the leader's log start %d; truncating fully", p, start)
+                p.log.truncate_fully_and_start_at(start)
+                p.truncate_to(start)
+            else:
+                log.warning("%s: ahead of the leader's log end %d; truncating", p, leo)
+                p.truncate_to(max(leo, 0))
+            return
+        if err:
+            log.debug("%s: leader %d answered %s", p, self.leader_id, ErrorCode(err).name)
+            return
+        if div_epoch >= 0:
+            t = fs.on_diverging(div_epoch, div_end, p.log.end_offset_for_epoch)
+            log.info(
+                "%s: log diverges from leader %d at epoch %d; truncating to %d", p, self.leader_id, div_epoch, t.offset
+            )
+            p.truncate_to(t.offset)
+            return
+        p.append_as_follower(records, hw)

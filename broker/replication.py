@@ -1,0 +1,433 @@
+"""Partition replication as sans-IO state machines (Kafka's Partition/Replica and fetcher rules).
+
+Nothing here touches sockets, clocks or files: every input carries `now_ms` and the log positions it
+needs, and every effect is returned as an action for the driver (broker/partition.py, or a simulator)
+to carry out. That keeps the rules deterministic, so they can be tested step by step and fuzzed.
+
+- LeaderState: the leader's view of its followers: ISR shrink/expand proposals and the high watermark.
+- validate_fetch: the leader's answer to a follower fetch: epoch fencing, divergence (KIP-320), range.
+- FollowerState: what a follower asks for next and where it truncates on divergence (KIP-101/279).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+# --- actions ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HighWatermarkAdvanced:
+    """The high watermark moved up to `high_watermark`: release acks=all waiters, expose records to consumers."""
+
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeIsr:
+    """Ask the controller to commit `isr` (AlterPartition). `partition_epoch` is the committed epoch the
+    proposal is based on, so the controller can reject it if the partition changed meanwhile. The driver
+    reports the outcome with LeaderState.on_isr_committed or LeaderState.on_isr_rejected."""
+
+    isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateTo:
+    """Truncate the local log to `offset`. `complete` is False when the follower did not know the epoch
+    the leader answered with: it cut to its own end of an older epoch and must fetch again to learn
+    whether more has to go (Kafka's intermediate truncation)."""
+
+    offset: int
+    complete: bool = True
+
+
+Action = HighWatermarkAdvanced | ProposeIsr | TruncateTo
+
+
+# --- leader ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Follower:
+    # -1 until the first fetch of this leadership: a new leader cannot know how far followers got, so
+    # the HW waits for every ISR member to fetch once (Kafka resets replica state on leader change).
+    log_end_offset: int = UNDEFINED_OFFSET
+    last_fetch_leader_leo: int | None = None
+    last_fetch_ms: int | None = None
+    last_caught_up_ms: int | None = None
+
+
+class LeaderState:
+    """The partition leader's replication state for one leader epoch."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        replicas: list[int],
+        isr: list[int],
+        leader_epoch: int,
+        partition_epoch: int,
+        leader_log_end_offset: int,
+        high_watermark: int,
+        replica_lag_time_max_ms: int,
+        now_ms: int,
+    ) -> None:
+        self.broker_id = broker_id
+        self.replicas = list(replicas)
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._isr = list(isr)
+        self._pending: ProposeIsr | None = None
+        self._fenced: set[int] = set()
+        self._leo = leader_log_end_offset
+        self._hw = high_watermark
+        # Records below this were written by earlier leaders; a follower that has not reached it may
+        # still hold a divergent tail of an old epoch, so it may not join the ISR yet (Kafka's rule).
+        self.leader_epoch_start_offset = leader_log_end_offset
+        # ISR members get a fresh lag allowance: they were in sync as far as the controller knows.
+        self._followers = {
+            r: _Follower(last_caught_up_ms=now_ms if r in isr else None) for r in replicas if r != broker_id
+        }
+
+    # --- queries ---
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def isr(self) -> list[int]:
+        """The committed ISR (what the controller would elect from)."""
+        return list(self._isr)
+
+    @property
+    def pending_isr(self) -> list[int] | None:
+        """The ISR proposed and not yet committed or rejected, if any."""
+        return None if self._pending is None else list(self._pending.isr)
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """Committed ISR plus pending additions (KIP-497): the set the HW must respect, since either
+        side of an in-flight proposal may be what the controller ends up with."""
+        extra = [r for r in self._pending.isr if r not in self._isr] if self._pending else []
+        return self._isr + extra
+
+    @property
+    def leader_log_end_offset(self) -> int:
+        return self._leo
+
+    def follower_log_end_offset(self, replica_id: int) -> int | None:
+        """The replica's LEO as of its last fetch; None before it fetched from this leader."""
+        if replica_id == self.broker_id:
+            return self._leo
+        f = self._followers.get(replica_id)
+        return None if f is None or f.log_end_offset < 0 else f.log_end_offset
+
+    @property
+    def is_under_replicated(self) -> bool:
+        return len(self._isr) < len(self.replicas)
+
+    def under_min_isr(self, min_insync: int) -> bool:
+        return len(self._isr) < min_insync
+
+    # --- events ---
+
+    def on_follower_fetch(
+        self, replica_id: int, fetch_offset: int, leader_log_end_offset: int, now_ms: int
+    ) -> list[Action]:
+        """A validated fetch (see validate_fetch) from `replica_id` at `fetch_offset`."""
+        f = self._followers.get(replica_id)
+        if f is None:
+            return []  # not a replica of this partition: nothing it says may move the HW
+        self._leo = leader_log_end_offset
+        # A fetch at offset N proves the follower has everything below N. If that covers the leader's
+        # LEO now, it is caught up now; if it only covers the LEO the leader had when the follower sent
+        # its previous fetch, it has been caught up since then. The second case keeps a follower that
+        # always trails by one round trip in sync while producers append continuously.
+        if fetch_offset >= leader_log_end_offset:
+            f.last_caught_up_ms = _later(f.last_caught_up_ms, now_ms)
+        elif f.last_fetch_leader_leo is not None and fetch_offset >= f.last_fetch_leader_leo:
+            f.last_caught_up_ms = _later(f.last_caught_up_ms, f.last_fetch_ms)
+        f.log_end_offset = fetch_offset
+        f.last_fetch_leader_leo = leader_log_end_offset
+        f.last_fetch_ms = now_ms
+        # A broker fetches only while it is alive, so it may be considered for the ISR again; the
+        # controller still refuses brokers it has fenced.
+        self._fenced.discard(replica_id)
+        actions = self._maybe_expand()
+        actions += self._maybe_advance_hw()
+        return actions
+
+    def on_leader_append(self, leader_log_end_offset: int, now_ms: int) -> list[Action]:
+        self._leo = leader_log_end_offset
+        return self._maybe_advance_hw()
+
+    def tick(self, now_ms: int, leader_log_end_offset: int) -> list[Action]:
+        """Periodic check (Kafka's isr-expiration task): propose dropping followers that lag too long."""
+        self._leo = leader_log_end_offset
+        actions = self._maybe_shrink(now_ms)
+        actions += self._maybe_advance_hw()
+        return actions
+
+    def remove_replicas(self, broker_ids: Iterable[int]) -> list[Action]:
+        """The controller fenced these brokers: drop them from the ISR now rather than after the lag time,
+        so acks=all produces do not stall. Like every ISR change it only counts once committed."""
+        self._fenced.update(b for b in broker_ids if b != self.broker_id)
+        return self._maybe_shrink(None)
+
+    def on_isr_committed(self, isr: list[int], partition_epoch: int) -> list[Action]:
+        """The controller committed partition state (ours or anyone's change). Older or repeated
+        states are ignored; a newer one replaces the committed ISR and ends any in-flight proposal,
+        which was either this change or is now stale (the controller rejects its old epoch)."""
+        if partition_epoch <= self.partition_epoch:
+            return []
+        self._isr = list(isr)
+        self.partition_epoch = partition_epoch
+        self._pending = None
+        for r in isr:
+            if r != self.broker_id:
+                self._followers.setdefault(r, _Follower())
+        # HW first: a shrink may raise it, and a replica is only eligible to join at the raised HW
+        # (else the follower just dropped would be proposed straight back in).
+        actions = self._maybe_advance_hw()
+        actions += self._maybe_shrink(None)  # fenced brokers still in the new ISR
+        actions += self._maybe_expand()
+        return actions
+
+    def on_isr_rejected(self, isr: list[int] | None = None, partition_epoch: int | None = None) -> list[Action]:
+        """The in-flight proposal failed. Pass the proposal's isr/partition_epoch when known: a late
+        rejection of an already-superseded proposal must not clear the newer one still in flight (its
+        additions would vanish from the maximal ISR and the HW could overtake them)."""
+        p = self._pending
+        if p is None:
+            return []
+        if isr is not None and tuple(isr) != p.isr:
+            return []
+        if partition_epoch is not None and partition_epoch != p.partition_epoch:
+            return []
+        self._pending = None
+        return self._maybe_advance_hw()
+
+    # --- rules ---
+
+    def _propose(self, isr: list[int]) -> list[Action]:
+        self._pending = ProposeIsr(tuple(isr), self.partition_epoch)
+        return [self._pending]
+
+    def _maybe_expand(self) -> list[Action]:
+        if self._pending is not None:
+            return []
+        for r, f in self._followers.items():
+            if (
+                r not in self._isr
+                and r not in self._fenced
+                and r in self.replicas
+                and f.log_end_offset >= self._hw
+                and f.log_end_offset >= self.leader_epoch_start_offset
+            ):
+                return self._propose(self._isr + [r])  # one at a time: only one proposal may be in flight
+        return []
+
+    def _maybe_shrink(self, now_ms: int | None) -> list[Action]:
+        """Drop fenced members, and with `now_ms` also members not caught up within the lag time."""
+        if self._pending is not None:
+            return []
+        out = [
+            r
+            for r in self._isr
+            if r != self.broker_id and (r in self._fenced or (now_ms is not None and self._lagging(r, now_ms)))
+        ]
+        if not out:
+            return []
+        return self._propose([r for r in self._isr if r not in out])
+
+    def _lagging(self, replica_id: int, now_ms: int) -> bool:
+        f = self._followers.get(replica_id)
+        if f is None:
+            return True
+        if f.log_end_offset == self._leo:
+            return False  # nothing to catch up on: an idle partition keeps a quiet follower
+        # A stuck follower (no fetches) and a slow one (fetches, never reaches the LEO) both stop
+        # refreshing last_caught_up_ms, so one rule covers both.
+        return f.last_caught_up_ms is None or now_ms - f.last_caught_up_ms > self.replica_lag_time_max_ms
+
+    def _maybe_advance_hw(self) -> list[Action]:
+        hw = self._leo
+        for r in self.maximal_isr:
+            if r != self.broker_id:
+                f = self._followers.get(r)
+                hw = min(hw, f.log_end_offset if f is not None else UNDEFINED_OFFSET)
+        if hw <= self._hw:
+            return []  # never lower: consumers may already have read up to the old HW
+        self._hw = hw
+        return [HighWatermarkAdvanced(hw)]
+
+
+def _later(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else max(a, b)
+
+
+# --- fetch validation at the leader ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ok:
+    """Serve the fetch from fetch_offset."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fenced:
+    """FENCED_LEADER_EPOCH: the fetcher follows an older leader epoch than ours."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownEpoch:
+    """UNKNOWN_LEADER_EPOCH: the fetcher knows a newer leader epoch than we do (our metadata lags)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Diverging:
+    """The follower's log diverges from ours: our records of epochs <= `epoch` end at `end_offset`
+    (KIP-320). Sent with an empty, successful response; the follower truncates and refetches."""
+
+    epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutOfRange:
+    """OFFSET_OUT_OF_RANGE: fetch_offset is outside [log_start_offset, log_end_offset], or the follower
+    names an epoch we cannot place."""
+
+
+FetchDecision = Ok | Fenced | UnknownEpoch | Diverging | OutOfRange
+
+
+def validate_fetch(
+    current_leader_epoch: int,
+    leader_epoch: int,
+    fetch_offset: int,
+    last_fetched_epoch: int,
+    epoch_end_offset: Callable[[int], tuple[int, int]],
+    log_start_offset: int,
+    log_end_offset: int,
+) -> FetchDecision:
+    """Kafka's Partition.fetchRecords checks, in its order. A negative `current_leader_epoch` or
+    `last_fetched_epoch` means the fetcher did not send one, and that check is skipped.
+    `epoch_end_offset(e)` is the leader's Log.end_offset_for_epoch."""
+    if current_leader_epoch >= 0:
+        if current_leader_epoch < leader_epoch:
+            return Fenced()
+        if current_leader_epoch > leader_epoch:
+            return UnknownEpoch()
+    if last_fetched_epoch >= 0:
+        epoch, end = _leader_end_offset_for_epoch(last_fetched_epoch, leader_epoch, epoch_end_offset, log_end_offset)
+        if epoch < 0 or end < 0:
+            return OutOfRange()
+        if fetch_offset < log_start_offset:
+            return OutOfRange()  # divergence below our log start cannot be resolved by truncation
+        # We lack the follower's epoch (our floor is older) or our records of it end before the
+        # follower's: everything from there on the follower is not ours.
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return Diverging(epoch, end)
+    if not log_start_offset <= fetch_offset <= log_end_offset:
+        return OutOfRange()
+    return Ok()
+
+
+def _leader_end_offset_for_epoch(
+    epoch: int, leader_epoch: int, epoch_end_offset: Callable[[int], tuple[int, int]], log_end_offset: int
+) -> tuple[int, int]:
+    """end_offset_for_epoch as if the leader's epoch cache already held (leader_epoch, log_end_offset).
+
+    Kafka writes that entry on becoming leader; Log only records an epoch at its first append. Without
+    this, a deposed leader that wrote a tail in an epoch the new leader never saw would get OutOfRange
+    (the epoch looks newer than all of ours) instead of a divergence point, until the new leader appends.
+    """
+    answer = epoch_end_offset(epoch)
+    if answer[0] >= 0 or epoch > leader_epoch:
+        return answer
+    if epoch == leader_epoch:
+        return leader_epoch, log_end_offset
+    # Every epoch in (our latest, leader_epoch) is ours to end at the LEO; find our latest (usually 1 step).
+    for older in range(epoch - 1, -1, -1):
+        found = epoch_end_offset(older)
+        if found[0] >= 0:
+            return found[0], log_end_offset
+    return epoch, log_end_offset  # no epochs at all: nothing of ours can match the follower's tail
+
+
+# --- follower ----------------------------------------------------------------------------------------
+
+
+class FollowerState:
+    """A follower's fetch position against one leader epoch."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        leader_id: int,
+        leader_epoch: int,
+        log_end_offset: int,
+        latest_epoch: int,
+        high_watermark: int = 0,
+    ) -> None:
+        self.broker_id = broker_id
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.log_end_offset = log_end_offset
+        self.latest_epoch = latest_epoch
+        self.high_watermark = min(high_watermark, log_end_offset)
+
+    def next_fetch(self) -> tuple[int, int, int]:
+        """(fetch_offset, last_fetched_epoch, current_leader_epoch) for the next fetch request."""
+        return self.log_end_offset, self.latest_epoch, self.leader_epoch
+
+    def on_diverging(
+        self,
+        diverging_epoch: int,
+        diverging_end_offset: int,
+        local_end_offset_for_epoch: Callable[[int], tuple[int, int]],
+    ) -> TruncateTo:
+        """Where to truncate after the leader answered Diverging(diverging_epoch, diverging_end_offset).
+
+        Kafka's AbstractFetcherThread.getOffsetTruncationState. Our high watermark is no floor: the
+        leader's history is the truth, and after an unclean election it may lack records we had counted
+        as committed.
+        """
+        local_epoch, local_end = local_end_offset_for_epoch(diverging_epoch)
+        if local_epoch < 0 or local_end < 0:
+            # We have no epochs at or below it: the leader's end offset is the best bound we have.
+            return TruncateTo(min(diverging_end_offset, self.log_end_offset))
+        if local_epoch != diverging_epoch:
+            # We never had the leader's epoch; our records of the older epoch `local_epoch` end at
+            # local_end. Cut there and ask again with that epoch, as the leader may end it even earlier.
+            return TruncateTo(min(local_end, self.log_end_offset), complete=False)
+        # Both logs had this epoch; they agree up to wherever the shorter copy of it ends.
+        return TruncateTo(min(local_end, diverging_end_offset, self.log_end_offset))
+
+    def on_records_appended(self, new_log_end_offset: int, latest_epoch: int) -> None:
+        """The local log changed: appended records, or was truncated (then the LEO may go down)."""
+        self.log_end_offset = new_log_end_offset
+        self.latest_epoch = latest_epoch
+        # A truncation below the HW (possible after an unclean election) takes the HW with it; this is
+        # the only way it goes down.
+        self.high_watermark = min(self.high_watermark, new_log_end_offset)
+
+    def on_high_watermark(self, hw_from_leader: int) -> list[Action]:
+        """The leader's HW from a fetch response. Ours is capped by what we hold."""
+        hw = min(hw_from_leader, self.log_end_offset)
+        if hw <= self.high_watermark:
+            return []
+        self.high_watermark = hw
+        return [HighWatermarkAdvanced(hw)]

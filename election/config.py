@@ -1,0 +1,30 @@
+"""Timing and batching knobs of the controller quorum (all in virtual milliseconds)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumConfig:
+    # The proposal's failure detector: no word from the controller for 2 s means it is gone.
+    election_timeout_ms: int = 2000
+    # Drawn afresh from the node's rng for every timer, so that nodes rarely time out together.
+    election_jitter_ms: int = 500
+    # Step 1 window: how long to collect ElectionStates before evaluating (unless all arrived).
+    state_collection_ms: int = 200
+    # After voting, how long to wait for a BeginEpoch before trying again in a new epoch.
+    evaluation_timeout_ms: int = 1000
+    fetch_interval_ms: int = 50
+    fetch_max_records: int = 1000
+    # A controller re-sends BeginEpoch this often to voters that do not fetch, in case it was lost.
+    begin_epoch_resend_ms: int = 250
+
+    def __post_init__(self) -> None:
+        for name in self.__slots__:  # type: ignore[attr-defined]
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if self.fetch_interval_ms <= 0 or self.fetch_max_records <= 0:
+            raise ValueError("fetch_interval_ms and fetch_max_records must be > 0")
+        if self.fetch_interval_ms >= self.election_timeout_ms:
+            raise ValueError("fetch_interval_ms must be well below election_timeout_ms (fetches are heartbeats)")

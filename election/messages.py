@@ -1,0 +1,200 @@
+"""Messages between quorum voters, and the outputs a QuorumNode asks its driver to execute.
+
+Messages travel as plain lists (`to_wire()` / `from_wire()`) so that net/ can msgpack them without
+knowing these classes: `[tag, field, field, ...]`, fields in declaration order, tuples as lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from election.log import Entry
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionState:
+    """Step 1: "this is my state" (KRaft's RequestVote, minus the vote request)."""
+
+    TAG: ClassVar[str] = "es"
+    epoch: int
+    sender: int
+    last_log_epoch: int
+    log_end_offset: int
+    leaderships: int  # partitions the sender leads now; fewer wins a tie
+
+    def to_wire(self) -> list[Any]:
+        return [self.TAG, self.epoch, self.sender, self.last_log_epoch, self.log_end_offset, self.leaderships]
+
+    @classmethod
+    def from_wire(cls, w: list[Any]) -> ElectionState:
+        return cls(int(w[1]), int(w[2]), int(w[3]), int(w[4]), int(w[5]))
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """Step 2: the sender's vote for `choice`, the most up-to-date state it collected."""
+
+    TAG: ClassVar[str] = "ev"
+    epoch: int
+    sender: int
+    choice: int
+
+    def to_wire(self) -> list[Any]:
+        return [self.TAG, self.epoch, self.sender, self.choice]
+
+    @classmethod
+    def from_wire(cls, w: list[Any]) -> Evaluation:
+        return cls(int(w[1]), int(w[2]), int(w[3]))
+
+
+@dataclass(frozen=True, slots=True)
+class BeginEpoch:
+    """Step 3: `leader` is the controller of `epoch` (may be relayed by a follower that knows it)."""
+
+    TAG: ClassVar[str] = "be"
+    epoch: int
+    leader: int
+
+    def to_wire(self) -> list[Any]:
+        return [self.TAG, self.epoch, self.leader]
+
+    @classmethod
+    def from_wire(cls, w: list[Any]) -> BeginEpoch:
+        return cls(int(w[1]), int(w[2]))
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A follower pulls the metadata log; doubles as its heartbeat to the controller."""
+
+    TAG: ClassVar[str] = "fq"
+    epoch: int
+    sender: int
+    fetch_offset: int  # the follower's log end offset
+    last_fetched_epoch: int  # the epoch of the follower's record at fetch_offset - 1
+
+    def to_wire(self) -> list[Any]:
+        return [self.TAG, self.epoch, self.sender, self.fetch_offset, self.last_fetched_epoch]
+
+    @classmethod
+    def from_wire(cls, w: list[Any]) -> FetchRequest:
+        return cls(int(w[1]), int(w[2]), int(w[3]), int(w[4]))
+
+
+# FetchResponse.error values
+FENCED_EPOCH = "FENCED_EPOCH"  # the request's epoch is older than the responder's
+NOT_CONTROLLER = "NOT_CONTROLLER"  # the responder is not the controller of that epoch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    TAG: ClassVar[str] = "fr"
+    epoch: int
+    leader: int | None  # the controller of `epoch` as the responder knows it
+    sender: int  # the responder
+    records: tuple[Entry, ...]
+    high_watermark: int
+    diverging_epoch: int | None
+    diverging_end_offset: int | None
+    error: str | None
+    # Echo of the request. The network may duplicate and reorder, so a follower must be able to tell
+    # which of its log states a response answers; it applies a response only to that same state.
+    fetch_offset: int = -1
+    last_fetched_epoch: int = -1
+
+    def to_wire(self) -> list[Any]:
+        return [
+            self.TAG,
+            self.epoch,
+            self.leader,
+            self.sender,
+            [[o, e, r] for o, e, r in self.records],
+            self.high_watermark,
+            self.diverging_epoch,
+            self.diverging_end_offset,
+            self.error,
+            self.fetch_offset,
+            self.last_fetched_epoch,
+        ]
+
+    @classmethod
+    def from_wire(cls, w: list[Any]) -> FetchResponse:
+        return cls(
+            int(w[1]),
+            None if w[2] is None else int(w[2]),
+            int(w[3]),
+            tuple((int(o), int(e), r) for o, e, r in w[4]),
+            int(w[5]),
+            None if w[6] is None else int(w[6]),
+            None if w[7] is None else int(w[7]),
+            w[8],
+            int(w[9]),
+            int(w[10]),
+        )
+
+
+Message = ElectionState | Evaluation | BeginEpoch | FetchRequest | FetchResponse
+
+_BY_TAG: dict[str, Any] = {c.TAG: c for c in (ElectionState, Evaluation, BeginEpoch, FetchRequest, FetchResponse)}
+
+
+def from_wire(w: list[Any] | tuple[Any, ...]) -> Message:
+    """Decode any message from its list form; raises ValueError on an unknown or malformed one."""
+    if not w:
+        raise ValueError("empty quorum message")
+    tag = w[0]
+    if isinstance(tag, bytes):
+        tag = tag.decode()
+    cls = _BY_TAG.get(tag)
+    if cls is None:
+        raise ValueError(f"unknown quorum message tag {tag!r}")
+    try:
+        return cls.from_wire(list(w))
+    except (IndexError, TypeError, ValueError) as e:
+        raise ValueError(f"malformed {cls.__name__}: {e}") from None
+
+
+# --- outputs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    to: int
+    msg: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Persist:
+    """Durably save (epoch, voted_for) before executing any later output of the same list."""
+
+    epoch: int
+    voted_for: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BecameController:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BecameFollower:
+    epoch: int
+    leader: int | None  # None while an election runs or after a controller stepped down
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """Records below `high_watermark` are committed; apply the ones not applied yet."""
+
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class Truncated:
+    """The log was truncated to `offset` (always >= the high watermark): drop state derived from records >= it."""
+
+    offset: int
+
+
+Output = Send | Persist | BecameController | BecameFollower | Committed | Truncated
