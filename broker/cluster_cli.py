@@ -24,6 +24,7 @@ def _free_port_run(base: int, n: int) -> int:
     """`base` if base..base+n-1 are all free; a clear error otherwise."""
     for p in range(base, base + n):
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the broker binds: TIME_WAIT is fine
             try:
                 s.bind(("127.0.0.1", p))
             except OSError:

@@ -101,6 +101,14 @@ class ControllerService:
                     return
                 # Recompute under the lock: the image may have moved since tick() looked.
                 records = self._liveness_records(_now_ms())
+                for r in records:
+                    if r["type"] == "broker":
+                        if r["fenced"]:
+                            log.warning(
+                                "fencing broker %d: no metadata fetch for %d ms", r["id"], self.session_timeout_ms
+                            )
+                        else:
+                            log.info("registering broker %d (%s:%d)", r["id"], r["host"], r["port"])
                 if records:
                     await self.quorum.propose(records)
         except KafkaLiteError as e:
@@ -116,10 +124,8 @@ class ControllerService:
             alive = bid == self.broker_id or self._alive(bid, now, seen)
             b = self.image.brokers.get(bid)
             if alive and (b is None or b.fenced):
-                log.info("registering broker %d (%s:%d)", bid, host, port)
                 return records + self.logic.register_broker(bid, host, port)
             elif not alive and b is not None and not b.fenced:
-                log.warning("fencing broker %d: no metadata fetch for %d ms", bid, self.session_timeout_ms)
                 return records + self.logic.fence_broker(bid)
         return records
 
@@ -128,8 +134,9 @@ class ControllerService:
         if last is not None:
             return now - last < self.session_timeout_ms
         # Not fetched from us yet this epoch: give it a session timeout if it took part in the election
-        # that made us controller, else only a short grace (it was probably the controller that died).
-        grace = self.session_timeout_ms if bid in seen else min(500, self.session_timeout_ms)
+        # that made us controller. One that sent no state in the election is almost surely the controller
+        # that died: fence it at once (if it is alive after all, its next fetch registers it again).
+        grace = self.session_timeout_ms if bid in seen else 0
         return now - self._since_ms < grace
 
     # --- requests served by the active controller ----------------------------------------

@@ -153,7 +153,14 @@ class ReplicaManager:
                 else:
                     part.log.update_config(cfg)
                     part.min_insync_replicas = cfg.min_insync_replicas
+                # Tell the leader about fenced replicas before and after applying: an ISR commit must not
+                # re-admit a dead broker whose last fetch offset still looks caught up.
+                fenced = sorted(b.id for b in image.brokers.values() if b.fenced and b.id in st.replicas)
+                if fenced and part.leader_state is not None:
+                    part._handle(part.leader_state.remove_replicas(fenced))
                 change = part.apply_state(st, now)
+                if fenced and part.leader_state is not None:
+                    part._handle(part.leader_state.remove_replicas(fenced))
                 if change == "leader":
                     log.info("became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
                     self.on_unfollow(part)

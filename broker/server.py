@@ -111,8 +111,10 @@ class BrokerServer:
 
     def _on_committed(self, entries: list[tuple[int, int, dict[str, Any]]]) -> None:
         changed: set[str] = set()
+        brokers_changed = False
         for offset, _epoch, record in entries:
             self.image.apply(offset, record)
+            brokers_changed |= record.get("type") == "broker"
             name = record.get("topic") or (
                 record.get("name") if record.get("type") in ("topic", "remove_topic") else None
             )
@@ -120,6 +122,9 @@ class BrokerServer:
                 changed.add(name)
         if changed:
             self.replica_manager.apply_image(self.image, changed)
+        if brokers_changed:
+            # Leaders must not wait for, or re-admit into an ISR, a broker the controller fenced.
+            self.replica_manager.fence_replicas({b.id for b in self.image.brokers.values() if b.fenced})
 
     def _on_role(self, is_controller: bool, epoch: int, leader: int | None) -> None:
         self.controller.on_role(is_controller, epoch, leader)
