@@ -104,7 +104,8 @@ def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[lis
 
 
 class _PartitionState:
-    __slots__ = ("position", "fetch_position", "buffer", "paused", "high_watermark", "log_start_offset")
+    __slots__ = ("position", "fetch_position", "buffer", "paused", "high_watermark", "log_start_offset", "decoded",
+                 "decoded_at", "decoded_next")
 
     def __init__(self) -> None:
         self.position: int | None = None  # next offset to hand to the application
@@ -113,6 +114,15 @@ class _PartitionState:
         self.paused = False
         self.high_watermark = -1
         self.log_start_offset = -1
+        # One fetched chunk decoded but not yet all handed out (poll returns at most max.poll.records).
+        self.decoded: list[ConsumerRecord] = []
+        self.decoded_at = 0
+        self.decoded_next = 0
+
+    def clear(self) -> None:
+        self.buffer.clear()
+        self.decoded = []
+        self.decoded_at = 0
 
 
 class AsyncConsumer:
@@ -170,7 +180,7 @@ class AsyncConsumer:
             raise ValueError("offset must be >= 0")
         st = self._state(tp)
         st.position = st.fetch_position = offset
-        st.buffer.clear()
+        st.clear()
 
     async def seek_to_beginning(self, *tps: TopicPartition) -> None:
         await self._reset(tps or tuple(self._states), EARLIEST)
@@ -247,22 +257,22 @@ class AsyncConsumer:
     def _drain(self, max_records: int) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
         for tp, st in self._states.items():
-            while st.buffer and len(out) < max_records and not st.paused:
-                data, start = st.buffer[0]
-                if start != st.position:  # a seek happened since this was fetched
-                    st.buffer.popleft()
+            while len(out) < max_records and not st.paused:
+                if st.decoded_at < len(st.decoded):
+                    take = st.decoded[st.decoded_at : st.decoded_at + max_records - len(out)]
+                    st.decoded_at += len(take)
+                    out += take
+                    st.position = take[-1][2] + 1 if st.decoded_at < len(st.decoded) else st.decoded_next
                     continue
-                recs, nxt = decode_records(tp.topic, tp.partition, data, st.position)
-                room = max_records - len(out)
-                if len(recs) > room:
-                    # Keep the rest buffered: re-decode later from the new position.
-                    recs = recs[:room]
-                    st.position = recs[-1][2] + 1
-                    st.buffer[0] = (data, st.position)
-                else:
-                    st.buffer.popleft()
-                    st.position = nxt
-                out.extend(recs)
+                if not st.buffer:
+                    break
+                data, start = st.buffer.popleft()
+                if start != st.position:  # a seek happened since this was fetched
+                    continue
+                st.decoded, st.decoded_next = decode_records(tp.topic, tp.partition, data, st.position)
+                st.decoded_at = 0
+                if not st.decoded:
+                    st.position = st.decoded_next
             if len(out) >= max_records:
                 break
         return out
