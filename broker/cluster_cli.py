@@ -123,7 +123,37 @@ def up(brokers: int, base_port: int, data_dir: Path, overrides: tuple[str, ...])
     for bid in ids:
         if not _wait_port(state["brokers"][bid]["port"], 30):
             raise click.ClickException(f"broker {bid} did not start; see {data_dir}/broker-{bid}.log")
-    click.echo(",".join(f"127.0.0.1:{state['brokers'][b]['port']}" for b in ids))
+    bootstrap = ",".join(f"127.0.0.1:{state['brokers'][b]['port']}" for b in ids)
+    if not _wait_registered(bootstrap, brokers, 30):
+        raise click.ClickException(f"the brokers did not form a cluster within 30 s; see {data_dir}/broker-*.log")
+    click.echo(bootstrap)
+
+
+def _wait_registered(bootstrap: str, n: int, timeout: float) -> bool:
+    """Until a controller is elected and has registered all n brokers (topics need them for replicas)."""
+    import asyncio
+
+    from client.cluster import KafkaLiteClient
+    from net.errors import KafkaLiteError
+
+    async def check() -> bool:
+        client = KafkaLiteClient(bootstrap, "kl-cluster", request_timeout_ms=2000)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    md = await client.refresh_metadata([])
+                    if md.controller_id >= 0 and len(md.brokers) >= n:
+                        return True
+                except KafkaLiteError:
+                    pass
+                client.metadata.updated_at = 0
+                await asyncio.sleep(0.2)
+            return False
+        finally:
+            await client.close()
+
+    return asyncio.run(check())
 
 
 @main.command()

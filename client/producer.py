@@ -108,6 +108,7 @@ class AsyncProducer:
         self._unresolved_since: dict[str, float] = {}
         self._inflight: set[tuple[str, int]] = set()
         self._sequences: dict[tuple[str, int], int] = {}
+        self._failed_leader: dict[tuple[str, int], int | None] = {}
         self._producer_id = -1
         self._producer_epoch = -1
         self._errors: list[Exception] = []
@@ -390,6 +391,7 @@ class AsyncProducer:
         self._inflight.discard(tp)
         retriable = isinstance(err, KafkaLiteError) and err.retriable
         if retriable:
+            self._failed_leader[tp] = self.client.metadata.leader(*tp)
             self.client.invalidate(tp[0])
             self._retry_later(tp, batches, err)
         else:
@@ -420,6 +422,16 @@ class AsyncProducer:
             await self.client.refresh_metadata([topic])
         except KafkaLiteError as e:
             log.debug("metadata refresh failed: %s", e)
+            return
+        # A new leader is known: retry now rather than at the end of a backoff meant for the old one.
+        for tp, failed in list(self._failed_leader.items()):
+            leader = self.client.metadata.leader(*tp)
+            if tp[0] == topic and leader is not None and leader != failed:
+                del self._failed_leader[tp]
+                q = self.accumulator.queues.get(tp)
+                for b in list(q or ()):
+                    b.retry_at = 0.0
+                self._wakeup_threadsafe()
 
     def _fail_batches(self, batches: list[ProducerBatch], err: Exception) -> None:
         self.accumulator.release(batches)
