@@ -39,6 +39,7 @@ class DiskMetadataLog:
 
     def append(self, records: list[dict[str, Any]], epoch: int) -> int:
         info = self.log.append_as_leader(_batch(records), epoch)
+        self.log.flush()  # the quorum counts this record toward a majority: it must survive a power loss
         return info.last_offset
 
     def append_replicated(self, entries: list[tuple[int, int, dict[str, Any]]]) -> None:
@@ -51,6 +52,7 @@ class DiskMetadataLog:
             run.append(e)
         if run:
             self._append_run(run)
+        self.log.flush()
 
     def _append_run(self, run: list[tuple[int, int, dict[str, Any]]]) -> None:
         raw = bytearray(_batch([r for _, _, r in run]))
@@ -73,6 +75,7 @@ class DiskMetadataLog:
 
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)
+        self.log.flush()
 
     def read(self, from_offset: int, max_records: int) -> list[tuple[int, int, dict[str, Any]]]:
         out: list[tuple[int, int, dict[str, Any]]] = []
