@@ -284,39 +284,27 @@ class ReplicaManager:
             lg.log_start_offset,
             lg.log_end_offset,
         )
-        if isinstance(decision, Fenced):
-            return FetchResult(
-                int(ErrorCode.FENCED_LEADER_EPOCH),
-                p.high_watermark,
-                lg.log_start_offset,
-                message=f"leader epoch {spec.current_leader_epoch} < {p.leader_epoch}",
-            )
-        if isinstance(decision, UnknownEpoch):
-            return FetchResult(
-                int(ErrorCode.UNKNOWN_LEADER_EPOCH),
-                p.high_watermark,
-                lg.log_start_offset,
-                message=f"leader epoch {spec.current_leader_epoch} > {p.leader_epoch}",
-            )
+        hw, start, leo = p.high_watermark, lg.log_start_offset, lg.log_end_offset
         if isinstance(decision, Diverging):
             return FetchResult(
                 0,
-                p.high_watermark,
-                lg.log_start_offset,
-                b"",
-                None,
-                decision.epoch,
-                decision.end_offset,
-                lg.log_end_offset,
+                hw,
+                start,
+                diverging_epoch=decision.epoch,
+                diverging_end_offset=decision.end_offset,
+                log_end_offset=leo,
             )
-        if isinstance(decision, OutOfRange):
-            return FetchResult(
-                int(ErrorCode.OFFSET_OUT_OF_RANGE),
-                p.high_watermark,
-                lg.log_start_offset,
-                message=f"offset {spec.offset} not in [{lg.log_start_offset}, {lg.log_end_offset}]",
-                log_end_offset=lg.log_end_offset,
-            )
+        refusals = {
+            Fenced: (ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {spec.current_leader_epoch} < {p.leader_epoch}"),
+            UnknownEpoch: (
+                ErrorCode.UNKNOWN_LEADER_EPOCH,
+                f"leader epoch {spec.current_leader_epoch} > {p.leader_epoch}",
+            ),
+            OutOfRange: (ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {spec.offset} not in [{start}, {leo}]"),
+        }
+        refusal = refusals.get(type(decision))
+        if refusal is not None:
+            return FetchResult(int(refusal[0]), hw, start, message=refusal[1], log_end_offset=leo)
         p.on_follower_fetch(replica_id, spec.offset, now_ms())
         data = lg.read(spec.offset, spec.max_bytes)
         return FetchResult(0, p.high_watermark, lg.log_start_offset, data, log_end_offset=lg.log_end_offset)

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
@@ -158,3 +158,28 @@ def stop_child(proc: BaseProcess) -> None:
     if proc.is_alive():
         proc.kill()
         proc.join(5)
+
+
+def peer_main(name: str, doc: str | None, run: Callable[..., dict], run_latency: Callable[..., dict]) -> None:
+    """The command line shared by the peer modules: throughput, then latency, as JSON."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--num-records", type=int, default=200_000)
+    ap.add_argument("--record-size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--latency-rate", type=int, default=10_000)
+    ap.add_argument("--latency-seconds", type=float, default=5.0)
+    ap.add_argument("--skip-latency", action="store_true")
+    a = ap.parse_args()
+    report: dict[str, object] = {
+        "peer": name,
+        "num_records": a.num_records,
+        "record_size": a.record_size,
+        "partitions": a.partitions,
+        "throughput": run(a.num_records, a.record_size, a.partitions),
+    }
+    if not a.skip_latency:
+        report["latency"] = run_latency(a.latency_rate, a.latency_seconds, a.record_size)
+    print(json.dumps(report, indent=2))

@@ -6,10 +6,8 @@ Durability caveat: JetStream acks once the write reaches the OS; it fsyncs only 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing as mp
 import time
 from multiprocessing.synchronize import Event
@@ -25,6 +23,7 @@ from bench.peers._common import (
     free_port,
     latency_summary,
     need_binary,
+    peer_main,
     result,
     server,
     stamped,
@@ -197,24 +196,7 @@ def run_latency(rate: int = 10_000, seconds: float = 5.0, record_size: int = 100
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--num-records", type=int, default=200_000)
-    ap.add_argument("--record-size", type=int, default=100)
-    ap.add_argument("--partitions", type=int, default=1)
-    ap.add_argument("--latency-rate", type=int, default=10_000)
-    ap.add_argument("--latency-seconds", type=float, default=5.0)
-    ap.add_argument("--skip-latency", action="store_true")
-    a = ap.parse_args()
-    report: dict[str, object] = {
-        "peer": "nats_jetstream",
-        "num_records": a.num_records,
-        "record_size": a.record_size,
-        "partitions": a.partitions,
-        "throughput": run(a.num_records, a.record_size, a.partitions),
-    }
-    if not a.skip_latency:
-        report["latency"] = run_latency(a.latency_rate, a.latency_seconds, a.record_size)
-    print(json.dumps(report, indent=2))
+    peer_main("nats_jetstream", __doc__, run, run_latency)
 
 
 if __name__ == "__main__":

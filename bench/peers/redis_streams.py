@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing as mp
 import time
 from multiprocessing.synchronize import Event
@@ -16,6 +14,7 @@ from bench.peers._common import (
     free_port,
     latency_summary,
     need_binary,
+    peer_main,
     result,
     server,
     stamped,
@@ -152,24 +151,7 @@ def _paced_produce(port: int, key: str, rate: int, total: int, seconds: float, v
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--num-records", type=int, default=200_000)
-    ap.add_argument("--record-size", type=int, default=100)
-    ap.add_argument("--partitions", type=int, default=1)
-    ap.add_argument("--latency-rate", type=int, default=10_000)
-    ap.add_argument("--latency-seconds", type=float, default=5.0)
-    ap.add_argument("--skip-latency", action="store_true")
-    a = ap.parse_args()
-    report: dict[str, object] = {
-        "peer": "redis_streams",
-        "num_records": a.num_records,
-        "record_size": a.record_size,
-        "partitions": a.partitions,
-        "throughput": run(a.num_records, a.record_size, a.partitions),
-    }
-    if not a.skip_latency:
-        report["latency"] = run_latency(a.latency_rate, a.latency_seconds, a.record_size)
-    print(json.dumps(report, indent=2))
+    peer_main("redis_streams", __doc__, run, run_latency)
 
 
 if __name__ == "__main__":
