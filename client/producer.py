@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from time import time as _time
 from typing import Any, Callable
@@ -105,6 +106,7 @@ class AsyncProducer:
         self._sticky: dict[str, int] = {}
         self._sticky_seq = 0
         self._unresolved: dict[str, list[tuple]] = {}
+        self._stash_lock = threading.Lock()
         self._unresolved_since: dict[str, float] = {}
         self._inflight: set[tuple[str, int]] = set()
         self._sequences: dict[tuple[str, int], int] = {}
@@ -155,30 +157,23 @@ class AsyncProducer:
             key = self.key_serializer(key)
         ts = timestamp_ms if timestamp_ms is not None else int(_time() * 1000)
         if partition is None:
+            n = self._partition_counts.get(topic)
+            if n is None:
+                if self._stash(topic, value, key, headers, on_delivery, ts):
+                    return
+                n = self._partition_counts[topic]
             if key is None:
                 partition = self._sticky.get(topic)
                 if partition is None:
-                    partition = self._sticky_partition(topic, value, headers, on_delivery, ts)
-                    if partition is None:
-                        return
+                    partition = self._new_sticky(topic, n)
             else:
-                n = self._partition_counts.get(topic)
-                if n is None:
-                    self._stash(topic, value, key, headers, on_delivery, ts)
-                    return
                 partition = crc32c(key) % n
         if headers:
             headers = [[str(k), _to_bytes(v)] for k, v in headers]
         if self._append(topic, partition, ts, key, value, headers or None, on_delivery) and key is None:
             self._sticky.pop(topic, None)
 
-    def _sticky_partition(
-        self, topic: str, value: bytes | None, headers: Any, cb: DeliveryCallback | None, ts: int
-    ) -> int | None:
-        n = self._partition_counts.get(topic)
-        if n is None:
-            self._stash(topic, value, None, headers, cb, ts)
-            return None
+    def _new_sticky(self, topic: str, n: int) -> int:
         # KIP-480: stay on one partition until its batch closes, then move on.
         self._sticky_seq += 1
         p = self._sticky[topic] = self._sticky_seq % n
@@ -186,16 +181,34 @@ class AsyncProducer:
 
     def _stash(
         self, topic: str, value: bytes | None, key: bytes | None, headers: Any, cb: DeliveryCallback | None, ts: int
-    ) -> None:
-        if (
-            self._loop is not None
-            and len(self.accumulator.queues) > 0
-            and self.accumulator.buffered >= self.accumulator.buffer_memory
-        ):
-            raise KafkaLiteError("producer buffer is full")
-        self._unresolved.setdefault(topic, []).append((value, key, headers, cb, ts))
-        self._unresolved_since.setdefault(topic, time.monotonic())
+    ) -> bool:
+        """Hold a record until the topic's partition count is known. False if it became known meanwhile.
+
+        The lock orders this against `_publish_count` on the sender's thread, so records stashed before
+        the count was known are appended before any record sent after (per-partition order)."""
+        with self._stash_lock:
+            if topic in self._partition_counts:
+                return False
+            if self.accumulator.buffered >= self.accumulator.buffer_memory:
+                raise KafkaLiteError("producer buffer is full")
+            self._unresolved.setdefault(topic, []).append((value, key, headers, cb, ts))
+            self._unresolved_since.setdefault(topic, time.monotonic())
         self._wakeup_threadsafe()
+        return True
+
+    def _publish_count(self, topic: str, n: int) -> None:
+        with self._stash_lock:
+            pending = self._unresolved.pop(topic, [])
+            self._unresolved_since.pop(topic, None)
+            for value, key, headers, cb, ts in pending:
+                if key is not None:
+                    partition = crc32c(key) % n
+                else:
+                    partition = self._sticky.get(topic)
+                    if partition is None:
+                        partition = self._new_sticky(topic, n)
+                self.send(topic, value, key, partition, headers, cb, ts)
+            self._partition_counts[topic] = n
 
     def _wakeup_threadsafe(self) -> None:
         if self._loop is None or self._wake_pending:
@@ -254,14 +267,11 @@ class AsyncProducer:
         for topic in topics:
             n = self.client.metadata.partition_count(topic)
             if n:
-                self._partition_counts[topic] = n
-                pending = self._unresolved.pop(topic, [])
-                self._unresolved_since.pop(topic, None)
-                for value, key, headers, cb, ts in pending:
-                    self.send(topic, value, key, None, headers, cb, ts)
-            elif now - self._unresolved_since[topic] > self.max_block:
-                pending = self._unresolved.pop(topic, [])
-                self._unresolved_since.pop(topic, None)
+                self._publish_count(topic, n)
+            elif now - self._unresolved_since.get(topic, now) > self.max_block:
+                with self._stash_lock:
+                    pending = self._unresolved.pop(topic, [])
+                    self._unresolved_since.pop(topic, None)
                 err = UnknownTopicOrPartitionError(
                     f"topic {topic!r} not present in metadata after {int(self.max_block * 1000)} ms"
                 )
@@ -487,7 +497,8 @@ class AsyncProducer:
         n = self.client.metadata.partition_count(topic)
         if n is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        self._partition_counts[topic] = n
+        if topic not in self._partition_counts:
+            self._publish_count(topic, n)
         return list(range(n))
 
 

@@ -36,3 +36,36 @@ def test_parse_acks_and_bootstrap():
     assert parse_bootstrap("a:1, b:2") == [("a", 1), ("b", 2)]
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_bootstrap("nohost")
+
+
+def test_records_sent_while_metadata_arrives_keep_their_order():
+    """Regression: records stashed before the partition count was known were re-sent after newer ones."""
+    import threading
+    import time
+
+    from client.producer import AsyncProducer
+
+    p = AsyncProducer("127.0.0.1:1", linger_ms=0)  # never started: no I/O, just the send path
+    stop = threading.Event()
+
+    def publish_soon():
+        time.sleep(0.002)
+        p._publish_count("t", 4)
+        stop.set()
+
+    t = threading.Thread(target=publish_soon)
+    t.start()
+    i = 0
+    while not stop.is_set() or i < 20000:
+        p.send("t", str(i).encode(), key=f"k{i % 7}".encode())
+        i += 1
+    t.join()
+    assert not p._unresolved
+    seen: dict[bytes, int] = {}
+    for q in p.accumulator.queues.values():
+        for b in q:
+            for _, _, key, value, _ in b.records:
+                n = int(value)
+                assert n > seen.get(key, -1), f"record {n} of {key!r} appended after a later one"
+                seen[key] = n
+    assert len(seen) == 7
