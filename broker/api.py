@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from typing import TYPE_CHECKING, Any, Awaitable
 
 from broker.replica_manager import FetchSpec
@@ -72,6 +73,28 @@ class KafkaApis:
         }
 
     def handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
+        if api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
+            return self._timed(api_key, version, body, ctx)
+        return self._handle(api_key, version, body, ctx)
+
+    def _timed(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
+        metrics = self.server.metrics
+        hist = metrics.produce_latency if api_key == ApiKey.PRODUCE else metrics.fetch_latency
+        t0 = time.monotonic()
+        result = self._handle(api_key, version, body, ctx)
+        if result is None or isinstance(result, dict):
+            hist.observe(time.monotonic() - t0)
+            return result
+
+        async def waited() -> Any:
+            try:
+                return await result
+            finally:
+                hist.observe(time.monotonic() - t0)
+
+        return waited()
+
+    def _handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
         handler = self._handlers.get(api_key)  # type: ignore[call-overload]
         if handler is None:
             return error_body(ErrorCode.UNSUPPORTED_VERSION, f"unknown api key {api_key}")
@@ -274,6 +297,7 @@ class KafkaApis:
                     else:
                         merged[str(k)] = str(v)
                 overrides = self._validate_configs(merged)
+                self.controller.check_active()
                 if not validate_only:
                     await self.controller.set_configs(name, overrides)
                 results.append([name, 0, None])

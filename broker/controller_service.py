@@ -39,13 +39,14 @@ class ControllerService:
         addresses: dict[int, tuple[str, int]],
         session_timeout_ms: int,
         cluster_id: str,
+        unclean_default: bool = False,
     ) -> None:
         self.broker_id = broker_id
         self.image = image
         self.quorum = quorum
         self.addresses = addresses
         self.session_timeout_ms = session_timeout_ms
-        self.logic = ControllerLogic(image)
+        self.logic = ControllerLogic(image, unclean_default)
         self.cluster_id = cluster_id
         self.active = False
         self.epoch = -1
@@ -123,7 +124,7 @@ class ControllerService:
         for bid, (host, port) in sorted(self.addresses.items()):
             alive = bid == self.broker_id or self._alive(bid, now, seen)
             b = self.image.brokers.get(bid)
-            if alive and (b is None or b.fenced):
+            if alive and (b is None or b.fenced or (b.host, b.port) != (host, port)):
                 return records + self.logic.register_broker(bid, host, port)
             elif not alive and b is not None and not b.fenced:
                 return records + self.logic.fence_broker(bid)

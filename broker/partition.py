@@ -61,6 +61,7 @@ class Partition:
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self.producer_state = ProducerStateManager()
         self._rebuild_producer_state()
+        self.appended_records = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -175,6 +176,7 @@ class Partition:
                     offsets[i] = base
                     self.producer_state.update(h, base)
                     base += h.last_offset_delta + 1
+            self.appended_records += sum(h.record_count for _, h in keep)
             self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
             self.wake()  # followers long-polling for new data
         return offsets  # type: ignore[return-value]
@@ -232,6 +234,10 @@ class Partition:
     def append_as_follower(self, records: bytes, leader_hw: int) -> None:
         if records:
             self.log.append_as_follower(records)
+            # Followers track producers too, so a retry after this replica becomes leader is still a duplicate.
+            for _, h in batch_fmt.iter_batches(records):
+                if h.producer_id >= 0:
+                    self.producer_state.update(h, h.base_offset)
         fs = self.follower_state
         if fs is not None:
             fs.on_records_appended(self.log.log_end_offset, max(self.log.latest_epoch, -1))
@@ -243,6 +249,9 @@ class Partition:
 
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)
+        # Batches above the cut are gone: a retry of one must be appended again, not answered as a duplicate.
+        self.producer_state = ProducerStateManager()
+        self._rebuild_producer_state()
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         if self.follower_state is not None:
             self.follower_state.on_records_appended(self.log.log_end_offset, max(self.log.latest_epoch, -1))

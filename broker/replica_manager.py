@@ -220,6 +220,8 @@ class ReplicaManager:
                     pending[tp] = p.log.log_end_offset - 1
                 if self.metrics is not None:
                     self.metrics.produce_bytes.inc(len(records))
+                    self.metrics.produce_messages.inc(p.appended_records)
+                p.appended_records = 0
             except Exception as e:
                 if isinstance(e, KafkaStorageError):
                     log.error("KAFKA_STORAGE_ERROR appending to %s-%d: %s", tp[0], tp[1], e)

@@ -128,7 +128,11 @@ class BrokerServer:
 
     def _on_role(self, is_controller: bool, epoch: int, leader: int | None) -> None:
         self.controller.on_role(is_controller, epoch, leader)
-        self.metrics.elections.inc()
+        started = self.quorum.election_started_ms if self.quorum is not None else None
+        if leader is not None and started is not None:
+            self.metrics.elections.inc()
+            self.metrics.election_seconds.observe((time.monotonic() * 1000 - started) / 1000)
+            self.quorum.election_started_ms = None
 
     def _offline_partitions(self) -> float:
         return float(sum(1 for t in self.image.topics.values() for p in t.partitions.values() if p.leader < 0))

@@ -156,7 +156,7 @@ class QuorumDriver:
                 # Must be durable before anything after it goes out: a small fsync, on purpose inline.
                 write_state(self.state_path, o.epoch, o.voted_for)
                 if self.election_started_ms is None:
-                    self.election_started_ms = _now_ms()
+                    self.election_started_ms = _now_ms()  # the first Persist of an election: it starts now
             elif isinstance(o, Committed):
                 self._apply(o.high_watermark)
             elif isinstance(o, BecameController):
