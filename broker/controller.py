@@ -262,7 +262,10 @@ class ControllerLogic:
         if leader_id not in isr or any(r not in p.replicas for r in isr):
             raise AlterPartitionError(f"{topic}-{partition}: invalid ISR {isr}")
         live = set(self.image.live_brokers())
-        isr = [r for r in isr if r in live or r == leader_id]  # never add a fenced broker back
+        fenced = [r for r in isr if r not in live and r != leader_id]
+        if fenced:
+            # Rejected rather than filtered: a silently shrunk ISR would be re-proposed forever.
+            raise AlterPartitionError(f"{topic}-{partition}: brokers {fenced} are fenced; retry once registered")
         new = PartitionState(p.partition, p.leader, p.leader_epoch, p.replicas, isr, p.partition_epoch + 1)
         return [partition_record(topic, new)]
 

@@ -188,7 +188,7 @@ class BrokerServer:
                     raise error_for(resp["error_code"], resp.get("error_message", ""))
             grew = len(isr) > len(p.isr)
             (self.metrics.isr_expands if grew else self.metrics.isr_shrinks).inc()
-            log.info("%s-%d: ISR change to %s committed", p.topic, p.partition, isr)
+            log.info("%s-%d: ISR change to %s committed", p.topic, p.partition, p.isr)
         except KafkaLiteError as e:
             log.warning("%s-%d: ISR change to %s not committed: %s", p.topic, p.partition, isr, e)
             if p.leader_state is not None:

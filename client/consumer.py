@@ -23,6 +23,7 @@ log = logging.getLogger("kafkalite.consumer")
 
 EARLIEST = -2
 LATEST = -1
+ASSIGN_METADATA_WAIT_S = 2.0
 
 
 class TopicPartition(NamedTuple):
@@ -104,8 +105,17 @@ def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[lis
 
 
 class _PartitionState:
-    __slots__ = ("position", "fetch_position", "buffer", "paused", "high_watermark", "log_start_offset", "decoded",
-                 "decoded_at", "decoded_next")
+    __slots__ = (
+        "position",
+        "fetch_position",
+        "buffer",
+        "paused",
+        "high_watermark",
+        "log_start_offset",
+        "decoded",
+        "decoded_at",
+        "decoded_next",
+    )
 
     def __init__(self) -> None:
         self.position: int | None = None  # next offset to hand to the application
@@ -161,9 +171,22 @@ class AsyncConsumer:
 
     async def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         tps = [TopicPartition(*tp) for tp in partitions]
-        await self.client.refresh_metadata({tp.topic for tp in tps})
+        # A broker's metadata can trail the controller's for a moment after a topic is created: retry briefly
+        # before calling the topic unknown.
+        deadline = time.monotonic() + ASSIGN_METADATA_WAIT_S
         for tp in tps:
-            await self.client.leader_for(tp.topic, tp.partition)  # raises for unknown topics/partitions
+            while True:
+                try:
+                    await self.client.leader_for(tp.topic, tp.partition)
+                    break
+                except KafkaLiteError as e:
+                    if not e.retriable or time.monotonic() >= deadline:
+                        if e.code == ErrorCode.LEADER_NOT_AVAILABLE:
+                            break  # assigned anyway: fetching starts when a leader appears
+                        raise
+                    self.client.metadata.updated_at = 0
+                    await asyncio.sleep(self.client.retry_backoff)
+                    await self.client.refresh_metadata({tp.topic})
         self._states = {tp: self._states.get(tp) or _PartitionState() for tp in tps}
 
     def assignment(self) -> set[TopicPartition]:

@@ -94,7 +94,13 @@ class BrokerConnection:
         try:
             return await asyncio.wait_for(fut, timeout)
         except TimeoutError:
-            raise NetworkError(f"request to {self.address} timed out after {timeout}s") from None
+            # As Kafka does: a broker that does not answer in time is treated as gone, so the next request
+            # (a metadata refresh, say) goes to another broker instead of queueing behind this one.
+            err = NetworkError(f"request to {self.address} timed out after {timeout}s")
+            if self._proto is not None and self._proto.transport is not None:
+                self._proto.transport.abort()
+            self._fail(err)
+            raise err from None
 
     async def drain(self) -> None:
         if self._proto is not None:

@@ -1,0 +1,43 @@
+"""Fixtures for the real-process cluster tests (tests/integration/test_cluster*.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.cluster_harness import ClusterHarness
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+@pytest.fixture
+def cluster_factory(tmp_path, request):
+    """cluster_factory(n=3, overrides=[...]) -> a started ClusterHarness; killed and cleaned up after the
+    test, with every broker's log attached to the report when the test failed."""
+    made: list[ClusterHarness] = []
+
+    def make(n: int = 3, overrides: list[str] | None = None, start: bool = True) -> ClusterHarness:
+        h = ClusterHarness(tmp_path / f"cluster-{len(made) + 1}", n, overrides)
+        made.append(h)
+        if start:
+            h.start()
+        return h
+
+    yield make
+    failed = any(
+        getattr(request.node, f"rep_{w}", None) is not None and getattr(request.node, f"rep_{w}").failed
+        for w in ("setup", "call")
+    )
+    for h in made:
+        if failed:
+            print(h.dump_logs())
+        h.cleanup()
+
+
+@pytest.fixture
+def cluster(cluster_factory) -> ClusterHarness:
+    return cluster_factory()

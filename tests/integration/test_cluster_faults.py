@@ -1,0 +1,411 @@
+"""Three real brokers, real faults (SIGKILL, SIGTERM, SIGSTOP/SIGCONT), and one checker:
+every acknowledged record survives at its offset, per-partition order holds, and the replicas'
+own segment files agree below the high watermark. The proposal's test matrix ("Testing")."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from client.consumer import TopicPartition
+from client.producer import ProduceError
+from client.sync import Consumer, Producer
+from net.errors import KafkaLiteError
+from tests.integration.cluster_harness import (
+    LoadConsumer,
+    LoadProducer,
+    check_consumer_saw,
+    full_check,
+    read_back,
+    wait_consumer_reached,
+    wait_until,
+)
+
+pytestmark = pytest.mark.timeout(150)
+
+TOPIC = "events"
+RF3_MIN2 = {"min.insync.replicas": "2"}
+
+
+def _leaders(cluster, topic=TOPIC) -> dict[int, int]:
+    return {p.partition: p.leader for p in cluster.describe(topic)}
+
+
+def _run_2p2c(cluster, partitions: int, fault, settle: float = 1.5):
+    """Two producers and two consumers (each assigned half the partitions) around `fault(producers)`."""
+    cluster.create_topic(TOPIC, partitions, 3, RF3_MIN2)
+    bs = cluster.bootstrap()
+    halves = [list(range(0, partitions, 2)), list(range(1, partitions, 2))]
+    consumers = [LoadConsumer(bs, TOPIC, halves[i], f"C{i}").start() for i in range(2)]
+    producers = [LoadProducer(bs, TOPIC, f"P{i}").start() for i in range(2)]
+    for p in producers:
+        p.wait_acked(100, 20)
+    time.sleep(settle)
+    fault(producers)
+    time.sleep(settle)
+    stats = [p.stop() for p in producers]
+    for s in stats:
+        assert s.flush_error is None, f"{s.name}: {s.flush_error}"
+        assert not s.failed, f"{s.name}: {len(s.failed)} failed, first {s.failed[0]}"
+    full_check(cluster, TOPIC, partitions, stats, min_acked=400)
+    hws = cluster.high_watermarks(TOPIC, partitions)
+    for c, half in zip(consumers, halves):
+        wait_consumer_reached(c, hws, half)
+        c.stop()
+        check_consumer_saw(c, stats, half)
+    return stats
+
+
+def test_1_producer_1_consumer_3_brokers(cluster):
+    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
+    consumer = LoadConsumer(cluster.bootstrap(), TOPIC, [0, 1, 2], "C0").start()
+    producer = LoadProducer(cluster.bootstrap(), TOPIC, "P0").start()
+    time.sleep(3)
+    stats = producer.stop()
+    assert stats.flush_error is None and not stats.failed
+    full_check(cluster, TOPIC, 3, [stats], min_acked=500)
+    hws = cluster.high_watermarks(TOPIC, 3)
+    wait_consumer_reached(consumer, hws, [0, 1, 2])
+    consumer.stop()
+    check_consumer_saw(consumer, [stats], [0, 1, 2])
+
+
+def test_2_producers_2_consumers_3_brokers(cluster):
+    _run_2p2c(cluster, 4, lambda producers: time.sleep(2))
+
+
+def test_follower_sigkill_then_rejoins_isr(cluster):
+    # Two partitions: leaders are brokers 1 and 2, so broker 3 only follows.
+    cluster.create_topic(TOPIC, 2, 3, RF3_MIN2)
+    leaders = _leaders(cluster)
+    follower = ({1, 2, 3} - set(leaders.values())).pop()
+    bs = cluster.bootstrap()
+    consumers = [LoadConsumer(bs, TOPIC, [i], f"C{i}").start() for i in range(2)]
+    producers = [LoadProducer(bs, TOPIC, f"P{i}").start() for i in range(2)]
+    for p in producers:
+        p.wait_acked(100, 20)
+    cluster.kill(follower, signal.SIGKILL)
+    # The others keep working: acks continue and the follower leaves every ISR.
+    wait_until(
+        lambda: all(follower not in p.isr for p in cluster.describe(TOPIC)), 15, f"broker {follower} out of the ISRs"
+    )
+    before = [p.acked_count() for p in producers]
+    for p, n in zip(producers, before):
+        p.wait_acked(n + 200, 15)
+    assert _leaders(cluster) == leaders, "killing a follower moved leaderships"
+    cluster.restart(follower)
+    parts = cluster.wait_isr_contains(TOPIC, follower, 40)
+    assert all(sorted(p.isr) == [1, 2, 3] for p in parts)
+    time.sleep(1)
+    stats = [p.stop() for p in producers]
+    for s in stats:
+        assert s.flush_error is None and not s.failed, (s.flush_error, s.failed[:3])
+    full_check(cluster, TOPIC, 2, stats, min_acked=800)
+    hws = cluster.high_watermarks(TOPIC, 2)
+    for i, c in enumerate(consumers):
+        wait_consumer_reached(c, hws, [i])
+        c.stop()
+        check_consumer_saw(c, stats, [i])
+
+
+def test_leader_sigkill_reelects_and_production_continues(cluster):
+    def fault(producers):
+        leaders = _leaders(cluster)
+        victim = leaders[0]
+        cluster.kill(victim, signal.SIGKILL)
+        t0 = time.monotonic()
+        parts = wait_until(
+            lambda: (ps := cluster.describe(TOPIC)) and all(p.leader > 0 and p.leader != victim for p in ps) and ps,
+            15,
+            "new leaders for the dead broker's partitions",
+        )
+        elected = time.monotonic() - t0
+        for p in parts:
+            if leaders[p.partition] == victim:
+                assert p.leader_epoch >= 1 and p.leader in (1, 2, 3) and victim not in p.isr
+        # Production continues with the new leader within a few seconds.
+        counts = [p.acked_count() for p in producers]
+        for p, n in zip(producers, counts):
+            p.wait_acked(n + 100, 10)
+
+        def acked_on_p0_after(n0: int) -> bool:
+            return any(part == 0 for pr in producers for part, _, _ in pr.stats.acked[n0:])
+
+        wait_until(lambda: all(acked_on_p0_after(n) for n in counts[:1]), 10, "acks on partition 0 after the failover")
+        assert elected < 10, f"re-election took {elected:.1f}s"
+        cluster.restart(victim)
+        cluster.wait_isr_contains(TOPIC, victim, 40)
+
+    _run_2p2c(cluster, 4, fault)
+
+
+def test_all_brokers_killed_clear_errors_then_recovery(cluster):
+    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
+    bs = cluster.bootstrap()
+    load = LoadProducer(bs, TOPIC, "P0").start()
+    load.wait_acked(300, 20)
+    quick = Producer(bs, acks="all", delivery_timeout_ms=3000, request_timeout_ms=2000, retry_backoff_ms=50)
+    consumer = Consumer(bs, auto_offset_reset="earliest", request_timeout_ms=2000, fetch_max_wait_ms=200)
+    consumer.assign([TopicPartition(TOPIC, p) for p in range(3)])
+    consumer.poll(1000)
+    try:
+        for b in cluster.brokers.values():
+            b.kill(signal.SIGKILL)
+        # Producer: a clear error within its delivery timeout, no hang.
+        errors = []
+        for i in range(20):
+            quick.send(TOPIC, f"doomed-{i}".encode(), on_delivery=lambda e, md: errors.append(e))
+        t0 = time.monotonic()
+        with pytest.raises(ProduceError) as exc:
+            quick.flush(30)
+        took = time.monotonic() - t0
+        assert took < 10, f"flush took {took:.1f}s with delivery.timeout.ms=3000"
+        assert "20 records failed" in str(exc.value), str(exc.value)
+        assert len(errors) == 20 and all(e is not None for e in errors)
+        # Consumer: after handing out what it had already fetched, polls return nothing (or raise a
+        # KafkaLiteError), each within its timeout: no hang.
+        empty = 0
+        for _ in range(30):
+            t0 = time.monotonic()
+            try:
+                got = consumer.poll(1000)
+            except KafkaLiteError:
+                got = []
+            assert time.monotonic() - t0 < 5, "consumer poll hung with every broker down"
+            empty = empty + 1 if not got else 0
+            if empty == 3:
+                break
+        assert empty == 3, "consumer kept returning records with every broker down"
+    finally:
+        quick.close(5)
+        consumer.close(5)
+    # Restart: service resumes and nothing acknowledged is lost.
+    for b in cluster.brokers.values():
+        b.start(wait=False)
+    for b in cluster.brokers.values():
+        b.wait_listening()
+    cluster.wait_full_isr(TOPIC, 3)
+    n = load.acked_count()
+    load.wait_acked(n + 300, 30)
+    stats = load.stop()
+    assert stats.flush_error is None and not stats.failed, (stats.flush_error, stats.failed[:3])
+    full_check(cluster, TOPIC, 3, [stats], min_acked=600)
+
+
+def test_leader_paused_past_failure_timeout_steps_down_and_truncates(cluster):
+    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
+    bs = cluster.bootstrap()
+    producers = [LoadProducer(bs, TOPIC, f"P{i}").start() for i in range(2)]
+    for p in producers:
+        p.wait_acked(200, 20)
+    leaders = _leaders(cluster)
+    victim = leaders[0]
+    others = [i for i in cluster.brokers if i != victim]
+    cluster[victim].pause()
+    try:
+        parts = wait_until(
+            lambda: (ps := cluster.describe(TOPIC, others)) and all(p.leader in others for p in ps) and ps,
+            15,
+            "leaderships moved off the paused broker",
+        )
+        epochs = {p.partition: p.leader_epoch for p in parts}
+        counts = [p.acked_count() for p in producers]
+        for p, n in zip(producers, counts):
+            p.wait_acked(n + 100, 15)
+        time.sleep(1)
+    finally:
+        cluster[victim].resume()
+    # Back: it must follow the new leaders (not lead with its stale epoch) and rejoin the ISRs.
+    # (Asked of the others: the resumed broker answers from its own image, which may still be stale.)
+    parts = cluster.wait_isr_contains(TOPIC, victim, 40, ids=others)
+    for p in parts:
+        if leaders[p.partition] == victim:
+            assert p.leader != victim or p.leader_epoch > epochs[p.partition]
+    time.sleep(1)
+    stats = [p.stop() for p in producers]
+    for s in stats:
+        assert s.flush_error is None and not s.failed, (s.flush_error, s.failed[:3])
+    logged = full_check(cluster, TOPIC, 3, stats, min_acked=600)
+    # The old leader's log was truncated to match the new leader's: identical, offset by offset,
+    # including the leader epoch that wrote each batch (no leftover tail from its deposed epoch).
+    for p in range(3):
+        new_leader = next(x.leader for x in cluster.describe(TOPIC) if x.partition == p)
+        mine = cluster[victim].read_partition(TOPIC, p)
+        theirs = cluster[new_leader].read_partition(TOPIC, p)
+        hw = (logged[p][-1].offset + 1) if logged[p] else 0
+        assert {o: v for o, v in mine.items() if o < hw} == {o: v for o, v in theirs.items() if o < hw}
+        stale = {o: v for o, v in mine.items() if o >= hw and theirs.get(o) != v}
+        assert not stale, f"broker {victim} kept records of {TOPIC}-{p} its new leader lacks: {list(stale)[:5]}"
+
+
+def test_rolling_restart_under_load(cluster):
+    def fault(producers):
+        for bid in (1, 2, 3):
+            assert cluster.stop(bid) == 0, f"broker {bid} did not shut down cleanly"
+            assert "shut down cleanly" in cluster[bid].logs()
+            cluster[bid].start()
+            cluster.wait_isr_contains(TOPIC, bid, 40)
+            n = [p.acked_count() for p in producers]
+            for p, k in zip(producers, n):
+                p.wait_acked(k + 50, 15)
+
+    _run_2p2c(cluster, 3, fault, settle=1.0)
+
+
+def test_min_insync_replicas_rejects_acks_all_and_nothing_becomes_visible(cluster):
+    """min.insync.replicas=3 with one replica down: acks=all gets NOT_ENOUGH_REPLICAS, nothing of it is
+    ever readable (not even after the replica returns); acks=1 still works."""
+    cluster.create_topic(TOPIC, 2, 3, {"min.insync.replicas": "3"})
+    follower = ({1, 2, 3} - set(_leaders(cluster).values())).pop()
+    cluster.kill(follower)
+    wait_until(lambda: all(len(p.isr) == 2 for p in cluster.describe(TOPIC)), 15, "ISRs shrunk to 2")
+    bs = cluster.bootstrap()
+    with Producer(bs, acks="all", delivery_timeout_ms=3000, request_timeout_ms=2000, retry_backoff_ms=100) as p:
+        for i in range(20):
+            p.send(TOPIC, f"all-{i}".encode(), partition=i % 2)
+        with pytest.raises(ProduceError) as exc:
+            p.flush(20)
+        assert "min.insync.replicas" in str(exc.value) or "delivery.timeout.ms" in str(exc.value), str(exc.value)
+    acked1 = []
+    with Producer(bs, acks="1", delivery_timeout_ms=10000) as p:
+        for i in range(20):
+            p.send(TOPIC, f"one-{i}".encode(), partition=i % 2, on_delivery=lambda e, md: e or acked1.append(md))
+        p.flush(15)
+    assert len(acked1) == 20
+    cluster.restart(follower)
+    cluster.wait_full_isr(TOPIC, 2)
+    values = [r.value for recs in read_back(cluster.bootstrap(), TOPIC, 2).values() for r in recs]
+    assert not [v for v in values if v.startswith(b"all-")], "a record rejected with NOT_ENOUGH_REPLICAS is readable"
+    assert sorted(v for v in values if v.startswith(b"one-")) == sorted(f"one-{i}".encode() for i in range(20))
+
+
+def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster):
+    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
+    leaders = _leaders(cluster)
+    survivor = leaders[0]
+    mine = [p for p, leader in leaders.items() if leader == survivor]
+    with Producer(cluster.bootstrap(), acks="all") as p:
+        for i in range(30):
+            p.send(TOPIC, f"before-{i}".encode(), partition=i % 3)
+        p.flush(20)
+    for bid in cluster.brokers:
+        if bid != survivor:
+            cluster.kill(bid)
+    bs = cluster.bootstrap([survivor])
+    with Producer(bs, acks="all", delivery_timeout_ms=3000, request_timeout_ms=1500, retry_backoff_ms=100) as p:
+        t0 = time.monotonic()
+        for i in range(10):
+            p.send(TOPIC, f"all-{i}".encode(), partition=mine[i % len(mine)])
+        with pytest.raises(ProduceError) as exc:
+            p.flush(20)
+        assert time.monotonic() - t0 < 12
+        msg = str(exc.value)
+        assert any(
+            s in msg for s in ("NOT_ENOUGH_REPLICAS", "min.insync.replicas", "not replicated", "timed out", "expired")
+        ), msg
+    acked1 = []
+    with Producer(bs, acks="1", delivery_timeout_ms=10000) as p:
+        for i in range(10):
+            p.send(
+                TOPIC,
+                f"one-{i}".encode(),
+                partition=mine[i % len(mine)],
+                on_delivery=lambda e, md: e or acked1.append(md),
+            )
+        p.flush(15)
+    assert len(acked1) == 10, "acks=1 to a live leader failed"
+    # Nothing of the failed acks=all produce is visible to consumers.
+    with Consumer(bs, auto_offset_reset="earliest", request_timeout_ms=3000) as c:
+        c.assign([TopicPartition(TOPIC, p) for p in mine])
+        seen = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            seen += c.poll(300)
+    assert not [r for r in seen if r.value.startswith(b"all-")], "records of a failed acks=all produce are readable"
+    assert len([r for r in seen if r.value.startswith(b"before-")]) == 10 * len(mine)
+
+
+def test_metrics_under_replicated_while_follower_down(cluster):
+    cluster.create_topic(TOPIC, 2, 3, RF3_MIN2)
+    leaders = _leaders(cluster)
+    follower = ({1, 2, 3} - set(leaders.values())).pop()
+    leader = leaders[0]
+
+    def gauge(text: str) -> float:
+        for line in text.splitlines():
+            if line.startswith("kafkalite_under_replicated_partitions{"):
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError("kafkalite_under_replicated_partitions missing:\n" + text[:2000])
+
+    assert gauge(cluster[leader].metrics()) == 0
+    cluster.kill(follower)
+    wait_until(lambda: gauge(cluster[leader].metrics()) > 0, 15, "under-replicated partitions > 0 on the leader")
+    text = cluster[leader].metrics()
+    assert "# TYPE kafkalite_under_replicated_partitions gauge" in text
+    cluster.restart(follower)
+    cluster.wait_isr_contains(TOPIC, follower, 40)
+    wait_until(lambda: gauge(cluster[leader].metrics()) == 0, 15, "under-replicated back to 0")
+
+
+def _produce_raw(address: str, topic: str, partition: int, blob: bytes) -> list:
+    """One Produce request (acks=all) with exactly these batch bytes, as a producer's retry sends them."""
+    import asyncio
+
+    from net.connection import BrokerConnection
+    from net.protocol import ApiKey
+
+    async def go() -> list:
+        host, port = address.rsplit(":", 1)
+        conn = BrokerConnection(host, int(port), "raw-test")
+        await conn.connect(5)
+        try:
+            body = {"acks": -1, "timeout_ms": 5000, "topics": [[topic, [[partition, blob]]]]}
+            resp = await conn.request(ApiKey.PRODUCE, body, timeout=10)
+        finally:
+            conn.close()
+        return resp["topics"][0][1][0]
+
+    return asyncio.run(go())
+
+
+def test_idempotent_retry_to_new_leader_is_not_appended_twice(cluster):
+    """An idempotent producer's batch is replicated to the whole ISR, the leader dies before its answer
+    arrives, and the producer retries the same batch (same producer id and sequence) to the new leader.
+    The new leader holds that batch (it was committed), so it must answer with the original offset and
+    not append it again: that is the whole point of idempotence across a failover."""
+    import secrets
+
+    from net import batch as batch_fmt
+
+    cluster.create_topic(TOPIC, 1, 3, RF3_MIN2)
+    old_leader = _leaders(cluster)[0]
+    pid = secrets.randbits(62)
+    ts = int(time.time() * 1000)
+    first = batch_fmt.build([[i, 0, None, f"P9-{i}".encode(), None] for i in range(3)], ts, ts, 0, pid, 0, 0)
+    row = _produce_raw(cluster[old_leader].address, TOPIC, 0, first)
+    assert row[1] == 0 and row[2] == 0, row  # no error, base offset 0, and acks=all: every ISR member has it
+    cluster.kill(old_leader)
+    others = [i for i in cluster.brokers if i != old_leader]
+    new_leader = wait_until(
+        lambda: (ls := _leaders_via(cluster, others)) and ls[0] in others and ls[0], 15, "a new leader for partition 0"
+    )
+    row = wait_until(
+        lambda: (r := _produce_raw(cluster[new_leader].address, TOPIC, 0, first)) and r[1] == 0 and r,
+        10,
+        "the retry accepted by the new leader",
+    )
+    # A second, new batch of the same producer follows the retry.
+    second = batch_fmt.build([[i, 0, None, f"P9-{3 + i}".encode(), None] for i in range(2)], ts, ts, 0, pid, 0, 3)
+    row2 = _produce_raw(cluster[new_leader].address, TOPIC, 0, second)
+    logged = read_back(cluster.bootstrap(others), TOPIC, 1)[0]
+    values = [r.value for r in logged]
+    assert values == [f"P9-{i}".encode() for i in range(5)], (
+        f"retry answered {row} (second batch {row2}); log of the new leader {new_leader}: {values}"
+    )
+    assert row[2] == 0, f"the retried batch was answered with offset {row[2]}, not its original offset 0"
+
+
+def _leaders_via(cluster, ids) -> dict[int, int]:
+    return {p.partition: p.leader for p in cluster.describe(TOPIC, ids)}
