@@ -125,6 +125,8 @@ class ControllerLogic:
     def __init__(self, image: MetadataImage, unclean_default: bool = False) -> None:
         self.image = image
         self.unclean_default = unclean_default
+        # (topic, partition, new leader, lost ISR): reported by the driver, which may log (this class may not).
+        self.unclean_elections: list[tuple[str, int, int, list[int]]] = []
 
     # --- topics --------------------------------------------------------------
 
@@ -242,7 +244,10 @@ class ControllerLogic:
                 return None
         leader = min(candidates, key=lambda r: (self.image.leaderships(r), r))
         isr = [leader] if unclean else [r for r in p.isr if r not in exclude]
-        return PartitionState(p.partition, leader, p.leader_epoch + 1, p.replicas, isr, p.partition_epoch + 1)
+        new = PartitionState(p.partition, leader, p.leader_epoch + 1, p.replicas, isr, p.partition_epoch + 1)
+        if unclean:
+            self.unclean_elections.append((t.name, p.partition, leader, list(p.isr)))
+        return new
 
     # --- ISR changes from partition leaders -------------------------------------
 

@@ -84,14 +84,27 @@ class ControllerService:
         async with self._lock:
             self.check_active()
             records = compute(self.logic)
+            self._report_unclean()
             if records:
                 await self.quorum.propose(records, timeout)
+
+    def _report_unclean(self) -> None:
+        for topic, partition, leader, isr in self.logic.unclean_elections:
+            log.warning(
+                "UNCLEAN leader election for %s-%d: broker %d was not in the ISR %s; records only the ISR had are lost",
+                topic,
+                partition,
+                leader,
+                isr,
+            )
+        self.logic.unclean_elections.clear()
 
     def tick(self) -> None:
         """Registration and fencing, from who fetches the metadata log (fetches are heartbeats)."""
         if not self.ready or (self._housekeeping is not None and not self._housekeeping.done()):
             return
         records = self._liveness_records(_now_ms())
+        self.logic.unclean_elections.clear()  # a preview only: the proposal recomputes and reports
         if records:
             self._housekeeping = asyncio.ensure_future(self._propose_liveness(records))
 
@@ -102,6 +115,7 @@ class ControllerService:
                     return
                 # Recompute under the lock: the image may have moved since tick() looked.
                 records = self._liveness_records(_now_ms())
+                self._report_unclean()
                 for r in records:
                     if r["type"] == "broker":
                         if r["fenced"]:
