@@ -14,6 +14,7 @@ import errno
 import os
 import struct
 import sys
+from abc import ABC, abstractmethod
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
@@ -29,7 +30,7 @@ class CorruptIndexError(KafkaStorageError):
     """An index file that does not match its segment; the segment is recovered to rebuild it."""
 
 
-class _IndexFile:
+class _IndexFile(ABC):
     entry_size: int
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
@@ -45,17 +46,21 @@ class _IndexFile:
         self._torn = size % self.entry_size
         self._load(os.pread(self._fd, size - self._torn, 0) if size else b"")
 
+    @abstractmethod
     def _load(self, data: bytes) -> None:
-        raise NotImplementedError
+        """Implemented by OffsetIndex and TimeIndex."""
 
+    @abstractmethod
     def _clear(self) -> None:
-        raise NotImplementedError
+        """Implemented by OffsetIndex and TimeIndex."""
 
+    @abstractmethod
     def _del_from(self, i: int) -> None:
-        raise NotImplementedError
+        """Implemented by OffsetIndex and TimeIndex."""
 
+    @abstractmethod
     def __len__(self) -> int:
-        raise NotImplementedError
+        """Implemented by OffsetIndex and TimeIndex."""
 
     @property
     def is_full(self) -> bool:
