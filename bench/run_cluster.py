@@ -138,65 +138,34 @@ async def failover_once(c: Cluster, topic: str) -> float:
     return min(after) - kill_at[0]
 
 
+def produce_args(c: Cluster, topic: str, n: int, *extra: str) -> list[str]:
+    return [
+        "produce",
+        "--bootstrap-server",
+        c.bootstrap,
+        "--topic",
+        topic,
+        "--num-records",
+        str(n),
+        "--record-size",
+        "100",
+        "--acks",
+        "all",
+        *extra,
+    ]
+
+
 def one_run(num_records: int) -> dict[str, float]:
     c = Cluster()
     try:
         c.create("bench", 3)
-        prod = perf(
-            [
-                "produce",
-                "--bootstrap-server",
-                c.bootstrap,
-                "--topic",
-                "bench",
-                "--num-records",
-                str(num_records),
-                "--record-size",
-                "100",
-                "--acks",
-                "all",
-            ]
-        )
+        prod = perf(produce_args(c, "bench", num_records))
         cons = perf(["consume", "--bootstrap-server", c.bootstrap, "--topic", "bench", "--messages", str(num_records)])
         c.create("lat", 3)
         # Warm-up: a new topic's leaders and follower fetchers take a moment to settle (metadata propagation,
         # first NOT_LEADER retries); the latency figure is about steady state, as in Kafka's perf runs.
-        perf(
-            [
-                "produce",
-                "--bootstrap-server",
-                c.bootstrap,
-                "--topic",
-                "lat",
-                "--num-records",
-                "5000",
-                "--record-size",
-                "100",
-                "--acks",
-                "all",
-                "--throughput",
-                "5000",
-            ]
-        )
-        lat = perf(
-            [
-                "produce",
-                "--bootstrap-server",
-                c.bootstrap,
-                "--topic",
-                "lat",
-                "--num-records",
-                "100000",
-                "--record-size",
-                "100",
-                "--acks",
-                "all",
-                "--throughput",
-                "10000",
-                "--producer-props",
-                "linger.ms=0",
-            ]
-        )
+        perf(produce_args(c, "lat", 5000, "--throughput", "5000"))
+        lat = perf(produce_args(c, "lat", 100000, "--throughput", "10000", "--producer-props", "linger.ms=0"))
         c.create("failover", 1)
         fo = asyncio.run(failover_once(c, "failover"))
         return {

@@ -11,11 +11,12 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import click
+
+from broker.cli import start_command
 
 STATE = "cluster.json"
 
@@ -73,21 +74,9 @@ def _wait_port(port: int, timeout: float) -> bool:
 def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
     b = state["brokers"][bid]
     log = open(data_dir / f"broker-{bid}.log", "ab")
-    cmd = [
-        sys.executable,
-        "-m",
-        "broker.cli",
-        "start",
-        "--id",
-        bid,
-        "--port",
-        str(b["port"]),
-        "--data-dir",
-        str(data_dir / f"broker-{bid}"),
-        *state.get("extra", []),
-    ]
-    if state.get("peers"):
-        cmd += ["--peers", state["peers"]]
+    cmd = start_command(
+        bid, b["port"], data_dir / f"broker-{bid}", peers=state.get("peers") or None, extra=state.get("extra", [])
+    )
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     b["pid"] = proc.pid
     return proc.pid

@@ -6,11 +6,12 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from broker.cli import start_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,19 +51,7 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        cmd = [
-            sys.executable,
-            "-m",
-            "broker.cli",
-            "start",
-            "--id",
-            str(self.broker_id),
-            "--port",
-            str(self.port),
-            "--data-dir",
-            str(self.data_dir),
-            *self.extra,
-        ]
+        cmd = start_command(self.broker_id, self.port, self.data_dir, extra=self.extra)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)}

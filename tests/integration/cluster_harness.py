@@ -16,7 +16,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from broker.cli import start_command
 from client.admin import NewTopic
 from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
@@ -85,23 +85,14 @@ class Broker:
 
     def start(self, wait: bool = True) -> None:
         assert not self.alive, f"broker {self.id} is already running"
-        cmd = [
-            sys.executable,
-            "-m",
-            "broker.cli",
-            "start",
-            "--id",
-            str(self.id),
-            "--host",
-            HOST,
-            "--port",
-            str(self.port),
-            "--data-dir",
-            str(self.data_dir),
-            "--peers",
-            self.h.peers,
-            *[x for o in self.h.overrides for x in ("--override", o)],
-        ]
+        cmd = start_command(
+            self.id,
+            self.port,
+            self.data_dir,
+            host=HOST,
+            peers=self.h.peers,
+            extra=[x for o in self.h.overrides for x in ("--override", o)],
+        )
         self._log = open(self.log_path, "ab")
         self._log.write(f"==== harness: start broker {self.id} at {time.strftime('%X')} ====\n".encode())
         self._log.flush()
