@@ -17,12 +17,15 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +109,19 @@ def perf(args: list[str], timeout: float = 900) -> dict[str, Any]:
     return result
 
 
-async def failover_once(c: Cluster, topic: str) -> float:
+@dataclass
+class FailoverTrace:
+    """What the client saw around one failover, in wall-clock seconds (broker logs use the same clock)."""
+
+    topic: str = ""
+    partition: int = 0
+    victim: int = -1
+    controller: int = -1
+    kill_wall: float = 0.0
+    events: list[tuple[float, str]] = field(default_factory=list)
+
+
+async def failover_once(c: Cluster, topic: str, partition: int = 0, trace: FailoverTrace | None = None) -> float:
     from client.producer import AsyncProducer
 
     producer = AsyncProducer(c.bootstrap, acks="all", linger_ms=0, retry_backoff_ms=20, delivery_timeout_ms=30000)
@@ -120,22 +135,142 @@ async def failover_once(c: Cluster, topic: str) -> float:
             acks.append(time.monotonic())
 
     for _ in range(300):  # warm up: leaders known, connections open
-        producer.send(topic, b"w" * 100, partition=0, on_delivery=on_delivery)
+        producer.send(topic, b"w" * 100, partition=partition, on_delivery=on_delivery)
         await asyncio.sleep(0.001)
     await producer.flush()
-    leader = producer.client.metadata.leader(topic, 0)
+    leader = producer.client.metadata.leader(topic, partition)
+    if trace is not None:
+        trace.topic, trace.partition, trace.victim = topic, partition, leader or -1
+        trace.controller = producer.client.metadata.controller_id
+        _trace_client(producer, topic, partition, trace)
     pid = c.state()["brokers"][str(leader)]["pid"]
     deadline = time.monotonic() + 30
     os.kill(pid, signal.SIGKILL)
     kill_at.append(time.monotonic())
+    if trace is not None:
+        trace.kill_wall = time.time()
     while time.monotonic() < deadline and not any(t > kill_at[0] for t in acks):
-        producer.send(topic, b"x" * 100, partition=0, on_delivery=on_delivery)
+        producer.send(topic, b"x" * 100, partition=partition, on_delivery=on_delivery)
         await asyncio.sleep(0.001)
     after = [t for t in acks if t > kill_at[0]]
+    if trace is not None and after:
+        trace.events.append((trace.kill_wall + min(after) - kill_at[0], "client: first ack after the kill"))
     await producer.close(5)
     if not after:
         raise RuntimeError("no acknowledgement within 30 s of the kill")
     return min(after) - kill_at[0]
+
+
+def _trace_client(producer: Any, topic: str, partition: int, trace: FailoverTrace) -> None:
+    """Wrap a few producer methods (on this instance only) to time-stamp what the client does."""
+    tp = (topic, partition)
+    refresh, dispatch, on_error = producer.client.refresh_metadata, producer._dispatch, producer._on_partition_error
+
+    async def traced_refresh(topics: Any = None) -> Any:
+        md = await refresh(topics)
+        trace.events.append((time.time(), f"client: metadata says leader {md.leader(*tp)}"))
+        return md
+
+    def traced_dispatch(leader: int, request: list) -> None:
+        if any(r[0] == tp for r in request):
+            trace.events.append((time.time(), f"client: produce sent to {leader}"))
+        dispatch(leader, request)
+
+    def traced_error(tp_: tuple[str, int], batches: list, err: Exception) -> None:
+        if tp_ == tp:
+            trace.events.append((time.time(), f"client: produce failed: {type(err).__name__}: {str(err)[:60]}"))
+        on_error(tp_, batches, err)
+
+    producer.client.refresh_metadata = traced_refresh
+    producer._dispatch = traced_dispatch
+    producer._on_partition_error = traced_error
+
+
+_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[broker (\d+)\] \w+ [\w.]+: (.*)$")
+_LOG_EVENTS = (
+    "no controller in epoch",
+    "voted for",
+    "became controller",
+    "following controller",
+    "fencing broker",
+    "liveness update committed",
+    "became leader of",
+    "following broker",
+    "ISR change",
+)
+
+
+def failover_timeline(c: Cluster, trace: FailoverTrace) -> tuple[list[tuple[float, str]], dict[str, float]]:
+    """Broker log lines and client events after the kill, as (ms since the kill, text), plus the phase marks."""
+    rows: list[tuple[float, str]] = []
+    for path in sorted(c.dir.glob("broker-*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            m = _LOG_TIME.match(line)
+            if m is None or not any(e in m.group(3) for e in _LOG_EVENTS):
+                continue
+            t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if t >= trace.kill_wall - 0.001:
+                rows.append(((t - trace.kill_wall) * 1000, f"broker {m.group(2)}: {m.group(3)}"))
+    rows += [((t - trace.kill_wall) * 1000, text) for t, text in trace.events if t >= trace.kill_wall]
+    rows.sort(key=lambda r: r[0])
+
+    def first(*needles: str, after: float = 0.0) -> float:
+        return next((ms for ms, text in rows if ms >= after and all(n in text for n in needles)), float("nan"))
+
+    tp = f"{trace.topic}-{trace.partition}"
+    marks: dict[str, float] = {}
+    if trace.victim == trace.controller:
+        marks["election started"] = first("no controller in epoch")
+        marks["voted"] = first("voted for")
+        marks["new controller"] = first("became controller")
+    marks["fence proposed"] = first("fencing broker")
+    marks["fence committed"] = first("liveness update committed", after=marks["fence proposed"])
+    marks["successor leads"] = first("became leader of " + tp)
+    new_leader = next((text.split(":")[0].split()[-1] for _, text in rows if "became leader of " + tp in text), "?")
+    marks["follower switched"] = first("following broker " + new_leader + " for " + tp)
+    marks["client sees leader"] = first("client: metadata says leader " + new_leader)
+    marks["client sends"] = first("client: produce sent to " + new_leader)
+    marks["first ack"] = first("client: first ack")
+    return rows, marks
+
+
+async def pick_partition(c: Cluster, kill: str) -> tuple[str, int]:
+    """A partition whose leader is the active controller (kill=controller), is not (non-controller), or failover-0."""
+    from client.cluster import KafkaLiteClient
+
+    client = KafkaLiteClient(c.bootstrap)
+    try:
+        md = await client.refresh_metadata(None)
+    finally:
+        await client.close()
+    candidates = [("failover", 0)] + [("lat", p) for p in range(3)] + [("bench", p) for p in range(3)]
+    for topic, p in candidates:
+        if kill == "leader" or (md.leader(topic, p) == md.controller_id) == (kill == "controller"):
+            return topic, p
+    raise RuntimeError(f"no partition fits --kill {kill}")
+
+
+def failover_only_run(kill: str, timeline: bool) -> tuple[float, dict[str, float]]:
+    """Only the failover step, on a fresh cluster with the same topics (so the same placement) as one_run."""
+    c = Cluster()
+    try:
+        c.create("bench", 3)
+        c.create("lat", 3)
+        c.create("failover", 1)
+        topic, p = asyncio.run(pick_partition(c, kill))
+        trace = FailoverTrace()
+        fo = asyncio.run(failover_once(c, topic, p, trace))
+        time.sleep(0.5)  # let the brokers' log lines about the end of the failover reach their files
+        rows, marks = failover_timeline(c, trace)
+        role = "controller" if trace.victim == trace.controller else "non-controller"
+        print(f"  killed broker {trace.victim} ({role}), leader of {topic}-{p}: first ack after {fo:.3f} s", flush=True)
+        if timeline:
+            for ms, text in rows:
+                print(f"    {ms:8.1f} ms  {text}", flush=True)
+        marks["role_is_controller"] = float(trace.victim == trace.controller)
+        return fo, marks
+    finally:
+        c.down()
 
 
 def produce_args(c: Cluster, topic: str, n: int, *extra: str) -> list[str]:
@@ -244,7 +379,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--num-records", type=int, default=1_000_000)
     ap.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
+    ap.add_argument(
+        "--only", choices=["failover"], help="run only this step and print its figures (docs/BENCHMARKS.md untouched)"
+    )
+    ap.add_argument(
+        "--kill",
+        choices=["leader", "controller", "non-controller"],
+        default="leader",
+        help="with --only failover: kill failover-0's leader (as the full run does), or a partition leader that "
+        "is / is not the active controller",
+    )
+    ap.add_argument("--timeline", action="store_true", help="with --only failover: print each failover's events")
     a = ap.parse_args(argv)
+    if a.only == "failover":
+        return failover_only(a.runs, a.kill, a.timeline)
     runs = []
     for i in range(a.runs):
         print(f"run {i + 1}/{a.runs} ...", flush=True)
@@ -255,6 +403,27 @@ def main(argv: list[str] | None = None) -> int:
     section = render(runs, cmd)
     _write(a.out, section)
     print(section)
+    return 0
+
+
+def failover_only(runs: int, kill: str, timeline: bool) -> int:
+    times: list[float] = []
+    all_marks: list[dict[str, float]] = []
+    for i in range(runs):
+        print(f"failover run {i + 1}/{runs} ...", flush=True)
+        fo, marks = failover_only_run(kill, timeline)
+        times.append(fo)
+        all_marks.append(marks)
+    print(f"\nfailover (s): median {statistics.median(times):.2f} ({min(times):.2f}–{max(times):.2f}) over {runs} runs")
+    print("phase marks, ms after the kill: median (min–max)")
+    names = list(dict.fromkeys(k for m in all_marks for k in m))  # runs that killed the controller have more
+    print(f"  (the killed leader was the active controller in {sum(m['role_is_controller'] for m in all_marks):.0f})")
+    for name in names:
+        if name == "role_is_controller":
+            continue
+        vals = [m[name] for m in all_marks if name in m and m[name] == m[name]]  # drop NaN (event not seen)
+        if vals:
+            print(f"  {name:20s} {statistics.median(vals):7.0f} ({min(vals):.0f}–{max(vals):.0f})  n={len(vals)}")
     return 0
 
 

@@ -9,6 +9,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any, Awaitable
 
+from broker.group_api import GroupApis
 from broker.replica_manager import FetchSpec
 from net.errors import ErrorCode, InvalidConfigError, KafkaLiteError, UnknownTopicOrPartitionError
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
@@ -71,6 +72,8 @@ class KafkaApis:
             ApiKey.QUORUM: self.handle_quorum,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
         }
+        # Group requests also need the connection (client id and host are part of a member's identity).
+        self._ctx_handlers = GroupApis(server).handlers
 
     def handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
         if api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
@@ -96,7 +99,8 @@ class KafkaApis:
 
     def _handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
         handler = self._handlers.get(api_key)  # type: ignore[call-overload]
-        if handler is None:
+        ctx_handler = self._ctx_handlers.get(api_key)  # type: ignore[call-overload]
+        if handler is None and ctx_handler is None:
             return error_body(ErrorCode.UNSUPPORTED_VERSION, f"unknown api key {api_key}")
         lo, hi = SUPPORTED_VERSIONS[api_key]
         if not lo <= version <= hi:
@@ -104,7 +108,7 @@ class KafkaApis:
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"api {ApiKey(api_key).name} version {version} not in supported range {lo}..{hi}",
             )
-        return handler(body)
+        return handler(body) if handler is not None else ctx_handler(body, ctx)
 
     # --- data path -----------------------------------------------------------
 

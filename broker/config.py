@@ -40,6 +40,16 @@ class BrokerConfig:
     controller_election_timeout_ms: int = 2000
     replica_lag_time_max_ms: int = 30000
     replica_fetch_wait_max_ms: int = 500
+    # Consumer groups (Kafka's names and defaults; offsets.topic.replication.factor -1: min(3, brokers)).
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = -1
+    offsets_topic_segment_bytes: int = 104857600
+    offsets_retention_minutes: int = 10080
+    offsets_commit_timeout_ms: int = 5000
+    offset_metadata_max_bytes: int = 4096
     # Topic-config defaults (Kafka's log.* keys), validated by LogConfig.
     topic_defaults: dict[str, str] = field(default_factory=dict)
 
@@ -60,6 +70,15 @@ class BrokerConfig:
         "controller.quorum.election.timeout.ms": ("controller_election_timeout_ms", int),
         "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
         "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
+        "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
+        "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
+        "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
+        "offsets.topic.num.partitions": ("offsets_topic_num_partitions", int),
+        "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
+        "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", int),
+        "offsets.retention.minutes": ("offsets_retention_minutes", int),
+        "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", int),
+        "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
     }
 
     @classmethod
@@ -92,7 +111,15 @@ class BrokerConfig:
             raise InvalidConfigError(f"port {self.port} out of range")
         if not self.log_dirs:
             raise InvalidConfigError("log.dirs is empty")
-        for name in ("num_partitions", "default_replication_factor", "socket_request_max_bytes"):
+        for name in (
+            "num_partitions",
+            "default_replication_factor",
+            "socket_request_max_bytes",
+            "offsets_topic_num_partitions",
+            "offsets_topic_segment_bytes",
+            "offsets_retention_minutes",
+            "offsets_commit_timeout_ms",
+        ):
             if getattr(self, name) < 1:
                 raise InvalidConfigError(f"{name.replace('_', '.')} must be >= 1")
         from broker.log.config import LogConfig
@@ -101,6 +128,12 @@ class BrokerConfig:
         for name in ("broker_session_timeout_ms", "controller_election_timeout_ms", "replica_lag_time_max_ms"):
             if getattr(self, name) < 100:
                 raise InvalidConfigError(f"{name.replace('_', '.')} must be >= 100")
+        if self.group_initial_rebalance_delay_ms < 0:
+            raise InvalidConfigError("group.initial.rebalance.delay.ms must be >= 0")
+        if not 1 <= self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
+            raise InvalidConfigError("group.min.session.timeout.ms must be >= 1 and <= group.max.session.timeout.ms")
+        if self.offsets_topic_replication_factor == 0 or self.offsets_topic_replication_factor < -1:
+            raise InvalidConfigError("offsets.topic.replication.factor must be >= 1, or -1 for min(3, brokers)")
         if self.peers:
             from net.peers import parse_peers
 
@@ -118,6 +151,17 @@ class BrokerConfig:
         if self.peers:
             return parse_peers(self.peers)
         return {self.broker_id: (self.advertised_host or self.host, self.port)}
+
+    def group_config(self) -> "Any":
+        from broker.group.logic import GroupConfig
+
+        return GroupConfig(
+            min_session_timeout_ms=self.group_min_session_timeout_ms,
+            max_session_timeout_ms=self.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            offsets_retention_ms=self.offsets_retention_minutes * 60_000,
+            offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+        )
 
     def topic_config_defaults(self) -> "Any":
         from broker.log.config import LogConfig

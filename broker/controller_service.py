@@ -54,6 +54,12 @@ class ControllerService:
         self._since_ms = 0
         self._lock = asyncio.Lock()
         self._housekeeping: asyncio.Task | None = None
+        # The broker ticks us every 100 ms; a failover should not wait for that tick twice (once to fence
+        # after the 2 s session timeout, once after winning an election), so we also wake at the exact
+        # moment a session can expire and the moment our epoch's first record is applied.
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._ready_epoch = -1  # the epoch in which we last became ready
+        quorum.applied_listeners.append(self._on_applied)
 
     # --- role changes from the quorum ---------------------------------------------
 
@@ -64,6 +70,17 @@ class ControllerService:
             self._since_ms = _now_ms()
             # Records of earlier epochs in our log commit with our first record: act only once applied.
             self._ready_at_offset = self.quorum.mlog.end_offset
+        elif self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+
+    def _on_applied(self) -> None:
+        if self.ready and self._ready_epoch != self.epoch:
+            self._ready_epoch = self.epoch
+            log.info("active controller in epoch %d, %d ms after winning", self.epoch, _now_ms() - self._since_ms)
+            # Fence a controller that died (it took no part in our election) now, not at the next tick.
+            # call_soon: we are inside the quorum driver's apply loop, which a proposal must not re-enter.
+            asyncio.get_running_loop().call_soon(self.tick)
 
     @property
     def ready(self) -> bool:
@@ -103,10 +120,32 @@ class ControllerService:
         """Registration and fencing, from who fetches the metadata log (fetches are heartbeats)."""
         if not self.ready or (self._housekeeping is not None and not self._housekeeping.done()):
             return
-        records = self._liveness_records(_now_ms())
+        now = _now_ms()
+        records = self._liveness_records(now)
         self.logic.unclean_elections.clear()  # a preview only: the proposal recomputes and reports
         if records:
             self._housekeeping = asyncio.ensure_future(self._propose_liveness(records))
+        self._arm_expiry_timer(now)
+
+    def _arm_expiry_timer(self, now: int) -> None:
+        """Tick again when the earliest live broker's session can next expire (if before the periodic tick).
+
+        Only the time of the check moves: whether a broker is alive is still decided by `_alive`, against
+        the full session timeout. Fetches keep pushing a live broker's expiry forward, so in steady state
+        the timer is re-armed by every periodic tick and never fires."""
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+        seen = self.quorum.node.voters_seen_in_election(self.epoch)
+        due = [
+            self._expires_at(bid, seen)
+            for bid in self.addresses
+            if bid != self.broker_id and (b := self.image.brokers.get(bid)) is not None and not b.fenced
+        ]
+        if due:
+            # +1 ms: _now_ms() truncates, and `_alive` needs now >= expiry to see the session as expired.
+            delay_s = (max(min(due) - now, 0) + 1) / 1000
+            self._expiry_timer = asyncio.get_running_loop().call_later(delay_s, self.tick)
 
     async def _propose_liveness(self, records: list[dict[str, Any]]) -> None:
         try:
@@ -125,7 +164,10 @@ class ControllerService:
                         else:
                             log.info("registering broker %d (%s:%d)", r["id"], r["host"], r["port"])
                 if records:
+                    started = _now_ms()
                     await self.quorum.propose(records)
+                    # The commit latency after detection is part of every failover (docs/BENCHMARKS.md timeline).
+                    log.info("liveness update committed in %d ms", _now_ms() - started)
         except KafkaLiteError as e:
             log.warning("liveness update not committed: %s", e)
 
@@ -145,14 +187,18 @@ class ControllerService:
         return records
 
     def _alive(self, bid: int, now: int, seen: frozenset[int]) -> bool:
+        return now < self._expires_at(bid, seen)
+
+    def _expires_at(self, bid: int, seen: frozenset[int]) -> int:
+        """The time (ms, our clock) from which `bid` counts as dead unless it fetches again."""
         last = self.quorum.node.follower_last_fetch_ms(bid)
         if last is not None:
-            return now - last < self.session_timeout_ms
+            return last + self.session_timeout_ms
         # Not fetched from us yet this epoch: give it a session timeout if it took part in the election
         # that made us controller. One that sent no state in the election is almost surely the controller
         # that died: fence it at once (if it is alive after all, its next fetch registers it again).
         grace = self.session_timeout_ms if bid in seen else 0
-        return now - self._since_ms < grace
+        return self._since_ms + grace
 
     # --- requests served by the active controller ----------------------------------------
 

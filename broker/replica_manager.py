@@ -121,6 +121,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.on_follow: Callable[[Partition], None] = lambda p: None
         self.on_unfollow: Callable[[Partition], None] = lambda p: None
+        # Every leader/follower/offline/removed change, for services that follow leadership (groups).
+        self.on_change: Callable[[Partition, str], None] = lambda p, change: None
 
     # --- applying committed metadata ---------------------------------------------
 
@@ -171,12 +173,15 @@ class ReplicaManager:
                     self.on_follow(part)
                 elif change == "offline":
                     self.on_unfollow(part)
+                if change in ("leader", "follower", "offline"):
+                    self.on_change(part, change)
 
     def _remove(self, topic: str, partition: int, delete: bool) -> None:
         part = self.partitions.pop((topic, partition), None)
         if part is None:
             return
         self.on_unfollow(part)
+        self.on_change(part, "removed")
         part.close()
         if delete:
             self.log_manager.delete_log(topic, partition)

@@ -18,6 +18,7 @@ from broker.api import KafkaApis
 from broker.config import BrokerConfig
 from broker.controller import MetadataImage
 from broker.controller_service import ControllerService
+from broker.group_coordinator import GroupCoordinator
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.metadata_log import METADATA_TOPIC, DiskMetadataLog
@@ -72,6 +73,10 @@ class BrokerServer:
         )
         self.replica_manager.on_follow = self._follow
         self.replica_manager.on_unfollow = self._unfollow
+        self.group_coordinator = GroupCoordinator(
+            self.replica_manager, cfg.group_config(), cfg.offsets_topic_num_partitions, cfg.offsets_commit_timeout_ms
+        )
+        self.replica_manager.on_change = self.group_coordinator.on_partition_change
         self.net = NetServer(None, cfg.host, cfg.port, cfg.socket_request_max_bytes, self._http_get)  # type: ignore[arg-type]
         await self.net.start()
         cfg.port = self.net.port
@@ -207,6 +212,7 @@ class BrokerServer:
     async def _tick(self) -> None:
         self.controller.tick()
         self.replica_manager.tick()
+        self.group_coordinator.tick()
 
     async def _checkpoint(self) -> None:
         # fsync can take long on a busy disk: never on the event loop.
@@ -235,6 +241,7 @@ class BrokerServer:
         if self.net is not None:
             await self.net.stop()
         if self.log_manager is not None:
+            self.group_coordinator.close()
             self.replica_manager.close()
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         log.info("shut down cleanly")

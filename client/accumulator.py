@@ -39,6 +39,7 @@ class ProducerBatch:
         "callbacks",
         "closed",
         "attempts",
+        "backoff_from",
         "retry_at",
         "encoded",
     )
@@ -54,6 +55,9 @@ class ProducerBatch:
         self.callbacks: list[tuple[int, DeliveryCallback]] | None = None
         self.closed = False
         self.attempts = 0
+        # `attempts` when the backoff last restarted: the exponential backoff is for retrying the same
+        # leader; the first retries to a newly elected one start again from retry.backoff.ms.
+        self.backoff_from = 0
         self.retry_at = 0.0
         self.encoded: bytes | None = None
 

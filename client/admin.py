@@ -1,4 +1,4 @@
-"""AsyncAdmin: create, describe, alter, delete and list topics."""
+"""AsyncAdmin: create, describe, alter, delete and list topics; list, describe, reset and delete groups."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 
 from client.cluster import KafkaLiteClient, TopicMeta
+from client.group import GroupClient
+from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.protocol import ApiKey
 
@@ -17,6 +19,23 @@ class NewTopic:
     num_partitions: int = -1
     replication_factor: int = -1
     configs: dict[str, str] | None = None
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: frozenset[tuple[str, int]]
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
 
 
 @dataclass
@@ -114,6 +133,57 @@ class AsyncAdmin:
             configs = await self.describe_configs(name)
             out.append(TopicDescription(name, tm.topic_id, [tm.partitions[p] for p in sorted(tm.partitions)], configs))
         return out
+
+    # --- consumer groups ---------------------------------------------------------
+
+    async def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group_id, protocol_type, state) of every group: each broker lists the groups it coordinates."""
+        await self.client.refresh_metadata([])
+        out = {}
+        for broker_id in sorted(self.client.metadata.brokers):
+            resp = await self.client.request(broker_id, ApiKey.LIST_GROUPS, {})
+            if resp.get("error_code"):
+                raise error_for(resp["error_code"], resp.get("error_message") or "")
+            for gid, ptype, state in resp.get("groups", []):
+                out[gid] = (gid, ptype, state)
+        return [out[g] for g in sorted(out)]
+
+    async def describe_group(self, group_id: str) -> GroupDescription:
+        """State "Dead" means the group does not exist (as in Kafka)."""
+        resp = await GroupClient(self.client, group_id).request(ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]})
+        g = resp["groups"][0]
+        if g.get("error_code"):
+            raise error_for(g["error_code"], g.get("error_message") or "")
+        members = []
+        for mid, cid, host, _meta, assignment in g.get("members", []):
+            try:
+                tps = Assignment.decode(assignment).partitions
+            except ValueError:
+                tps = frozenset()
+            members.append(MemberDescription(mid, cid, host, tps))
+        return GroupDescription(g["group_id"], g["state"], g.get("protocol_type", ""), g.get("protocol", ""), members)
+
+    async def list_group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        return {
+            tp: off for tp, off in (await GroupClient(self.client, group_id).fetch_committed(None)).items() if off >= 0
+        }
+
+    async def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Set committed offsets of a group without active members (the coordinator refuses otherwise)."""
+        await GroupClient(self.client, group_id).commit(
+            {tp: (off, "") for tp, off in offsets.items()}, use_generation=False
+        )
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, KafkaLiteError | None]:
+        out: dict[str, KafkaLiteError | None] = {}
+        for gid in group_ids:
+            resp = await GroupClient(self.client, gid).request(ApiKey.DELETE_GROUPS, {"groups": [gid]})
+            _, code, message = resp["results"][0]
+            out[gid] = error_for(code, message or "") if code else None
+        return out
+
+    async def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
+        return await self.client.list_offsets(tps, timestamp)
 
     async def close(self) -> None:
         await self.client.close()

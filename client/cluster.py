@@ -215,6 +215,27 @@ class KafkaLiteClient:
             raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
         return leader
 
+    async def list_offsets(self, tps: Iterable[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
+        """Kafka's ListOffsets, routed to each partition's leader: EARLIEST (-2), LATEST (-1, the high
+        watermark) or the first offset at/after a timestamp (-1 if none)."""
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in tps:
+            by_leader.setdefault(await self.leader_for(tp[0], tp[1]), []).append(tp)
+        out: dict[tuple[str, int], int] = {}
+        for leader, group in by_leader.items():
+            topics: dict[str, list] = {}
+            for t, p in group:
+                topics.setdefault(t, []).append([p, timestamp])
+            body = await self.request(leader, ApiKey.LIST_OFFSETS, {"topics": [[t, p] for t, p in topics.items()]})
+            if body.get("error_code"):
+                raise error_for(body["error_code"], body.get("error_message", ""))
+            for topic, rows in body["topics"]:
+                for partition, err, _ts, offset in rows:
+                    if err:
+                        raise error_for(err, f"list offsets for {topic}-{partition}")
+                    out[(topic, partition)] = offset
+        return out
+
     def invalidate(self, topic: str) -> None:
         """Drop what we believe about `topic` (after NOT_LEADER etc.) so the next lookup refreshes."""
         tm = self.metadata.topics.get(topic)

@@ -1,5 +1,6 @@
-"""AsyncConsumer (manual assignment): positions, a prefetching fetcher, and
-record decoding. Reads only up to the high watermark (the broker enforces it).
+"""AsyncConsumer: positions, a prefetching fetcher, and record decoding, with manual assignment
+(assign) or a consumer group (subscribe; see client/subscription.py and client/group.py). Reads only
+up to the high watermark (the broker enforces it).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from collections import deque
 from functools import partial
 from itertools import repeat
 from operator import itemgetter
-from typing import Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
+from client.assignors import assignors_for
 from client.cluster import KafkaLiteClient
+from client.group import ConsumerCoordinator
+from client.subscription import ConsumerRebalanceListener, GroupSubscription
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError, error_for
 from net.protocol import ApiKey
@@ -148,10 +152,37 @@ class AsyncConsumer:
         max_partition_fetch_bytes: int = 1048576,
         max_poll_records: int = 500,
         request_timeout_ms: int = 30000,
+        group_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        partition_assignment_strategy: str | list[str] | tuple[str, ...] = ("range", "cooperative-sticky"),
+        metadata_max_age_ms: int = 300000,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto.offset.reset must be earliest, latest or none, got {auto_offset_reset!r}")
+        if heartbeat_interval_ms >= session_timeout_ms:
+            raise ValueError("heartbeat.interval.ms must be lower than session.timeout.ms")
         self.client = KafkaLiteClient(bootstrap_servers, client_id, request_timeout_ms)
+        self.group_id = group_id
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self._coordinator = (
+            ConsumerCoordinator(
+                self.client,
+                group_id,
+                assignors_for(partition_assignment_strategy),
+                session_timeout_ms,
+                max_poll_interval_ms,
+                heartbeat_interval_ms,
+            )
+            if group_id is not None
+            else None
+        )
+        self._subscription: GroupSubscription | None = None
         self.auto_offset_reset = auto_offset_reset
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -167,9 +198,117 @@ class AsyncConsumer:
     async def start(self) -> None:
         await self.client.refresh_metadata([])
 
+    # --- group subscription -----------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        pattern: str | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Join the consumer group `group_id` for `topics`, or for every topic whose whole name matches
+        the regex `pattern` (topics created later join the subscription at the next metadata refresh)."""
+        if self._coordinator is None:
+            raise KafkaLiteError("subscribe() needs a group_id; use assign() without one")
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe to either a list of topics or a pattern")
+        if self._states and self._subscription is None:
+            raise KafkaLiteError("this consumer has manually assigned partitions; it cannot also subscribe")
+        if isinstance(topics, str):
+            topics = [topics]
+        if self._subscription is not None:
+            self._subscription.coordinator.rejoin_needed = True
+        self._subscription = GroupSubscription(
+            self,
+            self._coordinator,
+            list(topics) if topics is not None else None,
+            pattern,
+            listener,
+            self.enable_auto_commit,
+            self.auto_commit_interval_ms,
+            self.metadata_max_age_ms,
+        )
+
+    def subscription(self) -> list[str]:
+        return list(self._subscription.topics) if self._subscription is not None else []
+
+    @property
+    def member_id(self) -> str:
+        return self._coordinator.member_id if self._coordinator is not None else ""
+
+    @property
+    def generation(self) -> int:
+        return self._coordinator.generation if self._coordinator is not None else -1
+
+    def tp(self, topic: str, partition: int) -> TopicPartition:
+        return TopicPartition(topic, partition)
+
+    def _add_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._states.setdefault(TopicPartition(*tp), _PartitionState())
+
+    def _remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._states.pop(TopicPartition(*tp), None)
+
+    def positions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The next offset to consume of each partition with a known position: what a commit stores."""
+        out = {}
+        for tp in tps:
+            st = self._states.get(TopicPartition(*tp))
+            if st is not None and st.position is not None:
+                out[TopicPartition(*tp)] = st.position
+        return out
+
+    async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commit `offsets` (next offsets to consume), by default the positions of every assigned partition.
+        Blocks until the coordinator has them replicated; raises CommitFailedError if the group moved on."""
+        coordinator = self._need_group()
+        offsets = (
+            self.positions(self._states) if offsets is None else {TopicPartition(*k): v for k, v in offsets.items()}
+        )
+        if self._subscription is not None:
+            await self._subscription.commit(offsets)
+        else:
+            await coordinator.commit({tp: (off, "") for tp, off in offsets.items()}, use_generation=False)
+
+    def commit_async(
+        self,
+        offsets: dict[TopicPartition, int] | None = None,
+        callback: Callable[[dict, Exception | None], Any] | None = None,
+    ) -> asyncio.Task:
+        """Commit in the background; `callback(offsets, error_or_None)` runs when it is done."""
+        self._need_group()
+        offsets = self.positions(self._states) if offsets is None else dict(offsets)
+        if self._subscription is None:
+
+            async def manual() -> None:
+                err = None
+                try:
+                    await self.commit(offsets)
+                except KafkaLiteError as e:
+                    err = e
+                if callback is not None:
+                    callback(offsets, err)
+
+            return asyncio.ensure_future(manual())
+        return self._subscription.commit_async(offsets, callback)
+
+    async def committed(self, tp: TopicPartition | tuple[str, int]) -> int | None:
+        """The group's committed offset for `tp`, or None if it has none."""
+        off = (await self._need_group().fetch_committed([tuple(tp)])).get(tuple(tp), -1)  # type: ignore[arg-type]
+        return off if off >= 0 else None
+
+    def _need_group(self) -> ConsumerCoordinator:
+        if self._coordinator is None:
+            raise KafkaLiteError("committing offsets needs a group_id")
+        return self._coordinator
+
     # --- assignment and positions ---------------------------------------------
 
     async def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        if self._subscription is not None:
+            raise KafkaLiteError("this consumer is subscribed to a group; it cannot also assign partitions")
         tps = [TopicPartition(*tp) for tp in partitions]
         # A broker's metadata can trail the controller's for a moment after a topic is created: retry briefly
         # before calling the topic unknown.
@@ -219,25 +358,8 @@ class AsyncConsumer:
 
     async def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
         """Kafka's ListOffsets: EARLIEST (-2), LATEST (-1) or the first offset at/after a timestamp (-1 if none)."""
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp in tps:
-            by_leader.setdefault(await self.client.leader_for(tp.topic, tp.partition), []).append(tp)
-        out: dict[TopicPartition, int] = {}
-        for leader, group in by_leader.items():
-            topics: dict[str, list] = {}
-            for tp in group:
-                topics.setdefault(tp.topic, []).append([tp.partition, timestamp])
-            body = await self.client.request(
-                leader, ApiKey.LIST_OFFSETS, {"topics": [[t, p] for t, p in topics.items()]}
-            )
-            if body.get("error_code"):
-                raise error_for(body["error_code"], body.get("error_message", ""))
-            for topic, rows in body["topics"]:
-                for partition, err, _ts, offset in rows:
-                    if err:
-                        raise error_for(err, f"list offsets for {topic}-{partition}")
-                    out[TopicPartition(topic, partition)] = offset
-        return out
+        found = await self.client.list_offsets([TopicPartition(*tp) for tp in tps], timestamp)
+        return {TopicPartition(*tp): off for tp, off in found.items()}
 
     async def _reset(self, tps: Iterable[TopicPartition], which: int) -> None:
         tps = [TopicPartition(*tp) for tp in tps]
@@ -258,6 +380,8 @@ class AsyncConsumer:
         deadline = time.monotonic() + timeout_ms / 1000
         if self._errors:
             raise self._errors.pop(0)
+        if self._subscription is not None:
+            await self._subscription.on_poll(deadline)
         need = [tp for tp, st in self._states.items() if st.position is None]
         if need:
             await self._reset_by_policy(need)
@@ -345,6 +469,8 @@ class AsyncConsumer:
                 leader, ApiKey.FETCH, body, timeout=self.client.request_timeout + self.fetch_max_wait_ms / 1000
             )
         except KafkaLiteError as e:
+            if self._closed:
+                return
             log.warning("fetch from broker %d failed: %s", leader, e)
             for tp in tps:
                 self.client.invalidate(tp.topic)
@@ -399,6 +525,11 @@ class AsyncConsumer:
         return self._state(tp).high_watermark
 
     async def close(self) -> None:
+        if self._subscription is not None:
+            try:
+                await self._subscription.close()
+            except KafkaLiteError as e:
+                log.warning("leaving group %s failed: %s", self.group_id, e)
         self._closed = True
         for t in self._fetches.values():
             t.cancel()

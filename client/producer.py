@@ -110,7 +110,9 @@ class AsyncProducer:
         self._unresolved_since: dict[str, float] = {}
         self._inflight: set[tuple[str, int]] = set()
         self._sequences: dict[tuple[str, int], int] = {}
+        # Partitions waiting for a different leader than the one that failed them (None: no leader known).
         self._failed_leader: dict[tuple[str, int], int | None] = {}
+        self._watching: set[str] = set()  # topics with a running _refresh_quietly poll
         self._producer_id = -1
         self._producer_epoch = -1
         self._errors: list[Exception] = []
@@ -312,6 +314,7 @@ class AsyncProducer:
                 continue
             leader = self.client.metadata.leader(*tp)
             if leader is None:
+                self._failed_leader.setdefault(tp, None)  # watch for any leader (see _refresh_quietly)
                 self._retry_later(tp, live, None)
                 continue
             by_leader.setdefault(leader, []).append((tp, live))
@@ -389,6 +392,7 @@ class AsyncProducer:
 
     def _complete(self, tp: tuple[str, int], batches: list[ProducerBatch], offsets: list[int], sent: float) -> None:
         self._inflight.discard(tp)
+        self._failed_leader.pop(tp, None)  # its leader answers: stop watching the metadata for a new one
         self.accumulator.release(batches)
         hook = self.on_batch_complete
         for b, base in zip(batches, offsets):
@@ -419,7 +423,8 @@ class AsyncProducer:
                     [b], err or RequestTimedOutError(f"no leader for {tp[0]}-{tp[1]} within delivery.timeout.ms")
                 )
             else:
-                b.retry_at = now + min(self.retry_backoff * (2 ** min(b.attempts - 1, 5)), 1.0)
+                tries = max(b.attempts - b.backoff_from, 1)
+                b.retry_at = now + min(self.retry_backoff * (2 ** min(tries - 1, 5)), 1.0)
                 keep.append(b)
         if keep:
             if err is not None:
@@ -428,20 +433,51 @@ class AsyncProducer:
             asyncio.ensure_future(self._refresh_quietly(tp[0]))
 
     async def _refresh_quietly(self, topic: str) -> None:
+        """Refresh `topic`'s metadata, and keep refreshing every retry.backoff.ms while one of its partitions
+        waits for a new leader; retry that partition as soon as one is known.
+
+        The data retries back off exponentially (up to 640 ms apart after a few failures), which is right
+        for hammering one broker but not for noticing that the controller moved the leadership: polling
+        only at those retries made the producer see a new leader up to 640 ms late (Kafka likewise
+        refreshes metadata on its own, fixed backoff). The poll is one small Metadata request per
+        retry.backoff.ms and ends when the partition has a new leader, an answer, or nothing left to send.
+        """
+        if topic in self._watching:
+            return  # already polling; it will see the new failure
+        self._watching.add(topic)
         try:
-            await self.client.refresh_metadata([topic])
-        except KafkaLiteError as e:
-            log.debug("metadata refresh failed: %s", e)
-            return
-        # A new leader is known: retry now rather than at the end of a backoff meant for the old one.
+            while True:
+                try:
+                    await self.client.refresh_metadata([topic])
+                except KafkaLiteError as e:
+                    log.debug("metadata refresh failed: %s", e)
+                if not self._retry_on_new_leader(topic) or self._closing or self.client.closed:
+                    return
+                await asyncio.sleep(self.retry_backoff)
+        finally:
+            self._watching.discard(topic)
+
+    def _retry_on_new_leader(self, topic: str) -> bool:
+        """Release partitions of `topic` whose leader changed; True while some still wait for a new one."""
+        waiting = False
         for tp, failed in list(self._failed_leader.items()):
+            if tp[0] != topic:
+                continue
+            q = self.accumulator.queues.get(tp)
+            if not q and tp not in self._inflight:
+                del self._failed_leader[tp]  # nothing left to send (delivered, failed or expired)
+                continue
             leader = self.client.metadata.leader(*tp)
-            if tp[0] == topic and leader is not None and leader != failed:
-                del self._failed_leader[tp]
-                q = self.accumulator.queues.get(tp)
-                for b in list(q or ()):
-                    b.retry_at = 0.0
-                self._wakeup_threadsafe()
+            if leader is None or leader == failed:
+                waiting = True
+                continue
+            # A new leader is known: retry now rather than at the end of a backoff meant for the old one.
+            del self._failed_leader[tp]
+            for b in list(q or ()):
+                b.retry_at = 0.0
+                b.backoff_from = b.attempts
+            self._wakeup_threadsafe()
+        return waiting
 
     def _fail_batches(self, batches: list[ProducerBatch], err: Exception) -> None:
         self.accumulator.release(batches)

@@ -9,7 +9,7 @@ import asyncio
 import threading
 from typing import Any, Coroutine, Iterable, TypeVar
 
-from client.admin import AsyncAdmin, NewTopic, TopicDescription
+from client.admin import AsyncAdmin, GroupDescription, NewTopic, TopicDescription
 from client.consumer import AsyncConsumer, ConsumerRecord, TopicPartition
 from client.producer import AsyncProducer
 from net.errors import KafkaLiteError
@@ -121,10 +121,31 @@ class Producer(_Blocking):
 
 
 class Consumer(_Blocking):
-    """Blocking consumer with manual assignment."""
+    """Blocking consumer: manual assignment, or a consumer group with subscribe()."""
 
     def __init__(self, bootstrap_servers: str, **config: Any) -> None:
         super().__init__(lambda: AsyncConsumer(bootstrap_servers, **config), "kl-consumer")
+
+    def subscribe(self, topics: Iterable[str] | None = None, pattern: str | None = None, listener: Any = None) -> None:
+        """The listener's callbacks run on a worker thread while poll() waits, so they may call this
+        consumer's blocking methods (commit() in on_partitions_revoked, as Kafka users do)."""
+        self._lt.run(_call(self._impl.subscribe, topics, pattern, _ThreadedListener(listener) if listener else None))
+
+    def subscription(self) -> list[str]:
+        return self._impl.subscription()
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        self._lt.run(self._impl.commit(offsets))
+
+    def commit_async(self, offsets: dict[TopicPartition, int] | None = None, callback: Any = None) -> None:
+        self._lt.run(_call(self._impl.commit_async, offsets, callback))
+
+    def committed(self, tp: TopicPartition | tuple[str, int]) -> int | None:
+        return self._lt.run(self._impl.committed(tp))
+
+    @property
+    def member_id(self) -> str:
+        return self._impl.member_id
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         self._lt.run(self._impl.assign(list(partitions)))
@@ -167,6 +188,30 @@ async def _call(fn: Any, *args: Any) -> Any:
     return fn(*args)
 
 
+class _ThreadedListener:
+    """Runs a blocking listener's callbacks off the loop thread, so they can call back into the consumer."""
+
+    def __init__(self, listener: Any) -> None:
+        self.listener = listener
+
+    async def _run(self, name: str, tps: set) -> None:
+        fn = getattr(self.listener, name, None)
+        if fn is None:
+            if name == "on_partitions_lost":
+                await self._run("on_partitions_revoked", tps)
+            return
+        await asyncio.get_running_loop().run_in_executor(None, fn, tps)
+
+    def on_partitions_revoked(self, tps: set) -> Any:
+        return self._run("on_partitions_revoked", tps)
+
+    def on_partitions_assigned(self, tps: set) -> Any:
+        return self._run("on_partitions_assigned", tps)
+
+    def on_partitions_lost(self, tps: set) -> Any:
+        return self._run("on_partitions_lost", tps)
+
+
 class Admin(_Blocking):
     def __init__(self, bootstrap_servers: str, **config: Any) -> None:
         super().__init__(lambda: AsyncAdmin(bootstrap_servers, **config), "kl-admin")
@@ -188,3 +233,21 @@ class Admin(_Blocking):
 
     def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
         return self._lt.run(self._impl.describe_topics(names))
+
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        return self._lt.run(self._impl.list_groups())
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        return self._lt.run(self._impl.describe_group(group_id))
+
+    def list_group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        return self._lt.run(self._impl.list_group_offsets(group_id))
+
+    def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        self._lt.run(self._impl.alter_group_offsets(group_id, offsets))
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, KafkaLiteError | None]:
+        return self._lt.run(self._impl.delete_groups(group_ids))
+
+    def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
+        return self._lt.run(self._impl.list_offsets(tps, timestamp))

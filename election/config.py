@@ -12,7 +12,12 @@ class QuorumConfig:
     # Drawn afresh from the node's rng for every timer, so that nodes rarely time out together.
     election_jitter_ms: int = 500
     # Step 1 window: how long to collect ElectionStates before evaluating (unless all arrived).
-    state_collection_ms: int = 200
+    # When a voter is dead (the usual reason for an election) the window always runs to its end, so it
+    # is paid in every controller failover. States are answered within milliseconds (one fsync of the
+    # vote file and a send; a few ms measured on loopback), so 100 ms still leaves a wide margin for a
+    # busy host. Its length only decides how many states a vote compares, never whether the vote is safe
+    # (docs/ELECTION.md section 4); a state that arrives late costs at worst a split vote and a new round.
+    state_collection_ms: int = 100
     # After voting, how long to wait for a BeginEpoch before trying again in a new epoch.
     evaluation_timeout_ms: int = 1000
     fetch_interval_ms: int = 50

@@ -19,6 +19,7 @@ class ErrorCode(IntEnum):
     REPLICA_NOT_AVAILABLE = 9
     MESSAGE_TOO_LARGE = 10
     STALE_CONTROLLER_EPOCH = 11
+    OFFSET_METADATA_TOO_LARGE = 12
     NETWORK_EXCEPTION = 13
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
@@ -53,6 +54,8 @@ class ErrorCode(IntEnum):
     NON_EMPTY_GROUP = 68
     OFFSET_NOT_AVAILABLE = 78
     UNSTABLE_OFFSET_COMMIT = 88
+    # Kafka Lite's own, outside Kafka's range: an offset commit for a partition the member does not own.
+    PARTITION_NOT_ASSIGNED = 1001
 
 
 RETRIABLE = frozenset(

@@ -82,6 +82,9 @@ class QuorumDriver:
         self.on_committed = on_committed
         self.on_role = on_role
         self.applied = 0  # next offset to apply
+        # Called (with no arguments) after committed records were applied; the controller service uses it to
+        # act the moment its new epoch's first record commits instead of at its next periodic tick.
+        self.applied_listeners: list[Callable[[], None]] = []
         now = _now_ms()
         persisted = read_state(self.state_path)
         single = list(voters) == [broker_id]
@@ -157,6 +160,8 @@ class QuorumDriver:
                 write_state(self.state_path, o.epoch, o.voted_for)
                 if self.election_started_ms is None:
                     self.election_started_ms = _now_ms()  # the first Persist of an election: it starts now
+                if o.voted_for is not None:
+                    log.info("voted for %d in epoch %d", o.voted_for, o.epoch)  # end of the state-collection window
             elif isinstance(o, Committed):
                 self._apply(o.high_watermark)
             elif isinstance(o, BecameController):
@@ -165,12 +170,15 @@ class QuorumDriver:
             elif isinstance(o, BecameFollower):
                 if o.leader is not None:
                     log.info("following controller %d in epoch %d", o.leader, o.epoch)
+                else:
+                    log.info("no controller in epoch %d", o.epoch)  # an election runs, or we stepped down
                 self._fail_waiters(NotControllerError_(f"controller changed (epoch {o.epoch})"))
                 self.on_role(False, o.epoch, o.leader)
             elif isinstance(o, Truncated):
                 log.info("metadata log truncated to %d", o.offset)
 
     def _apply(self, hw: int) -> None:
+        before = self.applied
         while self.applied < hw:
             entries = self.mlog.read(self.applied, 1000)
             entries = [e for e in entries if e[0] < hw]
@@ -178,6 +186,9 @@ class QuorumDriver:
                 break
             self.on_committed(entries)
             self.applied = entries[-1][0] + 1
+        if self.applied > before:
+            for listener in self.applied_listeners:
+                listener()
         done = [(o, f) for o, f in self._commit_waiters if o < hw]
         self._commit_waiters = [(o, f) for o, f in self._commit_waiters if o >= hw]
         for _, f in done:

@@ -30,6 +30,7 @@ def format_record(r, print_key: bool, print_offset: bool, print_partition: bool,
 @bootstrap_option
 @click.option("--topic", required=True)
 @click.option("--from-beginning", is_flag=True, help="Start at the earliest offset instead of the latest.")
+@click.option("--group", default=None, help="Join this consumer group (offsets are committed as it goes).")
 @click.option("--partition", type=int, default=None, help="Consume only this partition.")
 @click.option("--offset", default=None, help="With --partition: an offset, 'earliest' or 'latest'.")
 @click.option("--max-messages", type=int, default=None, help="Exit after this many messages.")
@@ -42,6 +43,7 @@ def format_record(r, print_key: bool, print_offset: bool, print_partition: bool,
 def main(
     bootstrap_server,
     topic,
+    group,
     from_beginning,
     partition,
     offset,
@@ -55,18 +57,24 @@ def main(
     """Print messages of a topic to stdout, one per line."""
     if offset is not None and partition is None:
         raise click.UsageError("--offset requires --partition")
+    if group is not None and partition is not None:
+        raise click.UsageError("--group cannot be combined with --partition (the group assigns partitions)")
     reset = "earliest" if from_beginning or offset == "earliest" else "latest"
     count = 0
     out = sys.stdout
-    with Consumer(bootstrap_server, auto_offset_reset=reset) as consumer:
+    config = {"group_id": group} if group else {}
+    with Consumer(bootstrap_server, auto_offset_reset=reset, **config) as consumer:
         parts = consumer.partitions_for(topic)
-        if partition is not None:
+        if group is not None:
+            consumer.subscribe([topic])
+        elif partition is not None:
             if partition not in parts:
                 raise click.ClickException(
                     f"UNKNOWN_TOPIC_OR_PARTITION: {topic} has no partition {partition} (it has {len(parts)})"
                 )
             parts = [partition]
-        consumer.assign([TopicPartition(topic, p) for p in parts])
+        if group is None:
+            consumer.assign([TopicPartition(topic, p) for p in parts])
         if offset not in (None, "earliest", "latest"):
             if not offset.isdigit():
                 raise click.UsageError(f"--offset must be a number, 'earliest' or 'latest', got {offset!r}")

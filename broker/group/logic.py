@@ -1,0 +1,551 @@
+"""GroupCoordinatorLogic: Kafka's classic consumer-group protocol as a sans-IO state machine.
+
+Requests and timer ticks go in with `now_ms`; replies and appends to `__consumer_offsets` come out.
+No sockets, clocks or files: broker/group_coordinator.py drives it (and tests drive it directly), so
+every rebalance decision is deterministic. A request that has to wait (JoinGroup until the rebalance
+completes, SyncGroup until the leader's assignment is durable, OffsetCommit until its record is
+committed) carries a `token` that comes back in the `Reply` that answers it.
+
+State changes that must survive a coordinator move are written before they are acknowledged: the
+group's generation and assignment (on SyncGroup), committed offsets (on OffsetCommit), deletions.
+Everything else (who is waiting, heartbeat times) is rebuilt: members keep heartbeating the new
+coordinator, or rejoin.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.group.records import GroupKey, Key, OffsetKey
+from broker.group.state import Group, GroupState, Member, OffsetAndMetadata
+from net.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """Kafka's group.* and offsets.* broker settings."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 3000
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offset_metadata_max_bytes: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    token: Any
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Write `records` to __consumer_offsets partition `partition` (acks=all) and report the outcome with
+    on_append_done(append_id, error_code)."""
+
+    append_id: int
+    partition: int
+    records: list[tuple[Key, dict[str, Any] | None]]
+
+
+Output = Reply | Append
+
+PARTITION_LOADING = "loading"
+PARTITION_LOADED = "loaded"
+
+
+def _err(code: ErrorCode, message: str = "", **extra: Any) -> dict[str, Any]:
+    return {"error_code": int(code), "error_message": message or None, **extra}
+
+
+@dataclass(slots=True)
+class _PendingAppend:
+    kind: str  # "sync" | "commit" | "delete" | "expire"
+    group_id: str
+    generation: int = -1
+    token: Any = None
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+
+
+class GroupCoordinatorLogic:
+    def __init__(self, config: GroupConfig | None = None) -> None:
+        self.config = config or GroupConfig()
+        self.groups: dict[str, Group] = {}
+        self.partitions: dict[int, str] = {}  # offsets partition -> loading | loaded
+        self._appends: dict[int, _PendingAppend] = {}
+        self._ids = itertools.count(1)
+
+    # --- partition ownership (the driver follows the leadership of __consumer_offsets) -----------
+
+    def begin_loading(self, partition: int) -> list[Output]:
+        out = self.unload(partition)
+        self.partitions[partition] = PARTITION_LOADING
+        return out
+
+    def load(self, partition: int, records: list[tuple[Key, dict[str, Any] | None]], now_ms: int) -> None:
+        """Replay the partition's records in offset order; the latest per key wins."""
+        for g in [g for g in self.groups.values() if g.partition == partition]:
+            del self.groups[g.group_id]
+        for key, value in records:
+            if isinstance(key, OffsetKey):
+                g = self._group_for_load(key.group, partition, now_ms)
+                if value is None:
+                    g.offsets.pop((key.topic, key.partition), None)
+                else:
+                    g.offsets[(key.topic, key.partition)] = OffsetAndMetadata(
+                        int(value["offset"]), str(value.get("metadata") or ""), int(value.get("commit_ts", 0))
+                    )
+            elif isinstance(key, GroupKey):
+                if value is None:
+                    self.groups.pop(key.group, None)
+                else:
+                    self._group_for_load(key.group, partition, now_ms).load_value(value, now_ms)
+        self.partitions[partition] = PARTITION_LOADED
+
+    def _group_for_load(self, group_id: str, partition: int, now_ms: int) -> Group:
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id, partition, empty_since_ms=now_ms)
+        return g
+
+    def unload(self, partition: int) -> list[Output]:
+        """We no longer lead `partition`: drop its groups, and tell parked requests to find the new coordinator."""
+        self.partitions.pop(partition, None)
+        out: list[Output] = []
+        for g in [g for g in self.groups.values() if g.partition == partition]:
+            for m in g.members.values():
+                for tok in (m.join_token, m.sync_token):
+                    if tok is not None:
+                        out.append(Reply(tok, _err(ErrorCode.NOT_COORDINATOR, "the group coordinator moved")))
+            del self.groups[g.group_id]
+        for pa in list(self._appends.values()):
+            if pa.group_id not in self.groups and pa.token is not None:
+                # The append may still commit; the client retries on the new coordinator either way.
+                out.append(Reply(pa.token, self._append_failed_body(pa, ErrorCode.NOT_COORDINATOR)))
+                pa.token = None
+        return out
+
+    def check_owner(self, partition: int) -> dict[str, Any] | None:
+        """An error body if requests for groups on `partition` cannot be served here."""
+        st = self.partitions.get(partition)
+        if st is None:
+            return _err(ErrorCode.NOT_COORDINATOR, "this broker is not the group's coordinator")
+        if st == PARTITION_LOADING:
+            return _err(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "the coordinator is loading the group's offsets")
+        return None
+
+    # --- JoinGroup / SyncGroup / Heartbeat / LeaveGroup ------------------------------------------
+
+    def join(
+        self,
+        token: Any,
+        partition: int,
+        group_id: str,
+        member_id: str,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        now_ms: int,
+    ) -> list[Output]:
+        if not group_id:
+            return [Reply(token, _err(ErrorCode.INVALID_GROUP_ID, "group id must be a non-empty string"))]
+        c = self.config
+        if not c.min_session_timeout_ms <= session_timeout_ms <= c.max_session_timeout_ms:
+            msg = (
+                f"session.timeout.ms={session_timeout_ms} is outside the broker's "
+                f"[group.min.session.timeout.ms={c.min_session_timeout_ms}, "
+                f"group.max.session.timeout.ms={c.max_session_timeout_ms}]"
+            )
+            return [Reply(token, _err(ErrorCode.INVALID_SESSION_TIMEOUT, msg))]
+        if not protocols:
+            return [Reply(token, _err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "no assignment protocols given"))]
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id, partition, empty_since_ms=now_ms)
+        if g.state == GroupState.DEAD:
+            return [Reply(token, _err(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group is being deleted"))]
+        others = {k: v for k, v in g.members.items() if k != member_id}
+        probe = Group(group_id, partition, protocol_type=g.protocol_type, members=others)
+        if not probe.supports(protocol_type, protocols):
+            msg = f"protocol type {protocol_type!r} or strategies {[n for n, _ in protocols]} match no other member's"
+            return [Reply(token, _err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, msg))]
+        out: list[Output] = []
+        m = g.members.get(member_id) if member_id else None
+        if member_id and m is None:
+            msg = f"member {member_id} is not in group {group_id} (it was removed); rejoin as a new member"
+            return [Reply(token, _err(ErrorCode.UNKNOWN_MEMBER_ID, msg))]
+        if m is None:
+            member_id = f"{client_id}-{uuid.uuid4()}"
+            m = Member(member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocols, now_ms)
+            g.members[member_id] = m
+            g.protocol_type = protocol_type
+        else:
+            if m.join_token is not None:  # a retry of a parked join replaces it
+                out.append(Reply(m.join_token, _err(ErrorCode.REBALANCE_IN_PROGRESS, "superseded by a newer join")))
+            unchanged = m.protocols == protocols
+            m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = (
+                protocols,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+            )
+            m.last_heartbeat_ms = now_ms
+            if g.state == GroupState.STABLE and unchanged and member_id != g.leader:
+                # Nothing changed for this follower: hand back the current generation (Kafka does the same).
+                return out + [Reply(token, self._join_body(g, m))]
+        m.join_token = token
+        if g.state == GroupState.PREPARING_REBALANCE:
+            return out + self._maybe_complete_join(g, now_ms)
+        return out + self._prepare_rebalance(g, now_ms)
+
+    def sync(
+        self, token: Any, group_id: str, generation: int, member_id: str, assignments: dict[str, bytes], now_ms: int
+    ) -> list[Output]:
+        g = self.groups.get(group_id)
+        m = g.members.get(member_id) if g is not None else None
+        if g is None or m is None:
+            return [Reply(token, _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}"))]
+        if generation != g.generation:
+            return [Reply(token, self._illegal_generation(g, generation))]
+        m.last_heartbeat_ms = now_ms
+        if g.state == GroupState.PREPARING_REBALANCE:
+            return [Reply(token, _err(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing; rejoin"))]
+        if g.state == GroupState.STABLE:
+            return [Reply(token, {"error_code": 0, "assignment": m.assignment})]
+        if g.state != GroupState.COMPLETING_REBALANCE:
+            return [Reply(token, _err(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} is {g.state.value}"))]
+        out: list[Output] = []
+        if m.sync_token is not None:
+            out.append(Reply(m.sync_token, _err(ErrorCode.REBALANCE_IN_PROGRESS, "superseded by a newer sync")))
+        m.sync_token = token
+        if member_id != g.leader:
+            return out
+        unknown = [mid for mid in assignments if mid not in g.members]
+        if unknown:
+            return out + self._fail_syncs(g, ErrorCode.UNKNOWN_MEMBER_ID, f"assignment names unknown members {unknown}")
+        for mid, member in g.members.items():
+            member.assignment = assignments.get(mid, b"")
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("sync", group_id, g.generation)
+        return out + [Append(aid, g.partition, [(GroupKey(group_id), g.to_value())])]
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str, now_ms: int) -> dict[str, Any]:
+        g = self.groups.get(group_id)
+        m = g.members.get(member_id) if g is not None else None
+        if g is None or m is None:
+            return _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}")
+        m.last_heartbeat_ms = now_ms
+        if g.state == GroupState.PREPARING_REBALANCE:
+            return _err(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing; rejoin")
+        if generation != g.generation:
+            return self._illegal_generation(g, generation)
+        return {"error_code": 0}
+
+    def leave(self, group_id: str, member_ids: list[str], now_ms: int) -> tuple[dict[str, Any], list[Output]]:
+        g = self.groups.get(group_id)
+        if g is None:
+            return _err(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} has no members"), []
+        rows, out = [], []
+        for mid in member_ids:
+            if mid in g.members:
+                out += self._remove_member(g, mid, now_ms)
+                rows.append([mid, 0])
+            else:
+                rows.append([mid, int(ErrorCode.UNKNOWN_MEMBER_ID)])
+        return {"error_code": 0, "members": rows}, out
+
+    # --- offsets -------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        token: Any,
+        partition: int,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        offsets: dict[tuple[str, int], tuple[int, str]],
+        now_ms: int,
+        known_partitions: dict[str, int],
+    ) -> list[Output]:
+        """`known_partitions`: topic -> partition count, from the broker's metadata."""
+        g = self.groups.get(group_id)
+        if generation < 0 and not member_id:
+            # A commit from outside the group protocol (kl-groups --reset-offsets, manual assignment).
+            if g is not None and g.members:
+                msg = f"group {group_id} has active members ({g.state.value}); stop them before changing its offsets"
+                return [Reply(token, self._commit_error_body(offsets, ErrorCode.NON_EMPTY_GROUP, msg))]
+            if g is None:
+                g = self.groups[group_id] = Group(group_id, partition, empty_since_ms=now_ms)
+            owned = None
+        else:
+            m = g.members.get(member_id) if g is not None else None
+            if g is None:
+                msg = f"group {group_id} does not exist (generation {generation} is unknown)"
+                return [Reply(token, self._commit_error_body(offsets, ErrorCode.ILLEGAL_GENERATION, msg))]
+            if m is None:
+                msg = f"member {member_id} is not in group {group_id} (it was removed); rejoin"
+                return [Reply(token, self._commit_error_body(offsets, ErrorCode.UNKNOWN_MEMBER_ID, msg))]
+            if generation != g.generation:
+                body = self._illegal_generation(g, generation)
+                return [
+                    Reply(token, self._commit_error_body(offsets, ErrorCode.ILLEGAL_GENERATION, body["error_message"]))
+                ]
+            if g.state == GroupState.COMPLETING_REBALANCE:
+                msg = "the group is completing a rebalance; commit after it"
+                return [Reply(token, self._commit_error_body(offsets, ErrorCode.REBALANCE_IN_PROGRESS, msg))]
+            m.last_heartbeat_ms = now_ms
+            owned = m.owned(g.protocol_type)
+        rows: dict[tuple[str, int], tuple[int, str | None]] = {}
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, (offset, metadata) in offsets.items():
+            if tp[0] not in known_partitions or not 0 <= tp[1] < known_partitions[tp[0]]:
+                rows[tp] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"{tp[0]}-{tp[1]} does not exist")
+            elif len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                rows[tp] = (
+                    int(ErrorCode.OFFSET_METADATA_TOO_LARGE),
+                    f"metadata is longer than offset.metadata.max.bytes={self.config.offset_metadata_max_bytes}",
+                )
+            elif offset < 0:
+                rows[tp] = (int(ErrorCode.INVALID_COMMIT_OFFSET_SIZE), f"offset {offset} is negative")
+            elif owned is not None and tp not in owned:
+                rows[tp] = (
+                    int(ErrorCode.PARTITION_NOT_ASSIGNED),
+                    f"{tp[0]}-{tp[1]} is not assigned to member {member_id} in generation {generation}",
+                )
+            else:
+                accepted[tp] = OffsetAndMetadata(offset, metadata, now_ms)
+        if not accepted:
+            return [Reply(token, {"topics": _group_rows(rows)})]
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("commit", group_id, token=(token, rows), offsets=accepted)
+        recs = [(OffsetKey(group_id, t, p), om.to_value()) for (t, p), om in accepted.items()]
+        return [Append(aid, g.partition, recs)]
+
+    def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None) -> dict[str, Any]:
+        g = self.groups.get(group_id)
+        offsets = g.offsets if g is not None else {}
+        if tps is None:
+            tps = sorted(offsets)
+        rows = {}
+        for tp in tps:
+            om = offsets.get(tp)
+            rows[tp] = [-1, "", 0] if om is None else [om.offset, om.metadata, 0]
+        by_topic: dict[str, list] = {}
+        for (t, p), row in rows.items():
+            by_topic.setdefault(t, []).append([p, *row])
+        return {"error_code": 0, "topics": [[t, r] for t, r in by_topic.items()]}
+
+    # --- admin ---------------------------------------------------------------------------------
+
+    def list_groups(self) -> list[list]:
+        return [
+            [g.group_id, g.protocol_type or "consumer", g.state.value]
+            for g in sorted(self.groups.values(), key=lambda g: g.group_id)
+            if self.partitions.get(g.partition) == PARTITION_LOADED and g.state != GroupState.DEAD
+        ]
+
+    def describe(self, group_id: str) -> dict[str, Any]:
+        g = self.groups.get(group_id)
+        if g is None:
+            return {"error_code": 0, "group_id": group_id, "state": GroupState.DEAD.value, "members": []}
+        return {
+            "error_code": 0,
+            "group_id": group_id,
+            "state": g.state.value,
+            "protocol_type": g.protocol_type or "",
+            "protocol": g.protocol or "",
+            "generation": g.generation,
+            "members": [
+                [m.member_id, m.client_id, m.client_host, m.metadata_for(g.protocol), m.assignment]
+                for m in g.members.values()
+            ],
+        }
+
+    def delete(self, token: Any, group_id: str) -> list[Output]:
+        g = self.groups.get(group_id)
+        if g is None or g.state == GroupState.DEAD:
+            return [Reply(token, _err(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist"))]
+        if g.members:
+            msg = f"group {group_id} is not empty ({len(g.members)} members, {g.state.value})"
+            return [Reply(token, _err(ErrorCode.NON_EMPTY_GROUP, msg))]
+        g.state = GroupState.DEAD
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("delete", group_id, token=token)
+        return [Append(aid, g.partition, _tombstones(g))]
+
+    # --- appends and timers -----------------------------------------------------------------------
+
+    def on_append_done(self, append_id: int, error: int, now_ms: int) -> list[Output]:
+        pa = self._appends.pop(append_id, None)
+        if pa is None:
+            return []
+        g = self.groups.get(pa.group_id)
+        if pa.kind == "commit":
+            token, rows = pa.token if pa.token is not None else (None, {})
+            if not error and g is not None:
+                g.offsets.update(pa.offsets)
+            for tp in pa.offsets:
+                rows[tp] = (error, None if not error else f"offset commit not replicated: {ErrorCode(error).name}")
+            return [] if token is None else [Reply(token, {"topics": _group_rows(rows)})]
+        if pa.kind == "delete":
+            if g is not None and not error:
+                del self.groups[pa.group_id]
+            elif g is not None:
+                g.state = GroupState.EMPTY
+            if pa.token is None:
+                return []
+            return [Reply(pa.token, {"error_code": error, "error_message": None})]
+        if pa.kind == "expire":
+            if g is not None and not error:
+                for tp in pa.offsets:
+                    if g.offsets.get(tp) is pa.offsets[tp]:
+                        del g.offsets[tp]
+            return []
+        # sync: the assignment is durable; members may now learn it.
+        if g is None or g.generation != pa.generation or g.state != GroupState.COMPLETING_REBALANCE:
+            return []
+        if error:
+            out = self._fail_syncs(g, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the assignment could not be stored")
+            return out + self._prepare_rebalance(g, now_ms)
+        g.state = GroupState.STABLE
+        out: list[Output] = []
+        for m in g.members.values():
+            if m.sync_token is not None:
+                out.append(Reply(m.sync_token, {"error_code": 0, "assignment": m.assignment}))
+                m.sync_token = None
+        return out
+
+    def tick(self, now_ms: int) -> list[Output]:
+        out: list[Output] = []
+        for g in list(self.groups.values()):
+            if self.partitions.get(g.partition) != PARTITION_LOADED:
+                continue
+            for m in list(g.members.values()):
+                if m.join_token is not None or m.sync_token is not None:
+                    continue  # parked: the rebalance's own deadline governs it
+                if now_ms - m.last_heartbeat_ms > m.session_timeout_ms:
+                    out += self._remove_member(g, m.member_id, now_ms)
+            if g.state == GroupState.PREPARING_REBALANCE:
+                out += self._maybe_complete_join(g, now_ms)
+            elif g.state == GroupState.EMPTY and g.offsets:
+                out += self._maybe_expire(g, now_ms)
+        return out
+
+    # --- internals ---------------------------------------------------------------------------------
+
+    def _prepare_rebalance(self, g: Group, now_ms: int) -> list[Output]:
+        out: list[Output] = []
+        if g.state == GroupState.COMPLETING_REBALANCE:
+            out += self._fail_syncs(g, ErrorCode.REBALANCE_IN_PROGRESS, "a member joined or left; rejoin")
+        if g.state == GroupState.EMPTY:
+            g.join_not_before_ms = now_ms + self.config.initial_rebalance_delay_ms
+        else:
+            g.join_not_before_ms = now_ms
+        g.state = GroupState.PREPARING_REBALANCE
+        g.rebalance_deadline_ms = now_ms + g.rebalance_timeout_ms()
+        return out + self._maybe_complete_join(g, now_ms)
+
+    def _maybe_complete_join(self, g: Group, now_ms: int) -> list[Output]:
+        if g.all_joined():
+            if now_ms < g.join_not_before_ms and now_ms < g.rebalance_deadline_ms:
+                return []
+        elif now_ms < g.rebalance_deadline_ms:
+            return []
+        # Members that did not rejoin within the rebalance timeout (max.poll.interval.ms) are out.
+        for mid in [mid for mid, m in g.members.items() if m.join_token is None]:
+            del g.members[mid]
+        g.generation += 1
+        out: list[Output] = []
+        if not g.members:
+            g.state, g.protocol, g.leader, g.empty_since_ms = GroupState.EMPTY, None, None, now_ms
+            aid = next(self._ids)
+            self._appends[aid] = _PendingAppend("empty", g.group_id, g.generation)
+            return [Append(aid, g.partition, [(GroupKey(g.group_id), g.to_value())])]
+        g.protocol = g.select_protocol()
+        if g.leader not in g.members:
+            g.leader = next(iter(g.members))
+        g.state = GroupState.COMPLETING_REBALANCE
+        for m in g.members.values():
+            m.assignment = b""
+            m.last_heartbeat_ms = now_ms
+            out.append(Reply(m.join_token, self._join_body(g, m)))
+            m.join_token = None
+        return out
+
+    def _join_body(self, g: Group, m: Member) -> dict[str, Any]:
+        members = (
+            [[x.member_id, x.metadata_for(g.protocol)] for x in g.members.values()] if m.member_id == g.leader else []
+        )
+        return {
+            "error_code": 0,
+            "generation_id": g.generation,
+            "protocol_type": g.protocol_type,
+            "protocol_name": g.protocol,
+            "leader": g.leader,
+            "member_id": m.member_id,
+            "members": members,
+        }
+
+    def _remove_member(self, g: Group, member_id: str, now_ms: int) -> list[Output]:
+        m = g.members.pop(member_id)
+        out: list[Output] = []
+        for tok in (m.join_token, m.sync_token):
+            if tok is not None:
+                out.append(Reply(tok, _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} left the group")))
+        if g.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            out += self._prepare_rebalance(g, now_ms)
+        elif g.state == GroupState.PREPARING_REBALANCE:
+            out += self._maybe_complete_join(g, now_ms)
+        return out
+
+    def _fail_syncs(self, g: Group, code: ErrorCode, message: str) -> list[Output]:
+        out: list[Output] = []
+        for m in g.members.values():
+            if m.sync_token is not None:
+                out.append(Reply(m.sync_token, _err(code, message)))
+                m.sync_token = None
+        return out
+
+    def _maybe_expire(self, g: Group, now_ms: int) -> list[Output]:
+        if now_ms - g.empty_since_ms < self.config.offsets_retention_ms:
+            return []
+        if any(pa.group_id == g.group_id for pa in self._appends.values()):
+            return []
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("expire", g.group_id, offsets=dict(g.offsets))
+        return [Append(aid, g.partition, [(OffsetKey(g.group_id, t, p), None) for t, p in g.offsets])]
+
+    @staticmethod
+    def _illegal_generation(g: Group, generation: int) -> dict[str, Any]:
+        msg = f"generation {generation} is not the group's current generation {g.generation}; rejoin"
+        return _err(ErrorCode.ILLEGAL_GENERATION, msg)
+
+    @staticmethod
+    def _commit_error_body(offsets: dict, code: ErrorCode, message: str) -> dict[str, Any]:
+        return {"topics": _group_rows({tp: (int(code), message) for tp in offsets})}
+
+    @staticmethod
+    def _append_failed_body(pa: _PendingAppend, code: ErrorCode) -> dict[str, Any]:
+        if pa.kind == "commit":
+            _, rows = pa.token
+            for tp in pa.offsets:
+                rows[tp] = (int(code), "the group coordinator moved")
+            return {"topics": _group_rows(rows)}
+        return _err(code, "the group coordinator moved")
+
+
+def _tombstones(g: Group) -> list[tuple[Key, dict[str, Any] | None]]:
+    recs: list[tuple[Key, dict[str, Any] | None]] = [(OffsetKey(g.group_id, t, p), None) for t, p in g.offsets]
+    return recs + [(GroupKey(g.group_id), None)]
+
+
+def _group_rows(rows: dict[tuple[str, int], tuple[int, str | None]]) -> list:
+    by_topic: dict[str, list] = {}
+    for (t, p), (code, msg) in sorted(rows.items()):
+        by_topic.setdefault(t, []).append([p, code, msg])
+    return [[t, r] for t, r in by_topic.items()]

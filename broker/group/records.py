@@ -1,0 +1,85 @@
+"""Records of the internal topic `__consumer_offsets` (Kafka's GroupMetadataManager formats, in msgpack).
+
+Key ["o", group, topic, partition] -> {"offset", "metadata", "commit_ts"}: a committed offset.
+Key ["g", group]                   -> the group's generation, protocol, leader and members.
+A None value is a tombstone: the offset or the group was deleted (or expired). The latest record per
+key wins, which is what makes the topic compactable.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import msgpack
+
+from net import batch as batch_fmt
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """The offsets partition (and so the coordinator) of a group. crc32 is stable across processes and
+    platforms, unlike Python's salted hash()."""
+    return zlib.crc32(group_id.encode()) % num_partitions
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group: str
+
+
+Key = OffsetKey | GroupKey
+
+
+def encode_key(key: Key) -> bytes:
+    if isinstance(key, OffsetKey):
+        return msgpack.packb(["o", key.group, key.topic, key.partition])
+    return msgpack.packb(["g", key.group])
+
+
+def decode_key(data: bytes) -> Key | None:
+    """None for a key this version does not know (skipped on load, as Kafka skips unknown versions)."""
+    try:
+        k = msgpack.unpackb(data, raw=False)
+    except Exception:
+        return None
+    if isinstance(k, list) and len(k) == 4 and k[0] == "o":
+        return OffsetKey(k[1], k[2], k[3])
+    if isinstance(k, list) and len(k) == 2 and k[0] == "g":
+        return GroupKey(k[1])
+    return None
+
+
+def encode_value(value: dict[str, Any] | None) -> bytes | None:
+    return None if value is None else msgpack.packb(value, use_bin_type=True)
+
+
+def decode_value(data: bytes | None) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    v = msgpack.unpackb(data, raw=False)
+    return v if isinstance(v, dict) else None
+
+
+def build_batch(records: list[tuple[Key, dict[str, Any] | None]], now_ms: int) -> bytes:
+    """One batch for an atomic write: a commit's offsets, or a group's metadata, land together."""
+    recs = [[i, 0, encode_key(k), encode_value(v), None] for i, (k, v) in enumerate(records)]
+    return batch_fmt.build(recs, now_ms, now_ms)
+
+
+def read_records(data: bytes) -> Iterator[tuple[int, Key, dict[str, Any] | None]]:
+    """(offset, key, value) of every known record in raw log bytes."""
+    for pos, h in batch_fmt.iter_batches(data):
+        for delta, _ts, key, value, _headers in batch_fmt.records_of(data, pos, h):
+            k = decode_key(key) if isinstance(key, bytes) else None
+            if k is not None:
+                yield h.base_offset + delta, k, decode_value(value)

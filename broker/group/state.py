@@ -1,0 +1,136 @@
+"""A consumer group's state as Kafka's classic group protocol defines it (GroupMetadata, MemberMetadata)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from net.consumer_protocol import PROTOCOL_TYPE, Assignment
+
+
+class GroupState(StrEnum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(slots=True)
+class OffsetAndMetadata:
+    offset: int
+    metadata: str
+    commit_ts: int
+
+    def to_value(self) -> dict[str, Any]:
+        return {"offset": self.offset, "metadata": self.metadata, "commit_ts": self.commit_ts}
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+    last_heartbeat_ms: int
+    assignment: bytes = b""
+    # Requests parked until the rebalance step completes (tokens are the driver's, opaque here).
+    join_token: Any = None
+    sync_token: Any = None
+
+    def metadata_for(self, protocol: str | None) -> bytes:
+        return next((m for name, m in self.protocols if name == protocol), b"")
+
+    def owned(self, protocol_type: str | None) -> frozenset[tuple[str, int]] | None:
+        """The partitions this member's assignment gives it; None if the assignment is not ours to read."""
+        if protocol_type != PROTOCOL_TYPE:
+            return None
+        try:
+            return Assignment.decode(self.assignment).partitions
+        except ValueError:
+            return None
+
+    def to_row(self) -> list:
+        return [
+            self.member_id,
+            self.client_id,
+            self.client_host,
+            self.session_timeout_ms,
+            self.rebalance_timeout_ms,
+            [[n, m] for n, m in self.protocols],
+            self.assignment,
+        ]
+
+    @classmethod
+    def from_row(cls, row: list, now_ms: int) -> "Member":
+        mid, cid, host, st, rt, protocols, assignment = row
+        return cls(mid, cid, host, st, rt, [(n, m) for n, m in protocols], now_ms, assignment)
+
+
+@dataclass(slots=True)
+class Group:
+    group_id: str
+    partition: int  # of __consumer_offsets: the coordinator is its leader
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    rebalance_deadline_ms: int = 0
+    # group.initial.rebalance.delay.ms: the first rebalance of an empty group waits for more members.
+    join_not_before_ms: int = 0
+    empty_since_ms: int = 0
+
+    def to_value(self) -> dict[str, Any]:
+        return {
+            "protocol_type": self.protocol_type,
+            "protocol": self.protocol,
+            "generation": self.generation,
+            "leader": self.leader,
+            "members": [m.to_row() for m in self.members.values()],
+        }
+
+    def load_value(self, value: dict[str, Any], now_ms: int) -> None:
+        """Take over a group from its record: members keep their generation and must heartbeat us within
+        their session timeout, counted from the load (as Kafka's coordinator does after a move)."""
+        self.protocol_type = value.get("protocol_type")
+        self.protocol = value.get("protocol")
+        self.generation = int(value.get("generation", 0))
+        self.leader = value.get("leader")
+        self.members = {row[0]: Member.from_row(row, now_ms) for row in value.get("members") or []}
+        self.state = GroupState.STABLE if self.members else GroupState.EMPTY
+        self.empty_since_ms = now_ms
+
+    def all_joined(self) -> bool:
+        return all(m.join_token is not None for m in self.members.values())
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def select_protocol(self) -> str:
+        """Each member votes for its most preferred protocol among those all members support (Kafka's rule)."""
+        members = list(self.members.values())
+        common = set(n for n, _ in members[0].protocols)
+        for m in members[1:]:
+            common &= {n for n, _ in m.protocols}
+        votes: dict[str, int] = {}
+        for m in members:
+            choice = next(n for n, _ in m.protocols if n in common)
+            votes[choice] = votes.get(choice, 0) + 1
+        order = [n for n, _ in members[0].protocols]
+        return max(votes, key=lambda n: (votes[n], -order.index(n)))
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        if not self.members:
+            return True
+        if protocol_type != self.protocol_type:
+            return False
+        common = {n for n, _ in protocols}
+        for m in self.members.values():
+            common &= {n for n, _ in m.protocols}
+        return bool(common)

@@ -1,0 +1,249 @@
+"""The consumer-group requests: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, OffsetCommit/Fetch,
+List/Describe/DeleteGroups. Shapes are checked here; decisions are the GroupCoordinatorLogic's."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable
+
+from broker.group.records import OFFSETS_TOPIC
+from broker.group_coordinator import now_ms
+from net.errors import ErrorCode, KafkaLiteError, TopicAlreadyExistsError, error_for
+from net.protocol import ApiKey
+from net.server import BadRequest, ConnectionContext, as_list
+
+if TYPE_CHECKING:
+    from broker.server import BrokerServer
+
+log = logging.getLogger("kafkalite.group")
+
+
+def _str(body: dict, key: str, default: str | None = None) -> str:
+    v = body.get(key, default)
+    if not isinstance(v, str):
+        raise BadRequest(f"field {key!r} must be a string")
+    return v
+
+
+def _int(body: dict, key: str, default: int | None = None) -> int:
+    v = body.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise BadRequest(f"field {key!r} must be an integer")
+    return v
+
+
+def _host(ctx: ConnectionContext) -> str:
+    return "/" + ctx.peer.rsplit(":", 1)[0]  # Kafka's HOST column shows "/1.2.3.4"
+
+
+class GroupApis:
+    def __init__(self, server: "BrokerServer") -> None:
+        self.server = server
+        self.coordinator = server.group_coordinator
+        self.handlers = {
+            ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            ApiKey.JOIN_GROUP: self.join_group,
+            ApiKey.SYNC_GROUP: self.sync_group,
+            ApiKey.HEARTBEAT: self.heartbeat,
+            ApiKey.LEAVE_GROUP: self.leave_group,
+            ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.OFFSET_FETCH: self.offset_fetch,
+            ApiKey.LIST_GROUPS: self.list_groups,
+            ApiKey.DESCRIBE_GROUPS: self.describe_groups,
+            ApiKey.DELETE_GROUPS: self.delete_groups,
+        }
+
+    # --- finding the coordinator -------------------------------------------------------------
+
+    def find_coordinator(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+        key = _str(body, "key")
+        if _int(body, "key_type", 0) != 0:
+            return {
+                "error_code": int(ErrorCode.INVALID_REQUEST),
+                "error_message": "only group coordinators (key_type 0)",
+            }
+        if not key:
+            return {"error_code": int(ErrorCode.INVALID_GROUP_ID), "error_message": "group id must be non-empty"}
+        image = self.server.image
+        info = image.topics.get(OFFSETS_TOPIC)
+        if info is None:
+            return self._create_offsets_topic()
+        st = info.partitions.get(self.coordinator.partition_for(key))
+        b = image.brokers.get(st.leader) if st is not None else None
+        if b is None or b.fenced:
+            return _not_available("the group's coordinator partition has no leader yet")
+        return {"error_code": 0, "node_id": b.id, "host": b.host, "port": b.port}
+
+    async def _create_offsets_topic(self) -> dict:
+        """Kafka creates __consumer_offsets on the first FindCoordinator; the caller retries meanwhile."""
+        cfg = self.server.config
+        rf = cfg.offsets_topic_replication_factor
+        if rf < 1:
+            rf = min(3, len(cfg.voters()))
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)}
+        n = cfg.offsets_topic_num_partitions
+        try:
+            if self.server.controller.ready:
+                await self.server.controller.create_topic(OFFSETS_TOPIC, n, rf, configs)
+            else:
+                controller = self.server.quorum.node.leader_id
+                if controller is None:
+                    return _not_available("no active controller to create the offsets topic")
+                topic = {"name": OFFSETS_TOPIC, "num_partitions": n, "replication_factor": rf, "configs": configs}
+                resp = await self.server.peer_request(controller, ApiKey.CREATE_TOPICS, {"topics": [topic]}, 10)
+                _, code, msg = resp["topics"][0]
+                if code and code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    raise error_for(code, msg or "")
+            log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, n, rf)
+        except TopicAlreadyExistsError:
+            pass
+        except KafkaLiteError as e:
+            log.warning("cannot create %s yet: %s", OFFSETS_TOPIC, e)
+            return _not_available(f"the offsets topic cannot be created yet: {e}")
+        return _not_available("the offsets topic is being created")
+
+    # --- membership ------------------------------------------------------------------------
+
+    def join_group(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+        group_id = body.get("group_id")
+        err = self.coordinator.owner_error(group_id)
+        if err:
+            return err
+        protocols = []
+        for entry in as_list(body.get("protocols"), "protocols"):
+            if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
+                raise BadRequest("each protocols entry must be [name, metadata bytes]")
+            protocols.append((entry[0], bytes(entry[1] or b"")))
+        return self.coordinator.call(
+            self.coordinator.logic.join,
+            self.coordinator.partition_for(group_id),
+            group_id,
+            _str(body, "member_id", ""),
+            ctx.client_id or "",
+            _host(ctx),
+            _int(body, "session_timeout_ms"),
+            _int(body, "rebalance_timeout_ms", _int(body, "session_timeout_ms")),
+            _str(body, "protocol_type", "consumer"),
+            protocols,
+            now_ms(),
+        )
+
+    def sync_group(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+        group_id = body.get("group_id")
+        err = self.coordinator.owner_error(group_id)
+        if err:
+            return err
+        assignments: dict[str, bytes] = {}
+        for entry in as_list(body.get("assignments") or [], "assignments"):
+            if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
+                raise BadRequest("each assignments entry must be [member_id, assignment bytes]")
+            assignments[entry[0]] = bytes(entry[1] or b"")
+        return self.coordinator.call(
+            self.coordinator.logic.sync,
+            group_id,
+            _int(body, "generation_id"),
+            _str(body, "member_id"),
+            assignments,
+            now_ms(),
+        )
+
+    def heartbeat(self, body: dict, ctx: ConnectionContext) -> dict:
+        group_id = body.get("group_id")
+        err = self.coordinator.owner_error(group_id)
+        if err:
+            return err
+        return self.coordinator.logic.heartbeat(
+            group_id, _int(body, "generation_id"), _str(body, "member_id"), now_ms()
+        )
+
+    def leave_group(self, body: dict, ctx: ConnectionContext) -> dict:
+        group_id = body.get("group_id")
+        err = self.coordinator.owner_error(group_id)
+        if err:
+            return err
+        members = as_list(body.get("members"), "members")
+        if not all(isinstance(m, str) for m in members):
+            raise BadRequest("members must be a list of member ids")
+        reply, outputs = self.coordinator.logic.leave(group_id, members, now_ms())
+        self.coordinator.run(outputs)
+        return reply
+
+    # --- offsets -----------------------------------------------------------------------------
+
+    def offset_commit(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+        group_id = body.get("group_id")
+        offsets: dict[tuple[str, int], tuple[int, str]] = {}
+        for topic, parts in _topic_rows(body):
+            for p in parts:
+                if not isinstance(p, list) or len(p) < 2 or not all(isinstance(x, int) for x in p[:2]):
+                    raise BadRequest("each offset entry must be [partition, offset, metadata?]")
+                meta = p[2] if len(p) > 2 and isinstance(p[2], str) else ""
+                offsets[(topic, p[0])] = (p[1], meta)
+        err = self.coordinator.owner_error(group_id)
+        if err:
+            by_topic: dict[str, list] = {}
+            for t, p in offsets:
+                by_topic.setdefault(t, []).append([p, err["error_code"], err["error_message"]])
+            return {"topics": [[t, rows] for t, rows in by_topic.items()]}
+        known = {t: len(info.partitions) for t, info in self.server.image.topics.items()}
+        return self.coordinator.call(
+            self.coordinator.logic.commit,
+            self.coordinator.partition_for(group_id),
+            group_id,
+            _int(body, "generation_id", -1),
+            _str(body, "member_id", ""),
+            offsets,
+            now_ms(),
+            known,
+        )
+
+    def offset_fetch(self, body: dict, ctx: ConnectionContext) -> dict:
+        group_id = body.get("group_id")
+        err = self.coordinator.owner_error(group_id)
+        if err:
+            return err
+        tps = None
+        if body.get("topics") is not None:
+            tps = []
+            for topic, parts in _topic_rows(body):
+                if not all(isinstance(p, int) for p in parts):
+                    raise BadRequest("offset fetch partitions must be integers")
+                tps += [(topic, p) for p in parts]
+        return self.coordinator.logic.fetch_offsets(group_id, tps)
+
+    # --- admin ------------------------------------------------------------------------------
+
+    def list_groups(self, body: dict, ctx: ConnectionContext) -> dict:
+        return {"error_code": 0, "groups": self.coordinator.logic.list_groups()}
+
+    def describe_groups(self, body: dict, ctx: ConnectionContext) -> dict:
+        out = []
+        for group_id in as_list(body.get("groups"), "groups"):
+            err = self.coordinator.owner_error(group_id)
+            out.append(dict(err, group_id=group_id) if err else self.coordinator.logic.describe(group_id))
+        return {"groups": out}
+
+    def delete_groups(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
+        return self._delete_groups(as_list(body.get("groups"), "groups"))
+
+    async def _delete_groups(self, groups: list) -> dict:
+        results = []
+        for group_id in groups:
+            err = self.coordinator.owner_error(group_id)
+            if err is None:
+                err = await self.coordinator.call(self.coordinator.logic.delete, group_id)
+            results.append([group_id, err["error_code"], err.get("error_message")])
+        return {"results": results}
+
+
+def _topic_rows(body: dict) -> list[tuple[str, list]]:
+    out = []
+    for entry in as_list(body.get("topics"), "topics"):
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
+            raise BadRequest("each topics entry must be [topic, [partition entries]]")
+        out.append((entry[0], as_list(entry[1], "partitions")))
+    return out
+
+
+def _not_available(message: str) -> dict[str, Any]:
+    return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": message}

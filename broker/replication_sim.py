@@ -1,0 +1,1088 @@
+"""A seeded, deterministic simulator of partition replication, checked after every step.
+
+election/sim.py verifies the controller quorum; this verifies what the brokers do with its decisions:
+partition leaders chosen by the controller, the ISR, the high watermark (HW), followers fetching and
+truncating, leader-epoch fencing. It drives the production rules, not a model of them:
+broker/controller.py (ControllerLogic: topic creation, fencing, registration, AlterPartition),
+broker/controller_service.py (its liveness rule: who is fenced or registered, from metadata fetches),
+broker/replication.py (LeaderState, FollowerState, validate_fetch) and the epoch cache of
+broker/log/epoch.py. The simulator plays the drivers in between (broker/partition.py, the fetch and
+apply_image paths of broker/replica_manager.py, broker/replica_fetcher.py and the AlterPartition
+plumbing of broker/server.py), whose decision logic it copies; logs are in memory.
+
+The controller is ONE authority holding the committed metadata log. That is a composition argument:
+election/sim.py checks that the quorum behaves as one such log (records commit once, in one order,
+never change, survive controller failover), so here a controller failover is an outage after which a
+new controller starts with no fetch history (controller_service.py's grace rules), and an
+AlterPartition whose response is lost may or may not have been committed.
+
+Brokers learn metadata only by fetching it from the controller, with delay and loss, and apply records
+in log order, a fetched batch at a time, so their views are stale: deposed leaders that do not know
+yet, followers fetching from old leaders, AlterPartition proposals racing elections. A broker's
+fetched metadata log is durable (brokers keep it on disk); its image is rebuilt from it on restart when
+the first fetch response tells it what is committed, as net/quorum_driver.py does. Partition logs and
+their epoch caches are durable across crashes (a crash kills the process, the page cache survives);
+LeaderState, FollowerState, HWs, fetchers, AlterPartition requests and acks=all waiters are lost.
+
+One `random.Random(seed)` draws the schedule: cluster shape (3-5 brokers, 1-3 partitions, RF 3,
+min.insync.replicas 1 or 2, unclean election off), timings, and the faults: message loss, duplication,
+delay (so reordering), rare very late deliveries, network partitions (the controller is a node too),
+crashes (at random, of leaders, right after becoming leader, right after any event) with restarts from
+the durable state, pauses (SIGSTOP: events wait), and controller outages. Producers send acks=all
+values to a random broker or to the leader some broker's (stale) image names.
+
+A schedule runs `steps` events with faults, then heals everything (all nodes up, one network, no loss,
+delays capped) and checks liveness: every partition must acknowledge a marker value within a bound.
+The invariants of broker/replication_sim_checks.py are checked after every step; a failure names the
+seed and step, and `run_schedule(seed, steps)` replays it exactly.
+
+    python -m broker.replication_sim --seeds 1000
+    python -m broker.replication_sim --replay 1234 --trace
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.controller import MetadataImage, PartitionState
+from broker.controller_service import ControllerService
+from broker.replication import (
+    Diverging,
+    Fenced,
+    FollowerState,
+    HighWatermarkAdvanced,
+    LeaderState,
+    OutOfRange,
+    ProposeIsr,
+    UnknownEpoch,
+    validate_fetch,
+)
+from broker.replication_sim_checks import Checker, SimFailure, SimLog
+from net.errors import KafkaLiteError
+
+TOPIC = "t"
+CONTROLLER = 0  # node id of the controller; brokers are 1..n
+CLIENT = -1  # producers: reach every broker (a partition between brokers does not cut them off)
+RF = 3
+
+_DELIVER, _TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK = range(8)
+_META, _TICK, _FETCH, _FETCH_TIMEOUT, _ALTER_TIMEOUT = range(5)  # broker timers
+
+# Per-partition fetch errors, as the error codes replica_fetcher.py distinguishes.
+_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+
+
+@dataclass(frozen=True, slots=True)
+class SimParams:
+    """Everything about a schedule that is drawn from its seed (times in virtual ms)."""
+
+    brokers: int
+    partitions: int
+    min_isr: int
+    session_timeout_ms: int  # broker.session.timeout.ms: no metadata fetch for this long -> fenced
+    meta_interval_ms: int  # how often a broker fetches metadata (also its heartbeat)
+    meta_batch: int  # records per metadata fetch response (the quorum's fetch_max_records, scaled down)
+    ctrl_tick_ms: int
+    lag_time_max_ms: int  # replica.lag.time.max.ms
+    tick_ms: int  # ReplicaManager.tick (ISR expiration)
+    fetch_idle_ms: int  # a follower's next fetch after an empty answer (a long poll, coarsely)
+    fetch_max_records: int
+    rpc_timeout_ms: int  # fetch and AlterPartition requests time out (NetworkError) after this
+    min_delay_ms: int
+    max_delay_ms: int
+    late_p: float  # probability that a message is delayed by up to two session timeouts
+    loss_p: float
+    dup_p: float
+    fault_mean_ms: float
+    client_mean_ms: float
+    crash_after_p: float  # a broker crashes right after handling an event
+    crash_leader_p: float  # ... right after becoming a partition leader
+
+    @classmethod
+    def draw(cls, rng: random.Random, brokers: int | None = None) -> SimParams:
+        session = rng.choice([150, 300, 600])
+        max_delay = rng.choice([2, 5, 15, 40])
+        return cls(
+            brokers=brokers or rng.randint(3, 5),
+            partitions=rng.randint(1, 3),
+            min_isr=rng.choice([1, 2]),
+            session_timeout_ms=session,
+            meta_interval_ms=rng.choice([10, 30]),
+            meta_batch=rng.choice([1, 3, 1000]),
+            ctrl_tick_ms=rng.choice([5, 20]),
+            lag_time_max_ms=rng.choice([50, 150, 500]),
+            tick_ms=rng.choice([10, 30]),
+            fetch_idle_ms=rng.choice([2, 10, 30]),
+            fetch_max_records=rng.choice([1, 3, 1000]),
+            rpc_timeout_ms=4 * max_delay + rng.choice([20, 100]),
+            min_delay_ms=1,
+            max_delay_ms=max_delay,
+            late_p=rng.choice([0.0, 0.005, 0.02]),
+            loss_p=rng.choice([0.0, 0.02, 0.1, 0.3]),
+            dup_p=rng.choice([0.0, 0.05, 0.2]),
+            fault_mean_ms=session * rng.choice([0.3, 1.0, 3.0]),
+            client_mean_ms=rng.choice([2, 10, 40]),
+            crash_after_p=rng.choice([0.0, 0.001, 0.005]),
+            crash_leader_p=rng.choice([0.0, 0.1, 0.3]),
+        )
+
+
+@dataclass
+class Result:
+    seed: int
+    brokers: int
+    partitions: int
+    steps: int
+    ok: bool
+    failure: str | None = None
+    failed_step: int | None = None
+    virtual_ms: int = 0
+    max_leader_epoch: int = 0
+    leaderships: int = 0  # LeaderStates created
+    isr_changes: int = 0  # AlterPartition records committed
+    alter_rejected: int = 0
+    fencings: int = 0
+    truncations: int = 0
+    produced: int = 0  # values appended by a leader
+    acked: int = 0
+    committed: int = 0  # sum of the committed prefixes at the end
+    crashes: int = 0
+    messages: int = 0
+    liveness_ms: int | None = None  # from the heal until every partition acknowledged a marker
+    trace: list[str] = field(default_factory=list)
+
+
+# --- messages (frozen: a duplicated message is the same object twice) ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MetaFetch:
+    src: int
+    offset: int  # the broker's durable metadata log end
+
+
+@dataclass(frozen=True, slots=True)
+class MetaRecords:
+    offset: int
+    records: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsr:
+    src: int
+    req: int
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsrResult:
+    req: int
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    src: int
+    req: int
+    specs: tuple[tuple[int, int, int, int], ...]  # (partition, fetch offset, current leader epoch, last fetched epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRow:
+    partition: int
+    error: str | None
+    hw: int
+    leo: int
+    records: tuple[tuple[int, Any], ...] = ()
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    req: int
+    rows: tuple[FetchRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Produce:
+    partition: int
+    value: Any
+
+
+# --- the controller --------------------------------------------------------------------------------
+
+
+class _QuorumView:
+    """What ControllerService asks its quorum node about liveness, answered by the simulated controller."""
+
+    def __init__(self, ctrl: SimController) -> None:
+        self.ctrl = ctrl
+        self.applied_listeners: list[Any] = []  # the service's wake-up hooks: the simulator ticks it itself
+
+    @property
+    def node(self) -> _QuorumView:
+        return self
+
+    def follower_last_fetch_ms(self, broker_id: int) -> int | None:
+        return self.ctrl.last_fetch.get(broker_id)
+
+    def voters_seen_in_election(self, epoch: int) -> frozenset[int]:
+        return self.ctrl.seen
+
+
+class SimController:
+    """The one metadata authority: committed records, the image they build, and the production logic."""
+
+    def __init__(self, brokers: list[int], session_timeout_ms: int) -> None:
+        self.up = True
+        self.records: list[dict[str, Any]] = []
+        self.image = MetadataImage()
+        self.last_fetch: dict[int, int] = {}
+        self.seen: frozenset[int] = frozenset()
+        self.quorum = _QuorumView(self)
+        # broker_id 0 is none of the brokers: the controller is not one of them here, so none is alive
+        # by fiat (ControllerService treats its own broker as alive).
+        addresses = {b: (f"b{b}", 9000 + b) for b in brokers}
+        self.service = ControllerService(CONTROLLER, self.image, self.quorum, addresses, session_timeout_ms, "sim")  # type: ignore[arg-type]
+        self.logic = self.service.logic
+        self.assigned: dict[tuple[int, int], int] = {}  # (partition, leader epoch) -> leader, from records
+        self.topic_created = False
+
+    def commit(self, records: list[dict[str, Any]]) -> None:
+        for r in records:
+            offset = len(self.records)
+            self.records.append(r)
+            self.image.apply(offset, r)
+            if r.get("type") == "partition" and r["leader"] >= 0:
+                key = (r["partition"], r["leader_epoch"])
+                if self.assigned.setdefault(key, r["leader"]) != r["leader"]:
+                    raise SimFailure(f"controller gave leader epoch {key[1]} of partition {key[0]} to two brokers")
+
+    def state(self, p: int) -> PartitionState | None:
+        t = self.image.topics.get(TOPIC)
+        return t.partitions.get(p) if t is not None else None
+
+
+# --- a broker: the driver role of partition.py, replica_manager.py, replica_fetcher.py, server.py ------------
+
+
+@dataclass
+class _Waiter:
+    offset: int
+    epoch: int
+    value: Any
+
+
+class SimPartition:
+    """broker/partition.py's Partition over a SimLog, without producer state (values are unique)."""
+
+    def __init__(self, partition: int, log: SimLog, broker_id: int, min_isr: int, lag_ms: int) -> None:
+        self.partition = partition
+        self.log = log
+        self.broker_id = broker_id
+        self.min_insync_replicas = min_isr
+        self.replica_lag_time_max_ms = lag_ms
+        self.leader = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.high_watermark = 0
+        self.leader_state: LeaderState | None = None
+        self.follower_state: FollowerState | None = None
+        self.waiters: list[_Waiter] = []
+
+
+@dataclass
+class _Fetcher:
+    """replica_fetcher.py's ReplicaFetcher: one per leader, one request in flight."""
+
+    leader: int
+    parts: dict[int, SimPartition] = field(default_factory=dict)
+    req: int | None = None  # the request in flight
+    sent: dict[int, tuple[SimPartition, int]] = field(default_factory=dict)
+    scheduled: bool = False  # a _FETCH timer is pending
+
+
+class SimBroker:
+    def __init__(self, broker_id: int) -> None:
+        self.id = broker_id
+        self.up = True
+        self.paused = False
+        self.deferred: list[tuple[int, Any, Any]] = []
+        self.incarnation = 0
+        # Durable:
+        self.logs: dict[int, SimLog] = {}
+        self.meta_log: list[dict[str, Any]] = []
+        # Volatile (reset by boot):
+        self.image = MetadataImage()
+        self.applied = 0
+        self.parts: dict[int, SimPartition] = {}
+        self.fetchers: dict[int, _Fetcher] = {}
+        self.alters: dict[int, tuple[int, list[int], int]] = {}  # req -> (partition, isr, partition_epoch)
+        self.crash_pending = False
+
+    def boot(self) -> None:
+        self.incarnation += 1
+        self.up, self.paused, self.deferred = True, False, []
+        self.image, self.applied = MetadataImage(), 0
+        self.parts, self.fetchers, self.alters = {}, {}, {}
+        self.crash_pending = False
+
+
+# --- the simulation ----------------------------------------------------------------------------------
+
+
+class Simulation:
+    def __init__(self, seed: int, brokers: int | None = None, trace: bool = False) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.params = p = SimParams.draw(self.rng, brokers)
+        self.ids = list(range(1, p.brokers + 1))
+        self.now = 0
+        self.step = 0
+        self.queue: list[tuple[int, int, int, Any, Any]] = []
+        self._seq = 0
+        self._req = 0
+        self.group = {n: 0 for n in [CONTROLLER, *self.ids]}
+        self.loss_p, self.max_delay, self.late_p = p.loss_p, p.max_delay_ms, p.late_p
+        self.faults_on = True
+        self.ctrl = SimController(self.ids, p.session_timeout_ms)
+        self.brokers = {b: SimBroker(b) for b in self.ids}
+        self.checker = Checker(p.partitions)
+        self.result = Result(seed, p.brokers, p.partitions, 0, ok=True)
+        self.tracing = trace
+        self.values = 0
+        self.markers: dict[int, Any] = {}  # partition -> marker value, in the liveness phase
+        self.marker_acked: set[int] = set()
+        for b in self.brokers.values():
+            self._boot(b)
+        self._push(0, _CTRL_TICK)
+
+    # --- plumbing --------------------------------------------------------------------------------------
+
+    def _push(self, at: int, kind: int, a: Any = None, b: Any = None) -> None:
+        self._seq += 1
+        heapq.heappush(self.queue, (at, self._seq, kind, a, b))
+
+    def _next_req(self) -> int:
+        self._req += 1
+        return self._req
+
+    def _trace(self, text: str) -> None:
+        if self.tracing:
+            self.result.trace.append(f"{self.now:>7} #{self.step:<6} {text}")
+
+    def _timer(self, b: SimBroker, after: int, what: int, arg: Any = None) -> None:
+        self._push(self.now + max(1, after), _TIMER, (b.id, b.incarnation), (what, arg))
+
+    def _send(self, src: int, dst: int, msg: Any) -> None:
+        if src != CLIENT and dst != CLIENT and self.group[src] != self.group[dst]:
+            return
+        rng = self.rng
+        if rng.random() < self.loss_p:
+            return
+        copies = 2 if self.params.dup_p and rng.random() < self.params.dup_p else 1
+        for _ in range(copies):
+            delay = rng.randint(self.params.min_delay_ms, self.max_delay)
+            if self.late_p and rng.random() < self.late_p:
+                delay += rng.randint(0, 2 * self.params.session_timeout_ms)
+            self._push(self.now + delay, _DELIVER, dst, (src, msg))
+
+    # --- broker lifecycle ----------------------------------------------------------------------------------
+
+    def _boot(self, b: SimBroker) -> None:
+        b.boot()
+        self.checker.restarted(b.id, b.logs)
+        self._timer(b, self.rng.randint(1, self.params.meta_interval_ms), _META)
+        self._timer(b, self.rng.randint(1, self.params.tick_ms), _TICK)
+
+    def _crash(self, b: SimBroker, why: str) -> None:
+        self._trace(f"crash broker {b.id} ({why})")
+        b.up = False
+        b.paused, b.deferred = False, []
+        b.parts, b.fetchers, b.alters = {}, {}, {}
+        self.result.crashes += 1
+        if self.faults_on:
+            self._push(self.now + self.rng.randint(1, 2 * self.params.session_timeout_ms), _RESTART, b.id)
+
+    def _broker_event(self, b: SimBroker, kind: int, a: Any, c: Any) -> None:
+        """Run one event on a live broker; a paused one keeps it for later, in order."""
+        if b.paused:
+            b.deferred.append((kind, a, c))
+            return
+        if kind == _DELIVER:
+            self._broker_receive(b, a, c)
+        else:
+            self._broker_timer(b, a, c)
+        if self.faults_on and b.up:
+            if b.crash_pending:
+                self._crash(b, "right after becoming leader")
+            elif self.params.crash_after_p and self.rng.random() < self.params.crash_after_p:
+                self._crash(b, "after an event")
+        b.crash_pending = False
+
+    def _broker_timer(self, b: SimBroker, what: int, arg: Any) -> None:
+        p = self.params
+        if what == _META:
+            self._send(b.id, CONTROLLER, MetaFetch(b.id, len(b.meta_log)))
+            self._timer(b, p.meta_interval_ms, _META)
+        elif what == _TICK:
+            # ReplicaManager.tick: the ISR expiration check of every partition this broker leads.
+            for part in b.parts.values():
+                if part.leader_state is not None:
+                    self._handle(b, part, part.leader_state.tick(self.now, part.log.log_end_offset))
+            self._timer(b, p.tick_ms, _TICK)
+        elif what == _FETCH:
+            f = b.fetchers.get(arg)
+            if f is not None:
+                f.scheduled = False
+                self._fetch_once(b, f)
+        elif what == _FETCH_TIMEOUT:
+            leader, req = arg
+            f = b.fetchers.get(leader)
+            if f is not None and f.req == req:
+                f.req = None  # NetworkError: the fetcher backs off and fetches again
+                self._schedule_fetch(b, f, p.fetch_idle_ms)
+        elif what == _ALTER_TIMEOUT:
+            self._alter_failed(b, arg, "timed out")
+
+    def _broker_receive(self, b: SimBroker, src: int, msg: Any) -> None:
+        if isinstance(msg, MetaRecords):
+            self._on_meta_records(b, msg)
+        elif isinstance(msg, Fetch):
+            self._serve_fetch(b, msg)
+        elif isinstance(msg, FetchResult):
+            self._on_fetch_result(b, src, msg)
+        elif isinstance(msg, AlterIsrResult):
+            if msg.error is not None:
+                self._alter_failed(b, msg.req, msg.error)
+            else:
+                b.alters.pop(msg.req, None)  # committed: the metadata log will tell the partition
+        elif isinstance(msg, Produce):
+            self._produce(b, msg)
+
+    # --- metadata: server.py _on_committed and replica_manager.py apply_image --------------------------------
+
+    def _on_meta_records(self, b: SimBroker, msg: MetaRecords) -> None:
+        if msg.offset > len(b.meta_log):
+            return  # a gap (a reordered response): only log order may be applied
+        b.meta_log.extend(msg.records[len(b.meta_log) - msg.offset :])
+        # All records this broker holds are committed (the controller sends no others), and like
+        # QuorumDriver._apply it applies every committed record it has in one go.
+        if b.applied >= len(b.meta_log):
+            return
+        changed: set[str] = set()
+        brokers_changed = False
+        for offset in range(b.applied, len(b.meta_log)):
+            record = b.meta_log[offset]
+            b.image.apply(offset, record)
+            brokers_changed |= record.get("type") == "broker"
+            name = record.get("topic") or (
+                record.get("name") if record.get("type") in ("topic", "remove_topic") else None
+            )
+            if name:
+                changed.add(name)
+        b.applied = len(b.meta_log)
+        if changed:
+            self._apply_image(b)
+        if brokers_changed:
+            fenced = sorted(x.id for x in b.image.brokers.values() if x.fenced)
+            for part in b.parts.values():
+                if part.leader_state is not None:
+                    self._handle(b, part, part.leader_state.remove_replicas(fenced))
+
+    def _apply_image(self, b: SimBroker) -> None:
+        info = b.image.topics.get(TOPIC)
+        if info is None:
+            return
+        min_isr = int(info.configs.get("min.insync.replicas", "1"))
+        for p, st in sorted(info.partitions.items()):
+            if b.id not in st.replicas:
+                continue
+            part = b.parts.get(p)
+            if part is None:
+                log = b.logs.setdefault(p, SimLog())
+                part = b.parts[p] = SimPartition(p, log, b.id, min_isr, self.params.lag_time_max_ms)
+            fenced = sorted(x.id for x in b.image.brokers.values() if x.fenced and x.id in st.replicas)
+            if fenced and part.leader_state is not None:
+                self._handle(b, part, part.leader_state.remove_replicas(fenced))
+            change = self._apply_state(b, part, st)
+            if fenced and part.leader_state is not None:
+                self._handle(b, part, part.leader_state.remove_replicas(fenced))
+            if change == "leader":
+                self._unfollow(b, part)
+            elif change == "follower":
+                self._trace(f"broker {b.id} follows {st.leader} for p{p} in epoch {st.leader_epoch}")
+                self._follow(b, part)
+            elif change == "offline":
+                self._unfollow(b, part)
+
+    def _apply_state(self, b: SimBroker, part: SimPartition, st: PartitionState) -> str:
+        """Partition.apply_state."""
+        part.replicas = list(st.replicas)
+        new_epoch = st.leader_epoch != part.leader_epoch
+        part.leader, part.partition_epoch = st.leader, st.partition_epoch
+        part.isr = list(st.isr)
+        lg = part.log
+        if st.leader == b.id:
+            if new_epoch or part.leader_state is None:
+                part.leader_epoch = st.leader_epoch
+                part.follower_state = None
+                self.checker.check_takeover(b.id, part.partition, st.leader_epoch, lg)
+                part.leader_state = LeaderState(
+                    b.id,
+                    list(st.replicas),
+                    list(st.isr),
+                    st.leader_epoch,
+                    st.partition_epoch,
+                    lg.log_end_offset,
+                    min(part.high_watermark, lg.log_end_offset),
+                    part.replica_lag_time_max_ms,
+                    self.now,
+                )
+                self.result.leaderships += 1
+                self.result.max_leader_epoch = max(self.result.max_leader_epoch, st.leader_epoch)
+                self._trace(f"broker {b.id} leads p{part.partition} in epoch {st.leader_epoch}, ISR {st.isr}")
+                self._handle(b, part, part.leader_state.on_leader_append(lg.log_end_offset, self.now))
+                part.waiters = []  # _fail_hw_waiters: the producers get NOT_LEADER_OR_FOLLOWER
+                if self.params.crash_leader_p and self.rng.random() < self.params.crash_leader_p:
+                    b.crash_pending = True
+                return "leader"
+            self._handle(b, part, part.leader_state.on_isr_committed(list(st.isr), st.partition_epoch))
+            self._check_waiters(b, part)
+            return "isr"
+        was_leader = part.leader_state is not None
+        part.leader_state = None
+        part.leader_epoch = st.leader_epoch
+        part.waiters = []
+        if st.leader < 0:
+            part.follower_state = None
+            return "offline"
+        if new_epoch or was_leader or part.follower_state is None:
+            part.follower_state = FollowerState(
+                b.id, st.leader, st.leader_epoch, lg.log_end_offset, max(lg.latest_epoch, -1)
+            )
+            return "follower"
+        return "none"
+
+    # --- leader side: Partition._handle, append_as_leader, acks=all --------------------------------------
+
+    def _handle(self, b: SimBroker, part: SimPartition, actions: list[Any]) -> None:
+        for a in actions:
+            if isinstance(a, HighWatermarkAdvanced):
+                if a.high_watermark > part.high_watermark:
+                    part.high_watermark = a.high_watermark
+                    self._check_waiters(b, part)
+            elif isinstance(a, ProposeIsr):
+                self._propose_isr(b, part, list(a.isr), a.partition_epoch)
+
+    def _check_waiters(self, b: SimBroker, part: SimPartition) -> None:
+        if not part.waiters:
+            return
+        # The acknowledgement claims the value is committed: show the HW to the checker first.
+        self.checker.check_replica(b.id, part.partition, part.log, part.high_watermark)
+        keep = []
+        for w in part.waiters:
+            if part.high_watermark <= w.offset:
+                keep.append(w)
+            elif part.leader_state is not None and len(part.leader_state.isr) < part.min_insync_replicas:
+                pass  # NOT_ENOUGH_REPLICAS_AFTER_APPEND: committed by a shrunken ISR, not acknowledged
+            else:
+                self.checker.check_ack(b.id, part.partition, w.offset, w.epoch, w.value)
+                self.result.acked += 1
+                if self.markers.get(part.partition) == w.value:
+                    self.marker_acked.add(part.partition)
+                    self._trace(f"marker of p{part.partition} acknowledged by broker {b.id}")
+        part.waiters = keep
+
+    def _produce(self, b: SimBroker, msg: Produce) -> None:
+        part = b.parts.get(msg.partition)
+        if part is None or part.leader_state is None:
+            return  # NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+        if len(part.leader_state.isr) < part.min_insync_replicas:
+            return  # NOT_ENOUGH_REPLICAS: nothing appended
+        offset = part.log.append_as_leader(msg.value, part.leader_epoch)
+        self.result.produced += 1
+        self._handle(b, part, part.leader_state.on_leader_append(part.log.log_end_offset, self.now))
+        part.waiters.append(_Waiter(offset, part.leader_epoch, msg.value))
+        self._check_waiters(b, part)
+
+    # --- AlterPartition: server.py _alter_partition ------------------------------------------------------
+
+    def _propose_isr(self, b: SimBroker, part: SimPartition, isr: list[int], partition_epoch: int) -> None:
+        req = self._next_req()
+        b.alters[req] = (part.partition, isr, partition_epoch)
+        self._trace(f"broker {b.id} proposes ISR {isr} for p{part.partition} (partition epoch {partition_epoch})")
+        msg = AlterIsr(b.id, req, part.partition, part.leader_epoch, partition_epoch, tuple(isr))
+        self._send(b.id, CONTROLLER, msg)
+        self._timer(b, self.params.rpc_timeout_ms, _ALTER_TIMEOUT, req)
+
+    def _alter_failed(self, b: SimBroker, req: int, error: str) -> None:
+        entry = b.alters.pop(req, None)
+        if entry is None:
+            return
+        p, isr, partition_epoch = entry
+        self.result.alter_rejected += 1
+        self._trace(f"broker {b.id}: ISR {isr} for p{p} not committed: {error}")
+        part = b.parts.get(p)
+        if part is not None and part.leader_state is not None:
+            self._handle(b, part, part.leader_state.on_isr_rejected(isr, partition_epoch))
+
+    # --- replication: replica_manager.py _read_for_follower, replica_fetcher.py ----------------------------
+
+    def _follow(self, b: SimBroker, part: SimPartition) -> None:
+        self._unfollow(b, part)
+        f = b.fetchers.setdefault(part.leader, _Fetcher(part.leader))
+        f.parts[part.partition] = part
+        if f.req is None and not f.scheduled:
+            self._schedule_fetch(b, f, 1)
+
+    def _unfollow(self, b: SimBroker, part: SimPartition) -> None:
+        for f in b.fetchers.values():
+            if f.parts.get(part.partition) is part:
+                del f.parts[part.partition]
+
+    def _schedule_fetch(self, b: SimBroker, f: _Fetcher, after: int) -> None:
+        if f.parts and not f.scheduled:
+            f.scheduled = True
+            self._timer(b, after, _FETCH, f.leader)
+
+    def _fetch_once(self, b: SimBroker, f: _Fetcher) -> None:
+        specs = []
+        f.sent = {}
+        for p, part in f.parts.items():
+            fs = part.follower_state
+            if fs is None:
+                continue
+            offset, last_epoch, leader_epoch = fs.next_fetch()
+            specs.append((p, offset, leader_epoch, last_epoch))
+            f.sent[p] = (part, leader_epoch)
+        if not specs:
+            self._schedule_fetch(b, f, self.params.fetch_idle_ms)
+            return
+        f.req = self._next_req()
+        self._send(b.id, f.leader, Fetch(b.id, f.req, tuple(specs)))
+        self._timer(b, self.params.rpc_timeout_ms, _FETCH_TIMEOUT, (f.leader, f.req))
+
+    def _serve_fetch(self, b: SimBroker, msg: Fetch) -> None:
+        rows = []
+        for p, offset, current_epoch, last_epoch in msg.specs:
+            part = b.parts.get(p)
+            if part is None:
+                rows.append(FetchRow(p, "UNKNOWN_TOPIC_OR_PARTITION", -1, -1))
+                continue
+            lg = part.log
+            if part.leader_state is None:
+                rows.append(FetchRow(p, "NOT_LEADER_OR_FOLLOWER", part.high_watermark, -1))
+                continue
+            decision = validate_fetch(
+                current_epoch,
+                part.leader_epoch,
+                offset,
+                last_epoch,
+                lg.end_offset_for_epoch,
+                lg.log_start_offset,
+                lg.log_end_offset,
+            )
+            hw, leo = part.high_watermark, lg.log_end_offset
+            if isinstance(decision, Diverging):
+                rows.append(FetchRow(p, None, hw, leo, (), decision.epoch, decision.end_offset))
+                continue
+            error = {Fenced: "FENCED_LEADER_EPOCH", UnknownEpoch: "UNKNOWN_LEADER_EPOCH", OutOfRange: _OUT_OF_RANGE}
+            refusal = error.get(type(decision))  # type: ignore[call-overload]
+            if refusal is not None:
+                rows.append(FetchRow(p, refusal, hw, leo))
+                continue
+            self._handle(b, part, part.leader_state.on_follower_fetch(msg.src, offset, leo, self.now))
+            data = lg.read(offset, self.params.fetch_max_records)
+            rows.append(FetchRow(p, None, part.high_watermark, lg.log_end_offset, data))
+        self._send(b.id, msg.src, FetchResult(msg.req, tuple(rows)))
+
+    def _on_fetch_result(self, b: SimBroker, leader: int, msg: FetchResult) -> None:
+        f = b.fetchers.get(leader)
+        if f is None or f.req != msg.req:
+            return  # not the request in flight (timed out, duplicated, or the fetcher is gone)
+        f.req = None
+        got = False
+        for row in msg.rows:
+            entry = f.sent.get(row.partition)
+            if entry is None:
+                continue
+            part, epoch = entry
+            if f.parts.get(row.partition) is not part or part.follower_state is None:
+                continue  # reassigned while the fetch was in flight
+            if part.follower_state.leader_epoch != epoch:
+                continue
+            got |= self._handle_row(b, part, row)
+        self._schedule_fetch(b, f, 1 if got else self.params.fetch_idle_ms)
+
+    def _handle_row(self, b: SimBroker, part: SimPartition, row: FetchRow) -> bool:
+        """ReplicaFetcher._handle; True if records arrived or the log was cut (fetch again at once)."""
+        fs = part.follower_state
+        assert fs is not None
+        if row.error == _OUT_OF_RANGE:
+            # Never behind the leader's log start here (no retention): ahead of its log end.
+            self._truncate(b, part, max(row.leo, 0), "out of range")
+            return True
+        if row.error:
+            return False
+        if row.diverging_epoch >= 0:
+            t = fs.on_diverging(row.diverging_epoch, row.diverging_end_offset, part.log.end_offset_for_epoch)
+            self._truncate(b, part, t.offset, f"diverging at epoch {row.diverging_epoch}")
+            return True
+        # Partition.append_as_follower
+        if row.records:
+            part.log.append_as_follower(fs.log_end_offset, row.records)
+        fs.on_records_appended(part.log.log_end_offset, max(part.log.latest_epoch, -1))
+        fs.on_high_watermark(row.hw)
+        hw = min(row.hw, part.log.log_end_offset)
+        if hw > part.high_watermark:
+            part.high_watermark = hw
+        return bool(row.records)
+
+    def _truncate(self, b: SimBroker, part: SimPartition, offset: int, why: str) -> None:
+        """Partition.truncate_to."""
+        if part.log.truncate_to(offset):
+            self.result.truncations += 1
+            self._trace(f"broker {b.id} truncates p{part.partition} to {offset} ({why})")
+        part.high_watermark = min(part.high_watermark, part.log.log_end_offset)
+        if part.follower_state is not None:
+            part.follower_state.on_records_appended(part.log.log_end_offset, max(part.log.latest_epoch, -1))
+
+    # --- the controller -------------------------------------------------------------------------------
+
+    def _controller_receive(self, src: int, msg: Any) -> None:
+        ctrl = self.ctrl
+        if isinstance(msg, MetaFetch):
+            ctrl.last_fetch[msg.src] = self.now
+            batch = tuple(ctrl.records[msg.offset : msg.offset + self.params.meta_batch])
+            self._send(CONTROLLER, msg.src, MetaRecords(msg.offset, batch))
+        elif isinstance(msg, AlterIsr):
+            # ControllerService.alter_partition: computed on the up-to-date image, committed, answered.
+            try:
+                records = ctrl.logic.alter_partition(
+                    TOPIC, msg.partition, msg.src, msg.leader_epoch, msg.partition_epoch, list(msg.isr)
+                )
+            except KafkaLiteError as e:
+                self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, str(e)))
+                return
+            ctrl.commit(records)
+            self.result.isr_changes += 1
+            self._trace(f"controller commits ISR {list(msg.isr)} for p{msg.partition} from broker {msg.src}")
+            self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, None))
+
+    def _controller_tick(self) -> None:
+        ctrl = self.ctrl
+        if ctrl.up:
+            # ControllerService.tick: at most one broker's registration or fencing per proposal.
+            records = ctrl.service._liveness_records(self.now)
+            ctrl.logic.unclean_elections.clear()
+            for r in records:
+                if r["type"] == "broker":
+                    self._trace(f"controller {'fences' if r['fenced'] else 'registers'} broker {r['id']}")
+                    self.result.fencings += int(r["fenced"])
+            ctrl.commit(records)
+            if not ctrl.topic_created and len(ctrl.image.live_brokers()) >= RF:
+                p = self.params
+                records = ctrl.logic.create_topic(TOPIC, p.partitions, RF, {"min.insync.replicas": str(p.min_isr)})
+                records[0]["topic_id"] = f"sim-{self.seed}"  # uuid4 would make replays differ
+                ctrl.commit(records)
+                ctrl.topic_created = True
+                self._trace(f"controller creates {TOPIC}: {[(r['replicas']) for r in records[1:]]}")
+        self._push(self.now + self.params.ctrl_tick_ms, _CTRL_TICK)
+
+    def _controller_back(self) -> None:
+        """A new controller after an outage: no fetch history, grace for brokers seen in its election."""
+        ctrl = self.ctrl
+        ctrl.up = True
+        ctrl.last_fetch = {}
+        ctrl.service._since_ms = self.now
+        ctrl.seen = frozenset(
+            b
+            for b in self.ids
+            if self.brokers[b].up and self.group[b] == self.group[CONTROLLER] and self.rng.random() < 0.8
+        )
+        self._trace(f"controller back (seen in its election: {sorted(ctrl.seen)})")
+
+    # --- clients ----------------------------------------------------------------------------------------
+
+    def _client(self) -> None:
+        rng = self.rng
+        if self.markers:
+            # Liveness phase: send each unacknowledged marker to the leader the controller names.
+            for p, marker in self.markers.items():
+                st = self.ctrl.state(p)
+                if p not in self.marker_acked and st is not None and st.leader >= 0:
+                    self._send(CLIENT, st.leader, Produce(p, marker))
+            self._push(self.now + 2 * self.params.rpc_timeout_ms, _CLIENT)
+            return
+        p = rng.randrange(self.params.partitions)
+        if rng.random() < 0.5:
+            target = rng.choice(self.ids)
+        else:
+            # The leader as some broker's (possibly stale) image says: a client's metadata request.
+            info = self.brokers[rng.choice(self.ids)].image.topics.get(TOPIC)
+            st = info.partitions.get(p) if info is not None else None
+            target = st.leader if st is not None and st.leader > 0 else rng.choice(self.ids)
+        self.values += 1
+        self._send(CLIENT, target, Produce(p, self.values))
+        self._push(self.now + int(rng.expovariate(1 / self.params.client_mean_ms)) + 1, _CLIENT)
+
+    # --- faults -----------------------------------------------------------------------------------------
+
+    def _fault(self) -> None:
+        rng, p = self.rng, self.params
+        up = [b for b in self.brokers.values() if b.up]
+        leaders = [b for b in up if any(x.leader_state is not None for x in b.parts.values())]
+        kind = rng.random()
+        if kind < 0.12 and up:
+            self._crash(rng.choice(up), "fault")
+        elif kind < 0.22 and leaders:
+            self._crash(rng.choice(leaders), "leader fault")
+        elif kind < 0.45:
+            nodes = [CONTROLLER, *self.ids]
+            if rng.random() < 0.6:
+                pool = [b.id for b in leaders] if leaders and rng.random() < 0.5 else nodes
+                isolated = rng.choice(pool)
+                self.group = {n: int(n == isolated) for n in nodes}
+            else:
+                self.group = {n: rng.randint(0, 1) for n in nodes}
+            self._trace(f"partition {self.group}")
+        elif kind < 0.65:
+            self.group = {n: 0 for n in self.group}
+            self._trace("heal partition")
+        elif kind < 0.75:
+            self.loss_p = rng.choice([0.0, 0.05, 0.3, 0.7])
+        elif kind < 0.87 and up:
+            b = rng.choice(leaders or up)
+            if not b.paused:
+                b.paused = True
+                self._trace(f"pause broker {b.id}")
+                self._push(self.now + rng.randint(1, 2 * p.session_timeout_ms), _RESUME, (b.id, b.incarnation))
+        elif self.ctrl.up:
+            self.ctrl.up = False
+            self._trace("controller outage")
+            self._push(self.now + rng.randint(1, 2 * p.session_timeout_ms), _CTRL_BACK)
+        self._push(self.now + int(rng.expovariate(1 / p.fault_mean_ms)) + 1, _FAULT)
+
+    def _resume(self, b: SimBroker) -> None:
+        if not b.paused:
+            return
+        self._trace(f"resume broker {b.id}")
+        b.paused = False
+        events, b.deferred = b.deferred, []
+        for kind, a, c in events:
+            self._push(
+                self.now,
+                _DELIVER if kind == _DELIVER else _TIMER,
+                b.id if kind == _DELIVER else (b.id, b.incarnation),
+                (a, c),
+            )
+
+    def _heal_all(self) -> None:
+        self.faults_on = False
+        self.group = {n: 0 for n in self.group}
+        self.loss_p = self.late_p = 0.0
+        p = self.params
+        self.max_delay = max(p.min_delay_ms, min(self.max_delay, p.session_timeout_ms // 10))
+        if not self.ctrl.up:
+            self._controller_back()
+        for b in self.brokers.values():
+            if not b.up:
+                self._trace(f"restart broker {b.id}")
+                self._boot(b)
+            else:
+                self._resume(b)
+        self.markers = {q: f"marker-{q}" for q in range(p.partitions)}
+        self._trace("heal everything")
+        self._push(self.now, _CLIENT)
+
+    def _liveness_bound(self) -> int:
+        p = self.params
+        meta_rounds = len(self.ctrl.records) // p.meta_batch + 2
+        longest = max((lg.log_end_offset for b in self.brokers.values() for lg in b.logs.values()), default=0)
+        fetch_rounds = longest // p.fetch_max_records + 2
+        round_trip = 2 * self.max_delay
+        return (
+            4 * p.session_timeout_ms
+            + 4 * p.lag_time_max_ms
+            + 6 * p.rpc_timeout_ms
+            + (2 * p.brokers + 4) * p.ctrl_tick_ms
+            + meta_rounds * (round_trip + p.meta_interval_ms)
+            + fetch_rounds * (round_trip + p.fetch_idle_ms) * 2
+        )
+
+    # --- main loop --------------------------------------------------------------------------------------
+
+    def _run_one(self) -> None:
+        at, _, kind, a, c = heapq.heappop(self.queue)
+        self.now = at
+        self.step += 1
+        if kind == _DELIVER:
+            src, msg = c
+            if src != CLIENT and a != CLIENT and self.group[src] != self.group[a]:
+                pass  # the partition started while the message was on the wire
+            elif a == CONTROLLER:
+                if self.ctrl.up:
+                    self.result.messages += 1
+                    self._controller_receive(src, msg)
+            else:
+                b = self.brokers[a]
+                if b.up:
+                    self.result.messages += 1
+                    self._broker_event(b, _DELIVER, src, msg)
+        elif kind == _TIMER:
+            b = self.brokers[a[0]]
+            if b.up and b.incarnation == a[1]:
+                self._broker_event(b, _TIMER, *c)
+        elif kind == _FAULT:
+            if self.faults_on:
+                self._fault()
+        elif kind == _CLIENT:
+            self._client()
+        elif kind == _RESTART:
+            b = self.brokers[a]
+            if not b.up and self.faults_on:
+                self._trace(f"restart broker {b.id}")
+                self._boot(b)
+        elif kind == _RESUME:
+            b = self.brokers[a[0]]
+            if b.up and b.incarnation == a[1]:
+                self._resume(b)
+        elif kind == _CTRL_BACK:
+            if not self.ctrl.up:
+                self._controller_back()
+        elif kind == _CTRL_TICK:
+            self._controller_tick()
+        self._check()
+
+    def _check(self) -> None:
+        checker, ctrl = self.checker, self.ctrl
+        for b in self.brokers.values():
+            if not b.up:
+                continue
+            for p, part in b.parts.items():
+                ls = part.leader_state
+                if ls is not None:
+                    checker.check_leader(p, b.id, ls.leader_epoch, ctrl.assigned.get((p, ls.leader_epoch)))
+                checker.check_replica(b.id, p, part.log, part.high_watermark)
+        for p in range(self.params.partitions):
+            st = ctrl.state(p)
+            if st is None or st.leader < 0:
+                continue
+            lb = self.brokers[st.leader]
+            part = lb.parts.get(p) if lb.up else None
+            if part is None or part.leader_state is None or part.leader_state.leader_epoch != st.leader_epoch:
+                continue
+            logs = {r: self.brokers[r].logs[p] for r in st.isr if p in self.brokers[r].logs}
+            checker.check_isr(p, st.leader, st.leader_epoch, part.high_watermark, st.isr, logs)
+
+    def run(self, steps: int) -> Result:
+        r = self.result
+        try:
+            self._push(int(self.rng.expovariate(1 / self.params.fault_mean_ms)) + 1, _FAULT)
+            self._push(1, _CLIENT)
+            while self.step < steps and self.queue:
+                self._run_one()
+            self._heal_all()
+            healed_at = self.now
+            deadline = healed_at + self._liveness_bound()
+            while len(self.marker_acked) < len(self.markers):
+                if not self.queue or self.queue[0][0] > deadline:
+                    missing = sorted(set(self.markers) - self.marker_acked)
+                    raise SimFailure(
+                        f"liveness: partitions {missing} acknowledged nothing {deadline - healed_at} ms after the heal"
+                    )
+                self._run_one()
+            r.liveness_ms = self.now - healed_at
+            leader_logs = {}
+            for p in range(self.params.partitions):
+                st = self.ctrl.state(p)
+                assert st is not None and st.leader >= 0
+                leader_logs[p] = self.brokers[st.leader].logs[p]
+            self.checker.check_final(leader_logs)
+        except Exception as e:  # noqa: BLE001 - anything out of the production code is a bug to report with its seed
+            r.ok = False
+            what = str(e) if isinstance(e, SimFailure) else f"{type(e).__name__}: {e}"
+            r.failure = f"seed={self.seed} step={self.step} t={self.now}ms: {what}"
+            r.failed_step = self.step
+        r.steps = self.step
+        r.virtual_ms = self.now
+        r.committed = sum(len(c) for c in self.checker.committed.values())
+        return r
+
+
+def run_schedule(seed: int, steps: int = 1000, brokers: int | None = None, trace: bool = False) -> Result:
+    """Run one seeded schedule; the same arguments always give the same Result."""
+    return Simulation(seed, brokers, trace=trace).run(steps)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m broker.replication_sim", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=1000, help="number of schedules")
+    ap.add_argument("--start", type=int, default=0, help="first seed")
+    ap.add_argument("--steps", type=int, default=1000, help="fault-phase steps per schedule")
+    ap.add_argument("--brokers", type=int, choices=[3, 4, 5], help="cluster size (default: drawn from the seed)")
+    ap.add_argument("--replay", type=int, help="run only this seed and print its result")
+    ap.add_argument("--trace", action="store_true", help="with --replay: print the event trace")
+    args = ap.parse_args(argv)
+    if args.replay is not None:
+        r = run_schedule(args.replay, args.steps, args.brokers, trace=args.trace)
+        for line in r.trace:
+            print(line)
+        print({k: v for k, v in vars(r).items() if k != "trace"})
+        return 0 if r.ok else 1
+    started = time.monotonic()
+    failures: list[Result] = []
+    keys = (
+        "steps",
+        "leaderships",
+        "isr_changes",
+        "fencings",
+        "truncations",
+        "produced",
+        "acked",
+        "committed",
+        "crashes",
+    )
+    totals = dict.fromkeys(keys, 0)
+    liveness: list[int] = []
+    for seed in range(args.start, args.start + args.seeds):
+        r = run_schedule(seed, args.steps, args.brokers)
+        if not r.ok:
+            failures.append(r)
+            print(f"FAIL {r.failure}", flush=True)
+            continue
+        for k in keys:
+            totals[k] += getattr(r, k)
+        if r.liveness_ms is not None:
+            liveness.append(r.liveness_ms)
+    elapsed = time.monotonic() - started
+    liveness.sort()
+    p = (lambda q: liveness[min(len(liveness) - 1, int(q * len(liveness)))]) if liveness else (lambda q: None)
+    print(
+        f"{args.seeds} schedules (seeds {args.start}..{args.start + args.seeds - 1}) in {elapsed:.1f}s: "
+        f"{args.seeds - len(failures)} ok, {len(failures)} failed"
+    )
+    print("  " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+    print(
+        f"  time from the heal to every marker acknowledged (virtual ms): median {p(0.5)}, p99 {p(0.99)}, max {p(1.0)}"
+    )
+    for r in failures:
+        print(f"  replay: python -m broker.replication_sim --replay {r.seed} --steps {args.steps} --trace")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

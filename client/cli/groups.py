@@ -1,0 +1,173 @@
+"""kl-groups: Kafka's kafka-consumer-groups.sh (list, describe, reset offsets, delete)."""
+
+from __future__ import annotations
+
+import click
+
+from client.cli.common import bootstrap_option, one_line_errors
+from client.sync import Admin
+
+EARLIEST, LATEST = -2, -1
+DESCRIBE_COLUMNS = (
+    ("GROUP", 15),
+    ("TOPIC", 15),
+    ("PARTITION", 10),
+    ("CURRENT-OFFSET", 15),
+    ("LOG-END-OFFSET", 15),
+    ("LAG", 15),
+    ("CONSUMER-ID", 47),
+    ("HOST", 15),
+    ("CLIENT-ID", 0),
+)
+RESET_COLUMNS = (("GROUP", 30), ("TOPIC", 30), ("PARTITION", 10), ("NEW-OFFSET", 0))
+
+
+def table(columns: tuple[tuple[str, int], ...], rows: list[list[object]]) -> str:
+    """Kafka's left-aligned columns: each at least its minimum width, widened for long values."""
+    widths = [max([w, len(name)] + [len(str(r[i])) for r in rows]) for i, (name, w) in enumerate(columns)]
+    lines = [[name for name, _ in columns]] + [[str(x) for x in r] for r in rows]
+    return "\n".join(" ".join(v.ljust(widths[i]) for i, v in enumerate(line)).rstrip() for line in lines)
+
+
+@click.command()
+@bootstrap_option
+@click.option("--list", "list_", is_flag=True, help="List all consumer groups.")
+@click.option("--describe", is_flag=True, help="Describe a group: offsets, lag and members.")
+@click.option("--reset-offsets", is_flag=True, help="Reset a group's offsets (the group must be inactive).")
+@click.option("--delete", is_flag=True, help="Delete a group and its offsets (the group must be empty).")
+@click.option("--group", "group", default=None)
+@click.option("--topic", default=None, help="With --reset-offsets: the topic, or TOPIC:P1,P2 for some partitions.")
+@click.option("--all-topics", is_flag=True, help="With --reset-offsets: every topic the group has offsets for.")
+@click.option("--to-earliest", is_flag=True)
+@click.option("--to-latest", is_flag=True)
+@click.option("--to-offset", type=int, default=None)
+@click.option("--execute", is_flag=True, help="Apply the reset (without it, --reset-offsets only shows the plan).")
+@click.option("--dry-run", is_flag=True, help="Only show the reset plan (the default).")
+@one_line_errors
+def main(
+    bootstrap_server,
+    list_,
+    describe,
+    reset_offsets,
+    delete,
+    group,
+    topic,
+    all_topics,
+    to_earliest,
+    to_latest,
+    to_offset,
+    execute,
+    dry_run,
+) -> None:
+    """List, describe, reset and delete consumer groups."""
+    actions = [
+        a for a, on in (("list", list_), ("describe", describe), ("reset", reset_offsets), ("delete", delete)) if on
+    ]
+    if len(actions) != 1:
+        raise click.UsageError("give exactly one of --list, --describe, --reset-offsets, --delete")
+    if actions[0] != "list" and not group:
+        raise click.UsageError(f"--{actions[0].replace('reset', 'reset-offsets')} needs --group")
+    with Admin(bootstrap_server) as admin:
+        if list_:
+            for gid, _ptype, _state in admin.list_groups():
+                click.echo(gid)
+        elif describe:
+            _describe(admin, group)
+        elif delete:
+            _delete(admin, group)
+        else:
+            _reset(admin, group, topic, all_topics, to_earliest, to_latest, to_offset, execute and not dry_run)
+
+
+def _describe(admin: Admin, group: str) -> None:
+    desc = admin.describe_group(group)
+    if desc.state == "Dead":
+        raise click.ClickException(f"Consumer group '{group}' does not exist.")
+    committed = admin.list_group_offsets(group)
+    owner = {tp: m for m in desc.members for tp in m.assignment}
+    tps = sorted(set(committed) | set(owner))
+    ends = admin.list_offsets(tps, LATEST) if tps else {}
+    rows = []
+    for tp in tps:
+        cur = committed.get(tp)
+        end = ends.get(tp)
+        m = owner.get(tp)
+        rows.append(
+            [
+                group,
+                tp[0],
+                tp[1],
+                "-" if cur is None else cur,
+                "-" if end is None else end,
+                "-" if cur is None or end is None else max(0, end - cur),
+                m.member_id if m else "-",
+                m.host if m else "-",
+                m.client_id if m else "-",
+            ]
+        )
+    if not desc.members:
+        click.echo(f"\nConsumer group '{group}' has no active members.")
+    elif desc.state in ("PreparingRebalance", "CompletingRebalance"):
+        click.echo(f"\nWarning: Consumer group '{group}' is rebalancing.")
+    click.echo("\n" + table(DESCRIBE_COLUMNS, rows))
+
+
+def _delete(admin: Admin, group: str) -> None:
+    result = admin.delete_groups([group])
+    err = result[group]
+    if err is not None:
+        raise click.ClickException(
+            f"Deletion of some consumer groups failed:\n* Group '{group}' could not be deleted due to: "
+            f"{err.code.name}: {err}"
+        )
+    click.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
+
+
+def _reset(
+    admin: Admin,
+    group: str,
+    topic: str | None,
+    all_topics: bool,
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    execute: bool,
+) -> None:
+    if sum([to_earliest, to_latest, to_offset is not None]) != 1:
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset N")
+    if bool(topic) == all_topics:
+        raise click.UsageError("give either --topic or --all-topics")
+    desc = admin.describe_group(group)
+    if desc.members:
+        raise click.ClickException(
+            f"Assignments can only be reset if the group '{group}' is inactive, but the current state is {desc.state}."
+        )
+    if all_topics:
+        tps = sorted(admin.list_group_offsets(group))
+    else:
+        assert topic is not None
+        name, _, parts = topic.partition(":")
+        desc_topics = admin.describe_topics([name])
+        all_parts = [p.partition for p in desc_topics[0].partitions]
+        wanted = [int(p) for p in parts.split(",")] if parts else all_parts
+        missing = [p for p in wanted if p not in all_parts]
+        if missing:
+            raise click.ClickException(f"UNKNOWN_TOPIC_OR_PARTITION: {name} has no partition(s) {missing}")
+        tps = [(name, p) for p in wanted]
+    if to_offset is not None:
+        if to_offset < 0:
+            raise click.UsageError("--to-offset must be >= 0")
+        low, high = admin.list_offsets(tps, EARLIEST), admin.list_offsets(tps, LATEST)
+        # Kafka clamps a target outside the log to its nearest end.
+        plan = {tp: min(max(to_offset, low[tp]), high[tp]) for tp in tps}
+    else:
+        plan = admin.list_offsets(tps, EARLIEST if to_earliest else LATEST)
+    if execute:
+        admin.alter_group_offsets(group, plan)
+    click.echo("\n" + table(RESET_COLUMNS, [[group, t, p, off] for (t, p), off in sorted(plan.items())]))
+    if not execute:
+        click.echo("\nWARN: No action was taken (dry run). Use --execute to reset the offsets.", err=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+"""ConsumerCoordinator: a consumer's side of the group protocol (Kafka's AbstractCoordinator and
+ConsumerCoordinator): find the coordinator, join and sync (the leader member runs the assignor),
+heartbeat in the background, commit and fetch offsets, leave.
+
+The AsyncConsumer owns the assignment and the rebalance callbacks; this class only talks to the
+coordinator, so every network step of a rebalance can run while the consumer keeps fetching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from client.assignors import Assignor
+from client.cluster import KafkaLiteClient
+from net.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscription
+from net.errors import ErrorCode, KafkaLiteError, error_for
+from net.protocol import ApiKey
+
+log = logging.getLogger("kafkalite.group")
+
+TP = tuple[str, int]
+COORDINATOR_ERRORS = {
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.REQUEST_TIMED_OUT,
+}
+
+
+class CommitFailedError(KafkaLiteError):
+    """The commit cannot succeed: this member's generation ended (Kafka's CommitFailedException)."""
+
+    code = ErrorCode.ILLEGAL_GENERATION
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    generation: int
+    member_id: str
+    protocol: str
+    assignment: frozenset[TP]
+
+
+class GroupClient:
+    """Requests to one group's coordinator, rediscovering it through moves: the one mechanism shared by
+    consumers and the admin client."""
+
+    def __init__(self, client: KafkaLiteClient, group_id: str) -> None:
+        if not isinstance(group_id, str) or not group_id:
+            raise ValueError("group.id must be a non-empty string")
+        self.client = client
+        self.group_id = group_id
+        self.coordinator_id: int | None = None
+        self.member_id = ""
+        self.generation = -1
+        self.rejoin_needed = True
+
+    # --- coordinator discovery ---------------------------------------------------------------
+
+    async def ensure_coordinator(self, deadline: float) -> int:
+        while self.coordinator_id is None:
+            try:
+                body = await self.client.request(None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0})
+                if body.get("error_code"):
+                    raise error_for(body["error_code"], body.get("error_message") or "")
+                self.client.metadata.brokers.setdefault(body["node_id"], (body["host"], body["port"]))
+                self.coordinator_id = body["node_id"]
+            except KafkaLiteError as e:
+                if not _retriable(e) or time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(self.client.retry_backoff)
+        return self.coordinator_id
+
+    def coordinator_dead(self, reason: str) -> None:
+        if self.coordinator_id is not None:
+            log.info(
+                "group %s: coordinator %s unavailable (%s); rediscovering", self.group_id, self.coordinator_id, reason
+            )
+        self.coordinator_id = None
+
+    async def request(
+        self, api: ApiKey, body: dict, deadline: float | None = None, timeout: float | None = None
+    ) -> dict:
+        """A request to the coordinator, rediscovering it through moves and load-in-progress until `deadline`."""
+        if deadline is None:
+            deadline = time.monotonic() + self.client.request_timeout
+        while True:
+            coordinator = await self.ensure_coordinator(deadline)
+            try:
+                resp = await self.client.request(coordinator, api, body, timeout=timeout)
+                code = resp.get("error_code", 0)
+                if code in COORDINATOR_ERRORS:
+                    raise error_for(code, resp.get("error_message") or "")
+                return resp
+            except KafkaLiteError as e:
+                if e.code not in COORDINATOR_ERRORS or time.monotonic() >= deadline:
+                    raise
+                if e.code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    self.coordinator_dead(str(e))
+                await asyncio.sleep(self.client.retry_backoff)
+
+    # --- offsets --------------------------------------------------------------------------------
+
+    async def commit(self, offsets: dict[TP, tuple[int, str]], use_generation: bool = True) -> None:
+        if not offsets:
+            return
+        by_topic: dict[str, list] = {}
+        for (t, p), (off, meta) in offsets.items():
+            by_topic.setdefault(t, []).append([p, off, meta])
+        body = {
+            "group_id": self.group_id,
+            "generation_id": self.generation if use_generation else -1,
+            "member_id": self.member_id if use_generation else "",
+            "topics": [[t, rows] for t, rows in by_topic.items()],
+        }
+        deadline = time.monotonic() + self.client.request_timeout
+        while True:
+            resp = await self.request(ApiKey.OFFSET_COMMIT, body, deadline)
+            errors = [(t, p, code, msg) for t, rows in resp.get("topics", []) for p, code, msg in rows if code]
+            if not errors:
+                return
+            t, p, code, msg = errors[0]
+            if code in COORDINATOR_ERRORS and time.monotonic() < deadline:
+                self.coordinator_dead(ErrorCode(code).name)
+                await asyncio.sleep(self.client.retry_backoff)
+                continue
+            if code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
+                self.rejoin_needed = True
+                raise CommitFailedError(
+                    f"commit of {t}-{p} failed: {msg or ErrorCode(code).name}; the group rebalanced, so these "
+                    "partitions may have moved to another member"
+                )
+            raise error_for(code, f"commit of {t}-{p} failed: {msg or ErrorCode(code).name}")
+
+    async def fetch_committed(self, tps: list[TP] | None) -> dict[TP, int]:
+        """Committed offsets; -1 where none. tps None: everything the group committed."""
+        topics = None
+        if tps is not None:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in tps:
+                by_topic.setdefault(t, []).append(p)
+            topics = [[t, ps] for t, ps in by_topic.items()]
+        deadline = time.monotonic() + self.client.request_timeout
+        resp = await self.request(ApiKey.OFFSET_FETCH, {"group_id": self.group_id, "topics": topics}, deadline)
+        if resp.get("error_code"):
+            raise error_for(resp["error_code"], resp.get("error_message") or "")
+        return {(t, row[0]): row[1] for t, rows in resp.get("topics", []) for row in rows}
+
+
+class ConsumerCoordinator(GroupClient):
+    def __init__(
+        self,
+        client: KafkaLiteClient,
+        group_id: str,
+        assignors: list[Assignor],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        heartbeat_interval_ms: int,
+    ) -> None:
+        super().__init__(client, group_id)
+        self.assignors = {a.name: a for a in assignors}
+        self.preference = [a.name for a in assignors]
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.protocol: str | None = None
+        # Set when the coordinator says our generation is over: what we own may already be someone else's.
+        self.partitions_lost = False
+        self._heartbeat: asyncio.Task | None = None
+        self.last_poll = time.monotonic()
+
+    @property
+    def cooperative(self) -> bool:
+        """Whether the protocol in use (or, before the first join, our first choice) is incremental."""
+        name = self.protocol or self.preference[0]
+        return self.assignors[name].cooperative
+
+    # --- join and sync -----------------------------------------------------------------------
+
+    async def join_group(self, topics: list[str], owned: frozenset[TP]) -> JoinResult:
+        """One complete rebalance from this member's side: JoinGroup, then SyncGroup."""
+        while True:
+            deadline = time.monotonic() + self.client.request_timeout
+            body = {
+                "group_id": self.group_id,
+                "session_timeout_ms": self.session_timeout_ms,
+                "rebalance_timeout_ms": self.rebalance_timeout_ms,
+                "member_id": self.member_id,
+                "protocol_type": PROTOCOL_TYPE,
+                "protocols": [[n, Subscription(tuple(topics), owned).encode()] for n in self.preference],
+            }
+            # The coordinator parks a join until every member rejoined or the rebalance timeout expires.
+            wait = self.rebalance_timeout_ms / 1000 + self.client.request_timeout
+            resp = await self.request(ApiKey.JOIN_GROUP, body, deadline, timeout=wait)
+            code = resp.get("error_code", 0)
+            if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                self.member_id, self.generation = "", -1
+                continue
+            if code == ErrorCode.REBALANCE_IN_PROGRESS:
+                continue
+            if code:
+                raise error_for(code, resp.get("error_message") or "")
+            self.member_id = resp["member_id"]
+            self.generation = resp["generation_id"]
+            self.protocol = resp["protocol_name"]
+            assignments = await self._assign(resp) if resp["leader"] == self.member_id else {}
+            sync = {
+                "group_id": self.group_id,
+                "generation_id": self.generation,
+                "member_id": self.member_id,
+                "assignments": [[m, Assignment(frozenset(tps)).encode()] for m, tps in assignments.items()],
+            }
+            resp = await self.request(ApiKey.SYNC_GROUP, sync, deadline, timeout=wait)
+            code = resp.get("error_code", 0)
+            if code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
+                continue
+            if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                self.member_id, self.generation = "", -1
+                continue
+            if code:
+                raise error_for(code, resp.get("error_message") or "")
+            self.rejoin_needed = False
+            self.partitions_lost = False
+            self.start_heartbeat()
+            got = Assignment.decode(resp.get("assignment") or b"").partitions
+            log.info(
+                "group %s: joined generation %d as %s (%s), assigned %s",
+                self.group_id,
+                self.generation,
+                self.member_id,
+                self.protocol,
+                sorted(got),
+            )
+            return JoinResult(self.generation, self.member_id, self.protocol or "", frozenset(got))
+
+    async def _assign(self, join: dict) -> dict[str, set[TP]]:
+        subscriptions = {mid: Subscription.decode(meta) for mid, meta in join["members"]}
+        topics = sorted({t for s in subscriptions.values() for t in s.topics})
+        await self.client.refresh_metadata(topics)
+        counts = {}
+        for t in topics:
+            n = self.client.metadata.partition_count(t)
+            if n:
+                counts[t] = n
+        return self.assignors[join["protocol_name"]].assign(counts, subscriptions)
+
+    # --- heartbeats ----------------------------------------------------------------------------
+
+    def start_heartbeat(self) -> None:
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval_ms / 1000)
+            if self.generation < 0 or self.rejoin_needed:
+                continue
+            if time.monotonic() - self.last_poll > self.rebalance_timeout_ms / 1000:
+                # The application stopped polling: give its partitions to someone who will (Kafka's rule).
+                log.warning(
+                    "group %s: poll() not called within max.poll.interval.ms=%d; leaving the group",
+                    self.group_id,
+                    self.rebalance_timeout_ms,
+                )
+                await self.leave_group()
+                self.partitions_lost = True
+                continue
+            body = {"group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id}
+            try:
+                deadline = time.monotonic() + self.session_timeout_ms / 1000
+                resp = await self.request(ApiKey.HEARTBEAT, body, deadline, timeout=self.session_timeout_ms / 1000)
+            except KafkaLiteError as e:
+                log.warning("group %s: heartbeat failed: %s", self.group_id, e)
+                continue
+            self._on_heartbeat(resp.get("error_code", 0))
+
+    def _on_heartbeat(self, code: int) -> None:
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            self.rejoin_needed = True
+        elif code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID):
+            log.warning("group %s: heartbeat says %s; our partitions are lost", self.group_id, ErrorCode(code).name)
+            if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+            self.generation = -1
+            self.rejoin_needed = True
+            self.partitions_lost = True
+
+    # --- leaving ------------------------------------------------------------------------------------
+
+    async def leave_group(self) -> None:
+        if not self.member_id or self.coordinator_id is None:
+            self.generation, self.rejoin_needed = -1, True
+            return
+        body = {"group_id": self.group_id, "members": [self.member_id]}
+        try:
+            await self.client.request(self.coordinator_id, ApiKey.LEAVE_GROUP, body, timeout=5)
+            log.info("group %s: member %s left", self.group_id, self.member_id)
+        except KafkaLiteError as e:
+            log.info("group %s: leave failed (%s); the session timeout will remove us", self.group_id, e)
+        self.member_id, self.generation, self.rejoin_needed = "", -1, True
+
+    def stop(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+
+
+def _retriable(e: KafkaLiteError) -> bool:
+    return e.retriable or e.code in COORDINATOR_ERRORS
+
+
+Listener = Callable[[set[TP]], object]

@@ -1,0 +1,208 @@
+"""GroupSubscription: what subscribe() adds to an AsyncConsumer.
+
+Runs inside poll(), on the application's turn, as Kafka's consumer does: it starts rebalances in the
+background, applies their outcome (revoke, then assign, with the listener's callbacks), positions
+newly assigned partitions at their committed offsets, and auto-commits. With an eager protocol
+(range, roundrobin) every partition is revoked before rejoining; with cooperative-sticky only the
+partitions that move are, and the others keep being fetched while the group rebalances.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from client.group import CommitFailedError, ConsumerCoordinator, JoinResult
+from net.errors import KafkaLiteError
+
+if TYPE_CHECKING:
+    from client.consumer import AsyncConsumer, TopicPartition
+
+log = logging.getLogger("kafkalite.consumer")
+TP = tuple[str, int]
+
+
+class ConsumerRebalanceListener:
+    """Override what you need; methods may be plain or async. on_partitions_lost defaults to revoked."""
+
+    def on_partitions_revoked(self, revoked: set["TopicPartition"]) -> Any:
+        pass
+
+    def on_partitions_assigned(self, assigned: set["TopicPartition"]) -> Any:
+        pass
+
+    def on_partitions_lost(self, lost: set["TopicPartition"]) -> Any:
+        return self.on_partitions_revoked(lost)
+
+
+class GroupSubscription:
+    def __init__(
+        self,
+        consumer: "AsyncConsumer",
+        coordinator: ConsumerCoordinator,
+        topics: list[str] | None,
+        pattern: str | None,
+        listener: ConsumerRebalanceListener | None,
+        enable_auto_commit: bool,
+        auto_commit_interval_ms: int,
+        metadata_max_age_ms: int,
+    ) -> None:
+        self.consumer = consumer
+        self.coordinator = coordinator
+        self.explicit = sorted(set(topics or []))
+        self.pattern = re.compile(pattern) if pattern is not None else None
+        self.listener = listener or ConsumerRebalanceListener()
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval = auto_commit_interval_ms / 1000
+        self.metadata_max_age = metadata_max_age_ms / 1000
+        self.topics: list[str] = list(self.explicit)
+        self._partition_counts: dict[str, int] = {}
+        self._join: asyncio.Task | None = None
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        self._metadata_checked = 0.0
+
+    # --- called by poll() --------------------------------------------------------------------------
+
+    async def on_poll(self, deadline: float) -> None:
+        c = self.coordinator
+        c.last_poll = time.monotonic()
+        if c.partitions_lost and self.consumer.assignment():
+            await self._lose(set(self.consumer.assignment()))
+        await self._check_metadata()
+        if self._join is not None and self._join.done():
+            join, self._join = self._join, None
+            try:
+                await self._apply(join.result())
+            except KafkaLiteError as e:
+                log.warning("group %s: rebalance failed: %s; retrying", c.group_id, e)
+                c.rejoin_needed = True
+                await asyncio.sleep(self.consumer.client.retry_backoff)
+        if c.rejoin_needed and self._join is None:
+            if not c.cooperative and self.consumer.assignment():
+                await self._revoke(set(self.consumer.assignment()))
+            self._join = asyncio.ensure_future(c.join_group(self.topics, frozenset(self.consumer.assignment())))
+        if self._join is not None and not self.consumer.assignment():
+            # Nothing to fetch meanwhile: wait for the rebalance (within this poll's time).
+            remaining = deadline - time.monotonic()
+            if remaining > 0:
+                await asyncio.wait([self._join], timeout=remaining)
+                if self._join.done():
+                    await self.on_poll(deadline)
+                    return
+        await self._maybe_auto_commit()
+
+    async def _apply(self, result: JoinResult) -> None:
+        current = set(self.consumer.assignment())
+        new = {self.consumer.tp(*tp) for tp in result.assignment}
+        revoked, added = current - new, new - current
+        if revoked:
+            # Only a cooperative member still holds partitions here; they move to someone else.
+            await self._revoke(revoked)
+            self.coordinator.rejoin_needed = True  # the follow-up rebalance hands them over
+        if added:
+            self.consumer._add_partitions(added)
+            committed = await self.coordinator.fetch_committed(sorted(added))
+            for tp in added:
+                off = committed.get(tp, -1)
+                if off >= 0:
+                    self.consumer.seek(tp, off)
+            await _call(self.listener.on_partitions_assigned, set(added))
+
+    async def _revoke(self, tps: set["TopicPartition"]) -> None:
+        if self.enable_auto_commit:
+            try:
+                await self.commit(self.consumer.positions(tps))
+            except KafkaLiteError as e:
+                log.warning("group %s: commit before revocation failed: %s", self.coordinator.group_id, e)
+        await _call(self.listener.on_partitions_revoked, set(tps))
+        self.consumer._remove_partitions(tps)
+
+    async def _lose(self, tps: set["TopicPartition"]) -> None:
+        """Our generation ended without us: no commit (it would be rejected), just let go."""
+        await _call(self.listener.on_partitions_lost, set(tps))
+        self.consumer._remove_partitions(tps)
+
+    async def _maybe_auto_commit(self) -> None:
+        if not self.enable_auto_commit or time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        if self.coordinator.rejoin_needed or not self.consumer.assignment():
+            return
+        self.commit_async(self.consumer.positions(self.consumer.assignment()), None)
+
+    async def _check_metadata(self) -> None:
+        """Patterns pick up new topics, and partition counts are watched, on each metadata refresh."""
+        now = time.monotonic()
+        if now - self._metadata_checked < self.metadata_max_age and self._partition_counts:
+            return
+        self._metadata_checked = now
+        client = self.consumer.client
+        try:
+            if self.pattern is not None:
+                topics = await client.list_topics()
+                names = sorted(
+                    t for t, tm in topics.items() if not tm.is_internal and not tm.error and self.pattern.fullmatch(t)
+                )
+                await client.refresh_metadata(names)
+            else:
+                names = self.explicit
+                await client.refresh_metadata(names)
+        except KafkaLiteError as e:
+            log.warning("group %s: metadata refresh failed: %s", self.coordinator.group_id, e)
+            return
+        counts = {t: client.metadata.partition_count(t) or 0 for t in names}
+        if names != self.topics or counts != self._partition_counts:
+            if self._partition_counts or names != self.topics:
+                log.info("group %s: subscription now %s; rejoining", self.coordinator.group_id, names)
+                self.coordinator.rejoin_needed = True
+            self.topics, self._partition_counts = names, counts
+
+    # --- commits ----------------------------------------------------------------------------------
+
+    async def commit(self, offsets: dict[TP, int]) -> None:
+        owned = set(self.consumer.assignment())
+        foreign = sorted(tp for tp in offsets if tp not in owned)
+        if foreign:
+            raise KafkaLiteError(
+                f"cannot commit {', '.join(f'{t}-{p}' for t, p in foreign)}: not assigned to this consumer"
+            )
+        await self.coordinator.commit({tp: (off, "") for tp, off in offsets.items()})
+
+    def commit_async(
+        self, offsets: dict[TP, int], callback: Callable[[dict, Exception | None], Any] | None
+    ) -> asyncio.Task:
+        async def run() -> None:
+            err: Exception | None = None
+            try:
+                await self.commit(offsets)
+            except (KafkaLiteError, CommitFailedError) as e:
+                err = e
+                if callback is None:
+                    log.warning("group %s: async commit failed: %s", self.coordinator.group_id, e)
+            if callback is not None:
+                await _call(callback, offsets, err)
+
+        return asyncio.ensure_future(run())
+
+    async def close(self) -> None:
+        if self._join is not None:
+            self._join.cancel()
+        if self.enable_auto_commit and self.consumer.assignment() and not self.coordinator.rejoin_needed:
+            try:
+                await self.commit(self.consumer.positions(self.consumer.assignment()))
+            except KafkaLiteError as e:
+                log.warning("group %s: final commit failed: %s", self.coordinator.group_id, e)
+        if self.consumer.assignment():
+            await _call(self.listener.on_partitions_revoked, set(self.consumer.assignment()))
+        self.coordinator.stop()
+        await self.coordinator.leave_group()
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> None:
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        await result
