@@ -147,6 +147,10 @@ class Consumer(_Blocking):
     def member_id(self) -> str:
         return self._impl.member_id
 
+    @property
+    def generation(self) -> int:
+        return self._impl.generation
+
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         self._lt.run(self._impl.assign(list(partitions)))
 

@@ -1,0 +1,385 @@
+"""Consumer groups on a real three-broker cluster: sharing, rebalances, SIGKILLed members and coordinators."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from client.consumer import TopicPartition
+from client.group import CommitFailedError
+from client.sync import Admin, Consumer, Producer
+from net.errors import ErrorCode, KafkaLiteError
+from tests.integration.cluster_harness import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMBER = ROOT / "tests" / "integration" / "group_member.py"
+GROUP_OVERRIDES = [
+    "group.initial.rebalance.delay.ms=0",
+    "group.min.session.timeout.ms=500",
+    "offsets.topic.num.partitions=6",
+]
+
+
+class Member:
+    def __init__(self, bootstrap: str, group: str, topic: str, out: Path, strategy: str = "range") -> None:
+        self.out = out
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MEMBER), bootstrap, group, topic, str(out), strategy, "3000"],
+            stdout=subprocess.DEVNULL,
+            stderr=open(str(out) + ".err", "w"),
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+    def lines(self) -> list[list[str]]:
+        if not self.out.exists():
+            return []
+        return [line.split(" ", 3) for line in self.out.read_text().splitlines() if line]
+
+    def records(self) -> list[tuple[int, int, str]]:
+        return [(int(x[1]), int(x[2]), x[3]) for x in self.lines() if x[0] == "R" and len(x) == 4]
+
+    def assigned(self) -> set[int]:
+        """Partitions held now, from the A (assigned) and V (revoked) lines."""
+        held: set[int] = set()
+        for x in self.lines():
+            if x[0] in ("A", "V"):
+                parts = {int(p) for p in " ".join(x[1:]).strip("[]").split(",") if p.strip()}
+                held = held | parts if x[0] == "A" else held - parts
+        return held
+
+    def last_commits(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for x in self.lines():
+            if x[0] == "C":
+                out[int(x[1])] = int(x[2])
+        return out
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        self.proc.send_signal(sig)
+        self.proc.wait(30)
+
+    def cleanup(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def members(tmp_path):
+    made: list[Member] = []
+
+    def start(bootstrap: str, group: str, topic: str, strategy: str = "range") -> Member:
+        m = Member(bootstrap, group, topic, tmp_path / f"member-{len(made)}.out", strategy)
+        made.append(m)
+        return m
+
+    yield start
+    for m in made:
+        m.cleanup()
+
+
+def produce(bootstrap: str, topic: str, start: int, count: int) -> list[str]:
+    values = [f"v{i}" for i in range(start, start + count)]
+    with Producer(bootstrap, acks=-1, linger_ms=5) as p:
+        for v in values:
+            p.send(topic, v.encode(), key=v.encode())
+        p.flush(30)
+    return values
+
+
+def all_processed(ms: list[Member], values: list[str]) -> bool:
+    seen = {v for m in ms for _, _, v in m.records()}
+    return set(values) <= seen
+
+
+def test_three_members_share_a_topic_and_process_each_record_once(cluster_factory, members):
+    c = cluster_factory(3, GROUP_OVERRIDES)
+    c.create_topic("orders", 3)
+    values = produce(c.bootstrap(), "orders", 0, 3000)
+    ms = [members(c.bootstrap(), "g1", "orders") for _ in range(3)]
+    wait_until(lambda: all(len(m.assigned()) == 1 for m in ms), 60, "each member owns one partition")
+    wait_until(lambda: all_processed(ms, values), 60, "every record processed")
+    owned = [m.assigned() for m in ms]
+    assert set().union(*owned) == {0, 1, 2}
+    counts = Counter(v for m in ms for _, _, v in m.records())
+    assert set(counts) == set(values) and max(counts.values()) == 1  # no failure: exactly once
+    # Each member saw only its own partitions, concurrently with the others.
+    for m in ms:
+        assert {p for p, _, _ in m.records()} <= m.assigned() | {p for p in range(3)}
+    with Admin(c.bootstrap()) as a:
+        desc = a.describe_group("g1")
+        assert desc.state == "Stable" and len(desc.members) == 3
+        assert sorted(tp[1] for mm in desc.members for tp in mm.assignment) == [0, 1, 2]
+        wait_until(lambda: sum(a.list_group_offsets("g1").values()) == 3000, 30, "offsets committed")
+
+
+def test_join_leave_and_sigkill_lose_nothing(cluster_factory, members):
+    c = cluster_factory(3, GROUP_OVERRIDES)
+    c.create_topic("events", 3)
+    boot = c.bootstrap()
+    a, b = members(boot, "g2", "events"), members(boot, "g2", "events")
+    values = produce(boot, "events", 0, 1500)
+    wait_until(lambda: len(a.assigned()) + len(b.assigned()) == 3, 60, "two members share 3 partitions")
+    third = members(boot, "g2", "events")  # join
+    values += produce(boot, "events", 1500, 1500)
+    wait_until(lambda: len(third.assigned()) == 1, 60, "the new member got a partition")
+    b.stop(signal.SIGTERM)  # graceful leave: commits on revocation, then LeaveGroup
+    values += produce(boot, "events", 3000, 1500)
+    wait_until(lambda: len(a.assigned()) + len(third.assigned()) == 3, 60, "b's partition moved")
+    killed_parts = a.assigned()
+    a.stop(signal.SIGKILL)  # no revocation, no commit: its uncommitted window is redelivered
+    values += produce(boot, "events", 4500, 1500)
+    wait_until(lambda: len(third.assigned()) == 3, 60, "the survivor owns everything (after the session timeout)")
+    wait_until(lambda: all_processed([a, b, third], values), 60, "every record processed")
+    everyone = [a, b, third]
+    processed = [(p, off) for m in everyone for p, off, _ in m.records()]
+    assert {v for m in everyone for _, _, v in m.records()} == set(values)  # nothing lost
+    dups = [k for k, n in Counter(processed).items() if n > 1]
+    # Duplicates only where the killed member had processed past its last commit.
+    commits = a.last_commits()
+    for p, off in dups:
+        assert p in killed_parts and off >= commits.get(p, 0), (p, off, commits)
+
+
+def test_group_survives_its_coordinator_being_killed(cluster_factory):
+    c = cluster_factory(3, GROUP_OVERRIDES)
+    c.create_topic("clicks", 3)
+    boot = c.bootstrap()
+    produce(boot, "clicks", 0, 900)
+    cfg = dict(group_id="g3", auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000)
+    with Consumer(boot, **cfg) as consumer:
+        consumer.subscribe(["clicks"])
+        got = []
+        wait_until(lambda: got.extend(consumer.poll(500)) or len(got) >= 600, 60, "600 records")
+        consumer.commit()
+        committed = {p: consumer.committed(TopicPartition("clicks", p)) for p in range(3)}
+        assert sum(v or 0 for v in committed.values()) == len(got)
+        coordinator = consumer._impl._coordinator.coordinator_id
+        c.kill(coordinator)
+        # The new leader of the group's offsets partition loads the group: same generation, same offsets.
+        survivors = [i for i in c.brokers if i != coordinator]
+        with Admin(c.bootstrap(survivors), request_timeout_ms=20000) as admin:
+            wait_until(
+                lambda: admin.list_group_offsets("g3") == {("clicks", p): o for p, o in committed.items() if o},
+                40,
+                "committed offsets served by the new coordinator",
+            )
+        before = consumer.generation
+        wait_until(lambda: got.extend(consumer.poll(500)) or len(got) >= 900, 60, "the rest of the records")
+        consumer.commit()
+        assert consumer._impl._coordinator.coordinator_id != coordinator
+        assert consumer.generation == before  # no rebalance was needed
+    values = sorted(r.value for r in got)
+    assert len(values) == 900 and len(set(values)) == 900
+
+
+def test_group_bad_input_is_a_clear_error(broker_factory, tmp_path):
+    b = broker_factory(extra=[x for o in GROUP_OVERRIDES for x in ("--override", o)])
+    with Admin(b.bootstrap) as admin:
+        from client.admin import NewTopic
+
+        admin.create_topics([NewTopic("t", 2, 1)])
+        assert admin.describe_group("nope").state == "Dead"
+        err = admin.delete_groups(["nope"])["nope"]
+        assert err is not None and err.code == ErrorCode.GROUP_ID_NOT_FOUND
+    with Consumer(
+        b.bootstrap,
+        group_id="g4",
+        auto_offset_reset="earliest",
+        session_timeout_ms=1000,
+        heartbeat_interval_ms=200,
+        partition_assignment_strategy="range",
+    ) as c1:
+        c1.subscribe(["t"])
+        wait_until(lambda: c1.poll(100) is not None and len(c1.assignment()) == 2, 30, "c1 owns both partitions")
+        # Offsets for a partition of another topic/partition not assigned: refused, clearly.
+        with pytest.raises(KafkaLiteError, match="not assigned to this consumer"):
+            c1.commit({TopicPartition("t", 5): 1})
+        # Reset while active: refused by the coordinator.
+        with Admin(b.bootstrap) as admin:
+            with pytest.raises(KafkaLiteError, match="active members") as e:
+                admin.alter_group_offsets("g4", {("t", 0): 0})
+            assert e.value.code == ErrorCode.NON_EMPTY_GROUP
+        old_generation = c1.generation
+        with Consumer(
+            b.bootstrap,
+            group_id="g4",
+            session_timeout_ms=1000,
+            heartbeat_interval_ms=200,
+            partition_assignment_strategy="range",
+        ) as c2:
+            c2.subscribe(["t"])
+            deadline = time.monotonic() + 30
+            while c2.generation <= old_generation and time.monotonic() < deadline:
+                c2.poll(100)
+                c1.poll(100)
+            assert c2.generation > old_generation
+        # A commit stamped with the old generation is fenced, as a zombie's would be.
+        impl = c1._impl._coordinator
+        saved = impl.generation
+        impl.generation = old_generation
+        try:
+            with pytest.raises(CommitFailedError, match="generation"):
+                c1._lt.run(impl.commit({("t", 0): (0, "")}))
+        finally:
+            impl.generation = saved
+
+
+def test_cooperative_rebalance_keeps_partitions_that_do_not_move(broker_factory):
+    b = broker_factory(extra=[x for o in GROUP_OVERRIDES for x in ("--override", o)])
+    with Admin(b.bootstrap) as admin:
+        from client.admin import NewTopic
+
+        admin.create_topics([NewTopic("coop", 4, 1)])
+    produce(b.bootstrap, "coop", 0, 400)
+    revoked: list[set] = []
+    assigned: list[set] = []
+
+    class L:
+        def on_partitions_revoked(self, tps):
+            revoked.append({tp.partition for tp in tps})
+
+        def on_partitions_assigned(self, tps):
+            assigned.append({tp.partition for tp in tps})
+
+    cfg = dict(
+        group_id="g5",
+        auto_offset_reset="earliest",
+        session_timeout_ms=3000,
+        heartbeat_interval_ms=200,
+        partition_assignment_strategy="cooperative-sticky",
+    )
+    with Consumer(b.bootstrap, **cfg) as c1:
+        c1.subscribe(["coop"], listener=L())
+        wait_until(lambda: c1.poll(100) is not None and len(c1.assignment()) == 4, 30, "c1 owns all four")
+        with Consumer(b.bootstrap, **cfg) as c2:
+            c2.subscribe(["coop"])
+            deadline = time.monotonic() + 30
+            while len(c2.assignment()) < 2 and time.monotonic() < deadline:
+                c1.poll(50)
+                c2.poll(50)
+            assert len(c1.assignment()) == 2 and len(c2.assignment()) == 2
+            kept = {tp.partition for tp in c1.assignment()}
+            # Only the two partitions that moved were revoked; the kept ones never were.
+            assert revoked and all(r.isdisjoint(kept) for r in revoked)
+            assert sum(len(r) for r in revoked) == 2
+
+
+def test_pattern_subscription_picks_up_new_topics(broker_factory):
+    b = broker_factory(extra=[x for o in GROUP_OVERRIDES for x in ("--override", o)])
+    from client.admin import NewTopic
+
+    with Admin(b.bootstrap) as admin:
+        admin.create_topics([NewTopic("logs-a", 1, 1), NewTopic("other", 1, 1)])
+    produce(b.bootstrap, "logs-a", 0, 10)
+    produce(b.bootstrap, "other", 100, 10)
+    with Consumer(
+        b.bootstrap,
+        group_id="g6",
+        auto_offset_reset="earliest",
+        session_timeout_ms=3000,
+        heartbeat_interval_ms=200,
+        metadata_max_age_ms=500,
+    ) as c:
+        c.subscribe(pattern=r"logs-.*")
+        got: list = []
+        wait_until(lambda: got.extend(c.poll(100)) or len(got) >= 10, 30, "logs-a consumed")
+        with Admin(b.bootstrap) as admin:
+            admin.create_topics([NewTopic("logs-b", 1, 1)])
+        produce(b.bootstrap, "logs-b", 200, 10)
+        wait_until(lambda: got.extend(c.poll(100)) or len(got) >= 20, 30, "logs-b, created later, consumed")
+        assert {r.topic for r in got} == {"logs-a", "logs-b"}
+        assert sorted(c.subscription()) == ["logs-a", "logs-b"]
+
+
+def test_member_that_stops_polling_is_replaced(broker_factory):
+    b = broker_factory(extra=[x for o in GROUP_OVERRIDES for x in ("--override", o)])
+    from client.admin import NewTopic
+
+    with Admin(b.bootstrap) as admin:
+        admin.create_topics([NewTopic("slow", 2, 1)])
+    cfg = dict(group_id="g7", session_timeout_ms=3000, heartbeat_interval_ms=100, max_poll_interval_ms=1000)
+    with Consumer(b.bootstrap, **cfg) as stuck, Consumer(b.bootstrap, **cfg) as live:
+        stuck.subscribe(["slow"])
+        live.subscribe(["slow"])
+        deadline = time.monotonic() + 30
+        while not (len(stuck.assignment()) == len(live.assignment()) == 1) and time.monotonic() < deadline:
+            stuck.poll(50)
+            live.poll(50)
+        assert len(live.assignment()) == 1 and len(stuck.assignment()) == 1
+        # `stuck` stops polling; past max.poll.interval.ms it leaves and `live` takes over its partition.
+        wait_until(lambda: live.poll(100) is not None and len(live.assignment()) == 2, 30, "live owns both")
+
+
+def test_kl_groups_cli(broker_factory):
+    b = broker_factory(extra=[x for o in GROUP_OVERRIDES for x in ("--override", o)])
+    from client.admin import NewTopic
+
+    with Admin(b.bootstrap) as admin:
+        admin.create_topics([NewTopic("cli", 2, 1)])
+    produce(b.bootstrap, "cli", 0, 50)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=env, timeout=60)
+
+    r = run(
+        "client.cli.consume",
+        "--bootstrap-server",
+        b.bootstrap,
+        "--topic",
+        "cli",
+        "--group",
+        "cg",
+        "--from-beginning",
+        "--max-messages",
+        "20",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "cg" in run("client.cli.groups", "--bootstrap-server", b.bootstrap, "--list").stdout.split()
+    r = run("client.cli.groups", "--bootstrap-server", b.bootstrap, "--describe", "--group", "cg")
+    assert r.returncode == 0
+    header, *rows = [
+        line.split() for line in r.stdout.strip().splitlines() if line and "GROUP" in line or line.startswith("cg ")
+    ]
+    assert header == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    total = {int(x[2]): (int(x[3]), int(x[4]), int(x[5])) for x in rows}
+    assert sum(cur for cur, _, _ in total.values()) == 20 and sum(end for _, end, _ in total.values()) == 50
+    assert all(lag == end - cur for cur, end, lag in total.values())
+    r = run(
+        "client.cli.groups",
+        "--bootstrap-server",
+        b.bootstrap,
+        "--reset-offsets",
+        "--group",
+        "cg",
+        "--topic",
+        "cli",
+        "--to-earliest",
+        "--execute",
+    )
+    assert r.returncode == 0, r.stderr
+    with Admin(b.bootstrap) as admin:
+        assert set(admin.list_group_offsets("cg").values()) == {0}
+    r = run("client.cli.groups", "--bootstrap-server", b.bootstrap, "--describe", "--group", "missing")
+    assert r.returncode == 1 and r.stderr.strip() == "Error: Consumer group 'missing' does not exist."
+    r = run("client.cli.groups", "--bootstrap-server", b.bootstrap, "--delete", "--group", "cg")
+    assert r.returncode == 0 and "was successful" in r.stdout
+    assert "cg" not in run("client.cli.groups", "--bootstrap-server", b.bootstrap, "--list").stdout.split()
