@@ -123,10 +123,20 @@ class FailoverTrace:
 
 async def failover_once(c: Cluster, topic: str, partition: int = 0, trace: FailoverTrace | None = None) -> float:
     from client.producer import AsyncProducer
+    from net.errors import UnknownTopicOrPartitionError
 
     producer = AsyncProducer(c.bootstrap, acks="all", linger_ms=0, retry_backoff_ms=20, delivery_timeout_ms=30000)
     await producer.start()
-    await producer.partitions_for(topic)
+    for _ in range(100):
+        # kl-topics returns once the controller committed the topic; the broker we ask may apply it a
+        # metadata fetch later.
+        try:
+            await producer.partitions_for(topic)
+            break
+        except UnknownTopicOrPartitionError:
+            await asyncio.sleep(0.05)
+    else:
+        raise RuntimeError(f"topic {topic} not in the metadata 5 s after its creation")
     acks: list[float] = []
     kill_at: list[float] = []
 

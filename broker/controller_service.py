@@ -118,6 +118,8 @@ class ControllerService:
 
     def tick(self) -> None:
         """Registration and fencing, from who fetches the metadata log (fetches are heartbeats)."""
+        if self.quorum.stopped:
+            return  # shutting down: the expiry timer may outlive the broker's periodic tick, never propose now
         if not self.ready or (self._housekeeping is not None and not self._housekeeping.done()):
             return
         now = _now_ms()
@@ -128,7 +130,7 @@ class ControllerService:
         self._arm_expiry_timer(now)
 
     def _arm_expiry_timer(self, now: int) -> None:
-        """Tick again when the earliest live broker's session can next expire (if before the periodic tick).
+        """Tick again at the moment the earliest live broker's session can expire, not up to 100 ms later.
 
         Only the time of the check moves: whether a broker is alive is still decided by `_alive`, against
         the full session timeout. Fetches keep pushing a live broker's expiry forward, so in steady state

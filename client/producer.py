@@ -446,12 +446,12 @@ class AsyncProducer:
             return  # already polling; it will see the new failure
         self._watching.add(topic)
         try:
-            while True:
+            while not self.client.closed:
                 try:
                     await self.client.refresh_metadata([topic])
                 except KafkaLiteError as e:
                     log.debug("metadata refresh failed: %s", e)
-                if not self._retry_on_new_leader(topic) or self._closing or self.client.closed:
+                if not self._retry_on_new_leader(topic) or self._closing:
                     return
                 await asyncio.sleep(self.retry_backoff)
         finally:

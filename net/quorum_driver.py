@@ -110,6 +110,10 @@ class QuorumDriver:
             p.close()
         self._fail_waiters(NotControllerError_("broker is shutting down"))
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
     def _schedule(self, delay_ms: int) -> None:
         if self._stopped:
             return
