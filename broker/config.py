@@ -39,12 +39,9 @@ class BrokerConfig:
     broker_session_timeout_ms: int = 2000
     controller_election_timeout_ms: int = 2000
     replica_lag_time_max_ms: int = 30000
-    # A follower's fetch long-polls this long at most when the partitions it asks for are idle. Kafka's
-    # default is 500; 200 because a partition handed to a follower fetcher that is already waiting on
-    # other (idle) partitions of the same leader is only fetched when that wait ends, and that delays the
-    # first acks=all write after a failover by up to this much. Costs about one more idle fetch per
-    # second per leader followed. (ReplicaFetcher.add cutting the pending wait short would make this moot.)
-    replica_fetch_wait_max_ms: int = 200
+    # Kafka's default; ReplicaFetcher.add cuts a pending long poll short, so a newly followed partition
+    # (after a leader change) does not wait it out.
+    replica_fetch_wait_max_ms: int = 500
     # Consumer groups (Kafka's names and defaults; offsets.topic.replication.factor -1: min(3, brokers)).
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000

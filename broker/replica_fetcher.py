@@ -53,10 +53,22 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         while self.partitions:
             self._changed.clear()
+            fetch = asyncio.ensure_future(self._fetch_once())
+            changed = asyncio.ensure_future(self._changed.wait())
             try:
-                await self._fetch_once()
+                await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+                if not fetch.done():
+                    # A partition was added while the long poll waits on the others' (idle) data: its first
+                    # fetch must not wait out replica.fetch.wait.max.ms, since acks=all waits on it after
+                    # a leader change. The abandoned response is dropped; its offsets are fetched again.
+                    fetch.cancel()
+            try:
+                await fetch
             except asyncio.CancelledError:
-                raise
+                if not self._changed.is_set():
+                    raise  # we were cancelled (stop), not the fetch
             except KafkaLiteError as e:
                 log.debug("fetch from leader %d failed: %s", self.leader_id, e)
                 await asyncio.sleep(self.backoff_s)

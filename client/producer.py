@@ -103,7 +103,7 @@ class AsyncProducer:
         self.accumulator = RecordAccumulator(batch_size, buffer_memory)
         self._append = self.accumulator.append
         self._partition_counts: dict[str, int] = {}
-        self._sticky: dict[str, int] = {}
+        self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes left before moving on]
         self._sticky_seq = 0
         self._unresolved: dict[str, list[tuple]] = {}
         self._stash_lock = threading.Lock()
@@ -165,9 +165,11 @@ class AsyncProducer:
                     return
                 n = self._partition_counts[topic]
             if key is None:
-                partition = self._sticky.get(topic)
-                if partition is None:
-                    partition = self._new_sticky(topic, n)
+                sticky = self._sticky.get(topic)
+                if sticky is None or sticky[1] <= 0:
+                    sticky = self._new_sticky(topic, n)
+                sticky[1] -= len(value) if value is not None else 0
+                partition = sticky[0]
             else:
                 partition = crc32c(key) % n
         if headers:
@@ -175,11 +177,13 @@ class AsyncProducer:
         if self._append(topic, partition, ts, key, value, headers or None, on_delivery) and key is None:
             self._sticky.pop(topic, None)
 
-    def _new_sticky(self, topic: str, n: int) -> int:
-        # KIP-480: stay on one partition until its batch closes, then move on.
+    def _new_sticky(self, topic: str, n: int) -> list[int]:
+        # KIP-794 (uniform sticky): stay on one partition for batch.size bytes, then move on; also when its
+        # batch closes early. Switching only on a full batch would pin a slow, linger.ms=0 producer (every
+        # send its own batch) to one partition forever.
         self._sticky_seq += 1
-        p = self._sticky[topic] = self._sticky_seq % n
-        return p
+        sticky = self._sticky[topic] = [self._sticky_seq % n, self.accumulator.batch_size]
+        return sticky
 
     def _stash(
         self, topic: str, value: bytes | None, key: bytes | None, headers: Any, cb: DeliveryCallback | None, ts: int
@@ -206,9 +210,8 @@ class AsyncProducer:
                 if key is not None:
                     partition = crc32c(key) % n
                 else:
-                    partition = self._sticky.get(topic)
-                    if partition is None:
-                        partition = self._new_sticky(topic, n)
+                    sticky = self._sticky.get(topic) or self._new_sticky(topic, n)
+                    partition = sticky[0]
                 self.send(topic, value, key, partition, headers, cb, ts)
             self._partition_counts[topic] = n
 
