@@ -2,7 +2,9 @@
 
 from client.admin import AsyncAdmin, NewTopic, TopicDescription
 from client.consumer import AsyncConsumer, ConsumerRecord, TopicPartition
+from client.group import CommitFailedError
 from client.producer import AsyncProducer, ProduceError
+from client.subscription import ConsumerRebalanceListener
 from client.sync import Admin, Consumer, Producer
 
 __all__ = [
@@ -10,7 +12,9 @@ __all__ = [
     "AsyncAdmin",
     "AsyncConsumer",
     "AsyncProducer",
+    "CommitFailedError",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "NewTopic",
     "ProduceError",
