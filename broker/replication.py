@@ -162,7 +162,7 @@ class LeaderState:
         # A broker fetches only while it is alive, so it may be considered for the ISR again; the
         # controller still refuses brokers it has fenced.
         self._fenced.discard(replica_id)
-        actions = self._maybe_expand()
+        actions = self._maybe_expand(replica_id)
         actions += self._maybe_advance_hw()
         return actions
 
@@ -195,11 +195,10 @@ class LeaderState:
         for r in isr:
             if r != self.broker_id:
                 self._followers.setdefault(r, _Follower())
-        # HW first: a shrink may raise it, and a replica is only eligible to join at the raised HW
-        # (else the follower just dropped would be proposed straight back in).
+        # HW first: a shrink may raise it. No expansion here: a replica joins on its own next fetch, which
+        # proves it is alive (see _maybe_expand).
         actions = self._maybe_advance_hw()
         actions += self._maybe_shrink(None)  # fenced brokers still in the new ISR
-        actions += self._maybe_expand()
         return actions
 
     def on_isr_rejected(self, isr: list[int] | None = None, partition_epoch: int | None = None) -> list[Action]:
@@ -222,18 +221,27 @@ class LeaderState:
         self._pending = ProposeIsr(tuple(isr), self.partition_epoch)
         return [self._pending]
 
-    def _maybe_expand(self) -> list[Action]:
-        if self._pending is not None:
-            return []
-        for r, f in self._followers.items():
-            if (
-                r not in self._isr
-                and r not in self._fenced
-                and r in self.replicas
-                and f.log_end_offset >= self._hw
-                and f.log_end_offset >= self.leader_epoch_start_offset
-            ):
-                return self._propose(self._isr + [r])  # one at a time: only one proposal may be in flight
+    def _maybe_expand(self, r: int) -> list[Action]:
+        """Propose `r`, which just fetched, into the ISR if it is caught up (Kafka's maybeExpandIsr).
+
+        Only the fetching replica is a candidate. Judging the others by the offset of their last fetch
+        re-admitted a replica that had stopped fetching, right after it was dropped for lagging, when
+        another member was no further ahead (so the shrink did not raise the HW above it): acks=all then
+        waited for a dead replica until it lagged out again. broker/replication_sim.py
+        found it where such a proposal, delayed past a restart of the leader, was committed behind the
+        restarted leader's HW.
+        """
+        f = self._followers.get(r)
+        if (
+            self._pending is None
+            and f is not None
+            and r not in self._isr
+            and r not in self._fenced
+            and r in self.replicas
+            and f.log_end_offset >= self._hw
+            and f.log_end_offset >= self.leader_epoch_start_offset
+        ):
+            return self._propose(self._isr + [r])  # one at a time: only one proposal may be in flight
         return []
 
     def _maybe_shrink(self, now_ms: int | None) -> list[Action]:

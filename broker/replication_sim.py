@@ -19,8 +19,9 @@ AlterPartition whose response is lost may or may not have been committed.
 Brokers learn metadata only by fetching it from the controller, with delay and loss, and apply records
 in log order, a fetched batch at a time, so their views are stale: deposed leaders that do not know
 yet, followers fetching from old leaders, AlterPartition proposals racing elections. A broker's
-fetched metadata log is durable (brokers keep it on disk); its image is rebuilt from it on restart when
-the first fetch response tells it what is committed, as net/quorum_driver.py does. Partition logs and
+fetched metadata log is durable (brokers keep it on disk); on restart its image is rebuilt from it once
+the broker has caught up to the committed end its first fetch answer reports (METADATA_POLICIES says
+why, and how net/quorum_driver.py differs). Partition logs and
 their epoch caches are durable across crashes (a crash kills the process, the page cache survives);
 LeaderState, FollowerState, HWs, fetchers, AlterPartition requests and acks=all waiters are lost.
 
@@ -31,6 +32,11 @@ crashes (at random, of leaders, right after becoming leader, right after any eve
 the durable state, pauses (SIGSTOP: events wait), and controller outages. Producers send acks=all
 values to a random broker or to the leader some broker's (stale) image names.
 
+Answers are matched to requests as the real RPC layer does (correlation ids; one fetch in flight per
+fetcher, answers to a crashed process never reach its successor), so a duplicated or overtaken answer is
+dropped, while duplicated and reordered requests are served. AlterPartition alone is never duplicated
+(see _send_alter). How leaders treat a failed AlterPartition is ALTER_POLICIES.
+
 A schedule runs `steps` events with faults, then heals everything (all nodes up, one network, no loss,
 delays capped) and checks liveness: every partition must acknowledge a marker value within a bound.
 The invariants of broker/replication_sim_checks.py are checked after every step; a failure names the
@@ -38,6 +44,7 @@ seed and step, and `run_schedule(seed, steps)` replays it exactly.
 
     python -m broker.replication_sim --seeds 1000
     python -m broker.replication_sim --replay 1234 --trace
+    python -m broker.replication_sim --seeds 300 --alter-policy server    # server.py's rule: fails
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ import heapq
 import random
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from broker.controller import MetadataImage, PartitionState
@@ -70,6 +77,26 @@ TOPIC = "t"
 CONTROLLER = 0  # node id of the controller; brokers are 1..n
 CLIENT = -1  # producers: reach every broker (a partition between brokers does not cut them off)
 RF = 3
+# How AlterPartition failures are handled. "server" is what broker/server.py and controller.py do: the
+# leader calls LeaderState.on_isr_rejected on any error or timeout, and the controller takes a proposal
+# from any process of the leader. Both are unsafe (the simulator finds them): a lost answer or a
+# stale-epoch rejection can hide a committed expansion, and the HW then passes a replica the controller
+# counts in the ISR; and a proposal sent before the leader restarted (in the same leader epoch) can be
+# committed after its new LeaderState started computing the HW without that replica. "kafka" is Kafka's
+# rule and the default here: the leader retries on timeout, keeps a proposal pending on a stale-epoch
+# rejection until metadata brings the newer state, and calls on_isr_rejected only for a rejection against
+# the current state (which cannot have been applied); the controller refuses proposals from a process
+# older than the newest it has seen fetching (broker epochs, KIP-903). "no-broker-epochs" is Kafka's
+# leader rule with today's controller, to show the second problem alone.
+ALTER_POLICIES = ("kafka", "no-broker-epochs", "server")
+# When a restarted broker starts acting on its metadata. "as-fetched" is net/quorum_driver.py: every
+# committed record is applied as soon as it is fetched, so a broker whose durable metadata log lagged
+# the controller by more than one fetch (fetch_max_records, 1000 in production; meta_batch here) acts
+# on an old image for a while: it may re-create a LeaderState with an ISR that the controller has
+# since grown, and let the HW jump over records the other ISR members lack (the simulator finds it).
+# "catch-up" is KRaft's MetadataLoader and the default here: publish nothing until the log reached the
+# committed end the controller reported in the first answer after the restart.
+METADATA_POLICIES = ("catch-up", "as-fetched")
 
 _DELIVER, _TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK = range(8)
 _META, _TICK, _FETCH, _FETCH_TIMEOUT, _ALTER_TIMEOUT = range(5)  # broker timers
@@ -108,8 +135,9 @@ class SimParams:
     def draw(cls, rng: random.Random, brokers: int | None = None) -> SimParams:
         session = rng.choice([150, 300, 600])
         max_delay = rng.choice([2, 5, 15, 40])
+        drawn = rng.randint(3, 5)  # drawn even when overridden, so the rest of the schedule is the seed's
         return cls(
-            brokers=brokers or rng.randint(3, 5),
+            brokers=brokers or drawn,
             partitions=rng.randint(1, 3),
             min_isr=rng.choice([1, 2]),
             session_timeout_ms=session,
@@ -155,6 +183,7 @@ class Result:
     crashes: int = 0
     messages: int = 0
     liveness_ms: int | None = None  # from the heal until every partition acknowledged a marker
+    liveness_bound_ms: int | None = None
     trace: list[str] = field(default_factory=list)
 
 
@@ -164,18 +193,22 @@ class Result:
 @dataclass(frozen=True, slots=True)
 class MetaFetch:
     src: int
+    incarnation: int  # answers go to this process only (a restarted broker has new connections)
     offset: int  # the broker's durable metadata log end
 
 
 @dataclass(frozen=True, slots=True)
 class MetaRecords:
+    incarnation: int
     offset: int
     records: tuple[dict[str, Any], ...]
+    committed: int  # the controller's committed log end (what a quorum follower learns as its HW)
 
 
 @dataclass(frozen=True, slots=True)
 class AlterIsr:
     src: int
+    incarnation: int  # the proposer's process (Kafka's broker epoch, KIP-903)
     req: int
     partition: int
     leader_epoch: int
@@ -187,6 +220,10 @@ class AlterIsr:
 class AlterIsrResult:
     req: int
     error: str | None
+    # The proposal named a leader or partition epoch the controller has moved past, so it may be the
+    # proposer's own earlier change that was committed. (AlterPartitionError has one error code for all
+    # rejections; Kafka separates these, and a driver needs to: see _on_alter_result.)
+    stale: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +294,8 @@ class SimController:
         self.logic = self.service.logic
         self.assigned: dict[tuple[int, int], int] = {}  # (partition, leader epoch) -> leader, from records
         self.topic_created = False
+        self.alter_seen: dict[int, int] = {}  # broker -> newest AlterPartition request id processed
+        self.incarnation: dict[int, int] = {}  # broker -> newest process seen fetching (a broker epoch)
 
     def commit(self, records: list[dict[str, Any]]) -> None:
         for r in records:
@@ -329,8 +368,9 @@ class SimBroker:
         self.applied = 0
         self.parts: dict[int, SimPartition] = {}
         self.fetchers: dict[int, _Fetcher] = {}
-        self.alters: dict[int, tuple[int, list[int], int]] = {}  # req -> (partition, isr, partition_epoch)
+        self.alters: dict[int, AlterIsr] = {}  # AlterPartition requests in flight, by request id
         self.crash_pending = False
+        self.catch_up_to: int | None = None  # after a restart: the metadata log end to reach before acting
 
     def boot(self) -> None:
         self.incarnation += 1
@@ -338,16 +378,32 @@ class SimBroker:
         self.image, self.applied = MetadataImage(), 0
         self.parts, self.fetchers, self.alters = {}, {}, {}
         self.crash_pending = False
+        self.catch_up_to = None
 
 
 # --- the simulation ----------------------------------------------------------------------------------
 
 
 class Simulation:
-    def __init__(self, seed: int, brokers: int | None = None, trace: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int,
+        brokers: int | None = None,
+        trace: bool = False,
+        alter_policy: str = "kafka",
+        metadata_policy: str = "catch-up",
+        late_p: float | None = None,
+    ) -> None:
         self.seed = seed
+        if alter_policy not in ALTER_POLICIES:
+            raise ValueError(f"alter_policy must be one of {ALTER_POLICIES}")
+        self.alter_policy = alter_policy
+        if metadata_policy not in METADATA_POLICIES:
+            raise ValueError(f"metadata_policy must be one of {METADATA_POLICIES}")
+        self.metadata_policy = metadata_policy
         self.rng = random.Random(seed)
-        self.params = p = SimParams.draw(self.rng, brokers)
+        p = SimParams.draw(self.rng, brokers)
+        self.params = p = p if late_p is None else replace(p, late_p=late_p)
         self.ids = list(range(1, p.brokers + 1))
         self.now = 0
         self.step = 0
@@ -355,6 +411,9 @@ class Simulation:
         self._seq = 0
         self._req = 0
         self.group = {n: 0 for n in [CONTROLLER, *self.ids]}
+        # Single links cut on top of the partition: most often a leader's link to the controller, which
+        # leaves a deposed leader serving its followers and producers without knowing it was replaced.
+        self.cut: set[tuple[int, int]] = set()
         self.loss_p, self.max_delay, self.late_p = p.loss_p, p.max_delay_ms, p.late_p
         self.faults_on = True
         self.ctrl = SimController(self.ids, p.session_timeout_ms)
@@ -364,7 +423,7 @@ class Simulation:
         self.tracing = trace
         self.values = 0
         self.markers: dict[int, Any] = {}  # partition -> marker value, in the liveness phase
-        self.marker_acked: set[int] = set()
+        self.marker_acked: dict[int, int] = {}  # partition -> the broker that acknowledged its marker
         for b in self.brokers.values():
             self._boot(b)
         self._push(0, _CTRL_TICK)
@@ -386,13 +445,19 @@ class Simulation:
     def _timer(self, b: SimBroker, after: int, what: int, arg: Any = None) -> None:
         self._push(self.now + max(1, after), _TIMER, (b.id, b.incarnation), (what, arg))
 
-    def _send(self, src: int, dst: int, msg: Any) -> None:
-        if src != CLIENT and dst != CLIENT and self.group[src] != self.group[dst]:
+    def _linked(self, a: int, b: int) -> bool:
+        """Whether a and b can talk: same side of the partition, and their link is not cut."""
+        if a == CLIENT or b == CLIENT:
+            return True
+        return self.group[a] == self.group[b] and (min(a, b), max(a, b)) not in self.cut
+
+    def _send(self, src: int, dst: int, msg: Any, dup: bool = True) -> None:
+        if not self._linked(src, dst):
             return
         rng = self.rng
         if rng.random() < self.loss_p:
             return
-        copies = 2 if self.params.dup_p and rng.random() < self.params.dup_p else 1
+        copies = 2 if dup and self.params.dup_p and rng.random() < self.params.dup_p else 1
         for _ in range(copies):
             delay = rng.randint(self.params.min_delay_ms, self.max_delay)
             if self.late_p and rng.random() < self.late_p:
@@ -435,7 +500,7 @@ class Simulation:
     def _broker_timer(self, b: SimBroker, what: int, arg: Any) -> None:
         p = self.params
         if what == _META:
-            self._send(b.id, CONTROLLER, MetaFetch(b.id, len(b.meta_log)))
+            self._send(b.id, CONTROLLER, MetaFetch(b.id, b.incarnation, len(b.meta_log)))
             self._timer(b, p.meta_interval_ms, _META)
         elif what == _TICK:
             # ReplicaManager.tick: the ISR expiration check of every partition this broker leads.
@@ -455,7 +520,7 @@ class Simulation:
                 f.req = None  # NetworkError: the fetcher backs off and fetches again
                 self._schedule_fetch(b, f, p.fetch_idle_ms)
         elif what == _ALTER_TIMEOUT:
-            self._alter_failed(b, arg, "timed out")
+            self._alter_timed_out(b, arg)
 
     def _broker_receive(self, b: SimBroker, src: int, msg: Any) -> None:
         if isinstance(msg, MetaRecords):
@@ -465,19 +530,22 @@ class Simulation:
         elif isinstance(msg, FetchResult):
             self._on_fetch_result(b, src, msg)
         elif isinstance(msg, AlterIsrResult):
-            if msg.error is not None:
-                self._alter_failed(b, msg.req, msg.error)
-            else:
-                b.alters.pop(msg.req, None)  # committed: the metadata log will tell the partition
+            self._on_alter_result(b, msg)
         elif isinstance(msg, Produce):
             self._produce(b, msg)
 
     # --- metadata: server.py _on_committed and replica_manager.py apply_image --------------------------------
 
     def _on_meta_records(self, b: SimBroker, msg: MetaRecords) -> None:
+        if msg.incarnation != b.incarnation:
+            return  # the answer to a request of the process before a crash: its connection is gone
         if msg.offset > len(b.meta_log):
             return  # a gap (a reordered response): only log order may be applied
         b.meta_log.extend(msg.records[len(b.meta_log) - msg.offset :])
+        if b.catch_up_to is None:
+            b.catch_up_to = msg.committed if self.metadata_policy == "catch-up" else 0
+        if len(b.meta_log) < b.catch_up_to:
+            return  # still loading after a restart: publish no image yet
         # All records this broker holds are committed (the controller sends no others), and like
         # QuorumDriver._apply it applies every committed record it has in one go.
         if b.applied >= len(b.meta_log):
@@ -591,7 +659,7 @@ class Simulation:
         if not part.waiters:
             return
         # The acknowledgement claims the value is committed: show the HW to the checker first.
-        self.checker.check_replica(b.id, part.partition, part.log, part.high_watermark)
+        self.checker.check_replica(b.id, part.partition, part.leader_epoch, part.log, part.high_watermark)
         keep = []
         for w in part.waiters:
             if part.high_watermark <= w.offset:
@@ -602,7 +670,7 @@ class Simulation:
                 self.checker.check_ack(b.id, part.partition, w.offset, w.epoch, w.value)
                 self.result.acked += 1
                 if self.markers.get(part.partition) == w.value:
-                    self.marker_acked.add(part.partition)
+                    self.marker_acked.setdefault(part.partition, b.id)
                     self._trace(f"marker of p{part.partition} acknowledged by broker {b.id}")
         part.waiters = keep
 
@@ -622,22 +690,58 @@ class Simulation:
 
     def _propose_isr(self, b: SimBroker, part: SimPartition, isr: list[int], partition_epoch: int) -> None:
         req = self._next_req()
-        b.alters[req] = (part.partition, isr, partition_epoch)
+        msg = AlterIsr(b.id, b.incarnation, req, part.partition, part.leader_epoch, partition_epoch, tuple(isr))
+        b.alters[req] = msg
         self._trace(f"broker {b.id} proposes ISR {isr} for p{part.partition} (partition epoch {partition_epoch})")
-        msg = AlterIsr(b.id, req, part.partition, part.leader_epoch, partition_epoch, tuple(isr))
-        self._send(b.id, CONTROLLER, msg)
-        self._timer(b, self.params.rpc_timeout_ms, _ALTER_TIMEOUT, req)
+        self._send_alter(b, msg)
 
-    def _alter_failed(self, b: SimBroker, req: int, error: str) -> None:
-        entry = b.alters.pop(req, None)
-        if entry is None:
+    def _send_alter(self, b: SimBroker, msg: AlterIsr) -> None:
+        # AlterPartition is a request on a TCP connection, and unlike fetches it is not idempotent: it is
+        # never duplicated, and the controller drops one older than a request it already took from the
+        # same broker (sent on a connection the broker has abandoned since). Message-level duplicates
+        # would defeat even Kafka's rule: the rejection of one copy says nothing about the other.
+        self._send(b.id, CONTROLLER, msg, dup=False)
+        self._timer(b, self.params.rpc_timeout_ms, _ALTER_TIMEOUT, msg.req)
+
+    def _alter_timed_out(self, b: SimBroker, req: int) -> None:
+        msg = b.alters.get(req)
+        if msg is None:
             return
-        p, isr, partition_epoch = entry
+        if self.alter_policy == "server":
+            self._alter_rejected(b, req, "timed out")
+            return
+        # The controller may have committed it: ask again until someone answers. A new partition state
+        # (by metadata) or a new leadership ends the retries.
+        part = b.parts.get(msg.partition)
+        ls = part.leader_state if part is not None else None
+        del b.alters[req]
+        if ls is None or ls.leader_epoch != msg.leader_epoch or ls.pending_isr != list(msg.isr):
+            return
+        retry = replace(msg, req=self._next_req())  # a new connection, so a new request
+        b.alters[retry.req] = retry
+        self._send_alter(b, retry)
+
+    def _on_alter_result(self, b: SimBroker, msg: AlterIsrResult) -> None:
+        if msg.error is None:
+            b.alters.pop(msg.req, None)  # committed: the metadata log will tell the partition
+        elif msg.stale and self.alter_policy != "server":
+            # Rejected against a newer partition state, which may be our own proposal committed: keep it
+            # pending (it bounds the HW) until that state arrives by metadata and settles it.
+            if b.alters.pop(msg.req, None) is not None:
+                self._trace(f"broker {b.id}: ISR proposal {msg.req} is stale: {msg.error}")
+        else:
+            self._alter_rejected(b, msg.req, msg.error)
+
+    def _alter_rejected(self, b: SimBroker, req: int, error: str) -> None:
+        """server.py _alter_partition's failure path: the proposal is over, the HW may ignore its additions."""
+        msg = b.alters.pop(req, None)
+        if msg is None:
+            return
         self.result.alter_rejected += 1
-        self._trace(f"broker {b.id}: ISR {isr} for p{p} not committed: {error}")
-        part = b.parts.get(p)
+        self._trace(f"broker {b.id}: ISR {list(msg.isr)} for p{msg.partition} not committed: {error}")
+        part = b.parts.get(msg.partition)
         if part is not None and part.leader_state is not None:
-            self._handle(b, part, part.leader_state.on_isr_rejected(isr, partition_epoch))
+            self._handle(b, part, part.leader_state.on_isr_rejected(list(msg.isr), msg.partition_epoch))
 
     # --- replication: replica_manager.py _read_for_follower, replica_fetcher.py ----------------------------
 
@@ -766,16 +870,31 @@ class Simulation:
         ctrl = self.ctrl
         if isinstance(msg, MetaFetch):
             ctrl.last_fetch[msg.src] = self.now
+            ctrl.incarnation[msg.src] = max(ctrl.incarnation.get(msg.src, 0), msg.incarnation)
             batch = tuple(ctrl.records[msg.offset : msg.offset + self.params.meta_batch])
-            self._send(CONTROLLER, msg.src, MetaRecords(msg.offset, batch))
+            self._send(CONTROLLER, msg.src, MetaRecords(msg.incarnation, msg.offset, batch, len(ctrl.records)))
         elif isinstance(msg, AlterIsr):
+            if msg.req <= ctrl.alter_seen.get(msg.src, 0):
+                return  # see _send_alter
+            ctrl.alter_seen[msg.src] = msg.req
             # ControllerService.alter_partition: computed on the up-to-date image, committed, answered.
+            st = ctrl.state(msg.partition)
+            stale = st is None or (msg.src, msg.leader_epoch, msg.partition_epoch) != (
+                st.leader,
+                st.leader_epoch,
+                st.partition_epoch,
+            )
+            if self.alter_policy == "kafka" and msg.incarnation < ctrl.incarnation.get(msg.src, 0):
+                # KIP-903: a proposal from a process that has since restarted. The restarted leader does not
+                # know it; committing it would add a replica its HW is not waiting for.
+                self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, "stale broker epoch", True))
+                return
             try:
                 records = ctrl.logic.alter_partition(
                     TOPIC, msg.partition, msg.src, msg.leader_epoch, msg.partition_epoch, list(msg.isr)
                 )
             except KafkaLiteError as e:
-                self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, str(e)))
+                self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, str(e), stale))
                 return
             ctrl.commit(records)
             self.result.isr_changes += 1
@@ -809,9 +928,7 @@ class Simulation:
         ctrl.last_fetch = {}
         ctrl.service._since_ms = self.now
         ctrl.seen = frozenset(
-            b
-            for b in self.ids
-            if self.brokers[b].up and self.group[b] == self.group[CONTROLLER] and self.rng.random() < 0.8
+            b for b in self.ids if self.brokers[b].up and self._linked(b, CONTROLLER) and self.rng.random() < 0.8
         )
         self._trace(f"controller back (seen in its election: {sorted(ctrl.seen)})")
 
@@ -859,12 +976,19 @@ class Simulation:
             else:
                 self.group = {n: rng.randint(0, 1) for n in nodes}
             self._trace(f"partition {self.group}")
-        elif kind < 0.65:
+        elif kind < 0.55:
+            a = rng.choice([b.id for b in leaders]) if leaders and rng.random() < 0.7 else rng.choice(self.ids)
+            c = CONTROLLER if rng.random() < 0.6 else rng.choice([CONTROLLER, *self.ids])
+            if a != c:
+                self.cut.add((min(a, c), max(a, c)))
+                self._trace(f"cut link {a}-{c}")
+        elif kind < 0.7:
             self.group = {n: 0 for n in self.group}
+            self.cut = set()
             self._trace("heal partition")
-        elif kind < 0.75:
+        elif kind < 0.78:
             self.loss_p = rng.choice([0.0, 0.05, 0.3, 0.7])
-        elif kind < 0.87 and up:
+        elif kind < 0.89 and up:
             b = rng.choice(leaders or up)
             if not b.paused:
                 b.paused = True
@@ -893,6 +1017,7 @@ class Simulation:
     def _heal_all(self) -> None:
         self.faults_on = False
         self.group = {n: 0 for n in self.group}
+        self.cut = set()
         self.loss_p = self.late_p = 0.0
         p = self.params
         self.max_delay = max(p.min_delay_ms, min(self.max_delay, p.session_timeout_ms // 10))
@@ -931,7 +1056,7 @@ class Simulation:
         self.step += 1
         if kind == _DELIVER:
             src, msg = c
-            if src != CLIENT and a != CLIENT and self.group[src] != self.group[a]:
+            if not self._linked(src, a):
                 pass  # the partition started while the message was on the wire
             elif a == CONTROLLER:
                 if self.ctrl.up:
@@ -976,7 +1101,7 @@ class Simulation:
                 ls = part.leader_state
                 if ls is not None:
                     checker.check_leader(p, b.id, ls.leader_epoch, ctrl.assigned.get((p, ls.leader_epoch)))
-                checker.check_replica(b.id, p, part.log, part.high_watermark)
+                checker.check_replica(b.id, p, part.leader_epoch, part.log, part.high_watermark)
         for p in range(self.params.partitions):
             st = ctrl.state(p)
             if st is None or st.leader < 0:
@@ -997,20 +1122,19 @@ class Simulation:
                 self._run_one()
             self._heal_all()
             healed_at = self.now
-            deadline = healed_at + self._liveness_bound()
+            r.liveness_bound_ms = self._liveness_bound()
+            deadline = healed_at + r.liveness_bound_ms
             while len(self.marker_acked) < len(self.markers):
                 if not self.queue or self.queue[0][0] > deadline:
-                    missing = sorted(set(self.markers) - self.marker_acked)
+                    missing = sorted(set(self.markers) - set(self.marker_acked))
                     raise SimFailure(
                         f"liveness: partitions {missing} acknowledged nothing {deadline - healed_at} ms after the heal"
                     )
                 self._run_one()
             r.liveness_ms = self.now - healed_at
-            leader_logs = {}
-            for p in range(self.params.partitions):
-                st = self.ctrl.state(p)
-                assert st is not None and st.leader >= 0
-                leader_logs[p] = self.brokers[st.leader].logs[p]
+            # The leader that acknowledged a marker held every committed record then (its HW had passed
+            # them all): nothing acknowledged before may be missing from its log.
+            leader_logs = {p: self.brokers[b].logs[p] for p, b in self.marker_acked.items()}
             self.checker.check_final(leader_logs)
         except Exception as e:  # noqa: BLE001 - anything out of the production code is a bug to report with its seed
             r.ok = False
@@ -1023,22 +1147,43 @@ class Simulation:
         return r
 
 
-def run_schedule(seed: int, steps: int = 1000, brokers: int | None = None, trace: bool = False) -> Result:
-    """Run one seeded schedule; the same arguments always give the same Result."""
-    return Simulation(seed, brokers, trace=trace).run(steps)
+def run_schedule(
+    seed: int,
+    steps: int = 3000,
+    brokers: int | None = None,
+    trace: bool = False,
+    alter_policy: str = "kafka",
+    metadata_policy: str = "catch-up",
+    late_p: float | None = None,
+) -> Result:
+    """Run one seeded schedule; the same arguments always give the same Result. `late_p` overrides the
+    drawn probability of very late deliveries (which some rare interleavings need)."""
+    return Simulation(seed, brokers, trace, alter_policy, metadata_policy, late_p).run(steps)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m broker.replication_sim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=1000, help="number of schedules")
     ap.add_argument("--start", type=int, default=0, help="first seed")
-    ap.add_argument("--steps", type=int, default=1000, help="fault-phase steps per schedule")
+    ap.add_argument("--steps", type=int, default=3000, help="fault-phase steps per schedule")
     ap.add_argument("--brokers", type=int, choices=[3, 4, 5], help="cluster size (default: drawn from the seed)")
+    ap.add_argument(
+        "--alter-policy", choices=ALTER_POLICIES, default="kafka", help="how leaders treat failed AlterPartitions"
+    )
+    ap.add_argument(
+        "--metadata-policy",
+        choices=METADATA_POLICIES,
+        default="catch-up",
+        help="when a restarted broker starts acting on its metadata",
+    )
+    ap.add_argument("--late-p", type=float, help="probability of a very late delivery (default: drawn)")
     ap.add_argument("--replay", type=int, help="run only this seed and print its result")
     ap.add_argument("--trace", action="store_true", help="with --replay: print the event trace")
     args = ap.parse_args(argv)
     if args.replay is not None:
-        r = run_schedule(args.replay, args.steps, args.brokers, trace=args.trace)
+        r = run_schedule(
+            args.replay, args.steps, args.brokers, args.trace, args.alter_policy, args.metadata_policy, args.late_p
+        )
         for line in r.trace:
             print(line)
         print({k: v for k, v in vars(r).items() if k != "trace"})
@@ -1059,7 +1204,7 @@ def main(argv: list[str] | None = None) -> int:
     totals = dict.fromkeys(keys, 0)
     liveness: list[int] = []
     for seed in range(args.start, args.start + args.seeds):
-        r = run_schedule(seed, args.steps, args.brokers)
+        r = run_schedule(seed, args.steps, args.brokers, False, args.alter_policy, args.metadata_policy, args.late_p)
         if not r.ok:
             failures.append(r)
             print(f"FAIL {r.failure}", flush=True)
@@ -1080,7 +1225,12 @@ def main(argv: list[str] | None = None) -> int:
         f"  time from the heal to every marker acknowledged (virtual ms): median {p(0.5)}, p99 {p(0.99)}, max {p(1.0)}"
     )
     for r in failures:
-        print(f"  replay: python -m broker.replication_sim --replay {r.seed} --steps {args.steps} --trace")
+        print(
+            f"  replay: python -m broker.replication_sim --replay {r.seed} --steps {args.steps} "
+            f"--alter-policy {args.alter_policy} --metadata-policy {args.metadata_policy}"
+            + (f" --late-p {args.late_p}" if args.late_p is not None else "")
+            + " --trace"
+        )
     return 1 if failures else 0
 
 

@@ -8,9 +8,11 @@
     grows. It is extended by whichever broker first shows a higher high watermark (HW); every broker's
     log below its own HW must equal it; a broker never truncates below the HW its current incarnation
     showed (the HW is volatile: a restarted broker starts again from 0); the HW never goes down within
-    an incarnation; a broker that takes over as leader must hold the whole committed prefix (clean
-    elections only); every value acknowledged with acks=all is in the prefix at the offset and epoch
-    it was appended with, at the moment of the acknowledgement.
+    an incarnation; a broker that takes over as leader of epoch E must hold every offset committed
+    while in an epoch below E (clean elections only; a broker whose stale view makes it leader of an
+    old epoch cannot commit anything, so it need not hold what later epochs committed); every value
+    acknowledged with acks=all is in the prefix at the offset and epoch it was appended with, at the
+    moment of the acknowledgement, and after the liveness phase in its partition leader's log.
 (c) ISR members agree up to the HW: while the leader the controller names holds a LeaderState of the
     controller's current leader epoch, every member of the controller's ISR holds at least HW records
     and its log below HW equals the leader's (which by (b) is the committed prefix). This is what makes
@@ -105,6 +107,10 @@ class SimLog:
 class Checker:
     def __init__(self, partitions: int) -> None:
         self.committed: dict[int, list[Entry]] = {p: [] for p in range(partitions)}
+        # The leader epoch of the view that first showed each committed offset: a leader of epoch E must
+        # hold what was committed before E, not what a later leader committed (a stale view of an old
+        # epoch may still create a LeaderState; it just cannot commit anything).
+        self.committed_in: dict[int, list[int]] = {p: [] for p in range(partitions)}
         self.owners: dict[tuple[int, int], int] = {}  # (partition, leader epoch) -> broker that acted as leader
         self.hw: dict[tuple[int, int], int] = {}  # (broker, partition) -> HW seen in its current incarnation
         self.acked: list[tuple[int, int, int, Any]] = []  # (partition, offset, epoch, value)
@@ -134,7 +140,7 @@ class Checker:
 
     # --- (b) ---
 
-    def check_replica(self, broker: int, p: int, lg: SimLog, hw: int) -> None:
+    def check_replica(self, broker: int, p: int, epoch: int, lg: SimLog, hw: int) -> None:
         if lg.violation is not None:
             raise SimFailure(f"broker {broker} partition {p}: {lg.violation}")
         if hw > lg.log_end_offset:
@@ -153,6 +159,7 @@ class Checker:
                 f"but {c[a]} was committed"
             )
         if hw > len(c):
+            self.committed_in[p].extend([epoch] * (hw - len(c)))
             c.extend(lg.entries[len(c) : hw])
             lg.agree = hw
         lg.protected = hw
@@ -160,7 +167,8 @@ class Checker:
     def check_takeover(self, broker: int, p: int, epoch: int, lg: SimLog) -> None:
         c = self.committed[p]
         a = self._agree(p, lg)
-        if a < len(c):
+        need = max((i + 1 for i, e in enumerate(self.committed_in[p]) if e < epoch), default=0)
+        if a < need:
             got = lg.entries[a] if a < len(lg.entries) else "nothing"
             raise SimFailure(
                 f"broker {broker} took over partition {p} in leader epoch {epoch} without committed offset {a} "
