@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import os
 import signal
 import time
 from collections import Counter
@@ -22,6 +24,8 @@ from client.consumer import AsyncConsumer
 
 
 async def run(args: argparse.Namespace) -> None:
+    if os.environ.get("KL_MEMBER_LOG"):
+        logging.basicConfig(level=logging.INFO, format="%(created).6f %(name)s %(message)s")
     consumer = AsyncConsumer(
         args.bootstrap,
         group_id=args.group,
@@ -42,6 +46,7 @@ async def run(args: argparse.Namespace) -> None:
             out.write(f"{time.time():.6f} A {' '.join(str(tp.partition) for tp in sorted(tps))}\n")
 
     consumer.subscribe([args.topic], listener=Listener())
+    out.write(f"{time.time():.6f} J\n")  # started and subscribed: the rebalance it causes starts here
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     count, first, last, idle_since = 0, 0.0, 0.0, time.monotonic()

@@ -113,27 +113,33 @@ def group_throughput(c: Cluster, topic: str, members: int, n: int, run: int) -> 
 
 
 class SteadyProducer:
-    """RATE msgs/s, dealt round-robin over the topic's partitions (acks=all), on a background thread, so
-    every partition has a steady rhythm to measure gaps against."""
+    """RATE msgs/s dealt round-robin over the topic's partitions (acks=all), in its own process: a
+    producer thread inside this one would stall whenever the bench parses member files, and show up
+    as gaps on every partition at once."""
 
     def __init__(self, c: Cluster, topic: str, partitions: int = 6) -> None:
-        self.stop_flag = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(c.bootstrap, topic, partitions), daemon=True)
-        self.thread.start()
-
-    def _run(self, bootstrap: str, topic: str, partitions: int) -> None:
-        with Producer(bootstrap, acks="all", linger_ms=0) as p:
-            start, i = time.monotonic(), 0
-            while not self.stop_flag.is_set():
-                p.send(topic, b"x" * 100, partition=i % partitions)
-                i += 1
-                ahead = start + i / RATE - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.run_groups", "--steady-producer", c.bootstrap, topic, str(partitions)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
 
     def stop(self) -> None:
-        self.stop_flag.set()
-        self.thread.join(30)
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def steady_produce(bootstrap: str, topic: str, partitions: int) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with Producer(bootstrap, acks="all", linger_ms=0) as p:
+        start, i = time.monotonic(), 0
+        while not stop.is_set():
+            p.send(topic, b"x" * 100, partition=i % partitions)
+            i += 1
+            ahead = start + i / RATE - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
 
 
 def kill_recovery(c: Cluster, topic: str, session_ms: int, run: int) -> float:
@@ -167,10 +173,11 @@ def rebalance_gap(c: Cluster, topic: str, strategy: str, run: int) -> tuple[floa
     try:
         wait_for(lambda: all(len(m.owned()) == 3 for m in ms), 60, "two members with three partitions each")
         time.sleep(8)  # a stable stretch at least as long as the measured window, for the baseline
-        joined_at = time.time()
         newcomer = MemberProc(c, group, topic, "timeline", strategy=strategy, session_timeout_ms=10000)
         ms.append(newcomer)
         wait_for(lambda: len(newcomer.owned()) == 2, 60, "the new member got two partitions")
+        # From the moment it subscribed (its JoinGroup starts the rebalance), not from its process start.
+        joined_at = next(t for t, kind, _ in newcomer.events() if kind == "J")
         settled = max(t for t, kind, _ in newcomer.events() if kind == "A") + 2
         time.sleep(max(0.0, settled - time.time()) + 0.5)
         window = settled - joined_at
@@ -279,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-records", type=int, default=300_000)
     ap.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     ap.add_argument("--quick", action="store_true", help="skip the 45 s session-timeout case; print only")
+    ap.add_argument("--steady-producer", nargs=3, metavar=("BOOTSTRAP", "TOPIC", "PARTITIONS"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.steady_producer:
+        steady_produce(a.steady_producer[0], a.steady_producer[1], int(a.steady_producer[2]))
+        return 0
     runs = []
     for i in range(a.runs):
         print(f"run {i + 1}/{a.runs} ...", flush=True)

@@ -299,7 +299,7 @@ class GroupCoordinatorLogic:
                 msg = "the group is completing a rebalance; commit after it"
                 return [Reply(token, self._commit_error_body(offsets, ErrorCode.REBALANCE_IN_PROGRESS, msg))]
             m.last_heartbeat_ms = now_ms
-            owned = m.owned(g.protocol_type)
+            owned = self._committable(g, m)
         rows: dict[tuple[str, int], tuple[int, str | None]] = {}
         accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
         for tp, (offset, metadata) in offsets.items():
@@ -471,7 +471,7 @@ class GroupCoordinatorLogic:
             g.leader = next(iter(g.members))
         g.state = GroupState.COMPLETING_REBALANCE
         for m in g.members.values():
-            m.assignment = b""
+            m.previous_assignment, m.assignment = m.assignment or m.previous_assignment, b""
             m.last_heartbeat_ms = now_ms
             out.append(Reply(m.join_token, self._join_body(g, m)))
             m.join_token = None
@@ -519,6 +519,20 @@ class GroupCoordinatorLogic:
         aid = next(self._ids)
         self._appends[aid] = _PendingAppend("expire", g.group_id, offsets=dict(g.offsets))
         return [Append(aid, g.partition, [(OffsetKey(g.group_id, t, p), None) for t, p in g.offsets])]
+
+    @staticmethod
+    def _committable(g: Group, m: Member) -> frozenset[tuple[str, int]] | None:
+        """What `m` may commit: its partitions, plus those it held in the previous generation that nobody
+        holds now (a cooperative member revoking them commits after the new generation began)."""
+        now = m.owned(g.protocol_type)
+        before = m.owned(g.protocol_type, previous=True)
+        if now is None or before is None:
+            return None
+        taken = set()
+        for other in g.members.values():
+            if other is not m:
+                taken |= other.owned(g.protocol_type) or frozenset()
+        return now | (before - taken)
 
     @staticmethod
     def _illegal_generation(g: Group, generation: int) -> dict[str, Any]:

@@ -37,6 +37,9 @@ class Member:
     protocols: list[tuple[str, bytes]]
     last_heartbeat_ms: int
     assignment: bytes = b""
+    # The assignment of the generation before: a cooperative member commits the partitions it gives up
+    # after it learned the new generation (which withholds them from everyone), so those stay its to commit.
+    previous_assignment: bytes = b""
     # Requests parked until the rebalance step completes (tokens are the driver's, opaque here).
     join_token: Any = None
     sync_token: Any = None
@@ -44,12 +47,13 @@ class Member:
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")
 
-    def owned(self, protocol_type: str | None) -> frozenset[tuple[str, int]] | None:
-        """The partitions this member's assignment gives it; None if the assignment is not ours to read."""
+    def owned(self, protocol_type: str | None, previous: bool = False) -> frozenset[tuple[str, int]] | None:
+        """The partitions this member's (current or previous) assignment gives it; None if the assignment
+        is not ours to read."""
         if protocol_type != PROTOCOL_TYPE:
             return None
         try:
-            return Assignment.decode(self.assignment).partitions
+            return Assignment.decode(self.previous_assignment if previous else self.assignment).partitions
         except ValueError:
             return None
 

@@ -198,3 +198,19 @@ def test_initial_rebalance_delay_waits_for_more_members():
     assert replies(join(lg, "b", now=100)) == {}
     out = replies(lg.tick(301))
     assert set(out) == {"a", "b"} and out["a"]["generation_id"] == 1
+
+
+def test_revoking_member_may_commit_what_it_gave_up_but_not_what_another_owns():
+    lg = logic()
+    a, b = stable_group_of_two(lg)  # generation 2: a owns t-0, b owns t-1
+    # Generation 3 (cooperative first round): t-0 is withheld from everyone, b keeps t-1.
+    join(lg, "a3", a, now=10)
+    r = replies(join(lg, "b3", b, now=11))
+    assert r["a3"]["generation_id"] == 3
+    assign = {a: Assignment(frozenset()).encode(), b: Assignment(frozenset({("t", 1)})).encode()}
+    lg.sync("sb", "g", 3, b, {}, 12)
+    complete_appends(lg, lg.sync("sa", "g", 3, a, assign, 12), 13)
+    out = lg.commit("c", P, "g", 3, a, {("t", 0): (7, ""), ("t", 1): (9, "")}, 14, {"t": 2})
+    body = replies(complete_appends(lg, out, 15))["c"]
+    rows = {p: code for p, code, _ in body["topics"][0][1]}
+    assert rows == {0: 0, 1: ErrorCode.PARTITION_NOT_ASSIGNED}
