@@ -139,18 +139,24 @@ def build(
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
     base_offset: int = 0,
+    last_offset_delta: int | None = None,
 ) -> bytes:
-    """Encode a batch. Each record is [offset_delta, timestamp_delta, key, value, headers]."""
+    """Encode a batch. Each record is [offset_delta, timestamp_delta, key, value, headers].
+
+    `last_offset_delta` defaults to len(records) - 1; the log cleaner passes the original batch's, so a
+    batch that lost its last records to compaction still ends where it did."""
     payload = _packb(records)
     attributes = 0
     if codec != CODEC_NONE:
         payload = compress(codec, payload)
         attributes |= codec
     n = len(records)
+    if last_offset_delta is None:
+        last_offset_delta = n - 1 if n else 0
     tail = struct.pack(
         ">hiqqqhii",
         attributes,
-        n - 1 if n else 0,
+        last_offset_delta,
         first_timestamp,
         max_timestamp,
         producer_id,

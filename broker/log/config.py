@@ -16,9 +16,9 @@ LOG_APPEND_TIME = "LogAppendTime"
 @dataclass(frozen=True)
 class _Key:
     field: str
-    kind: type  # int, bool or str
-    low: int | None = None
-    high: int | None = None
+    kind: type  # int, float, bool or str
+    low: int | float | None = None
+    high: int | float | None = None
     choices: tuple[str, ...] = ()
 
 
@@ -33,9 +33,11 @@ KEYS: dict[str, _Key] = {
     "max.message.bytes": _Key("max_message_bytes", int, 0, INT_MAX),
     "message.timestamp.type": _Key("message_timestamp_type", str, choices=(CREATE_TIME, LOG_APPEND_TIME)),
     "min.insync.replicas": _Key("min_insync_replicas", int, 1, INT_MAX),
-    # Compaction is not implemented: "compact" is accepted (internal topics ask for it) but only
-    # turns off retention deletion, as a compact-only policy does in Kafka.
+    # "compact" turns on the log cleaner (broker/log/cleaner.py); without "delete" retention is off.
     "cleanup.policy": _Key("cleanup_policy", str, choices=("delete", "compact", "compact,delete")),
+    "min.cleanable.dirty.ratio": _Key("min_cleanable_dirty_ratio", float, 0, 1),
+    "delete.retention.ms": _Key("delete_retention_ms", int, 0, LONG_MAX),
+    "min.compaction.lag.ms": _Key("min_compaction_lag_ms", int, 0, LONG_MAX),
     "unclean.leader.election.enable": _Key("unclean_leader_election_enable", bool),
     "flush.messages": _Key("flush_messages", int, 1, LONG_MAX),
     "flush.ms": _Key("flush_ms", int, 0, LONG_MAX),
@@ -54,6 +56,9 @@ class LogConfig:
     message_timestamp_type: str = CREATE_TIME
     min_insync_replicas: int = 1
     cleanup_policy: str = "delete"
+    min_cleanable_dirty_ratio: float = 0.5
+    delete_retention_ms: int = 86400000  # tombstones stay this long after their first cleaning
+    min_compaction_lag_ms: int = 0
     unclean_leader_election_enable: bool = False
     # Never fsync on the append path by default: durability comes from replication and the page cache.
     flush_messages: int = LONG_MAX
@@ -85,6 +90,10 @@ class LogConfig:
         return "delete" in self.cleanup_policy.split(",")
 
     @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
 
@@ -102,6 +111,8 @@ def _parse(key: str, spec: _Key, raw: Any) -> Any:
         if s not in spec.choices:
             raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected one of {list(spec.choices)}")
         return s
+    if spec.kind is float:
+        return _parse_float(key, spec, raw)
     if isinstance(raw, bool) or not isinstance(raw, (int, str)):
         raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected an integer")
     try:
@@ -109,5 +120,18 @@ def _parse(key: str, spec: _Key, raw: Any) -> Any:
     except ValueError:
         raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected an integer") from None
     if (spec.low is not None and v < spec.low) or (spec.high is not None and v > spec.high):
+        raise InvalidConfigError(f"value {v} for config {key!r} is out of range [{spec.low}, {spec.high}]")
+    return v
+
+
+def _parse_float(key: str, spec: _Key, raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected a number")
+    try:
+        v = float(raw)
+    except ValueError:
+        raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected a number") from None
+    # Written as conditions that must hold, so NaN (which float() accepts) fails them.
+    if not (spec.low is None or spec.low <= v) or not (spec.high is None or v <= spec.high):
         raise InvalidConfigError(f"value {v} for config {key!r} is out of range [{spec.low}, {spec.high}]")
     return v

@@ -20,18 +20,31 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from broker.log.checkpoint import LeaderEpochCheckpoint
+from broker.log.checkpoint import LeaderEpochCheckpoint, fsync_dir
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochFileCache
 from broker.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
     filename_prefix,
+    segment_file,
 )
-from net.batch import CRC_OFFSET, CRC_START, TIMESTAMP_LOG_APPEND, BatchHeader, InvalidBatch, stamp, validate
+from net.batch import (
+    CRC_OFFSET,
+    CRC_START,
+    TIMESTAMP_LOG_APPEND,
+    BatchHeader,
+    InvalidBatch,
+    records_of,
+    stamp,
+    validate,
+)
 from net.errors import (
     CorruptMessageError,
     ErrorCode,
@@ -46,8 +59,8 @@ log = logging.getLogger("kafkalite.log")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-# Left behind by an interrupted delete/compaction/swap in Kafka; never valid data here.
-_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+# Left behind by an interrupted delete or compaction once _finish_interrupted_swap has run: never data.
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")
 _ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 _I16 = struct.Struct(">h")
@@ -103,6 +116,11 @@ class Log:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._closed = False
+        # Compaction (broker/log/cleaner.py) reads closed segments without the lock; anything that truncates
+        # or deletes segments bumps the generation, so the cleaner's swap can tell its input is gone.
+        self._generation = 0
+        self._truncated_to: int | None = None  # lowest truncation since the cleaner last asked
+        self._pending_swap: LogSegment | None = None  # a committed `.swap` not yet in the segment list
         self.log_start_offset = self.recovery_point = 0  # set by _load
         self.dir.mkdir(parents=True, exist_ok=True)
         self._epochs = LeaderEpochFileCache(self.dir / LeaderEpochCheckpoint.FILE_NAME)
@@ -110,11 +128,13 @@ class Log:
         self.last_flush_ms = self._now_ms()
 
     def __repr__(self) -> str:
-        return f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset})"
+        end = self.log_end_offset if self._segments else "?"  # "?" while _load has not opened any segment
+        return f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={end})"
 
     # --- loading -----------------------------------------------------------------
 
     def _load(self, recovery_point: int, log_start_offset: int | None, clean_shutdown: bool) -> None:
+        self._finish_interrupted_swap()
         bases, indexes = [], []
         for entry in os.scandir(self.dir):
             name = entry.name
@@ -169,6 +189,58 @@ class Log:
         self.recovery_point = leo if clean_shutdown else min(max(recovery_point, self._segments[0].base_offset), leo)
         self._epochs.truncate_from_end(leo)
         self._epochs.truncate_from_start(self.log_start_offset)
+
+    def _finish_interrupted_swap(self) -> None:
+        """Kafka's rules for a crash during a compaction swap (the steps are in replace_segments).
+
+        `.cleaned` files are an unfinished cleaning: delete them, and every `.swap` file at or above the
+        lowest of them (its rename to `.swap` had not finished). A `<base>.log.swap` without those was
+        committed: it replaces every segment from `base` up to its own end, so those go and the suffix is
+        dropped. `.deleted` files are segments a committed swap already replaced.
+        """
+        names = os.listdir(self.dir)
+        cleaned = [b for n in names if n.endswith(CLEANED_SUFFIX) and (b := _base_of(n)) is not None]
+        lowest_cleaned = min(cleaned, default=None)
+        committed = sorted(
+            b
+            for n in names
+            if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)
+            and (b := _base_of(n)) is not None
+            and (lowest_cleaned is None or b < lowest_cleaned)
+        )
+        for name in names:
+            if name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX)) or (
+                name.endswith(SWAP_SUFFIX) and _base_of(name) not in committed
+            ):
+                log.info("%s: removing %s left by an interrupted compaction", self, name)
+                os.unlink(self.dir / name)
+        for base in committed:
+            self._complete_swap(base)
+
+    def _complete_swap(self, base: int) -> None:
+        c = self.config
+        seg = LogSegment(self.dir, base, c.index_interval_bytes, c.segment_index_bytes, self._clock, SWAP_SUFFIX)
+        try:
+            seg.recover(c.max_message_bytes)  # it was fsynced before the rename; this rebuilds its indexes
+        finally:
+            seg.close()
+        # An empty cleaned segment still replaces the segment with its base offset.
+        end = max(seg.next_offset, base + 1)
+        replaced = 0
+        for name in os.listdir(self.dir):
+            b = _base_of(name)
+            if b is not None and base <= b < end and name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                os.unlink(self.dir / name)
+                replaced += 1
+        seg.change_file_suffixes(SWAP_SUFFIX, "")
+        fsync_dir(self.dir)
+        log.info(
+            "%s: completed the interrupted compaction swap of [%d, %d) (%d old files removed)",
+            self,
+            base,
+            end,
+            replaced,
+        )
 
     def _recover_epoch(self, h: BatchHeader) -> None:
         if h.leader_epoch > self._epochs.latest_epoch:
@@ -256,9 +328,23 @@ class Log:
                     f"batch at byte {pos}: record count {h.record_count} does not match "
                     f"last offset delta {h.last_offset_delta}"
                 )
+            if leader and self.config.compact_enabled:
+                self._check_keys(records, pos, h)
             out.append((pos, h))
             pos += h.size
         return out
+
+    def _check_keys(self, records: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> None:
+        """Kafka refuses keyless records on a compacted topic (the cleaner would have to drop them). The
+        only place the log decodes records, and only for compacted topics, as Kafka's LogValidator."""
+        try:
+            keyless = any(r[2] is None for r in records_of(records, pos, h))
+        except Exception as e:  # a bad codec frame or msgpack: whatever the codec library raises
+            raise CorruptMessageError(f"{self.topic}-{self.partition}: batch at byte {pos}: {e}") from None
+        if keyless:
+            raise CorruptMessageError(
+                f"compacted topic {self.topic} cannot accept a record without a key (partition {self.partition})"
+            )
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> LogAppendInfo:
         """Assign offsets from the log end offset, stamp `leader_epoch`, append. Raises CorruptMessageError,
@@ -279,7 +365,7 @@ class Log:
                 ts = h.max_timestamp
                 if append_time >= 0:
                     ts = append_time
-                    _set_log_append_time(buf, pos, h, append_time)
+                    set_log_append_time(buf, pos, h, append_time)
                 if ts > max_ts:
                     max_ts, max_ts_offset = ts, last
                 count += h.record_count
@@ -296,9 +382,12 @@ class Log:
         with self._lock:
             self._check_open()
             expected = self.log_end_offset
+            # The leader's compacted log has gaps where the cleaner removed whole batches: accept a batch
+            # beyond our end there, as Kafka does. Other logs are contiguous, so a gap is a bug.
+            gaps_ok = self.config.compact_enabled
             max_ts, max_ts_offset, count = -1, expected, 0
             for pos, h in batches:
-                if h.base_offset != expected:
+                if h.base_offset < expected or (h.base_offset != expected and not gaps_ok):
                     raise UnexpectedAppendOffsetError(
                         f"{self.topic}-{self.partition}: batch at byte {pos} has base offset {h.base_offset}, "
                         f"expected {expected}"
@@ -362,8 +451,10 @@ class Log:
             if offset == leo or (max_offset is not None and offset >= max_offset):
                 return b""
             for seg in self._segments[bisect_right(self._bases, offset) - 1 :]:
-                if offset >= seg.next_offset:
-                    continue  # past this segment's data (an empty or truncated segment): the next one has it
+                if offset >= seg.next_offset or seg.size == 0:
+                    # Past this segment's data (truncated, or compaction removed its tail) or the segment is
+                    # empty (compaction removed all of it): the next one has the next batch.
+                    continue
                 max_position = None
                 if max_offset is not None and max_offset < seg.next_offset:
                     found = seg.translate_offset(max_offset)
@@ -401,6 +492,7 @@ class Log:
             self._check_open()
             if offset >= self.log_end_offset:
                 return False
+            self._invalidate_cleaning()
             if offset < self._segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
@@ -409,6 +501,7 @@ class Log:
                 self._bases.pop()
             self._segments[-1].truncate_to(offset)
             leo = self.log_end_offset
+            self._note_truncation(leo)  # at a batch boundary, possibly well below `offset` in a compacted log
             self.recovery_point = min(self.recovery_point, leo)
             self.log_start_offset = min(self.log_start_offset, leo)
             self._epochs.truncate_from_end(leo)
@@ -419,6 +512,8 @@ class Log:
         """Delete all data; the log restarts empty at `offset` (a follower far behind the leader's log start)."""
         with self._lock:
             self._check_open()
+            self._invalidate_cleaning()
+            self._note_truncation(offset)
             for seg in self._segments:
                 seg.delete()
             self._segments, self._bases = [], []
@@ -450,6 +545,7 @@ class Log:
                 n += 1
             if not n:
                 return 0
+            self._invalidate_cleaning()
             for seg in self._segments[:n]:
                 seg.delete()
             del self._segments[:n], self._bases[:n]
@@ -458,6 +554,96 @@ class Log:
             self._epochs.truncate_from_start(self.log_start_offset)
             log.info("%s: deleted %d segments by retention, log start offset now %d", self, n, self.log_start_offset)
             return n
+
+    # --- compaction: the log's side of broker/log/cleaner.py ----------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def cleaning_snapshot(self) -> tuple[list[LogSegment], int]:
+        """The segments and the generation they belong to, read together."""
+        with self._lock:
+            return list(self._segments), self._generation
+
+    def take_truncation_point(self) -> int | None:
+        """The lowest offset the log was truncated to since the last call, or None: the cleaner's
+        checkpoint must come down to it, since what follows it now is new, uncleaned data."""
+        with self._lock:
+            point, self._truncated_to = self._truncated_to, None
+            return point
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty segment with `.cleaned` files for the cleaner to fill."""
+        for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            segment_file(self.dir, base_offset, kind, CLEANED_SUFFIX).unlink(missing_ok=True)  # an aborted run's
+        c = self.config
+        return LogSegment(
+            self.dir, base_offset, c.index_interval_bytes, c.segment_index_bytes, self._clock, CLEANED_SUFFIX
+        )
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment, generation: int) -> bool:
+        """Swap the flushed `.cleaned` segment `new` in for `old`, consecutive closed segments the first of
+        which has new's base offset. Returns False, with `new` deleted, if the log was truncated, lost
+        segments to retention or was closed since `generation`.
+
+        1. rename new's files `.cleaned` -> `.swap` and fsync the directory: the commit point;
+        2. under the lock, put `new` in the segment list in place of `old` (a new list: readers hold the
+           lock, so they see the old segments or the new one, never a mix), rename old's files to
+           `.deleted` and new's to their final names;
+        3. close old's files and unlink them.
+        _finish_interrupted_swap completes or discards a swap interrupted between any two renames, and
+        anything that truncates or deletes segments meanwhile aborts it (_abort_pending_swap).
+        """
+        with self._lock:
+            if self._closed or generation != self._generation or self._position_of(old) is None:
+                new.delete()
+                return False
+            new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            self._pending_swap = new
+        # Durable before any old file is renamed, so that a crash can only complete the swap. Outside the
+        # lock: a directory fsync can take milliseconds, and appends and fetches wait for the lock.
+        fsync_dir(self.dir)
+        with self._lock:
+            if self._pending_swap is not new:
+                return False  # a truncation, retention or close aborted (and deleted) it meanwhile
+            self._pending_swap = None
+            # Same generation, so only appends happened: `old` is where it was.
+            i = self._position_of(old)
+            assert i is not None
+            segments = self._segments[:i] + [new] + self._segments[i + len(old) :]
+            self._segments, self._bases = segments, [s.base_offset for s in segments]
+            for seg in old:
+                seg.change_file_suffixes("", DELETED_SUFFIX)
+            new.change_file_suffixes(SWAP_SUFFIX, "")
+        for seg in old:
+            seg.delete()  # nobody reads them any more: readers take the lock and see the new list
+        return True
+
+    def _position_of(self, old: list[LogSegment]) -> int | None:
+        """The index of `old` in the segment list if it is there, in order, and not the active segment."""
+        i = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+        if i is None or i + len(old) >= len(self._segments):
+            return None
+        if any(a is not b for a, b in zip(self._segments[i : i + len(old)], old)):
+            return None
+        return i
+
+    def _invalidate_cleaning(self) -> None:
+        """Under the lock, before segments are truncated or deleted: a cleaning may be reading them."""
+        self._generation += 1
+        self._abort_pending_swap()
+
+    def _note_truncation(self, log_end_offset: int) -> None:
+        if self._truncated_to is None or log_end_offset < self._truncated_to:
+            self._truncated_to = log_end_offset
+
+    def _abort_pending_swap(self) -> None:
+        new, self._pending_swap = self._pending_swap, None
+        if new is not None:
+            new.delete()
+            fsync_dir(self.dir)  # a crash must not complete a swap of segments that are changing now
+            log.info("%s: aborted the compaction swap of %s", self, new.path.name)
 
     # --- durability and lifecycle -------------------------------------------------
 
@@ -486,6 +672,7 @@ class Log:
             if self._closed:
                 return
             self._closed = True
+            self._abort_pending_swap()
             for seg in self._segments:
                 seg.close()
 
@@ -503,7 +690,13 @@ def _is_offset(stem: str) -> bool:
     return len(stem) == 20 and stem.isdigit()
 
 
-def _set_log_append_time(buf: bytearray, pos: int, h: BatchHeader, now_ms: int) -> None:
+def _base_of(name: str) -> int | None:
+    """The base offset in a segment file name such as `00000000000000000042.index.swap`."""
+    stem = name.split(".", 1)[0]
+    return int(stem) if _is_offset(stem) else None
+
+
+def set_log_append_time(buf: bytearray, pos: int, h: BatchHeader, now_ms: int) -> None:
     """Kafka's setMaxTimestamp(LOG_APPEND_TIME, now): flag the batch, set its max timestamp, redo the CRC."""
     _I16.pack_into(buf, pos + _ATTRIBUTES_OFFSET, h.attributes | TIMESTAMP_LOG_APPEND)
     _I64.pack_into(buf, pos + _MAX_TIMESTAMP_OFFSET, now_ms)

@@ -4,6 +4,7 @@ Per data directory it keeps Kafka's bookkeeping files:
   .kafka_cleanshutdown               written last on a clean shutdown; its absence means recover
   recovery-point-offset-checkpoint   offsets below which each log is known to be fsynced
   log-start-offset-checkpoint        each log's start offset (retention may be ahead of segment bases)
+  cleaner-offset-checkpoint          how far each compacted log is cleaned (broker/log/cleaner.py)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.log.checkpoint import CorruptCheckpointError, fsync_dir, read_checkpoint, write_checkpoint
+from broker.log.cleaner import CleanStats, HighWatermarks, LogCleaner
 from broker.log.config import LogConfig
 from broker.log.log import Log
 from net.errors import KafkaStorageError
@@ -60,6 +62,7 @@ class LogManager:
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.cleaner = LogCleaner(clock)
 
     # --- startup -------------------------------------------------------------------
 
@@ -79,7 +82,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
         t0 = time.monotonic()
-        n = 0
+        loaded: dict[TopicPartition, Log] = {}
         for entry in sorted(os.scandir(d), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -107,10 +110,11 @@ class LogManager:
                 self._clock,
             )
             self._register(tp, lg, d)
-            n += 1
+            loaded[tp] = lg
+        self.cleaner.load_checkpoint(d, loaded)
         log.info(
             "loaded %d logs from %s in %.2fs (%s shutdown)",
-            n,
+            len(loaded),
             d,
             time.monotonic() - t0,
             "clean" if clean else "unclean",
@@ -226,8 +230,15 @@ class LogManager:
                 log.exception("retention of %s failed", lg)
         return deleted
 
+    def clean_compacted_logs(self, high_watermark: HighWatermarks | None = None) -> list[CleanStats]:
+        """One log cleaner pass over the compacted logs (in a worker thread: it rewrites segments).
+        `high_watermark(tp)` bounds each log's cleaning (None: skip the log); without it, logs are cleaned
+        up to their active segment."""
+        return self.cleaner.clean_logs(self._logs_by_dir(), high_watermark)
+
     def shutdown(self) -> None:
         """Flush, checkpoint, close; the clean-shutdown marker is written last, only if all of that worked."""
+        self.cleaner.shutdown()  # first: a pass in progress must not swap segments while they close
         logs = self.all_logs()
         for lg in logs:
             lg.flush()

@@ -25,6 +25,11 @@ log = logging.getLogger("kafkalite.log")
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+# Kafka's suffixes for a compaction in progress: the cleaner writes `.cleaned` files, renames them to
+# `.swap` (the commit point), renames the segments they replace to `.deleted`, then drops `.swap`.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
 # Offsets in the indexes are 4 bytes relative to the base offset; Kafka rolls before Int.MaxValue.
 MAX_RELATIVE_OFFSET = 2**31 - 1
 _SCAN_CHUNK = 64 * 1024
@@ -34,6 +39,11 @@ _RECOVER_CHUNK = 1024 * 1024
 
 def filename_prefix(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+def segment_file(dir: Path, base_offset: int, kind: str, file_suffix: str = "") -> Path:
+    """`<dir>/<base>.log`, or `.index`/`.timeindex`, plus a cleaner suffix such as `.swap`."""
+    return dir / f"{filename_prefix(base_offset)}{kind}{file_suffix}"
 
 
 class _Reader:
@@ -63,17 +73,20 @@ class LogSegment:
         index_interval_bytes: int = 4096,
         max_index_size: int = 10 * 1024 * 1024,
         clock: Callable[[], float] = time.time,
+        file_suffix: str = "",
     ) -> None:
+        """`file_suffix` (".cleaned", ".swap") names the files of a segment the log cleaner is building."""
         self.dir = Path(dir)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self._clock = clock
-        prefix = self.dir / filename_prefix(base_offset)
-        self.path = prefix.with_suffix(LOG_SUFFIX)
+        self.path = segment_file(self.dir, base_offset, LOG_SUFFIX, file_suffix)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(prefix.with_suffix(INDEX_SUFFIX), base_offset, max_index_size)
-        self.time_index = TimeIndex(prefix.with_suffix(TIME_INDEX_SUFFIX), base_offset, max_index_size)
+        index_path = segment_file(self.dir, base_offset, INDEX_SUFFIX, file_suffix)
+        self.offset_index = OffsetIndex(index_path, base_offset, max_index_size)
+        time_index_path = segment_file(self.dir, base_offset, TIME_INDEX_SUFFIX, file_suffix)
+        self.time_index = TimeIndex(time_index_path, base_offset, max_index_size)
         self.next_offset = base_offset
         self.max_timestamp = -1  # the largest batch max timestamp seen, -1 if none
         self.offset_of_max_timestamp = base_offset
@@ -377,6 +390,15 @@ class LogSegment:
         os.close(self._fd)
         self._fd = -1
 
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename the three files from suffix `old` to `new` (Kafka's changeFileSuffixes). The `.log` goes
+        last, so a `.log.swap` on disk means its indexes were renamed first. Works on a closed segment."""
+        for index in (self.offset_index, self.time_index):
+            index.rename(_resuffixed(index.path, old, new))
+        path = _resuffixed(self.path, old, new)
+        os.rename(self.path, path)
+        self.path = path
+
     def delete(self) -> None:
         self.offset_index.close()
         self.time_index.close()
@@ -385,3 +407,10 @@ class LogSegment:
             self._fd = -1
         for p in (self.path, self.offset_index.path, self.time_index.path):
             p.unlink(missing_ok=True)
+
+
+def _resuffixed(path: Path, old: str, new: str) -> Path:
+    name = path.name
+    if old and not name.endswith(old):
+        raise ValueError(f"{path} does not end with {old!r}")
+    return path.with_name(name[: len(name) - len(old)] + new)

@@ -1,0 +1,463 @@
+"""LogCleaner: Kafka's log compaction, for topics with cleanup.policy=compact (or compact,delete).
+
+A pass (LogManager.clean_compacted_logs, every log.cleaner.backoff.ms in a worker thread) cleans every
+compacted log whose dirty ratio reached min.cleanable.dirty.ratio, filthiest first. For one log:
+
+1. The cleanable range: closed segments only, up to the first uncleanable offset (the active segment,
+   the high watermark, min.compaction.lag.ms). Its dirty part starts at the cleaner checkpoint.
+2. An offset map, key -> offset of the key's latest record, built from the dirty part.
+3. Every closed segment from the log start to the map's end is rewritten, in groups of consecutive
+   segments that fit in one, keeping each record unless a later record has its key, it has no key, or
+   it is a tombstone first cleaned more than delete.retention.ms ago. Kept records keep their offsets;
+   a batch that lost some records is re-encoded keeping its base offset, leader epoch, producer fields
+   and last offset delta; a batch that lost them all is gone.
+4. Each group's new segment replaces the old ones through Log.replace_segments (`.cleaned`, `.swap`).
+5. The checkpoint (`cleaner-offset-checkpoint` in each data dir) moves to the map's end.
+
+Records are decoded here, and only here, on the broker side: compaction needs their keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgpack
+
+from broker.log.checkpoint import CorruptCheckpointError, read_checkpoint, write_checkpoint
+from broker.log.config import LogConfig
+from broker.log.log import Log, set_log_append_time
+from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+from net.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_LOG_APPEND,
+    BatchHeader,
+    build,
+    parse_header,
+    records_of,
+    stamp,
+    validate,
+)
+
+log = logging.getLogger("kafkalite.log.cleaner")
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+# Kafka bounds its offset map by log.cleaner.dedupe.buffer.size; a dict of this many keys is about as big.
+DEFAULT_MAX_MAP_KEYS = 1_000_000
+_READ_CHUNK = 1024 * 1024
+
+TopicPartition = tuple[str, int]
+HighWatermarks = Callable[[TopicPartition], int | None]
+_Record = Sequence  # [offset_delta, timestamp_delta, key, value, headers]
+
+
+class CleanerAborted(Exception):
+    """The log changed under the cleaner, or the broker is stopping: this log's cleaning is dropped."""
+
+
+@dataclass(slots=True)
+class CleanStats:
+    topic: str
+    partition: int
+    first_dirty: int
+    end_offset: int  # the new checkpoint: everything below it is clean
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_read: int = 0
+    records_removed: int = 0
+    groups_swapped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Cleanable:
+    segments: list[LogSegment]  # closed segments from the log start to the first uncleanable offset
+    ends: list[int]  # each segment's end: the next segment's base offset
+    first_dirty: int
+    generation: int
+
+    @property
+    def dirty_bytes(self) -> int:
+        return sum(s.size for s, end in zip(self.segments, self.ends) if end > self.first_dirty)
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = sum(s.size for s in self.segments)
+        return self.dirty_bytes / total if total else 0.0
+
+
+class LogCleaner:
+    def __init__(self, clock: Callable[[], float] = time.time, max_map_keys: int = DEFAULT_MAX_MAP_KEYS) -> None:
+        self._clock = clock
+        self.max_map_keys = max_map_keys
+        self._run_lock = threading.Lock()  # one pass at a time; shutdown waits for it
+        self._stopping = threading.Event()
+        # Both keyed by Log object, not name: a deleted and re-created topic starts dirty again.
+        self._checkpoints: dict[Log, int] = {}  # first dirty offset
+        # (end of a cleaned range, when it was cleaned in ms), oldest first: when each tombstone was first
+        # cleaned. In memory only: after a restart every tombstone gets a fresh delete.retention.ms.
+        self._cleaned_at: dict[Log, list[tuple[int, int]]] = {}
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def load_checkpoint(self, data_dir: Path, logs: dict[TopicPartition, Log]) -> None:
+        """At startup, for the logs found in `data_dir`."""
+        try:
+            offsets = read_checkpoint(Path(data_dir) / CLEANER_CHECKPOINT)
+        except CorruptCheckpointError as e:
+            log.warning("%s; compacted logs in %s will be cleaned from their start", e, data_dir)
+            return
+        for tp, lg in logs.items():
+            if tp in offsets:
+                self._checkpoints[lg] = offsets[tp]
+
+    def shutdown(self) -> None:
+        """Stop a pass in progress (its current group is discarded) and wait for it."""
+        self._stopping.set()
+        with self._run_lock:
+            pass
+
+    # --- a pass --------------------------------------------------------------------------
+
+    def clean_logs(
+        self, logs_by_dir: dict[Path, dict[TopicPartition, Log]], high_watermark: HighWatermarks | None = None
+    ) -> list[CleanStats]:
+        """Clean every compacted log that is dirty enough, filthiest first. `high_watermark(tp)` bounds a
+        log's cleaning (None: leave it alone); without it, logs are cleaned up to their active segment."""
+        with self._run_lock:
+            if self._stopping.is_set():
+                return []
+            now = self._now_ms()
+            stale_dirs = self._forget_deleted({lg for logs in logs_by_dir.values() for lg in logs.values()})
+            todo = []
+            for d, logs in logs_by_dir.items():
+                if self._apply_truncations(logs) or d in stale_dirs:
+                    self._write_checkpoint(d, logs)
+                for tp, lg in logs.items():
+                    c = self._cleanable_if_dirty(lg, tp, high_watermark, now)
+                    if c is not None:
+                        todo.append((c.dirty_ratio, d, lg, c))
+            done = []
+            for _, d, lg, c in sorted(todo, key=lambda t: -t[0]):
+                if self._stopping.is_set():
+                    break
+                stats = self._clean_and_checkpoint(d, logs_by_dir[d], lg, c, now)
+                if stats is not None:
+                    done.append(stats)
+            return done
+
+    def _cleanable_if_dirty(
+        self, lg: Log, tp: TopicPartition, high_watermark: HighWatermarks | None, now: int
+    ) -> _Cleanable | None:
+        if not lg.config.compact_enabled or lg.closed:
+            return None
+        bound = lg.log_end_offset if high_watermark is None else high_watermark(tp)
+        if bound is None:
+            return None
+        try:
+            c = self.cleanable(lg, bound, now)
+        except OSError:  # a segment deleted meanwhile (retention of a compact,delete log): next pass
+            return None
+        if c.dirty_bytes and c.dirty_ratio >= lg.config.min_cleanable_dirty_ratio:
+            return c
+        return None
+
+    def _clean_and_checkpoint(
+        self, d: Path, logs: dict[TopicPartition, Log], lg: Log, c: _Cleanable, now: int
+    ) -> CleanStats | None:
+        try:
+            stats = self.clean(lg, c, now)
+        except CleanerAborted as e:
+            log.info("%s: cleaning aborted: %s", lg, e)
+            return None
+        except Exception:
+            # A corrupt batch or an I/O error in one log must not stop the others (Kafka marks the
+            # partition uncleanable); the old segments are untouched, the next pass retries.
+            log.exception("%s: cleaning failed", lg)
+            return None
+        self._checkpoints[lg] = stats.end_offset
+        # The time the old records of its keys went, not the pass start: tombstones must not go early.
+        self._record_cleaning(lg, stats.end_offset, self._now_ms(), lg.config.delete_retention_ms)
+        self._write_checkpoint(d, logs)
+        log.info(
+            "%s: cleaned [%d, %d): %d of %d records removed, %d -> %d bytes",
+            lg,
+            stats.first_dirty,
+            stats.end_offset,
+            stats.records_removed,
+            stats.records_read,
+            stats.bytes_before,
+            stats.bytes_after,
+        )
+        return stats
+
+    # --- checkpoint ----------------------------------------------------------------------
+
+    def first_dirty_offset(self, lg: Log) -> int:
+        """Kafka's rule: the checkpoint, or the log start if there is none or it is out of range."""
+        cp = self._checkpoints.get(lg)
+        if cp is None or not lg.log_start_offset <= cp <= lg.log_end_offset:
+            return lg.log_start_offset
+        return cp
+
+    def _forget_deleted(self, present: set[Log]) -> set[Path]:
+        """Drop the state of logs that were deleted; returns the data dirs whose checkpoint named them."""
+        for gone in [lg for lg in self._cleaned_at if lg not in present]:
+            del self._cleaned_at[gone]
+        gone = [lg for lg in self._checkpoints if lg not in present]
+        for lg in gone:
+            del self._checkpoints[lg]
+        return {lg.dir.parent for lg in gone}
+
+    def _apply_truncations(self, logs: dict[TopicPartition, Log]) -> bool:
+        """Lower checkpoints to truncation points; True if the checkpoint file needs rewriting."""
+        changed = False
+        for lg in logs.values():
+            point = lg.take_truncation_point()
+            if point is None:
+                continue
+            # What follows the truncation point is new data: dirty, never cleaned.
+            if lg in self._checkpoints and self._checkpoints[lg] > point:
+                self._checkpoints[lg] = point
+                changed = True
+            self._cleaned_at[lg] = [(min(end, point), at) for end, at in self._cleaned_at.get(lg, [])]
+        return changed
+
+    def _write_checkpoint(self, d: Path, logs: dict[TopicPartition, Log]) -> None:
+        offsets = {tp: self._checkpoints[lg] for tp, lg in logs.items() if lg in self._checkpoints}
+        write_checkpoint(Path(d) / CLEANER_CHECKPOINT, offsets)
+
+    def _record_cleaning(self, lg: Log, end: int, now: int, retention_ms: int) -> None:
+        # Entries older than delete.retention.ms only matter through the largest end among them; folding
+        # the others into it can only make tombstones stay longer, never go sooner.
+        history = self._cleaned_at.get(lg, [])
+        matured = [e for e in history if e[1] <= now - retention_ms]
+        recent = [e for e in history if e[1] > now - retention_ms]
+        self._cleaned_at[lg] = matured[-1:] + recent + [(end, now)]
+
+    def tombstone_horizon(self, lg: Log, now: int) -> int:
+        """Tombstones below this offset were first cleaned more than delete.retention.ms ago."""
+        limit = now - lg.config.delete_retention_ms
+        return max((end for end, at in self._cleaned_at.get(lg, ()) if at <= limit), default=-1)
+
+    # --- one log -------------------------------------------------------------------------
+
+    def cleanable(self, lg: Log, bound: int, now: int) -> _Cleanable:
+        """The closed segments the cleaner may rewrite: never the active segment, nothing at or above
+        `bound` (a record above the high watermark may still be truncated away, so it must not make
+        older records of its key disposable), no dirty segment newer than min.compaction.lag.ms."""
+        segments, generation = lg.cleaning_snapshot()
+        first_dirty = self.first_dirty_offset(lg)
+        lag = lg.config.min_compaction_lag_ms
+        n = 0
+        for i, seg in enumerate(segments[:-1]):
+            end = segments[i + 1].base_offset
+            if end > bound or (end > first_dirty and lag > 0 and seg.largest_timestamp > now - lag):
+                break
+            n = i + 1
+        return _Cleanable(segments[:n], [s.base_offset for s in segments[1 : n + 1]], first_dirty, generation)
+
+    def clean(self, lg: Log, c: _Cleanable, now: int) -> CleanStats:
+        """Clean `lg` as planned in `c`. Raises CleanerAborted if the log changed meanwhile; groups
+        swapped before that stay (each swap is complete on its own), the checkpoint does not move."""
+        offset_map, end = self._build_offset_map(c)
+        # Rewrite from the log start: the clean part may hold older records of keys in the map.
+        n = sum(1 for e in c.ends if e <= end)
+        drop_tombstones_below = min(self.tombstone_horizon(lg, now), c.first_dirty)
+        stats = CleanStats(lg.topic, lg.partition, c.first_dirty, end)
+        for group in group_segments(c.segments[:n], c.ends[:n], lg.config):
+            self._clean_group(lg, group, offset_map, drop_tombstones_below, c.generation, stats)
+        return stats
+
+    def _build_offset_map(self, c: _Cleanable) -> tuple[dict[Hashable, int], int]:
+        """key -> offset of its latest record in the dirty part, and the offset the map covers up to
+        (a segment boundary: with max_map_keys reached, the rest waits for the next pass, as in Kafka)."""
+        offset_map: dict[Hashable, int] = {}
+        end = c.first_dirty
+        for seg, seg_end in zip(c.segments, c.ends):
+            if seg_end <= c.first_dirty:
+                continue
+            for h, data in self._batches(seg):
+                if h.last_offset < c.first_dirty:
+                    continue
+                for rec in records_of(data, 0, h):
+                    offset, key = h.base_offset + rec[0], _map_key(rec[2])
+                    if key is not None and offset >= c.first_dirty:
+                        offset_map[key] = offset
+            end = seg_end
+            if len(offset_map) >= self.max_map_keys:
+                break
+        return offset_map, end
+
+    def _clean_group(
+        self,
+        lg: Log,
+        group: list[LogSegment],
+        offset_map: dict[Hashable, int],
+        drop_tombstones_below: int,
+        generation: int,
+        stats: CleanStats,
+    ) -> None:
+        if lg.closed:  # deleted or shutting down: its directory may be gone already
+            raise CleanerAborted("the log was closed")
+        new = lg.new_cleaned_segment(group[0].base_offset)
+        try:
+            removed = self._copy_retained(group, new, offset_map, drop_tombstones_below, stats)
+            if len(group) == 1 and not removed:
+                new.delete()  # the same segment again: not worth a swap
+                stats.bytes_after += group[0].size
+                return
+            new.on_become_inactive()
+            new.flush()
+            new.release_index_fds()
+            # Retention of an empty segment goes by mtime: keep the old one's, as Kafka does.
+            st = os.stat(group[-1].path)
+            os.utime(new.path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        except BaseException:
+            new.delete()
+            raise
+        stats.bytes_after += new.size
+        if not lg.replace_segments(group, new, generation):
+            raise CleanerAborted("the log was truncated, lost segments to retention or closed")
+        stats.groups_swapped += 1
+
+    def _copy_retained(
+        self,
+        group: list[LogSegment],
+        new: LogSegment,
+        offset_map: dict[Hashable, int],
+        drop_tombstones_below: int,
+        stats: CleanStats,
+    ) -> int:
+        """Append what survives of `group` to `new`; returns the number of records removed."""
+        removed = 0
+        for seg in group:
+            stats.bytes_before += seg.size
+            for h, data in self._batches(seg):
+                records = records_of(data, 0, h)
+                kept = [r for r in records if _keep(h.base_offset + r[0], r, offset_map, drop_tombstones_below)]
+                stats.records_read += len(records)
+                if len(kept) < len(records):
+                    removed += len(records) - len(kept)
+                    if not kept:
+                        continue  # the whole batch goes; a fetch at its offsets returns the next batch
+                    data = rebuild_batch(h, kept)
+                new.append(h.last_offset, parse_header(data).max_timestamp, h.last_offset, data)
+        stats.records_removed += removed
+        return removed
+
+    def _batches(self, seg: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
+        for h, data in read_batches(seg.path, seg.size):
+            if self._stopping.is_set():
+                raise CleanerAborted("the broker is shutting down")
+            yield h, data
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def group_segments(segments: list[LogSegment], ends: list[int], config: LogConfig) -> list[list[LogSegment]]:
+    """Consecutive segments that fit in one cleaned segment (Kafka's groupSegmentsBySize): at most
+    segment.bytes of log, segment.index.bytes of index, relative offsets within 4 bytes."""
+    max_entries = config.segment_index_bytes // 8
+    groups: list[list[LogSegment]] = []
+    i = 0
+    while i < len(segments):
+        first = segments[i]
+        size, entries, j = first.size, len(first.offset_index), i + 1
+        while (
+            j < len(segments)
+            and size + segments[j].size <= config.segment_bytes
+            and entries + len(segments[j].offset_index) <= max_entries
+            and ends[j] - 1 - first.base_offset <= MAX_RELATIVE_OFFSET
+        ):
+            size += segments[j].size
+            entries += len(segments[j].offset_index)
+            j += 1
+        groups.append(segments[i:j])
+        i = j
+    return groups
+
+
+def read_batches(path: Path, size: int, chunk: int = _READ_CHUNK) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every batch in the first `size` bytes of a segment file, CRC-checked (raises InvalidBatch). Through
+    a private fd: retention may close the segment's own meanwhile (the swap then notices)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pos, buf, buf_pos = 0, b"", 0  # buf holds file bytes [buf_pos, buf_pos + len(buf))
+        while pos < size:
+            off = pos - buf_pos
+            want = _batch_bytes(buf, off)
+            if len(buf) - off < want:
+                buf, buf_pos, off = os.pread(fd, min(max(chunk, want), size - pos), pos), pos, 0
+                want = _batch_bytes(buf, 0)
+                if len(buf) < want:  # a batch larger than the chunk: now its size is known
+                    buf = os.pread(fd, min(want, size - pos), pos)
+            h = validate(buf, off)
+            yield h, buf[off : off + h.size]
+            pos += h.size
+    finally:
+        os.close(fd)
+
+
+def _batch_bytes(buf: bytes, off: int) -> int:
+    """How many bytes from `off` the batch there needs, as far as `buf` tells (at least a header)."""
+    if len(buf) - off < LOG_OVERHEAD:
+        return HEADER_SIZE
+    return max(HEADER_SIZE, int.from_bytes(buf[off + 8 : off + 12], "big", signed=True) + LOG_OVERHEAD)
+
+
+def _map_key(key: object) -> Hashable | None:
+    """Keys are msgpack bin. Anything else a client managed to write is keyed by its encoding, in a
+    tuple so that it can never equal a bin key."""
+    if key is None or isinstance(key, bytes):
+        return key
+    return ("msgpack", msgpack.packb(key, use_bin_type=True))
+
+
+def _keep(offset: int, record: _Record, offset_map: dict[Hashable, int], drop_tombstones_below: int) -> bool:
+    key = _map_key(record[2])
+    if key is None:
+        return False  # Kafka's cleaner drops keyless records; appends to compacted topics refuse them
+    latest = offset_map.get(key)
+    if latest is not None and offset < latest:
+        return False
+    # A tombstone stays delete.retention.ms after the cleaning that first saw it (and removed the older
+    # records of its key), so a consumer reading from the start within that time sees the delete.
+    return record[3] is not None or offset >= drop_tombstones_below
+
+
+def rebuild_batch(h: BatchHeader, kept: list[_Record]) -> bytes:
+    """Re-encode the kept records of batch `h` with its codec. Offsets, timestamps, leader epoch and
+    producer fields stay, and so does lastOffsetDelta: the batch still ends where it did, so the next
+    fetch offset (base + lastOffsetDelta + 1) is unchanged even if its last record went."""
+    shift = kept[0][1]  # firstTimestamp becomes the first kept record's, as the format says
+    records = [[r[0], r[1] - shift, r[2], r[3], r[4]] for r in kept]
+    first_ts = h.first_timestamp + shift
+    log_append_time = bool(h.attributes & TIMESTAMP_LOG_APPEND)
+    max_ts = h.max_timestamp if log_append_time else max(first_ts + r[1] for r in records)
+    out = bytearray(
+        build(
+            records,
+            first_ts,
+            max_ts,
+            h.codec,
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+            h.base_offset,
+            last_offset_delta=h.last_offset_delta,
+        )
+    )
+    stamp(out, h.base_offset, h.leader_epoch)
+    if log_append_time:
+        set_log_append_time(out, 0, parse_header(out), h.max_timestamp)
+    return bytes(out)
