@@ -329,6 +329,10 @@ class KafkaApis:
             _int(body, "leader_epoch"),
             _int(body, "partition_epoch"),
             isr,
+            # The proposer's process and request number, optional (brokers from before they existed send
+            # neither): the controller refuses requests of a restarted process and overtaken ones.
+            None if body.get("incarnation") is None else _int(body, "incarnation"),
+            None if body.get("seq") is None else _int(body, "seq"),
         )
         return self._alter_partition(args)
 

@@ -33,6 +33,8 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104857600
     log_retention_check_interval_ms: int = 300000
     log_flush_offset_checkpoint_interval_ms: int = 60000
+    # How often the log cleaner looks for compacted logs to clean (it cleans all that are dirty enough).
+    log_cleaner_backoff_ms: int = 15000
     # Cluster: "1@host:port,2@host:port,..." (empty: a cluster of this broker alone).
     peers: str = ""
     # The proposal's failure detector: 2 s without a metadata fetch fences a broker.
@@ -67,6 +69,7 @@ class BrokerConfig:
         "socket.request.max.bytes": ("socket_request_max_bytes", int),
         "log.retention.check.interval.ms": ("log_retention_check_interval_ms", int),
         "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
+        "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int),
         "peers": ("peers", str),
         "broker.session.timeout.ms": ("broker_session_timeout_ms", int),
         "controller.quorum.election.timeout.ms": ("controller_election_timeout_ms", int),
@@ -121,6 +124,7 @@ class BrokerConfig:
             "offsets_topic_segment_bytes",
             "offsets_retention_minutes",
             "offsets_commit_timeout_ms",
+            "log_cleaner_backoff_ms",
         ):
             if getattr(self, name) < 1:
                 raise InvalidConfigError(f"{name.replace('_', '.')} must be >= 1")

@@ -116,6 +116,18 @@ def partition_record(topic: str, p: PartitionState) -> dict[str, Any]:
 
 
 class AlterPartitionError(KafkaLiteError):
+    """The controller refused an AlterPartition. The code tells the leader whether its proposal may have been
+    applied after all (Kafka's codes; broker/replication.py alter_partition_outcome decides from it):
+
+    - FENCED_LEADER_EPOCH: the proposer is not the leader, or not in the current leader epoch;
+    - INVALID_UPDATE_VERSION: the partition epoch it is based on is stale;
+    - STALE_BROKER_EPOCH: it comes from an earlier process of the leader (see check_broker_incarnation).
+      For these three the partition has moved on, possibly by this very proposal, sent before and
+      committed without its answer reaching the leader: the leader keeps it pending until metadata says.
+    - INELIGIBLE_REPLICA: judged against the current state and refused (a fenced broker, an invalid ISR):
+      definitely not applied, by this controller or any other, so the leader may forget it.
+    """
+
     code = ErrorCode.FENCED_LEADER_EPOCH
 
 
@@ -259,20 +271,42 @@ class ControllerLogic:
         if t is None or p is None:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
         if leader_id != p.leader or leader_epoch != p.leader_epoch:
-            raise AlterPartitionError(f"{topic}-{partition}: broker {leader_id} epoch {leader_epoch} is not the leader")
+            raise AlterPartitionError(
+                f"{topic}-{partition}: broker {leader_id} epoch {leader_epoch} is not the leader",
+                ErrorCode.FENCED_LEADER_EPOCH,
+            )
         if partition_epoch != p.partition_epoch:
             raise AlterPartitionError(
-                f"{topic}-{partition}: partition epoch {partition_epoch} is stale (now {p.partition_epoch})"
+                f"{topic}-{partition}: partition epoch {partition_epoch} is stale (now {p.partition_epoch})",
+                ErrorCode.INVALID_UPDATE_VERSION,
             )
+        # From here on the proposal is judged against the current state, so a refusal means it was not applied.
         if leader_id not in isr or any(r not in p.replicas for r in isr):
-            raise AlterPartitionError(f"{topic}-{partition}: invalid ISR {isr}")
+            raise AlterPartitionError(f"{topic}-{partition}: invalid ISR {isr}", ErrorCode.INELIGIBLE_REPLICA)
         live = set(self.image.live_brokers())
         fenced = [r for r in isr if r not in live and r != leader_id]
         if fenced:
             # Rejected rather than filtered: a silently shrunk ISR would be re-proposed forever.
-            raise AlterPartitionError(f"{topic}-{partition}: brokers {fenced} are fenced; retry once registered")
+            raise AlterPartitionError(
+                f"{topic}-{partition}: brokers {fenced} are fenced; retry once registered", ErrorCode.INELIGIBLE_REPLICA
+            )
         new = PartitionState(p.partition, p.leader, p.leader_epoch, p.replicas, isr, p.partition_epoch + 1)
         return [partition_record(topic, new)]
+
+
+def check_broker_incarnation(broker_id: int, incarnation: int | None, newest: int) -> None:
+    """Refuse an AlterPartition from an earlier process of `broker_id` than the newest one the controller has
+    seen (Kafka's broker epoch check, KIP-497/KIP-903). A leader that restarts within its session keeps its
+    leader epoch, and its new LeaderState computes the HW over the ISR it read from metadata; a proposal its
+    previous process sent, if still accepted, adds a replica that HW is not waiting for, and the HW can pass
+    it. `newest` is the highest incarnation seen in the broker's metadata fetches (net/quorum_driver.py);
+    `incarnation` None is a proposer that sends none, which is not checked. broker/replication_sim.py applies
+    the same rule in its controller."""
+    if incarnation is not None and incarnation < newest:
+        raise AlterPartitionError(
+            f"broker {broker_id} incarnation {incarnation} is stale (a newer process, {newest}, has fetched)",
+            ErrorCode.STALE_BROKER_EPOCH,
+        )
 
 
 def _isr_without(isr: list[int], broker_id: int) -> list[int]:

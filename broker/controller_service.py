@@ -13,7 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker.controller import ControllerLogic, MetadataImage
+from broker.controller import ControllerLogic, MetadataImage, check_broker_incarnation
 from net.errors import ErrorCode, KafkaLiteError
 
 if TYPE_CHECKING:
@@ -59,6 +59,8 @@ class ControllerService:
         # moment a session can expire and the moment our epoch's first record is applied.
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._ready_epoch = -1  # the epoch in which we last became ready
+        # broker -> (incarnation, seq) of the newest AlterPartition taken from it (see alter_partition).
+        self._alter_taken: dict[int, tuple[int, int]] = {}
         quorum.applied_listeners.append(self._on_applied)
 
     # --- role changes from the quorum ---------------------------------------------
@@ -214,8 +216,36 @@ class ControllerService:
         await self.run(lambda logic: logic.set_configs(name, configs))
 
     async def alter_partition(
-        self, topic: str, partition: int, leader: int, leader_epoch: int, partition_epoch: int, isr: list[int]
+        self,
+        topic: str,
+        partition: int,
+        leader: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        isr: list[int],
+        incarnation: int | None = None,
+        seq: int | None = None,
     ) -> None:
-        await self.run(
-            lambda logic: logic.alter_partition(topic, partition, leader, leader_epoch, partition_epoch, isr)
-        )
+        """`incarnation` and `seq` identify the proposer's process and its request (None: an older broker
+        that sends neither, not checked). Both checks run under the lock, where the request is taken, so a
+        fetch from a restarted proposer that arrived while this request queued still counts.
+        broker/replication_sim.py's controller applies the same two rules (alter_seen, incarnation)."""
+
+        def compute(logic: ControllerLogic) -> list[dict[str, Any]]:
+            if incarnation is not None and seq is not None:
+                key = (incarnation, seq)
+                taken = self._alter_taken.get(leader)
+                if taken is not None and key <= taken:
+                    # Overtaken by a newer request of the same broker: it was sent on a connection since
+                    # abandoned, and its sender already moved on (retried, or gave up) without waiting for
+                    # this answer. Taking it now could apply a proposal the leader has since reset after a
+                    # definite refusal. Answered like a lost request: no verdict.
+                    raise KafkaLiteError(
+                        f"AlterPartition {key} from broker {leader} overtaken by {taken}; ignored",
+                        ErrorCode.REQUEST_TIMED_OUT,
+                    )
+                self._alter_taken[leader] = key
+            check_broker_incarnation(leader, incarnation, self.quorum.broker_incarnation(leader))
+            return logic.alter_partition(topic, partition, leader, leader_epoch, partition_epoch, isr)
+
+        await self.run(compute)

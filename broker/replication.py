@@ -7,12 +7,16 @@ to carry out. That keeps the rules deterministic, so they can be tested step by 
 - LeaderState: the leader's view of its followers: ISR shrink/expand proposals and the high watermark.
 - validate_fetch: the leader's answer to a follower fetch: epoch fencing, divergence (KIP-320), range.
 - FollowerState: what a follower asks for next and where it truncates on divergence (KIP-101/279).
+- alter_partition_outcome: what a leader does with the controller's answer to its AlterPartition.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Callable, Iterable
+
+from net.errors import ErrorCode
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -201,6 +205,11 @@ class LeaderState:
         actions += self._maybe_shrink(None)  # fenced brokers still in the new ISR
         return actions
 
+    def is_pending(self, isr: list[int] | tuple[int, ...], partition_epoch: int) -> bool:
+        """Whether this exact proposal is still in flight (not settled by metadata, rejected or replaced)."""
+        p = self._pending
+        return p is not None and p.isr == tuple(isr) and p.partition_epoch == partition_epoch
+
     def on_isr_rejected(self, isr: list[int] | None = None, partition_epoch: int | None = None) -> list[Action]:
         """The in-flight proposal failed. Pass the proposal's isr/partition_epoch when known: a late
         rejection of an already-superseded proposal must not clear the newer one still in flight (its
@@ -277,6 +286,60 @@ class LeaderState:
             return []  # never lower: consumers may already have read up to the old HW
         self._hw = hw
         return [HighWatermarkAdvanced(hw)]
+
+
+# --- AlterPartition outcomes (the driver's rule: broker/server.py, and broker/replication_sim.py) ---------
+
+
+class AlterOutcome(Enum):
+    """What the leader does after an AlterPartition attempt (Kafka's Partition.handleAlterPartitionError
+    and AlterPartitionManager). The danger is forgetting a proposal the controller did commit: the HW then
+    stops respecting the replica it added, may pass it, and a later leader elected from the committed ISR
+    can lack acknowledged records. So the proposal is reset only on a refusal that proves it was not applied."""
+
+    COMMITTED = "committed"  # applied: the committed state arrives by metadata (on_isr_committed)
+    RETRY = "retry"  # no verdict (timeout, network, no or moved controller): may have been applied; ask again
+    AWAIT_METADATA = "await-metadata"  # refused against a newer state, maybe our own change: keep it pending
+    REJECTED = "rejected"  # refused against the current state: not applied anywhere; on_isr_rejected
+
+
+# Refusals that name a state newer than the proposal's: its own commit may be what moved it. The pending
+# proposal keeps bounding the HW until metadata brings that state, and on_isr_committed settles it.
+_AWAIT_METADATA = frozenset(
+    {
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.INVALID_UPDATE_VERSION,
+        ErrorCode.STALE_BROKER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.INVALID_REQUEST,
+    }
+)
+# The controller says it did not, and no controller ever will, apply it (judged on the current epochs).
+_REJECTED = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
+
+
+def alter_partition_outcome(error_code: int) -> AlterOutcome:
+    """The outcome of an AlterPartition answered with `error_code` (0: committed). Anything else, timeouts,
+    network errors, NOT_CONTROLLER and unknown errors included, leaves the result unknown: retry."""
+    if error_code == ErrorCode.NONE:
+        return AlterOutcome.COMMITTED
+    if error_code in _AWAIT_METADATA:
+        return AlterOutcome.AWAIT_METADATA
+    if error_code in _REJECTED:
+        return AlterOutcome.REJECTED
+    return AlterOutcome.RETRY
+
+
+def alter_partition_retry_wanted(
+    leader_state: LeaderState | None, leader_epoch: int, isr: list[int] | tuple[int, ...], partition_epoch: int
+) -> bool:
+    """After an attempt without a verdict: ask again only while the same leadership still waits for the same
+    proposal. A new partition state (metadata), a rejection or a new leader epoch ends the retries."""
+    return (
+        leader_state is not None
+        and leader_state.leader_epoch == leader_epoch
+        and leader_state.is_pending(isr, partition_epoch)
+    )
 
 
 def _later(a: int | None, b: int | None) -> int | None:

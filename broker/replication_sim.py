@@ -5,10 +5,12 @@ partition leaders chosen by the controller, the ISR, the high watermark (HW), fo
 truncating, leader-epoch fencing. It drives the production rules, not a model of them:
 broker/controller.py (ControllerLogic: topic creation, fencing, registration, AlterPartition),
 broker/controller_service.py (its liveness rule: who is fenced or registered, from metadata fetches),
-broker/replication.py (LeaderState, FollowerState, validate_fetch) and the epoch cache of
-broker/log/epoch.py. The simulator plays the drivers in between (broker/partition.py, the fetch and
-apply_image paths of broker/replica_manager.py, broker/replica_fetcher.py and the AlterPartition
-plumbing of broker/server.py), whose decision logic it copies; logs are in memory.
+broker/replication.py (LeaderState, FollowerState, validate_fetch, and the AlterPartition outcome rule
+alter_partition_outcome / alter_partition_retry_wanted, check_broker_incarnation of controller.py) and
+the epoch cache of broker/log/epoch.py. The simulator plays the drivers in between (broker/partition.py,
+the fetch and apply_image paths of broker/replica_manager.py, broker/replica_fetcher.py, the
+AlterPartition plumbing of broker/server.py and controller_service.py, and net/quorum_driver.py's
+metadata catch-up), whose decision logic it copies; logs are in memory.
 
 The controller is ONE authority holding the committed metadata log. That is a composition argument:
 election/sim.py checks that the quorum behaves as one such log (records commit once, in one order,
@@ -21,7 +23,7 @@ in log order, a fetched batch at a time, so their views are stale: deposed leade
 yet, followers fetching from old leaders, AlterPartition proposals racing elections. A broker's
 fetched metadata log is durable (brokers keep it on disk); on restart its image is rebuilt from it once
 the broker has caught up to the committed end its first fetch answer reports (METADATA_POLICIES says
-why, and how net/quorum_driver.py differs). Partition logs and
+why; net/quorum_driver.py does the same). Partition logs and
 their epoch caches are durable across crashes (a crash kills the process, the page cache survives);
 LeaderState, FollowerState, HWs, fetchers, AlterPartition requests and acks=all waiters are lost.
 
@@ -44,7 +46,7 @@ seed and step, and `run_schedule(seed, steps)` replays it exactly.
 
     python -m broker.replication_sim --seeds 1000
     python -m broker.replication_sim --replay 1234 --trace
-    python -m broker.replication_sim --seeds 300 --alter-policy server    # server.py's rule: fails
+    python -m broker.replication_sim --seeds 300 --alter-policy server    # server.py's old rule: fails
 """
 
 from __future__ import annotations
@@ -57,9 +59,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from broker.controller import MetadataImage, PartitionState
+from broker.controller import MetadataImage, PartitionState, check_broker_incarnation
 from broker.controller_service import ControllerService
 from broker.replication import (
+    AlterOutcome,
     Diverging,
     Fenced,
     FollowerState,
@@ -68,17 +71,19 @@ from broker.replication import (
     OutOfRange,
     ProposeIsr,
     UnknownEpoch,
+    alter_partition_outcome,
+    alter_partition_retry_wanted,
     validate_fetch,
 )
 from broker.replication_sim_checks import Checker, SimFailure, SimLog
-from net.errors import KafkaLiteError
+from net.errors import ErrorCode, KafkaLiteError
 
 TOPIC = "t"
 CONTROLLER = 0  # node id of the controller; brokers are 1..n
 CLIENT = -1  # producers: reach every broker (a partition between brokers does not cut them off)
 RF = 3
-# How AlterPartition failures are handled. "server" is what broker/server.py and controller.py do: the
-# leader calls LeaderState.on_isr_rejected on any error or timeout, and the controller takes a proposal
+# How AlterPartition failures are handled. "server" is what broker/server.py and controller.py did: the
+# leader called LeaderState.on_isr_rejected on any error or timeout, and the controller took a proposal
 # from any process of the leader. Both are unsafe (the simulator finds them): a lost answer or a
 # stale-epoch rejection can hide a committed expansion, and the HW then passes a replica the controller
 # counts in the ISR; and a proposal sent before the leader restarted (in the same leader epoch) can be
@@ -87,15 +92,20 @@ RF = 3
 # rejection until metadata brings the newer state, and calls on_isr_rejected only for a rejection against
 # the current state (which cannot have been applied); the controller refuses proposals from a process
 # older than the newest it has seen fetching (broker epochs, KIP-903). "no-broker-epochs" is Kafka's
-# leader rule with today's controller, to show the second problem alone.
+# leader rule with the old controller, to show the second problem alone. Production now does "kafka":
+# broker/server.py _alter_partition decides with the same helpers as _on_alter_result and _alter_timed_out
+# (broker/replication.py alter_partition_outcome, alter_partition_retry_wanted), and
+# broker/controller_service.py alter_partition makes the checks of _controller_receive (overtaken
+# requests, check_broker_incarnation with incarnations learned from quorum fetches).
 ALTER_POLICIES = ("kafka", "no-broker-epochs", "server")
-# When a restarted broker starts acting on its metadata. "as-fetched" is net/quorum_driver.py: every
-# committed record is applied as soon as it is fetched, so a broker whose durable metadata log lagged
+# When a restarted broker starts acting on its metadata. "as-fetched" is what net/quorum_driver.py did:
+# every committed record was applied as soon as it was fetched, so a broker whose durable metadata log lagged
 # the controller by more than one fetch (fetch_max_records, 1000 in production; meta_batch here) acts
 # on an old image for a while: it may re-create a LeaderState with an ISR that the controller has
 # since grown, and let the HW jump over records the other ISR members lack (the simulator finds it).
 # "catch-up" is KRaft's MetadataLoader and the default here: publish nothing until the log reached the
-# committed end the controller reported in the first answer after the restart.
+# committed end the controller reported in the first answer after the restart. Production does this now
+# (net/quorum_driver.py QuorumDriver.catch_up_to and _apply; a broker elected controller is caught up).
 METADATA_POLICIES = ("catch-up", "as-fetched")
 
 _DELIVER, _TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK = range(8)
@@ -220,10 +230,9 @@ class AlterIsr:
 class AlterIsrResult:
     req: int
     error: str | None
-    # The proposal named a leader or partition epoch the controller has moved past, so it may be the
-    # proposer's own earlier change that was committed. (AlterPartitionError has one error code for all
-    # rejections; Kafka separates these, and a driver needs to: see _on_alter_result.)
-    stale: bool = False
+    # The controller's error code (AlterPartitionError's kinds, as on the wire): the leader decides with
+    # broker/replication.py alter_partition_outcome, as broker/server.py does (see _on_alter_result).
+    code: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -534,7 +543,7 @@ class Simulation:
         elif isinstance(msg, Produce):
             self._produce(b, msg)
 
-    # --- metadata: server.py _on_committed and replica_manager.py apply_image --------------------------------
+    # --- metadata: quorum_driver.py _apply, server.py _on_committed and replica_manager.py apply_image ------------
 
     def _on_meta_records(self, b: SimBroker, msg: MetaRecords) -> None:
         if msg.incarnation != b.incarnation:
@@ -711,26 +720,37 @@ class Simulation:
             self._alter_rejected(b, req, "timed out")
             return
         # The controller may have committed it: ask again until someone answers. A new partition state
-        # (by metadata) or a new leadership ends the retries.
+        # (by metadata) or a new leadership ends the retries. (server.py _alter_partition: AlterOutcome.RETRY.)
         part = b.parts.get(msg.partition)
         ls = part.leader_state if part is not None else None
         del b.alters[req]
-        if ls is None or ls.leader_epoch != msg.leader_epoch or ls.pending_isr != list(msg.isr):
+        if not alter_partition_retry_wanted(ls, msg.leader_epoch, msg.isr, msg.partition_epoch):
             return
         retry = replace(msg, req=self._next_req())  # a new connection, so a new request
         b.alters[retry.req] = retry
         self._send_alter(b, retry)
 
     def _on_alter_result(self, b: SimBroker, msg: AlterIsrResult) -> None:
-        if msg.error is None:
-            b.alters.pop(msg.req, None)  # committed: the metadata log will tell the partition
-        elif msg.stale and self.alter_policy != "server":
-            # Rejected against a newer partition state, which may be our own proposal committed: keep it
-            # pending (it bounds the HW) until that state arrives by metadata and settles it.
+        if self.alter_policy == "server":
+            # The old rule: any error ends the proposal.
+            if msg.error is None:
+                b.alters.pop(msg.req, None)
+            else:
+                self._alter_rejected(b, msg.req, msg.error)
+            return
+        # The production rule, shared with broker/server.py _alter_partition.
+        outcome = alter_partition_outcome(msg.code)
+        if outcome is AlterOutcome.COMMITTED:
+            b.alters.pop(msg.req, None)  # the metadata log will tell the partition
+        elif outcome is AlterOutcome.AWAIT_METADATA:
+            # Refused against a newer state, which may be our own proposal committed: keep it pending (it
+            # bounds the HW) until that state arrives by metadata and settles it.
             if b.alters.pop(msg.req, None) is not None:
                 self._trace(f"broker {b.id}: ISR proposal {msg.req} is stale: {msg.error}")
+        elif outcome is AlterOutcome.REJECTED:
+            self._alter_rejected(b, msg.req, msg.error or "")
         else:
-            self._alter_rejected(b, msg.req, msg.error)
+            self._alter_timed_out(b, msg.req)  # no verdict: as if no answer came
 
     def _alter_rejected(self, b: SimBroker, req: int, error: str) -> None:
         """server.py _alter_partition's failure path: the proposal is over, the HW may ignore its additions."""
@@ -870,12 +890,15 @@ class Simulation:
         ctrl = self.ctrl
         if isinstance(msg, MetaFetch):
             ctrl.last_fetch[msg.src] = self.now
+            # QuorumDriver.receive: the newest incarnation per broker, from FetchRequest.incarnation.
             ctrl.incarnation[msg.src] = max(ctrl.incarnation.get(msg.src, 0), msg.incarnation)
             batch = tuple(ctrl.records[msg.offset : msg.offset + self.params.meta_batch])
             self._send(CONTROLLER, msg.src, MetaRecords(msg.incarnation, msg.offset, batch, len(ctrl.records)))
         elif isinstance(msg, AlterIsr):
             if msg.req <= ctrl.alter_seen.get(msg.src, 0):
-                return  # see _send_alter
+                # See _send_alter. ControllerService.alter_partition does this with (incarnation, seq),
+                # answering REQUEST_TIMED_OUT (no verdict) where this drops the request.
+                return
             ctrl.alter_seen[msg.src] = msg.req
             # ControllerService.alter_partition: computed on the up-to-date image, committed, answered.
             st = ctrl.state(msg.partition)
@@ -884,17 +907,25 @@ class Simulation:
                 st.leader_epoch,
                 st.partition_epoch,
             )
-            if self.alter_policy == "kafka" and msg.incarnation < ctrl.incarnation.get(msg.src, 0):
-                # KIP-903: a proposal from a process that has since restarted. The restarted leader does not
-                # know it; committing it would add a replica its HW is not waiting for.
-                self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, "stale broker epoch", True))
-                return
             try:
+                if self.alter_policy == "kafka":
+                    # A proposal from a process that has since restarted. The restarted leader does not know
+                    # it; committing it would add a replica its HW is not waiting for. Production: the same
+                    # check in ControllerService.alter_partition, incarnations from quorum fetches.
+                    check_broker_incarnation(msg.src, msg.incarnation, ctrl.incarnation.get(msg.src, 0))
                 records = ctrl.logic.alter_partition(
                     TOPIC, msg.partition, msg.src, msg.leader_epoch, msg.partition_epoch, list(msg.isr)
                 )
             except KafkaLiteError as e:
-                self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, str(e), stale))
+                # The error code must say what the state says: a refusal against a newer state keeps the
+                # proposal pending, one against the current state resets it (alter_partition_outcome).
+                awaits = alter_partition_outcome(e.code) is AlterOutcome.AWAIT_METADATA
+                if e.code != ErrorCode.STALE_BROKER_EPOCH and awaits != stale:
+                    state = "stale" if stale else "current"
+                    raise SimFailure(
+                        f"controller answered {e.code.name} to a proposal on the {state} state: {e}"
+                    ) from None
+                self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, str(e), int(e.code)))
                 return
             ctrl.commit(records)
             self.result.isr_changes += 1

@@ -26,16 +26,21 @@ from broker.metrics import BrokerMetrics, http_response
 from broker.partition import Partition
 from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
+from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
 from election import QuorumConfig
-from net.errors import KafkaLiteError, error_for
+from net.errors import ErrorCode, KafkaLiteError
 from net.peers import PeerChannel
 from net.protocol import ApiKey
-from net.quorum_driver import QuorumDriver
+from net.quorum_driver import QuorumDriver, next_incarnation
 from net.server import NetServer
 
 log = logging.getLogger("kafkalite.broker")
 TICK_S = 0.1
 METADATA_LOG_CONFIG = {"segment.bytes": "8388608", "retention.ms": "-1", "retention.bytes": "-1"}
+ALTER_PARTITION_TIMEOUT_S = 10.0
+# Backoff between AlterPartition attempts that got no verdict (Kafka's AlterPartitionManager backs off too):
+# "no controller" and "unreachable" come back at once, and must not spin while an election runs.
+ALTER_RETRY_BACKOFF_S = (0.05, 1.0)
 
 
 class BrokerServer:
@@ -48,6 +53,9 @@ class BrokerServer:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._data_peers: dict[int, PeerChannel] = {}
         self._stopped = asyncio.Event()
+        self._stopping = False
+        self._alter_tasks: set[asyncio.Task] = set()
+        self._alter_seq = 0  # numbers this process's AlterPartition requests (the controller drops overtaken ones)
 
     async def start(self) -> None:
         cfg = self.config
@@ -85,8 +93,18 @@ class BrokerServer:
             election_timeout_ms=cfg.controller_election_timeout_ms,
             election_jitter_ms=cfg.controller_election_timeout_ms // 4,
         )
+        # This process's incarnation, above every earlier one of this broker: sent with quorum fetches and
+        # AlterPartition, so the controller can refuse proposals of a process that has since restarted.
+        self.incarnation = next_incarnation(Path(cfg.log_dirs[0]))
         self.quorum = QuorumDriver(
-            cfg.broker_id, voters, DiskMetadataLog(mlog), Path(cfg.log_dirs[0]), qcfg, self._on_committed, self._on_role
+            cfg.broker_id,
+            voters,
+            DiskMetadataLog(mlog),
+            Path(cfg.log_dirs[0]),
+            qcfg,
+            self._on_committed,
+            self._on_role,
+            self.incarnation,
         )
         self.controller = ControllerService(
             cfg.broker_id, self.image, self.quorum, voters, cfg.broker_session_timeout_ms, uuid.uuid4().hex[:22]
@@ -98,6 +116,7 @@ class BrokerServer:
         self._tasks = [
             asyncio.create_task(self._every(cfg.log_flush_offset_checkpoint_interval_ms / 1000, self._checkpoint)),
             asyncio.create_task(self._every(cfg.log_retention_check_interval_ms / 1000, self._retention)),
+            asyncio.create_task(self._every(cfg.log_cleaner_backoff_ms / 1000, self._clean_compacted)),
             asyncio.create_task(self._every(TICK_S, self._tick)),
         ]
         log.info("started on %s:%d, %d voters, in %.2fs", cfg.host, self.net.port, len(voters), time.monotonic() - t0)
@@ -115,6 +134,10 @@ class BrokerServer:
         return None  # the image is not loaded yet at startup; apply_image sets the config
 
     def _on_committed(self, entries: list[tuple[int, int, dict[str, Any]]]) -> None:
+        """Publish committed records. The quorum driver calls this only once the broker has caught up with
+        the metadata committed when it started, and with every committed record it holds at once (see
+        net/quorum_driver.py); until then the image stays empty, so the broker leads and follows nothing
+        and answers for no partition. broker/replication_sim.py's _on_meta_records mirrors this."""
         changed: set[str] = set()
         brokers_changed = False
         for offset, _epoch, record in entries:
@@ -168,36 +191,85 @@ class BrokerServer:
             f.remove(p)
 
     def _propose_isr(self, p: Partition, isr: list[int], partition_epoch: int) -> None:
-        asyncio.ensure_future(self._alter_partition(p, isr, partition_epoch))
+        if self._stopping:
+            return
+        task = asyncio.ensure_future(self._alter_partition(p, isr, partition_epoch))
+        self._alter_tasks.add(task)
+        task.add_done_callback(self._alter_tasks.discard)
 
     async def _alter_partition(self, p: Partition, isr: list[int], partition_epoch: int) -> None:
-        body = {
-            "topic": p.topic,
-            "partition": p.partition,
-            "leader": self.config.broker_id,
-            "leader_epoch": p.leader_epoch,
-            "partition_epoch": partition_epoch,
-            "isr": isr,
-        }
+        """Carry one ISR proposal to the controller until it has a verdict (Kafka's rule; the simulator's
+        _on_alter_result and _alter_timed_out do the same with the same helpers). Forgetting a proposal the
+        controller did commit would let the HW pass a replica the controller counts in the ISR, so only a
+        refusal proving it was not applied resets it: see broker/replication.py alter_partition_outcome."""
+        leader_epoch = p.leader_epoch
+        backoff = ALTER_RETRY_BACKOFF_S[0]
+        while True:
+            code, message = await self._send_alter_partition(p, leader_epoch, isr, partition_epoch)
+            outcome = alter_partition_outcome(code)
+            if outcome is AlterOutcome.COMMITTED:
+                grew = len(isr) > len(p.isr)
+                (self.metrics.isr_expands if grew else self.metrics.isr_shrinks).inc()
+                log.info("%s-%d: ISR change to %s committed", p.topic, p.partition, isr)
+                return
+            if outcome is AlterOutcome.AWAIT_METADATA:
+                # Maybe our own change, committed without its answer reaching us: it keeps bounding the HW
+                # until metadata brings the newer state (LeaderState.on_isr_committed settles it).
+                log.info(
+                    "%s-%d: ISR change to %s refused against a newer state: %s", p.topic, p.partition, isr, message
+                )
+                return
+            if outcome is AlterOutcome.REJECTED:
+                log.warning("%s-%d: ISR change to %s not committed: %s", p.topic, p.partition, isr, message)
+                if p.leader_state is not None:
+                    p._handle(p.leader_state.on_isr_rejected(isr, partition_epoch))
+                return
+            # No verdict: it may or may not have been applied. Ask again while the same leadership still
+            # waits for it; a retry of an applied change is refused as stale (INVALID_UPDATE_VERSION).
+            log.info("%s-%d: ISR change to %s, no verdict (%s); retrying", p.topic, p.partition, isr, message)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, ALTER_RETRY_BACKOFF_S[1])
+            if self._stopping or not alter_partition_retry_wanted(p.leader_state, leader_epoch, isr, partition_epoch):
+                return
+
+    async def _send_alter_partition(
+        self, p: Partition, leader_epoch: int, isr: list[int], partition_epoch: int
+    ) -> tuple[int, str]:
+        """One attempt: (error code, message), 0 if committed. Every failure to get an answer is a code too."""
+        self._alter_seq += 1
+        seq = self._alter_seq
         try:
             controller = self.quorum.node.leader_id
             if controller == self.config.broker_id:
                 await self.controller.alter_partition(
-                    p.topic, p.partition, self.config.broker_id, p.leader_epoch, partition_epoch, isr
+                    p.topic,
+                    p.partition,
+                    self.config.broker_id,
+                    leader_epoch,
+                    partition_epoch,
+                    isr,
+                    self.incarnation,
+                    seq,
                 )
-            elif controller is None:
-                raise KafkaLiteError("no controller")
-            else:
-                resp = await self.peer_request(controller, ApiKey.ALTER_PARTITION, body, 10)
-                if resp.get("error_code"):
-                    raise error_for(resp["error_code"], resp.get("error_message", ""))
-            grew = len(isr) > len(p.isr)
-            (self.metrics.isr_expands if grew else self.metrics.isr_shrinks).inc()
-            log.info("%s-%d: ISR change to %s committed", p.topic, p.partition, p.isr)
+                return 0, ""
+            if controller is None:
+                return int(ErrorCode.NOT_CONTROLLER), "no controller"
+            body = {
+                "topic": p.topic,
+                "partition": p.partition,
+                "leader": self.config.broker_id,
+                "leader_epoch": leader_epoch,
+                "partition_epoch": partition_epoch,
+                "isr": isr,
+                "incarnation": self.incarnation,
+                "seq": seq,
+            }
+            resp = await self.peer_request(controller, ApiKey.ALTER_PARTITION, body, ALTER_PARTITION_TIMEOUT_S)
+            return int(resp.get("error_code", 0)), str(resp.get("error_message") or "")
         except KafkaLiteError as e:
-            log.warning("%s-%d: ISR change to %s not committed: %s", p.topic, p.partition, isr, e)
-            if p.leader_state is not None:
-                p._handle(p.leader_state.on_isr_rejected(isr, partition_epoch))
+            return int(e.code), str(e)
+        except (TimeoutError, OSError) as e:
+            return int(ErrorCode.NETWORK_EXCEPTION), f"{type(e).__name__}: {e}"
 
     # --- chores ----------------------------------------------------------------
 
@@ -223,6 +295,14 @@ class BrokerServer:
         if deleted:
             log.info("retention deleted %s segments", deleted)
 
+    async def _clean_compacted(self) -> None:
+        # High watermarks are read here, on the loop that moves them; the cleaner never cleans past one,
+        # since a record above it may still be truncated away.
+        high_watermarks = self.replica_manager.high_watermarks()
+        await asyncio.get_running_loop().run_in_executor(
+            None, self.log_manager.clean_compacted_logs, high_watermarks.get
+        )
+
     def _http_get(self, path: str) -> bytes:
         if path.split("?")[0] == "/metrics":
             return http_response(self.metrics.render())
@@ -230,7 +310,10 @@ class BrokerServer:
 
     async def stop(self) -> None:
         log.info("shutting down")
+        self._stopping = True
         for t in self._tasks:
+            t.cancel()
+        for t in list(self._alter_tasks):
             t.cancel()
         for f in self._fetchers.values():
             f.stop()

@@ -73,13 +73,17 @@ class FetchRequest:
     sender: int
     fetch_offset: int  # the follower's log end offset
     last_fetched_epoch: int  # the epoch of the follower's record at fetch_offset - 1
+    # The sending broker process (grows with every restart; 0: not sent). Not used by the quorum: the
+    # broker's controller refuses AlterPartition requests from a process older than the newest one seen
+    # fetching (broker/controller.py check_broker_incarnation). Optional on the wire, both ways.
+    incarnation: int = 0
 
     def to_wire(self) -> list[Any]:
-        return [self.TAG, self.epoch, self.sender, self.fetch_offset, self.last_fetched_epoch]
+        return [self.TAG, self.epoch, self.sender, self.fetch_offset, self.last_fetched_epoch, self.incarnation]
 
     @classmethod
     def from_wire(cls, w: list[Any]) -> FetchRequest:
-        return cls(int(w[1]), int(w[2]), int(w[3]), int(w[4]))
+        return cls(int(w[1]), int(w[2]), int(w[3]), int(w[4]), int(w[5]) if len(w) > 5 else 0)
 
 
 # FetchResponse.error values

@@ -69,6 +69,7 @@ class QuorumNode:
         persisted: tuple[int, int | None] = (0, None),
         now_ms: int = 0,
         rng: random.Random | None = None,
+        incarnation: int = 0,
     ) -> None:
         if node_id not in voters:
             raise ValueError(f"node {node_id} is not among the voters {list(voters)}")
@@ -77,6 +78,7 @@ class QuorumNode:
         self._others: tuple[int, ...] = tuple(v for v in self.voters if v != node_id)
         self._majority = len(self.voters) // 2 + 1
         self.log = log
+        self.incarnation = incarnation  # this process, sent with fetches (see FetchRequest.incarnation)
         self.config = config or QuorumConfig()
         self._rng = rng or random.Random(node_id)
         epoch, voted_for = persisted
@@ -440,7 +442,7 @@ class QuorumNode:
     def _send_fetch(self, now_ms: int, out: list[Output]) -> None:
         assert self._leader is not None
         self._next_fetch_ms = now_ms + self.config.fetch_interval_ms
-        req = FetchRequest(self._epoch, self.id, self.log.end_offset, self.log.last_epoch)
+        req = FetchRequest(self._epoch, self.id, self.log.end_offset, self.log.last_epoch, self.incarnation)
         out.append(Send(self._leader, req))
 
     def _on_fetch_response(self, m: FetchResponse, now_ms: int, out: list[Output]) -> None:

@@ -47,13 +47,17 @@ class ErrorCode(IntEnum):
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    OPERATION_NOT_ATTEMPTED = 55
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    STALE_BROKER_EPOCH = 77
     GROUP_ID_NOT_FOUND = 69
     NON_EMPTY_GROUP = 68
     OFFSET_NOT_AVAILABLE = 78
     UNSTABLE_OFFSET_COMMIT = 88
+    INVALID_UPDATE_VERSION = 95
+    INELIGIBLE_REPLICA = 107
     # Kafka Lite's own, outside Kafka's range: an offset commit for a partition the member does not own.
     PARTITION_NOT_ASSIGNED = 1001
 
@@ -118,6 +122,12 @@ NetworkError = _error("NETWORK_EXCEPTION")
 UnsupportedVersionError = _error("UNSUPPORTED_VERSION")
 InvalidRequiredAcksError = _error("INVALID_REQUIRED_ACKS")
 NotEnoughReplicasError = _error("NOT_ENOUGH_REPLICAS")
+# AlterPartition refusals (broker/controller.py). Not retriable as such: what a leader does with each is
+# broker/replication.py's alter_partition_outcome.
+OperationNotAttemptedError = _error("OPERATION_NOT_ATTEMPTED")
+StaleBrokerEpochError = _error("STALE_BROKER_EPOCH")
+InvalidUpdateVersionError = _error("INVALID_UPDATE_VERSION")
+IneligibleReplicaError = _error("INELIGIBLE_REPLICA")
 
 
 def error_for(code: int, message: str = "") -> KafkaLiteError:

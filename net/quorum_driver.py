@@ -1,5 +1,20 @@
 """Drives the sans-IO QuorumNode inside a broker: the clock, the peer channels,
 the persisted vote, and the committed metadata records handed to the broker.
+
+Two broker-level rules live here because they ride on the quorum's fetches (both are modelled by
+broker/replication_sim.py, whose defaults this must match):
+
+- Incarnations: every process of a broker has a larger incarnation than the previous one
+  (`next_incarnation`) and sends it with its fetches; the driver remembers the newest one seen per broker
+  (`broker_incarnation`), and the controller refuses AlterPartition requests from older processes
+  (broker/controller.py check_broker_incarnation; the simulator's MetaFetch.incarnation).
+- Catch-up after start: committed records are handed to the broker only once its log has reached the
+  committed end the controller reported in the first fetch answer this process got (KRaft's
+  MetadataLoader; the simulator's catch_up_to), and then all at once, so the broker never publishes an
+  image older than the cluster's state at its start (it could re-create a partition leader with an ISR
+  the controller has since grown, and let the HW pass records the other members lack). A broker that
+  becomes controller is caught up by definition (its log holds every committed record), so a cluster
+  of one starts at once.
 """
 
 from __future__ import annotations
@@ -17,6 +32,8 @@ from election import (
     BecameController,
     BecameFollower,
     Committed,
+    FetchRequest,
+    FetchResponse,
     NotControllerError,
     Output,
     Persist,
@@ -33,6 +50,7 @@ from net.protocol import ApiKey
 
 log = logging.getLogger("kafkalite.quorum")
 STATE_FILE = "quorum-state"  # KRaft's name for the same thing
+INCARNATION_FILE = "broker-incarnation"
 
 
 class NotControllerError_(KafkaLiteError):  # noqa: N801 - keeps the quorum's exception name free
@@ -65,6 +83,32 @@ def write_state(path: Path, epoch: int, voted_for: int | None) -> None:
         os.close(fd)
 
 
+def next_incarnation(state_dir: Path) -> int:
+    """A number larger than any earlier process of this broker used (read, bumped and fsynced at start).
+
+    The wall clock (ms) is a floor, so that a broker whose state directory was wiped still starts above its
+    earlier processes (unless the clock also went back): an incarnation below one the controller has seen
+    would have all its AlterPartition requests refused as stale."""
+    path = state_dir / INCARNATION_FILE
+    try:
+        previous = int(json.loads(path.read_text())["incarnation"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        previous = 0
+    incarnation = max(previous + 1, int(time.time() * 1000))
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        json.dump({"incarnation": incarnation}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return incarnation
+
+
 class QuorumDriver:
     def __init__(
         self,
@@ -75,8 +119,18 @@ class QuorumDriver:
         config: QuorumConfig,
         on_committed: Callable[[list[tuple[int, int, dict[str, Any]]]], None],
         on_role: Callable[[bool, int, int | None], None],
+        incarnation: int = 0,
     ) -> None:
         self.broker_id = broker_id
+        self.incarnation = incarnation
+        # broker -> newest incarnation seen in its fetches (ours: we never fetch from ourselves). Kept across
+        # role changes: a process that once fetched exists, whoever is controller.
+        self._incarnations: dict[int, int] = {broker_id: incarnation}
+        # The committed end to reach before handing records to the broker: None until the first answer of a
+        # controller to our fetch (or until we become controller ourselves).
+        self.catch_up_to: int | None = None
+        self.caught_up = False
+        self._started_ms = _now_ms()
         self.mlog = mlog
         self.state_path = state_dir / STATE_FILE
         self.on_committed = on_committed
@@ -90,7 +144,7 @@ class QuorumDriver:
         single = list(voters) == [broker_id]
         # A quorum of one need not wait out a failure-detection timeout before electing itself.
         start = now - config.election_timeout_ms - config.election_jitter_ms - 1 if single else now
-        self.node = QuorumNode(broker_id, list(voters), mlog, config, persisted, start, random.Random())
+        self.node = QuorumNode(broker_id, list(voters), mlog, config, persisted, start, random.Random(), incarnation)
         self.peers = {b: PeerChannel(broker_id, b, host, port) for b, (host, port) in voters.items() if b != broker_id}
         self._commit_waiters: list[tuple[int, asyncio.Future]] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -134,7 +188,34 @@ class QuorumDriver:
         except (ValueError, TypeError, IndexError) as e:
             log.warning("dropping malformed quorum message: %s", e)
             return
-        self._execute(self.node.receive(msg, _now_ms()))
+        if isinstance(msg, FetchRequest) and msg.sender in self.node.voters and msg.sender != self.broker_id:
+            # Any fetch proves its process started, whatever the quorum makes of it (the simulator's
+            # controller records MetaFetch.incarnation the same way).
+            if msg.incarnation > self._incarnations.get(msg.sender, 0):
+                self._incarnations[msg.sender] = msg.incarnation
+        outputs = self.node.receive(msg, _now_ms())
+        if (
+            self.catch_up_to is None
+            and isinstance(msg, FetchResponse)
+            and msg.error is None
+            and msg.epoch == self.node.epoch
+            and msg.sender == self.node.leader_id
+        ):
+            # The first answer of our controller: what it had committed then is what we must have applied
+            # before acting on metadata at all.
+            self._set_catch_up_target(msg.high_watermark)
+            self._execute(outputs)
+            self._apply(self.node.high_watermark)  # in case our log already reaches it (no new Committed)
+            return
+        self._execute(outputs)
+
+    def broker_incarnation(self, broker_id: int) -> int:
+        """The newest incarnation of `broker_id` seen in its fetches (0: none)."""
+        return self._incarnations.get(broker_id, 0)
+
+    def _set_catch_up_target(self, offset: int) -> None:
+        self.catch_up_to = offset
+        log.info("metadata: first committed end is %d; publishing once our log reaches it", offset)
 
     async def propose(self, records: list[dict[str, Any]], timeout: float = 10.0) -> int:
         """Append as controller and wait until committed; returns the last offset."""
@@ -170,6 +251,9 @@ class QuorumDriver:
                 self._apply(o.high_watermark)
             elif isinstance(o, BecameController):
                 log.info("became controller in epoch %d", o.epoch)
+                if self.catch_up_to is None:
+                    # Elected, so our log holds every committed record: our own high watermark is the target.
+                    self._set_catch_up_target(0)
                 self.on_role(True, o.epoch, self.broker_id)
             elif isinstance(o, BecameFollower):
                 if o.leader is not None:
@@ -183,13 +267,28 @@ class QuorumDriver:
 
     def _apply(self, hw: int) -> None:
         before = self.applied
-        while self.applied < hw:
-            entries = self.mlog.read(self.applied, 1000)
-            entries = [e for e in entries if e[0] < hw]
-            if not entries:
-                break
-            self.on_committed(entries)
-            self.applied = entries[-1][0] + 1
+        if not self.caught_up and self.catch_up_to is not None and hw >= self.catch_up_to:
+            self.caught_up = True
+            log.info(
+                "metadata: caught up to committed offset %d, %d ms after start; publishing",
+                hw,
+                _now_ms() - self._started_ms,
+            )
+        if self.caught_up:
+            # Everything committed we hold, in ONE call: the broker publishes the image once, so no partition
+            # is acted on with a state that later records in the same batch have replaced (the simulator
+            # applies a fetched batch the same way).
+            pending: list[tuple[int, int, dict[str, Any]]] = []
+            nxt = self.applied
+            while nxt < hw:
+                entries = [e for e in self.mlog.read(nxt, 1000) if e[0] < hw]
+                if not entries:
+                    break
+                pending.extend(entries)
+                nxt = entries[-1][0] + 1
+            if pending:
+                self.on_committed(pending)
+                self.applied = nxt
         if self.applied > before:
             for listener in self.applied_listeners:
                 listener()

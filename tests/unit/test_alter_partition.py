@@ -1,0 +1,316 @@
+"""AlterPartition end to end, without sockets: the controller's error codes, the leader's outcome rule
+(broker/replication.py alter_partition_outcome), the broker's retry loop (broker/server.py _alter_partition),
+the controller's incarnation and overtaken-request checks (broker/controller_service.py), and the incarnation
+field of quorum fetches. broker/replication_sim.py runs the same rules under faults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import broker.server as server_mod
+from broker.config import BrokerConfig
+from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage, check_broker_incarnation
+from broker.controller_service import ControllerService
+from broker.metrics import BrokerMetrics
+from broker.replication import (
+    AlterOutcome,
+    HighWatermarkAdvanced,
+    LeaderState,
+    ProposeIsr,
+    alter_partition_outcome,
+    alter_partition_retry_wanted,
+)
+from broker.server import BrokerServer
+from election.messages import FetchRequest, from_wire
+from net.errors import ErrorCode, KafkaLiteError, UnknownTopicOrPartitionError, error_for
+
+
+def cluster(n: int = 3) -> tuple[MetadataImage, ControllerLogic]:
+    image = MetadataImage()
+    logic = ControllerLogic(image)
+    for b in range(1, n + 1):
+        apply(image, logic.register_broker(b, "127.0.0.1", 9000 + b))
+    apply(image, logic.create_topic("t", 1, 3, {}))
+    return image, logic
+
+
+def apply(image: MetadataImage, records: list[dict]) -> None:
+    for rec in records:
+        image.apply(image.offset + 1, rec)
+
+
+def refusal(logic: ControllerLogic, *args: Any) -> ErrorCode:
+    with pytest.raises(KafkaLiteError) as e:
+        logic.alter_partition(*args)
+    return e.value.code
+
+
+# --- the controller's codes ------------------------------------------------------------------------
+
+
+def test_each_kind_of_refusal_has_its_kafka_code():
+    image, logic = cluster()
+    p = image.topics["t"].partitions[0]
+    other = next(r for r in p.replicas if r != p.leader)
+    current = ("t", 0, p.leader, p.leader_epoch, p.partition_epoch)
+    # Stale leader epoch, or not the leader: FENCED_LEADER_EPOCH (74).
+    assert refusal(logic, "t", 0, p.leader, p.leader_epoch - 1, p.partition_epoch, [p.leader]) == 74
+    assert refusal(logic, "t", 0, p.leader, p.leader_epoch + 1, p.partition_epoch, [p.leader]) == 74
+    assert refusal(logic, "t", 0, other, p.leader_epoch, p.partition_epoch, [other]) == 74
+    # Stale partition epoch: INVALID_UPDATE_VERSION (95), checked before the ISR itself.
+    assert refusal(logic, "t", 0, p.leader, p.leader_epoch, p.partition_epoch + 1, [p.leader]) == 95
+    assert refusal(logic, "t", 0, p.leader, p.leader_epoch, p.partition_epoch - 1, [99]) == 95
+    # Against the current state: an invalid ISR or a fenced broker is INELIGIBLE_REPLICA (107).
+    assert refusal(logic, *current, [other]) == 107  # leader missing
+    assert refusal(logic, *current, [p.leader, 99]) == 107  # not a replica
+    apply(image, logic.fence_broker(other))
+    p = image.topics["t"].partitions[0]
+    assert refusal(logic, "t", 0, p.leader, p.leader_epoch, p.partition_epoch, [p.leader, other]) == 107
+    with pytest.raises(UnknownTopicOrPartitionError):
+        logic.alter_partition("u", 0, p.leader, p.leader_epoch, p.partition_epoch, [p.leader])
+    # All of them are AlterPartitionError, and survive the wire with their code.
+    with pytest.raises(AlterPartitionError):
+        logic.alter_partition("t", 0, p.leader, p.leader_epoch, p.partition_epoch + 1, [p.leader])
+    assert error_for(95, "x").code == ErrorCode.INVALID_UPDATE_VERSION
+    assert error_for(107, "x").code == ErrorCode.INELIGIBLE_REPLICA
+    assert error_for(77, "x").code == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_kafka_error_numbers():
+    assert ErrorCode.OPERATION_NOT_ATTEMPTED == 55
+    assert ErrorCode.FENCED_LEADER_EPOCH == 74
+    assert ErrorCode.STALE_BROKER_EPOCH == 77
+    assert ErrorCode.INVALID_UPDATE_VERSION == 95
+    assert ErrorCode.INELIGIBLE_REPLICA == 107
+
+
+def test_broker_incarnation_check():
+    check_broker_incarnation(1, 5, 5)
+    check_broker_incarnation(1, 6, 5)
+    check_broker_incarnation(1, None, 5)  # a proposer that sends none is not checked
+    with pytest.raises(AlterPartitionError) as e:
+        check_broker_incarnation(1, 4, 5)
+    assert e.value.code == ErrorCode.STALE_BROKER_EPOCH
+
+
+# --- the leader's rule ---------------------------------------------------------------------------
+
+
+def test_outcome_resets_only_on_a_definite_refusal():
+    assert alter_partition_outcome(0) is AlterOutcome.COMMITTED
+    for code in ("FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION", "STALE_BROKER_EPOCH", "UNKNOWN_TOPIC_OR_PARTITION"):
+        assert alter_partition_outcome(ErrorCode[code]) is AlterOutcome.AWAIT_METADATA, code
+    for code in ("INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED"):
+        assert alter_partition_outcome(ErrorCode[code]) is AlterOutcome.REJECTED, code
+    for code in ("REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "NOT_CONTROLLER", "UNKNOWN_SERVER_ERROR"):
+        assert alter_partition_outcome(ErrorCode[code]) is AlterOutcome.RETRY, code
+    assert alter_partition_outcome(12345) is AlterOutcome.RETRY  # a code we do not know: no verdict
+
+
+def test_every_controller_refusal_matches_the_state_it_was_judged_on():
+    # Refusals against a newer state must keep the proposal pending; ones against the current state reset it.
+    image, logic = cluster()
+    p = image.topics["t"].partitions[0]
+    stale = [
+        (p.leader, p.leader_epoch - 1, p.partition_epoch, [p.leader]),
+        (p.leader, p.leader_epoch, p.partition_epoch + 1, [p.leader]),
+    ]
+    current = [(p.leader, p.leader_epoch, p.partition_epoch, [p.leader, 99])]
+    for args in stale:
+        assert alter_partition_outcome(refusal(logic, "t", 0, *args)) is AlterOutcome.AWAIT_METADATA
+    for args in current:
+        assert alter_partition_outcome(refusal(logic, "t", 0, *args)) is AlterOutcome.REJECTED
+
+
+def leader_with_pending_expansion() -> tuple[LeaderState, ProposeIsr]:
+    """Leader 1, ISR [1, 2]; replica 3 caught up, so [1, 2, 3] is proposed at partition epoch 0."""
+    ls = LeaderState(1, [1, 2, 3], [1, 2], 0, 0, 10, 10, 1000, 0)
+    ls.on_follower_fetch(2, 10, 10, 1)
+    actions = ls.on_follower_fetch(3, 10, 10, 1)
+    proposal = next(a for a in actions if isinstance(a, ProposeIsr))
+    assert proposal.isr == (1, 2, 3) and ls.is_pending([1, 2, 3], 0)
+    return ls, proposal
+
+
+def test_a_proposal_without_verdict_keeps_bounding_the_high_watermark():
+    ls, proposal = leader_with_pending_expansion()
+    # The answer was lost (RETRY) or named a newer state (AWAIT_METADATA): nothing is reset, so 3 still
+    # holds the HW back although only [1, 2] is committed as far as this leader knows.
+    ls.on_leader_append(20, 2)
+    ls.on_follower_fetch(2, 20, 20, 3)
+    assert ls.high_watermark == 10
+    assert alter_partition_retry_wanted(ls, 0, proposal.isr, proposal.partition_epoch)
+    assert not alter_partition_retry_wanted(ls, 1, proposal.isr, proposal.partition_epoch)  # another leadership
+    assert not alter_partition_retry_wanted(ls, 0, proposal.isr, 5)
+    assert not alter_partition_retry_wanted(None, 0, proposal.isr, proposal.partition_epoch)
+    # The committed state arrives by metadata and settles it.
+    ls.on_isr_committed([1, 2, 3], 1)
+    assert ls.pending_isr is None
+    assert not alter_partition_retry_wanted(ls, 0, proposal.isr, proposal.partition_epoch)
+
+
+def test_a_definite_refusal_lets_the_high_watermark_ignore_the_addition():
+    ls, proposal = leader_with_pending_expansion()
+    ls.on_leader_append(20, 2)
+    ls.on_follower_fetch(2, 20, 20, 3)
+    actions = ls.on_isr_rejected(list(proposal.isr), proposal.partition_epoch)
+    assert HighWatermarkAdvanced(20) in actions and ls.pending_isr is None
+
+
+# --- the broker's loop (server.py _alter_partition) ---------------------------------------------------
+
+
+class FakePartition:
+    def __init__(self, ls: LeaderState) -> None:
+        self.topic, self.partition = "t", 0
+        self.leader_epoch = ls.leader_epoch
+        self.isr = ls.isr
+        self.leader_state: LeaderState | None = ls
+        self.high_watermark = ls.high_watermark
+
+    def _handle(self, actions: list) -> None:
+        for a in actions:
+            if isinstance(a, HighWatermarkAdvanced):
+                self.high_watermark = a.high_watermark
+
+
+def broker_with_controller(monkeypatch, answers: list[Any]) -> tuple[BrokerServer, list[dict]]:
+    """A BrokerServer whose controller (broker 2) answers AlterPartition from `answers` (a body, or an
+    exception to raise), recording the requests."""
+    monkeypatch.setattr(server_mod, "ALTER_RETRY_BACKOFF_S", (0.001, 0.002))
+    server = BrokerServer(BrokerConfig(broker_id=1))
+    server.quorum = SimpleNamespace(node=SimpleNamespace(leader_id=2))  # type: ignore[assignment]
+    server.metrics = BrokerMetrics(1)
+    server.incarnation = 7
+    sent: list[dict] = []
+
+    async def peer_request(broker_id: int, api: Any, body: dict, timeout: float) -> dict:
+        assert broker_id == 2
+        sent.append(body)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    server.peer_request = peer_request  # type: ignore[method-assign]
+    return server, sent
+
+
+def err(code: ErrorCode) -> dict:
+    return {"error_code": int(code), "error_message": code.name}
+
+
+def test_broker_retries_until_a_verdict_and_keeps_a_stale_refused_proposal(monkeypatch):
+    ls, proposal = leader_with_pending_expansion()
+    part = FakePartition(ls)
+    answers: list[Any] = [
+        KafkaLiteError("timed out", ErrorCode.NETWORK_EXCEPTION),
+        err(ErrorCode.NOT_CONTROLLER),
+        err(ErrorCode.INVALID_UPDATE_VERSION),  # maybe our first attempt, committed: wait for metadata
+    ]
+    server, sent = broker_with_controller(monkeypatch, answers)
+    asyncio.run(server._alter_partition(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    assert len(sent) == 3 and not answers
+    assert [b["seq"] for b in sent] == [1, 2, 3] and {b["incarnation"] for b in sent} == {7}
+    assert all(b["isr"] == [1, 2, 3] and b["partition_epoch"] == 0 and b["leader_epoch"] == 0 for b in sent)
+    assert ls.is_pending([1, 2, 3], 0)
+
+
+def test_broker_resets_on_a_definite_refusal(monkeypatch):
+    ls, proposal = leader_with_pending_expansion()
+    part = FakePartition(ls)
+    server, sent = broker_with_controller(monkeypatch, [err(ErrorCode.INELIGIBLE_REPLICA)])
+    asyncio.run(server._alter_partition(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    assert len(sent) == 1 and ls.pending_isr is None
+
+
+def test_broker_stops_retrying_once_metadata_settled_the_proposal(monkeypatch):
+    ls, proposal = leader_with_pending_expansion()
+    part = FakePartition(ls)
+    answers: list[Any] = [err(ErrorCode.REQUEST_TIMED_OUT), err(ErrorCode.REQUEST_TIMED_OUT)]
+    server, sent = broker_with_controller(monkeypatch, answers)
+    original = server.peer_request
+
+    async def then_committed(*args: Any) -> dict:
+        try:
+            return await original(*args)
+        finally:
+            ls.on_isr_committed([1, 2, 3], 1)  # the commit reaches the leader by metadata meanwhile
+
+    server.peer_request = then_committed  # type: ignore[method-assign]
+    asyncio.run(server._alter_partition(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    assert len(sent) == 1
+
+
+# --- the controller's checks (controller_service.py) ----------------------------------------------------
+
+
+class FakeQuorum:
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.applied_listeners: list[Any] = []
+        self.stopped = False
+        self.applied = 0
+        self.mlog = SimpleNamespace(end_offset=0)
+        self.node = SimpleNamespace(
+            leader_id=1, follower_last_fetch_ms=lambda b: None, voters_seen_in_election=lambda e: frozenset()
+        )
+        self.incarnations: dict[int, int] = {}
+        self.commits = 0
+
+    def broker_incarnation(self, broker_id: int) -> int:
+        return self.incarnations.get(broker_id, 0)
+
+    async def propose(self, records: list[dict], timeout: float = 10.0) -> int:
+        apply(self.image, records)
+        self.commits += 1
+        return self.image.offset
+
+
+def test_controller_refuses_a_restarted_leaders_old_proposals_and_overtaken_requests():
+    image, _ = cluster()
+    quorum = FakeQuorum(image)
+    service = ControllerService(1, image, quorum, {}, 2000, "c")  # type: ignore[arg-type]
+    service.on_role(True, 1, 1)
+    p = image.topics["t"].partitions[0]
+    leader = p.leader
+
+    def alter(isr: list[int], incarnation: int | None, seq: int | None) -> ErrorCode:
+        st = image.topics["t"].partitions[0]
+        try:
+            asyncio.run(
+                service.alter_partition("t", 0, leader, st.leader_epoch, st.partition_epoch, isr, incarnation, seq)
+            )
+        except KafkaLiteError as e:
+            return e.code
+        return ErrorCode.NONE
+
+    quorum.incarnations[leader] = 5
+    assert alter([leader], 5, 1) == ErrorCode.NONE
+    # The leader restarted: its new process (6) fetched. A request of process 5, late, must not apply.
+    quorum.incarnations[leader] = 6
+    assert alter(sorted(p.replicas), 5, 2) == ErrorCode.STALE_BROKER_EPOCH
+    assert alter_partition_outcome(ErrorCode.STALE_BROKER_EPOCH) is AlterOutcome.AWAIT_METADATA
+    assert alter(sorted(p.replicas), 6, 4) == ErrorCode.NONE
+    # An older request of the same process arriving after a newer one was taken: no verdict, not applied.
+    st = image.topics["t"].partitions[0]
+    assert alter([leader], 6, 3) == ErrorCode.REQUEST_TIMED_OUT
+    assert alter_partition_outcome(ErrorCode.REQUEST_TIMED_OUT) is AlterOutcome.RETRY
+    assert image.topics["t"].partitions[0] == st
+    # Brokers that send neither field are not checked.
+    assert alter([leader], None, None) == ErrorCode.NONE
+    assert quorum.commits == 3
+
+
+# --- the incarnation on quorum fetches ---------------------------------------------------------------
+
+
+def test_fetch_request_incarnation_is_optional_on_the_wire():
+    assert FetchRequest(3, 2, 10, 2, 99).to_wire() == ["fq", 3, 2, 10, 2, 99]
+    assert from_wire(["fq", 3, 2, 10, 2]) == FetchRequest(3, 2, 10, 2, 0)  # from a broker without the field
+    assert from_wire(FetchRequest(3, 2, 10, 2, 99).to_wire()).incarnation == 99  # type: ignore[union-attr]
