@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The cluster as one host sees it: each broker up or down, then every partition's
+# Leader/Replicas/Isr (kl-cluster status's format, for brokers that kl-cluster did not start).
+# deploy/azure/status.sh runs it on one VM over ssh.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=common.sh
+source "$HERE/common.sh"
+
+usage() {
+  cat <<'EOF'
+Usage: status.sh [--root DIR]
+
+Prints one line per broker (address, up/down; this host's service state), then the topics as
+`kl-topics --describe` prints them, then "healthy" or what is not. Exits 0 when healthy (every
+broker answers, every partition has a leader and a full ISR), 1 otherwise.
+
+  --root DIR   the --root given to install.sh
+  -h, --help   this help
+EOF
+}
+
+ROOT=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --root)
+      [ $# -ge 2 ] || die "--root needs a value"
+      ROOT=$2
+      shift
+      ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+  shift
+done
+
+kl_paths "$ROOT"
+kl_load_env
+PEERS=${KL_PEERS:-$KL_BROKER_ID@$KL_HOST:$KL_PORT}
+problems=()
+up=()
+IFS=, read -r -a entries <<<"$PEERS"
+for entry in "${entries[@]}"; do
+  id=${entry%%@*} hostport=${entry#*@}
+  state=down
+  if kl_port_open "${hostport%:*}" "${hostport##*:}"; then
+    state=up
+    up+=("$hostport")
+  else
+    problems+=("broker $id down")
+  fi
+  extra=""
+  if [ "$id" = "$KL_BROKER_ID" ]; then
+    if [ "$KL_SYSTEMD" = yes ]; then
+      extra=$'\t'"this host: $KL_UNIT $(systemctl is-active "$KL_UNIT" 2>/dev/null || true)"
+    else
+      extra=$'\t'"this host: pid $(kl_broker_pid)"
+    fi
+  fi
+  printf 'broker %s\t%s\t%s%s\n' "$id" "$hostport" "$state" "$extra"
+done
+
+if [ ${#up[@]} -gt 0 ]; then
+  bootstrap=$(
+    IFS=,
+    echo "${up[*]}"
+  )
+  if out=$(timeout 30 "$KL_VENV/bin/kl-topics" --bootstrap-server "$bootstrap" --describe 2>&1); then
+    [ -z "$out" ] || printf '%s\n' "$out"
+    if ! why=$(kl_check_partitions healthy <<<"$out"); then
+      problems+=("$why")
+    fi
+  else
+    echo "(metadata unavailable: ${out##*$'\n'})"
+    problems+=("metadata unavailable")
+  fi
+fi
+
+if [ ${#problems[@]} -eq 0 ]; then
+  echo "healthy: every broker up, every partition led and fully in sync"
+else
+  printf 'NOT healthy: %s\n' "${problems[0]}"
+  exit 1
+fi

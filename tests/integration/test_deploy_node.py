@@ -1,0 +1,271 @@
+"""deploy/node/install.sh on this machine, offline: it creates the service user, a venv with the
+package (a wheel of this checkout, dependencies reused from the test venv), the data dir, the
+config, the launcher and kl-broker.service; a second run changes nothing; the launcher that
+ExecStart names is the one `--no-systemd` runs, as the service user, and SIGTERM stops it cleanly.
+Needs root (CI runs as root)."""
+
+from __future__ import annotations
+
+import base64
+import configparser
+import fnmatch
+import hashlib
+import importlib.metadata
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, free_port
+
+pytestmark = pytest.mark.timeout(180)
+NODE = ROOT / "deploy" / "node"
+
+
+def build_wheel(out_dir: Path, version: str | None = None) -> Path:
+    """A wheel of this checkout, as `pip wheel .` would make it from setup.cfg (packages, metadata,
+    console scripts), written directly: pip needs setuptools' bdist_wheel for that, which is not
+    in the venv, and fetching it would need the network. `version` makes an upgrade's wheel."""
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    name, version = cfg["metadata"]["name"], version or cfg["metadata"]["version"]
+    dist = f"{name.replace('-', '_')}-{version}"
+    lines = lambda section, key: [x.strip() for x in cfg[section][key].splitlines() if x.strip()]  # noqa: E731
+    include = lines("options.packages.find", "include")
+    files: dict[str, bytes] = {}
+    tops = sorted({pattern.split(".")[0] for pattern in include})
+    for py in sorted(p for top in tops for p in (ROOT / top).rglob("*.py")):
+        rel = py.relative_to(ROOT)
+        package = ".".join(rel.parent.parts)
+        if rel.parent.parts and any(fnmatch.fnmatchcase(package, pattern) for pattern in include):
+            files[rel.as_posix()] = py.read_bytes()
+    info = f"{dist}.dist-info"
+    metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    metadata += [f"Requires-Python: {cfg['options']['python_requires']}"]
+    metadata += [f"Requires-Dist: {r}" for r in setup_requires()]
+    files[f"{info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    scripts = lines("options.entry_points", "console_scripts")
+    files[f"{info}/entry_points.txt"] = ("[console_scripts]\n" + "\n".join(scripts) + "\n").encode()
+    record = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    files[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
+    out = out_dir / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for path, data in files.items():
+            z.writestr(zipfile.ZipInfo(path, (2020, 1, 1, 0, 0, 0)), data)
+    return out
+
+
+def setup_requires() -> list[str]:
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    return [x.strip() for x in cfg["options"]["install_requires"].splitlines() if x.strip()]
+
+
+def copy_deps(dest: Path) -> Path:
+    """A site-packages directory with just the package's dependencies, copied from the test venv,
+    for install.sh --deps-from: offline, and readable by the service user wherever the test venv
+    lives."""
+    todo = setup_requires()
+    seen: set[str] = set()
+    while todo:
+        name = re.match(r"[A-Za-z0-9_.-]+", todo.pop()).group(0).lower()  # type: ignore[union-attr]
+        if name in seen:
+            continue
+        seen.add(name)
+        dist = importlib.metadata.distribution(name)
+        for f in dist.files or []:
+            src = Path(dist.locate_file(f))
+            if src.is_file() and ".." not in f.parts:
+                (dest / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest / f)
+        todo += [r for r in dist.requires or [] if "extra ==" not in r]
+    return dest
+
+
+def clean_env() -> dict[str, str]:
+    """The environment for install.sh and the brokers it starts: without the test's PYTHONPATH or
+    venv, so the installed package is what runs."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI runs as root; these tests must run there")
+        pytest.skip("install.sh creates users and system files: needs root (CI runs as root)")
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int, int, int, int]]:
+    """(content hash, mode, uid, gid, mtime) of every file and directory the install wrote, bar the
+    venv's bytecode caches, to tell whether a second run changed anything."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if "__pycache__" in p.parts:
+            continue
+        st = p.lstat()
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink() else ""
+        out[str(p.relative_to(root))] = (digest, st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns)
+    return out
+
+
+@pytest.fixture
+def service_user() -> Iterator[str]:
+    """A user name no one has; install.sh creates it, the test deletes it."""
+    require_root()
+    name = f"kltest{os.getpid() % 100000}"
+    assert subprocess.run(["id", name], capture_output=True).returncode != 0
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+def others_may_run(path: Path) -> bool:
+    """Whether a user other than root can reach (o+x on every parent) and run (o+rx) path."""
+    path = path.resolve()
+    return all(p.stat().st_mode & 0o001 for p in path.parents) and path.stat().st_mode & 0o005 == 0o005
+
+
+def user_python() -> str:
+    """An interpreter the service user may run, of the test venv's Python version (the copied
+    dependencies are built for it): the test venv's base interpreter may live under /root, which
+    other users cannot enter; Debian's python3.11 may serve."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (sys._base_executable, f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
+        if Path(candidate).is_file() and others_may_run(Path(candidate)):
+            return candidate
+    pytest.fail(f"no Python {version} that other users may run (apt-get install python{version})")
+
+
+def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str, tmp_path: Path) -> None:
+    # A root other users can enter (pytest's tmp_path is private to root); removed at the end.
+    root = Path(tempfile.mkdtemp(prefix="kl-install-", dir="/tmp"))
+    root.chmod(0o755)
+    proc: subprocess.Popen | None = None
+    try:
+        wheel = build_wheel(tmp_path)
+        deps = copy_deps(root / "deps")
+        port = free_port()
+        args = ["bash", str(NODE / "install.sh"), "--root", str(root), "--id", "7", "--user", service_user]
+        args += [
+            "--peers",
+            f"7@127.0.0.1:{port}",
+            "--override",
+            "num.partitions=2",
+            "--override",
+            "log.retention.ms=60000",
+        ]
+        args += ["--package", str(wheel), "--deps-from", str(deps), "--python", user_python()]
+        first = subprocess.run([*args, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=120)
+        assert first.returncode == 0, first.stderr
+        assert "changes" in first.stderr.splitlines()[-1]
+
+        user = pwd.getpwnam(service_user)
+        assert user.pw_shell == "/usr/sbin/nologin"
+        state = root / "var/lib/kafkalite"
+        for d in (state, state / "data"):
+            st = d.stat()
+            assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (user.pw_uid, user.pw_gid, 0o750)
+        props = (root / "etc/kafkalite/server.properties").read_text().splitlines()
+        assert props[1:] == [
+            "broker.id=7",
+            "host=127.0.0.1",
+            f"port={port}",
+            f"log.dirs={state / 'data'}",
+            f"peers=7@127.0.0.1:{port}",
+            "num.partitions=2",
+            "log.retention.ms=60000",
+        ]
+        launcher = root / "opt/kafkalite/bin/kl-broker-run"
+        unit = (root / "etc/systemd/system/kl-broker.service").read_text()
+        for line in (
+            f"User={service_user}",
+            f"ExecStart={launcher}",
+            "Restart=on-failure",
+            "LimitNOFILE=1048576",
+            "KillSignal=SIGTERM",
+            "TimeoutStopSec=60",
+        ):
+            assert f"\n{line}\n" in unit, line
+        if shutil.which("systemd-analyze"):
+            cp = subprocess.run(
+                ["systemd-analyze", "verify", str(root / "etc/systemd/system/kl-broker.service")],
+                capture_output=True,
+                text=True,
+            )
+            assert cp.returncode == 0, cp.stderr
+        venv_python = root / "opt/kafkalite/venv/bin/python"
+        cp = subprocess.run(
+            [
+                venv_python,
+                "-c",
+                "import broker, importlib.metadata as m; print(broker.__file__, m.version('kafka-lite'))",
+            ],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            cwd=root,  # not the checkout, whose broker/ python -c would import first
+        )
+        module, version = cp.stdout.split()
+        assert module.startswith(f"{root}/opt/kafkalite/venv/lib/") and version == "0.1.0", cp.stderr
+
+        # Running it again, with the same arguments: nothing changes, not even an mtime.
+        before = snapshot(root)
+        again = subprocess.run([*args, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=120)
+        assert again.returncode == 0, again.stderr
+        assert "package unchanged" in again.stderr
+        assert "0 changes" in again.stderr.splitlines()[-1]
+        assert snapshot(root) == before
+
+        # --no-systemd runs the unit's ExecStart, as the service user, in the foreground.
+        proc = subprocess.Popen(
+            [*args, "--no-systemd"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=clean_env(), text=True
+        )
+        deadline = time.monotonic() + 30
+        pidfile = state / "kl-broker.pid"
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+                time.sleep(0.1)
+        else:
+            raise AssertionError("the broker did not listen within 30 s")
+        pid = int(pidfile.read_text())
+        status = Path(f"/proc/{pid}/status").read_text()
+        assert f"\nUid:\t{user.pw_uid}\t" in status  # running as the service user
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert cmdline[1:5] == [
+            str(root / "opt/kafkalite/venv/bin/kl-broker").encode(),
+            b"start",
+            b"--config",
+            str(root / "etc/kafkalite/server.properties").encode(),
+        ]
+        # the service user could write its data dir
+        assert {p.stat().st_uid for p in (state / "data").rglob("*")} == {user.pw_uid}
+        # a clean stop with SIGTERM, as systemd's KillSignal sends it
+        os.kill(pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert "shut down cleanly" in out
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        shutil.rmtree(root, ignore_errors=True)
