@@ -69,3 +69,18 @@ def test_records_sent_while_metadata_arrives_keep_their_order():
                 assert n > seen.get(key, -1), f"record {n} of {key!r} appended after a later one"
                 seen[key] = n
     assert len(seen) == 7
+
+
+def test_keyless_records_move_on_after_batch_size_bytes():
+    """KIP-794: a keyless producer stays on one partition for batch.size bytes, then moves on, even when
+    every send is its own batch (linger.ms=0), instead of sticking to one partition forever."""
+    from client.producer import AsyncProducer
+
+    p = AsyncProducer("127.0.0.1:1", linger_ms=0, batch_size=1000)  # never started: only the send path
+    p._publish_count("t", 3)
+    for _ in range(60):
+        p.send("t", b"x" * 100)
+    counts = {tp[1]: sum(len(b.records) for b in q) for tp, q in p.accumulator.queues.items()}
+    assert set(counts) == {0, 1, 2}
+    # About 10 records (1000 bytes) per turn; a batch closing at batch.size can end a turn a record early.
+    assert all(12 <= n <= 28 for n in counts.values()), counts
