@@ -209,7 +209,7 @@ class KafkaApis:
                     ],
                 }
             )
-        controller = self.server.quorum.node.leader_id
+        controller = self.server.quorum.controller_id
         return {
             "error_code": 0,
             "cluster_id": image.cluster_id,

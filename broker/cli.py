@@ -22,6 +22,8 @@ def start_command(
     host: str | None = None,
     peers: str | None = None,
     extra: Sequence[str] = (),
+    coordination: str | None = None,
+    zookeeper: str | None = None,
 ) -> list[str]:
     """The `kl-broker start` command line, for the tools and tests that launch brokers."""
     cmd = [
@@ -40,6 +42,10 @@ def start_command(
         cmd += ["--host", host]
     if peers:
         cmd += ["--peers", peers]
+    if coordination:
+        cmd += ["--coordination", coordination]
+    if zookeeper:
+        cmd += ["--zookeeper", zookeeper]
     return cmd + list(extra)
 
 
@@ -81,6 +87,18 @@ def main() -> None:
     help="Every broker of the cluster, this one included (default: a cluster of one).",
 )
 @click.option(
+    "--coordination",
+    type=click.Choice(["custom", "zookeeper"]),
+    default=None,
+    help="coordination: the brokers' own controller quorum (custom, the default) or ZooKeeper.",
+)
+@click.option(
+    "--zookeeper",
+    default=None,
+    metavar="HOST:PORT[,HOST:PORT][/CHROOT]",
+    help="zookeeper.connect, for --coordination zookeeper (chroot default /kafkalite).",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
@@ -89,7 +107,7 @@ def main() -> None:
 )
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable.")
 @click.option("--log-level", default="INFO", show_default=True)
-def start(broker_id, host, port, data_dir, peers, config_file, overrides, log_level) -> None:
+def start(broker_id, host, port, data_dir, peers, coordination, zookeeper, config_file, overrides, log_level) -> None:
     """Start a broker in the foreground. SIGTERM shuts it down cleanly."""
     try:
         props: dict[str, str] = read_properties(config_file) if config_file else {}
@@ -104,6 +122,8 @@ def start(broker_id, host, port, data_dir, peers, config_file, overrides, log_le
             ("port", port),
             ("log.dirs", data_dir),
             ("peers", peers),
+            ("coordination", coordination),
+            ("zookeeper.connect", zookeeper),
         ):
             if val is not None:
                 props[key] = str(val)

@@ -1,7 +1,8 @@
 """kl-cluster: run a local cluster of kl-broker processes for demos and tests.
 
 State lives in DATA_DIR/cluster.json (ports, pids), so `status`, `kill`, `start`
-and `down` work from any shell.
+and `down` work from any shell. `up --coordination zookeeper` also starts a local
+standalone ZooKeeper (broker/zk_local.py) in DATA_DIR/zookeeper, stopped by `down`.
 """
 
 from __future__ import annotations
@@ -74,8 +75,15 @@ def _wait_port(port: int, timeout: float) -> bool:
 def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
     b = state["brokers"][bid]
     log = open(data_dir / f"broker-{bid}.log", "ab")
+    zk = state.get("zookeeper")
     cmd = start_command(
-        bid, b["port"], data_dir / f"broker-{bid}", peers=state.get("peers") or None, extra=state.get("extra", [])
+        bid,
+        b["port"],
+        data_dir / f"broker-{bid}",
+        peers=state.get("peers") or None,
+        extra=state.get("extra", []),
+        coordination="zookeeper" if zk else None,
+        zookeeper=f"127.0.0.1:{zk['port']}" if zk else None,
     )
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     b["pid"] = proc.pid
@@ -92,7 +100,17 @@ def main() -> None:
 @click.option("--base-port", type=int, default=9092, show_default=True)
 @click.option("--data-dir", type=click.Path(path_type=Path), required=True)
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Passed to every broker.")
-def up(brokers: int, base_port: int, data_dir: Path, overrides: tuple[str, ...]) -> None:
+@click.option(
+    "--coordination",
+    type=click.Choice(["custom", "zookeeper"]),
+    default="custom",
+    show_default=True,
+    help="zookeeper: start a local ZooKeeper too and run the brokers in ZooKeeper mode.",
+)
+@click.option("--zookeeper-port", type=int, default=0, help="ZooKeeper's port (default: a free one).")
+def up(
+    brokers: int, base_port: int, data_dir: Path, overrides: tuple[str, ...], coordination: str, zookeeper_port: int
+) -> None:
     """Start N brokers in the background and print the bootstrap servers."""
     if brokers < 1:
         raise click.UsageError("--brokers must be >= 1")
@@ -106,6 +124,9 @@ def up(brokers: int, base_port: int, data_dir: Path, overrides: tuple[str, ...])
         "peers": ",".join(f"{i}@127.0.0.1:{base_port + n}" for n, i in enumerate(ids)) if brokers > 1 else "",
         "extra": [x for o in overrides for x in ("--override", o)],
     }
+    if coordination == "zookeeper":
+        state["zookeeper"] = _start_zookeeper(data_dir, zookeeper_port)
+        _save(data_dir, state)
     for bid in ids:
         _start_broker(data_dir, state, bid)
     _save(data_dir, state)
@@ -116,6 +137,21 @@ def up(brokers: int, base_port: int, data_dir: Path, overrides: tuple[str, ...])
     if not _wait_registered(bootstrap, brokers, 30):
         raise click.ClickException(f"the brokers did not form a cluster within 30 s; see {data_dir}/broker-*.log")
     click.echo(bootstrap)
+
+
+def _start_zookeeper(data_dir: Path, port: int) -> dict:
+    from broker.zk_local import LocalZooKeeper
+
+    if not port:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    try:
+        zk = LocalZooKeeper(data_dir / "zookeeper", port).start(detach=True)
+    except RuntimeError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"ZooKeeper on 127.0.0.1:{port}", err=True)
+    return {"port": port, "pid": zk.proc.pid if zk.proc else None}
 
 
 def _wait_registered(bootstrap: str, n: int, timeout: float) -> bool:
@@ -151,6 +187,10 @@ def status(data_dir: Path) -> None:
     """One line per broker, then the topics as kl-topics --describe prints them."""
     state = _load(data_dir)
     up_ = []
+    if zk := state.get("zookeeper"):
+        click.echo(
+            f"zookeeper\t127.0.0.1:{zk['port']}\tpid {zk.get('pid')}\t{'up' if _alive(zk.get('pid')) else 'down'}"
+        )
     for bid, b in state["brokers"].items():
         alive = _alive(b.get("pid"))
         click.echo(f"broker {bid}\t127.0.0.1:{b['port']}\tpid {b.get('pid')}\t{'up' if alive else 'down'}")
@@ -212,7 +252,7 @@ def start(broker_id: str, data_dir: Path) -> None:
 @main.command()
 @click.option("--data-dir", type=click.Path(path_type=Path), required=True)
 def down(data_dir: Path) -> None:
-    """SIGTERM every broker (clean shutdown) and wait; SIGKILL what is left after 30 s."""
+    """SIGTERM every broker (clean shutdown) and wait; SIGKILL what is left after 30 s. Then ZooKeeper."""
     state = _load(data_dir)
     pids = [b["pid"] for b in state["brokers"].values() if _alive(b.get("pid"))]
     for pid in pids:
@@ -225,6 +265,11 @@ def down(data_dir: Path) -> None:
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
     click.echo(f"stopped {len(pids)} brokers")
+    if state.get("zookeeper"):
+        from broker.zk_local import stop_pid_file
+
+        if stop_pid_file(data_dir / "zookeeper" / "zookeeper.pid"):
+            click.echo("stopped ZooKeeper")
 
 
 if __name__ == "__main__":

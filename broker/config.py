@@ -40,6 +40,14 @@ class BrokerConfig:
     # The proposal's failure detector: 2 s without a metadata fetch fences a broker.
     broker_session_timeout_ms: int = 2000
     controller_election_timeout_ms: int = 2000
+    # How the brokers agree on the controller and the metadata (election/coordination.py): "custom" (their
+    # own quorum, the default) or "zookeeper" (Kafka's classic design, for comparison).
+    coordination: str = "custom"
+    # Kafka's zookeeper.connect: "host:port[,host:port...][/chroot]" (chroot default /kafkalite).
+    zookeeper_connect: str = ""
+    # Kafka's default is 18 s; 2 s here, the same as broker.session.timeout.ms, so that the two modes detect
+    # a dead broker equally fast and the failover comparison (docs/BENCHMARKS.md) measures the mechanisms.
+    zookeeper_session_timeout_ms: int = 2000
     replica_lag_time_max_ms: int = 30000
     # Kafka's default; ReplicaFetcher.add cuts a pending long poll short, so a newly followed partition
     # (after a leader change) does not wait it out.
@@ -73,6 +81,9 @@ class BrokerConfig:
         "peers": ("peers", str),
         "broker.session.timeout.ms": ("broker_session_timeout_ms", int),
         "controller.quorum.election.timeout.ms": ("controller_election_timeout_ms", int),
+        "coordination": ("coordination", lambda v: str(v).strip().lower()),
+        "zookeeper.connect": ("zookeeper_connect", str),
+        "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", int),
         "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
         "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
         "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
@@ -134,6 +145,21 @@ class BrokerConfig:
         for name in ("broker_session_timeout_ms", "controller_election_timeout_ms", "replica_lag_time_max_ms"):
             if getattr(self, name) < 100:
                 raise InvalidConfigError(f"{name.replace('_', '.')} must be >= 100")
+        from election.coordination import MODES
+
+        if self.coordination not in MODES:
+            raise InvalidConfigError(f"coordination must be one of {', '.join(MODES)}, not {self.coordination!r}")
+        if self.coordination == "zookeeper":
+            if not self.zookeeper_connect:
+                raise InvalidConfigError("coordination=zookeeper needs zookeeper.connect (--zookeeper HOST:PORT)")
+            from net.zk_coordination import parse_connect
+
+            try:
+                parse_connect(self.zookeeper_connect)
+            except ValueError as e:
+                raise InvalidConfigError(f"zookeeper.connect: {e}") from None
+            if self.zookeeper_session_timeout_ms < 1000:
+                raise InvalidConfigError("zookeeper.session.timeout.ms must be >= 1000")
         if self.group_initial_rebalance_delay_ms < 0:
             raise InvalidConfigError("group.initial.rebalance.delay.ms must be >= 0")
         if not 1 <= self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:

@@ -1,7 +1,9 @@
 """ControllerService: runs on every broker, active on the elected controller.
 
 It turns admin requests, ISR change requests and broker liveness into metadata
-records (through the pure ControllerLogic) and commits them through the quorum.
+records (through the pure ControllerLogic) and commits them through the
+coordination (election/coordination.py: the custom quorum or ZooKeeper; this
+code does not know which).
 Proposals are serialized, and each is computed from the image with every
 earlier one applied, so a leader epoch is never handed out twice.
 """
@@ -17,7 +19,7 @@ from broker.controller import ControllerLogic, MetadataImage, check_broker_incar
 from net.errors import ErrorCode, KafkaLiteError
 
 if TYPE_CHECKING:
-    from net.quorum_driver import QuorumDriver
+    from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.controller")
 
@@ -35,7 +37,7 @@ class ControllerService:
         self,
         broker_id: int,
         image: MetadataImage,
-        quorum: "QuorumDriver",
+        quorum: "Coordination",
         addresses: dict[int, tuple[str, int]],
         session_timeout_ms: int,
         cluster_id: str,
@@ -62,6 +64,7 @@ class ControllerService:
         # broker -> (incarnation, seq) of the newest AlterPartition taken from it (see alter_partition).
         self._alter_taken: dict[int, tuple[int, int]] = {}
         quorum.applied_listeners.append(self._on_applied)
+        quorum.liveness_listeners.append(self._on_liveness_changed)
 
     # --- role changes from the quorum ---------------------------------------------
 
@@ -71,7 +74,7 @@ class ControllerService:
         if is_controller:
             self._since_ms = _now_ms()
             # Records of earlier epochs in our log commit with our first record: act only once applied.
-            self._ready_at_offset = self.quorum.mlog.end_offset
+            self._ready_at_offset = self.quorum.log_end_offset
         elif self._expiry_timer is not None:
             self._expiry_timer.cancel()
             self._expiry_timer = None
@@ -84,13 +87,19 @@ class ControllerService:
             # call_soon: we are inside the quorum driver's apply loop, which a proposal must not re-enter.
             asyncio.get_running_loop().call_soon(self.tick)
 
+    def _on_liveness_changed(self) -> None:
+        # A broker's registration appeared or vanished (ZooKeeper mode): act now, not at the next tick.
+        # call_soon: the coordination may be in the middle of its own bookkeeping.
+        if self.ready:
+            asyncio.get_running_loop().call_soon(self.tick)
+
     @property
     def ready(self) -> bool:
         return self.active and self.quorum.applied >= self._ready_at_offset
 
     def check_active(self) -> None:
         if not self.ready:
-            leader = self.quorum.node.leader_id
+            leader = self.quorum.controller_id
             raise NotControllerError(
                 f"broker {self.broker_id} is not the active controller"
                 + (f" (controller is {leader})" if leader is not None and leader != self.broker_id else "")
@@ -119,7 +128,7 @@ class ControllerService:
         self.logic.unclean_elections.clear()
 
     def tick(self) -> None:
-        """Registration and fencing, from who fetches the metadata log (fetches are heartbeats)."""
+        """Registration and fencing, from the coordination's liveness view (quorum fetches or znodes)."""
         if self.quorum.stopped:
             return  # shutting down: the expiry timer may outlive the broker's periodic tick, never propose now
         if not self.ready or (self._housekeeping is not None and not self._housekeeping.done()):
@@ -140,11 +149,13 @@ class ControllerService:
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
             self._expiry_timer = None
-        seen = self.quorum.node.voters_seen_in_election(self.epoch)
         due = [
-            self._expires_at(bid, seen)
-            for bid in self.addresses
-            if bid != self.broker_id and (b := self.image.brokers.get(bid)) is not None and not b.fenced
+            at
+            for bid in self.quorum.known_brokers()
+            if bid != self.broker_id
+            and (b := self.image.brokers.get(bid)) is not None
+            and not b.fenced
+            and (at := self._expires_at(bid)) is not None
         ]
         if due:
             # +1 ms: _now_ms() truncates, and `_alive` needs now >= expiry to see the session as expired.
@@ -163,7 +174,7 @@ class ControllerService:
                     if r["type"] == "broker":
                         if r["fenced"]:
                             log.warning(
-                                "fencing broker %d: no metadata fetch for %d ms", r["id"], self.session_timeout_ms
+                                "fencing broker %d: no sign of life for %d ms", r["id"], self.session_timeout_ms
                             )
                         else:
                             log.info("registering broker %d (%s:%d)", r["id"], r["host"], r["port"])
@@ -180,9 +191,8 @@ class ControllerService:
         records: list[dict[str, Any]] = []
         if not self.image.cluster_id:
             records.append({"type": "cluster", "cluster_id": self.cluster_id})
-        seen = self.quorum.node.voters_seen_in_election(self.epoch)
-        for bid, (host, port) in sorted(self.addresses.items()):
-            alive = bid == self.broker_id or self._alive(bid, now, seen)
+        for bid, (host, port) in sorted(self.quorum.known_brokers().items()):
+            alive = bid == self.broker_id or self._alive(bid, now)
             b = self.image.brokers.get(bid)
             if alive and (b is None or b.fenced or (b.host, b.port) != (host, port)):
                 return records + self.logic.register_broker(bid, host, port)
@@ -190,19 +200,15 @@ class ControllerService:
                 return records + self.logic.fence_broker(bid)
         return records
 
-    def _alive(self, bid: int, now: int, seen: frozenset[int]) -> bool:
-        return now < self._expires_at(bid, seen)
+    def _alive(self, bid: int, now: int) -> bool:
+        at = self._expires_at(bid)
+        return at is None or now < at
 
-    def _expires_at(self, bid: int, seen: frozenset[int]) -> int:
-        """The time (ms, our clock) from which `bid` counts as dead unless it fetches again."""
-        last = self.quorum.node.follower_last_fetch_ms(bid)
-        if last is not None:
-            return last + self.session_timeout_ms
-        # Not fetched from us yet this epoch: give it a session timeout if it took part in the election
-        # that made us controller. One that sent no state in the election is almost surely the controller
-        # that died: fence it at once (if it is alive after all, its next fetch registers it again).
-        grace = self.session_timeout_ms if bid in seen else 0
-        return self._since_ms + grace
+    def _expires_at(self, bid: int) -> int | None:
+        """The time (ms, our clock) from which `bid` counts as dead unless it shows life again (None: alive).
+        The rule is the coordination's: election/coordination.py fetch_liveness_expiry (custom mode) and
+        registration_expiry (ZooKeeper)."""
+        return self.quorum.broker_expires_at(bid, self.epoch, self._since_ms, self.session_timeout_ms)
 
     # --- requests served by the active controller ----------------------------------------
 

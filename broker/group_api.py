@@ -86,7 +86,7 @@ class GroupApis:
             if self.server.controller.ready:
                 await self.server.controller.create_topic(OFFSETS_TOPIC, n, rf, configs)
             else:
-                controller = self.server.quorum.node.leader_id
+                controller = self.server.quorum.controller_id
                 if controller is None:
                     return _not_available("no active controller to create the offsets topic")
                 topic = {"name": OFFSETS_TOPIC, "num_partitions": n, "replication_factor": rf, "configs": configs}

@@ -76,6 +76,7 @@ from broker.replication import (
     validate_fetch,
 )
 from broker.replication_sim_checks import Checker, SimFailure, SimLog
+from election.coordination import fetch_liveness_expiry
 from net.errors import ErrorCode, KafkaLiteError
 
 TOPIC = "t"
@@ -271,19 +272,21 @@ class Produce:
 class _QuorumView:
     """What ControllerService asks its quorum node about liveness, answered by the simulated controller."""
 
-    def __init__(self, ctrl: SimController) -> None:
+    def __init__(self, ctrl: SimController, addresses: dict[int, tuple[str, int]]) -> None:
         self.ctrl = ctrl
-        self.applied_listeners: list[Any] = []  # the service's wake-up hooks: the simulator ticks it itself
+        self.addresses = addresses
+        # The service's wake-up hooks: the simulator ticks it itself.
+        self.applied_listeners: list[Any] = []
+        self.liveness_listeners: list[Any] = []
 
-    @property
-    def node(self) -> _QuorumView:
-        return self
+    def known_brokers(self) -> dict[int, tuple[str, int]]:
+        return self.addresses
 
-    def follower_last_fetch_ms(self, broker_id: int) -> int | None:
-        return self.ctrl.last_fetch.get(broker_id)
-
-    def voters_seen_in_election(self, epoch: int) -> frozenset[int]:
-        return self.ctrl.seen
+    def broker_expires_at(self, broker_id: int, epoch: int, since_ms: int, session_timeout_ms: int) -> int | None:
+        # QuorumDriver.broker_expires_at's rule, on the simulated controller's fetch history.
+        return fetch_liveness_expiry(
+            self.ctrl.last_fetch.get(broker_id), broker_id in self.ctrl.seen, since_ms, session_timeout_ms
+        )
 
 
 class SimController:
@@ -295,10 +298,10 @@ class SimController:
         self.image = MetadataImage()
         self.last_fetch: dict[int, int] = {}
         self.seen: frozenset[int] = frozenset()
-        self.quorum = _QuorumView(self)
         # broker_id 0 is none of the brokers: the controller is not one of them here, so none is alive
         # by fiat (ControllerService treats its own broker as alive).
         addresses = {b: (f"b{b}", 9000 + b) for b in brokers}
+        self.quorum = _QuorumView(self, addresses)
         self.service = ControllerService(CONTROLLER, self.image, self.quorum, addresses, session_timeout_ms, "sim")  # type: ignore[arg-type]
         self.logic = self.service.logic
         self.assigned: dict[tuple[int, int], int] = {}  # (partition, leader epoch) -> leader, from records

@@ -3,6 +3,10 @@ and the network together, runs the periodic chores and shuts down cleanly.
 
 A single broker is a cluster of one: the same quorum, metadata log and
 replication code run, with this broker as the only voter and replica.
+
+The coordination (who is controller, the committed metadata records) is the
+`Coordination` interface of election/coordination.py: the custom quorum by
+default, ZooKeeper with coordination=zookeeper. Only `_make_coordination` knows which.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
 from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
 from election import QuorumConfig
+from election.coordination import Coordination
 from net.errors import ErrorCode, KafkaLiteError
 from net.peers import PeerChannel
 from net.protocol import ApiKey
@@ -48,7 +53,7 @@ class BrokerServer:
         self.config = config
         self.log_manager: LogManager | None = None
         self.net: NetServer | None = None
-        self.quorum: QuorumDriver | None = None
+        self.quorum: Coordination | None = None
         self._tasks: list[asyncio.Task] = []
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._data_peers: dict[int, PeerChannel] = {}
@@ -70,7 +75,6 @@ class BrokerServer:
         )
         # Recovery can read whole segments; keep it off the event loop even though nothing listens yet.
         await loop.run_in_executor(None, self.log_manager.startup)
-        mlog = self.log_manager.get_or_create_log(METADATA_TOPIC, 0, LogConfig.from_props(METADATA_LOG_CONFIG))
         self.replica_manager = ReplicaManager(
             cfg.broker_id,
             self.log_manager,
@@ -89,25 +93,17 @@ class BrokerServer:
         await self.net.start()
         cfg.port = self.net.port
         voters = cfg.voters()
-        qcfg = QuorumConfig(
-            election_timeout_ms=cfg.controller_election_timeout_ms,
-            election_jitter_ms=cfg.controller_election_timeout_ms // 4,
-        )
-        # This process's incarnation, above every earlier one of this broker: sent with quorum fetches and
-        # AlterPartition, so the controller can refuse proposals of a process that has since restarted.
+        # This process's incarnation, above every earlier one of this broker: sent with quorum fetches (or in
+        # its ZooKeeper registration) and AlterPartition, so the controller can refuse proposals of a process
+        # that has since restarted.
         self.incarnation = next_incarnation(Path(cfg.log_dirs[0]))
-        self.quorum = QuorumDriver(
-            cfg.broker_id,
-            voters,
-            DiskMetadataLog(mlog),
-            Path(cfg.log_dirs[0]),
-            qcfg,
-            self._on_committed,
-            self._on_role,
-            self.incarnation,
+        self.quorum = self._make_coordination()
+        # The liveness rule follows the mode: ZooKeeper's session timeout decides there (registration_expiry).
+        session_timeout = (
+            cfg.zookeeper_session_timeout_ms if cfg.coordination == "zookeeper" else cfg.broker_session_timeout_ms
         )
         self.controller = ControllerService(
-            cfg.broker_id, self.image, self.quorum, voters, cfg.broker_session_timeout_ms, uuid.uuid4().hex[:22]
+            cfg.broker_id, self.image, self.quorum, voters, session_timeout, uuid.uuid4().hex[:22]
         )
         self.apis = KafkaApis(cfg, self)
         self.net._handler = self.apis
@@ -119,7 +115,47 @@ class BrokerServer:
             asyncio.create_task(self._every(cfg.log_cleaner_backoff_ms / 1000, self._clean_compacted)),
             asyncio.create_task(self._every(TICK_S, self._tick)),
         ]
-        log.info("started on %s:%d, %d voters, in %.2fs", cfg.host, self.net.port, len(voters), time.monotonic() - t0)
+        log.info(
+            "started on %s:%d, %s coordination, %d configured peers, in %.2fs",
+            cfg.host,
+            self.net.port,
+            cfg.coordination,
+            len(voters),
+            time.monotonic() - t0,
+        )
+
+    def _make_coordination(self) -> Coordination:
+        """The one place that knows which coordination mode runs."""
+        cfg = self.config
+        assert self.log_manager is not None and self.net is not None
+        if cfg.coordination == "zookeeper":
+            from net.zk_coordination import ZooKeeperCoordination
+
+            return ZooKeeperCoordination(
+                cfg.broker_id,
+                (cfg.advertised_host or cfg.host, self.net.port),
+                cfg.zookeeper_connect,
+                cfg.zookeeper_session_timeout_ms,
+                self._on_committed,
+                self._on_role,
+                self.incarnation,
+                peers=cfg.voters() if cfg.peers else {},
+            )
+        mlog = self.log_manager.get_or_create_log(METADATA_TOPIC, 0, LogConfig.from_props(METADATA_LOG_CONFIG))
+        qcfg = QuorumConfig(
+            election_timeout_ms=cfg.controller_election_timeout_ms,
+            election_jitter_ms=cfg.controller_election_timeout_ms // 4,
+        )
+        return QuorumDriver(
+            cfg.broker_id,
+            cfg.voters(),
+            DiskMetadataLog(mlog),
+            Path(cfg.log_dirs[0]),
+            qcfg,
+            self._on_committed,
+            self._on_role,
+            self.incarnation,
+        )
 
     # --- metadata ------------------------------------------------------------
 
@@ -134,10 +170,10 @@ class BrokerServer:
         return None  # the image is not loaded yet at startup; apply_image sets the config
 
     def _on_committed(self, entries: list[tuple[int, int, dict[str, Any]]]) -> None:
-        """Publish committed records. The quorum driver calls this only once the broker has caught up with
+        """Publish committed records. The coordination calls this only once the broker has caught up with
         the metadata committed when it started, and with every committed record it holds at once (see
-        net/quorum_driver.py); until then the image stays empty, so the broker leads and follows nothing
-        and answers for no partition. broker/replication_sim.py's _on_meta_records mirrors this."""
+        net/quorum_driver.py, net/zk_coordination.py); until then the image stays empty, so the broker leads
+        and follows nothing and answers for no partition. broker/replication_sim.py's _on_meta_records mirrors this."""
         changed: set[str] = set()
         brokers_changed = False
         for offset, _epoch, record in entries:
@@ -170,7 +206,12 @@ class BrokerServer:
     def _data_peer(self, broker_id: int) -> PeerChannel:
         ch = self._data_peers.get(broker_id)
         if ch is None:
-            host, port = self.config.voters()[broker_id]
+            addr = self.quorum.known_brokers().get(broker_id) if self.quorum is not None else None
+            if addr is None and (b := self.image.brokers.get(broker_id)) is not None:
+                addr = (b.host, b.port)
+            if addr is None:
+                raise KafkaLiteError(f"no address known for broker {broker_id}", ErrorCode.BROKER_NOT_AVAILABLE)
+            host, port = addr
             ch = self._data_peers[broker_id] = PeerChannel(self.config.broker_id, broker_id, host, port)
         return ch
 
@@ -239,7 +280,7 @@ class BrokerServer:
         self._alter_seq += 1
         seq = self._alter_seq
         try:
-            controller = self.quorum.node.leader_id
+            controller = self.quorum.controller_id
             if controller == self.config.broker_id:
                 await self.controller.alter_partition(
                     p.topic,

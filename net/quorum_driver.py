@@ -43,6 +43,7 @@ from election import (
     Truncated,
     from_wire,
 )
+from election.coordination import fetch_liveness_expiry
 from election.log import MetadataLog
 from net.errors import ErrorCode, KafkaLiteError
 from net.peers import PeerChannel
@@ -110,6 +111,8 @@ def next_incarnation(state_dir: Path) -> int:
 
 
 class QuorumDriver:
+    """The custom coordination mode (election/coordination.py `Coordination`)."""
+
     def __init__(
         self,
         broker_id: int,
@@ -139,6 +142,8 @@ class QuorumDriver:
         # Called (with no arguments) after committed records were applied; the controller service uses it to
         # act the moment its new epoch's first record commits instead of at its next periodic tick.
         self.applied_listeners: list[Callable[[], None]] = []
+        self.liveness_listeners: list[Callable[[], None]] = []  # never called: liveness here is the clock's
+        self.voters = dict(voters)
         now = _now_ms()
         persisted = read_state(self.state_path)
         single = list(voters) == [broker_id]
@@ -208,6 +213,26 @@ class QuorumDriver:
             self._apply(self.node.high_watermark)  # in case our log already reaches it (no new Committed)
             return
         self._execute(outputs)
+
+    @property
+    def controller_id(self) -> int | None:
+        return self.node.leader_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.mlog.end_offset
+
+    def known_brokers(self) -> dict[int, tuple[str, int]]:
+        return self.voters
+
+    def broker_expires_at(self, broker_id: int, epoch: int, since_ms: int, session_timeout_ms: int) -> int | None:
+        """Fetches are heartbeats: see election/coordination.py fetch_liveness_expiry."""
+        return fetch_liveness_expiry(
+            self.node.follower_last_fetch_ms(broker_id),
+            broker_id in self.node.voters_seen_in_election(epoch),
+            since_ms,
+            session_timeout_ms,
+        )
 
     def broker_incarnation(self, broker_id: int) -> int:
         """The newest incarnation of `broker_id` seen in its fetches (0: none)."""

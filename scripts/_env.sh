@@ -13,7 +13,7 @@ fi
 STAMP=.venv/.installed-$(cat setup.cfg pyproject.toml | sha1sum | cut -c1-12)
 if [ ! -f "$STAMP" ]; then
   echo "setting up .venv (first run only)..." >&2
-  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[test,bench]"; } \
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[test,bench,spark]"; } \
       >.venv/install.log 2>&1; then
     tail -n 20 .venv/install.log >&2
     echo "error: installing the project into .venv failed (full log: .venv/install.log)" >&2
@@ -23,3 +23,46 @@ if [ ! -f "$STAMP" ]; then
   touch "$STAMP"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
+# Spark (kl-spark, the Spark tests) needs Java 17+: use an installed JDK 17, else install one with apt.
+# Executors must run this venv's Python to import the `pipeline` package.
+export PYSPARK_PYTHON="$ROOT/.venv/bin/python"
+if [ -z "${JAVA_HOME:-}" ] && ! command -v java >/dev/null 2>&1 && [ ! -d /usr/lib/jvm/java-17-openjdk-amd64 ] \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing Java 17 for Spark (apt-get)..." >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; } \
+    >.venv/apt-java.log 2>&1 || echo "warning: could not install Java 17 (log: .venv/apt-java.log)" >&2
+fi
+for j in /usr/lib/jvm/java-17-openjdk-*; do
+  if [ -z "${JAVA_HOME:-}" ] && [ -x "$j/bin/java" ]; then export JAVA_HOME="$j"; fi
+done
+# ZooKeeper for the coordination=zookeeper mode and its tests: Debian's `zookeeper` package (3.8).
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing ZooKeeper (apt-get)..." >&2
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper; } \
+        >.venv/apt-zookeeper.log 2>&1; then
+      tail -n 20 .venv/apt-zookeeper.log >&2
+      echo "error: could not install ZooKeeper (log: .venv/apt-zookeeper.log)" >&2
+      exit 1
+    fi
+  elif [ "$(basename "$0")" = test.sh ]; then
+    # The ZooKeeper tests never skip in the full suite: stop here with the command rather than fail later.
+    echo "error: ZooKeeper is missing; install it with: sudo apt-get install -y zookeeper" >&2
+    exit 1
+  else
+    echo "note: ZooKeeper is missing (needed only for --coordination zookeeper): sudo apt-get install -y zookeeper" >&2
+  fi
+fi
+# The linter for deploy/**/*.sh (tests/integration/test_deploy_scripts.py): Debian's shellcheck.
+if ! command -v shellcheck >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing shellcheck (apt-get)..." >&2
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; } \
+        >.venv/apt-shellcheck.log 2>&1; then
+      tail -n 20 .venv/apt-shellcheck.log >&2
+      echo "warning: could not install shellcheck (log: .venv/apt-shellcheck.log)" >&2
+    fi
+  else
+    echo "note: shellcheck is missing; install it with: sudo apt-get install -y shellcheck" >&2
+  fi
+fi

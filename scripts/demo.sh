@@ -1,44 +1,128 @@
 #!/usr/bin/env bash
-# The main job: a broker, a topic, a produced and consumed stream, and a summary.
+# The main job: a tweet stream for a hashtag through a 3-broker cluster (RF=3, min.insync.replicas=2)
+# to a consumer group of 3 processes, one broker killed mid-stream and restarted, then a Spark job
+# over the brokers' segment files. Ends with acknowledged = consumed = counted-by-Spark, and the top
+# hashtags. Stops everything it started, also on Ctrl-C or failure. KEEP=1 keeps the work directory.
 source "$(dirname "$0")/_env.sh"
-python - <<'PY'
-import socket
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    print(s.getsockname()[1], file=open(".venv/.demo-port", "w"))
-PY
-PORT=$(cat .venv/.demo-port)
-DATA=$(mktemp -d /tmp/kafkalite-demo.XXXXXX)
-BS="127.0.0.1:$PORT"
+
+RATE="${RATE:-100}"          # tweets per second
+DURATION="${DURATION:-40}"   # seconds of streaming
+KILL_AT="${KILL_AT:-12}"     # seconds into the stream: SIGKILL broker 2
+RESTART_AT="${RESTART_AT:-24}"
+HASHTAG="${HASHTAG:-DataEngineering}"
+T0=$(date +%s.%N)
+elapsed() { python -c "import time; print(f'{time.time() - $T0:5.1f}s')"; }
+say() { printf '\n== [%s] %s\n' "$(elapsed)" "$*"; }
+
+say "checking Spark's prerequisites"
+kl-spark check
+
+WORK=$(mktemp -d /tmp/kafkalite-demo.XXXXXX)
+KL="$WORK/kl"
+PIDS=()
 cleanup() {
-  [ -n "${BROKER_PID:-}" ] && kill -TERM "$BROKER_PID" 2>/dev/null && wait "$BROKER_PID" 2>/dev/null
-  rm -rf "$DATA"
+  local rc=$?
+  trap - EXIT INT TERM
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ -f "$KL/cluster.json" ]; then kl-cluster down --data-dir "$KL" >/dev/null 2>&1 || true; fi
+  if [ "${KEEP:-0}" = 1 ] || [ "$rc" != 0 ]; then
+    echo "work directory kept: $WORK (broker logs: $KL/broker-*.log)" >&2
+  else
+    rm -rf "$WORK"
+  fi
+  exit "$rc"
 }
 trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 130' INT TERM
 
-echo "== starting broker 1 on $BS (data in $DATA)"
-kl-broker start --id 1 --port "$PORT" --data-dir "$DATA" 2>"$DATA.log" &
-BROKER_PID=$!
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break; sleep 0.1; done
+# Three consecutive free ports for the brokers.
+BASE=$(python - <<'PY'
+import socket
+for base in range(19092, 60000, 7):
+    try:
+        socks = [socket.socket() for _ in range(3)]
+        for i, s in enumerate(socks):
+            s.bind(("127.0.0.1", base + i))
+        print(base)
+        break
+    except OSError:
+        pass
+    finally:
+        for s in socks:
+            s.close()
+PY
+)
 
-echo "== kl-topics --create"
-kl-topics --bootstrap-server "$BS" --create --topic demo --partitions 3 --replication-factor 1
-kl-topics --bootstrap-server "$BS" --describe --topic demo
+say "starting 3 brokers on ports $BASE-$((BASE + 2)) (data in $KL)"
+BS=$(kl-cluster up --brokers 3 --base-port "$BASE" --data-dir "$KL" --override group.initial.rebalance.delay.ms=0)
+echo "bootstrap servers: $BS"
+kl-topics --bootstrap-server "$BS" --create --topic tweets --partitions 3 --replication-factor 3 \
+  --config min.insync.replicas=2
+kl-topics --bootstrap-server "$BS" --describe --topic tweets
 
-echo "== kl-produce: 5 keyed lines"
-printf 'alice:hello\nbob:kafka lite\nalice:second from alice\ncarol:hi\nbob:bye\n' |
-  kl-produce --bootstrap-server "$BS" --topic demo --key-separator :
-echo "== kl-consume --from-beginning"
-kl-consume --bootstrap-server "$BS" --topic demo --from-beginning --max-messages 5 --print-partition --print-offset --print-key
+say "starting a consumer group of 3 processes (group hashtag-counters)"
+for n in 1 2 3; do
+  kl-tweets consume --bootstrap-server "$BS" --topic tweets --group hashtag-counters --name "consumer-$n" \
+    --output "$WORK/consumer-$n.jsonl" --session-timeout-ms 6000 --heartbeat-interval-ms 1000 \
+    --report-every 3600 >"$WORK/consumer-$n.log" 2>&1 &
+  PIDS+=($!)
+done
+python -m pipeline.demo wait-group "$BS" hashtag-counters 3
 
-echo "== kl-perf produce: 1,000,000 records of 100 bytes, acks=1"
-kl-perf produce --bootstrap-server "$BS" --topic demo --num-records 1000000 --record-size 100 --acks 1
-echo "== kl-perf consume: everything from the beginning"
-kl-perf consume --bootstrap-server "$BS" --topic demo --messages 1000005
+say "producing #$HASHTAG tweets at $RATE/s for ${DURATION}s (acks=all, key = user id)"
+kl-tweets produce --bootstrap-server "$BS" --topic tweets --hashtag "$HASHTAG" --rate "$RATE" \
+  --duration "$DURATION" --no-bursts --seed 7 --acked-file "$WORK/acked.txt" --progress-every 0.5 \
+  >"$WORK/producer.log" 2>&1 &
+PRODUCER=$!
+PIDS+=("$PRODUCER")
 
-echo "== clean shutdown (SIGTERM)"
-kill -TERM "$BROKER_PID"; wait "$BROKER_PID" || true; BROKER_PID=
-tail -n 2 "$DATA.log"
-echo "== segment files on disk"
-find "$DATA" -name '*.log' -printf '%P\t%s bytes\n' | sort
-rm -f "$DATA.log"
+STREAM_T0=$(date +%s)
+killed=0
+restarted=0
+while kill -0 "$PRODUCER" 2>/dev/null; do
+  sleep 2
+  now=$(( $(date +%s) - STREAM_T0 ))
+  python -m pipeline.demo status "$WORK" --since "$T0"
+  if [ "$killed" = 0 ] && [ "$now" -ge "$KILL_AT" ]; then
+    say "SIGKILL broker 2 mid-stream"
+    kl-cluster kill 2 --data-dir "$KL"
+    killed=1
+  fi
+  if [ "$killed" = 1 ] && [ "$restarted" = 0 ] && [ "$now" -ge "$RESTART_AT" ]; then
+    say "leaders and ISRs without broker 2:"
+    kl-cluster status --data-dir "$KL" | grep -E 'broker|Partition: ' || true
+    say "restarting broker 2"
+    kl-cluster start 2 --data-dir "$KL"
+    restarted=1
+  fi
+done
+if ! wait "$PRODUCER"; then
+  tail -n 5 "$WORK/producer.log" >&2
+  echo "error: the producer failed" >&2
+  exit 1
+fi
+tail -n 1 "$WORK/producer.log"
+
+say "waiting for the group to consume every acknowledged tweet"
+python -m pipeline.demo wait "$WORK" --timeout 90
+python -m pipeline.demo status "$WORK" --since "$T0"
+kl-groups --bootstrap-server "$BS" --describe --group hashtag-counters || true
+for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+PIDS=()
+grep -h "distinct tweets in" "$WORK"/consumer-*.log | sed 's/^/  /' || true
+
+say "cluster after the restart (broker 2 back in every ISR?)"
+kl-cluster status --data-dir "$KL" | grep -E 'broker|Partition: ' || true
+say "clean shutdown of the cluster: the segment files are final"
+kl-cluster down --data-dir "$KL"
+find "$KL" -path '*tweets-*' -name '*.log' -printf '  %P\t%s bytes\n' | sort
+
+say "Spark (local[2]): top hashtags over the 3 brokers' segment files"
+kl-spark hashtags --path "$KL" --topic tweets --top 10 --window 30s --master 'local[2]' \
+  --summary-json "$WORK/spark.json"
+
+say "summary"
+python -m pipeline.demo summary "$WORK" --top 10
+echo "demo finished in $(elapsed)"

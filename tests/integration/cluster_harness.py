@@ -2,7 +2,9 @@
 generator whose acknowledgements are recorded, and a checker for what was acknowledged.
 
 - ClusterHarness: start / kill(sig) / stop / restart / pause / resume brokers by id, wait for
-  full ISRs, dump every broker's log when a test fails, always clean up.
+  full ISRs, dump every broker's log when a test fails, always clean up. `coordination="zookeeper"`
+  runs the same brokers in ZooKeeper mode against a standalone ZooKeeper of its own (broker/zk_local.py),
+  which `zk_kill` / `zk_start` stop and bring back with its data.
 - Load: producer threads (acks=all, idempotent) that send values `P<producer>-<seq>` and record
   every acknowledged (partition, offset, value) from `on_delivery`; optional consumer threads.
 - check_acknowledged / check_replicas_agree: every acknowledged record is read back at its
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from broker.cli import start_command
+from broker.zk_local import LocalZooKeeper
 from client.admin import NewTopic
 from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
@@ -92,6 +95,8 @@ class Broker:
             host=HOST,
             peers=self.h.peers,
             extra=[x for o in self.h.overrides for x in ("--override", o)],
+            coordination=self.h.coordination if self.h.zk is not None else None,
+            zookeeper=self.h.zk.connect if self.h.zk is not None else None,
         )
         self._log = open(self.log_path, "ab")
         self._log.write(f"==== harness: start broker {self.id} at {time.strftime('%X')} ====\n".encode())
@@ -198,10 +203,14 @@ def read_replica_log(pdir: Path) -> dict[int, tuple[int, bytes | None]]:
 
 
 class ClusterHarness:
-    def __init__(self, root: Path, n: int = 3, overrides: list[str] | None = None) -> None:
+    def __init__(
+        self, root: Path, n: int = 3, overrides: list[str] | None = None, coordination: str = "custom"
+    ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
-        ports = free_ports(n)
+        ports = free_ports(n + 1)
+        self.coordination = coordination
+        self.zk = LocalZooKeeper(root / "zookeeper", ports[n]) if coordination == "zookeeper" else None
         self.brokers = {i + 1: Broker(self, i + 1, ports[i]) for i in range(n)}
         self.peers = ",".join(f"{b.id}@{HOST}:{b.port}" for b in self.brokers.values())
         self.overrides = list(overrides or [])
@@ -210,6 +219,8 @@ class ClusterHarness:
     # --- lifecycle ---
 
     def start(self) -> "ClusterHarness":
+        if self.zk is not None and not self.zk.alive:
+            self.zk.start()
         for b in self.brokers.values():
             b.start(wait=False)
         for b in self.brokers.values():
@@ -219,6 +230,20 @@ class ClusterHarness:
 
     def __getitem__(self, broker_id: int) -> Broker:
         return self.brokers[broker_id]
+
+    def zk_kill(self) -> None:
+        """ZooKeeper lost: SIGKILL the server (its data directory stays)."""
+        assert self.zk is not None, "not a ZooKeeper-mode cluster"
+        self.zk.kill()
+
+    def zk_start(self) -> None:
+        assert self.zk is not None, "not a ZooKeeper-mode cluster"
+        self.zk.start()
+
+    def controller_id(self) -> int:
+        with self.admin() as a:
+            a._lt.run(a._impl.client.refresh_metadata([]))
+            return a._impl.client.metadata.controller_id
 
     def kill(self, broker_id: int, sig: int = signal.SIGKILL) -> int:
         return self.brokers[broker_id].kill(sig)
@@ -240,6 +265,8 @@ class ClusterHarness:
                 pass
         for b in self.brokers.values():
             b.cleanup()
+        if self.zk is not None:
+            self.zk.stop()
 
     def dump_logs(self, tail: int = 150) -> str:
         parts = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.zk_support import require_zookeeper
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
@@ -15,13 +16,25 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture
-def cluster_factory(tmp_path, request):
-    """cluster_factory(n=3, overrides=[...]) -> a started ClusterHarness; killed and cleaned up after the
-    test, with every broker's log attached to the report when the test failed."""
-    made: list[ClusterHarness] = []
+def coordination() -> str:
+    """The coordination mode of `cluster_factory`'s clusters; test modules parametrize it over both modes
+    by overriding this fixture (see test_cluster_faults.py)."""
+    return "custom"
 
-    def make(n: int = 3, overrides: list[str] | None = None, start: bool = True) -> ClusterHarness:
-        h = ClusterHarness(tmp_path / f"cluster-{len(made) + 1}", n, overrides)
+
+@pytest.fixture
+def cluster_factory(tmp_path, request, coordination):
+    """cluster_factory(n=3, overrides=[...]) -> a started ClusterHarness; killed and cleaned up after the
+    test, with every broker's log attached to the report when the test failed. In ZooKeeper mode each
+    cluster gets its own standalone ZooKeeper, stopped afterwards."""
+    made: list[ClusterHarness] = []
+    if coordination == "zookeeper":
+        require_zookeeper()
+
+    def make(
+        n: int = 3, overrides: list[str] | None = None, start: bool = True, mode: str | None = None
+    ) -> ClusterHarness:
+        h = ClusterHarness(tmp_path / f"cluster-{len(made) + 1}", n, overrides, mode or coordination)
         made.append(h)
         if start:
             h.start()

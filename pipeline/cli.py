@@ -1,0 +1,310 @@
+"""kl-spark: Spark batch jobs over broker segment files (hashtags, stats, export).
+
+    kl-spark hashtags --path /tmp/kl --topic tweets --window 1m --top 10 --output out/ --format csv
+    kl-spark stats    --path d1,d2,d3 --topic tweets
+    kl-spark export   --path d1 --topic tweets --output tweets.parquet \\
+                      --starting-offsets '{"tweets":{"0":100}}'
+    spark-submit pipeline/kl_spark.py hashtags --path ... --topic tweets
+
+The options are checked (and the replicas chosen) before Spark starts, so a typo costs no JVM.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from client.cli.common import one_line_errors, parse_kv
+from pipeline import options as opt
+from pipeline.session import SparkSetupError
+
+
+def _spark_message(e: Exception) -> str:
+    """One line out of a Spark/Py4J error: our own error if a task or the planner raised one."""
+    text = str(e)
+    m = re.search(r"pipeline\.\w+\.(\w+Error): ([^\n]+)", text)
+    if m:
+        return m.group(2).strip()
+    m = re.search(r"(\w+(?:Error|Exception)): ([^\n]+)", text)
+    first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    return (m.group(0) if m else first)[:500]
+
+
+def spark_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Spark's errors (Py4J, AnalysisException, PythonException) become one line too."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (click.ClickException, KeyboardInterrupt, ValueError, OSError):
+            raise
+        except SparkSetupError as e:
+            raise click.ClickException(str(e)) from None
+        except Exception as e:
+            if type(e).__module__.startswith(("pyspark", "py4j")):
+                raise click.ClickException(_spark_message(e)) from None
+            raise
+
+    return wrapper
+
+
+def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What every job reads: data dirs, topics and offsets, plus Spark's master and configs."""
+    decorators = [
+        click.option(
+            "--path",
+            "paths",
+            multiple=True,
+            required=True,
+            metavar="DIR[,DIR]",
+            help="Broker data directories (or a kl-cluster --data-dir); repeat or comma-separate for replicas.",
+        ),
+        click.option("--topic", "topics", multiple=True, metavar="TOPIC", help="Topics to read (subscribe)."),
+        click.option("--pattern", default=None, metavar="REGEX", help="Read every topic matching (subscribePattern)."),
+        click.option("--assign", default=None, metavar="JSON", help='Exact partitions: {"tweets":[0,1]}.'),
+        click.option("--starting-offsets", default=None, help='earliest (default) or JSON {"tweets":{"0":23}}.'),
+        click.option("--ending-offsets", default=None, help="latest (default) or JSON; exclusive."),
+        click.option("--option", "extra", multiple=True, metavar="KEY=VALUE", help="Any other source option."),
+        click.option("--master", default=None, help="Spark master: local[*] (default), local[N], spark://HOST:PORT."),
+        click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark configuration."),
+    ]
+    for d in reversed(decorators):
+        fn = d(fn)
+    return fn
+
+
+def build_options(
+    paths: tuple[str, ...],
+    topics: tuple[str, ...],
+    pattern: str | None,
+    assign: str | None,
+    starting: str | None,
+    ending: str | None,
+    extra: tuple[str, ...],
+) -> dict[str, str]:
+    options = {"path": ",".join(paths)}
+    if topics:
+        options["subscribe"] = ",".join(topics)
+    if pattern is not None:
+        options["subscribePattern"] = pattern
+    if assign is not None:
+        options["assign"] = assign
+    if starting is not None:
+        options["startingOffsets"] = starting
+    if ending is not None:
+        options["endingOffsets"] = ending
+    options.update(parse_kv(extra, "--option"))
+    return options
+
+
+def _start(options: dict[str, str], master: str | None, confs: tuple[str, ...], app: str):  # type: ignore[no-untyped-def]
+    """Plan without Spark first (clear errors, no JVM for a typo), then start Spark and load."""
+    plan = opt.plan_read(options)
+    from pipeline.session import spark_session
+
+    t0 = time.monotonic()
+    spark = spark_session(master, app, parse_kv(confs, "--conf"))
+    click.echo(
+        f"spark {spark.version} on {spark.sparkContext.master} (started in {time.monotonic() - t0:.1f}s)", err=True
+    )
+    df = spark.read.format("kafkalite").options(**options).load()
+    return spark, df, plan
+
+
+def format_table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _numeric(s: str) -> bool:
+    return bool(re.fullmatch(r"-?\d+(\.\d+)?", s))
+
+
+def describe_plan(plan: opt.ReadPlan) -> str:
+    rows = [
+        [p.topic, p.partition, p.data_dir, p.start, p.end, p.committed, p.committed_source, len(p.slices)]
+        for p in plan.partitions
+    ]
+    return format_table(
+        ["topic", "partition", "replica read", "from", "to", "committed", "committed by", "tasks"], rows
+    )
+
+
+@click.group()
+def main() -> None:
+    """Spark batch jobs over Kafka Lite segment files (the `kafkalite` data source)."""
+
+
+@main.command()
+@one_line_errors
+def check() -> None:
+    """Check that Spark can run here (Java 17+, pyspark 4, pyarrow) and say which Java is used."""
+    from pipeline.session import check_environment
+
+    try:
+        click.echo(check_environment())
+    except SparkSetupError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@main.command()
+@source_options
+@click.option("--top", "top_n", type=click.IntRange(1), default=10, show_default=True, help="How many hashtags.")
+@click.option("--window", default="1m", show_default=True, help="Tumbling window of event time: 30s, 1m, 1h, ...")
+@click.option("--output", default=None, metavar="DIR", help="Write DIR/overall and DIR/windows.")
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True)
+@click.option("--summary-json", default=None, metavar="FILE", help="Also write the totals and top list as JSON.")
+@one_line_errors
+@spark_errors
+def hashtags(
+    paths,
+    topics,
+    pattern,
+    assign,
+    starting_offsets,
+    ending_offsets,
+    extra,
+    master,
+    confs,
+    top_n,
+    window,
+    output,
+    fmt,
+    summary_json,
+) -> None:  # type: ignore[no-untyped-def]
+    """Top hashtags overall and per time window, counted over distinct tweet ids."""
+    from pipeline import jobs
+
+    jobs.window_duration(window)  # a bad --window fails before Spark starts
+    options = build_options(paths, topics, pattern, assign, starting_offsets, ending_offsets, extra)
+    t0 = time.monotonic()
+    spark, df, plan = _start(options, master, confs, "kl-spark hashtags")
+    try:
+        res = jobs.hashtags(df, top_n, window)
+        windows = res.windows.collect()
+        if output:
+            writer_mode = "overwrite"
+            for name, frame in (("overall", res.overall), ("windows", res.windows)):
+                w = frame.coalesce(1).write.mode(writer_mode)
+                (w.option("header", "true").csv if fmt == "csv" else w.parquet)(f"{output}/{name}")
+    finally:
+        spark.stop()
+    click.echo(f"read {res.records} records ({res.tweets} distinct tweets) in {time.monotonic() - t0:.1f}s")
+    click.echo(f"\ntop {top_n} hashtags overall")
+    click.echo(format_table(["rank", "hashtag", "count"], [[i + 1, f"#{h}", c] for i, (h, c) in enumerate(res.top)]))
+    click.echo(f"\ntop {top_n} hashtags per {window} window")
+    click.echo(
+        format_table(
+            ["window start", "window end", "rank", "hashtag", "count"],
+            [[r["window_start"], r["window_end"], r["rank"], f"#{r['hashtag']}", r["count"]] for r in windows],
+        )
+    )
+    if output:
+        click.echo(f"\nwrote {output}/overall and {output}/windows ({fmt})")
+    if summary_json:
+        with open(summary_json, "w") as f:
+            json.dump({"records": res.records, "tweets": res.tweets, "top": res.top}, f)
+
+
+@main.command()
+@source_options
+@one_line_errors
+@spark_errors
+def stats(paths, topics, pattern, assign, starting_offsets, ending_offsets, extra, master, confs) -> None:  # type: ignore[no-untyped-def]
+    """Per partition: records, bytes, first/last offset and timestamp, distinct keys."""
+    from pipeline import jobs
+
+    options = build_options(paths, topics, pattern, assign, starting_offsets, ending_offsets, extra)
+    spark, df, plan = _start(options, master, confs, "kl-spark stats")
+    try:
+        df = df.select("topic", "partition", "offset", "timestamp", "key", "value").cache()  # one scan, two queries
+        rows = jobs.stats(df)
+        per_topic = jobs.distinct_keys(df)
+    finally:
+        spark.stop()
+    click.echo(describe_plan(plan))
+    click.echo("")
+    click.echo(
+        format_table(
+            [
+                "topic",
+                "partition",
+                "records",
+                "bytes",
+                "first offset",
+                "last offset",
+                "first timestamp",
+                "last timestamp",
+                "distinct keys",
+            ],
+            [
+                [
+                    r["topic"],
+                    r["partition"],
+                    r["records"],
+                    r["bytes"],
+                    r["first_offset"],
+                    r["last_offset"],
+                    r["first_timestamp"],
+                    r["last_timestamp"],
+                    r["distinct_keys"],
+                ]
+                for r in rows
+            ],
+        )
+    )
+    for topic, n in sorted(per_topic.items()):
+        total = sum(r["records"] for r in rows if r["topic"] == topic)
+        click.echo(f"{topic}: {total} records, {n} distinct keys")
+
+
+@main.command()
+@source_options
+@click.option("--output", required=True, metavar="DIR", help="Parquet output, partitioned topic=/partition=.")
+@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists.")
+@click.option("--include-headers", is_flag=True, help="Keep record headers (includeHeaders=true).")
+@one_line_errors
+@spark_errors
+def export(
+    paths,
+    topics,
+    pattern,
+    assign,
+    starting_offsets,
+    ending_offsets,
+    extra,
+    master,
+    confs,
+    output,
+    overwrite,
+    include_headers,
+) -> None:  # type: ignore[no-untyped-def]
+    """Write a topic (or an offset range of it) to Parquet, one directory per topic-partition."""
+    from pipeline import jobs
+
+    options = build_options(paths, topics, pattern, assign, starting_offsets, ending_offsets, extra)
+    if include_headers:
+        options["includeHeaders"] = "true"
+    t0 = time.monotonic()
+    spark, df, plan = _start(options, master, confs, "kl-spark export")
+    try:
+        written = jobs.export(df, output, "overwrite" if overwrite else "errorifexists")
+    finally:
+        spark.stop()
+    click.echo(format_table(["topic", "partition", "rows"], [list(w) for w in written]))
+    click.echo(f"wrote {sum(w[2] for w in written)} records to {output} in {time.monotonic() - t0:.1f}s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

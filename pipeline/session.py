@@ -1,0 +1,118 @@
+"""Starting Spark for the pipeline: Java and pyarrow checks, a quiet SparkSession, the data source registered.
+
+Spark needs a JVM (Java 17+) and, for Python data sources, pyarrow; executors must run this
+project's Python (PYSPARK_PYTHON), or they cannot import the `pipeline` package.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+MIN_JAVA = 17
+_QUIET_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+class SparkSetupError(RuntimeError):
+    """Spark cannot start here (no Java, too old a Java, no pyspark/pyarrow). One line, says what to do."""
+
+
+def find_java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    return shutil.which("java")
+
+
+def java_version(java: str) -> int:
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not m:
+        raise SparkSetupError(f"cannot tell the version of {java} (java -version said: {out.strip()[:80]!r})")
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major  # "1.8.0" is Java 8
+
+
+def check_environment() -> str:
+    """A one-line description of the Java used; SparkSetupError if Spark cannot run."""
+    java = find_java()
+    if java is None:
+        raise SparkSetupError(
+            f"Spark needs Java {MIN_JAVA}+ and none was found: install it (apt-get install openjdk-17-jre-headless) "
+            "or set JAVA_HOME"
+        )
+    version = java_version(java)
+    if version < MIN_JAVA:
+        raise SparkSetupError(
+            f"Spark needs Java {MIN_JAVA}+, but {java} is Java {version}: set JAVA_HOME to a newer one"
+        )
+    for module, extra in (("pyspark", "pyspark>=4.0"), ("pyarrow", "pyarrow")):
+        try:
+            __import__(module)
+        except ImportError:
+            raise SparkSetupError(f"{module} is not installed: pip install -e '.[spark]' (needs {extra})") from None
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        raise SparkSetupError(f"pyspark {pyspark.__version__} is too old: the Python data source API needs 4.0+")
+    return f"Java {version} ({java}), pyspark {pyspark.__version__}"
+
+
+def _log4j_file() -> str:
+    path = Path(tempfile.gettempdir()) / "kafkalite-log4j2-quiet.properties"
+    if not path.exists() or path.read_text() != _QUIET_LOG4J:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_QUIET_LOG4J)
+        tmp.replace(path)
+    return str(path)
+
+
+def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """A SparkSession with the `kafkalite` data source registered.
+
+    `master` None keeps what spark-submit set, else `local[*]`. Spark's startup chatter is
+    turned down to errors; executors run this interpreter unless PYSPARK_PYTHON says otherwise."""
+    check_environment()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    from pipeline.datasource import register
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ and not SparkConf().contains("spark.master"):
+        # Not under spark-submit (which starts the JVM first and hands us its gateway and --master).
+        builder = builder.master("local[*]")
+    quiet = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
+        "spark.driver.extraJavaOptions": quiet,
+        "spark.executor.extraJavaOptions": quiet,
+        "spark.sql.session.timeZone": "UTC",
+    }
+    settings.update(conf or {})
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

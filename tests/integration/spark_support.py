@@ -1,0 +1,38 @@
+"""Shared by the Spark tests: the "Spark can run here" gate, reading a topic with a plain consumer."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from client.consumer import TopicPartition
+from client.sync import Consumer
+
+
+def require_spark() -> None:
+    """Skip where Spark cannot run (no Java / pyspark), but never under CI: there it is a failure."""
+    try:
+        from pipeline.session import check_environment
+
+        check_environment()
+    except Exception as e:  # noqa: BLE001 - SparkSetupError or an import error: same verdict
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Spark is required under CI: {e}")
+        pytest.skip(f"Spark cannot run here: {e}")
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30) -> set[tuple]:
+    """(partition, offset, key, value) of every record up to the high watermarks, via the broker."""
+    import time
+
+    out: set[tuple] = set()
+    with Consumer(bootstrap, auto_offset_reset="earliest") as c:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        c.assign(tps)
+        ends = {tp.partition: off for tp, off in c.list_offsets(tps, -1).items()}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(c.position(tp) < ends[tp.partition] for tp in tps):
+            for r in c.poll(500):
+                out.add((r.partition, r.offset, r.key, r.value))
+    return out

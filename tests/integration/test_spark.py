@@ -1,0 +1,254 @@
+"""The `kafkalite` Spark data source and kl-spark over segment files written by real brokers.
+
+One SparkSession (local[2]) for the module; small data. Each test asserts what Spark read against
+what a plain consumer reads from the brokers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from client import Admin, NewTopic, Producer
+from tests.conftest import ROOT, BrokerProcess
+from tests.integration.spark_support import consume_all, require_spark
+
+TOPIC = "tweets"
+PARTS = 3
+
+
+@pytest.fixture(scope="module")
+def spark():
+    require_spark()
+    from pipeline.session import spark_session
+
+    s = spark_session("local[2]", "kafkalite-tests", {"spark.sql.shuffle.partitions": "2"})
+    yield s
+    s.stop()
+
+
+def produce(bootstrap: str, topic: str, n: int, start: int = 0, codec: str = "none", **kw) -> None:
+    with Producer(bootstrap, acks="all", linger_ms=2, compression_type=codec, batch_size=4096, **kw) as p:
+        for i in range(start, start + n):
+            user = f"user{i % 37}"
+            tweet = {
+                "id": str(10_000 + i),
+                "user": {"id": user, "username": user},
+                "text": f"tweet {i} #Kafka" + (" #spark" if i % 3 == 0 else "") + (" #SPARK" if i % 9 == 0 else ""),
+                "hashtags": ["Kafka"] + (["spark"] if i % 3 == 0 else []),
+                "created_at": f"2026-01-01T00:{(i // 100) % 60:02d}:00.000Z",
+            }
+            p.send(topic, json.dumps(tweet).encode(), key=user.encode(), headers=[("n", str(i).encode())])
+        p.flush()
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """One live broker with a 3-partition topic of 3000 records in several segments, three codecs."""
+    root = tmp_path_factory.mktemp("spark-single")
+    b = BrokerProcess(root / "data").start()
+    with Admin(b.bootstrap) as a:
+        a.create_topics([NewTopic(TOPIC, PARTS, 1, configs={"segment.bytes": "16384"})])
+    produce(b.bootstrap, TOPIC, 1000, 0, "none")
+    produce(b.bootstrap, TOPIC, 1000, 1000, "zstd")
+    produce(b.bootstrap, TOPIC, 1000, 2000, "lz4")
+    yield b
+    b.cleanup()
+
+
+def rows_of(df) -> set[tuple]:  # type: ignore[no-untyped-def]
+    return {(r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"])) for r in df.collect()}
+
+
+def load(spark, path, **options):  # type: ignore[no-untyped-def]
+    reader = spark.read.format("kafkalite").option("path", str(path))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def test_live_single_broker_matches_a_consumer(spark, single):
+    segments = list((single.data_dir / f"{TOPIC}-0").glob("*.log"))
+    assert len(segments) > 2, "segment.bytes=16384 should have rolled the partition several times"
+    df = load(spark, single.data_dir, subscribe=TOPIC, includeHeaders="true")
+    assert [f.name for f in df.schema.fields] == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+    ]  # fmt: skip
+    assert df.rdd.getNumPartitions() >= PARTS * 2, "one task per segment"
+    got = rows_of(df)
+    assert len(got) == 3000
+    assert got == consume_all(single.bootstrap, TOPIC, PARTS)
+    row = df.where("offset = 0 and partition = 0").first()
+    assert row["topic"] == TOPIC and row["timestampType"] == 0 and row["headers"][0]["key"] == "n"
+
+
+def test_a_copy_of_the_data_dir_reads_the_same(spark, single, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(single.data_dir, copy)
+    assert rows_of(load(spark, copy, subscribe=TOPIC)) == rows_of(load(spark, single.data_dir, subscribe=TOPIC))
+
+
+def test_offset_ranges_and_assign(spark, single):
+    df = load(
+        spark,
+        single.data_dir,
+        assign=json.dumps({TOPIC: [0, 2]}),
+        startingOffsets=json.dumps({TOPIC: {"0": 23, "2": -2}}),
+        endingOffsets=json.dumps({TOPIC: {"0": 100}}),
+    )
+    by_p: dict[int, list[int]] = {}
+    for r in df.select("partition", "offset").collect():
+        by_p.setdefault(r["partition"], []).append(r["offset"])
+    assert sorted(by_p[0]) == list(range(23, 100))
+    assert sorted(by_p) == [0, 2] and min(by_p[2]) == 0
+
+
+def test_reading_while_the_broker_appends_sees_a_consistent_prefix(spark, tmp_path):
+    b = BrokerProcess(tmp_path / "live").start()
+    try:
+        with Admin(b.bootstrap) as a:
+            a.create_topics([NewTopic("live", 2, 1, configs={"segment.bytes": "8192"})])
+        stop = threading.Event()
+
+        def writer() -> None:
+            with Producer(b.bootstrap, acks=1, linger_ms=1) as p:
+                i = 0
+                while not stop.is_set() and i < 200_000:
+                    p.send("live", f"v{i}".encode(), partition=i % 2)
+                    i += 1
+                    if i % 50 == 0:
+                        p.flush()
+                        time.sleep(0.005)  # a steady stream, not a flood of tiny segments
+
+        t = threading.Thread(target=writer, daemon=True)
+        t.start()
+        time.sleep(1.5)
+        counts = []
+        for _ in range(2):
+            offs: dict[int, list[int]] = {}
+            for r in load(spark, b.data_dir, subscribe="live").select("partition", "offset").collect():
+                offs.setdefault(r["partition"], []).append(r["offset"])
+            for p, o in offs.items():
+                assert sorted(o) == list(range(len(o))), f"partition {p}: not a gap-free prefix"
+            counts.append(sum(len(o) for o in offs.values()))
+        stop.set()
+        t.join(30)
+        assert 0 < counts[0] <= counts[1]
+    finally:
+        b.cleanup()
+
+
+def test_corrupt_batch_in_a_closed_segment_fails_the_query_naming_file_and_position(spark, single, tmp_path):
+    copy = tmp_path / "corrupt"
+    shutil.copytree(single.data_dir, copy)
+    first = sorted((copy / f"{TOPIC}-1").glob("*.log"))[0]
+    data = bytearray(first.read_bytes())
+    data[200] ^= 0xFF  # inside the first batch's records (the header is 61 bytes)
+    first.write_bytes(bytes(data))
+    with pytest.raises(Exception, match=rf"corrupt batch in {first} at position 0"):
+        load(spark, copy, subscribe=TOPIC).count()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"subscribe": "nope"}, "unknown topic 'nope'"),
+        ({"subscribe": TOPIC, "startingOffsets": "{not json"}, "startingOffsets is neither earliest/latest nor valid"),
+        ({"subscribe": TOPIC, "path": None}, "option 'path' is required"),
+    ],
+)
+def test_bad_options_fail_at_load_with_a_clear_message(spark, single, options, message):
+    reader = spark.read.format("kafkalite")
+    if options.get("path", "") is not None:
+        reader = reader.option("path", str(single.data_dir))
+    for k, v in options.items():
+        if v is not None:
+            reader = reader.option(k, v)
+    with pytest.raises(Exception, match=message):
+        reader.load()
+
+
+def test_three_brokers_each_partition_read_once_from_one_replica(spark, cluster_factory):
+    h = cluster_factory(3)
+    h.create_topic(TOPIC, PARTS, 3, {"min.insync.replicas": "2", "segment.bytes": "32768"})
+    produce(h.bootstrap(), TOPIC, 600, 0, "zstd")
+    h.kill(2)  # a follower (or leader) down mid-stream: the rest is written without it
+    produce(h.bootstrap([1, 3]), TOPIC, 600, 600, "lz4")
+    h.restart(2)
+    h.wait_full_isr(TOPIC, PARTS)
+    want = consume_all(h.bootstrap(), TOPIC, PARTS)
+    assert len(want) >= 1200
+    dirs = ",".join(str(b.data_dir) for b in h.brokers.values())
+    deadline = time.monotonic() + 30
+    while True:  # the restarted follower catches up from its leader
+        got = rows_of(load(spark, dirs, subscribe=TOPIC))
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert got == want
+    from pipeline.options import plan_read
+
+    plan = plan_read({"path": dirs, "subscribe": TOPIC})
+    assert len(plan.partitions) == PARTS
+    for pp in plan.partitions:
+        assert {Path(s.path).parents[1] for s in pp.slices} == {Path(pp.data_dir)}
+
+
+def kl_spark(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def test_kl_spark_hashtags_and_export(single, tmp_path):
+    require_spark()
+    out = tmp_path / "out"
+    summary = tmp_path / "summary.json"
+    r = kl_spark(
+        "hashtags", "--path", str(single.data_dir), "--topic", TOPIC, "--top", "3", "--window", "1m",
+        "--output", str(out), "--summary-json", str(summary), "--master", "local[2]",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads(summary.read_text())
+    # #spark and #SPARK are one hashtag; every tweet has #kafka.
+    assert s["records"] == 3000 and s["tweets"] == 3000
+    assert s["top"][:2] == [["kafka", 3000], ["spark", 1000]]
+    assert "#kafka" in r.stdout and "per 1m window" in r.stdout
+    assert list((out / "overall").glob("*.csv")) and list((out / "windows").glob("*.csv"))
+
+    pq = tmp_path / "pq"
+    r = kl_spark(
+        "export", "--path", str(single.data_dir), "--topic", TOPIC, "--output", str(pq),
+        "--starting-offsets", json.dumps({TOPIC: {"1": 10}}), "--master", "local[1]",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    dirs = sorted(p.name for p in (pq / f"topic={TOPIC}").iterdir())
+    assert dirs == ["partition=0", "partition=1", "partition=2"]
+    import pyarrow.parquet as papq
+
+    t = papq.read_table(pq / f"topic={TOPIC}" / "partition=1")
+    assert min(t.column("offset").to_pylist()) == 10
+    assert "wrote" in r.stdout and "records" in r.stdout
+
+
+def test_kl_spark_bad_option_is_one_line(single):
+    r = kl_spark("stats", "--path", str(single.data_dir), "--topic", "nope")
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [
+        f"Error: unknown topic 'nope': no nope-<partition> directory in {single.data_dir} (topics there: {TOPIC})"
+    ]
+    r = kl_spark("hashtags", "--path", str(single.data_dir), "--topic", TOPIC, "--window", "7x")
+    assert r.returncode == 1 and "--window must look like" in r.stderr and "Traceback" not in r.stderr
