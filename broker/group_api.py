@@ -79,7 +79,8 @@ class GroupApis:
         cfg = self.server.config
         rf = cfg.offsets_topic_replication_factor
         if rf < 1:
-            rf = min(3, len(cfg.voters()))
+            # The configured peers, or in ZooKeeper mode (where --peers is optional) the registered brokers.
+            rf = min(3, max(len(cfg.voters()), len(self.server.image.brokers)))
         configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)}
         n = cfg.offsets_topic_num_partitions
         try:

@@ -106,13 +106,23 @@ class Partition:
                     min(self.high_watermark, self.log.log_end_offset),
                     self.replica_lag_time_max_ms,
                     now_ms,
+                    min_insync_replicas=self.min_insync_replicas,
                 )
                 self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
                 self._fail_hw_waiters(None)
                 self.wake()
                 return "leader"
-            self._handle(self.leader_state.on_isr_committed(list(st.isr), st.partition_epoch))
+            ls = self.leader_state
+            self._handle(ls.on_isr_committed(list(st.isr), st.partition_epoch))
             self._check_hw_waiters()
+            if len(ls.isr) < ls.effective_min_isr:
+                # The HW is frozen until the ISR is back at the minimum (KIP-966): tell acks=all producers now
+                # rather than at their timeout. Their records stay in the log and may commit later.
+                self._fail_hw_waiters(
+                    NotEnoughReplicasAfterAppendError(
+                        f"ISR shrank to {ls.isr} below min.insync.replicas={self.min_insync_replicas}"
+                    )
+                )
             return "isr"
         was_leader = self.leader_state is not None
         self.leader_state = None
@@ -180,6 +190,11 @@ class Partition:
             self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
             self.wake()  # followers long-polling for new data
         return offsets  # type: ignore[return-value]
+
+    def set_min_insync_replicas(self, min_insync: int) -> None:
+        self.min_insync_replicas = min_insync
+        if self.leader_state is not None:
+            self._handle(self.leader_state.set_min_insync_replicas(min_insync))
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
         if self.leader_state is not None:

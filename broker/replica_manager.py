@@ -154,7 +154,7 @@ class ReplicaManager:
                     self.partitions[(topic, p)] = part
                 else:
                     part.log.update_config(cfg)
-                    part.min_insync_replicas = cfg.min_insync_replicas
+                    part.set_min_insync_replicas(cfg.min_insync_replicas)
                 # Tell the leader about fenced replicas before and after applying: an ISR commit must not
                 # re-admit a dead broker whose last fetch offset still looks caught up.
                 fenced = sorted(b.id for b in image.brokers.values() if b.fenced and b.id in st.replicas)

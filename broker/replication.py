@@ -82,9 +82,11 @@ class LeaderState:
         high_watermark: int,
         replica_lag_time_max_ms: int,
         now_ms: int,
+        min_insync_replicas: int = 1,
     ) -> None:
         self.broker_id = broker_id
         self.replicas = list(replicas)
+        self.min_insync_replicas = min_insync_replicas
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -142,6 +144,12 @@ class LeaderState:
     def under_min_isr(self, min_insync: int) -> bool:
         return len(self._isr) < min_insync
 
+    @property
+    def effective_min_isr(self) -> int:
+        """min.insync.replicas capped at the replica count (Kafka's effectiveMinIsr): a topic whose
+        setting exceeds its replication factor still commits once every replica has the records."""
+        return max(1, min(self.min_insync_replicas, len(self.replicas)))
+
     # --- events ---
 
     def on_follower_fetch(
@@ -169,6 +177,11 @@ class LeaderState:
         actions = self._maybe_expand(replica_id)
         actions += self._maybe_advance_hw()
         return actions
+
+    def set_min_insync_replicas(self, min_insync: int) -> list[Action]:
+        """The topic's min.insync.replicas changed; lowering it may let the HW advance."""
+        self.min_insync_replicas = min_insync
+        return self._maybe_advance_hw()
 
     def on_leader_append(self, leader_log_end_offset: int, now_ms: int) -> list[Action]:
         self._leo = leader_log_end_offset
@@ -277,6 +290,13 @@ class LeaderState:
         return f.last_caught_up_ms is None or now_ms - f.last_caught_up_ms > self.replica_lag_time_max_ms
 
     def _maybe_advance_hw(self) -> list[Action]:
+        # KIP-966: no commit by an ISR smaller than min.insync.replicas. Without this, a controller that
+        # shrinks the ISR to the leader alone (ZooKeeper mode can, with 2 of 3 brokers gone) lets the HW
+        # pass acks=all records whose producer was told they failed, and a consumer reads them. acks=0/1
+        # records are still appended and acknowledged, but become readable only once the ISR is back at
+        # the minimum, as in Kafka with eligible leader replicas enabled.
+        if len(self._isr) < self.effective_min_isr:
+            return []
         hw = self._leo
         for r in self.maximal_isr:
             if r != self.broker_id:

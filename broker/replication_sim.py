@@ -630,6 +630,7 @@ class Simulation:
                     min(part.high_watermark, lg.log_end_offset),
                     part.replica_lag_time_max_ms,
                     self.now,
+                    min_insync_replicas=part.min_insync_replicas,
                 )
                 self.result.leaderships += 1
                 self.result.max_leader_epoch = max(self.result.max_leader_epoch, st.leader_epoch)

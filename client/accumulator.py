@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Container
 from typing import Callable
 
 from net import batch as batch_fmt
@@ -181,9 +182,11 @@ class RecordAccumulator:
         with self.lock:
             return [tp for tp, q in self.queues.items() if q]
 
-    def next_linger_deadline(self, linger: float) -> float | None:
+    def next_linger_deadline(self, linger: float, skip: Container[tuple[str, int]] = ()) -> float | None:
+        """When the oldest open batch is due, ignoring partitions in `skip` (in flight: they are sent when
+        their response wakes the sender, and counting them made it spin on a deadline already past)."""
         with self.lock:
-            return min((b.created + linger for b in self.open.values()), default=None)
+            return min((b.created + linger for tp, b in self.open.items() if tp not in skip), default=None)
 
     def has_pending(self) -> bool:
         with self.lock:

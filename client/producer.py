@@ -248,7 +248,7 @@ class AsyncProducer:
                 self._idle.set()
             else:
                 self._idle.clear()
-            deadline = self.accumulator.next_linger_deadline(self.linger)
+            deadline = self.accumulator.next_linger_deadline(self.linger, self._inflight)
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0005)
             if self._unresolved:
                 timeout = min(timeout or self.retry_backoff, self.retry_backoff)

@@ -45,9 +45,14 @@ class _ClientProtocol(asyncio.Protocol):
             self._drain_waiter.set_result(None)
 
     async def drain(self) -> None:
-        if self.paused:
+        if not self.paused:
+            return
+        # One waiter shared by every task writing to this connection: a waiter per call, replacing the
+        # previous one, left the earlier writers waiting forever (a producer with three partitions in flight
+        # stalled for good). Shielded, so one caller's timeout does not cancel the others' wait.
+        if self._drain_waiter is None or self._drain_waiter.done():
             self._drain_waiter = asyncio.get_running_loop().create_future()
-            await self._drain_waiter
+        await asyncio.shield(self._drain_waiter)
 
 
 class BrokerConnection:
@@ -90,13 +95,17 @@ class BrokerConnection:
 
     async def request(self, api_key: int, body: dict, version: int = 0, timeout: float | None = 30.0) -> dict:
         fut = self.send(api_key, body, version)
-        await self._proto.drain()
         try:
-            return await asyncio.wait_for(fut, timeout)
+            # The timeout covers the wait for the socket buffer too: a peer that stops reading must not
+            # hold the request past it.
+            async with asyncio.timeout(timeout):
+                await self._proto.drain()
+                return await fut
         except TimeoutError:
             # As Kafka does: a broker that does not answer in time is treated as gone, so the next request
             # (a metadata refresh, say) goes to another broker instead of queueing behind this one.
             err = NetworkError(f"request to {self.address} timed out after {timeout}s")
+            fut.cancel()  # nobody will await it now (the timeout may have hit while draining)
             if self._proto is not None and self._proto.transport is not None:
                 self._proto.transport.abort()
             self._fail(err)

@@ -290,15 +290,10 @@ def test_min_insync_replicas_rejects_acks_all_and_nothing_becomes_visible(cluste
     assert sorted(v for v in values if v.startswith(b"one-")) == sorted(f"one-{i}".encode() for i in range(20))
 
 
-def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordination, request):
-    if coordination == "zookeeper":
-        # Measured, not a test bug: with ZooKeeper the survivor's controller CAN shrink the ISR to [survivor]
-        # (the custom mode has no quorum left to do so). The acks=all records appended in the ~2 s before the
-        # shrink, which the producer reports failed (timeout, then NOT_ENOUGH_REPLICAS on retry), are then
-        # below the new HW and readable: the high watermark advances with an ISR below min.insync.replicas.
-        # Kafka before KIP-966 does the same; KIP-966 stops the HW there. Fixing it is a replication change
-        # for both modes (broker/partition.py), left open: docs/ELECTION.md section 8.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="HW advances with ISR < min.insync.replicas"))
+def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordination):
+    """In ZooKeeper mode the survivor's controller can shrink the ISR to [survivor] (the custom mode has no
+    quorum left to). The high watermark then stays where it was (KIP-966's rule), so neither the failed
+    acks=all records nor the acks=1 ones are readable until a second replica is back in the ISR."""
     cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
     leaders = _leaders(cluster)
     survivor = leaders[0]
@@ -342,6 +337,19 @@ def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordina
             seen += c.poll(300)
     assert not [r for r in seen if r.value.startswith(b"all-")], "records of a failed acks=all produce are readable"
     assert len([r for r in seen if r.value.startswith(b"before-")]) == 10 * len(mine)
+    assert not [r for r in seen if r.value.startswith(b"one-")], "committed by an ISR below min.insync.replicas"
+    # One replica back: the ISR reaches the minimum again and the acknowledged acks=1 records commit.
+    back = next(b for b in cluster.brokers if b != survivor)
+    cluster.restart(back)
+    cluster.wait_isr_contains(TOPIC, back, 40)
+    want = sorted(f"one-{i}".encode() for i in range(10))
+
+    def committed_values() -> list[bytes] | None:
+        values = [r.value for recs in read_back(cluster.bootstrap([survivor, back]), TOPIC, 3).values() for r in recs]
+        return values if sorted(v for v in values if v.startswith(b"one-")) == want else None
+
+    values = wait_until(committed_values, 40, "the acks=1 records committed once the ISR is back at 2")
+    assert len([v for v in values if v.startswith(b"before-")]) == 30
 
 
 def test_metrics_under_replicated_while_follower_down(cluster):

@@ -252,3 +252,19 @@ def test_kl_spark_bad_option_is_one_line(single):
     ]
     r = kl_spark("hashtags", "--path", str(single.data_dir), "--topic", TOPIC, "--window", "7x")
     assert r.returncode == 1 and "--window must look like" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_missing_java_is_one_line(single, tmp_path):
+    """No java on PATH and no JAVA_HOME: one line saying what to install, before any JVM start."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "python").symlink_to(sys.executable)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env.update(PATH=str(bindir), PYSPARK_PYTHON=sys.executable)
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "stats", "--path", str(single.data_dir), "--topic", TOPIC],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Java 17+" in lines[0] and "apt-get install openjdk-17" in lines[0], r.stderr

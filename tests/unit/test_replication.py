@@ -88,6 +88,31 @@ def test_leader_alone_in_isr_commits_on_append():
     assert ls2.on_leader_append(5, 1) == [] and ls2.high_watermark == 0
 
 
+def test_no_hw_advance_while_isr_is_below_min_insync_replicas():
+    """KIP-966: an ISR shrunk below min.insync.replicas commits nothing, even the leader alone."""
+    ls = LeaderState(1, [1, 2, 3], [1, 2, 3], 5, 7, 10, 10, LAG, 0, min_insync_replicas=2)
+    ls.on_follower_fetch(2, 10, 10, 0)
+    ls.on_follower_fetch(3, 10, 10, 0)
+    assert ls.on_isr_committed([1], 9) == []  # the controller took both followers out
+    assert ls.on_leader_append(25, 1) == [] and ls.high_watermark == 10
+    assert ls.tick(2, 25) == [] and ls.high_watermark == 10
+    # Follower 2 catches up and is proposed back; only the committed ISR of 2 lets the HW move.
+    actions = ls.on_follower_fetch(2, 25, 25, 3)
+    assert proposals(actions) == [ProposeIsr((1, 2), 9)] and hws(actions) == []
+    assert hws(commit(ls, actions)) == [25]
+
+
+def test_min_insync_replicas_is_capped_at_the_replica_count_and_may_change():
+    # min.insync.replicas=3 on an RF=2 topic: both replicas in sync is enough (Kafka's effectiveMinIsr).
+    ls = LeaderState(1, [1, 2], [1, 2], 5, 7, 0, 0, LAG, 0, min_insync_replicas=3)
+    ls.on_leader_append(4, 0)
+    assert hws(ls.on_follower_fetch(2, 4, 4, 1)) == [4]
+    # Alone in the ISR with min 2, the leader holds its appends until the setting is lowered.
+    alone = LeaderState(1, [1, 2, 3], [1], 5, 7, 0, 0, LAG, 0, min_insync_replicas=2)
+    assert alone.on_leader_append(6, 1) == []
+    assert hws(alone.set_min_insync_replicas(1)) == [6]
+
+
 # --- ISR shrink ----------------------------------------------------------------------------------------
 
 
