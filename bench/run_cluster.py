@@ -13,7 +13,6 @@ cluster section of docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -31,6 +30,7 @@ from typing import Any
 
 from bench.peers._common import free_port
 from bench.run_single_broker import machine_info
+from bench.sections import bench_parser
 
 START_MARK = "<!-- cluster:start -->"
 END_MARK = "<!-- cluster:end -->"
@@ -385,10 +385,7 @@ def platform_python() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--num-records", type=int, default=1_000_000)
-    ap.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
+    ap = bench_parser(__doc__, 1_000_000)
     ap.add_argument(
         "--only", choices=["failover"], help="run only this step and print its figures (docs/BENCHMARKS.md untouched)"
     )

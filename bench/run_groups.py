@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench.run_cluster import Cluster, perf, platform_python, produce_args
 from bench.run_single_broker import machine_info
-from bench.sections import replace_section
+from bench.sections import bench_parser, replace_section
 from client.sync import Producer
 
 START_MARK = "<!-- groups:start -->"
@@ -297,10 +297,7 @@ def render(runs: list[dict[str, float]], cmd: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--num-records", type=int, default=300_000)
-    ap.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
+    ap = bench_parser(__doc__, 300_000)
     ap.add_argument("--quick", action="store_true", help="skip the 45 s session-timeout case; print only")
     ap.add_argument("--steady-producer", nargs=3, metavar=("BOOTSTRAP", "TOPIC", "PARTITIONS"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

@@ -14,7 +14,6 @@ Writes docs/BENCHMARKS.md between <!-- modes:start --> and <!-- modes:end --> (m
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 from bench.peers._common import free_port
 from bench.run_cluster import Cluster, failover_once, perf, produce_args, sh, tool
 from bench.run_single_broker import machine_info
-from bench.sections import replace_section
+from bench.sections import bench_parser, replace_section
 
 START_MARK = "<!-- modes:start -->"
 END_MARK = "<!-- modes:end -->"
@@ -116,10 +115,7 @@ def render(results: dict[str, list[dict[str, float]]], cmd: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--num-records", type=int, default=300_000)
-    ap.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
+    ap = bench_parser(__doc__, 300_000)
     a = ap.parse_args(argv)
     results: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
     for i in range(a.runs):

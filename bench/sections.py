@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 
@@ -22,3 +23,12 @@ def replace_section(path: Path, start_mark: str, end_mark: str, body: str) -> No
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def bench_parser(doc: str | None, default_records: int) -> argparse.ArgumentParser:
+    """The arguments every cluster benchmark takes: --runs (median of), --num-records, --out."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--num-records", type=int, default=default_records)
+    ap.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
+    return ap

@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import random
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from broker.log.checkpoint import atomic_write
 from election import (
     BecameController,
     BecameFollower,
@@ -71,17 +71,7 @@ def read_state(path: Path) -> tuple[int, int | None]:
 
 
 def write_state(path: Path, epoch: int, voted_for: int | None) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        json.dump({"epoch": epoch, "voted_for": voted_for}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic_write(path, json.dumps({"epoch": epoch, "voted_for": voted_for}))
 
 
 def next_incarnation(state_dir: Path) -> int:
@@ -96,17 +86,7 @@ def next_incarnation(state_dir: Path) -> int:
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         previous = 0
     incarnation = max(previous + 1, int(time.time() * 1000))
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        json.dump({"incarnation": incarnation}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic_write(path, json.dumps({"incarnation": incarnation}))
     return incarnation
 
 

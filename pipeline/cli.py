@@ -17,6 +17,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any
 
 import click
@@ -56,8 +57,48 @@ def spark_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+@dataclass(frozen=True)
+class Source:
+    """What every job reads (the data source options) and where Spark runs."""
+
+    paths: tuple[str, ...]
+    topics: tuple[str, ...]
+    pattern: str | None
+    assign: str | None
+    starting_offsets: str | None
+    ending_offsets: str | None
+    extra: tuple[str, ...]
+    master: str | None
+    confs: tuple[str, ...]
+
+    def options(self) -> dict[str, str]:
+        """The `kafkalite` source options, spelled as Spark's Kafka source spells them."""
+        options = {"path": ",".join(self.paths)}
+        if self.topics:
+            options["subscribe"] = ",".join(self.topics)
+        for key, value in (
+            ("subscribePattern", self.pattern),
+            ("assign", self.assign),
+            ("startingOffsets", self.starting_offsets),
+            ("endingOffsets", self.ending_offsets),
+        ):
+            if value is not None:
+                options[key] = value
+        options.update(parse_kv(self.extra, "--option"))
+        return options
+
+
+_SOURCE_PARAMS = [f.name for f in fields(Source)]
+
+
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """What every job reads: data dirs, topics and offsets, plus Spark's master and configs."""
+    """Adds the options every job takes and hands them to the command as one `source: Source`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        source = Source(**{name: kwargs.pop(name) for name in _SOURCE_PARAMS})
+        return fn(*args, source=source, **kwargs)
+
     decorators = [
         click.option(
             "--path",
@@ -77,41 +118,18 @@ def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark configuration."),
     ]
     for d in reversed(decorators):
-        fn = d(fn)
-    return fn
+        wrapper = d(wrapper)
+    return wrapper
 
 
-def build_options(
-    paths: tuple[str, ...],
-    topics: tuple[str, ...],
-    pattern: str | None,
-    assign: str | None,
-    starting: str | None,
-    ending: str | None,
-    extra: tuple[str, ...],
-) -> dict[str, str]:
-    options = {"path": ",".join(paths)}
-    if topics:
-        options["subscribe"] = ",".join(topics)
-    if pattern is not None:
-        options["subscribePattern"] = pattern
-    if assign is not None:
-        options["assign"] = assign
-    if starting is not None:
-        options["startingOffsets"] = starting
-    if ending is not None:
-        options["endingOffsets"] = ending
-    options.update(parse_kv(extra, "--option"))
-    return options
-
-
-def _start(options: dict[str, str], master: str | None, confs: tuple[str, ...], app: str):  # type: ignore[no-untyped-def]
+def _start(source: Source, app: str, options: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     """Plan without Spark first (clear errors, no JVM for a typo), then start Spark and load."""
+    options = options or source.options()
     plan = opt.plan_read(options)
     from pipeline.session import spark_session
 
     t0 = time.monotonic()
-    spark = spark_session(master, app, parse_kv(confs, "--conf"))
+    spark = spark_session(source.master, app, parse_kv(source.confs, "--conf"))
     click.echo(
         f"spark {spark.version} on {spark.sparkContext.master} (started in {time.monotonic() - t0:.1f}s)", err=True
     )
@@ -167,29 +185,13 @@ def check() -> None:
 @click.option("--summary-json", default=None, metavar="FILE", help="Also write the totals and top list as JSON.")
 @one_line_errors
 @spark_errors
-def hashtags(
-    paths,
-    topics,
-    pattern,
-    assign,
-    starting_offsets,
-    ending_offsets,
-    extra,
-    master,
-    confs,
-    top_n,
-    window,
-    output,
-    fmt,
-    summary_json,
-) -> None:  # type: ignore[no-untyped-def]
+def hashtags(source: Source, top_n: int, window: str, output: str | None, fmt: str, summary_json: str | None) -> None:
     """Top hashtags overall and per time window, counted over distinct tweet ids."""
     from pipeline import jobs
 
     jobs.window_duration(window)  # a bad --window fails before Spark starts
-    options = build_options(paths, topics, pattern, assign, starting_offsets, ending_offsets, extra)
     t0 = time.monotonic()
-    spark, df, plan = _start(options, master, confs, "kl-spark hashtags")
+    spark, df, plan = _start(source, "kl-spark hashtags")
     try:
         res = jobs.hashtags(df, top_n, window)
         windows = res.windows.collect()
@@ -221,12 +223,11 @@ def hashtags(
 @source_options
 @one_line_errors
 @spark_errors
-def stats(paths, topics, pattern, assign, starting_offsets, ending_offsets, extra, master, confs) -> None:  # type: ignore[no-untyped-def]
+def stats(source: Source) -> None:
     """Per partition: records, bytes, first/last offset and timestamp, distinct keys."""
     from pipeline import jobs
 
-    options = build_options(paths, topics, pattern, assign, starting_offsets, ending_offsets, extra)
-    spark, df, plan = _start(options, master, confs, "kl-spark stats")
+    spark, df, plan = _start(source, "kl-spark stats")
     try:
         df = df.select("topic", "partition", "offset", "timestamp", "key", "value").cache()  # one scan, two queries
         rows = jobs.stats(df)
@@ -276,28 +277,15 @@ def stats(paths, topics, pattern, assign, starting_offsets, ending_offsets, extr
 @click.option("--include-headers", is_flag=True, help="Keep record headers (includeHeaders=true).")
 @one_line_errors
 @spark_errors
-def export(
-    paths,
-    topics,
-    pattern,
-    assign,
-    starting_offsets,
-    ending_offsets,
-    extra,
-    master,
-    confs,
-    output,
-    overwrite,
-    include_headers,
-) -> None:  # type: ignore[no-untyped-def]
+def export(source: Source, output: str, overwrite: bool, include_headers: bool) -> None:
     """Write a topic (or an offset range of it) to Parquet, one directory per topic-partition."""
     from pipeline import jobs
 
-    options = build_options(paths, topics, pattern, assign, starting_offsets, ending_offsets, extra)
+    options = source.options()
     if include_headers:
         options["includeHeaders"] = "true"
     t0 = time.monotonic()
-    spark, df, plan = _start(options, master, confs, "kl-spark export")
+    spark, df, plan = _start(source, "kl-spark export", options)
     try:
         written = jobs.export(df, output, "overwrite" if overwrite else "errorifexists")
     finally:
