@@ -346,10 +346,12 @@ def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordina
 
     def committed_values() -> list[bytes] | None:
         values = [r.value for recs in read_back(cluster.bootstrap([survivor, back]), TOPIC, 3).values() for r in recs]
-        return values if sorted(v for v in values if v.startswith(b"one-")) == want else None
+        ones = sorted(v for v in values if v.startswith(b"one-"))
+        # A partition whose new leader just restarted reads as empty until its followers fetched (the HW is
+        # not persisted), so wait for every partition, not only the acks=1 ones.
+        return values if ones == want and len([v for v in values if v.startswith(b"before-")]) == 30 else None
 
-    values = wait_until(committed_values, 40, "the acks=1 records committed once the ISR is back at 2")
-    assert len([v for v in values if v.startswith(b"before-")]) == 30
+    wait_until(committed_values, 40, "the acks=1 records committed once the ISR is back at 2, every partition led")
 
 
 def test_metrics_under_replicated_while_follower_down(cluster):
