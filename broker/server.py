@@ -103,7 +103,14 @@ class BrokerServer:
             cfg.zookeeper_session_timeout_ms if cfg.coordination == "zookeeper" else cfg.broker_session_timeout_ms
         )
         self.controller = ControllerService(
-            cfg.broker_id, self.image, self.quorum, voters, session_timeout, uuid.uuid4().hex[:22]
+            cfg.broker_id,
+            self.image,
+            self.quorum,
+            voters,
+            session_timeout,
+            uuid.uuid4().hex[:22],
+            # The broker-level default; a topic's own unclean.leader.election.enable overrides it.
+            unclean_default=cfg.topic_config_defaults().unclean_leader_election_enable,
         )
         self.apis = KafkaApis(cfg, self)
         self.net._handler = self.apis

@@ -436,3 +436,28 @@ def test_idempotent_retry_to_new_leader_is_not_appended_twice(cluster):
 
 def _leaders_via(cluster, ids) -> dict[int, int]:
     return {p.partition: p.leader for p in cluster.describe(TOPIC, ids)}
+
+
+def test_broker_default_unclean_leader_election_brings_an_offline_partition_back(cluster_factory):
+    """unclean.leader.election.enable=true in the brokers' config (not a topic override): with the last ISR
+    member gone, an out-of-sync replica is elected, accepting the loss of what only the ISR had."""
+    cluster = cluster_factory(3, overrides=["unclean.leader.election.enable=true"])
+    cluster.create_topic(TOPIC, 1, 2)
+    (st,) = cluster.describe(TOPIC)
+    leader = st.leader
+    lagging = next(r for r in st.replicas if r != leader)
+    cluster.kill(lagging)
+    wait_until(lambda: cluster.describe(TOPIC)[0].isr == [leader], 20, f"ISR shrunk to [{leader}]")
+    with Producer(cluster.bootstrap(), acks="all") as p:
+        for i in range(5):
+            p.send(TOPIC, f"only-on-{leader}-{i}".encode())
+        p.flush(15)
+    cluster.kill(leader)
+    cluster.restart(lagging)
+    bs = cluster.bootstrap([b for b in cluster.brokers if b != leader])
+    wait_until(lambda: cluster.describe(TOPIC, [lagging])[0].leader == lagging, 30, f"{lagging} elected uncleanly")
+    with Producer(bs, acks="all", delivery_timeout_ms=15000) as p:
+        p.send(TOPIC, b"after")
+        p.flush(20)
+    values = [r.value for recs in read_back(bs, TOPIC, 1).values() for r in recs]
+    assert values == [b"after"], values  # the records only the old ISR had are gone: the price of unclean
