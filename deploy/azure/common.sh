@@ -12,6 +12,9 @@ CONFIG=${KL_AZURE_CONFIG:-$AZ_DIR/cluster.env}
 DRY_RUN=0
 # where install.sh puts its copies of the node scripts on a VM
 REMOTE_NODE_DIR=/opt/kafkalite/node
+# COORDINATION=zookeeper: ZooKeeper's client, follower and election ports (deploy/node/common.sh's
+# KL_ZK_*_PORT), opened inside the vnet only
+ZOOKEEPER_PORTS=(2181 2888 3888)
 
 die() {
   echo "error: $*" >&2
@@ -80,7 +83,7 @@ load_config() {
   RESOURCE_GROUP="" LOCATION="" VM_SIZE="" VM_COUNT="" ADMIN_USER="" ALLOWED_SSH_SOURCE=""
   BROKER_PORT="" COORDINATION="" SSH_PUBLIC_KEY="" SSH_PRIVATE_KEY="" VM_IMAGE="" NAME_PREFIX=""
   VNET_PREFIX="" SUBNET_PREFIX="" PRIVATE_IP_BASE="" PRIVATE_IP_START="" DNS_PREFIX="" SSH_HOSTS=""
-  BROKER_OVERRIDES="" PACKAGE="" BUILD_DIR=""
+  BROKER_OVERRIDES="" PACKAGE="" BUILD_DIR="" ZOOKEEPER_COUNT=""
   # shellcheck source=cluster.env
   source "$CONFIG"
   local var
@@ -116,9 +119,19 @@ load_config() {
   case $COORDINATION in
     builtin) ;;
     zookeeper)
-      # TODO(zookeeper): see deploy/node/install.sh; provisioning would also open 2181/2888/3888
-      # inside the vnet.
-      die "$CONFIG: COORDINATION=zookeeper is not implemented yet (TODO(zookeeper)); use builtin"
+      # the first ZOOKEEPER_COUNT VMs run a ZooKeeper server each (default 3, or 1 for fewer VMs)
+      if [ -z "$ZOOKEEPER_COUNT" ]; then
+        ZOOKEEPER_COUNT=1
+        if [ "$VM_COUNT" -ge 3 ]; then
+          ZOOKEEPER_COUNT=3
+        fi
+      fi
+      if ! [[ $ZOOKEEPER_COUNT =~ ^[1-9][0-9]*$ ]] || [ "$ZOOKEEPER_COUNT" -gt "$VM_COUNT" ]; then
+        die "$CONFIG: ZOOKEEPER_COUNT must be a number from 1 to VM_COUNT ($VM_COUNT), got '$ZOOKEEPER_COUNT'"
+      fi
+      if [ $((ZOOKEEPER_COUNT % 2)) = 0 ]; then
+        step "note: $ZOOKEEPER_COUNT ZooKeeper servers tolerate no more failures than $((ZOOKEEPER_COUNT - 1)); an odd count is better"
+      fi
       ;;
     *) die "$CONFIG: COORDINATION must be builtin or zookeeper" ;;
   esac
@@ -152,6 +165,16 @@ peers() {
   local i out=""
   for ((i = 1; i <= VM_COUNT; i++)); do
     out+="${out:+,}$i@$(vm_private_ip "$i"):$BROKER_PORT"
+  done
+  printf '%s' "$out"
+}
+
+# COORDINATION=zookeeper: the ensemble every VM's install.sh gets (--zookeeper-servers): server i
+# on VM i, for the first ZOOKEEPER_COUNT VMs: 1=10.42.1.11,2=10.42.1.12,3=10.42.1.13
+zookeeper_servers() {
+  local i out=""
+  for ((i = 1; i <= ZOOKEEPER_COUNT; i++)); do
+    out+="${out:+,}$i=$(vm_private_ip "$i")"
   done
   printf '%s' "$out"
 }

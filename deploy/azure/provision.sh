@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create the Azure resources for a Kafka Lite cluster: a resource group, an NSG (ssh only from
-# ALLOWED_SSH_SOURCE, the broker port only from inside the vnet), a vnet and subnet, and VM_COUNT
-# Ubuntu LTS VMs with static private addresses. Each VM's cloud-init runs deploy/node/install.sh
-# with its broker id and the peer list. Run from an operator's machine, after `az login`.
+# ALLOWED_SSH_SOURCE, the broker port, and with COORDINATION=zookeeper ZooKeeper's ports, only from
+# inside the vnet), a vnet and subnet, and VM_COUNT Ubuntu LTS VMs with static private addresses.
+# Each VM's cloud-init runs deploy/node/install.sh with its broker id and the peer list (and the
+# ZooKeeper ensemble). Run from an operator's machine, after `az login`.
 set -euo pipefail
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -12,7 +13,9 @@ usage() {
 Usage: deploy/azure/provision.sh [--config FILE] [--dry-run]
 
 Creates the resource group, NSG, vnet/subnet and VMs that cluster.env describes; each VM's
-cloud-init installs the broker (deploy/node/install.sh: user, venv, config, kl-broker.service).
+cloud-init installs the broker (deploy/node/install.sh: user, venv, config, kl-broker.service),
+and with COORDINATION=zookeeper, on the first ZOOKEEPER_COUNT VMs, a ZooKeeper server of the
+ensemble (kl-zookeeper.service; ports 2181, 2888 and 3888 open inside the vnet only).
 Then run deploy.sh --initial to build and start the brokers.
 
   --config FILE   the config (default: deploy/azure/cluster.env, or $KL_AZURE_CONFIG)
@@ -42,6 +45,10 @@ yaml_str() {
 cloud_init() {
   local i=$1 f args=() a sep=""
   args=(bash /opt/kafkalite-bootstrap/install.sh --id "$i" --peers "$(peers)" --coordination "$COORDINATION")
+  if [ "$COORDINATION" = zookeeper ]; then
+    # the same list on every VM: install.sh runs server i on the VM whose address it names
+    args+=(--zookeeper-servers "$(zookeeper_servers)")
+  fi
   for a in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
     args+=(--override "$a")
   done
@@ -72,19 +79,30 @@ cloud_init() {
 step "resource group $RESOURCE_GROUP in $LOCATION"
 run az group create --name "$RESOURCE_GROUP" --location "$LOCATION" --output none
 
-step "network security group $NSG: ssh only from $ALLOWED_SSH_SOURCE, port $BROKER_PORT only from the vnet"
+zk_ports=""
+if [ "$COORDINATION" = zookeeper ]; then
+  zk_ports=" and ZooKeeper's ${ZOOKEEPER_PORTS[*]}"
+fi
+step "network security group $NSG: ssh only from $ALLOWED_SSH_SOURCE, port $BROKER_PORT$zk_ports only from the vnet"
+# name, priority, access, protocol, source, then the destination ports
 nsg_rule() {
   run az network nsg rule create --resource-group "$RESOURCE_GROUP" --nsg-name "$NSG" --name "$1" \
     --priority "$2" --direction Inbound --access "$3" --protocol "$4" --source-address-prefixes "$5" \
-    --source-port-ranges '*' --destination-address-prefixes '*' --destination-port-ranges "$6" --output none
+    --source-port-ranges '*' --destination-address-prefixes '*' --destination-port-ranges "${@:6}" --output none
 }
 run az network nsg create --resource-group "$RESOURCE_GROUP" --location "$LOCATION" --name "$NSG" --output none
 nsg_rule allow-ssh-from-operator 100 Allow Tcp "$ALLOWED_SSH_SOURCE" 22
 nsg_rule allow-broker-from-vnet 110 Allow Tcp VirtualNetwork "$BROKER_PORT"
+if [ "$COORDINATION" = zookeeper ]; then
+  nsg_rule allow-zookeeper-from-vnet 120 Allow Tcp VirtualNetwork "${ZOOKEEPER_PORTS[@]}"
+fi
 # Azure's defaults would already drop these from the internet; explicit rules also keep out the
 # rest of the vnet (ssh) and anything a later rule might let in.
 nsg_rule deny-ssh-from-elsewhere 4000 Deny '*' '*' 22
 nsg_rule deny-broker-from-elsewhere 4010 Deny '*' '*' "$BROKER_PORT"
+if [ "$COORDINATION" = zookeeper ]; then
+  nsg_rule deny-zookeeper-from-elsewhere 4020 Deny '*' '*' "${ZOOKEEPER_PORTS[@]}"
+fi
 
 step "vnet $VNET ($VNET_PREFIX), subnet $SUBNET ($SUBNET_PREFIX) behind $NSG"
 run az network vnet create --resource-group "$RESOURCE_GROUP" --location "$LOCATION" --name "$VNET" \
@@ -97,7 +115,13 @@ for ((i = 1; i <= VM_COUNT; i++)); do
   name=$(vm_name "$i")
   custom_data=$BUILD_DIR/cloud-init-$name.yaml
   cloud_init "$i" >"$custom_data"
-  step "VM $name: $VM_SIZE, $(vm_private_ip "$i"), broker $i (cloud-init: $custom_data)"
+  tags=(role=kafkalite-broker "broker-id=$i")
+  zk_role=""
+  if [ "$COORDINATION" = zookeeper ] && [ "$i" -le "$ZOOKEEPER_COUNT" ]; then
+    tags+=("zookeeper-id=$i")
+    zk_role=", ZooKeeper server $i"
+  fi
+  step "VM $name: $VM_SIZE, $(vm_private_ip "$i"), broker $i$zk_role (cloud-init: $custom_data)"
   public_ip=(--public-ip-address "$name-ip" --public-ip-sku Standard --public-ip-address-allocation static
     --public-ip-address-dns-name "$(vm_dns_label "$i")")
   if [ ${#SSH_HOST_LIST[@]} -ne 0 ]; then
@@ -107,10 +131,13 @@ for ((i = 1; i <= VM_COUNT; i++)); do
     --image "$VM_IMAGE" --size "$VM_SIZE" --admin-username "$ADMIN_USER" --authentication-type ssh \
     --ssh-key-values "$SSH_PUBLIC_KEY" --vnet-name "$VNET" --subnet "$SUBNET" \
     --private-ip-address "$(vm_private_ip "$i")" --nsg "" "${public_ip[@]}" \
-    --custom-data "$custom_data" --tags role=kafkalite-broker "broker-id=$i" --output none
+    --custom-data "$custom_data" --tags "${tags[@]}" --output none
 done
 
 finish "provisioned; the VMs install the broker at first boot. Next: deploy/azure/deploy.sh --initial"
 for ((i = 1; i <= VM_COUNT; i++)); do
   step "  broker $i: $(vm_name "$i") $(vm_private_ip "$i"):$BROKER_PORT  ssh $ADMIN_USER@$(vm_ssh_host "$i")"
 done
+if [ "$COORDINATION" = zookeeper ]; then
+  step "  ZooKeeper ensemble (started at first boot): $(zookeeper_servers)"
+fi

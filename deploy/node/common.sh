@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Sourced by the deploy/node scripts: the on-host layout, node.env, and the checks on
+# Sourced by the deploy/node scripts: the on-host layout, node.env, starting and stopping the
+# launchers without systemd, the ZooKeeper ensemble of coordination=zookeeper, and the checks on
 # `kl-topics --describe` output that the rolling restart waits on.
 # The KL_* variables set here are read by the scripts that source this file:
 # shellcheck disable=SC2034
@@ -9,6 +10,14 @@ KL_UNIT=kl-broker.service
 # fsyncs every partition, which can take a while on a busy disk.
 KL_STOP_TIMEOUT=60
 KL_NODE_SCRIPTS=(common.sh install.sh upgrade.sh wait-isr.sh status.sh)
+# coordination=zookeeper: the ensemble's unit and ports (ZooKeeper's usual ones: clients, followers
+# to the leader, leader election), and Debian's/Ubuntu's server jar (package `zookeeper`; its
+# manifest's Class-Path names the jars it needs).
+KL_ZK_UNIT=kl-zookeeper.service
+KL_ZK_CLIENT_PORT=2181
+KL_ZK_PEER_PORT=2888
+KL_ZK_ELECTION_PORT=3888
+KL_ZK_JAR=/usr/share/java/zookeeper.jar
 
 die() {
   echo "error: $*" >&2
@@ -46,6 +55,14 @@ kl_paths() {
   KL_LOG=$KL_STATE_DIR/broker.log
   KL_UNIT_DIR=$root/etc/systemd/system
   KL_UNIT_FILE=$KL_UNIT_DIR/$KL_UNIT
+  KL_ZK_CONF_DIR=$KL_CONF_DIR/zookeeper
+  KL_ZK_CFG=$KL_ZK_CONF_DIR/zoo.cfg
+  KL_ZK_DATA_DIR=$KL_STATE_DIR/zookeeper
+  KL_ZK_MYID=$KL_ZK_DATA_DIR/myid
+  KL_ZK_LAUNCHER=$KL_PREFIX/bin/kl-zookeeper-run
+  KL_ZK_PIDFILE=$KL_STATE_DIR/kl-zookeeper.pid
+  KL_ZK_LOG=$KL_STATE_DIR/zookeeper.log
+  KL_ZK_UNIT_FILE=$KL_UNIT_DIR/$KL_ZK_UNIT
 }
 
 # node.env: what install.sh was told (broker id, peers, user, ...), for upgrade.sh, wait-isr.sh,
@@ -67,13 +84,44 @@ kl_bootstrap() {
   printf '%s\n' "$out"
 }
 
-# The command that runs the broker: the launcher, as the service user. kl-broker.service runs the
-# same launcher (ExecStart) with User= set, so both paths run one command line.
+# The command that runs a launcher ($1, default the broker's), as the service user. The units run
+# the same launchers (ExecStart) with User= set, so both paths run one command line.
 kl_launch_argv() {
+  local launcher=${1:-$KL_LAUNCHER}
   if [ "$(id -un)" = "$KL_USER" ]; then
-    KL_LAUNCH=("$KL_LAUNCHER")
+    KL_LAUNCH=("$launcher")
   else
-    KL_LAUNCH=(runuser -u "$KL_USER" -- "$KL_LAUNCHER")
+    KL_LAUNCH=(runuser -u "$KL_USER" -- "$launcher")
+  fi
+}
+
+# Without systemd: runs launcher $1 as the service user in the background, detached (its own
+# session, and not a child of this shell, which may exec the broker next), appending its output to
+# log $2; waits until function $3 prints its pid (each launcher writes its pid file first thing).
+kl_start_detached() {
+  local log=$2 pidfn=$3 tries=0
+  kl_launch_argv "$1"
+  (setsid "${KL_LAUNCH[@]}" >>"$log" 2>&1 </dev/null &)
+  while [ "$tries" -lt 100 ]; do
+    [ -z "$("$pidfn")" ] || return 0
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  tail -n 20 "$log" >&2 || true
+  return 1
+}
+
+# Stops process $1 cleanly: SIGTERM, then SIGKILL if it still runs after KL_STOP_TIMEOUT seconds.
+kl_stop_pid() {
+  local pid=$1 waited=0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  while kl_alive "$pid" && [ "$waited" -lt $((KL_STOP_TIMEOUT * 10)) ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  if kl_alive "$pid"; then
+    note "pid $pid still running ${KL_STOP_TIMEOUT} s after SIGTERM: SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
   fi
 }
 
@@ -89,16 +137,26 @@ kl_alive() {
   [ -n "$state" ] && [ "$state" != Z ]
 }
 
-# The pid of the running broker (from the launcher's pid file), or nothing.
-kl_broker_pid() {
+# The pid in pid file $1 if that process still runs a command line containing $2, or nothing (the
+# pid may have been reused since).
+kl_pid_of() {
   local pid
-  [ -f "$KL_PIDFILE" ] || return 0
-  pid=$(cat "$KL_PIDFILE" 2>/dev/null || true)
+  [ -f "$1" ] || return 0
+  pid=$(cat "$1" 2>/dev/null || true)
   case $pid in '' | *[!0-9]*) return 0 ;; esac
-  # the pid may have been reused since: it must still be a kl-broker
-  if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'kl-broker start'; then
+  if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$2"; then
     printf '%s\n' "$pid"
   fi
+}
+
+# The pid of the running broker (from the launcher's pid file), or nothing.
+kl_broker_pid() {
+  kl_pid_of "$KL_PIDFILE" 'kl-broker start'
+}
+
+# The pid of this host's running ZooKeeper server (from its launcher's pid file), or nothing.
+kl_zookeeper_pid() {
+  kl_pid_of "$KL_ZK_PIDFILE" "QuorumPeerMain $KL_ZK_CFG"
 }
 
 kl_broker_running() {
@@ -107,6 +165,93 @@ kl_broker_running() {
   else
     [ -n "$(kl_broker_pid)" ]
   fi
+}
+
+kl_zookeeper_running() {
+  if [ "$KL_SYSTEMD" = yes ]; then
+    systemctl is-active --quiet "$KL_ZK_UNIT"
+  else
+    [ -n "$(kl_zookeeper_pid)" ]
+  fi
+}
+
+# --- coordination=zookeeper: the ensemble ---------------------------------------------------------
+# node.env keeps what install.sh was told: KL_ZK_SERVERS (the ensemble that install.sh runs,
+# "1=HOST,2=HOST,3=HOST", ZooKeeper's server.N), KL_ZK_CONNECT (zookeeper.connect, when it is not
+# the default HOST:2181,... of those servers) and KL_ZK_ID (this host's server id, when it is not
+# the one whose HOST is the broker's address).
+
+# Checks a --zookeeper-servers list: ID=HOST entries, ids 1..255, each id and host once.
+kl_zk_check_servers() {
+  local entry id host seen_ids=, seen_hosts=,
+  local -a entries
+  IFS=, read -r -a entries <<<"$1"
+  [ ${#entries[@]} -gt 0 ] || die "--zookeeper-servers is empty"
+  for entry in "${entries[@]}"; do
+    [[ $entry =~ ^[0-9]+=[A-Za-z0-9._-]+$ ]] || die "--zookeeper-servers: '$entry' is not ID=HOST"
+    id=${entry%%=*} host=${entry#*=}
+    if [ "$id" -lt 1 ] || [ "$id" -gt 255 ]; then
+      die "--zookeeper-servers: server ids are 1..255, got $id"
+    fi
+    [[ $seen_ids != *,$id,* ]] || die "--zookeeper-servers: server id $id twice"
+    [[ $seen_hosts != *,$host,* ]] || die "--zookeeper-servers: host $host twice"
+    seen_ids+="$id," seen_hosts+="$host,"
+  done
+}
+
+# The host of server $1 in KL_ZK_SERVERS, or nothing.
+kl_zk_host_of() {
+  local entry
+  local -a entries
+  IFS=, read -r -a entries <<<"$KL_ZK_SERVERS"
+  for entry in ${entries[@]+"${entries[@]}"}; do
+    if [ "${entry%%=*}" = "$1" ]; then
+      printf '%s\n' "${entry#*=}"
+    fi
+  done
+}
+
+# This host's ZooKeeper server id, or nothing when it runs none: KL_ZK_ID, else the server whose
+# HOST is this broker's address.
+kl_zk_server_id() {
+  local entry
+  local -a entries
+  if [ "$KL_COORDINATION" != zookeeper ]; then
+    return 0
+  fi
+  if [ -n "$KL_ZK_ID" ]; then
+    printf '%s\n' "$KL_ZK_ID"
+    return 0
+  fi
+  IFS=, read -r -a entries <<<"$KL_ZK_SERVERS"
+  for entry in ${entries[@]+"${entries[@]}"}; do
+    if [ "${entry#*=}" = "$KL_HOST" ]; then
+      printf '%s\n' "${entry%%=*}"
+    fi
+  done
+}
+
+# zookeeper.connect: KL_ZK_CONNECT, else every server's HOST:2181 (the broker's default chroot).
+kl_zk_connect() {
+  local entry out=""
+  local -a entries
+  if [ -n "$KL_ZK_CONNECT" ]; then
+    printf '%s\n' "$KL_ZK_CONNECT"
+    return 0
+  fi
+  IFS=, read -r -a entries <<<"$KL_ZK_SERVERS"
+  for entry in ${entries[@]+"${entries[@]}"}; do
+    out+="${out:+,}${entry#*=}:$KL_ZK_CLIENT_PORT"
+  done
+  printf '%s\n' "$out"
+}
+
+# The mode of the ZooKeeper server at host $1 port $2 (leader, follower, standalone), from its
+# `srvr` four-letter command; nothing if it does not answer (down, or not serving: no quorum).
+kl_zk_mode() {
+  # shellcheck disable=SC2016 # $1 and $2 expand in the inner bash
+  timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf srvr >&3 && cat <&3' _ "$1" "$2" 2>/dev/null |
+    sed -n 's/^Mode: //p' || true
 }
 
 # Is something listening on host:port? (bash's /dev/tcp: no extra tools on the VM)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install (or reconfigure) one Kafka Lite broker on this host: the kafkalite user, a venv with the
-# package, the data dir, server.properties, a launcher and kl-broker.service. Idempotent: a second
-# run with the same arguments changes nothing. Runs on each VM (cloud-init, deploy.sh, upgrade.sh).
+# package, the data dir, server.properties, a launcher and kl-broker.service; with
+# --coordination zookeeper on a host of --zookeeper-servers, also a ZooKeeper server of the ensemble
+# (zoo.cfg, myid, a launcher and kl-zookeeper.service). Idempotent: a second run with the same
+# arguments changes nothing. Runs on each VM (cloud-init, deploy.sh, upgrade.sh).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
@@ -21,8 +23,22 @@ Broker:
   --host ADDR            address to listen on (default: this broker's entry in --peers, else 127.0.0.1)
   --port PORT            port (default: this broker's entry in --peers, else 9092)
   --override KEY=VALUE   any server.properties key, repeatable (replaces the earlier overrides)
-  --coordination MODE    builtin (the brokers elect their controller; default) or zookeeper (TODO)
+  --coordination MODE    builtin (the brokers elect their controller; default) or zookeeper
   --user NAME            service user, created if missing (default: kafkalite)
+
+ZooKeeper (--coordination zookeeper; server.properties gets coordination and zookeeper.connect):
+  --zookeeper-servers LIST
+                         the ensemble, ID=HOST,... (ZooKeeper's server.ID=HOST:2888:3888; ids
+                         1..255, an odd count: 3 tolerates one server down). The host whose HOST is
+                         this broker's address runs server ID: Debian's zookeeper package (apt-get
+                         if missing), ROOT/etc/kafkalite/zookeeper/zoo.cfg (clientPort 2181), myid
+                         and data in ROOT/var/lib/kafkalite/zookeeper, kl-zookeeper.service. Every
+                         other host gets only the broker side. The same list on every host.
+  --zookeeper-id N       this host runs server N of the list (default: see above)
+  --zookeeper-connect HOST:PORT,...[/CHROOT]
+                         zookeeper.connect (default: every server's HOST:2181; the broker's default
+                         chroot is /kafkalite); alone, without --zookeeper-servers: an ensemble
+                         that runs elsewhere, nothing of ZooKeeper is installed here
 
 Package (into a venv at ROOT/opt/kafkalite/venv):
   --package PATH|SPEC    a wheel, a source directory, or a pip requirement; reinstalled only when its
@@ -35,7 +51,8 @@ Package (into a venv at ROOT/opt/kafkalite/venv):
 
 Running:
   --no-systemd           no unit: run the broker in the foreground (exec), as the unit would
-                         (containers, tests)
+                         (containers, tests); a ZooKeeper server of this host is started first,
+                         in the background (its pid in ROOT/var/lib/kafkalite/kl-zookeeper.pid)
   --no-start             set everything up, start nothing
   --reuse-config         take every setting not given from the last install (ROOT/etc/kafkalite/node.env)
   --root DIR             install under DIR instead of / (several brokers on one machine: tests)
@@ -47,6 +64,7 @@ EOF
 
 A_ROOT="" A_ID="" A_PEERS="" A_HOST="" A_PORT="" A_USER="" A_COORD="" A_PACKAGE="" A_WHEELHOUSE=""
 A_DEPS_FROM="" A_PYTHON="" A_OVERRIDES=() OVERRIDES_GIVEN=0 NO_SYSTEMD="" NO_START=0 REUSE=0
+A_ZK_SERVERS="" A_ZK_ID="" A_ZK_CONNECT=""
 while [ $# -gt 0 ]; do
   case $1 in
     --id)
@@ -73,6 +91,18 @@ while [ $# -gt 0 ]; do
       ;;
     --coordination)
       A_COORD=$(arg "$@")
+      shift
+      ;;
+    --zookeeper-servers)
+      A_ZK_SERVERS=$(arg "$@")
+      shift
+      ;;
+    --zookeeper-id)
+      A_ZK_ID=$(arg "$@")
+      shift
+      ;;
+    --zookeeper-connect)
+      A_ZK_CONNECT=$(arg "$@")
       shift
       ;;
     --user)
@@ -119,7 +149,7 @@ kl_paths "$A_ROOT"
 
 # Settings: the arguments, else (with --reuse-config) the last install's, else the defaults.
 KL_BROKER_ID="" KL_PEERS="" KL_HOST="" KL_PORT="" KL_USER="" KL_COORDINATION="" KL_WHEELHOUSE=""
-KL_DEPS_FROM="" KL_PYTHON="" KL_SYSTEMD="" KL_OVERRIDES=()
+KL_DEPS_FROM="" KL_PYTHON="" KL_SYSTEMD="" KL_OVERRIDES=() KL_ZK_SERVERS="" KL_ZK_ID="" KL_ZK_CONNECT=""
 if [ "$REUSE" = 1 ]; then
   kl_load_env
 fi
@@ -127,6 +157,9 @@ KL_BROKER_ID=${A_ID:-$KL_BROKER_ID}
 KL_PEERS=${A_PEERS:-$KL_PEERS}
 KL_USER=${A_USER:-${KL_USER:-kafkalite}}
 KL_COORDINATION=${A_COORD:-${KL_COORDINATION:-builtin}}
+KL_ZK_SERVERS=${A_ZK_SERVERS:-$KL_ZK_SERVERS}
+KL_ZK_ID=${A_ZK_ID:-$KL_ZK_ID}
+KL_ZK_CONNECT=${A_ZK_CONNECT:-$KL_ZK_CONNECT}
 KL_WHEELHOUSE=${A_WHEELHOUSE:-$KL_WHEELHOUSE}
 KL_DEPS_FROM=${A_DEPS_FROM:-$KL_DEPS_FROM}
 KL_PYTHON=${A_PYTHON:-${KL_PYTHON:-python3}}
@@ -166,17 +199,30 @@ for o in ${KL_OVERRIDES[@]+"${KL_OVERRIDES[@]}"}; do
   [[ $o != *$'\n'* ]] || die "--override values are one line"
 done
 
+# coordination=zookeeper (broker/config.py: `coordination`, `zookeeper.connect`): which ZooKeeper
+# server, if any, this host runs (ZK_ID), and what the broker connects to (ZK_CONNECT).
+ZK_ID="" ZK_CONNECT=""
 case $KL_COORDINATION in
-  builtin) ;;
+  builtin)
+    if [ -n "$A_ZK_SERVERS$A_ZK_ID$A_ZK_CONNECT" ]; then
+      die "--zookeeper-servers, --zookeeper-id and --zookeeper-connect go with --coordination zookeeper"
+    fi
+    ;;
   zookeeper)
-    # TODO(zookeeper): the issue's optional ZooKeeper mode, not done: the released broker has no
-    # ZooKeeper coordination yet (it elects its controller among the brokers, docs/ELECTION.md).
-    # Once it reads `coordination=zookeeper` and `zookeeper.connect=HOST:2181,...` from
-    # server.properties, this branch should: apt-get install -y zookeeperd (Debian's/Ubuntu's
-    # package) on the first three VMs, write /etc/zookeeper/conf/zoo.cfg (server.N=<peer>:2888:3888)
-    # and /etc/zookeeper/conf/myid, enable zookeeper.service, and put those two keys into
-    # server.properties; deploy/azure/provision.sh would open 2181, 2888 and 3888 inside the vnet only.
-    die "--coordination zookeeper is not implemented yet (TODO(zookeeper) in deploy/node/install.sh); use builtin"
+    if [ -z "$KL_ZK_SERVERS$KL_ZK_CONNECT" ]; then
+      die "--coordination zookeeper needs --zookeeper-servers ID=HOST,... (the ensemble to run) or --zookeeper-connect HOST:PORT,... (one that runs elsewhere)"
+    fi
+    if [ -n "$KL_ZK_SERVERS" ]; then
+      kl_zk_check_servers "$KL_ZK_SERVERS"
+    fi
+    if [ -n "$KL_ZK_CONNECT" ] && ! [[ $KL_ZK_CONNECT =~ ^[A-Za-z0-9._-]+:[0-9]+(,[A-Za-z0-9._-]+:[0-9]+)*(/[A-Za-z0-9._/-]*)?$ ]]; then
+      die "--zookeeper-connect must be HOST:PORT,...[/CHROOT], got '$KL_ZK_CONNECT'"
+    fi
+    if [ -n "$KL_ZK_ID" ] && [ -z "$(kl_zk_host_of "$KL_ZK_ID")" ]; then
+      die "--zookeeper-id $KL_ZK_ID: no server $KL_ZK_ID in --zookeeper-servers '$KL_ZK_SERVERS'"
+    fi
+    ZK_ID=$(kl_zk_server_id)
+    ZK_CONNECT=$(kl_zk_connect)
     ;;
   *) die "--coordination must be builtin or zookeeper, got '$KL_COORDINATION'" ;;
 esac
@@ -190,6 +236,9 @@ fi
 
 # --- helpers that count changes ------------------------------------------------------------------
 
+# `... | put_file` runs put_file in this shell, not in a subshell, so that the changes it counts
+# are counted (and decide what is restarted).
+shopt -s lastpipe
 CHANGES=0
 
 changed() {
@@ -326,6 +375,10 @@ fi
   if [ -n "$KL_PEERS" ]; then
     echo "peers=$KL_PEERS"
   fi
+  if [ "$KL_COORDINATION" = zookeeper ]; then
+    echo "coordination=zookeeper"
+    echo "zookeeper.connect=$ZK_CONNECT"
+  fi
   for o in ${KL_OVERRIDES[@]+"${KL_OVERRIDES[@]}"}; do
     echo "$o"
   done
@@ -334,8 +387,8 @@ fi
 {
   echo "# Written by deploy/node/install.sh: the settings it was given (install.sh --reuse-config,"
   echo "# upgrade.sh, wait-isr.sh and status.sh read them)."
-  for var in KL_BROKER_ID KL_HOST KL_PORT KL_PEERS KL_USER KL_COORDINATION KL_PYTHON KL_WHEELHOUSE \
-    KL_DEPS_FROM KL_SYSTEMD; do
+  for var in KL_BROKER_ID KL_HOST KL_PORT KL_PEERS KL_USER KL_COORDINATION KL_ZK_SERVERS KL_ZK_ID \
+    KL_ZK_CONNECT KL_PYTHON KL_WHEELHOUSE KL_DEPS_FROM KL_SYSTEMD; do
     printf '%s=%q\n' "$var" "${!var}"
   done
   printf 'KL_OVERRIDES=('
@@ -366,7 +419,77 @@ for f in "${KL_NODE_SCRIPTS[@]}"; do
   fi
 done
 
-# --- 4. run it ---------------------------------------------------------------------------------------
+# --- 4. ZooKeeper server (coordination=zookeeper, on the hosts of --zookeeper-servers) ---------------
+# Debian's/Ubuntu's `zookeeper` package provides the server (jars, java); its `zookeeperd` companion
+# (an init script for /etc/zookeeper/conf) is not used: kl-zookeeper.service runs a launcher with
+# this install's zoo.cfg, like the broker's, with or without systemd and under any --root.
+
+install_zookeeper_package() {
+  if [ "$(id -u)" -ne 0 ]; then
+    die "ZooKeeper is not installed ($KL_ZK_JAR, java): as root, apt-get install -y zookeeper"
+  fi
+  command -v apt-get >/dev/null ||
+    die "ZooKeeper is not installed and there is no apt-get here: install ZooKeeper >= 3.5 with its jar at $KL_ZK_JAR"
+  note "installing Debian's zookeeper package (and java) with apt-get"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >&2; then
+    # a stale package index (cloud-init refreshes it; a long-running host may not have)
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >&2 || die "apt-get install zookeeper failed"
+  fi
+  changed "installed the zookeeper package"
+}
+
+ZK_CHANGES=0
+if [ -n "$ZK_ID" ]; then
+  zk_before=$CHANGES
+  if [ ! -f "$KL_ZK_JAR" ] || ! command -v java >/dev/null; then
+    install_zookeeper_package
+  fi
+  [ -f "$KL_ZK_JAR" ] || die "no $KL_ZK_JAR after installing the zookeeper package"
+  java=$(command -v java) || die "no java after installing the zookeeper package"
+  put_dir "$KL_ZK_CONF_DIR" 755 "$ROOT_OWNER"
+  put_dir "$KL_ZK_DATA_DIR" 750 "$KL_USER:$KL_GROUP"
+  {
+    echo "# Written by deploy/node/install.sh: rerun it to change this file (edits are overwritten)."
+    echo "# ZooKeeper server $ZK_ID of the Kafka Lite brokers' ensemble (coordination=zookeeper)."
+    echo "# A tick of 1 s lets the brokers have their 2 s sessions (zookeeper.session.timeout.ms; ZooKeeper"
+    echo "# grants 2 to 20 ticks): a dead broker is noticed as fast as with the builtin coordination."
+    echo "tickTime=1000"
+    echo "initLimit=10"
+    echo "syncLimit=5"
+    echo "dataDir=$KL_ZK_DATA_DIR"
+    echo "clientPort=$KL_ZK_CLIENT_PORT"
+    echo "admin.enableServer=false"
+    echo "4lw.commands.whitelist=ruok,srvr,stat,mntr"
+    echo "autopurge.snapRetainCount=3"
+    echo "autopurge.purgeInterval=24"
+    IFS=, read -r -a zk_entries <<<"$KL_ZK_SERVERS"
+    if [ ${#zk_entries[@]} -gt 1 ]; then # one server alone runs standalone, with no server.N line
+      for entry in "${zk_entries[@]}"; do
+        echo "server.${entry%%=*}=${entry#*=}:$KL_ZK_PEER_PORT:$KL_ZK_ELECTION_PORT"
+      done
+    fi
+  } | put_file "$KL_ZK_CFG" 644
+  printf '%s\n' "$ZK_ID" | put_file "$KL_ZK_MYID" 644
+  # The server's classpath: the jar (its manifest names its dependencies) and, when there, slf4j's
+  # simple binding, so that it logs to stderr (the journal, or zookeeper.log without systemd).
+  zk_classpath=$KL_ZK_JAR
+  if [ -f /usr/share/java/slf4j-simple.jar ]; then
+    zk_classpath+=:/usr/share/java/slf4j-simple.jar
+  fi
+  {
+    echo "#!/usr/bin/env bash"
+    echo "# Written by deploy/node/install.sh. ZooKeeper server $ZK_ID's command line: $KL_ZK_UNIT runs"
+    echo "# it (ExecStart), and so does install.sh --no-systemd, in the background."
+    echo "set -euo pipefail"
+    printf 'echo "$$" >%q\n' "$KL_ZK_PIDFILE"
+    printf 'exec %q -Xms64m -Xmx512m -XX:+UseSerialGC -Dzookeeper.admin.enableServer=false -cp %q %s %q\n' \
+      "$java" "$zk_classpath" org.apache.zookeeper.server.quorum.QuorumPeerMain "$KL_ZK_CFG"
+  } | put_file "$KL_ZK_LAUNCHER" 755
+  ZK_CHANGES=$((CHANGES - zk_before))
+fi
+
+# --- 5. run it ---------------------------------------------------------------------------------------
 
 if [ "$KL_SYSTEMD" = no ]; then
   note "$CHANGES changes"
@@ -376,6 +499,21 @@ if [ "$KL_SYSTEMD" = no ]; then
   [ "$HAVE_PACKAGE" = 1 ] || die "no package installed yet: pass --package"
   pid=$(kl_broker_pid)
   [ -z "$pid" ] || die "a broker is already running here (pid $pid)"
+  if [ -n "$ZK_ID" ]; then
+    pid=$(kl_zookeeper_pid)
+    if [ -n "$pid" ] && [ "$ZK_CHANGES" != 0 ]; then
+      note "restarting ZooKeeper server $ZK_ID (pid $pid): its setup changed"
+      kl_stop_pid "$pid"
+      pid=""
+    fi
+    if [ -z "$pid" ]; then
+      kl_start_detached "$KL_ZK_LAUNCHER" "$KL_ZK_LOG" kl_zookeeper_pid ||
+        die "ZooKeeper server $ZK_ID did not start (log: $KL_ZK_LOG)"
+      note "started ZooKeeper server $ZK_ID in the background (pid $(kl_zookeeper_pid), log $KL_ZK_LOG)"
+    else
+      note "ZooKeeper server $ZK_ID is running (pid $pid)"
+    fi
+  fi
   kl_launch_argv
   note "running in the foreground: ${KL_LAUNCH[*]}"
   rm -rf "$SCRATCH" # exec skips the EXIT trap
@@ -383,6 +521,12 @@ if [ "$KL_SYSTEMD" = no ]; then
 fi
 
 unit_changes=$CHANGES
+# With a ZooKeeper server here, the broker starts after it and stops before it (a clean stop then
+# closes the broker's session at once, instead of leaving it to expire).
+after=network-online.target
+if [ -n "$ZK_ID" ]; then
+  after+=" $KL_ZK_UNIT"
+fi
 mkdir -p "$KL_UNIT_DIR"
 put_file "$KL_UNIT_FILE" 644 <<EOF
 # Written by deploy/node/install.sh.
@@ -390,7 +534,7 @@ put_file "$KL_UNIT_FILE" 644 <<EOF
 Description=Kafka Lite broker $KL_BROKER_ID
 Documentation=file://$KL_PREFIX/node/install.sh
 Wants=network-online.target
-After=network-online.target
+After=$after
 
 [Service]
 Type=simple
@@ -410,14 +554,64 @@ UMask=0027
 [Install]
 WantedBy=multi-user.target
 EOF
+if [ -n "$ZK_ID" ]; then
+  zk_before=$CHANGES
+  put_file "$KL_ZK_UNIT_FILE" 644 <<EOF
+# Written by deploy/node/install.sh.
+[Unit]
+Description=ZooKeeper server $ZK_ID for the Kafka Lite brokers
+Documentation=file://$KL_PREFIX/node/install.sh
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=simple
+User=$KL_USER
+Group=$KL_GROUP
+ExecStart=$KL_ZK_LAUNCHER
+# the JVM exits with 128+15 on SIGTERM
+SuccessExitStatus=143
+TimeoutStopSec=30
+Restart=on-failure
+RestartSec=2
+LimitNOFILE=65536
+UMask=0027
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  ZK_CHANGES=$((ZK_CHANGES + CHANGES - zk_before))
+fi
 unit_changed=$((CHANGES - unit_changes))
 
 if ! kl_systemd_running; then
-  note "$CHANGES changes (systemd is not running here: $KL_UNIT not enabled)"
+  note "$CHANGES changes (systemd is not running here: $KL_UNIT${ZK_ID:+ and $KL_ZK_UNIT} not enabled)"
   exit 0
 fi
 if [ "$unit_changed" != 0 ]; then
   systemctl daemon-reload
+fi
+if [ -n "$ZK_ID" ]; then
+  # Debian's zookeeperd would run a second server on port 2181 (from /etc/zookeeper/conf)
+  if systemctl is-enabled --quiet zookeeper.service 2>/dev/null || systemctl is-active --quiet zookeeper.service; then
+    systemctl disable --now --quiet zookeeper.service
+    changed "disabled zookeeper.service (zookeeperd's): $KL_ZK_UNIT runs this host's server"
+    ZK_CHANGES=$((ZK_CHANGES + 1))
+  fi
+  if ! systemctl is-enabled --quiet "$KL_ZK_UNIT" 2>/dev/null; then
+    systemctl enable --quiet "$KL_ZK_UNIT"
+    changed "enabled $KL_ZK_UNIT"
+    ZK_CHANGES=$((ZK_CHANGES + 1))
+  fi
+  if [ "$NO_START" = 1 ]; then
+    :
+  elif ! systemctl is-active --quiet "$KL_ZK_UNIT"; then
+    systemctl start "$KL_ZK_UNIT"
+    note "started $KL_ZK_UNIT"
+  elif [ "$ZK_CHANGES" != 0 ]; then
+    systemctl restart "$KL_ZK_UNIT"
+    note "restarted $KL_ZK_UNIT"
+  fi
 fi
 if ! systemctl is-enabled --quiet "$KL_UNIT" 2>/dev/null; then
   systemctl enable --quiet "$KL_UNIT"
@@ -430,9 +624,11 @@ elif [ "$HAVE_PACKAGE" = 0 ]; then
 elif ! systemctl is-active --quiet "$KL_UNIT"; then
   systemctl start "$KL_UNIT"
   note "$CHANGES changes; started $KL_UNIT"
-elif [ "$CHANGES" != 0 ]; then
+elif [ $((CHANGES - ZK_CHANGES)) != 0 ]; then
   systemctl restart "$KL_UNIT"
   note "$CHANGES changes; restarted $KL_UNIT"
+elif [ "$CHANGES" != 0 ]; then
+  note "$CHANGES changes, all to the ZooKeeper server; $KL_UNIT keeps running"
 else
   note "nothing changed; $KL_UNIT is running"
 fi

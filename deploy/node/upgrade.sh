@@ -71,21 +71,13 @@ stop_broker() {
     systemctl stop "$KL_UNIT"
     return
   fi
-  local pid waited=0
+  local pid
   pid=$(kl_broker_pid)
   if [ -z "$pid" ]; then
     note "no broker running"
     return
   fi
-  kill -TERM "$pid"
-  while kl_alive "$pid" && [ "$waited" -lt $((KL_STOP_TIMEOUT * 10)) ]; do
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-  if kl_alive "$pid"; then
-    note "still running ${KL_STOP_TIMEOUT} s after SIGTERM: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
+  kl_stop_pid "$pid"
 }
 
 start_broker() {
@@ -95,16 +87,7 @@ start_broker() {
   fi
   # Without systemd: the same launcher as the unit's ExecStart, in the background, in its own
   # session so that it outlives this script.
-  kl_launch_argv
-  setsid "${KL_LAUNCH[@]}" >>"$KL_LOG" 2>&1 </dev/null &
-  local tries=0
-  while [ "$tries" -lt 50 ]; do # the launcher writes the pid file first thing
-    [ -z "$(kl_broker_pid)" ] || return 0
-    sleep 0.1
-    tries=$((tries + 1))
-  done
-  tail -n 20 "$KL_LOG" >&2 || true
-  die "the broker did not start (log: $KL_LOG)"
+  kl_start_detached "$KL_LAUNCHER" "$KL_LOG" kl_broker_pid || die "the broker did not start (log: $KL_LOG)"
 }
 
 note "rolling step: checking that the cluster is healthy before stopping this broker"

@@ -5,17 +5,21 @@ the test venv); the three brokers form a cluster; records are produced and consu
 with the installed CLIs; one host's link is cut and healed (failover, then catch-up seen by
 deploy/node/wait-isr.sh); then deploy/node/upgrade.sh, the step deploy/azure/deploy.sh runs on each
 VM over ssh, upgrades the brokers one at a time while a producer with acks=all keeps writing, and
-no acknowledged record is lost. Needs root (CI runs as root)."""
+no acknowledged record is lost. In ZooKeeper mode (three more hosts, on 198.18.10.0/24), install.sh
+also runs a server of a three-server ZooKeeper ensemble on each host; one host dies (its ZooKeeper
+server and its broker), the other two keep a quorum, writes with acks=all go on and none is lost,
+and the host comes back. Needs root (CI runs as root)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,11 +29,15 @@ from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
 from net.errors import TopicAlreadyExistsError
 from tests.conftest import ROOT
+from tests.integration.cluster_harness import LoadProducer, check_acknowledged, read_back
 from tests.integration.test_deploy_node import build_wheel, clean_env, copy_deps, require_root
+from tests.integration.zk_support import require_zookeeper
 
 pytestmark = pytest.mark.timeout(240)
 NET = "198.18.9"  # test_netns_partition.py uses 198.18.7
+ZK_NET = "198.18.10"  # the ZooKeeper-mode hosts
 PORT = 9092
+ZK_PORT = 2181
 NODE = ROOT / "deploy" / "node"
 HOSTS = (1, 2, 3)
 
@@ -39,14 +47,18 @@ def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 class Hosts:
-    """Three namespace hosts, each with its own install root (what / is on a VM)."""
+    """Three namespace hosts on network `net`.0/24, each with its own install root (what / is on a
+    VM); `install_args` are install.sh's extra arguments on every host."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, net: str = NET, kind: str = "", install_args: Sequence[str] = ()) -> None:
         self.tmp = tmp
-        self.tag = f"kd{os.getpid() % 10000}"  # unique names: no clash with a parallel run or test
+        self.net = net
+        # unique names: no clash with a parallel run, another test, or the other kind of hosts
+        self.tag = f"kd{os.getpid() % 10000}{kind}"
         self.bridge = f"{self.tag}br"
-        self.peers = ",".join(f"{i}@{NET}.{i}:{PORT}" for i in HOSTS)
-        self.bootstrap = ",".join(f"{NET}.{i}:{PORT}" for i in HOSTS)
+        self.peers = ",".join(f"{i}@{net}.{i}:{PORT}" for i in HOSTS)
+        self.bootstrap = ",".join(f"{net}.{i}:{PORT}" for i in HOSTS)
+        self.install_args = list(install_args)
         self.first: dict[int, subprocess.Popen] = {}
 
     def ns(self, i: int) -> str:
@@ -64,7 +76,7 @@ class Hosts:
     def setup(self) -> None:
         self.teardown()  # leftovers of a crashed run with the same pid
         sh("ip", "link", "add", self.bridge, "type", "bridge")
-        sh("ip", "addr", "add", f"{NET}.254/24", "dev", self.bridge)
+        sh("ip", "addr", "add", f"{self.net}.254/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
         for i in HOSTS:
             inside = f"{self.tag}p{i}"
@@ -74,17 +86,20 @@ class Hosts:
             sh("ip", "link", "set", self.veth(i), "master", self.bridge)
             sh("ip", "link", "set", self.veth(i), "up")
             ex = ("ip", "netns", "exec", self.ns(i))
-            sh(*ex, "ip", "addr", "add", f"{NET}.{i}/24", "dev", inside)
+            sh(*ex, "ip", "addr", "add", f"{self.net}.{i}/24", "dev", inside)
             sh(*ex, "ip", "link", "set", inside, "up")
             sh(*ex, "ip", "link", "set", "lo", "up")
 
     def install_and_start(self, i: int, wheel: Path, deps: Path) -> None:
         """install.sh --no-systemd, in the foreground of host i: what cloud-init does on a VM, with
         the unit's command line run directly."""
+        if i in self.first:  # a host that comes back: its first run is over
+            self.first[i].wait(30)
         log = open(self.tmp / f"install-{i}.log", "ab")
         args = ["--root", str(self.root(i)), "--id", str(i), "--peers", self.peers, "--user", "root"]
         args += ["--override", "default.replication.factor=3", "--override", "min.insync.replicas=2"]
         args += ["--package", str(wheel), "--deps-from", str(deps), "--python", sys.executable, "--no-systemd"]
+        args += self.install_args
         self.first[i] = subprocess.Popen(
             ["ip", "netns", "exec", self.ns(i), "bash", str(NODE / "install.sh"), *args],
             stdout=log,
@@ -112,6 +127,30 @@ class Hosts:
         assert cp.returncode == 0, f"{cp.args}\n{cp.stdout}\n{cp.stderr}\n{self.logs()}"
         return cp.stdout
 
+    def kill(self, i: int) -> None:
+        """Host i dies: SIGKILL to everything running in it (its broker, its ZooKeeper server)."""
+        for pid in sh("ip", "netns", "pids", self.ns(i), check=False).stdout.split():
+            sh("kill", "-KILL", pid, check=False)
+        self.first[i].wait(30)
+
+    def zk_mode(self, i: int) -> str:
+        """The mode of host i's ZooKeeper server (its `srvr` four-letter command), or "down"."""
+        try:
+            with socket.create_connection((f"{self.net}.{i}", ZK_PORT), timeout=2) as s:
+                s.sendall(b"srvr")
+                out = b""
+                while chunk := s.recv(4096):
+                    out += chunk
+        except OSError:
+            return "down"
+        for line in out.decode(errors="replace").splitlines():
+            if line.startswith("Mode: "):
+                return line[len("Mode: ") :]
+        return "not serving"
+
+    def zk_modes(self, hosts: Sequence[int] = HOSTS) -> list[str]:
+        return sorted(self.zk_mode(i) for i in hosts)
+
     def cut(self, i: int) -> None:
         sh("ip", "link", "set", self.veth(i), "down")
 
@@ -128,7 +167,7 @@ class Hosts:
         return b"kl-broker" in Path(f"/proc/{pid}/cmdline").read_bytes()
 
     def logs(self) -> str:
-        files = sorted(self.tmp.glob("install-*.log")) + sorted(self.tmp.glob("host*/var/lib/kafkalite/broker.log"))
+        files = sorted(self.tmp.glob("install-*.log")) + sorted(self.tmp.glob("host*/var/lib/kafkalite/*.log"))
         return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in files)
 
     def teardown(self) -> None:
@@ -148,22 +187,42 @@ class Hosts:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
+def package(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """What every host installs: a wheel of this checkout, and the dependencies (--deps-from)."""
     require_root()
     if shutil.which("ip") is None:
         pytest.fail("iproute2 is missing (apt-get install -y iproute2)")
-    h = Hosts(tmp_path_factory.mktemp("deploy-netns"))
+    tmp = tmp_path_factory.mktemp("deploy-package")
+    return build_wheel(tmp), copy_deps(tmp / "deps")
+
+
+def running_hosts(h: Hosts, package: tuple[Path, Path]) -> Iterator[Hosts]:
+    """Sets up the hosts, runs install.sh on each (in parallel, as cloud-init does on the VMs), waits
+    until each has exec'd its broker; tears everything down afterwards."""
     try:
         h.setup()
-        wheel = build_wheel(h.tmp)
-        deps = copy_deps(h.tmp / "deps")
         for i in HOSTS:
-            h.install_and_start(i, wheel, deps)
+            h.install_and_start(i, *package)
         for i in HOSTS:
             wait_for(lambda i=i: h.started(i), 120, f"install.sh to start the broker on host {i}\n{h.logs()}")
         yield h
     finally:
         h.teardown()
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory, package: tuple[Path, Path]) -> Iterator[Hosts]:
+    yield from running_hosts(Hosts(tmp_path_factory.mktemp("deploy-netns")), package)
+
+
+@pytest.fixture
+def zk_hosts(tmp_path_factory: pytest.TempPathFactory, package: tuple[Path, Path]) -> Iterator[Hosts]:
+    """Three hosts in ZooKeeper mode: each runs a server of one ensemble, and a broker."""
+    require_zookeeper()  # install.sh would apt-get it; a test does not
+    servers = ",".join(f"{i}={ZK_NET}.{i}" for i in HOSTS)
+    args = ["--coordination", "zookeeper", "--zookeeper-servers", servers]
+    tmp = tmp_path_factory.mktemp("deploy-netns-zk")
+    yield from running_hosts(Hosts(tmp, ZK_NET, "z", args), package)
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -184,7 +243,7 @@ def produce_in(h: Hosts, i: int, via: int, topic: str, lines: list[str]) -> None
         i,
         h.tool(i, "kl-produce"),
         "--bootstrap-server",
-        f"{NET}.{via}:{PORT}",
+        f"{h.net}.{via}:{PORT}",
         "--topic",
         topic,
         "--acks",
@@ -202,7 +261,7 @@ def consume_in(h: Hosts, i: int, via: int, topic: str, n: int) -> list[str]:
         i,
         h.tool(i, "kl-consume"),
         "--bootstrap-server",
-        f"{NET}.{via}:{PORT}",
+        f"{h.net}.{via}:{PORT}",
         "--topic",
         topic,
         "--from-beginning",
@@ -213,6 +272,19 @@ def consume_in(h: Hosts, i: int, via: int, topic: str, n: int) -> list[str]:
         "30000",
     )
     return [line.replace("\t", ":", 1) for line in h.ok(cp).splitlines()]
+
+
+def create_topic(admin: Admin, name: str, replication: int = 3) -> None:
+    """Creates the topic (3 partitions, min.insync.replicas=2), retrying until the brokers can."""
+
+    def create() -> bool:
+        try:
+            admin.create_topics([NewTopic(name, 3, replication, {"min.insync.replicas": "2"})])
+        except TopicAlreadyExistsError:  # an earlier try got through
+            pass
+        return True
+
+    wait_for(create, 60, f"topic {name} to be created")
 
 
 def test_installed_brokers_form_a_cluster_across_hosts_and_fail_over(hosts: Hosts) -> None:
@@ -229,7 +301,7 @@ def test_installed_brokers_form_a_cluster_across_hosts_and_fail_over(hosts: Host
             2,
             h.tool(2, "kl-topics"),
             "--bootstrap-server",
-            f"{NET}.3:{PORT}",
+            f"{h.net}.3:{PORT}",
             "--create",
             "--topic",
             "orders",
@@ -275,15 +347,7 @@ def test_rolling_upgrade_keeps_every_acknowledged_record(hosts: Hosts, tmp_path:
     h = hosts
     wheel = build_wheel(tmp_path, version="0.1.0.post1")
     admin = Admin(h.bootstrap, request_timeout_ms=5000)
-
-    def create() -> bool:
-        try:
-            admin.create_topics([NewTopic("rolling", 3, 3, {"min.insync.replicas": "2"})])
-        except TopicAlreadyExistsError:  # an earlier try got through
-            pass
-        return True
-
-    wait_for(create, 60, "the topic to be created")
+    create_topic(admin, "rolling")
     acked: list[tuple[int, int, bytes]] = []
     errors: list[Exception] = []
     lock = threading.Lock()
@@ -353,3 +417,73 @@ def test_rolling_upgrade_keeps_every_acknowledged_record(hosts: Hosts, tmp_path:
     assert len(acked) > 1000
     lost = [(p, off) for p, off, v in acked if got[p].get(off) != v]
     assert not lost, f"{len(lost)} acknowledged records lost or changed, e.g. rolling-{lost[0][0]}@{lost[0][1]}"
+
+
+def test_zookeeper_mode_keeps_a_quorum_and_every_acknowledged_record_when_a_host_dies(
+    zk_hosts: Hosts, package: tuple[Path, Path]
+) -> None:
+    h = zk_hosts
+    # install.sh ran a server of one ensemble on every host: they elect a leader
+    wait_for(lambda: h.zk_modes() == ["follower", "follower", "leader"], 90, f"a ZooKeeper quorum\n{h.logs()}")
+    connect = ",".join(f"{ZK_NET}.{i}:{ZK_PORT}" for i in HOSTS)
+    for i in HOSTS:
+        props = (h.root(i) / "etc/kafkalite/server.properties").read_text().splitlines()
+        assert "coordination=zookeeper" in props and f"zookeeper.connect={connect}" in props
+    h.ok(h.node(1, "wait-isr.sh", "--until", "healthy", "--timeout", "90"))
+    admin = Admin(h.bootstrap, request_timeout_ms=5000)
+    load: LoadProducer | None = None
+    try:
+        create_topic(admin, "zk-cli")
+        create_topic(admin, "zk-load")
+        lines = [f"k{n}:v{n}" for n in range(200)]
+        produce_in(h, 1, 2, "zk-cli", lines[:100])  # across hosts, with the installed CLIs
+        assert sorted(consume_in(h, 3, 1, "zk-cli", 100)) == sorted(lines[:100])
+        status = h.ok(h.node(2, "status.sh"))
+        assert status.splitlines()[-1].startswith("healthy"), status
+        zk_lines = [line for line in status.splitlines() if line.startswith("zookeeper\t")]
+        assert len(zk_lines) == 3 and sum("\tleader" in line for line in zk_lines) == 1, status
+
+        load = LoadProducer(h.bootstrap, "zk-load", "Z", delivery_timeout_ms=90000, request_timeout_ms=5000)
+        load.start()
+        load.wait_acked(200, 30)
+        # The host whose ZooKeeper server leads the ensemble dies, broker and all.
+        victim = next(i for i in HOSTS if h.zk_mode(i) == "leader")
+        others = [i for i in HOSTS if i != victim]
+        h.kill(victim)
+        # the two servers left are a quorum of three: they elect a new leader
+        wait_for(lambda: h.zk_modes(others) == ["follower", "leader"], 60, f"a new ZooKeeper leader\n{h.logs()}")
+
+        def moved() -> bool:
+            return all(
+                p.leader in others and victim not in p.isr
+                for t in admin.describe_topics(["zk-cli", "zk-load"])
+                for p in t.partitions
+            )
+
+        wait_for(moved, 60, f"leaders to move off host {victim}")
+        # acks=all goes on with the two brokers left (min.insync.replicas=2) ...
+        n = load.acked_count()
+        load.wait_acked(n + 300, 60)
+        produce_in(h, others[0], others[1], "zk-cli", lines[100:])
+        # ... and so do metadata changes, which are ZooKeeper writes: the ensemble has its quorum
+        create_topic(admin, "zk-after", replication=2)
+        status = h.node(others[0], "status.sh")
+        assert status.returncode == 1, status.stdout
+        assert f"zookeeper\t{ZK_NET}.{victim}:{ZK_PORT}\tdown" in status.stdout.splitlines()
+        stats = load.stop(90)
+        load = None
+        assert stats.flush_error is None and not stats.failed, (stats.flush_error, stats.failed[:3])
+        check_acknowledged(read_back(h.bootstrap, "zk-load", 3), [stats], min_acked=500)
+        assert sorted(consume_in(h, others[1], others[0], "zk-cli", 200)) == sorted(lines)
+
+        # The host comes back (install.sh again, as after a reboot): its server rejoins the ensemble,
+        # its broker every ISR.
+        h.install_and_start(victim, *package)
+        wait_for(lambda: h.started(victim), 60, f"install.sh to start the broker on host {victim}\n{h.logs()}")
+        wait_for(lambda: h.zk_modes() == ["follower", "follower", "leader"], 60, f"the ensemble whole\n{h.logs()}")
+        h.ok(h.node(victim, "wait-isr.sh", "--until", "in-sync", "--timeout", "90"))
+        assert sorted(consume_in(h, victim, victim, "zk-cli", 200)) == sorted(lines)
+    finally:
+        if load is not None:
+            load.stop(5)
+        admin.close()

@@ -269,3 +269,105 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
             proc.kill()
             proc.wait(10)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(
+    service_user: str, tmp_path: Path
+) -> None:
+    """--coordination zookeeper: the host the ensemble list names gets a ZooKeeper server (zoo.cfg,
+    myid, launcher, kl-zookeeper.service) and the broker the two server.properties keys; a host not
+    in the list only the keys. Nothing is started here (test_deploy_netns.py runs an ensemble)."""
+    peers = ",".join(f"{i}@198.18.9.{i}:9092" for i in (1, 2, 3, 4))
+    servers = "1=198.18.9.1,2=198.18.9.2,3=198.18.9.3"
+    connect = "198.18.9.1:2181,198.18.9.2:2181,198.18.9.3:2181"
+    roots = [Path(tempfile.mkdtemp(prefix="kl-install-zk-", dir="/tmp")) for _ in range(2)]
+    try:
+        zk_root, broker_root = roots
+
+        def install(root: Path, broker_id: int, *extra: str) -> subprocess.CompletedProcess:
+            args = ["bash", str(NODE / "install.sh"), "--root", str(root), "--id", str(broker_id)]
+            args += ["--user", service_user, "--python", user_python(), "--peers", peers]
+            args += ["--coordination", "zookeeper", "--zookeeper-servers", servers, "--no-start", *extra]
+            cp = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=120)
+            assert cp.returncode == 0, cp.stderr
+            return cp
+
+        install(zk_root, 2)
+        user = pwd.getpwnam(service_user)
+        props = (zk_root / "etc/kafkalite/server.properties").read_text().splitlines()
+        # broker/config.py's keys (kl-broker start --coordination zookeeper --zookeeper ...)
+        assert props[-2:] == ["coordination=zookeeper", f"zookeeper.connect={connect}"]
+        zk_data = zk_root / "var/lib/kafkalite/zookeeper"
+        cfg = (zk_root / "etc/kafkalite/zookeeper/zoo.cfg").read_text().splitlines()
+        for line in (
+            "tickTime=1000",
+            "initLimit=10",
+            "syncLimit=5",
+            f"dataDir={zk_data}",
+            "clientPort=2181",
+            "server.1=198.18.9.1:2888:3888",
+            "server.2=198.18.9.2:2888:3888",
+            "server.3=198.18.9.3:2888:3888",
+        ):
+            assert line in cfg, line
+        assert (zk_data / "myid").read_text() == "2\n"
+        st = zk_data.stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (user.pw_uid, user.pw_gid, 0o750)
+        launcher = zk_root / "opt/kafkalite/bin/kl-zookeeper-run"
+        assert (
+            launcher.read_text()
+            .splitlines()[-1]
+            .endswith(f"org.apache.zookeeper.server.quorum.QuorumPeerMain {zk_root}/etc/kafkalite/zookeeper/zoo.cfg")
+        )
+        units = zk_root / "etc/systemd/system"
+        zk_unit = (units / "kl-zookeeper.service").read_text()
+        for line in (f"User={service_user}", f"ExecStart={launcher}", "Restart=on-failure", "SuccessExitStatus=143"):
+            assert f"\n{line}\n" in zk_unit, line
+        # the broker starts after this host's ZooKeeper server, and stops before it
+        assert "\nAfter=network-online.target kl-zookeeper.service\n" in (units / "kl-broker.service").read_text()
+        if shutil.which("systemd-analyze"):
+            cp = subprocess.run(
+                ["systemd-analyze", "verify", str(units / "kl-zookeeper.service"), str(units / "kl-broker.service")],
+                capture_output=True,
+                text=True,
+            )
+            assert cp.returncode == 0, cp.stderr
+        # node.env keeps the settings for --reuse-config
+        cp = subprocess.run(
+            [
+                "bash",
+                "-c",
+                'source "$1"; echo "$KL_COORDINATION $KL_ZK_SERVERS"',
+                "_",
+                zk_root / "etc/kafkalite/node.env",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert cp.stdout == f"zookeeper {servers}\n", cp.stderr
+
+        # The same arguments again, then --reuse-config (what deploy.sh and upgrade.sh run): no change.
+        before = snapshot(zk_root)
+        assert "0 changes" in install(zk_root, 2).stderr.splitlines()[-1]
+        again = subprocess.run(
+            ["bash", str(NODE / "install.sh"), "--root", str(zk_root), "--reuse-config", "--no-start"],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            timeout=120,
+        )
+        assert again.returncode == 0 and "0 changes" in again.stderr.splitlines()[-1], again.stderr
+        assert snapshot(zk_root) == before
+
+        # Broker 4's address is not in the ensemble: the broker side only.
+        install(broker_root, 4)
+        props = (broker_root / "etc/kafkalite/server.properties").read_text().splitlines()
+        assert props[-2:] == ["coordination=zookeeper", f"zookeeper.connect={connect}"]
+        assert not (broker_root / "etc/kafkalite/zookeeper").exists()
+        assert not (broker_root / "var/lib/kafkalite/zookeeper").exists()
+        assert not (broker_root / "opt/kafkalite/bin/kl-zookeeper-run").exists()
+        assert sorted(p.name for p in (broker_root / "etc/systemd/system").iterdir()) == ["kl-broker.service"]
+        assert "\nAfter=network-online.target\n" in (broker_root / "etc/systemd/system/kl-broker.service").read_text()
+    finally:
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)

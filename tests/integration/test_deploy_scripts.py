@@ -144,7 +144,7 @@ def az(*args: str) -> str:
     return shlex.join(["az", *args])
 
 
-def nsg_rule(name: str, priority: int, access: str, protocol: str, source: str, port: str) -> str:
+def nsg_rule(name: str, priority: int, access: str, protocol: str, source: str, *ports: str) -> str:
     return az(
         "network",
         "nsg",
@@ -171,29 +171,37 @@ def nsg_rule(name: str, priority: int, access: str, protocol: str, source: str, 
         "--destination-address-prefixes",
         "*",
         "--destination-port-ranges",
-        port,
+        *ports,
         "--output",
         "none",
     )
 
 
-def test_provision_dry_run_prints_the_exact_az_commands(operator: Operator) -> None:
-    got = operator.commands("provision.sh")
+def provision_commands(operator: Operator, vms: int = 3, zookeeper: int = 0) -> list[str]:
+    """What `provision.sh --dry-run` prints for `vms` VMs, the first `zookeeper` of them ZooKeeper
+    servers (0: COORDINATION=builtin)."""
     rg = ["--resource-group", "kl-test-rg"]
+    zk_ports = ("2181", "2888", "3888")
     expected = [
         az("group", "create", "--name", "kl-test-rg", "--location", "northeurope", "--output", "none"),
         az("network", "nsg", "create", *rg, "--location", "northeurope", "--name", "kl-nsg", "--output", "none"),
-        # ssh only from the operator's address; the broker port only from inside the vnet
+        # ssh only from the operator's address; the broker port (and ZooKeeper's) only from inside the vnet
         nsg_rule("allow-ssh-from-operator", 100, "Allow", "Tcp", SSH_SOURCE, "22"),
         nsg_rule("allow-broker-from-vnet", 110, "Allow", "Tcp", "VirtualNetwork", "9192"),
+        *(
+            [nsg_rule("allow-zookeeper-from-vnet", 120, "Allow", "Tcp", "VirtualNetwork", *zk_ports)]
+            if zookeeper
+            else []
+        ),
         nsg_rule("deny-ssh-from-elsewhere", 4000, "Deny", "*", "*", "22"),
         nsg_rule("deny-broker-from-elsewhere", 4010, "Deny", "*", "*", "9192"),
+        *([nsg_rule("deny-zookeeper-from-elsewhere", 4020, "Deny", "*", "*", *zk_ports)] if zookeeper else []),
         az("network", "vnet", "create", *rg, "--location", "northeurope", "--name", "kl-vnet")
         + " --address-prefixes 10.42.0.0/16 --output none",
         az("network", "vnet", "subnet", "create", *rg, "--vnet-name", "kl-vnet", "--name", "kl-subnet")
         + " --address-prefixes 10.42.1.0/24 --network-security-group kl-nsg --output none",
     ]
-    for i in (1, 2, 3):
+    for i in range(1, vms + 1):
         expected.append(
             az(
                 "vm",
@@ -234,11 +242,16 @@ def test_provision_dry_run_prints_the_exact_az_commands(operator: Operator) -> N
                 "--tags",
                 "role=kafkalite-broker",
                 f"broker-id={i}",
+                *([f"zookeeper-id={i}"] if i <= zookeeper else []),
                 "--output",
                 "none",
             )
         )
-    assert got == expected
+    return expected
+
+
+def test_provision_dry_run_prints_the_exact_az_commands(operator: Operator) -> None:
+    assert operator.commands("provision.sh") == provision_commands(operator)
 
 
 def parse_cloud_init(text: str) -> tuple[dict[str, bytes], list[str]]:
@@ -279,6 +292,39 @@ def test_provision_cloud_init_runs_the_node_installer_with_id_and_peers(operator
             "--override",
             "min.insync.replicas=2",
         ]
+
+
+def test_provision_in_zookeeper_mode(operator: Operator) -> None:
+    # five brokers, the first three of which run the ZooKeeper ensemble
+    operator.write_config(COORDINATION="zookeeper", VM_COUNT="5", ZOOKEEPER_COUNT="3")
+    assert operator.commands("provision.sh") == provision_commands(operator, vms=5, zookeeper=3)
+    peers = ",".join(f"{i}@10.42.1.{10 + i}:9192" for i in range(1, 6))
+    for i in range(1, 6):
+        _, argv = parse_cloud_init((operator.build / f"cloud-init-kl-{i}.yaml").read_text())
+        # the same ensemble on every VM: install.sh runs server i where the list names its address
+        assert argv == [
+            "bash",
+            "/opt/kafkalite-bootstrap/install.sh",
+            "--id",
+            str(i),
+            "--peers",
+            peers,
+            "--coordination",
+            "zookeeper",
+            "--zookeeper-servers",
+            "1=10.42.1.11,2=10.42.1.12,3=10.42.1.13",
+            "--override",
+            "default.replication.factor=3",
+            "--override",
+            "min.insync.replicas=2",
+        ]
+    # the default: three servers (one for fewer than three VMs)
+    operator.write_config(COORDINATION="zookeeper")
+    assert operator.commands("provision.sh") == provision_commands(operator, zookeeper=3)
+    operator.write_config(COORDINATION="zookeeper", VM_COUNT="1")
+    assert operator.commands("provision.sh") == provision_commands(operator, vms=1, zookeeper=1)
+    _, argv = parse_cloud_init((operator.build / "cloud-init-kl-1.yaml").read_text())
+    assert argv[-6:-4] == ["--zookeeper-servers", "1=10.42.1.11"]
 
 
 def test_provision_with_a_package_and_ssh_hosts(operator: Operator) -> None:
@@ -387,9 +433,13 @@ def test_config_errors_are_clear(operator: Operator) -> None:
     operator.write_config(ALLOWED_SSH_SOURCE="")
     cp = operator.run("provision.sh", "--dry-run")
     assert cp.returncode != 0 and "ALLOWED_SSH_SOURCE" in cp.stderr and not cp.stdout
-    operator.write_config(COORDINATION="zookeeper")
+    operator.write_config(COORDINATION="etcd")
     cp = operator.run("provision.sh", "--dry-run")
-    assert cp.returncode != 0 and "TODO(zookeeper)" in cp.stderr and not cp.stdout
+    assert cp.returncode != 0 and "COORDINATION must be builtin or zookeeper" in cp.stderr and not cp.stdout
+    operator.write_config(COORDINATION="zookeeper", ZOOKEEPER_COUNT="4")
+    cp = operator.run("provision.sh", "--dry-run")
+    assert cp.returncode != 0 and "ZOOKEEPER_COUNT must be a number from 1 to VM_COUNT (3)" in cp.stderr
+    assert not cp.stdout
     operator.write_config()
     cp = operator.run("deploy.sh", "--dry-run", "--bogus")
     assert cp.returncode != 0 and "unknown argument: --bogus" in cp.stderr
@@ -457,17 +507,53 @@ def test_bootstrap_from_peers() -> None:
     assert cp.stdout == "10.42.1.11:9192,10.42.1.12:9192,10.42.1.13:9192\n"
 
 
-def test_install_rejects_zookeeper_mode_with_a_todo(tmp_path: Path) -> None:
+ZK_SERVERS = "1=10.42.1.11,2=10.42.1.12,3=10.42.1.13"
+
+
+def zk_functions(*settings: str, call: str) -> str:
+    """A deploy/node/common.sh function of the ZooKeeper ensemble, with node.env-like settings."""
+    script = f"source {shlex.quote(str(NODE / 'common.sh'))}; {'; '.join(settings)}; {call}"
+    cp = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
+    return cp.stdout
+
+
+def test_zookeeper_ensemble_from_the_node_settings() -> None:
+    base = ("KL_COORDINATION=zookeeper", f"KL_ZK_SERVERS={ZK_SERVERS}", "KL_ZK_ID=", "KL_ZK_CONNECT=")
+    # the server whose address is the broker's runs here; a broker elsewhere runs none
+    assert zk_functions(*base, "KL_HOST=10.42.1.12", call="kl_zk_server_id") == "2\n"
+    assert zk_functions(*base, "KL_HOST=10.42.1.14", call="kl_zk_server_id") == ""
+    assert zk_functions(*base, "KL_HOST=10.42.1.14", "KL_ZK_ID=3", call="kl_zk_server_id") == "3\n"
+    assert zk_functions(*base, "KL_HOST=10.42.1.12", "KL_COORDINATION=builtin", call="kl_zk_server_id") == ""
+    # zookeeper.connect: every server's client port, or what --zookeeper-connect said
+    assert zk_functions(*base, call="kl_zk_connect") == "10.42.1.11:2181,10.42.1.12:2181,10.42.1.13:2181\n"
+    assert zk_functions(*base, "KL_ZK_CONNECT=zk:2181/kl", call="kl_zk_connect") == "zk:2181/kl\n"
+
+
+def install_fails(root: Path, *args: str) -> str:
+    """install.sh with these arguments: it must fail, before touching anything; its error."""
     cp = subprocess.run(
-        ["bash", str(NODE / "install.sh"), "--root", str(tmp_path), "--id", "1", "--coordination", "zookeeper"],
-        capture_output=True,
-        text=True,
+        ["bash", str(NODE / "install.sh"), "--root", str(root), *args], capture_output=True, text=True, timeout=30
     )
-    assert cp.returncode != 0 and "TODO(zookeeper)" in cp.stderr
-    assert list(tmp_path.iterdir()) == []  # it stopped before touching anything
-    cp = subprocess.run(
-        ["bash", str(NODE / "install.sh"), "--root", str(tmp_path), "--id", "4", "--peers", PEERS],
-        capture_output=True,
-        text=True,
-    )
-    assert cp.returncode != 0 and "no entry for broker 4" in cp.stderr
+    assert cp.returncode != 0, cp.stderr
+    assert list(root.iterdir()) == []  # it stopped before touching anything
+    return cp.stderr.strip()
+
+
+def test_install_checks_its_arguments_before_touching_anything(tmp_path: Path) -> None:
+    assert "no entry for broker 4" in install_fails(tmp_path, "--id", "4", "--peers", PEERS)
+    zk = ("--id", "1", "--peers", PEERS, "--coordination", "zookeeper")
+    assert "needs --zookeeper-servers ID=HOST" in install_fails(tmp_path, *zk)
+    for servers, error in (
+        ("1=10.42.1.11,2:10.42.1.12", "'2:10.42.1.12' is not ID=HOST"),
+        ("1=10.42.1.11,1=10.42.1.12", "server id 1 twice"),
+        ("1=10.42.1.11,2=10.42.1.11", "host 10.42.1.11 twice"),
+        ("0=10.42.1.11", "server ids are 1..255, got 0"),
+    ):
+        assert error in install_fails(tmp_path, *zk, "--zookeeper-servers", servers)
+    error = install_fails(tmp_path, *zk, "--zookeeper-servers", ZK_SERVERS, "--zookeeper-id", "4")
+    assert "--zookeeper-id 4: no server 4 in --zookeeper-servers" in error
+    error = install_fails(tmp_path, *zk, "--zookeeper-connect", "zk1,zk2")
+    assert "--zookeeper-connect must be HOST:PORT,...[/CHROOT], got 'zk1,zk2'" in error
+    error = install_fails(tmp_path, "--id", "1", "--zookeeper-servers", ZK_SERVERS)
+    assert "go with --coordination zookeeper" in error
