@@ -33,6 +33,8 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104857600
     log_retention_check_interval_ms: int = 300000
     log_flush_offset_checkpoint_interval_ms: int = 60000
+    # How often each partition's high watermark is written to replication-offset-checkpoint (Kafka's 5 s).
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
     # How often the log cleaner looks for compacted logs to clean (it cleans all that are dirty enough).
     log_cleaner_backoff_ms: int = 15000
     # Cluster: "1@host:port,2@host:port,..." (empty: a cluster of this broker alone).
@@ -77,6 +79,7 @@ class BrokerConfig:
         "socket.request.max.bytes": ("socket_request_max_bytes", int),
         "log.retention.check.interval.ms": ("log_retention_check_interval_ms", int),
         "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
+        "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", int),
         "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int),
         "peers": ("peers", str),
         "broker.session.timeout.ms": ("broker_session_timeout_ms", int),
@@ -136,6 +139,7 @@ class BrokerConfig:
             "offsets_retention_minutes",
             "offsets_commit_timeout_ms",
             "log_cleaner_backoff_ms",
+            "replica_high_watermark_checkpoint_interval_ms",
         ):
             if getattr(self, name) < 1:
                 raise InvalidConfigError(f"{name.replace('_', '.')} must be >= 1")

@@ -151,6 +151,11 @@ class ReplicaManager:
                         self.replica_lag_time_max_ms,
                         self.propose_isr,
                     )
+                    # What was committed before a restart stays readable at once, rather than after every ISR
+                    # member has fetched from this new leader (a follower relearns it from its leader anyway).
+                    part.high_watermark = min(
+                        self.log_manager.checkpointed_high_watermarks.pop((topic, p), 0), lg.log_end_offset
+                    )
                     self.partitions[(topic, p)] = part
                 else:
                     part.log.update_config(cfg)

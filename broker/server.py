@@ -118,6 +118,9 @@ class BrokerServer:
         self.quorum.start()
         self._tasks = [
             asyncio.create_task(self._every(cfg.log_flush_offset_checkpoint_interval_ms / 1000, self._checkpoint)),
+            asyncio.create_task(
+                self._every(cfg.replica_high_watermark_checkpoint_interval_ms / 1000, self._checkpoint_high_watermarks)
+            ),
             asyncio.create_task(self._every(cfg.log_retention_check_interval_ms / 1000, self._retention)),
             asyncio.create_task(self._every(cfg.log_cleaner_backoff_ms / 1000, self._clean_compacted)),
             asyncio.create_task(self._every(TICK_S, self._tick)),
@@ -338,6 +341,11 @@ class BrokerServer:
         # fsync can take long on a busy disk: never on the event loop.
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.flush_dirty)
 
+    async def _checkpoint_high_watermarks(self) -> None:
+        # Read on the loop that moves them (a consistent snapshot), written and fsynced off it.
+        hws = self.replica_manager.high_watermarks()
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.checkpoint_high_watermarks, hws)
+
     async def _retention(self) -> None:
         deleted = await asyncio.get_running_loop().run_in_executor(None, self.log_manager.cleanup, None)
         if deleted:
@@ -373,8 +381,9 @@ class BrokerServer:
             await self.net.stop()
         if self.log_manager is not None:
             self.group_coordinator.close()
+            hws = self.replica_manager.high_watermarks()
             self.replica_manager.close()
-            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown, hws)
         log.info("shut down cleanly")
         self._stopped.set()
 

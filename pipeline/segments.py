@@ -35,12 +35,10 @@ from pathlib import Path
 import msgpack
 
 from broker.log.checkpoint import CorruptCheckpointError, read_checkpoint
-from broker.log.manager import DELETE_SUFFIX, LOG_START_OFFSET_CHECKPOINT, parse_log_dir_name
+from broker.log.manager import DELETE_SUFFIX, HW_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, parse_log_dir_name
 from net import batch as fmt
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
-# Kafka's name for the per-log-dir high watermark checkpoint (same format as the other two).
-HW_CHECKPOINT = "replication-offset-checkpoint"
 METADATA_TOPIC = "__cluster_metadata"
 CLUSTER_STATE = "cluster.json"  # a kl-cluster root: its broker-N subdirectories are the data dirs
 
@@ -49,7 +47,7 @@ CLUSTER_STATE = "cluster.json"  # a kl-cluster root: its broker-N subdirectories
 DEFAULT_MAX_SLICE_BYTES = 128 * 1024 * 1024
 _READ_CHUNK = 4 * 1024 * 1024
 
-COMMITTED_CHECKPOINT = "replication-offset-checkpoint"
+COMMITTED_CHECKPOINT = HW_CHECKPOINT
 COMMITTED_SINGLE_BROKER = "log-end (single broker)"
 COMMITTED_LOG_END = "log-end"
 

@@ -29,6 +29,9 @@ log = logging.getLogger("kafkalite.log")
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+# Kafka's name and format: each partition's high watermark, so that a restarted broker serves what was
+# committed at once, and readers of the files (pipeline/segments.py) know what is committed.
+HW_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
@@ -62,6 +65,8 @@ class LogManager:
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # High watermarks as last checkpointed, read at startup: the initial HW of each Partition.
+        self.checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         self.cleaner = LogCleaner(clock)
 
     # --- startup -------------------------------------------------------------------
@@ -81,6 +86,7 @@ class LogManager:
         self.had_clean_shutdown[d] = clean
         recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        self.checkpointed_high_watermarks.update(self._read_checkpoint(d / HW_CHECKPOINT))
         t0 = time.monotonic()
         loaded: dict[TopicPartition, Log] = {}
         for entry in sorted(os.scandir(d), key=lambda e: e.name):
@@ -203,6 +209,18 @@ class LogManager:
                 write_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs.items()})
                 write_checkpoint(d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in logs.items()})
 
+    def checkpoint_high_watermarks(self, high_watermarks: dict[TopicPartition, int]) -> None:
+        """Write replication-offset-checkpoint in every data directory, for the partitions it holds.
+
+        Each value is capped at the log's end: a follower may hear of a high watermark above what it has
+        fetched so far, and a reader must never take it for records the file does not hold."""
+        with self._checkpoint_lock:
+            for d, logs in self._logs_by_dir().items():
+                hws = {
+                    tp: min(high_watermarks[tp], lg.log_end_offset) for tp, lg in logs.items() if tp in high_watermarks
+                }
+                write_checkpoint(d / HW_CHECKPOINT, hws)
+
     def flush_dirty(self, now_ms: int | None = None) -> None:
         """fsync what is due, advance recovery points, checkpoint.
 
@@ -236,13 +254,15 @@ class LogManager:
         up to their active segment."""
         return self.cleaner.clean_logs(self._logs_by_dir(), high_watermark)
 
-    def shutdown(self) -> None:
+    def shutdown(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
         """Flush, checkpoint, close; the clean-shutdown marker is written last, only if all of that worked."""
         self.cleaner.shutdown()  # first: a pass in progress must not swap segments while they close
         logs = self.all_logs()
         for lg in logs:
             lg.flush()
         self.checkpoint()
+        if high_watermarks is not None:
+            self.checkpoint_high_watermarks(high_watermarks)
         for lg in logs:
             lg.close()
         for d in self.data_dirs:

@@ -461,3 +461,32 @@ def test_broker_default_unclean_leader_election_brings_an_offline_partition_back
         p.flush(20)
     values = [r.value for recs in read_back(bs, TOPIC, 1).values() for r in recs]
     assert values == [b"after"], values  # the records only the old ISR had are gone: the price of unclean
+
+
+def test_high_watermarks_are_checkpointed_on_every_replica(cluster_factory):
+    """Each broker writes replication-offset-checkpoint (Kafka's file): what is committed survives a restart,
+    and a reader of the segment files (pipeline/segments.py) reads up to it and no further."""
+    from broker.log.checkpoint import read_checkpoint
+    from broker.log.manager import HW_CHECKPOINT
+    from pipeline.segments import COMMITTED_CHECKPOINT, choose_replica, find_replicas
+
+    cluster = cluster_factory(3, overrides=["replica.high.watermark.checkpoint.interval.ms=200"])
+    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
+    with Producer(cluster.bootstrap(), acks="all") as p:
+        for i in range(300):
+            p.send(TOPIC, f"v{i}".encode(), partition=i % 3)
+        p.flush(20)
+    want = {(TOPIC, p): 100 for p in range(3)}
+
+    def checkpointed(bid: int) -> dict:
+        return {tp: hw for tp, hw in read_checkpoint(cluster[bid].data_dir / HW_CHECKPOINT).items() if tp[0] == TOPIC}
+
+    wait_until(lambda: all(checkpointed(b) == want for b in cluster.brokers), 15, "HW 100 checkpointed everywhere")
+    for bid in cluster.brokers:
+        assert cluster.stop(bid) == 0
+    for bid in cluster.brokers:
+        assert checkpointed(bid) == want, f"broker {bid} after a clean shutdown"
+    replicas = find_replicas([cluster[b].data_dir for b in cluster.brokers])
+    for p in range(3):
+        s = choose_replica(replicas[(TOPIC, p)])
+        assert (s.committed, s.committed_source) == (100, COMMITTED_CHECKPOINT)

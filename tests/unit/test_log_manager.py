@@ -6,6 +6,7 @@ import os
 from broker.log.checkpoint import read_checkpoint
 from broker.log.manager import (
     CLEAN_SHUTDOWN_FILE,
+    HW_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
@@ -156,3 +157,20 @@ def test_cleanup_applies_retention_and_checkpoints_log_start(tmp_path):
     m = manager([tmp_path], clock, segment_bytes=600, retention_ms=1000)
     assert m.get_log("t", 0).log_start_offset == lg.log_start_offset
     m.shutdown()
+
+
+def test_high_watermark_checkpoint_is_capped_at_the_log_end_and_read_back(tmp_path):
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    m = manager([d1, d2])
+    a = m.get_or_create_log("t", 0)
+    b = m.get_or_create_log("t", 1)
+    a.append_as_leader(batch(5), 1)
+    b.append_as_leader(batch(3), 1)
+    where = {lg.partition: lg.dir.parent for lg in (a, b)}
+    # Partition 1 heard of a HW above what it holds (a follower can); an unknown partition is left out.
+    m.checkpoint_high_watermarks({("t", 0): 4, ("t", 1): 9, ("gone", 0): 7})
+    assert read_checkpoint(where[0] / HW_CHECKPOINT) == {("t", 0): 4} | ({("t", 1): 3} if where[1] == where[0] else {})
+    assert read_checkpoint(where[1] / HW_CHECKPOINT).get(("t", 1)) == 3
+    m.shutdown({("t", 0): 5, ("t", 1): 3})
+    m = manager([d1, d2])
+    assert m.checkpointed_high_watermarks == {("t", 0): 5, ("t", 1): 3}
