@@ -16,10 +16,11 @@ Planning (the Spark driver) and reading (a Spark task) are split on purpose:
 
 The committed offset of a replica is, in order of preference:
 
-1. its line in `<data-dir>/replication-offset-checkpoint` (Kafka's file name and format), capped at
+1. on a single-broker data directory (its metadata log names one voter), the valid log end, since
+   there the high watermark equals the log end (FORMAT.md §4), and the checkpoint may trail it;
+2. its line in `<data-dir>/replication-offset-checkpoint` (Kafka's file name and format, written by
+   the broker every `replica.high.watermark.checkpoint.interval.ms` and at clean shutdown), capped at
    the replica's valid log end;
-2. on a single-broker data directory (its metadata log names one voter), the valid log end, since
-   there the high watermark equals the log end (FORMAT.md §4);
 3. otherwise the valid log end of the most up-to-date replica (highest leader epoch, then longest
    log), which may include records not committed yet: flagged as `committed_source="log-end"`.
 """
@@ -290,7 +291,7 @@ def summarize(replica: Replica) -> ReplicaSummary:
     log_start = max(first_base, replica.log_start_checkpoint or 0)
     # Without a high watermark on disk the end must exclude a CRC-invalid tail; with one, the
     # tasks check CRCs below it anyway, so headers are enough.
-    need_crc = replica.hw_checkpoint is None
+    need_crc = replica.hw_checkpoint is None or replica.single_broker
     if segs:
         # A newest segment without a valid batch (just rolled, or torn) ends the log at its base (FORMAT.md §4).
         _, log_end, epoch, n = _scan_end(segs[-1], need_crc)
@@ -298,10 +299,11 @@ def summarize(replica: Replica) -> ReplicaSummary:
             epoch = _last_epoch_before(segs)
     else:
         log_end, epoch = log_start, -1
-    if replica.hw_checkpoint is not None:
-        committed, source = min(replica.hw_checkpoint, log_end), COMMITTED_CHECKPOINT
-    elif replica.single_broker:
+    if replica.single_broker:
+        # Fresher than the checkpoint, which a live broker rewrites only every few seconds.
         committed, source = log_end, COMMITTED_SINGLE_BROKER
+    elif replica.hw_checkpoint is not None:
+        committed, source = min(replica.hw_checkpoint, log_end), COMMITTED_CHECKPOINT
     else:
         committed, source = log_end, COMMITTED_LOG_END
     return ReplicaSummary(replica, log_start, log_end, epoch, max(committed, log_start), source)

@@ -268,3 +268,20 @@ def test_missing_java_is_one_line(single, tmp_path):
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Java 17+" in lines[0] and "apt-get install openjdk-17" in lines[0], r.stderr
+
+
+def test_live_single_broker_is_read_past_its_checkpoint(broker):
+    """On one broker the high watermark is the log end; its replication-offset-checkpoint trails it by up to
+    replica.high.watermark.checkpoint.interval.ms, so the reader takes the log end there."""
+    from pipeline.options import plan_read
+    from pipeline.segments import COMMITTED_SINGLE_BROKER, HW_CHECKPOINT
+
+    with Admin(broker.bootstrap) as a:
+        a.create_topics([NewTopic("fresh", 1, 1)])
+    produce(broker.bootstrap, "fresh", 50)
+    deadline = time.monotonic() + 15
+    while not (broker.data_dir / HW_CHECKPOINT).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    produce(broker.bootstrap, "fresh", 25, start=50)  # acknowledged after the checkpoint was written
+    (pp,) = plan_read({"path": str(broker.data_dir), "subscribe": "fresh"}).partitions
+    assert (pp.committed, pp.committed_source) == (75, COMMITTED_SINGLE_BROKER)
