@@ -42,6 +42,7 @@ def format_description(d) -> list[str]:  # type: ignore[no-untyped-def]
 @click.option("--delete-config", "delete_configs", multiple=True, metavar="KEY")
 @click.option("--if-not-exists", is_flag=True)
 @click.option("--if-exists", is_flag=True)
+@click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (__consumer_offsets).")
 @one_line_errors
 def main(
     bootstrap_server,
@@ -57,6 +58,7 @@ def main(
     delete_configs,
     if_not_exists,
     if_exists,
+    exclude_internal,
 ) -> None:
     """Create, delete, describe, alter or list topics."""
     actions = [
@@ -76,7 +78,8 @@ def main(
         raise click.UsageError(f"{actions[0]} requires --topic")
     with Admin(bootstrap_server) as admin:
         if list_:
-            for name in admin.list_topics():
+            # As kafka-topics.sh: internal topics are listed and described unless --exclude-internal.
+            for name in admin.list_topics(include_internal=not exclude_internal):
                 click.echo(name)
         elif create:
             from net.errors import TopicAlreadyExistsError
@@ -110,7 +113,8 @@ def main(
             admin.alter_configs(topic, changes)
             click.echo(f"Completed updating config for topic {topic}.")
         else:
-            for d in admin.describe_topics([topic] if topic else None):
+            names = [topic] if topic else admin.list_topics(include_internal=not exclude_internal)
+            for d in admin.describe_topics(names):
                 for line in format_description(d):
                     click.echo(line)
 

@@ -344,6 +344,13 @@ def test_kl_groups_cli(broker_factory):
     )
     assert r.returncode == 0, r.stderr
     assert "cg" in run("client.cli.groups", "--bootstrap-server", b.bootstrap, "--list").stdout.split()
+    # As kafka-topics.sh: the internal offsets topic is listed and described unless --exclude-internal.
+    topics = run("client.cli.topics", "--bootstrap-server", b.bootstrap, "--list").stdout.split()
+    assert "__consumer_offsets" in topics and "cli" in topics
+    r = run("client.cli.topics", "--bootstrap-server", b.bootstrap, "--list", "--exclude-internal")
+    assert "__consumer_offsets" not in r.stdout.split() and "cli" in r.stdout.split()
+    r = run("client.cli.topics", "--bootstrap-server", b.bootstrap, "--describe")
+    assert "Topic: __consumer_offsets\tTopicId:" in r.stdout, r.stdout[:500]
     r = run("client.cli.groups", "--bootstrap-server", b.bootstrap, "--describe", "--group", "cg")
     assert r.returncode == 0
     header, *rows = [
