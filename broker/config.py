@@ -51,6 +51,12 @@ class BrokerConfig:
     # a dead broker equally fast and the failover comparison (docs/BENCHMARKS.md) measures the mechanisms.
     zookeeper_session_timeout_ms: int = 2000
     replica_lag_time_max_ms: int = 30000
+    # Idempotent producers are forgotten (their producer-state entry dropped) this long after their last
+    # batch (Kafka's producer.id.expiration.ms, checked every producer.id.expiration.check.interval.ms).
+    producer_id_expiration_ms: int = 86400000
+    producer_id_expiration_check_interval_ms: int = 600000
+    # Accepted for Kafka configs' sake; there are no transactions, so nothing uses it.
+    transactional_id_expiration_ms: int = 604800000
     # Kafka's default; ReplicaFetcher.add cuts a pending long poll short, so a newly followed partition
     # (after a leader change) does not wait it out.
     replica_fetch_wait_max_ms: int = 500
@@ -88,6 +94,9 @@ class BrokerConfig:
         "zookeeper.connect": ("zookeeper_connect", str),
         "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", int),
         "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+        "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
+        "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
+        "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
         "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
         "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
         "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),

@@ -41,6 +41,8 @@ class Partition:
         min_insync_replicas: int,
         replica_lag_time_max_ms: int,
         propose_isr: Callable[["Partition", list[int], int], None],
+        producer_id_expiration_ms: int = 86_400_000,
+        producer_id_expiration_check_interval_ms: int = 600_000,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -59,26 +61,45 @@ class Partition:
         self.follower_state: FollowerState | None = None
         self._waiters: list[asyncio.Future] = []
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
-        self.producer_state = ProducerStateManager()
-        self._rebuild_producer_state()
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._expiration_check_ms = producer_id_expiration_check_interval_ms
+        self._next_expiration_check: int | None = None
+        self.producer_state = ProducerStateManager(log.dir)
+        self._load_producer_state()
+        log.on_roll = self._on_roll
         self.appended_records = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, leader={self.leader}, epoch={self.leader_epoch})"
 
-    def _rebuild_producer_state(self) -> None:
-        """Replay the batch headers of the newest segments (enough for the dedup window)."""
-        segs = self.log.segments
-        offset = segs[-2].base_offset if len(segs) > 1 else self.log.log_start_offset
-        offset = max(offset, self.log.log_start_offset)
-        while offset < self.log.log_end_offset:
-            data = self.log.read(offset, 8 * 1024 * 1024)
+    def _load_producer_state(self) -> None:
+        """Kafka's recovery of producer state: the newest snapshot within the log, then the batch headers
+        after it. Its cost is bounded by one segment (snapshots are taken at every roll), not the log."""
+        lg = self.log
+        if lg.log_end_offset <= lg.log_start_offset:  # empty (or fully truncated): no producer is known here
+            self.producer_state = ProducerStateManager(lg.dir)
+            self.producer_state.delete_snapshots(above=-1)
+            return
+        state, offset = ProducerStateManager.load(lg.dir, lg.log_start_offset, lg.log_end_offset)
+        while offset < lg.log_end_offset:
+            data = lg.read(offset, 8 * 1024 * 1024)
             if not data:
                 break
-            for _, h in batch_fmt.iter_batches(data):
-                if h.producer_id >= 0:
-                    self.producer_state.update(h, h.base_offset)
-                offset = h.next_offset
+            headers = [h for _, h in batch_fmt.iter_batches(data)]
+            state.replay(headers)
+            offset = headers[-1].next_offset
+        self.producer_state = state
+        if state.replayed_batches > 64:  # a long replay (an old data dir, a crash): happen once, not per start
+            state.take_snapshot(lg.log_end_offset)
+
+    def _on_roll(self, base_offset: int) -> None:
+        """Called by the Log after it rolled: the state now covers exactly the batches below `base_offset`."""
+        self.producer_state.take_snapshot(base_offset)
+        self.producer_state.delete_snapshots(below=self.log.log_start_offset)
+
+    def take_producer_snapshot(self) -> None:
+        """At clean shutdown: the next start replays nothing."""
+        self.producer_state.take_snapshot(self.log.log_end_offset)
 
     # --- leadership, as the committed metadata says ------------------------------
 
@@ -203,6 +224,11 @@ class Partition:
     def tick(self, now_ms: int) -> None:
         if self.leader_state is not None:
             self._handle(self.leader_state.tick(now_ms, self.log.log_end_offset))
+        if self._next_expiration_check is None:
+            self._next_expiration_check = now_ms + self._expiration_check_ms
+        elif now_ms >= self._next_expiration_check:
+            self._next_expiration_check = now_ms + self._expiration_check_ms
+            self.producer_state.remove_expired(now_ms, self.producer_id_expiration_ms)
 
     def _handle(self, actions: list[Any]) -> None:
         for a in actions:
@@ -265,8 +291,8 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)
         # Batches above the cut are gone: a retry of one must be appended again, not answered as a duplicate.
-        self.producer_state = ProducerStateManager()
-        self._rebuild_producer_state()
+        # Snapshots above the new end are dropped by the load; the state is rebuilt from the newest below it.
+        self._load_producer_state()
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         if self.follower_state is not None:
             self.follower_state.on_records_appended(self.log.log_end_offset, max(self.log.latest_epoch, -1))

@@ -111,8 +111,12 @@ class ReplicaManager:
         replica_lag_time_max_ms: int,
         propose_isr: Callable[[Partition, list[int], int], None],
         metrics: "BrokerMetrics | None" = None,
+        producer_id_expiration_ms: int = 86_400_000,
+        producer_id_expiration_check_interval_ms: int = 600_000,
     ) -> None:
         self.broker_id = broker_id
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self.log_manager = log_manager
         self.topic_config = topic_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -150,6 +154,8 @@ class ReplicaManager:
                         cfg.min_insync_replicas,
                         self.replica_lag_time_max_ms,
                         self.propose_isr,
+                        self.producer_id_expiration_ms,
+                        self.producer_id_expiration_check_interval_ms,
                     )
                     # What was committed before a restart stays readable at once, rather than after every ISR
                     # member has fetched from this new leader (a follower relearns it from its leader anyway).
@@ -393,5 +399,10 @@ class ReplicaManager:
         )
 
     def close(self) -> None:
+        """At shutdown: snapshot every partition's producer state (so the next start replays nothing)."""
         for p in self.partitions.values():
+            try:
+                p.take_producer_snapshot()
+            except OSError as e:  # a full or failed disk: the next start replays from an older snapshot
+                log.warning("%s: producer-state snapshot at shutdown failed: %s", p, e)
             p.close()

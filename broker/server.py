@@ -82,6 +82,8 @@ class BrokerServer:
             cfg.replica_lag_time_max_ms,
             self._propose_isr,
             self.metrics,
+            cfg.producer_id_expiration_ms,
+            cfg.producer_id_expiration_check_interval_ms,
         )
         self.replica_manager.on_follow = self._follow
         self.replica_manager.on_unfollow = self._unfollow

@@ -42,11 +42,11 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str | bytes) -> None:
     """Write tmp, fsync, rename over `path`, fsync the directory: a crash leaves the old or the new file."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    data = text.encode()
+    data = text.encode() if isinstance(text, str) else text
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)

@@ -121,6 +121,8 @@ class Log:
         self._generation = 0
         self._truncated_to: int | None = None  # lowest truncation since the cleaner last asked
         self._pending_swap: LogSegment | None = None  # a committed `.swap` not yet in the segment list
+        # The Partition's producer-state snapshot at each roll (Kafka's ProducerStateManager.takeSnapshot).
+        self.on_roll: Callable[[int], None] | None = None
         self.log_start_offset = self.recovery_point = 0  # set by _load
         self.dir.mkdir(parents=True, exist_ok=True)
         self._epochs = LeaderEpochFileCache(self.dir / LeaderEpochCheckpoint.FILE_NAME)
@@ -433,6 +435,8 @@ class Log:
             new = self._create_segment(self.log_end_offset)
             self._add_segment(new)
             log.debug("%s: rolled new segment %s", self, new.path.name)
+            if self.on_roll is not None:
+                self.on_roll(new.base_offset)
             return new
 
     # --- read --------------------------------------------------------------------

@@ -1,0 +1,150 @@
+"""Producer-state snapshots (Kafka's `<offset>.snapshot`): written at rolls and shutdown, loaded at open and
+after truncation, with only the batches after the snapshot replayed; expiry by producer.id.expiration.ms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.controller import PartitionState
+from broker.log.log import Log
+from broker.partition import Partition
+from broker.producer_state import ProducerStateManager, snapshot_offsets, snapshot_path
+from net.batch import build, parse_header
+from net.errors import OutOfOrderSequenceError
+from tests.unit.test_log_support import config
+
+NOW = 1_700_000_000_000
+
+
+def idem(pid: int, seq: int, n: int = 1, ts: int = NOW, value: bytes = b"v" * 200) -> bytes:
+    return build(
+        [[i, 0, None, value, []] for i in range(n)], ts, ts, producer_id=pid, producer_epoch=0, base_sequence=seq
+    )
+
+
+def open_partition(d: Path, segment_bytes: int = 1024, **kw: int) -> Partition:
+    lg = Log(d, "t", 0, config(segment_bytes=segment_bytes))
+    p = Partition("t", 0, lg, 1, 1, 30_000, lambda *a: None, **kw)
+    p.apply_state(PartitionState(0, 1, 0, [1], [1]), NOW)
+    return p
+
+
+def reopen(p: Partition, **kw: int) -> Partition:
+    p.log.close()
+    return open_partition(p.log.dir, **kw)
+
+
+def test_snapshot_round_trip(tmp_path):
+    m = ProducerStateManager(tmp_path)
+    for pid in (1, 2):
+        for seq in range(7):  # more than the 5 retained
+            m.update(parse_header(idem(pid, seq)), 100 * pid + seq)
+    m.take_snapshot(42)
+    loaded, off = ProducerStateManager.load(tmp_path, 0, 50)
+    assert off == 42 and loaded.producer_ids() == {1, 2}
+    for pid in (1, 2):
+        assert loaded.duplicate_of(parse_header(idem(pid, 6))) == 100 * pid + 6
+        assert loaded.duplicate_of(parse_header(idem(pid, 2))) == 100 * pid + 2
+        with pytest.raises(OutOfOrderSequenceError):
+            loaded.duplicate_of(parse_header(idem(pid, 1)))  # no longer retained: refused, not appended
+        assert loaded.duplicate_of(parse_header(idem(pid, 7))) is None
+
+
+def test_corrupt_or_out_of_range_snapshots_are_skipped(tmp_path):
+    m = ProducerStateManager(tmp_path)
+    m.update(parse_header(idem(1, 0)), 0)
+    m.take_snapshot(10)
+    m.update(parse_header(idem(1, 1)), 10)
+    m.take_snapshot(20)
+    m.take_snapshot(90)
+    data = bytearray(snapshot_path(tmp_path, 20).read_bytes())
+    data[-1] ^= 0xFF
+    snapshot_path(tmp_path, 20).write_bytes(bytes(data))
+    loaded, off = ProducerStateManager.load(tmp_path, 0, 50)  # 90 is past the log end, 20 is corrupt
+    assert off == 10 and loaded.duplicate_of(parse_header(idem(1, 0))) == 0
+    assert snapshot_offsets(tmp_path) == [10]  # both removed
+    assert ProducerStateManager.load(tmp_path, 11, 50)[1] == 11  # below the log start: replay from the start
+
+
+def test_retry_far_back_is_a_duplicate_after_reopen_and_recovery_reads_one_segment(tmp_path):
+    p = open_partition(tmp_path / "t-0")
+    first = idem(7, 0)
+    [base] = p.append_as_leader(first, 1, NOW)
+    for i in range(30):  # other producers roll many 1 KiB segments
+        p.append_as_leader(idem(100 + i, 0), 1, NOW)
+    assert len(p.log.segments) > 10
+    assert p.append_as_leader(first, 1, NOW) == [base]
+    end = p.log.log_end_offset
+
+    p = reopen(p)  # as after SIGKILL: only the roll snapshots
+    assert p.append_as_leader(first, 1, NOW) == [base] and p.log.log_end_offset == end
+    assert p.producer_state.replayed_batches <= 2  # the active segment's batches, not the whole log
+
+    p.take_producer_snapshot()  # clean shutdown
+    p = reopen(p)
+    assert p.producer_state.replayed_batches == 0
+    assert p.append_as_leader(first, 1, NOW) == [base]
+    assert len(p.producer_state) == 31
+
+
+def test_load_plus_replay_equals_full_replay(tmp_path):
+    p = open_partition(tmp_path / "a")
+    sent: list[bytes] = []
+    next_seq = [0, 0, 0, 0]
+    for i in range(40):
+        pid, n = i % 4, 1 + i % 3
+        sent.append(idem(pid, next_seq[pid], n=n))
+        next_seq[pid] += n
+        p.append_as_leader(sent[-1], 1, NOW)
+    full = ProducerStateManager()
+    full.replay(h for h in _headers(p.log))
+    p = reopen(p)
+    assert p.producer_state.replayed_batches < 40
+    for blob in sent:
+        h = parse_header(blob)
+        try:
+            want = full.duplicate_of(h)
+        except OutOfOrderSequenceError:
+            with pytest.raises(OutOfOrderSequenceError):
+                p.producer_state.duplicate_of(h)
+            continue
+        assert p.producer_state.duplicate_of(h) == want
+
+
+def test_truncation_drops_newer_snapshots_and_forgets_truncated_batches(tmp_path):
+    p = open_partition(tmp_path / "t-0")
+    for i in range(20):
+        p.append_as_leader(idem(1, i), 1, NOW)
+    cut = p.log.segments[3].base_offset
+    p.truncate_to(cut)
+    assert all(off <= cut for off in snapshot_offsets(p.log.dir))
+    # The batch at the cut is gone: its retry is new again; the one before it is still a duplicate.
+    assert p.producer_state.duplicate_of(parse_header(idem(1, cut - 1))) == cut - 1
+    assert p.producer_state.duplicate_of(parse_header(idem(1, cut))) is None
+    p.log.truncate_fully_and_start_at(500)
+    p.truncate_to(500)
+    assert len(p.producer_state) == 0 and snapshot_offsets(p.log.dir) == []
+
+
+def test_expiry_forgets_idle_producers(tmp_path):
+    p = open_partition(
+        tmp_path / "t-0", producer_id_expiration_ms=60_000, producer_id_expiration_check_interval_ms=1_000
+    )
+    p.append_as_leader(idem(1, 0, ts=NOW - 120_000), 1, NOW)
+    p.append_as_leader(idem(2, 0, ts=NOW), 1, NOW)
+    p.tick(NOW)
+    p.tick(NOW + 1_000)
+    assert p.producer_state.producer_ids() == {2}
+
+
+def _headers(lg: Log):
+    from net.batch import iter_batches
+
+    off = lg.log_start_offset
+    while off < lg.log_end_offset:
+        data = lg.read(off, 1 << 20)
+        for _, h in iter_batches(data):
+            yield h
+            off = h.next_offset
