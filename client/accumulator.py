@@ -43,6 +43,7 @@ class ProducerBatch:
         "backoff_from",
         "retry_at",
         "encoded",
+        "unknown_cause",
     )
 
     def __init__(self, topic: str, partition: int, ts: int, now: float) -> None:
@@ -61,6 +62,9 @@ class ProducerBatch:
         self.backoff_from = 0
         self.retry_at = 0.0
         self.encoded: bytes | None = None
+        # The first error after which this batch may have been appended (client/outcome.py); None while
+        # every attempt is known not to have been.
+        self.unknown_cause: Exception | None = None
 
     def encode(self, codec: int) -> bytes:
         if self.encoded is None:
@@ -146,8 +150,11 @@ class RecordAccumulator:
         self.on_new_batch()
         return b
 
-    def drain(self, tp: tuple[str, int], now: float, linger: float, force: bool) -> list[ProducerBatch]:
-        """Take every sendable batch of one partition, in order."""
+    def drain(
+        self, tp: tuple[str, int], now: float, linger: float, force: bool, limit: int = 5
+    ) -> list[ProducerBatch]:
+        """Take up to `limit` sendable batches of one partition, oldest first. The limit bounds the batches of
+        a partition unacknowledged at once, which the broker's de-duplication window must cover."""
         with self.lock:
             q = self.queues.get(tp)
             if not q:
@@ -157,10 +164,10 @@ class RecordAccumulator:
                 return []
             if not (head.closed or force or now - head.created >= linger):
                 return []
-            out = list(q)
-            q.clear()
-            b = self.open.pop(tp, None)
-            if b is not None:
+            out = [q.popleft() for _ in range(min(limit, len(q)))]
+            b = self.open.get(tp)
+            if b is not None and b is out[-1]:  # the open batch goes too: close it
+                del self.open[tp]
                 b.closed = True
             return out
 

@@ -2,8 +2,15 @@
 
 `send` never blocks and allocates nothing per message but the record itself;
 a sender task on the event loop drains closed or lingered batches, one
-in-flight request per partition (so retries keep order), and the broker
-de-duplicates retried batches by producer id and sequence (idempotence).
+in-flight request per partition (so retries keep order) carrying at most
+`max.in.flight.requests.per.connection` (<= 5 with idempotence) batches of it,
+and the broker de-duplicates retried batches by producer id and sequence
+(idempotence): its window of 5 retained batches per producer covers every
+batch a retry can carry.
+
+A record that cannot be delivered gets an error with `exc.outcome`, either
+"not_written" or "unknown" (client/outcome.py says which errors mean which);
+`flush()` raises a `ProduceError` listing every failed record.
 """
 
 from __future__ import annotations
@@ -19,12 +26,12 @@ from crc32c import crc32c
 
 from client.accumulator import DeliveryCallback, ProducerBatch, RecordAccumulator
 from client.cluster import KafkaLiteClient
+from client.outcome import NOT_WRITTEN, UNKNOWN, FailedRecord, proves_not_appended, with_outcome
 from net import batch as batch_fmt
 from net.compression import codec_id
 from net.errors import (
     ErrorCode,
     KafkaLiteError,
-    MessageTooLargeError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
     error_for,
@@ -37,7 +44,21 @@ Serializer = Callable[[Any], bytes | None]
 
 
 class ProduceError(KafkaLiteError):
-    """Raised by flush()/close() when records could not be delivered."""
+    """Raised by flush()/close() when records could not be delivered since the last flush.
+
+    `failures` lists every failed record with its error and outcome; `not_written` records were not
+    appended anywhere (safe to send again), `unknown` ones may be in the log (client/outcome.py)."""
+
+    def __init__(self, failures: list[FailedRecord]) -> None:
+        self.failures = failures
+        self.not_written = sum(1 for f in failures if f.outcome == NOT_WRITTEN)
+        self.unknown = len(failures) - self.not_written
+        first = failures[0].error if failures else None
+        super().__init__(
+            f"{self.not_written} records not written, {self.unknown} records with unknown outcome "
+            f"(they may be in the log); first error: {first}",
+            getattr(first, "code", None),
+        )
 
 
 def parse_acks(acks: int | str) -> int:
@@ -81,6 +102,7 @@ class AsyncProducer:
         buffer_memory: int = 33554432,
         max_block_ms: int = 60000,
         enable_idempotence: bool = True,
+        max_in_flight_requests_per_connection: int = 5,
         client_id: str = "kl-producer",
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
@@ -95,6 +117,12 @@ class AsyncProducer:
         self.max_request_size = max_request_size
         self.max_block = max_block_ms / 1000
         self.idempotent = enable_idempotence and self.acks == -1
+        if max_in_flight_requests_per_connection < 1:
+            raise ValueError("max.in.flight.requests.per.connection must be at least 1")
+        if self.idempotent and max_in_flight_requests_per_connection > 5:
+            # Kafka's rule: the broker retains 5 batches per producer; a retry of more could not be recognised.
+            raise ValueError("max.in.flight.requests.per.connection must be at most 5 with enable.idempotence")
+        self.max_in_flight = max_in_flight_requests_per_connection
         self.key_serializer = key_serializer or _to_bytes
         self.value_serializer = value_serializer or _to_bytes
         self.client = KafkaLiteClient(
@@ -115,8 +143,7 @@ class AsyncProducer:
         self._watching: set[str] = set()  # topics with a running _refresh_quietly poll
         self._producer_id = -1
         self._producer_epoch = -1
-        self._errors: list[Exception] = []
-        self._failed = 0
+        self._failures: list[FailedRecord] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._wake_pending = False
@@ -280,18 +307,15 @@ class AsyncProducer:
                 err = UnknownTopicOrPartitionError(
                     f"topic {topic!r} not present in metadata after {int(self.max_block * 1000)} ms"
                 )
-                self._fail_records(pending, err)
+                self._fail_records(topic, pending, err)
 
-    def _fail_records(self, pending: list[tuple], err: Exception) -> None:
-        self._record_error(err, len(pending))
-        for _, _, _, cb, _ in pending:
+    def _fail_records(self, topic: str, pending: list[tuple], err: Exception) -> None:
+        """Records never sent (their topic never appeared in metadata): not written."""
+        exc = with_outcome(err, NOT_WRITTEN, None)
+        for value, key, _headers, cb, _ts in pending:
+            self._failures.append(FailedRecord(topic, -1, key, value, exc))
             if cb is not None:
-                cb(err, None)
-
-    def _record_error(self, err: Exception, count: int) -> None:
-        self._failed += count
-        if len(self._errors) < 100:
-            self._errors.append(err)
+                cb(exc, None)
 
     def _send_ready(self) -> None:
         now = time.monotonic()
@@ -300,7 +324,7 @@ class AsyncProducer:
         for tp in self.accumulator.pending_partitions():
             if tp in self._inflight:
                 continue
-            batches = self.accumulator.drain(tp, now, self.linger, force)
+            batches = self.accumulator.drain(tp, now, self.linger, force, self.max_in_flight)
             if not batches:
                 continue
             live = [b for b in batches if now - b.created <= self.delivery_timeout]
@@ -362,6 +386,16 @@ class AsyncProducer:
         sent = time.monotonic()
         try:
             conn = await self.client.connection(leader)
+            if not conn.connected:  # `request` writes at once, with no await before: checked here, it holds
+                raise KafkaLiteError(f"connection to broker {leader} is closed", ErrorCode.NETWORK_EXCEPTION)
+        except Exception as e:  # never written to a socket: this attempt cannot have been appended
+            err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e), ErrorCode.NETWORK_EXCEPTION)
+            for tp, batches, _ in request:
+                self._on_partition_error(tp, batches, err, reached_broker=False)
+            self.client.metadata.updated_at = 0
+            self._wakeup_threadsafe()
+            return
+        try:
             if self.acks == 0:
                 conn.send(ApiKey.PRODUCE, body, expect_response=False)
                 await conn.drain()
@@ -404,16 +438,22 @@ class AsyncProducer:
             if hook is not None:
                 hook(b, sent)
 
-    def _on_partition_error(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception) -> None:
+    def _on_partition_error(
+        self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception, reached_broker: bool = True
+    ) -> None:
         self._inflight.discard(tp)
+        if reached_broker and not proves_not_appended(err, self.acks):
+            for b in batches:
+                if b.unknown_cause is None:
+                    b.unknown_cause = err
         retriable = isinstance(err, KafkaLiteError) and err.retriable
         if retriable:
             self._failed_leader[tp] = self.client.metadata.leader(*tp)
             self.client.invalidate(tp[0])
             self._retry_later(tp, batches, err)
         else:
-            if isinstance(err, MessageTooLargeError) or not retriable:
-                log.error("produce to %s-%d failed: %s", tp[0], tp[1], err)
+            # The user hears of it through the callbacks and flush(); a CLI prints that as its one line.
+            log.warning("produce to %s-%d failed: %s", tp[0], tp[1], err)
             self._fail_batches(batches, err)
 
     def _retry_later(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception | None) -> None:
@@ -485,8 +525,10 @@ class AsyncProducer:
     def _fail_batches(self, batches: list[ProducerBatch], err: Exception) -> None:
         self.accumulator.release(batches)
         for b in batches:
-            self._record_error(err, len(b.records))
-            b.complete(-1, err)
+            # A batch whose any attempt may have been appended stays "unknown", whatever the last answer was.
+            exc = with_outcome(err, UNKNOWN if b.unknown_cause is not None else NOT_WRITTEN, b.unknown_cause)
+            self._failures.extend(FailedRecord(b.topic, b.partition, r[2], r[3], exc) for r in b.records)
+            b.complete(-1, exc)
 
     # --- flush / close -------------------------------------------------------
 
@@ -510,10 +552,9 @@ class AsyncProducer:
             await self._idle.wait()
 
     def _raise_errors(self) -> None:
-        if self._errors:
-            errs, failed = self._errors, self._failed
-            self._errors, self._failed = [], 0
-            raise ProduceError(f"{failed} records failed; first error: {errs[0]}", getattr(errs[0], "code", None))
+        if self._failures:
+            failures, self._failures = self._failures, []
+            raise ProduceError(failures)
 
     async def close(self, timeout: float | None = None) -> None:
         if self._sender_task is None:

@@ -87,6 +87,9 @@ class KafkaLiteError(Exception):
     """An error that carries a protocol error code."""
 
     code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    # Set on the errors a producer reports per record (client/outcome.py): "not_written" or "unknown".
+    outcome: str | None = None
+    unknown_cause: BaseException | None = None
 
     def __init__(self, message: str = "", code: ErrorCode | None = None) -> None:
         if code is not None:

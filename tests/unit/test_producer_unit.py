@@ -84,3 +84,57 @@ def test_keyless_records_move_on_after_batch_size_bytes():
     assert set(counts) == {0, 1, 2}
     # About 10 records (1000 bytes) per turn; a batch closing at batch.size can end a turn a record early.
     assert all(12 <= n <= 28 for n in counts.values()), counts
+
+
+def test_outcome_rule_per_error_and_acks():
+    from client.outcome import proves_not_appended
+    from net.errors import ErrorCode, KafkaLiteError, OutOfOrderSequenceError, error_for
+
+    def e(code: ErrorCode) -> KafkaLiteError:
+        return error_for(code)
+
+    for code in (
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.INVALID_REQUIRED_ACKS,
+    ):
+        assert proves_not_appended(e(code), -1) and proves_not_appended(e(code), 1), code
+    for code in (
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    ):
+        assert not proves_not_appended(e(code), -1) and not proves_not_appended(e(code), 1), code
+    # The leader checks leadership before appending with acks=1, but an acks=all wait can end that way.
+    assert proves_not_appended(e(ErrorCode.NOT_LEADER_OR_FOLLOWER), 1)
+    assert not proves_not_appended(e(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1)
+    assert not proves_not_appended(RuntimeError("cut"), 1)
+    assert isinstance(e(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER), OutOfOrderSequenceError)
+
+
+def test_produce_error_lists_every_record_with_its_outcome():
+    from client.outcome import FailedRecord, with_outcome
+    from client.producer import ProduceError
+    from net.errors import NotEnoughReplicasError, RequestTimedOutError
+
+    timeout = RequestTimedOutError("timed out")
+    unknown = with_outcome(NotEnoughReplicasError("isr"), "unknown", timeout)
+    refused = with_outcome(NotEnoughReplicasError("isr"), "not_written", None)
+    assert isinstance(unknown, NotEnoughReplicasError) and unknown.unknown_cause is timeout
+    assert "outcome unknown since an earlier attempt: timed out" in str(unknown)
+    err = ProduceError([FailedRecord("t", 0, None, b"a", unknown)] + [FailedRecord("t", 1, None, b"b", refused)] * 2)
+    assert (err.not_written, err.unknown, len(err.failures)) == (2, 1, 3)
+    assert str(err).startswith("2 records not written, 1 records with unknown outcome")
+
+
+def test_idempotence_caps_in_flight_batches():
+    import pytest
+
+    from client.producer import AsyncProducer
+
+    with pytest.raises(ValueError, match="at most 5"):
+        AsyncProducer("127.0.0.1:1", max_in_flight_requests_per_connection=6)
+    assert AsyncProducer("127.0.0.1:1", acks=1, max_in_flight_requests_per_connection=6).max_in_flight == 6
