@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from broker.controller import ControllerLogic, MetadataImage, check_broker_incarnation
+from broker.repeated_log import RepeatedConditionLog
 from net.errors import ErrorCode, KafkaLiteError
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class ControllerService:
         unclean_default: bool = False,
     ) -> None:
         self.broker_id = broker_id
+        self._liveness_log = RepeatedConditionLog(log)  # a proposal failing every tick without a quorum
         self.image = image
         self.quorum = quorum
         self.addresses = addresses
@@ -183,8 +185,9 @@ class ControllerService:
                     await self.quorum.propose(records)
                     # The commit latency after detection is part of every failover (docs/BENCHMARKS.md timeline).
                     log.info("liveness update committed in %d ms", _now_ms() - started)
+                    self._liveness_log.clear("liveness", how="liveness update committed")
         except KafkaLiteError as e:
-            log.warning("liveness update not committed: %s", e)
+            self._liveness_log.report("liveness", logging.WARNING, "liveness update not committed: %s", e)
 
     def _liveness_records(self, now: int) -> list[dict[str, Any]]:
         """At most one broker's change per proposal: each is computed on an image with the previous applied."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.group.logic import Append, GroupConfig, GroupCoordinatorLogic, Output, Reply
 from broker.group.records import OFFSETS_TOPIC, build_batch, partition_for, read_records
+from broker.repeated_log import RepeatedConditionLog
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError
 
@@ -35,6 +36,7 @@ class GroupCoordinator:
         self, replica_manager: "ReplicaManager", config: GroupConfig, num_partitions: int, commit_timeout_ms: int
     ) -> None:
         self.replica_manager = replica_manager
+        self._write_log = RepeatedConditionLog(log)  # per __consumer_offsets partition
         self.logic = GroupCoordinatorLogic(config)
         self.num_partitions = num_partitions
         self.commit_timeout_ms = commit_timeout_ms
@@ -145,7 +147,16 @@ class GroupCoordinator:
                 await self.replica_manager.wait_for_commit(results, pending, self.commit_timeout_ms / 1000)
             error = results[tp].error
             if error:
-                log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, a.partition, results[tp].message)
+                self._write_log.report(
+                    a.partition,
+                    logging.WARNING,
+                    "write to %s-%d failed: %s",
+                    OFFSETS_TOPIC,
+                    a.partition,
+                    results[tp].message,
+                )
+            else:
+                self._write_log.clear(a.partition, how="writes succeed again")
         except KafkaLiteError as e:
             error = int(e.code)
         # Kafka maps storage-level failures to errors a consumer knows to retry on the coordinator.

@@ -28,6 +28,7 @@ from broker.log.manager import LogManager
 from broker.metadata_log import METADATA_TOPIC, DiskMetadataLog
 from broker.metrics import BrokerMetrics, http_response
 from broker.partition import Partition
+from broker.repeated_log import RepeatedConditionLog
 from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
 from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
@@ -51,6 +52,8 @@ ALTER_RETRY_BACKOFF_S = (0.05, 1.0)
 class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        # ISR proposals retried or refused over and over under a fault: one line per partition per 10 s.
+        self._alter_log = RepeatedConditionLog(log)
         self.log_manager: LogManager | None = None
         self.net: NetServer | None = None
         self.quorum: Coordination | None = None
@@ -263,23 +266,46 @@ class BrokerServer:
             if outcome is AlterOutcome.COMMITTED:
                 grew = len(isr) > len(p.isr)
                 (self.metrics.isr_expands if grew else self.metrics.isr_shrinks).inc()
+                self._alter_log.clear((p.topic, p.partition), how="ISR change committed")
                 log.info("%s-%d: ISR change to %s committed", p.topic, p.partition, isr)
                 return
             if outcome is AlterOutcome.AWAIT_METADATA:
                 # Maybe our own change, committed without its answer reaching us: it keeps bounding the HW
                 # until metadata brings the newer state (LeaderState.on_isr_committed settles it).
-                log.info(
-                    "%s-%d: ISR change to %s refused against a newer state: %s", p.topic, p.partition, isr, message
+                self._alter_log.report(
+                    (p.topic, p.partition),
+                    logging.INFO,
+                    "%s-%d: ISR change to %s refused against a newer state: %s",
+                    p.topic,
+                    p.partition,
+                    isr,
+                    message,
                 )
                 return
             if outcome is AlterOutcome.REJECTED:
-                log.warning("%s-%d: ISR change to %s not committed: %s", p.topic, p.partition, isr, message)
+                self._alter_log.report(
+                    (p.topic, p.partition),
+                    logging.WARNING,
+                    "%s-%d: ISR change to %s not committed: %s",
+                    p.topic,
+                    p.partition,
+                    isr,
+                    message,
+                )
                 if p.leader_state is not None:
                     p._handle(p.leader_state.on_isr_rejected(isr, partition_epoch))
                 return
             # No verdict: it may or may not have been applied. Ask again while the same leadership still
             # waits for it; a retry of an applied change is refused as stale (INVALID_UPDATE_VERSION).
-            log.info("%s-%d: ISR change to %s, no verdict (%s); retrying", p.topic, p.partition, isr, message)
+            self._alter_log.report(
+                (p.topic, p.partition),
+                logging.INFO,
+                "%s-%d: ISR change to %s, no verdict (%s); retrying",
+                p.topic,
+                p.partition,
+                isr,
+                message,
+            )
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, ALTER_RETRY_BACKOFF_S[1])
             if self._stopping or not alter_partition_retry_wanted(p.leader_state, leader_epoch, isr, partition_epoch):
