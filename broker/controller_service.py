@@ -238,7 +238,7 @@ class ControllerService:
         """`incarnation` and `seq` identify the proposer's process and its request (None: an older broker
         that sends neither, not checked). Both checks run under the lock, where the request is taken, so a
         fetch from a restarted proposer that arrived while this request queued still counts.
-        broker/replication_sim.py's controller applies the same two rules (alter_seen, incarnation)."""
+        tests/sim/replication_sim.py's controller applies the same two rules (alter_seen, incarnation)."""
 
         def compute(logic: ControllerLogic) -> list[dict[str, Any]]:
             if incarnation is not None and seq is not None:

@@ -249,7 +249,7 @@ class LeaderState:
         Only the fetching replica is a candidate. Judging the others by the offset of their last fetch
         re-admitted a replica that had stopped fetching, right after it was dropped for lagging, when
         another member was no further ahead (so the shrink did not raise the HW above it): acks=all then
-        waited for a dead replica until it lagged out again. broker/replication_sim.py
+        waited for a dead replica until it lagged out again. tests/sim/replication_sim.py
         found it where such a proposal, delayed past a restart of the leader, was committed behind the
         restarted leader's HW.
         """
@@ -308,7 +308,7 @@ class LeaderState:
         return [HighWatermarkAdvanced(hw)]
 
 
-# --- AlterPartition outcomes (the driver's rule: broker/server.py, and broker/replication_sim.py) ---------
+# --- AlterPartition outcomes (the driver's rule: broker/server.py, and tests/sim/replication_sim.py) ---------
 
 
 class AlterOutcome(Enum):

@@ -188,7 +188,8 @@ class BrokerServer:
         """Publish committed records. The coordination calls this only once the broker has caught up with
         the metadata committed when it started, and with every committed record it holds at once (see
         net/quorum_driver.py, net/zk_coordination.py); until then the image stays empty, so the broker leads
-        and follows nothing and answers for no partition. broker/replication_sim.py's _on_meta_records mirrors this."""
+        and follows nothing and answers for no partition. tests/sim/replication_sim.py's _on_meta_records
+        mirrors this."""
         changed: set[str] = set()
         brokers_changed = False
         for offset, _epoch, record in entries:

@@ -87,7 +87,7 @@ def fetch_liveness_expiry(
     last_fetch_ms: int | None, seen_in_election: bool, since_ms: int, session_timeout_ms: int
 ) -> int:
     """The custom mode's rule (fetches of the metadata log are heartbeats), moved here from
-    ControllerService so that broker/replication_sim.py and QuorumDriver share it.
+    ControllerService so that tests/sim/replication_sim.py and QuorumDriver share it.
 
     A broker that has fetched from this controller is dead one session timeout after its last fetch. One
     that has not fetched yet this epoch gets a session timeout from the controller's start if it took part

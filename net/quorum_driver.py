@@ -2,7 +2,7 @@
 the persisted vote, and the committed metadata records handed to the broker.
 
 Two broker-level rules live here because they ride on the quorum's fetches (both are modelled by
-broker/replication_sim.py, whose defaults this must match):
+tests/sim/replication_sim.py, whose defaults this must match):
 
 - Incarnations: every process of a broker has a larger incarnation than the previous one
   (`next_incarnation`) and sends it with its fetches; the driver remembers the newest one seen per broker

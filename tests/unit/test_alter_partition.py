@@ -1,7 +1,7 @@
 """AlterPartition end to end, without sockets: the controller's error codes, the leader's outcome rule
 (broker/replication.py alter_partition_outcome), the broker's retry loop (broker/server.py _alter_partition),
 the controller's incarnation and overtaken-request checks (broker/controller_service.py), and the incarnation
-field of quorum fetches. broker/replication_sim.py runs the same rules under faults.
+field of quorum fetches. tests/sim/replication_sim.py runs the same rules under faults.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The seeded simulator of election/sim.py as a test: many random schedules, every invariant after every step.
+"""The seeded simulator of tests/sim/election_sim.py as a test: many random schedules, every invariant after every step.
 
 The short run is part of the normal suite. KL_SOAK=1 runs the long one (KL_SOAK_SEEDS schedules,
 100,000 by default) on every core; a failure prints the seed, and
-`python -m election.sim --replay SEED --nodes N --steps S --trace` replays it exactly.
+`python -m tests.sim.election_sim --replay SEED --nodes N --steps S --trace` replays it exactly.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from election.sim import run_schedule
+from tests.sim.election_sim import run_schedule
 
 SHORT_SEEDS = 1000  # per cluster size: 2,000 schedules in all
 STEPS = 800

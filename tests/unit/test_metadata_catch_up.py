@@ -1,6 +1,6 @@
 """net/quorum_driver.py's broker-level rules: after a start, committed metadata is handed to the broker only
 once the log reached the committed end of the controller's first answer, and then all at once; fetches carry
-the process's incarnation, which the driver remembers per broker. (broker/replication_sim.py models both.)
+the process's incarnation, which the driver remembers per broker. (tests/sim/replication_sim.py models both.)
 """
 
 from __future__ import annotations

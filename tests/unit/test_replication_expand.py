@@ -1,4 +1,4 @@
-"""LeaderState ISR expansion: only a replica that fetches is proposed back in (found by broker/replication_sim.py).
+"""LeaderState ISR expansion: only a replica that fetches is proposed back in (found by tests/sim/replication_sim.py).
 
 The leader used to judge every follower by the offset of its last fetch, on anyone's fetch and on every ISR
 commit. A follower that had stopped fetching was then proposed straight back in right after being dropped

@@ -1,9 +1,9 @@
-"""The partition replication simulator of broker/replication_sim.py as a test: random schedules, every invariant
+"""The partition replication simulator of tests/sim/replication_sim.py as a test: random schedules, every invariant
 after every step.
 
 The short run is part of the normal suite. KL_SOAK=1 runs the long one (KL_SOAK_SEEDS schedules, 100,000 by
 default) on every core; a failure prints the seed, and
-`python -m broker.replication_sim --replay SEED --steps S --trace` replays it exactly.
+`python -m tests.sim.replication_sim --replay SEED --steps S --trace` replays it exactly.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from broker.replication import UNDEFINED_OFFSET, HighWatermarkAdvanced, LeaderState
-from broker.replication_sim import run_schedule
+from tests.sim.replication_sim import run_schedule
 
 SHORT_SEEDS = 600
 STEPS = 3000

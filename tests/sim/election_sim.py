@@ -15,11 +15,11 @@ cut-off controller may have appended many records that every follower must first
 timeout-based election, liveness needs messages to be faster than the timeouts, so after the heal
 one-way delays are capped at a quarter of the evaluation timeout (and a tenth of the election
 timeout); the fault phase, where only safety is checked, has no such cap. The invariants of
-election/sim_checks.py are checked after every step; a failure names the seed and the step, and
+tests/sim/election_checks.py are checked after every step; a failure names the seed and the step, and
 `run_schedule(seed, ...)` replays it exactly.
 
-    python -m election.sim --seeds 1000 --nodes 5
-    python -m election.sim --replay 1234 --nodes 5 --trace
+    python -m tests.sim.election_sim --seeds 1000 --nodes 5
+    python -m tests.sim.election_sim --replay 1234 --nodes 5 --trace
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 from election.config import QuorumConfig
 from election.messages import BecameController, Committed, Output, Persist, Send, Truncated, from_wire
 from election.quorum import InvariantError, NotControllerError, QuorumNode, Role
-from election.sim_checks import Checker, SimFailure, WatchedLog
+from tests.sim.election_checks import Checker, SimFailure, WatchedLog
 
 _DELIVER, _WAKE, _FAULT, _CLIENT, _RESTART = range(5)
 
@@ -405,7 +405,7 @@ def run_schedule(seed: int, steps: int = 400, nodes: int = 3, trace: bool = Fals
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m election.sim", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tests.sim.election_sim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=1000, help="number of schedules")
     ap.add_argument("--start", type=int, default=0, help="first seed")
     ap.add_argument("--nodes", type=int, default=5, choices=[1, 2, 3, 4, 5, 6, 7])
@@ -448,7 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"  time from last heal to a commit (virtual ms): median {p(0.5)}, p99 {p(0.99)}, max {p(1.0)}")
     for r in failures:
-        print(f"  replay: python -m election.sim --replay {r.seed} --nodes {r.nodes} --steps {args.steps} --trace")
+        print(
+            f"  replay: python -m tests.sim.election_sim --replay {r.seed} --nodes {r.nodes} "
+            f"--steps {args.steps} --trace"
+        )
     return 1 if failures else 0
 
 

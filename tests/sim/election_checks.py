@@ -1,4 +1,4 @@
-"""The invariants the simulator checks after every step (see election/sim.py for when and how).
+"""The invariants the simulator checks after every step (see tests/sim/election_sim.py for when and how).
 
 (a) At most one controller per epoch, ever: the first (node, incarnation) seen as controller of an
     epoch owns it; any other node, or the same node after a restart, is a failure.

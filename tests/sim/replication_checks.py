@@ -1,4 +1,4 @@
-"""The invariants broker/replication_sim.py checks after every step, and the in-memory partition log.
+"""The invariants tests/sim/replication_sim.py checks after every step, and the in-memory partition log.
 
 (a) At most one leader per partition per leader epoch, ever: the first broker seen holding a
     LeaderState of epoch E owns E (a restart of that broker may resume it: the epoch is the

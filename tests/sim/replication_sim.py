@@ -1,6 +1,6 @@
 """A seeded, deterministic simulator of partition replication, checked after every step.
 
-election/sim.py verifies the controller quorum; this verifies what the brokers do with its decisions:
+tests/sim/election_sim.py verifies the controller quorum; this verifies what the brokers do with its decisions:
 partition leaders chosen by the controller, the ISR, the high watermark (HW), followers fetching and
 truncating, leader-epoch fencing. It drives the production rules, not a model of them:
 broker/controller.py (ControllerLogic: topic creation, fencing, registration, AlterPartition),
@@ -13,7 +13,7 @@ AlterPartition plumbing of broker/server.py and controller_service.py, and net/q
 metadata catch-up), whose decision logic it copies; logs are in memory.
 
 The controller is ONE authority holding the committed metadata log. That is a composition argument:
-election/sim.py checks that the quorum behaves as one such log (records commit once, in one order,
+tests/sim/election_sim.py checks that the quorum behaves as one such log (records commit once, in one order,
 never change, survive controller failover), so here a controller failover is an outage after which a
 new controller starts with no fetch history (controller_service.py's grace rules), and an
 AlterPartition whose response is lost may or may not have been committed.
@@ -41,12 +41,12 @@ dropped, while duplicated and reordered requests are served. AlterPartition alon
 
 A schedule runs `steps` events with faults, then heals everything (all nodes up, one network, no loss,
 delays capped) and checks liveness: every partition must acknowledge a marker value within a bound.
-The invariants of broker/replication_sim_checks.py are checked after every step; a failure names the
+The invariants of tests/sim/replication_checks.py are checked after every step; a failure names the
 seed and step, and `run_schedule(seed, steps)` replays it exactly.
 
-    python -m broker.replication_sim --seeds 1000
-    python -m broker.replication_sim --replay 1234 --trace
-    python -m broker.replication_sim --seeds 300 --alter-policy server    # server.py's old rule: fails
+    python -m tests.sim.replication_sim --seeds 1000
+    python -m tests.sim.replication_sim --replay 1234 --trace
+    python -m tests.sim.replication_sim --seeds 300 --alter-policy server    # server.py's old rule: fails
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ from broker.replication import (
     alter_partition_retry_wanted,
     validate_fetch,
 )
-from broker.replication_sim_checks import Checker, SimFailure, SimLog
 from election.coordination import fetch_liveness_expiry
 from net.errors import ErrorCode, KafkaLiteError
+from tests.sim.replication_checks import Checker, SimFailure, SimLog
 
 TOPIC = "t"
 CONTROLLER = 0  # node id of the controller; brokers are 1..n
@@ -1197,7 +1197,7 @@ def run_schedule(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m broker.replication_sim", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tests.sim.replication_sim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=1000, help="number of schedules")
     ap.add_argument("--start", type=int, default=0, help="first seed")
     ap.add_argument("--steps", type=int, default=3000, help="fault-phase steps per schedule")
@@ -1261,7 +1261,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for r in failures:
         print(
-            f"  replay: python -m broker.replication_sim --replay {r.seed} --steps {args.steps} "
+            f"  replay: python -m tests.sim.replication_sim --replay {r.seed} --steps {args.steps} "
             f"--alter-policy {args.alter_policy} --metadata-policy {args.metadata_policy}"
             + (f" --late-p {args.late_p}" if args.late_p is not None else "")
             + " --trace"
