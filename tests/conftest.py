@@ -95,3 +95,7 @@ def broker_factory(tmp_path):
 @pytest.fixture
 def broker(broker_factory) -> BrokerProcess:
     return broker_factory()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--seed", type=int, default=None, help="replay one schedule of tests/integration/test_nemesis.py")
