@@ -232,7 +232,12 @@ class KafkaLiteClient:
             for topic, rows in body["topics"]:
                 for partition, err, _ts, offset in rows:
                     if err:
-                        raise error_for(err, f"list offsets for {topic}-{partition}")
+                        e = error_for(err)
+                        if e.retriable:
+                            # A stale leader (NOT_LEADER_OR_FOLLOWER after a failover): forget it, so the next
+                            # attempt asks the metadata again instead of the same broker forever.
+                            self.invalidate(topic)
+                        raise error_for(err, f"list offsets for {topic}-{partition}: {e.code.name}")
                     out[(topic, partition)] = offset
         return out
 
