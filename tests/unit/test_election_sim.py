@@ -14,7 +14,7 @@ import pytest
 
 from tests.sim.election_sim import run_schedule
 
-SHORT_SEEDS = 1000  # per cluster size: 2,000 schedules in all
+SHORT_SEEDS = 700  # per cluster size: 1,400 schedules in all
 STEPS = 800
 
 

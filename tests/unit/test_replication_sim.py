@@ -16,7 +16,7 @@ import pytest
 from broker.replication import UNDEFINED_OFFSET, HighWatermarkAdvanced, LeaderState
 from tests.sim.replication_sim import run_schedule
 
-SHORT_SEEDS = 600
+SHORT_SEEDS = 450
 STEPS = 3000
 
 
