@@ -1,5 +1,9 @@
 """Log: the segments of one topic-partition, `<data_dir>/<topic>-<partition>/`.
 
+Loading and recovery at startup are broker/log/loader.py's (Kafka's LogLoader); the on-disk steps of the
+compaction swap are broker/log/swap.py's. This module is the live log: append, roll, read, truncate,
+retention, flush.
+
 Batches are opaque: the log validates headers and CRCs, stamps offsets and
 leader epochs into the header, and never decodes a record. An append does
 O(batches) work plus one copy of the request bytes.
@@ -8,7 +12,6 @@ O(batches) work plus one copy of the request bytes.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import struct
 import threading
@@ -20,21 +23,12 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from broker.log.checkpoint import LeaderEpochCheckpoint, fsync_dir
+from broker.log.checkpoint import LeaderEpochCheckpoint
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochFileCache
-from broker.log.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    MAX_RELATIVE_OFFSET,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    filename_prefix,
-    segment_file,
-)
+from broker.log.loader import LogLoader, create_segment
+from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+from broker.log.swap import abort_swap, begin_swap, commit_point, commit_swap, new_cleaned_segment
 from net.batch import (
     CRC_OFFSET,
     CRC_START,
@@ -59,8 +53,6 @@ log = logging.getLogger("kafkalite.log")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-# Left behind by an interrupted delete or compaction once _finish_interrupted_swap has run: never data.
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")
 _ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 _I16 = struct.Struct(">h")
@@ -133,133 +125,18 @@ class Log:
         end = self.log_end_offset if self._segments else "?"  # "?" while _load has not opened any segment
         return f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={end})"
 
-    # --- loading -----------------------------------------------------------------
+    # --- loading (broker/log/loader.py) ---------------------------------------------
 
     def _load(self, recovery_point: int, log_start_offset: int | None, clean_shutdown: bool) -> None:
-        self._finish_interrupted_swap()
-        bases, indexes = [], []
-        for entry in os.scandir(self.dir):
-            name = entry.name
-            if name.endswith(_LEFTOVER_SUFFIXES):
-                log.info("%s: removing leftover file %s", self, name)
-                os.unlink(entry.path)
-            elif name.endswith(LOG_SUFFIX) and _is_offset(name[: -len(LOG_SUFFIX)]):
-                bases.append(int(name[: -len(LOG_SUFFIX)]))
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
-                indexes.append(entry)
-        have = {filename_prefix(b) for b in bases}
-        for entry in indexes:
-            if entry.name.split(".")[0] not in have:
-                os.unlink(entry.path)  # an index without its log: from a crash during a delete
-        bases.sort()
-        for base in bases:
-            self._add_segment(self._open_segment(base))
-
-        # Without a clean shutdown everything after the recovery point may be torn: recover it.
-        first_unflushed = len(self._segments)
-        if not clean_shutdown:
-            first_unflushed = max(0, bisect_right(self._bases, recovery_point) - 1)
-        i = 0
-        while i < len(self._segments):
-            seg = self._segments[i]
-            if i >= first_unflushed or seg.needs_recovery:
-                truncated = seg.recover(self.config.max_message_bytes, self._recover_epoch)
-                log.info(
-                    "%s: recovered segment %s (%d bytes of torn or invalid tail truncated)",
-                    self,
-                    seg.path.name,
-                    truncated,
-                )
-                if truncated and i >= first_unflushed and i + 1 < len(self._segments):
-                    log.warning(
-                        "%s: deleting %d segments after the corruption in %s",
-                        self,
-                        len(self._segments) - i - 1,
-                        seg.path.name,
-                    )
-                    for later in self._segments[i + 1 :]:
-                        later.delete()
-                    del self._segments[i + 1 :], self._bases[i + 1 :]
-            i += 1
-        if not self._segments:
-            self._add_segment(self._create_segment(log_start_offset or 0))
-
-        leo = self.log_end_offset
-        start = max(self._segments[0].base_offset, log_start_offset or 0)
-        self.log_start_offset = min(start, leo)
-        # Recovered data was read from the page cache, not necessarily from disk: keep the old point.
-        self.recovery_point = leo if clean_shutdown else min(max(recovery_point, self._segments[0].base_offset), leo)
-        self._epochs.truncate_from_end(leo)
-        self._epochs.truncate_from_start(self.log_start_offset)
-
-    def _finish_interrupted_swap(self) -> None:
-        """Kafka's rules for a crash during a compaction swap (the steps are in replace_segments).
-
-        `.cleaned` files are an unfinished cleaning: delete them, and every `.swap` file at or above the
-        lowest of them (its rename to `.swap` had not finished). A `<base>.log.swap` without those was
-        committed: it replaces every segment from `base` up to its own end, so those go and the suffix is
-        dropped. `.deleted` files are segments a committed swap already replaced.
-        """
-        names = os.listdir(self.dir)
-        cleaned = [b for n in names if n.endswith(CLEANED_SUFFIX) and (b := _base_of(n)) is not None]
-        lowest_cleaned = min(cleaned, default=None)
-        committed = sorted(
-            b
-            for n in names
-            if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)
-            and (b := _base_of(n)) is not None
-            and (lowest_cleaned is None or b < lowest_cleaned)
+        loaded = LogLoader(self.dir, self.config, self._epochs, self._clock, repr(self)).load(
+            recovery_point, log_start_offset, clean_shutdown
         )
-        for name in names:
-            if name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX)) or (
-                name.endswith(SWAP_SUFFIX) and _base_of(name) not in committed
-            ):
-                log.info("%s: removing %s left by an interrupted compaction", self, name)
-                os.unlink(self.dir / name)
-        for base in committed:
-            self._complete_swap(base)
-
-    def _complete_swap(self, base: int) -> None:
-        c = self.config
-        seg = LogSegment(self.dir, base, c.index_interval_bytes, c.segment_index_bytes, self._clock, SWAP_SUFFIX)
-        try:
-            seg.recover(c.max_message_bytes)  # it was fsynced before the rename; this rebuilds its indexes
-        finally:
-            seg.close()
-        # An empty cleaned segment still replaces the segment with its base offset.
-        end = max(seg.next_offset, base + 1)
-        replaced = 0
-        for name in os.listdir(self.dir):
-            b = _base_of(name)
-            if b is not None and base <= b < end and name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
-                os.unlink(self.dir / name)
-                replaced += 1
-        seg.change_file_suffixes(SWAP_SUFFIX, "")
-        fsync_dir(self.dir)
-        log.info(
-            "%s: completed the interrupted compaction swap of [%d, %d) (%d old files removed)",
-            self,
-            base,
-            end,
-            replaced,
-        )
-
-    def _recover_epoch(self, h: BatchHeader) -> None:
-        if h.leader_epoch > self._epochs.latest_epoch:
-            self._epochs.assign(h.leader_epoch, h.base_offset)
-
-    def _open_segment(self, base: int) -> LogSegment:
-        c = self.config
-        return LogSegment(self.dir, base, c.index_interval_bytes, c.segment_index_bytes, self._clock)
+        for seg in loaded.segments:
+            self._add_segment(seg)
+        self.log_start_offset, self.recovery_point = loaded.log_start_offset, loaded.recovery_point
 
     def _create_segment(self, base: int) -> LogSegment:
-        prefix = self.dir / filename_prefix(base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            stale = prefix.with_suffix(suffix)
-            if stale.exists():
-                log.warning("%s: removing stale %s before creating a segment there", self, stale.name)
-                stale.unlink()
-        return self._open_segment(base)
+        return create_segment(self.dir, base, self.config, self._clock)
 
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
@@ -578,13 +455,8 @@ class Log:
             return point
 
     def new_cleaned_segment(self, base_offset: int) -> LogSegment:
-        """An empty segment with `.cleaned` files for the cleaner to fill."""
-        for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            segment_file(self.dir, base_offset, kind, CLEANED_SUFFIX).unlink(missing_ok=True)  # an aborted run's
-        c = self.config
-        return LogSegment(
-            self.dir, base_offset, c.index_interval_bytes, c.segment_index_bytes, self._clock, CLEANED_SUFFIX
-        )
+        """An empty segment with `.cleaned` files for the cleaner to fill (broker/log/swap.py step 1)."""
+        return new_cleaned_segment(self.dir, base_offset, self.config, self._clock)
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment, generation: int) -> bool:
         """Swap the flushed `.cleaned` segment `new` in for `old`, consecutive closed segments the first of
@@ -596,18 +468,19 @@ class Log:
            lock, so they see the old segments or the new one, never a mix), rename old's files to
            `.deleted` and new's to their final names;
         3. close old's files and unlink them.
-        _finish_interrupted_swap completes or discards a swap interrupted between any two renames, and
-        anything that truncates or deletes segments meanwhile aborts it (_abort_pending_swap).
+        The renames are broker/log/swap.py's; at load, its finish_interrupted_swaps completes or discards a
+        swap interrupted between any two renames, and anything that truncates or deletes segments meanwhile
+        aborts it (_abort_pending_swap).
         """
         with self._lock:
             if self._closed or generation != self._generation or self._position_of(old) is None:
                 new.delete()
                 return False
-            new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            begin_swap(new)
             self._pending_swap = new
         # Durable before any old file is renamed, so that a crash can only complete the swap. Outside the
         # lock: a directory fsync can take milliseconds, and appends and fetches wait for the lock.
-        fsync_dir(self.dir)
+        commit_point(self.dir)
         with self._lock:
             if self._pending_swap is not new:
                 return False  # a truncation, retention or close aborted (and deleted) it meanwhile
@@ -617,9 +490,7 @@ class Log:
             assert i is not None
             segments = self._segments[:i] + [new] + self._segments[i + len(old) :]
             self._segments, self._bases = segments, [s.base_offset for s in segments]
-            for seg in old:
-                seg.change_file_suffixes("", DELETED_SUFFIX)
-            new.change_file_suffixes(SWAP_SUFFIX, "")
+            commit_swap(old, new)
         for seg in old:
             seg.delete()  # nobody reads them any more: readers take the lock and see the new list
         return True
@@ -645,8 +516,7 @@ class Log:
     def _abort_pending_swap(self) -> None:
         new, self._pending_swap = self._pending_swap, None
         if new is not None:
-            new.delete()
-            fsync_dir(self.dir)  # a crash must not complete a swap of segments that are changing now
+            abort_swap(self.dir, new)
             log.info("%s: aborted the compaction swap of %s", self, new.path.name)
 
     # --- durability and lifecycle -------------------------------------------------
@@ -688,16 +558,6 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaLiteError(f"log {self.topic}-{self.partition} is closed", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-
-
-def _is_offset(stem: str) -> bool:
-    return len(stem) == 20 and stem.isdigit()
-
-
-def _base_of(name: str) -> int | None:
-    """The base offset in a segment file name such as `00000000000000000042.index.swap`."""
-    stem = name.split(".", 1)[0]
-    return int(stem) if _is_offset(stem) else None
 
 
 def set_log_append_time(buf: bytearray, pos: int, h: BatchHeader, now_ms: int) -> None:

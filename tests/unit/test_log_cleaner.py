@@ -10,6 +10,7 @@ import pytest
 from crc32c import crc32c
 
 import broker.log.log as log_module
+import broker.log.swap as swap_module
 from broker.log.checkpoint import read_checkpoint
 from broker.log.cleaner import CLEANER_CHECKPOINT, CleanerAborted, CleanStats, LogCleaner, rebuild_batch
 from broker.log.log import Log
@@ -350,13 +351,13 @@ def test_a_read_during_the_swap_sees_the_old_or_the_new_segments(tmp_path, monke
     lg.roll()
     before = read_all(lg)
     seen: list[list[Record]] = []
-    real_fsync_dir = log_module.fsync_dir
+    real_fsync_dir = swap_module.fsync_dir
 
     def read_between_commit_and_swap(path):
         real_fsync_dir(path)
         seen.append(read_all(lg))  # the `.swap` files exist, the segment list is not swapped yet
 
-    monkeypatch.setattr(log_module, "fsync_dir", read_between_commit_and_swap)
+    monkeypatch.setattr(swap_module, "fsync_dir", read_between_commit_and_swap)
     (stats,) = clean(LogCleaner(clock), lg)
     assert len(seen) == stats.groups_swapped > 1
     after = latest_per_key(written)
@@ -414,7 +415,7 @@ def test_truncation_during_the_swap_aborts_it(tmp_path, monkeypatch):
     fill(lg, 40)
     lg.roll()
     target = lg.segments[2].base_offset
-    real_fsync_dir = log_module.fsync_dir
+    real_fsync_dir = swap_module.fsync_dir
     truncated = []
 
     def truncate_meanwhile(path):
@@ -423,10 +424,10 @@ def test_truncation_during_the_swap_aborts_it(tmp_path, monkeypatch):
             truncated.append(target)
             lg.truncate_to(target)  # a follower told to truncate while the cleaner commits a swap
 
-    monkeypatch.setattr(log_module, "fsync_dir", truncate_meanwhile)
+    monkeypatch.setattr(swap_module, "fsync_dir", truncate_meanwhile)
     cleaner = LogCleaner(clock)
     assert clean(cleaner, lg) == [] and truncated
-    monkeypatch.setattr(log_module, "fsync_dir", real_fsync_dir)
+    monkeypatch.setattr(swap_module, "fsync_dir", real_fsync_dir)
     assert leftovers(lg) == [] and lg.log_end_offset == target
     remaining = read_all(lg)
     assert [r[0] for r in remaining] == list(range(target))  # nothing was swapped in
