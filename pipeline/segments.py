@@ -35,8 +35,10 @@ from pathlib import Path
 
 import msgpack
 
+from broker.controller import MetadataImage
 from broker.log.checkpoint import CorruptCheckpointError, read_checkpoint
 from broker.log.manager import DELETE_SUFFIX, HW_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, parse_log_dir_name
+from broker.log.segment import iter_headers
 from net import batch as fmt
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
@@ -185,14 +187,15 @@ def metadata_partition_counts(data_dirs: list[Path]) -> dict[str, int]:
     """Topic -> partition count from the longest metadata log among the data dirs ({} if none).
 
     Lets a reader tell "partition 2 has no replica in these directories" from "there is no
-    partition 2". Decodes the metadata records (FORMAT.md §5) of the valid prefix only."""
+    partition 2". Replays the valid prefix of the metadata log (FORMAT.md §5) into a `MetadataImage`,
+    as a broker does at startup."""
     best: dict[str, int] = {}
     best_end = -1
     for d in data_dirs:
         part = d / f"{METADATA_TOPIC}-0"
         if not part.is_dir():
             continue
-        topics: dict[str, set[int]] = {}
+        image = MetadataImage()
         end = 0
         try:
             for seg in list_segments(part):
@@ -201,24 +204,14 @@ def metadata_partition_counts(data_dirs: list[Path]) -> dict[str, int]:
                 for pos, h in fmt.iter_batches(data, validate_crc=True):
                     end = h.next_offset
                     for rec in fmt.records_of(data, pos, h):
-                        _apply_metadata(topics, msgpack.unpackb(rec[3], raw=False))
-        except (fmt.InvalidBatch, ValueError, msgpack.UnpackException, OSError):
+                        value = msgpack.unpackb(rec[3], raw=False)
+                        if isinstance(value, dict):
+                            image.apply(h.base_offset + rec[0], value)
+        except (fmt.InvalidBatch, ValueError, KeyError, TypeError, msgpack.UnpackException, OSError):
             pass  # keep the valid prefix, as the broker's recovery would
         if end > best_end:
-            best_end, best = end, {t: len(ps) for t, ps in topics.items()}
+            best_end, best = end, {name: len(t.partitions) for name, t in image.topics.items()}
     return best
-
-
-def _apply_metadata(topics: dict[str, set[int]], rec: object) -> None:
-    if not isinstance(rec, dict):
-        return
-    kind = rec.get("type")
-    if kind == "topic":
-        topics[rec["name"]] = set()
-    elif kind == "partition" and rec.get("topic") in topics:
-        topics[rec["topic"]].add(int(rec["partition"]))
-    elif kind == "remove_topic":
-        topics.pop(rec.get("name"), None)
 
 
 # --- what a replica can serve ------------------------------------------------------------------
@@ -234,32 +227,13 @@ class ReplicaSummary:
     committed_source: str
 
 
-def _iter_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, fmt.BatchHeader | None, str]]:
-    """(position, header, problem) for each batch in [start, end), reading headers only.
-
-    `problem` is "" for a well-framed batch; otherwise header is None (or the bad header) and
-    the scan stops: a torn tail or garbage."""
-    pos = start
-    while pos < end:
-        if end - pos < fmt.HEADER_SIZE:
-            yield pos, None, f"{end - pos} trailing bytes, shorter than a batch header"
+def _whole_batches(fd: int, end: int) -> Iterator[tuple[int, fmt.BatchHeader]]:
+    """(position, header) of each whole, well-framed batch in [0, end), headers only; stops quietly at a
+    torn tail or garbage (the task reading that part reports or tolerates it)."""
+    for pos, h in iter_headers(fd, 0, end):
+        if pos + h.size > end or h.magic != fmt.MAGIC:
             return
-        raw = os.pread(fd, fmt.HEADER_SIZE, pos)
-        if len(raw) < fmt.HEADER_SIZE:
-            yield pos, None, "file shrank while being read"
-            return
-        h = fmt.parse_header(raw)
-        if h.batch_length < fmt.HEADER_SIZE - fmt.LOG_OVERHEAD:
-            yield pos, h, f"batch length {h.batch_length} is shorter than the header"
-            return
-        if pos + h.size > end:
-            yield pos, h, f"batch of {h.size} bytes runs past the end of the file ({end})"
-            return
-        if h.magic != fmt.MAGIC:
-            yield pos, h, f"unknown magic {h.magic}"
-            return
-        yield pos, h, ""
-        pos += h.size
+        yield pos, h
 
 
 def _scan_end(seg: Segment, validate_crc: bool) -> tuple[int, int, int, int]:
@@ -270,8 +244,8 @@ def _scan_end(seg: Segment, validate_crc: bool) -> tuple[int, int, int, int]:
     except FileNotFoundError:
         return 0, seg.base_offset, -1, 0
     try:
-        for pos, h, problem in _iter_headers(fd, 0, seg.size):
-            if problem or h is None or h.base_offset < next_offset:
+        for pos, h in _whole_batches(fd, seg.size):
+            if h.base_offset < next_offset:
                 break
             if validate_crc:
                 try:
@@ -394,9 +368,7 @@ def _split_segment(
     fd = os.open(seg.path, os.O_RDONLY)
     try:
         cur_pos, cur_bytes, cur_records = None, 0, 0
-        for pos, h, problem in _iter_headers(fd, 0, seg.size):
-            if problem or h is None:
-                break  # the task reading the last slice reports (or tolerates) it
+        for pos, h in _whole_batches(fd, seg.size):
             if h.next_offset <= lo:
                 continue
             if h.base_offset >= hi:

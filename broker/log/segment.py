@@ -65,6 +65,25 @@ class _Reader:
         return self.buf, off
 
 
+def iter_headers(fd: int, start: int, end: int, chunk: int = _SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each batch of an open segment file from `start`, reading headers only.
+
+    Stops quietly at a trailing piece shorter than a header or at a length too short to be a batch; the
+    last batch yielded may extend past `end` (a torn tail: the caller decides). Read-only, so offline
+    readers of a live broker's files (pipeline/segments.py) share it."""
+    reader = _Reader(fd, end, chunk)
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        buf, off = reader.get(pos, HEADER_SIZE)
+        if len(buf) - off < HEADER_SIZE:
+            return
+        h = parse_header(buf, off)
+        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            return  # garbage: a zero length would loop forever
+        yield pos, h
+        pos += h.size
+
+
 class LogSegment:
     def __init__(
         self,
@@ -212,18 +231,7 @@ class LogSegment:
     # --- read ------------------------------------------------------------------
 
     def _scan(self, start: int, end: int, chunk: int = _SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of each batch from `start`; the last one may extend past `end`."""
-        reader = _Reader(self._fd, end, chunk)
-        pos = start
-        while pos + HEADER_SIZE <= end:
-            buf, off = reader.get(pos, HEADER_SIZE)
-            if len(buf) - off < HEADER_SIZE:
-                return
-            h = parse_header(buf, off)
-            if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-                return  # garbage: a zero length would loop forever
-            yield pos, h
-            pos += h.size
+        return iter_headers(self._fd, start, end, chunk)
 
     def translate_offset(self, offset: int, max_position: int | None = None) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch with last offset >= `offset`, or None if there is none.
