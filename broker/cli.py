@@ -6,47 +6,12 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from broker.config import BrokerConfig, read_properties
 from net.errors import KafkaLiteError
-
-
-def start_command(
-    broker_id: int | str,
-    port: int,
-    data_dir: str | Path,
-    host: str | None = None,
-    peers: str | None = None,
-    extra: Sequence[str] = (),
-    coordination: str | None = None,
-    zookeeper: str | None = None,
-) -> list[str]:
-    """The `kl-broker start` command line, for the tools and tests that launch brokers."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "broker.cli",
-        "start",
-        "--id",
-        str(broker_id),
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data_dir),
-    ]
-    if host:
-        cmd += ["--host", host]
-    if peers:
-        cmd += ["--peers", peers]
-    if coordination:
-        cmd += ["--coordination", coordination]
-    if zookeeper:
-        cmd += ["--zookeeper", zookeeper]
-    return cmd + list(extra)
 
 
 def _setup_logging(broker_id: int, level: str) -> None:

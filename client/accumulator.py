@@ -150,9 +150,7 @@ class RecordAccumulator:
         self.on_new_batch()
         return b
 
-    def drain(
-        self, tp: tuple[str, int], now: float, linger: float, force: bool, limit: int = 5
-    ) -> list[ProducerBatch]:
+    def drain(self, tp: tuple[str, int], now: float, linger: float, force: bool, limit: int = 5) -> list[ProducerBatch]:
         """Take up to `limit` sendable batches of one partition, oldest first. The limit bounds the batches of
         a partition unacknowledged at once, which the broker's de-duplication window must cover."""
         with self.lock:

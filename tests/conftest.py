@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import start_command
+from client.cli.cluster import start_command
 
 ROOT = Path(__file__).resolve().parent.parent
 

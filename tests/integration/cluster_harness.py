@@ -3,7 +3,7 @@ generator whose acknowledgements are recorded, and a checker for what was acknow
 
 - ClusterHarness: start / kill(sig) / stop / restart / pause / resume brokers by id, wait for
   full ISRs, dump every broker's log when a test fails, always clean up. `coordination="zookeeper"`
-  runs the same brokers in ZooKeeper mode against a standalone ZooKeeper of its own (broker/zk_local.py),
+  runs the same brokers in ZooKeeper mode against a standalone ZooKeeper of its own (client/cli/zk_local.py),
   which `zk_kill` / `zk_start` stop and bring back with its data.
 - Load: producer threads (acks=all, idempotent) that send values `P<producer>-<seq>` and record
   every acknowledged (partition, offset, value) from `on_delivery`; optional consumer threads.
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from broker.cli import start_command
-from broker.zk_local import LocalZooKeeper
 from client.admin import NewTopic
+from client.cli.cluster import start_command
+from client.cli.zk_local import LocalZooKeeper
 from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
 from net import batch as batch_fmt

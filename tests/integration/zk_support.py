@@ -1,4 +1,4 @@
-"""ZooKeeper for the tests: a standalone server per cluster (broker/zk_local.py), on a free loopback port
+"""ZooKeeper for the tests: a standalone server per cluster (client/cli/zk_local.py), on a free loopback port
 with its own data directory, stopped after the test.
 
 When Debian's `zookeeper` package is missing the ZooKeeper tests skip, except under CI=true, where they
@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from broker.zk_local import INSTALL_HINT, zookeeper_installed
+from client.cli.zk_local import INSTALL_HINT, zookeeper_installed
 
 
 def require_zookeeper() -> None:

@@ -2,7 +2,7 @@
 
 State lives in DATA_DIR/cluster.json (ports, pids), so `status`, `kill`, `start`
 and `down` work from any shell. `up --coordination zookeeper` also starts a local
-standalone ZooKeeper (broker/zk_local.py) in DATA_DIR/zookeeper, stopped by `down`.
+standalone ZooKeeper (client/cli/zk_local.py) in DATA_DIR/zookeeper, stopped by `down`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,47 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
-from broker.cli import start_command
+
+def start_command(
+    broker_id: int | str,
+    port: int,
+    data_dir: str | Path,
+    host: str | None = None,
+    peers: str | None = None,
+    extra: Sequence[str] = (),
+    coordination: str | None = None,
+    zookeeper: str | None = None,
+) -> list[str]:
+    """The `kl-broker start` command line, for the tools and tests that launch brokers."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "broker.cli",
+        "start",
+        "--id",
+        str(broker_id),
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+    ]
+    if host:
+        cmd += ["--host", host]
+    if peers:
+        cmd += ["--peers", peers]
+    if coordination:
+        cmd += ["--coordination", coordination]
+    if zookeeper:
+        cmd += ["--zookeeper", zookeeper]
+    return cmd + list(extra)
+
 
 STATE = "cluster.json"
 
@@ -140,7 +175,7 @@ def up(
 
 
 def _start_zookeeper(data_dir: Path, port: int) -> dict:
-    from broker.zk_local import LocalZooKeeper
+    from client.cli.zk_local import LocalZooKeeper
 
     if not port:
         with socket.socket() as s:
@@ -266,7 +301,7 @@ def down(data_dir: Path) -> None:
             os.kill(pid, signal.SIGKILL)
     click.echo(f"stopped {len(pids)} brokers")
     if state.get("zookeeper"):
-        from broker.zk_local import stop_pid_file
+        from client.cli.zk_local import stop_pid_file
 
         if stop_pid_file(data_dir / "zookeeper" / "zookeeper.pid"):
             click.echo("stopped ZooKeeper")
