@@ -1,89 +1,87 @@
-"""LogConfig: per-topic log settings under Kafka's topic config names, with Kafka's defaults."""
+"""LogConfig: per-topic log settings under Kafka's topic config names, with Kafka's defaults and validators
+(TopicConfig / LogConfig.configDef), declared once in net/config_def.py's schema."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import ClassVar
 
-from net.errors import InvalidConfigError
+from net.config_def import INT_MAX, LONG_MAX, Bool, ConfigDef, Float, Int, choice, key
 
-LONG_MAX = 2**63 - 1
-INT_MAX = 2**31 - 1
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 
 
-@dataclass(frozen=True)
-class _Key:
-    field: str
-    kind: type  # int, float, bool or str
-    low: int | float | None = None
-    high: int | float | None = None
-    choices: tuple[str, ...] = ()
+def _sorted_policy(v: str) -> str:
+    return ",".join(sorted(p.strip() for p in v.split(",")))
 
 
-# Kafka's names, types and validators (TopicConfig / LogConfig.configDef).
-KEYS: dict[str, _Key] = {
-    "segment.bytes": _Key("segment_bytes", int, 14, INT_MAX),
-    "segment.ms": _Key("segment_ms", int, 1, LONG_MAX),
-    "retention.ms": _Key("retention_ms", int, -1, LONG_MAX),
-    "retention.bytes": _Key("retention_bytes", int, -1, LONG_MAX),
-    "index.interval.bytes": _Key("index_interval_bytes", int, 0, INT_MAX),
-    "segment.index.bytes": _Key("segment_index_bytes", int, 8, INT_MAX),
-    "max.message.bytes": _Key("max_message_bytes", int, 0, INT_MAX),
-    "message.timestamp.type": _Key("message_timestamp_type", str, choices=(CREATE_TIME, LOG_APPEND_TIME)),
-    "min.insync.replicas": _Key("min_insync_replicas", int, 1, INT_MAX),
+class LogConfig(ConfigDef):
+    FAMILY: ClassVar[str] = "topic"
+
+    segment_bytes: Int = key(
+        "segment.bytes", 1073741824, "Size of one segment file; the log rolls a new one past it.", ge=14, le=INT_MAX
+    )
+    segment_ms: Int = key(
+        "segment.ms", 604800000, "Roll a new segment after this long even if it is not full.", ge=1, le=LONG_MAX
+    )
+    retention_ms: Int = key(
+        "retention.ms",
+        604800000,
+        "Delete closed segments whose newest record is older than this (-1: keep forever).",
+        ge=-1,
+        le=LONG_MAX,
+    )
+    retention_bytes: Int = key(
+        "retention.bytes", -1, "Delete the oldest segments while the log is larger than this (-1: no limit).", ge=-1
+    )
+    index_interval_bytes: Int = key(
+        "index.interval.bytes", 4096, "Bytes of log between two offset-index entries.", ge=0, le=INT_MAX
+    )
+    segment_index_bytes: Int = key(
+        "segment.index.bytes", 10485760, "Maximum size of a segment's offset index; full rolls.", ge=8, le=INT_MAX
+    )
+    max_message_bytes: Int = key(
+        "max.message.bytes", 1048588, "Largest record batch the topic accepts (after compression).", ge=0, le=INT_MAX
+    )
+    message_timestamp_type: choice(CREATE_TIME, LOG_APPEND_TIME) = key(  # type: ignore[valid-type]
+        "message.timestamp.type",
+        CREATE_TIME,
+        "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's clock at append.",
+    )
+    min_insync_replicas: Int = key(
+        "min.insync.replicas",
+        1,
+        "Replicas that must be in sync for an acks=all produce to be accepted.",
+        ge=1,
+        le=INT_MAX,
+    )
     # "compact" turns on the log cleaner (broker/log/cleaner.py); without "delete" retention is off.
-    "cleanup.policy": _Key("cleanup_policy", str, choices=("delete", "compact", "compact,delete")),
-    "min.cleanable.dirty.ratio": _Key("min_cleanable_dirty_ratio", float, 0, 1),
-    "delete.retention.ms": _Key("delete_retention_ms", int, 0, LONG_MAX),
-    "min.compaction.lag.ms": _Key("min_compaction_lag_ms", int, 0, LONG_MAX),
-    "unclean.leader.election.enable": _Key("unclean_leader_election_enable", bool),
-    "flush.messages": _Key("flush_messages", int, 1, LONG_MAX),
-    "flush.ms": _Key("flush_ms", int, 0, LONG_MAX),
-}
-
-
-@dataclass(frozen=True)
-class LogConfig:
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    retention_ms: int = 604800000  # -1: keep forever
-    retention_bytes: int = -1
-    index_interval_bytes: int = 4096
-    segment_index_bytes: int = 10485760
-    max_message_bytes: int = 1048588
-    message_timestamp_type: str = CREATE_TIME
-    min_insync_replicas: int = 1
-    cleanup_policy: str = "delete"
-    min_cleanable_dirty_ratio: float = 0.5
-    delete_retention_ms: int = 86400000  # tombstones stay this long after their first cleaning
-    min_compaction_lag_ms: int = 0
-    unclean_leader_election_enable: bool = False
+    cleanup_policy: choice("delete", "compact", "compact,delete", normalize=_sorted_policy) = key(  # type: ignore[valid-type]
+        "cleanup.policy", "delete", "delete: retention by time and size; compact: keep the latest record per key."
+    )
+    min_cleanable_dirty_ratio: Float = key(
+        "min.cleanable.dirty.ratio", 0.5, "Clean a compacted log once this share of it is uncleaned.", ge=0, le=1
+    )
+    delete_retention_ms: Int = key(
+        "delete.retention.ms",
+        86400000,
+        "How long a tombstone stays after its first cleaning, so that consumers see it.",
+        ge=0,
+        le=LONG_MAX,
+    )
+    min_compaction_lag_ms: Int = key(
+        "min.compaction.lag.ms", 0, "Records younger than this are never compacted.", ge=0, le=LONG_MAX
+    )
+    unclean_leader_election_enable: Bool = key(
+        "unclean.leader.election.enable",
+        False,
+        "Allow a replica outside the ISR to become leader when no in-sync replica is left (may lose data).",
+    )
     # Never fsync on the append path by default: durability comes from replication and the page cache.
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-
-    @classmethod
-    def from_props(cls, props: dict[str, Any]) -> LogConfig:
-        return cls().merged(props)
-
-    def merged(self, overrides: dict[str, Any]) -> LogConfig:
-        """A copy with `overrides` (Kafka config names) applied; raises InvalidConfigError naming the key."""
-        changes = {}
-        for key, raw in overrides.items():
-            spec = KEYS.get(key)
-            if spec is None:
-                raise InvalidConfigError(f"unknown topic config {key!r}")
-            changes[spec.field] = _parse(key, spec, raw)
-        return replace(self, **changes)
-
-    def to_props(self) -> dict[str, str]:
-        out = {}
-        for key, spec in KEYS.items():
-            v = getattr(self, spec.field)
-            out[key] = ("true" if v else "false") if spec.kind is bool else str(v)
-        return out
+    flush_messages: Int = key(
+        "flush.messages", LONG_MAX, "fsync the log after this many records (default: never).", ge=1, le=LONG_MAX
+    )
+    flush_ms: Int = key("flush.ms", LONG_MAX, "fsync the log this often (default: never).", ge=0, le=LONG_MAX)
 
     @property
     def delete_enabled(self) -> bool:
@@ -96,42 +94,3 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
-
-
-def _parse(key: str, spec: _Key, raw: Any) -> Any:
-    if spec.kind is bool:
-        s = str(raw).strip().lower()
-        if isinstance(raw, bool) or s in ("true", "false"):
-            return raw if isinstance(raw, bool) else s == "true"
-        raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected true or false")
-    if spec.kind is str:
-        s = str(raw).strip()
-        if spec.field == "cleanup_policy":
-            s = ",".join(sorted(p.strip() for p in s.split(",")))
-        if s not in spec.choices:
-            raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected one of {list(spec.choices)}")
-        return s
-    if spec.kind is float:
-        return _parse_float(key, spec, raw)
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-        raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected an integer")
-    try:
-        v = int(raw)
-    except ValueError:
-        raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected an integer") from None
-    if (spec.low is not None and v < spec.low) or (spec.high is not None and v > spec.high):
-        raise InvalidConfigError(f"value {v} for config {key!r} is out of range [{spec.low}, {spec.high}]")
-    return v
-
-
-def _parse_float(key: str, spec: _Key, raw: Any) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-        raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected a number")
-    try:
-        v = float(raw)
-    except ValueError:
-        raise InvalidConfigError(f"invalid value {raw!r} for config {key!r}: expected a number") from None
-    # Written as conditions that must hold, so NaN (which float() accepts) fails them.
-    if not (spec.low is None or spec.low <= v) or not (spec.high is None or v <= spec.high):
-        raise InvalidConfigError(f"value {v} for config {key!r} is out of range [{spec.low}, {spec.high}]")
-    return v

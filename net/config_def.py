@@ -1,0 +1,207 @@
+"""One declarative config schema per family (broker, topic, producer, consumer), as Kafka's ConfigDef.
+
+A family is a pydantic model whose fields carry Kafka's name (the alias), type, default, bounds and
+documentation string. Validation, `describe` output (`kl-configs`-style rows) and docs/CONFIGURATION.md
+are all derived from it, so a key is declared once. Values arrive as Kafka users write them: strings
+from `.properties` files, `--override k=v` and the wire, or Python values from code.
+
+Kafka's parsing rules, stricter than pydantic's defaults: a boolean is `true`/`false` (any case) or a
+Python bool, never 1/yes/on; an integer is an int or a decimal string, never a bool or a float.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Self
+
+import javaproperties
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from net.errors import InvalidConfigError
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+def _kafka_bool(v: Any) -> Any:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise ValueError("expected true or false")
+
+
+def _kafka_int(v: Any) -> Any:
+    if isinstance(v, bool) or isinstance(v, float):
+        raise ValueError("expected an integer")
+    if isinstance(v, str):
+        v = v.strip()
+    return v
+
+
+def _kafka_float(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError("expected a number")
+    return v.strip() if isinstance(v, str) else v
+
+
+def _kafka_str(v: Any) -> Any:
+    return v.strip() if isinstance(v, str) else v
+
+
+Bool = Annotated[bool, BeforeValidator(_kafka_bool)]
+Int = Annotated[int, BeforeValidator(_kafka_int)]
+Float = Annotated[float, BeforeValidator(_kafka_float)]
+Str = Annotated[str, BeforeValidator(_kafka_str)]
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The values a string key accepts (Kafka's ValidString), kept in the type for the docs."""
+
+    options: tuple[str, ...]
+
+    def __call__(self, v: str) -> str:
+        if v not in self.options:
+            raise ValueError(f"expected one of {list(self.options)}")
+        return v
+
+
+def choice(*options: str, normalize: Callable[[str], str] | None = None) -> Any:
+    """A string type accepting only `options` (after `normalize`, e.g. sorting a list value)."""
+    steps: list[Any] = [BeforeValidator(_kafka_str)]
+    if normalize is not None:
+        steps.append(AfterValidator(normalize))
+    return Annotated[str, *steps, AfterValidator(Choices(options)), Choices(options)]
+
+
+def key(
+    name: str,
+    default: Any,
+    doc: str,
+    *,
+    ge: float | None = None,
+    le: float | None = None,
+) -> Any:
+    """A config key: Kafka's `name`, its default, bounds, and the line the docs show."""
+    return Field(default, alias=name, ge=ge, le=le, description=doc)
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    """One row of `describe` output and of docs/CONFIGURATION.md."""
+
+    name: str
+    type: str
+    default: str
+    valid: str
+    doc: str
+
+
+class ConfigDef(BaseModel):
+    """Base of every config family. Subclasses declare fields with `key(...)` and set FAMILY."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, validate_default=False)
+    FAMILY: ClassVar[str] = "config"
+
+    @classmethod
+    def from_props(cls, props: dict[str, Any]) -> Self:
+        """Kafka names -> a validated config; raises InvalidConfigError naming the key (one line)."""
+        return cls().merged(props)
+
+    def merged(self, overrides: dict[str, Any]) -> Self:
+        """A copy with `overrides` (Kafka names) applied and validated."""
+        names = self.kafka_names()
+        unknown = [k for k in overrides if k not in names]
+        if unknown:
+            raise InvalidConfigError(f"unknown {self.FAMILY} config {unknown[0]!r}")
+        data = {name: getattr(self, attr) for name, attr in names.items()}
+        data.update(overrides)
+        try:
+            return type(self).model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            bad = str(err["loc"][0]) if err["loc"] else "?"
+            raise InvalidConfigError(
+                f"invalid value {overrides.get(bad, data.get(bad))!r} for {self.FAMILY} config {bad!r}: "
+                f"{_reason(type(self), bad, err)}"
+            ) from None
+
+    def to_props(self) -> dict[str, str]:
+        """Every key with its value as Kafka writes it (booleans as true/false)."""
+        return {name: format_value(getattr(self, attr)) for name, attr in self.kafka_names().items()}
+
+    @classmethod
+    def kafka_names(cls) -> dict[str, str]:
+        """Kafka name -> attribute name, in declaration order."""
+        return {f.alias or attr: attr for attr, f in cls.model_fields.items()}
+
+    @classmethod
+    def describe_keys(cls) -> list[KeyDoc]:
+        """One row per key: name, type, default, valid values and documentation."""
+        return [
+            KeyDoc(f.alias or attr, _type_name(f), format_value(f.default), _valid(f), f.description or "")
+            for attr, f in cls.model_fields.items()
+        ]
+
+
+def format_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return "" if v is None else str(v)
+
+
+def _type_name(f: FieldInfo) -> str:
+    ann = f.annotation
+    base = getattr(ann, "__origin__", ann)
+    return {bool: "boolean", int: "long", float: "double", str: "string"}.get(base, str(ann))
+
+
+def _bounds(f: FieldInfo) -> tuple[Any, Any]:
+    lo = hi = None
+    for m in f.metadata:
+        lo = getattr(m, "ge", lo)
+        hi = getattr(m, "le", hi)
+    return lo, hi
+
+
+def _valid(f: FieldInfo) -> str:
+    choices = next((m for m in f.metadata if isinstance(m, Choices)), None)
+    if choices is not None:
+        return "[" + ", ".join(choices.options) + "]"
+    lo, hi = _bounds(f)
+    if lo is None and hi is None:
+        return ""
+    return f"[{'...' if lo is None else lo},...,{'...' if hi is None else hi}]"
+
+
+def _reason(cls: type[ConfigDef], name: str, err: Any) -> str:
+    f = cls.model_fields.get(cls.kafka_names().get(name, ""))
+    kind = err.get("type", "")
+    if f is not None and kind in ("greater_than_equal", "less_than_equal"):
+        lo, hi = _bounds(f)
+        return f"out of range [{lo}, {hi}]"
+    if kind.startswith("int_"):
+        return "expected an integer"
+    if kind.startswith("float_"):
+        return "expected a number"
+    msg = str(err.get("msg", "invalid"))
+    return msg.removeprefix("Value error, ")
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java `.properties` file (escapes, continuation lines, `=`/`:`/space separators), as Kafka reads it."""
+    try:
+        # UTF-8, not Java's ISO-8859-1: a Python user's file is UTF-8; \uXXXX escapes work either way.
+        with open(path, encoding="utf-8") as f:
+            return dict(javaproperties.load(f))
+    except OSError as e:
+        raise InvalidConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    except ValueError as e:  # a bad \u escape (javaproperties.InvalidUEscapeError) or undecodable bytes
+        raise InvalidConfigError(f"cannot parse config file {path}: {e}") from None
