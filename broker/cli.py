@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from broker.config import BrokerConfig, read_properties
+from broker.config import TOPIC_DEFAULT_KEYS, BrokerConfig
+from net.config_def import read_properties
 from net.errors import KafkaLiteError
 
 
@@ -74,25 +75,17 @@ def main() -> None:
 @click.option("--log-level", default="INFO", show_default=True)
 def start(broker_id, host, port, data_dir, peers, coordination, zookeeper, config_file, overrides, log_level) -> None:
     """Start a broker in the foreground. SIGTERM shuts it down cleanly."""
+    flags = {
+        "broker.id": broker_id,
+        "host": host,
+        "port": port,
+        "log.dirs": data_dir,
+        "peers": peers,
+        "coordination": coordination,
+        "zookeeper.connect": zookeeper,
+    }
     try:
-        props: dict[str, str] = read_properties(config_file) if config_file else {}
-        for o in overrides:
-            if "=" not in o:
-                raise click.UsageError(f"--override expects KEY=VALUE, got {o!r}")
-            k, v = o.split("=", 1)
-            props[k.strip()] = v.strip()
-        for key, val in (
-            ("broker.id", broker_id),
-            ("host", host),
-            ("port", port),
-            ("log.dirs", data_dir),
-            ("peers", peers),
-            ("coordination", coordination),
-            ("zookeeper.connect", zookeeper),
-        ):
-            if val is not None:
-                props[key] = str(val)
-        cfg = BrokerConfig.from_props(props)
+        cfg = BrokerConfig.from_props(_props(config_file, overrides, flags))
     except KafkaLiteError as e:
         raise click.ClickException(str(e)) from None
     _setup_logging(cfg.broker_id, log_level)
@@ -108,6 +101,42 @@ def start(broker_id, host, port, data_dir, peers, coordination, zookeeper, confi
         raise click.ClickException(
             f"{e.strerror or e} ({getattr(e, 'filename', '') or cfg.host + ':' + str(cfg.port)})"
         ) from None
+
+
+def _props(config_file: Path | None, overrides: tuple[str, ...], flags: dict[str, object]) -> dict[str, str]:
+    """server.properties, then --override KEY=VALUE, then the dedicated flags: later ones win."""
+    props: dict[str, str] = read_properties(config_file) if config_file else {}
+    for o in overrides:
+        if "=" not in o:
+            raise click.UsageError(f"--override expects KEY=VALUE, got {o!r}")
+        k, v = o.split("=", 1)
+        props[k.strip()] = v.strip()
+    props.update({k: str(v) for k, v in flags.items() if v is not None})
+    return props
+
+
+@main.command()
+@click.option(
+    "--config", "config_file", type=click.Path(path_type=Path), default=None, help="A server.properties file."
+)
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable.")
+@click.option("--keys", is_flag=True, help="List every key with its type, default, valid values and meaning.")
+def configs(config_file: Path | None, overrides: tuple[str, ...], keys: bool) -> None:
+    """Print the configuration a broker would start with, as kafka-configs.sh --describe --all does."""
+    if keys:
+        for row in BrokerConfig.describe_keys():
+            click.echo(f"{row.name}\t{row.type}\t{row.default}\t{row.valid}\t{row.doc}")
+        return
+    try:
+        given = _props(config_file, overrides, {})
+        cfg = BrokerConfig.from_props(given)
+    except KafkaLiteError as e:
+        raise click.ClickException(str(e)) from None
+    effective = cfg.to_props() | {b: cfg.topic_config_defaults().to_props()[t] for b, t in TOPIC_DEFAULT_KEYS.items()}
+    click.echo(f"All configs for broker {cfg.broker_id} are:")
+    for name, value in sorted(effective.items()):
+        source = "STATIC_BROKER_CONFIG" if name in given else "DEFAULT_CONFIG"
+        click.echo(f"  {name}={value} sensitive=false synonyms={{{source}:{name}={value}}}")
 
 
 if __name__ == "__main__":

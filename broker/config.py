@@ -1,11 +1,19 @@
-"""Broker configuration: Kafka's server.properties keys, a properties file, CLI overrides."""
+"""Broker configuration: Kafka's server.properties keys, declared once (net/config_def.py's schema).
+
+Sources, later ones winning: a `.properties` file (`--config`), `--override KEY=VALUE`, then the
+dedicated `kl-broker start` flags. Topic-config defaults use Kafka's broker names (`log.segment.bytes`,
+...) and are validated by LogConfig, the topic family.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Self
 
+from pydantic import BeforeValidator, ConfigDict, Field
+
+from broker.log.config import LogConfig
+from net.config_def import ConfigDef, Int, KeyDoc, Str, choice, key
 from net.errors import InvalidConfigError
 
 # Broker-level defaults for topic configs use Kafka's `log.` prefixed names.
@@ -21,147 +29,156 @@ TOPIC_DEFAULT_KEYS = {
 }
 
 
-@dataclass
-class BrokerConfig:
-    broker_id: int = 1
-    host: str = "127.0.0.1"
-    port: int = 9092
-    advertised_host: str | None = None
-    log_dirs: list[Path] = field(default_factory=lambda: [Path("data")])
-    num_partitions: int = 1
-    default_replication_factor: int = 1
-    socket_request_max_bytes: int = 104857600
-    log_retention_check_interval_ms: int = 300000
-    log_flush_offset_checkpoint_interval_ms: int = 60000
-    # How often each partition's high watermark is written to replication-offset-checkpoint (Kafka's 5 s).
-    replica_high_watermark_checkpoint_interval_ms: int = 5000
-    # How often the log cleaner looks for compacted logs to clean (it cleans all that are dirty enough).
-    log_cleaner_backoff_ms: int = 15000
-    # Cluster: "1@host:port,2@host:port,..." (empty: a cluster of this broker alone).
-    peers: str = ""
-    # The proposal's failure detector: 2 s without a metadata fetch fences a broker.
-    broker_session_timeout_ms: int = 2000
-    controller_election_timeout_ms: int = 2000
-    # How the brokers agree on the controller and the metadata (election/coordination.py): "custom" (their
-    # own quorum, the default) or "zookeeper" (Kafka's classic design, for comparison).
-    coordination: str = "custom"
-    # Kafka's zookeeper.connect: "host:port[,host:port...][/chroot]" (chroot default /kafkalite).
-    zookeeper_connect: str = ""
+def _paths(v: Any) -> Any:
+    if isinstance(v, str):
+        return [Path(p.strip()) for p in v.split(",") if p.strip()]
+    return v
+
+
+Paths = Annotated[list[Path], BeforeValidator(_paths)]
+OptStr = Annotated[str | None, BeforeValidator(lambda v: v.strip() or None if isinstance(v, str) else v)]
+
+
+class BrokerConfig(ConfigDef):
+    # Not frozen: a broker started on port 0 records the port it was given (BrokerServer.start).
+    model_config = ConfigDict(**ConfigDef.model_config | {"frozen": False, "validate_assignment": True})
+    FAMILY: ClassVar[str] = "broker"
+
+    broker_id: Int = key("broker.id", 1, "This broker's id, unique in the cluster.", ge=0)
+    host: Str = key("host", "127.0.0.1", "Address the broker's listener binds.")
+    port: Int = key("port", 9092, "Port of the broker's (msgpack) listener.", ge=0, le=65535)
+    advertised_host: OptStr = key("advertised.host", None, "Host clients are told to use (default: host).")
+    log_dirs: Paths = key("log.dirs", [Path("data")], "Comma-separated data directories (log.dir: one).")
+    num_partitions: Int = key("num.partitions", 1, "Partitions of an automatically created topic.", ge=1)
+    default_replication_factor: Int = key(
+        "default.replication.factor", 1, "Replication factor of an automatically created topic.", ge=1
+    )
+    socket_request_max_bytes: Int = key("socket.request.max.bytes", 104857600, "Largest request accepted.", ge=1)
+    log_retention_check_interval_ms: Int = key(
+        "log.retention.check.interval.ms", 300000, "How often retention looks for segments to delete.", ge=1
+    )
+    log_flush_offset_checkpoint_interval_ms: Int = key(
+        "log.flush.offset.checkpoint.interval.ms", 60000, "How often the recovery-point checkpoint is written.", ge=1
+    )
+    replica_high_watermark_checkpoint_interval_ms: Int = key(
+        "replica.high.watermark.checkpoint.interval.ms",
+        5000,
+        "How often each partition's high watermark is written to replication-offset-checkpoint.",
+        ge=1,
+    )
+    log_cleaner_backoff_ms: Int = key(
+        "log.cleaner.backoff.ms", 15000, "How often the log cleaner looks for compacted logs to clean.", ge=1
+    )
+    peers: Str = key("peers", "", "Every broker of the cluster: id@host:port,... (empty: this broker alone).")
+    broker_session_timeout_ms: Int = key(
+        "broker.session.timeout.ms",
+        2000,
+        "A broker without a metadata fetch for this long is fenced (the proposal's failure detector).",
+        ge=100,
+    )
+    controller_election_timeout_ms: Int = key(
+        "controller.quorum.election.timeout.ms", 2000, "Without a controller for this long, start an election.", ge=100
+    )
+    coordination: choice("custom", "zookeeper", normalize=str.lower) = key(  # type: ignore[valid-type]
+        "coordination",
+        "custom",
+        "How brokers agree on the controller and metadata: their own quorum, or ZooKeeper (Kafka's classic design).",
+    )
+    zookeeper_connect: Str = key(
+        "zookeeper.connect",
+        "",
+        "host:port[,host:port...][/chroot] (chroot default /kafkalite), for coordination=zookeeper.",
+    )
     # Kafka's default is 18 s; 2 s here, the same as broker.session.timeout.ms, so that the two modes detect
     # a dead broker equally fast and the failover comparison (docs/BENCHMARKS.md) measures the mechanisms.
-    zookeeper_session_timeout_ms: int = 2000
-    replica_lag_time_max_ms: int = 30000
-    # Idempotent producers are forgotten (their producer-state entry dropped) this long after their last
-    # batch (Kafka's producer.id.expiration.ms, checked every producer.id.expiration.check.interval.ms).
-    producer_id_expiration_ms: int = 86400000
-    producer_id_expiration_check_interval_ms: int = 600000
-    # Accepted for Kafka configs' sake; there are no transactions, so nothing uses it.
-    transactional_id_expiration_ms: int = 604800000
-    # Kafka's default; ReplicaFetcher.add cuts a pending long poll short, so a newly followed partition
-    # (after a leader change) does not wait it out.
-    replica_fetch_wait_max_ms: int = 500
-    # Consumer groups (Kafka's names and defaults; offsets.topic.replication.factor -1: min(3, brokers)).
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1800000
-    group_initial_rebalance_delay_ms: int = 3000
-    offsets_topic_num_partitions: int = 50
-    offsets_topic_replication_factor: int = -1
-    offsets_topic_segment_bytes: int = 104857600
-    offsets_retention_minutes: int = 10080
-    offsets_commit_timeout_ms: int = 5000
-    offset_metadata_max_bytes: int = 4096
-    # Topic-config defaults (Kafka's log.* keys), validated by LogConfig.
-    topic_defaults: dict[str, str] = field(default_factory=dict)
-
-    KEYS = {
-        "broker.id": ("broker_id", int),
-        "host": ("host", str),
-        "port": ("port", int),
-        "advertised.host": ("advertised_host", str),
-        "log.dirs": ("log_dirs", lambda v: [Path(p) for p in str(v).split(",") if p]),
-        "log.dir": ("log_dirs", lambda v: [Path(str(v))]),
-        "num.partitions": ("num_partitions", int),
-        "default.replication.factor": ("default_replication_factor", int),
-        "socket.request.max.bytes": ("socket_request_max_bytes", int),
-        "log.retention.check.interval.ms": ("log_retention_check_interval_ms", int),
-        "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
-        "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", int),
-        "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int),
-        "peers": ("peers", str),
-        "broker.session.timeout.ms": ("broker_session_timeout_ms", int),
-        "controller.quorum.election.timeout.ms": ("controller_election_timeout_ms", int),
-        "coordination": ("coordination", lambda v: str(v).strip().lower()),
-        "zookeeper.connect": ("zookeeper_connect", str),
-        "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", int),
-        "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
-        "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
-        "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
-        "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
-        "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
-        "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
-        "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
-        "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
-        "offsets.topic.num.partitions": ("offsets_topic_num_partitions", int),
-        "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
-        "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", int),
-        "offsets.retention.minutes": ("offsets_retention_minutes", int),
-        "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", int),
-        "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
-    }
+    zookeeper_session_timeout_ms: Int = key(
+        "zookeeper.session.timeout.ms", 2000, "ZooKeeper session timeout (coordination=zookeeper).", ge=1000
+    )
+    replica_lag_time_max_ms: Int = key(
+        "replica.lag.time.max.ms", 30000, "A follower not caught up for this long leaves the ISR.", ge=100
+    )
+    producer_id_expiration_ms: Int = key(
+        "producer.id.expiration.ms",
+        86400000,
+        "An idempotent producer's de-duplication state is dropped this long after its last batch.",
+        ge=1,
+    )
+    producer_id_expiration_check_interval_ms: Int = key(
+        "producer.id.expiration.check.interval.ms", 600000, "How often expired producer ids are removed.", ge=1
+    )
+    transactional_id_expiration_ms: Int = key(
+        "transactional.id.expiration.ms",
+        604800000,
+        "Accepted for Kafka configs' sake; there are no transactions.",
+        ge=1,
+    )
+    # ReplicaFetcher.add cuts a pending long poll short, so a newly followed partition does not wait it out.
+    replica_fetch_wait_max_ms: Int = key(
+        "replica.fetch.wait.max.ms", 500, "Longest a follower's fetch waits at the leader for new data.", ge=0
+    )
+    group_min_session_timeout_ms: Int = key(
+        "group.min.session.timeout.ms", 6000, "Smallest session.timeout.ms a group member may ask for.", ge=1
+    )
+    group_max_session_timeout_ms: Int = key(
+        "group.max.session.timeout.ms", 1800000, "Largest session.timeout.ms a group member may ask for.", ge=1
+    )
+    group_initial_rebalance_delay_ms: Int = key(
+        "group.initial.rebalance.delay.ms", 3000, "How long a new group waits for more members to join.", ge=0
+    )
+    offsets_topic_num_partitions: Int = key(
+        "offsets.topic.num.partitions", 50, "Partitions of __consumer_offsets.", ge=1
+    )
+    offsets_topic_replication_factor: Int = key(
+        "offsets.topic.replication.factor", -1, "Replication factor of __consumer_offsets (-1: min(3, brokers)).", ge=-1
+    )
+    offsets_topic_segment_bytes: Int = key(
+        "offsets.topic.segment.bytes", 104857600, "segment.bytes of __consumer_offsets.", ge=1
+    )
+    offsets_retention_minutes: Int = key(
+        "offsets.retention.minutes", 10080, "Committed offsets of an empty group are kept this long.", ge=1
+    )
+    offsets_commit_timeout_ms: Int = key(
+        "offsets.commit.timeout.ms", 5000, "An offset commit waits this long for __consumer_offsets replication.", ge=1
+    )
+    offset_metadata_max_bytes: Int = key(
+        "offset.metadata.max.bytes", 4096, "Largest metadata string of a committed offset.", ge=0
+    )
+    # Topic-config defaults (Kafka's log.* keys, TOPIC_DEFAULT_KEYS), as topic config names: LogConfig validates.
+    topic_defaults: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
-    def from_props(cls, props: dict[str, Any]) -> "BrokerConfig":
-        cfg = cls()
-        for key, raw in props.items():
-            if key in TOPIC_DEFAULT_KEYS:
-                from broker.log.config import LogConfig
-
+    def from_props(cls, props: dict[str, Any]) -> Self:
+        props = dict(props)
+        topic_defaults: dict[str, str] = {}
+        for broker_key, topic_key in TOPIC_DEFAULT_KEYS.items():
+            if broker_key in props:
+                raw = props.pop(broker_key)
                 try:
-                    LogConfig.from_props({TOPIC_DEFAULT_KEYS[key]: raw})
+                    LogConfig.from_props({topic_key: raw})
                 except InvalidConfigError as e:
-                    raise InvalidConfigError(f"broker config {key!r}: {e}") from None
-                cfg.topic_defaults[TOPIC_DEFAULT_KEYS[key]] = str(raw)
-                continue
-            if key not in cls.KEYS:
-                raise InvalidConfigError(f"unknown broker config {key!r}")
-            attr, conv = cls.KEYS[key]
-            try:
-                setattr(cfg, attr, conv(raw))
-            except (TypeError, ValueError):
-                raise InvalidConfigError(f"invalid value {raw!r} for broker config {key!r}") from None
+                    raise InvalidConfigError(f"broker config {broker_key!r}: {e}") from None
+                topic_defaults[topic_key] = str(raw)
+        if "log.dir" in props:  # Kafka's single-directory form; log.dirs wins when both are set
+            single = props.pop("log.dir")
+            props.setdefault("log.dirs", str(single))
+        cfg = cls().merged(props).model_copy(update={"topic_defaults": topic_defaults})
         cfg.validate()
         return cfg
 
+    @classmethod
+    def describe_keys(cls) -> list[KeyDoc]:
+        """The broker keys, then the topic-config defaults under their broker names."""
+        topic = {r.name: r for r in LogConfig.describe_keys()}
+        return super().describe_keys() + [
+            KeyDoc(b, topic[t].type, topic[t].default, topic[t].valid, f"Default {t} of topics: {topic[t].doc}")
+            for b, t in TOPIC_DEFAULT_KEYS.items()
+        ]
+
     def validate(self) -> None:
-        if self.broker_id < 0:
-            raise InvalidConfigError("broker.id must be >= 0")
-        if not 0 <= self.port <= 65535:
-            raise InvalidConfigError(f"port {self.port} out of range")
+        """Rules across keys; each key's own type and bounds are checked by the schema."""
         if not self.log_dirs:
             raise InvalidConfigError("log.dirs is empty")
-        for name in (
-            "num_partitions",
-            "default_replication_factor",
-            "socket_request_max_bytes",
-            "offsets_topic_num_partitions",
-            "offsets_topic_segment_bytes",
-            "offsets_retention_minutes",
-            "offsets_commit_timeout_ms",
-            "log_cleaner_backoff_ms",
-            "replica_high_watermark_checkpoint_interval_ms",
-        ):
-            if getattr(self, name) < 1:
-                raise InvalidConfigError(f"{name.replace('_', '.')} must be >= 1")
-        from broker.log.config import LogConfig
-
         LogConfig.from_props(self.topic_defaults)
-        for name in ("broker_session_timeout_ms", "controller_election_timeout_ms", "replica_lag_time_max_ms"):
-            if getattr(self, name) < 100:
-                raise InvalidConfigError(f"{name.replace('_', '.')} must be >= 100")
-        from election.coordination import MODES
-
-        if self.coordination not in MODES:
-            raise InvalidConfigError(f"coordination must be one of {', '.join(MODES)}, not {self.coordination!r}")
         if self.coordination == "zookeeper":
             if not self.zookeeper_connect:
                 raise InvalidConfigError("coordination=zookeeper needs zookeeper.connect (--zookeeper HOST:PORT)")
@@ -171,13 +188,9 @@ class BrokerConfig:
                 parse_connect(self.zookeeper_connect)
             except ValueError as e:
                 raise InvalidConfigError(f"zookeeper.connect: {e}") from None
-            if self.zookeeper_session_timeout_ms < 1000:
-                raise InvalidConfigError("zookeeper.session.timeout.ms must be >= 1000")
-        if self.group_initial_rebalance_delay_ms < 0:
-            raise InvalidConfigError("group.initial.rebalance.delay.ms must be >= 0")
-        if not 1 <= self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
-            raise InvalidConfigError("group.min.session.timeout.ms must be >= 1 and <= group.max.session.timeout.ms")
-        if self.offsets_topic_replication_factor == 0 or self.offsets_topic_replication_factor < -1:
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise InvalidConfigError("group.min.session.timeout.ms must be <= group.max.session.timeout.ms")
+        if self.offsets_topic_replication_factor == 0:
             raise InvalidConfigError("offsets.topic.replication.factor must be >= 1, or -1 for min(3, brokers)")
         if self.peers:
             from net.peers import parse_peers
@@ -208,37 +221,5 @@ class BrokerConfig:
             offset_metadata_max_bytes=self.offset_metadata_max_bytes,
         )
 
-    def topic_config_defaults(self) -> "Any":
-        from broker.log.config import LogConfig
-
+    def topic_config_defaults(self) -> LogConfig:
         return LogConfig.from_props(self.topic_defaults)
-
-    def describe(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-def _bool(v: Any) -> bool:
-    s = str(v).strip().lower()
-    if s in ("true", "1", "yes"):
-        return True
-    if s in ("false", "0", "no"):
-        return False
-    raise ValueError(v)
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """A Java-style .properties file: key=value lines, '#' comments."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise InvalidConfigError(f"cannot read config file {path}: {e.strerror}") from None
-    props: dict[str, str] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
-        if sep < 0:
-            raise InvalidConfigError(f"{path}:{n}: expected key=value, got {line!r}")
-        props[line[:sep].strip()] = line[sep + 1 :].strip()
-    return props

@@ -138,14 +138,15 @@ class ConfigDef(BaseModel):
     @classmethod
     def kafka_names(cls) -> dict[str, str]:
         """Kafka name -> attribute name, in declaration order."""
-        return {f.alias or attr: attr for attr, f in cls.model_fields.items()}
+        return {f.alias: attr for attr, f in cls.model_fields.items() if f.alias}
 
     @classmethod
     def describe_keys(cls) -> list[KeyDoc]:
         """One row per key: name, type, default, valid values and documentation."""
         return [
-            KeyDoc(f.alias or attr, _type_name(f), format_value(f.default), _valid(f), f.description or "")
-            for attr, f in cls.model_fields.items()
+            KeyDoc(f.alias, _type_name(f), format_value(f.default), _valid(f), f.description or "")
+            for f in cls.model_fields.values()
+            if f.alias
         ]
 
 
@@ -158,9 +159,13 @@ def format_value(v: Any) -> str:
 
 
 def _type_name(f: FieldInfo) -> str:
+    """Kafka's ConfigDef type names: boolean, long, double, string, list."""
     ann = f.annotation
-    base = getattr(ann, "__origin__", ann)
-    return {bool: "boolean", int: "long", float: "double", str: "string"}.get(base, str(ann))
+    args = [a for a in getattr(ann, "__args__", ()) if a is not type(None)]
+    if getattr(ann, "__origin__", None) is list:
+        return "list"
+    base = args[0] if len(args) == 1 and getattr(ann, "__origin__", None) is not list else ann
+    return {bool: "boolean", int: "long", float: "double", str: "string"}.get(base, "string")
 
 
 def _bounds(f: FieldInfo) -> tuple[Any, Any]:
@@ -178,7 +183,9 @@ def _valid(f: FieldInfo) -> str:
     lo, hi = _bounds(f)
     if lo is None and hi is None:
         return ""
-    return f"[{'...' if lo is None else lo},...,{'...' if hi is None else hi}]"
+    if hi is None:
+        return f"[{lo},...]"  # Kafka's Range.atLeast
+    return f"[{'...' if lo is None else lo},...,{hi}]"
 
 
 def _reason(cls: type[ConfigDef], name: str, err: Any) -> str:
@@ -186,6 +193,10 @@ def _reason(cls: type[ConfigDef], name: str, err: Any) -> str:
     kind = err.get("type", "")
     if f is not None and kind in ("greater_than_equal", "less_than_equal"):
         lo, hi = _bounds(f)
+        if hi is None:
+            return f"must be >= {lo}"
+        if lo is None:
+            return f"must be <= {hi}"
         return f"out of range [{lo}, {hi}]"
     if kind.startswith("int_"):
         return "expected an integer"
@@ -193,6 +204,15 @@ def _reason(cls: type[ConfigDef], name: str, err: Any) -> str:
         return "expected a number"
     msg = str(err.get("msg", "invalid"))
     return msg.removeprefix("Value error, ")
+
+
+def render_markdown(cls: type[ConfigDef], title: str, intro: str) -> str:
+    """A docs/CONFIGURATION.md section for one family, derived from its schema."""
+    lines = [f"## {title}", "", intro, "", "| Key | Type | Default | Valid values | Meaning |", "|---|---|---|---|---|"]
+    for r in cls.describe_keys():
+        default = r.default if r.default != "" else '""'
+        lines.append(f"| `{r.name}` | {r.type} | `{default}` | {r.valid} | {r.doc} |")
+    return "\n".join(lines) + "\n"
 
 
 def read_properties(path: Path) -> dict[str, str]:

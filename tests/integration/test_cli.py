@@ -133,3 +133,18 @@ def test_broker_bad_config_is_one_line(tmp_path):
         timeout=30,
     )
     assert_one_line_error(cp, "no.such.key")
+
+
+def test_broker_configs_describes_the_effective_config(tmp_path):
+    conf = tmp_path / "server.properties"
+    conf.write_text("broker.id=4\nlog.segment.bytes=2048\n")
+    cmd = [sys.executable, "-m", "broker.cli", "configs", "--config", str(conf), "--override", "port=9999"]
+    cp = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stdout.splitlines()
+    assert lines[0] == "All configs for broker 4 are:"
+    assert "  port=9999 sensitive=false synonyms={STATIC_BROKER_CONFIG:port=9999}" in lines
+    assert "  log.segment.bytes=2048 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.segment.bytes=2048}" in lines
+    assert "  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}" in lines
+    cp = subprocess.run(cmd + ["--override", "port=x"], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert_one_line_error(cp, "'port': expected an integer")

@@ -57,3 +57,35 @@ def test_error_messages_name_key_and_reason():
         LogConfig.from_props({"segment.ms": "soon"})
     with pytest.raises(InvalidConfigError, match="unknown topic config 'segment.size'"):
         LogConfig.from_props({"segment.size": "1"})
+
+
+def test_broker_config_from_properties_file_and_topic_defaults(tmp_path):
+    from broker.config import BrokerConfig
+
+    p = tmp_path / "server.properties"
+    p.write_text(
+        "broker.id=7\nlog.dir=/tmp/kl-a\nlog.segment.bytes=2048\ncoordination=ZooKeeper\n"
+        "zookeeper.connect=127.0.0.1:2181/kl\n"
+    )
+    cfg = BrokerConfig.from_props(read_properties(p))
+    assert cfg.broker_id == 7 and [str(d) for d in cfg.log_dirs] == ["/tmp/kl-a"]
+    assert cfg.coordination == "zookeeper"
+    assert cfg.topic_config_defaults().segment_bytes == 2048
+    with pytest.raises(InvalidConfigError, match="'broker.session.timeout.ms': must be >= 100"):
+        BrokerConfig.from_props({"broker.session.timeout.ms": "50"})
+    with pytest.raises(InvalidConfigError, match="broker config 'log.retention.ms'"):
+        BrokerConfig.from_props({"log.retention.ms": "never"})
+    with pytest.raises(InvalidConfigError, match="needs zookeeper.connect"):
+        BrokerConfig.from_props({"coordination": "zookeeper"})
+    names = [r.name for r in BrokerConfig.describe_keys()]
+    assert "log.segment.bytes" in names and "topic_defaults" not in names and len(names) == len(set(names))
+
+
+def test_configuration_doc_is_generated_from_the_schemas():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    cp = subprocess.run([sys.executable, "scripts/config_docs.py", "--check"], cwd=root, capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
