@@ -47,6 +47,14 @@ class BrokerConfig(ConfigDef):
     broker_id: Int = key("broker.id", 1, "This broker's id, unique in the cluster.", ge=0)
     host: Str = key("host", "127.0.0.1", "Address the broker's listener binds.")
     port: Int = key("port", 9092, "Port of the broker's (msgpack) listener.", ge=0, le=65535)
+    metrics_port: Int = key(
+        "metrics.port",
+        -1,
+        "Port of the Prometheus listener (GET /metrics), apart from the broker's own port, as Prometheus "
+        "exporters do; -1 (default): no metrics listener, as Kafka has none without an exporter; 0: any free port.",
+        ge=-1,
+        le=65535,
+    )
     advertised_host: OptStr = key("advertised.host", None, "Host clients are told to use (default: host).")
     log_dirs: Paths = key("log.dirs", [Path("data")], "Comma-separated data directories (log.dir: one).")
     num_partitions: Int = key("num.partitions", 1, "Partitions of an automatically created topic.", ge=1)

@@ -237,6 +237,7 @@ class ReplicaManager:
                 if self.metrics is not None:
                     self.metrics.produce_bytes.inc(len(records))
                     self.metrics.produce_messages.inc(p.appended_records)
+                    self.metrics.topic_in(tp[0], len(records), p.appended_records)
                 p.appended_records = 0
             except Exception as e:
                 if isinstance(e, KafkaStorageError):
@@ -342,6 +343,10 @@ class ReplicaManager:
                     self.metrics.fetch_bytes.labels(
                         self.metrics.broker_label, "replica" if replica_id >= 0 else "consumer"
                     ).inc(total)
+                    if replica_id < 0:
+                        for tp, r in results.items():
+                            if r.records:
+                                self.metrics.topic_out(tp[0], len(r.records))
                 return results
             waiters = [p.wait_for_data() for s in specs if (p := self.partitions.get(s.tp))]
             if not waiters:

@@ -26,7 +26,8 @@ from broker.group_coordinator import GroupCoordinator
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.metadata_log import METADATA_TOPIC, DiskMetadataLog
-from broker.metrics import BrokerMetrics, http_response
+from broker.metrics import BrokerMetrics
+from broker.metrics_server import MetricsServer
 from broker.partition import Partition
 from broker.repeated_log import RepeatedConditionLog
 from broker.replica_fetcher import ReplicaFetcher
@@ -94,7 +95,7 @@ class BrokerServer:
             self.replica_manager, cfg.group_config(), cfg.offsets_topic_num_partitions, cfg.offsets_commit_timeout_ms
         )
         self.replica_manager.on_change = self.group_coordinator.on_partition_change
-        self.net = NetServer(None, cfg.host, cfg.port, cfg.socket_request_max_bytes, self._http_get)  # type: ignore[arg-type]
+        self.net = NetServer(None, cfg.host, cfg.port, cfg.socket_request_max_bytes)  # type: ignore[arg-type]
         await self.net.start()
         cfg.port = self.net.port
         voters = cfg.voters()
@@ -120,6 +121,8 @@ class BrokerServer:
         self.apis = KafkaApis(cfg, self)
         self.net._handler = self.apis
         self.metrics.set_gauges(lambda: float(self.replica_manager.under_replicated()), self._offline_partitions)
+        self.metrics.watch(self)
+        self.metrics_server = await MetricsServer.start(self.metrics, cfg.host, cfg.metrics_port)
         self.quorum.start()
         self._tasks = [
             asyncio.create_task(self._every(cfg.log_flush_offset_checkpoint_interval_ms / 1000, self._checkpoint)),
@@ -388,11 +391,6 @@ class BrokerServer:
             None, self.log_manager.clean_compacted_logs, high_watermarks.get
         )
 
-    def _http_get(self, path: str) -> bytes:
-        if path.split("?")[0] == "/metrics":
-            return http_response(self.metrics.render())
-        return http_response(b"not found: try /metrics\n", "404 Not Found", "text/plain")
-
     async def stop(self) -> None:
         log.info("shutting down")
         self._stopping = True
@@ -408,6 +406,8 @@ class BrokerServer:
             ch.close()
         if self.net is not None:
             await self.net.stop()
+        if getattr(self, "metrics_server", None) is not None:
+            await self.metrics_server.stop()
         if self.log_manager is not None:
             self.group_coordinator.close()
             hws = self.replica_manager.high_watermarks()

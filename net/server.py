@@ -41,12 +41,8 @@ class BrokerProtocol(asyncio.Protocol):
         handler: RequestHandler,
         max_frame: int,
         on_close: Callable[["BrokerProtocol"], None],
-        http_get: Callable[[str], bytes] | None = None,
     ) -> None:
         self._handler = handler
-        self._http_get = http_get
-        self._first = True
-        self._http_buf = b""
         self._decoder = FrameDecoder(max_frame)
         self._transport: asyncio.Transport | None = None
         self._ctx = ConnectionContext("?")
@@ -80,12 +76,6 @@ class BrokerProtocol(asyncio.Protocol):
             self._transport.close()
 
     def data_received(self, data: bytes) -> None:
-        if self._first or self._http_buf:
-            self._first = False
-            # A frame length of b"GET " would be 1.2 GB, so this cannot be a request: it is a scrape.
-            if self._http_buf or (self._http_get is not None and data[:4] == b"GET "):
-                self._serve_http(data)
-                return
         try:
             frames = self._decoder.feed(data)
         except FrameError as e:
@@ -101,17 +91,6 @@ class BrokerProtocol(asyncio.Protocol):
                 return
             self._ctx.client_id = client_id
             self._dispatch(api_key, version, corr, body)
-
-    def _serve_http(self, data: bytes) -> None:
-        self._http_buf += data
-        if b"\r\n\r\n" not in self._http_buf:
-            if len(self._http_buf) > 8192:
-                self._reject("oversized HTTP request")
-            return
-        path = self._http_buf.split(b" ", 2)[1].decode("latin-1", "replace")
-        assert self._http_get is not None and self._transport is not None
-        self._transport.write(self._http_get(path))
-        self._transport.close()
 
     def _reject(self, reason: str) -> None:
         # Without a parseable header there is no correlation id to answer to: close, as Kafka does.
@@ -173,10 +152,8 @@ class NetServer:
         host: str,
         port: int,
         max_frame: int,
-        http_get: Callable[[str], bytes] | None = None,
     ) -> None:
         self._handler = handler
-        self._http_get = http_get
         self.host = host
         self.port = port
         self._max_frame = max_frame
@@ -190,7 +167,7 @@ class NetServer:
         self.port = sock.getsockname()[1]
 
     def _make_protocol(self) -> BrokerProtocol:
-        proto = BrokerProtocol(self._handler, self._max_frame, self._conns.discard, self._http_get)
+        proto = BrokerProtocol(self._handler, self._max_frame, self._conns.discard)
         self._conns.add(proto)
         return proto
 

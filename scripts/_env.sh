@@ -66,3 +66,21 @@ if ! command -v shellcheck >/dev/null 2>&1; then
     echo "note: shellcheck is missing; install it with: sudo apt-get install -y shellcheck" >&2
   fi
 fi
+# The console's browser tests (tests/integration/test_dashboard.py: Debian's chromium + chromium-driver,
+# driven by Selenium) and the monitoring config checks (test_monitoring.py: promtool, Debian's prometheus).
+if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 \
+    || ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing chromium, chromium-driver and prometheus (apt-get)..." >&2
+    if ! { apt-get update -qq \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+          chromium chromium-driver prometheus; } >.venv/apt-dashboard.log 2>&1; then
+      tail -n 20 .venv/apt-dashboard.log >&2
+      echo "error: could not install chromium/chromium-driver/prometheus (log: .venv/apt-dashboard.log)" >&2
+      if [ "$(basename "$0")" = test.sh ]; then exit 1; fi
+    fi
+  elif [ "$(basename "$0")" = test.sh ]; then
+    echo "error: the dashboard and monitoring tests need: sudo apt-get install -y chromium chromium-driver prometheus" >&2
+    exit 1
+  fi
+fi

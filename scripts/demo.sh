@@ -2,7 +2,9 @@
 # The main job: a tweet stream for a hashtag through a 3-broker cluster (RF=3, min.insync.replicas=2)
 # to a consumer group of 3 processes, one broker killed mid-stream and restarted, then a Spark job
 # over the brokers' segment files. Ends with acknowledged = consumed = counted-by-Spark, and the top
-# hashtags. Stops everything it started, also on Ctrl-C or failure. KEEP=1 keeps the work directory.
+# hashtags. Stops everything it started, also on Ctrl-C or failure. The web console (kl-dashboard) runs
+# throughout: open the URL printed at the start to watch the failover. KEEP=1 keeps the work directory,
+# and restarts the cluster at the end and leaves it running with its console.
 source "$(dirname "$0")/_env.sh"
 
 RATE="${RATE:-100}"          # tweets per second
@@ -25,7 +27,9 @@ cleanup() {
   trap - EXIT INT TERM
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [ -f "$KL/cluster.json" ]; then kl-cluster down --data-dir "$KL" >/dev/null 2>&1 || true; fi
+  if [ -f "$KL/cluster.json" ] && { [ "${KEEP:-0}" != 1 ] || [ "$rc" != 0 ]; }; then
+    kl-cluster down --data-dir "$KL" >/dev/null 2>&1 || true
+  fi
   if [ "${KEEP:-0}" = 1 ] || [ "$rc" != 0 ]; then
     echo "work directory kept: $WORK (broker logs: $KL/broker-*.log)" >&2
   else
@@ -36,14 +40,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
 
-# Three consecutive free ports for the brokers.
+# Three consecutive free ports for the brokers, the three above base+100 for their metrics (metrics.port),
+# and base+200 for the console.
 BASE=$(python - <<'PY'
 import socket
 for base in range(19092, 60000, 7):
     try:
-        socks = [socket.socket() for _ in range(3)]
-        for i, s in enumerate(socks):
-            s.bind(("127.0.0.1", base + i))
+        socks = [socket.socket() for _ in range(7)]
+        for s, port in zip(socks, [base, base + 1, base + 2, base + 100, base + 101, base + 102, base + 200]):
+            s.bind(("127.0.0.1", port))
         print(base)
         break
     except OSError:
@@ -55,8 +60,10 @@ PY
 )
 
 say "starting 3 brokers on ports $BASE-$((BASE + 2)) (data in $KL)"
-BS=$(kl-cluster up --brokers 3 --base-port "$BASE" --data-dir "$KL" --override group.initial.rebalance.delay.ms=0)
+BS=$(kl-cluster up --brokers 3 --base-port "$BASE" --data-dir "$KL" --override group.initial.rebalance.delay.ms=0 \
+  --dashboard --dashboard-port "$((BASE + 200))")
 echo "bootstrap servers: $BS"
+echo "web console: http://127.0.0.1:$((BASE + 200))/cluster  (watch broker 2 fail over there)"
 kl-topics --bootstrap-server "$BS" --create --topic tweets --partitions 3 --replication-factor 3 \
   --config min.insync.replicas=2
 kl-topics --bootstrap-server "$BS" --describe --topic tweets
@@ -116,7 +123,7 @@ grep -h "distinct tweets in" "$WORK"/consumer-*.log | sed 's/^/  /' || true
 say "cluster after the restart (broker 2 back in every ISR?)"
 kl-cluster status --data-dir "$KL" | grep -E 'broker|Partition: ' || true
 say "clean shutdown of the cluster: the segment files are final"
-kl-cluster down --data-dir "$KL"
+kl-cluster down --data-dir "$KL" --keep-console
 find "$KL" -path '*tweets-*' -name '*.log' -printf '  %P\t%s bytes\n' | sort
 
 say "Spark (local[2]): top hashtags over the 3 brokers' segment files"
@@ -125,4 +132,10 @@ kl-spark hashtags --path "$KL" --topic tweets --top 10 --window 30s --master 'lo
 
 say "summary"
 python -m pipeline.demo summary "$WORK" --top 10
+if [ "${KEEP:-0}" = 1 ]; then
+  say "KEEP=1: the cluster again, left running with its console"
+  for n in 1 2 3; do kl-cluster start "$n" --data-dir "$KL"; done
+  echo "web console: http://127.0.0.1:$((BASE + 200))/cluster   bootstrap: $BS"
+  echo "stop it with: kl-cluster down --data-dir $KL"
+fi
 echo "demo finished in $(elapsed)"

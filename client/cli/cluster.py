@@ -116,7 +116,10 @@ def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
         b["port"],
         data_dir / f"broker-{bid}",
         peers=state.get("peers") or None,
-        extra=state.get("extra", []),
+        extra=[
+            *state.get("extra", []),
+            *(["--override", f"metrics.port={b['metrics_port']}"] if b.get("metrics_port") else []),
+        ],
         coordination="zookeeper" if zk else None,
         zookeeper=f"127.0.0.1:{zk['port']}" if zk else None,
     )
@@ -143,19 +146,43 @@ def main() -> None:
     help="zookeeper: start a local ZooKeeper too and run the brokers in ZooKeeper mode.",
 )
 @click.option("--zookeeper-port", type=int, default=0, help="ZooKeeper's port (default: a free one).")
+@click.option(
+    "--metrics-base-port",
+    type=int,
+    default=None,
+    help="metrics.port of the first broker, the next ones follow (default: base port + 100; -1: no metrics).",
+)
+@click.option("--dashboard", is_flag=True, help="Also start kl-dashboard (the web console) and print its URL.")
+@click.option("--dashboard-port", type=int, default=8080, show_default=True, help="The console's HTTP port.")
 def up(
-    brokers: int, base_port: int, data_dir: Path, overrides: tuple[str, ...], coordination: str, zookeeper_port: int
+    brokers: int,
+    base_port: int,
+    data_dir: Path,
+    overrides: tuple[str, ...],
+    coordination: str,
+    zookeeper_port: int,
+    metrics_base_port: int | None,
+    dashboard: bool,
+    dashboard_port: int,
 ) -> None:
-    """Start N brokers in the background and print the bootstrap servers."""
+    """Start N brokers in the background and print the bootstrap servers (metrics and console URLs on stderr)."""
     if brokers < 1:
         raise click.UsageError("--brokers must be >= 1")
     data_dir.mkdir(parents=True, exist_ok=True)
     if (data_dir / STATE).exists() and any(_alive(b.get("pid")) for b in _load(data_dir)["brokers"].values()):
         raise click.ClickException(f"a cluster is already running in {data_dir}; kl-cluster down first")
     _free_port_run(base_port, brokers)
+    metrics_base = base_port + 100 if metrics_base_port is None else metrics_base_port
+    if metrics_base > 0:
+        _free_port_run(metrics_base, brokers)
+    if dashboard:
+        _free_port_run(dashboard_port, 1)
     ids = [str(i) for i in range(1, brokers + 1)]
     state = {
-        "brokers": {i: {"port": base_port + n, "pid": None} for n, i in enumerate(ids)},
+        "brokers": {
+            i: {"port": base_port + n, "pid": None, "metrics_port": metrics_base + n if metrics_base > 0 else None}
+            for n, i in enumerate(ids)
+        },
         "peers": ",".join(f"{i}@127.0.0.1:{base_port + n}" for n, i in enumerate(ids)) if brokers > 1 else "",
         "extra": [x for o in overrides for x in ("--override", o)],
     }
@@ -171,7 +198,23 @@ def up(
     bootstrap = ",".join(f"127.0.0.1:{state['brokers'][b]['port']}" for b in ids)
     if not _wait_registered(bootstrap, brokers, 30):
         raise click.ClickException(f"the brokers did not form a cluster within 30 s; see {data_dir}/broker-*.log")
+    for bid in ids:
+        if mp := state["brokers"][bid].get("metrics_port"):
+            click.echo(f"broker {bid} metrics: http://127.0.0.1:{mp}/metrics", err=True)
+    if dashboard:
+        state["dashboard"] = _start_dashboard(data_dir, bootstrap, dashboard_port)
+        _save(data_dir, state)
+        click.echo(f"console: http://127.0.0.1:{dashboard_port}/cluster", err=True)
     click.echo(bootstrap)
+
+
+def _start_dashboard(data_dir: Path, bootstrap: str, port: int) -> dict:
+    log = open(data_dir / "dashboard.log", "ab")
+    cmd = [sys.executable, "-m", "client.dashboard", "--bootstrap-server", bootstrap, "--http-port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    if not _wait_port(port, 30):
+        raise click.ClickException(f"kl-dashboard did not start; see {data_dir}/dashboard.log")
+    return {"port": port, "pid": proc.pid}
 
 
 def _start_zookeeper(data_dir: Path, port: int) -> dict:
@@ -226,9 +269,15 @@ def status(data_dir: Path) -> None:
         click.echo(
             f"zookeeper\t127.0.0.1:{zk['port']}\tpid {zk.get('pid')}\t{'up' if _alive(zk.get('pid')) else 'down'}"
         )
+    if dash := state.get("dashboard"):
+        click.echo(
+            f"console\thttp://127.0.0.1:{dash['port']}/cluster\tpid {dash.get('pid')}\t"
+            f"{'up' if _alive(dash.get('pid')) else 'down'}"
+        )
     for bid, b in state["brokers"].items():
         alive = _alive(b.get("pid"))
-        click.echo(f"broker {bid}\t127.0.0.1:{b['port']}\tpid {b.get('pid')}\t{'up' if alive else 'down'}")
+        metrics = f"\tmetrics 127.0.0.1:{b['metrics_port']}" if b.get("metrics_port") else ""
+        click.echo(f"broker {bid}\t127.0.0.1:{b['port']}\tpid {b.get('pid')}\t{'up' if alive else 'down'}{metrics}")
         if alive:
             up_.append(f"127.0.0.1:{b['port']}")
     if not up_:
@@ -286,9 +335,14 @@ def start(broker_id: str, data_dir: Path) -> None:
 
 @main.command()
 @click.option("--data-dir", type=click.Path(path_type=Path), required=True)
-def down(data_dir: Path) -> None:
-    """SIGTERM every broker (clean shutdown) and wait; SIGKILL what is left after 30 s. Then ZooKeeper."""
+@click.option("--keep-console", is_flag=True, help="Leave kl-dashboard running (it waits for the brokers to return).")
+def down(data_dir: Path, keep_console: bool) -> None:
+    """SIGTERM the console and every broker (clean shutdown) and wait; SIGKILL what is left after 30 s. Then
+    ZooKeeper."""
     state = _load(data_dir)
+    if (dash := state.get("dashboard")) and _alive(dash.get("pid")) and not keep_console:
+        os.kill(dash["pid"], signal.SIGTERM)
+        click.echo("stopped the console")
     pids = [b["pid"] for b in state["brokers"].values() if _alive(b.get("pid"))]
     for pid in pids:
         os.kill(pid, signal.SIGCONT)

@@ -83,7 +83,7 @@ load_config() {
   RESOURCE_GROUP="" LOCATION="" VM_SIZE="" VM_COUNT="" ADMIN_USER="" ALLOWED_SSH_SOURCE=""
   BROKER_PORT="" COORDINATION="" SSH_PUBLIC_KEY="" SSH_PRIVATE_KEY="" VM_IMAGE="" NAME_PREFIX=""
   VNET_PREFIX="" SUBNET_PREFIX="" PRIVATE_IP_BASE="" PRIVATE_IP_START="" DNS_PREFIX="" SSH_HOSTS=""
-  BROKER_OVERRIDES="" PACKAGE="" BUILD_DIR="" ZOOKEEPER_COUNT=""
+  BROKER_OVERRIDES="" PACKAGE="" BUILD_DIR="" ZOOKEEPER_COUNT="" METRICS_PORT=""
   # shellcheck source=cluster.env
   source "$CONFIG"
   local var
@@ -107,6 +107,13 @@ load_config() {
   [[ $VM_COUNT =~ ^[1-9][0-9]*$ ]] || die "$CONFIG: VM_COUNT must be a positive number"
   if ! [[ $BROKER_PORT =~ ^[0-9]+$ ]] || [ "$BROKER_PORT" -lt 1 ] || [ "$BROKER_PORT" -gt 65535 ]; then
     die "$CONFIG: BROKER_PORT must be a port number"
+  fi
+  if [ -n "$METRICS_PORT" ]; then
+    if ! [[ $METRICS_PORT =~ ^[0-9]+$ ]] || [ "$METRICS_PORT" -lt 1 ] || [ "$METRICS_PORT" -gt 65535 ] \
+      || [ "$METRICS_PORT" = "$BROKER_PORT" ]; then
+      die "$CONFIG: METRICS_PORT must be a port number other than BROKER_PORT (or empty: no metrics listener)"
+    fi
+    OVERRIDES=("metrics.port=$METRICS_PORT" ${OVERRIDES[@]+"${OVERRIDES[@]}"})
   fi
   if ! [[ $PRIVATE_IP_START =~ ^[0-9]+$ ]] || [ $((PRIVATE_IP_START + VM_COUNT - 1)) -gt 254 ]; then
     die "$CONFIG: PRIVATE_IP_START + VM_COUNT - 1 must be at most 254"

@@ -83,7 +83,11 @@ zk_ports=""
 if [ "$COORDINATION" = zookeeper ]; then
   zk_ports=" and ZooKeeper's ${ZOOKEEPER_PORTS[*]}"
 fi
-step "network security group $NSG: ssh only from $ALLOWED_SSH_SOURCE, port $BROKER_PORT$zk_ports only from the vnet"
+metrics_port=""
+if [ -n "$METRICS_PORT" ]; then
+  metrics_port=", metrics $METRICS_PORT"
+fi
+step "network security group $NSG: ssh only from $ALLOWED_SSH_SOURCE, port $BROKER_PORT$metrics_port$zk_ports only from the vnet"
 # name, priority, access, protocol, source, then the destination ports
 nsg_rule() {
   run az network nsg rule create --resource-group "$RESOURCE_GROUP" --nsg-name "$NSG" --name "$1" \
@@ -93,6 +97,9 @@ nsg_rule() {
 run az network nsg create --resource-group "$RESOURCE_GROUP" --location "$LOCATION" --name "$NSG" --output none
 nsg_rule allow-ssh-from-operator 100 Allow Tcp "$ALLOWED_SSH_SOURCE" 22
 nsg_rule allow-broker-from-vnet 110 Allow Tcp VirtualNetwork "$BROKER_PORT"
+if [ -n "$METRICS_PORT" ]; then
+  nsg_rule allow-metrics-from-vnet 115 Allow Tcp VirtualNetwork "$METRICS_PORT"
+fi
 if [ "$COORDINATION" = zookeeper ]; then
   nsg_rule allow-zookeeper-from-vnet 120 Allow Tcp VirtualNetwork "${ZOOKEEPER_PORTS[@]}"
 fi
@@ -100,6 +107,9 @@ fi
 # rest of the vnet (ssh) and anything a later rule might let in.
 nsg_rule deny-ssh-from-elsewhere 4000 Deny '*' '*' 22
 nsg_rule deny-broker-from-elsewhere 4010 Deny '*' '*' "$BROKER_PORT"
+if [ -n "$METRICS_PORT" ]; then
+  nsg_rule deny-metrics-from-elsewhere 4015 Deny '*' '*' "$METRICS_PORT"
+fi
 if [ "$COORDINATION" = zookeeper ]; then
   nsg_rule deny-zookeeper-from-elsewhere 4020 Deny '*' '*' "${ZOOKEEPER_PORTS[@]}"
 fi

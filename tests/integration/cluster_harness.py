@@ -68,10 +68,11 @@ def wait_until(cond: Callable[[], object], timeout: float, what: str, interval: 
 
 
 class Broker:
-    def __init__(self, harness: "ClusterHarness", broker_id: int, port: int) -> None:
+    def __init__(self, harness: "ClusterHarness", broker_id: int, port: int, metrics_port: int = -1) -> None:
         self.h = harness
         self.id = broker_id
         self.port = port
+        self.metrics_port = metrics_port  # metrics.port: Prometheus text on its own listener
         self.data_dir = harness.root / f"broker-{broker_id}"
         self.log_path = harness.root / f"broker-{broker_id}.log"
         self.proc: subprocess.Popen | None = None
@@ -94,7 +95,7 @@ class Broker:
             self.data_dir,
             host=HOST,
             peers=self.h.peers,
-            extra=[x for o in self.h.overrides for x in ("--override", o)],
+            extra=[x for o in [*self.h.overrides, f"metrics.port={self.metrics_port}"] for x in ("--override", o)],
             coordination=self.h.coordination if self.h.zk is not None else None,
             zookeeper=self.h.zk.connect if self.h.zk is not None else None,
         )
@@ -173,7 +174,7 @@ class Broker:
             return ""
 
     def metrics(self, timeout: float = 5) -> str:
-        with urllib.request.urlopen(f"http://{HOST}:{self.port}/metrics", timeout=timeout) as r:
+        with urllib.request.urlopen(f"http://{HOST}:{self.metrics_port}/metrics", timeout=timeout) as r:
             return r.read().decode()
 
     # --- reading this replica's own files, read-only ---
@@ -208,10 +209,10 @@ class ClusterHarness:
     ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
-        ports = free_ports(n + 1)
+        ports = free_ports(2 * n + 1)
         self.coordination = coordination
         self.zk = LocalZooKeeper(root / "zookeeper", ports[n]) if coordination == "zookeeper" else None
-        self.brokers = {i + 1: Broker(self, i + 1, ports[i]) for i in range(n)}
+        self.brokers = {i + 1: Broker(self, i + 1, ports[i], ports[n + 1 + i]) for i in range(n)}
         self.peers = ",".join(f"{b.id}@{HOST}:{b.port}" for b in self.brokers.values())
         self.overrides = list(overrides or [])
         self._clients: list = []

@@ -294,6 +294,36 @@ def test_provision_cloud_init_runs_the_node_installer_with_id_and_peers(operator
         ]
 
 
+def test_provision_opens_the_metrics_port_to_the_vnet_and_sets_it(operator: Operator) -> None:
+    # METRICS_PORT (cluster.env's default 9404): each broker's Prometheus listener, reachable from the
+    # vnet only, as the broker port; server.properties gets metrics.port through install.sh --override
+    operator.write_config(METRICS_PORT="9404")
+    cmds = operator.commands("provision.sh")
+    base = provision_commands(operator)
+    allow = nsg_rule("allow-metrics-from-vnet", 115, "Allow", "Tcp", "VirtualNetwork", "9404")
+    deny = nsg_rule("deny-metrics-from-elsewhere", 4015, "Deny", "*", "*", "9404")
+    assert cmds == [
+        *base[:4],
+        allow,
+        *base[4:6],
+        deny,
+        *base[6:],
+    ]
+    _, argv = parse_cloud_init((operator.build / "cloud-init-kl-1.yaml").read_text())
+    assert argv[-6:] == [
+        "--override",
+        "metrics.port=9404",
+        "--override",
+        "default.replication.factor=3",
+        "--override",
+        "min.insync.replicas=2",
+    ]
+    for bad in ("9192", "70000", "x"):
+        operator.write_config(METRICS_PORT=bad)
+        cp = operator.run("provision.sh", "--dry-run")
+        assert cp.returncode != 0 and "METRICS_PORT must be a port number" in cp.stderr
+
+
 def test_provision_in_zookeeper_mode(operator: Operator) -> None:
     # five brokers, the first three of which run the ZooKeeper ensemble
     operator.write_config(COORDINATION="zookeeper", VM_COUNT="5", ZOOKEEPER_COUNT="3")

@@ -1,0 +1,3 @@
+from client.dashboard.cli import main
+
+main()

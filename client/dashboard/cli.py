@@ -1,0 +1,55 @@
+"""kl-dashboard --bootstrap-server B [--http-port 8080]: the web console, a client of the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import click
+from aiohttp import web
+
+from client.cli.common import bootstrap_option, one_line_errors
+from client.cluster import parse_bootstrap
+from client.dashboard.app import make_app
+from client.dashboard.watcher import ClusterWatcher
+
+
+async def serve(bootstrap: str, host: str, port: int, interval_s: float = 1.0) -> None:
+    watcher = ClusterWatcher(bootstrap, interval_s)
+    runner = web.AppRunner(make_app(watcher), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    click.echo(f"kl-dashboard: http://{shown}:{port}/cluster (cluster {bootstrap})", err=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@bootstrap_option
+@click.option("--http-host", default="127.0.0.1", show_default=True, help="Address the console listens on.")
+@click.option("--http-port", default=8080, show_default=True, type=click.IntRange(1, 65535), help="Console port.")
+@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(0.2, 60), help="Seconds per poll.")
+@one_line_errors
+def main(bootstrap_server: str, http_host: str, http_port: int, interval: float) -> None:
+    """A web console for the cluster: brokers, topics, messages, groups and throughput, updated live."""
+    parse_bootstrap(bootstrap_server)  # a malformed list is a one-line error before anything starts
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((http_host, http_port))
+        except OSError as e:
+            raise click.ClickException(f"cannot listen on {http_host}:{http_port}: {e.strerror}") from None
+    logging.getLogger("kafkalite").setLevel(logging.CRITICAL)  # errors go to the page, not the terminal
+    try:
+        asyncio.run(serve(bootstrap_server, http_host, http_port, interval))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+// Kafka Lite console: renders the page named by the URL path from the live snapshot (server-sent events).
+"use strict";
+(function () {
+  const main = document.getElementById("main");
+  const errorsBox = document.getElementById("errors");
+  const live = document.getElementById("live");
+  let snap = null;
+  let history = [];           // throughput and lag points, the last 15 minutes
+  const HISTORY_S = 15 * 60;
+  let pageErrors = [];        // one-line errors of the page's own requests
+  const charts = [];
+  const sortState = {};
+  let msgCache = null;        // the records loaded on the Messages page
+
+  const esc = (s) => String(s === null || s === undefined ? "" : s)
+    .replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+  const fmtBytes = (n) => n === null || n === undefined ? "–" :
+    n < 1024 ? n + " B" : n < 1048576 ? (n / 1024).toFixed(1) + " KiB" :
+    n < 1073741824 ? (n / 1048576).toFixed(1) + " MiB" : (n / 1073741824).toFixed(2) + " GiB";
+  const fmtNum = (n) => n === null || n === undefined ? "–" : String(n);
+  const fmtRate = (n) => n === undefined || n === null ? "0" : n < 10 ? n.toFixed(1) : Math.round(n).toString();
+  const fmtTime = (t) => new Date(t * 1000).toLocaleTimeString([], {hour12: false}) + "." +
+    String(Math.floor((t * 1000) % 1000)).padStart(3, "0");
+  const list = (a) => "[" + a.join(",") + "]";
+
+  function route() {
+    const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+    return {page: parts[0] || "cluster", arg: parts[1]};
+  }
+
+  function showErrors() {
+    const all = (snap ? snap.errors : []).concat(pageErrors);
+    errorsBox.innerHTML = all.map((e) => `<div class="error">${esc(e)}</div>`).join("");
+  }
+
+  async function api(method, url, body) {
+    try {
+      const r = await fetch(url, {method, headers: {"Content-Type": "application/json"},
+                                  body: body ? JSON.stringify(body) : undefined});
+      const data = await r.json();
+      if (!r.ok) throw new Error(data.error || r.statusText);
+      pageErrors = [];
+      return data;
+    } catch (e) {
+      pageErrors = [String(e.message || e).split("\n")[0]];
+      showErrors();
+      return null;
+    }
+  }
+
+  function sortable(id, rows, cols) {
+    // cols: [{key, label, num, render}]; rows: objects. Click a header to sort.
+    const st = sortState[id] || {key: cols[0].key, dir: 1};
+    const sorted = rows.slice().sort((a, b) => {
+      const x = a[st.key], y = b[st.key];
+      return (x > y ? 1 : x < y ? -1 : 0) * st.dir;
+    });
+    const head = cols.map((c) => `<th data-sort="${c.key}" class="${c.num ? "num" : ""}">${esc(c.label)}` +
+      (st.key === c.key ? (st.dir > 0 ? " ▲" : " ▼") : "") + "</th>").join("");
+    return {head, rows: sorted, st};
+  }
+
+  function bindSort(table, id) {
+    table.querySelectorAll("th[data-sort]").forEach((th) => th.addEventListener("click", () => {
+      const st = sortState[id] || {key: th.dataset.sort, dir: -1};
+      sortState[id] = {key: th.dataset.sort, dir: st.key === th.dataset.sort ? -st.dir : 1};
+      render(true);
+    }));
+  }
+
+  // --- pages --------------------------------------------------------------------------------------
+
+  function cluster() {
+    const c = snap.counts;
+    const card = (label, v, bad) => `<div class="card ${bad ? "bad" : ""}"><span class="muted">${label}</span><b>${v}</b></div>`;
+    let h = `<h2>Cluster <span class="muted">${esc(snap.cluster_id)}</span></h2><div class="cards">` +
+      card("Controller", `<span id="controller">${snap.controller >= 0 ? "broker " + snap.controller : "none"}</span>`, snap.controller < 0) +
+      card("Controller epoch", `<span id="controller-epoch">${snap.controller_epoch}</span>`) +
+      card("Coordination", `<span id="coordination">${esc(snap.coordination)}</span>`) +
+      card("Topics", `<span id="count-topics">${c.topics}</span>`) +
+      card("Partitions", `<span id="count-partitions">${c.partitions}</span>`) +
+      card("Under-replicated", `<span id="count-urp">${c.under_replicated}</span>`, c.under_replicated > 0) +
+      card("Offline", `<span id="count-offline">${c.offline}</span>`, c.offline > 0) + "</div>";
+    h += `<h3>Brokers</h3><table id="brokers"><tr><th>Id</th><th>Address</th><th>Status</th><th>Rack</th><th>Version</th><th class="num">Leaders</th></tr>`;
+    for (const b of snap.brokers) {
+      h += `<tr data-broker="${b.id}" class="${b.up ? "" : "down"}"><td>${b.id}${b.id === snap.controller ? " (controller)" : ""}</td>` +
+        `<td>${esc(b.address)}</td><td class="status"><span class="badge ${b.up ? "" : "down"}">${b.up ? "up" : "down"}</span></td>` +
+        `<td>${esc(b.rack)}</td><td>${esc(b.version)}</td><td class="num leaders">${b.leaders}</td></tr>`;
+    }
+    h += `</table><h3>Partition leaders</h3><table id="cluster-partitions"><tr><th>Topic</th><th>Partition</th><th>Leader</th><th>Replicas</th><th>ISR</th></tr>`;
+    for (const t of snap.topics.filter((t) => !t.internal)) {
+      for (const p of t.partitions) {
+        h += `<tr data-tp="${esc(t.name)}-${p.partition}" class="${p.under_replicated || p.leader < 0 ? "urp" : ""}">` +
+          `<td>${esc(t.name)}</td><td>${p.partition}</td><td class="leader">${p.leader}</td>` +
+          `<td class="replicas">${list(p.replicas)}</td><td class="isr">${list(p.isr)}</td></tr>`;
+      }
+    }
+    h += `</table><h3>Timeline</h3><ul id="timeline">` + (snap.timeline.length ? snap.timeline.map((e) =>
+      `<li class="${e.kind}"><span class="t">${fmtTime(e.t)}</span> <span class="k">${e.kind}</span> ${esc(e.text)}</li>`).join("")
+      : `<li class="muted">no changes seen since the console started</li>`) + "</ul>";
+    main.innerHTML = h;
+  }
+
+  function lastRates() {
+    const p = history.length ? history[history.length - 1] : null;
+    return p ? p.topics : {};
+  }
+
+  function topics() {
+    const rates = lastRates();
+    const rows = snap.topics.filter((t) => !t.internal).map((t) => ({
+      name: t.name, partitions: t.partitions.length, rf: t.replication_factor, size: t.size,
+      records: t.records === undefined ? null : t.records,
+      urp: t.partitions.filter((p) => p.under_replicated).length,
+      in: (rates[t.name] || {}).msgs_in || 0, out: (rates[t.name] || {}).bytes_out || 0}));
+    const s = sortable("topics", rows, [
+      {key: "name", label: "Topic"}, {key: "partitions", label: "Partitions", num: 1}, {key: "rf", label: "Replication", num: 1},
+      {key: "size", label: "Size on disk", num: 1}, {key: "records", label: "Records", num: 1},
+      {key: "in", label: "Msgs/s in", num: 1}, {key: "out", label: "Bytes/s out", num: 1}, {key: "urp", label: "Under-replicated", num: 1}]);
+    let h = `<h2>Topics</h2><form class="inline" id="create-topic"><input name="name" placeholder="new topic" required>` +
+      `<input name="partitions" type="number" min="1" value="3" style="width:5em" title="partitions">` +
+      `<input name="replication_factor" type="number" min="1" value="${Math.min(3, snap.brokers.length) || 1}" style="width:5em" title="replication factor">` +
+      `<button>Create</button></form><table id="topics"><tr>${s.head}<th></th></tr>`;
+    for (const r of s.rows) {
+      h += `<tr data-topic="${esc(r.name)}" class="${r.urp ? "urp" : ""}"><td><a href="/topics/${encodeURIComponent(r.name)}">${esc(r.name)}</a></td>` +
+        `<td class="num">${r.partitions}</td><td class="num">${r.rf}</td><td class="num">${fmtBytes(r.size)}</td>` +
+        `<td class="num">${fmtNum(r.records)}</td><td class="num">${fmtRate(r.in)}</td><td class="num">${fmtRate(r.out)}</td>` +
+        `<td class="num">${r.urp}</td><td><button data-delete="${esc(r.name)}">Delete</button></td></tr>`;
+    }
+    main.innerHTML = h + "</table>";
+    bindSort(main.querySelector("#topics"), "topics");
+    main.querySelector("#create-topic").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const f = new FormData(ev.target);
+      const ok = await api("POST", "/api/topics", {name: f.get("name"), partitions: +f.get("partitions"),
+                                                   replication_factor: +f.get("replication_factor")});
+      if (ok) ev.target.reset();
+    });
+    main.querySelectorAll("button[data-delete]").forEach((b) => b.addEventListener("click", async () => {
+      if (confirm(`Delete topic ${b.dataset.delete}?`)) await api("DELETE", "/api/topics/" + encodeURIComponent(b.dataset.delete));
+    }));
+  }
+
+  let configsFor = null;
+  function topic(name) {
+    const t = snap.topics.find((t) => t.name === name);
+    if (!t) { main.innerHTML = `<h2>Topic ${esc(name)}</h2><p class="bad">unknown topic ${esc(name)}</p>`; return; }
+    let h = `<h2>Topic <span id="topic-name">${esc(name)}</span></h2><table id="partitions"><tr><th>Partition</th><th>Leader</th>` +
+      `<th>Replicas</th><th>ISR</th><th class="num">Log start</th><th class="num">High watermark</th><th class="num">Log end</th><th class="num">Size</th></tr>`;
+    for (const p of t.partitions) {
+      h += `<tr data-partition="${p.partition}" class="${p.under_replicated || p.leader < 0 ? "urp" : ""}"><td>${p.partition}</td>` +
+        `<td class="leader">${p.leader}</td><td class="replicas">${list(p.replicas)}</td><td class="isr">${list(p.isr)}</td>` +
+        `<td class="num">${fmtNum(p.log_start)}</td><td class="num hw">${fmtNum(p.high_watermark)}</td>` +
+        `<td class="num">${fmtNum(p.log_end)}</td><td class="num">${fmtBytes(p.size)}</td></tr>`;
+    }
+    h += `</table><h3>Configs</h3><table id="configs"><tr><th>Key</th><th>Value</th></tr></table>`;
+    const old = main.querySelector("#configs");
+    main.innerHTML = h;
+    if (old && configsFor === name) main.querySelector("#configs").replaceWith(old);
+    else {
+      configsFor = name;
+      api("GET", `/api/topics/${encodeURIComponent(name)}/configs`).then((c) => {
+        const tbl = main.querySelector("#configs");
+        if (!c || !tbl) return;
+        tbl.innerHTML = "<tr><th>Key</th><th>Value</th></tr>" + Object.entries(c).map(([k, v]) =>
+          `<tr class="${v.default ? "muted" : ""}"><td>${esc(k)}</td><td>${esc(v.value)}${v.default ? "" : " (set)"}</td></tr>`).join("");
+      });
+    }
+  }
+
+  function messages(first) {
+    if (!first && main.querySelector("#msg-form")) return;  // keep the user's form and results
+    const q = new URLSearchParams(location.search);
+    const names = snap.topics.filter((t) => !t.internal).map((t) => t.name);
+    const sel = q.get("topic") || names[0] || "";
+    let h = `<h2>Messages</h2><form class="inline" id="msg-form"><select name="topic">` +
+      names.map((n) => `<option ${n === sel ? "selected" : ""}>${esc(n)}</option>`).join("") +
+      `</select> partition <input name="partition" type="number" min="0" value="${esc(q.get("partition") || 0)}" style="width:5em">` +
+      `<select name="mode">` + ["newest", "beginning", "offset", "timestamp"].map((m) =>
+        `<option ${m === (q.get("mode") || "newest") ? "selected" : ""}>${m}</option>`).join("") + `</select>` +
+      `<input name="offset" placeholder="offset" style="width:7em" value="${esc(q.get("offset") || "")}">` +
+      `<input name="timestamp" placeholder="time (ISO or ms)" style="width:12em" value="${esc(q.get("timestamp") || "")}">` +
+      `<input name="limit" type="number" min="1" max="500" value="${esc(q.get("limit") || 50)}" style="width:5em">` +
+      `<button>Load</button> <input id="search" placeholder="search loaded records"></form>` +
+      `<div id="msg-info" class="muted"></div><table id="messages"></table>`;
+    main.innerHTML = h;
+    const form = main.querySelector("#msg-form");
+    form.addEventListener("submit", (ev) => { ev.preventDefault(); loadMessages(form); });
+    main.querySelector("#search").addEventListener("input", renderMessages);
+    if (sel) loadMessages(form);
+  }
+
+  async function loadMessages(form) {
+    const f = new FormData(form);
+    const p = new URLSearchParams({topic: f.get("topic"), partition: f.get("partition"), mode: f.get("mode"), limit: f.get("limit")});
+    if (f.get("offset")) p.set("offset", f.get("offset"));
+    if (f.get("timestamp")) {
+      const ts = /^\d+$/.test(f.get("timestamp")) ? +f.get("timestamp") : Date.parse(f.get("timestamp"));
+      if (!isNaN(ts)) p.set("timestamp", ts);
+    }
+    window.history.replaceState(null, "", "/messages?" + p.toString());
+    const data = await api("GET", "/api/messages?" + p.toString());
+    if (!data) return;
+    msgCache = data;
+    showErrors();
+    renderMessages();
+  }
+
+  function renderMessages() {
+    const tbl = main.querySelector("#messages");
+    if (!tbl || !msgCache) return;
+    const needle = (main.querySelector("#search").value || "").toLowerCase();
+    const recs = msgCache.records.filter((r) => !needle || (r.key.text + "\n" + r.value.text + "\n" +
+      r.headers.map((h) => h.join("=")).join("\n")).toLowerCase().includes(needle));
+    main.querySelector("#msg-info").textContent = `${msgCache.topic}-${msgCache.partition}: log start ${msgCache.log_start}, ` +
+      `high watermark ${msgCache.high_watermark}; ${msgCache.records.length} loaded, ${recs.length} shown`;
+    tbl.innerHTML = `<tr><th class="num">Offset</th><th>Timestamp</th><th>Key</th><th>Value</th><th>Headers</th></tr>` +
+      recs.map((r) => `<tr data-offset="${r.offset}"><td class="num">${r.offset}</td>` +
+        `<td>${esc(new Date(r.timestamp).toISOString())}</td><td class="key"><pre>${esc(r.key.text)}</pre></td>` +
+        `<td class="value" data-kind="${r.value.kind}"><pre>${esc(r.value.text)}</pre></td>` +
+        `<td>${r.headers.map((h) => esc(h[0]) + "=" + esc(h[1])).join("<br>")}</td></tr>`).join("");
+  }
+
+  function groups() {
+    const rows = snap.groups.map((g) => ({id: g.group_id, state: g.state, protocol: g.protocol || "", members: g.members.length,
+      lag: g.total_lag === null || g.total_lag === undefined ? -1 : g.total_lag}));
+    const s = sortable("groups", rows, [{key: "id", label: "Group"}, {key: "state", label: "State"},
+      {key: "protocol", label: "Protocol"}, {key: "members", label: "Members", num: 1}, {key: "lag", label: "Total lag", num: 1}]);
+    let h = `<h2>Consumer groups</h2><table id="groups"><tr>${s.head}</tr>`;
+    for (const r of s.rows) {
+      h += `<tr data-group="${esc(r.id)}"><td><a href="/groups/${encodeURIComponent(r.id)}">${esc(r.id)}</a></td><td>${esc(r.state)}</td>` +
+        `<td>${esc(r.protocol)}</td><td class="num">${r.members}</td><td class="num lag">${r.lag < 0 ? "–" : r.lag}</td></tr>`;
+    }
+    main.innerHTML = h + "</table>" + (rows.length ? "" : `<p class="muted">no consumer groups</p>`);
+    bindSort(main.querySelector("#groups"), "groups");
+  }
+
+  function group(id, first) {
+    const g = snap.groups.find((g) => g.group_id === id);
+    if (!g) { main.innerHTML = `<h2>Group ${esc(id)}</h2><p class="bad">no group ${esc(id)} (yet)</p>`; return; }
+    let h = `<h2>Group <span id="group-name">${esc(id)}</span></h2><div class="cards">` +
+      `<div class="card"><span class="muted">State</span><b id="group-state">${esc(g.state)}</b></div>` +
+      `<div class="card"><span class="muted">Protocol</span><b>${esc(g.protocol_type || "")} ${esc(g.protocol || "–")}</b></div>` +
+      `<div class="card"><span class="muted">Total lag</span><b id="group-lag">${fmtNum(g.total_lag)}</b></div></div>` +
+      `<h3>Members</h3><table id="members"><tr><th>Member</th><th>Client</th><th>Host</th><th>Assignment</th></tr>` +
+      g.members.map((m) => `<tr><td>${esc(m.member_id)}</td><td>${esc(m.client_id)}</td><td>${esc(m.host)}</td><td>${esc(m.assignment.join(", "))}</td></tr>`).join("") +
+      `</table><h3>Offsets</h3><table id="group-partitions"><tr><th>Topic</th><th>Partition</th><th class="num">Committed</th>` +
+      `<th class="num">Log end</th><th class="num">Lag</th><th>Member</th></tr>` +
+      g.partitions.map((p) => `<tr data-tp="${esc(p.topic)}-${p.partition}"><td>${esc(p.topic)}</td><td>${p.partition}</td>` +
+        `<td class="num committed">${fmtNum(p.committed)}</td><td class="num log-end">${fmtNum(p.log_end)}</td>` +
+        `<td class="num lag">${fmtNum(p.lag)}</td><td>${esc(p.member)}</td></tr>`).join("") +
+      `</table><h3>Total lag over time</h3><div id="lag-chart" class="chart"></div>`;
+    main.innerHTML = h;
+    chart("#lag-chart", "lag (records)", [[id, (p) => (p.group_lag || {})[id]]]);
+  }
+
+  function throughput() {
+    main.innerHTML = `<h2>Throughput <span class="muted">(last 15 minutes)</span></h2><div class="charts">` +
+      `<div><h3>Messages/s in, per broker</h3><div id="c-b-msgs" class="chart"></div></div>` +
+      `<div><h3>Bytes/s in and out, per broker</h3><div id="c-b-bytes" class="chart"></div></div>` +
+      `<div><h3>Messages/s in, per topic</h3><div id="c-t-msgs" class="chart"></div></div>` +
+      `<div><h3>Bytes/s in and out, per topic</h3><div id="c-t-bytes" class="chart"></div></div></div>`;
+    const brokers = snap.brokers.map((b) => String(b.id));
+    const topicNames = snap.topics.filter((t) => !t.internal).map((t) => t.name);
+    const get = (kind, scope, key) => (p) => ((p[scope] || {})[key] || {})[kind] || 0;
+    chart("#c-b-msgs", "msgs/s", brokers.map((b) => ["broker " + b, get("msgs_in", "brokers", b)]));
+    chart("#c-b-bytes", "bytes/s", brokers.flatMap((b) => [["in " + b, get("bytes_in", "brokers", b)], ["out " + b, get("bytes_out", "brokers", b)]]));
+    chart("#c-t-msgs", "msgs/s", topicNames.map((t) => [t, get("msgs_in", "topics", t)]));
+    chart("#c-t-bytes", "bytes/s", topicNames.flatMap((t) => [["in " + t, get("bytes_in", "topics", t)], ["out " + t, get("bytes_out", "topics", t)]]));
+  }
+
+  const COLORS = ["#1f6fd1", "#c0262d", "#2a9d47", "#8a4cc2", "#d98a00", "#0f9aa8", "#5a6578", "#d14f9e"];
+  function chart(sel, label, lines) {
+    const el = main.querySelector(sel);
+    if (!el || typeof uPlot === "undefined") return;
+    const xs = history.map((p) => p.t);
+    const data = [xs].concat(lines.map(([, f]) => history.map((p) => { const v = f(p); return v === undefined ? null : v; })));
+    const opts = {width: 520, height: 220, scales: {x: {time: true}},
+      series: [{}].concat(lines.map(([name], i) => ({label: name, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true}))),
+      axes: [{}, {label, size: 60}]};
+    charts.push(new uPlot(opts, data, el));
+  }
+
+  // --- rendering loop -----------------------------------------------------------------------------
+
+  function render(first) {
+    if (!snap || !snap.ready) { main.innerHTML = `<p class="muted">waiting for the cluster…</p>`; showErrors(); return; }
+    const {page, arg} = route();
+    document.querySelectorAll("header a").forEach((a) => a.classList.toggle("active", a.dataset.nav === page));
+    while (charts.length) charts.pop().destroy();
+    if (page === "cluster") cluster();
+    else if (page === "topics" && arg) topic(arg);
+    else if (page === "topics") topics();
+    else if (page === "messages") messages(first);
+    else if (page === "groups" && arg) group(arg, first);
+    else if (page === "groups") groups();
+    else if (page === "throughput") throughput();
+    else main.innerHTML = `<p>no page ${esc(page)}</p>`;
+    showErrors();
+  }
+
+  function onSnapshot(s) {
+    snap = s;
+    if (s.point && (!history.length || history[history.length - 1].t < s.point.t)) {
+      history.push(Object.assign({}, s.point, {group_lag: s.point.group_lag}));
+      const cutoff = s.point.t - HISTORY_S;
+      while (history.length && history[0].t < cutoff) history.shift();
+    }
+    live.textContent = "live · " + fmtTime(s.time || Date.now() / 1000);
+    render(false);
+  }
+
+  function connect() {
+    const es = new EventSource("/api/events");
+    es.onmessage = (ev) => onSnapshot(JSON.parse(ev.data));
+    es.onerror = () => { live.textContent = "reconnecting…"; };
+  }
+
+  fetch("/api/history").then((r) => r.json()).then((h) => { history = h; })
+    .catch(() => {}).finally(() => {
+      fetch("/api/snapshot").then((r) => r.json()).then((s) => { snap = s; render(true); }).catch(() => {});
+      connect();
+    });
+})();

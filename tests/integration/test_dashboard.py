@@ -1,0 +1,372 @@
+"""kl-dashboard in a real browser (Debian's chromium + chromium-driver, Selenium, headless) against one
+3-broker cluster shared by the module: every page loads without JavaScript errors, the pages agree with
+kl-topics / kl-groups, the messages page shows fresh records, and a SIGKILLed broker shows as down with
+its partitions' new leaders and the election in the timeline, then returns to the ISRs.
+
+Screenshots of the failover and of the group page go to the test's tmp dir, and to KL_SCREENSHOTS_DIR
+when set (`KL_SCREENSHOTS_DIR=docs/images pytest tests/integration/test_dashboard.py` refreshes the README's images).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from client.admin import NewTopic
+from client.sync import Producer
+from tests.integration.cluster_harness import HOST, ROOT, ClusterHarness, free_ports, wait_until
+
+selenium = pytest.importorskip("selenium", reason="pip install -e '.[test]' (selenium)")
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+TOPIC = "orders"
+GROUP = "billing"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def chrome(tmp: Path) -> webdriver.Chrome:
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.fail("chromium and chromium-driver are required: apt-get install -y chromium chromium-driver")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    # Without the background-networking flags Chromium waits on network services this closed network lacks.
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        f"--user-data-dir={tmp}",
+    ):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+
+
+class Console:
+    def __init__(self, cluster: ClusterHarness, root: Path) -> None:
+        self.cluster = cluster
+        self.port = free_ports(1)[0]
+        self.url = f"http://{HOST}:{self.port}"
+        self.log = open(root / "dashboard.log", "wb")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "client.dashboard",
+                "--bootstrap-server",
+                cluster.bootstrap(),
+                "--http-port",
+                str(self.port),
+            ],
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        wait_until(self._ready, 30, "the console to serve a snapshot")
+
+    def _ready(self) -> bool:
+        with urllib.request.urlopen(self.url + "/api/snapshot", timeout=2) as r:
+            return b'"ready":true' in r.read()
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dash")
+    cluster = ClusterHarness(root / "cluster", 3)
+    console = None
+    driver = None
+    try:
+        cluster.start()
+        admin = cluster.admin()
+        admin.create_topics(
+            [NewTopic(TOPIC, num_partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})]
+        )
+        cluster.wait_full_isr(TOPIC, 3)
+        with Producer(cluster.bootstrap(), acks="all") as p:
+            for i in range(30):
+                p.send(TOPIC, f'{{"n": {i}}}'.encode(), key=f"k{i}".encode(), partition=i % 3)
+            p.flush()
+        # A group with committed offsets and no members: its lag is stable for comparison with kl-groups.
+        admin.alter_group_offsets(GROUP, {(TOPIC, 0): 3, (TOPIC, 1): 5, (TOPIC, 2): 10})
+        console = Console(cluster, root)
+        driver = chrome(root / "chrome")
+        yield cluster, console, driver, root
+    finally:
+        if driver is not None:
+            driver.quit()
+        if console is not None:
+            console.close()
+        cluster.cleanup()
+
+
+def js_errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def load(driver, url: str, ready_css: str, timeout: float = 10) -> None:
+    driver.get(url)
+    wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, ready_css), timeout, f"{ready_css} on {url}")
+
+
+def cells(driver, css: str) -> list[str]:
+    # In one script call: the page re-renders every second, so element handles go stale between calls.
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map((e) => e.innerText)", css
+    )
+
+
+def save(driver, root: Path, name: str) -> None:
+    driver.save_screenshot(str(root / name))
+    out = os.environ.get("KL_SCREENSHOTS_DIR")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(out) / name))
+
+
+def run_cli(*args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_every_page_loads_without_javascript_errors(env):
+    cluster, console, driver, _ = env
+    pages = {
+        "/cluster": "#brokers tr[data-broker]",
+        "/topics": f"#topics tr[data-topic='{TOPIC}']",
+        f"/topics/{TOPIC}": "#partitions tr[data-partition]",
+        f"/messages?topic={TOPIC}&partition=0": "#messages tr[data-offset]",
+        "/groups": f"#groups tr[data-group='{GROUP}']",
+        f"/groups/{GROUP}": "#group-partitions tr[data-tp]",
+        "/throughput": "#c-b-msgs .uplot",
+    }
+    driver.get_log("browser")  # drop anything logged before
+    for path, ready in pages.items():
+        load(driver, console.url + path, ready)
+        time.sleep(1.2)  # at least one live update on each page
+        assert js_errors(driver) == [], f"JavaScript errors on {path}"
+        assert "Traceback" not in driver.page_source
+
+
+def test_topic_page_matches_kl_topics_describe(env):
+    cluster, console, driver, _ = env
+    out = run_cli("client.cli.topics", "--bootstrap-server", cluster.bootstrap(), "--describe", "--topic", TOPIC)
+    want = {
+        int(m[1]): (m[2], m[3], m[4])
+        for m in re.finditer(r"Partition: (\d+)\tLeader: (\S+)\tReplicas: (\S+)\tIsr: (\S+)", out)
+    }
+    assert len(want) == 3
+    load(driver, f"{console.url}/topics/{TOPIC}", "#partitions tr[data-partition]")
+
+    def shown() -> dict:
+        rows = zip(
+            cells(driver, "#partitions tr[data-partition] td:first-child"),
+            cells(driver, "#partitions tr[data-partition] .leader"),
+            cells(driver, "#partitions tr[data-partition] .replicas"),
+            cells(driver, "#partitions tr[data-partition] .isr"),
+        )
+        return {int(p): (leader, replicas.strip("[]"), isr.strip("[]")) for p, leader, replicas, isr in rows}
+
+    wait_until(lambda: shown() == want, 10, f"partitions as kl-topics describes them: {want}")
+    load(driver, f"{console.url}/topics", f"#topics tr[data-topic='{TOPIC}']")
+    assert cells(driver, f"#topics tr[data-topic='{TOPIC}'] td:nth-child(2)") == ["3"]  # partitions
+
+
+def test_group_page_shows_the_lag_kl_groups_reports(env):
+    cluster, console, driver, _ = env
+    out = run_cli("client.cli.groups", "--bootstrap-server", cluster.bootstrap(), "--describe", "--group", GROUP)
+    want = {}
+    for line in out.splitlines():
+        f = line.split()
+        if f and f[0] == GROUP:
+            want[f"{f[1]}-{f[2]}"] = f[5]
+    assert want == {f"{TOPIC}-0": "7", f"{TOPIC}-1": "5", f"{TOPIC}-2": "0"}
+    load(driver, f"{console.url}/groups/{GROUP}", "#group-partitions tr[data-tp]")
+
+    def lags() -> dict:
+        tps = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#group-partitions tr[data-tp]'))"
+            ".map((r) => [r.dataset.tp, r.querySelector('.lag').innerText])"
+        )
+        return dict(tps)
+
+    wait_until(lambda: lags() == want, 10, f"group lag {want} on the page (shown: {lags()})")
+    assert cells(driver, "#group-lag") == ["12"]
+    time.sleep(2)  # a few points on the lag chart
+    save(driver, env[3], "dashboard-group.png")
+
+
+def test_messages_page_shows_records_just_produced(env):
+    cluster, console, driver, _ = env
+    fresh = {f"fresh-{i}": f"value-{i}-{time.time_ns()}" for i in range(5)}
+    with Producer(cluster.bootstrap(), acks="all") as p:
+        for k, v in fresh.items():
+            p.send(TOPIC, v.encode(), key=k.encode(), partition=1)
+        p.flush()
+    load(driver, f"{console.url}/messages?topic={TOPIC}&partition=1&mode=newest&limit=20", "#messages tr[data-offset]")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#messages tr[data-offset]")
+    shown = {r.find_element(By.CSS_SELECTOR, ".key").text: r.find_element(By.CSS_SELECTOR, ".value").text for r in rows}
+    for k, v in fresh.items():
+        assert shown.get(k) == v
+    offsets = [int(r.get_attribute("data-offset")) for r in rows]
+    assert offsets == sorted(offsets, reverse=True)  # newest first
+    # JSON values are pretty-printed; the search box filters what was loaded.
+    load(
+        driver, f"{console.url}/messages?topic={TOPIC}&partition=0&mode=beginning&limit=5", "#messages tr[data-offset]"
+    )
+    first = driver.find_element(By.CSS_SELECTOR, "#messages tr[data-offset] .value")
+    assert first.get_attribute("data-kind") == "json" and '"n": 0' in first.text
+    driver.find_element(By.ID, "search").send_keys("k3")
+    wait_until(lambda: cells(driver, "#messages tr[data-offset] .key") == ["k3"], 5, "search to keep only k3")
+
+
+def test_sigkill_shows_broker_down_new_leaders_and_election_then_return(env):
+    cluster, console, driver, root = env
+    admin = cluster.admin()
+    victim = admin.describe_topics([TOPIC])[0].partitions[0].leader
+    load(driver, f"{console.url}/cluster", "#brokers tr[data-broker]")
+    cluster[victim].kill(signal.SIGKILL)
+    t0 = time.monotonic()
+
+    def status(bid: int) -> str:
+        return driver.find_element(By.CSS_SELECTOR, f"#brokers tr[data-broker='{bid}'] .status").text
+
+    def led_by_victim() -> list[str]:
+        return [
+            r.get_attribute("data-tp")
+            for r in driver.find_elements(By.CSS_SELECTOR, "#cluster-partitions tr[data-tp]")
+            if r.find_element(By.CSS_SELECTOR, ".leader").text == str(victim)
+        ]
+
+    wait_until(lambda: status(victim) == "down", 5, f"broker {victim} shown down")
+    wait_until(lambda: not led_by_victim(), 15, f"new leaders for the partitions broker {victim} led")
+    wait_until(
+        lambda: any("leader" in t and f"{TOPIC}-0" in t for t in cells(driver, "#timeline li")),
+        5,
+        "the leader election in the timeline",
+    )
+    assert time.monotonic() - t0 < 20
+    assert any(f"broker {victim} down" in t for t in cells(driver, "#timeline li"))
+    wait_until(lambda: any(f"broker {victim}" in e for e in cells(driver, "#errors div")), 5, "the one-line error")
+    assert all("\n" not in e and "Traceback" not in e for e in cells(driver, "#errors div"))
+    save(driver, root, "dashboard-failover.png")
+    cluster[victim].start()
+
+    def isrs_full() -> bool:
+        rows = driver.find_elements(By.CSS_SELECTOR, "#cluster-partitions tr[data-tp]")
+        return bool(rows) and all(
+            str(victim) in r.find_element(By.CSS_SELECTOR, ".isr").text.strip("[]").split(",") for r in rows
+        )
+
+    wait_until(lambda: status(victim) == "up", 20, f"broker {victim} shown up again")
+    wait_until(isrs_full, 30, f"broker {victim} back in every ISR on the page")
+    wait_until(lambda: any("ISR expand" in t for t in cells(driver, "#timeline li")), 5, "ISR expand in the timeline")
+    assert js_errors(driver) == []
+
+
+def test_create_and_delete_a_topic_from_the_topics_page(env):
+    cluster, console, driver, _ = env
+    load(driver, f"{console.url}/topics", f"#topics tr[data-topic='{TOPIC}']")
+
+    def submit(name: str) -> None:
+        box = driver.find_element(By.CSS_SELECTOR, "#create-topic input[name=name]")
+        box.clear()
+        box.send_keys(name)
+        driver.find_element(By.CSS_SELECTOR, "#create-topic button").click()
+
+    submit(TOPIC)  # exists already: a one-line error on the page
+    wait_until(lambda: any(f"create {TOPIC}" in e for e in cells(driver, "#errors div")), 10, "the create error")
+    assert all("\n" not in e and "Traceback" not in e for e in cells(driver, "#errors div"))
+    submit("scratch")
+    wait_until(lambda: cells(driver, "#topics tr[data-topic='scratch'] td:nth-child(2)") == ["3"], 15, "scratch listed")
+    req = urllib.request.Request(f"{console.url}/api/topics/scratch", method="DELETE")
+    with urllib.request.urlopen(req, timeout=15) as r:
+        assert r.status == 200
+    wait_until(lambda: not cells(driver, "#topics tr[data-topic='scratch']"), 15, "scratch gone from the list")
+
+
+def test_kl_cluster_up_dashboard_prints_the_console_and_metrics_urls(tmp_path):
+    for _ in range(20):  # a base port whose +100 (metrics.port) is free too
+        base, dash = free_ports(2)
+        with socket.socket() as s:
+            try:
+                s.bind((HOST, base + 100))
+                break
+            except OSError:
+                continue
+    data = tmp_path / "kl"
+    kl = [sys.executable, "-m", "client.cli.cluster"]
+    up = subprocess.run(
+        [
+            *kl,
+            "up",
+            "--brokers",
+            "1",
+            "--base-port",
+            str(base),
+            "--data-dir",
+            str(data),
+            "--dashboard",
+            "--dashboard-port",
+            str(dash),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        assert up.stdout.strip() == f"127.0.0.1:{base}"
+        assert f"console: http://127.0.0.1:{dash}/cluster" in up.stderr
+        assert f"broker 1 metrics: http://127.0.0.1:{base + 100}/metrics" in up.stderr
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{base + 100}/metrics", timeout=5).read().decode()
+        assert "kafkalite_leader_count" in metrics
+        wait_until(
+            lambda: (
+                b'"ready":true' in urllib.request.urlopen(f"http://127.0.0.1:{dash}/api/snapshot", timeout=2).read()
+            ),
+            20,
+            "the console's first snapshot",
+        )
+        status = subprocess.run([*kl, "status", "--data-dir", str(data)], cwd=ROOT, capture_output=True, text=True)
+        assert f"console\thttp://127.0.0.1:{dash}/cluster" in status.stdout and "\tup" in status.stdout
+    finally:
+        down = subprocess.run([*kl, "down", "--data-dir", str(data)], cwd=ROOT, capture_output=True, text=True)
+    assert "stopped the console" in down.stdout
+    wait_until(lambda: not _listening(dash), 10, "the console to stop")
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
