@@ -52,7 +52,7 @@ class ConsumerRecord(tuple):
 
     @property
     def headers(self) -> tuple:
-        return self[6] or ()
+        return tuple(self[6]) if self[6] else ()
 
     def __repr__(self) -> str:
         return f"ConsumerRecord({self[0]}-{self[1]}@{self[2]}, key={self[4]!r}, value={self[5]!r})"
@@ -79,6 +79,17 @@ def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[lis
     out: list[ConsumerRecord] = []
     for pos, h in batch_fmt.iter_batches(data, validate_crc=True):
         if h.next_offset <= position:
+            continue
+        if h.magic == batch_fmt.MAGIC and not h.attributes & batch_fmt.TIMESTAMP_LOG_APPEND:
+            # Kafka's records, decoded in C by aiokafka: absolute offsets and timestamps as they come.
+            batch = [
+                _new_record((topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers))
+                for r in batch_fmt.iter_records(data, pos, h)
+            ]
+            if h.base_offset < position:  # only the first batch after a seek into its middle
+                batch = [r for r in batch if r[2] >= position]
+            out += batch
+            position = h.next_offset
             continue
         recs = batch_fmt.records_of(data, pos, h)
         if recs:

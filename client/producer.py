@@ -200,7 +200,7 @@ class AsyncProducer:
             else:
                 partition = crc32c(key) % n
         if headers:
-            headers = [[str(k), _to_bytes(v)] for k, v in headers]
+            headers = [(str(k), _to_bytes(v)) for k, v in headers]
         if self._append(topic, partition, ts, key, value, headers or None, on_delivery) and key is None:
             self._sticky.pop(topic, None)
 

@@ -1,8 +1,11 @@
-"""Record batch format (magic 1), shared by clients (encode/decode) and the
+"""Record batch format: Kafka's record batch v2 (magic 2), shared by clients (encode/decode) and the
 broker (validate header and CRC, stamp offsets and leader epoch).
 
-The header is Kafka's v2 layout, field for field, so a Kafka engineer can read
-it; the records section is msgpack instead of varints. See docs/FORMAT.md.
+One log for both protocols: a batch a Kafka client produces is stored and served as it came, and our
+own clients write the same bytes. The records section (Kafka's varint records) is encoded and decoded
+by aiokafka's C record codec (`aiokafka.record`, Cython), never by the broker on the produce path.
+Kafka Lite 0.1 wrote magic 1 with a msgpack records section: such batches are still validated,
+replicated and read (`LEGACY_MAGIC`), never written. See docs/FORMAT.md.
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ import struct
 from typing import Iterator, NamedTuple
 
 import msgpack
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 
 from net.compression import CODEC_MASK, CODEC_NONE, compress, decompress
 
-MAGIC = 1
+MAGIC = 2  # Kafka's record batch v2
+LEGACY_MAGIC = 1  # Kafka Lite 0.1: the v2 header with msgpack records (read, never written)
+MAGICS = (LEGACY_MAGIC, MAGIC)
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 # lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch,
 # baseSequence, recordCount
@@ -92,8 +98,8 @@ def validate(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None 
         raise InvalidBatch(f"batch length {h.batch_length} shorter than the header")
     if pos + size > end:
         raise InvalidBatch(f"batch truncated: length says {size} bytes, {end - pos} present")
-    if h.magic != MAGIC:
-        raise InvalidBatch(f"unknown magic {h.magic}")
+    if h.magic not in MAGICS:
+        raise InvalidBatch(f"unsupported magic {h.magic} (record batch v2, magic 2, expected)")
     if h.record_count < 0 or h.last_offset_delta < 0:
         raise InvalidBatch("negative record count or offset delta")
     with memoryview(buf)[pos + CRC_START : pos + size] as body:
@@ -127,7 +133,10 @@ def iter_batches(buf: bytes | memoryview, validate_crc: bool = False) -> Iterato
 
 # --- client side: build and read records -------------------------------------
 
-_packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordCount: the part after the CRC
+_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_NO_HEADERS: list = []
+_NO_LIMIT = 1 << 62
 
 
 def build(
@@ -141,11 +150,22 @@ def build(
     base_offset: int = 0,
     last_offset_delta: int | None = None,
 ) -> bytes:
-    """Encode a batch. Each record is [offset_delta, timestamp_delta, key, value, headers].
+    """Encode a batch. Each record is (offset_delta, timestamp_delta, key, value, headers), headers a
+    list of (str, bytes) or None; timestamps are first_timestamp + timestamp_delta.
 
     `last_offset_delta` defaults to len(records) - 1; the log cleaner passes the original batch's, so a
     batch that lost its last records to compaction still ends where it did."""
-    payload = _packb(records)
+    # aiokafka's builder writes the varint records in C; the header is ours (the cleaner's offsets and
+    # timestamps, our compression level), so only its records section is kept.
+    builder = DefaultRecordBatchBuilder(2, CODEC_NONE, 0, -1, -1, -1, _NO_LIMIT)
+    append = builder.append
+    for d_off, d_ts, key, value, headers in records:
+        if not headers:
+            headers = _NO_HEADERS
+        elif type(headers[0]) is not tuple:  # the codec takes (key, value) tuples only
+            headers = [(k, v) for k, v in headers]
+        append(d_off, first_timestamp + d_ts, key, value, headers)
+    payload = memoryview(builder.build())[HEADER_SIZE:]
     attributes = 0
     if codec != CODEC_NONE:
         payload = compress(codec, payload)
@@ -153,8 +173,7 @@ def build(
     n = len(records)
     if last_offset_delta is None:
         last_offset_delta = n - 1 if n else 0
-    tail = struct.pack(
-        ">hiqqqhii",
+    tail = _TAIL.pack(
         attributes,
         last_offset_delta,
         first_timestamp,
@@ -166,12 +185,37 @@ def build(
     )
     crc = crc32c(payload, crc32c(tail))
     length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
-    return struct.pack(">qiibI", base_offset, length, -1, MAGIC, crc) + tail + payload
+    return b"".join((_PREFIX.pack(base_offset, length, -1, MAGIC, crc), tail, payload))
+
+
+def iter_records(buf: bytes | memoryview, pos: int, h: BatchHeader) -> Iterator:
+    """The records of one magic-2 batch as aiokafka records (.offset, .timestamp absolute; .key, .value,
+    .headers: a list of (str, bytes)), decompressed and decoded in C."""
+    return iter(DefaultRecordBatch(bytes(buf[pos : pos + h.size])))
 
 
 def records_of(buf: bytes | memoryview, pos: int, h: BatchHeader) -> list:
-    """The decoded records list of one batch: [[offset_delta, ts_delta, key, value, headers], ...]."""
-    body = bytes(buf[pos + HEADER_SIZE : pos + h.size])
-    if h.codec != CODEC_NONE:
-        body = decompress(h.codec, body)
-    return msgpack.unpackb(body, raw=False, use_list=False) if body else ()
+    """The decoded records of one batch: [(offset_delta, timestamp_delta, key, value, headers), ...],
+    headers None or a list of (str, bytes); a LogAppendTime batch's records carry their create times."""
+    if h.magic == LEGACY_MAGIC:
+        body = bytes(buf[pos + HEADER_SIZE : pos + h.size])
+        if h.codec != CODEC_NONE:
+            body = decompress(h.codec, body)
+        return msgpack.unpackb(body, raw=False, use_list=False) if body else ()
+    base, first = h.base_offset, h.first_timestamp
+    if h.attributes & TIMESTAMP_LOG_APPEND:
+        # aiokafka answers the append time for every record; the deltas are the producer's.
+        return [
+            (r.offset - base, r.timestamp - first, r.key, r.value, tuple(r.headers) if r.headers else None)
+            for r in _create_time_records(buf, pos, h)
+        ]
+    return [
+        (r.offset - base, r.timestamp - first, r.key, r.value, tuple(r.headers) if r.headers else None)
+        for r in iter_records(buf, pos, h)
+    ]
+
+
+def _create_time_records(buf: bytes | memoryview, pos: int, h: BatchHeader) -> Iterator:
+    raw = bytearray(buf[pos : pos + h.size])
+    struct.pack_into(">h", raw, CRC_START, h.attributes & ~TIMESTAMP_LOG_APPEND)  # CRC no longer checked
+    return iter(DefaultRecordBatch(bytes(raw)))

@@ -231,7 +231,7 @@ def _whole_batches(fd: int, end: int) -> Iterator[tuple[int, fmt.BatchHeader]]:
     """(position, header) of each whole, well-framed batch in [0, end), headers only; stops quietly at a
     torn tail or garbage (the task reading that part reports or tolerates it)."""
     for pos, h in iter_headers(fd, 0, end):
-        if pos + h.size > end or h.magic != fmt.MAGIC:
+        if pos + h.size > end or h.magic not in fmt.MAGICS:
             return
         yield pos, h
 
@@ -438,7 +438,7 @@ def read_slice(sl: Slice) -> Iterator[tuple[fmt.BatchHeader, tuple]]:
                     raise CorruptBatchError(
                         sl.path, pos, f"batch of {h.size} bytes runs past the end of the data ({end_pos})"
                     )
-            if h.magic != fmt.MAGIC:
+            if h.magic not in fmt.MAGICS:
                 raise CorruptBatchError(sl.path, pos, f"unknown magic {h.magic}")
             if expected is not None and h.base_offset < expected:
                 raise CorruptBatchError(sl.path, pos, f"base offset {h.base_offset} below the expected {expected}")

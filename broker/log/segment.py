@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from net.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, InvalidBatch, parse_header, validate
+from net.batch import HEADER_SIZE, LOG_OVERHEAD, MAGICS, BatchHeader, InvalidBatch, parse_header, validate
 from net.errors import KafkaStorageError
 
 log = logging.getLogger("kafkalite.log")
@@ -162,7 +162,7 @@ class LogSegment:
             offset, position = self.offset_index.last_entry()
             head = os.pread(self._fd, HEADER_SIZE, position)
             h = parse_header(head) if len(head) == HEADER_SIZE else None
-            if h is None or h.magic != MAGIC or not h.base_offset <= offset or h.base_offset < self.base_offset:
+            if h is None or h.magic not in MAGICS or not h.base_offset <= offset or h.base_offset < self.base_offset:
                 raise CorruptIndexError(
                     f"index file {self.offset_index.path}: entry ({offset}, {position}) does not point at its batch"
                 )

@@ -17,7 +17,7 @@ from client.sync import Producer
 @click.option("--parse-key", is_flag=True, help="Split each line into key and value at --key-separator.")
 @click.option("--key-separator", default=None, help="Implies --parse-key. Kafka's default separator is a tab.")
 @click.option("--partition", type=int, default=None, help="Send every message to this partition.")
-@click.option("--compression-codec", default="none", type=click.Choice(["none", "lz4", "zstd"]))
+@click.option("--compression-codec", default="none", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]))
 @click.option(
     "--producer-property",
     "props",

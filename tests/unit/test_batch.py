@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 
 from net import batch as batch_fmt
-from net.compression import CODEC_LZ4, CODEC_ZSTD
+from net.compression import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD
 
 
-@pytest.mark.parametrize("codec", [0, CODEC_LZ4, CODEC_ZSTD])
+@pytest.mark.parametrize("codec", [0, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD])
 def test_build_validate_stamp_decode(codec):
     recs = [[i, i * 2, f"k{i}".encode(), b"v" * i, [["h", b"x"]] if i % 2 else None] for i in range(50)]
     raw = bytearray(batch_fmt.build(recs, 1000, 1098, codec, producer_id=7, producer_epoch=1, base_sequence=3))
@@ -46,3 +46,70 @@ def test_iter_batches_stops_at_partial_tail():
     b = batch_fmt.build([[0, 0, None, b"b", None], [1, 0, None, b"c", None]], 1, 1)
     blob = a + b + b[:20]
     assert [h.record_count for _, h in batch_fmt.iter_batches(blob)] == [1, 2]
+
+
+def legacy_batch(records: list, first_ts: int, codec: int = 0) -> bytes:
+    """A Kafka Lite 0.1 batch (magic 1, msgpack records), byte for byte as 0.1 wrote it."""
+    import struct
+
+    import msgpack
+    from crc32c import crc32c
+
+    from net.compression import compress
+
+    payload = msgpack.packb(records, use_bin_type=True)
+    if codec:
+        payload = compress(codec, payload)
+    tail = struct.pack(">hiqqqhii", codec, len(records) - 1, first_ts, first_ts, -1, -1, -1, len(records))
+    crc = crc32c(payload, crc32c(tail))
+    return struct.pack(">qiibI", 0, 49 + len(payload), -1, 1, crc) + tail + payload
+
+
+@pytest.mark.parametrize("codec", [0, CODEC_ZSTD])
+def test_legacy_magic_1_batches_are_still_validated_and_read(codec):
+    from client.consumer import decode_records
+
+    raw = legacy_batch([[0, 0, b"k", b"old", None], [1, 3, None, b"older", [["h", b"x"]]]], 1000, codec)
+    h = batch_fmt.validate(raw)
+    assert h.magic == batch_fmt.LEGACY_MAGIC
+    assert batch_fmt.records_of(raw, 0, h) == ((0, 0, b"k", b"old", None), (1, 3, None, b"older", (("h", b"x"),)))
+    new = batch_fmt.build([[0, 0, b"k2", b"new", None]], 2000, 2000)
+    bumped = bytearray(new)
+    batch_fmt.stamp(bumped, 2, 0)
+    recs, nxt = decode_records("t", 0, raw + bytes(bumped), 0)
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs] == [
+        (0, 1000, b"k", b"old", ()),
+        (1, 1003, None, b"older", (("h", b"x"),)),
+        (2, 2000, b"k2", b"new", ()),
+    ]
+    assert nxt == 3
+
+
+def test_snappy_in_the_xerial_framing_java_clients_write_is_read():
+    import struct
+
+    import cramjam
+
+    from net.compression import decompress
+
+    data = b"kafka lite " * 1000
+    chunks = [data[:5000], data[5000:]]
+    framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+    for c in chunks:
+        raw = bytes(cramjam.snappy.compress_raw(c))
+        framed += struct.pack(">i", len(raw)) + raw
+    assert decompress(CODEC_SNAPPY, framed) == data
+
+
+def test_records_are_kafka_varint_records_that_another_kafka_reader_decodes():
+    # aiokafka's pure-Python reader (not the C codec that wrote them) reads what we build
+    from aiokafka.record.default_records import _DefaultRecordBatchPy
+
+    raw = bytearray(batch_fmt.build([[0, 0, b"k1", b"v1", None], [1, 5, None, b"v2", [("h", b"x")]]], 17, 22))
+    batch_fmt.stamp(raw, 100, 3)
+    b = _DefaultRecordBatchPy(bytes(raw))
+    assert b.validate_crc() and b.magic == 2 and b.base_offset == 100
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in b] == [
+        (100, 17, b"k1", b"v1", []),
+        (101, 22, None, b"v2", [("h", b"x")]),
+    ]
