@@ -220,14 +220,27 @@ class KafkaApis:
             "error_code": 0,
             "cluster_id": image.cluster_id,
             "controller_id": controller if controller is not None else -1,
-            "brokers": [
-                [b.id, b.host, b.port] for b in sorted(image.brokers.values(), key=lambda b: b.id) if not b.fenced
-            ],
+            "brokers": self._brokers(body.get("listener")),
             "topics": topics,
             # The answering broker's own facts, for consoles (kl-dashboard): Kafka's DescribeCluster and
             # broker configs give these; clients that don't know the field ignore it.
             "broker_info": self._broker_info(),
         }
+
+    def _brokers(self, listener: object) -> list[list]:
+        """Live brokers as [id, host, port] of the listener the request came in on: the native one, or with
+        "listener": "kafka", each broker's Kafka listener (brokers without one are left out)."""
+        live = sorted((b for b in self.image.brokers.values() if not b.fenced), key=lambda b: b.id)
+        if listener != "kafka":
+            return [[b.id, b.host, b.port] for b in live]
+        out = []
+        for b in live:
+            endpoint = (b.kafka_host, b.kafka_port) if b.kafka_port >= 0 else None
+            if b.id == self.config.broker_id:
+                endpoint = self.config.kafka_endpoint()  # our own: as configured now, even before registering it
+            if endpoint is not None and endpoint[0] is not None:
+                out.append([b.id, endpoint[0], endpoint[1]])
+        return out
 
     def _broker_info(self) -> dict:
         ms = getattr(self.server, "metrics_server", None)

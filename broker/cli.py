@@ -45,6 +45,10 @@ def main() -> None:
 @click.option("--id", "broker_id", type=int, default=None, help="broker.id")
 @click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default 9092).")
+@click.option(
+    "--kafka-port", type=int, default=None, help="kafka.port: a listener for Kafka clients (Kafka's protocol)."
+)
+@click.option("--kafka-host", default=None, help="kafka.advertised.host: the host Kafka clients are told to use.")
 @click.option("--data-dir", "data_dir", default=None, help="log.dirs: where partitions are stored.")
 @click.option(
     "--peers",
@@ -73,12 +77,27 @@ def main() -> None:
 )
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable.")
 @click.option("--log-level", default="INFO", show_default=True)
-def start(broker_id, host, port, data_dir, peers, coordination, zookeeper, config_file, overrides, log_level) -> None:
+def start(
+    broker_id,
+    host,
+    port,
+    kafka_port,
+    kafka_host,
+    data_dir,
+    peers,
+    coordination,
+    zookeeper,
+    config_file,
+    overrides,
+    log_level,
+) -> None:
     """Start a broker in the foreground. SIGTERM shuts it down cleanly."""
     flags = {
         "broker.id": broker_id,
         "host": host,
         "port": port,
+        "kafka.port": kafka_port,
+        "kafka.advertised.host": kafka_host,
         "log.dirs": data_dir,
         "peers": peers,
         "coordination": coordination,

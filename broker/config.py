@@ -39,6 +39,11 @@ Paths = Annotated[list[Path], BeforeValidator(_paths)]
 OptStr = Annotated[str | None, BeforeValidator(lambda v: v.strip() or None if isinstance(v, str) else v)]
 
 
+def optional_port(name: str, what: str) -> Any:
+    """A listener that is off unless given a port: -1 (default) none, 0 any free port."""
+    return key(name, -1, f"Port of {what}; -1 (default): none; 0: any free port.", ge=-1, le=65535)
+
+
 class BrokerConfig(ConfigDef):
     # Not frozen: a broker started on port 0 records the port it was given (BrokerServer.start).
     model_config = ConfigDict(**ConfigDef.model_config | {"frozen": False, "validate_assignment": True})
@@ -47,15 +52,24 @@ class BrokerConfig(ConfigDef):
     broker_id: Int = key("broker.id", 1, "This broker's id, unique in the cluster.", ge=0)
     host: Str = key("host", "127.0.0.1", "Address the broker's listener binds.")
     port: Int = key("port", 9092, "Port of the broker's (msgpack) listener.", ge=0, le=65535)
-    metrics_port: Int = key(
+    metrics_port: Int = optional_port(
         "metrics.port",
-        -1,
-        "Port of the Prometheus listener (GET /metrics), apart from the broker's own port, as Prometheus "
-        "exporters do; -1 (default): no metrics listener, as Kafka has none without an exporter; 0: any free port.",
-        ge=-1,
-        le=65535,
+        "the Prometheus listener (GET /metrics), apart from the broker's own port, as Prometheus exporters do; "
+        "Kafka has none without an exporter",
     )
     advertised_host: OptStr = key("advertised.host", None, "Host clients are told to use (default: host).")
+    kafka_port: Int = optional_port(
+        "kafka.port",
+        "the listener that speaks Apache Kafka's protocol (Kafka clients, kcat); the native (msgpack) listener "
+        "stays on port",
+    )
+    kafka_host: OptStr = key("kafka.host", None, "Address the Kafka listener binds (default: host).")
+    kafka_advertised_host: OptStr = key(
+        "kafka.advertised.host",
+        None,
+        "Host Kafka clients are told to use, as Kafka's advertised.listeners (default: advertised.host, else "
+        "kafka.host, else host).",
+    )
     log_dirs: Paths = key("log.dirs", [Path("data")], "Comma-separated data directories (log.dir: one).")
     num_partitions: Int = key("num.partitions", 1, "Partitions of an automatically created topic.", ge=1)
     default_replication_factor: Int = key(
@@ -217,6 +231,13 @@ class BrokerConfig(ConfigDef):
         if self.peers:
             return parse_peers(self.peers)
         return {self.broker_id: (self.advertised_host or self.host, self.port)}
+
+    def kafka_endpoint(self) -> tuple[str, int] | None:
+        """(host, port) Kafka clients are told to use for this broker; None without a Kafka listener."""
+        if self.kafka_port < 0:
+            return None
+        host = self.kafka_advertised_host or self.advertised_host or self.kafka_host or self.host
+        return host, self.kafka_port
 
     def group_config(self) -> "Any":
         from broker.group.logic import GroupConfig

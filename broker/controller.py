@@ -32,6 +32,10 @@ class BrokerInfo:
     host: str
     port: int
     fenced: bool = True
+    # The broker's Kafka-protocol listener as clients should reach it (kafka.advertised.host, kafka.port);
+    # None / -1: it has none. Registered with the broker, so every broker's Metadata can name it.
+    kafka_host: str | None = None
+    kafka_port: int = -1
 
 
 @dataclass
@@ -71,7 +75,14 @@ class MetadataImage:
         if kind == "cluster":
             self.cluster_id = record["cluster_id"]
         elif kind == "broker":
-            self.brokers[record["id"]] = BrokerInfo(record["id"], record["host"], record["port"], record["fenced"])
+            self.brokers[record["id"]] = BrokerInfo(
+                record["id"],
+                record["host"],
+                record["port"],
+                record["fenced"],
+                record.get("kafka_host"),
+                record.get("kafka_port", -1),
+            )
         elif kind == "topic":
             self.topics[record["name"]] = TopicInfo(record["name"], record["topic_id"], {}, dict(record["configs"]))
         elif kind == "partition":

@@ -28,6 +28,7 @@ from broker.log.manager import LogManager
 from broker.metadata_log import METADATA_TOPIC, DiskMetadataLog
 from broker.metrics import BrokerMetrics
 from broker.metrics_server import MetricsServer
+from broker.network.kafka.codec import KafkaCodec
 from broker.partition import Partition
 from broker.repeated_log import RepeatedConditionLog
 from broker.replica_fetcher import ReplicaFetcher
@@ -120,6 +121,14 @@ class BrokerServer:
         )
         self.apis = KafkaApis(cfg, self)
         self.net._handler = self.apis
+        self.kafka_net: NetServer | None = None
+        if cfg.kafka_port >= 0:
+            # Kafka's protocol: a second codec in front of the same handlers (broker/network/kafka/).
+            self.kafka_net = NetServer(
+                self.apis, cfg.kafka_host or cfg.host, cfg.kafka_port, cfg.socket_request_max_bytes, KafkaCodec, "kafka"
+            )
+            await self.kafka_net.start()
+            cfg.kafka_port = self.kafka_net.port
         self.metrics.set_gauges(lambda: float(self.replica_manager.under_replicated()), self._offline_partitions)
         self.metrics.watch(self)
         self.metrics_server = await MetricsServer.start(self.metrics, cfg.host, cfg.metrics_port)
@@ -406,6 +415,8 @@ class BrokerServer:
             ch.close()
         if self.net is not None:
             await self.net.stop()
+        if getattr(self, "kafka_net", None) is not None:
+            await self.kafka_net.stop()
         if getattr(self, "metrics_server", None) is not None:
             await self.metrics_server.stop()
         if self.log_manager is not None:

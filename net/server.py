@@ -1,18 +1,22 @@
 """The broker's TCP front end: frames in, handler calls, frames out.
 
-Requests on one connection are dispatched in arrival order (so produce order is
-kept); a handler may return an awaitable (a long-poll fetch, an acks=all
-produce), whose response is written when it completes, tagged by correlation id.
+A connection speaks one wire protocol through its codec: the native msgpack frames (`NativeCodec`,
+here) or Kafka's binary protocol (broker/network/kafka/), which decodes into the same handler calls.
+Requests on one connection are dispatched in arrival order (so produce order is kept); a handler may
+return an awaitable (a long-poll fetch, an acks=all produce), whose response is written when it
+completes: tagged by correlation id in the native protocol, in request order where the codec says so
+(Kafka's rule).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from typing import Any, Awaitable, Callable, Protocol
 
 from net.errors import ErrorCode, KafkaLiteError
-from net.protocol import FrameDecoder, FrameError, encode_response, parse_request
+from net.protocol import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_response, parse_request
 
 log = logging.getLogger("kafkalite.net")
 
@@ -25,11 +29,60 @@ class RequestHandler(Protocol):
 
 
 class ConnectionContext:
-    __slots__ = ("peer", "client_id")
+    __slots__ = ("peer", "client_id", "listener")
 
-    def __init__(self, peer: str) -> None:
+    def __init__(self, peer: str, listener: str = "native") -> None:
         self.peer = peer
         self.client_id: str | None = None
+        self.listener = listener
+
+
+class Request:
+    """One decoded request, as the handlers see it (the native api key, version and body), and how to
+    write its answer on this connection's wire. `immediate` is an answer the codec gives itself
+    (ApiVersions, an unsupported version) without calling a handler."""
+
+    __slots__ = ("api_key", "version", "correlation_id", "client_id", "body", "immediate")
+
+    def __init__(
+        self,
+        api_key: int,
+        version: int,
+        correlation_id: int,
+        client_id: str | None,
+        body: dict,
+        immediate: bytes | None = None,
+    ) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body = body
+        self.immediate = immediate
+
+    def encode(self, body: dict) -> bytes | None:
+        """The response frame for a handler's result body (None: nothing to send)."""
+        return encode_response(self.correlation_id, body)
+
+
+class WireCodec(Protocol):
+    in_order: bool  # responses written in request order (Kafka) rather than as they complete
+
+    def feed(self, data: bytes) -> list[Request]:
+        """Whole requests in `data` (with what came before); raises FrameError: close the connection."""
+        ...
+
+
+class NativeCodec:
+    """Kafka Lite's own protocol: length-prefixed msgpack frames (docs/FORMAT.md §6)."""
+
+    in_order = False
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._decoder = FrameDecoder(max_frame)
+
+    def feed(self, data: bytes) -> list[Request]:
+        return [Request(*parse_request(payload)) for payload in self._decoder.feed(data)]
 
 
 class BrokerProtocol(asyncio.Protocol):
@@ -39,16 +92,19 @@ class BrokerProtocol(asyncio.Protocol):
     def __init__(
         self,
         handler: RequestHandler,
-        max_frame: int,
+        codec: WireCodec,
         on_close: Callable[["BrokerProtocol"], None],
+        listener: str = "native",
     ) -> None:
         self._handler = handler
-        self._decoder = FrameDecoder(max_frame)
+        self._codec = codec
         self._transport: asyncio.Transport | None = None
-        self._ctx = ConnectionContext("?")
+        self._ctx = ConnectionContext("?", listener)
         self._on_close = on_close
         self._pending: set[asyncio.Future] = set()
         self._closed = False
+        # In-order codecs: one slot per request awaiting its answer, written from the head as they fill.
+        self._slots: deque[list] | None = deque() if codec.in_order else None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport
@@ -77,20 +133,18 @@ class BrokerProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            frames = self._decoder.feed(data)
+            requests = self._codec.feed(data)
         except FrameError as e:
             self._reject(str(e))
             return
-        for payload in frames:
+        for req in requests:
             if self._closed:
                 return
-            try:
-                api_key, version, corr, client_id, body = parse_request(payload)
-            except FrameError as e:
-                self._reject(str(e))
-                return
-            self._ctx.client_id = client_id
-            self._dispatch(api_key, version, corr, body)
+            self._ctx.client_id = req.client_id
+            if req.immediate is not None:
+                self._answer(req, None, req.immediate)
+            else:
+                self._dispatch(req)
 
     def _reject(self, reason: str) -> None:
         # Without a parseable header there is no correlation id to answer to: close, as Kafka does.
@@ -99,44 +153,71 @@ class BrokerProtocol(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
-    def _dispatch(self, api_key: int, version: int, corr: int, body: dict) -> None:
+    def _dispatch(self, req: Request) -> None:
         try:
-            result = self._handler.handle(api_key, version, body, self._ctx)
+            result = self._handler.handle(req.api_key, req.version, req.body, self._ctx)
         except BadRequest as e:
             result = error_body(ErrorCode.INVALID_REQUEST, str(e))
         except KafkaLiteError as e:
             result = error_body(e.code, str(e))
         except Exception as e:  # a handler bug must cost one request, never the broker
-            log.exception("error handling api %s from %s", api_key, self._ctx.peer)
+            log.exception("error handling api %s from %s", req.api_key, self._ctx.peer)
             result = error_body(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
-        if result is None:
+        if result is None or isinstance(result, dict):
+            self._answer(req, result)
             return
-        if isinstance(result, dict):
-            self._write(corr, result)
-            return
+        slot = self._reserve()
         fut = asyncio.ensure_future(result)
         self._pending.add(fut)
-        fut.add_done_callback(lambda f: self._complete(corr, f))
+        fut.add_done_callback(lambda f: self._complete(req, f, slot))
 
-    def _complete(self, corr: int, fut: asyncio.Future) -> None:
+    def _complete(self, req: Request, fut: asyncio.Future, slot: list | None) -> None:
         self._pending.discard(fut)
         if fut.cancelled() or self._closed:
             return
         exc = fut.exception()
         if isinstance(exc, BadRequest):
-            self._write(corr, error_body(ErrorCode.INVALID_REQUEST, str(exc)))
-            return
-        if exc is not None:
-            log.error("error completing request %d from %s: %r", corr, self._ctx.peer, exc)
-            self._write(corr, error_body(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
-            return
-        body = fut.result()
-        if body is not None:
-            self._write(corr, body)
+            body: dict | None = error_body(ErrorCode.INVALID_REQUEST, str(exc))
+        elif exc is not None:
+            log.error("error completing request %d from %s: %r", req.correlation_id, self._ctx.peer, exc)
+            body = error_body(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+        else:
+            body = fut.result()
+        self._answer(req, body, slot=slot)
 
-    def _write(self, corr: int, body: dict) -> None:
+    def _reserve(self) -> list | None:
+        if self._slots is None:
+            return None
+        slot: list = [False, None]  # [answered, frame]
+        self._slots.append(slot)
+        return slot
+
+    def _answer(self, req: Request, body: dict | None, frame: bytes | None = None, slot: list | None = None) -> None:
+        """Write the answer to `req` (body None: no answer, as for acks=0), in request order if the codec
+        asks for it. A codec error in encoding an answer costs this connection, never the broker."""
+        if frame is None and body is not None:
+            try:
+                frame = req.encode(body)
+            except Exception as e:
+                log.exception("cannot encode the answer to api %s for %s", req.api_key, self._ctx.peer)
+                self._reject(f"{type(e).__name__} encoding a response")
+                return
+        if self._slots is None:
+            if frame is not None:
+                self._write(frame)
+            return
+        if slot is None:
+            slot = self._reserve()
+        assert slot is not None
+        slot[0], slot[1] = True, frame
+        while self._slots and self._slots[0][0]:
+            done = self._slots.popleft()
+            if done[1] is not None:
+                self._write(done[1])
+
+    def _write(self, frame: bytes) -> None:
         if self._transport is not None and not self._closed:
-            self._transport.write(encode_response(corr, body))
+            self._transport.write(frame)
 
 
 def error_body(code: ErrorCode, message: str = "") -> dict:
@@ -152,11 +233,15 @@ class NetServer:
         host: str,
         port: int,
         max_frame: int,
+        codec_factory: Callable[[int], WireCodec] = NativeCodec,
+        listener: str = "native",
     ) -> None:
         self._handler = handler
         self.host = host
         self.port = port
         self._max_frame = max_frame
+        self._codec_factory = codec_factory
+        self.listener = listener
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[BrokerProtocol] = set()
 
@@ -167,7 +252,7 @@ class NetServer:
         self.port = sock.getsockname()[1]
 
     def _make_protocol(self) -> BrokerProtocol:
-        proto = BrokerProtocol(self._handler, self._max_frame, self._conns.discard)
+        proto = BrokerProtocol(self._handler, self._codec_factory(self._max_frame), self._conns.discard, self.listener)
         self._conns.add(proto)
         return proto
 

@@ -68,11 +68,14 @@ def wait_until(cond: Callable[[], object], timeout: float, what: str, interval: 
 
 
 class Broker:
-    def __init__(self, harness: "ClusterHarness", broker_id: int, port: int, metrics_port: int = -1) -> None:
+    def __init__(
+        self, harness: "ClusterHarness", broker_id: int, port: int, metrics_port: int = -1, kafka_port: int = -1
+    ) -> None:
         self.h = harness
         self.id = broker_id
         self.port = port
         self.metrics_port = metrics_port  # metrics.port: Prometheus text on its own listener
+        self.kafka_port = kafka_port  # kafka.port: the Kafka-protocol listener
         self.data_dir = harness.root / f"broker-{broker_id}"
         self.log_path = harness.root / f"broker-{broker_id}.log"
         self.proc: subprocess.Popen | None = None
@@ -95,7 +98,11 @@ class Broker:
             self.data_dir,
             host=HOST,
             peers=self.h.peers,
-            extra=[x for o in [*self.h.overrides, f"metrics.port={self.metrics_port}"] for x in ("--override", o)],
+            extra=[
+                x
+                for o in [*self.h.overrides, f"metrics.port={self.metrics_port}", f"kafka.port={self.kafka_port}"]
+                for x in ("--override", o)
+            ],
             coordination=self.h.coordination if self.h.zk is not None else None,
             zookeeper=self.h.zk.connect if self.h.zk is not None else None,
         )
@@ -209,10 +216,10 @@ class ClusterHarness:
     ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
-        ports = free_ports(2 * n + 1)
+        ports = free_ports(3 * n + 1)
         self.coordination = coordination
         self.zk = LocalZooKeeper(root / "zookeeper", ports[n]) if coordination == "zookeeper" else None
-        self.brokers = {i + 1: Broker(self, i + 1, ports[i], ports[n + 1 + i]) for i in range(n)}
+        self.brokers = {i + 1: Broker(self, i + 1, ports[i], ports[n + 1 + i], ports[2 * n + 1 + i]) for i in range(n)}
         self.peers = ",".join(f"{b.id}@{HOST}:{b.port}" for b in self.brokers.values())
         self.overrides = list(overrides or [])
         self._clients: list = []
@@ -282,6 +289,11 @@ class ClusterHarness:
     def bootstrap(self, ids: list[int] | None = None) -> str:
         ids = ids or [i for i, b in self.brokers.items() if b.alive and not b.paused] or list(self.brokers)
         return ",".join(self.brokers[i].address for i in ids)
+
+    def kafka_bootstrap(self, ids: list[int] | None = None) -> str:
+        """bootstrap.servers for Kafka clients: the brokers' Kafka-protocol listeners."""
+        ids = ids or [i for i, b in self.brokers.items() if b.alive and not b.paused] or list(self.brokers)
+        return ",".join(f"{HOST}:{self.brokers[i].kafka_port}" for i in ids)
 
     def admin(self, ids: list[int] | None = None, timeout_ms: int = 10000) -> Admin:
         a = Admin(self.bootstrap(ids), request_timeout_ms=timeout_ms)

@@ -1,0 +1,1 @@
+"""The broker's networking: its listeners and the codecs in front of the request handlers."""

@@ -1,0 +1,324 @@
+"""Per Kafka api: the native handler call a request means, and the Kafka response its answer makes.
+
+Each `Adapter` maps a Kafka request (plain data from kio's entity, see entities.py) to one native
+request (api key and msgpack-style body, docs/FORMAT.md §6) served by the same handlers as the native
+listener, and maps the native answer back to a version-independent response dict (entities.build
+keeps what the client's version has). `error` answers a request that failed as a whole, with the
+code in every row, as Kafka's `getErrorResponse` does.
+
+Adding an api: subclass Adapter, list it in ADAPTERS with the versions it serves, and describe it in
+docs/COMPATIBILITY.md.
+"""
+
+from __future__ import annotations
+
+from net.errors import ErrorCode
+from net.protocol import ApiKey
+
+# Transactions are not supported (docs/COMPATIBILITY.md): a transactional producer gets a fatal error
+# with a message, rather than retrying forever.
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by Kafka Lite"
+
+
+class AdapterError(Exception):
+    """A request this listener answers itself with an error in every row (no handler call)."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Adapter:
+    api_key: int
+    versions: tuple[int, int]
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        """(native api key, native body) for this Kafka request."""
+        raise NotImplementedError
+
+    def response(self, native: dict, req: dict, version: int) -> dict | None:
+        """The Kafka response (plain data) for the native answer; None: send nothing."""
+        raise NotImplementedError
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        """The response to a request that failed as a whole."""
+        raise NotImplementedError
+
+
+def _rows(native: dict, key: str = "topics") -> list:
+    return native.get(key) or []
+
+
+# --- ApiVersions (answered by the codec itself) ------------------------------------------------------
+
+
+def api_versions_response(error_code: int) -> dict:
+    keys = [{"api_key": 18, "min_version": 0, "max_version": 4}]
+    keys += [{"api_key": k, "min_version": a.versions[0], "max_version": a.versions[1]} for k, a in ADAPTERS.items()]
+    keys.sort(key=lambda r: r["api_key"])
+    return {"error_code": error_code, "api_keys": keys, "throttle_time": 0}
+
+
+# --- the data path -----------------------------------------------------------------------------------
+
+
+class Produce(Adapter):
+    api_key, versions = 0, (3, 12)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        if req.get("transactional_id") is not None:
+            raise AdapterError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED)
+        topics = [
+            [t["name"], [[p["index"], p["records"] if p["records"] is not None else b""] for p in t["partition_data"]]]
+            for t in req["topic_data"]
+        ]
+        return ApiKey.PRODUCE, {"acks": req["acks"], "timeout_ms": req["timeout"], "topics": topics}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        return {
+            "responses": [
+                {
+                    "name": name,
+                    "partition_responses": [
+                        {
+                            "index": r[0],
+                            "error_code": r[1],
+                            "base_offset": r[2],
+                            "log_start_offset": r[4],
+                            "error_message": r[5],
+                        }
+                        for r in rows
+                    ],
+                }
+                for name, rows in _rows(native)
+            ],
+        }
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {
+            "responses": [
+                {
+                    "name": t["name"],
+                    "partition_responses": [
+                        {"index": p["index"], "error_code": code, "base_offset": -1, "error_message": message}
+                        for p in t["partition_data"]
+                    ],
+                }
+                for t in req["topic_data"]
+            ]
+        }
+
+
+class Fetch(Adapter):
+    # v13+ name topics by id only; fetch sessions (KIP-227) are declined with session id 0.
+    api_key, versions = 1, (4, 12)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        topics = [
+            [
+                t["topic"],
+                [
+                    [
+                        p["partition"],
+                        p["fetch_offset"],
+                        max(p["partition_max_bytes"], 1),
+                        p.get("current_leader_epoch", -1),
+                    ]
+                    for p in t["partitions"]
+                ],
+            ]
+            for t in req["topics"]
+        ]
+        return ApiKey.FETCH, {
+            "replica_id": -1,  # a Kafka listener serves consumers; followers use the native protocol
+            "max_wait_ms": req["max_wait"],
+            "min_bytes": req["min_bytes"],
+            "max_bytes": max(req.get("max_bytes", 0x7FFFFFFF), 1),
+            "topics": topics,
+        }
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        return {
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [
+                {
+                    "topic": name,
+                    "partitions": [
+                        {
+                            "partition_index": r[0],
+                            "error_code": r[1],
+                            "high_watermark": r[2],
+                            "last_stable_offset": r[3],
+                            "log_start_offset": r[4],
+                            "aborted_transactions": [],
+                            "preferred_read_replica": -1,
+                            "records": r[5],
+                        }
+                        for r in rows
+                    ],
+                }
+                for name, rows in _rows(native)
+            ],
+        }
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {
+            "error_code": code,
+            "session_id": 0,
+            "responses": [
+                {
+                    "topic": t.get("topic"),
+                    "topic_id": t.get("topic_id"),  # the versions this listener declines (v13+) name topics by id
+                    "partitions": [
+                        {"partition_index": p["partition"], "error_code": code, "high_watermark": -1, "records": b""}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in req["topics"]
+            ],
+        }
+
+
+class ListOffsets(Adapter):
+    api_key, versions = 2, (1, 9)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        topics = [[t["name"], [[p["partition_index"], p["timestamp"]] for p in t["partitions"]]] for t in req["topics"]]
+        return ApiKey.LIST_OFFSETS, {"topics": topics}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        return {
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {"partition_index": r[0], "error_code": r[1], "timestamp": r[2], "offset": r[3]} for r in rows
+                    ],
+                }
+                for name, rows in _rows(native)
+            ]
+        }
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]
+                    ],
+                }
+                for t in req["topics"]
+            ]
+        }
+
+
+# --- metadata ----------------------------------------------------------------------------------------
+
+
+def _brokers(native: dict, id_key: str) -> list[dict]:
+    return [{id_key: b[0], "host": b[1], "port": b[2], "rack": b[3] if len(b) > 3 else None} for b in native["brokers"]]
+
+
+class Metadata(Adapter):
+    api_key, versions = 3, (0, 12)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        topics = req.get("topics")
+        names = None if topics is None or (version == 0 and not topics) else [t["name"] for t in topics]
+        return ApiKey.METADATA, {
+            "topics": names,
+            "listener": "kafka",
+            "allow_auto_topic_creation": req.get("allow_auto_topic_creation", version < 4),
+        }
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        topics = []
+        for t in native["topics"]:
+            topic_id = t.get("topic_id")
+            topics.append(
+                {
+                    "error_code": t["error_code"],
+                    "name": t["name"],
+                    "topic_id": _uuid(topic_id) if topic_id else None,
+                    "is_internal": t.get("is_internal", False),
+                    "partitions": [
+                        {
+                            "error_code": p[0],
+                            "partition_index": p[1],
+                            "leader_id": p[2],
+                            "leader_epoch": p[3],
+                            "replica_nodes": p[4],
+                            "isr_nodes": p[5],
+                            "offline_replicas": p[6] if len(p) > 6 else [],
+                        }
+                        for p in t["partitions"]
+                    ],
+                }
+            )
+        return {
+            "brokers": _brokers(native, "node_id"),
+            "cluster_id": native.get("cluster_id"),
+            "controller_id": native.get("controller_id", -1),
+            "topics": topics,
+        }
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        topics = req.get("topics") or []
+        return {
+            "brokers": [],
+            "controller_id": -1,
+            "topics": [{"error_code": code, "name": t["name"], "partitions": []} for t in topics],
+        }
+
+
+def _uuid(topic_id: str) -> str:
+    h = topic_id.replace("-", "")
+    return (
+        f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+        if len(h) == 32
+        else "00000000-0000-0000-0000-000000000000"
+    )
+
+
+class DescribeCluster(Adapter):
+    api_key, versions = 60, (0, 1)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        return ApiKey.METADATA, {"topics": [], "listener": "kafka", "allow_auto_topic_creation": False}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        return {
+            "error_code": 0,
+            "cluster_id": native.get("cluster_id") or "",
+            "controller_id": native.get("controller_id", -1),
+            "brokers": _brokers(native, "broker_id"),
+        }
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {"error_code": code, "error_message": message, "cluster_id": "", "brokers": []}
+
+
+class InitProducerId(Adapter):
+    api_key, versions = 22, (0, 4)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        if req.get("transactional_id") is not None:
+            raise AdapterError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED)
+        return ApiKey.INIT_PRODUCER_ID, {}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        return {
+            "error_code": native.get("error_code", 0),
+            "producer_id": native.get("producer_id", -1),
+            "producer_epoch": native.get("producer_epoch", -1),
+        }
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+
+ADAPTERS: dict[int, Adapter] = {
+    a.api_key: a for a in (Produce(), Fetch(), ListOffsets(), Metadata(), InitProducerId(), DescribeCluster())
+}

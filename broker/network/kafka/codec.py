@@ -1,0 +1,157 @@
+"""Kafka's wire protocol, sans-IO: bytes in, handler calls out; handler answers in, bytes out.
+
+A frame is an int32 size and that many bytes: a request header (v1, or v2 with tagged fields for a
+flexible version) and the request body; a response is the correlation id (response header v0, or v1
+for flexible versions; ApiVersions always v0, KIP-511) and the body. Requests and bodies are decoded
+and encoded by kio's generated types. Answers go out in request order (`in_order`), as Kafka
+clients expect. A request whose frame cannot be parsed closes the connection, as Kafka does; an
+unknown api key or an unsupported version is answered with UNSUPPORTED_VERSION (in that version's
+response layout where one exists), so a client learns what went wrong.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import struct
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+
+from broker.network.kafka.adapters import ADAPTERS, Adapter, AdapterError, api_versions_response
+from broker.network.kafka.entities import build, plain
+from net.errors import ErrorCode
+from net.protocol import FrameDecoder, FrameError
+from net.server import Request
+
+log = logging.getLogger("kafkalite.kafka")
+
+_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id: the start of every request header
+_SIZE = struct.Struct(">i")
+_CORR = struct.Struct(">i")
+_API_VERSIONS = 18
+_read_header_v1 = entity_reader(RequestHeaderV1)
+_read_header_v2 = entity_reader(RequestHeaderV2)
+
+
+def _frame(correlation_id: int, flexible_header: bool, cls: type, body: dict) -> bytes:
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    out.write(_CORR.pack(correlation_id))
+    if flexible_header:
+        out.write(b"\0")  # the response header's tagged fields: none
+    entity_writer(cls)(out, build(cls, body))
+    buf = out.getbuffer()
+    _SIZE.pack_into(buf, 0, len(buf) - 4)
+    del buf
+    return out.getvalue()
+
+
+class KafkaRequest(Request):
+    """A Kafka request on its way to a handler: the native call it means, and how to answer it in the
+    client's version."""
+
+    __slots__ = ("adapter", "kafka_version", "kafka_body", "flexible")
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        kafka_version: int,
+        correlation_id: int,
+        client_id: str | None,
+        kafka_body: dict,
+        flexible: bool,
+    ) -> None:
+        native_key, native_body = adapter.request(kafka_body, kafka_version)
+        super().__init__(native_key, 0, correlation_id, client_id, native_body)
+        self.adapter = adapter
+        self.kafka_version = kafka_version
+        self.kafka_body = kafka_body
+        self.flexible = flexible
+
+    def encode(self, body: dict) -> bytes | None:
+        a, v = self.adapter, self.kafka_version
+        if set(body) <= {"error_code", "error_message"}:  # the whole request failed (native error_body)
+            out = a.error(self.kafka_body, v, body.get("error_code", 0), body.get("error_message"))
+        else:
+            out = a.response(body, self.kafka_body, v)
+        if out is None:
+            return None
+        return _frame(self.correlation_id, self.flexible, load_response_schema(a.api_key, v), out)
+
+
+class KafkaCodec:
+    in_order = True
+
+    def __init__(self, max_frame: int) -> None:
+        self._decoder = FrameDecoder(max_frame)
+
+    def feed(self, data: bytes) -> list[Request]:
+        return [self._request(payload) for payload in self._decoder.feed(data)]
+
+    def _request(self, payload: bytes) -> Request:
+        if len(payload) < _PREFIX.size:
+            raise FrameError(f"request of {len(payload)} bytes is shorter than a request header")
+        api_key, version, corr = _PREFIX.unpack_from(payload)
+        adapter = ADAPTERS.get(api_key)
+        if api_key == _API_VERSIONS:
+            return self._api_versions(payload, version, corr)
+        if adapter is None:
+            log.info("unsupported api key %d (version %d): answered UNSUPPORTED_VERSION", api_key, version)
+            return Request(api_key, version, corr, None, {}, _bare_error(corr, ErrorCode.UNSUPPORTED_VERSION))
+        lo, hi = adapter.versions
+        if not lo <= version <= hi:
+            return Request(api_key, version, corr, None, {}, self._unsupported(adapter, payload, version, corr))
+        req_cls = load_request_schema(api_key, version)
+        flexible = bool(req_cls.__flexible__)
+        try:
+            header, pos = (_read_header_v2 if flexible else _read_header_v1)(payload, 0)
+            entity, end = entity_reader(req_cls)(payload, pos)
+        except Exception as e:  # kio raises several types on truncated or malformed input
+            raise FrameError(f"malformed {req_cls.__name__} v{version}: {type(e).__name__}: {e}") from None
+        body = plain(entity)
+        try:
+            return KafkaRequest(adapter, version, corr, header.client_id, body, flexible)
+        except AdapterError as e:
+            answer = adapter.error(body, version, int(e.code), str(e))
+            frame = _frame(corr, flexible, load_response_schema(api_key, version), answer)
+            return Request(api_key, version, corr, header.client_id, {}, frame)
+
+    def _api_versions(self, payload: bytes, version: int, corr: int) -> Request:
+        # KIP-511: a version we don't know is answered in v0 with UNSUPPORTED_VERSION and our ranges,
+        # so the client can retry with one we do; the response header is always v0.
+        lo, hi = 0, 4
+        if not lo <= version <= hi:
+            body, answer_version = api_versions_response(int(ErrorCode.UNSUPPORTED_VERSION)), 0
+        else:
+            body, answer_version = api_versions_response(0), version
+        frame = _frame(corr, False, load_response_schema(_API_VERSIONS, answer_version), body)
+        client_id = None
+        if lo <= version <= hi:
+            try:
+                req_cls = load_request_schema(_API_VERSIONS, version)
+                header, _ = (_read_header_v2 if req_cls.__flexible__ else _read_header_v1)(payload, 0)
+                client_id = header.client_id
+            except Exception as e:
+                raise FrameError(f"malformed ApiVersions header: {e}") from None
+        return Request(_API_VERSIONS, version, corr, client_id, {}, frame)
+
+    def _unsupported(self, adapter: Adapter, payload: bytes, version: int, corr: int) -> bytes:
+        log.info("unsupported version %d of api %d: answered UNSUPPORTED_VERSION", version, adapter.api_key)
+        try:
+            req_cls = load_request_schema(adapter.api_key, version)
+            resp_cls = load_response_schema(adapter.api_key, version)
+            flexible = bool(req_cls.__flexible__)
+            header, pos = (_read_header_v2 if flexible else _read_header_v1)(payload, 0)
+            entity, _ = entity_reader(req_cls)(payload, pos)
+            body = adapter.error(plain(entity), version, int(ErrorCode.UNSUPPORTED_VERSION), None)
+            return _frame(corr, flexible, resp_cls, body)
+        except (UnknownAPIKey, UnknownEntity, Exception):
+            # No schema for this version at all: the error code alone, where most responses start.
+            return _bare_error(corr, ErrorCode.UNSUPPORTED_VERSION)
+
+
+def _bare_error(corr: int, code: ErrorCode) -> bytes:
+    return struct.pack(">iih", 6, corr, int(code))

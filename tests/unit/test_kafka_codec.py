@@ -1,0 +1,132 @@
+"""The Kafka-protocol codec, sans-IO: frames in, requests out, answers in request order as bytes."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
+from kio.serial import entity_reader, entity_writer
+
+from broker.network.kafka.codec import KafkaCodec, KafkaRequest
+from broker.network.kafka.entities import build, plain
+from net.errors import ErrorCode
+from net.protocol import ApiKey, FrameError
+
+
+def frame(api_key: int, version: int, corr: int, body: dict, client_id: str = "test") -> bytes:
+    req_cls = load_request_schema(api_key, version)
+    out = io.BytesIO()
+    header_cls = HeaderV2 if req_cls.__flexible__ else HeaderV1
+    entity_writer(header_cls)(
+        out, header_cls(request_api_key=api_key, request_api_version=version, correlation_id=corr, client_id=client_id)
+    )
+    entity_writer(req_cls)(out, build(req_cls, body))
+    payload = out.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+def answer(raw: bytes, api_key: int, version: int, flexible_header: bool) -> tuple[int, dict]:
+    (size,) = struct.unpack_from(">i", raw)
+    assert size == len(raw) - 4
+    (corr,) = struct.unpack_from(">i", raw, 4)
+    pos = 8 + (1 if flexible_header else 0)
+    entity, _ = entity_reader(load_response_schema(api_key, version))(raw, pos)
+    return corr, plain(entity)
+
+
+@pytest.mark.parametrize("version", [0, 3, 4])
+def test_api_versions_is_answered_by_the_codec_in_a_v0_header(version):
+    (req,) = KafkaCodec(1 << 20).feed(
+        frame(18, version, 7, {"client_software_name": "t", "client_software_version": "1"})
+    )
+    assert req.immediate is not None
+    corr, body = answer(req.immediate, 18, version, False)
+    assert corr == 7 and body["error_code"] == 0
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+    assert ranges[0] == (3, 12) and ranges[1] == (4, 12) and ranges[18] == (0, 4) and ranges[3] == (0, 12)
+
+
+def test_api_versions_newer_than_ours_gets_v0_unsupported_version_with_our_ranges():
+    raw = struct.pack(">hhih", 18, 99, 5, -1)
+    (req,) = KafkaCodec(1 << 20).feed(struct.pack(">i", len(raw)) + raw)
+    corr, body = answer(req.immediate, 18, 0, False)
+    assert corr == 5 and body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    assert any(k["api_key"] == 0 for k in body["api_keys"])
+
+
+def test_produce_becomes_the_native_produce_and_its_answer_the_kafka_response():
+    records = b"\x00" * 70  # opaque here: the handler checks batches
+    body = {
+        "acks": -1,
+        "timeout": 1500,
+        "topic_data": [{"name": "orders", "partition_data": [{"index": 2, "records": records}]}],
+    }
+    (req,) = KafkaCodec(1 << 20).feed(frame(0, 9, 11, body))
+    assert isinstance(req, KafkaRequest) and req.immediate is None
+    assert (req.api_key, req.client_id) == (ApiKey.PRODUCE, "test")
+    assert req.body == {"acks": -1, "timeout_ms": 1500, "topics": [["orders", [[2, records]]]]}
+    native = {"topics": [["orders", [[2, 0, 41, -1, 0, None, None]]]]}
+    corr, resp = answer(req.encode(native), 0, 9, True)
+    (t,) = resp["responses"]
+    assert corr == 11 and t["name"] == "orders"
+    assert t["partition_responses"][0] | {} == t["partition_responses"][0]
+    p = t["partition_responses"][0]
+    assert (p["index"], p["error_code"], p["base_offset"], p["log_start_offset"]) == (2, 0, 41, 0)
+    # a whole-request failure (the native error body) puts the code in every row
+    corr, resp = answer(req.encode({"error_code": 42, "error_message": "bad"}), 0, 9, True)
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def test_transactional_produce_is_refused_without_a_handler_call():
+    body = {
+        "transactional_id": "tx",
+        "acks": -1,
+        "timeout": 1000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b""}]}],
+    }
+    (req,) = KafkaCodec(1 << 20).feed(frame(0, 9, 3, body))
+    _, resp = answer(req.immediate, 0, 9, True)
+    p = resp["responses"][0]["partition_responses"][0]
+    assert p["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_unknown_api_and_unsupported_versions_are_answered_not_dropped():
+    codec = KafkaCodec(1 << 20)
+    raw = struct.pack(">hhih", 999, 0, 21, -1)
+    (req,) = codec.feed(struct.pack(">i", len(raw)) + raw)
+    assert struct.unpack(">iih", req.immediate) == (6, 21, ErrorCode.UNSUPPORTED_VERSION)
+    # Fetch v13 exists in Kafka (topic ids): answered in its own layout, every row UNSUPPORTED_VERSION
+    body = {
+        "max_wait": 100,
+        "min_bytes": 1,
+        "topics": [
+            {
+                "topic_id": "00000000-0000-0000-0000-000000000001",
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}],
+            }
+        ],
+    }
+    (req,) = codec.feed(frame(1, 13, 22, body))
+    corr, resp = answer(req.immediate, 1, 13, True)
+    assert corr == 22 and resp["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        struct.pack(">i", 3) + b"\x00\x00\x00",  # shorter than a header
+        struct.pack(">i", 12) + struct.pack(">hhi", 0, 9, 1) + b"\xff\xff\xff\xff",  # a body that is not there
+    ],
+)
+def test_unparseable_requests_close_the_connection(raw):
+    with pytest.raises(FrameError):
+        KafkaCodec(1 << 20).feed(raw)
+
+
+def test_a_two_gigabyte_size_prefix_is_refused_before_buffering():
+    with pytest.raises(FrameError):
+        KafkaCodec(100 << 20).feed(struct.pack(">I", 0x7FFFFFFF) + b"\x00" * 10)
