@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -62,7 +63,10 @@ def main(
     reset = "earliest" if from_beginning or offset == "earliest" else "latest"
     count = 0
     out = sys.stdout
-    config = {"group_id": group} if group else {}
+    # This process is ours: decoding may pause the GC (see AsyncConsumer).
+    config: dict[str, Any] = {"pause_gc_while_decoding": True}
+    if group:
+        config["group_id"] = group
     with Consumer(bootstrap_server, auto_offset_reset=reset, **config) as consumer:
         parts = consumer.partitions_for(topic)
         if group is not None:

@@ -150,7 +150,8 @@ async def run_produce(
 
 
 async def run_consume(bootstrap: str, topic: str, num_records: int, timeout_ms: int, config: dict) -> dict:
-    consumer = AsyncConsumer(bootstrap, auto_offset_reset="earliest", **config)
+    # This process is ours: decoding may pause the GC (see AsyncConsumer).
+    consumer = AsyncConsumer(bootstrap, **{"auto_offset_reset": "earliest", "pause_gc_while_decoding": True, **config})
     await consumer.start()
     await consumer.client.refresh_metadata([topic])
     n = consumer.client.metadata.partition_count(topic)

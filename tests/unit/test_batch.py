@@ -113,3 +113,18 @@ def test_records_are_kafka_varint_records_that_another_kafka_reader_decodes():
         (100, 17, b"k1", b"v1", []),
         (101, 22, None, b"v2", [("h", b"x")]),
     ]
+
+
+def test_decoding_leaves_the_garbage_collector_alone_unless_asked(monkeypatch):
+    import gc
+
+    from client.consumer import decode_records
+
+    calls = []
+    monkeypatch.setattr(gc, "disable", lambda: calls.append("disable"))
+    monkeypatch.setattr(gc, "enable", lambda: calls.append("enable"))
+    raw = batch_fmt.build([[0, 0, None, b"v", None]], 1, 1)
+    assert len(decode_records("t", 0, raw, 0)[0]) == 1
+    assert calls == []  # a library call changes no process-wide state
+    assert len(decode_records("t", 0, raw, 0, pause_gc=True)[0]) == 1
+    assert calls == ["disable", "enable"]
