@@ -15,7 +15,6 @@ Writes docs/BENCHMARKS.md between <!-- modes:start --> and <!-- modes:end --> (m
 from __future__ import annotations
 
 import asyncio
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 from bench.peers._common import free_port
 from bench.run_cluster import Cluster, failover_once, perf, produce_args, sh, tool
 from bench.run_single_broker import machine_info
-from bench.sections import bench_parser, replace_section
+from bench.sections import bench_parser, median_range, replace_section
 
 START_MARK = "<!-- modes:start -->"
 END_MARK = "<!-- modes:end -->"
@@ -83,8 +82,7 @@ def render(results: dict[str, list[dict[str, float]]], cmd: str) -> str:
     info = f"{m['cpu']}, {m['nproc']} cores, {m['memory']}, {m['python']}"
 
     def cell(mode: str, key: str, fmt: str) -> str:
-        vals = [r[key] for r in results[mode]]
-        return f"{format(statistics.median(vals), fmt)} ({format(min(vals), fmt)}–{format(max(vals), fmt)})"
+        return median_range([r[key] for r in results[mode]], fmt)
 
     runs = len(results[MODES[0]])
     lines = [

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import platform
@@ -34,13 +35,18 @@ from pathlib import Path
 from typing import Any
 
 from bench import limits
-from bench.peers import nats_jetstream, redis_streams
+from bench.peers import kafka_lite, nats_jetstream, redis_streams
 from bench.peers._common import HOST, MB, free_port, server, temp_dir
+from bench.sections import md_table, replace_section
+from client.producer import AsyncProducer
 
 RECORD_SIZE = 100
 PARTITION_COUNTS = (1, 8)
 LATENCY_RATE = 10_000
 ACKS = "1"
+# Kafka Lite's producer default batch.size, read from the producer so the section states what ran.
+DEFAULT_BATCH = int(inspect.signature(AsyncProducer).parameters["batch_size"].default)
+KAFKA_BATCH = 16384  # Kafka's default batch.size
 
 TARGET_PRODUCE = 500_000  # msgs/s, one broker, 100-byte values, acks=1
 TARGET_CONSUME = 1_000_000  # msgs/s
@@ -63,6 +69,10 @@ def produce_key(p: int) -> str:
 
 def produce_mb_key(p: int) -> str:
     return f"produce_mb_s/{p}"
+
+
+def produce16k_key(p: int) -> str:
+    return f"produce_msgs_s_16k/{p}"
 
 
 def consume_key(p: int) -> str:
@@ -225,7 +235,7 @@ def run_kafka_lite(progress: Progress, tag: str, num_records: int, latency_secon
             shown = shlex.join(["kl-topics", *argv[1:]])
             raise StepError(f"`{shown}` exited with {proc.returncode}; output:\n{_tail(proc.stdout + proc.stderr)}")
 
-    def produce(broker: Broker, topic: str) -> dict[str, Any]:
+    def produce(broker: Broker, topic: str, batch_size: int = DEFAULT_BATCH) -> dict[str, Any]:
         out = _run_tool(
             [
                 perf,
@@ -240,6 +250,8 @@ def run_kafka_lite(progress: Progress, tag: str, num_records: int, latency_secon
                 str(RECORD_SIZE),
                 "--acks",
                 ACKS,
+                "--producer-props",
+                f"batch.size={batch_size}",
             ],
             _tool_timeout(num_records),
             broker.workdir / "produce.json",
@@ -257,28 +269,6 @@ def run_kafka_lite(progress: Progress, tag: str, num_records: int, latency_secon
         if out.get("records") != num_records:
             raise StepError(f"kl-perf consume read {out.get('records')} of {num_records} records: {out}")
         return out
-
-    def end_to_end(broker: Broker, topic: str) -> dict[str, Any]:
-        return _run_tool(
-            [
-                perf,
-                "end-to-end",
-                "--bootstrap-server",
-                broker.bootstrap,
-                "--topic",
-                topic,
-                "--seconds",
-                f"{latency_seconds:g}",
-                "--throughput",
-                str(LATENCY_RATE),
-                "--record-size",
-                str(RECORD_SIZE),
-                "--acks",
-                ACKS,
-            ],
-            latency_seconds * 3 + 120,
-            broker.workdir / "e2e.json",
-        )
 
     def cores(out: dict[str, Any]) -> str:
         return f"broker {out['broker_cores']:.2f} cores, client {out['client_cores']:.2f} cores"
@@ -317,6 +307,16 @@ def run_kafka_lite(progress: Progress, tag: str, num_records: int, latency_secon
                     figs[consume_key(p)] = out["records_per_sec"]
                     figs[f"consume_cores_broker/{p}"] = out["broker_cores"]
                     figs[f"consume_cores_client/{p}"] = out["client_cores"]
+                # The same produce at Kafka's default batch.size, into a topic of its own.
+                small = f"perf-{p}p-16k"
+                if progress.step(f"{label} create topic {small}", lambda t=small, n=p: create(broker, t, n) or True):
+                    out = progress.step(
+                        f"{label} produce {num_records:,} x {RECORD_SIZE} B, {_plural(p)}, batch.size={KAFKA_BATCH}",
+                        lambda: _cpu_note(broker, lambda: produce(broker, small, KAFKA_BATCH)),  # noqa: B023
+                        lambda o: f"{_rate(o['records_per_sec'])}, {cores(o)}",
+                    )
+                    if out is not None:
+                        figs[produce16k_key(p)] = out["records_per_sec"]
             topic = "e2e-1p"
             if (
                 progress.step(f"{label} create topic {topic} (1 partition)", lambda: create(broker, topic, 1) or True)
@@ -324,11 +324,11 @@ def run_kafka_lite(progress: Progress, tag: str, num_records: int, latency_secon
             ):
                 out = progress.step(
                     f"{label} end-to-end latency at {LATENCY_RATE:,} msgs/s for {latency_seconds:g} s",
-                    lambda: end_to_end(broker, topic),
+                    lambda: kafka_lite.run_latency(broker.bootstrap, topic, LATENCY_RATE, latency_seconds, RECORD_SIZE),
                     _latency_text,
                 )
                 if out is not None:
-                    figs.update(_latency_figs(out["p50_ms"], out["p99_ms"], out.get("records"), out.get("sent")))
+                    figs.update(_latency_figs(out["p50_ms"], out["p99_ms"], out.get("count"), out.get("sent")))
             progress.say(f"{label}: stopping broker")
     except Exception as e:  # noqa: BLE001 - broker start/stop failures end this system's run only
         progress.fail(f"{label} broker", e)
@@ -563,7 +563,6 @@ def render(
     n_runs = len(runs)
     agg = f"median of {n_runs} run{'s' if n_runs != 1 else ''}" + (", min–max" if n_runs > 1 else "")
     lines = [
-        START_MARK,
         "## Single broker",
         "",
         "Generated by `bench/run_single_broker.py` from the figures it measured; do not edit by hand.",
@@ -581,45 +580,69 @@ def render(
         f"for {args.latency_seconds:g} s on one partition. {n_runs} run{'s' if n_runs != 1 else ''}, "
         "each with fresh servers; every figure is the median over the runs, with (min–max).",
         "- MB/s is decimal megabytes of record values (msgs/s × 100 B / 10^6) for every system.",
+        f"- Batching: Kafka Lite's producer packs up to batch.size={DEFAULT_BATCH:,} bytes per partition per "
+        f"batch (its default), and a second produce row uses Kafka's default, {KAFKA_BATCH:,}; Redis gets "
+        f"{redis_streams.BATCH:,} XADDs per pipeline round trip; NATS keeps {nats_jetstream.IN_FLIGHT:,} "
+        "publishes in flight.",
         "",
         f"### Kafka Lite vs peers ({agg})",
         "",
-        "| Figure | " + " | ".join(LABEL[s] for s in systems) + " |",
-        "|---" * (len(systems) + 1) + "|",
     ]
     rows: list[tuple[str, str, str]] = []
     for p in PARTITION_COUNTS:
-        rows.append((f"Produce msgs/s, {p} partition{'s' if p > 1 else ''}", produce_key(p), ""))
-        rows.append((f"Produce MB/s, {p} partition{'s' if p > 1 else ''}", produce_mb_key(p), ""))
+        rows.append((f"Produce msgs/s, {_plural(p)}", produce_key(p), ""))
+        rows.append((f"Produce MB/s, {_plural(p)}", produce_mb_key(p), ""))
+        rows.append((f"Produce msgs/s, {_plural(p)}, batch.size={KAFKA_BATCH:,}", produce16k_key(p), ""))
     for p in PARTITION_COUNTS:
-        rows.append((f"Consume msgs/s, {p} partition{'s' if p > 1 else ''}", consume_key(p), ""))
+        rows.append((f"Consume msgs/s, {_plural(p)}", consume_key(p), ""))
     rows.append((f"End-to-end p50 at {LATENCY_RATE:,} msgs/s", "e2e_p50_ms", " ms"))
     rows.append((f"End-to-end p99 at {LATENCY_RATE:,} msgs/s", "e2e_p99_ms", " ms"))
-    for name, key, suffix in rows:
-        lines.append(f"| {name} | " + " | ".join(cell(collect(runs, s, key), suffix, n_runs) for s in systems) + " |")
+    lines.append(
+        md_table(
+            ["Figure", *(LABEL[s] for s in systems)],
+            (
+                [
+                    name,
+                    *(
+                        cell(collect(runs, s, key), suffix, n_runs) if s == KAFKA or "16k" not in key else "–"
+                        for s in systems
+                    ),
+                ]
+                for name, key, suffix in rows
+            ),
+        )
+    )
 
-    lines += ["", "### Targets", ""]
-    lines += ["| Target | Measured | Status |", "|---|---|---|"]
+    targets = []
     for p in PARTITION_COUNTS:
-        lines.append(
-            f"| Produce ≥ {TARGET_PRODUCE:,} msgs/s, {p} partition{'s' if p > 1 else ''} | "
-            f"{cell(collect(runs, KAFKA, produce_key(p)), ' msgs/s', n_runs)} | "
-            f"{status(collect(runs, KAFKA, produce_key(p)), TARGET_PRODUCE)} |"
+        st = collect(runs, KAFKA, produce_key(p))
+        targets.append(
+            [
+                f"Produce ≥ {TARGET_PRODUCE:,} msgs/s, {_plural(p)}",
+                cell(st, " msgs/s", n_runs),
+                status(st, TARGET_PRODUCE),
+            ]
         )
     for p in PARTITION_COUNTS:
-        lines.append(
-            f"| Consume ≥ {TARGET_CONSUME:,} msgs/s, {p} partition{'s' if p > 1 else ''} | "
-            f"{cell(collect(runs, KAFKA, consume_key(p)), ' msgs/s', n_runs)} | "
-            f"{status(collect(runs, KAFKA, consume_key(p)), TARGET_CONSUME)} |"
+        st = collect(runs, KAFKA, consume_key(p))
+        targets.append(
+            [
+                f"Consume ≥ {TARGET_CONSUME:,} msgs/s, {_plural(p)}",
+                cell(st, " msgs/s", n_runs),
+                status(st, TARGET_CONSUME),
+            ]
         )
     for what, keyf in (("Produce", produce_key), ("Consume", consume_key)):
         for p in PARTITION_COUNTS:
-            s = None if args.skip_peers else ratio_stat(runs, keyf(p))
-            lines.append(
-                f"| {what} ≥ {TARGET_RATIO:g}× the faster peer, {p} partition{'s' if p > 1 else ''} | "
-                f"{'peers skipped' if args.skip_peers else cell(s, '×', n_runs)} | "
-                f"{status(s, TARGET_RATIO)} |"
+            st = None if args.skip_peers else ratio_stat(runs, keyf(p))
+            targets.append(
+                [
+                    f"{what} ≥ {TARGET_RATIO:g}× the faster peer, {_plural(p)}",
+                    "peers skipped" if args.skip_peers else cell(st, "×", n_runs),
+                    status(st, TARGET_RATIO),
+                ]
             )
+    lines += ["", "### Targets", "", md_table(["Target", "Measured", "Status"], targets)]
     lines += [
         "",
         "One broker, 100-byte values, acks=1. A target is MET when the median over the runs reaches it. "
@@ -636,13 +659,21 @@ def render(
 
     lines += ["", "### Physical limits (measured once)", ""]
     if lim:
-        lines += [
-            "| Limit | Measured |",
-            "|---|---|",
-            f"| Loopback TCP, iperf3 single stream | {lim['loopback_gbit_s']:.1f} Gbit/s "
-            f"({lim['loopback_mb_s']:,.0f} MB/s) |",
-            f"| Sequential disk write, 1 GiB + fsync, in `{lim['disk_dir']}` | {lim['disk_write_mb_s']:,.0f} MB/s |",
-        ]
+        lines.append(
+            md_table(
+                ["Limit", "Measured"],
+                [
+                    [
+                        "Loopback TCP, iperf3 single stream",
+                        f"{lim['loopback_gbit_s']:.1f} Gbit/s ({lim['loopback_mb_s']:,.0f} MB/s)",
+                    ],
+                    [
+                        f"Sequential disk write, 1 GiB + fsync, in `{lim['disk_dir']}`",
+                        f"{lim['disk_write_mb_s']:,.0f} MB/s",
+                    ],
+                ],
+            )
+        )
         best = max(
             (collect(runs, s, produce_mb_key(p)) for s in systems for p in PARTITION_COUNTS),
             key=lambda st: st.median if st else -1.0,
@@ -652,8 +683,7 @@ def render(
             lines += [
                 "",
                 f"The highest median produce rate above, {best.median:.1f} MB/s of values, is "
-                f"{wire * 100:.1f}% of loopback bandwidth and {disk * 100:.1f}% of disk write bandwidth"
-                + (": neither the wire nor the disk is the bottleneck." if max(wire, disk) < 0.5 else "."),
+                f"{wire * 100:.1f}% of loopback bandwidth and {disk * 100:.1f}% of disk write bandwidth.",
             ]
     else:
         lines.append("Not measured (failed; see Errors).")
@@ -667,82 +697,58 @@ def render(
         for p in PARTITION_COUNTS
     }
     core_text = "; ".join(
-        f"{k}: broker {b.median:.2f}, client {c.median:.2f}"
-        for k, (b, c) in cores.items()
-        if b is not None and c is not None
+        f"{k}: broker {b.median:.2f}, client {c.median:.2f}" for k, (b, c) in cores.items() if b is not None and c
     )
     lines += [
         "",
         "### Setup notes",
         "",
         f"- Everything runs on this one machine over 127.0.0.1: all processes (broker or server, load "
-        f"generator, latency consumer) share its {machine['nproc']} cores, so the client and the broker "
-        "can each have about one core."
+        f"generator, latency consumer) share its {machine['nproc']} cores."
         + (
             f" Measured Kafka Lite CPU use in cores (CPU seconds / wall seconds over the whole `kl-perf` "
             f"invocation, median): {core_text}."
             if core_text
             else ""
-        ),
+        )
+        + " How much of a core each system's server needs per message is the saturation section's figure.",
         "- Kafka Lite: one broker (`kl-broker start`) with its default configuration, "
-        f"{kafka_lite_durability()}; "
-        "load from `kl-perf produce` / `consume` / `end-to-end` (acks=1, default producer settings), "
-        "one fresh topic per measurement.",
-        f'- Redis Streams: `redis-server --appendonly yes --appendfsync everysec --save ""`; one stream per '
-        f"partition, XADD in non-transactional pipelines of {redis_streams.BATCH:,} commands, read back with "
-        f"XREAD COUNT {redis_streams.READ_COUNT:,}; latency with a blocking XREAD in a second process.",
+        f"{kafka_lite_durability()}; load from `kl-perf produce` / `consume` (acks=1), one fresh topic per "
+        "measurement; latency from bench/peers/kafka_lite.py: a paced producer (linger.ms=0) here and the "
+        "consumer in a second process, as for the peers.",
+        f'- Redis Streams: `redis-server --appendonly yes --appendfsync everysec --save ""`; redis-py with '
+        f"hiredis; one stream per partition, XADD in non-transactional pipelines of {redis_streams.BATCH:,} "
+        f"commands, read back with XREAD COUNT {redis_streams.READ_COUNT:,}; latency with a blocking XREAD in "
+        "a second process.",
         f"- NATS JetStream: `nats-server -js`, one stream with file storage, partitions are subjects "
-        f"`bench.<p>`; `publish_async` with a window of {nats_jetstream.IN_FLIGHT:,} unacked publishes, "
-        f"read back by a pull consumer (fetch {nats_jetstream.FETCH:,}, AckPolicy NONE); latency with a push "
-        "consumer in a second process. JetStream acks once the write reaches the OS and fsyncs only every "
-        "`sync_interval` (2 min by default), a weaker guarantee than Redis `appendfsync everysec`.",
-        "- Peer clients are Python (redis-py, nats-py), like Kafka Lite's, so the client-side cost of the "
-        "language is the same for all three.",
+        f"`bench.<p>`; nats-py on uvloop, `publish_async` with a window of {nats_jetstream.IN_FLIGHT:,} "
+        f"unacked publishes, read back by a pull consumer (fetch {nats_jetstream.FETCH:,}, AckPolicy NONE); "
+        "latency with a push consumer in a second process. JetStream acks once the write reaches the OS and "
+        "fsyncs only every `sync_interval` (2 min by default), a weaker guarantee than Redis "
+        "`appendfsync everysec`.",
         "- Other processes already busy (> 0.1 core over 2 s) when each run started, competing for the same "
         "cores: " + "; ".join(f"{when}: {_load_text(busy)}" for when, busy in background) + ". "
         "Average CPU used by processes outside this benchmark during each run (machine busy time from "
         "/proc/stat minus this benchmark's own and its children's): "
-        + "; ".join(f"{when}: {cores:.2f} cores" for when, cores in others)
+        + "; ".join(f"{when}: {c:.2f} cores" for when, c in others)
         + ".",
-    ]
-
-    lines += [
         "",
         "<details><summary>Every run</summary>",
         "",
-        "| System | Figure | " + " | ".join(f"Run {i + 1}" for i in range(n_runs)) + " |",
-        "|---|---" + "|---" * n_runs + "|",
     ]
+    every = []
     for s in systems:
-        keys = sorted({k for r in runs for k in r.get(s, {})})
-        for k in keys:
+        for k in sorted({k for r in runs for k in r.get(s, {})}):
             vals = [r.get(s, {}).get(k) for r in runs]
-            lines.append(f"| {LABEL[s]} | {k} | " + " | ".join("n/a" if v is None else _num(v) for v in vals) + " |")
-    lines += ["", "</details>"]
+            every.append([LABEL[s], k, *("n/a" if v is None else _num(v) for v in vals)])
+    lines += [md_table(["System", "Figure", *(f"Run {i + 1}" for i in range(n_runs))], every), "", "</details>"]
 
     if errors:
         lines += ["", "### Errors", "", "These steps failed; their figures are missing above (n/a).", ""]
         for e in errors:
             lines += ["```text", e.replace("```", "'''"), "```", ""]
         lines.pop()
-    lines.append(END_MARK)
     return "\n".join(lines) + "\n"
-
-
-def write_section(path: Path, section: str) -> None:
-    if path.exists():
-        text = path.read_text()
-        start, end = text.find(START_MARK), text.find(END_MARK)
-        if start != -1 and end > start:
-            text = text[:start] + section.rstrip("\n") + text[end + len(END_MARK) :]
-        else:
-            text = text.rstrip("\n") + "\n\n" + section
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = "# Benchmarks\n\nMeasured on one machine; each section is written by the script it names.\n\n" + section
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 # --------------------------------------------------------------------------------------------- main
@@ -810,8 +816,10 @@ def main(argv: list[str] | None = None) -> int:
         progress.say(f"interrupted; servers stopped, {args.out} not written")
         return 130
     out = Path(args.out)
-    write_section(
+    replace_section(
         out,
+        START_MARK,
+        END_MARK,
         render(
             args, command, date, machine, time.monotonic() - progress.t0, runs, lim, progress.errors, background, others
         ),

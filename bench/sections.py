@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import statistics
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from tabulate import tabulate
 
 
 def replace_section(path: Path, start_mark: str, end_mark: str, body: str) -> None:
@@ -32,3 +36,16 @@ def bench_parser(doc: str | None, default_records: int) -> argparse.ArgumentPars
     ap.add_argument("--num-records", type=int, default=default_records)
     ap.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     return ap
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A GitHub-flavoured markdown table (tabulate), cells as given (format numbers before)."""
+    return tabulate([list(r) for r in rows], headers=list(headers), tablefmt="github", disable_numparse=True)
+
+
+def median_range(values: Sequence[float], fmt: str = ",.0f") -> str:
+    """ "median (min–max)" of a run's figures, the form every section uses; one value alone; "n/a" for none."""
+    if not values:
+        return "n/a"
+    med = format(statistics.median(values), fmt)
+    return med if len(values) == 1 else f"{med} ({format(min(values), fmt)}–{format(max(values), fmt)})"

@@ -10,9 +10,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+
+from client.cli.perf import percentiles
 
 HOST = "127.0.0.1"
 MB = 1_000_000  # MB/s figures use decimal megabytes of value payload
@@ -110,19 +112,12 @@ def temp_dir(prefix: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def percentile_ms(sorted_ns: Sequence[int], pct: float) -> float:
-    if not sorted_ns:
-        return float("nan")
-    idx = min(len(sorted_ns) - 1, max(0, round(pct / 100 * len(sorted_ns)) - 1))  # nearest rank
-    return sorted_ns[idx] / 1e6
-
-
 def latency_summary(lat_ns: list[int], sent: int) -> dict[str, float | int]:
-    lat_ns.sort()
+    p50, p99, top = (v / 1e6 for v in percentiles(lat_ns, (0.5, 0.99, 1.0))) if lat_ns else (float("nan"),) * 3
     return {
-        "p50_ms": percentile_ms(lat_ns, 50),
-        "p99_ms": percentile_ms(lat_ns, 99),
-        "max_ms": percentile_ms(lat_ns, 100),
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "max_ms": top,
         "count": len(lat_ns),
         "sent": sent,
     }
@@ -183,3 +178,20 @@ def peer_main(name: str, doc: str | None, run: Callable[..., dict], run_latency:
     if not a.skip_latency:
         report["latency"] = run_latency(a.latency_rate, a.latency_seconds, a.record_size)
     print(json.dumps(report, indent=2))
+
+
+async def paced_sends(rate: int, total: int, seconds: float, send: Callable[[int], Awaitable[int]]) -> int:
+    """Call `send(n)` with the number of records due on a schedule of `rate` per second, until `total`
+    were sent or 3 x `seconds` passed; `send` returns how many it sent. Falling behind turns into small
+    bursts, not backlog. Returns the number sent."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    start, sent = loop.time(), 0
+    while sent < total and loop.time() - start < seconds * 3:
+        due = min(total, int((loop.time() - start) * rate) + 1)
+        if due <= sent:
+            await asyncio.sleep(max(0.0, start + sent / rate - loop.time()))
+            continue
+        sent += await send(due - sent)
+    return sent

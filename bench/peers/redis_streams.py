@@ -1,4 +1,7 @@
-"""Redis Streams peer: AOF everysec (the closest Redis analogue of a periodically fsynced log)."""
+"""Redis Streams peer: AOF everysec (the closest Redis analogue of a periodically fsynced log).
+
+redis-py runs with hiredis, its C reply parser (the bench extras install it; the run refuses without it),
+and pipelines BATCH commands per round trip, as a batching producer does."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import time
 from multiprocessing.synchronize import Event
 
 import redis
+import redis.utils
 
 from bench.peers._common import (
     HOST,
@@ -78,11 +82,19 @@ def _consume(r: redis.Redis, keys: list[str], num_records: int, record_size: int
     return time.perf_counter() - t0
 
 
+def _client(port: int) -> redis.Redis:
+    if not redis.utils.HIREDIS_AVAILABLE:
+        raise RuntimeError(
+            "hiredis is not installed: pip install -e '.[bench]' (redis-py would parse replies in Python)"
+        )
+    return redis.Redis(host=HOST, port=port)
+
+
 def run(num_records: int, record_size: int = 100, partitions: int = 1) -> dict[str, float]:
     with temp_dir("peer-redis-") as d:
         port = free_port()
         with server(_server_argv(port, str(d)), port, d):
-            r = redis.Redis(host=HOST, port=port)
+            r = _client(port)
             try:
                 keys = [f"bench-{p}" for p in range(partitions)]
                 produce_s = _produce(r, keys, num_records, bytes(base_value(record_size)))
@@ -93,7 +105,7 @@ def run(num_records: int, record_size: int = 100, partitions: int = 1) -> dict[s
 
 
 def _latency_consumer(port: int, key: str, expected: int, timeout: float, ready: Event, out: mp.Queue) -> None:
-    r = redis.Redis(host=HOST, port=port)
+    r = _client(port)
     lat: list[int] = []
     last: bytes | str = "0-0"
     ready.set()
@@ -129,7 +141,7 @@ def run_latency(rate: int = 10_000, seconds: float = 5.0, record_size: int = 100
 
 
 def _paced_produce(port: int, key: str, rate: int, total: int, seconds: float, value: bytearray) -> int:
-    r = redis.Redis(host=HOST, port=port)
+    r = _client(port)
     sent = 0
     start = time.monotonic()
     try:

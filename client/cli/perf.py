@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import struct
 import sys
 import time
 from array import array
+from collections.abc import Sequence
 
 import click
 
@@ -25,11 +27,13 @@ REPORT_INTERVAL = 2.0
 _TS = struct.Struct(">q")
 
 
-def percentiles(values: array, ps: tuple[float, ...]) -> list[float]:
+def percentiles(values: Sequence[float], ps: tuple[float, ...]) -> list[float]:
+    """Nearest-rank percentiles (the smallest value with at least p of the values at or below it), for
+    fractions p in (0, 1]; 0.0 each for no values. The one definition kl-perf and every bench script use."""
     if not values:
         return [0.0] * len(ps)
     s = sorted(values)
-    return [s[min(len(s) - 1, int(p * len(s)))] for p in ps]
+    return [s[min(len(s) - 1, max(0, math.ceil(p * len(s)) - 1))] for p in ps]
 
 
 class Stats:
