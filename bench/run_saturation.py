@@ -187,6 +187,14 @@ def render(results: dict[tuple[str, int], list[dict[str, float]]], clients: list
             theirs = results.get((peer, c), [])
             ratios = [t["cpu_s_per_m"] / o["cpu_s_per_m"] for o, t in zip(ours, theirs)]
             ratio_rows.append([str(c), peer, median_range(ratios, ".2f")])
+    busiest = max((r["server_cores"] for rs in results.values() for r in rs), default=0.0)
+    limit = (
+        f"The busiest server used {busiest:.2f} cores at most: on this {m['nproc']}-core machine the Python client "
+        "processes, which share the cores, were the limit, not the servers; the servers' CPU per message is the "
+        "figure that compares them."
+        if busiest < 0.8 * int(m["nproc"] if m["nproc"].isdigit() else 1)
+        else f"The busiest server used {busiest:.2f} cores."
+    )
     return "\n".join(
         [
             "## Saturation: server CPU per million messages",
@@ -203,6 +211,8 @@ def render(results: dict[tuple[str, int], list[dict[str, float]]], clients: list
             "seconds come from /proc/PID/stat over the produce.",
             "",
             md_table(["System", "Clients", "Aggregate msgs/s", "Server cores", "Server CPU s / 1M msgs"], rows),
+            "",
+            limit,
             "",
             "Peer's server CPU per message over Kafka Lite's (in each run; above 1: the peer's server works "
             "harder per message):",
