@@ -42,18 +42,22 @@ def _leaders(cluster, topic=TOPIC) -> dict[int, int]:
     return {p.partition: p.leader for p in cluster.describe(topic)}
 
 
-def _run_2p2c(cluster, partitions: int, fault, settle: float = 1.5):
+def _more_acks(producers, n: int, timeout: float = 60) -> None:
+    """Each producer gets `n` more acknowledgements: the cluster works (a deadline, not a fixed sleep)."""
+    for p, base in [(p, p.acked_count()) for p in producers]:
+        p.wait_acked(base + n, timeout)
+
+
+def _run_2p2c(cluster, partitions: int, fault):
     """Two producers and two consumers (each assigned half the partitions) around `fault(producers)`."""
     cluster.create_topic(TOPIC, partitions, 3, RF3_MIN2)
     bs = cluster.bootstrap()
     halves = [list(range(0, partitions, 2)), list(range(1, partitions, 2))]
     consumers = [LoadConsumer(bs, TOPIC, halves[i], f"C{i}").start() for i in range(2)]
     producers = [LoadProducer(bs, TOPIC, f"P{i}").start() for i in range(2)]
-    for p in producers:
-        p.wait_acked(100, 20)
-    time.sleep(settle)
+    _more_acks(producers, 150)
     fault(producers)
-    time.sleep(settle)
+    _more_acks(producers, 150)
     stats = [p.stop() for p in producers]
     for s in stats:
         assert s.flush_error is None, f"{s.name}: {s.flush_error}"
@@ -71,7 +75,7 @@ def test_1_producer_1_consumer_3_brokers(cluster):
     cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
     consumer = LoadConsumer(cluster.bootstrap(), TOPIC, [0, 1, 2], "C0").start()
     producer = LoadProducer(cluster.bootstrap(), TOPIC, "P0").start()
-    time.sleep(3)
+    producer.wait_acked(600, 60)
     stats = producer.stop()
     assert stats.flush_error is None and not stats.failed
     full_check(cluster, TOPIC, 3, [stats], min_acked=500)
@@ -82,7 +86,7 @@ def test_1_producer_1_consumer_3_brokers(cluster):
 
 
 def test_2_producers_2_consumers_3_brokers(cluster):
-    _run_2p2c(cluster, 4, lambda producers: time.sleep(2))
+    _run_2p2c(cluster, 4, lambda producers: _more_acks(producers, 200))
 
 
 def test_follower_sigkill_then_rejoins_isr(cluster):
@@ -107,7 +111,7 @@ def test_follower_sigkill_then_rejoins_isr(cluster):
     cluster.restart(follower)
     parts = cluster.wait_isr_contains(TOPIC, follower, 40)
     assert all(sorted(p.isr) == [1, 2, 3] for p in parts)
-    time.sleep(1)
+    _more_acks(producers, 100)  # acknowledged with the follower back in the ISR
     stats = [p.stop() for p in producers]
     for s in stats:
         assert s.flush_error is None and not s.failed, (s.flush_error, s.failed[:3])
@@ -234,7 +238,7 @@ def test_leader_paused_past_failure_timeout_steps_down_and_truncates(cluster):
     for p in parts:
         if leaders[p.partition] == victim:
             assert p.leader != victim or p.leader_epoch > epochs[p.partition]
-    time.sleep(1)
+    _more_acks(producers, 100)
     stats = [p.stop() for p in producers]
     for s in stats:
         assert s.flush_error is None and not s.failed, (s.flush_error, s.failed[:3])
@@ -262,7 +266,7 @@ def test_rolling_restart_under_load(cluster):
             for p, k in zip(producers, n):
                 p.wait_acked(k + 50, 15)
 
-    _run_2p2c(cluster, 3, fault, settle=1.0)
+    _run_2p2c(cluster, 3, fault)
 
 
 def test_min_insync_replicas_rejects_acks_all_and_nothing_becomes_visible(cluster):

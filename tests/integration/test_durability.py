@@ -11,6 +11,7 @@ import pytest
 from client.admin import NewTopic
 from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
+from tests.integration.cluster_harness import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -59,20 +60,22 @@ def test_sigkill_loses_nothing_acknowledged(broker, acks):
             if i % 200 == 0:
                 time.sleep(0.005)
 
+    def acked_count() -> int:
+        with lock:
+            return sum(len(v) for v in acked.values())
+
     t = threading.Thread(target=produce)
     t.start()
-    time.sleep(1.5)
+    # Conditions with deadlines, not fixed sleeps: a busy machine only makes this slower, never wrong.
+    wait_until(lambda: acked_count() >= 1000, 60, "1000 acknowledged records before the kill")
     broker.kill(signal.SIGKILL)
-    time.sleep(0.5)
+    before_restart = acked_count()
     broker.start()
-    time.sleep(1.5)
+    wait_until(lambda: acked_count() >= before_restart + 500, 60, "500 more acknowledged after the restart")
     stop.set()
     t.join()
     producer.flush(60)
     producer.close()
-
-    total_acked = sum(len(v) for v in acked.values())
-    assert total_acked > 1000
     logged = read_all(broker.bootstrap, "dur", 3)
     for p in range(3):
         by_offset = {r.offset: r for r in logged[p]}

@@ -172,7 +172,7 @@ def test_partitioned_broker_is_fenced_and_catches_up_after_heal(netns_cluster):
 
     t = threading.Thread(target=produce)
     t.start()
-    time.sleep(2)
+    wait_for(lambda: len(acked) >= 300, 30, "acknowledged writes before the cut")
     victim = admin.describe_topics(["np"])[0].partitions[0].leader
     c.cut(victim)
     cut_at = len(acked)
@@ -192,6 +192,7 @@ def test_partitioned_broker_is_fenced_and_catches_up_after_heal(netns_cluster):
         return all(victim in p.isr for p in d.partitions)
 
     wait_for(rejoined, 60, "the healed broker to catch up and rejoin every ISR")
+    wait_for(lambda: len(acked) > 1000, 30, "over 1000 acknowledged writes in all")
     stop.set()
     t.join()
     producer.flush(60)

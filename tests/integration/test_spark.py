@@ -18,6 +18,7 @@ import pytest
 
 from client import Admin, NewTopic, Producer
 from tests.conftest import ROOT, BrokerProcess
+from tests.integration.cluster_harness import wait_until
 from tests.integration.spark_support import consume_all, require_spark
 
 TOPIC = "tweets"
@@ -116,6 +117,7 @@ def test_reading_while_the_broker_appends_sees_a_consistent_prefix(spark, tmp_pa
         with Admin(b.bootstrap) as a:
             a.create_topics([NewTopic("live", 2, 1, configs={"segment.bytes": "8192"})])
         stop = threading.Event()
+        flushed = [0]  # records acknowledged so far
 
         def writer() -> None:
             with Producer(b.bootstrap, acks=1, linger_ms=1) as p:
@@ -125,11 +127,13 @@ def test_reading_while_the_broker_appends_sees_a_consistent_prefix(spark, tmp_pa
                     i += 1
                     if i % 50 == 0:
                         p.flush()
+                        flushed[0] = i
                         time.sleep(0.005)  # a steady stream, not a flood of tiny segments
 
         t = threading.Thread(target=writer, daemon=True)
         t.start()
-        time.sleep(1.5)
+        # A condition with a deadline, not a fixed sleep: several segments exist before the first read.
+        wait_until(lambda: flushed[0] >= 2000, 60, "2000 records acknowledged by the live broker")
         counts = []
         for _ in range(2):
             offs: dict[int, list[int]] = {}
