@@ -72,6 +72,7 @@ class KafkaApis:
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.QUORUM: self.handle_quorum,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
+            ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
         self._ctx_handlers = GroupApis(server).handlers
@@ -369,13 +370,26 @@ class KafkaApis:
         )
         return self._alter_partition(args)
 
-    async def _alter_partition(self, args: tuple) -> dict:
+    def handle_broker_registration(self, body: dict) -> Awaitable[dict]:
+        """A broker tells the controller where Kafka clients reach it (Kafka's BrokerRegistration, listeners
+        part): kafka_port -1 = no Kafka listener."""
+        host = body.get("kafka_host")
+        if host is not None and not isinstance(host, str):
+            raise BadRequest("kafka_host must be a string or nil")
+        return self._controller_call(
+            self.controller.set_kafka_endpoint(_int(body, "broker_id"), host, _int(body, "kafka_port"))
+        )
+
+    async def _controller_call(self, call: Awaitable[None]) -> dict:
         try:
-            await self.controller.alter_partition(*args)
+            await call
             return {"error_code": 0}
         except Exception as e:
             code, msg = _code(e)
             return {"error_code": code, "error_message": msg}
+
+    async def _alter_partition(self, args: tuple) -> dict:
+        return await self._controller_call(self.controller.alter_partition(*args))
 
 
 def _group(results: dict[tuple[str, int], Any]) -> list:

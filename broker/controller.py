@@ -211,19 +211,29 @@ class ControllerLogic:
         b = self.image.brokers.get(broker_id)
         if b is not None and not b.fenced and (b.host, b.port) == (host, port):
             return []
-        records = [{"type": "broker", "id": broker_id, "host": host, "port": port, "fenced": False}]
+        records = [_broker_record(broker_id, host, port, False, b)]
         live = set(self.image.live_brokers()) | {broker_id}
         mine = [t for t in self.image.topics.values() if any(broker_id in p.replicas for p in t.partitions.values())]
         return records + self._elect_offline(mine, live)
+
+    def set_kafka_endpoint(self, broker_id: int, host: str | None, port: int) -> list[dict[str, Any]]:
+        """Record where Kafka clients reach `broker_id` (its BrokerRegistration); nothing if unchanged or unknown
+        (a broker not registered yet: its registration record will carry what it sent since)."""
+        b = self.image.brokers.get(broker_id)
+        if b is None or (b.kafka_host, b.kafka_port) == (host, port):
+            return []
+        return [
+            _broker_record(
+                broker_id, b.host, b.port, b.fenced, BrokerInfo(broker_id, b.host, b.port, b.fenced, host, port)
+            )
+        ]
 
     def fence_broker(self, broker_id: int) -> list[dict[str, Any]]:
         """Remove a lost broker from every ISR at once and move its leaderships (Kafka's controller does this)."""
         b = self.image.brokers.get(broker_id)
         if b is None or b.fenced:
             return []
-        records: list[dict[str, Any]] = [
-            {"type": "broker", "id": broker_id, "host": b.host, "port": b.port, "fenced": True}
-        ]
+        records: list[dict[str, Any]] = [_broker_record(broker_id, b.host, b.port, True, b)]
         live = set(self.image.live_brokers()) - {broker_id}
         for t in self.image.topics.values():
             for p in t.partitions.values():
@@ -327,3 +337,12 @@ def _isr_without(isr: list[int], broker_id: int) -> list[int]:
 def _unclean_enabled(t: TopicInfo, default: bool) -> bool:
     v = t.configs.get("unclean.leader.election.enable")
     return default if v is None else str(v).lower() == "true"
+
+
+def _broker_record(broker_id: int, host: str, port: int, fenced: bool, known: BrokerInfo | None) -> dict[str, Any]:
+    """A broker registration record; it keeps the broker's Kafka listener from `known` (the image), so fencing
+    and unfencing never lose it. Without a Kafka listener the keys are left out (records of older brokers)."""
+    record: dict[str, Any] = {"type": "broker", "id": broker_id, "host": host, "port": port, "fenced": fenced}
+    if known is not None and known.kafka_port >= 0:
+        record["kafka_host"], record["kafka_port"] = known.kafka_host, known.kafka_port
+    return record

@@ -221,6 +221,9 @@ class ControllerService:
     async def delete_topic(self, name: Any) -> None:
         await self.run(lambda logic: logic.delete_topic(name))
 
+    async def set_kafka_endpoint(self, broker_id: int, host: str | None, port: int) -> None:
+        await self.run(lambda logic: logic.set_kafka_endpoint(broker_id, host, port))
+
     async def set_configs(self, name: str, configs: dict[str, str]) -> None:
         await self.run(lambda logic: logic.set_configs(name, configs))
 

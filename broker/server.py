@@ -46,6 +46,7 @@ log = logging.getLogger("kafkalite.broker")
 TICK_S = 0.1
 METADATA_LOG_CONFIG = {"segment.bytes": "8388608", "retention.ms": "-1", "retention.bytes": "-1"}
 ALTER_PARTITION_TIMEOUT_S = 10.0
+ENDPOINT_CHECK_S = 0.5  # how soon a started broker's Kafka listener appears in every broker's Metadata
 # Backoff between AlterPartition attempts that got no verdict (Kafka's AlterPartitionManager backs off too):
 # "no controller" and "unreachable" come back at once, and must not spin while an election runs.
 ALTER_RETRY_BACKOFF_S = (0.05, 1.0)
@@ -141,6 +142,7 @@ class BrokerServer:
             asyncio.create_task(self._every(cfg.log_retention_check_interval_ms / 1000, self._retention)),
             asyncio.create_task(self._every(cfg.log_cleaner_backoff_ms / 1000, self._clean_compacted)),
             asyncio.create_task(self._every(TICK_S, self._tick)),
+            asyncio.create_task(self._every(ENDPOINT_CHECK_S, self._register_kafka_endpoint)),
         ]
         log.info(
             "started on %s:%d, %s coordination, %d configured peers, in %.2fs",
@@ -377,6 +379,31 @@ class BrokerServer:
         self.controller.tick()
         self.replica_manager.tick()
         self.group_coordinator.tick()
+
+    async def _register_kafka_endpoint(self) -> None:
+        """Until the cluster metadata names our Kafka listener as configured, tell the controller (Kafka's
+        BrokerRegistration): every broker's Metadata then sends Kafka clients to the right port, in both
+        coordination modes. Idempotent; a failed attempt is retried at the next check."""
+        me = self.image.brokers.get(self.config.broker_id)
+        host, port = self.config.kafka_endpoint() or (None, -1)
+        if me is None or me.fenced or (me.kafka_host, me.kafka_port) == (host, port):
+            return
+        controller = self.quorum.controller_id
+        if controller is None:
+            return
+        try:
+            if controller == self.config.broker_id:
+                await self.controller.set_kafka_endpoint(self.config.broker_id, host, port)
+            else:
+                body = {"broker_id": self.config.broker_id, "kafka_host": host, "kafka_port": port}
+                resp = await self.peer_request(controller, ApiKey.BROKER_REGISTRATION, body, ALTER_PARTITION_TIMEOUT_S)
+                if resp.get("error_code"):
+                    raise KafkaLiteError(f"error {resp['error_code']}: {resp.get('error_message')}")
+        except (KafkaLiteError, TimeoutError, OSError) as e:
+            # A controller election, a controller not reachable yet: the next check tries again.
+            log.debug("Kafka listener not registered yet: %s", e)
+            return
+        log.info("registered the Kafka listener %s:%d with controller %d", host, port, controller)
 
     async def _checkpoint(self) -> None:
         # fsync can take long on a busy disk: never on the event loop.

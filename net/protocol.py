@@ -42,6 +42,7 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     QUORUM = 52  # the controller quorum's one-way messages (Kafka's Vote/BeginQuorumEpoch range)
     ALTER_PARTITION = 56
+    BROKER_REGISTRATION = 62  # broker to controller: its Kafka-protocol listener, for every broker's Metadata
     DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
 
 

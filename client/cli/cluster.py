@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -119,6 +119,7 @@ def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
         extra=[
             *state.get("extra", []),
             *(["--override", f"metrics.port={b['metrics_port']}"] if b.get("metrics_port") else []),
+            *(["--override", f"kafka.port={b['kafka_port']}"] if b.get("kafka_port") else []),
         ],
         coordination="zookeeper" if zk else None,
         zookeeper=f"127.0.0.1:{zk['port']}" if zk else None,
@@ -152,6 +153,12 @@ def main() -> None:
     default=None,
     help="metrics.port of the first broker, the next ones follow (default: base port + 100; -1: no metrics).",
 )
+@click.option(
+    "--kafka-base-port",
+    type=int,
+    default=None,
+    help="kafka.port of the first broker, the next ones follow: Kafka clients connect there (default: none).",
+)
 @click.option("--dashboard", is_flag=True, help="Also start kl-dashboard (the web console) and print its URL.")
 @click.option("--dashboard-port", type=int, default=8080, show_default=True, help="The console's HTTP port.")
 def up(
@@ -162,10 +169,12 @@ def up(
     coordination: str,
     zookeeper_port: int,
     metrics_base_port: int | None,
+    kafka_base_port: int | None,
     dashboard: bool,
     dashboard_port: int,
 ) -> None:
-    """Start N brokers in the background and print the bootstrap servers (metrics and console URLs on stderr)."""
+    """Start N brokers in the background and print the bootstrap servers: the native listeners' on the first
+    line and, with --kafka-base-port, the Kafka listeners' on the second (metrics and console URLs on stderr)."""
     if brokers < 1:
         raise click.UsageError("--brokers must be >= 1")
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -175,12 +184,23 @@ def up(
     metrics_base = base_port + 100 if metrics_base_port is None else metrics_base_port
     if metrics_base > 0:
         _free_port_run(metrics_base, brokers)
+    if kafka_base_port is not None:
+        ranges = {"--base-port": base_port, "--metrics-base-port": metrics_base if metrics_base > 0 else None}
+        for flag, start in ranges.items():
+            if start is not None and abs(start - kafka_base_port) < brokers:
+                raise click.UsageError(f"--kafka-base-port {kafka_base_port} overlaps the ports of {flag} ({start})")
+        _free_port_run(kafka_base_port, brokers)
     if dashboard:
         _free_port_run(dashboard_port, 1)
     ids = [str(i) for i in range(1, brokers + 1)]
     state = {
         "brokers": {
-            i: {"port": base_port + n, "pid": None, "metrics_port": metrics_base + n if metrics_base > 0 else None}
+            i: {
+                "port": base_port + n,
+                "pid": None,
+                "metrics_port": metrics_base + n if metrics_base > 0 else None,
+                "kafka_port": kafka_base_port + n if kafka_base_port is not None else None,
+            }
             for n, i in enumerate(ids)
         },
         "peers": ",".join(f"{i}@127.0.0.1:{base_port + n}" for n, i in enumerate(ids)) if brokers > 1 else "",
@@ -206,6 +226,11 @@ def up(
         _save(data_dir, state)
         click.echo(f"console: http://127.0.0.1:{dashboard_port}/cluster", err=True)
     click.echo(bootstrap)
+    if kafka_base_port is not None:
+        kafka = ",".join(f"127.0.0.1:{state['brokers'][b]['kafka_port']}" for b in ids)
+        if not _wait_kafka_listeners(bootstrap, brokers, 30):
+            raise click.ClickException("the brokers' Kafka listeners were not all registered within 30 s")
+        click.echo(kafka)
 
 
 def _start_dashboard(data_dir: Path, bootstrap: str, port: int) -> dict:
@@ -232,12 +257,13 @@ def _start_zookeeper(data_dir: Path, port: int) -> dict:
     return {"port": port, "pid": zk.proc.pid if zk.proc else None}
 
 
-def _wait_registered(bootstrap: str, n: int, timeout: float) -> bool:
-    """Until a controller is elected and has registered all n brokers (topics need them for replicas)."""
+def _poll_metadata(bootstrap: str, timeout: float, body: dict, done: Callable[[dict], bool]) -> bool:
+    """Ask any broker for Metadata (`body`) every 0.2 s until `done(answer)` or the timeout."""
     import asyncio
 
     from client.cluster import KafkaLiteClient
     from net.errors import KafkaLiteError
+    from net.protocol import ApiKey
 
     async def check() -> bool:
         client = KafkaLiteClient(bootstrap, "kl-cluster", request_timeout_ms=2000)
@@ -245,18 +271,32 @@ def _wait_registered(bootstrap: str, n: int, timeout: float) -> bool:
         try:
             while time.monotonic() < deadline:
                 try:
-                    md = await client.refresh_metadata([])
-                    if md.controller_id >= 0 and len(md.brokers) >= n:
+                    if done(await client.request(None, ApiKey.METADATA, body)):
                         return True
-                except KafkaLiteError:
+                except (KafkaLiteError, OSError, TimeoutError):
                     pass
-                client.metadata.updated_at = 0
                 await asyncio.sleep(0.2)
             return False
         finally:
             await client.close()
 
     return asyncio.run(check())
+
+
+def _wait_kafka_listeners(bootstrap: str, n: int, timeout: float) -> bool:
+    """Until the metadata names all n brokers' Kafka listeners (each broker registers its own)."""
+    body = {"topics": [], "listener": "kafka"}
+    return _poll_metadata(bootstrap, timeout, body, lambda md: len(md.get("brokers") or []) >= n)
+
+
+def _wait_registered(bootstrap: str, n: int, timeout: float) -> bool:
+    """Until a controller is elected and has registered all n brokers (topics need them for replicas)."""
+    return _poll_metadata(
+        bootstrap,
+        timeout,
+        {"topics": []},
+        lambda md: md.get("controller_id", -1) >= 0 and len(md.get("brokers") or []) >= n,
+    )
 
 
 @main.command()
@@ -277,6 +317,7 @@ def status(data_dir: Path) -> None:
     for bid, b in state["brokers"].items():
         alive = _alive(b.get("pid"))
         metrics = f"\tmetrics 127.0.0.1:{b['metrics_port']}" if b.get("metrics_port") else ""
+        metrics += f"\tkafka 127.0.0.1:{b['kafka_port']}" if b.get("kafka_port") else ""
         click.echo(f"broker {bid}\t127.0.0.1:{b['port']}\tpid {b.get('pid')}\t{'up' if alive else 'down'}{metrics}")
         if alive:
             up_.append(f"127.0.0.1:{b['port']}")

@@ -4,12 +4,14 @@ wrote; our client reads what they wrote. The full client matrix is tests/integra
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
 
 from client.sync import Consumer, Producer
-from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.cluster_harness import ROOT, ClusterHarness, free_ports, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
 kafka = pytest.importorskip("kafka", reason="pip install -e '.[test]' (kafka-python)")
@@ -97,3 +99,55 @@ def test_kafka_python_round_trip(broker):
     values = [m.value for m in c]
     c.close()
     assert values == [f"kp-{i}".encode() for i in range(50)]
+
+
+@pytest.mark.parametrize("coordination", ["custom", "zookeeper"])
+def test_every_broker_names_every_kafka_listener_and_a_moved_one_follows(tmp_path, coordination):
+    """Each broker registers its Kafka listener with the controller (BrokerRegistration), so Metadata from
+    any broker sends Kafka clients to the right port of every broker; in both coordination modes."""
+    h = ClusterHarness(tmp_path / coordination, 3, coordination=coordination)
+    try:
+        h.start()
+        h.create_topic("spread", 3, 3, {"min.insync.replicas": "2"})
+
+        def listed(via: int) -> dict[int, int]:
+            md = AdminClient({"bootstrap.servers": h.kafka_bootstrap([via])}).list_topics(timeout=5)
+            return {b.id: b.port for b in md.brokers.values()}
+
+        want = {i: b.kafka_port for i, b in h.brokers.items()}
+        for via in (1, 2, 3):
+            wait_until(lambda v=via: listed(v) == want, 20, f"broker {via} to list every Kafka listener")
+        md = AdminClient({"bootstrap.servers": h.kafka_bootstrap()}).list_topics(timeout=5)
+        leaders = {p.id: p.leader for p in md.topics["spread"].partitions.values()}
+        assert leaders == {p.partition: p.leader for p in h.describe("spread")}
+        # a broker restarted on another Kafka port is advertised with the new one
+        h.stop(2)
+        h[2].kafka_port = free_ports(1)[0]
+        h[2].start()
+        want[2] = h[2].kafka_port
+        wait_until(lambda: listed(1) == want, 30, "the restarted broker's new Kafka port in the metadata")
+    finally:
+        h.cleanup()
+
+
+def test_kl_cluster_up_kafka_base_port_prints_both_bootstrap_lists(tmp_path):
+    base, kafka_base = free_ports(2)
+    while abs(base - kafka_base) < 2:  # two runs of two ports each
+        base, kafka_base = free_ports(2)
+    kl = [sys.executable, "-m", "client.cli.cluster"]
+    data = str(tmp_path / "kl")
+    flags = f"--brokers 2 --base-port {base} --kafka-base-port {kafka_base} --metrics-base-port -1 --data-dir {data}"
+    up = subprocess.run([*kl, "up", *flags.split()], cwd=ROOT, capture_output=True, text=True, timeout=90)
+    try:
+        assert up.returncode == 0, up.stderr
+        native, kafka_list = up.stdout.split()
+        assert native == f"127.0.0.1:{base},127.0.0.1:{base + 1}"
+        assert kafka_list == f"127.0.0.1:{kafka_base},127.0.0.1:{kafka_base + 1}"
+        md = AdminClient({"bootstrap.servers": kafka_list}).list_topics(timeout=10)
+        assert {b.id: b.port for b in md.brokers.values()} == {1: kafka_base, 2: kafka_base + 1}
+        status = subprocess.run(
+            [*kl, "status", "--data-dir", str(tmp_path / "kl")], cwd=ROOT, capture_output=True, text=True, timeout=30
+        )
+        assert f"kafka 127.0.0.1:{kafka_base}" in status.stdout
+    finally:
+        subprocess.run([*kl, "down", "--data-dir", str(tmp_path / "kl")], cwd=ROOT, capture_output=True, timeout=60)
