@@ -51,6 +51,36 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def free_port_runs(*lengths: int) -> list[int]:
+    """The first port of each of several runs of consecutive free loopback ports, the runs disjoint (for
+    kl-cluster's --base-port, --kafka-base-port, ...)."""
+    import random
+
+    rng = random.Random()
+    while True:
+        starts, taken = [], set()
+        for n in lengths:
+            start = rng.randrange(20000, 60000 - n)
+            ports = set(range(start, start + n))
+            if ports & taken:
+                break
+            socks = []
+            try:
+                for port in ports:
+                    s = socket.socket()
+                    socks.append(s)
+                    s.bind((HOST, port))
+            except OSError:
+                break
+            finally:
+                for s in socks:
+                    s.close()
+            starts.append(start)
+            taken |= ports
+        if len(starts) == len(lengths):
+            return starts
+
+
 def wait_until(cond: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> object:
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None

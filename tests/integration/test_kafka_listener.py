@@ -11,7 +11,7 @@ import time
 import pytest
 
 from client.sync import Consumer, Producer
-from tests.integration.cluster_harness import ROOT, ClusterHarness, free_ports, wait_until
+from tests.integration.cluster_harness import ROOT, ClusterHarness, free_port_runs, free_ports, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
 kafka = pytest.importorskip("kafka", reason="pip install -e '.[test]' (kafka-python)")
@@ -131,9 +131,7 @@ def test_every_broker_names_every_kafka_listener_and_a_moved_one_follows(tmp_pat
 
 
 def test_kl_cluster_up_kafka_base_port_prints_both_bootstrap_lists(tmp_path):
-    base, kafka_base = free_ports(2)
-    while abs(base - kafka_base) < 2:  # two runs of two ports each
-        base, kafka_base = free_ports(2)
+    base, kafka_base = free_port_runs(2, 2)
     kl = [sys.executable, "-m", "client.cli.cluster"]
     data = str(tmp_path / "kl")
     flags = f"--brokers 2 --base-port {base} --kafka-base-port {kafka_base} --metrics-base-port -1 --data-dir {data}"
