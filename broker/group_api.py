@@ -51,11 +51,27 @@ class GroupApis:
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
+            ApiKey.OFFSET_DELETE: self.offset_delete,
         }
 
     # --- finding the coordinator -------------------------------------------------------------
 
     def find_coordinator(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+        """One key, or with "keys" several (Kafka's FindCoordinator v4+): {"coordinators": [answer + "key"]}.
+        With "listener": "kafka" the coordinator is named by its Kafka listener."""
+        if "keys" in body:
+            keys = as_list(body.get("keys"), "keys")
+            answers = [self._find_one(dict(body, key=k), ctx) for k in keys]
+            if all(isinstance(a, dict) for a in answers):
+                return {"coordinators": [dict(a, key=k) for k, a in zip(keys, answers)]}
+            return self._gather_coordinators(keys, answers)
+        return self._find_one(body, ctx)
+
+    async def _gather_coordinators(self, keys: list, answers: list) -> dict:
+        done = [a if isinstance(a, dict) else await a for a in answers]
+        return {"coordinators": [dict(a, key=k) for k, a in zip(keys, done)]}
+
+    def _find_one(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
         key = _str(body, "key")
         if _int(body, "key_type", 0) != 0:
             return {
@@ -72,6 +88,15 @@ class GroupApis:
         b = image.brokers.get(st.leader) if st is not None else None
         if b is None or b.fenced:
             return _not_available("the group's coordinator partition has no leader yet")
+        if body.get("listener") == "kafka":
+            endpoint = (
+                self.server.config.kafka_endpoint()
+                if b.id == self.server.config.broker_id
+                else ((b.kafka_host, b.kafka_port) if b.kafka_port >= 0 else None)
+            )
+            if endpoint is None or endpoint[0] is None:
+                return _not_available(f"the coordinator, broker {b.id}, has no Kafka listener registered yet")
+            return {"error_code": 0, "node_id": b.id, "host": endpoint[0], "port": endpoint[1]}
         return {"error_code": 0, "node_id": b.id, "host": b.host, "port": b.port}
 
     async def _create_offsets_topic(self) -> dict:
@@ -199,6 +224,17 @@ class GroupApis:
         )
 
     def offset_fetch(self, body: dict, ctx: ConnectionContext) -> dict:
+        """One group, or with "groups" several (Kafka's OffsetFetch v8+): {"groups": [answer + "group_id"]}."""
+        if "groups" in body:
+            out = []
+            for entry in as_list(body.get("groups"), "groups"):
+                if not isinstance(entry, dict):
+                    raise BadRequest("each groups entry must be a map with group_id and topics")
+                out.append(dict(self._offset_fetch_one(entry), group_id=entry.get("group_id")))
+            return {"error_code": 0, "groups": out}
+        return self._offset_fetch_one(body)
+
+    def _offset_fetch_one(self, body: dict) -> dict:
         group_id = body.get("group_id")
         err = self.coordinator.owner_error(group_id)
         if err:
@@ -223,6 +259,18 @@ class GroupApis:
             err = self.coordinator.owner_error(group_id)
             out.append(dict(err, group_id=group_id) if err else self.coordinator.logic.describe(group_id))
         return {"groups": out}
+
+    def offset_delete(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+        group_id = body.get("group_id")
+        err = self.coordinator.owner_error(group_id)
+        if err:
+            return err
+        tps = []
+        for topic, parts in _topic_rows(body):
+            if not all(isinstance(p, int) for p in parts):
+                raise BadRequest("offset delete partitions must be integers")
+            tps += [(topic, p) for p in parts]
+        return self.coordinator.call(self.coordinator.logic.delete_offsets, group_id, tps)
 
     def delete_groups(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         return self._delete_groups(as_list(body.get("groups"), "groups"))

@@ -1,23 +1,69 @@
 """The "consumer" embedded protocol: what members put in JoinGroup and SyncGroup.
 
+Kafka's own format (ConsumerProtocolSubscription / ConsumerProtocolAssignment, an int16 version and then
+the struct, read and written by kio's types generated from Kafka's schemas), so a group may mix Kafka
+clients and ours: one kind of group in one coordinator. We write version 3; any version is read (a newer
+one by its known prefix, as Kafka's own deserializer does). Kafka Lite 0.1 wrote msgpack maps; those are
+still read, so groups stored before the upgrade keep their assignments.
+
 In Kafka these bytes are opaque to the coordinator; the leader member computes the assignment. Kafka
 Lite's coordinator also reads assignments, so it can refuse an offset commit for a partition the member
 does not own (a clear error instead of a silent overwrite of another member's progress).
-
-Subscription: msgpack {"topics": [...], "owned": [[topic, [partition, ...]], ...], "user_data": bytes|None}
-Assignment:   msgpack {"partitions": [[topic, [partition, ...]], ...], "user_data": bytes|None}
 """
 
 from __future__ import annotations
 
+import io
+import struct
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 import msgpack
+from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
+from kio.schema.consumer_protocol_subscription.v3 import data as subscription_v3
+from kio.serial import entity_reader, entity_writer
 
 PROTOCOL_TYPE = "consumer"
+VERSION = 3
+_VERSION = struct.Struct(">h")
 
 TopicPartitions = frozenset[tuple[str, int]]
+
+
+def _schema(kind: str, version: int) -> Any:
+    """The kio struct of a consumer-protocol `kind` at `version` (a newer one: the newest we know)."""
+    import importlib
+
+    v = min(max(version, 0), VERSION)
+    module = importlib.import_module(f"kio.schema.consumer_protocol_{kind}.v{v}.data")
+    return getattr(module, f"ConsumerProtocol{kind.capitalize()}"), getattr(module, "TopicPartition", None)
+
+
+def _write(version: int, entity: Any) -> bytes:
+    out = io.BytesIO()
+    out.write(_VERSION.pack(version))
+    entity_writer(type(entity))(out, entity)
+    return out.getvalue()
+
+
+def _read(kind: str, data: bytes) -> Any:
+    if len(data) < 2:
+        raise ValueError(f"consumer protocol {kind} of {len(data)} bytes: too short for a version")
+    (version,) = _VERSION.unpack_from(data)
+    if version < 0:
+        raise ValueError(f"consumer protocol {kind} version {version}")
+    cls, _ = _schema(kind, version)
+    try:
+        entity, _ = entity_reader(cls)(data, 2)
+    except Exception as e:  # kio raises several types on truncated or malformed input
+        raise ValueError(f"undecodable consumer protocol {kind}: {type(e).__name__}: {e}") from None
+    return entity
+
+
+def _is_legacy(data: bytes) -> bool:
+    """Kafka Lite 0.1's msgpack maps start with a map header (0x80-0x8f, 0xde, 0xdf); Kafka's format with an
+    int16 version (0x00 for every version there is)."""
+    return bool(data) and (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF))
 
 
 def _group(tps: Iterable[tuple[str, int]]) -> list[list]:
@@ -46,19 +92,39 @@ class Subscription:
     topics: tuple[str, ...]
     owned: TopicPartitions = field(default_factory=frozenset)
     user_data: bytes | None = None
+    generation_id: int = -1
+    rack_id: str | None = None
 
     def encode(self) -> bytes:
-        return msgpack.packb(
-            {"topics": list(self.topics), "owned": _group(self.owned), "user_data": self.user_data}, use_bin_type=True
+        _, tp = _schema("subscription", VERSION)
+        return _write(
+            VERSION,
+            subscription_v3.ConsumerProtocolSubscription(
+                topics=tuple(self.topics),
+                user_data=self.user_data,
+                owned_partitions=tuple(tp(topic=t, partitions=tuple(ps)) for t, ps in _group(self.owned)),
+                generation_id=self.generation_id,
+                rack_id=self.rack_id,
+            ),
         )
 
     @classmethod
     def decode(cls, data: bytes) -> "Subscription":
-        d = _map(data)
-        topics = d.get("topics") or []
-        if not isinstance(topics, (list, tuple)) or not all(isinstance(t, str) for t in topics):
-            raise ValueError("subscription topics must be a list of names")
-        return cls(tuple(topics), _ungroup(d.get("owned") or []), d.get("user_data"))
+        if _is_legacy(data):
+            d = _map(data)
+            topics = d.get("topics") or []
+            if not isinstance(topics, (list, tuple)) or not all(isinstance(t, str) for t in topics):
+                raise ValueError("subscription topics must be a list of names")
+            return cls(tuple(topics), _ungroup(d.get("owned") or []), d.get("user_data"))
+        e = _read("subscription", data)
+        owned = getattr(e, "owned_partitions", ())
+        return cls(
+            tuple(e.topics),
+            frozenset((t.topic, p) for t in owned for p in t.partitions),
+            e.user_data,
+            getattr(e, "generation_id", -1),
+            getattr(e, "rack_id", None),
+        )
 
 
 @dataclass(frozen=True)
@@ -67,14 +133,24 @@ class Assignment:
     user_data: bytes | None = None
 
     def encode(self) -> bytes:
-        return msgpack.packb({"partitions": _group(self.partitions), "user_data": self.user_data}, use_bin_type=True)
+        _, tp = _schema("assignment", VERSION)
+        return _write(
+            VERSION,
+            assignment_v3.ConsumerProtocolAssignment(
+                assigned_partitions=tuple(tp(topic=t, partitions=tuple(ps)) for t, ps in _group(self.partitions)),
+                user_data=self.user_data,
+            ),
+        )
 
     @classmethod
     def decode(cls, data: bytes) -> "Assignment":
         if not data:
             return cls(frozenset())
-        d = _map(data)
-        return cls(_ungroup(d.get("partitions") or []), d.get("user_data"))
+        if _is_legacy(data):
+            d = _map(data)
+            return cls(_ungroup(d.get("partitions") or []), d.get("user_data"))
+        e = _read("assignment", data)
+        return cls(frozenset((t.topic, p) for t in e.assigned_partitions for p in t.partitions), e.user_data)
 
 
 def _map(data: bytes) -> dict:

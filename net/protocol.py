@@ -40,6 +40,7 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     ALTER_CONFIGS = 33
     DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
     QUORUM = 52  # the controller quorum's one-way messages (Kafka's Vote/BeginQuorumEpoch range)
     ALTER_PARTITION = 56
     BROKER_REGISTRATION = 62  # broker to controller: its Kafka-protocol listener, for every broker's Metadata

@@ -14,6 +14,7 @@ coordinator, or rejoin.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 
 from broker.group.records import GroupKey, Key, OffsetKey
 from broker.group.state import Group, GroupState, Member, OffsetAndMetadata
+from net.consumer_protocol import Subscription
 from net.errors import ErrorCode
 
 
@@ -63,7 +65,7 @@ def _err(code: ErrorCode, message: str = "", **extra: Any) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class _PendingAppend:
-    kind: str  # "sync" | "commit" | "delete" | "expire"
+    kind: str  # "sync" | "commit" | "delete" | "delete_offsets" | "expire"
     group_id: str
     generation: int = -1
     token: Any = None
@@ -378,6 +380,31 @@ class GroupCoordinatorLogic:
         self._appends[aid] = _PendingAppend("delete", group_id, token=token)
         return [Append(aid, g.partition, _tombstones(g))]
 
+    def delete_offsets(self, token: Any, group_id: str, tps: list[tuple[str, int]]) -> list[Output]:
+        """Kafka's OffsetDelete: drop committed offsets of partitions whose topic no member subscribes to
+        (GROUP_SUBSCRIBED_TO_TOPIC for the others); tombstones in __consumer_offsets, answered once written."""
+        g = self.groups.get(group_id)
+        if g is None or g.state == GroupState.DEAD:
+            return [Reply(token, _err(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist"))]
+        subscribed: set[str] = set()
+        for m in g.members.values():
+            with contextlib.suppress(ValueError):
+                subscribed |= set(Subscription.decode(m.metadata_for(g.protocol)).topics)
+        rows: dict[tuple[str, int], tuple[int, str | None]] = {}
+        gone: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp in tps:
+            if tp[0] in subscribed:
+                rows[tp] = (int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC), f"a member of {group_id} subscribes to {tp[0]}")
+            elif tp in g.offsets:
+                gone[tp] = g.offsets[tp]
+            else:
+                rows[tp] = (0, None)  # nothing committed: nothing to delete, as Kafka answers
+        if not gone:
+            return [Reply(token, {"error_code": 0, "topics": _group_rows(rows)})]
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("delete_offsets", group_id, token=(token, rows), offsets=gone)
+        return [Append(aid, g.partition, [(OffsetKey(group_id, t, p), None) for t, p in gone])]
+
     # --- appends and timers -----------------------------------------------------------------------
 
     def on_append_done(self, append_id: int, error: int, now_ms: int) -> list[Output]:
@@ -400,6 +427,13 @@ class GroupCoordinatorLogic:
             if pa.token is None:
                 return []
             return [Reply(pa.token, {"error_code": error, "error_message": None})]
+        if pa.kind == "delete_offsets":
+            token, rows = pa.token
+            for tp, om in pa.offsets.items():
+                if not error and g is not None and g.offsets.get(tp) is om:
+                    del g.offsets[tp]
+                rows[tp] = (error, None if not error else f"offset deletion not replicated: {ErrorCode(error).name}")
+            return [Reply(token, {"error_code": 0, "topics": _group_rows(rows)})]
         if pa.kind == "expire":
             if g is not None and not error:
                 for tp in pa.offsets:

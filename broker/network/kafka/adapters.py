@@ -6,7 +6,8 @@ listener, and maps the native answer back to a version-independent response dict
 keeps what the client's version has). `error` answers a request that failed as a whole, with the
 code in every row, as Kafka's `getErrorResponse` does.
 
-Adding an api: subclass Adapter, list it in ADAPTERS with the versions it serves, and describe it in
+Adding an api: subclass Adapter with the versions it serves, list it in its module's list (CORE_ADAPTERS
+here, GROUP_ADAPTERS in group_adapters.py, ...), which codec.py's ADAPTERS gathers, and describe it in
 docs/COMPATIBILITY.md.
 """
 
@@ -45,6 +46,20 @@ class Adapter:
         raise NotImplementedError
 
 
+def topics_error(req: dict, code: int) -> dict:
+    """The answer of a request keyed by "topics" -> "name" -> "partitions" -> "partition_index" (ListOffsets,
+    OffsetCommit) that failed as a whole: `code` in every partition row."""
+    return {
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [{"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]],
+            }
+            for t in req["topics"]
+        ]
+    }
+
+
 def _rows(native: dict, key: str = "topics") -> list:
     return native.get(key) or []
 
@@ -52,9 +67,9 @@ def _rows(native: dict, key: str = "topics") -> list:
 # --- ApiVersions (answered by the codec itself) ------------------------------------------------------
 
 
-def api_versions_response(error_code: int) -> dict:
+def api_versions_response(error_code: int, adapters: dict[int, "Adapter"]) -> dict:
     keys = [{"api_key": 18, "min_version": 0, "max_version": 4}]
-    keys += [{"api_key": k, "min_version": a.versions[0], "max_version": a.versions[1]} for k, a in ADAPTERS.items()]
+    keys += [{"api_key": k, "min_version": a.versions[0], "max_version": a.versions[1]} for k, a in adapters.items()]
     keys.sort(key=lambda r: r["api_key"])
     return {"error_code": error_code, "api_keys": keys, "throttle_time": 0}
 
@@ -201,17 +216,7 @@ class ListOffsets(Adapter):
         }
 
     def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
-        return {
-            "topics": [
-                {
-                    "name": t["name"],
-                    "partitions": [
-                        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]
-                    ],
-                }
-                for t in req["topics"]
-            ]
-        }
+        return topics_error(req, code)
 
 
 # --- metadata ----------------------------------------------------------------------------------------
@@ -319,6 +324,4 @@ class InitProducerId(Adapter):
         return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 
-ADAPTERS: dict[int, Adapter] = {
-    a.api_key: a for a in (Produce(), Fetch(), ListOffsets(), Metadata(), InitProducerId(), DescribeCluster())
-}
+CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch(), ListOffsets(), Metadata(), InitProducerId(), DescribeCluster()]

@@ -20,8 +20,9 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
-from broker.network.kafka.adapters import ADAPTERS, Adapter, AdapterError, api_versions_response
+from broker.network.kafka.adapters import CORE_ADAPTERS, Adapter, AdapterError, api_versions_response
 from broker.network.kafka.entities import build, plain
+from broker.network.kafka.group_adapters import GROUP_ADAPTERS
 from net.errors import ErrorCode
 from net.protocol import FrameDecoder, FrameError
 from net.server import Request
@@ -32,6 +33,8 @@ _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id: the sta
 _SIZE = struct.Struct(">i")
 _CORR = struct.Struct(">i")
 _API_VERSIONS = 18
+# Every Kafka api this listener serves, by api key.
+ADAPTERS: dict[int, Adapter] = {a.api_key: a for a in (*CORE_ADAPTERS, *GROUP_ADAPTERS)}
 _read_header_v1 = entity_reader(RequestHeaderV1)
 _read_header_v2 = entity_reader(RequestHeaderV2)
 
@@ -124,9 +127,9 @@ class KafkaCodec:
         # so the client can retry with one we do; the response header is always v0.
         lo, hi = 0, 4
         if not lo <= version <= hi:
-            body, answer_version = api_versions_response(int(ErrorCode.UNSUPPORTED_VERSION)), 0
+            body, answer_version = api_versions_response(int(ErrorCode.UNSUPPORTED_VERSION), ADAPTERS), 0
         else:
-            body, answer_version = api_versions_response(0), version
+            body, answer_version = api_versions_response(0, ADAPTERS), version
         frame = _frame(corr, False, load_response_schema(_API_VERSIONS, answer_version), body)
         client_id = None
         if lo <= version <= hi:
