@@ -4,15 +4,23 @@ and their results into response bodies. Field layouts are in docs/FORMAT.md.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
 from typing import TYPE_CHECKING, Any, Awaitable
 
 from broker.group_api import GroupApis
+from broker.metadata import validate_topic_name
 from broker.metrics import controller_epoch, package_version
 from broker.replica_manager import FetchSpec
-from net.errors import ErrorCode, InvalidConfigError, KafkaLiteError, UnknownTopicOrPartitionError
+from net.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    KafkaLiteError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.server import BadRequest, ConnectionContext, as_list, error_body
 
@@ -22,6 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkalite.api")
 MAX_FETCH_WAIT_MS = 60_000
+FORWARD_TIMEOUT_S = 30.0  # a metadata change forwarded to the controller
 
 
 def _int(body: dict, key: str, default: int | None = None) -> int:
@@ -66,6 +75,7 @@ class KafkaApis:
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
             ApiKey.DESCRIBE_TOPICS: self.handle_metadata,
@@ -76,6 +86,7 @@ class KafkaApis:
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
         self._ctx_handlers = GroupApis(server).handlers
+        self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
     def handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
         """Every request is timed per api (Kafka's RequestMetrics); one clock read and one histogram
@@ -190,10 +201,13 @@ class KafkaApis:
         else:
             names = as_list(names, "topics")
         topics = []
+        auto_create = body.get("allow_auto_topic_creation") is True and self.config.auto_create_topics_enable
         for name in names:
             info = image.topics.get(name) if isinstance(name, str) else None
             if info is None:
                 code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if auto_create and isinstance(name, str):
+                    code = self._auto_create(name)
                 topics.append({"error_code": code, "name": name, "partitions": []})
                 continue
             topics.append(
@@ -228,20 +242,36 @@ class KafkaApis:
             "broker_info": self._broker_info(),
         }
 
+    def _auto_create(self, name: str) -> int:
+        """Kafka's auto.create.topics.enable: start creating `name` (num.partitions, default.replication.factor)
+        and answer LEADER_NOT_AVAILABLE, which clients retry, as Kafka does; an invalid name is refused."""
+        try:
+            validate_topic_name(name)
+        except KafkaLiteError as e:
+            return int(e.code)
+        if name not in self._creating:
+            self._creating.add(name)
+            task = asyncio.ensure_future(self._create_automatically(name))
+            task.add_done_callback(lambda _t: self._creating.discard(name))
+        return int(ErrorCode.LEADER_NOT_AVAILABLE)
+
+    async def _create_automatically(self, name: str) -> None:
+        rf = min(self.config.default_replication_factor, max(1, len(self.image.live_brokers())))
+        try:
+            await self.server.create_topic_via_controller(name, self.config.num_partitions, rf, {})
+            log.info("created topic %s automatically (%d partitions, RF %d)", name, self.config.num_partitions, rf)
+        except TopicAlreadyExistsError:
+            pass
+        except KafkaLiteError as e:
+            log.info("could not create topic %s automatically yet: %s", name, e)
+
     def _brokers(self, listener: object) -> list[list]:
         """Live brokers as [id, host, port] of the listener the request came in on: the native one, or with
         "listener": "kafka", each broker's Kafka listener (brokers without one are left out)."""
         live = sorted((b for b in self.image.brokers.values() if not b.fenced), key=lambda b: b.id)
         if listener != "kafka":
             return [[b.id, b.host, b.port] for b in live]
-        out = []
-        for b in live:
-            endpoint = (b.kafka_host, b.kafka_port) if b.kafka_port >= 0 else None
-            if b.id == self.config.broker_id:
-                endpoint = self.config.kafka_endpoint()  # our own: as configured now, even before registering it
-            if endpoint is not None and endpoint[0] is not None:
-                out.append([b.id, endpoint[0], endpoint[1]])
-        return out
+        return [[b.id, *ep] for b in live if (ep := self.server.kafka_endpoint(b)) is not None]
 
     def _broker_info(self) -> dict:
         ms = getattr(self.server, "metrics_server", None)
@@ -254,17 +284,37 @@ class KafkaApis:
             "rack": None,
         }
 
+    def _on_controller(self, api: ApiKey, body: dict, local: Any) -> Awaitable[dict]:
+        """Metadata changes are the active controller's. Served here when this broker is it; else forwarded to
+        it once (Kafka's KIP-590 forwarding), so a client may send them to any broker. A forwarded request is
+        never forwarded again: where the controller moved meanwhile, the rows say NOT_CONTROLLER."""
+        if self.controller.ready or body.get("forwarded"):
+            return local()
+        return self._forward(api, body, local)
+
+    async def _forward(self, api: ApiKey, body: dict, local: Any) -> dict:
+        controller = self.server.quorum.controller_id
+        if controller is None or controller == self.config.broker_id:
+            return await local()
+        try:
+            return await self.server.peer_request(controller, api, dict(body, forwarded=True), FORWARD_TIMEOUT_S)
+        except (KafkaLiteError, TimeoutError, OSError) as e:
+            log.info("could not forward %s to controller %d: %s", api.name, controller, e)
+            return await local()
+
     def handle_create_topics(self, body: dict) -> Awaitable[dict]:
         validate_only = bool(body.get("validate_only", False))
         topics = as_list(body.get("topics"), "topics")
         if not all(isinstance(t, dict) for t in topics):
             raise BadRequest("each topic to create must be a map")
-        return self._create_topics(topics, validate_only)
+        return self._on_controller(ApiKey.CREATE_TOPICS, body, lambda: self._create_topics(topics, validate_only))
 
     async def _create_topics(self, topics: list[dict], validate_only: bool) -> dict:
         results = []
         for t in topics:
             try:
+                if t.get("assignments"):
+                    raise KafkaLiteError("replica assignments are not supported", ErrorCode.INVALID_REQUEST)
                 n = t.get("num_partitions")
                 rf = t.get("replication_factor")
                 n = self.config.num_partitions if n in (None, -1) else n
@@ -288,7 +338,8 @@ class KafkaApis:
         return overrides
 
     def handle_delete_topics(self, body: dict) -> Awaitable[dict]:
-        return self._delete_topics(as_list(body.get("topics"), "topics"))
+        names = as_list(body.get("topics"), "topics")
+        return self._on_controller(ApiKey.DELETE_TOPICS, body, lambda: self._delete_topics(names))
 
     async def _delete_topics(self, names: list) -> dict:
         results = []
@@ -300,26 +351,72 @@ class KafkaApis:
                 results.append([name, *_code(e)])
         return {"topics": results}
 
-    def handle_describe_configs(self, body: dict) -> dict:
+    def handle_create_partitions(self, body: dict) -> Awaitable[dict]:
+        topics = as_list(body.get("topics"), "topics")
+        if not all(isinstance(t, dict) for t in topics):
+            raise BadRequest("each topic to grow must be a map with name and count")
+        validate_only = bool(body.get("validate_only", False))
+        return self._on_controller(
+            ApiKey.CREATE_PARTITIONS, body, lambda: self._create_partitions(topics, validate_only)
+        )
+
+    async def _create_partitions(self, topics: list[dict], validate_only: bool) -> dict:
         results = []
-        for name in as_list(body.get("topics"), "topics"):
+        for t in topics:
+            try:
+                if t.get("assignments"):
+                    raise KafkaLiteError("replica assignments are not supported", ErrorCode.INVALID_REQUEST)
+                if validate_only:
+                    self.controller.check_active()
+                    self.controller.logic.create_partitions(t.get("name"), t.get("count"))
+                else:
+                    await self.controller.create_partitions(t.get("name"), t.get("count"))
+                results.append([t.get("name"), 0, None])
+            except Exception as e:
+                results.append([t.get("name"), *_code(e)])
+        return {"topics": results}
+
+    def handle_describe_configs(self, body: dict) -> dict:
+        """Topics: every key as [value, is_default, doc]; with "brokers": [id, ...], this broker's own configs
+        (only its own: a broker's configs are in its server.properties, as Kafka's static configs are)."""
+        results = []
+        topic_docs = {d.name: d.doc for d in self.config.topic_config_defaults().describe_keys()}
+        for name in as_list(body.get("topics") or [], "topics"):
             info = self.image.topics.get(name) if isinstance(name, str) else None
             if info is None:
                 results.append([name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {name!r} does not exist", {}])
                 continue
             props = self.server.topic_config(name).to_props()
-            results.append([name, 0, None, {k: [str(v), k not in info.configs] for k, v in sorted(props.items())}])
-        return {"results": results}
+            rows = {k: [str(v), k not in info.configs, topic_docs.get(k, "")] for k, v in sorted(props.items())}
+            results.append([name, 0, None, rows])
+        brokers = []
+        for bid in as_list(body.get("brokers") or [], "brokers"):
+            if str(bid) != str(self.config.broker_id):
+                msg = f"broker {self.config.broker_id} describes its own configs only (asked for {bid})"
+                brokers.append([bid, int(ErrorCode.INVALID_REQUEST), msg, {}])
+                continue
+            defaults = {d.name: (d.default, d.doc) for d in self.config.describe_keys()}
+            rows = {
+                k: [v, v == defaults.get(k, ("", ""))[0], defaults.get(k, ("", ""))[1]]
+                for k, v in sorted(self.config.to_props().items())
+            }
+            brokers.append([bid, 0, None, rows])
+        return {"results": results, "brokers": brokers}
 
     def handle_alter_configs(self, body: dict) -> Awaitable[dict]:
         entries = as_list(body.get("topics"), "topics")
         for entry in entries:
             if not isinstance(entry, list) or len(entry) != 2:
                 raise BadRequest("each alter entry must be [topic, {config: value or nil}]")
-        return self._alter_configs(entries, bool(body.get("validate_only", False)))
+        validate_only, replace = bool(body.get("validate_only", False)), body.get("replace") is True
+        return self._on_controller(
+            ApiKey.ALTER_CONFIGS, body, lambda: self._alter_configs(entries, validate_only, replace)
+        )
 
-    async def _alter_configs(self, entries: list, validate_only: bool) -> dict:
-        """Incremental: a value sets the key, nil deletes the override (back to the default)."""
+    async def _alter_configs(self, entries: list, validate_only: bool, replace: bool) -> dict:
+        """Incremental: a value sets the key, nil deletes the override (back to the default), ["append", v] /
+        ["subtract", v] add to / remove from a list-valued key (Kafka's IncrementalAlterConfigs). With
+        "replace": true the given keys become the topic's whole set of overrides (Kafka's AlterConfigs)."""
         results = []
         for name, changes in entries:
             try:
@@ -328,12 +425,21 @@ class KafkaApis:
                     raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
                 if not isinstance(changes, dict):
                     raise InvalidConfigError("configs must be a map of name to value")
-                merged = dict(info.configs)
+                merged = {} if replace else dict(info.configs)
+                effective = self.server.topic_config(name).to_props()
                 for k, v in changes.items():
+                    k = str(k)
                     if v is None:
-                        merged.pop(str(k), None)
+                        merged.pop(k, None)
+                    elif isinstance(v, list) and len(v) == 2 and v[0] in ("append", "subtract"):
+                        items = [x for x in str(merged.get(k, effective.get(k, ""))).split(",") if x]
+                        if v[0] == "append":
+                            items += [x for x in str(v[1]).split(",") if x and x not in items]
+                        else:
+                            items = [x for x in items if x not in str(v[1]).split(",")]
+                        merged[k] = ",".join(items)
                     else:
-                        merged[str(k)] = str(v)
+                        merged[k] = str(v)
                 overrides = self._validate_configs(merged)
                 self.controller.check_active()
                 if not validate_only:

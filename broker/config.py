@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Self
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from broker.log.config import LogConfig
-from net.config_def import ConfigDef, Int, KeyDoc, Str, choice, key
+from net.config_def import Bool, ConfigDef, Int, KeyDoc, Str, choice, key
 from net.errors import InvalidConfigError
 
 # Broker-level defaults for topic configs use Kafka's `log.` prefixed names.
@@ -71,6 +71,12 @@ class BrokerConfig(ConfigDef):
         "kafka.host, else host).",
     )
     log_dirs: Paths = key("log.dirs", [Path("data")], "Comma-separated data directories (log.dir: one).")
+    auto_create_topics_enable: Bool = key(
+        "auto.create.topics.enable",
+        True,
+        "Create a topic when a producer or a Kafka client's Metadata request names one that does not exist "
+        "(with num.partitions and default.replication.factor), as Kafka does; consumers never create topics.",
+    )
     num_partitions: Int = key("num.partitions", 1, "Partitions of an automatically created topic.", ge=1)
     default_replication_factor: Int = key(
         "default.replication.factor", 1, "Replication factor of an automatically created topic.", ge=1

@@ -179,6 +179,30 @@ class ControllerLogic:
             records.append(partition_record(name, state))
         return records
 
+    def create_partitions(self, name: object, total: object) -> list[dict[str, Any]]:
+        """Grow a topic to `total` partitions (Kafka's CreatePartitions): the new ones get the topic's replication
+        factor, spread round-robin over the live brokers as at creation. Partitions are never removed."""
+        t = self.image.topics.get(name) if isinstance(name, str) else None
+        if t is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        current = len(t.partitions)
+        if not isinstance(total, int) or not current < total <= MAX_PARTITIONS:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {current} partitions; the new count must be above it and at most {MAX_PARTITIONS}"
+            )
+        rf = len(next(iter(t.partitions.values())).replicas)
+        live = self.image.live_brokers()
+        if rf > len(live):
+            raise InvalidReplicationFactorError(
+                f"the topic's replication factor {rf} is larger than the number of available brokers ({len(live)})"
+            )
+        start = min(range(len(live)), key=lambda i: (self.image.leaderships(live[i]), live[i]))
+        records = []
+        for n, p in enumerate(range(current, total)):
+            replicas = [live[(start + n + r) % len(live)] for r in range(rf)]
+            records.append(partition_record(t.name, PartitionState(p, replicas[0], 0, replicas, list(replicas), 0)))
+        return records
+
     def delete_topic(self, name: object) -> list[dict[str, Any]]:
         if not isinstance(name, str) or name not in self.image.topics:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")

@@ -218,6 +218,9 @@ class ControllerService:
     async def create_topic(self, name: Any, partitions: int, rf: int, configs: dict[str, str]) -> None:
         await self.run(lambda logic: logic.create_topic(name, partitions, rf, configs))
 
+    async def create_partitions(self, name: Any, total: Any) -> None:
+        await self.run(lambda logic: logic.create_partitions(name, total))
+
     async def delete_topic(self, name: Any) -> None:
         await self.run(lambda logic: logic.delete_topic(name))
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Awaitable
 
 from broker.group.records import OFFSETS_TOPIC
 from broker.group_coordinator import now_ms
-from net.errors import ErrorCode, KafkaLiteError, TopicAlreadyExistsError, error_for
+from net.errors import ErrorCode, KafkaLiteError, TopicAlreadyExistsError
 from net.protocol import ApiKey
 from net.server import BadRequest, ConnectionContext, as_list
 
@@ -89,12 +89,8 @@ class GroupApis:
         if b is None or b.fenced:
             return _not_available("the group's coordinator partition has no leader yet")
         if body.get("listener") == "kafka":
-            endpoint = (
-                self.server.config.kafka_endpoint()
-                if b.id == self.server.config.broker_id
-                else ((b.kafka_host, b.kafka_port) if b.kafka_port >= 0 else None)
-            )
-            if endpoint is None or endpoint[0] is None:
+            endpoint = self.server.kafka_endpoint(b)
+            if endpoint is None:
                 return _not_available(f"the coordinator, broker {b.id}, has no Kafka listener registered yet")
             return {"error_code": 0, "node_id": b.id, "host": endpoint[0], "port": endpoint[1]}
         return {"error_code": 0, "node_id": b.id, "host": b.host, "port": b.port}
@@ -109,17 +105,7 @@ class GroupApis:
         configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)}
         n = cfg.offsets_topic_num_partitions
         try:
-            if self.server.controller.ready:
-                await self.server.controller.create_topic(OFFSETS_TOPIC, n, rf, configs)
-            else:
-                controller = self.server.quorum.controller_id
-                if controller is None:
-                    return _not_available("no active controller to create the offsets topic")
-                topic = {"name": OFFSETS_TOPIC, "num_partitions": n, "replication_factor": rf, "configs": configs}
-                resp = await self.server.peer_request(controller, ApiKey.CREATE_TOPICS, {"topics": [topic]}, 10)
-                _, code, msg = resp["topics"][0]
-                if code and code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    raise error_for(code, msg or "")
+            await self.server.create_topic_via_controller(OFFSETS_TOPIC, n, rf, configs)
             log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, n, rf)
         except TopicAlreadyExistsError:
             pass

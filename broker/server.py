@@ -20,7 +20,7 @@ from typing import Any
 
 from broker.api import KafkaApis
 from broker.config import BrokerConfig
-from broker.controller import MetadataImage
+from broker.controller import BrokerInfo, MetadataImage
 from broker.controller_service import ControllerService
 from broker.group_coordinator import GroupCoordinator
 from broker.log.config import LogConfig
@@ -36,7 +36,7 @@ from broker.replica_manager import ReplicaManager
 from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
 from election import QuorumConfig
 from election.coordination import Coordination
-from net.errors import ErrorCode, KafkaLiteError
+from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.peers import PeerChannel
 from net.protocol import ApiKey
 from net.quorum_driver import QuorumDriver, next_incarnation
@@ -247,6 +247,28 @@ class BrokerServer:
 
     async def peer_request(self, broker_id: int, api: ApiKey, body: dict, timeout: float) -> dict:
         return await self._data_peer(broker_id).request(api, body, timeout)
+
+    def kafka_endpoint(self, b: "BrokerInfo") -> tuple[str, int] | None:
+        """Where Kafka clients reach broker `b`: ours as configured now, the others as registered."""
+        if b.id == self.config.broker_id:
+            return self.config.kafka_endpoint()
+        return (b.kafka_host, b.kafka_port) if b.kafka_port >= 0 and b.kafka_host is not None else None
+
+    async def create_topic_via_controller(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
+        """Create a topic on behalf of a request served here (__consumer_offsets on the first FindCoordinator,
+        an automatically created topic): by the active controller, this broker or another. Raises the
+        controller's error (TopicAlreadyExistsError included)."""
+        if self.controller.ready:
+            await self.controller.create_topic(name, partitions, rf, configs)
+            return
+        controller = self.quorum.controller_id
+        if controller is None:
+            raise KafkaLiteError("no active controller (an election may be running)", ErrorCode.NOT_CONTROLLER)
+        topic = {"name": name, "num_partitions": partitions, "replication_factor": rf, "configs": configs}
+        resp = await self.peer_request(controller, ApiKey.CREATE_TOPICS, {"topics": [topic]}, 10)
+        _, code, msg = resp["topics"][0]
+        if code:
+            raise error_for(code, msg or "")
 
     def _follow(self, p: Partition) -> None:
         self._unfollow(p)

@@ -121,6 +121,9 @@ class KafkaLiteClient:
         self._connecting: dict[Any, asyncio.Task] = {}
         self._refresh: asyncio.Task | None = None
         self._wanted_topics: set[str] = set()
+        # Kafka's allow.auto.create.topics: a producer's metadata requests may create missing topics on brokers
+        # with auto.create.topics.enable; consumers and admins never do.
+        self.allow_auto_topic_creation = False
         self.closed = False
 
     # --- connections ---------------------------------------------------------
@@ -184,7 +187,10 @@ class KafkaLiteClient:
 
     async def _do_refresh(self) -> None:
         wanted = sorted(self._wanted_topics) if self._wanted_topics else None
-        body = await self.request(None, ApiKey.METADATA, {"topics": wanted})
+        request = {"topics": wanted}
+        if self.allow_auto_topic_creation and wanted:
+            request["allow_auto_topic_creation"] = True
+        body = await self.request(None, ApiKey.METADATA, request)
         if body.get("error_code"):
             raise error_for(body["error_code"], body.get("error_message", ""))
         self.metadata.update(body, wanted)

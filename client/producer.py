@@ -106,6 +106,7 @@ class AsyncProducer:
         client_id: str = "kl-producer",
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
+        allow_auto_create_topics: bool = True,
     ) -> None:
         self.acks = parse_acks(acks)
         self.linger = linger_ms / 1000
@@ -128,6 +129,9 @@ class AsyncProducer:
         self.client = KafkaLiteClient(
             bootstrap_servers, client_id, request_timeout_ms, retry_backoff_ms=retry_backoff_ms
         )
+        # Kafka's allow.auto.create.topics (producer default true): brokers with auto.create.topics.enable create
+        # a topic this producer sends to.
+        self.client.allow_auto_topic_creation = allow_auto_create_topics
         self.accumulator = RecordAccumulator(batch_size, buffer_memory)
         self._append = self.accumulator.append
         self._partition_counts: dict[str, int] = {}
@@ -573,9 +577,21 @@ class AsyncProducer:
             await self.client.close()
 
     async def partitions_for(self, topic: str) -> list[int]:
-        await self.client.refresh_metadata([topic])
-        n = self.client.metadata.partition_count(topic)
+        """The topic's partitions. A topic the broker is creating (auto.create.topics.enable: the answer is
+        LEADER_NOT_AVAILABLE) is waited for up to max.block.ms; one that does not exist fails at once."""
+        deadline = time.monotonic() + self.max_block
+        while True:
+            await self.client.refresh_metadata([topic])
+            n = self.client.metadata.partition_count(topic)
+            tm = self.client.metadata.topics.get(topic)
+            if n is not None or tm is None or tm.error != ErrorCode.LEADER_NOT_AVAILABLE:
+                break
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(self.retry_backoff)
         if n is None:
+            if tm is not None and tm.error not in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                raise error_for(tm.error, f"topic {topic!r}")  # an invalid name, ...: the broker's reason
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
         if topic not in self._partition_counts:
             self._publish_count(topic, n)

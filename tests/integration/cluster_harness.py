@@ -354,6 +354,17 @@ class ClusterHarness:
 
         wait_until(ok, timeout, "all running brokers registered with a controller")
 
+        def kafka_listeners() -> bool:
+            # Kafka clients send admin requests to the controller they see in Metadata: it must be listed.
+            from net.protocol import ApiKey
+
+            want = {i for i, b in self.brokers.items() if b.alive and not b.paused and b.kafka_port > 0}
+            with self.admin() as a:
+                md = a._lt.run(a._impl.client.request(None, ApiKey.METADATA, {"topics": [], "listener": "kafka"}))
+            return want <= {b[0] for b in md.get("brokers") or []}
+
+        wait_until(kafka_listeners, timeout, "all running brokers' Kafka listeners registered")
+
     def wait_full_isr(self, topic: str, partitions: int, rf: int = 3, timeout: float = 40) -> list:
         """Every partition has a leader and a full ISR, in the metadata of *every* running broker: each
         answers Metadata from its own image, which trails the controller's commits a little."""

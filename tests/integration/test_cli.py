@@ -82,7 +82,7 @@ def test_produce_consume_console(broker):
 
 def test_cli_errors_are_one_line(broker):
     bs = ["--bootstrap-server", broker.bootstrap]
-    assert_one_line_error(run("produce", *bs, "--topic", "nope", stdin="x\n"), "UNKNOWN_TOPIC_OR_PARTITION")
+    assert_one_line_error(run("produce", *bs, "--topic", "bad/name", stdin="x\n"), "INVALID_TOPIC_EXCEPTION")
     assert_one_line_error(run("consume", *bs, "--topic", "nope", "--timeout-ms", "100"), "UNKNOWN_TOPIC_OR_PARTITION")
     assert_one_line_error(run("topics", "--bootstrap-server", "127.0.0.1:1", "--list"), "no broker reachable")
     assert_one_line_error(run("topics", "--bootstrap-server", "nonsense", "--list"), "HOST:PORT")
@@ -148,3 +148,20 @@ def test_broker_configs_describes_the_effective_config(tmp_path):
     assert "  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}" in lines
     cp = subprocess.run(cmd + ["--override", "port=x"], capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert_one_line_error(cp, "'port': expected an integer")
+
+
+def test_producing_to_a_missing_topic_creates_it_as_kafka_does(broker_factory):
+    """auto.create.topics.enable (default true): kl-produce to a new topic creates it with num.partitions; a
+    consumer never creates one; with the setting off the producer gets UNKNOWN_TOPIC_OR_PARTITION."""
+    b = broker_factory(extra=["--override", "num.partitions=2"])
+    bs = ["--bootstrap-server", b.bootstrap]
+    cp = run("produce", *bs, "--topic", "quickstart-events", stdin="hello\nworld\n")
+    assert cp.returncode == 0, cp.stderr
+    cp = run("consume", *bs, "--topic", "quickstart-events", "--from-beginning", "--max-messages", "2")
+    assert cp.returncode == 0 and sorted(cp.stdout.split()) == ["hello", "world"]
+    assert "PartitionCount: 2" in run("topics", *bs, "--describe", "--topic", "quickstart-events").stdout
+    assert_one_line_error(run("consume", *bs, "--topic", "never", "--timeout-ms", "100"), "UNKNOWN_TOPIC_OR_PARTITION")
+    assert "never" not in run("topics", *bs, "--list").stdout
+    off = broker_factory(extra=["--override", "auto.create.topics.enable=false"])
+    cp = run("produce", "--bootstrap-server", off.bootstrap, "--topic", "nope", stdin="x\n")
+    assert_one_line_error(cp, "UNKNOWN_TOPIC_OR_PARTITION")

@@ -21,6 +21,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
 from broker.network.kafka.adapters import CORE_ADAPTERS, Adapter, AdapterError, api_versions_response
+from broker.network.kafka.admin_adapters import ADMIN_ADAPTERS
 from broker.network.kafka.entities import build, plain
 from broker.network.kafka.group_adapters import GROUP_ADAPTERS
 from net.errors import ErrorCode
@@ -34,7 +35,7 @@ _SIZE = struct.Struct(">i")
 _CORR = struct.Struct(">i")
 _API_VERSIONS = 18
 # Every Kafka api this listener serves, by api key.
-ADAPTERS: dict[int, Adapter] = {a.api_key: a for a in (*CORE_ADAPTERS, *GROUP_ADAPTERS)}
+ADAPTERS: dict[int, Adapter] = {a.api_key: a for a in (*CORE_ADAPTERS, *GROUP_ADAPTERS, *ADMIN_ADAPTERS)}
 _read_header_v1 = entity_reader(RequestHeaderV1)
 _read_header_v2 = entity_reader(RequestHeaderV2)
 

@@ -1,0 +1,232 @@
+"""The admin apis of the Kafka listener: topics and configs, onto the native handlers (broker/api.py), which
+forward metadata changes to the active controller (KIP-590), so an admin client may send them to any broker.
+
+Resources: topics (type 2) and brokers (type 4). A broker's configs are read from its server.properties and
+cannot be changed at run time (Kafka's static broker configs): describing them works, altering them is
+refused with INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from broker.network.kafka.adapters import Adapter, AdapterError
+from net.errors import ErrorCode
+from net.protocol import ApiKey
+
+TOPIC, BROKER = 2, 4
+# DescribeConfigs config_source values (Kafka's ConfigSource)
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+# IncrementalAlterConfigs operations
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_STATIC_BROKER = "broker configs are static in Kafka Lite: set them in server.properties and restart the broker"
+
+
+class CreateTopics(Adapter):
+    api_key, versions = 19, (2, 7)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        topics = [
+            {
+                "name": t["name"],
+                "num_partitions": t["num_partitions"],
+                "replication_factor": t["replication_factor"],
+                "assignments": [a for a in t.get("assignments") or []],
+                "configs": {c["name"]: c["value"] for c in t.get("configs") or [] if c.get("value") is not None},
+            }
+            for t in req["topics"]
+        ]
+        return ApiKey.CREATE_TOPICS, {"topics": topics, "validate_only": req.get("validate_only", False)}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        asked = {t["name"]: t for t in req["topics"]}
+        out = []
+        for name, code, message in native["topics"]:
+            t = asked.get(name, {})
+            out.append(
+                {
+                    "name": name,
+                    "error_code": code,
+                    "error_message": message,
+                    "num_partitions": t.get("num_partitions", -1) if not code else -1,
+                    "replication_factor": t.get("replication_factor", -1) if not code else -1,
+                    "configs": None,
+                }
+            )
+        return {"topics": out}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {"topics": [{"name": t["name"], "error_code": code, "error_message": message} for t in req["topics"]]}
+
+
+class DeleteTopics(Adapter):
+    api_key, versions = 20, (1, 6)
+
+    @staticmethod
+    def _names(req: dict) -> list:
+        if req.get("topics"):
+            return [t.get("name") for t in req["topics"]]
+        return list(req.get("topic_names") or [])
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        return ApiKey.DELETE_TOPICS, {"topics": self._names(req)}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        return {
+            "responses": [
+                {"name": name, "error_code": code, "error_message": message} for name, code, message in native["topics"]
+            ]
+        }
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {"responses": [{"name": n, "error_code": code, "error_message": message} for n in self._names(req)]}
+
+
+class CreatePartitions(Adapter):
+    api_key, versions = 37, (0, 3)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        topics = [{"name": t["name"], "count": t["count"], "assignments": t.get("assignments")} for t in req["topics"]]
+        return ApiKey.CREATE_PARTITIONS, {"topics": topics, "validate_only": req.get("validate_only", False)}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        return {"results": [{"name": n, "error_code": c, "error_message": m} for n, c, m in native["topics"]]}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {"results": [{"name": t["name"], "error_code": code, "error_message": message} for t in req["topics"]]}
+
+
+def _resource(kind: int, name: str, code: int, message: str | None) -> dict:
+    return {"error_code": code, "error_message": message, "resource_type": kind, "resource_name": name}
+
+
+def _resources(req: dict, kind: int) -> list[str]:
+    return [r["resource_name"] for r in req["resources"] if r["resource_type"] == kind]
+
+
+class DescribeConfigs(Adapter):
+    api_key, versions = 32, (1, 4)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        return ApiKey.DESCRIBE_CONFIGS, {"topics": _resources(req, TOPIC), "brokers": _resources(req, BROKER)}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        found = {(TOPIC, r[0]): r for r in native.get("results") or []}
+        found.update({(BROKER, str(r[0])): r for r in native.get("brokers") or []})
+        docs = req.get("include_documentation", False)
+        results = []
+        for res in req["resources"]:
+            kind, name = res["resource_type"], res["resource_name"]
+            row = found.get((kind, name))
+            if row is None:
+                results.append(self._failed(kind, name, int(ErrorCode.INVALID_REQUEST), f"resource type {kind}"))
+                continue
+            _, code, message, configs = row
+            keys = res.get("configuration_keys")
+            source = DYNAMIC_TOPIC_CONFIG if kind == TOPIC else STATIC_BROKER_CONFIG
+            results.append(
+                {
+                    "error_code": code,
+                    "error_message": message,
+                    "resource_type": kind,
+                    "resource_name": name,
+                    "configs": [
+                        {
+                            "name": k,
+                            "value": v[0],
+                            "read_only": kind == BROKER,
+                            "config_source": DEFAULT_CONFIG if v[1] else source,
+                            "is_sensitive": False,
+                            "synonyms": [],
+                            "documentation": (v[2] if len(v) > 2 else "") if docs else None,
+                        }
+                        for k, v in configs.items()
+                        if not keys or k in keys
+                    ],
+                }
+            )
+        return {"results": results}
+
+    @staticmethod
+    def _failed(kind: int, name: str, code: int, message: str | None) -> dict:
+        return dict(_resource(kind, name, code, message), configs=[])
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {
+            "results": [self._failed(r["resource_type"], r["resource_name"], code, message) for r in req["resources"]]
+        }
+
+
+class _AlterConfigsBase(Adapter):
+    """Topic resources go to the native AlterConfigs; broker and other resources are answered here."""
+
+    replace = False
+
+    def changes(self, configs: list[dict]) -> dict:
+        raise NotImplementedError
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        topics = [
+            [r["resource_name"], self.changes(r["configs"])] for r in req["resources"] if r["resource_type"] == TOPIC
+        ]
+        body = {"topics": topics, "validate_only": req.get("validate_only", False), "replace": self.replace}
+        return ApiKey.ALTER_CONFIGS, body
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        done = {name: (code, message) for name, code, message in native.get("topics") or []}
+        out = []
+        for r in req["resources"]:
+            kind, name = r["resource_type"], r["resource_name"]
+            if kind == TOPIC:
+                code, message = done.get(name, (int(ErrorCode.UNKNOWN_SERVER_ERROR), "no answer"))
+            elif kind == BROKER:
+                code, message = int(ErrorCode.INVALID_REQUEST), _STATIC_BROKER
+            else:
+                code, message = int(ErrorCode.INVALID_REQUEST), f"resource type {kind} is not supported"
+            out.append(_resource(kind, name, code, message))
+        return {"responses": out}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {
+            "responses": [_resource(r["resource_type"], r["resource_name"], code, message) for r in req["resources"]]
+        }
+
+
+class AlterConfigs(_AlterConfigsBase):
+    """The given keys become the resource's whole set of overrides (the others return to their defaults)."""
+
+    api_key, versions = 33, (0, 2)
+    replace = True
+
+    def changes(self, configs: list[dict]) -> dict:
+        return {c["name"]: c["value"] for c in configs}
+
+
+class IncrementalAlterConfigs(_AlterConfigsBase):
+    api_key, versions = 44, (0, 1)
+
+    def changes(self, configs: list[dict]) -> dict:
+        out: dict = {}
+        for c in configs:
+            op, value = c["config_operation"], c.get("value")
+            if op not in _OPS:
+                raise AdapterError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op} for {c['name']}")
+            out[c["name"]] = _OPS[op](value)
+        return out
+
+
+# The native AlterConfigs forms of IncrementalAlterConfigs' operations (broker/api.py _alter_configs).
+_OPS = {
+    SET: lambda v: v,
+    DELETE: lambda v: None,
+    APPEND: lambda v: ["append", v],
+    SUBTRACT: lambda v: ["subtract", v],
+}
+
+
+ADMIN_ADAPTERS: list[Adapter] = [
+    CreateTopics(),
+    DeleteTopics(),
+    CreatePartitions(),
+    DescribeConfigs(),
+    AlterConfigs(),
+    IncrementalAlterConfigs(),
+]
