@@ -155,10 +155,10 @@ def one_broker() -> Iterator[tuple[str, str]]:
 @contextlib.contextmanager
 def three_brokers() -> Iterator[tuple[str, str]]:
     d = Path(tempfile.mkdtemp(prefix="bench-kafka-clients-3-"))
-    base, kafka_base = free_port(), free_port()
     try:
-        up = sh(
-            [
+        for _ in range(20):  # two runs of three free ports: retry when a neighbour was taken
+            base, kafka_base = free_port(), free_port()
+            argv = [
                 tool("kl-cluster"),
                 "up",
                 "--brokers",
@@ -167,11 +167,19 @@ def three_brokers() -> Iterator[tuple[str, str]]:
                 str(base),
                 "--kafka-base-port",
                 str(kafka_base),
+                "--metrics-base-port",
+                "-1",
                 "--data-dir",
                 str(d),
-            ],
-            120,
-        )
+            ]
+            try:
+                up = sh(argv, 120)
+                break
+            except RuntimeError as e:
+                if "in use" not in str(e) and "overlaps" not in str(e):
+                    raise
+        else:
+            raise RuntimeError("no free ports for a 3-broker kl-cluster")
         native = up.splitlines()[0].strip()
         kafka = ",".join(f"{HOST}:{kafka_base + i}" for i in range(3))
         yield native, kafka
