@@ -186,10 +186,10 @@ def _trace_client(producer: Any, topic: str, partition: int, trace: FailoverTrac
             trace.events.append((time.time(), f"client: produce sent to {leader}"))
         dispatch(leader, request)
 
-    def traced_error(tp_: tuple[str, int], batches: list, err: Exception) -> None:
+    def traced_error(tp_: tuple[str, int], batches: list, err: Exception, **kw: Any) -> None:
         if tp_ == tp:
             trace.events.append((time.time(), f"client: produce failed: {type(err).__name__}: {str(err)[:60]}"))
-        on_error(tp_, batches, err)
+        on_error(tp_, batches, err, **kw)
 
     producer.client.refresh_metadata = traced_refresh
     producer._dispatch = traced_dispatch

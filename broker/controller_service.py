@@ -176,7 +176,9 @@ class ControllerService:
                     if r["type"] == "broker":
                         if r["fenced"]:
                             log.warning(
-                                "fencing broker %d: no sign of life for %d ms", r["id"], self.session_timeout_ms
+                                "fencing broker %d: no sign of life for %d ms, or its process is gone",
+                                r["id"],
+                                self.session_timeout_ms,
                             )
                         else:
                             log.info("registering broker %d (%s:%d)", r["id"], r["host"], r["port"])

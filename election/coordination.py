@@ -84,7 +84,11 @@ class Coordination(Protocol):
 
 
 def fetch_liveness_expiry(
-    last_fetch_ms: int | None, seen_in_election: bool, since_ms: int, session_timeout_ms: int
+    last_fetch_ms: int | None,
+    seen_in_election: bool,
+    since_ms: int,
+    session_timeout_ms: int,
+    closed_at_ms: int | None = None,
 ) -> int:
     """The custom mode's rule (fetches of the metadata log are heartbeats), moved here from
     ControllerService so that tests/sim/replication_sim.py and QuorumDriver share it.
@@ -92,10 +96,17 @@ def fetch_liveness_expiry(
     A broker that has fetched from this controller is dead one session timeout after its last fetch. One
     that has not fetched yet this epoch gets a session timeout from the controller's start if it took part
     in the election that made it controller; one that sent no state in the election is almost surely the
-    controller that died: fenced at once (if it is alive after all, its next fetch registers it again)."""
+    controller that died: fenced at once (if it is alive after all, its next fetch registers it again).
+    `closed_at_ms`: when the driver saw the broker's process gone (a refused reconnect, net/peers.py); with
+    no fetch since, it is dead from then. Fencing a broker early is never unsafe, only disruptive if wrong,
+    and a wrong hint is undone by the broker's next fetch, like any fencing (docs/ELECTION.md section 4)."""
     if last_fetch_ms is not None:
-        return last_fetch_ms + session_timeout_ms
-    return since_ms + (session_timeout_ms if seen_in_election else 0)
+        expiry = last_fetch_ms + session_timeout_ms
+    else:
+        expiry = since_ms + (session_timeout_ms if seen_in_election else 0)
+    if closed_at_ms is not None and (last_fetch_ms is None or closed_at_ms >= last_fetch_ms):
+        return min(expiry, closed_at_ms)
+    return expiry
 
 
 def registration_expiry(registered: bool, connected_since_ms: int | None, session_timeout_ms: int) -> int | None:

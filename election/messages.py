@@ -140,6 +140,20 @@ class FetchResponse:
 
 Message = ElectionState | Evaluation | BeginEpoch | FetchRequest | FetchResponse
 
+
+@dataclass(frozen=True, slots=True)
+class PeerClosed:
+    """Driver input, never sent and never decoded from the wire: `sender`'s process looks gone (its
+    connection was closed and a new one was refused, i.e. nothing listens at its address any more; a
+    paused process or a cut link gives neither). A hint that lets a node act before its timeout: it only
+    ever triggers what a timeout could have triggered at that moment (docs/ELECTION.md section 4)."""
+
+    sender: int
+
+
+# What QuorumNode.receive takes: the network's messages and the driver's own hint.
+Input = Message | PeerClosed
+
 _BY_TAG: dict[str, Any] = {c.TAG: c for c in (ElectionState, Evaluation, BeginEpoch, FetchRequest, FetchResponse)}
 
 

@@ -28,8 +28,9 @@ from election.messages import (
     Evaluation,
     FetchRequest,
     FetchResponse,
-    Message,
+    Input,
     Output,
+    PeerClosed,
     Persist,
     Send,
     Truncated,
@@ -102,6 +103,12 @@ class QuorumNode:
         self._won: tuple[int, frozenset[int]] | None = None
         self._election_deadline = now_ms + self._timeout()
         self._next_fetch_ms = now_ms
+        # Voters whose process the driver reported gone (PeerClosed) and that have not spoken since: a round
+        # need not wait for their states (see _states_complete).
+        self._closed: set[int] = set()
+        # Voters that answered our discovery fetches (see _discover) that they know no controller in our
+        # epoch either; reset with every epoch change and whenever we follow someone.
+        self._leaderless: set[int] = set()
 
     # --- public state ------------------------------------------------------------------------------
 
@@ -144,9 +151,8 @@ class QuorumNode:
         if self._role is Role.ELECTING and self._round is not None:
             r = self._round
             return r.collect_deadline_ms if not r.voted else (r.decide_deadline_ms or r.collect_deadline_ms)
-        if self._leader is not None:
-            return min(self._next_fetch_ms, self._election_deadline)
-        return self._election_deadline
+        # A follower fetches from its controller, or looks for one (_discover), every fetch interval.
+        return min(self._next_fetch_ms, self._election_deadline)
 
     # --- inputs ------------------------------------------------------------------------------------
 
@@ -155,8 +161,11 @@ class QuorumNode:
         if self._role is Role.FOLLOWER:
             if now_ms >= self._election_deadline:
                 self._start_election(self._epoch + 1, now_ms, out)
-            elif self._leader is not None and now_ms >= self._next_fetch_ms:
-                self._send_fetch(now_ms, out)
+            elif now_ms >= self._next_fetch_ms:
+                if self._leader is not None:
+                    self._send_fetch(now_ms, out)
+                else:
+                    self._discover(now_ms, out)
         elif self._role is Role.ELECTING:
             r = self._round
             assert r is not None
@@ -168,11 +177,16 @@ class QuorumNode:
             self._controller_tick(now_ms, out)
         return out
 
-    def receive(self, msg: Message, now_ms: int) -> list[Output]:
+    def receive(self, msg: Input, now_ms: int) -> list[Output]:
         out: list[Output] = []
         sender = msg.leader if isinstance(msg, BeginEpoch) else msg.sender
         if sender == self.id or sender not in self.voters:
             return out  # not part of this quorum (or our own echo): ignore rather than trust it
+        if isinstance(msg, PeerClosed):
+            self._on_peer_closed(msg.sender, now_ms, out)
+            return out
+        if not isinstance(msg, BeginEpoch):  # a BeginEpoch may be relayed: it proves nothing of its leader
+            self._closed.discard(sender)  # it speaks, so it is back
         if isinstance(msg, ElectionState):
             self._on_election_state(msg, now_ms, out)
         elif isinstance(msg, Evaluation):
@@ -215,6 +229,7 @@ class QuorumNode:
         self._leader = None
         self._round = None
         self._tracker = None
+        self._leaderless = set()
         out.append(Persist(epoch, None))  # first: nothing of the new epoch may be sent before it is durable
 
     def _start_election(self, epoch: int, now_ms: int, out: list[Output], trigger: ElectionState | None = None) -> None:
@@ -232,8 +247,31 @@ class QuorumNode:
         out.append(BecameFollower(epoch, None))
         for v in self._others:
             out.append(Send(v, r.own))
-        if len(r.states) == len(self.voters):
+        if self._states_complete(r):
             self._evaluate(now_ms, out)
+
+    def _states_complete(self, r: ElectionRound) -> bool:
+        """Step 2 may start before the window ends: every voter's state is in, or at least a majority's are
+        and each missing voter was reported gone (PeerClosed). Waiting for a dead voter's state only delays
+        the vote; the window's length decides which states a vote compares, never whether it is safe."""
+        missing = [v for v in self.voters if v not in r.states]
+        return not missing or (len(r.states) >= self._majority and all(v in self._closed for v in missing))
+
+    def _on_peer_closed(self, peer: int, now_ms: int, out: list[Output]) -> None:
+        """The driver saw `peer`'s process go (closed connection, refused reconnect). Only a hint: each
+        reaction below is one a timeout could have caused at this moment, so a wrong hint costs an election,
+        never safety (docs/ELECTION.md section 4). A paused or cut-off peer produces no hint and is left to
+        the timeouts."""
+        self._closed.add(peer)
+        if self._role is Role.FOLLOWER and self._leader == peer:
+            # Our controller is gone: no fetch of ours will be answered again, so do not wait for the
+            # election timeout to say so.
+            self._start_election(self._epoch + 1, now_ms, out)
+        elif self._role is Role.ELECTING:
+            r = self._round
+            assert r is not None
+            if not r.voted and self._states_complete(r):
+                self._evaluate(now_ms, out)
 
     def _evaluate(self, now_ms: int, out: list[Output]) -> None:
         """Step 2: vote, once per epoch, for the most up-to-date state collected (ours included)."""
@@ -304,7 +342,7 @@ class QuorumNode:
             assert r is not None
             if not r.voted:
                 r.states[m.sender] = m
-                if len(r.states) == len(self.voters):
+                if self._states_complete(r):
                     self._evaluate(now_ms, out)
             elif self._voted_for is not None:
                 # The sender may have missed our vote (loss, or it restarted); votes are idempotent.
@@ -346,6 +384,7 @@ class QuorumNode:
         self._leader = leader
         self._round = None
         self._tracker = None
+        self._leaderless = set()
         self._election_deadline = now_ms + self._timeout()
         out.append(BecameFollower(self._epoch, leader))
         if fetch:
@@ -445,6 +484,19 @@ class QuorumNode:
         req = FetchRequest(self._epoch, self.id, self.log.end_offset, self.log.last_epoch, self.incarnation)
         out.append(Send(self._leader, req))
 
+    def _discover(self, now_ms: int, out: list[Output]) -> None:
+        """A follower that knows no controller (just restarted, or stepped down) sends its fetch to every
+        voter. The controller of our epoch answers it like any fetch; the others answer with the controller
+        they know (we follow it), or a newer epoch (we join it), or say that they know none. When a majority,
+        us included, know none, no controller can be in office for long, so we start the election the
+        timeout would start later. Whether an election may start is never a safety question (section 4);
+        this only decides when. A restarted node thus finds a live controller within a round trip and,
+        after a restart of every broker, the election starts as soon as a majority is up."""
+        self._next_fetch_ms = now_ms + self.config.fetch_interval_ms
+        req = FetchRequest(self._epoch, self.id, self.log.end_offset, self.log.last_epoch, self.incarnation)
+        for v in self._others:
+            out.append(Send(v, req))
+
     def _on_fetch_response(self, m: FetchResponse, now_ms: int, out: list[Output]) -> None:
         if m.epoch < self._epoch:
             return  # from a deposed controller, or an answer to a fetch of ours from an older epoch
@@ -456,8 +508,14 @@ class QuorumNode:
                 self._step_down(now_ms, out)
             return
         if m.error is not None:
-            if self._role is Role.FOLLOWER and self._leader is None and m.leader not in (None, self.id):
-                self._follow(m.leader, now_ms, out)
+            if self._role is Role.FOLLOWER and self._leader is None:
+                if m.leader not in (None, self.id):
+                    self._follow(m.leader, now_ms, out)
+                elif m.leader is None:
+                    # An answer to _discover: the sender knows no controller of our epoch either.
+                    self._leaderless.add(m.sender)
+                    if len(self._leaderless) + 1 >= self._majority:
+                        self._start_election(self._epoch + 1, now_ms, out)
             return
         # A successful response of our epoch can only come from its controller.
         if self._role is Role.CONTROLLER:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
-from typing import Any
+from typing import Any, Callable
 
 from net.errors import NetworkError
 from net.protocol import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_request, parse_response
@@ -35,6 +36,8 @@ class _ClientProtocol(asyncio.Protocol):
         self._conn._fail(NetworkError(f"connection to {self._conn.address} lost" + (f": {exc}" if exc else "")))
         if self._drain_waiter is not None and not self._drain_waiter.done():
             self._drain_waiter.set_result(None)
+        if self._conn.on_lost is not None:
+            self._conn.on_lost()
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -55,6 +58,12 @@ class _ClientProtocol(asyncio.Protocol):
         await asyncio.shield(self._drain_waiter)
 
 
+class ConnectRefusedError(NetworkError):
+    """Nothing listens at the address (ECONNREFUSED): on a reachable host, the process is gone. A paused
+    process still completes connections (the kernel answers for its listening socket), and a cut link
+    times out instead, so this tells a dead broker from a silent one."""
+
+
 class BrokerConnection:
     """One connection to one broker. `request` returns the response body."""
 
@@ -66,6 +75,9 @@ class BrokerConnection:
         self._waiters: dict[int, asyncio.Future] = {}
         self._proto: _ClientProtocol | None = None
         self._error: Exception | None = None
+        # Called (no arguments) once the connection is gone, whoever closed it; the broker's peer channels
+        # use it to reconnect at once (net/peers.py).
+        self.on_lost: Callable[[], None] | None = None
 
     async def connect(self, timeout: float = 5.0) -> None:
         loop = asyncio.get_running_loop()
@@ -74,7 +86,8 @@ class BrokerConnection:
                 loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port), timeout
             )
         except (TimeoutError, OSError) as e:
-            raise NetworkError(f"cannot connect to {self.address}: {e or 'timed out'}") from None
+            cls = ConnectRefusedError if getattr(e, "errno", None) == errno.ECONNREFUSED else NetworkError
+            raise cls(f"cannot connect to {self.address}: {e or 'timed out'}") from None
         self._proto = proto
 
     @property

@@ -15,6 +15,12 @@ tests/sim/replication_sim.py, whose defaults this must match):
   the controller has since grown, and let the HW pass records the other members lack). A broker that
   becomes controller is caught up by definition (its log holds every committed record), so a cluster
   of one starts at once.
+
+A peer whose process is gone (its connection closed and a reconnect refused: net/peers.py) is reported to
+the node as `PeerClosed` (a follower of that controller elects at once, a round stops waiting for its
+state) and to the controller's liveness rule (fetch_liveness_expiry's `closed_at`: fenced now, not after
+the session timeout). Both are hints the safety argument does not need (docs/ELECTION.md section 4); a
+paused or cut-off peer gives none and is still judged by the timeouts.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from election import (
     FetchResponse,
     NotControllerError,
     Output,
+    PeerClosed,
     Persist,
     QuorumConfig,
     QuorumNode,
@@ -122,7 +129,8 @@ class QuorumDriver:
         # Called (with no arguments) after committed records were applied; the controller service uses it to
         # act the moment its new epoch's first record commits instead of at its next periodic tick.
         self.applied_listeners: list[Callable[[], None]] = []
-        self.liveness_listeners: list[Callable[[], None]] = []  # never called: liveness here is the clock's
+        # Called when a peer's process is seen gone (_on_peer_closed); otherwise liveness here is the clock's.
+        self.liveness_listeners: list[Callable[[], None]] = []
         self.voters = dict(voters)
         now = _now_ms()
         persisted = read_state(self.state_path)
@@ -130,7 +138,13 @@ class QuorumDriver:
         # A quorum of one need not wait out a failure-detection timeout before electing itself.
         start = now - config.election_timeout_ms - config.election_jitter_ms - 1 if single else now
         self.node = QuorumNode(broker_id, list(voters), mlog, config, persisted, start, random.Random(), incarnation)
-        self.peers = {b: PeerChannel(broker_id, b, host, port) for b, (host, port) in voters.items() if b != broker_id}
+        self.peers = {
+            b: PeerChannel(broker_id, b, host, port, on_closed=self._on_peer_closed)
+            for b, (host, port) in voters.items()
+            if b != broker_id
+        }
+        # broker -> when (monotonic ms) its process was first seen gone, until it shows life again.
+        self._closed_since: dict[int, int] = {}
         self._commit_waiters: list[tuple[int, asyncio.Future]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._stopped = False
@@ -139,6 +153,8 @@ class QuorumDriver:
     # --- lifecycle -----------------------------------------------------------
 
     def start(self) -> None:
+        for p in self.peers.values():
+            p.connect()  # the first election's messages must not be lost to connections not made yet
         self._schedule(0)
 
     def stop(self) -> None:
@@ -173,6 +189,12 @@ class QuorumDriver:
         except (ValueError, TypeError, IndexError) as e:
             log.warning("dropping malformed quorum message: %s", e)
             return
+        sender = getattr(msg, "sender", None)
+        if sender in self.peers:
+            self.peers[sender].wake()  # our channel to it may be backing off after it refused us
+        if sender in self._closed_since:
+            del self._closed_since[sender]  # it speaks: a process is there again
+            log.info("broker %d is back", sender)
         if isinstance(msg, FetchRequest) and msg.sender in self.node.voters and msg.sender != self.broker_id:
             # Any fetch proves its process started, whatever the quorum makes of it (the simulator's
             # controller records MetaFetch.incarnation the same way).
@@ -194,6 +216,19 @@ class QuorumDriver:
             return
         self._execute(outputs)
 
+    def _on_peer_closed(self, peer: int) -> None:
+        """A peer channel's connection attempt was refused: nothing listens at `peer`'s address."""
+        if self._stopped:
+            return
+        now = _now_ms()
+        if peer not in self._closed_since:
+            self._closed_since[peer] = now
+            log.info("broker %d's process is gone (connection closed, reconnect refused)", peer)
+            # The controller fences it now rather than after its session timeout (broker_expires_at).
+            for listener in self.liveness_listeners:
+                listener()
+        self._execute(self.node.receive(PeerClosed(peer), now))
+
     @property
     def controller_id(self) -> int | None:
         return self.node.leader_id
@@ -212,6 +247,7 @@ class QuorumDriver:
             broker_id in self.node.voters_seen_in_election(epoch),
             since_ms,
             session_timeout_ms,
+            self._closed_since.get(broker_id),
         )
 
     def broker_incarnation(self, broker_id: int) -> int:

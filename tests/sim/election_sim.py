@@ -3,7 +3,10 @@
 One `random.Random(seed)` drives everything: the network (random delay, loss, duplication and so
 reordering, rare very late deliveries), crashes and restarts (including a crash part-way through the
 outputs of one call: outputs before the crash point were executed, the rest never were), random
-partitions and heals, and clients proposing records to whoever is controller. Persist outputs are
+partitions and heals, clients proposing records to whoever is controller, and the driver's PeerClosed
+hint: a crashed node's peers may learn at once that its process is gone (its sockets closed, a reconnect
+refused), while a partition never tells anyone; a few wrong hints about live nodes are thrown in, since
+the hint must not be needed for safety. Persist outputs are
 the only durable node state besides the log, which is durable on append (the MetadataLog contract).
 
 A schedule has two phases. The fault phase runs `steps` steps (one event each: a delivery, a timer,
@@ -33,11 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from election.config import QuorumConfig
-from election.messages import BecameController, Committed, Output, Persist, Send, Truncated, from_wire
+from election.messages import BecameController, Committed, Output, PeerClosed, Persist, Send, Truncated, from_wire
 from election.quorum import InvariantError, NotControllerError, QuorumNode, Role
 from tests.sim.election_checks import Checker, SimFailure, WatchedLog
 
-_DELIVER, _WAKE, _FAULT, _CLIENT, _RESTART = range(5)
+_DELIVER, _WAKE, _FAULT, _CLIENT, _RESTART, _CLOSED = range(6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,11 @@ class SimParams:
     crash_elected_p: float
     crash_committed_p: float
     liveness_bound_ms: int
+    # PeerClosed: the chance that a crash is reported to each peer that can reach the crashed node (as a
+    # closed connection and a refused reconnect), and the chance per fault event of a wrong report about
+    # a live node (safety must not depend on the hint being right).
+    closed_p: float = 0.0
+    false_closed_p: float = 0.0
 
     @classmethod
     def draw(cls, rng: random.Random) -> SimParams:
@@ -91,6 +99,8 @@ class SimParams:
             crash_committed_p=rng.choice([0.0, 0.02, 0.1]),
             # Generous: every node may have to time out, and a few elections may split before one wins.
             liveness_bound_ms=20 * (timeout + config.election_jitter_ms + config.evaluation_timeout_ms),
+            closed_p=rng.choice([0.0, 0.5, 1.0]),
+            false_closed_p=rng.choice([0.0, 0.0, 0.1]),
         )
 
 
@@ -179,6 +189,16 @@ class Simulation:
         self._trace(f"crash node {sn.id}")
         sn.node = None
         self.result.crashes += 1
+        if self.params.closed_p:
+            # The dead process's sockets close; a peer that can reach its address finds nothing listening.
+            for other in self.nodes.values():
+                if (
+                    other.node is not None
+                    and self.group[other.id] == self.group[sn.id]
+                    and self.rng.random() < self.params.closed_p
+                ):
+                    at = self.now + self.rng.randint(self.params.min_delay_ms, self.max_delay)
+                    self._push(at, _CLOSED, other.id, (sn.id, sn.incarnation))
         if self.faults_on:
             downtime = self.rng.randint(1, 3 * self.params.config.election_timeout_ms)
             self._push(self.now + downtime, _RESTART, sn.id)
@@ -262,8 +282,26 @@ class Simulation:
         node = sn.node
         self._after_call(sn, node, node.tick(self.now))
 
+    def _closed(self, dst: int, payload: tuple[int, int | None]) -> None:
+        """PeerClosed(peer) to dst; a true report only while peer's process is still the dead one (a
+        restarted process listens again, so the reconnect that would report it succeeds)."""
+        peer, incarnation = payload
+        sn, gone = self.nodes[dst], self.nodes[peer]
+        if sn.node is None:
+            return
+        if incarnation is not None and (gone.node is not None or gone.incarnation != incarnation):
+            return
+        self._trace(f"node {dst} <- PeerClosed({peer})" + ("" if incarnation is not None else " (wrong)"))
+        node = sn.node
+        self._after_call(sn, node, node.receive(PeerClosed(peer), self.now))
+
     def _fault(self) -> None:
         rng = self.rng
+        if self.params.false_closed_p and rng.random() < self.params.false_closed_p:
+            up = [sn.id for sn in self.nodes.values() if sn.node is not None]
+            if len(up) >= 2:
+                dst, peer = rng.sample(up, 2)
+                self._push(self.now + 1, _CLOSED, dst, (peer, None))
         up = [sn for sn in self.nodes.values() if sn.node is not None]
         ctrls = self._controllers()
         kind = rng.random()
@@ -363,6 +401,8 @@ class Simulation:
                 self._fault()
         elif kind == _CLIENT:
             self._client()
+        elif kind == _CLOSED:
+            self._closed(a, b)
         elif kind == _RESTART:
             sn = self.nodes[a]
             if sn.node is None and self.faults_on:
