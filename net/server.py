@@ -137,6 +137,10 @@ class BrokerProtocol(asyncio.Protocol):
         except FrameError as e:
             self._reject(str(e))
             return
+        except Exception as e:  # a codec bug must cost this connection, never the broker
+            log.exception("cannot decode a request from %s", self._ctx.peer)
+            self._reject(f"{type(e).__name__} decoding a request")
+            return
         for req in requests:
             if self._closed:
                 return

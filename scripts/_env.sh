@@ -84,3 +84,29 @@ if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null
     exit 1
   fi
 fi
+# The Kafka-protocol client tests (tests/integration/test_kafka_*.py): kcat and Node.js from Debian, kafkajs
+# from npm at the version pinned in tests/js/package-lock.json (Python clients come with the test extras).
+if ! command -v kcat >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing kcat, nodejs and npm (apt-get)..." >&2
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        kcat nodejs npm; } >.venv/apt-kafka-clients.log 2>&1; then
+      tail -n 20 .venv/apt-kafka-clients.log >&2
+      echo "error: could not install kcat/nodejs/npm (log: .venv/apt-kafka-clients.log)" >&2
+      if [ "$(basename "$0")" = test.sh ]; then exit 1; fi
+    fi
+  elif [ "$(basename "$0")" = test.sh ]; then
+    echo "error: the Kafka client tests need: sudo apt-get install -y kcat nodejs npm" >&2
+    exit 1
+  fi
+fi
+if command -v npm >/dev/null 2>&1 && [ ! -f tests/js/node_modules/.installed-"$(sha1sum tests/js/package-lock.json | cut -c1-12)" ]; then
+  echo "installing kafkajs (npm ci)..." >&2
+  if (cd tests/js && rm -rf node_modules && npm ci --no-audit --no-fund --loglevel=error) >.venv/npm-kafkajs.log 2>&1; then
+    touch tests/js/node_modules/.installed-"$(sha1sum tests/js/package-lock.json | cut -c1-12)"
+  else
+    tail -n 20 .venv/npm-kafkajs.log >&2
+    echo "error: could not install kafkajs with npm (log: .venv/npm-kafkajs.log)" >&2
+    if [ "$(basename "$0")" = test.sh ]; then exit 1; fi
+  fi
+fi

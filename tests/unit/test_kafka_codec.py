@@ -130,3 +130,79 @@ def test_unparseable_requests_close_the_connection(raw):
 def test_a_two_gigabyte_size_prefix_is_refused_before_buffering():
     with pytest.raises(FrameError):
         KafkaCodec(100 << 20).feed(struct.pack(">I", 0x7FFFFFFF) + b"\x00" * 10)
+
+
+# --- fuzz: whatever arrives, the codec answers, asks to close, or waits for more; it never raises anything
+# else, never buffers past the frame limit, and never loops -------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from net.server import Request  # noqa: E402
+
+VALID = [
+    frame(18, 3, 1, {"client_software_name": "f", "client_software_version": "1"}),
+    frame(3, 12, 2, {"topics": [{"name": "t"}], "allow_auto_topic_creation": False}),
+    frame(
+        0,
+        9,
+        3,
+        {"acks": 1, "timeout": 100, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"x"}]}]},
+    ),
+    frame(
+        1,
+        12,
+        4,
+        {
+            "max_wait": 1,
+            "min_bytes": 1,
+            "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 9}]}],
+        },
+    ),
+    frame(
+        11,
+        9,
+        5,
+        {
+            "group_id": "g",
+            "session_timeout": 1000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"\x00"}],
+        },
+    ),
+]
+
+
+def feed_all(chunks: list[bytes]) -> None:
+    codec = KafkaCodec(1 << 16)
+    for chunk in chunks:
+        try:
+            out = codec.feed(chunk)
+        except FrameError:
+            return  # the connection is closed: nothing more is read
+        assert all(isinstance(r, Request) for r in out)
+        for r in out:
+            if isinstance(r, KafkaRequest):
+                assert isinstance(r.body, dict) and isinstance(r.api_key, int)
+        assert codec._decoder.buffered <= (1 << 16) + 4
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.binary(max_size=200), max_size=8))
+def test_random_bytes(chunks):
+    feed_all(chunks)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(VALID),
+    st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=6),
+    st.integers(1, 64),
+)
+def test_mutated_valid_frames_split_anywhere(raw, flips, step):
+    data = bytearray(raw)
+    for pos, value in flips:
+        if pos < len(data):
+            data[pos] = value
+    feed_all([bytes(data[i : i + step]) for i in range(0, len(data), step)])
