@@ -289,3 +289,41 @@ def test_live_single_broker_is_read_past_its_checkpoint(broker):
     produce(broker.bootstrap, "fresh", 25, start=50)  # acknowledged after the checkpoint was written
     (pp,) = plan_read({"path": str(broker.data_dir), "subscribe": "fresh"}).partitions
     assert (pp.committed, pp.committed_source) == (75, COMMITTED_SINGLE_BROKER)
+
+
+def test_records_written_by_a_kafka_client_are_read_by_the_spark_source(spark, tmp_path):
+    """One log for both protocols: librdkafka's batches (gzip and snappy compressed, with headers and the
+    client's timestamps) come out of the kafkalite source as librdkafka reads them back."""
+    ck = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
+    from tests.integration.cluster_harness import free_ports
+
+    (kafka_port,) = free_ports(1)
+    b = BrokerProcess(tmp_path / "kafka-written", extra=["--override", f"kafka.port={kafka_port}"]).start()
+    try:
+        with Admin(b.bootstrap) as a:
+            a.create_topics([NewTopic("from-kafka", 2, 1)])
+        kb = f"127.0.0.1:{kafka_port}"
+        for codec in ("gzip", "snappy"):
+            p = ck.Producer({"bootstrap.servers": kb, "compression.type": codec, "linger.ms": 20})
+            for i in range(150):
+                p.produce("from-kafka", f"{codec}-{i}", f"k{i}", partition=i % 2, headers=[("c", codec)],
+                          timestamp=1_700_000_000_000 + i)  # fmt: skip
+            assert p.flush(30) == 0
+        c = ck.Consumer({"bootstrap.servers": kb, "group.id": "spark-x", "enable.auto.commit": False})
+        c.assign([ck.TopicPartition("from-kafka", q, 0) for q in range(2)])
+        want = set()
+        deadline = time.monotonic() + 30
+        while len(want) < 300 and time.monotonic() < deadline:
+            for m in c.consume(300, 0.5):
+                if m.error() is None:
+                    want.add((m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1], tuple(m.headers())))
+        c.close()
+        df = load(spark, b.data_dir, subscribe="from-kafka", includeHeaders="true")
+        got = {
+            (r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"]), int(r["timestamp"].timestamp() * 1000),
+             tuple((h["key"], bytes(h["value"])) for h in r["headers"]))
+            for r in df.collect()
+        }  # fmt: skip
+        assert len(want) == 300 and got == want
+    finally:
+        b.cleanup()
