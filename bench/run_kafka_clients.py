@@ -3,13 +3,14 @@
     ./scripts/bench.sh run_kafka_clients [--runs 3] [--num-records 1000000] [--brokers 1,3]
 
 Per run and cluster size (1 broker, acks=1; 3 brokers, RF=3, min.insync.replicas=2, acks=all), on a fresh
-broker or kl-cluster with a Kafka listener: confluent-kafka (librdkafka) produces --num-records records of
-100 bytes into a fresh 8-partition topic through the Kafka listener and consumes them all back; our own
-client does the same through the native listener (kl-perf produce / consume) on another fresh topic of
-the same broker; kafka-python, for reference (it is slow on its own), does it with a tenth of the records.
-Each client runs in its own process. The medians over the runs, with min–max, and the same-run ratio
-confluent-kafka / ours go into docs/BENCHMARKS.md; the targets are issue 13's: confluent-kafka on one
-broker, acks=1, >= 500,000 msgs/s produce and >= 1,000,000 msgs/s consume.
+broker or kl-cluster with a Kafka listener: confluent-kafka (librdkafka) produces --num-records records
+of 100 bytes into a fresh 8-partition topic through the Kafka listener and consumes them all back; our
+own client does the same through the native listener (kl-perf produce / consume) on another fresh topic
+of the same broker; kafka-python, for reference (it is slow on its own), does it with a tenth of the
+records. Each client's produce and consume run in processes of their own, as kl-perf's do. The medians
+over the runs, with min–max, and the same-run ratio confluent-kafka / ours go into docs/BENCHMARKS.md;
+the targets are issue 13's: confluent-kafka on one broker, acks=1, >= 500,000 msgs/s produce and >=
+1,000,000 msgs/s consume.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from bench.peers._common import HOST, free_port, server, temp_dir
 from bench.run_cluster import perf, sh, tool
-from bench.run_single_broker import machine_info
+from bench.run_single_broker import OutsideLoad, machine_info
 from bench.sections import bench_parser, md_table, median_range, replace_section
 
 START_MARK = "<!-- kafka-clients:start -->"
@@ -38,8 +39,8 @@ TARGETS = {"produce": 500_000, "consume": 1_000_000}  # confluent-kafka, 1 broke
 # --- the clients, each in its own process --------------------------------------------------------------
 
 
-def _confluent(bootstrap: str, topic: str, n: int, acks: str, out: mp.Queue) -> None:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+def _confluent_produce(bootstrap: str, topic: str, n: int, acks: str, out: mp.Queue) -> None:
+    from confluent_kafka import Producer
 
     value = b"x" * RECORD_SIZE
     p = Producer(
@@ -65,6 +66,13 @@ def _confluent(bootstrap: str, topic: str, n: int, acks: str, out: mp.Queue) -> 
     produce_s = time.perf_counter() - t0
     if failed:
         raise RuntimeError(f"{len(failed)} confluent-kafka deliveries failed, first: {failed[0]}")
+    out.put({"produce": n / produce_s})
+
+
+def _confluent_consume(bootstrap: str, topic: str, n: int, acks: str, out: mp.Queue) -> None:
+    """In a process of its own, as kl-perf consume runs apart from kl-perf produce."""
+    from confluent_kafka import Consumer, TopicPartition
+
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -77,6 +85,8 @@ def _confluent(bootstrap: str, topic: str, n: int, acks: str, out: mp.Queue) -> 
             "fetch.queue.backoff.ms": 10,
         }
     )
+    # Connected, with the topic's metadata, before the clock starts: kl-perf consume starts its clock there too.
+    c.list_topics(topic, timeout=30)
     c.assign([TopicPartition(topic, q, 0) for q in range(PARTITIONS)])
     got, t0 = 0, time.perf_counter()
     deadline = time.monotonic() + 300
@@ -88,7 +98,7 @@ def _confluent(bootstrap: str, topic: str, n: int, acks: str, out: mp.Queue) -> 
     c.close()
     if got != n:
         raise RuntimeError(f"confluent-kafka read {got} of {n} records")
-    out.put({"produce": n / produce_s, "consume": n / consume_s})
+    out.put({"consume": n / consume_s})
 
 
 def _kafka_python(bootstrap: str, topic: str, n: int, acks: str, out: mp.Queue) -> None:
@@ -214,13 +224,16 @@ def measure(brokers: int, n: int) -> dict[str, dict[str, float]]:
         for topic in ("ck", "kl", "kp"):  # confluent-kafka, ours, kafka-python
             create(native, topic, rf)
         time.sleep(1)  # every broker has applied the topics
-        results["confluent"] = _in_process(_confluent, kafka, "ck", n, acks)
+        results["confluent"] = {
+            **_in_process(_confluent_produce, kafka, "ck", n, acks),
+            **_in_process(_confluent_consume, kafka, "ck", n, acks),
+        }
         results["ours"] = ours(native, "kl", n, acks)
         results["kafka-python"] = _in_process(_kafka_python, kafka, "kp", max(n // 10, 1000), acks)
     return results
 
 
-def render(results: dict[int, list[dict[str, dict[str, float]]]], cmd: str, n: int) -> str:
+def render(results: dict[int, list[dict[str, dict[str, float]]]], cmd: str, n: int, outside: list[float]) -> str:
     m = machine_info()
     rows, targets = [], []
     for brokers, runs in results.items():
@@ -261,7 +274,9 @@ def render(results: dict[int, list[dict[str, dict[str, float]]]], cmd: str, n: i
             f"{n:,} records of {RECORD_SIZE} B into a fresh {PARTITIONS}-partition topic per client (kafka-python: "
             f"{max(n // 10, 1000):,}), then read back from the beginning; confluent-kafka and kafka-python through "
             "the Kafka listener, ours (kl-perf, batch.size 128 KiB) through the native one, on the same broker(s) "
-            "in the same run; each client in its own process. confluent-kafka: linger.ms=5, fetch.queue.backoff.ms=10 "
+            "in the same run; each client's produce and consume in processes of their own; the consumers' clocks start "
+            "once they are connected and know the topic (as kl-perf consume's does). confluent-kafka: linger.ms=5, "
+            "fetch.queue.backoff.ms=10 "
             "(its default of 1 s idles the consumer whenever its local queue fills, 3-5x slower here). Ratio: "
             "confluent-kafka / ours, within each run.",
             "",
@@ -278,6 +293,11 @@ def render(results: dict[int, list[dict[str, dict[str, float]]]], cmd: str, n: i
             ),
             "",
             md_table(["Target", "Measured", "Status"], targets),
+            "",
+            "CPU used by processes outside this benchmark during each run (machine busy time minus the "
+            "benchmark's own and its children's), competing for the same cores: "
+            + ", ".join(f"run {i + 1}: {c:.2f} cores" for i, c in enumerate(outside))
+            + ".",
         ]
     )
 
@@ -289,7 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(b) for b in args.brokers.split(",")]
     cmd = " ".join(["./scripts/bench.sh run_kafka_clients", *(sys.argv[1:] if argv is None else argv)])
     results: dict[int, list[dict[str, dict[str, float]]]] = {b: [] for b in sizes}
+    outside: list[float] = []
     for run in range(args.runs):
+        load = OutsideLoad()
         for b in sizes:
             r = measure(b, args.num_records)
             results[b].append(r)
@@ -298,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
                 + "; ".join(f"{c} produce {v['produce']:,.0f} consume {v['consume']:,.0f}" for c, v in r.items()),
                 flush=True,
             )
-    replace_section(args.out, START_MARK, END_MARK, render(results, cmd, args.num_records))
+        outside.append(load.cores())
+        print(f"run {run + 1}: processes outside the benchmark used {outside[-1]:.2f} cores on average", flush=True)
+    replace_section(args.out, START_MARK, END_MARK, render(results, cmd, args.num_records, outside))
     print(f"wrote {args.out}")
     return 0
 
