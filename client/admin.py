@@ -67,6 +67,7 @@ class AsyncAdmin:
     async def _controller_request(self, api: ApiKey, body: dict, rows_key: str = "topics") -> dict:
         """Send to the active controller; follow it through NOT_CONTROLLER and elections until the timeout."""
         deadline = time.monotonic() + self.client.request_timeout
+        retry = self.client.backoff()
         last: Exception | None = None
         while time.monotonic() < deadline:
             try:
@@ -85,7 +86,7 @@ class AsyncAdmin:
                     raise
                 last = e
                 self.client.metadata.updated_at = 0
-                await asyncio.sleep(self.client.retry_backoff)
+                await asyncio.sleep(retry.next())
         raise last or KafkaLiteError("controller request timed out")
 
     async def create_topics(self, topics: list[NewTopic], validate_only: bool = False) -> None:

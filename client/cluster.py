@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from net.connection import BrokerConnection
 from net.errors import ErrorCode, KafkaLiteError, NetworkError, error_for
 from net.protocol import ApiKey
+from net.retry import Backoff
 
 log = logging.getLogger("kafkalite.client")
 
@@ -110,12 +111,14 @@ class KafkaLiteClient:
         request_timeout_ms: int = 30000,
         metadata_max_age_ms: int = 300000,
         retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
         self.metadata_max_age = metadata_max_age_ms / 1000
         self.retry_backoff = retry_backoff_ms / 1000
+        self.retry_backoff_max_ms = retry_backoff_max_ms
         self.metadata = ClusterMetadata()
         self._conns: dict[int | tuple[str, int], BrokerConnection] = {}
         self._connecting: dict[Any, asyncio.Task] = {}
@@ -125,6 +128,10 @@ class KafkaLiteClient:
         # with auto.create.topics.enable; consumers and admins never do.
         self.allow_auto_topic_creation = False
         self.closed = False
+
+    def backoff(self) -> Backoff:
+        """A fresh retry backoff of this client's retry.backoff.ms / retry.backoff.max.ms (net/retry.py)."""
+        return Backoff(self.retry_backoff * 1000, self.retry_backoff_max_ms)
 
     # --- connections ---------------------------------------------------------
 

@@ -63,6 +63,7 @@ class GroupClient:
     # --- coordinator discovery ---------------------------------------------------------------
 
     async def ensure_coordinator(self, deadline: float) -> int:
+        retry = self.client.backoff()
         while self.coordinator_id is None:
             try:
                 body = await self.client.request(None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0})
@@ -73,7 +74,7 @@ class GroupClient:
             except KafkaLiteError as e:
                 if not _retriable(e) or time.monotonic() >= deadline:
                     raise
-                await asyncio.sleep(self.client.retry_backoff)
+                await asyncio.sleep(retry.next())
         return self.coordinator_id
 
     def coordinator_dead(self, reason: str) -> None:
@@ -89,6 +90,7 @@ class GroupClient:
         """A request to the coordinator, rediscovering it through moves and load-in-progress until `deadline`."""
         if deadline is None:
             deadline = time.monotonic() + self.client.request_timeout
+        retry = self.client.backoff()
         while True:
             coordinator = await self.ensure_coordinator(deadline)
             try:
@@ -102,7 +104,7 @@ class GroupClient:
                     raise
                 if e.code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                     self.coordinator_dead(str(e))
-                await asyncio.sleep(self.client.retry_backoff)
+                await asyncio.sleep(retry.next())
 
     # --- offsets --------------------------------------------------------------------------------
 
@@ -119,6 +121,7 @@ class GroupClient:
             "topics": [[t, rows] for t, rows in by_topic.items()],
         }
         deadline = time.monotonic() + self.client.request_timeout
+        retry = self.client.backoff()
         while True:
             resp = await self.request(ApiKey.OFFSET_COMMIT, body, deadline)
             errors = [(t, p, code, msg) for t, rows in resp.get("topics", []) for p, code, msg in rows if code]
@@ -127,7 +130,7 @@ class GroupClient:
             t, p, code, msg = errors[0]
             if code in COORDINATOR_ERRORS and time.monotonic() < deadline:
                 self.coordinator_dead(ErrorCode(code).name)
-                await asyncio.sleep(self.client.retry_backoff)
+                await asyncio.sleep(retry.next())
                 continue
             if code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
                 self.rejoin_needed = True

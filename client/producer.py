@@ -37,6 +37,7 @@ from net.errors import (
     error_for,
 )
 from net.protocol import ApiKey
+from net.retry import Backoff
 
 log = logging.getLogger("kafkalite.producer")
 
@@ -96,6 +97,7 @@ class AsyncProducer:
         compression_type: str = "none",
         retries: int = 2147483647,
         retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
         delivery_timeout_ms: int = 120000,
         request_timeout_ms: int = 30000,
         max_request_size: int = 1048576,
@@ -113,6 +115,8 @@ class AsyncProducer:
         self.codec = codec_id(compression_type)
         self.retries = retries
         self.retry_backoff = retry_backoff_ms / 1000
+        # A batch's consecutive failures (since its last new leader) set its wait: net/retry.py, Kafka's KIP-580.
+        self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
         self.delivery_timeout = delivery_timeout_ms / 1000
         self.request_timeout = request_timeout_ms / 1000
         self.max_request_size = max_request_size
@@ -127,7 +131,11 @@ class AsyncProducer:
         self.key_serializer = key_serializer or _to_bytes
         self.value_serializer = value_serializer or _to_bytes
         self.client = KafkaLiteClient(
-            bootstrap_servers, client_id, request_timeout_ms, retry_backoff_ms=retry_backoff_ms
+            bootstrap_servers,
+            client_id,
+            request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms,
         )
         # Kafka's allow.auto.create.topics (producer default true): brokers with auto.create.topics.enable create
         # a topic this producer sends to.
@@ -470,8 +478,7 @@ class AsyncProducer:
                     [b], err or RequestTimedOutError(f"no leader for {tp[0]}-{tp[1]} within delivery.timeout.ms")
                 )
             else:
-                tries = max(b.attempts - b.backoff_from, 1)
-                b.retry_at = now + min(self.retry_backoff * (2 ** min(tries - 1, 5)), 1.0)
+                b.retry_at = now + self._backoff.delay(max(b.attempts - b.backoff_from, 1))
                 keep.append(b)
         if keep:
             if err is not None:

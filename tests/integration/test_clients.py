@@ -146,7 +146,8 @@ def test_retention_deletes_old_segments_live(broker_factory):
 
 
 def test_unknown_topic_fails_fast_with_clear_error(broker):
-    with Producer(broker.bootstrap, max_block_ms=1000) as p:
+    # allow.auto.create.topics=false: otherwise the broker would create it (auto.create.topics.enable)
+    with Producer(broker.bootstrap, max_block_ms=1000, allow_auto_create_topics=False) as p:
         with pytest.raises(UnknownTopicOrPartitionError):
             p.partitions_for("missing")
         p.send("missing", b"x")
