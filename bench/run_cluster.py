@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -24,13 +23,14 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bench.peers._common import free_port
 from bench.run_single_broker import machine_info
 from bench.sections import bench_parser
+from bench.timeline import first as first_mark
+from bench.timeline import log_rows, phase_lines, print_rows, trace_client
 
 START_MARK = "<!-- cluster:start -->"
 END_MARK = "<!-- cluster:end -->"
@@ -152,7 +152,7 @@ async def failover_once(c: Cluster, topic: str, partition: int = 0, trace: Failo
     if trace is not None:
         trace.topic, trace.partition, trace.victim = topic, partition, leader or -1
         trace.controller = producer.client.metadata.controller_id
-        _trace_client(producer, topic, partition, trace)
+        trace_client(producer, trace.events, (topic, partition))
     pid = c.state()["brokers"][str(leader)]["pid"]
     deadline = time.monotonic() + 30
     os.kill(pid, signal.SIGKILL)
@@ -171,64 +171,15 @@ async def failover_once(c: Cluster, topic: str, partition: int = 0, trace: Failo
     return min(after) - kill_at[0]
 
 
-def _trace_client(producer: Any, topic: str, partition: int, trace: FailoverTrace) -> None:
-    """Wrap a few producer methods (on this instance only) to time-stamp what the client does."""
-    tp = (topic, partition)
-    refresh, dispatch, on_error = producer.client.refresh_metadata, producer._dispatch, producer._on_partition_error
-
-    async def traced_refresh(topics: Any = None) -> Any:
-        md = await refresh(topics)
-        trace.events.append((time.time(), f"client: metadata says leader {md.leader(*tp)}"))
-        return md
-
-    def traced_dispatch(leader: int, request: list) -> None:
-        if any(r[0] == tp for r in request):
-            trace.events.append((time.time(), f"client: produce sent to {leader}"))
-        dispatch(leader, request)
-
-    def traced_error(tp_: tuple[str, int], batches: list, err: Exception, **kw: Any) -> None:
-        if tp_ == tp:
-            trace.events.append((time.time(), f"client: produce failed: {type(err).__name__}: {str(err)[:60]}"))
-        on_error(tp_, batches, err, **kw)
-
-    producer.client.refresh_metadata = traced_refresh
-    producer._dispatch = traced_dispatch
-    producer._on_partition_error = traced_error
-
-
-_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[broker (\d+)\] \w+ [\w.]+: (.*)$")
-_LOG_EVENTS = (
-    "no controller in epoch",
-    "voted for",
-    "became controller",
-    "following controller",
-    "fencing broker",
-    "liveness update committed",
-    "became leader of",
-    "following broker",
-    "ISR change",
-)
-
-
 def failover_timeline(c: Cluster, trace: FailoverTrace) -> tuple[list[tuple[float, str]], dict[str, float]]:
     """Broker log lines and client events after the kill, as (ms since the kill, text), plus the phase marks."""
-    rows: list[tuple[float, str]] = []
-    for path in sorted(c.dir.glob("broker-*.log")):
-        for line in path.read_text(errors="replace").splitlines():
-            m = _LOG_TIME.match(line)
-            if m is None or not any(e in m.group(3) for e in _LOG_EVENTS):
-                continue
-            t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            if t >= trace.kill_wall - 0.001:
-                rows.append(((t - trace.kill_wall) * 1000, f"broker {m.group(2)}: {m.group(3)}"))
-    rows += [((t - trace.kill_wall) * 1000, text) for t, text in trace.events if t >= trace.kill_wall]
-    rows.sort(key=lambda r: r[0])
+    rows = log_rows(c.dir.glob("broker-*.log"), trace.kill_wall, trace.events)
 
     def first(*needles: str, after: float = 0.0) -> float:
-        return next((ms for ms, text in rows if ms >= after and all(n in text for n in needles)), float("nan"))
+        return first_mark(rows, *needles, after=after)
 
     tp = f"{trace.topic}-{trace.partition}"
-    marks: dict[str, float] = {}
+    marks: dict[str, float] = {"victim seen gone": first("process is gone")}
     if trace.victim == trace.controller:
         marks["election started"] = first("no controller in epoch")
         marks["voted"] = first("voted for")
@@ -275,8 +226,7 @@ def failover_only_run(kill: str, timeline: bool) -> tuple[float, dict[str, float
         role = "controller" if trace.victim == trace.controller else "non-controller"
         print(f"  killed broker {trace.victim} ({role}), leader of {topic}-{p}: first ack after {fo:.3f} s", flush=True)
         if timeline:
-            for ms, text in rows:
-                print(f"    {ms:8.1f} ms  {text}", flush=True)
+            print_rows(rows)
         marks["role_is_controller"] = float(trace.victim == trace.controller)
         return fo, marks
     finally:
@@ -423,14 +373,9 @@ def failover_only(runs: int, kill: str, timeline: bool) -> int:
         all_marks.append(marks)
     print(f"\nfailover (s): median {statistics.median(times):.2f} ({min(times):.2f}–{max(times):.2f}) over {runs} runs")
     print("phase marks, ms after the kill: median (min–max)")
-    names = list(dict.fromkeys(k for m in all_marks for k in m))  # runs that killed the controller have more
     print(f"  (the killed leader was the active controller in {sum(m['role_is_controller'] for m in all_marks):.0f})")
-    for name in names:
-        if name == "role_is_controller":
-            continue
-        vals = [m[name] for m in all_marks if name in m and m[name] == m[name]]  # drop NaN (event not seen)
-        if vals:
-            print(f"  {name:20s} {statistics.median(vals):7.0f} ({min(vals):.0f}–{max(vals):.0f})  n={len(vals)}")
+    for name, med, n in phase_lines(all_marks, skip=["role_is_controller"]):
+        print(f"  {name:20s} {med}  n={n}")
     return 0
 
 

@@ -145,11 +145,15 @@ class AlterPartitionError(KafkaLiteError):
 class ControllerLogic:
     """Turns requests and broker liveness changes into metadata records."""
 
-    def __init__(self, image: MetadataImage, unclean_default: bool = False) -> None:
+    def __init__(self, image: MetadataImage, unclean_default: bool = False, min_insync_default: int = 1) -> None:
         self.image = image
         self.unclean_default = unclean_default
+        self.min_insync_default = min_insync_default  # the broker's min.insync.replicas, for topics without one
         # (topic, partition, new leader, lost ISR): reported by the driver, which may log (this class may not).
         self.unclean_elections: list[tuple[str, int, int, list[int]]] = []
+        # (topic, partition, old leader, new leader) of AlterPartition requests answered by moving leadership
+        # (see alter_partition); the driver reports them and answers the leader accordingly.
+        self.leader_moves: list[tuple[str, int, int, int]] = []
 
     # --- topics --------------------------------------------------------------
 
@@ -335,8 +339,31 @@ class ControllerLogic:
             raise AlterPartitionError(
                 f"{topic}-{partition}: brokers {fenced} are fenced; retry once registered", ErrorCode.INELIGIBLE_REPLICA
             )
+        moved = self._move_isolated_leader(t, p, isr)
+        if moved is not None:
+            self.leader_moves.append((topic, partition, leader_id, moved.leader))
+            return [partition_record(topic, moved)]
         new = PartitionState(p.partition, p.leader, p.leader_epoch, p.replicas, isr, p.partition_epoch + 1)
         return [partition_record(topic, new)]
+
+    def _move_isolated_leader(self, t: TopicInfo, p: PartitionState, isr: list[int]) -> PartitionState | None:
+        """A leader asking to shrink its ISR below min.insync.replicas, although at least that many of the
+        members it drops are live (registered), is cut off from them, not they from the cluster: they stopped
+        fetching from it, yet they reach the controller (or ZooKeeper). Shrinking would leave the partition
+        refusing acks=all writes (NOT_ENOUGH_REPLICAS) for as long as the cut lasts, with enough in-sync
+        replicas alive to take them. Instead the leadership moves to one of them, chosen from the ISR as when
+        a leader is fenced, and the old leader leaves the ISR. That is a clean election (every ISR member has
+        everything acknowledged), so no acknowledged record is lost; the old leader truncates its
+        unacknowledged tail when it follows again. Kafka shrinks and refuses writes; ELECTION.md section 6
+        says why this differs. None: an ordinary shrink."""
+        need = min(_min_insync(t, self.min_insync_default), len(p.replicas))
+        if len(isr) >= need or not set(isr) < set(p.isr):
+            return None
+        live = set(self.image.live_brokers())
+        dropped_live = [r for r in p.isr if r not in isr and r in live]
+        if len(dropped_live) < need:
+            return None
+        return self._elect(t, p, live, exclude={p.leader})
 
 
 def check_broker_incarnation(broker_id: int, incarnation: int | None, newest: int) -> None:
@@ -356,6 +383,13 @@ def check_broker_incarnation(broker_id: int, incarnation: int | None, newest: in
 
 def _isr_without(isr: list[int], broker_id: int) -> list[int]:
     return [r for r in isr if r != broker_id]
+
+
+def _min_insync(t: TopicInfo, default: int) -> int:
+    try:
+        return int(t.configs.get("min.insync.replicas", default))
+    except (TypeError, ValueError):
+        return default
 
 
 def _unclean_enabled(t: TopicInfo, default: bool) -> bool:

@@ -15,7 +15,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker.controller import ControllerLogic, MetadataImage, check_broker_incarnation
+from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage, check_broker_incarnation
 from broker.repeated_log import RepeatedConditionLog
 from net.errors import ErrorCode, KafkaLiteError
 
@@ -43,6 +43,7 @@ class ControllerService:
         session_timeout_ms: int,
         cluster_id: str,
         unclean_default: bool = False,
+        min_insync_default: int = 1,
     ) -> None:
         self.broker_id = broker_id
         self._liveness_log = RepeatedConditionLog(log)  # a proposal failing every tick without a quorum
@@ -50,7 +51,7 @@ class ControllerService:
         self.quorum = quorum
         self.addresses = addresses
         self.session_timeout_ms = session_timeout_ms
-        self.logic = ControllerLogic(image, unclean_default)
+        self.logic = ControllerLogic(image, unclean_default, min_insync_default)
         self.cluster_id = cluster_id
         self.active = False
         self.epoch = -1
@@ -263,6 +264,24 @@ class ControllerService:
                     )
                 self._alter_taken[leader] = key
             check_broker_incarnation(leader, incarnation, self.quorum.broker_incarnation(leader))
+            logic.leader_moves.clear()
             return logic.alter_partition(topic, partition, leader, leader_epoch, partition_epoch, isr)
 
         await self.run(compute)
+        moves, self.logic.leader_moves = self.logic.leader_moves, []
+        for t, p, old, new in moves:
+            log.warning(
+                "%s-%d: leader %d asked to shrink the ISR to %s, below min.insync.replicas, while the replicas it "
+                "dropped are alive: it is cut off from them; leadership moved to broker %d",
+                t,
+                p,
+                old,
+                isr,
+                new,
+            )
+            # Committed, but not as asked: the leader keeps its proposal pending until the metadata that makes
+            # it a follower arrives (FENCED_LEADER_EPOCH -> AlterOutcome.AWAIT_METADATA).
+            raise AlterPartitionError(
+                f"{t}-{p}: leadership moved to broker {new} (the ISR would fall below min.insync.replicas)",
+                ErrorCode.FENCED_LEADER_EPOCH,
+            )

@@ -40,7 +40,8 @@ from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.peers import PeerChannel
 from net.protocol import ApiKey
 from net.quorum_driver import QuorumDriver, next_incarnation
-from net.server import NetServer
+from net.retry import Backoff
+from net.server import BadRequest, NetServer
 
 log = logging.getLogger("kafkalite.broker")
 TICK_S = 0.1
@@ -119,9 +120,11 @@ class BrokerServer:
             uuid.uuid4().hex[:22],
             # The broker-level default; a topic's own unclean.leader.election.enable overrides it.
             unclean_default=cfg.topic_config_defaults().unclean_leader_election_enable,
+            min_insync_default=cfg.topic_config_defaults().min_insync_replicas,
         )
         self.apis = KafkaApis(cfg, self)
         self.net._handler = self.apis
+        self.quorum.request_handler = self._relayed_alter_partition
         self.kafka_net: NetServer | None = None
         if cfg.kafka_port >= 0:
             # Kafka's protocol: a second codec in front of the same handlers (broker/network/kafka/).
@@ -296,7 +299,7 @@ class BrokerServer:
         controller did commit would let the HW pass a replica the controller counts in the ISR, so only a
         refusal proving it was not applied resets it: see broker/replication.py alter_partition_outcome."""
         leader_epoch = p.leader_epoch
-        backoff = ALTER_RETRY_BACKOFF_S[0]
+        retry = Backoff(ALTER_RETRY_BACKOFF_S[0] * 1000, ALTER_RETRY_BACKOFF_S[1] * 1000)
         while True:
             code, message = await self._send_alter_partition(p, leader_epoch, isr, partition_epoch)
             outcome = alter_partition_outcome(code)
@@ -343,8 +346,7 @@ class BrokerServer:
                 isr,
                 message,
             )
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, ALTER_RETRY_BACKOFF_S[1])
+            await asyncio.sleep(retry.next())
             if self._stopping or not alter_partition_retry_wanted(p.leader_state, leader_epoch, isr, partition_epoch):
                 return
 
@@ -380,12 +382,22 @@ class BrokerServer:
                 "incarnation": self.incarnation,
                 "seq": seq,
             }
-            resp = await self.peer_request(controller, ApiKey.ALTER_PARTITION, body, ALTER_PARTITION_TIMEOUT_S)
+            # Through the coordination service where it has a path (ZooKeeper), else to the controller.
+            resp = await self.quorum.relay_to_controller(body, ALTER_PARTITION_TIMEOUT_S)
+            if resp is None:
+                resp = await self.peer_request(controller, ApiKey.ALTER_PARTITION, body, ALTER_PARTITION_TIMEOUT_S)
             return int(resp.get("error_code", 0)), str(resp.get("error_message") or "")
         except KafkaLiteError as e:
             return int(e.code), str(e)
         except (TimeoutError, OSError) as e:
             return int(ErrorCode.NETWORK_EXCEPTION), f"{type(e).__name__}: {e}"
+
+    async def _relayed_alter_partition(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The controller's side of relay_to_controller: the same handler as a direct AlterPartition."""
+        try:
+            return await self.apis.handle_alter_partition(body)
+        except BadRequest as e:
+            return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(e)}
 
     # --- chores ----------------------------------------------------------------
 

@@ -16,7 +16,7 @@ above it (ControllerLogic, MetadataImage, ReplicaManager, replication) is the sa
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 # (offset, epoch, record): the shape of committed metadata entries in both modes.
 Entry = tuple[int, int, dict[str, Any]]
@@ -40,6 +40,9 @@ class Coordination(Protocol):
     liveness_listeners: list[Callable[[], None]]
     # Monotonic ms at which the current controller election began (None: none running); for the metrics.
     election_started_ms: int | None
+    # The active controller's handler for AlterPartition requests relayed by `relay_to_controller` (the broker
+    # sets it; a mode that relays nothing never calls it).
+    request_handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None
 
     def start(self) -> None: ...
 
@@ -67,6 +70,14 @@ class Coordination(Protocol):
 
     def receive(self, wire: list) -> None:
         """A QUORUM message from a peer broker."""
+        ...
+
+    async def relay_to_controller(self, body: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """Carry an AlterPartition `body` to the active controller through the coordination service and
+        return its answer, when the mode has such a path. ZooKeeper has (a request znode the controller
+        answers): a partition leader cut off from the controller but not from ZooKeeper can still shrink its
+        ISR. None: no such path (the custom quorum, where a broker that cannot reach the controller is fenced
+        anyway); the caller sends the request to the controller directly."""
         ...
 
     def broker_incarnation(self, broker_id: int) -> int:

@@ -149,6 +149,7 @@ class QuorumDriver:
         self._timer: asyncio.TimerHandle | None = None
         self._stopped = False
         self.election_started_ms: int | None = None
+        self.request_handler = None  # nothing is relayed here (relay_to_controller)
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -232,6 +233,11 @@ class QuorumDriver:
     @property
     def controller_id(self) -> int | None:
         return self.node.leader_id
+
+    async def relay_to_controller(self, body: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """No relay in this mode: a broker that cannot reach the controller stops fetching metadata from it
+        and is fenced, which moves its leaderships (election/coordination.py)."""
+        return None
 
     @property
     def log_end_offset(self) -> int:

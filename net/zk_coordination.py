@@ -7,12 +7,22 @@ Layout under the chroot (default /kafkalite, or the `/path` suffix of zookeeper.
     /controller                    ephemeral, {"brokerid", "epoch"}: who is controller
     /controller_epoch              the controller epoch; bumped with a version-checked set by each winner
     /metadata/log/r-<10 digits>    persistent sequential, msgpack {"epoch", "records"}: one proposal each
+    /controller_requests/q-<10 digits>
+                                   ephemeral sequential, msgpack {"from", "body"[, "response"]}: an
+                                   AlterPartition relayed to the controller, answered in place (below)
 
 The metadata log is the same records the custom mode keeps in `__cluster_metadata-0`, and every broker
 applies the znodes in sequence order; a record's offset is its position over all znodes, so it is the
 same on every broker. A proposal is a ZooKeeper transaction of `check(/controller_epoch, version won)`
 and the create: a controller that has been replaced can never append (the epoch fencing). The classic
 `/brokers/topics/...` layout is not written: the log is the only copy (docs/ELECTION.md section 8).
+
+Partition leaders send their ISR changes (AlterPartition) through ZooKeeper, not over a connection to the
+controller: a leader cut off from the controller but not from ZooKeeper still gets its ISR shrunk, as
+Kafka's ZooKeeper-mode leaders wrote ISR changes to ZooKeeper themselves. The leader creates a request
+znode and watches it; the controller watches the requests, runs each through the same handler as a direct
+AlterPartition (every epoch, incarnation and sequence check included) and writes the answer into the znode;
+the leader reads it and deletes the znode. Request znodes are ephemeral, so a dead leader leaves none.
 
 kazoo runs its own threads. Its watch and state callbacks only hand events to the asyncio loop
 (`call_soon_threadsafe`); requests use kazoo's *_async calls, whose results are bridged to asyncio
@@ -27,7 +37,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import msgpack
 from kazoo.client import KazooClient
@@ -42,6 +52,7 @@ from net.errors import ErrorCode, KafkaLiteError
 log = logging.getLogger("kafkalite.zookeeper")
 DEFAULT_CHROOT = "/kafkalite"
 LOG_PREFIX = "r-"
+REQUEST_PREFIX = "q-"
 
 
 class NotControllerError_(KafkaLiteError):  # noqa: N801 - same name as net/quorum_driver.py's
@@ -123,6 +134,7 @@ class ZooKeeperCoordination:
         self.p_controller = f"{root}/controller"
         self.p_epoch = f"{root}/controller_epoch"
         self.p_log = f"{root}/metadata/log"
+        self.p_requests = f"{root}/controller_requests"
         # Reconnect forever, quickly: while ZooKeeper is away the broker keeps serving its last image.
         self.zk = KazooClient(
             hosts=hosts,
@@ -155,6 +167,11 @@ class ZooKeeperCoordination:
         self._apply_lock = asyncio.Lock()
         self._waiters: dict[int, asyncio.Future] = {}
         self._watches_set = False
+        # Relayed AlterPartition requests: the controller's handler (set by the broker), the newest list of
+        # request znodes, and the ones this broker is serving or has served.
+        self.request_handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+        self._request_children: list[str] = []
+        self._serving: set[str] = set()
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -336,6 +353,7 @@ class ZooKeeperCoordination:
             self._watches_set = True
             ChildrenWatch(self.zk, self.p_ids, lambda ch: self._post(self._on_broker_children, ch))
             ChildrenWatch(self.zk, self.p_log, lambda ch: self._post(self._on_log_children, ch))
+            ChildrenWatch(self.zk, self.p_requests, lambda ch: self._post(self._on_request_children, ch))
             DataWatch(self.zk, self.p_controller, lambda d, s: self._post(self._on_controller_data, d, s))
         else:
             self._spawn(self._elect())
@@ -344,7 +362,7 @@ class ZooKeeperCoordination:
         self._notify_liveness()
 
     async def _ensure_paths(self) -> None:
-        for path in (self.p_ids, self.p_log):
+        for path in (self.p_ids, self.p_log, self.p_requests):
             await self._aio(self.zk.ensure_path_async(path))
         try:
             await self._aio(self.zk.create_async(self.p_epoch, b"0"))
@@ -493,6 +511,87 @@ class ZooKeeperCoordination:
             # Act at once (fence the broker whose loss made us controller), not at the next periodic tick.
             for listener in self.applied_listeners:
                 listener()
+            self._on_request_children(self._request_children)  # requests left for the previous controller
+
+    # --- AlterPartition through ZooKeeper ----------------------------------------------
+
+    async def relay_to_controller(self, body: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """Leader side: the controller's answer to an AlterPartition `body`, through a request znode.
+        Raises REQUEST_TIMED_OUT (no verdict: the leader retries) if ZooKeeper or the controller does not
+        answer in time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        changed = asyncio.Event()
+        path: str | None = None
+        try:
+            data = msgpack.packb({"from": self.broker_id, "body": body}, use_bin_type=True)
+            path = await asyncio.wait_for(
+                self._aio(
+                    self.zk.create_async(f"{self.p_requests}/{REQUEST_PREFIX}", data, ephemeral=True, sequence=True)
+                ),
+                timeout,
+            )
+            while True:
+                changed.clear()
+                raw, _ = await asyncio.wait_for(
+                    self._aio(self.zk.get_async(path, watch=lambda _e: self._post(changed.set))),
+                    max(deadline - loop.time(), 0.001),
+                )
+                request = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+                if "response" in request:
+                    return dict(request["response"])
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise TimeoutError
+                try:
+                    await asyncio.wait_for(changed.wait(), remaining)
+                except TimeoutError:
+                    pass
+        except (TimeoutError, KazooException) as e:
+            raise KafkaLiteError(
+                f"no answer from the controller through ZooKeeper in {timeout}s ({type(e).__name__})",
+                ErrorCode.REQUEST_TIMED_OUT,
+            ) from None
+        finally:
+            if path is not None:
+                self._spawn(self._delete_request(path))
+
+    async def _delete_request(self, path: str) -> None:
+        try:
+            await self._aio(self.zk.delete_async(path))
+        except KazooException:
+            pass  # gone already, or ZooKeeper away: an ephemeral znode goes with our session anyway
+
+    def _on_request_children(self, children: list[str]) -> None:
+        self._request_children = children
+        self._serving &= set(children)
+        if self._epoch_version is None or self.request_handler is None:
+            return  # only the controller serves them
+        for name in sorted(children):
+            if name not in self._serving:
+                self._serving.add(name)
+                self._spawn(self._serve_request(name))
+
+    async def _serve_request(self, name: str) -> None:
+        """Controller side: answer one relayed request in its znode (version-checked: one answer only)."""
+        path = f"{self.p_requests}/{name}"
+        try:
+            raw, stat = await self._aio(self.zk.get_async(path))
+        except NoNodeError:
+            return
+        request = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        handler = self.request_handler
+        if "response" in request or handler is None:
+            return
+        try:
+            response = await handler(dict(request["body"]))
+        except Exception as e:  # noqa: BLE001 - every failure is an answer the leader can act on
+            response = {"error_code": int(getattr(e, "code", ErrorCode.UNKNOWN_SERVER_ERROR)), "error_message": str(e)}
+        request["response"] = response
+        try:
+            await self._aio(self.zk.set_async(path, msgpack.packb(request, use_bin_type=True), version=stat.version))
+        except (NoNodeError, BadVersionError):
+            pass  # the leader gave up (and retries), or another controller answered first
 
     # --- the metadata log ------------------------------------------------------------
 

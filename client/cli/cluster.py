@@ -357,21 +357,25 @@ def kill(broker_id: str, data_dir: Path, sig: str) -> None:
 
 
 @main.command()
-@click.argument("broker_id")
+@click.argument("broker_ids", nargs=-1, required=True)
 @click.option("--data-dir", type=click.Path(path_type=Path), required=True)
-def start(broker_id: str, data_dir: Path) -> None:
-    """Start a stopped broker again with its old id, port and data."""
+def start(broker_ids: tuple[str, ...], data_dir: Path) -> None:
+    """Start stopped brokers again with their old ids, ports and data (several: all at once)."""
     state = _load(data_dir)
-    b = state["brokers"].get(broker_id)
-    if b is None:
-        raise click.ClickException(f"no broker {broker_id} in this cluster")
-    if _alive(b.get("pid")):
-        raise click.ClickException(f"broker {broker_id} is already running")
-    _start_broker(data_dir, state, broker_id)
+    for broker_id in broker_ids:
+        b = state["brokers"].get(broker_id)
+        if b is None:
+            raise click.ClickException(f"no broker {broker_id} in this cluster")
+        if _alive(b.get("pid")):
+            raise click.ClickException(f"broker {broker_id} is already running")
+    for broker_id in broker_ids:
+        _start_broker(data_dir, state, broker_id)
     _save(data_dir, state)
-    if not _wait_port(b["port"], 30):
-        raise click.ClickException(f"broker {broker_id} did not start; see {data_dir}/broker-{broker_id}.log")
-    click.echo(f"started broker {broker_id} on 127.0.0.1:{b['port']}")
+    for broker_id in broker_ids:
+        b = state["brokers"][broker_id]
+        if not _wait_port(b["port"], 30):
+            raise click.ClickException(f"broker {broker_id} did not start; see {data_dir}/broker-{broker_id}.log")
+        click.echo(f"started broker {broker_id} on 127.0.0.1:{b['port']}")
 
 
 @main.command()

@@ -28,9 +28,9 @@ def zookeeper_installed() -> bool:
     return shutil.which("java") is not None and all((JAVA_DIR / j).is_file() for j in JARS)
 
 
-def _ruok(port: int, timeout: float = 0.5) -> bool:
+def _ruok(port: int, timeout: float = 0.5, host: str = "127.0.0.1") -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(b"ruok")
             return s.recv(4) == b"imok"
     except OSError:
@@ -38,14 +38,16 @@ def _ruok(port: int, timeout: float = 0.5) -> bool:
 
 
 class LocalZooKeeper:
-    def __init__(self, root: Path, port: int) -> None:
+    def __init__(self, root: Path, port: int, host: str = "127.0.0.1") -> None:
         self.root = Path(root)
         self.port = port
+        # Loopback by default; a network-namespace lab binds it to its bridge address (bench/netns.py).
+        self.host = host
         self.proc: subprocess.Popen | None = None
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid_file(self) -> Path:
@@ -58,7 +60,7 @@ class LocalZooKeeper:
             f"tickTime={TICK_MS}\n"
             f"dataDir={self.root / 'data'}\n"
             f"clientPort={self.port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={self.host}\n"
             f"minSessionTimeout={2 * TICK_MS}\n"
             "maxSessionTimeout=60000\n"
             "admin.enableServer=false\n"
@@ -97,7 +99,7 @@ class LocalZooKeeper:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}; see {self.root / 'zookeeper.log'}")
-            if _ruok(self.port):
+            if _ruok(self.port, host=self.host):
                 return self
             time.sleep(0.1)
         self.stop()

@@ -97,3 +97,73 @@ def test_acks_all_resumes_after_every_broker_is_killed_and_restarted(cluster):
     assert len(acked) == 30 and all(acked)
     # Every partition has a leader and a full ISR again (the restarted brokers rejoined).
     cluster.wait_full_isr("ka", 3)
+
+
+def test_zookeeper_leader_cut_from_its_followers_hands_over_and_rejoins(tmp_path):
+    """ZooKeeper mode on three network-namespace hosts: the leader is cut off from both followers but not
+    from ZooKeeper (nor from the client). Its ISR shrink (relayed through ZooKeeper, whichever broker is
+    controller) would leave fewer than min.insync.replicas, while both followers are alive: the controller
+    moves the leadership to them, acks=all writes resume, and after the heal the old leader catches up and
+    rejoins the ISR without losing an acknowledged record."""
+    import asyncio
+    import os
+    import shutil
+
+    from bench.netns import available
+    from bench.run_recovery import NetnsZkCluster, create_topic, wait_partition
+    from client.consumer import TopicPartition
+    from client.sync import Consumer
+    from tests.integration.zk_support import require_zookeeper
+
+    if not available() or shutil.which("java") is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("network namespaces need root and iproute2, ZooKeeper needs java (CI must run this)")
+        pytest.skip("network namespaces need root and iproute2")
+    require_zookeeper()
+    # Its own subnet and prefix: the recovery bench uses 198.18.20.0/24, other tests theirs.
+    c = NetnsZkCluster(tmp_path, ["replica.lag.time.max.ms=1500"], subnet="198.18.21.0/24", prefix="klt")
+    c.start()
+    try:
+        asyncio.run(create_topic(c.bootstrap, "cut", 1))
+        acked: list[tuple[int, bytes]] = []
+        with Producer(
+            c.bootstrap, acks="all", enable_idempotence=True, request_timeout_ms=3000, delivery_timeout_ms=60000
+        ) as p:
+
+            def send(tag: str, n: int) -> None:
+                for i in range(n):
+                    v = f"{tag}-{i}".encode()
+                    p.send("cut", v, partition=0, on_delivery=lambda e, md, v=v: e or acked.append((md.offset, v)))
+                p.flush(60)
+
+            send("before", 50)
+            parts = asyncio.run(wait_partition(c.bootstrap, "cut", lambda ps: ps, 10))
+            leader = parts[0].leader
+            followers = [b for b in (1, 2, 3) if b != leader]
+            for f in followers:
+                c.lab.cut(leader, f)
+            send("during", 50)  # acknowledged only once the followers lead
+            moved = asyncio.run(
+                wait_partition(c.bootstrap, "cut", lambda ps: ps[0] if ps[0].leader in followers else None, 30)
+            )
+            assert leader not in moved.isr and sorted(moved.isr) == sorted(followers)
+            c.lab.heal_all()
+            send("after", 50)
+        asyncio.run(wait_partition(c.bootstrap, "cut", lambda ps: leader in ps[0].isr, 60))
+        assert len(acked) == 150
+        with Consumer(c.bootstrap, auto_offset_reset="earliest") as cons:
+            tp = TopicPartition("cut", 0)
+            cons.assign([tp])
+            end = cons.list_offsets([tp], -1)[tp]
+            got: dict[int, bytes] = {}
+            deadline = time.monotonic() + 30
+            while len(got) < end and time.monotonic() < deadline:
+                got.update({r.offset: r.value for r in cons.poll(500)})
+        for offset, value in acked:
+            assert got.get(offset) == value, f"acknowledged cut-0@{offset} lost or changed"
+    except BaseException:
+        for path in c.logs():
+            print(f"----- {path.name} -----\n" + path.read_text(errors="replace")[-4000:])
+        raise
+    finally:
+        c.stop()

@@ -917,6 +917,7 @@ class Simulation:
                     # it; committing it would add a replica its HW is not waiting for. Production: the same
                     # check in ControllerService.alter_partition, incarnations from quorum fetches.
                     check_broker_incarnation(msg.src, msg.incarnation, ctrl.incarnation.get(msg.src, 0))
+                ctrl.logic.leader_moves.clear()
                 records = ctrl.logic.alter_partition(
                     TOPIC, msg.partition, msg.src, msg.leader_epoch, msg.partition_epoch, list(msg.isr)
                 )
@@ -933,6 +934,15 @@ class Simulation:
                 return
             ctrl.commit(records)
             self.result.isr_changes += 1
+            if ctrl.logic.leader_moves:
+                # ControllerService.alter_partition: a shrink below min.insync.replicas while the dropped members
+                # are live moved the leadership instead; committed, answered FENCED_LEADER_EPOCH (the leader
+                # keeps its proposal pending until the metadata that makes it a follower arrives).
+                ctrl.logic.leader_moves.clear()
+                self._trace(f"controller moves p{msg.partition}'s leadership off broker {msg.src} (asked {msg.isr})")
+                moved = "leadership moved (the ISR would fall below min.insync.replicas)"
+                self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, moved, int(ErrorCode.FENCED_LEADER_EPOCH)))
+                return
             self._trace(f"controller commits ISR {list(msg.isr)} for p{msg.partition} from broker {msg.src}")
             self._send(CONTROLLER, msg.src, AlterIsrResult(msg.req, None))
 

@@ -184,7 +184,11 @@ def broker_with_controller(monkeypatch, answers: list[Any]) -> tuple[BrokerServe
     exception to raise), recording the requests."""
     monkeypatch.setattr(server_mod, "ALTER_RETRY_BACKOFF_S", (0.001, 0.002))
     server = BrokerServer(BrokerConfig(broker_id=1))
-    server.quorum = SimpleNamespace(controller_id=2)  # type: ignore[assignment]
+
+    async def no_relay(body: dict, timeout: float) -> None:
+        return None  # the custom mode: no path through the coordination service, requests go direct
+
+    server.quorum = SimpleNamespace(controller_id=2, relay_to_controller=no_relay)  # type: ignore[assignment]
     server.metrics = BrokerMetrics(1)
     server.incarnation = 7
     sent: list[dict] = []

@@ -1,0 +1,433 @@
+"""Recovery after big faults (issue 12 §4): how long acks=all writes stop, and where the time goes.
+
+    .venv/bin/python -m bench.run_recovery [--runs 3] [--only SCENARIO] [--timeline] [--out docs/BENCHMARKS.md]
+
+Three brokers, RF=3, min.insync.replicas=2, an acks=all producer (idempotent) writing all the time:
+
+- kill-all: every broker SIGKILLed, restarted together after 1 s (custom mode, loopback). Figure: the first
+  acknowledgement after the restart, counted from the moment the last broker listens again (negative: writes
+  resumed before the last one was up). Target 5 s.
+- leader-kill: bench/run_cluster.py's failover step (the killed leader is also the active controller there).
+  Figure: SIGKILL to the first acknowledgement, from the successor. Target 1.5 s.
+- zk-leader-cut: ZooKeeper mode, brokers on three network-namespace hosts (bench/netns.py, 198.18.20.0/24),
+  ZooKeeper on the bridge; the partition's leader is cut off from both followers (not from ZooKeeper, nor
+  from the client). Figure: the cut to the first acknowledgement of a record sent after it. Target
+  replica.lag.time.max.ms + 2 s (the bench sets replica.lag.time.max.ms to 5000 to keep runs short). Needs
+  root; skipped otherwise.
+
+Each run's broker log lines and client events are merged on one clock (bench/timeline.py); --timeline prints
+them. Medians over the runs, with each scenario's phase marks, go into the recovery section of
+docs/BENCHMARKS.md (unless --only is given).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.netns import NetnsLab, available
+from bench.peers._common import free_port
+from bench.run_cluster import Cluster, failover_only_run, tool
+from bench.run_single_broker import machine_info
+from bench.sections import bench_parser, md_table, median_range, replace_section
+from bench.timeline import first, log_rows, phase_lines, print_rows, trace_client
+
+START_MARK = "<!-- recovery:start -->"
+END_MARK = "<!-- recovery:end -->"
+ROOT = Path(__file__).resolve().parents[1]
+TOPIC = "recovery"
+CUT_LAG_MS = 5000  # replica.lag.time.max.ms in the zk-leader-cut scenario
+TARGETS_S = {"kill-all": 5.0, "leader-kill": 1.5, "zk-leader-cut": CUT_LAG_MS / 1000 + 2.0}
+SCENARIOS = tuple(TARGETS_S)
+NETNS_SUBNET, NETNS_PREFIX = "198.18.20.0/24", "klr"
+
+
+@dataclass
+class Load:
+    """An acks=all idempotent producer sending to every partition of a topic every 2 ms, recording when each
+    record was sent and acknowledged (wall clock, as the brokers' logs)."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    partition: int | None = None  # only this one
+    acks: list[tuple[float, float, int]] = field(default_factory=list)  # (sent, acknowledged, partition)
+    events: list[tuple[float, str]] = field(default_factory=list)
+    producer: Any = None
+    _task: asyncio.Task | None = None
+
+    async def start(self) -> Load:
+        from client.producer import AsyncProducer
+        from net.errors import KafkaLiteError
+
+        self.producer = AsyncProducer(
+            self.bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=2,
+            retry_backoff_ms=20,
+            request_timeout_ms=3000,
+            delivery_timeout_ms=120000,
+        )
+        await self.producer.start()
+        for _ in range(200):  # the topic reaches every broker's image a metadata fetch after its creation
+            try:
+                await self.producer.partitions_for(self.topic)
+                break
+            except KafkaLiteError:
+                await asyncio.sleep(0.05)
+        trace_client(self.producer, self.events, (self.topic, self.partition or 0))
+        self._task = asyncio.ensure_future(self._run())
+        return self
+
+    async def _run(self) -> None:
+        i = 0
+        while True:
+            sent = time.time()
+            p = self.partition if self.partition is not None else i % self.partitions
+
+            def on_delivery(err: Exception | None, md: Any, sent: float = sent) -> None:
+                if err is None:
+                    self.acks.append((sent, time.time(), md.partition))
+
+            self.producer.send(self.topic, b"r" * 100, key=str(i).encode(), partition=p, on_delivery=on_delivery)
+            i += 1
+            await asyncio.sleep(0.002)
+
+    async def wait_acks(self, n: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acks) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(self.acks)} of {n} acknowledgements within {timeout} s")
+            await asyncio.sleep(0.02)
+
+    def first_ack(self, acked_after: float = 0.0, sent_after: float = 0.0, partition: int | None = None) -> float:
+        """The earliest acknowledgement (wall time) matching the filters; NaN if none."""
+        times = [a for s, a, p in self.acks if s >= sent_after and a >= acked_after and partition in (None, p)]
+        return min(times) if times else float("nan")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        try:
+            await self.producer.close(2)
+        except Exception:  # noqa: BLE001 - whatever is left unacknowledged does not matter here
+            pass
+
+
+def _seen(t: float) -> bool:
+    return t == t  # not NaN
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+# --- kill-all ---------------------------------------------------------------------------------------------
+
+
+async def kill_all_once(down_s: float = 1.0) -> tuple[float, list[tuple[float, str]], dict[str, float]]:
+    c = Cluster()
+    try:
+        c.create(TOPIC, 3)
+        load = await Load(c.bootstrap, TOPIC, 3).start()
+        await load.wait_acks(300, 30)
+        state = c.state()
+        for b in state["brokers"].values():
+            os.kill(b["pid"], signal.SIGKILL)
+        kill_wall = time.time()
+        await asyncio.sleep(down_s)
+        ids = sorted(state["brokers"])
+        restart = subprocess.Popen(
+            [tool("kl-cluster"), "start", *ids, "--data-dir", str(c.dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        listening: dict[str, float] = {}
+        deadline = time.monotonic() + 60
+        while len(listening) < len(ids) and time.monotonic() < deadline:
+            for bid in ids:
+                if bid not in listening and _listening("127.0.0.1", state["brokers"][bid]["port"]):
+                    listening[bid] = time.time()
+            await asyncio.sleep(0.01)
+        restart.wait(60)
+        if len(listening) < len(ids):
+            raise RuntimeError("brokers did not listen again within 60 s")
+        last = max(listening.values())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(_seen(load.first_ack(kill_wall, partition=p)) for p in range(3)):
+            await asyncio.sleep(0.05)
+        await load.stop()
+        first_ack = load.first_ack(acked_after=kill_wall)
+        every = max(load.first_ack(acked_after=kill_wall, partition=p) for p in range(3))
+        if not _seen(first_ack):
+            raise RuntimeError("no acknowledgement within 60 s of the restart")
+        events = load.events + [(t, f"bench: broker {b} listening") for b, t in listening.items()]
+        events += [(first_ack, "client: first ack after the restart"), (every, "client: every partition acked")]
+        rows = log_rows(c.dir.glob("broker-*.log"), kill_wall, events)
+        marks = {
+            "first broker listening": (min(listening.values()) - kill_wall) * 1000,
+            "last broker listening": (last - kill_wall) * 1000,
+            "election started": first(rows, "no controller in epoch", after=(down_s * 1000)),
+            "new controller": first(rows, "became controller", after=(down_s * 1000)),
+            "metadata published": first(rows, "metadata: caught up", after=(down_s * 1000)),
+            "first partition leader": first(rows, "became leader of " + TOPIC, after=(down_s * 1000)),
+            "first ack": (first_ack - kill_wall) * 1000,
+            "every partition acked": (every - kill_wall) * 1000,
+        }
+        return first_ack - last, rows, marks
+    finally:
+        c.down()
+
+
+# --- ZooKeeper mode, a leader cut off from its followers ----------------------------------------------
+
+
+class NetnsZkCluster:
+    """Three ZooKeeper-mode brokers on three network-namespace hosts (bench/netns.py), ZooKeeper on the
+    bridge, every broker and the client (in the root namespace) reaching it; `lab.cut(i, j)` cuts two brokers
+    apart. tests/integration/test_recovery.py uses it too."""
+
+    PORT = 9092
+
+    def __init__(
+        self, root: Path, overrides: list[str] | None = None, subnet: str = NETNS_SUBNET, prefix: str = NETNS_PREFIX
+    ) -> None:
+        self.root = root
+        self.lab = NetnsLab(prefix, subnet, 3)
+        self.overrides = list(overrides or [])
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.zk: Any = None
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.lab.addr(i)}:{self.PORT}" for i in range(1, 4))
+
+    def start(self) -> NetnsZkCluster:
+        from client.cli.cluster import start_command
+        from client.cli.zk_local import LocalZooKeeper
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.lab.setup()
+        try:
+            self.zk = LocalZooKeeper(self.root / "zookeeper", free_port(), host=self.lab.gateway).start()
+            for i in range(1, 4):
+                cmd = start_command(
+                    i,
+                    self.PORT,
+                    self.root / f"broker-{i}",
+                    host=self.lab.addr(i),
+                    extra=[x for o in self.overrides for x in ("--override", o)],
+                    coordination="zookeeper",
+                    zookeeper=self.zk.connect,
+                )
+                with open(self.root / f"broker-{i}.log", "ab") as log:
+                    self.procs[i] = self.lab.popen(
+                        i,
+                        cmd,
+                        cwd=ROOT,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)},
+                    )
+            deadline = time.monotonic() + 60
+            for i in range(1, 4):
+                while not _listening(self.lab.addr(i), self.PORT):
+                    if time.monotonic() > deadline or self.procs[i].poll() is not None:
+                        raise RuntimeError(f"broker {i} did not start; see {self.root}/broker-{i}.log")
+                    time.sleep(0.05)
+        except Exception:
+            self.stop()
+            raise
+        return self
+
+    def logs(self) -> list[Path]:
+        return sorted(self.root.glob("broker-*.log"))
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        if self.zk is not None:
+            self.zk.stop()
+        self.lab.teardown()
+
+
+async def wait_partition(bootstrap: str, topic: str, want: Any, timeout: float) -> Any:
+    """Poll topic metadata until want(partitions) is truthy; return it."""
+    from client.admin import AsyncAdmin
+
+    deadline = time.monotonic() + timeout
+    last_err: Exception | None = None
+    while time.monotonic() < deadline:
+        admin = AsyncAdmin(bootstrap, request_timeout_ms=3000)
+        try:
+            parts = (await admin.describe_topics([topic]))[0].partitions
+            got = want(parts)
+            if got:
+                return got
+        except Exception as e:  # noqa: BLE001 - a cluster in flux
+            last_err = e
+        finally:
+            await admin.close()
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"{topic}: condition not met within {timeout} s (last error: {last_err})")
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from client.admin import AsyncAdmin, NewTopic
+
+    deadline = time.monotonic() + 60
+    while True:
+        admin = AsyncAdmin(bootstrap, request_timeout_ms=5000)
+        try:
+            await admin.create_topics([NewTopic(topic, partitions, 3, {"min.insync.replicas": "2"})])
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+        finally:
+            await admin.close()
+    await wait_partition(bootstrap, topic, lambda ps: all(p.leader > 0 and len(p.isr) == 3 for p in ps), 60)
+
+
+async def zk_leader_cut_once() -> tuple[float, list[tuple[float, str]], dict[str, float]]:
+    root = Path(tempfile.mkdtemp(prefix="kl-bench-recovery-"))
+    c = NetnsZkCluster(root, [f"replica.lag.time.max.ms={CUT_LAG_MS}"]).start()
+    try:
+        await create_topic(c.bootstrap, TOPIC, 1)
+        load = await Load(c.bootstrap, TOPIC, 1, partition=0).start()
+        await load.wait_acks(300, 30)
+        leader = load.producer.client.metadata.leader(TOPIC, 0)
+        controller = load.producer.client.metadata.controller_id
+        followers = [b for b in (1, 2, 3) if b != leader]
+        cut_wall = time.time()
+        for f in followers:
+            c.lab.cut(leader, f)
+        deadline = time.monotonic() + CUT_LAG_MS / 1000 + 30
+        while not _seen(load.first_ack(sent_after=cut_wall)):
+            if time.monotonic() > deadline:
+                raise RuntimeError("no acknowledgement of a record sent after the cut")
+            await asyncio.sleep(0.02)
+        first_ack = load.first_ack(sent_after=cut_wall)
+        await load.stop()
+        c.lab.heal_all()
+        events = load.events + [(cut_wall, f"bench: broker {leader} (leader; controller {controller}) cut off")]
+        events.append((first_ack, "client: first ack of a record sent after the cut"))
+        rows = log_rows(c.logs(), cut_wall, events)
+        successor = next((t.split(":")[0].split()[-1] for _, t in rows if "became leader of " + TOPIC in t), "?")
+        marks = {
+            "controller moves leadership": first(rows, "leadership moved"),
+            "successor leads": first(rows, "became leader of " + TOPIC),
+            "cut leader follows": first(rows, f"broker {leader}: following broker {successor}"),
+            "client sees successor": first(rows, f"client: metadata says leader {successor}"),
+            "first ack": (first_ack - cut_wall) * 1000,
+            "controller was the cut leader": float(controller == leader),
+        }
+        return first_ack - cut_wall, rows, marks
+    finally:
+        c.stop()
+        subprocess.run(["rm", "-rf", str(root)])
+
+
+# --- main -------------------------------------------------------------------------------------------------
+
+
+def run_scenario(name: str, timeline: bool) -> tuple[float, dict[str, float]]:
+    if name == "leader-kill":
+        return failover_only_run("leader", timeline)  # prints its own timeline
+    figure, rows, marks = asyncio.run(kill_all_once() if name == "kill-all" else zk_leader_cut_once())
+    if timeline:
+        print_rows(rows)
+    return figure, marks
+
+
+def render(results: dict[str, tuple[list[float], list[dict[str, float]]]], cmd: str) -> str:
+    info = machine_info()
+    what = {
+        "kill-all": "All three SIGKILLed, restarted together: last broker listening → first ack (s)",
+        "leader-kill": "Leader (also the controller) SIGKILLed → first ack on the successor (s)",
+        "zk-leader-cut": f"ZooKeeper mode, leader cut from both followers → first ack (s); "
+        f"replica.lag.time.max.ms={CUT_LAG_MS}",
+    }
+    rows = []
+    for name in SCENARIOS:
+        if name not in results:
+            why = "not run (needs root and iproute2)" if name == "zk-leader-cut" else "not run"
+            rows.append((what[name], why, f"<= {TARGETS_S[name]:g}", "n/a"))
+            continue
+        figures = results[name][0]
+        ok = statistics.median(figures) <= TARGETS_S[name]
+        rows.append((what[name], median_range(figures, ".2f"), f"<= {TARGETS_S[name]:g}", "MET" if ok else "MISSED"))
+    lines = [
+        "## Recovery after big faults (three brokers, RF=3, min.insync.replicas=2, acks=all)",
+        "",
+        f"Command: `{cmd}`  ",
+        f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; median of "
+        f"{max((len(v[0]) for v in results.values()), default=0)} runs (min–max).  ",
+        f"Machine: {info.get('cpu', '?')}, {info.get('nproc', '?')} cores, shared with the brokers, ZooKeeper "
+        "and the client (and, while measured, other work).",
+        "",
+        md_table(["Scenario", "Measured", "Target", "Status"], rows),
+        "",
+        "Where the time goes: phase marks in ms after the fault (kill, or cut), median (min–max) over the runs; "
+        "broker log lines and client events on one clock (`--timeline` prints every run's).",
+        "",
+    ]
+    for name in SCENARIOS:
+        if name not in results:
+            continue
+        phases = phase_lines(results[name][1], skip=["role_is_controller", "controller was the cut leader"])
+        lines += [f"**{name}**", "", md_table(["Phase", "ms after the fault", "runs"], phases), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = bench_parser(__doc__, 0)
+    ap.add_argument("--only", choices=SCENARIOS, help="run one scenario and print it (docs/BENCHMARKS.md untouched)")
+    ap.add_argument("--timeline", action="store_true", help="print each run's merged timeline")
+    a = ap.parse_args(argv)
+    names = [a.only] if a.only else list(SCENARIOS)
+    results: dict[str, tuple[list[float], list[dict[str, float]]]] = {}
+    for name in names:
+        if name == "zk-leader-cut" and not available():
+            print(f"{name}: skipped (network namespaces need root and iproute2)", flush=True)
+            continue
+        figures, marks = [], []
+        for i in range(a.runs):
+            print(f"{name} run {i + 1}/{a.runs} ...", flush=True)
+            fig, m = run_scenario(name, a.timeline)
+            print(f"  {name}: {fig:.3f} s", flush=True)
+            figures.append(fig)
+            marks.append(m)
+        results[name] = (figures, marks)
+        print(f"{name}: median {statistics.median(figures):.3f} s ({min(figures):.3f}–{max(figures):.3f})")
+        for phase, med, n in phase_lines(marks):
+            print(f"  {phase:32s} {med}  n={n}")
+    cmd = f".venv/bin/python -m bench.run_recovery --runs {a.runs}"
+    section = render(results, cmd)
+    if a.only is None:
+        replace_section(a.out, START_MARK, END_MARK, section)
+    print(section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

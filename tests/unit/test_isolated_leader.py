@@ -1,0 +1,90 @@
+"""A leader cut off from its in-sync followers (which still reach the controller) asks to shrink its ISR
+below min.insync.replicas; the controller moves the leadership to them instead of leaving the partition
+refusing acks=all writes for the whole cut (broker/controller.py ControllerLogic._move_isolated_leader,
+docs/ELECTION.md section 6). An ordinary shrink, one that keeps min.insync.replicas, or one whose dropped
+members could not satisfy it, is unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.controller import ControllerLogic, MetadataImage
+from net.errors import ErrorCode, KafkaLiteError
+
+
+def cluster(min_isr: str | None, n: int = 3, default: int = 1) -> tuple[MetadataImage, ControllerLogic]:
+    image = MetadataImage()
+    logic = ControllerLogic(image, min_insync_default=default)
+    for b in range(1, n + 1):
+        apply(image, logic.register_broker(b, "127.0.0.1", 9000 + b))
+    apply(image, logic.create_topic("t", 1, 3, {} if min_isr is None else {"min.insync.replicas": min_isr}))
+    return image, logic
+
+
+def apply(image: MetadataImage, records: list[dict]) -> None:
+    for rec in records:
+        image.apply(image.offset + 1, rec)
+
+
+def shrink(image: MetadataImage, logic: ControllerLogic, isr: list[int]) -> list[dict]:
+    p = image.topics["t"].partitions[0]
+    return logic.alter_partition("t", 0, p.leader, p.leader_epoch, p.partition_epoch, isr)
+
+
+def test_a_leader_cut_from_every_follower_hands_over_leadership():
+    image, logic = cluster("2")
+    p = image.topics["t"].partitions[0]
+    old, followers = p.leader, [r for r in p.isr if r != p.leader]
+    records = shrink(image, logic, [old])
+    apply(image, records)
+    q = image.topics["t"].partitions[0]
+    assert q.leader in followers and q.leader_epoch == p.leader_epoch + 1
+    assert sorted(q.isr) == sorted(followers)  # the old leader is out until it catches up again
+    assert q.partition_epoch == p.partition_epoch + 1
+    assert logic.leader_moves == [("t", 0, old, q.leader)]
+
+
+def test_the_broker_default_applies_to_topics_without_their_own():
+    image, logic = cluster(None, default=2)
+    old = image.topics["t"].partitions[0].leader
+    apply(image, shrink(image, logic, [old]))
+    assert image.topics["t"].partitions[0].leader != old
+
+
+def test_a_shrink_that_keeps_min_insync_is_an_ordinary_shrink():
+    image, logic = cluster("2")
+    p = image.topics["t"].partitions[0]
+    keep = [p.leader, next(r for r in p.isr if r != p.leader)]
+    apply(image, shrink(image, logic, keep))
+    q = image.topics["t"].partitions[0]
+    assert (q.leader, q.leader_epoch, sorted(q.isr)) == (p.leader, p.leader_epoch, sorted(keep))
+    assert logic.leader_moves == []
+
+
+def test_with_min_insync_one_the_leader_keeps_leading_alone():
+    # Kafka's behaviour, and what min.insync.replicas=1 asks for: the leader alone takes acks=all writes.
+    image, logic = cluster("1")
+    p = image.topics["t"].partitions[0]
+    apply(image, shrink(image, logic, [p.leader]))
+    q = image.topics["t"].partitions[0]
+    assert (q.leader, q.isr) == (p.leader, [p.leader]) and logic.leader_moves == []
+
+
+def test_no_move_when_the_dropped_replicas_are_too_few_to_take_writes():
+    image, logic = cluster("2")
+    p = image.topics["t"].partitions[0]
+    f1, f2 = [r for r in p.isr if r != p.leader]
+    apply(image, logic.fence_broker(f2))  # f2 is gone: only f1 would be left, and min.insync.replicas is 2
+    p = image.topics["t"].partitions[0]
+    assert sorted(p.isr) == sorted([p.leader, f1])
+    apply(image, shrink(image, logic, [p.leader]))
+    q = image.topics["t"].partitions[0]
+    assert (q.leader, q.isr) == (p.leader, [p.leader]) and logic.leader_moves == []
+
+
+def test_a_stale_request_is_still_refused_before_anything_moves():
+    image, logic = cluster("2")
+    p = image.topics["t"].partitions[0]
+    with pytest.raises(KafkaLiteError) as e:
+        logic.alter_partition("t", 0, p.leader, p.leader_epoch, p.partition_epoch - 1, [p.leader])
+    assert e.value.code == ErrorCode.INVALID_UPDATE_VERSION and logic.leader_moves == []
