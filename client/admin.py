@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from client.cluster import KafkaLiteClient, TopicMeta
+from client.config import AdminConfig
 from client.group import GroupClient
 from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for
@@ -58,8 +60,11 @@ def _raise_rows(rows: list) -> None:
 
 
 class AsyncAdmin:
-    def __init__(self, bootstrap_servers: str, *, client_id: str = "kl-admin", request_timeout_ms: int = 30000) -> None:
-        self.client = KafkaLiteClient(bootstrap_servers, client_id, request_timeout_ms)
+    def __init__(self, bootstrap_servers: str, **config: Any) -> None:
+        """Kafka's admin client configs as keyword arguments (request.timeout.ms -> request_timeout_ms):
+        client/config.py AdminConfig."""
+        cfg = AdminConfig.from_kwargs(config)
+        self.client = KafkaLiteClient.from_config(bootstrap_servers, cfg)
 
     async def start(self) -> None:
         await self.client.any_connection()
@@ -103,6 +108,11 @@ class AsyncAdmin:
             "validate_only": validate_only,
         }
         _raise_rows((await self._controller_request(ApiKey.CREATE_TOPICS, body))["topics"])
+
+    async def create_partitions(self, topic: str, count: int, validate_only: bool = False) -> None:
+        """Grow `topic` to `count` partitions (Kafka's CreatePartitions; partitions are never removed)."""
+        body = {"topics": [{"name": topic, "count": count}], "validate_only": validate_only}
+        _raise_rows((await self._controller_request(ApiKey.CREATE_PARTITIONS, body))["topics"])
 
     async def delete_topics(self, names: list[str]) -> None:
         _raise_rows((await self._controller_request(ApiKey.DELETE_TOPICS, {"topics": names}))["topics"])

@@ -129,6 +129,18 @@ class KafkaLiteClient:
         self.allow_auto_topic_creation = False
         self.closed = False
 
+    @classmethod
+    def from_config(cls, bootstrap_servers: str | Iterable[str], cfg: Any) -> "KafkaLiteClient":
+        """The client of a producer, consumer or admin, from its config (client/config.py)."""
+        return cls(
+            bootstrap_servers,
+            cfg.client_id,
+            cfg.request_timeout_ms,
+            cfg.metadata_max_age_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+        )
+
     def backoff(self) -> Backoff:
         """A fresh retry backoff of this client's retry.backoff.ms / retry.backoff.max.ms (net/retry.py)."""
         return Backoff(self.retry_backoff * 1000, self.retry_backoff_max_ms)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from client.assignors import assignors_for
 from client.cluster import KafkaLiteClient
+from client.config import ConsumerConfig
 from client.group import ConsumerCoordinator
 from client.subscription import ConsumerRebalanceListener, GroupSubscription
 from net import batch as batch_fmt
@@ -156,61 +157,39 @@ class _PartitionState:
 
 
 class AsyncConsumer:
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        *,
-        client_id: str = "kl-consumer",
-        auto_offset_reset: str = "latest",
-        fetch_min_bytes: int = 1,
-        fetch_max_wait_ms: int = 500,
-        fetch_max_bytes: int = 52428800,
-        max_partition_fetch_bytes: int = 1048576,
-        max_poll_records: int = 500,
-        request_timeout_ms: int = 30000,
-        group_id: str | None = None,
-        enable_auto_commit: bool = True,
-        auto_commit_interval_ms: int = 5000,
-        session_timeout_ms: int = 45000,
-        heartbeat_interval_ms: int = 3000,
-        max_poll_interval_ms: int = 300000,
-        partition_assignment_strategy: str | list[str] | tuple[str, ...] = ("range", "cooperative-sticky"),
-        metadata_max_age_ms: int = 300000,
-        pause_gc_while_decoding: bool = False,
-    ) -> None:
-        """Kafka's consumer configs as keyword arguments (auto.offset.reset → auto_offset_reset, ...), and
-        one of Kafka Lite's own: `pause_gc_while_decoding` pauses Python's cyclic garbage collector while a
-        fetch is decoded, 2-3x faster for large fetches; off by default, because the collector belongs to
-        the whole process (turn it on when your process can afford the pauses' absence, as our CLIs do)."""
-        if auto_offset_reset not in ("earliest", "latest", "none"):
-            raise ValueError(f"auto.offset.reset must be earliest, latest or none, got {auto_offset_reset!r}")
-        if heartbeat_interval_ms >= session_timeout_ms:
-            raise ValueError("heartbeat.interval.ms must be lower than session.timeout.ms")
-        self.client = KafkaLiteClient(bootstrap_servers, client_id, request_timeout_ms)
-        self.group_id = group_id
-        self.enable_auto_commit = enable_auto_commit
-        self.auto_commit_interval_ms = auto_commit_interval_ms
-        self.metadata_max_age_ms = metadata_max_age_ms
+    def __init__(self, bootstrap_servers: str, **config: Any) -> None:
+        """Kafka's consumer configs as keyword arguments (auto.offset.reset -> auto_offset_reset): client/config.py
+        ConsumerConfig declares them, with their defaults and bounds. One is Kafka Lite's own:
+        `pause_gc_while_decoding` pauses Python's cyclic garbage collector while a fetch is decoded, 2-3x faster
+        for large fetches; off by default, because the collector belongs to the whole process (turn it on when
+        your process can afford the pauses' absence, as our CLIs do)."""
+        cfg = ConsumerConfig.from_kwargs(config)
+        self.config = cfg
+        self.client = KafkaLiteClient.from_config(bootstrap_servers, cfg)
+        self.group_id = cfg.group_id
+        self.enable_auto_commit = cfg.enable_auto_commit
+        self.auto_commit_interval_ms = cfg.auto_commit_interval_ms
+        self.metadata_max_age_ms = cfg.metadata_max_age_ms
         self._coordinator = (
             ConsumerCoordinator(
                 self.client,
-                group_id,
-                assignors_for(partition_assignment_strategy),
-                session_timeout_ms,
-                max_poll_interval_ms,
-                heartbeat_interval_ms,
+                cfg.group_id,
+                assignors_for(cfg.partition_assignment_strategy),
+                cfg.session_timeout_ms,
+                cfg.max_poll_interval_ms,
+                cfg.heartbeat_interval_ms,
             )
-            if group_id is not None
+            if cfg.group_id is not None
             else None
         )
         self._subscription: GroupSubscription | None = None
-        self.auto_offset_reset = auto_offset_reset
-        self.fetch_min_bytes = fetch_min_bytes
-        self.fetch_max_wait_ms = fetch_max_wait_ms
-        self.fetch_max_bytes = fetch_max_bytes
-        self.max_partition_fetch_bytes = max_partition_fetch_bytes
-        self.max_poll_records = max_poll_records
-        self.pause_gc_while_decoding = pause_gc_while_decoding
+        self.auto_offset_reset = cfg.auto_offset_reset
+        self.fetch_min_bytes = cfg.fetch_min_bytes
+        self.fetch_max_wait_ms = cfg.fetch_max_wait_ms
+        self.fetch_max_bytes = cfg.fetch_max_bytes
+        self.max_partition_fetch_bytes = cfg.max_partition_fetch_bytes
+        self.max_poll_records = cfg.max_poll_records
+        self.pause_gc_while_decoding = cfg.pause_gc_while_decoding
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._fetches: dict[int, asyncio.Task] = {}
         self._data_ready = asyncio.Event()

@@ -26,6 +26,7 @@ from crc32c import crc32c
 
 from client.accumulator import DeliveryCallback, ProducerBatch, RecordAccumulator
 from client.cluster import KafkaLiteClient
+from client.config import ClientConfigError, ProducerConfig
 from client.outcome import NOT_WRITTEN, UNKNOWN, FailedRecord, proves_not_appended, with_outcome
 from net import batch as batch_fmt
 from net.compression import codec_id
@@ -91,56 +92,39 @@ class AsyncProducer:
         self,
         bootstrap_servers: str,
         *,
-        acks: int | str = "all",
-        batch_size: int = 131072,
-        linger_ms: float = 5,
-        compression_type: str = "none",
-        retries: int = 2147483647,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1000,
-        delivery_timeout_ms: int = 120000,
-        request_timeout_ms: int = 30000,
-        max_request_size: int = 1048576,
-        buffer_memory: int = 33554432,
-        max_block_ms: int = 60000,
-        enable_idempotence: bool = True,
-        max_in_flight_requests_per_connection: int = 5,
-        client_id: str = "kl-producer",
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
-        allow_auto_create_topics: bool = True,
+        **config: Any,
     ) -> None:
-        self.acks = parse_acks(acks)
-        self.linger = linger_ms / 1000
-        self.codec = codec_id(compression_type)
-        self.retries = retries
-        self.retry_backoff = retry_backoff_ms / 1000
+        """Kafka's producer configs as keyword arguments (linger.ms -> linger_ms): client/config.py
+        ProducerConfig declares them, with their defaults and bounds; an unknown or invalid one raises
+        InvalidConfigError naming the Kafka key."""
+        cfg = ProducerConfig.from_kwargs(config)
+        self.config = cfg
+        self.acks = parse_acks(cfg.acks)
+        self.linger = cfg.linger_ms / 1000
+        self.codec = codec_id(cfg.compression_type)
+        self.retries = cfg.retries
+        self.retry_backoff = cfg.retry_backoff_ms / 1000
         # A batch's consecutive failures (since its last new leader) set its wait: net/retry.py, Kafka's KIP-580.
-        self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
-        self.delivery_timeout = delivery_timeout_ms / 1000
-        self.request_timeout = request_timeout_ms / 1000
-        self.max_request_size = max_request_size
-        self.max_block = max_block_ms / 1000
-        self.idempotent = enable_idempotence and self.acks == -1
-        if max_in_flight_requests_per_connection < 1:
-            raise ValueError("max.in.flight.requests.per.connection must be at least 1")
+        self._backoff = Backoff(cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
+        self.delivery_timeout = cfg.delivery_timeout_ms / 1000
+        self.request_timeout = cfg.request_timeout_ms / 1000
+        self.max_request_size = cfg.max_request_size
+        self.max_block = cfg.max_block_ms / 1000
+        self.idempotent = cfg.enable_idempotence and self.acks == -1
+        max_in_flight_requests_per_connection = cfg.max_in_flight_requests_per_connection
         if self.idempotent and max_in_flight_requests_per_connection > 5:
             # Kafka's rule: the broker retains 5 batches per producer; a retry of more could not be recognised.
-            raise ValueError("max.in.flight.requests.per.connection must be at most 5 with enable.idempotence")
+            raise ClientConfigError("max.in.flight.requests.per.connection must be at most 5 with enable.idempotence")
         self.max_in_flight = max_in_flight_requests_per_connection
         self.key_serializer = key_serializer or _to_bytes
         self.value_serializer = value_serializer or _to_bytes
-        self.client = KafkaLiteClient(
-            bootstrap_servers,
-            client_id,
-            request_timeout_ms,
-            retry_backoff_ms=retry_backoff_ms,
-            retry_backoff_max_ms=retry_backoff_max_ms,
-        )
+        self.client = KafkaLiteClient.from_config(bootstrap_servers, cfg)
         # Kafka's allow.auto.create.topics (producer default true): brokers with auto.create.topics.enable create
         # a topic this producer sends to.
-        self.client.allow_auto_topic_creation = allow_auto_create_topics
-        self.accumulator = RecordAccumulator(batch_size, buffer_memory)
+        self.client.allow_auto_topic_creation = cfg.allow_auto_create_topics
+        self.accumulator = RecordAccumulator(cfg.batch_size, cfg.buffer_memory)
         self._append = self.accumulator.append
         self._partition_counts: dict[str, int] = {}
         self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes left before moving on]

@@ -223,6 +223,9 @@ class Admin(_Blocking):
     def create_topics(self, topics: list[NewTopic], validate_only: bool = False) -> None:
         self._lt.run(self._impl.create_topics(topics, validate_only))
 
+    def create_partitions(self, topic: str, count: int, validate_only: bool = False) -> None:
+        self._lt.run(self._impl.create_partitions(topic, count, validate_only))
+
     def delete_topics(self, names: list[str]) -> None:
         self._lt.run(self._impl.delete_topics(names))
 

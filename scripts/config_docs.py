@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 from broker.config import BrokerConfig  # noqa: E402
 from broker.log.config import LogConfig  # noqa: E402
+from client.config import AdminConfig, ConsumerConfig, ProducerConfig  # noqa: E402
 from net.config_def import render_markdown  # noqa: E402
 
 DOC = ROOT / "docs" / "CONFIGURATION.md"
@@ -43,6 +44,24 @@ def render() -> str:
             "Topic configs",
             "Per topic: `kl-topics --create --config KEY=VALUE`, changed with `kl-topics --alter --config "
             "KEY=VALUE` / `--delete-config KEY`; the broker's `log.*` keys set their defaults.",
+        ),
+        render_markdown(
+            ProducerConfig,
+            "Producer configs",
+            "`Producer(bootstrap, linger_ms=10, ...)` (Kafka's name with `_` for `.`), `kl-produce` / `kl-perf "
+            "produce --producer-props KEY=VALUE`, or a properties file given to any CLI with `--command-config`.",
+        ),
+        render_markdown(
+            ConsumerConfig,
+            "Consumer configs",
+            '`Consumer(bootstrap, group_id="g", ...)`, or `--command-config FILE` to `kl-consume` and `kl-perf '
+            "consume`.",
+        ),
+        render_markdown(
+            AdminConfig,
+            "Admin client configs",
+            "`Admin(bootstrap, request_timeout_ms=...)`, or `--command-config FILE` to `kl-topics`, `kl-groups` and "
+            "`kl-dashboard`.",
         ),
     ]
     return HEADER + "\n".join(sections)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -18,6 +19,34 @@ bootstrap_option = click.option(
     metavar="HOST:PORT[,HOST:PORT]",
     help="Broker(s) to connect to; the client finds the partition leaders itself.",
 )
+
+
+command_config_option = click.option(
+    "--command-config",
+    "command_config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Client configs in a Java properties file (Kafka's names: client.id, request.timeout.ms, ...), as "
+    "Kafka's tools take them.",
+)
+
+
+def client_kwargs(family: Any, command_config: Path | None = None, props: dict[str, str] | None = None) -> dict:
+    """Keyword arguments for a client of `family` (client/config.py) from a --command-config file and then
+    KEY=VALUE options, validated by the family's schema (one line naming the key when one is wrong)."""
+    from net.config_def import read_properties
+
+    merged: dict[str, str] = {}
+    if command_config is not None:
+        if not command_config.is_file():
+            raise click.ClickException(f"--command-config {command_config}: no such file")
+        merged.update(read_properties(command_config))
+    merged.update(props or {})
+    merged.pop("bootstrap.servers", None)  # the command line's --bootstrap-server says where
+    cfg = family.from_properties(merged)
+    names = family.kafka_names()
+    return {names[k]: getattr(cfg, names[k]) for k in merged}
 
 
 def parse_kv(items: tuple[str, ...], what: str) -> dict[str, str]:

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from client.cli.common import bootstrap_option, one_line_errors
+from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors
+from client.config import ConsumerConfig
 from client.consumer import TopicPartition
 from client.sync import Consumer
 
@@ -29,6 +30,7 @@ def format_record(r, print_key: bool, print_offset: bool, print_partition: bool,
 
 @click.command()
 @bootstrap_option
+@command_config_option
 @click.option("--topic", required=True)
 @click.option("--from-beginning", is_flag=True, help="Start at the earliest offset instead of the latest.")
 @click.option("--group", default=None, help="Join this consumer group (offsets are committed as it goes).")
@@ -43,6 +45,7 @@ def format_record(r, print_key: bool, print_offset: bool, print_partition: bool,
 @one_line_errors
 def main(
     bootstrap_server,
+    command_config,
     topic,
     group,
     from_beginning,
@@ -64,10 +67,11 @@ def main(
     count = 0
     out = sys.stdout
     # This process is ours: decoding may pause the GC (see AsyncConsumer).
-    config: dict[str, Any] = {"pause_gc_while_decoding": True}
+    config: dict[str, Any] = {"pause_gc_while_decoding": True, **client_kwargs(ConsumerConfig, command_config)}
     if group:
         config["group_id"] = group
-    with Consumer(bootstrap_server, auto_offset_reset=reset, **config) as consumer:
+    config.setdefault("auto_offset_reset", reset)
+    with Consumer(bootstrap_server, **config) as consumer:
         parts = consumer.partitions_for(topic)
         if group is not None:
             consumer.subscribe([topic])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from client.cli.common import bootstrap_option, one_line_errors
+from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors
+from client.config import AdminConfig
 from client.sync import Admin
 
 EARLIEST, LATEST = -2, -1
@@ -31,6 +32,7 @@ def table(columns: tuple[tuple[str, int], ...], rows: list[list[object]]) -> str
 
 @click.command()
 @bootstrap_option
+@command_config_option
 @click.option("--list", "list_", is_flag=True, help="List all consumer groups.")
 @click.option("--describe", is_flag=True, help="Describe a group: offsets, lag and members.")
 @click.option("--reset-offsets", is_flag=True, help="Reset a group's offsets (the group must be inactive).")
@@ -46,6 +48,7 @@ def table(columns: tuple[tuple[str, int], ...], rows: list[list[object]]) -> str
 @one_line_errors
 def main(
     bootstrap_server,
+    command_config,
     list_,
     describe,
     reset_offsets,
@@ -67,7 +70,7 @@ def main(
         raise click.UsageError("give exactly one of --list, --describe, --reset-offsets, --delete")
     if actions[0] != "list" and not group:
         raise click.UsageError(f"--{actions[0].replace('reset', 'reset-offsets')} needs --group")
-    with Admin(bootstrap_server) as admin:
+    with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
         if list_:
             for gid, _ptype, _state in admin.list_groups():
                 click.echo(gid)

@@ -15,11 +15,13 @@ import sys
 import time
 from array import array
 from collections.abc import Sequence
+from pathlib import Path
 
 import click
 
 from client.accumulator import ProducerBatch
-from client.cli.common import bootstrap_option, one_line_errors, parse_kv
+from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors, parse_kv
+from client.config import ConsumerConfig, ProducerConfig
 from client.consumer import AsyncConsumer, TopicPartition
 from client.producer import AsyncProducer
 
@@ -105,13 +107,9 @@ class Throttle:
             await asyncio.sleep(ahead)
 
 
-def _producer_config(props: tuple[str, ...], acks: str) -> dict:
-    cfg: dict = {"acks": acks}
-    for k, v in parse_kv(props, "--producer-props").items():
-        if k == "bootstrap.servers":
-            continue
-        cfg[k.replace(".", "_")] = int(v) if v.lstrip("-").isdigit() else v
-    return cfg
+def _producer_config(props: tuple[str, ...], acks: str, command_config: Path | None = None) -> dict:
+    """--command-config, then --producer-props, then --acks: the producer's keyword arguments (schema-checked)."""
+    return {**client_kwargs(ProducerConfig, command_config, parse_kv(props, "--producer-props")), "acks": acks}
 
 
 async def run_produce(
@@ -264,6 +262,7 @@ def main() -> None:
 
 @main.command()
 @bootstrap_option
+@command_config_option
 @click.option("--topic", required=True)
 @click.option("--num-records", type=int, required=True)
 @click.option("--record-size", type=int, default=100, show_default=True)
@@ -272,32 +271,32 @@ def main() -> None:
 @click.option("--producer-props", "props", multiple=True, metavar="KEY=VALUE")
 @click.option("--json-out", default=None, help="Also write the result as JSON to this file.")
 @one_line_errors
-def produce(bootstrap_server, topic, num_records, record_size, throughput, acks, props, json_out) -> None:
+def produce(
+    bootstrap_server, command_config, topic, num_records, record_size, throughput, acks, props, json_out
+) -> None:
     """Like kafka-producer-perf-test."""
-    _emit_json(
-        json_out,
-        _run(run_produce(bootstrap_server, topic, num_records, record_size, throughput, _producer_config(props, acks))),
-    )
+    config = _producer_config(props, acks, command_config)
+    _emit_json(json_out, _run(run_produce(bootstrap_server, topic, num_records, record_size, throughput, config)))
 
 
 @main.command()
 @bootstrap_option
+@command_config_option
 @click.option("--topic", required=True)
 @click.option("--messages", "num_records", type=int, required=True)
 @click.option("--timeout-ms", type=int, default=10000, show_default=True)
 @click.option("--max-poll-records", type=int, default=10000, show_default=True)
 @click.option("--json-out", default=None)
 @one_line_errors
-def consume(bootstrap_server, topic, num_records, timeout_ms, max_poll_records, json_out) -> None:
+def consume(bootstrap_server, command_config, topic, num_records, timeout_ms, max_poll_records, json_out) -> None:
     """Like kafka-consumer-perf-test: read from the beginning."""
-    _emit_json(
-        json_out,
-        _run(run_consume(bootstrap_server, topic, num_records, timeout_ms, {"max_poll_records": max_poll_records})),
-    )
+    config = {**client_kwargs(ConsumerConfig, command_config), "max_poll_records": max_poll_records}
+    _emit_json(json_out, _run(run_consume(bootstrap_server, topic, num_records, timeout_ms, config)))
 
 
 @main.command("end-to-end")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", required=True)
 @click.option("--seconds", type=float, default=10, show_default=True)
 @click.option("--throughput", type=float, default=10000, show_default=True)
@@ -306,11 +305,13 @@ def consume(bootstrap_server, topic, num_records, timeout_ms, max_poll_records, 
 @click.option("--producer-props", "props", multiple=True, metavar="KEY=VALUE")
 @click.option("--json-out", default=None)
 @one_line_errors
-def end_to_end(bootstrap_server, topic, seconds, throughput, record_size, acks, props, json_out) -> None:
+def end_to_end(
+    bootstrap_server, command_config, topic, seconds, throughput, record_size, acks, props, json_out
+) -> None:
     """Produce at a fixed rate and report end-to-end latency percentiles."""
     if record_size < 8:
         raise click.UsageError("--record-size must be >= 8 (the send time is in the first 8 bytes)")
-    cfg = _producer_config(props, acks)
+    cfg = _producer_config(props, acks, command_config)
     cfg.setdefault("linger_ms", 0)
     _emit_json(json_out, _run(run_end_to_end(bootstrap_server, topic, seconds, throughput, record_size, cfg)))
 

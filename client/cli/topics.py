@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from client.admin import NewTopic
-from client.cli.common import bootstrap_option, one_line_errors, parse_kv
+from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors, parse_kv
+from client.config import AdminConfig
 from client.sync import Admin
 
 
@@ -30,9 +31,12 @@ def format_description(d) -> list[str]:  # type: ignore[no-untyped-def]
 
 @click.command()
 @bootstrap_option
+@command_config_option
 @click.option("--create", is_flag=True, help="Create a topic.")
 @click.option("--describe", is_flag=True, help="Describe topics (all, or --topic).")
-@click.option("--alter", is_flag=True, help="Change a topic's configs (--config k=v, --delete-config k).")
+@click.option(
+    "--alter", is_flag=True, help="Change a topic's configs (--config k=v, --delete-config k) or --partitions (more)."
+)
 @click.option("--delete", is_flag=True, help="Delete a topic.")
 @click.option("--list", "list_", is_flag=True, help="List topics.")
 @click.option("--topic", default=None)
@@ -46,6 +50,7 @@ def format_description(d) -> list[str]:  # type: ignore[no-untyped-def]
 @one_line_errors
 def main(
     bootstrap_server,
+    command_config,
     create,
     describe,
     alter,
@@ -76,7 +81,7 @@ def main(
         raise click.UsageError("exactly one of --create, --describe, --alter, --delete, --list is required")
     if (create or alter or delete) and not topic:
         raise click.UsageError(f"{actions[0]} requires --topic")
-    with Admin(bootstrap_server) as admin:
+    with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
         if list_:
             # As kafka-topics.sh: internal topics are listed and described unless --exclude-internal.
             for name in admin.list_topics(include_internal=not exclude_internal):
@@ -106,12 +111,13 @@ def main(
         elif alter:
             changes: dict[str, str | None] = dict(parse_kv(configs, "--config"))
             changes.update({k: None for k in delete_configs})
+            if partitions is None and not changes:
+                raise click.UsageError("--alter needs --partitions N, --config k=v or --delete-config k")
             if partitions is not None:
-                raise click.UsageError("changing the partition count is not supported yet")
-            if not changes:
-                raise click.UsageError("--alter needs --config k=v or --delete-config k")
-            admin.alter_configs(topic, changes)
-            click.echo(f"Completed updating config for topic {topic}.")
+                admin.create_partitions(topic, partitions)  # as kafka-topics.sh --alter --partitions
+            if changes:
+                admin.alter_configs(topic, changes)
+                click.echo(f"Completed updating config for topic {topic}.")
         else:
             names = [topic] if topic else admin.list_topics(include_internal=not exclude_internal)
             for d in admin.describe_topics(names):

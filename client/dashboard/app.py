@@ -116,7 +116,10 @@ async def messages(request: web.Request) -> web.Response:
     except (KeyError, ValueError) as e:
         return error(400, f"bad request: {one_line(e)}")
     try:
-        out = await read_messages(w.bootstrap, topic, partition, mode=mode, offset=offset, timestamp_ms=ts, limit=limit)
+        out = await read_messages(
+            w.bootstrap, topic, partition, mode=mode, offset=offset, timestamp_ms=ts, limit=limit,
+            client_config=w.client_config,
+        )  # fmt: skip
     except Exception as e:  # noqa: BLE001
         return error(400, f"{topic}-{partition}: {one_line(e)}")
     return web.json_response(out)

@@ -42,13 +42,13 @@ async def read_messages(
     timestamp_ms: int | None = None,
     limit: int = 50,
     timeout_s: float = 3.0,
+    client_config: dict | None = None,
 ) -> dict:
     """Up to `limit` records of one partition; mode: newest | beginning | offset | timestamp."""
     limit = max(1, min(limit, MAX_LIMIT))
     tp = TopicPartition(topic, partition)
-    consumer = AsyncConsumer(
-        bootstrap, client_id="kl-dashboard", auto_offset_reset="earliest", request_timeout_ms=int(timeout_s * 1000)
-    )
+    settings = {"client_id": "kl-dashboard", "request_timeout_ms": int(timeout_s * 1000), **(client_config or {})}
+    consumer = AsyncConsumer(bootstrap, auto_offset_reset="earliest", **settings)
     deadline = time.monotonic() + timeout_s
     try:
         await asyncio.wait_for(consumer.start(), timeout_s)

@@ -55,10 +55,14 @@ def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 
 class ClusterWatcher:
-    def __init__(self, bootstrap: str, interval_s: float = 1.0) -> None:
+    def __init__(self, bootstrap: str, interval_s: float = 1.0, client_config: dict | None = None) -> None:
+        """`client_config`: client keyword arguments from --command-config (client.id, timeouts; security
+        settings once they exist), used by every client the console makes."""
         self.bootstrap = bootstrap
         self.interval_s = interval_s
-        self.admin = AsyncAdmin(bootstrap, client_id="kl-dashboard", request_timeout_ms=int(CALL_TIMEOUT_S * 1000))
+        self.client_config = dict(client_config or {})
+        defaults = {"client_id": "kl-dashboard", "request_timeout_ms": int(CALL_TIMEOUT_S * 1000)}
+        self.admin = AsyncAdmin(bootstrap, **{**defaults, **self.client_config})
         self.known: dict[int, tuple[str, int]] = {}
         self.info: dict[int, dict] = {}
         self.up: dict[int, bool] = {}

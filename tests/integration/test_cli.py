@@ -165,3 +165,39 @@ def test_producing_to_a_missing_topic_creates_it_as_kafka_does(broker_factory):
     off = broker_factory(extra=["--override", "auto.create.topics.enable=false"])
     cp = run("produce", "--bootstrap-server", off.bootstrap, "--topic", "nope", stdin="x\n")
     assert_one_line_error(cp, "UNKNOWN_TOPIC_OR_PARTITION")
+
+
+def test_command_config_files_and_alter_partitions(broker, tmp_path):
+    """--command-config FILE (Java properties, Kafka's names) on every CLI, checked by the client's config
+    schema; kl-topics --alter --partitions grows a topic as kafka-topics.sh does."""
+    bs = ["--bootstrap-server", broker.bootstrap]
+    good = tmp_path / "client.properties"
+    good.write_text("# as Kafka's tools take it\nclient.id = ops-tools\nrequest.timeout.ms=15000\n")
+    assert (
+        run("topics", *bs, "--command-config", str(good), "--create", "--topic", "cc", "--partitions", "1").returncode
+        == 0
+    )
+    cp = run("topics", *bs, "--command-config", str(good), "--alter", "--topic", "cc", "--partitions", "3")
+    assert cp.returncode == 0, cp.stderr
+    assert "PartitionCount: 3" in run("topics", *bs, "--describe", "--topic", "cc").stdout
+    assert_one_line_error(run("topics", *bs, "--alter", "--topic", "cc", "--partitions", "2"), "INVALID_PARTITIONS")
+    producer_cfg = tmp_path / "producer.properties"
+    producer_cfg.write_text("linger.ms=1\ncompression.type=zstd\nacks=all\n")
+    cp = run("produce", *bs, "--topic", "cc", "--command-config", str(producer_cfg), "--partition", "0", stdin="z\n")
+    assert cp.returncode == 0, cp.stderr
+    cp = run("consume", *bs, "--topic", "cc", "--command-config", str(good), "--from-beginning", "--max-messages", "1")
+    assert cp.returncode == 0 and cp.stdout.strip() == "z"
+    assert run("groups", *bs, "--command-config", str(good), "--list").returncode == 0
+    bad = tmp_path / "bad.properties"
+    bad.write_text("request.timeout.ms=soon\n")
+    assert_one_line_error(run("topics", *bs, "--command-config", str(bad), "--list"), "request.timeout.ms")
+    bad.write_text("no.such.key=1\n")
+    assert_one_line_error(
+        run("groups", *bs, "--command-config", str(bad), "--list"), "unknown admin config 'no.such.key'"
+    )
+    assert_one_line_error(run("topics", *bs, "--command-config", str(tmp_path / "nope"), "--list"), "no such file")
+    cp = subprocess.run(
+        [sys.executable, "-m", "client.dashboard", *bs, "--command-config", str(bad), "--http-port", "1"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert_one_line_error(cp, "unknown admin config")
