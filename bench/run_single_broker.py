@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import inspect
 import json
 import os
 import platform
@@ -38,14 +37,14 @@ from bench import limits
 from bench.peers import kafka_lite, nats_jetstream, redis_streams
 from bench.peers._common import HOST, MB, free_port, server, temp_dir
 from bench.sections import md_table, replace_section
-from client.producer import AsyncProducer
+from client.config import ProducerConfig
 
 RECORD_SIZE = 100
 PARTITION_COUNTS = (1, 8)
 LATENCY_RATE = 10_000
 ACKS = "1"
-# Kafka Lite's producer default batch.size, read from the producer so the section states what ran.
-DEFAULT_BATCH = int(inspect.signature(AsyncProducer).parameters["batch_size"].default)
+# Kafka Lite's producer default batch.size, read from the producer's config schema so the section states what ran.
+DEFAULT_BATCH = int(ProducerConfig().batch_size)
 KAFKA_BATCH = 16384  # Kafka's default batch.size
 
 TARGET_PRODUCE = 500_000  # msgs/s, one broker, 100-byte values, acks=1
