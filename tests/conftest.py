@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from client.cli.cluster import start_command
+from client.cli.cluster import start_command, wait_registered
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,6 +57,9 @@ class BrokerProcess:
             cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)}
         )
         wait_port(self.port, proc=self.proc)
+        # listening is not ready: until the broker has elected itself controller, admin requests get NOT_CONTROLLER
+        if not wait_registered(self.bootstrap, 1, 30):
+            raise TimeoutError(f"broker {self.broker_id} on port {self.port} elected no controller within 30s")
         return self
 
     def kill(self, sig: int = signal.SIGKILL) -> int:

@@ -216,7 +216,7 @@ def up(
         if not _wait_port(state["brokers"][bid]["port"], 30):
             raise click.ClickException(f"broker {bid} did not start; see {data_dir}/broker-{bid}.log")
     bootstrap = ",".join(f"127.0.0.1:{state['brokers'][b]['port']}" for b in ids)
-    if not _wait_registered(bootstrap, brokers, 30):
+    if not wait_registered(bootstrap, brokers, 30):
         raise click.ClickException(f"the brokers did not form a cluster within 30 s; see {data_dir}/broker-*.log")
     for bid in ids:
         if mp := state["brokers"][bid].get("metrics_port"):
@@ -289,7 +289,7 @@ def _wait_kafka_listeners(bootstrap: str, n: int, timeout: float) -> bool:
     return _poll_metadata(bootstrap, timeout, body, lambda md: len(md.get("brokers") or []) >= n)
 
 
-def _wait_registered(bootstrap: str, n: int, timeout: float) -> bool:
+def wait_registered(bootstrap: str, n: int, timeout: float) -> bool:
     """Until a controller is elected and has registered all n brokers (topics need them for replicas)."""
     return _poll_metadata(
         bootstrap,
