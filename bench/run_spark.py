@@ -44,19 +44,23 @@ that Arrow can slice without copying. Either is a format or build change, not a 
 
 def produce(data_dir: Path, records: int) -> tuple[float, float]:
     """Start a broker, fill the topic, stop it cleanly; returns records/s of the load, mean value size."""
+    from bench.peers._common import HOST, free_port, server
     from client import Admin, NewTopic, Producer
+    from client.cli.cluster import start_command
     from pipeline.tweets.generator import SyntheticTweets
-    from tests.conftest import BrokerProcess
 
-    b = BrokerProcess(data_dir).start()
-    try:
-        with Admin(b.bootstrap) as a:
+    port = free_port()
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    # server() stops the broker with SIGTERM, a clean shutdown: the segment files are complete when it returns
+    with server(start_command(1, port, data_dir, host=HOST), port, data_dir.parent):
+        bootstrap = f"{HOST}:{port}"
+        with Admin(bootstrap) as a:
             a.create_topics([NewTopic("bench", PARTITIONS, 1, configs={"segment.bytes": str(128 * 1024 * 1024)})])
         # Realistic records: the demo's synthetic tweets (JSON, key = user id), a pool cycled through.
         gen = SyntheticTweets(["DataEngineering"], seed=11, bursts=False)
         pool = [(t.key, t.to_json()) for t in (gen.make(1_780_000_000_000 + i) for i in range(POOL))]
         t0 = time.monotonic()
-        with Producer(b.bootstrap, acks=1, linger_ms=5, batch_size=256 * 1024) as p:
+        with Producer(bootstrap, acks=1, linger_ms=5, batch_size=256 * 1024) as p:
             send = p.send
             for i in range(records):
                 key, value = pool[i % POOL]
@@ -65,8 +69,6 @@ def produce(data_dir: Path, records: int) -> tuple[float, float]:
                     print(f"  produced {i + 1:,}", flush=True)
             p.flush()
         rate = records / (time.monotonic() - t0)
-    finally:
-        b.stop()
     return rate, statistics.mean(len(v) for _, v in pool)
 
 

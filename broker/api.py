@@ -8,12 +8,13 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from broker.group_api import GroupApis
 from broker.metadata import validate_topic_name
-from broker.metrics import controller_epoch, package_version
-from broker.replica_manager import FetchSpec
+from broker.metrics import package_version
+from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
+from broker.replica_manager import FetchSpec, ReplicaManager
 from net.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -22,11 +23,15 @@ from net.errors import (
     UnknownTopicOrPartitionError,
 )
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
-from net.server import BadRequest, ConnectionContext, as_list, error_body
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.server import BrokerServer
+    from broker.controller import MetadataImage
+    from broker.controller_channel import ControllerChannel
+    from broker.controller_service import ControllerService
+    from broker.log.config import LogConfig
+    from broker.metrics import BrokerMetrics
+    from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.api")
 MAX_FETCH_WAIT_MS = 60_000
@@ -61,12 +66,31 @@ def _code(e: Exception) -> tuple[int, str]:
 
 
 class KafkaApis:
-    def __init__(self, config: "BrokerConfig", server: "BrokerServer") -> None:
+    """The request handlers of both listeners (Kafka's KafkaApis): each gets the services it uses."""
+
+    def __init__(
+        self,
+        config: "BrokerConfig",
+        *,
+        replica_manager: "ReplicaManager",
+        image: "MetadataImage",
+        coordination: "Coordination",
+        controller: "ControllerService",
+        channel: "ControllerChannel",
+        groups: GroupApis,
+        metrics: "BrokerMetrics",
+        topic_config: Callable[[str], "LogConfig"],
+        metrics_port: int = -1,
+    ) -> None:
         self.config = config
-        self.server = server
-        self.replica_manager = server.replica_manager
-        self.image = server.image
-        self.controller = server.controller
+        self.replica_manager = replica_manager
+        self.image = image
+        self.coordination = coordination
+        self.controller = controller
+        self.channel = channel
+        self.metrics = metrics
+        self.topic_config = topic_config
+        self.metrics_port = metrics_port
         self._handlers = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
@@ -85,13 +109,13 @@ class KafkaApis:
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
-        self._ctx_handlers = GroupApis(server).handlers
+        self._ctx_handlers = groups.handlers
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
     def handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
         """Every request is timed per api (Kafka's RequestMetrics); one clock read and one histogram
         observation per request, nothing per record."""
-        metrics = self.server.metrics
+        metrics = self.metrics
         hists = [metrics.request_timer(api_key)]
         if api_key == ApiKey.PRODUCE:
             hists.append(metrics.produce_latency)
@@ -230,7 +254,7 @@ class KafkaApis:
                     ],
                 }
             )
-        controller = self.server.quorum.controller_id
+        controller = self.coordination.controller_id
         return {
             "error_code": 0,
             "cluster_id": image.cluster_id,
@@ -258,7 +282,7 @@ class KafkaApis:
     async def _create_automatically(self, name: str) -> None:
         rf = min(self.config.default_replication_factor, max(1, len(self.image.live_brokers())))
         try:
-            await self.server.create_topic_via_controller(name, self.config.num_partitions, rf, {})
+            await self.channel.create_topic(name, self.config.num_partitions, rf, {})
             log.info("created topic %s automatically (%d partitions, RF %d)", name, self.config.num_partitions, rf)
         except TopicAlreadyExistsError:
             pass
@@ -271,16 +295,15 @@ class KafkaApis:
         live = sorted((b for b in self.image.brokers.values() if not b.fenced), key=lambda b: b.id)
         if listener != "kafka":
             return [[b.id, b.host, b.port] for b in live]
-        return [[b.id, *ep] for b in live if (ep := self.server.kafka_endpoint(b)) is not None]
+        return [[b.id, *ep] for b in live if (ep := self.config.kafka_endpoint_of(b)) is not None]
 
     def _broker_info(self) -> dict:
-        ms = getattr(self.server, "metrics_server", None)
         return {
             "broker_id": self.config.broker_id,
-            "metrics_port": ms.port if ms is not None else -1,
+            "metrics_port": self.metrics_port,
             "version": package_version(),
             "coordination": self.config.coordination,
-            "controller_epoch": controller_epoch(self.server),
+            "controller_epoch": self.coordination.controller_epoch,
             "rack": None,
         }
 
@@ -293,11 +316,11 @@ class KafkaApis:
         return self._forward(api, body, local)
 
     async def _forward(self, api: ApiKey, body: dict, local: Any) -> dict:
-        controller = self.server.quorum.controller_id
+        controller = self.coordination.controller_id
         if controller is None or controller == self.config.broker_id:
             return await local()
         try:
-            return await self.server.peer_request(controller, api, dict(body, forwarded=True), FORWARD_TIMEOUT_S)
+            return await self.channel.forward(api, body, FORWARD_TIMEOUT_S)
         except (KafkaLiteError, TimeoutError, OSError) as e:
             log.info("could not forward %s to controller %d: %s", api.name, controller, e)
             return await local()
@@ -386,7 +409,7 @@ class KafkaApis:
             if info is None:
                 results.append([name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {name!r} does not exist", {}])
                 continue
-            props = self.server.topic_config(name).to_props()
+            props = self.topic_config(name).to_props()
             rows = {k: [str(v), k not in info.configs, topic_docs.get(k, "")] for k, v in sorted(props.items())}
             results.append([name, 0, None, rows])
         brokers = []
@@ -426,7 +449,7 @@ class KafkaApis:
                 if not isinstance(changes, dict):
                     raise InvalidConfigError("configs must be a map of name to value")
                 merged = {} if replace else dict(info.configs)
-                effective = self.server.topic_config(name).to_props()
+                effective = self.topic_config(name).to_props()
                 for k, v in changes.items():
                     k = str(k)
                     if v is None:
@@ -455,7 +478,7 @@ class KafkaApis:
         msg = body.get("m")
         if not isinstance(msg, list):
             raise BadRequest("quorum message must be a list")
-        self.server.quorum.receive(msg)
+        self.coordination.receive(msg)
         return None
 
     def handle_alter_partition(self, body: dict) -> Awaitable[dict]:

@@ -8,13 +8,16 @@ dedicated `kl-broker start` flags. Topic-config defaults use Kafka's broker name
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from broker.log.config import LogConfig
 from net.config_def import Bool, ConfigDef, Int, KeyDoc, Str, choice, key
 from net.errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    from broker.controller import BrokerInfo
 
 # Broker-level defaults for topic configs use Kafka's `log.` prefixed names.
 TOPIC_DEFAULT_KEYS = {
@@ -210,7 +213,7 @@ class BrokerConfig(ConfigDef):
         if self.coordination == "zookeeper":
             if not self.zookeeper_connect:
                 raise InvalidConfigError("coordination=zookeeper needs zookeeper.connect (--zookeeper HOST:PORT)")
-            from net.zk_coordination import parse_connect
+            from broker.network.zk_coordination import parse_connect
 
             try:
                 parse_connect(self.zookeeper_connect)
@@ -221,7 +224,7 @@ class BrokerConfig(ConfigDef):
         if self.offsets_topic_replication_factor == 0:
             raise InvalidConfigError("offsets.topic.replication.factor must be >= 1, or -1 for min(3, brokers)")
         if self.peers:
-            from net.peers import parse_peers
+            from broker.network.peers import parse_peers
 
             try:
                 peers = parse_peers(self.peers)
@@ -232,7 +235,7 @@ class BrokerConfig(ConfigDef):
 
     def voters(self) -> dict[int, tuple[str, int]]:
         """Every broker of the cluster with its address; this broker alone when no peers are given."""
-        from net.peers import parse_peers
+        from broker.network.peers import parse_peers
 
         if self.peers:
             return parse_peers(self.peers)
@@ -244,6 +247,12 @@ class BrokerConfig(ConfigDef):
             return None
         host = self.kafka_advertised_host or self.advertised_host or self.kafka_host or self.host
         return host, self.kafka_port
+
+    def kafka_endpoint_of(self, b: "BrokerInfo") -> tuple[str, int] | None:
+        """Where Kafka clients reach broker `b`: this one as configured now, the others as registered."""
+        if b.id == self.broker_id:
+            return self.kafka_endpoint()
+        return (b.kafka_host, b.kafka_port) if b.kafka_port >= 0 and b.kafka_host is not None else None
 
     def group_config(self) -> "Any":
         from broker.group.logic import GroupConfig

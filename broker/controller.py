@@ -371,7 +371,7 @@ def check_broker_incarnation(broker_id: int, incarnation: int | None, newest: in
     seen (Kafka's broker epoch check, KIP-497/KIP-903). A leader that restarts within its session keeps its
     leader epoch, and its new LeaderState computes the HW over the ISR it read from metadata; a proposal its
     previous process sent, if still accepted, adds a replica that HW is not waiting for, and the HW can pass
-    it. `newest` is the highest incarnation seen in the broker's metadata fetches (net/quorum_driver.py);
+    it. `newest` is the highest incarnation seen in the broker's metadata fetches (broker/network/quorum_driver.py);
     `incarnation` None is a proposer that sends none, which is not checked. tests/sim/replication_sim.py applies
     the same rule in its controller."""
     if incarnation is not None and incarnation < newest:

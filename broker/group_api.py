@@ -8,12 +8,15 @@ from typing import TYPE_CHECKING, Any, Awaitable
 
 from broker.group.records import OFFSETS_TOPIC
 from broker.group_coordinator import now_ms
+from broker.network.server import BadRequest, ConnectionContext, as_list
 from net.errors import ErrorCode, KafkaLiteError, TopicAlreadyExistsError
 from net.protocol import ApiKey
-from net.server import BadRequest, ConnectionContext, as_list
 
 if TYPE_CHECKING:
-    from broker.server import BrokerServer
+    from broker.config import BrokerConfig
+    from broker.controller import MetadataImage
+    from broker.controller_channel import ControllerChannel
+    from broker.group_coordinator import GroupCoordinator
 
 log = logging.getLogger("kafkalite.group")
 
@@ -37,9 +40,17 @@ def _host(ctx: ConnectionContext) -> str:
 
 
 class GroupApis:
-    def __init__(self, server: "BrokerServer") -> None:
-        self.server = server
-        self.coordinator = server.group_coordinator
+    def __init__(
+        self,
+        config: "BrokerConfig",
+        coordinator: "GroupCoordinator",
+        image: "MetadataImage",
+        channel: "ControllerChannel",
+    ) -> None:
+        self.config = config
+        self.coordinator = coordinator
+        self.image = image
+        self.channel = channel  # creates __consumer_offsets through the active controller
         self.handlers = {
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.JOIN_GROUP: self.join_group,
@@ -80,7 +91,7 @@ class GroupApis:
             }
         if not key:
             return {"error_code": int(ErrorCode.INVALID_GROUP_ID), "error_message": "group id must be non-empty"}
-        image = self.server.image
+        image = self.image
         info = image.topics.get(OFFSETS_TOPIC)
         if info is None:
             return self._create_offsets_topic()
@@ -89,7 +100,7 @@ class GroupApis:
         if b is None or b.fenced:
             return _not_available("the group's coordinator partition has no leader yet")
         if body.get("listener") == "kafka":
-            endpoint = self.server.kafka_endpoint(b)
+            endpoint = self.config.kafka_endpoint_of(b)
             if endpoint is None:
                 return _not_available(f"the coordinator, broker {b.id}, has no Kafka listener registered yet")
             return {"error_code": 0, "node_id": b.id, "host": endpoint[0], "port": endpoint[1]}
@@ -97,15 +108,15 @@ class GroupApis:
 
     async def _create_offsets_topic(self) -> dict:
         """Kafka creates __consumer_offsets on the first FindCoordinator; the caller retries meanwhile."""
-        cfg = self.server.config
+        cfg = self.config
         rf = cfg.offsets_topic_replication_factor
         if rf < 1:
             # The configured peers, or in ZooKeeper mode (where --peers is optional) the registered brokers.
-            rf = min(3, max(len(cfg.voters()), len(self.server.image.brokers)))
+            rf = min(3, max(len(cfg.voters()), len(self.image.brokers)))
         configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)}
         n = cfg.offsets_topic_num_partitions
         try:
-            await self.server.create_topic_via_controller(OFFSETS_TOPIC, n, rf, configs)
+            await self.channel.create_topic(OFFSETS_TOPIC, n, rf, configs)
             log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, n, rf)
         except TopicAlreadyExistsError:
             pass
@@ -197,7 +208,7 @@ class GroupApis:
             for t, p in offsets:
                 by_topic.setdefault(t, []).append([p, err["error_code"], err["error_message"]])
             return {"topics": [[t, rows] for t, rows in by_topic.items()]}
-        known = {t: len(info.partitions) for t, info in self.server.image.topics.items()}
+        known = {t: len(info.partitions) for t, info in self.image.topics.items()}
         return self.coordinator.call(
             self.coordinator.logic.commit,
             self.coordinator.partition_for(group_id),

@@ -3,21 +3,16 @@ listener (`metrics.port`, broker/metrics_server.py).
 
 Counters are bumped where the work happens, per request or per batch (never per record). Gauges that
 describe state (log sizes and offsets, replica lag, purgatory, group lag, connections, leader count) are
-computed at scrape time from the broker's own structures by `StateCollector`, so they cost nothing
-between scrapes.
+computed at scrape time from the broker's own structures by `StateCollector` (broker/metrics_state.py),
+so they cost nothing between scrapes.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
-from prometheus_client.registry import Collector
-
-if TYPE_CHECKING:
-    from broker.server import BrokerServer
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -144,117 +139,5 @@ class BrokerMetrics:
             child = self._api[api_key] = self._requests.labels(self.broker_label, name)
         return child
 
-    def watch(self, server: "BrokerServer") -> None:
-        """Register the scrape-time gauges of this broker's state."""
-        self.registry.register(StateCollector(server, self.broker_label))
-
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class StateCollector(Collector):
-    """Gauges read from the broker at scrape time (on the event loop, so the structures are consistent)."""
-
-    def __init__(self, server: "BrokerServer", broker: str) -> None:
-        self.server = server
-        self.broker = broker
-
-    def describe(self) -> list:
-        return []  # unchecked collector: its series depend on the partitions hosted at scrape time
-
-    def collect(self) -> Iterator[Any]:
-        s = self.server
-        b = self.broker
-        info = InfoMetricFamily("kafkalite_broker", "Broker version, coordination mode and rack", labels=["broker"])
-        info.add_metric(
-            [b],
-            {"version": package_version(), "coordination": s.config.coordination, "rack": ""},
-        )
-        yield info
-        controller = GaugeMetricFamily(
-            "kafkalite_active_controller_count",
-            "1 on the active controller (Kafka's ActiveControllerCount)",
-            labels=["broker"],
-        )
-        cid = s.quorum.controller_id if s.quorum is not None else None
-        controller.add_metric([b], 1.0 if cid == int(b) else 0.0)
-        yield controller
-        epoch = GaugeMetricFamily(
-            "kafkalite_controller_epoch", "Epoch of the controller this broker follows", labels=["broker"]
-        )
-        epoch.add_metric([b], float(controller_epoch(s)))
-        yield epoch
-        conns = GaugeMetricFamily("kafkalite_connection_count", "Open client and peer connections", labels=["broker"])
-        conns.add_metric([b], float(s.net.connection_count if s.net is not None else 0))
-        yield conns
-        rm = s.replica_manager
-        if rm is None:
-            return
-        leaders = GaugeMetricFamily("kafkalite_leader_count", "Partitions led by this broker", labels=["broker"])
-        parts = GaugeMetricFamily("kafkalite_partition_count", "Partition replicas on this broker", labels=["broker"])
-        purgatory = GaugeMetricFamily(
-            "kafkalite_produce_purgatory_size", "acks=all produce waits not yet satisfied", labels=["broker"]
-        )
-        pl = ["broker", "topic", "partition"]
-        size = GaugeMetricFamily("kafkalite_log_size_bytes", "Bytes of a partition's segments on disk", labels=pl)
-        start = GaugeMetricFamily("kafkalite_log_start_offset", "First offset of a partition's log", labels=pl)
-        end = GaugeMetricFamily("kafkalite_log_end_offset", "Next offset of a partition's log", labels=pl)
-        hw = GaugeMetricFamily("kafkalite_high_watermark", "High watermark of a partition replica", labels=pl)
-        lag = GaugeMetricFamily(
-            "kafkalite_replica_lag_messages",
-            "Leader's log end minus a follower's (as of its last fetch; Kafka's ReplicaLag)",
-            labels=[*pl, "replica"],
-        )
-        n_leaders = n_waiting = 0
-        for (topic, partition), p in list(rm.partitions.items()):
-            labels = [b, topic, str(partition)]
-            lg = p.log
-            size.add_metric(labels, float(lg.size_bytes))
-            start.add_metric(labels, float(lg.log_start_offset))
-            end.add_metric(labels, float(lg.log_end_offset))
-            hw.add_metric(labels, float(p.high_watermark))
-            n_waiting += len(getattr(p, "_hw_waiters", ()))
-            ls = p.leader_state
-            if ls is None:
-                continue
-            n_leaders += 1
-            leo = lg.log_end_offset
-            for r in p.replicas:
-                if r == int(b):
-                    continue
-                f = ls.follower_log_end_offset(r)
-                lag.add_metric([*labels, str(r)], float(leo - f) if f is not None else float(leo))
-        leaders.add_metric([b], float(n_leaders))
-        parts.add_metric([b], float(len(rm.partitions)))
-        purgatory.add_metric([b], float(n_waiting))
-        yield from (leaders, parts, purgatory, size, start, end, hw, lag)
-        yield group_lag(s, b)
-
-
-def controller_epoch(server: "BrokerServer") -> int:
-    q = server.quorum
-    node = getattr(q, "node", None)  # the brokers' own quorum (QuorumDriver)
-    if node is not None:
-        return int(getattr(node, "epoch", 0))
-    return int(getattr(q, "_epoch", 0))  # ZooKeeperCoordination: /controller_epoch as last seen
-
-
-def group_lag(server: "BrokerServer", broker: str) -> GaugeMetricFamily:
-    """Consumer-group lag per partition for the groups this broker coordinates, for the partitions it
-    hosts (log end = its replica's high watermark, what a consumer can reach; as kafka_exporter reports)."""
-    fam = GaugeMetricFamily(
-        "kafkalite_consumer_group_lag",
-        "High watermark minus committed offset, per group and partition (groups coordinated here)",
-        labels=["broker", "group", "topic", "partition"],
-    )
-    gc = getattr(server, "group_coordinator", None)
-    if gc is None:
-        return fam
-    parts = server.replica_manager.partitions
-    for gid, g in list(gc.logic.groups.items()):
-        for (topic, partition), om in list(g.offsets.items()):
-            p = parts.get((topic, partition))
-            if p is None:
-                continue
-            fam.add_metric([broker, gid, topic, str(partition)], float(max(p.high_watermark - om.offset, 0)))
-    return fam

@@ -113,6 +113,10 @@ class ReplicaManager:
         metrics: "BrokerMetrics | None" = None,
         producer_id_expiration_ms: int = 86_400_000,
         producer_id_expiration_check_interval_ms: int = 600_000,
+        *,
+        on_follow: Callable[[Partition], None] = lambda p: None,
+        on_unfollow: Callable[[Partition], None] = lambda p: None,
+        on_change: Callable[[Partition, str], None] = lambda p, change: None,
     ) -> None:
         self.broker_id = broker_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -123,10 +127,11 @@ class ReplicaManager:
         self.propose_isr = propose_isr
         self.metrics = metrics
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.on_follow: Callable[[Partition], None] = lambda p: None
-        self.on_unfollow: Callable[[Partition], None] = lambda p: None
+        # A replica to fetch for (the replica fetchers), or to stop fetching for.
+        self.on_follow = on_follow
+        self.on_unfollow = on_unfollow
         # Every leader/follower/offline/removed change, for services that follow leadership (groups).
-        self.on_change: Callable[[Partition, str], None] = lambda p, change: None
+        self.on_change = on_change
 
     # --- applying committed metadata ---------------------------------------------
 

@@ -13,13 +13,14 @@ from collections import deque
 from functools import partial
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable
 
 from client.assignors import assignors_for
 from client.cluster import KafkaLiteClient
 from client.config import ConsumerConfig
 from client.group import ConsumerCoordinator
 from client.subscription import ConsumerRebalanceListener, GroupSubscription
+from client.topic_partition import TopicPartition
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError, error_for
 from net.protocol import ApiKey
@@ -29,11 +30,6 @@ log = logging.getLogger("kafkalite.consumer")
 EARLIEST = -2
 LATEST = -1
 ASSIGN_METADATA_WAIT_S = 2.0
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 class ConsumerRecord(tuple):
@@ -221,6 +217,8 @@ class AsyncConsumer:
             self._subscription.coordinator.rejoin_needed = True
         self._subscription = GroupSubscription(
             self,
+            self._add_partitions,
+            self._remove_partitions,
             self._coordinator,
             list(topics) if topics is not None else None,
             pattern,

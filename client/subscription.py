@@ -14,13 +14,14 @@ import inspect
 import logging
 import re
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from client.group import CommitFailedError, ConsumerCoordinator, JoinResult
+from client.topic_partition import TopicPartition
 from net.errors import KafkaLiteError
 
 if TYPE_CHECKING:
-    from client.consumer import AsyncConsumer, TopicPartition
+    from client.cluster import KafkaLiteClient
 
 log = logging.getLogger("kafkalite.consumer")
 TP = tuple[str, int]
@@ -29,20 +30,37 @@ TP = tuple[str, int]
 class ConsumerRebalanceListener:
     """Override what you need; methods may be plain or async. on_partitions_lost defaults to revoked."""
 
-    def on_partitions_revoked(self, revoked: set["TopicPartition"]) -> Any:
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
         pass
 
-    def on_partitions_assigned(self, assigned: set["TopicPartition"]) -> Any:
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
         pass
 
-    def on_partitions_lost(self, lost: set["TopicPartition"]) -> Any:
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
         return self.on_partitions_revoked(lost)
+
+
+class SubscribedConsumer(Protocol):
+    """What the subscription reads and moves in the consumer it runs for (its public face, plus the
+    assignment changes handed in as `add_partitions` / `remove_partitions`)."""
+
+    client: "KafkaLiteClient"
+
+    def assignment(self) -> set[TopicPartition]: ...
+
+    def tp(self, topic: str, partition: int) -> TopicPartition: ...
+
+    def seek(self, tp: TopicPartition, offset: int) -> None: ...
+
+    def positions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]: ...
 
 
 class GroupSubscription:
     def __init__(
         self,
-        consumer: "AsyncConsumer",
+        consumer: SubscribedConsumer,
+        add_partitions: Callable[[Iterable[TopicPartition]], None],
+        remove_partitions: Callable[[Iterable[TopicPartition]], None],
         coordinator: ConsumerCoordinator,
         topics: list[str] | None,
         pattern: str | None,
@@ -52,6 +70,8 @@ class GroupSubscription:
         metadata_max_age_ms: int,
     ) -> None:
         self.consumer = consumer
+        self._add_partitions = add_partitions
+        self._remove_partitions = remove_partitions
         self.coordinator = coordinator
         self.explicit = sorted(set(topics or []))
         self.pattern = re.compile(pattern) if pattern is not None else None
@@ -104,7 +124,7 @@ class GroupSubscription:
             await self._revoke(revoked)
             self.coordinator.rejoin_needed = True  # the follow-up rebalance hands them over
         if added:
-            self.consumer._add_partitions(added)
+            self._add_partitions(added)
             committed = await self.coordinator.fetch_committed(sorted(added))
             for tp in added:
                 off = committed.get(tp, -1)
@@ -112,19 +132,19 @@ class GroupSubscription:
                     self.consumer.seek(tp, off)
             await _call(self.listener.on_partitions_assigned, set(added))
 
-    async def _revoke(self, tps: set["TopicPartition"]) -> None:
+    async def _revoke(self, tps: set[TopicPartition]) -> None:
         if self.enable_auto_commit:
             try:
                 await self.commit(self.consumer.positions(tps))
             except KafkaLiteError as e:
                 log.warning("group %s: commit before revocation failed: %s", self.coordinator.group_id, e)
         await _call(self.listener.on_partitions_revoked, set(tps))
-        self.consumer._remove_partitions(tps)
+        self._remove_partitions(tps)
 
-    async def _lose(self, tps: set["TopicPartition"]) -> None:
+    async def _lose(self, tps: set[TopicPartition]) -> None:
         """Our generation ended without us: no commit (it would be rejected), just let go."""
         await _call(self.listener.on_partitions_lost, set(tps))
-        self.consumer._remove_partitions(tps)
+        self._remove_partitions(tps)
 
     async def _maybe_auto_commit(self) -> None:
         if not self.enable_auto_commit or time.monotonic() < self._next_auto_commit:

@@ -3,9 +3,9 @@ metadata authority", whichever mechanism provides it.
 
 Two implementations:
 
-- net/quorum_driver.py `QuorumDriver` (the default, `coordination=custom`): the brokers' own controller
+- broker/network/quorum_driver.py `QuorumDriver` (the default, `coordination=custom`): the brokers' own controller
   quorum (election/quorum.py) and its replicated metadata log `__cluster_metadata-0`.
-- net/zk_coordination.py `ZooKeeperCoordination` (`coordination=zookeeper`): ZooKeeper's ephemeral
+- broker/network/zk_coordination.py `ZooKeeperCoordination` (`coordination=zookeeper`): ZooKeeper's ephemeral
   znodes for liveness and the controller, and persistent sequential znodes for the metadata log.
 
 Both deliver the same thing: committed metadata records, in one order, with the same offsets on every
@@ -16,7 +16,7 @@ above it (ControllerLogic, MetadataImage, ReplicaManager, replication) is the sa
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 # (offset, epoch, record): the shape of committed metadata entries in both modes.
 Entry = tuple[int, int, dict[str, Any]]
@@ -40,9 +40,6 @@ class Coordination(Protocol):
     liveness_listeners: list[Callable[[], None]]
     # Monotonic ms at which the current controller election began (None: none running); for the metrics.
     election_started_ms: int | None
-    # The active controller's handler for AlterPartition requests relayed by `relay_to_controller` (the broker
-    # sets it; a mode that relays nothing never calls it).
-    request_handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None
 
     def start(self) -> None: ...
 
@@ -54,6 +51,11 @@ class Coordination(Protocol):
     @property
     def controller_id(self) -> int | None:
         """The controller this broker currently knows of (None: none, e.g. an election runs)."""
+        ...
+
+    @property
+    def controller_epoch(self) -> int:
+        """The epoch of the controller this broker follows (Kafka's controller epoch; 0 before any)."""
         ...
 
     @property
@@ -108,7 +110,7 @@ def fetch_liveness_expiry(
     that has not fetched yet this epoch gets a session timeout from the controller's start if it took part
     in the election that made it controller; one that sent no state in the election is almost surely the
     controller that died: fenced at once (if it is alive after all, its next fetch registers it again).
-    `closed_at_ms`: when the driver saw the broker's process gone (a refused reconnect, net/peers.py); with
+    `closed_at_ms`: when the driver saw the broker's process gone (a refused reconnect, broker/network/peers.py); with
     no fetch since, it is dead from then. Fencing a broker early is never unsafe, only disruptive if wrong,
     and a wrong hint is undone by the broker's next fetch, like any fencing (docs/ELECTION.md section 4)."""
     if last_fetch_ms is not None:

@@ -76,7 +76,7 @@ class BrokerConnection:
         self._proto: _ClientProtocol | None = None
         self._error: Exception | None = None
         # Called (no arguments) once the connection is gone, whoever closed it; the broker's peer channels
-        # use it to reconnect at once (net/peers.py).
+        # use it to reconnect at once (broker/network/peers.py).
         self.on_lost: Callable[[], None] | None = None
 
     async def connect(self, timeout: float = 5.0) -> None:

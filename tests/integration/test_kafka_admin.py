@@ -48,9 +48,12 @@ def test_create_with_configs_validate_only_and_grow(cluster, admin):
     done(
         admin.create_topics([NewTopic("orders", 3, 3, config={"retention.ms": "3600000", "min.insync.replicas": "2"})])
     )
-    desc = {p.partition: p for p in cluster.describe("orders")}
+    # CreateTopics answers once the controller committed; the broker a describe reaches may learn it a moment later
+    desc = wait_until(lambda: {p.partition: p for p in cluster.describe("orders")}, 10, "orders known everywhere")
     assert sorted(desc) == [0, 1, 2] and all(len(p.replicas) == 3 for p in desc.values())
-    assert cluster.admin().describe_configs("orders")["retention.ms"] == ("3600000", False)
+    wait_until(
+        lambda: cluster.admin().describe_configs("orders")["retention.ms"] == ("3600000", False), 10, "orders' config"
+    )
     # an existing topic and a bad config: Kafka's codes, per topic
     with pytest.raises(confluent_kafka.KafkaException, match="TOPIC_ALREADY_EXISTS"):
         done(admin.create_topics([NewTopic("orders", 1, 1)]))

@@ -9,7 +9,7 @@ broker/replication.py (LeaderState, FollowerState, validate_fetch, and the Alter
 alter_partition_outcome / alter_partition_retry_wanted, check_broker_incarnation of controller.py) and
 the epoch cache of broker/log/epoch.py. The simulator plays the drivers in between (broker/partition.py,
 the fetch and apply_image paths of broker/replica_manager.py, broker/replica_fetcher.py, the
-AlterPartition plumbing of broker/server.py and controller_service.py, and net/quorum_driver.py's
+AlterPartition plumbing of broker/server.py and controller_service.py, and broker/network/quorum_driver.py's
 metadata catch-up), whose decision logic it copies; logs are in memory.
 
 The controller is ONE authority holding the committed metadata log. That is a composition argument:
@@ -23,7 +23,7 @@ in log order, a fetched batch at a time, so their views are stale: deposed leade
 yet, followers fetching from old leaders, AlterPartition proposals racing elections. A broker's
 fetched metadata log is durable (brokers keep it on disk); on restart its image is rebuilt from it once
 the broker has caught up to the committed end its first fetch answer reports (METADATA_POLICIES says
-why; net/quorum_driver.py does the same). Partition logs and
+why; broker/network/quorum_driver.py does the same). Partition logs and
 their epoch caches are durable across crashes (a crash kills the process, the page cache survives);
 LeaderState, FollowerState, HWs, fetchers, AlterPartition requests and acks=all waiters are lost.
 
@@ -94,19 +94,19 @@ RF = 3
 # the current state (which cannot have been applied); the controller refuses proposals from a process
 # older than the newest it has seen fetching (broker epochs, KIP-903). "no-broker-epochs" is Kafka's
 # leader rule with the old controller, to show the second problem alone. Production now does "kafka":
-# broker/server.py _alter_partition decides with the same helpers as _on_alter_result and _alter_timed_out
+# broker/alter_partition_manager.py decides with the same helpers as _on_alter_result and _alter_timed_out
 # (broker/replication.py alter_partition_outcome, alter_partition_retry_wanted), and
 # broker/controller_service.py alter_partition makes the checks of _controller_receive (overtaken
 # requests, check_broker_incarnation with incarnations learned from quorum fetches).
 ALTER_POLICIES = ("kafka", "no-broker-epochs", "server")
-# When a restarted broker starts acting on its metadata. "as-fetched" is what net/quorum_driver.py did:
+# When a restarted broker starts acting on its metadata. "as-fetched" is what broker/network/quorum_driver.py did:
 # every committed record was applied as soon as it was fetched, so a broker whose durable metadata log lagged
 # the controller by more than one fetch (fetch_max_records, 1000 in production; meta_batch here) acts
 # on an old image for a while: it may re-create a LeaderState with an ISR that the controller has
 # since grown, and let the HW jump over records the other ISR members lack (the simulator finds it).
 # "catch-up" is KRaft's MetadataLoader and the default here: publish nothing until the log reached the
 # committed end the controller reported in the first answer after the restart. Production does this now
-# (net/quorum_driver.py QuorumDriver.catch_up_to and _apply; a broker elected controller is caught up).
+# (broker/network/quorum_driver.py QuorumDriver.catch_up_to and _apply; a broker elected controller is caught up).
 METADATA_POLICIES = ("catch-up", "as-fetched")
 
 _DELIVER, _TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK = range(8)
@@ -699,7 +699,7 @@ class Simulation:
         part.waiters.append(_Waiter(offset, part.leader_epoch, msg.value))
         self._check_waiters(b, part)
 
-    # --- AlterPartition: server.py _alter_partition ------------------------------------------------------
+    # --- AlterPartition: broker/alter_partition_manager.py ---------------------------------------------
 
     def _propose_isr(self, b: SimBroker, part: SimPartition, isr: list[int], partition_epoch: int) -> None:
         req = self._next_req()
@@ -724,7 +724,7 @@ class Simulation:
             self._alter_rejected(b, req, "timed out")
             return
         # The controller may have committed it: ask again until someone answers. A new partition state
-        # (by metadata) or a new leadership ends the retries. (server.py _alter_partition: AlterOutcome.RETRY.)
+        # (by metadata) or a new leadership ends the retries. (AlterPartitionManager.alter: AlterOutcome.RETRY.)
         part = b.parts.get(msg.partition)
         ls = part.leader_state if part is not None else None
         del b.alters[req]
@@ -742,7 +742,7 @@ class Simulation:
             else:
                 self._alter_rejected(b, msg.req, msg.error)
             return
-        # The production rule, shared with broker/server.py _alter_partition.
+        # The production rule, shared with broker/alter_partition_manager.py AlterPartitionManager.alter.
         outcome = alter_partition_outcome(msg.code)
         if outcome is AlterOutcome.COMMITTED:
             b.alters.pop(msg.req, None)  # the metadata log will tell the partition
@@ -757,7 +757,7 @@ class Simulation:
             self._alter_timed_out(b, msg.req)  # no verdict: as if no answer came
 
     def _alter_rejected(self, b: SimBroker, req: int, error: str) -> None:
-        """server.py _alter_partition's failure path: the proposal is over, the HW may ignore its additions."""
+        """AlterPartitionManager.alter's failure path: the proposal is over, the HW may ignore its additions."""
         msg = b.alters.pop(req, None)
         if msg is None:
             return

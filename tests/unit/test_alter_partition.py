@@ -1,7 +1,8 @@
 """AlterPartition end to end, without sockets: the controller's error codes, the leader's outcome rule
-(broker/replication.py alter_partition_outcome), the broker's retry loop (broker/server.py _alter_partition),
-the controller's incarnation and overtaken-request checks (broker/controller_service.py), and the incarnation
-field of quorum fetches. tests/sim/replication_sim.py runs the same rules under faults.
+(broker/replication.py alter_partition_outcome), the broker's retry loop
+(broker/alter_partition_manager.py AlterPartitionManager.alter), the controller's incarnation and
+overtaken-request checks (broker/controller_service.py), and the incarnation field of quorum fetches.
+tests/sim/replication_sim.py runs the same rules under faults.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Any
 
 import pytest
 
-import broker.server as server_mod
-from broker.config import BrokerConfig
+import broker.alter_partition_manager as apm_mod
+from broker.alter_partition_manager import AlterPartitionManager
 from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage, check_broker_incarnation
+from broker.controller_channel import ControllerChannel
 from broker.controller_service import ControllerService
 from broker.metrics import BrokerMetrics
 from broker.replication import (
@@ -25,7 +27,6 @@ from broker.replication import (
     alter_partition_outcome,
     alter_partition_retry_wanted,
 )
-from broker.server import BrokerServer
 from election.messages import FetchRequest, from_wire
 from net.errors import ErrorCode, KafkaLiteError, UnknownTopicOrPartitionError, error_for
 
@@ -162,7 +163,7 @@ def test_a_definite_refusal_lets_the_high_watermark_ignore_the_addition():
     assert HighWatermarkAdvanced(20) in actions and ls.pending_isr is None
 
 
-# --- the broker's loop (server.py _alter_partition) ---------------------------------------------------
+# --- the broker's loop (alter_partition_manager.py AlterPartitionManager.alter) ------------------------
 
 
 class FakePartition:
@@ -179,30 +180,33 @@ class FakePartition:
                 self.high_watermark = a.high_watermark
 
 
-def broker_with_controller(monkeypatch, answers: list[Any]) -> tuple[BrokerServer, list[dict]]:
-    """A BrokerServer whose controller (broker 2) answers AlterPartition from `answers` (a body, or an
-    exception to raise), recording the requests."""
-    monkeypatch.setattr(server_mod, "ALTER_RETRY_BACKOFF_S", (0.001, 0.002))
-    server = BrokerServer(BrokerConfig(broker_id=1))
+class FakePeers:
+    """The controller (broker 2) answers AlterPartition from `answers` (a body, or an exception to raise)."""
 
-    async def no_relay(body: dict, timeout: float) -> None:
-        return None  # the custom mode: no path through the coordination service, requests go direct
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = answers
+        self.sent: list[dict] = []
 
-    server.quorum = SimpleNamespace(controller_id=2, relay_to_controller=no_relay)  # type: ignore[assignment]
-    server.metrics = BrokerMetrics(1)
-    server.incarnation = 7
-    sent: list[dict] = []
-
-    async def peer_request(broker_id: int, api: Any, body: dict, timeout: float) -> dict:
+    async def request(self, broker_id: int, api: Any, body: dict, timeout: float) -> dict:
         assert broker_id == 2
-        sent.append(body)
-        answer = answers.pop(0)
+        self.sent.append(body)
+        answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
 
-    server.peer_request = peer_request  # type: ignore[method-assign]
-    return server, sent
+
+def broker_with_controller(monkeypatch, answers: list[Any]) -> tuple[AlterPartitionManager, FakePeers]:
+    """Broker 1's AlterPartitionManager (incarnation 7) whose controller is broker 2, recording requests."""
+    monkeypatch.setattr(apm_mod, "ALTER_RETRY_BACKOFF_S", (0.001, 0.002))
+
+    async def no_relay(body: dict, timeout: float) -> None:
+        return None  # the custom mode: no path through the coordination service, requests go direct
+
+    coordination = SimpleNamespace(controller_id=2, relay_to_controller=no_relay)
+    peers = FakePeers(answers)
+    channel = ControllerChannel(1, coordination, None, peers)  # type: ignore[arg-type]
+    return AlterPartitionManager(1, 7, channel, BrokerMetrics(1)), peers
 
 
 def err(code: ErrorCode) -> dict:
@@ -217,8 +221,9 @@ def test_broker_retries_until_a_verdict_and_keeps_a_stale_refused_proposal(monke
         err(ErrorCode.NOT_CONTROLLER),
         err(ErrorCode.INVALID_UPDATE_VERSION),  # maybe our first attempt, committed: wait for metadata
     ]
-    server, sent = broker_with_controller(monkeypatch, answers)
-    asyncio.run(server._alter_partition(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    manager, peers = broker_with_controller(monkeypatch, answers)
+    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    sent = peers.sent
     assert len(sent) == 3 and not answers
     assert [b["seq"] for b in sent] == [1, 2, 3] and {b["incarnation"] for b in sent} == {7}
     assert all(b["isr"] == [1, 2, 3] and b["partition_epoch"] == 0 and b["leader_epoch"] == 0 for b in sent)
@@ -228,17 +233,17 @@ def test_broker_retries_until_a_verdict_and_keeps_a_stale_refused_proposal(monke
 def test_broker_resets_on_a_definite_refusal(monkeypatch):
     ls, proposal = leader_with_pending_expansion()
     part = FakePartition(ls)
-    server, sent = broker_with_controller(monkeypatch, [err(ErrorCode.INELIGIBLE_REPLICA)])
-    asyncio.run(server._alter_partition(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
-    assert len(sent) == 1 and ls.pending_isr is None
+    manager, peers = broker_with_controller(monkeypatch, [err(ErrorCode.INELIGIBLE_REPLICA)])
+    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    assert len(peers.sent) == 1 and ls.pending_isr is None
 
 
 def test_broker_stops_retrying_once_metadata_settled_the_proposal(monkeypatch):
     ls, proposal = leader_with_pending_expansion()
     part = FakePartition(ls)
     answers: list[Any] = [err(ErrorCode.REQUEST_TIMED_OUT), err(ErrorCode.REQUEST_TIMED_OUT)]
-    server, sent = broker_with_controller(monkeypatch, answers)
-    original = server.peer_request
+    manager, peers = broker_with_controller(monkeypatch, answers)
+    original = peers.request
 
     async def then_committed(*args: Any) -> dict:
         try:
@@ -246,9 +251,9 @@ def test_broker_stops_retrying_once_metadata_settled_the_proposal(monkeypatch):
         finally:
             ls.on_isr_committed([1, 2, 3], 1)  # the commit reaches the leader by metadata meanwhile
 
-    server.peer_request = then_committed  # type: ignore[method-assign]
-    asyncio.run(server._alter_partition(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
-    assert len(sent) == 1
+    peers.request = then_committed  # type: ignore[method-assign]
+    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    assert len(peers.sent) == 1
 
 
 # --- the controller's checks (controller_service.py) ----------------------------------------------------

@@ -138,7 +138,7 @@ def test_a_two_gigabyte_size_prefix_is_refused_before_buffering():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from net.server import Request  # noqa: E402
+from broker.network.server import Request  # noqa: E402
 
 VALID = [
     frame(18, 3, 1, {"client_software_name": "f", "client_software_version": "1"}),

@@ -1,4 +1,4 @@
-"""net/quorum_driver.py's broker-level rules: after a start, committed metadata is handed to the broker only
+"""broker/network/quorum_driver.py's broker-level rules: after a start, committed metadata is handed to the broker only
 once the log reached the committed end of the controller's first answer, and then all at once; fetches carry
 the process's incarnation, which the driver remembers per broker. (tests/sim/replication_sim.py models both.)
 """
@@ -9,10 +9,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from broker.network.quorum_driver import QuorumDriver, next_incarnation
 from election import QuorumConfig
 from election.log import InMemoryLog
 from election.messages import BeginEpoch, FetchRequest, FetchResponse
-from net.quorum_driver import QuorumDriver, next_incarnation
 
 VOTERS = {1: ("127.0.0.1", 1), 2: ("127.0.0.1", 2), 3: ("127.0.0.1", 3)}
 BATCH = QuorumConfig().fetch_max_records

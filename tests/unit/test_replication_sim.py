@@ -79,7 +79,7 @@ def test_the_liveness_check_catches_an_isr_that_never_grows_back(monkeypatch):
 
 
 def test_the_checker_catches_treating_a_lost_alter_partition_answer_as_a_rejection():
-    # broker/server.py's _alter_partition does this today (see ALTER_POLICIES in the simulator): a committed
+    # broker/alter_partition_manager.py does this today (see ALTER_POLICIES in the simulator): a committed
     # ISR expansion whose answer was lost stops bounding the HW, which then passes the added replica.
     failure = _first_failure(range(300), alter_policy="server")
     assert failure is not None and ("ISR member" in failure or "took over" in failure)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from broker.network.zk_coordination import decode_proposal, encode_proposal, new_log_entries, parse_connect, seq_of
 from election.coordination import fetch_liveness_expiry, registration_expiry
-from net.zk_coordination import decode_proposal, encode_proposal, new_log_entries, parse_connect, seq_of
 
 
 def test_parse_connect_default_and_explicit_chroot():

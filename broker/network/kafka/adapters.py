@@ -265,7 +265,7 @@ class Metadata(Adapter):
         return {
             "brokers": _brokers(native, "node_id"),
             "cluster_id": native.get("cluster_id"),
-            "controller_id": native.get("controller_id", -1),
+            "controller_id": _kafka_controller(native),
             "topics": topics,
         }
 
@@ -276,6 +276,19 @@ class Metadata(Adapter):
             "controller_id": -1,
             "topics": [{"error_code": code, "name": t["name"], "partitions": []} for t in topics],
         }
+
+
+def _kafka_controller(native: dict) -> int:
+    """The controller a Kafka client is told of must be one it can reach: clients send admin requests to it,
+    and librdkafka waits (up to the request timeout) for a controller missing from the broker list. Until
+    the active controller's Kafka listener is registered, name the answering broker, which forwards admin
+    requests to the controller (KIP-590); Kafka in KRaft mode names a random live broker for that reason."""
+    controller = native.get("controller_id", -1)
+    listed = {row[0] for row in native.get("brokers") or []}
+    if controller in listed:
+        return controller
+    me = (native.get("broker_info") or {}).get("broker_id", -1)
+    return me if me in listed else -1
 
 
 def _uuid(topic_id: str) -> str:
@@ -297,7 +310,7 @@ class DescribeCluster(Adapter):
         return {
             "error_code": 0,
             "cluster_id": native.get("cluster_id") or "",
-            "controller_id": native.get("controller_id", -1),
+            "controller_id": _kafka_controller(native),
             "brokers": _brokers(native, "broker_id"),
         }
 

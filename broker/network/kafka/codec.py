@@ -24,9 +24,9 @@ from broker.network.kafka.adapters import CORE_ADAPTERS, Adapter, AdapterError, 
 from broker.network.kafka.admin_adapters import ADMIN_ADAPTERS
 from broker.network.kafka.entities import build, plain
 from broker.network.kafka.group_adapters import GROUP_ADAPTERS
+from broker.network.server import Request
 from net.errors import ErrorCode
 from net.protocol import FrameDecoder, FrameError
-from net.server import Request
 
 log = logging.getLogger("kafkalite.kafka")
 

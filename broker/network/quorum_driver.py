@@ -16,7 +16,7 @@ tests/sim/replication_sim.py, whose defaults this must match):
   becomes controller is caught up by definition (its log holds every committed record), so a cluster
   of one starts at once.
 
-A peer whose process is gone (its connection closed and a reconnect refused: net/peers.py) is reported to
+A peer whose process is gone (its connection closed and a reconnect refused: broker/network/peers.py) is reported to
 the node as `PeerClosed` (a follower of that controller elects at once, a round stops waiting for its
 state) and to the controller's liveness rule (fetch_liveness_expiry's `closed_at`: fenced now, not after
 the session timeout). Both are hints the safety argument does not need (docs/ELECTION.md section 4); a
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from broker.log.checkpoint import atomic_write
+from broker.network.peers import PeerChannel
 from election import (
     BecameController,
     BecameFollower,
@@ -53,7 +54,6 @@ from election import (
 from election.coordination import fetch_liveness_expiry
 from election.log import MetadataLog
 from net.errors import ErrorCode, KafkaLiteError
-from net.peers import PeerChannel
 from net.protocol import ApiKey
 
 log = logging.getLogger("kafkalite.quorum")
@@ -149,7 +149,6 @@ class QuorumDriver:
         self._timer: asyncio.TimerHandle | None = None
         self._stopped = False
         self.election_started_ms: int | None = None
-        self.request_handler = None  # nothing is relayed here (relay_to_controller)
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -233,6 +232,10 @@ class QuorumDriver:
     @property
     def controller_id(self) -> int | None:
         return self.node.leader_id
+
+    @property
+    def controller_epoch(self) -> int:
+        return int(self.node.epoch)
 
     async def relay_to_controller(self, body: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """No relay in this mode: a broker that cannot reach the controller stops fetching metadata from it

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections import deque
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -228,21 +229,36 @@ def error_body(code: ErrorCode, message: str = "") -> dict:
     return {"error_code": int(code), "error_message": message or code.name}
 
 
+def bind_listener(host: str, port: int) -> socket.socket:
+    """Bind a listening socket before the request handlers exist: the broker registers its port (port 0
+    picks one) with the coordination, which the handlers need. Connections wait in the backlog until the
+    NetServer serving it starts (Kafka's SocketServer likewise binds, then enables request processing)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class NetServer:
-    """Listens on host:port and feeds every connection to one handler."""
+    """Serves the connections of one bound listener with one handler, through one wire codec."""
 
     def __init__(
         self,
         handler: RequestHandler,
-        host: str,
-        port: int,
+        sock: socket.socket,
         max_frame: int,
         codec_factory: Callable[[int], WireCodec] = NativeCodec,
         listener: str = "native",
     ) -> None:
         self._handler = handler
-        self.host = host
-        self.port = port
+        self._sock = sock
+        self.host, self.port = sock.getsockname()[:2]
         self._max_frame = max_frame
         self._codec_factory = codec_factory
         self.listener = listener
@@ -251,9 +267,7 @@ class NetServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_protocol, self.host, self.port, reuse_address=True)
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        self._server = await loop.create_server(self._make_protocol, sock=self._sock)
 
     def _make_protocol(self) -> BrokerProtocol:
         proto = BrokerProtocol(self._handler, self._codec_factory(self._max_frame), self._conns.discard, self.listener)
@@ -265,11 +279,13 @@ class NetServer:
         return len(self._conns)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            for c in list(self._conns):
-                c.close()
-            await self._server.wait_closed()
+        if self._server is None:
+            self._sock.close()  # bound but never served (a start that failed part way)
+            return
+        self._server.close()
+        for c in list(self._conns):
+            c.close()
+        await self._server.wait_closed()
 
 
 def as_list(value: Any, what: str) -> list:

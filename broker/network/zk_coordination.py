@@ -55,7 +55,7 @@ LOG_PREFIX = "r-"
 REQUEST_PREFIX = "q-"
 
 
-class NotControllerError_(KafkaLiteError):  # noqa: N801 - same name as net/quorum_driver.py's
+class NotControllerError_(KafkaLiteError):  # noqa: N801 - same name as broker/network/quorum_driver.py's
     code = ErrorCode.NOT_CONTROLLER
 
 
@@ -121,6 +121,7 @@ class ZooKeeperCoordination:
         on_role: OnRole,
         incarnation: int,
         peers: dict[int, tuple[str, int]] | None = None,
+        request_handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.address = address
@@ -169,7 +170,8 @@ class ZooKeeperCoordination:
         self._watches_set = False
         # Relayed AlterPartition requests: the controller's handler (set by the broker), the newest list of
         # request znodes, and the ones this broker is serving or has served.
-        self.request_handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+        # As the active controller: answers the AlterPartition requests relayed by relay_to_controller.
+        self.request_handler = request_handler
         self._request_children: list[str] = []
         self._serving: set[str] = set()
 
@@ -211,6 +213,10 @@ class ZooKeeperCoordination:
     @property
     def controller_id(self) -> int | None:
         return self._controller
+
+    @property
+    def controller_epoch(self) -> int:
+        return self._epoch  # /controller_epoch as last seen
 
     @property
     def log_end_offset(self) -> int:

@@ -17,7 +17,7 @@ import logging
 from typing import Any, Callable
 
 from net.connection import BrokerConnection, ConnectRefusedError
-from net.errors import KafkaLiteError
+from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
 
 log = logging.getLogger("kafkalite.peers")
@@ -152,3 +152,29 @@ class PeerChannel:
             self._connecting.cancel()
         if self._conn is not None:
             self._conn.close()
+
+
+class BrokerPeers:
+    """The request channels to the other brokers (replica fetches, forwarded requests, AlterPartition and
+    BrokerRegistration), one per broker, made on first use at the address `address_of` names for it."""
+
+    def __init__(self, self_id: int, address_of: Callable[[int], tuple[str, int] | None]) -> None:
+        self.self_id = self_id
+        self._address_of = address_of
+        self._channels: dict[int, PeerChannel] = {}
+
+    def channel(self, broker_id: int) -> PeerChannel:
+        ch = self._channels.get(broker_id)
+        if ch is None:
+            addr = self._address_of(broker_id)
+            if addr is None:
+                raise KafkaLiteError(f"no address known for broker {broker_id}", ErrorCode.BROKER_NOT_AVAILABLE)
+            ch = self._channels[broker_id] = PeerChannel(self.self_id, broker_id, *addr)
+        return ch
+
+    async def request(self, broker_id: int, api: ApiKey, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return await self.channel(broker_id).request(api, body, timeout)
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()

@@ -1,0 +1,104 @@
+"""AlterPartitionManager: carries partition leaders' ISR proposals to the controller until each has a verdict.
+
+Kafka's AlterPartitionManager. A leader's `LeaderState` proposes an ISR change (broker/replication.py); this
+sends it (through the `ControllerChannel`), retries with backoff while there is no verdict, and tells the
+leader the outcome. Forgetting a proposal the controller did commit would let the high watermark pass a
+replica the controller counts in the ISR, so only a refusal proving it was not applied resets it: see
+broker/replication.py alter_partition_outcome. The simulator (tests/sim/replication_sim.py _on_alter_result,
+_alter_timed_out) decides with the same helpers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from broker.repeated_log import RepeatedConditionLog
+from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
+from net.retry import Backoff
+
+if TYPE_CHECKING:
+    from broker.controller_channel import ControllerChannel
+    from broker.metrics import BrokerMetrics
+    from broker.partition import Partition
+
+log = logging.getLogger("kafkalite.broker")
+# Backoff between attempts that got no verdict (Kafka's AlterPartitionManager backs off too): "no controller"
+# and "unreachable" come back at once, and must not spin while an election runs.
+ALTER_RETRY_BACKOFF_S = (0.05, 1.0)
+
+
+class AlterPartitionManager:
+    def __init__(
+        self, broker_id: int, incarnation: int, channel: "ControllerChannel", metrics: "BrokerMetrics"
+    ) -> None:
+        self.broker_id = broker_id
+        # Sent with every request: the controller refuses proposals of a process that has since restarted.
+        self.incarnation = incarnation
+        self.channel = channel
+        self.metrics = metrics
+        # Proposals retried or refused over and over under a fault: one line per partition per 10 s.
+        self._log = RepeatedConditionLog(log)
+        self._seq = 0  # numbers this process's requests (the controller drops overtaken ones)
+        self._tasks: set[asyncio.Task] = set()
+        self._closed = False
+
+    def propose(self, p: "Partition", isr: list[int], partition_epoch: int) -> None:
+        """The `propose_isr` callback of every Partition: runs `alter` in the background."""
+        if self._closed:
+            return
+        task = asyncio.ensure_future(self.alter(p, isr, partition_epoch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def alter(self, p: "Partition", isr: list[int], partition_epoch: int) -> None:
+        """Carry one proposal until it has a verdict, or the same leadership no longer waits for it."""
+        leader_epoch = p.leader_epoch
+        retry = Backoff(ALTER_RETRY_BACKOFF_S[0] * 1000, ALTER_RETRY_BACKOFF_S[1] * 1000)
+        key = (p.topic, p.partition)
+        while True:
+            self._seq += 1
+            body = {
+                "topic": p.topic,
+                "partition": p.partition,
+                "leader": self.broker_id,
+                "leader_epoch": leader_epoch,
+                "partition_epoch": partition_epoch,
+                "isr": isr,
+                "incarnation": self.incarnation,
+                "seq": self._seq,
+            }
+            code, message = await self.channel.alter_partition(body)
+            outcome = alter_partition_outcome(code)
+            if outcome is AlterOutcome.COMMITTED:
+                grew = len(isr) > len(p.isr)
+                (self.metrics.isr_expands if grew else self.metrics.isr_shrinks).inc()
+                self._log.clear(key, how="ISR change committed")
+                log.info("%s-%d: ISR change to %s committed", p.topic, p.partition, isr)
+                return
+            if outcome is AlterOutcome.AWAIT_METADATA:
+                # Maybe our own change, committed without its answer reaching us: it keeps bounding the HW
+                # until metadata brings the newer state (LeaderState.on_isr_committed settles it).
+                self._log.report(
+                    key, logging.INFO, "%s-%d: ISR change to %s refused against a newer state: %s", *key, isr, message
+                )
+                return
+            if outcome is AlterOutcome.REJECTED:
+                self._log.report(key, logging.WARNING, "%s-%d: ISR change to %s not committed: %s", *key, isr, message)
+                if p.leader_state is not None:
+                    p._handle(p.leader_state.on_isr_rejected(isr, partition_epoch))
+                return
+            # No verdict: it may or may not have been applied. Ask again while the same leadership still
+            # waits for it; a retry of an applied change is refused as stale (INVALID_UPDATE_VERSION).
+            self._log.report(
+                key, logging.INFO, "%s-%d: ISR change to %s, no verdict (%s); retrying", *key, isr, message
+            )
+            await asyncio.sleep(retry.next())
+            if self._closed or not alter_partition_retry_wanted(p.leader_state, leader_epoch, isr, partition_epoch):
+                return
+
+    def close(self) -> None:
+        self._closed = True
+        for t in list(self._tasks):
+            t.cancel()

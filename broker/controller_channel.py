@@ -1,0 +1,100 @@
+"""ControllerChannel: this broker's way to the active controller, wherever it is.
+
+Metadata changes are the active controller's to make. A broker that serves a request needing one (a topic
+created automatically, __consumer_offsets on the first FindCoordinator, a client's CreateTopics sent to any
+broker), proposes an ISR change, or registers its Kafka listener reaches the controller through here: the
+local `ControllerService` when this broker is the controller, else a request to the controller's broker
+(Kafka's BrokerToControllerChannelManager, and its ForwardingManager for client requests, KIP-590).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from net.errors import ErrorCode, KafkaLiteError, error_for
+from net.protocol import ApiKey
+
+if TYPE_CHECKING:
+    from broker.controller_service import ControllerService
+    from broker.network.peers import BrokerPeers
+    from election.coordination import Coordination
+
+CONTROLLER_REQUEST_TIMEOUT_S = 10.0
+
+
+class ControllerChannel:
+    def __init__(
+        self, broker_id: int, coordination: "Coordination", controller: "ControllerService", peers: "BrokerPeers"
+    ) -> None:
+        self.broker_id = broker_id
+        self.coordination = coordination
+        self.controller = controller
+        self.peers = peers
+
+    @property
+    def controller_id(self) -> int | None:
+        return self.coordination.controller_id
+
+    def _remote_controller(self) -> int:
+        controller = self.coordination.controller_id
+        if controller is None:
+            raise KafkaLiteError("no active controller (an election may be running)", ErrorCode.NOT_CONTROLLER)
+        return controller
+
+    async def forward(self, api: ApiKey, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """A client's request, to the controller's broker once: marked forwarded, it is never forwarded again
+        (where the controller moved meanwhile, the rows say NOT_CONTROLLER)."""
+        return await self.peers.request(self._remote_controller(), api, dict(body, forwarded=True), timeout)
+
+    async def create_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
+        """Create a topic on behalf of a request served here. Raises the controller's error
+        (TopicAlreadyExistsError included)."""
+        if self.controller.ready:
+            await self.controller.create_topic(name, partitions, rf, configs)
+            return
+        topic = {"name": name, "num_partitions": partitions, "replication_factor": rf, "configs": configs}
+        resp = await self.forward(ApiKey.CREATE_TOPICS, {"topics": [topic]}, CONTROLLER_REQUEST_TIMEOUT_S)
+        _, code, msg = resp["topics"][0]
+        if code:
+            raise error_for(code, msg or "")
+
+    async def register_kafka_endpoint(self, host: str | None, port: int) -> None:
+        """Kafka's BrokerRegistration of this broker's Kafka listener; raises when it did not commit."""
+        if self.coordination.controller_id == self.broker_id:
+            await self.controller.set_kafka_endpoint(self.broker_id, host, port)
+            return
+        body = {"broker_id": self.broker_id, "kafka_host": host, "kafka_port": port}
+        resp = await self.peers.request(
+            self._remote_controller(), ApiKey.BROKER_REGISTRATION, body, CONTROLLER_REQUEST_TIMEOUT_S
+        )
+        if resp.get("error_code"):
+            raise KafkaLiteError(f"error {resp['error_code']}: {resp.get('error_message')}")
+
+    async def alter_partition(self, body: dict[str, Any]) -> tuple[int, str]:
+        """One AlterPartition attempt: (error code, message), 0 if committed. Every failure to get an answer
+        is a code too (NETWORK_EXCEPTION, NOT_CONTROLLER): the caller decides whether to try again."""
+        try:
+            controller = self.coordination.controller_id
+            if controller == self.broker_id:
+                await self.controller.alter_partition(
+                    body["topic"],
+                    body["partition"],
+                    body["leader"],
+                    body["leader_epoch"],
+                    body["partition_epoch"],
+                    body["isr"],
+                    body["incarnation"],
+                    body["seq"],
+                )
+                return 0, ""
+            if controller is None:
+                return int(ErrorCode.NOT_CONTROLLER), "no controller"
+            # Through the coordination service where it has a path (ZooKeeper), else to the controller.
+            resp = await self.coordination.relay_to_controller(body, CONTROLLER_REQUEST_TIMEOUT_S)
+            if resp is None:
+                resp = await self.peers.request(controller, ApiKey.ALTER_PARTITION, body, CONTROLLER_REQUEST_TIMEOUT_S)
+            return int(resp.get("error_code", 0)), str(resp.get("error_message") or "")
+        except KafkaLiteError as e:
+            return int(e.code), str(e)
+        except (TimeoutError, OSError) as e:
+            return int(ErrorCode.NETWORK_EXCEPTION), f"{type(e).__name__}: {e}"
