@@ -39,7 +39,7 @@ def test_properties_strings_are_parsed_and_bad_values_name_the_key():
 
 def test_clients_take_keyword_arguments_through_the_schema():
     p = AsyncProducer("127.0.0.1:1", linger_ms=7, acks=1, compression_type="gzip")
-    assert (p.linger, p.acks, p.codec, p.config.batch_size) == (0.007, 1, 1, 131072)
+    assert (p.sender.linger, p.acks, p.sender.codec, p.config.batch_size) == (0.007, 1, 1, 131072)
     with pytest.raises(ValueError, match="unknown producer config 'lingerms'"):
         AsyncProducer("127.0.0.1:1", lingerms=7)
     with pytest.raises(ValueError, match="'compression.type'"):

@@ -137,4 +137,4 @@ def test_idempotence_caps_in_flight_batches():
 
     with pytest.raises(ValueError, match="at most 5"):
         AsyncProducer("127.0.0.1:1", max_in_flight_requests_per_connection=6)
-    assert AsyncProducer("127.0.0.1:1", acks=1, max_in_flight_requests_per_connection=6).max_in_flight == 6
+    assert AsyncProducer("127.0.0.1:1", acks=1, max_in_flight_requests_per_connection=6).sender.max_in_flight == 6

@@ -1,0 +1,395 @@
+"""Sender: the producer's background task (Kafka's Sender), on the event loop.
+
+It drains closed or lingered batches from the RecordAccumulator, one in-flight request per partition (so
+retries keep order) carrying at most `max.in.flight.requests.per.connection` (<= 5 with idempotence)
+batches of it, stamps idempotent batches with the producer id and sequence numbers, groups partitions by
+leader into Produce requests of at most `max.request.size`, and settles every batch: delivered, retried
+(KIP-580 backoff, at once when the metadata names a new leader) or failed with its outcome
+("not_written" or "unknown", client/outcome.py). The AsyncProducer (client/producer.py) partitions and
+appends; this sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Awaitable, Callable
+
+from client.accumulator import ProducerBatch, RecordAccumulator
+from client.cluster import KafkaLiteClient
+from client.config import ProducerConfig
+from client.outcome import NOT_WRITTEN, UNKNOWN, FailedRecord, proves_not_appended, with_outcome
+from net import batch as batch_fmt
+from net.compression import codec_id
+from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, error_for
+from net.protocol import ApiKey
+from net.retry import Backoff
+
+log = logging.getLogger("kafkalite.producer")
+
+
+class Sender:
+    def __init__(
+        self,
+        cfg: ProducerConfig,
+        acks: int,
+        client: KafkaLiteClient,
+        accumulator: RecordAccumulator,
+        unresolved: Callable[[], bool],
+        resolve: Callable[[], Awaitable[None]],
+    ) -> None:
+        """`unresolved` says whether records wait for their topic's partition count; `resolve` fetches the
+        metadata for them (the producer's side: it partitions them once the count is known)."""
+        self.acks = acks
+        self.linger = cfg.linger_ms / 1000
+        self.codec = codec_id(cfg.compression_type)
+        self.retries = cfg.retries
+        self.retry_backoff = cfg.retry_backoff_ms / 1000
+        # A batch's consecutive failures (since its last new leader) set its wait: net/retry.py, Kafka's KIP-580.
+        self._backoff = Backoff(cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
+        self.delivery_timeout = cfg.delivery_timeout_ms / 1000
+        self.request_timeout = cfg.request_timeout_ms / 1000
+        self.max_request_size = cfg.max_request_size
+        self.idempotent = cfg.enable_idempotence and acks == -1
+        self.max_in_flight = cfg.max_in_flight_requests_per_connection
+        self.client = client
+        self.accumulator = accumulator
+        self._unresolved = unresolved
+        self._resolve = resolve
+        self._inflight: set[tuple[str, int]] = set()
+        self._sequences: dict[tuple[str, int], int] = {}
+        # Partitions waiting for a different leader than the one that failed them (None: no leader known).
+        self._failed_leader: dict[tuple[str, int], int | None] = {}
+        self._watching: set[str] = set()  # topics with a running _refresh_quietly poll
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.failures: list[FailedRecord] = []  # since the last flush
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._wake_pending = False
+        self._task: asyncio.Task | None = None
+        self.flushing = 0
+        self.closing = False
+        self._idle: asyncio.Event | None = None
+        self.on_batch_complete: Callable[[ProducerBatch, float], None] | None = None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self.accumulator.on_batch_full = self.wakeup_threadsafe
+        self.accumulator.on_new_batch = self.wakeup_threadsafe
+        if self.idempotent:
+            body = await self.client.request(None, ApiKey.INIT_PRODUCER_ID, {})
+            if body.get("error_code"):
+                raise error_for(body["error_code"], body.get("error_message", ""))
+            self.producer_id, self.producer_epoch = body["producer_id"], body["producer_epoch"]
+        self._task = asyncio.create_task(self._run())
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
+    @property
+    def busy(self) -> bool:
+        """Records buffered, in flight, or waiting for their topic's metadata."""
+        return self.accumulator.has_pending() or bool(self._inflight) or self._unresolved()
+
+    def wakeup_threadsafe(self) -> None:
+        if self._loop is None or self._wake_pending:
+            return
+        self._wake_pending = True
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._wake.set()
+        else:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    # --- the loop ----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        wake = self._wake
+        while True:
+            self._wake_pending = False
+            wake.clear()
+            try:
+                if self._unresolved():
+                    await self._resolve()
+                self._send_ready()
+            except Exception:
+                log.exception("sender iteration failed")
+            busy = self.busy
+            if self.closing and not busy:
+                self._idle.set()
+                return
+            if busy:
+                self._idle.clear()
+            else:
+                self._idle.set()
+            deadline = self.accumulator.next_linger_deadline(self.linger, self._inflight)
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0005)
+            if self._unresolved():
+                timeout = min(timeout or self.retry_backoff, self.retry_backoff)
+            if self._has_retry_waiting():
+                timeout = min(timeout or self.retry_backoff, self.retry_backoff)
+            try:
+                await asyncio.wait_for(wake.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    def _has_retry_waiting(self) -> bool:
+        return any(q and q[0].retry_at > 0 for q in list(self.accumulator.queues.values()))
+
+    def fail_records(self, topic: str, pending: list[tuple], err: Exception) -> None:
+        """Records never sent (their topic never appeared in metadata): not written."""
+        exc = with_outcome(err, NOT_WRITTEN, None)
+        for value, key, _headers, cb, _ts in pending:
+            self.failures.append(FailedRecord(topic, -1, key, value, exc))
+            if cb is not None:
+                cb(exc, None)
+
+    def _send_ready(self) -> None:
+        now = time.monotonic()
+        force = bool(self.flushing or self.closing)
+        by_leader: dict[int, list[tuple[tuple[str, int], list[ProducerBatch]]]] = {}
+        for tp in self.accumulator.pending_partitions():
+            if tp in self._inflight:
+                continue
+            batches = self.accumulator.drain(tp, now, self.linger, force, self.max_in_flight)
+            if not batches:
+                continue
+            live = [b for b in batches if now - b.created <= self.delivery_timeout]
+            if len(live) < len(batches):
+                expired = [b for b in batches if now - b.created > self.delivery_timeout]
+                self._fail_batches(
+                    expired,
+                    RequestTimedOutError(
+                        f"{sum(len(b.records) for b in expired)} records for {tp[0]}-{tp[1]} expired: "
+                        f"delivery.timeout.ms={int(self.delivery_timeout * 1000)} passed"
+                    ),
+                )
+            if not live:
+                continue
+            leader = self.client.metadata.leader(*tp)
+            if leader is None:
+                self._failed_leader.setdefault(tp, None)  # watch for any leader (see _refresh_quietly)
+                self._retry_later(tp, live, None)
+                continue
+            by_leader.setdefault(leader, []).append((tp, live))
+        for leader, items in by_leader.items():
+            request: list = []
+            size = 0
+            for tp, batches in items:
+                blob = self._encode(tp, batches)
+                if request and size + len(blob) > self.max_request_size:
+                    self._dispatch(leader, request)
+                    request, size = [], 0
+                request.append((tp, batches, blob))
+                size += len(blob)
+                self._inflight.add(tp)
+            if request:
+                self._dispatch(leader, request)
+
+    def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
+        parts = []
+        for b in batches:
+            if b.encoded is None and self.idempotent:
+                seq = self._sequences.get(tp, 0)
+                b.encoded = batch_fmt.build(
+                    b.records, b.first_ts, b.max_ts, self.codec, self.producer_id, self.producer_epoch, seq
+                )
+                self._sequences[tp] = (seq + len(b.records)) & 0x7FFFFFFF
+            parts.append(b.encode(self.codec))
+        return b"".join(parts)
+
+    def _dispatch(self, leader: int, request: list) -> None:
+        asyncio.create_task(self._produce(leader, request))
+
+    async def _produce(self, leader: int, request: list) -> None:
+        topics: dict[str, list] = {}
+        for (topic, p), _, blob in request:
+            topics.setdefault(topic, []).append([p, blob])
+        body = {
+            "acks": self.acks,
+            "timeout_ms": int(self.request_timeout * 1000),
+            "topics": [[t, parts] for t, parts in topics.items()],
+        }
+        sent = time.monotonic()
+        try:
+            conn = await self.client.connection(leader)
+            if not conn.connected:  # `request` writes at once, with no await before: checked here, it holds
+                raise KafkaLiteError(f"connection to broker {leader} is closed", ErrorCode.NETWORK_EXCEPTION)
+        except Exception as e:  # never written to a socket: this attempt cannot have been appended
+            err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e), ErrorCode.NETWORK_EXCEPTION)
+            for tp, batches, _ in request:
+                self._on_partition_error(tp, batches, err, reached_broker=False)
+            self.client.metadata.updated_at = 0
+            self.wakeup_threadsafe()
+            return
+        try:
+            if self.acks == 0:
+                conn.send(ApiKey.PRODUCE, body, expect_response=False)
+                await conn.drain()
+                for tp, batches, _ in request:
+                    self._complete(tp, batches, [-1] * len(batches), sent)
+                return
+            resp = await conn.request(ApiKey.PRODUCE, body, timeout=self.request_timeout)
+        except Exception as e:
+            err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e), ErrorCode.NETWORK_EXCEPTION)
+            for tp, batches, _ in request:
+                self._on_partition_error(tp, batches, err)
+            self.client.metadata.updated_at = 0
+            return
+        finally:
+            self.wakeup_threadsafe()
+        if resp.get("error_code"):
+            err = error_for(resp["error_code"], resp.get("error_message", ""))
+            for tp, batches, _ in request:
+                self._on_partition_error(tp, batches, err)
+            return
+        rows = {(t, row[0]): row for t, parts in resp.get("topics", []) for row in parts}
+        for tp, batches, _ in request:
+            row = rows.get(tp)
+            if row is None:
+                self._on_partition_error(tp, batches, KafkaLiteError("partition missing from produce response"))
+            elif row[1]:
+                self._on_partition_error(tp, batches, error_for(row[1], row[5] or ""))
+            else:
+                offsets = row[6] if len(row) > 6 and row[6] else _cumulative(row[2], batches)
+                self._complete(tp, batches, offsets, sent)
+
+    def _complete(self, tp: tuple[str, int], batches: list[ProducerBatch], offsets: list[int], sent: float) -> None:
+        self._inflight.discard(tp)
+        self._failed_leader.pop(tp, None)  # its leader answers: stop watching the metadata for a new one
+        self.accumulator.release(batches)
+        hook = self.on_batch_complete
+        for b, base in zip(batches, offsets):
+            if b.callbacks:
+                b.complete(base, None)
+            if hook is not None:
+                hook(b, sent)
+
+    def _on_partition_error(
+        self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception, reached_broker: bool = True
+    ) -> None:
+        self._inflight.discard(tp)
+        if reached_broker and not proves_not_appended(err, self.acks):
+            for b in batches:
+                if b.unknown_cause is None:
+                    b.unknown_cause = err
+        retriable = isinstance(err, KafkaLiteError) and err.retriable
+        if retriable:
+            self._failed_leader[tp] = self.client.metadata.leader(*tp)
+            self.client.invalidate(tp[0])
+            self._retry_later(tp, batches, err)
+        else:
+            # The user hears of it through the callbacks and flush(); a CLI prints that as its one line.
+            log.warning("produce to %s-%d failed: %s", tp[0], tp[1], err)
+            self._fail_batches(batches, err)
+
+    def _retry_later(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception | None) -> None:
+        now = time.monotonic()
+        keep = []
+        for b in batches:
+            b.attempts += 1
+            if b.attempts > self.retries or now - b.created > self.delivery_timeout:
+                self._fail_batches(
+                    [b], err or RequestTimedOutError(f"no leader for {tp[0]}-{tp[1]} within delivery.timeout.ms")
+                )
+            else:
+                b.retry_at = now + self._backoff.delay(max(b.attempts - b.backoff_from, 1))
+                keep.append(b)
+        if keep:
+            if err is not None:
+                log.warning("retrying %d batches for %s-%d after: %s", len(keep), tp[0], tp[1], err)
+            self.accumulator.requeue_front(tp, keep)
+            asyncio.ensure_future(self._refresh_quietly(tp[0]))
+
+    async def _refresh_quietly(self, topic: str) -> None:
+        """Refresh `topic`'s metadata, and keep refreshing every retry.backoff.ms while one of its partitions
+        waits for a new leader; retry that partition as soon as one is known.
+
+        The data retries back off exponentially (up to 640 ms apart after a few failures), which is right
+        for hammering one broker but not for noticing that the controller moved the leadership: polling
+        only at those retries made the producer see a new leader up to 640 ms late (Kafka likewise
+        refreshes metadata on its own, fixed backoff). The poll is one small Metadata request per
+        retry.backoff.ms and ends when the partition has a new leader, an answer, or nothing left to send.
+        """
+        if topic in self._watching:
+            return  # already polling; it will see the new failure
+        self._watching.add(topic)
+        try:
+            while not self.client.closed:
+                try:
+                    await self.client.refresh_metadata([topic])
+                except KafkaLiteError as e:
+                    log.debug("metadata refresh failed: %s", e)
+                if not self._retry_on_new_leader(topic) or self.closing:
+                    return
+                await asyncio.sleep(self.retry_backoff)
+        finally:
+            self._watching.discard(topic)
+
+    def _retry_on_new_leader(self, topic: str) -> bool:
+        """Release partitions of `topic` whose leader changed; True while some still wait for a new one."""
+        waiting = False
+        for tp, failed in list(self._failed_leader.items()):
+            if tp[0] != topic:
+                continue
+            q = self.accumulator.queues.get(tp)
+            if not q and tp not in self._inflight:
+                del self._failed_leader[tp]  # nothing left to send (delivered, failed or expired)
+                continue
+            leader = self.client.metadata.leader(*tp)
+            if leader is None or leader == failed:
+                waiting = True
+                continue
+            # A new leader is known: retry now rather than at the end of a backoff meant for the old one.
+            del self._failed_leader[tp]
+            for b in list(q or ()):
+                b.retry_at = 0.0
+                b.backoff_from = b.attempts
+            self.wakeup_threadsafe()
+        return waiting
+
+    def _fail_batches(self, batches: list[ProducerBatch], err: Exception) -> None:
+        self.accumulator.release(batches)
+        for b in batches:
+            # A batch whose any attempt may have been appended stays "unknown", whatever the last answer was.
+            exc = with_outcome(err, UNKNOWN if b.unknown_cause is not None else NOT_WRITTEN, b.unknown_cause)
+            self.failures.extend(FailedRecord(b.topic, b.partition, r[2], r[3], exc) for r in b.records)
+            b.complete(-1, exc)
+
+    # --- flush / close -------------------------------------------------------
+
+    async def wait_idle(self) -> None:
+        """Until nothing is buffered, in flight or unresolved (flush() forces lingering batches out)."""
+        self.flushing += 1
+        try:
+            while self.busy:
+                self._idle.clear()
+                self._wake.set()
+                await self._idle.wait()
+        finally:
+            self.flushing -= 1
+
+    async def stop(self) -> None:
+        """After a flush: let the loop end (it does once idle), cancelling it if it does not within 1 s."""
+        self.closing = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(self._task, 1)
+        except (TimeoutError, asyncio.CancelledError):
+            self._task.cancel()
+
+
+def _cumulative(base: int, batches: list[ProducerBatch]) -> list[int]:
+    out = []
+    for b in batches:
+        out.append(base)
+        base += len(b.records)
+    return out
