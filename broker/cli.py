@@ -76,6 +76,13 @@ def main() -> None:
     help="A server.properties file; command-line options override it.",
 )
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable.")
+@click.option(
+    "--add-scram",
+    "add_scram",
+    multiple=True,
+    metavar="'SCRAM-SHA-256=[name=admin,password=...]'",
+    help="On an empty data dir: a first SCRAM user of the new cluster (kafka-storage.sh format --add-scram).",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 def start(
     broker_id,
@@ -89,6 +96,7 @@ def start(
     zookeeper,
     config_file,
     overrides,
+    add_scram,
     log_level,
 ) -> None:
     """Start a broker in the foreground. SIGTERM shuts it down cleanly."""
@@ -108,6 +116,13 @@ def start(
     except KafkaLiteError as e:
         raise click.ClickException(str(e)) from None
     _setup_logging(cfg.broker_id, log_level)
+    if add_scram:
+        from broker.security.bootstrap import format_bootstrap
+
+        try:
+            format_bootstrap(Path(cfg.log_dirs[0]), list(add_scram))
+        except (ValueError, KafkaLiteError) as e:
+            raise click.ClickException(f"--add-scram: {e}") from None
     try:
         import uvloop
 

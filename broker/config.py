@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from broker.log.config import LogConfig
+from broker.security.config import SecurityKeys
 from net.config_def import Bool, ConfigDef, Int, KeyDoc, Str, choice, key
 from net.errors import InvalidConfigError
+from net.security import uses_sasl
 
 if TYPE_CHECKING:
     from broker.controller import BrokerInfo
@@ -47,7 +49,7 @@ def optional_port(name: str, what: str) -> Any:
     return key(name, -1, f"Port of {what}; -1 (default): none; 0: any free port.", ge=-1, le=65535)
 
 
-class BrokerConfig(ConfigDef):
+class BrokerConfig(SecurityKeys):
     # Not frozen: a broker started on port 0 records the port it was given (BrokerServer.start).
     model_config = ConfigDict(**ConfigDef.model_config | {"frozen": False, "validate_assignment": True})
     FAMILY: ClassVar[str] = "broker"
@@ -179,7 +181,7 @@ class BrokerConfig(ConfigDef):
 
     @classmethod
     def from_props(cls, props: dict[str, Any]) -> Self:
-        props = dict(props)
+        props = cls.security_aliases(props)
         topic_defaults: dict[str, str] = {}
         for broker_key, topic_key in TOPIC_DEFAULT_KEYS.items():
             if broker_key in props:
@@ -232,6 +234,12 @@ class BrokerConfig(ConfigDef):
                 raise InvalidConfigError(f"peers: {e}") from None
             if self.broker_id not in peers:
                 raise InvalidConfigError(f"peers must include this broker's id {self.broker_id}")
+            if uses_sasl(self.listener_protocol("NATIVE")) and not self.sasl_jaas_config:
+                raise InvalidConfigError(
+                    "brokers log in to each other on the SASL native listener: set sasl.jaas.config "
+                    '(... required username="broker" password="...";)'
+                )
+        self.validate_security()
 
     def voters(self) -> dict[int, tuple[str, int]]:
         """Every broker of the cluster with its address; this broker alone when no peers are given."""

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.metadata import validate_topic_name
+from broker.security.acl import AclBinding, AclBindingFilter
+from broker.security.scram import ScramCredential
 from net.errors import (
     ErrorCode,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     KafkaLiteError,
+    ResourceNotFoundError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -68,6 +71,11 @@ class MetadataImage:
         self.topics: dict[str, TopicInfo] = {}
         self.cluster_id = ""
         self.controller_id = -1
+        # Security (docs/SECURITY.md): SCRAM credentials by (user, mechanism), ACL bindings, client quotas by
+        # entity ((("user", name), ("client-id", id)) with None for <default>) -> {quota key: value}.
+        self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}
+        self.acls: set[AclBinding] = set()
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         self.offset = -1  # last applied metadata offset
 
     def apply(self, offset: int, record: dict[str, Any]) -> None:
@@ -104,6 +112,21 @@ class MetadataImage:
                 t.configs = dict(record["configs"])
         elif kind == "leader_change":
             self.controller_id = record.get("leader", -1)
+        elif kind == "user_scram_credential":
+            self.scram_credentials[(record["name"], record["mechanism"])] = ScramCredential.from_record(record)
+        elif kind == "remove_user_scram_credential":
+            self.scram_credentials.pop((record["name"], record["mechanism"]), None)
+        elif kind == "acl":
+            self.acls.add(AclBinding.from_wire(record["binding"]))
+        elif kind == "remove_acl":
+            self.acls.discard(AclBinding.from_wire(record["binding"]))
+        elif kind == "client_quota":
+            entity = tuple((k, v) for k, v in record["entity"])
+            values = {k: v for k, v in record["values"].items() if v is not None}
+            if values:
+                self.client_quotas[entity] = values
+            else:
+                self.client_quotas.pop(entity, None)
         self.offset = offset
 
     def live_brokers(self) -> list[int]:
@@ -221,6 +244,38 @@ class ControllerLogic:
         live = set(self.image.live_brokers())
         records: list[dict[str, Any]] = [{"type": "config", "topic": name, "configs": dict(configs)}]
         return records + self._elect_offline([changed], live)
+
+    # --- security: credentials, ACLs, quotas (validated by the callers; these only make the records) --------
+
+    def alter_scram(
+        self, upserts: list[tuple[str, ScramCredential]], deletions: list[tuple[str, str]]
+    ) -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = []
+        for user, mech in deletions:
+            if (user, mech) not in self.image.scram_credentials:
+                raise ResourceNotFoundError(f"user {user!r} has no {mech} credential")
+            records.append({"type": "remove_user_scram_credential", "name": user, "mechanism": mech})
+        records += [cred.to_record(user) for user, cred in upserts]
+        return records
+
+    def create_acls(self, bindings: list[AclBinding]) -> list[dict[str, Any]]:
+        return [{"type": "acl", "binding": b.to_wire()} for b in bindings if b not in self.image.acls]
+
+    def delete_acls(self, filters: list[AclBindingFilter]) -> list[dict[str, Any]]:
+        doomed = sorted({b for b in self.image.acls for f in filters if f.matches(b)})
+        return [{"type": "remove_acl", "binding": b.to_wire()} for b in doomed]
+
+    def alter_client_quota(
+        self, entity: list[tuple[str, str | None]], values: dict[str, float | None]
+    ) -> list[dict[str, Any]]:
+        """`values` maps quota keys to a new value, or None to remove it (the others are kept)."""
+        current = dict(self.image.client_quotas.get(tuple(entity), {}))
+        for k, v in values.items():
+            if v is None:
+                current.pop(k, None)
+            else:
+                current[k] = v
+        return [{"type": "client_quota", "entity": [list(e) for e in entity], "values": current}]
 
     def _elect_offline(self, topics: list[TopicInfo], live: set[int]) -> list[dict[str, Any]]:
         records = []

@@ -44,8 +44,12 @@ class ControllerService:
         cluster_id: str,
         unclean_default: bool = False,
         min_insync_default: int = 1,
+        bootstrap_records: list[dict[str, Any]] | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # Committed with the `cluster` record when this controller starts a new cluster: the credentials of
+        # `kl-broker start --add-scram` (kafka-storage.sh format --add-scram), never applied to a formed one.
+        self.bootstrap_records = list(bootstrap_records or [])
         self._liveness_log = RepeatedConditionLog(log)  # a proposal failing every tick without a quorum
         self.image = image
         self.quorum = quorum
@@ -197,6 +201,7 @@ class ControllerService:
         records: list[dict[str, Any]] = []
         if not self.image.cluster_id:
             records.append({"type": "cluster", "cluster_id": self.cluster_id})
+            records += self.bootstrap_records
         for bid, (host, port) in sorted(self.quorum.known_brokers().items()):
             alive = bid == self.broker_id or self._alive(bid, now)
             b = self.image.brokers.get(bid)
@@ -232,6 +237,18 @@ class ControllerService:
 
     async def set_configs(self, name: str, configs: dict[str, str]) -> None:
         await self.run(lambda logic: logic.set_configs(name, configs))
+
+    async def alter_scram(self, upserts: list, deletions: list) -> None:
+        await self.run(lambda logic: logic.alter_scram(upserts, deletions))
+
+    async def create_acls(self, bindings: list) -> None:
+        await self.run(lambda logic: logic.create_acls(bindings))
+
+    async def delete_acls(self, filters: list) -> None:
+        await self.run(lambda logic: logic.delete_acls(filters))
+
+    async def alter_client_quota(self, entity: list, values: dict) -> None:
+        await self.run(lambda logic: logic.alter_client_quota(entity, values))
 
     async def alter_partition(
         self,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 import uuid
 from pathlib import Path
@@ -32,16 +33,20 @@ from broker.metadata_log import METADATA_TOPIC, DiskMetadataLog
 from broker.metrics import BrokerMetrics
 from broker.metrics_server import MetricsServer
 from broker.metrics_state import StateCollector
+from broker.network.authenticator import ListenerSecurity
 from broker.network.kafka.codec import KafkaCodec
 from broker.network.peers import BrokerPeers
 from broker.network.quorum_driver import QuorumDriver, next_incarnation
-from broker.network.server import BadRequest, NetServer, bind_listener
+from broker.network.server import BadRequest, NativeCodec, NetServer, bind_listener
 from broker.partition import Partition
 from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
+from broker.security.bootstrap import read_bootstrap
+from broker.security.scram import ScramCredential
 from election import QuorumConfig
 from election.coordination import Coordination
 from net.errors import ErrorCode, KafkaLiteError
+from net.security import uses_ssl
 
 log = logging.getLogger("kafkalite.broker")
 TICK_S = 0.1
@@ -87,6 +92,8 @@ class BrokerServer:
         kafka_sock = bind_listener(cfg.kafka_host or cfg.host, cfg.kafka_port) if cfg.kafka_port >= 0 else None
         if kafka_sock is not None:
             cfg.kafka_port = kafka_sock.getsockname()[1]
+        # How this broker connects to the others (their NATIVE listener): TLS and/or its SASL login.
+        self.inter_broker_security = cfg.inter_broker_security()
         # This process's incarnation, above every earlier one of this broker: sent with quorum fetches (or in
         # its ZooKeeper registration) and AlterPartition, so the controller can refuse proposals of a process
         # that has since restarted.
@@ -107,8 +114,9 @@ class BrokerServer:
             # The broker-level default; a topic's own unclean.leader.election.enable overrides it.
             unclean_default=cfg.topic_config_defaults().unclean_leader_election_enable,
             min_insync_default=cfg.topic_config_defaults().min_insync_replicas,
+            bootstrap_records=read_bootstrap(Path(cfg.log_dirs[0])),
         )
-        self.peers = BrokerPeers(cfg.broker_id, self._broker_address)
+        self.peers = BrokerPeers(cfg.broker_id, self._broker_address, self.inter_broker_security)
         self.channel = ControllerChannel(cfg.broker_id, self.quorum, self.controller, self.peers)
         self.alter_partitions = AlterPartitionManager(cfg.broker_id, self.incarnation, self.channel, self.metrics)
         self.replica_manager = ReplicaManager(
@@ -140,10 +148,19 @@ class BrokerServer:
             topic_config=self.topic_config,
             metrics_port=self.metrics_server.port if self.metrics_server is not None else -1,
         )
-        self.net = NetServer(self.apis, sock, cfg.socket_request_max_bytes)
+        self.net = NetServer(
+            self.apis, sock, cfg.socket_request_max_bytes, NativeCodec, "native", *self._listener_security("NATIVE")
+        )
         if kafka_sock is not None:
             # Kafka's protocol: a second codec in front of the same handlers (broker/network/kafka/).
-            self.kafka_net = NetServer(self.apis, kafka_sock, cfg.socket_request_max_bytes, KafkaCodec, "kafka")
+            self.kafka_net = NetServer(
+                self.apis,
+                kafka_sock,
+                cfg.socket_request_max_bytes,
+                KafkaCodec,
+                "kafka",
+                *self._listener_security("KAFKA"),
+            )
         self.metrics.set_gauges(lambda: float(self.replica_manager.under_replicated()), self._offline_partitions)
         self.metrics.registry.register(
             StateCollector(
@@ -178,6 +195,23 @@ class BrokerServer:
             time.monotonic() - t0,
         )
 
+    def _listener_security(self, listener: str) -> tuple[ListenerSecurity, ssl.SSLContext | None]:
+        """What the NATIVE or KAFKA listener requires: its protocol, SASL mechanisms, credentials, TLS."""
+        cfg = self.config
+        protocol = cfg.listener_protocol(listener)
+        security = ListenerSecurity(
+            protocol,
+            tuple(cfg.enabled_mechanisms()),
+            self._scram_credential,
+            cfg.connection_failed_authentication_delay_ms / 1000,
+            cfg.connections_max_unauthenticated_ms / 1000,
+            cfg.sasl_server_max_receive_size,
+        )
+        return security, cfg.server_ssl_context() if uses_ssl(protocol) else None
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.image.scram_credentials.get((user, mechanism))
+
     def _make_coordination(self) -> Coordination:
         """The one place that knows which coordination mode runs."""
         cfg = self.config
@@ -210,6 +244,7 @@ class BrokerServer:
             self._on_committed,
             self._on_role,
             self.incarnation,
+            security=self.inter_broker_security,
         )
 
     # --- metadata ------------------------------------------------------------

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from net.connection import BrokerConnection
-from net.errors import ErrorCode, KafkaLiteError, NetworkError, error_for
+from net.errors import ErrorCode, KafkaLiteError, NetworkError, SaslAuthenticationError, error_for
 from net.protocol import ApiKey
 from net.retry import Backoff
+from net.security import ClientSecurity
 
 log = logging.getLogger("kafkalite.client")
 
@@ -112,8 +113,10 @@ class KafkaLiteClient:
         metadata_max_age_ms: int = 300000,
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security or ClientSecurity()
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
         self.metadata_max_age = metadata_max_age_ms / 1000
@@ -139,6 +142,7 @@ class KafkaLiteClient:
             cfg.metadata_max_age_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            security=cfg.security(),
         )
 
     def backoff(self) -> Backoff:
@@ -155,7 +159,7 @@ class KafkaLiteClient:
         if task is None:
 
             async def open_() -> BrokerConnection:
-                c = BrokerConnection(host, port, self.client_id)
+                c = BrokerConnection(host, port, self.client_id, self.security)
                 await c.connect(timeout=min(self.request_timeout, 10))
                 self._conns[key] = c
                 return c
@@ -185,6 +189,8 @@ class KafkaLiteClient:
         for key, (host, port) in candidates:
             try:
                 return await self._connect(key, host, port)
+            except SaslAuthenticationError:
+                raise  # the same credentials fail everywhere: say so, rather than "no broker reachable"
             except KafkaLiteError as e:
                 errors.append(str(e))
         raise NetworkError("no broker reachable: " + "; ".join(dict.fromkeys(errors)))

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BeforeValidator
 
 from net.config_def import Bool, Choices, ConfigDef, Float, Int, Str, choice, key
 from net.errors import InvalidConfigError
+from net.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientSecurity
 
 INT_MAX = 2**31 - 1
 
@@ -76,6 +77,37 @@ class CommonClientConfig(ClientConfigDef):
     metadata_max_age_ms: Int = key(
         "metadata.max.age.ms", 300000, "Refresh cluster metadata at least this often.", ge=0, le=INT_MAX
     )
+    # Security, with librdkafka's key names (net/security.py; docs/SECURITY.md).
+    security_protocol: choice(*SECURITY_PROTOCOLS, normalize=str.upper) = key(  # type: ignore[valid-type]
+        "security.protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL: as the broker's listener says."
+    )
+    sasl_mechanism: choice(*SASL_MECHANISMS, normalize=str.upper) = key(  # type: ignore[valid-type]
+        "sasl.mechanism", "SCRAM-SHA-256", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."
+    )
+    sasl_username: OptStr = key("sasl.username", None, "SASL user name.")
+    sasl_password: OptStr = key("sasl.password", None, "SASL password.")
+    ssl_ca_location: OptStr = key("ssl.ca.location", None, "PEM file of the CA certificates that verify brokers.")
+    ssl_certificate_location: OptStr = key(
+        "ssl.certificate.location", None, "PEM certificate this client presents (mutual TLS)."
+    )
+    ssl_key_location: OptStr = key("ssl.key.location", None, "PEM private key of ssl.certificate.location.")
+    ssl_key_password: OptStr = key("ssl.key.password", None, "Password of ssl.key.location, if encrypted.")
+    ssl_endpoint_identification_algorithm: choice("https", "none", normalize=str.lower) = key(  # type: ignore[valid-type]
+        "ssl.endpoint.identification.algorithm", "https", "https: check the broker's host name against its certificate."
+    )
+
+    def security(self) -> ClientSecurity:
+        return ClientSecurity(
+            protocol=self.security_protocol,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_username=self.sasl_username,
+            sasl_password=self.sasl_password,
+            ssl_ca_location=self.ssl_ca_location,
+            ssl_certificate_location=self.ssl_certificate_location,
+            ssl_key_location=self.ssl_key_location,
+            ssl_key_password=self.ssl_key_password,
+            ssl_endpoint_identification_algorithm=self.ssl_endpoint_identification_algorithm,
+        )
 
 
 class AdminConfig(CommonClientConfig):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import itertools
+import ssl
 from typing import Any, Callable
 
-from net.errors import NetworkError
-from net.protocol import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_request, parse_response
+from net.errors import ErrorCode, NetworkError, SaslAuthenticationError, error_for
+from net.protocol import DEFAULT_MAX_FRAME, ApiKey, FrameDecoder, FrameError, encode_request, parse_response
+from net.security import ClientSecurity, SaslClient
 
 
 class _ClientProtocol(asyncio.Protocol):
@@ -67,8 +69,11 @@ class ConnectRefusedError(NetworkError):
 class BrokerConnection:
     """One connection to one broker. `request` returns the response body."""
 
-    def __init__(self, host: str, port: int, client_id: str = "kafkalite") -> None:
+    def __init__(
+        self, host: str, port: int, client_id: str = "kafkalite", security: ClientSecurity | None = None
+    ) -> None:
         self.host, self.port = host, port
+        self.security = security or ClientSecurity()
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self._corr = itertools.count(1)
@@ -80,15 +85,52 @@ class BrokerConnection:
         self.on_lost: Callable[[], None] | None = None
 
     async def connect(self, timeout: float = 5.0) -> None:
+        """Connect, with TLS and the SASL login when the security protocol says so. A refused login raises
+        SaslAuthenticationError (not retriable: the same credentials will not work on another broker)."""
         loop = asyncio.get_running_loop()
+        ctx = self.security.ssl_context()
         try:
             _, proto = await asyncio.wait_for(
-                loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port), timeout
+                loop.create_connection(
+                    lambda: _ClientProtocol(self),
+                    self.host,
+                    self.port,
+                    ssl=ctx,
+                    server_hostname=self.host if ctx is not None else None,
+                ),
+                timeout,
             )
+        except ssl.SSLError as e:
+            raise NetworkError(f"TLS handshake with {self.address} failed: {e.reason or e}") from None
         except (TimeoutError, OSError) as e:
             cls = ConnectRefusedError if getattr(e, "errno", None) == errno.ECONNREFUSED else NetworkError
             raise cls(f"cannot connect to {self.address}: {e or 'timed out'}") from None
         self._proto = proto
+        sasl = self.security.sasl_client()
+        if sasl is not None:
+            try:
+                await asyncio.wait_for(self._login(sasl), timeout)
+            except BaseException:
+                self.close()
+                raise
+
+    async def _login(self, sasl: SaslClient) -> None:
+        """Kafka's SaslHandshake, then SaslAuthenticate tokens until the mechanism is done."""
+        body = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": sasl.mechanism}, timeout=None)
+        if body.get("error_code"):
+            raise error_for(body["error_code"], f"{self.address}: {body.get('error_message') or ''}")
+        token: bytes | None = sasl.first()
+        while token is not None:
+            body = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, timeout=None)
+            if body.get("error_code"):
+                code = body["error_code"]
+                msg = f"login to {self.address} as {sasl.username!r} refused: {body.get('error_message') or ''}"
+                raise (
+                    SaslAuthenticationError(msg)
+                    if code == ErrorCode.SASL_AUTHENTICATION_FAILED
+                    else error_for(code, msg)
+                )
+            token = sasl.step(body.get("auth_bytes") or b"")
 
     @property
     def connected(self) -> bool:

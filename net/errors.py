@@ -36,7 +36,12 @@ class ErrorCode(IntEnum):
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
     INVALID_COMMIT_OFFSET_SIZE = 28
+    TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
     INVALID_TIMESTAMP = 32
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -48,12 +53,15 @@ class ErrorCode(IntEnum):
     POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    SECURITY_DISABLED = 54
     OPERATION_NOT_ATTEMPTED = 55
     KAFKA_STORAGE_ERROR = 56
+    SASL_AUTHENTICATION_FAILED = 58
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     STALE_BROKER_EPOCH = 77
     GROUP_ID_NOT_FOUND = 69
+    RESOURCE_NOT_FOUND = 91
     NON_EMPTY_GROUP = 68
     MEMBER_ID_REQUIRED = 79
     GROUP_SUBSCRIBED_TO_TOPIC = 86
@@ -137,6 +145,15 @@ OperationNotAttemptedError = _error("OPERATION_NOT_ATTEMPTED")
 StaleBrokerEpochError = _error("STALE_BROKER_EPOCH")
 InvalidUpdateVersionError = _error("INVALID_UPDATE_VERSION")
 IneligibleReplicaError = _error("INELIGIBLE_REPLICA")
+# Security (issue 14): authentication fails the connection, authorization one request or row.
+SaslAuthenticationError = _error("SASL_AUTHENTICATION_FAILED")
+UnsupportedSaslMechanismError = _error("UNSUPPORTED_SASL_MECHANISM")
+IllegalSaslStateError = _error("ILLEGAL_SASL_STATE")
+TopicAuthorizationError = _error("TOPIC_AUTHORIZATION_FAILED")
+GroupAuthorizationError = _error("GROUP_AUTHORIZATION_FAILED")
+ClusterAuthorizationError = _error("CLUSTER_AUTHORIZATION_FAILED")
+SecurityDisabledError = _error("SECURITY_DISABLED")
+ResourceNotFoundError = _error("RESOURCE_NOT_FOUND")
 
 
 def error_for(code: int, message: str = "") -> KafkaLiteError:

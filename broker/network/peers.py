@@ -19,6 +19,7 @@ from typing import Any, Callable
 from net.connection import BrokerConnection, ConnectRefusedError
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
+from net.security import ClientSecurity
 
 log = logging.getLogger("kafkalite.peers")
 
@@ -53,8 +54,11 @@ class PeerChannel:
         port: int,
         backoff_s: float = 0.2,
         on_closed: Callable[[int], None] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.self_id = self_id
+        # The inter-broker listener's protocol and this broker's login / certificate (BrokerConfig).
+        self.security = security
         self.peer_id = peer_id
         self.host, self.port = host, port
         self.backoff_s = backoff_s
@@ -79,7 +83,7 @@ class PeerChannel:
         return None
 
     async def _connect(self) -> None:
-        conn = BrokerConnection(self.host, self.port, client_id=f"broker-{self.self_id}")
+        conn = BrokerConnection(self.host, self.port, f"broker-{self.self_id}", self.security)
         self._attempting = True
         try:
             await conn.connect(timeout=1.0)
@@ -158,8 +162,14 @@ class BrokerPeers:
     """The request channels to the other brokers (replica fetches, forwarded requests, AlterPartition and
     BrokerRegistration), one per broker, made on first use at the address `address_of` names for it."""
 
-    def __init__(self, self_id: int, address_of: Callable[[int], tuple[str, int] | None]) -> None:
+    def __init__(
+        self,
+        self_id: int,
+        address_of: Callable[[int], tuple[str, int] | None],
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.self_id = self_id
+        self.security = security
         self._address_of = address_of
         self._channels: dict[int, PeerChannel] = {}
 
@@ -169,7 +179,7 @@ class BrokerPeers:
             addr = self._address_of(broker_id)
             if addr is None:
                 raise KafkaLiteError(f"no address known for broker {broker_id}", ErrorCode.BROKER_NOT_AVAILABLE)
-            ch = self._channels[broker_id] = PeerChannel(self.self_id, broker_id, *addr)
+            ch = self._channels[broker_id] = PeerChannel(self.self_id, broker_id, *addr, security=self.security)
         return ch
 
     async def request(self, broker_id: int, api: ApiKey, body: dict[str, Any], timeout: float) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from election.coordination import fetch_liveness_expiry
 from election.log import MetadataLog
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
+from net.security import ClientSecurity
 
 log = logging.getLogger("kafkalite.quorum")
 STATE_FILE = "quorum-state"  # KRaft's name for the same thing
@@ -110,6 +111,7 @@ class QuorumDriver:
         on_committed: Callable[[list[tuple[int, int, dict[str, Any]]]], None],
         on_role: Callable[[bool, int, int | None], None],
         incarnation: int = 0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.incarnation = incarnation
@@ -139,7 +141,7 @@ class QuorumDriver:
         start = now - config.election_timeout_ms - config.election_jitter_ms - 1 if single else now
         self.node = QuorumNode(broker_id, list(voters), mlog, config, persisted, start, random.Random(), incarnation)
         self.peers = {
-            b: PeerChannel(broker_id, b, host, port, on_closed=self._on_peer_closed)
+            b: PeerChannel(broker_id, b, host, port, on_closed=self._on_peer_closed, security=security)
             for b, (host, port) in voters.items()
             if b != broker_id
         }

@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from collections import deque
 from typing import Any, Awaitable, Callable, Protocol
 
+from broker.network.authenticator import PLAINTEXT, Authenticator, ListenerSecurity, SaslFailed, certificate_principal
 from net.errors import ErrorCode, KafkaLiteError
-from net.protocol import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_response, parse_request
+from net.protocol import DEFAULT_MAX_FRAME, ApiKey, FrameDecoder, FrameError, encode_response, parse_request
 
 log = logging.getLogger("kafkalite.net")
 
@@ -30,12 +32,25 @@ class RequestHandler(Protocol):
 
 
 class ConnectionContext:
-    __slots__ = ("peer", "client_id", "listener")
+    """What the handlers know of a request's connection: where from, which listener, who (the principal
+    authenticated by broker/network/authenticator.py) and its client id."""
 
-    def __init__(self, peer: str, listener: str = "native") -> None:
+    __slots__ = ("peer", "client_id", "listener", "auth")
+
+    def __init__(self, peer: str, listener: str = "native", auth: Authenticator | None = None) -> None:
         self.peer = peer
         self.client_id: str | None = None
         self.listener = listener
+        self.auth = auth or Authenticator(PLAINTEXT)
+
+    @property
+    def principal(self) -> str:
+        return self.auth.principal
+
+    @property
+    def host(self) -> str:
+        """The client's address without the port (ACL bindings name hosts)."""
+        return self.peer.rsplit(":", 1)[0]
 
 
 class Request:
@@ -96,14 +111,18 @@ class BrokerProtocol(asyncio.Protocol):
         codec: WireCodec,
         on_close: Callable[["BrokerProtocol"], None],
         listener: str = "native",
+        security: ListenerSecurity = PLAINTEXT,
     ) -> None:
         self._handler = handler
         self._codec = codec
         self._transport: asyncio.Transport | None = None
+        self._security = security
         self._ctx = ConnectionContext("?", listener)
+        self._login_deadline: asyncio.TimerHandle | None = None
         self._on_close = on_close
         self._pending: set[asyncio.Future] = set()
         self._closed = False
+        self._closing = False  # a failed login: answered, reading no more, closing after the delay
         # In-order codecs: one slot per request awaiting its answer, written from the head as they fill.
         self._slots: deque[list] | None = deque() if codec.in_order else None
 
@@ -112,9 +131,20 @@ class BrokerProtocol(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self.HIGH_WATER)
         peer = transport.get_extra_info("peername")
         self._ctx.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._ctx.auth = Authenticator(self._security, certificate_principal(transport.get_extra_info("peercert")))
+        if not self._ctx.auth.authenticated:
+            self._login_deadline = asyncio.get_running_loop().call_later(
+                self._security.max_unauthenticated_s, self._login_timed_out
+            )
+
+    def _login_timed_out(self) -> None:
+        if not self._ctx.auth.authenticated:
+            self._reject(f"no SASL login within {self._security.max_unauthenticated_s:g}s")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._login_deadline is not None:
+            self._login_deadline.cancel()
         for fut in self._pending:
             fut.cancel()
         self._pending.clear()
@@ -143,7 +173,7 @@ class BrokerProtocol(asyncio.Protocol):
             self._reject(f"{type(e).__name__} decoding a request")
             return
         for req in requests:
-            if self._closed:
+            if self._closed or self._closing:
                 return
             self._ctx.client_id = req.client_id
             if req.immediate is not None:
@@ -158,7 +188,42 @@ class BrokerProtocol(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def _authenticate(self, req: Request) -> None:
+        """SaslHandshake / SaslAuthenticate: connection state, answered here for both codecs."""
+        auth = self._ctx.auth
+        try:
+            if req.api_key == ApiKey.SASL_HANDSHAKE:
+                body = auth.handshake(req.body)
+            else:
+                body = auth.authenticate(req.body)
+        except SaslFailed as e:
+            log.info("failed login from %s: %s", self._ctx.peer, e)
+            self._answer(req, error_body(e.code, str(e)))
+            self._closing = True  # read nothing more; close once the answer had its delay
+            loop = asyncio.get_running_loop()
+            loop.call_later(self._security.failed_authentication_delay_s, self.close)
+            return
+        if auth.authenticated and self._login_deadline is not None:
+            self._login_deadline.cancel()
+            self._login_deadline = None
+            log.debug("%s logged in as %s", self._ctx.peer, auth.principal)
+        self._answer(req, body)
+
     def _dispatch(self, req: Request) -> None:
+        if req.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            self._authenticate(req)
+            return
+        if not self._ctx.auth.allows(req.api_key):
+            # Kafka closes a connection that sends anything but the login before logging in. The native
+            # protocol says why first, so a client configured for PLAINTEXT prints a useful line.
+            if self._codec.in_order:
+                self._reject(f"api {req.api_key} before the SASL login")
+                return
+            msg = f"this listener is {self._security.protocol}: log in first (security.protocol, sasl.*)"
+            self._answer(req, error_body(ErrorCode.SASL_AUTHENTICATION_FAILED, msg))
+            self._closing = True
+            asyncio.get_running_loop().call_soon(self.close)
+            return
         try:
             result = self._handler.handle(req.api_key, req.version, req.body, self._ctx)
         except BadRequest as e:
@@ -255,9 +320,13 @@ class NetServer:
         max_frame: int,
         codec_factory: Callable[[int], WireCodec] = NativeCodec,
         listener: str = "native",
+        security: ListenerSecurity = PLAINTEXT,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._handler = handler
         self._sock = sock
+        self.security = security
+        self._ssl = ssl_context
         self.host, self.port = sock.getsockname()[:2]
         self._max_frame = max_frame
         self._codec_factory = codec_factory
@@ -267,10 +336,12 @@ class NetServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_protocol, sock=self._sock)
+        self._server = await loop.create_server(self._make_protocol, sock=self._sock, ssl=self._ssl)
 
     def _make_protocol(self) -> BrokerProtocol:
-        proto = BrokerProtocol(self._handler, self._codec_factory(self._max_frame), self._conns.discard, self.listener)
+        proto = BrokerProtocol(
+            self._handler, self._codec_factory(self._max_frame), self._conns.discard, self.listener, self.security
+        )
         self._conns.add(proto)
         return proto
 

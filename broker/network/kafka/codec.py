@@ -24,6 +24,7 @@ from broker.network.kafka.adapters import CORE_ADAPTERS, Adapter, AdapterError, 
 from broker.network.kafka.admin_adapters import ADMIN_ADAPTERS
 from broker.network.kafka.entities import build, plain
 from broker.network.kafka.group_adapters import GROUP_ADAPTERS
+from broker.network.kafka.security_adapters import SECURITY_ADAPTERS
 from broker.network.server import Request
 from net.errors import ErrorCode
 from net.protocol import FrameDecoder, FrameError
@@ -35,7 +36,9 @@ _SIZE = struct.Struct(">i")
 _CORR = struct.Struct(">i")
 _API_VERSIONS = 18
 # Every Kafka api this listener serves, by api key.
-ADAPTERS: dict[int, Adapter] = {a.api_key: a for a in (*CORE_ADAPTERS, *GROUP_ADAPTERS, *ADMIN_ADAPTERS)}
+ADAPTERS: dict[int, Adapter] = {
+    a.api_key: a for a in (*CORE_ADAPTERS, *GROUP_ADAPTERS, *ADMIN_ADAPTERS, *SECURITY_ADAPTERS)
+}
 _read_header_v1 = entity_reader(RequestHeaderV1)
 _read_header_v2 = entity_reader(RequestHeaderV2)
 

@@ -1,0 +1,199 @@
+"""The broker's security keys, with Kafka's names (docs/SECURITY.md, docs/CONFIGURATION.md).
+
+A broker has two listeners, NATIVE (`port`, msgpack) and KAFKA (`kafka.port`, Kafka's protocol). Each
+has a security protocol: `security.protocol` sets both (the short form), `listener.security.protocol.map`
+(`NATIVE:SASL_SSL,KAFKA:SASL_SSL`) sets them one by one as Kafka's map does. Brokers talk to each other
+on NATIVE (`inter.broker.listener.name`), logging in with `sasl.jaas.config` (Kafka's JAAS line) and/or
+their TLS certificate (mutual TLS). TLS material is PEM (Kafka's `ssl.keystore.type=PEM`, KIP-651).
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+
+from broker.security.acl import parse_super_users
+from net.config_def import Bool, ConfigDef, Int, Str, choice, key
+from net.errors import InvalidConfigError
+from net.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientSecurity, uses_sasl, uses_ssl
+
+LISTENERS = ("NATIVE", "KAFKA")
+OptStr = Annotated[str | None, BeforeValidator(lambda v: v.strip() or None if isinstance(v, str) else v)]
+# Kafka's authorizer class names, for server.properties written for Kafka.
+KAFKA_AUTHORIZERS = {
+    "kafka.security.authorizer.AclAuthorizer": "acl",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer": "acl",
+}
+_JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def parse_jaas(line: str) -> tuple[str, str]:
+    """(username, password) of a Kafka JAAS line: `org.apache.kafka.common.security.scram.ScramLoginModule
+    required username="broker" password="secret";` (PlainLoginModule alike)."""
+    fields = dict(_JAAS.findall(line))
+    if "username" not in fields or "password" not in fields:
+        raise InvalidConfigError('sasl.jaas.config needs username="..." and password="..."')
+    return fields["username"], fields["password"]
+
+
+class SecurityKeys(ConfigDef):
+    """Mixed into BrokerConfig."""
+
+    security_protocol: choice(*SECURITY_PROTOCOLS, normalize=str.upper) = key(  # type: ignore[valid-type]
+        "security.protocol",
+        "PLAINTEXT",
+        "Security protocol of every listener (native and Kafka) unless listener.security.protocol.map names one.",
+    )
+    listener_security_protocol_map: Str = key(
+        "listener.security.protocol.map",
+        "",
+        "LISTENER:PROTOCOL,... for the listeners NATIVE (port) and KAFKA (kafka.port), e.g. NATIVE:SSL,KAFKA:SASL_SSL.",
+    )
+    inter_broker_listener_name: choice("NATIVE", normalize=str.upper) = key(  # type: ignore[valid-type]
+        "inter.broker.listener.name", "NATIVE", "The listener brokers use with each other (the native one)."
+    )
+    sasl_enabled_mechanisms: Str = key(
+        "sasl.enabled.mechanisms",
+        "SCRAM-SHA-256,SCRAM-SHA-512",
+        "SASL mechanisms the SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN only over TLS!).",
+    )
+    sasl_mechanism_inter_broker_protocol: choice(*SASL_MECHANISMS, normalize=str.upper) = key(  # type: ignore[valid-type]
+        "sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-256", "Mechanism brokers log in to each other with."
+    )
+    sasl_jaas_config: OptStr = key(
+        "sasl.jaas.config",
+        None,
+        'This broker\'s login to other brokers on a SASL listener: ... required username="broker" password="...";',
+    )
+    sasl_server_max_receive_size: Int = key(
+        "sasl.server.max.receive.size", 524288, "Largest SASL token accepted before authentication.", ge=1
+    )
+    connection_failed_authentication_delay_ms: Int = key(
+        "connection.failed.authentication.delay.ms",
+        100,
+        "A failed login's answer is delayed this long before the connection closes (slows password guessing).",
+        ge=0,
+    )
+    connections_max_unauthenticated_ms: Int = key(
+        "connections.max.unauthenticated.ms",
+        10000,
+        "A connection to a SASL listener that has not logged in within this long is closed.",
+        ge=1,
+    )
+    ssl_keystore_type: choice("PEM", normalize=str.upper) = key(  # type: ignore[valid-type]
+        "ssl.keystore.type", "PEM", "Format of ssl.keystore.location (PEM: private key and certificate chain)."
+    )
+    ssl_keystore_location: OptStr = key(
+        "ssl.keystore.location", None, "PEM file with this broker's private key and certificate chain."
+    )
+    ssl_key_password: OptStr = key("ssl.key.password", None, "Password of the private key, if encrypted.")
+    ssl_truststore_type: choice("PEM", normalize=str.upper) = key(  # type: ignore[valid-type]
+        "ssl.truststore.type", "PEM", "Format of ssl.truststore.location."
+    )
+    ssl_truststore_location: OptStr = key(
+        "ssl.truststore.location", None, "PEM file of the CA certificates this broker trusts (clients, other brokers)."
+    )
+    ssl_client_auth: choice("none", "requested", "required", normalize=str.lower) = key(  # type: ignore[valid-type]
+        "ssl.client.auth",
+        "none",
+        "Mutual TLS: required (clients must present a certificate the truststore verifies), requested, or none.",
+    )
+    ssl_endpoint_identification_algorithm: Str = key(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        "As a client of other brokers: https checks their host name against their certificate; empty: no check.",
+    )
+    authorizer: choice("", "acl") = key(  # type: ignore[valid-type]
+        "authorizer",
+        "",
+        "acl: enforce ACLs (Kafka's authorizer.class.name=...AclAuthorizer/StandardAuthorizer); empty: off.",
+    )
+    super_users: Str = key("super.users", "", "Principals allowed everything: User:admin;User:broker")
+    allow_everyone_if_no_acl_found: Bool = key(
+        "allow.everyone.if.no.acl.found",
+        False,
+        "With the authorizer on: allow everyone on a resource no ACL names (Kafka's default false).",
+    )
+
+    @classmethod
+    def security_aliases(cls, props: dict[str, Any]) -> dict[str, Any]:
+        """Kafka's authorizer.class.name in place of authorizer."""
+        props = dict(props)
+        if "authorizer.class.name" in props:
+            name = str(props.pop("authorizer.class.name")).strip()
+            if name and name not in KAFKA_AUTHORIZERS:
+                raise InvalidConfigError(f"authorizer.class.name {name!r}: only {', '.join(KAFKA_AUTHORIZERS)}")
+            props.setdefault("authorizer", KAFKA_AUTHORIZERS.get(name, ""))
+        return props
+
+    def listener_protocol(self, listener: str) -> str:
+        """NATIVE's or KAFKA's security protocol."""
+        return self.listener_protocols()[listener]
+
+    def listener_protocols(self) -> dict[str, str]:
+        out = dict.fromkeys(LISTENERS, self.security_protocol)
+        for item in filter(None, (i.strip() for i in self.listener_security_protocol_map.split(","))):
+            name, sep, proto = item.partition(":")
+            name, proto = name.strip().upper(), proto.strip().upper()
+            if not sep or name not in LISTENERS or proto not in SECURITY_PROTOCOLS:
+                raise InvalidConfigError(
+                    f"listener.security.protocol.map entry {item!r} is not NATIVE|KAFKA:{'|'.join(SECURITY_PROTOCOLS)}"
+                )
+            out[name] = proto
+        return out
+
+    def enabled_mechanisms(self) -> list[str]:
+        mechs = [m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
+        bad = [m for m in mechs if m not in SASL_MECHANISMS]
+        if bad:
+            raise InvalidConfigError(
+                f"sasl.enabled.mechanisms: {', '.join(bad)} not one of {', '.join(SASL_MECHANISMS)}"
+            )
+        return mechs
+
+    def super_user_set(self) -> frozenset[str]:
+        return parse_super_users(self.super_users)
+
+    def validate_security(self) -> None:
+        protocols = self.listener_protocols()
+        mechs = self.enabled_mechanisms()
+        if any(uses_sasl(p) for p in protocols.values()) and not mechs:
+            raise InvalidConfigError("a SASL listener needs sasl.enabled.mechanisms")
+        if any(uses_ssl(p) for p in protocols.values()) and not self.ssl_keystore_location:
+            raise InvalidConfigError("an SSL listener needs ssl.keystore.location (PEM key and certificate chain)")
+        if self.ssl_client_auth != "none" and not self.ssl_truststore_location:
+            raise InvalidConfigError(f"ssl.client.auth={self.ssl_client_auth} needs ssl.truststore.location")
+        if self.sasl_jaas_config:
+            parse_jaas(self.sasl_jaas_config)
+
+    def server_ssl_context(self) -> ssl.SSLContext:
+        """TLS for this broker's SSL/SASL_SSL listeners."""
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=self.ssl_truststore_location)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.ssl_keystore_location, password=self.ssl_key_password)
+        ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}[
+            self.ssl_client_auth
+        ]
+        return ctx
+
+    def inter_broker_security(self) -> ClientSecurity:
+        """How this broker connects to the others' NATIVE listener: its protocol, this broker's SASL login and
+        its certificate (presented for mutual TLS)."""
+        protocol = self.listener_protocol("NATIVE")
+        username = password = None
+        if self.sasl_jaas_config:
+            username, password = parse_jaas(self.sasl_jaas_config)
+        return ClientSecurity(
+            protocol=protocol,
+            sasl_mechanism=self.sasl_mechanism_inter_broker_protocol,
+            sasl_username=username,
+            sasl_password=password,
+            ssl_ca_location=self.ssl_truststore_location,
+            ssl_certificate_location=self.ssl_keystore_location if uses_ssl(protocol) else None,
+            ssl_key_location=self.ssl_keystore_location if uses_ssl(protocol) else None,
+            ssl_key_password=self.ssl_key_password,
+            ssl_endpoint_identification_algorithm=self.ssl_endpoint_identification_algorithm or "none",
+        )
