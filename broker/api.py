@@ -14,7 +14,10 @@ from broker.group_api import GroupApis
 from broker.metadata import validate_topic_name
 from broker.metrics import package_version
 from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
-from broker.replica_manager import FetchSpec, ReplicaManager
+from broker.replica_manager import FetchResult, FetchSpec, ProduceResult, ReplicaManager
+from broker.security.request_authorizer import CLUSTER_DENIED, TOPIC_DENIED, RequestAuthorizer, denied_message
+from broker.security_api import SecurityApis
+from net.acl import AclOperation
 from net.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -34,8 +37,10 @@ if TYPE_CHECKING:
     from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.api")
+# Only brokers send these (CLUSTER_ACTION on the cluster when the authorizer is on).
+BROKER_APIS = frozenset({ApiKey.QUORUM, ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION})
+_ALLOWED = object()
 MAX_FETCH_WAIT_MS = 60_000
-FORWARD_TIMEOUT_S = 30.0  # a metadata change forwarded to the controller
 
 
 def _int(body: dict, key: str, default: int | None = None) -> int:
@@ -78,8 +83,10 @@ class KafkaApis:
         controller: "ControllerService",
         channel: "ControllerChannel",
         groups: GroupApis,
+        security: SecurityApis,
         metrics: "BrokerMetrics",
         topic_config: Callable[[str], "LogConfig"],
+        authz: RequestAuthorizer,
         metrics_port: int = -1,
     ) -> None:
         self.config = config
@@ -90,6 +97,7 @@ class KafkaApis:
         self.channel = channel
         self.metrics = metrics
         self.topic_config = topic_config
+        self.authz = authz
         self.metrics_port = metrics_port
         self._handlers = {
             ApiKey.PRODUCE: self.handle_produce,
@@ -109,7 +117,7 @@ class KafkaApis:
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
-        self._ctx_handlers = groups.handlers
+        self._ctx_handlers = {**groups.handlers, **security.handlers}
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
     def handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
@@ -150,20 +158,48 @@ class KafkaApis:
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"api {ApiKey(api_key).name} version {version} not in supported range {lo}..{hi}",
             )
-        return handler(body) if handler is not None else ctx_handler(body, ctx)
+        denied = self._cluster_action_gate(api_key, body, ctx)
+        if denied is not _ALLOWED:
+            return denied
+        return handler(body, ctx) if handler is not None else ctx_handler(body, ctx)
+
+    def _cluster_action_gate(self, api_key: int, body: dict, ctx: ConnectionContext) -> Any:
+        """What only brokers may send (the election, AlterPartition, BrokerRegistration, follower fetches,
+        forwarded requests) needs CLUSTER_ACTION: a forged message from anyone else changes nothing."""
+        broker_only = (
+            api_key in BROKER_APIS
+            or body.get("forwarded") is True
+            or (api_key == ApiKey.FETCH and isinstance(body.get("replica_id"), int) and body["replica_id"] >= 0)
+        )
+        if not broker_only or self.authz.cluster(ctx, AclOperation.CLUSTER_ACTION):
+            return _ALLOWED
+        name = ApiKey(api_key).name
+        log.warning("refused %s from %s at %s: no ClusterAction on the cluster", name, ctx.principal, ctx.peer)
+        if api_key == ApiKey.QUORUM:
+            return None  # one-way: nothing to answer
+        return error_body(
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied_message(AclOperation.CLUSTER_ACTION, name, ctx)
+        )
 
     # --- data path -----------------------------------------------------------
 
-    def handle_produce(self, body: dict) -> dict | Awaitable | None:
+    def handle_produce(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable | None:
         acks = _int(body, "acks", -1)
         timeout_ms = _int(body, "timeout_ms", 30000)
         entries: dict[tuple[str, int], bytes] = {}
+        denied: dict[tuple[str, int], Any] = {}
         for topic, parts in _topic_partitions(body):
+            ok = self.authz.topic(ctx, AclOperation.WRITE, topic)
             for p in parts:
                 if len(p) != 2 or not isinstance(p[1], bytes):
                     raise BadRequest("produce partition entry must be [partition, records bytes]")
-                entries[(topic, p[0])] = p[1]
+                if ok:
+                    entries[(topic, p[0])] = p[1]
+                else:
+                    msg = denied_message(AclOperation.WRITE, f"topic {topic}", ctx)
+                    denied[(topic, p[0])] = ProduceResult(TOPIC_DENIED, message=msg)
         results, pending = self.replica_manager.append_records(acks, entries)
+        results.update(denied)
         if acks == 0:
             return None  # Kafka sends no response to acks=0
         if pending:
@@ -174,7 +210,7 @@ class KafkaApis:
         await self.replica_manager.wait_for_commit(results, pending, max(timeout_ms, 1) / 1000)
         return {"topics": _group(results)}
 
-    def handle_fetch(self, body: dict) -> Awaitable[dict]:
+    def handle_fetch(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         max_wait = min(max(_int(body, "max_wait_ms", 500), 0), MAX_FETCH_WAIT_MS)
         min_bytes = max(_int(body, "min_bytes", 1), 0)
         max_bytes = _int(body, "max_bytes", 52428800)
@@ -182,56 +218,75 @@ class KafkaApis:
         if max_bytes <= 0:
             raise BadRequest("max_bytes must be positive")
         specs = []
+        denied: dict[tuple[str, int], Any] = {}
         for topic, parts in _topic_partitions(body):
+            # A follower's fetch passed the CLUSTER_ACTION gate; a consumer needs READ on the topic.
+            ok = replica_id >= 0 or self.authz.topic(ctx, AclOperation.READ, topic)
             for p in parts:
                 if len(p) < 3 or not all(isinstance(x, int) for x in p) or p[2] <= 0:
                     raise BadRequest(
                         "fetch partition entry must be [partition, fetch_offset, max_bytes>0, "
                         "current_leader_epoch?, last_fetched_epoch?] of integers"
                     )
+                if not ok:
+                    denied[(topic, p[0])] = FetchResult(TOPIC_DENIED)
+                    continue
                 specs.append(
                     FetchSpec((topic, p[0]), p[1], p[2], p[3] if len(p) > 3 else -1, p[4] if len(p) > 4 else -1)
                 )
-        return self._fetch(specs, max_wait, min_bytes, max_bytes, replica_id)
+        return self._fetch(specs, max_wait, min_bytes, max_bytes, replica_id, denied)
 
-    async def _fetch(self, specs: list, max_wait: int, min_bytes: int, max_bytes: int, replica_id: int) -> dict:
+    async def _fetch(
+        self, specs: list, max_wait: int, min_bytes: int, max_bytes: int, replica_id: int, denied: dict
+    ) -> dict:
         results = await self.replica_manager.fetch_messages(specs, max_wait, min_bytes, max_bytes, replica_id)
-        return {"topics": _group(results)}
+        return {"topics": _group({**results, **denied})}
 
-    def handle_list_offsets(self, body: dict) -> dict:
+    def handle_list_offsets(self, body: dict, ctx: ConnectionContext) -> dict:
         out: dict[tuple[str, int], list] = {}
         for topic, parts in _topic_partitions(body):
             for p in parts:
                 if len(p) != 2 or not isinstance(p[1], int):
                     raise BadRequest("list offsets partition entry must be [partition, timestamp]")
+                if not self.authz.topic(ctx, AclOperation.DESCRIBE, topic):
+                    out[(topic, p[0])] = [p[0], TOPIC_DENIED, -1, -1]
+                    continue
                 err, ts, off = self.replica_manager.list_offset((topic, p[0]), p[1])
                 out[(topic, p[0])] = [p[0], err, ts, off]
         return {"topics": _group_lists(out)}
 
     # --- metadata and admin --------------------------------------------------
 
-    def handle_init_producer_id(self, body: dict) -> dict:
+    def handle_init_producer_id(self, body: dict, ctx: ConnectionContext) -> dict:
+        if not self.authz.idempotent_write(ctx):
+            msg = denied_message(AclOperation.IDEMPOTENT_WRITE, "the cluster (nor WRITE on any topic)", ctx)
+            return error_body(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, msg)
         # Random 62-bit ids need no coordination between brokers; a collision is astronomically unlikely.
         return {"error_code": 0, "producer_id": secrets.randbits(62), "producer_epoch": 0}
 
-    def handle_api_versions(self, body: dict) -> dict:
+    def handle_api_versions(self, body: dict, ctx: ConnectionContext) -> dict:
         return {"error_code": 0, "api_keys": [[k, lo, hi] for k, (lo, hi) in SUPPORTED_VERSIONS.items()]}
 
-    def handle_metadata(self, body: dict) -> dict:
+    def handle_metadata(self, body: dict, ctx: ConnectionContext) -> dict:
         names = body.get("topics")
         image = self.image
+        describe = AclOperation.DESCRIBE
         if names is None:
-            names = sorted(image.topics)
+            # All topics: the ones this principal may not describe are left out, as Kafka does.
+            names = [n for n in sorted(image.topics) if self.authz.topic(ctx, describe, n)]
         else:
             names = as_list(names, "topics")
         topics = []
         auto_create = body.get("allow_auto_topic_creation") is True and self.config.auto_create_topics_enable
         for name in names:
+            if not self.authz.topic(ctx, describe, name):
+                topics.append({"error_code": TOPIC_DENIED, "name": name, "partitions": []})
+                continue
             info = image.topics.get(name) if isinstance(name, str) else None
             if info is None:
                 code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 if auto_create and isinstance(name, str):
-                    code = self._auto_create(name)
+                    code = self._auto_create(name) if self.authz.create_topic(ctx, name) else TOPIC_DENIED
                 topics.append({"error_code": code, "name": name, "partitions": []})
                 continue
             topics.append(
@@ -307,30 +362,30 @@ class KafkaApis:
             "rack": None,
         }
 
-    def _on_controller(self, api: ApiKey, body: dict, local: Any) -> Awaitable[dict]:
-        """Metadata changes are the active controller's. Served here when this broker is it; else forwarded to
-        it once (Kafka's KIP-590 forwarding), so a client may send them to any broker. A forwarded request is
-        never forwarded again: where the controller moved meanwhile, the rows say NOT_CONTROLLER."""
-        if self.controller.ready or body.get("forwarded"):
-            return local()
-        return self._forward(api, body, local)
+    def _denied_rows(self, names: list, op: AclOperation, ctx: ConnectionContext) -> list[list]:
+        return [[n, TOPIC_DENIED, denied_message(op, f"topic {n}", ctx)] for n in names]
 
-    async def _forward(self, api: ApiKey, body: dict, local: Any) -> dict:
-        controller = self.coordination.controller_id
-        if controller is None or controller == self.config.broker_id:
-            return await local()
-        try:
-            return await self.channel.forward(api, body, FORWARD_TIMEOUT_S)
-        except (KafkaLiteError, TimeoutError, OSError) as e:
-            log.info("could not forward %s to controller %d: %s", api.name, controller, e)
-            return await local()
+    async def _with_rows(self, rows: list[list], answer: Awaitable[dict]) -> dict:
+        """The handler's answer with the rows refused before it ran added (authorization failures)."""
+        body = await answer
+        if rows and isinstance(body.get("topics"), list):
+            body = dict(body, topics=rows + body["topics"])
+        return body
 
-    def handle_create_topics(self, body: dict) -> Awaitable[dict]:
+    def handle_create_topics(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         validate_only = bool(body.get("validate_only", False))
         topics = as_list(body.get("topics"), "topics")
         if not all(isinstance(t, dict) for t in topics):
             raise BadRequest("each topic to create must be a map")
-        return self._on_controller(ApiKey.CREATE_TOPICS, body, lambda: self._create_topics(topics, validate_only))
+        topics, denied = self.authz.split(topics, lambda t: self.authz.create_topic(ctx, t.get("name")))
+        body = dict(body, topics=topics)
+        rows = self._denied_rows([t.get("name") for t in denied], AclOperation.CREATE, ctx)
+        return self._with_rows(
+            rows,
+            self.channel.serve_or_forward(
+                ApiKey.CREATE_TOPICS, body, lambda: self._create_topics(topics, validate_only)
+            ),
+        )
 
     async def _create_topics(self, topics: list[dict], validate_only: bool) -> dict:
         results = []
@@ -360,9 +415,14 @@ class KafkaApis:
         self.config.topic_config_defaults().merged(overrides)  # raises InvalidConfigError naming the key
         return overrides
 
-    def handle_delete_topics(self, body: dict) -> Awaitable[dict]:
+    def handle_delete_topics(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         names = as_list(body.get("topics"), "topics")
-        return self._on_controller(ApiKey.DELETE_TOPICS, body, lambda: self._delete_topics(names))
+        names, denied = self.authz.split(names, lambda n: self.authz.topic(ctx, AclOperation.DELETE, n))
+        body = dict(body, topics=names)
+        rows = self._denied_rows(denied, AclOperation.DELETE, ctx)
+        return self._with_rows(
+            rows, self.channel.serve_or_forward(ApiKey.DELETE_TOPICS, body, lambda: self._delete_topics(names))
+        )
 
     async def _delete_topics(self, names: list) -> dict:
         results = []
@@ -374,13 +434,19 @@ class KafkaApis:
                 results.append([name, *_code(e)])
         return {"topics": results}
 
-    def handle_create_partitions(self, body: dict) -> Awaitable[dict]:
+    def handle_create_partitions(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         topics = as_list(body.get("topics"), "topics")
         if not all(isinstance(t, dict) for t in topics):
             raise BadRequest("each topic to grow must be a map with name and count")
         validate_only = bool(body.get("validate_only", False))
-        return self._on_controller(
-            ApiKey.CREATE_PARTITIONS, body, lambda: self._create_partitions(topics, validate_only)
+        topics, denied = self.authz.split(topics, lambda t: self.authz.topic(ctx, AclOperation.ALTER, t.get("name")))
+        body = dict(body, topics=topics)
+        rows = self._denied_rows([t.get("name") for t in denied], AclOperation.ALTER, ctx)
+        return self._with_rows(
+            rows,
+            self.channel.serve_or_forward(
+                ApiKey.CREATE_PARTITIONS, body, lambda: self._create_partitions(topics, validate_only)
+            ),
         )
 
     async def _create_partitions(self, topics: list[dict], validate_only: bool) -> dict:
@@ -399,12 +465,15 @@ class KafkaApis:
                 results.append([t.get("name"), *_code(e)])
         return {"topics": results}
 
-    def handle_describe_configs(self, body: dict) -> dict:
+    def handle_describe_configs(self, body: dict, ctx: ConnectionContext) -> dict:
         """Topics: every key as [value, is_default, doc]; with "brokers": [id, ...], this broker's own configs
         (only its own: a broker's configs are in its server.properties, as Kafka's static configs are)."""
         results = []
         topic_docs = {d.name: d.doc for d in self.config.topic_config_defaults().describe_keys()}
         for name in as_list(body.get("topics") or [], "topics"):
+            if not self.authz.topic(ctx, AclOperation.DESCRIBE_CONFIGS, name):
+                results.append([name, TOPIC_DENIED, denied_message(AclOperation.DESCRIBE_CONFIGS, str(name), ctx), {}])
+                continue
             info = self.image.topics.get(name) if isinstance(name, str) else None
             if info is None:
                 results.append([name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {name!r} does not exist", {}])
@@ -418,6 +487,10 @@ class KafkaApis:
                 msg = f"broker {self.config.broker_id} describes its own configs only (asked for {bid})"
                 brokers.append([bid, int(ErrorCode.INVALID_REQUEST), msg, {}])
                 continue
+            if not self.authz.cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+                msg = denied_message(AclOperation.DESCRIBE_CONFIGS, "the cluster", ctx)
+                brokers.append([bid, CLUSTER_DENIED, msg, {}])
+                continue
             defaults = {d.name: (d.default, d.doc) for d in self.config.describe_keys()}
             rows = {
                 k: [v, v == defaults.get(k, ("", ""))[0], defaults.get(k, ("", ""))[1]]
@@ -426,14 +499,21 @@ class KafkaApis:
             brokers.append([bid, 0, None, rows])
         return {"results": results, "brokers": brokers}
 
-    def handle_alter_configs(self, body: dict) -> Awaitable[dict]:
+    def handle_alter_configs(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         entries = as_list(body.get("topics"), "topics")
         for entry in entries:
             if not isinstance(entry, list) or len(entry) != 2:
                 raise BadRequest("each alter entry must be [topic, {config: value or nil}]")
         validate_only, replace = bool(body.get("validate_only", False)), body.get("replace") is True
-        return self._on_controller(
-            ApiKey.ALTER_CONFIGS, body, lambda: self._alter_configs(entries, validate_only, replace)
+        op = AclOperation.ALTER_CONFIGS
+        entries, denied = self.authz.split(entries, lambda e: self.authz.topic(ctx, op, e[0]))
+        body = dict(body, topics=entries)
+        rows = self._denied_rows([e[0] for e in denied], op, ctx)
+        return self._with_rows(
+            rows,
+            self.channel.serve_or_forward(
+                ApiKey.ALTER_CONFIGS, body, lambda: self._alter_configs(entries, validate_only, replace)
+            ),
         )
 
     async def _alter_configs(self, entries: list, validate_only: bool, replace: bool) -> dict:
@@ -474,14 +554,14 @@ class KafkaApis:
 
     # --- broker to broker ------------------------------------------------------
 
-    def handle_quorum(self, body: dict) -> None:
+    def handle_quorum(self, body: dict, ctx: ConnectionContext) -> None:
         msg = body.get("m")
         if not isinstance(msg, list):
             raise BadRequest("quorum message must be a list")
         self.coordination.receive(msg)
         return None
 
-    def handle_alter_partition(self, body: dict) -> Awaitable[dict]:
+    def handle_alter_partition(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         isr = body.get("isr")
         if not isinstance(isr, list) or not all(isinstance(x, int) for x in isr):
             raise BadRequest("isr must be a list of broker ids")
@@ -499,7 +579,7 @@ class KafkaApis:
         )
         return self._alter_partition(args)
 
-    def handle_broker_registration(self, body: dict) -> Awaitable[dict]:
+    def handle_broker_registration(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         """A broker tells the controller where Kafka clients reach it (Kafka's BrokerRegistration, listeners
         part): kafka_port -1 = no Kafka listener."""
         host = body.get("kafka_host")

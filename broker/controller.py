@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.metadata import validate_topic_name
-from broker.security.acl import AclBinding, AclBindingFilter
 from broker.security.scram import ScramCredential
+from net.acl import AclBinding, AclBindingFilter
 from net.errors import (
     ErrorCode,
     InvalidPartitionsError,

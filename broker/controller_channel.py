@@ -9,7 +9,8 @@ local `ControllerService` when this broker is the controller, else a request to 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.protocol import ApiKey
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
     from broker.network.peers import BrokerPeers
     from election.coordination import Coordination
 
+log = logging.getLogger("kafkalite.api")
 CONTROLLER_REQUEST_TIMEOUT_S = 10.0
+FORWARD_TIMEOUT_S = 30.0  # a client's metadata change forwarded to the controller
 
 
 class ControllerChannel:
@@ -45,6 +48,28 @@ class ControllerChannel:
         """A client's request, to the controller's broker once: marked forwarded, it is never forwarded again
         (where the controller moved meanwhile, the rows say NOT_CONTROLLER)."""
         return await self.peers.request(self._remote_controller(), api, dict(body, forwarded=True), timeout)
+
+    def serve_or_forward(
+        self, api: ApiKey, body: dict[str, Any], local: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> Awaitable[dict[str, Any]]:
+        """A client's metadata change: served here by `local()` when this broker is the active controller (or
+        the request was forwarded to it), else forwarded to the controller once (KIP-590), so a client may send
+        it to any broker. Where no controller answers, `local()` runs and its rows say NOT_CONTROLLER."""
+        if self.controller.ready or body.get("forwarded"):
+            return local()
+        return self._forward_or_serve(api, body, local)
+
+    async def _forward_or_serve(
+        self, api: ApiKey, body: dict[str, Any], local: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        controller = self.coordination.controller_id
+        if controller is None or controller == self.broker_id:
+            return await local()
+        try:
+            return await self.forward(api, body, FORWARD_TIMEOUT_S)
+        except (KafkaLiteError, TimeoutError, OSError) as e:
+            log.info("could not forward %s to controller %d: %s", api.name, controller, e)
+            return await local()
 
     async def create_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
         """Create a topic on behalf of a request served here. Raises the controller's error

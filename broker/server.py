@@ -37,12 +37,15 @@ from broker.network.authenticator import ListenerSecurity
 from broker.network.kafka.codec import KafkaCodec
 from broker.network.peers import BrokerPeers
 from broker.network.quorum_driver import QuorumDriver, next_incarnation
-from broker.network.server import BadRequest, NativeCodec, NetServer, bind_listener
+from broker.network.server import BadRequest, ConnectionContext, NativeCodec, NetServer, bind_listener
 from broker.partition import Partition
 from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
+from broker.security.acl import AclAuthorizer
 from broker.security.bootstrap import read_bootstrap
+from broker.security.request_authorizer import RequestAuthorizer
 from broker.security.scram import ScramCredential
+from broker.security_api import SecurityApis
 from election import QuorumConfig
 from election.coordination import Coordination
 from net.errors import ErrorCode, KafkaLiteError
@@ -51,6 +54,8 @@ from net.security import uses_ssl
 log = logging.getLogger("kafkalite.broker")
 TICK_S = 0.1
 METADATA_LOG_CONFIG = {"segment.bytes": "8388608", "retention.ms": "-1", "retention.bytes": "-1"}
+# AlterPartition relayed through ZooKeeper (relay_to_controller): from a broker, by the coordination's path.
+RELAY_CONTEXT = ConnectionContext("zookeeper", "relay")
 ENDPOINT_CHECK_S = 0.5  # how soon a started broker's Kafka listener appears in every broker's Metadata
 
 
@@ -98,6 +103,12 @@ class BrokerServer:
         # its ZooKeeper registration) and AlterPartition, so the controller can refuse proposals of a process
         # that has since restarted.
         self.incarnation = next_incarnation(Path(cfg.log_dirs[0]))
+        bootstrap = read_bootstrap(Path(cfg.log_dirs[0]))
+        self._bootstrap_credentials = {
+            (r["name"], r["mechanism"]): ScramCredential.from_record(r)
+            for r in bootstrap
+            if r.get("type") == "user_scram_credential"
+        }
         self.quorum = self._make_coordination()
         # The liveness rule follows the mode: ZooKeeper's session timeout decides there (registration_expiry).
         session_timeout = (
@@ -114,7 +125,7 @@ class BrokerServer:
             # The broker-level default; a topic's own unclean.leader.election.enable overrides it.
             unclean_default=cfg.topic_config_defaults().unclean_leader_election_enable,
             min_insync_default=cfg.topic_config_defaults().min_insync_replicas,
-            bootstrap_records=read_bootstrap(Path(cfg.log_dirs[0])),
+            bootstrap_records=bootstrap,
         )
         self.peers = BrokerPeers(cfg.broker_id, self._broker_address, self.inter_broker_security)
         self.channel = ControllerChannel(cfg.broker_id, self.quorum, self.controller, self.peers)
@@ -136,6 +147,10 @@ class BrokerServer:
             self.replica_manager, cfg.group_config(), cfg.offsets_topic_num_partitions, cfg.offsets_commit_timeout_ms
         )
         self.metrics_server = await MetricsServer.start(self.metrics, cfg.host, cfg.metrics_port)
+        acl_authorizer = (
+            AclAuthorizer(cfg.super_user_set(), cfg.allow_everyone_if_no_acl_found) if cfg.authorizer == "acl" else None
+        )
+        self.authz = RequestAuthorizer(acl_authorizer, self.image)
         self.apis = KafkaApis(
             cfg,
             replica_manager=self.replica_manager,
@@ -143,9 +158,11 @@ class BrokerServer:
             coordination=self.quorum,
             controller=self.controller,
             channel=self.channel,
-            groups=GroupApis(cfg, self.group_coordinator, self.image, self.channel),
+            groups=GroupApis(cfg, self.group_coordinator, self.image, self.channel, self.authz),
+            security=SecurityApis(self.image, self.controller, self.channel, self.authz),
             metrics=self.metrics,
             topic_config=self.topic_config,
+            authz=self.authz,
             metrics_port=self.metrics_server.port if self.metrics_server is not None else -1,
         )
         self.net = NetServer(
@@ -210,7 +227,13 @@ class BrokerServer:
         return security, cfg.server_ssl_context() if uses_ssl(protocol) else None
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        return self.image.scram_credentials.get((user, mechanism))
+        """The metadata's credential. Until this broker holds the cluster's metadata (a new cluster forming,
+        or a restart before catching up), its own --add-scram records: brokers must log in to each other to
+        form the quorum that commits them (Kafka's bootstrap records, KIP-900)."""
+        cred = self.image.scram_credentials.get((user, mechanism))
+        if cred is None and not self.image.cluster_id:
+            cred = self._bootstrap_credentials.get((user, mechanism))
+        return cred
 
     def _make_coordination(self) -> Coordination:
         """The one place that knows which coordination mode runs."""
@@ -323,7 +346,7 @@ class BrokerServer:
     async def _relayed_alter_partition(self, body: dict[str, Any]) -> dict[str, Any]:
         """The controller's side of relay_to_controller: the same handler as a direct AlterPartition."""
         try:
-            return await self.apis.handle_alter_partition(body)
+            return await self.apis.handle_alter_partition(body, RELAY_CONTEXT)
         except BadRequest as e:
             return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(e)}
 

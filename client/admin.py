@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 from client.cluster import KafkaLiteClient, TopicMeta
 from client.config import AdminConfig
 from client.group import GroupClient
+from net.acl import AclBinding, AclBindingFilter
 from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.protocol import ApiKey
@@ -50,6 +53,19 @@ class TopicDescription:
     @property
     def replication_factor(self) -> int:
         return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+def _filter_wire(f: AclBindingFilter | None) -> list:
+    f = f or AclBindingFilter()
+    return [
+        int(f.resource_type),
+        f.resource_name,
+        int(f.pattern_type),
+        f.principal,
+        f.host,
+        int(f.operation),
+        int(f.permission),
+    ]
 
 
 def _raise_rows(rows: list) -> None:
@@ -195,6 +211,64 @@ class AsyncAdmin:
 
     async def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         return await self.client.list_offsets(tps, timestamp)
+
+    # --- security: ACLs and SCRAM credentials (Kafka's Admin createAcls, describeAcls, deleteAcls, ...) ------
+
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        resp = await self._controller_request(
+            ApiKey.CREATE_ACLS, {"creations": [b.to_wire() for b in bindings]}, "results"
+        )
+        for code, message in resp["results"]:
+            if code:
+                raise error_for(code, message or "")
+
+    async def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        resp = await self.client.request(None, ApiKey.DESCRIBE_ACLS, {"filter": _filter_wire(acl_filter)})
+        if resp.get("error_code"):
+            raise error_for(resp["error_code"], resp.get("error_message") or "")
+        return [AclBinding.from_wire(r) for r in resp["bindings"]]
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[AclBinding]:
+        """Delete every binding a filter matches; returns them."""
+        body = {"filters": [_filter_wire(f) for f in filters]}
+        resp = await self._controller_request(ApiKey.DELETE_ACLS, body, "results")
+        deleted = []
+        for code, message, rows in resp["results"]:
+            if code:
+                raise error_for(code, message or "")
+            deleted += [AclBinding.from_wire(r) for r in rows]
+        return deleted
+
+    async def describe_user_scram_credentials(self, users: list[str] | None = None) -> dict[str, list[tuple[str, int]]]:
+        """user -> [(mechanism, iterations)]: never the credentials themselves."""
+        resp = await self.client.request(None, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": users})
+        if resp.get("error_code"):
+            raise error_for(resp["error_code"], resp.get("error_message") or "")
+        out = {}
+        for user, code, message, creds in resp["results"]:
+            if code:
+                raise error_for(code, message or "")
+            out[user] = [(m, i) for m, i in creds]
+        return out
+
+    async def alter_user_scram_credentials(
+        self,
+        upsertions: list[tuple[str, str, str, int]] = (),  # type: ignore[assignment]
+        deletions: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    ) -> None:
+        """Upsert (user, mechanism, password, iterations) and delete (user, mechanism). As Kafka's clients do,
+        the password never leaves this process: only a fresh salt and SaltedPassword = Hi(password, salt, i)."""
+        ups = []
+        for user, mech, password, iterations in upsertions:
+            salt = os.urandom(32)
+            algo = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}.get(mech)
+            if algo is None:
+                raise error_for(ErrorCode.INVALID_REQUEST, f"unknown SCRAM mechanism {mech!r}")
+            salted = hashlib.pbkdf2_hmac(algo, password.encode(), salt, iterations)
+            ups.append([user, mech, iterations, salt, salted])
+        body = {"upsertions": ups, "deletions": [list(d) for d in deletions]}
+        resp = await self._controller_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, "results")
+        _raise_rows(resp["results"])
 
     async def close(self) -> None:
         await self.client.close()

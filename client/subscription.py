@@ -18,13 +18,16 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from client.group import CommitFailedError, ConsumerCoordinator, JoinResult
 from client.topic_partition import TopicPartition
-from net.errors import KafkaLiteError
+from net.errors import ErrorCode, KafkaLiteError
 
 if TYPE_CHECKING:
     from client.cluster import KafkaLiteClient
 
 log = logging.getLogger("kafkalite.consumer")
 TP = tuple[str, int]
+# Errors a retry cannot fix until an operator acts: raised from poll() (Kafka's GroupAuthorizationException,
+# TopicAuthorizationException).
+FATAL_TO_POLL = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 
 
 class ConsumerRebalanceListener:
@@ -98,6 +101,9 @@ class GroupSubscription:
             try:
                 await self._apply(join.result())
             except KafkaLiteError as e:
+                if e.code in FATAL_TO_POLL:
+                    c.rejoin_needed = True
+                    raise  # Kafka's consumer raises authorization failures from poll(), it does not retry them
                 log.warning("group %s: rebalance failed: %s; retrying", c.group_id, e)
                 c.rejoin_needed = True
                 await asyncio.sleep(self.consumer.client.retry_backoff)

@@ -12,6 +12,7 @@ from typing import Any, Coroutine, Iterable, TypeVar
 from client.admin import AsyncAdmin, GroupDescription, NewTopic, TopicDescription
 from client.consumer import AsyncConsumer, ConsumerRecord, TopicPartition
 from client.producer import AsyncProducer
+from net.acl import AclBinding, AclBindingFilter
 from net.errors import KafkaLiteError
 
 T = TypeVar("T")
@@ -240,6 +241,25 @@ class Admin(_Blocking):
 
     def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
         return self._lt.run(self._impl.describe_topics(names))
+
+    def create_acls(self, bindings: list[AclBinding]) -> None:
+        self._lt.run(self._impl.create_acls(bindings))
+
+    def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        return self._lt.run(self._impl.describe_acls(acl_filter))
+
+    def delete_acls(self, filters: list[AclBindingFilter]) -> list[AclBinding]:
+        return self._lt.run(self._impl.delete_acls(filters))
+
+    def describe_user_scram_credentials(self, users: list[str] | None = None) -> dict[str, list[tuple[str, int]]]:
+        return self._lt.run(self._impl.describe_user_scram_credentials(users))
+
+    def alter_user_scram_credentials(
+        self,
+        upsertions: list[tuple[str, str, str, int]] = (),  # type: ignore[assignment]
+        deletions: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    ) -> None:
+        self._lt.run(self._impl.alter_user_scram_credentials(upsertions, deletions))
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         return self._lt.run(self._impl.list_groups())

@@ -136,9 +136,13 @@ NetworkError = _error("NETWORK_EXCEPTION")
 UnsupportedVersionError = _error("UNSUPPORTED_VERSION")
 InvalidRequiredAcksError = _error("INVALID_REQUIRED_ACKS")
 NotEnoughReplicasError = _error("NOT_ENOUGH_REPLICAS")
+
+
 # An idempotent batch whose sequence is neither the next one nor a retained duplicate (broker/producer_state.py).
 class OutOfOrderSequenceError(KafkaLiteError):
     code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
 # AlterPartition refusals (broker/controller.py). Not retriable as such: what a leader does with each is
 # broker/replication.py's alter_partition_outcome.
 OperationNotAttemptedError = _error("OPERATION_NOT_ATTEMPTED")

@@ -16,8 +16,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from broker.security.acl import ANONYMOUS
 from broker.security.sasl_server import CredentialLookup, SaslServer
+from net.acl import ANONYMOUS
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
 from net.security import uses_sasl

@@ -9,65 +9,16 @@ operation on resources of one type named literally (`orders`, `*` for all) or by
 - an ALLOW for READ, WRITE, DELETE or ALTER implies DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS;
   ALL is every operation (for DENY too).
 
-The numeric codes are Kafka's (the Kafka listener's CreateAcls/DescribeAcls/DeleteAcls carry them). The
+The model (bindings, filters, Kafka's numeric codes) is net/acl.py, shared with the clients. The
 bindings live in the replicated cluster metadata (`acl` / `remove_acl` records), so every broker decides
 the same way and the ACLs survive restarts and controller failover. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import IntEnum
-from typing import Any, Iterable
+from typing import Iterable
 
-
-class ResourceType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class AclPermission(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-CLUSTER_NAME = "kafka-cluster"  # Kafka's name of the one Cluster resource
-WILDCARD = "*"
-ANONYMOUS = "User:ANONYMOUS"
+from net.acl import WILDCARD, AclBinding, AclOperation, AclPermission, ResourceType
 
 # What an ALLOW of the key also allows (Kafka's implication rules).
 _IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {
@@ -76,102 +27,6 @@ _IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {
     ),
     AclOperation.DESCRIBE_CONFIGS: frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}),
 }
-
-
-@dataclass(frozen=True, order=True)
-class AclBinding:
-    resource_type: ResourceType
-    resource_name: str
-    pattern_type: PatternType
-    principal: str
-    host: str
-    operation: AclOperation
-    permission: AclPermission
-
-    def to_wire(self) -> list[Any]:
-        return [
-            int(self.resource_type),
-            self.resource_name,
-            int(self.pattern_type),
-            self.principal,
-            self.host,
-            int(self.operation),
-            int(self.permission),
-        ]
-
-    @classmethod
-    def from_wire(cls, row: list[Any]) -> "AclBinding":
-        rt, name, pt, principal, host, op, perm = row
-        return cls(
-            ResourceType(rt),
-            str(name),
-            PatternType(pt),
-            str(principal),
-            str(host),
-            AclOperation(op),
-            AclPermission(perm),
-        )
-
-    def validate(self) -> None:
-        """A binding that can be stored: concrete types and a principal of the form Type:name."""
-        if self.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN):
-            raise ValueError("a binding needs a concrete resource type")
-        if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-            raise ValueError("a binding's pattern type is LITERAL or PREFIXED")
-        if self.operation in (AclOperation.ANY, AclOperation.UNKNOWN):
-            raise ValueError("a binding needs a concrete operation")
-        if self.permission not in (AclPermission.ALLOW, AclPermission.DENY):
-            raise ValueError("a binding's permission is ALLOW or DENY")
-        kind, sep, name = self.principal.partition(":")
-        if not sep or not kind or not name:
-            raise ValueError(f"principal {self.principal!r} is not of the form User:name")
-        if not self.resource_name:
-            raise ValueError("a binding needs a resource name")
-        if self.pattern_type == PatternType.PREFIXED and self.resource_name == WILDCARD:
-            raise ValueError("a prefixed pattern cannot be the wildcard '*'")
-        if self.resource_type == ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
-            raise ValueError(f"the cluster resource is named {CLUSTER_NAME!r}")
-
-    def names(self, resource_type: ResourceType, name: str) -> bool:
-        """Whether this binding's resource pattern covers the resource."""
-        if self.resource_type != resource_type:
-            return False
-        if self.pattern_type == PatternType.PREFIXED:
-            return name.startswith(self.resource_name)
-        return self.resource_name in (name, WILDCARD)
-
-
-@dataclass(frozen=True)
-class AclBindingFilter:
-    """DescribeAcls / DeleteAcls: None or the ANY values match everything; MATCH matches what applies to a
-    resource of that name (literal, wildcard and prefixes of it)."""
-
-    resource_type: ResourceType = ResourceType.ANY
-    resource_name: str | None = None
-    pattern_type: PatternType = PatternType.ANY
-    principal: str | None = None
-    host: str | None = None
-    operation: AclOperation = AclOperation.ANY
-    permission: AclPermission = AclPermission.ANY
-
-    def matches(self, b: AclBinding) -> bool:
-        if self.resource_type not in (ResourceType.ANY, b.resource_type):
-            return False
-        if self.pattern_type == PatternType.MATCH:
-            if self.resource_name is not None and not b.names(b.resource_type, self.resource_name):
-                return False
-        else:
-            if self.pattern_type != PatternType.ANY and self.pattern_type != b.pattern_type:
-                return False
-            if self.resource_name is not None and self.resource_name != b.resource_name:
-                return False
-        if self.principal is not None and self.principal != b.principal:
-            return False
-        if self.host is not None and self.host != b.host:
-            return False
-        if self.operation not in (AclOperation.ANY, b.operation):
-            return False
-        return self.permission in (AclPermission.ANY, b.permission)
 
 
 def parse_super_users(spec: str) -> frozenset[str]:

@@ -132,7 +132,8 @@ class Broker:
                 x
                 for o in [*self.h.overrides, f"metrics.port={self.metrics_port}", f"kafka.port={self.kafka_port}"]
                 for x in ("--override", o)
-            ],
+            ]
+            + self.h.extra_args,
             coordination=self.h.coordination if self.h.zk is not None else None,
             zookeeper=self.h.zk.connect if self.h.zk is not None else None,
         )
@@ -242,9 +243,19 @@ def read_replica_log(pdir: Path) -> dict[int, tuple[int, bytes | None]]:
 
 class ClusterHarness:
     def __init__(
-        self, root: Path, n: int = 3, overrides: list[str] | None = None, coordination: str = "custom"
+        self,
+        root: Path,
+        n: int = 3,
+        overrides: list[str] | None = None,
+        coordination: str = "custom",
+        extra_args: list[str] | None = None,
+        client_config: dict | None = None,
     ) -> None:
+        """`extra_args` go to every `kl-broker start` (e.g. --add-scram); `client_config` (keyword arguments of
+        our clients: security_protocol, sasl_username, ...) is what the harness's own admin clients use."""
         self.root = root
+        self.extra_args = list(extra_args or [])
+        self.client_config = dict(client_config or {})
         self.root.mkdir(parents=True, exist_ok=True)
         ports = free_ports(3 * n + 1)
         self.coordination = coordination
@@ -326,7 +337,7 @@ class ClusterHarness:
         return ",".join(f"{HOST}:{self.brokers[i].kafka_port}" for i in ids)
 
     def admin(self, ids: list[int] | None = None, timeout_ms: int = 10000) -> Admin:
-        a = Admin(self.bootstrap(ids), request_timeout_ms=timeout_ms)
+        a = Admin(self.bootstrap(ids), request_timeout_ms=timeout_ms, **self.client_config)
         return a
 
     def create_topic(self, name: str, partitions: int, rf: int = 3, configs: dict[str, str] | None = None) -> None:

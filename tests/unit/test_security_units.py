@@ -7,18 +7,11 @@ import base64
 import pytest
 
 from broker.config import BrokerConfig
-from broker.security.acl import (
-    AclAuthorizer,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermission,
-    PatternType,
-    ResourceType,
-)
+from broker.security.acl import AclAuthorizer
 from broker.security.config import parse_jaas
 from broker.security.sasl_server import SaslServer
 from broker.security.scram import ScramCredential, make_credential, parse_scram_config
+from net.acl import AclBinding, AclBindingFilter, AclOperation, AclPermission, PatternType, ResourceType
 from net.errors import InvalidConfigError, SaslAuthenticationError
 from net.security import SaslClient
 

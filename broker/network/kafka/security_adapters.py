@@ -40,3 +40,159 @@ class SaslAuthenticate(Adapter):
 
 
 SECURITY_ADAPTERS: list[Adapter] = [SaslHandshake(), SaslAuthenticate()]
+
+
+def _filter_row(f: dict, name_key: str = "resource_name_filter") -> list:
+    return [
+        f["resource_type_filter"],
+        f.get(name_key),
+        f.get("pattern_type_filter", 3),  # v0 had no pattern type: LITERAL
+        f.get("principal_filter"),
+        f.get("host_filter"),
+        f["operation"],
+        f["permission_type"],
+    ]
+
+
+class DescribeAcls(Adapter):
+    api_key, versions = 29, (1, 3)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        return ApiKey.DESCRIBE_ACLS, {"filter": _filter_row(req)}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        by_resource: dict[tuple, list] = {}
+        for rt, name, pt, principal, host, op, perm in native.get("bindings") or []:
+            acl = {"principal": principal, "host": host, "operation": op, "permission_type": perm}
+            by_resource.setdefault((rt, name, pt), []).append(acl)
+        resources = [
+            {"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": acls}
+            for (rt, name, pt), acls in by_resource.items()
+        ]
+        return {"throttle_time": 0, "error_code": 0, "error_message": None, "resources": resources}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {"throttle_time": 0, "error_code": code, "error_message": message, "resources": []}
+
+
+class CreateAcls(Adapter):
+    api_key, versions = 30, (1, 3)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        rows = [
+            [
+                c["resource_type"],
+                c["resource_name"],
+                c.get("resource_pattern_type", 3),
+                c["principal"],
+                c["host"],
+                c["operation"],
+                c["permission_type"],
+            ]
+            for c in req["creations"]
+        ]
+        return ApiKey.CREATE_ACLS, {"creations": rows}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        results = [{"error_code": code, "error_message": msg} for code, msg in native.get("results") or []]
+        return {"throttle_time": 0, "results": results}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {
+            "throttle_time": 0,
+            "results": [{"error_code": code, "error_message": message} for _ in req["creations"]],
+        }
+
+
+class DeleteAcls(Adapter):
+    api_key, versions = 31, (1, 3)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        return ApiKey.DELETE_ACLS, {"filters": [_filter_row(f) for f in req["filters"]]}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        results = []
+        for code, msg, rows in native.get("results") or []:
+            matching = [
+                {
+                    "error_code": 0,
+                    "error_message": None,
+                    "resource_type": rt,
+                    "resource_name": name,
+                    "pattern_type": pt,
+                    "principal": principal,
+                    "host": host,
+                    "operation": op,
+                    "permission_type": perm,
+                }
+                for rt, name, pt, principal, host, op, perm in rows
+            ]
+            results.append({"error_code": code, "error_message": msg, "matching_acls": matching})
+        return {"throttle_time": 0, "filter_results": results}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        rows = [{"error_code": code, "error_message": message, "matching_acls": []} for _ in req["filters"]]
+        return {"throttle_time": 0, "filter_results": rows}
+
+
+# Kafka's ScramMechanism codes.
+MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+MECHANISMS_BY_CODE = {v: k for k, v in MECHANISM_CODES.items()}
+
+
+class DescribeUserScramCredentials(Adapter):
+    api_key, versions = 50, (0, 0)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        users = req.get("users")
+        return ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None if users is None else [u["name"] for u in users]}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        results = [
+            {
+                "user": user,
+                "error_code": code,
+                "error_message": msg,
+                "credential_infos": [{"mechanism": MECHANISM_CODES[m], "iterations": i} for m, i in creds],
+            }
+            for user, code, msg, creds in native.get("results") or []
+        ]
+        return {"throttle_time": 0, "error_code": 0, "error_message": None, "results": results}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {"throttle_time": 0, "error_code": code, "error_message": message, "results": []}
+
+
+class AlterUserScramCredentials(Adapter):
+    api_key, versions = 51, (0, 0)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        def mech(code: int) -> str:
+            return MECHANISMS_BY_CODE.get(code, f"unknown mechanism {code}")
+
+        dels = [[d["name"], mech(d["mechanism"])] for d in req.get("deletions") or []]
+        ups = [
+            [u["name"], mech(u["mechanism"]), u["iterations"], bytes(u["salt"]), bytes(u["salted_password"])]
+            for u in req.get("upsertions") or []
+        ]
+        return ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": dels, "upsertions": ups}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        results = [{"user": u, "error_code": c, "error_message": m} for u, c, m in native.get("results") or []]
+        return {"throttle_time": 0, "results": results}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        users = {r["name"] for r in (req.get("deletions") or []) + (req.get("upsertions") or [])}
+        return {
+            "throttle_time": 0,
+            "results": [{"user": u, "error_code": code, "error_message": message} for u in users],
+        }
+
+
+SECURITY_ADAPTERS += [
+    DescribeAcls(),
+    CreateAcls(),
+    DeleteAcls(),
+    DescribeUserScramCredentials(),
+    AlterUserScramCredentials(),
+]

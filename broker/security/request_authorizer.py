@@ -1,0 +1,99 @@
+"""RequestAuthorizer: which operation each request needs, asked of the ACL authorizer (Kafka's KafkaApis
+authorization, api by api). With `authorizer` unset every request is allowed, as in Kafka.
+
+The operations are Kafka's: Produce needs WRITE on the topic, Fetch READ (a follower's fetch CLUSTER_ACTION
+on the cluster), ListOffsets and Metadata DESCRIBE (unauthorized topics are hidden from a Metadata request
+for all topics), CreateTopics CREATE on the cluster or the topic, DeleteTopics DELETE, CreatePartitions
+ALTER, DescribeConfigs DESCRIBE_CONFIGS, AlterConfigs ALTER_CONFIGS, InitProducerId IDEMPOTENT_WRITE on
+the cluster or WRITE on any topic (KIP-679); the group requests READ on the group (OffsetCommit also READ
+on the topic), FindCoordinator and DescribeGroups DESCRIBE, DeleteGroups DELETE; the ACL and credential
+apis ALTER / DESCRIBE on the cluster; everything brokers send each other (the election, the metadata
+log, AlterPartition, BrokerRegistration, forwarded requests) CLUSTER_ACTION.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterable, Protocol, TypeVar
+
+from broker.security.acl import AclAuthorizer
+from net.acl import CLUSTER_NAME, AclBinding, AclOperation, ResourceType
+from net.errors import ErrorCode
+
+log = logging.getLogger("kafkalite.security")
+T = TypeVar("T")
+
+Op = AclOperation
+TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+
+class ConnectionContext(Protocol):
+    """Who asks (broker/network/server.py's ConnectionContext)."""
+
+    @property
+    def principal(self) -> str: ...
+
+    @property
+    def host(self) -> str: ...
+
+
+class MetadataView(Protocol):
+    """What is authorized against (broker/controller.py's MetadataImage)."""
+
+    acls: set[AclBinding]
+    topics: dict[str, Any]
+
+
+class RequestAuthorizer:
+    def __init__(self, authorizer: AclAuthorizer | None, image: MetadataView) -> None:
+        self.authorizer = authorizer  # None: authorization is off
+        self.image = image
+
+    @property
+    def enabled(self) -> bool:
+        return self.authorizer is not None
+
+    def allowed(self, ctx: ConnectionContext, op: AclOperation, rt: ResourceType, name: str) -> bool:
+        if self.authorizer is None:
+            return True
+        ok = self.authorizer.authorize(self.image.acls, ctx.principal, ctx.host, op, rt, name)
+        if not ok:
+            log.info("denied %s %s on %s:%s to %s from %s", op.name, rt.name, rt.name, name, ctx.principal, ctx.host)
+        return ok
+
+    def cluster(self, ctx: ConnectionContext, op: AclOperation) -> bool:
+        return self.allowed(ctx, op, CLUSTER, CLUSTER_NAME)
+
+    def topic(self, ctx: ConnectionContext, op: AclOperation, name: Any) -> bool:
+        return isinstance(name, str) and self.allowed(ctx, op, TOPIC, name)
+
+    def group(self, ctx: ConnectionContext, op: AclOperation, name: Any) -> bool:
+        return isinstance(name, str) and self.allowed(ctx, op, GROUP, name)
+
+    def split(self, items: Iterable[T], ok: Callable[[T], bool]) -> tuple[list[T], list[T]]:
+        """(allowed, denied), each in request order."""
+        allowed: list[T] = []
+        denied: list[T] = []
+        for item in items:
+            (allowed if ok(item) else denied).append(item)
+        return allowed, denied
+
+    def create_topic(self, ctx: ConnectionContext, name: Any) -> bool:
+        """Kafka: CREATE on the cluster, or on the topic."""
+        return self.cluster(ctx, Op.CREATE) or self.topic(ctx, Op.CREATE, name)
+
+    def idempotent_write(self, ctx: ConnectionContext) -> bool:
+        """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic."""
+        if self.authorizer is None or self.cluster(ctx, Op.IDEMPOTENT_WRITE):
+            return True
+        return any(
+            self.authorizer.authorize(self.image.acls, ctx.principal, ctx.host, Op.WRITE, TOPIC, t)
+            for t in self.image.topics
+        )
+
+
+def denied_message(op: AclOperation, what: str, ctx: ConnectionContext) -> str:
+    return f"{ctx.principal} is not authorized to {op.name} {what}"

@@ -1,0 +1,118 @@
+"""kl-configs: Kafka's kafka-configs.sh for users (SCRAM credentials) and topics, same flags and output.
+
+    kl-configs --bootstrap-server B --command-config admin.properties --alter --entity-type users \\
+        --entity-name alice --add-config 'SCRAM-SHA-256=[password=alice-secret]'
+"""
+
+from __future__ import annotations
+
+import click
+
+from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors
+from client.config import AdminConfig
+from client.sync import Admin
+from net.security import SCRAM_MECHANISMS
+
+DEFAULT_ITERATIONS = 4096
+
+
+def split_configs(spec: str) -> list[str]:
+    """kafka-configs.sh's --add-config: comma separated, commas inside [...] belong to the value."""
+    items, depth, cur = [], 0, ""
+    for ch in spec:
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        cur += ch
+    items.append(cur)
+    return [i.strip() for i in items if i.strip()]
+
+
+def _scram_value(mech: str, value: str) -> tuple[str, int]:
+    """`[password=...,iterations=...]` or `password` -> (password, iterations)."""
+    if not (value.startswith("[") and value.endswith("]")):
+        return value, DEFAULT_ITERATIONS
+    fields = dict(f.split("=", 1) for f in value[1:-1].split(",") if "=" in f)
+    if "password" not in fields:
+        raise click.UsageError(f"{mech}=[...] needs password=...")
+    try:
+        return fields["password"], int(fields.get("iterations", DEFAULT_ITERATIONS))
+    except ValueError:
+        raise click.UsageError(f"iterations of {mech} is not a number") from None
+
+
+@click.command()
+@bootstrap_option
+@command_config_option
+@click.option("--alter", is_flag=True, help="Add or delete configs of the entity.")
+@click.option("--describe", is_flag=True, help="Describe the entity's configs.")
+@click.option("--entity-type", type=click.Choice(["users", "topics"]), required=True)
+@click.option("--entity-name", default=None)
+@click.option("--add-config", "add_config", default=None, metavar="K=V,K2=[a=b,c=d]")
+@click.option("--delete-config", "delete_config", default=None, metavar="K,K2")
+@one_line_errors
+def main(bootstrap_server, command_config, alter, describe, entity_type, entity_name, add_config, delete_config):
+    """Describe or change users' SCRAM credentials and topics' configs, as kafka-configs.sh does."""
+    if alter == describe:
+        raise click.UsageError("give exactly one of --alter, --describe")
+    if alter and not entity_name:
+        raise click.UsageError("--alter needs --entity-name")
+    with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
+        if entity_type == "users":
+            _users(admin, alter, entity_name, add_config, delete_config)
+        else:
+            _topics(admin, alter, entity_name, add_config, delete_config)
+
+
+def _users(admin: Admin, alter: bool, name: str | None, add: str | None, delete: str | None) -> None:
+    if not alter:
+        creds = admin.describe_user_scram_credentials([name] if name else None)
+        for user, mechs in sorted(creds.items()):
+            text = ",".join(f"{m}=iterations={i}" for m, i in mechs)
+            click.echo(f"SCRAM credential configs for user-principal '{user}' are {text}")
+        return
+    ups, dels = [], []
+    for item in split_configs(add or ""):
+        key, sep, value = item.partition("=")
+        if key not in SCRAM_MECHANISMS or not sep:
+            raise click.UsageError(f"--add-config {item!r}: users take {', '.join(SCRAM_MECHANISMS)}=[password=...]")
+        password, iterations = _scram_value(key, value)
+        ups.append((name, key, password, iterations))
+    for key in split_configs(delete or ""):
+        if key not in SCRAM_MECHANISMS:
+            raise click.UsageError(f"--delete-config {key!r}: users take {', '.join(SCRAM_MECHANISMS)}")
+        dels.append((name, key))
+    if not ups and not dels:
+        raise click.UsageError("--alter needs --add-config or --delete-config")
+    admin.alter_user_scram_credentials(ups, dels)
+    click.echo(f"Completed updating config for user {name}.")
+
+
+def _topics(admin: Admin, alter: bool, name: str | None, add: str | None, delete: str | None) -> None:
+    if not alter:
+        names = [name] if name else admin.list_topics()
+        for topic in names:
+            overrides = {k: v for k, (v, is_default) in admin.describe_configs(topic).items() if not is_default}
+            click.echo(f"Dynamic configs for topic {topic} are:")
+            for k, v in sorted(overrides.items()):
+                click.echo(f"  {k}={v} sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:{k}={v}}}")
+        return
+    changes: dict[str, str | None] = {}
+    for item in split_configs(add or ""):
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise click.UsageError(f"--add-config expects key=value, got {item!r}")
+        changes[k.strip()] = v.strip()
+    for k in split_configs(delete or ""):
+        changes[k] = None
+    if not changes:
+        raise click.UsageError("--alter needs --add-config or --delete-config")
+    admin.alter_configs(str(name), changes)
+    click.echo(f"Completed updating config for topic {name}.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""Security as users meet it (issue 14), on one 3-broker SASL_SSL cluster with the ACL authorizer on:
+real Kafka clients and ours log in with SCRAM over TLS, wrong passwords and plaintext clients are refused,
+ACLs decide (and survive a controller failover), and a forged broker message changes nothing."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from client import Consumer, Producer
+from client.sync import Admin
+from net.acl import AclBinding, AclBindingFilter, AclOperation, AclPermission, PatternType, ResourceType
+from net.errors import ErrorCode, KafkaLiteError, SaslAuthenticationError
+from net.protocol import ApiKey
+from tests.integration.cluster_harness import ClusterHarness, wait_until
+
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
+kafka = pytest.importorskip("kafka", reason="pip install -e '.[test]' (kafka-python)")
+
+ROOT = Path(__file__).resolve().parents[2]
+MECH = "SCRAM-SHA-256"
+BROKER_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";'
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("certs")
+    subprocess.run([str(ROOT / "deploy/tls/make-certs.sh"), str(d), "broker", "127.0.0.1", "localhost"], check=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, certs):
+    overrides = [
+        "security.protocol=SASL_SSL",
+        f"sasl.enabled.mechanisms={MECH},SCRAM-SHA-512",
+        f"sasl.mechanism.inter.broker.protocol={MECH}",
+        f"sasl.jaas.config={BROKER_JAAS}",
+        f"ssl.keystore.location={certs / 'broker.pem'}",
+        f"ssl.truststore.location={certs / 'ca.pem'}",
+        "authorizer=acl",
+        "super.users=User:admin;User:broker",
+        "connections.max.unauthenticated.ms=3000",
+    ]
+    scram = [f"{MECH}=[name=admin,password=admin-secret]", f"{MECH}=[name=broker,password=b-secret]"]
+    h = ClusterHarness(
+        tmp_path_factory.mktemp("secure"),
+        3,
+        overrides=overrides,
+        extra_args=[x for s in scram for x in ("--add-scram", s)],
+        client_config=ours("admin", "admin-secret", certs),
+    )
+    try:
+        h.start()
+        yield h
+    finally:
+        h.cleanup()
+
+
+def ours(user: str, password: str, certs: Path) -> dict:
+    """Our clients' keyword arguments (librdkafka's key names with '_')."""
+    return {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": MECH,
+        "sasl_username": user,
+        "sasl_password": password,
+        "ssl_ca_location": str(certs / "ca.pem"),
+    }
+
+
+def kafka_conf(cluster: ClusterHarness, user: str, password: str, certs: Path) -> dict:
+    return {
+        "bootstrap.servers": cluster.kafka_bootstrap(),
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": MECH,
+        "sasl.username": user,
+        "sasl.password": password,
+        "ssl.ca.location": str(certs / "ca.pem"),
+    }
+
+
+def add_user(cluster: ClusterHarness, user: str, password: str) -> None:
+    with cluster.admin() as a:
+        a.alter_user_scram_credentials([(user, MECH, password, 4096)])
+
+
+def grant(cluster: ClusterHarness, principal: str, op: AclOperation, rt: ResourceType, name: str) -> None:
+    with cluster.admin() as a:
+        a.create_acls([AclBinding(rt, name, PatternType.LITERAL, principal, "*", op, AclPermission.ALLOW)])
+
+
+def cli(tool: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / ".venv/bin" / tool), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_kafka_clients_and_ours_log_in_with_scram_over_tls(cluster, certs):
+    cluster.create_topic("secure-t", 2)
+    conf = kafka_conf(cluster, "admin", "admin-secret", certs)
+    p = confluent_kafka.Producer(conf)
+    for i in range(20):
+        p.produce("secure-t", f"ck-{i}".encode())
+    assert p.flush(20) == 0
+    kp = kafka.KafkaProducer(
+        bootstrap_servers=cluster.kafka_bootstrap(),
+        security_protocol="SASL_SSL",
+        sasl_mechanism=MECH,
+        sasl_plain_username="admin",
+        sasl_plain_password="admin-secret",
+        ssl_cafile=str(certs / "ca.pem"),
+    )
+    kp.send("secure-t", b"kafka-python").get(20)
+    kp.close()
+    with Producer(cluster.bootstrap(), **ours("admin", "admin-secret", certs)) as ours_p:
+        ours_p.send("secure-t", b"native")
+        ours_p.flush(20)
+    with Consumer(cluster.bootstrap(), auto_offset_reset="earliest", **ours("admin", "admin-secret", certs)) as c:
+        c.assign([("secure-t", 0), ("secure-t", 1)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 22 and time.monotonic() < deadline:
+            got += [r.value for r in c.poll(1000)]
+    assert sorted(got) == sorted([f"ck-{i}".encode() for i in range(20)] + [b"kafka-python", b"native"])
+
+
+def test_wrong_password_and_plaintext_clients_are_refused(cluster, certs):
+    with pytest.raises(SaslAuthenticationError, match="invalid credentials"):
+        with Admin(cluster.bootstrap(), request_timeout_ms=5000, **ours("admin", "nope", certs)) as a:
+            a.list_topics()
+    r = cli("kl-topics", "--bootstrap-server", cluster.bootstrap(), "--list")  # PLAINTEXT to a TLS listener
+    assert r.returncode != 0 and "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0
+    # confluent-kafka with a wrong password: librdkafka reports an authentication error
+    errors: list = []
+    bad = confluent_kafka.Producer({**kafka_conf(cluster, "admin", "nope", certs), "error_cb": errors.append})
+    deadline = time.monotonic() + 15
+    while not errors and time.monotonic() < deadline:
+        bad.poll(0.5)
+    assert errors and errors[0].code() == confluent_kafka.KafkaError._AUTHENTICATION, errors
+    assert "invalid credentials" in errors[0].str()
+    # TLS without the CA: the handshake fails, nothing is sent in the clear
+    with socket.create_connection(("127.0.0.1", cluster[1].port), timeout=5) as s:
+        ctx = ssl.create_default_context()
+        with pytest.raises(ssl.SSLError):
+            ctx.wrap_socket(s, server_hostname="127.0.0.1")
+
+
+def test_acls_decide_what_alice_may_do(cluster, certs, tmp_path):
+    add_user(cluster, "alice", "alice-secret")
+    props = tmp_path / "admin.properties"
+    props.write_text(
+        f"security.protocol=SASL_SSL\nsasl.mechanism={MECH}\nsasl.username=admin\nsasl.password=admin-secret\n"
+        f"ssl.ca.location={certs / 'ca.pem'}\n"
+    )
+    r = cli(
+        "kl-acls", "--bootstrap-server", cluster.bootstrap(), "--command-config", str(props),
+        "--add", "--allow-principal", "User:alice", "--operation", "Write", "--topic", "orders",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)" in r.stdout
+    cluster.create_topic("orders", 3)
+    alice = ours("alice", "alice-secret", certs)
+    with Producer(cluster.bootstrap(), **alice) as p:
+        for i in range(10):
+            p.send("orders", f"o{i}".encode(), key=b"k")
+        p.flush(20)
+
+    def consume(group: str | None = None) -> list:
+        kw = {"group_id": group} if group else {}
+        with Consumer(cluster.bootstrap(), auto_offset_reset="earliest", **kw, **alice) as c:
+            if group:
+                c.subscribe(["orders"])
+            else:
+                c.assign([("orders", p) for p in range(3)])
+            got: list = []
+            deadline = time.monotonic() + 15
+            while len(got) < 10 and time.monotonic() < deadline:
+                got += c.poll(1000)
+            return got
+
+    with pytest.raises(KafkaLiteError) as e:
+        consume()
+    assert e.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    grant(cluster, "User:alice", AclOperation.READ, ResourceType.TOPIC, "orders")
+    assert len(wait_until(lambda: consume(), 20, "alice reads orders once granted Read")) == 10
+    with pytest.raises(KafkaLiteError) as e:
+        consume("alice-group")  # READ on the group is still missing
+    assert e.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    grant(cluster, "User:alice", AclOperation.READ, ResourceType.GROUP, "alice-group")
+    assert len(wait_until(lambda: consume("alice-group"), 30, "alice consumes in her group")) == 10
+    # Metadata hides what alice may not describe; deleting needs DELETE
+    cluster.create_topic("hidden", 1)
+    with Admin(cluster.bootstrap(), **alice) as a:
+        assert "orders" in a.list_topics() and "hidden" not in a.list_topics()
+    alice_props = tmp_path / "alice.properties"
+    alice_props.write_text(props.read_text().replace("admin-secret", "alice-secret").replace("=admin", "=alice"))
+    r = cli("kl-topics", "--bootstrap-server", cluster.bootstrap(), "--command-config", str(alice_props),
+            "--delete", "--topic", "orders")  # fmt: skip
+    assert r.returncode == 1 and "TOPIC_AUTHORIZATION_FAILED" in r.stderr and "Traceback" not in r.stderr
+    with cluster.admin() as a:
+        assert "orders" in a.list_topics()
+
+
+def test_acls_survive_a_controller_failover(cluster, certs):
+    grant(cluster, "User:carol", AclOperation.DESCRIBE, ResourceType.TOPIC, "failover")
+    before = cluster.controller_id()
+    cluster.kill(before)
+    try:
+        others = [b for b in cluster.brokers if b != before]
+        wait_until(lambda: cluster.controller_id() in others, 30, "a new controller")
+        with cluster.admin(others) as a:
+            found = a.describe_acls(AclBindingFilter(principal="User:carol"))
+        assert [(b.resource_name, b.operation) for b in found] == [("failover", AclOperation.DESCRIBE)]
+        grant(cluster, "User:carol", AclOperation.WRITE, ResourceType.TOPIC, "failover")  # the new controller commits
+    finally:
+        cluster.restart(before)
+    with cluster.admin([before]) as a:
+        wait_until(
+            lambda: len(a.describe_acls(AclBindingFilter(principal="User:carol"))) == 2,
+            20,
+            "the restarted broker's ACLs",
+        )
+
+
+def _metadata(cluster: ClusterHarness, broker: int) -> dict:
+    with cluster.admin([broker]) as a:
+        return a._lt.run(a._impl.client.request(None, ApiKey.METADATA, {"topics": []}))
+
+
+def test_a_forged_broker_message_changes_nothing(cluster, certs):
+    """The frame of the issue: a made-up BeginEpoch for epoch 1,000,000. Unauthenticated, it is answered
+    "log in first" and the connection closed; from a logged-in user without ClusterAction it is refused and
+    logged. Either way no epoch moves and the controller stays."""
+    cluster.wait_all_registered()
+    before = {b: _metadata(cluster, b)["broker_info"]["controller_epoch"] for b in (1, 2, 3)}
+    controller = cluster.controller_id()
+    forged = msgpack.packb([int(ApiKey.QUORUM), 0, 1, "x", {"m": ["be", 1_000_000, 3]}], use_bin_type=True)
+    frame = struct.pack(">I", len(forged)) + forged
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    for _ in range(8):
+        for b in (1, 2):
+            with socket.create_connection(("127.0.0.1", cluster[b].port), timeout=5) as raw:
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                    s.sendall(frame)
+                    s.settimeout(5)
+                    answer = b""
+                    while chunk := s.recv(4096):  # read to the close
+                        answer += chunk
+                    # one answer saying a login is needed, then the connection closed: nothing ran
+                    _corr, body = msgpack.unpackb(answer[4:], raw=False)
+                    assert body["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+        time.sleep(0.25)
+    add_user(cluster, "mallory", "m-secret")
+    with Admin(cluster.bootstrap([1]), **ours("mallory", "m-secret", certs)) as a:
+        conn = a._lt.run(a._impl.client.any_connection())
+        for _ in range(4):
+            conn.send(ApiKey.QUORUM, {"m": ["be", 1_000_000, 3]}, expect_response=False)
+        body = a._lt.run(conn.request(ApiKey.ALTER_PARTITION, {"topic": "x", "partition": 0, "isr": [1]}))
+        assert body["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    time.sleep(1.0)
+    after = {b: _metadata(cluster, b)["broker_info"]["controller_epoch"] for b in (1, 2, 3)}
+    assert after == before and cluster.controller_id() == controller
+    assert "refused QUORUM from User:mallory" in cluster[1].logs()
+
+
+def test_a_silent_connection_is_cut_before_logging_in(cluster, certs):
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    with socket.create_connection(("127.0.0.1", cluster[1].port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            t0 = time.monotonic()
+            s.settimeout(10)
+            assert s.recv(1) == b""  # connections.max.unauthenticated.ms=3000 in this cluster
+            assert 2.5 < time.monotonic() - t0 < 8
