@@ -222,6 +222,8 @@ class KafkaLiteClient:
 
     async def list_topics(self) -> dict[str, TopicMeta]:
         body = await self.request(None, ApiKey.METADATA, {"topics": None})
+        if body.get("error_code"):
+            raise error_for(body["error_code"], body.get("error_message", ""))
         md = ClusterMetadata()
         md.update(body, None)
         return md.topics

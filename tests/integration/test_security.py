@@ -276,3 +276,58 @@ def test_a_silent_connection_is_cut_before_logging_in(cluster, certs):
             s.settimeout(10)
             assert s.recv(1) == b""  # connections.max.unauthenticated.ms=3000 in this cluster
             assert 2.5 < time.monotonic() - t0 < 8
+
+
+def test_the_short_form_of_the_readme(tmp_path):
+    """Issue 14 §8, exactly: one command line turns on SASL_PLAINTEXT, SCRAM and the authorizer; the admin
+    from --add-scram creates alice, grants her Write on orders and creates the topic with the CLIs."""
+    from tests.conftest import free_port, wait_port
+
+    port, kport = free_port(), free_port()
+    log = open(tmp_path / "broker.log", "wb")
+    proc = subprocess.Popen(
+        [
+            str(ROOT / ".venv/bin/kl-broker"), "start", "--id", "1", "--port", str(port), "--kafka-port", str(kport),
+            "--data-dir", str(tmp_path / "d1"),
+            "--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]",
+            "--override", "security.protocol=SASL_PLAINTEXT", "--override", "sasl.enabled.mechanisms=SCRAM-SHA-256",
+            "--override", "authorizer=acl", "--override", "super.users=User:admin",
+        ],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_port(port, proc=proc)
+        admin = tmp_path / "admin.properties"
+        admin.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.username=admin\n"
+            "sasl.password=admin-secret\n"
+        )
+        b, a = ["--bootstrap-server", f"127.0.0.1:{port}"], ["--command-config", str(admin)]
+        steps = [
+            ("kl-configs", *b, *a, "--alter", "--entity-type", "users", "--entity-name", "alice",
+             "--add-config", "SCRAM-SHA-256=[password=alice-secret]"),
+            ("kl-acls", *b, *a, "--add", "--allow-principal", "User:alice", "--operation", "Write",
+             "--topic", "orders"),
+            ("kl-topics", *b, *a, "--create", "--topic", "orders", "--partitions", "3"),
+        ]  # fmt: skip
+        for step in steps:
+            done = cli(*step)
+            assert done.returncode == 0 and "Traceback" not in done.stderr, (step, done.stderr)
+        alice = {
+            "bootstrap.servers": f"127.0.0.1:{kport}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+        delivered: list = []
+        p = confluent_kafka.Producer(alice)
+        p.produce("orders", b"from alice", on_delivery=lambda err, msg: delivered.append(err))
+        p.flush(20)
+        assert delivered == [None]
+        r = cli("kl-topics", *b, "--list")  # no login: one clear line
+        assert r.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in r.stderr and "Traceback" not in r.stderr
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
