@@ -14,6 +14,7 @@ from broker.group_api import GroupApis
 from broker.metadata import validate_topic_name
 from broker.metrics import package_version
 from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
+from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
 from broker.replica_manager import FetchResult, FetchSpec, ProduceResult, ReplicaManager
 from broker.security.request_authorizer import CLUSTER_DENIED, TOPIC_DENIED, RequestAuthorizer, denied_message
 from broker.security_api import SecurityApis
@@ -87,6 +88,7 @@ class KafkaApis:
         metrics: "BrokerMetrics",
         topic_config: Callable[[str], "LogConfig"],
         authz: RequestAuthorizer,
+        quotas: "ClientQuotaManager",
         metrics_port: int = -1,
     ) -> None:
         self.config = config
@@ -98,6 +100,7 @@ class KafkaApis:
         self.metrics = metrics
         self.topic_config = topic_config
         self.authz = authz
+        self.quotas = quotas
         self.metrics_port = metrics_port
         self._handlers = {
             ApiKey.PRODUCE: self.handle_produce,
@@ -135,17 +138,38 @@ class KafkaApis:
             elapsed = time.monotonic() - t0
             for h in hists:
                 h.observe(elapsed)
-            return result
+            return self._throttled(api_key, body, result, ctx, elapsed) if self.quotas.active else result
 
         async def waited() -> Any:
             try:
-                return await result
+                answer = await result
             finally:
                 elapsed = time.monotonic() - t0
                 for h in hists:
                     h.observe(elapsed)
+            return self._throttled(api_key, body, answer, ctx, elapsed) if self.quotas.active else answer
 
         return waited()
+
+    def _throttled(self, api_key: int, body: dict, answer: Any, ctx: ConnectionContext, elapsed: float) -> Any:
+        """Client quotas (broker/quotas.py): record this request's bytes and time against its user and
+        client id; over a quota, the answer carries throttle_time_ms and the connection is muted as long."""
+        user = ctx.principal.partition(":")[2]
+        client = ctx.client_id or ""
+        now = time.monotonic()
+        q = self.quotas
+        ms = q.record(user, client, REQUEST_PERCENTAGE, elapsed * 100, now)
+        if api_key == ApiKey.PRODUCE:
+            sent = sum(len(p[1]) for _, parts in body.get("topics") or [] for p in parts if len(p) > 1)
+            ms = max(ms, q.record(user, client, PRODUCER_BYTE_RATE, sent, now))
+        elif api_key == ApiKey.FETCH and isinstance(answer, dict) and body.get("replica_id", -1) < 0:
+            read = sum(len(r[5] or b"") for _, rows in answer.get("topics") or [] for r in rows if len(r) > 5)
+            ms = max(ms, q.record(user, client, CONSUMER_BYTE_RATE, read, now))
+        if ms > 0:
+            ctx.throttle(ms)
+            if isinstance(answer, dict):
+                answer = dict(answer, throttle_time_ms=ms)
+        return answer
 
     def _handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
         handler = self._handlers.get(api_key)  # type: ignore[call-overload]

@@ -14,6 +14,7 @@ import hmac
 from typing import TYPE_CHECKING, Any, Awaitable
 
 from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
+from broker.quotas import QUOTA_KEYS
 from broker.security.request_authorizer import RequestAuthorizer, denied_message
 from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 from net.acl import AclBinding, AclBindingFilter, AclOperation, AclPermission, PatternType, ResourceType
@@ -69,6 +70,8 @@ class SecurityApis:
             ApiKey.DELETE_ACLS: self.delete_acls,
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.describe_scram,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.alter_scram,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: self.describe_quotas,
+            ApiKey.ALTER_CLIENT_QUOTAS: self.alter_quotas,
         }
 
     def _gate(self, ctx: ConnectionContext, op: AclOperation, acl_api: bool) -> dict | None:
@@ -181,3 +184,50 @@ class SecurityApis:
         except KafkaLiteError as e:
             return {"results": [[u, int(e.code), str(e)] if r[1] == 0 else r for u, r in results.items()]}
         return {"results": list(results.values())}
+
+    # --- client quotas ------------------------------------------------------------------------------
+
+    def describe_quotas(self, body: dict, ctx: ConnectionContext) -> dict:
+        """{"entity": [[type, name or nil]] or nil (all)} -> {"entries": [[entity, {key: value}]]}."""
+        if (denied := self._gate(ctx, AclOperation.DESCRIBE_CONFIGS, False)) is not None:
+            return denied
+        wanted = body.get("entity")
+        want = None if wanted is None else tuple((t, n) for t, n in as_list(wanted, "entity"))
+        entries = [
+            [[list(e) for e in entity], values]
+            for entity, values in sorted(self.image.client_quotas.items(), key=repr)
+            if want is None or entity == want
+        ]
+        return {"error_code": 0, "entries": entries}
+
+    def alter_quotas(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+        """{"entries": [[entity, {key: value or nil}]]}: set or remove an entity's quotas."""
+        if (denied := self._gate(ctx, AclOperation.ALTER_CONFIGS, False)) is not None:
+            return denied
+        entries = as_list(body.get("entries"), "entries")
+        return self.channel.serve_or_forward(ApiKey.ALTER_CLIENT_QUOTAS, body, lambda: self._alter_quotas(entries))
+
+    async def _alter_quotas(self, entries: list) -> dict:
+        results = []
+        for entry in entries:
+            if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[1], dict):
+                raise BadRequest("a quota entry is [entity, {key: value or nil}]")
+            raw_entity, changes = entry
+            try:
+                entity = [(str(t), None if n is None else str(n)) for t, n in as_list(raw_entity, "entity")]
+                if not entity or any(t not in ("user", "client-id") for t, _ in entity):
+                    raise KafkaLiteError("entity types are user and client-id", ErrorCode.INVALID_REQUEST)
+                bad = [k for k in changes if k not in QUOTA_KEYS]
+                if bad:
+                    raise KafkaLiteError(
+                        f"unknown quota {bad[0]!r} ({', '.join(QUOTA_KEYS)})", ErrorCode.INVALID_REQUEST
+                    )
+                values = {k: (None if v is None else float(v)) for k, v in changes.items()}
+                if any(v is not None and v <= 0 for v in values.values()):
+                    raise KafkaLiteError("a quota must be positive", ErrorCode.INVALID_REQUEST)
+                await self.controller.alter_client_quota(entity, values)
+                results.append([raw_entity, 0, None])
+            except (KafkaLiteError, TypeError, ValueError) as e:
+                code = int(e.code) if isinstance(e, KafkaLiteError) else int(ErrorCode.INVALID_REQUEST)
+                results.append([raw_entity, code, str(e)])
+        return {"results": results}

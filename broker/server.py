@@ -34,11 +34,20 @@ from broker.metrics import BrokerMetrics
 from broker.metrics_server import MetricsServer
 from broker.metrics_state import StateCollector
 from broker.network.authenticator import ListenerSecurity
+from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.kafka.codec import KafkaCodec
 from broker.network.peers import BrokerPeers
 from broker.network.quorum_driver import QuorumDriver, next_incarnation
-from broker.network.server import BadRequest, ConnectionContext, NativeCodec, NetServer, bind_listener
+from broker.network.server import (
+    BadRequest,
+    ConnectionContext,
+    ConnectionLimits,
+    NativeCodec,
+    NetServer,
+    bind_listener,
+)
 from broker.partition import Partition
+from broker.quotas import ClientQuotaManager
 from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
 from broker.security.acl import AclAuthorizer
@@ -163,10 +172,24 @@ class BrokerServer:
             metrics=self.metrics,
             topic_config=self.topic_config,
             authz=self.authz,
+            quotas=ClientQuotaManager(
+                lambda: self.image.client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds
+            ),
             metrics_port=self.metrics_server.port if self.metrics_server is not None else -1,
         )
+        limits = ConnectionLimits(
+            cfg.queued_max_requests, cfg.socket_partial_request_timeout_ms / 1000, cfg.connections_max_idle_ms / 1000
+        )
+        conn_quotas = ConnectionQuotas(cfg.max_connections, cfg.max_connections_per_ip)  # both listeners together
         self.net = NetServer(
-            self.apis, sock, cfg.socket_request_max_bytes, NativeCodec, "native", *self._listener_security("NATIVE")
+            self.apis,
+            sock,
+            cfg.socket_request_max_bytes,
+            NativeCodec,
+            "native",
+            *self._listener_security("NATIVE"),
+            limits,
+            conn_quotas,
         )
         if kafka_sock is not None:
             # Kafka's protocol: a second codec in front of the same handlers (broker/network/kafka/).
@@ -177,6 +200,8 @@ class BrokerServer:
                 KafkaCodec,
                 "kafka",
                 *self._listener_security("KAFKA"),
+                limits,
+                conn_quotas,
             )
         self.metrics.set_gauges(lambda: float(self.replica_manager.under_replicated()), self._offline_partitions)
         self.metrics.registry.register(

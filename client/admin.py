@@ -270,6 +270,19 @@ class AsyncAdmin:
         resp = await self._controller_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, "results")
         _raise_rows(resp["results"])
 
+    async def describe_client_quotas(self) -> dict[tuple, dict[str, float]]:
+        """{entity: {quota: value}}; an entity is ((type, name or None for <default>), ...)."""
+        resp = await self.client.request(None, ApiKey.DESCRIBE_CLIENT_QUOTAS, {"entity": None})
+        if resp.get("error_code"):
+            raise error_for(resp["error_code"], resp.get("error_message") or "")
+        return {tuple((t, n) for t, n in entity): values for entity, values in resp["entries"]}
+
+    async def alter_client_quotas(self, entity: list[tuple[str, str | None]], changes: dict[str, float | None]) -> None:
+        """Set (a number) or remove (None) producer_byte_rate, consumer_byte_rate, request_percentage."""
+        body = {"entries": [[[list(e) for e in entity], changes]]}
+        resp = await self._controller_request(ApiKey.ALTER_CLIENT_QUOTAS, body, "results")
+        _raise_rows(resp["results"])
+
     async def close(self) -> None:
         await self.client.close()
 

@@ -261,6 +261,12 @@ class Admin(_Blocking):
     ) -> None:
         self._lt.run(self._impl.alter_user_scram_credentials(upsertions, deletions))
 
+    def describe_client_quotas(self) -> dict[tuple, dict[str, float]]:
+        return self._lt.run(self._impl.describe_client_quotas())
+
+    def alter_client_quotas(self, entity: list[tuple[str, str | None]], changes: dict[str, float | None]) -> None:
+        self._lt.run(self._impl.alter_client_quotas(entity, changes))
+
     def list_groups(self) -> list[tuple[str, str, str]]:
         return self._lt.run(self._impl.list_groups())
 

@@ -14,10 +14,13 @@ import asyncio
 import logging
 import socket
 import ssl
+import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
 from broker.network.authenticator import PLAINTEXT, Authenticator, ListenerSecurity, SaslFailed, certificate_principal
+from broker.network.connection_quotas import ConnectionQuotas
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import DEFAULT_MAX_FRAME, ApiKey, FrameDecoder, FrameError, encode_response, parse_request
 
@@ -35,13 +38,15 @@ class ConnectionContext:
     """What the handlers know of a request's connection: where from, which listener, who (the principal
     authenticated by broker/network/authenticator.py) and its client id."""
 
-    __slots__ = ("peer", "client_id", "listener", "auth")
+    __slots__ = ("peer", "client_id", "listener", "auth", "throttle")
 
     def __init__(self, peer: str, listener: str = "native", auth: Authenticator | None = None) -> None:
         self.peer = peer
         self.client_id: str | None = None
         self.listener = listener
         self.auth = auth or Authenticator(PLAINTEXT)
+        # Mute the connection for so many ms (a client quota's throttle); the connection sets it.
+        self.throttle: Callable[[int], None] = lambda ms: None
 
     @property
     def principal(self) -> str:
@@ -51,6 +56,16 @@ class ConnectionContext:
     def host(self) -> str:
         """The client's address without the port (ACL bindings name hosts)."""
         return self.peer.rsplit(":", 1)[0]
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Per-connection bounds (Kafka's names): requests being handled at once, how long a started request may
+    take to arrive whole, how long a connection may stay silent."""
+
+    queued_max_requests: int = 500
+    partial_request_timeout_s: float = 30.0
+    max_idle_s: float = 600.0
 
 
 class Request:
@@ -84,6 +99,9 @@ class Request:
 class WireCodec(Protocol):
     in_order: bool  # responses written in request order (Kafka) rather than as they complete
 
+    @property
+    def buffered(self) -> int: ...
+
     def feed(self, data: bytes) -> list[Request]:
         """Whole requests in `data` (with what came before); raises FrameError: close the connection."""
         ...
@@ -100,6 +118,11 @@ class NativeCodec:
     def feed(self, data: bytes) -> list[Request]:
         return [Request(*parse_request(payload)) for payload in self._decoder.feed(data)]
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of a request that has started to arrive and is not whole yet."""
+        return self._decoder.buffered
+
 
 class BrokerProtocol(asyncio.Protocol):
     # Stop reading a peer that doesn't drain its responses, rather than buffering without bound.
@@ -112,9 +135,17 @@ class BrokerProtocol(asyncio.Protocol):
         on_close: Callable[["BrokerProtocol"], None],
         listener: str = "native",
         security: ListenerSecurity = PLAINTEXT,
+        limits: ConnectionLimits = ConnectionLimits(),
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self._handler = handler
         self._codec = codec
+        self._limits = limits
+        self._quotas = quotas
+        self._admitted_ip: str | None = None
+        self._paused_for: set[str] = set()  # why reading is paused: "write" (peer not draining), "queue", "quota"
+        self.last_active = time.monotonic()
+        self.partial_since: float | None = None  # a request started arriving and is not whole yet
         self._transport: asyncio.Transport | None = None
         self._security = security
         self._ctx = ConnectionContext("?", listener)
@@ -131,7 +162,15 @@ class BrokerProtocol(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self.HIGH_WATER)
         peer = transport.get_extra_info("peername")
         self._ctx.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if self._quotas is not None:
+            ip = self._ctx.host
+            if not self._quotas.admit(ip):
+                self._closed = True
+                transport.abort()  # over max.connections(.per.ip): closed before anything is read
+                return
+            self._admitted_ip = ip
         self._ctx.auth = Authenticator(self._security, certificate_principal(transport.get_extra_info("peercert")))
+        self._ctx.throttle = self._throttle
         if not self._ctx.auth.authenticated:
             self._login_deadline = asyncio.get_running_loop().call_later(
                 self._security.max_unauthenticated_s, self._login_timed_out
@@ -143,6 +182,9 @@ class BrokerProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._admitted_ip is not None and self._quotas is not None:
+            self._quotas.release(self._admitted_ip)
+            self._admitted_ip = None
         if self._login_deadline is not None:
             self._login_deadline.cancel()
         for fut in self._pending:
@@ -150,19 +192,48 @@ class BrokerProtocol(asyncio.Protocol):
         self._pending.clear()
         self._on_close(self)
 
-    def pause_writing(self) -> None:
-        if self._transport is not None:
+    def _pause(self, why: str) -> None:
+        if not self._paused_for and self._transport is not None and not self._closed:
             self._transport.pause_reading()
+        self._paused_for.add(why)
+
+    def _resume(self, why: str) -> None:
+        if why not in self._paused_for:
+            return
+        self._paused_for.discard(why)
+        if not self._paused_for and self._transport is not None and not self._closed:
+            self._transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        self._pause("write")
 
     def resume_writing(self) -> None:
-        if self._transport is not None and not self._closed:
-            self._transport.resume_reading()
+        self._resume("write")
+
+    def sweep(self, now: float) -> None:
+        """Close a connection silent for connections.max.idle.ms (not one waiting for its own answers), or
+        one whose started request has not arrived whole within socket.partial.request.timeout.ms."""
+        if self._closed:
+            return
+        if self.partial_since is not None and now - self.partial_since > self._limits.partial_request_timeout_s:
+            self._reject(f"a request did not arrive whole within {self._limits.partial_request_timeout_s:g}s")
+        elif not self._pending and now - self.last_active > self._limits.max_idle_s:
+            log.info("closing %s: idle for %.0fs (connections.max.idle.ms)", self._ctx.peer, now - self.last_active)
+            self.close()
+
+    def _throttle(self, ms: int) -> None:
+        """A client quota's delay: read nothing more from this connection for `ms` (KIP-219)."""
+        if "quota" in self._paused_for or self._closed:
+            return
+        self._pause("quota")
+        asyncio.get_running_loop().call_later(ms / 1000, self._resume, "quota")
 
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
         try:
             requests = self._codec.feed(data)
         except FrameError as e:
@@ -172,6 +243,7 @@ class BrokerProtocol(asyncio.Protocol):
             log.exception("cannot decode a request from %s", self._ctx.peer)
             self._reject(f"{type(e).__name__} decoding a request")
             return
+        self.partial_since = (self.partial_since or self.last_active) if self._codec.buffered else None
         for req in requests:
             if self._closed or self._closing:
                 return
@@ -239,10 +311,14 @@ class BrokerProtocol(asyncio.Protocol):
         slot = self._reserve()
         fut = asyncio.ensure_future(result)
         self._pending.add(fut)
+        if len(self._pending) >= self._limits.queued_max_requests:
+            self._pause("queue")  # a client piling up long polls or acks=all produces: stop reading it
         fut.add_done_callback(lambda f: self._complete(req, f, slot))
 
     def _complete(self, req: Request, fut: asyncio.Future, slot: list | None) -> None:
         self._pending.discard(fut)
+        if len(self._pending) < self._limits.queued_max_requests:
+            self._resume("queue")
         if fut.cancelled() or self._closed:
             return
         exc = fut.exception()
@@ -322,9 +398,14 @@ class NetServer:
         listener: str = "native",
         security: ListenerSecurity = PLAINTEXT,
         ssl_context: ssl.SSLContext | None = None,
+        limits: ConnectionLimits = ConnectionLimits(),
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self._handler = handler
         self._sock = sock
+        self.limits = limits
+        self.quotas = quotas
+        self._sweeper: asyncio.Task | None = None
         self.security = security
         self._ssl = ssl_context
         self.host, self.port = sock.getsockname()[:2]
@@ -337,10 +418,25 @@ class NetServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._make_protocol, sock=self._sock, ssl=self._ssl)
+        self._sweeper = asyncio.create_task(self._sweep())
+
+    async def _sweep(self) -> None:
+        every = max(0.05, min(1.0, self.limits.partial_request_timeout_s / 4, self.limits.max_idle_s / 4))
+        while True:
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            for c in list(self._conns):
+                c.sweep(now)
 
     def _make_protocol(self) -> BrokerProtocol:
         proto = BrokerProtocol(
-            self._handler, self._codec_factory(self._max_frame), self._conns.discard, self.listener, self.security
+            self._handler,
+            self._codec_factory(self._max_frame),
+            self._conns.discard,
+            self.listener,
+            self.security,
+            self.limits,
+            self.quotas,
         )
         self._conns.add(proto)
         return proto
@@ -350,6 +446,8 @@ class NetServer:
         return len(self._conns)
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is None:
             self._sock.close()  # bound but never served (a start that failed part way)
             return

@@ -118,6 +118,31 @@ class SecurityKeys(ConfigDef):
         "With the authorizer on: allow everyone on a resource no ACL names (Kafka's default false).",
     )
 
+    # --- limits and quotas (Kafka's names and defaults) --------------------------------------------
+    max_connections: Int = key(
+        "max.connections", 2147483647, "Connections the broker accepts on all listeners together.", ge=1
+    )
+    max_connections_per_ip: Int = key(
+        "max.connections.per.ip", 2147483647, "Connections accepted from one IP address.", ge=1
+    )
+    connections_max_idle_ms: Int = key(
+        "connections.max.idle.ms", 600000, "A connection with no request for this long is closed.", ge=1
+    )
+    queued_max_requests: Int = key(
+        "queued.max.requests",
+        500,
+        "Requests of one connection being handled at once; reading it pauses beyond (bounds memory per client).",
+        ge=1,
+    )
+    socket_partial_request_timeout_ms: Int = key(
+        "socket.partial.request.timeout.ms",
+        30000,
+        "A started request must arrive whole within this long, else the connection is closed (slow senders).",
+        ge=1,
+    )
+    quota_window_num: Int = key("quota.window.num", 11, "Samples a client quota's rate is measured over.", ge=1)
+    quota_window_size_seconds: Int = key("quota.window.size.seconds", 1, "Length of one client-quota sample.", ge=1)
+
     @classmethod
     def security_aliases(cls, props: dict[str, Any]) -> dict[str, Any]:
         """Kafka's authorizer.class.name in place of authorizer."""

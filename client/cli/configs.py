@@ -49,22 +49,47 @@ def _scram_value(mech: str, value: str) -> tuple[str, int]:
 @command_config_option
 @click.option("--alter", is_flag=True, help="Add or delete configs of the entity.")
 @click.option("--describe", is_flag=True, help="Describe the entity's configs.")
-@click.option("--entity-type", type=click.Choice(["users", "topics"]), required=True)
+@click.option("--entity-type", type=click.Choice(["users", "clients", "topics"]), required=True)
 @click.option("--entity-name", default=None)
+@click.option("--entity-default", is_flag=True, help="users/clients: the default entity (<default>).")
 @click.option("--add-config", "add_config", default=None, metavar="K=V,K2=[a=b,c=d]")
 @click.option("--delete-config", "delete_config", default=None, metavar="K,K2")
 @one_line_errors
-def main(bootstrap_server, command_config, alter, describe, entity_type, entity_name, add_config, delete_config):
-    """Describe or change users' SCRAM credentials and topics' configs, as kafka-configs.sh does."""
+def main(
+    bootstrap_server,
+    command_config,
+    alter,
+    describe,
+    entity_type,
+    entity_name,
+    entity_default,
+    add_config,
+    delete_config,
+):
+    """Describe or change users' SCRAM credentials, users' and clients' quotas, and topics' configs, as
+    kafka-configs.sh does."""
     if alter == describe:
         raise click.UsageError("give exactly one of --alter, --describe")
-    if alter and not entity_name:
-        raise click.UsageError("--alter needs --entity-name")
+    if alter and not entity_name and not entity_default:
+        raise click.UsageError("--alter needs --entity-name (or --entity-default for users and clients)")
     with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
-        if entity_type == "users":
-            _users(admin, alter, entity_name, add_config, delete_config)
-        else:
+        if entity_type == "topics":
             _topics(admin, alter, entity_name, add_config, delete_config)
+            return
+        adds = split_configs(add_config or "")
+        dels = split_configs(delete_config or "")
+        scram = [a for a in adds if a.partition("=")[0] in SCRAM_MECHANISMS] + [
+            d for d in dels if d in SCRAM_MECHANISMS
+        ]
+        if entity_type == "users" and (scram or not alter):
+            _users(admin, alter, entity_name, ",".join(a for a in adds if a.partition("=")[0] in SCRAM_MECHANISMS),
+                   ",".join(d for d in dels if d in SCRAM_MECHANISMS))  # fmt: skip
+        quota_adds = [a for a in adds if a.partition("=")[0] not in SCRAM_MECHANISMS]
+        quota_dels = [d for d in dels if d not in SCRAM_MECHANISMS]
+        if alter and (quota_adds or quota_dels):
+            _quotas(admin, entity_type, None if entity_default else entity_name, quota_adds, quota_dels)
+        elif not alter:
+            _describe_quotas(admin, entity_type, None if entity_default else entity_name)
 
 
 def _users(admin: Admin, alter: bool, name: str | None, add: str | None, delete: str | None) -> None:
@@ -89,6 +114,39 @@ def _users(admin: Admin, alter: bool, name: str | None, add: str | None, delete:
         raise click.UsageError("--alter needs --add-config or --delete-config")
     admin.alter_user_scram_credentials(ups, dels)
     click.echo(f"Completed updating config for user {name}.")
+
+
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+
+
+def _quotas(admin: Admin, entity_type: str, name: str | None, adds: list[str], dels: list[str]) -> None:
+    kind = "user" if entity_type == "users" else "client-id"
+    changes: dict[str, float | None] = {}
+    for item in adds:
+        k, sep, v = item.partition("=")
+        if not sep or k not in QUOTA_KEYS:
+            raise click.UsageError(f"--add-config {item!r}: {entity_type} take {', '.join(QUOTA_KEYS)}")
+        try:
+            changes[k] = float(v)
+        except ValueError:
+            raise click.UsageError(f"--add-config {item!r}: not a number") from None
+    for k in dels:
+        if k not in QUOTA_KEYS:
+            raise click.UsageError(f"--delete-config {k!r}: {entity_type} take {', '.join(QUOTA_KEYS)}")
+        changes[k] = None
+    admin.alter_client_quotas([(kind, name)], changes)
+    shown = "<default>" if name is None else name
+    click.echo(f"Completed updating config for {'user' if kind == 'user' else 'client'} {shown}.")
+
+
+def _describe_quotas(admin: Admin, entity_type: str, name: str | None) -> None:
+    kind = "user" if entity_type == "users" else "client-id"
+    for entity, values in sorted(admin.describe_client_quotas().items(), key=repr):
+        if len(entity) != 1 or entity[0][0] != kind or (name is not None and entity[0][1] != name):
+            continue
+        who = "<default>" if entity[0][1] is None else entity[0][1]
+        text = ", ".join(f"{k}={v:g}" for k, v in sorted(values.items()))
+        click.echo(f"Quota configs for {'user-principal' if kind == 'user' else 'client-id'} '{who}' are {text}")
 
 
 def _topics(admin: Admin, alter: bool, name: str | None, add: str | None, delete: str | None) -> None:

@@ -179,3 +179,25 @@ def test_acl_filters_and_validation():
     ):
         with pytest.raises(ValueError):
             bad.validate()
+
+
+def test_quota_precedence_and_throttle_time():
+    from broker.quotas import PRODUCER_BYTE_RATE, ClientQuotaManager
+
+    quotas = {
+        (("user", "alice"), ("client-id", "etl")): {PRODUCER_BYTE_RATE: 100.0},
+        (("user", "alice"),): {PRODUCER_BYTE_RATE: 1000.0},
+        (("client-id", None),): {PRODUCER_BYTE_RATE: 50.0},
+    }
+    m = ClientQuotaManager(lambda: quotas, window_num=2, window_size_s=1.0)
+    assert m.quota_for("alice", "etl", PRODUCER_BYTE_RATE)[1] == 100.0  # user + client id wins
+    assert m.quota_for("alice", "other", PRODUCER_BYTE_RATE)[1] == 1000.0  # then the user
+    assert m.quota_for("bob", "x", PRODUCER_BYTE_RATE) == ((("client-id", "x"),), 50.0)  # default client, per id
+    assert m.quota_for("bob", "x", "consumer_byte_rate") is None
+    # 100 B/s measured over (at least) one sample: 100 bytes pass, 300 more are 3x over -> (400-100)/100 x 2 s
+    assert m.record("alice", "etl", PRODUCER_BYTE_RATE, 100, now=0.0) == 0
+    assert m.record("alice", "etl", PRODUCER_BYTE_RATE, 300, now=0.5) == 6000
+    # other entities are metered apart; no quota, no throttle
+    assert m.record("alice", "other", PRODUCER_BYTE_RATE, 900, now=0.5) == 0
+    assert m.record("carol", "c", "request_percentage", 1e9, now=0.5) == 0
+    assert not ClientQuotaManager(lambda: {}).active and m.active

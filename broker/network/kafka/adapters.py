@@ -107,6 +107,7 @@ class Produce(Adapter):
                 }
                 for name, rows in _rows(native)
             ],
+            "throttle_time": native.get("throttle_time_ms", 0),  # a client quota's delay (docs/SECURITY.md)
         }
 
     def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
@@ -175,6 +176,7 @@ class Fetch(Adapter):
                 }
                 for name, rows in _rows(native)
             ],
+            "throttle_time": native.get("throttle_time_ms", 0),
         }
 
     def error(self, req: dict, version: int, code: int, message: str | None) -> dict:

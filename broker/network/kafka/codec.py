@@ -98,6 +98,11 @@ class KafkaCodec:
     def feed(self, data: bytes) -> list[Request]:
         return [self._request(payload) for payload in self._decoder.feed(data)]
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of a request that has started to arrive and is not whole yet."""
+        return self._decoder.buffered
+
     def _request(self, payload: bytes) -> Request:
         if len(payload) < _PREFIX.size:
             raise FrameError(f"request of {len(payload)} bytes is shorter than a request header")
