@@ -15,6 +15,7 @@ import msgpack
 import pytest
 
 from client import Consumer, Producer
+from client.admin import NewTopic
 from client.sync import Admin
 from net.acl import AclBinding, AclBindingFilter, AclOperation, AclPermission, PatternType, ResourceType
 from net.errors import ErrorCode, KafkaLiteError, SaslAuthenticationError
@@ -331,3 +332,82 @@ def test_the_short_form_of_the_readme(tmp_path):
         proc.terminate()
         proc.wait(20)
         log.close()
+
+
+def test_mutual_tls_names_the_client_by_its_certificate(tmp_path, certs):
+    """ssl.client.auth=required on an SSL listener: no certificate, no connection; with one, the principal is
+    User:CN=<name>, which ACLs (here super.users) see."""
+    subprocess.run([str(ROOT / "deploy/tls/make-certs.sh"), str(certs), "ops"], check=True, capture_output=True)
+    subprocess.run([str(ROOT / "deploy/tls/make-certs.sh"), str(certs), "guest"], check=True, capture_output=True)
+    from tests.conftest import free_port, wait_port
+
+    port = free_port()
+    log = open(tmp_path / "broker.log", "wb")
+    proc = subprocess.Popen(
+        [
+            str(ROOT / ".venv/bin/kl-broker"), "start", "--id", "1", "--port", str(port),
+            "--data-dir", str(tmp_path / "d"),
+            "--override", "security.protocol=SSL", "--override", "ssl.client.auth=required",
+            "--override", f"ssl.keystore.location={certs / 'broker.pem'}",
+            "--override", f"ssl.truststore.location={certs / 'ca.pem'}",
+            "--override", "authorizer=acl", "--override", "super.users=User:CN=ops;User:CN=broker",
+        ],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+    def tls(name: str | None) -> dict:
+        kw = {"security_protocol": "SSL", "ssl_ca_location": str(certs / "ca.pem"), "request_timeout_ms": 5000}
+        if name:
+            kw |= {
+                "ssl_certificate_location": str(certs / f"{name}.crt"),
+                "ssl_key_location": str(certs / f"{name}.key"),
+            }
+        return kw
+
+    try:
+        wait_port(port, proc=proc)
+        with Admin(f"127.0.0.1:{port}", **tls("ops")) as a:  # a super user by its certificate
+            wait_until(lambda: a.create_topics([NewTopic("mtls", 1, 1)]) is None, 20, "ops creates a topic")
+            assert "mtls" in a.list_topics()
+        with Admin(f"127.0.0.1:{port}", **tls("guest")) as a:  # a valid certificate, but no ACL: sees nothing
+            assert "mtls" not in a.list_topics()
+        with pytest.raises(KafkaLiteError):  # no client certificate: the TLS handshake is refused
+            with Admin(f"127.0.0.1:{port}", **tls(None)) as a:
+                a.list_topics()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
+
+
+def test_acls_and_users_persist_in_zookeeper_mode(tmp_path_factory, certs):
+    """Credentials and ACLs are metadata records: in ZooKeeper mode too they survive a restart of the cluster."""
+    from tests.integration.zk_support import require_zookeeper
+
+    require_zookeeper()
+    h = ClusterHarness(
+        tmp_path_factory.mktemp("zk-secure"),
+        1,
+        coordination="zookeeper",
+        overrides=[
+            "security.protocol=SASL_PLAINTEXT",
+            f"sasl.enabled.mechanisms={MECH}",
+            "authorizer=acl",
+            "super.users=User:admin",
+        ],  # fmt: skip
+        extra_args=["--add-scram", f"{MECH}=[name=admin,password=admin-secret]"],
+        client_config={k: v for k, v in ours("admin", "admin-secret", certs).items() if k != "ssl_ca_location"}
+        | {"security_protocol": "SASL_PLAINTEXT"},
+    )
+    try:
+        h.start()
+        add_user(h, "zed", "zed-secret")
+        grant(h, "User:zed", AclOperation.READ, ResourceType.TOPIC, "zk-topic")
+        h.restart(1)
+        h.wait_all_registered()
+        with h.admin() as a:
+            assert a.describe_user_scram_credentials(["zed"]) == {"zed": [(MECH, 4096)]}
+            acls = a.describe_acls(AclBindingFilter(principal="User:zed"))
+        assert [(b.resource_name, b.operation) for b in acls] == [("zk-topic", AclOperation.READ)]
+    finally:
+        h.cleanup()
