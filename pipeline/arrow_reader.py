@@ -48,7 +48,7 @@ def record_batches(
     schema = schema or arrow_schema(include_headers)
     cols = _Columns(include_headers)
     # The cyclic GC would rescan the young record tuples over and over (they hold no cycles), as in
-    # client/consumer.py's decode_records: pause it while a batch is gathered, not while Spark has it.
+    # client/fetcher.py's decode_records: pause it while a batch is gathered, not while Spark has it.
     gc_was_on = gc.isenabled()
     gc.disable()
     try:

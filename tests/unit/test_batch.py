@@ -67,7 +67,7 @@ def legacy_batch(records: list, first_ts: int, codec: int = 0) -> bytes:
 
 @pytest.mark.parametrize("codec", [0, CODEC_ZSTD])
 def test_legacy_magic_1_batches_are_still_validated_and_read(codec):
-    from client.consumer import decode_records
+    from client.fetcher import decode_records
 
     raw = legacy_batch([[0, 0, b"k", b"old", None], [1, 3, None, b"older", [["h", b"x"]]]], 1000, codec)
     h = batch_fmt.validate(raw)
@@ -118,7 +118,7 @@ def test_records_are_kafka_varint_records_that_another_kafka_reader_decodes():
 def test_decoding_leaves_the_garbage_collector_alone_unless_asked(monkeypatch):
     import gc
 
-    from client.consumer import decode_records
+    from client.fetcher import decode_records
 
     calls = []
     monkeypatch.setattr(gc, "disable", lambda: calls.append("disable"))

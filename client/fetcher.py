@@ -1,0 +1,307 @@
+"""The consumer's fetcher (Kafka's Fetcher and its record decoding): one Fetch in flight per leader for every
+assigned partition it leads, one response prefetched per partition, raw record bytes decoded only when
+poll() hands them out (at most max.poll.records at a time), positions moved as they are, fetch errors
+sorted into retried (metadata refresh) and raised (from the next poll). client/consumer.py owns the
+assignment and positions' meaning (seek, reset, commit); this fetches."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections import deque
+from functools import partial
+from itertools import repeat
+from operator import itemgetter
+from typing import Awaitable, Callable
+
+from client.cluster import KafkaLiteClient
+from client.config import ConsumerConfig
+from client.topic_partition import TopicPartition
+from net import batch as batch_fmt
+from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError, error_for
+from net.protocol import ApiKey
+
+log = logging.getLogger("kafkalite.consumer")
+
+EARLIEST = -2
+LATEST = -1
+
+
+class ConsumerRecord(tuple):
+    """(topic, partition, offset, timestamp, key, value, headers), like kafka-python's namedtuple.
+
+    A tuple subclass so a whole batch is built by C-level map/zip, with no Python call per record.
+    """
+
+    __slots__ = ()
+    _fields = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+    topic = property(itemgetter(0))
+    partition = property(itemgetter(1))
+    offset = property(itemgetter(2))
+    timestamp = property(itemgetter(3))
+    key = property(itemgetter(4))
+    value = property(itemgetter(5))
+
+    @property
+    def headers(self) -> tuple:
+        return tuple(self[6]) if self[6] else ()
+
+    def __repr__(self) -> str:
+        return f"ConsumerRecord({self[0]}-{self[1]}@{self[2]}, key={self[4]!r}, value={self[5]!r})"
+
+
+_new_record = partial(tuple.__new__, ConsumerRecord)
+
+
+def decode_records(
+    topic: str, partition: int, data: bytes, position: int, pause_gc: bool = False
+) -> tuple[list[ConsumerRecord], int]:
+    """Records at or after `position` in raw fetched batches, and the next position.
+
+    With `pause_gc` (the consumer's `pause_gc_while_decoding`), Python's cyclic GC is paused while
+    the fetch is decoded: it would otherwise rescan the young records, which hold no cycles, over and
+    over (decoding is 2-3x slower with it on while an application holds many records). The GC is
+    process-wide state, so only a caller that owns the process asks for it (kl-consume, kl-perf)."""
+    paused = pause_gc and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _decode(topic, partition, data, position)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[list[ConsumerRecord], int]:
+    out: list[ConsumerRecord] = []
+    for pos, h in batch_fmt.iter_batches(data, validate_crc=True):
+        if h.next_offset <= position:
+            continue
+        if h.magic == batch_fmt.MAGIC and not h.attributes & batch_fmt.TIMESTAMP_LOG_APPEND:
+            # Kafka's records, decoded in C by aiokafka: absolute offsets and timestamps as they come.
+            batch = [
+                _new_record((topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers))
+                for r in batch_fmt.iter_records(data, pos, h)
+            ]
+            if h.base_offset < position:  # only the first batch after a seek into its middle
+                batch = [r for r in batch if r[2] >= position]
+            out += batch
+            position = h.next_offset
+            continue
+        recs = batch_fmt.records_of(data, pos, h)
+        if recs:
+            d_off, d_ts, keys, values, headers = zip(*recs)
+            if h.attributes & batch_fmt.TIMESTAMP_LOG_APPEND:
+                stamps = repeat(h.max_timestamp, len(recs))  # the broker's append time, as in Kafka
+            else:
+                stamps = map(h.first_timestamp.__add__, d_ts)
+            batch = list(
+                map(
+                    _new_record,
+                    zip(
+                        repeat(topic),
+                        repeat(partition),
+                        map(h.base_offset.__add__, d_off),
+                        stamps,
+                        keys,
+                        values,
+                        headers,
+                    ),
+                )
+            )
+            if h.base_offset < position:  # only the first batch after a seek into its middle
+                batch = [r for r in batch if r[2] >= position]
+            out += batch
+        position = h.next_offset
+    return out, position
+
+
+class PartitionFetchState:
+    """One assigned partition: its position, what was fetched ahead, what was decoded and not yet handed out."""
+
+    __slots__ = (
+        "position",
+        "fetch_position",
+        "buffer",
+        "paused",
+        "high_watermark",
+        "log_start_offset",
+        "decoded",
+        "decoded_at",
+        "decoded_next",
+    )
+
+    def __init__(self) -> None:
+        self.position: int | None = None  # next offset to hand to the application
+        self.fetch_position: int | None = None  # next offset to ask the broker for (may run ahead: prefetch)
+        self.buffer: deque[tuple[bytes, int]] = deque()  # raw fetched data waiting to be decoded
+        self.paused = False
+        self.high_watermark = -1
+        self.log_start_offset = -1
+        # One fetched chunk decoded but not yet all handed out (poll returns at most max.poll.records).
+        self.decoded: list[ConsumerRecord] = []
+        self.decoded_at = 0
+        self.decoded_next = 0
+
+    def clear(self) -> None:
+        self.buffer.clear()
+        self.decoded = []
+        self.decoded_at = 0
+
+
+class Fetcher:
+    def __init__(
+        self,
+        client: KafkaLiteClient,
+        cfg: ConsumerConfig,
+        reset: Callable[[list[TopicPartition], int], Awaitable[None]],
+    ) -> None:
+        """`reset(tps, EARLIEST|LATEST)` moves positions the consumer's way (ListOffsets, then seek)."""
+        self.client = client
+        self._reset = reset
+        self.auto_offset_reset = cfg.auto_offset_reset
+        self.fetch_min_bytes = cfg.fetch_min_bytes
+        self.fetch_max_wait_ms = cfg.fetch_max_wait_ms
+        self.fetch_max_bytes = cfg.fetch_max_bytes
+        self.max_partition_fetch_bytes = cfg.max_partition_fetch_bytes
+        self.pause_gc_while_decoding = cfg.pause_gc_while_decoding
+        self.states: dict[TopicPartition, PartitionFetchState] = {}
+        self._fetches: dict[int, asyncio.Task] = {}
+        self.data_ready = asyncio.Event()
+        self.errors: list[Exception] = []  # raised by the next poll()
+        self.closed = False
+
+    def drain(self, max_records: int) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        for tp, st in self.states.items():
+            while len(out) < max_records and not st.paused:
+                if st.decoded_at < len(st.decoded):
+                    take = st.decoded[st.decoded_at : st.decoded_at + max_records - len(out)]
+                    st.decoded_at += len(take)
+                    out += take
+                    st.position = take[-1][2] + 1 if st.decoded_at < len(st.decoded) else st.decoded_next
+                    continue
+                if not st.buffer:
+                    break
+                data, start = st.buffer.popleft()
+                if start != st.position:  # a seek happened since this was fetched
+                    continue
+                st.decoded, st.decoded_next = decode_records(
+                    tp.topic, tp.partition, data, st.position, self.pause_gc_while_decoding
+                )
+                st.decoded_at = 0
+                if not st.decoded:
+                    st.position = st.decoded_next
+            if len(out) >= max_records:
+                break
+        return out
+
+    def send_fetches(self) -> None:
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp, st in self.states.items():
+            # Prefetch one response ahead per partition: decode the current one while the next is in flight.
+            if st.fetch_position is None or st.paused or len(st.buffer) > 1:
+                continue
+            leader = self.client.metadata.leader(tp.topic, tp.partition)
+            if leader is None:
+                asyncio.ensure_future(self._refresh([tp.topic]))
+                continue
+            by_leader.setdefault(leader, []).append(tp)
+        for leader, tps in by_leader.items():
+            task = self._fetches.get(leader)
+            if task is not None and not task.done():
+                continue
+            self._fetches[leader] = asyncio.ensure_future(self._fetch(leader, tps))
+
+    async def _refresh(self, topics: list[str]) -> None:
+        try:
+            await self.client.refresh_metadata(topics)
+        except KafkaLiteError as e:
+            log.warning("metadata refresh failed: %s", e)
+            await asyncio.sleep(self.client.retry_backoff)
+
+    async def _fetch(self, leader: int, tps: list[TopicPartition]) -> None:
+        topics: dict[str, list] = {}
+        positions = {}
+        for tp in tps:
+            st = self.states[tp]
+            positions[tp] = st.fetch_position
+            topics.setdefault(tp.topic, []).append(
+                [tp.partition, st.fetch_position, self.max_partition_fetch_bytes, -1]
+            )
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": self.fetch_max_wait_ms,
+            "min_bytes": self.fetch_min_bytes,
+            "max_bytes": self.fetch_max_bytes,
+            "topics": [[t, p] for t, p in topics.items()],
+        }
+        try:
+            resp = await self.client.request(
+                leader, ApiKey.FETCH, body, timeout=self.client.request_timeout + self.fetch_max_wait_ms / 1000
+            )
+        except KafkaLiteError as e:
+            if self.closed:
+                return
+            log.warning("fetch from broker %d failed: %s", leader, e)
+            for tp in tps:
+                self.client.invalidate(tp.topic)
+            await self._refresh(list({tp.topic for tp in tps}))
+            self.data_ready.set()
+            return
+        if resp.get("error_code"):
+            self.errors.append(error_for(resp["error_code"], resp.get("error_message", "")))
+            self.data_ready.set()
+            return
+        for topic, rows in resp.get("topics", []):
+            for partition, err, hw, _lso, log_start, records, message, *_ in rows:
+                tp = TopicPartition(topic, partition)
+                st = self.states.get(tp)
+                if st is None or st.fetch_position != positions.get(tp):
+                    continue  # unassigned or sought meanwhile
+                st.high_watermark, st.log_start_offset = hw, log_start
+                if err == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    await self._handle_out_of_range(tp, st)
+                elif err:
+                    e = error_for(err, message or "")
+                    if e.retriable:
+                        self.client.invalidate(topic)
+                        await self._refresh([topic])
+                    else:
+                        self.errors.append(e)
+                elif records:
+                    st.buffer.append((records, st.fetch_position))
+                    st.fetch_position = _next_offset(records)
+        self.data_ready.set()
+
+    async def _handle_out_of_range(self, tp: TopicPartition, st: PartitionFetchState) -> None:
+        if self.auto_offset_reset == "none":
+            self.errors.append(
+                OffsetOutOfRangeError(
+                    f"offset {st.fetch_position} of {tp.topic}-{tp.partition} is out of range "
+                    f"[{st.log_start_offset}, {st.high_watermark}] and auto.offset.reset=none"
+                )
+            )
+            st.fetch_position = None
+            return
+        log.info(
+            "offset %s of %s-%d out of range; resetting to %s",
+            st.fetch_position,
+            tp.topic,
+            tp.partition,
+            self.auto_offset_reset,
+        )
+        await self._reset([tp], EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
+
+    def close(self) -> None:
+        self.closed = True
+        for t in self._fetches.values():
+            t.cancel()
+
+
+def _next_offset(records: bytes) -> int:
+    nxt = -1
+    for _, h in batch_fmt.iter_batches(records):
+        nxt = h.next_offset
+    return nxt
