@@ -301,6 +301,12 @@ def test_create_and_delete_a_topic_from_the_topics_page(env):
         box.send_keys(name)
         driver.find_element(By.CSS_SELECTOR, "#create-topic button").click()
 
+    # What the user types survives the live refreshes (the form is not redrawn under them).
+    box = driver.find_element(By.CSS_SELECTOR, "#create-topic input[name=name]")
+    box.send_keys("half-typed")
+    first = driver.find_element(By.ID, "live").text
+    wait_until(lambda: driver.find_element(By.ID, "live").text != first, 10, "a live update")
+    assert box.get_attribute("value") == "half-typed"
     submit(TOPIC)  # exists already: a one-line error on the page
     wait_until(lambda: any(f"create {TOPIC}" in e for e in cells(driver, "#errors div")), 10, "the create error")
     assert all("\n" not in e and "Traceback" not in e for e in cells(driver, "#errors div"))

@@ -117,26 +117,32 @@
       {key: "name", label: "Topic"}, {key: "partitions", label: "Partitions", num: 1}, {key: "rf", label: "Replication", num: 1},
       {key: "size", label: "Size on disk", num: 1}, {key: "records", label: "Records", num: 1},
       {key: "in", label: "Msgs/s in", num: 1}, {key: "out", label: "Bytes/s out", num: 1}, {key: "urp", label: "Under-replicated", num: 1}]);
-    let h = `<h2>Topics</h2><form class="inline" id="create-topic"><input name="name" placeholder="new topic" required>` +
-      `<input name="partitions" type="number" min="1" value="3" style="width:5em" title="partitions">` +
-      `<input name="replication_factor" type="number" min="1" value="${Math.min(3, snap.brokers.length) || 1}" style="width:5em" title="replication factor">` +
-      `<button>Create</button></form><table id="topics"><tr>${s.head}<th></th></tr>`;
+    // The create form is built once per visit and kept across live refreshes, so what the user is typing
+    // survives; only the table is redrawn.
+    if (!main.querySelector("#create-topic")) {
+      main.innerHTML = `<h2>Topics</h2><form class="inline" id="create-topic"><input name="name" placeholder="new topic" required>` +
+        `<input name="partitions" type="number" min="1" value="3" style="width:5em" title="partitions">` +
+        `<input name="replication_factor" type="number" min="1" value="${Math.min(3, snap.brokers.length) || 1}" style="width:5em" title="replication factor">` +
+        `<button>Create</button></form><table id="topics"></table>`;
+      main.querySelector("#create-topic").addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const f = new FormData(ev.target);
+        const ok = await api("POST", "/api/topics", {name: f.get("name"), partitions: +f.get("partitions"),
+                                                     replication_factor: +f.get("replication_factor")});
+        if (ok) ev.target.reset();
+      });
+    }
+    let h = `<tr>${s.head}<th></th></tr>`;
     for (const r of s.rows) {
       h += `<tr data-topic="${esc(r.name)}" class="${r.urp ? "urp" : ""}"><td><a href="/topics/${encodeURIComponent(r.name)}">${esc(r.name)}</a></td>` +
         `<td class="num">${r.partitions}</td><td class="num">${r.rf}</td><td class="num">${fmtBytes(r.size)}</td>` +
         `<td class="num">${fmtNum(r.records)}</td><td class="num">${fmtRate(r.in)}</td><td class="num">${fmtRate(r.out)}</td>` +
         `<td class="num">${r.urp}</td><td><button data-delete="${esc(r.name)}">Delete</button></td></tr>`;
     }
-    main.innerHTML = h + "</table>";
-    bindSort(main.querySelector("#topics"), "topics");
-    main.querySelector("#create-topic").addEventListener("submit", async (ev) => {
-      ev.preventDefault();
-      const f = new FormData(ev.target);
-      const ok = await api("POST", "/api/topics", {name: f.get("name"), partitions: +f.get("partitions"),
-                                                   replication_factor: +f.get("replication_factor")});
-      if (ok) ev.target.reset();
-    });
-    main.querySelectorAll("button[data-delete]").forEach((b) => b.addEventListener("click", async () => {
+    const table = main.querySelector("#topics");
+    table.innerHTML = h;
+    bindSort(table, "topics");
+    table.querySelectorAll("button[data-delete]").forEach((b) => b.addEventListener("click", async () => {
       if (confirm(`Delete topic ${b.dataset.delete}?`)) await api("DELETE", "/api/topics/" + encodeURIComponent(b.dataset.delete));
     }));
   }
