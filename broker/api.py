@@ -516,8 +516,11 @@ class KafkaApis:
                 brokers.append([bid, CLUSTER_DENIED, msg, {}])
                 continue
             defaults = {d.name: (d.default, d.doc) for d in self.config.describe_keys()}
+            secret = self.config.sensitive_keys()
+            # [value, is_default, doc, is_sensitive]: a secret's value is never sent (Kafka sends null).
             rows = {
-                k: [v, v == defaults.get(k, ("", ""))[0], defaults.get(k, ("", ""))[1]]
+                k: [None if k in secret else v, v == defaults.get(k, ("", ""))[0], defaults.get(k, ("", ""))[1]]
+                + [k in secret]
                 for k, v in sorted(self.config.to_props().items())
             }
             brokers.append([bid, 0, None, rows])

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -39,6 +40,17 @@ async def _run(cfg: BrokerConfig) -> None:
 @click.group()
 def main() -> None:
     """Kafka Lite broker."""
+
+
+OVERRIDE_OPTION = click.option(
+    "--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable."
+)
+
+
+def add_scram_option(help_text: str) -> Callable:
+    return click.option(
+        "--add-scram", "add_scram", multiple=True, metavar="'SCRAM-SHA-256=[name=admin,password=...]'", help=help_text
+    )
 
 
 @main.command()
@@ -75,14 +87,8 @@ def main() -> None:
     default=None,
     help="A server.properties file; command-line options override it.",
 )
-@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable.")
-@click.option(
-    "--add-scram",
-    "add_scram",
-    multiple=True,
-    metavar="'SCRAM-SHA-256=[name=admin,password=...]'",
-    help="On an empty data dir: a first SCRAM user of the new cluster (kafka-storage.sh format --add-scram).",
-)
+@OVERRIDE_OPTION
+@add_scram_option("On an empty data dir: a first SCRAM user of the new cluster (kafka-storage.sh format --add-scram).")
 @click.option("--log-level", default="INFO", show_default=True)
 def start(
     broker_id,
@@ -120,7 +126,10 @@ def start(
         from broker.security.bootstrap import format_bootstrap
 
         try:
-            format_bootstrap(Path(cfg.log_dirs[0]), list(add_scram))
+            if not format_bootstrap(Path(cfg.log_dirs[0]), list(add_scram)):
+                logging.getLogger("kafkalite.security").warning(
+                    "%s is already formatted: --add-scram ignored (manage users with kl-configs)", cfg.log_dirs[0]
+                )
         except (ValueError, KafkaLiteError) as e:
             raise click.ClickException(f"--add-scram: {e}") from None
     try:
@@ -135,6 +144,43 @@ def start(
         raise click.ClickException(
             f"{e.strerror or e} ({getattr(e, 'filename', '') or cfg.host + ':' + str(cfg.port)})"
         ) from None
+
+
+@main.command()
+@click.option(
+    "--config", "config_file", type=click.Path(path_type=Path), required=True, help="The broker's server.properties."
+)
+@OVERRIDE_OPTION
+@add_scram_option("A first SCRAM user of the new cluster, repeatable.")
+@click.option(
+    "--add-scram-file",
+    "scram_file",
+    type=click.File("r"),
+    default=None,
+    help="--add-scram specs, one per line, from a file ('-': stdin), so that no password is on a command line.",
+)
+@click.option("--ignore-formatted", is_flag=True, help="A data dir already in use is left as it is, not an error.")
+def format(  # noqa: A001 - kafka-storage.sh's verb
+    config_file: Path, overrides: tuple[str, ...], add_scram: tuple[str, ...], scram_file, ignore_formatted: bool
+) -> None:
+    """Prepare an empty data dir with the new cluster's first users (kafka-storage.sh format)."""
+    from broker.security.bootstrap import format_bootstrap
+
+    specs = list(add_scram)
+    if scram_file is not None:
+        specs += [line.strip() for line in scram_file if line.strip() and not line.lstrip().startswith("#")]
+    try:
+        cfg = BrokerConfig.from_props(_props(config_file, overrides, {}))
+        log_dir = Path(cfg.log_dirs[0])
+        formatted = format_bootstrap(log_dir, specs)
+    except (ValueError, KafkaLiteError, OSError) as e:
+        raise click.ClickException(f"format: {e}") from None
+    if not formatted:
+        if not ignore_formatted:
+            raise click.ClickException(f"{log_dir} is already formatted (use --ignore-formatted to leave it so)")
+        click.echo(f"{log_dir} is already formatted: left as it is")
+        return
+    click.echo(f"Formatted {log_dir} with {len(specs)} SCRAM credential(s)")
 
 
 def _props(config_file: Path | None, overrides: tuple[str, ...], flags: dict[str, object]) -> dict[str, str]:
@@ -168,9 +214,12 @@ def configs(config_file: Path | None, overrides: tuple[str, ...], keys: bool) ->
         raise click.ClickException(str(e)) from None
     effective = cfg.to_props() | {b: cfg.topic_config_defaults().to_props()[t] for b, t in TOPIC_DEFAULT_KEYS.items()}
     click.echo(f"All configs for broker {cfg.broker_id} are:")
+    secret = cfg.sensitive_keys()
     for name, value in sorted(effective.items()):
         source = "STATIC_BROKER_CONFIG" if name in given else "DEFAULT_CONFIG"
-        click.echo(f"  {name}={value} sensitive=false synonyms={{{source}:{name}={value}}}")
+        if name in secret:  # as kafka-configs.sh prints a password: never its value
+            value = "null"
+        click.echo(f"  {name}={value} sensitive={str(name in secret).lower()} synonyms={{{source}:{name}={value}}}")
 
 
 if __name__ == "__main__":

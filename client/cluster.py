@@ -240,6 +240,8 @@ class KafkaLiteClient:
             tm = self.metadata.topics.get(topic)
             if tm is None or tm.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+            if tm.error:  # e.g. TOPIC_AUTHORIZATION_FAILED: the reason, not "it has 0 partitions"
+                raise error_for(tm.error, f"topic {topic!r}")
             if partition not in tm.partitions:
                 raise error_for(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -86,9 +86,12 @@ def key(
     *,
     ge: float | None = None,
     le: float | None = None,
+    sensitive: bool = False,
 ) -> Any:
-    """A config key: Kafka's `name`, its default, bounds, and the line the docs show."""
-    return Field(default, alias=name, ge=ge, le=le, description=doc)
+    """A config key: Kafka's `name`, its default, bounds, and the line the docs show. A `sensitive` key
+    (Kafka's PASSWORD type) is never shown: describe output gives no value and sensitive=true."""
+    extra = {"sensitive": True} if sensitive else None
+    return Field(default, alias=name, ge=ge, le=le, description=doc, json_schema_extra=extra)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,13 @@ class ConfigDef(BaseModel):
     def to_props(self) -> dict[str, str]:
         """Every key with its value as Kafka writes it (booleans as true/false)."""
         return {name: format_value(getattr(self, attr)) for name, attr in self.kafka_names().items()}
+
+    @classmethod
+    def sensitive_keys(cls) -> frozenset[str]:
+        """Kafka names of the keys whose values are secrets (passwords, JAAS logins)."""
+        return frozenset(
+            f.alias for f in cls.model_fields.values() if f.alias and (f.json_schema_extra or {}).get("sensitive")
+        )
 
     @classmethod
     def kafka_names(cls) -> dict[str, str]:

@@ -10,7 +10,6 @@ then on users are managed with `kl-configs --entity-type users`.
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from broker.log.checkpoint import atomic_write
 from broker.security.scram import make_credential, parse_scram_config
 
 BOOTSTRAP_FILE = "bootstrap.records"
-log = logging.getLogger("kafkalite.security")
 
 
 def scram_records(specs: list[str]) -> list[dict[str, Any]]:
@@ -31,10 +29,9 @@ def scram_records(specs: list[str]) -> list[dict[str, Any]]:
 
 
 def format_bootstrap(log_dir: Path, specs: list[str]) -> bool:
-    """Write the bootstrap records into an empty `log_dir`. False (and a warning) when it is in use."""
+    """Write the bootstrap records into an empty `log_dir`. False when it is in use (left as it is)."""
     records = scram_records(specs)  # validate even when ignored: a typo must not pass unnoticed
     if log_dir.exists() and any(p for p in log_dir.iterdir() if not p.name.startswith(".")):
-        log.warning("%s is already formatted: --add-scram ignored (manage users with kl-configs)", log_dir)
         return False
     log_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(log_dir / BOOTSTRAP_FILE, json.dumps(records))

@@ -67,6 +67,7 @@ class SecurityKeys(ConfigDef):
         "sasl.jaas.config",
         None,
         'This broker\'s login to other brokers on a SASL listener: ... required username="broker" password="...";',
+        sensitive=True,
     )
     sasl_server_max_receive_size: Int = key(
         "sasl.server.max.receive.size", 524288, "Largest SASL token accepted before authentication.", ge=1
@@ -89,7 +90,9 @@ class SecurityKeys(ConfigDef):
     ssl_keystore_location: OptStr = key(
         "ssl.keystore.location", None, "PEM file with this broker's private key and certificate chain."
     )
-    ssl_key_password: OptStr = key("ssl.key.password", None, "Password of the private key, if encrypted.")
+    ssl_key_password: OptStr = key(
+        "ssl.key.password", None, "Password of the private key, if encrypted.", sensitive=True
+    )
     ssl_truststore_type: choice("PEM", normalize=str.upper) = key(  # type: ignore[valid-type]
         "ssl.truststore.type", "PEM", "Format of ssl.truststore.location."
     )

@@ -9,7 +9,7 @@ REPO_ROOT=$(cd "$AZ_DIR/../.." && pwd)
 NODE_DIR=$REPO_ROOT/deploy/node
 NODE_SCRIPTS=(common.sh install.sh upgrade.sh wait-isr.sh status.sh)
 CONFIG=${KL_AZURE_CONFIG:-$AZ_DIR/cluster.env}
-DRY_RUN=0
+DRY_RUN=0 INSECURE=0
 # where install.sh puts its copies of the node scripts on a VM
 REMOTE_NODE_DIR=/opt/kafkalite/node
 # COORDINATION=zookeeper: ZooKeeper's client, follower and election ports (deploy/node/common.sh's
@@ -67,6 +67,7 @@ common_options() {
         shift
         ;;
       --dry-run) DRY_RUN=1 ;;
+      --insecure) INSECURE=1 ;;
       -h | --help)
         usage
         exit 0
@@ -83,7 +84,7 @@ load_config() {
   RESOURCE_GROUP="" LOCATION="" VM_SIZE="" VM_COUNT="" ADMIN_USER="" ALLOWED_SSH_SOURCE=""
   BROKER_PORT="" COORDINATION="" SSH_PUBLIC_KEY="" SSH_PRIVATE_KEY="" VM_IMAGE="" NAME_PREFIX=""
   VNET_PREFIX="" SUBNET_PREFIX="" PRIVATE_IP_BASE="" PRIVATE_IP_START="" DNS_PREFIX="" SSH_HOSTS=""
-  BROKER_OVERRIDES="" PACKAGE="" BUILD_DIR="" ZOOKEEPER_COUNT="" METRICS_PORT=""
+  BROKER_OVERRIDES="" PACKAGE="" BUILD_DIR="" ZOOKEEPER_COUNT="" METRICS_PORT="" SECURITY="" SECRETS_DIR=""
   # shellcheck source=cluster.env
   source "$CONFIG"
   local var
@@ -100,6 +101,15 @@ load_config() {
   PRIVATE_IP_START=${PRIVATE_IP_START:-11}
   DNS_PREFIX=${DNS_PREFIX:-$(printf '%s-%s' "$NAME_PREFIX" "$RESOURCE_GROUP" | tr 'A-Z_.' 'a-z--')}
   BUILD_DIR=${BUILD_DIR:-$AZ_DIR/.build}
+  SECURITY=${SECURITY:-SASL_SSL}
+  if [ "$INSECURE" = 1 ]; then
+    SECURITY=PLAINTEXT
+  fi
+  case $SECURITY in
+    SASL_SSL | PLAINTEXT) ;;
+    *) die "$CONFIG: SECURITY must be SASL_SSL or PLAINTEXT, got '$SECURITY'" ;;
+  esac
+  SECRETS_DIR=${SECRETS_DIR:-$HOME/.kafkalite/$RESOURCE_GROUP}
   read -r -a OVERRIDES <<<"$BROKER_OVERRIDES"
   read -r -a SSH_HOST_LIST <<<"$SSH_HOSTS"
 

@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 usage() {
   cat <<'EOF'
-Usage: deploy/azure/deploy.sh [--initial] [--wheel FILE] [--timeout SECONDS] [--config FILE] [--dry-run]
+Usage: deploy/azure/deploy.sh [--initial] [--wheel FILE] [--timeout SECONDS] [--config FILE] [--insecure] [--dry-run]
 
 Builds a wheel (python3 -m pip wheel), copies it and deploy/node/*.sh to each VM, then:
   (default)   a rolling upgrade: one VM at a time, upgrade.sh checks the cluster is healthy, stops
@@ -16,10 +16,15 @@ Builds a wheel (python3 -m pip wheel), copies it and deploy/node/*.sh to each VM
               it is back in every ISR; a failed step stops the rollout there.
   --initial   the first deployment after provision.sh: waits for cloud-init, installs the wheel
               and starts the broker on every VM, then waits until all brokers form a cluster.
+              With SECURITY=SASL_SSL (the default) it first makes the cluster's CA, each
+              broker's certificate and the admin and broker passwords here, in SECRETS_DIR
+              (deploy/tls/cluster-secrets.sh), copies each VM its own over ssh into a 0700
+              directory, which install.sh takes in and which is deleted right after.
 
   --wheel FILE        deploy this wheel instead of building one
   --timeout SECONDS   for each wait on a VM (default 600)
   --config FILE       the config (default: deploy/azure/cluster.env, or $KL_AZURE_CONFIG)
+  --insecure          PLAINTEXT brokers (SECURITY=PLAINTEXT): for labs only
   --dry-run           print the commands (build, ssh, scp), run nothing
   -h, --help          this help
 EOF
@@ -76,12 +81,32 @@ for ((i = 1; i <= VM_COUNT; i++)); do
   copy_to_vm "$i" "$REMOTE_DIR" "$WHEEL" "${node_files[@]}"
 done
 
+# --- the cluster's secrets (SASL_SSL), made and kept here ---------------------------------------------
+if [ "$INITIAL" = 1 ] && [ "$SECURITY" = SASL_SSL ]; then
+  specs=()
+  for ((i = 1; i <= VM_COUNT; i++)); do
+    specs+=("$i=$(vm_private_ip "$i"),$(vm_name "$i")")
+  done
+  step "the cluster's CA, certificates and passwords in $SECRETS_DIR (kept on this machine only)"
+  run bash "$REPO_ROOT/deploy/tls/cluster-secrets.sh" "$SECRETS_DIR" "${specs[@]}"
+fi
+
 # --- install ---------------------------------------------------------------------------------------
 if [ "$INITIAL" = 1 ]; then
   for ((i = 1; i <= VM_COUNT; i++)); do
     step "broker $i: waiting for cloud-init, then installing and starting"
     on_vm "$i" cloud-init status --wait
-    on_vm "$i" sudo bash "$REMOTE_DIR/install.sh" --reuse-config --package "$REMOTE_WHEEL"
+    install=(sudo bash "$REMOTE_DIR/install.sh" --reuse-config --package "$REMOTE_WHEEL")
+    if [ "$SECURITY" = SASL_SSL ]; then
+      # over ssh, never in cloud-init: into a directory only the admin user can read, taken in by
+      # install.sh (root and the broker's user only), then deleted whatever install.sh did
+      secrets=$REMOTE_DIR/secrets
+      on_vm_sh "$i" "install -d -m 700 $secrets"
+      copy_to_vm "$i" "$secrets" "$SECRETS_DIR/broker-$i"/{ca.pem,broker.pem,admin.password,broker.password}
+      on_vm_sh "$i" "$(shjoin "${install[@]}" --secrets-dir "$secrets"); rc=\$?; rm -rf $secrets; exit \$rc"
+    else
+      on_vm "$i" "${install[@]}" --insecure
+    fi
   done
   step "waiting until every broker answers and every partition is fully replicated"
   on_vm 1 sudo bash "$REMOTE_DIR/wait-isr.sh" --until healthy --timeout "$TIMEOUT"
@@ -96,3 +121,6 @@ fi
 
 on_vm 1 sudo bash "$REMOTE_DIR/status.sh"
 finish "deployed $(basename "$WHEEL") to $VM_COUNT brokers"
+if [ "$SECURITY" = SASL_SSL ] && [ "$DRY_RUN" = 0 ]; then
+  step "the admin's login: --command-config $SECRETS_DIR/admin.properties (a super user; kl-acls grants others)"
+fi

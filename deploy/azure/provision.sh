@@ -10,15 +10,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 usage() {
   cat <<'EOF'
-Usage: deploy/azure/provision.sh [--config FILE] [--dry-run]
+Usage: deploy/azure/provision.sh [--config FILE] [--insecure] [--dry-run]
 
 Creates the resource group, NSG, vnet/subnet and VMs that cluster.env describes; each VM's
 cloud-init installs the broker (deploy/node/install.sh: user, venv, config, kl-broker.service),
 and with COORDINATION=zookeeper, on the first ZOOKEEPER_COUNT VMs, a ZooKeeper server of the
 ensemble (kl-zookeeper.service; ports 2181, 2888 and 3888 open inside the vnet only).
-Then run deploy.sh --initial to build and start the brokers.
+Then run deploy.sh --initial to build and start the brokers. The brokers are secured (SASL_SSL,
+ACLs): cloud-init carries no secret, so they start once deploy.sh --initial has delivered theirs.
 
   --config FILE   the config (default: deploy/azure/cluster.env, or $KL_AZURE_CONFIG)
+  --insecure      PLAINTEXT brokers, no logins (SECURITY=PLAINTEXT): for labs only
   --dry-run       print the az commands, run nothing (the cloud-init files are still written)
   -h, --help      this help
 EOF
@@ -48,6 +50,9 @@ cloud_init() {
   if [ "$COORDINATION" = zookeeper ]; then
     # the same list on every VM: install.sh runs server i on the VM whose address it names
     args+=(--zookeeper-servers "$(zookeeper_servers)")
+  fi
+  if [ "$SECURITY" = PLAINTEXT ]; then
+    args+=(--insecure)
   fi
   for a in ${OVERRIDES[@]+"${OVERRIDES[@]}"}; do
     args+=(--override "$a")

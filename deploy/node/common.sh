@@ -49,6 +49,10 @@ kl_paths() {
   KL_CONF_DIR=$root/etc/kafkalite
   KL_NODE_ENV=$KL_CONF_DIR/node.env
   KL_PROPERTIES=$KL_CONF_DIR/server.properties
+  # SASL_SSL (the default): the cluster CA, this broker's key and certificate, and the passwords,
+  # readable by root and the service user only; the admin's client config, by root only.
+  KL_SECRETS_DIR=$KL_CONF_DIR/secrets
+  KL_CLIENT_CONFIG=$KL_CONF_DIR/admin.properties
   KL_STATE_DIR=$root/var/lib/kafkalite
   KL_DATA_DIR=$KL_STATE_DIR/data
   KL_PIDFILE=$KL_STATE_DIR/kl-broker.pid
@@ -71,6 +75,15 @@ kl_load_env() {
   [ -f "$KL_NODE_ENV" ] || die "no $KL_NODE_ENV: run install.sh first${KL_ROOT:+ (with --root $KL_ROOT)}"
   # shellcheck source=/dev/null
   source "$KL_NODE_ENV"
+}
+
+# The node scripts' CLIs log in as the admin when the cluster is secured (install.sh wrote its
+# client config): sets KL_CLIENT_ARGS to (--command-config FILE), or to nothing.
+kl_client_args() {
+  KL_CLIENT_ARGS=()
+  if [ -f "$KL_CLIENT_CONFIG" ]; then
+    KL_CLIENT_ARGS=(--command-config "$KL_CLIENT_CONFIG")
+  fi
 }
 
 # "1@h1:9092,2@h2:9092" -> "h1:9092,h2:9092"

@@ -2,8 +2,10 @@
 # Install (or reconfigure) one Kafka Lite broker on this host: the kafkalite user, a venv with the
 # package, the data dir, server.properties, a launcher and kl-broker.service; with
 # --coordination zookeeper on a host of --zookeeper-servers, also a ZooKeeper server of the ensemble
-# (zoo.cfg, myid, a launcher and kl-zookeeper.service). Idempotent: a second run with the same
-# arguments changes nothing. Runs on each VM (cloud-init, deploy.sh, upgrade.sh).
+# (zoo.cfg, myid, a launcher and kl-zookeeper.service). Secured by default: SASL_SSL on every
+# listener and between brokers, ACLs on, with the TLS material and passwords of --secrets-dir; the
+# first start creates the admin and broker users. Idempotent: a second run with the same arguments
+# changes nothing. Runs on each VM (cloud-init, deploy.sh, upgrade.sh).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
@@ -25,6 +27,17 @@ Broker:
   --override KEY=VALUE   any server.properties key, repeatable (replaces the earlier overrides)
   --coordination MODE    builtin (the brokers elect their controller; default) or zookeeper
   --user NAME            service user, created if missing (default: kafkalite)
+
+Security (docs/SECURITY.md; the default is SASL_SSL, authorizer=acl):
+  --secrets-dir DIR      this broker's TLS material and the cluster's passwords, as
+                         deploy/tls/cluster-secrets.sh makes them: ca.pem, broker.pem (key and
+                         certificate), admin.password, broker.password. Copied to
+                         ROOT/etc/kafkalite/secrets (root and the service user only); delete DIR
+                         afterwards. Until they are there the broker is set up but not started.
+                         The first start creates the SCRAM users admin (a super user, for the
+                         operator) and broker (how brokers log in to each other); the node scripts
+                         log in as admin with ROOT/etc/kafkalite/admin.properties (root only).
+  --insecure             PLAINTEXT, no logins, no ACLs: for labs on a closed network only
 
 ZooKeeper (--coordination zookeeper; server.properties gets coordination and zookeeper.connect):
   --zookeeper-servers LIST
@@ -64,7 +77,7 @@ EOF
 
 A_ROOT="" A_ID="" A_PEERS="" A_HOST="" A_PORT="" A_USER="" A_COORD="" A_PACKAGE="" A_WHEELHOUSE=""
 A_DEPS_FROM="" A_PYTHON="" A_OVERRIDES=() OVERRIDES_GIVEN=0 NO_SYSTEMD="" NO_START=0 REUSE=0
-A_ZK_SERVERS="" A_ZK_ID="" A_ZK_CONNECT=""
+A_ZK_SERVERS="" A_ZK_ID="" A_ZK_CONNECT="" A_SECRETS="" A_INSECURE=""
 while [ $# -gt 0 ]; do
   case $1 in
     --id)
@@ -129,6 +142,11 @@ while [ $# -gt 0 ]; do
       A_ROOT=$(arg "$@")
       shift
       ;;
+    --secrets-dir)
+      A_SECRETS=$(arg "$@")
+      shift
+      ;;
+    --insecure) A_INSECURE=1 ;;
     --no-systemd) NO_SYSTEMD=1 ;;
     --no-start) NO_START=1 ;;
     --reuse-config) REUSE=1 ;;
@@ -150,6 +168,7 @@ kl_paths "$A_ROOT"
 # Settings: the arguments, else (with --reuse-config) the last install's, else the defaults.
 KL_BROKER_ID="" KL_PEERS="" KL_HOST="" KL_PORT="" KL_USER="" KL_COORDINATION="" KL_WHEELHOUSE=""
 KL_DEPS_FROM="" KL_PYTHON="" KL_SYSTEMD="" KL_OVERRIDES=() KL_ZK_SERVERS="" KL_ZK_ID="" KL_ZK_CONNECT=""
+KL_SECURITY=""
 if [ "$REUSE" = 1 ]; then
   kl_load_env
 fi
@@ -163,6 +182,14 @@ KL_ZK_CONNECT=${A_ZK_CONNECT:-$KL_ZK_CONNECT}
 KL_WHEELHOUSE=${A_WHEELHOUSE:-$KL_WHEELHOUSE}
 KL_DEPS_FROM=${A_DEPS_FROM:-$KL_DEPS_FROM}
 KL_PYTHON=${A_PYTHON:-${KL_PYTHON:-python3}}
+if [ -n "$A_INSECURE" ] && [ -n "$A_SECRETS" ]; then
+  die "--secrets-dir and --insecure do not go together"
+elif [ -n "$A_INSECURE" ]; then
+  KL_SECURITY=PLAINTEXT
+elif [ -n "$A_SECRETS" ]; then
+  KL_SECURITY=SASL_SSL
+fi
+KL_SECURITY=${KL_SECURITY:-SASL_SSL}
 if [ -n "$NO_SYSTEMD" ]; then
   KL_SYSTEMD=no
 else
@@ -198,6 +225,25 @@ for o in ${KL_OVERRIDES[@]+"${KL_OVERRIDES[@]}"}; do
   [[ $o == ?*=* ]] || die "--override expects KEY=VALUE, got '$o'"
   [[ $o != *$'\n'* ]] || die "--override values are one line"
 done
+
+# The secrets this run brings (--secrets-dir): every file there, each password one line that can
+# go into a JAAS string and a SCRAM spec.
+SECRET_FILES=(ca.pem broker.pem admin.password broker.password)
+if [ -n "$A_SECRETS" ]; then
+  [ -d "$A_SECRETS" ] || die "--secrets-dir: no directory $A_SECRETS"
+  for f in "${SECRET_FILES[@]}"; do
+    [ -s "$A_SECRETS/$f" ] || die "--secrets-dir: no $f in $A_SECRETS (deploy/tls/cluster-secrets.sh makes it)"
+  done
+  if ! grep -q "PRIVATE KEY-----" "$A_SECRETS/broker.pem" || ! grep -q "BEGIN CERTIFICATE" "$A_SECRETS/broker.pem"; then
+    die "--secrets-dir: broker.pem must hold the broker's private key and certificate (PEM)"
+  fi
+  grep -q "BEGIN CERTIFICATE" "$A_SECRETS/ca.pem" || die "--secrets-dir: ca.pem is not a PEM certificate"
+  for f in admin.password broker.password; do
+    if [ "$(wc -l <"$A_SECRETS/$f")" -gt 1 ] || ! [[ $(cat "$A_SECRETS/$f") =~ ^[A-Za-z0-9._~+/=@%:-]{12,}$ ]]; then
+      die "--secrets-dir: $f must be one line of at least 12 letters, digits or ._~+/=@%:-"
+    fi
+  done
+fi
 
 # coordination=zookeeper (broker/config.py: `coordination`, `zookeeper.connect`): which ZooKeeper
 # server, if any, this host runs (ZK_ID), and what the broker connects to (ZK_CONNECT).
@@ -246,26 +292,34 @@ changed() {
   note "$*"
 }
 
-# Writes stdin to $1 with mode $2 unless it already has exactly that content and mode, so that a
-# second run leaves files (and their mtimes) untouched.
+# Writes stdin to $1 with mode $2 (and owner $3, if given) unless it already has exactly that content,
+# mode and owner, so that a second run leaves files (and their mtimes) untouched.
 # (The new content is compared from a scratch dir: even a temporary file in the target's
 # directory would change that directory's mtime.)
 SCRATCH=$(mktemp -d)
 trap 'rm -rf "$SCRATCH"' EXIT
 put_file() {
-  local path=$1 mode=$2 tmp
+  local path=$1 mode=$2 owner=${3:-} tmp
   cat >"$SCRATCH/new"
   if [ -f "$path" ] && cmp -s "$SCRATCH/new" "$path"; then
     if [ "$(stat -c %a "$path")" != "$mode" ]; then
       chmod "$mode" "$path"
       changed "chmod $mode $path"
     fi
+    if [ -n "$owner" ] && [ "$(stat -c %U:%G "$path")" != "$owner" ]; then
+      chown "$owner" "$path"
+      changed "chown $owner $path"
+    fi
     return 0
   fi
-  # atomically: a reader (or a crash) sees the old file or the new one, never half of one
+  # atomically: a reader (or a crash) sees the old file or the new one, never half of one; a secret
+  # is never readable by others, not even for a moment (mktemp makes the file 0600)
   tmp=$(mktemp "$path.XXXXXX")
-  cat "$SCRATCH/new" >"$tmp"
+  if [ -n "$owner" ]; then
+    chown "$owner" "$tmp"
+  fi
   chmod "$mode" "$tmp"
+  cat "$SCRATCH/new" >"$tmp"
   mv -f "$tmp" "$path"
   changed "wrote $path"
 }
@@ -366,6 +420,37 @@ fi
 
 # --- 3. configuration, launcher, node scripts --------------------------------------------------------
 
+# SASL_SSL: the secrets, then what server.properties and the admin's client config say about them.
+HAVE_SECRETS=1
+PROPS_MODE=644 PROPS_OWNER=""
+if [ "$KL_SECURITY" = SASL_SSL ]; then
+  put_dir "$KL_SECRETS_DIR" 750 "$(id -un):$KL_GROUP"
+  for f in ${A_SECRETS:+"${SECRET_FILES[@]}"}; do
+    case $f in
+      admin.password) put_file "$KL_SECRETS_DIR/$f" 600 "$ROOT_OWNER" <"$A_SECRETS/$f" ;;
+      *) put_file "$KL_SECRETS_DIR/$f" 640 "$(id -un):$KL_GROUP" <"$A_SECRETS/$f" ;;
+    esac
+  done
+  for f in "${SECRET_FILES[@]}"; do
+    [ -s "$KL_SECRETS_DIR/$f" ] || HAVE_SECRETS=0
+  done
+  # server.properties holds the broker's password (sasl.jaas.config): root and the service user only
+  PROPS_MODE=640 PROPS_OWNER="$(id -un):$KL_GROUP"
+fi
+if [ "$HAVE_SECRETS" = 1 ] && [ "$KL_SECURITY" = SASL_SSL ]; then
+  BROKER_PASSWORD=$(cat "$KL_SECRETS_DIR/broker.password")
+  ADMIN_PASSWORD=$(cat "$KL_SECRETS_DIR/admin.password")
+  {
+    echo "# Written by deploy/node/install.sh: the admin's login, for the node scripts and the operator"
+    echo "# (kl-topics --command-config $KL_CLIENT_CONFIG). Root only."
+    echo "security.protocol=SASL_SSL"
+    echo "sasl.mechanism=SCRAM-SHA-256"
+    echo "sasl.username=admin"
+    echo "sasl.password=$ADMIN_PASSWORD"
+    echo "ssl.ca.location=$KL_SECRETS_DIR/ca.pem"
+  } | put_file "$KL_CLIENT_CONFIG" 600 "$ROOT_OWNER"
+fi
+
 {
   echo "# Written by deploy/node/install.sh: rerun it to change this file (edits are overwritten)."
   echo "broker.id=$KL_BROKER_ID"
@@ -379,16 +464,29 @@ fi
     echo "coordination=zookeeper"
     echo "zookeeper.connect=$ZK_CONNECT"
   fi
+  if [ "$KL_SECURITY" = SASL_SSL ]; then
+    echo "# SASL_SSL on every listener and between brokers; ACLs, with admin and the brokers as super users"
+    echo "security.protocol=SASL_SSL"
+    echo "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512"
+    echo "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256"
+    if [ "$HAVE_SECRETS" = 1 ]; then
+      echo "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"$BROKER_PASSWORD\";"
+    fi
+    echo "ssl.keystore.location=$KL_SECRETS_DIR/broker.pem"
+    echo "ssl.truststore.location=$KL_SECRETS_DIR/ca.pem"
+    echo "authorizer=acl"
+    echo "super.users=User:admin;User:broker"
+  fi
   for o in ${KL_OVERRIDES[@]+"${KL_OVERRIDES[@]}"}; do
     echo "$o"
   done
-} | put_file "$KL_PROPERTIES" 644
+} | put_file "$KL_PROPERTIES" "$PROPS_MODE" "$PROPS_OWNER"
 
 {
   echo "# Written by deploy/node/install.sh: the settings it was given (install.sh --reuse-config,"
   echo "# upgrade.sh, wait-isr.sh and status.sh read them)."
   for var in KL_BROKER_ID KL_HOST KL_PORT KL_PEERS KL_USER KL_COORDINATION KL_ZK_SERVERS KL_ZK_ID \
-    KL_ZK_CONNECT KL_PYTHON KL_WHEELHOUSE KL_DEPS_FROM KL_SYSTEMD; do
+    KL_ZK_CONNECT KL_PYTHON KL_WHEELHOUSE KL_DEPS_FROM KL_SYSTEMD KL_SECURITY; do
     printf '%s=%q\n' "$var" "${!var}"
   done
   printf 'KL_OVERRIDES=('
@@ -418,6 +516,19 @@ for f in "${KL_NODE_SCRIPTS[@]}"; do
     put_file "$KL_PREFIX/node/$f" "$mode" <"$HERE/$f"
   fi
 done
+
+# The new cluster's first users, on an empty data dir (kafka-storage.sh format --add-scram): the
+# first controller commits them with the cluster's first record. Passwords go through stdin, never
+# a command line.
+if [ "$KL_SECURITY" = SASL_SSL ] && [ "$HAVE_SECRETS" = 1 ] && [ "$HAVE_PACKAGE" = 1 ] &&
+  [ -z "$(ls -A "$KL_DATA_DIR")" ]; then
+  printf '%s\n' "SCRAM-SHA-256=[name=admin,password=$ADMIN_PASSWORD]" "SCRAM-SHA-512=[name=admin,password=$ADMIN_PASSWORD]" \
+    "SCRAM-SHA-256=[name=broker,password=$BROKER_PASSWORD]" "SCRAM-SHA-512=[name=broker,password=$BROKER_PASSWORD]" |
+    "$KL_VENV/bin/kl-broker" format --config "$KL_PROPERTIES" --add-scram-file - >/dev/null ||
+    die "kl-broker format failed"
+  chown -R "$KL_USER:$KL_GROUP" "$KL_DATA_DIR"
+  changed "formatted $KL_DATA_DIR with the users admin and broker"
+fi
 
 # --- 4. ZooKeeper server (coordination=zookeeper, on the hosts of --zookeeper-servers) ---------------
 # Debian's/Ubuntu's `zookeeper` package provides the server (jars, java); its `zookeeperd` companion
@@ -497,6 +608,7 @@ if [ "$KL_SYSTEMD" = no ]; then
     exit 0
   fi
   [ "$HAVE_PACKAGE" = 1 ] || die "no package installed yet: pass --package"
+  [ "$HAVE_SECRETS" = 1 ] || die "no TLS material and passwords yet: pass --secrets-dir DIR (or --insecure)"
   pid=$(kl_broker_pid)
   [ -z "$pid" ] || die "a broker is already running here (pid $pid)"
   if [ -n "$ZK_ID" ]; then
@@ -621,6 +733,8 @@ if [ "$NO_START" = 1 ]; then
   note "$CHANGES changes (not started: --no-start)"
 elif [ "$HAVE_PACKAGE" = 0 ]; then
   note "$CHANGES changes; no package installed yet, so $KL_UNIT is not started (deploy.sh delivers one)"
+elif [ "$HAVE_SECRETS" = 0 ]; then
+  note "$CHANGES changes; no TLS material and passwords yet, so $KL_UNIT is not started (deploy.sh --initial delivers them)"
 elif ! systemctl is-active --quiet "$KL_UNIT"; then
   systemctl start "$KL_UNIT"
   note "$CHANGES changes; started $KL_UNIT"

@@ -100,7 +100,9 @@ if [ ${#up[@]} -gt 0 ]; then
     IFS=,
     echo "${up[*]}"
   )
-  if out=$(timeout 30 "$KL_VENV/bin/kl-topics" --bootstrap-server "$bootstrap" --describe 2>&1); then
+  kl_client_args
+  if out=$(timeout 30 "$KL_VENV/bin/kl-topics" --bootstrap-server "$bootstrap" ${KL_CLIENT_ARGS[@]+"${KL_CLIENT_ARGS[@]}"} \
+    --describe 2>&1); then
     [ -z "$out" ] || printf '%s\n' "$out"
     if ! why=$(kl_check_partitions healthy <<<"$out"); then
       problems+=("$why")

@@ -70,6 +70,7 @@ PEERS=${KL_PEERS:-$KL_BROKER_ID@$KL_HOST:$KL_PORT}
 BOOTSTRAP=${BOOTSTRAP:-$(kl_bootstrap "$PEERS")}
 TOPICS=$KL_VENV/bin/kl-topics
 [ -x "$TOPICS" ] || die "no $TOPICS: install a package first"
+kl_client_args
 
 # Every broker is asked on its own, and the condition must hold in each one's view: a broker that
 # was cut off or just restarted may still serve the metadata it had (say, itself in every ISR)
@@ -98,7 +99,7 @@ check() {
   for n in "${!ASK[@]}"; do
     {
       rc=0
-      timeout 30 "$TOPICS" --bootstrap-server "${ASK[$n]}" --describe >"$SCRATCH/$n.out" 2>&1 || rc=$?
+      timeout 30 "$TOPICS" --bootstrap-server "${ASK[$n]}" ${KL_CLIENT_ARGS[@]+"${KL_CLIENT_ARGS[@]}"} --describe >"$SCRATCH/$n.out" 2>&1 || rc=$?
       echo "$rc" >"$SCRATCH/$n.rc"
     } &
   done

@@ -531,11 +531,13 @@ class LoadConsumer:
 # --- the checker -------------------------------------------------------------------------------
 
 
-def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> dict[int, list]:
-    """Every record below each partition's high watermark, through a consumer."""
+def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 60, **config) -> dict[int, list]:
+    """Every record below each partition's high watermark, through a consumer (`config`: its settings,
+    e.g. a login)."""
     out: dict[int, list] = {p: [] for p in range(partitions)}
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=5000, request_timeout_ms=10000) as c:
+    settings = {"auto_offset_reset": "earliest", "max_poll_records": 5000, "request_timeout_ms": 10000, **config}
+    with Consumer(bootstrap, **settings) as c:
         c.assign(tps)
         ends = {tp.partition: off for tp, off in c.list_offsets(tps, -1).items()}
         deadline = time.monotonic() + timeout

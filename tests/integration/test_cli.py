@@ -148,6 +148,32 @@ def test_broker_configs_describes_the_effective_config(tmp_path):
     assert "  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}" in lines
     cp = subprocess.run(cmd + ["--override", "port=x"], capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert_one_line_error(cp, "'port': expected an integer")
+    # a password-type key is never printed (Kafka's sensitive=true, value null)
+    jaas = 'sasl.jaas.config=x required username="broker" password="s3cret";'
+    cp = subprocess.run(cmd + ["--override", jaas], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert "s3cret" not in cp.stdout
+    assert "  sasl.jaas.config=null sensitive=true synonyms={STATIC_BROKER_CONFIG:sasl.jaas.config=null}" in cp.stdout
+
+
+def test_broker_format_writes_the_first_users_once(tmp_path):
+    """kl-broker format (kafka-storage.sh format --add-scram): specs from stdin, salted on disk."""
+    conf = tmp_path / "server.properties"
+    conf.write_text(f"broker.id=1\nlog.dirs={tmp_path / 'data'}\n")
+    fmt = [sys.executable, "-m", "broker.cli", "format", "--config", str(conf)]
+    specs = "SCRAM-SHA-256=[name=admin,password=pw-admin-1]\n# a comment\nSCRAM-SHA-512=[name=broker,password=pw-b-2]\n"
+    cp = subprocess.run([*fmt, "--add-scram-file", "-"], input=specs, capture_output=True, text=True, cwd=ROOT)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.strip() == f"Formatted {tmp_path / 'data'} with 2 SCRAM credential(s)"
+    records = (tmp_path / "data/bootstrap.records").read_text()
+    assert '"name": "admin"' in records and '"name": "broker"' in records and "pw-admin-1" not in records
+    again = subprocess.run([*fmt, "--add-scram-file", "-"], input=specs, capture_output=True, text=True, cwd=ROOT)
+    assert_one_line_error(again, "already formatted")
+    ok = subprocess.run([*fmt, "--ignore-formatted"], capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0 and "already formatted" in ok.stdout
+    assert (tmp_path / "data/bootstrap.records").read_text() == records
+    (tmp_path / "data/bootstrap.records").unlink()
+    bad = subprocess.run([*fmt, "--add-scram", "SCRAM-SHA-256=[name=x]"], capture_output=True, text=True, cwd=ROOT)
+    assert_one_line_error(bad, "has no password")
 
 
 def test_producing_to_a_missing_topic_creates_it_as_kafka_does(broker_factory):

@@ -1,8 +1,11 @@
 """The deploy scripts on three hosts: network namespaces joined by a bridge, addresses from
 198.18.9.0/24 (inside 198.18.0.0/15; nothing leaves this machine). Each host runs
 deploy/node/install.sh --no-systemd (offline: a wheel of this checkout, dependencies reused from
-the test venv); the three brokers form a cluster; records are produced and consumed across hosts
-with the installed CLIs; one host's link is cut and healed (failover, then catch-up seen by
+the test venv) with its secure default: SASL_SSL on every connection, between the brokers too, and
+ACLs, with the TLS material and passwords that deploy/tls/cluster-secrets.sh made for the cluster
+(as deploy.sh --initial does on the operator's machine); the three brokers form a cluster; an
+unauthenticated client gets nothing and a user without ACLs reads nothing; records are produced
+and consumed across hosts with the installed CLIs; one host's link is cut and healed (failover, then catch-up seen by
 deploy/node/wait-isr.sh); then deploy/node/upgrade.sh, the step deploy/azure/deploy.sh runs on each
 VM over ssh, upgrades the brokers one at a time while a producer with acks=all keeps writing, and
 no acknowledged record is lost. In ZooKeeper mode (three more hosts, on 198.18.10.0/24), install.sh
@@ -13,6 +16,7 @@ and the host comes back. Needs root (CI runs as root)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -27,9 +31,9 @@ import pytest
 from client.admin import NewTopic
 from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
-from net.errors import TopicAlreadyExistsError
+from net.errors import TopicAlreadyExistsError, TopicAuthorizationError
 from tests.conftest import ROOT
-from tests.integration.cluster_harness import LoadProducer, check_acknowledged, read_back
+from tests.integration.cluster_harness import LoadProducer, check_acknowledged, read_back, wait_until
 from tests.integration.test_deploy_node import build_wheel, clean_env, copy_deps, require_root
 from tests.integration.zk_support import require_zookeeper
 
@@ -53,6 +57,20 @@ class Hosts:
     def __init__(self, tmp: Path, net: str = NET, kind: str = "", install_args: Sequence[str] = ()) -> None:
         self.tmp = tmp
         self.net = net
+        # the cluster's secrets, made on "the operator's machine" (deploy.sh --initial runs this)
+        self.secrets = tmp / "operator-secrets"
+        specs = [f"{i}={net}.{i}" for i in HOSTS]
+        made = sh("bash", str(ROOT / "deploy/tls/cluster-secrets.sh"), str(self.secrets), *specs)
+        assert made.returncode == 0, made.stderr
+        admin_password = (self.secrets / "admin.password").read_text().strip()
+        # our Python clients' login: the admin user over TLS with the cluster's CA
+        self.client = {
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-256",
+            "sasl_username": "admin",
+            "sasl_password": admin_password,
+            "ssl_ca_location": str(self.secrets / "ca.pem"),
+        }
         # unique names: no clash with a parallel run, another test, or the other kind of hosts
         self.tag = f"kd{os.getpid() % 10000}{kind}"
         self.bridge = f"{self.tag}br"
@@ -72,6 +90,10 @@ class Hosts:
 
     def tool(self, i: int, name: str) -> str:
         return str(self.root(i) / "opt/kafkalite/venv/bin" / name)
+
+    def login(self, i: int) -> list[str]:
+        """The installed CLIs' login on host i: the admin's client config install.sh wrote there."""
+        return ["--command-config", str(self.root(i) / "etc/kafkalite/admin.properties")]
 
     def setup(self) -> None:
         self.teardown()  # leftovers of a crashed run with the same pid
@@ -99,6 +121,7 @@ class Hosts:
         args = ["--root", str(self.root(i)), "--id", str(i), "--peers", self.peers, "--user", "root"]
         args += ["--override", "default.replication.factor=3", "--override", "min.insync.replicas=2"]
         args += ["--package", str(wheel), "--deps-from", str(deps), "--python", sys.executable, "--no-systemd"]
+        args += ["--secrets-dir", str(self.secrets / f"broker-{i}")]
         args += self.install_args
         self.first[i] = subprocess.Popen(
             ["ip", "netns", "exec", self.ns(i), "bash", str(NODE / "install.sh"), *args],
@@ -242,6 +265,7 @@ def produce_in(h: Hosts, i: int, via: int, topic: str, lines: list[str]) -> None
     cp = h.run_in(
         i,
         h.tool(i, "kl-produce"),
+        *h.login(i),
         "--bootstrap-server",
         f"{h.net}.{via}:{PORT}",
         "--topic",
@@ -260,6 +284,7 @@ def consume_in(h: Hosts, i: int, via: int, topic: str, n: int) -> list[str]:
     cp = h.run_in(
         i,
         h.tool(i, "kl-consume"),
+        *h.login(i),
         "--bootstrap-server",
         f"{h.net}.{via}:{PORT}",
         "--topic",
@@ -300,6 +325,7 @@ def test_installed_brokers_form_a_cluster_across_hosts_and_fail_over(hosts: Host
         cp = h.run_in(
             2,
             h.tool(2, "kl-topics"),
+            *h.login(2),
             "--bootstrap-server",
             f"{h.net}.3:{PORT}",
             "--create",
@@ -317,8 +343,9 @@ def test_installed_brokers_form_a_cluster_across_hosts_and_fail_over(hosts: Host
     lines = [f"k{n}:v{n}" for n in range(300)]
     produce_in(h, 1, 2, "orders", lines[:200])
     assert sorted(consume_in(h, 3, 1, "orders", 200)) == sorted(lines[:200])
+    check_the_secure_default(h)
 
-    with Admin(h.bootstrap, request_timeout_ms=5000) as admin:
+    with Admin(h.bootstrap, request_timeout_ms=5000, **h.client) as admin:
         described = admin.describe_topics(["orders"])[0]
         assert described.configs["min.insync.replicas"][0] == "2"  # install.sh's --override
         victim = described.partitions[0].leader
@@ -343,10 +370,49 @@ def test_installed_brokers_form_a_cluster_across_hosts_and_fail_over(hosts: Host
     assert h.ok(status).splitlines()[-1].startswith("healthy"), status.stdout
 
 
+PEM_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----\s+[A-Za-z0-9+/]{40}")  # a key, not a script naming one
+
+
+def check_the_secure_default(h: Hosts) -> None:
+    """No login, no service; a plaintext client gets no answer; a user with a login but no ACL sees
+    no topic and may read none; no password or key is in a log or a world-readable file."""
+    plain = h.run_in(3, h.tool(3, "kl-topics"), "--bootstrap-server", f"{h.net}.1:{PORT}", "--list", timeout=60)
+    assert plain.returncode != 0 and "orders" not in plain.stdout
+    assert "Traceback" not in plain.stderr and len(plain.stderr.strip().splitlines()) == 1, plain.stderr
+    with Admin(h.bootstrap, request_timeout_ms=5000, **h.client) as admin:
+        admin.alter_user_scram_credentials([("guest", "SCRAM-SHA-256", "guest-password-1", 4096)])
+    guest = dict(h.client, sasl_username="guest", sasl_password="guest-password-1")
+
+    def guest_sees(i: int) -> list[str]:
+        with Admin(f"{h.net}.{i}:{PORT}", request_timeout_ms=5000, **guest) as admin:
+            return admin.list_topics()
+
+    # a new login reaches each broker through the cluster metadata, a moment after it was made
+    for i in HOSTS:
+        wait_until(lambda i=i: guest_sees(i) is not None, 20, f"guest's login accepted by broker {i}")
+        assert "orders" not in guest_sees(i)
+    with Consumer(h.bootstrap, auto_offset_reset="earliest", request_timeout_ms=5000, **guest) as c:
+        with pytest.raises(TopicAuthorizationError):
+            c.assign([TopicPartition("orders", 0)])
+            for _ in range(10):
+                c.poll(500)
+    secrets = [(h.secrets / f).read_text().strip() for f in ("admin.password", "broker.password")]
+    for i in HOSTS:
+        for p in h.root(i).rglob("*"):
+            if not p.is_file() or p.is_symlink() or "/venv/" in str(p) or p.stat().st_size > 10_000_000:
+                continue
+            text = p.read_text(errors="replace")
+            if any(s in text for s in secrets) or PEM_KEY.search(text):
+                assert p.stat().st_mode & 0o007 == 0, f"{p} holds a secret and others may read it"
+                assert p.suffix != ".log" and "data" not in p.parts, f"a secret in {p}"
+    for log in h.tmp.glob("install-*.log"):
+        assert not any(s in log.read_text(errors="replace") for s in secrets), log
+
+
 def test_rolling_upgrade_keeps_every_acknowledged_record(hosts: Hosts, tmp_path: Path) -> None:
     h = hosts
     wheel = build_wheel(tmp_path, version="0.1.0.post1")
-    admin = Admin(h.bootstrap, request_timeout_ms=5000)
+    admin = Admin(h.bootstrap, request_timeout_ms=5000, **h.client)
     create_topic(admin, "rolling")
     acked: list[tuple[int, int, bytes]] = []
     errors: list[Exception] = []
@@ -364,7 +430,13 @@ def test_rolling_upgrade_keeps_every_acknowledged_record(hosts: Hosts, tmp_path:
         return cb
 
     producer = Producer(
-        h.bootstrap, acks="all", linger_ms=1, delivery_timeout_ms=90000, request_timeout_ms=5000, retry_backoff_ms=50
+        h.bootstrap,
+        acks="all",
+        linger_ms=1,
+        delivery_timeout_ms=90000,
+        request_timeout_ms=5000,
+        retry_backoff_ms=50,
+        **h.client,
     )
 
     def produce() -> None:
@@ -406,7 +478,7 @@ def test_rolling_upgrade_keeps_every_acknowledged_record(hosts: Hosts, tmp_path:
     assert not errors, f"{len(errors)} writes failed during the rolling upgrade, e.g. {errors[0]!r}"
 
     got: dict[int, dict[int, bytes]] = {0: {}, 1: {}, 2: {}}
-    with Consumer(h.bootstrap, auto_offset_reset="earliest", max_poll_records=100000) as consumer:
+    with Consumer(h.bootstrap, auto_offset_reset="earliest", max_poll_records=100000, **h.client) as consumer:
         tps = [TopicPartition("rolling", p) for p in range(3)]
         consumer.assign(tps)
         ends = consumer.list_offsets(tps, -1)
@@ -430,7 +502,7 @@ def test_zookeeper_mode_keeps_a_quorum_and_every_acknowledged_record_when_a_host
         props = (h.root(i) / "etc/kafkalite/server.properties").read_text().splitlines()
         assert "coordination=zookeeper" in props and f"zookeeper.connect={connect}" in props
     h.ok(h.node(1, "wait-isr.sh", "--until", "healthy", "--timeout", "90"))
-    admin = Admin(h.bootstrap, request_timeout_ms=5000)
+    admin = Admin(h.bootstrap, request_timeout_ms=5000, **h.client)
     load: LoadProducer | None = None
     try:
         create_topic(admin, "zk-cli")
@@ -443,7 +515,7 @@ def test_zookeeper_mode_keeps_a_quorum_and_every_acknowledged_record_when_a_host
         zk_lines = [line for line in status.splitlines() if line.startswith("zookeeper\t")]
         assert len(zk_lines) == 3 and sum("\tleader" in line for line in zk_lines) == 1, status
 
-        load = LoadProducer(h.bootstrap, "zk-load", "Z", delivery_timeout_ms=90000, request_timeout_ms=5000)
+        load = LoadProducer(h.bootstrap, "zk-load", "Z", delivery_timeout_ms=90000, request_timeout_ms=5000, **h.client)
         load.start()
         load.wait_acked(200, 30)
         # The host whose ZooKeeper server leads the ensemble dies, broker and all.
@@ -473,7 +545,7 @@ def test_zookeeper_mode_keeps_a_quorum_and_every_acknowledged_record_when_a_host
         stats = load.stop(90)
         load = None
         assert stats.flush_error is None and not stats.failed, (stats.flush_error, stats.failed[:3])
-        check_acknowledged(read_back(h.bootstrap, "zk-load", 3), [stats], min_acked=500)
+        check_acknowledged(read_back(h.bootstrap, "zk-load", 3, **h.client), [stats], min_acked=500)
         assert sorted(consume_in(h, others[1], others[0], "zk-cli", 200)) == sorted(lines)
 
         # The host comes back (install.sh again, as after a reboot): its server rejoins the ensemble,

@@ -161,6 +161,14 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
         wheel = build_wheel(tmp_path)
         deps = copy_deps(root / "deps")
         port = free_port()
+        # the cluster's secrets, as the operator makes them (deploy.sh --initial does)
+        made = subprocess.run(
+            ["bash", str(ROOT / "deploy/tls/cluster-secrets.sh"), str(tmp_path / "secrets"), "7=127.0.0.1"],
+            capture_output=True,
+            text=True,
+        )
+        assert made.returncode == 0, made.stderr
+        secrets = tmp_path / "secrets" / "broker-7"
         args = ["bash", str(NODE / "install.sh"), "--root", str(root), "--id", "7", "--user", service_user]
         args += [
             "--peers",
@@ -171,6 +179,7 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
             "log.retention.ms=60000",
         ]
         args += ["--package", str(wheel), "--deps-from", str(deps), "--python", user_python()]
+        args += ["--secrets-dir", str(secrets)]
         first = subprocess.run([*args, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=120)
         assert first.returncode == 0, first.stderr
         assert "changes" in first.stderr.splitlines()[-1]
@@ -181,16 +190,46 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
         for d in (state, state / "data"):
             st = d.stat()
             assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (user.pw_uid, user.pw_gid, 0o750)
-        props = (root / "etc/kafkalite/server.properties").read_text().splitlines()
-        assert props[1:] == [
+        conf = root / "etc/kafkalite"
+        props = (conf / "server.properties").read_text().splitlines()
+        broker_password = (secrets / "broker.password").read_text().strip()
+        admin_password = (secrets / "admin.password").read_text().strip()
+        assert [p for p in props[1:] if not p.startswith("#")] == [
             "broker.id=7",
             "host=127.0.0.1",
             f"port={port}",
             f"log.dirs={state / 'data'}",
             f"peers=7@127.0.0.1:{port}",
+            # the secure default: SASL_SSL everywhere, ACLs, admin and the brokers super users
+            "security.protocol=SASL_SSL",
+            "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256",
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="broker" password="{broker_password}";',
+            f"ssl.keystore.location={conf}/secrets/broker.pem",
+            f"ssl.truststore.location={conf}/secrets/ca.pem",
+            "authorizer=acl",
+            "super.users=User:admin;User:broker",
             "num.partitions=2",
             "log.retention.ms=60000",
         ]
+        # secrets: root and the service user only; the admin's login root only
+        for path, mode, gid in (
+            (conf / "server.properties", 0o640, user.pw_gid),
+            (conf / "secrets", 0o750, user.pw_gid),
+            (conf / "secrets/broker.pem", 0o640, user.pw_gid),
+            (conf / "secrets/broker.password", 0o640, user.pw_gid),
+            (conf / "secrets/admin.password", 0o600, 0),
+            (conf / "admin.properties", 0o600, 0),
+        ):
+            st = path.stat()
+            assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, gid, mode), path
+        assert f"sasl.password={admin_password}" in (conf / "admin.properties").read_text().splitlines()
+        # the first users, salted (kl-broker format): no password is stored in the data dir
+        records = (state / "data/bootstrap.records").read_text()
+        assert records.count('"name": "admin"') == 2 and records.count('"name": "broker"') == 2
+        assert admin_password not in records and broker_password not in records
+        assert admin_password not in first.stderr and broker_password not in first.stderr
         launcher = root / "opt/kafkalite/bin/kl-broker-run"
         unit = (root / "etc/systemd/system/kl-broker.service").read_text()
         for line in (
@@ -259,6 +298,30 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
         ]
         # the service user could write its data dir
         assert {p.stat().st_uid for p in (state / "data").rglob("*")} == {user.pw_uid}
+        # TLS and a SCRAM login as admin (the node scripts' way in), and nothing without them
+        topics = [str(root / "opt/kafkalite/venv/bin/kl-topics"), "--bootstrap-server", f"127.0.0.1:{port}"]
+        admin = ["--command-config", str(conf / "admin.properties")]
+        created = subprocess.run(
+            [*topics, *admin, "--create", "--topic", "secured", "--partitions", "1", "--replication-factor", "1"],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            cwd=root,
+            timeout=60,
+        )
+        assert created.returncode == 0, created.stderr
+        listed = subprocess.run([*topics, *admin, "--list"], capture_output=True, text=True, env=clean_env(), cwd=root)
+        assert listed.stdout.split() == ["secured"], listed.stderr
+        (tmp_path / "plain.properties").write_text("request.timeout.ms=3000\n")
+        plain = subprocess.run(
+            [*topics, "--command-config", str(tmp_path / "plain.properties"), "--list"],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            cwd=root,
+            timeout=60,
+        )
+        assert plain.returncode != 0 and "secured" not in plain.stdout
         # a clean stop with SIGTERM, as systemd's KillSignal sends it
         os.kill(pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
@@ -287,7 +350,7 @@ def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(
         def install(root: Path, broker_id: int, *extra: str) -> subprocess.CompletedProcess:
             args = ["bash", str(NODE / "install.sh"), "--root", str(root), "--id", str(broker_id)]
             args += ["--user", service_user, "--python", user_python(), "--peers", peers]
-            args += ["--coordination", "zookeeper", "--zookeeper-servers", servers, "--no-start", *extra]
+            args += ["--coordination", "zookeeper", "--zookeeper-servers", servers, "--no-start", "--insecure", *extra]
             cp = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=120)
             assert cp.returncode == 0, cp.stderr
             return cp
@@ -297,6 +360,10 @@ def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(
         props = (zk_root / "etc/kafkalite/server.properties").read_text().splitlines()
         # broker/config.py's keys (kl-broker start --coordination zookeeper --zookeeper ...)
         assert props[-2:] == ["coordination=zookeeper", f"zookeeper.connect={connect}"]
+        # --insecure: today's plaintext, no secrets anywhere
+        assert not any(p.startswith(("security.", "sasl.", "ssl.", "authorizer")) for p in props)
+        assert (zk_root / "etc/kafkalite/server.properties").stat().st_mode & 0o777 == 0o644
+        assert not (zk_root / "etc/kafkalite/secrets").exists()
         zk_data = zk_root / "var/lib/kafkalite/zookeeper"
         cfg = (zk_root / "etc/kafkalite/zookeeper/zoo.cfg").read_text().splitlines()
         for line in (

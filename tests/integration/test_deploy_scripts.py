@@ -416,30 +416,109 @@ def test_deploy_dry_run_builds_copies_and_upgrades_one_broker_at_a_time(operator
     assert got == expected
 
 
-def test_deploy_initial_dry_run_installs_everywhere_then_waits(operator: Operator, tmp_path: Path) -> None:
-    wheel = tmp_path / "kafka_lite-9.9-py3-none-any.whl"
-    got = operator.commands("deploy.sh", "--initial", "--wheel", str(wheel))
-    remote_wheel = "/home/kladmin/kafkalite-deploy/kafka_lite-9.9-py3-none-any.whl"
+def initial_commands(operator: Operator, wheel: Path, secure: bool) -> list[str]:
+    """What `deploy.sh --initial --wheel WHEEL` runs: with SASL_SSL, the secrets made here first, then
+    each VM gets its own over scp into a 0700 directory that is deleted right after install.sh."""
+    remote_dir = "/home/kladmin/kafkalite-deploy"
+    remote_wheel = f"{remote_dir}/{wheel.name}"
+    secrets = operator.tmp / ".kafkalite" / "kl-test-rg"  # ~/.kafkalite/RESOURCE_GROUP
     expected = copy_commands(operator, str(wheel))
+    if secure:
+        specs = [f"{i}=10.42.1.{10 + i},kl-{i}" for i in (1, 2, 3)]
+        expected.append(shlex.join(["bash", str(DEPLOY / "tls/cluster-secrets.sh"), str(secrets), *specs]))
+    install = ["sudo", "bash", f"{remote_dir}/install.sh", "--reuse-config", "--package", remote_wheel]
     for i in (1, 2, 3):
         expected.append(operator.ssh(i, ["cloud-init", "status", "--wait"]))
+        if not secure:
+            expected.append(operator.ssh(i, [*install, "--insecure"]))
+            continue
+        expected.append(operator.ssh(i, f"install -d -m 700 {remote_dir}/secrets"))
+        names = ("ca.pem", "broker.pem", "admin.password", "broker.password")
+        files = [str(secrets / f"broker-{i}" / f) for f in names]
+        host = f"kladmin@kl-kl-test-rg-{i}.northeurope.cloudapp.azure.com"
+        expected.append(shlex.join(["scp", "-q", *operator.ssh_opts(), *files, f"{host}:{remote_dir}/secrets/"]))
         expected.append(
             operator.ssh(
                 i,
-                [
-                    "sudo",
-                    "bash",
-                    "/home/kladmin/kafkalite-deploy/install.sh",
-                    "--reuse-config",
-                    "--package",
-                    remote_wheel,
-                ],
+                shlex.join([*install, "--secrets-dir", f"{remote_dir}/secrets"])
+                + f"; rc=$?; rm -rf {remote_dir}/secrets; exit $rc",
             )
         )
-    wait = ["sudo", "bash", "/home/kladmin/kafkalite-deploy/wait-isr.sh", "--until", "healthy", "--timeout", "600"]
+    wait = ["sudo", "bash", f"{remote_dir}/wait-isr.sh", "--until", "healthy", "--timeout", "600"]
     expected.append(operator.ssh(1, wait))
-    expected.append(operator.ssh(1, ["sudo", "bash", "/home/kladmin/kafkalite-deploy/status.sh"]))
-    assert got == expected
+    expected.append(operator.ssh(1, ["sudo", "bash", f"{remote_dir}/status.sh"]))
+    return expected
+
+
+def test_deploy_initial_dry_run_installs_everywhere_then_waits(operator: Operator, tmp_path: Path) -> None:
+    wheel = tmp_path / "kafka_lite-9.9-py3-none-any.whl"
+    got = operator.commands("deploy.sh", "--initial", "--wheel", str(wheel))
+    assert got == initial_commands(operator, wheel, secure=True)
+    assert not (operator.tmp / ".kafkalite").exists()  # a dry run makes no secrets either
+    got = operator.commands("deploy.sh", "--initial", "--wheel", str(wheel), "--insecure")
+    assert got == initial_commands(operator, wheel, secure=False)
+
+
+def test_deploy_initial_keeps_the_secrets_on_the_operators_machine(operator: Operator, tmp_path: Path) -> None:
+    """Not a dry run (ssh and scp are stubs): the CA, certificates and passwords are made in
+    ~/.kafkalite/RESOURCE_GROUP (0700, outside the repository), each VM is sent only its own, and
+    nothing secret is in the cloud-init files."""
+    wheel = tmp_path / "kafka_lite-9.9-py3-none-any.whl"
+    wheel.write_bytes(b"not really a wheel")
+    operator.commands("provision.sh")
+    cp = operator.run("deploy.sh", "--initial", "--wheel", str(wheel))
+    assert cp.returncode == 0, cp.stderr
+    secrets = operator.tmp / ".kafkalite" / "kl-test-rg"
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o700
+    for f in ("ca.key", "admin.password", "broker.password", "broker-1.pem"):
+        assert stat.S_IMODE((secrets / f).stat().st_mode) == 0o600, f
+    admin_password = (secrets / "admin.password").read_text().strip()
+    broker_password = (secrets / "broker.password").read_text().strip()
+    assert len(admin_password) >= 24 and admin_password != broker_password
+    assert f"sasl.password={admin_password}" in (secrets / "admin.properties").read_text()
+    calls = operator.calls.read_text().splitlines()
+    sent = [c for c in calls if c.startswith("scp ") and "/secrets/" in c]
+    assert len(sent) == 3
+    for i, call in enumerate(sent, 1):
+        assert f"broker-{i}/broker.pem" in call and f"kl-kl-test-rg-{i}." in call
+        assert "ca.key" not in call
+    # each VM's certificate names its private address and name, signed by the cluster's CA
+    cert = subprocess.run(
+        ["openssl", "x509", "-in", str(secrets / "broker-2/broker.pem"), "-noout", "-ext", "subjectAltName"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "IP Address:10.42.1.12" in cert and "DNS:kl-2" in cert
+    verify = subprocess.run(
+        ["openssl", "verify", "-CAfile", str(secrets / "ca.pem"), str(secrets / "broker-2.crt")],
+        capture_output=True,
+        text=True,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    for i in (1, 2, 3):
+        text = (operator.build / f"cloud-init-kl-{i}.yaml").read_text()
+        files, _ = parse_cloud_init(text)
+        blob = text + "".join(b.decode() for b in files.values())
+        assert admin_password not in blob and broker_password not in blob and "-----BEGIN PRIVATE KEY" not in blob
+    # a second run keeps the CA and the passwords (the running cluster's)
+    ca = (secrets / "ca.pem").read_bytes()
+    assert operator.run("deploy.sh", "--initial", "--wheel", str(wheel)).returncode == 0
+    assert (secrets / "ca.pem").read_bytes() == ca
+    assert (secrets / "admin.password").read_text().strip() == admin_password
+
+
+def test_provision_insecure_passes_it_to_install(operator: Operator) -> None:
+    operator.commands("provision.sh", "--insecure")
+    _, argv = parse_cloud_init((operator.build / "cloud-init-kl-1.yaml").read_text())
+    assert "--insecure" in argv
+    operator.write_config(SECURITY="PLAINTEXT")
+    operator.commands("provision.sh")
+    _, argv = parse_cloud_init((operator.build / "cloud-init-kl-1.yaml").read_text())
+    assert "--insecure" in argv
+    operator.write_config(SECURITY="TLS")
+    cp = operator.run("provision.sh", "--dry-run")
+    assert cp.returncode != 0 and "SECURITY must be SASL_SSL or PLAINTEXT" in cp.stderr
 
 
 def test_status_and_teardown_dry_run(operator: Operator) -> None:

@@ -118,8 +118,9 @@ def test_delete_topics_and_kafka_python_admin(cluster, admin):
     kp = kafka.KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap())
     try:
         kp.create_topics([kafka.admin.NewTopic("kp-made", 2, 3)])
-        wait_until(lambda: "kp-made" in cluster.admin().list_topics(), 10, "kp-made created")
-        assert len(cluster.describe("kp-made")) == 2
+        # list and describe may reach different brokers: wait until the one describing has learnt the topic too
+        parts = wait_until(lambda: cluster.describe("kp-made"), 10, "kp-made known everywhere")
+        assert len(parts) == 2
         kp.delete_topics(["kp-made"])
         wait_until(lambda: "kp-made" not in cluster.admin().list_topics(), 10, "kp-made deleted")
     finally:

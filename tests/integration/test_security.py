@@ -88,8 +88,18 @@ def kafka_conf(cluster: ClusterHarness, user: str, password: str, certs: Path) -
 
 
 def add_user(cluster: ClusterHarness, user: str, password: str) -> None:
+    """As on Kafka, a new login reaches each broker through the cluster metadata a moment after the
+    controller accepted it: wait until every running broker takes it."""
     with cluster.admin() as a:
         a.alter_user_scram_credentials([(user, MECH, password, 4096)])
+    login = dict(cluster.client_config, sasl_username=user, sasl_password=password)
+
+    def accepted(b: int) -> bool:
+        with Admin(cluster.bootstrap([b]), request_timeout_ms=5000, **login) as a:
+            return a.list_topics() is not None
+
+    for b in cluster.brokers:
+        wait_until(lambda b=b: accepted(b), 20, f"{user}'s login on broker {b}")
 
 
 def grant(cluster: ClusterHarness, principal: str, op: AclOperation, rt: ResourceType, name: str) -> None:
@@ -128,6 +138,19 @@ def test_kafka_clients_and_ours_log_in_with_scram_over_tls(cluster, certs):
         while len(got) < 22 and time.monotonic() < deadline:
             got += [r.value for r in c.poll(1000)]
     assert sorted(got) == sorted([f"ck-{i}".encode() for i in range(20)] + [b"kafka-python", b"native"])
+
+
+def test_describe_configs_never_shows_the_brokers_password(cluster, certs):
+    """Kafka's PASSWORD keys: a broker's sasl.jaas.config is described as sensitive with no value."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient(kafka_conf(cluster, "admin", "admin-secret", certs))
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = admin.describe_configs([res])[res].result(20)
+    jaas = configs["sasl.jaas.config"]
+    assert jaas.is_sensitive and jaas.value is None
+    assert configs["security.protocol"].value == "SASL_SSL" and not configs["security.protocol"].is_sensitive
+    assert all("b-secret" not in (c.value or "") for c in configs.values())
 
 
 def test_wrong_password_and_plaintext_clients_are_refused(cluster, certs):

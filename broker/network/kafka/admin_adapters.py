@@ -134,7 +134,7 @@ class DescribeConfigs(Adapter):
                             "value": v[0],
                             "read_only": kind == BROKER,
                             "config_source": DEFAULT_CONFIG if v[1] else source,
-                            "is_sensitive": False,
+                            "is_sensitive": bool(v[3]) if len(v) > 3 else False,
                             "synonyms": [],
                             "documentation": (v[2] if len(v) > 2 else "") if docs else None,
                         }
