@@ -86,8 +86,7 @@ class AlterPartitionManager:
                 return
             if outcome is AlterOutcome.REJECTED:
                 self._log.report(key, logging.WARNING, "%s-%d: ISR change to %s not committed: %s", *key, isr, message)
-                if p.leader_state is not None:
-                    p._handle(p.leader_state.on_isr_rejected(isr, partition_epoch))
+                p.isr_change_rejected(isr, partition_epoch)
                 return
             # No verdict: it may or may not have been applied. Ask again while the same leadership still
             # waits for it; a retry of an applied change is refused as stale (INVALID_UPDATE_VERSION).

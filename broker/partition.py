@@ -8,10 +8,21 @@ the committed metadata says) and drives the sans-IO replication state
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from broker.producer_state import ProducerStateManager
-from broker.replication import FollowerState, HighWatermarkAdvanced, LeaderState, ProposeIsr
+from broker.replication import (
+    Diverging,
+    Fenced,
+    FollowerState,
+    HighWatermarkAdvanced,
+    LeaderState,
+    OutOfRange,
+    ProposeIsr,
+    UnknownEpoch,
+    validate_fetch,
+)
 from net import batch as batch_fmt
 from net.errors import (
     CorruptMessageError,
@@ -29,6 +40,43 @@ if TYPE_CHECKING:
 
 class NotEnoughReplicasAfterAppendError(KafkaLiteError):
     code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+@dataclass(slots=True)
+class FetchSpec:
+    """One partition of a fetch request."""
+
+    tp: tuple[str, int]
+    offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
+@dataclass(slots=True)
+class FetchResult:
+    error: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    message: str | None = None
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
+    log_end_offset: int = -1
+
+    def to_wire(self, partition: int) -> list:
+        return [
+            partition,
+            self.error,
+            self.high_watermark,
+            self.high_watermark,
+            self.log_start_offset,
+            self.records,
+            self.message,
+            self.diverging_epoch,
+            self.diverging_end_offset,
+            self.log_end_offset,
+        ]
 
 
 class Partition:
@@ -211,6 +259,50 @@ class Partition:
             self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
             self.wake()  # followers long-polling for new data
         return offsets  # type: ignore[return-value]
+
+    def read_for_follower(self, spec: FetchSpec, replica_id: int, now_ms: int) -> FetchResult:
+        """A follower's fetch (KIP-101/320): its epoch fenced or unknown, its log diverging from ours (answered
+        with where ours ends for its last epoch, so it truncates), or records from its offset; the fetch
+        also moves its position in the ISR bookkeeping, and so maybe the high watermark."""
+        lg = self.log
+        decision = validate_fetch(
+            spec.current_leader_epoch,
+            self.leader_epoch,
+            spec.offset,
+            spec.last_fetched_epoch,
+            lg.end_offset_for_epoch,
+            lg.log_start_offset,
+            lg.log_end_offset,
+        )
+        hw, start, leo = self.high_watermark, lg.log_start_offset, lg.log_end_offset
+        if isinstance(decision, Diverging):
+            div = {"diverging_epoch": decision.epoch, "diverging_end_offset": decision.end_offset}
+            return FetchResult(0, hw, start, log_end_offset=leo, **div)
+        refusals = {
+            Fenced: (ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {spec.current_leader_epoch} < {self.leader_epoch}"),
+            UnknownEpoch: (
+                ErrorCode.UNKNOWN_LEADER_EPOCH,
+                f"leader epoch {spec.current_leader_epoch} > {self.leader_epoch}",
+            ),
+            OutOfRange: (ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {spec.offset} not in [{start}, {leo}]"),
+        }
+        refusal = refusals.get(type(decision))
+        if refusal is not None:
+            return FetchResult(int(refusal[0]), hw, start, message=refusal[1], log_end_offset=leo)
+        self.on_follower_fetch(replica_id, spec.offset, now_ms)
+        data = lg.read(spec.offset, spec.max_bytes)
+        return FetchResult(0, self.high_watermark, lg.log_start_offset, data, log_end_offset=lg.log_end_offset)
+
+    def remove_replicas(self, broker_ids: list[int]) -> None:
+        """Fenced brokers leave the leader's ISR bookkeeping at once: an ISR commit must not re-admit a dead
+        broker whose last fetch offset still looks caught up."""
+        if self.leader_state is not None and broker_ids:
+            self._handle(self.leader_state.remove_replicas(broker_ids))
+
+    def isr_change_rejected(self, isr: list[int], partition_epoch: int) -> None:
+        """The controller refused our ISR proposal against the current state: it was never applied."""
+        if self.leader_state is not None:
+            self._handle(self.leader_state.on_isr_rejected(isr, partition_epoch))
 
     def set_min_insync_replicas(self, min_insync: int) -> None:
         self.min_insync_replicas = min_insync

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from typing import Callable
 
-from broker.partition import Partition
+from broker.partition import FetchResult, Partition
 from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.protocol import ApiKey
 
@@ -124,26 +124,35 @@ class ReplicaFetcher:
         div_epoch: int,
         div_end: int,
     ) -> None:
-        fs = p.follower_state
-        assert fs is not None
-        if err == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if p.log.log_end_offset < start:
-                # The leader deleted what we still need (retention while we were away): start at its log start.
-                log.warning("%s: behind the leader's log start %d; truncating fully", p, start)
-                p.log.truncate_fully_and_start_at(start)
-                p.truncate_to(start)
-            else:
-                log.warning("%s: ahead of the leader's log end %d; truncating", p, leo)
-                p.truncate_to(max(leo, 0))
-            return
-        if err:
-            log.debug("%s: leader %d answered %s", p, self.leader_id, ErrorCode(err).name)
-            return
-        if div_epoch >= 0:
-            t = fs.on_diverging(div_epoch, div_end, p.log.end_offset_for_epoch)
-            log.info(
-                "%s: log diverges from leader %d at epoch %d; truncating to %d", p, self.leader_id, div_epoch, t.offset
-            )
-            p.truncate_to(t.offset)
-            return
-        p.append_as_follower(records, hw)
+        handle_fetch_row(p, self.leader_id, FetchResult(err, hw, start, records, message, div_epoch, div_end, leo))
+
+
+def handle_fetch_row(p: Partition, leader_id: int, row: FetchResult) -> bool:
+    """What a follower does with its leader's answer for one partition (Kafka's
+    AbstractFetcherThread.processFetchRequest): truncate when out of range or diverging, otherwise
+    append the records and take the leader's high watermark. True if the log changed (fetch again at
+    once). The replication simulator (tests/sim/replication_sim.py) drives this same function."""
+    fs = p.follower_state
+    assert fs is not None
+    if row.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+        if p.log.log_end_offset < row.log_start_offset:
+            # The leader deleted what we still need (retention while we were away): start at its log start.
+            log.warning("%s: behind the leader's log start %d; truncating fully", p, row.log_start_offset)
+            p.log.truncate_fully_and_start_at(row.log_start_offset)
+            p.truncate_to(row.log_start_offset)
+        else:
+            log.warning("%s: ahead of the leader's log end %d; truncating", p, row.log_end_offset)
+            p.truncate_to(max(row.log_end_offset, 0))
+        return True
+    if row.error:
+        log.debug("%s: leader %d answered %s", p, leader_id, ErrorCode(row.error).name)
+        return False
+    if row.diverging_epoch >= 0:
+        t = fs.on_diverging(row.diverging_epoch, row.diverging_end_offset, p.log.end_offset_for_epoch)
+        log.info(
+            "%s: log diverges from leader %d at epoch %d; truncating to %d", p, leader_id, row.diverging_epoch, t.offset
+        )
+        p.truncate_to(t.offset)
+        return True
+    p.append_as_follower(row.records, row.high_watermark)
+    return bool(row.records)

@@ -12,8 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from broker.partition import NotEnoughReplicasAfterAppendError, Partition
-from broker.replication import Diverging, Fenced, OutOfRange, UnknownEpoch, validate_fetch
+from broker.partition import FetchResult, FetchSpec, NotEnoughReplicasAfterAppendError, Partition
 from net.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
@@ -59,47 +58,10 @@ class ProduceResult:
         ]
 
 
-@dataclass(slots=True)
-class FetchResult:
-    error: int
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    records: bytes = b""
-    message: str | None = None
-    diverging_epoch: int = -1
-    diverging_end_offset: int = -1
-    log_end_offset: int = -1
-
-    def to_wire(self, partition: int) -> list:
-        return [
-            partition,
-            self.error,
-            self.high_watermark,
-            self.high_watermark,
-            self.log_start_offset,
-            self.records,
-            self.message,
-            self.diverging_epoch,
-            self.diverging_end_offset,
-            self.log_end_offset,
-        ]
-
-
 def _error_result(cls: type, e: Exception) -> Any:
     if isinstance(e, KafkaLiteError):
         return cls(int(e.code), message=str(e))
     return cls(int(ErrorCode.UNKNOWN_SERVER_ERROR), message=f"{type(e).__name__}: {e}")
-
-
-@dataclass(slots=True)
-class FetchSpec:
-    """One partition of a fetch request."""
-
-    tp: tuple[str, int]
-    offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1
-    last_fetched_epoch: int = -1
 
 
 class ReplicaManager:
@@ -174,11 +136,9 @@ class ReplicaManager:
                 # Tell the leader about fenced replicas before and after applying: an ISR commit must not
                 # re-admit a dead broker whose last fetch offset still looks caught up.
                 fenced = sorted(b.id for b in image.brokers.values() if b.fenced and b.id in st.replicas)
-                if fenced and part.leader_state is not None:
-                    part._handle(part.leader_state.remove_replicas(fenced))
+                part.remove_replicas(fenced)
                 change = part.apply_state(st, now)
-                if fenced and part.leader_state is not None:
-                    part._handle(part.leader_state.remove_replicas(fenced))
+                part.remove_replicas(fenced)
                 if change == "leader":
                     log.info("became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
                     self.on_unfollow(part)
@@ -216,8 +176,7 @@ class ReplicaManager:
     def fence_replicas(self, broker_ids: set[int]) -> None:
         """The controller fenced these brokers: stop waiting for them in every ISR we lead."""
         for p in self.partitions.values():
-            if p.leader_state is not None:
-                p._handle(p.leader_state.remove_replicas(sorted(broker_ids)))
+            p.remove_replicas(sorted(broker_ids))
 
     # --- produce -------------------------------------------------------------
 
@@ -284,7 +243,7 @@ class ReplicaManager:
             p = self.get_partition(*tp)
             p.check_leader()
             if replica_id >= 0:
-                return self._read_for_follower(p, spec, replica_id)
+                return p.read_for_follower(spec, replica_id, now_ms())
             if spec.current_leader_epoch >= 0:
                 p.check_leader(spec.current_leader_epoch)
             data = p.log.read(spec.offset, spec.max_bytes, max_offset=p.high_watermark)
@@ -296,42 +255,6 @@ class ReplicaManager:
                 result.high_watermark = p2.high_watermark
                 result.log_start_offset = p2.log.log_start_offset
             return result
-
-    def _read_for_follower(self, p: Partition, spec: FetchSpec, replica_id: int) -> FetchResult:
-        lg = p.log
-        decision = validate_fetch(
-            spec.current_leader_epoch,
-            p.leader_epoch,
-            spec.offset,
-            spec.last_fetched_epoch,
-            lg.end_offset_for_epoch,
-            lg.log_start_offset,
-            lg.log_end_offset,
-        )
-        hw, start, leo = p.high_watermark, lg.log_start_offset, lg.log_end_offset
-        if isinstance(decision, Diverging):
-            return FetchResult(
-                0,
-                hw,
-                start,
-                diverging_epoch=decision.epoch,
-                diverging_end_offset=decision.end_offset,
-                log_end_offset=leo,
-            )
-        refusals = {
-            Fenced: (ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {spec.current_leader_epoch} < {p.leader_epoch}"),
-            UnknownEpoch: (
-                ErrorCode.UNKNOWN_LEADER_EPOCH,
-                f"leader epoch {spec.current_leader_epoch} > {p.leader_epoch}",
-            ),
-            OutOfRange: (ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {spec.offset} not in [{start}, {leo}]"),
-        }
-        refusal = refusals.get(type(decision))
-        if refusal is not None:
-            return FetchResult(int(refusal[0]), hw, start, message=refusal[1], log_end_offset=leo)
-        p.on_follower_fetch(replica_id, spec.offset, now_ms())
-        data = lg.read(spec.offset, spec.max_bytes)
-        return FetchResult(0, p.high_watermark, lg.log_start_offset, data, log_end_offset=lg.log_end_offset)
 
     async def fetch_messages(
         self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int, replica_id: int = -1

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from client.admin import NewTopic
 from client.cli.cluster import start_command
@@ -32,6 +32,9 @@ from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
 from net import batch as batch_fmt
 from net.errors import KafkaLiteError
+
+if TYPE_CHECKING:
+    from bench.netns import NetnsLab
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -113,8 +116,13 @@ class Broker:
         self.paused = False
 
     @property
+    def host(self) -> str:
+        """Loopback, or this broker's own host when the harness places brokers in network namespaces."""
+        return self.h.lab.addr(self.id) if self.h.lab is not None else HOST
+
+    @property
     def address(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def alive(self) -> bool:
@@ -126,7 +134,7 @@ class Broker:
             self.id,
             self.port,
             self.data_dir,
-            host=HOST,
+            host=self.host,
             peers=self.h.peers,
             extra=[
                 x
@@ -140,6 +148,8 @@ class Broker:
         self._log = open(self.log_path, "ab")
         self._log.write(f"==== harness: start broker {self.id} at {time.strftime('%X')} ====\n".encode())
         self._log.flush()
+        if self.h.lab is not None:
+            cmd = self.h.lab.argv(self.id, cmd)  # run inside this broker's host
         self.proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
@@ -158,7 +168,7 @@ class Broker:
             if self.proc is None or self.proc.poll() is not None:
                 raise RuntimeError(f"broker {self.id} exited with {self.proc and self.proc.returncode}")
             try:
-                with socket.create_connection((HOST, self.port), timeout=0.5):
+                with socket.create_connection((self.host, self.port), timeout=0.5):
                     return
             except OSError:
                 time.sleep(0.05)
@@ -212,7 +222,7 @@ class Broker:
             return ""
 
     def metrics(self, timeout: float = 5) -> str:
-        with urllib.request.urlopen(f"http://{HOST}:{self.metrics_port}/metrics", timeout=timeout) as r:
+        with urllib.request.urlopen(f"http://{self.host}:{self.metrics_port}/metrics", timeout=timeout) as r:
             return r.read().decode()
 
     # --- reading this replica's own files, read-only ---
@@ -250,18 +260,23 @@ class ClusterHarness:
         coordination: str = "custom",
         extra_args: list[str] | None = None,
         client_config: dict | None = None,
+        lab: NetnsLab | None = None,
     ) -> None:
         """`extra_args` go to every `kl-broker start` (e.g. --add-scram); `client_config` (keyword arguments of
-        our clients: security_protocol, sasl_username, ...) is what the harness's own admin clients use."""
+        our clients: security_protocol, sasl_username, ...) is what the harness's own admin clients use.
+        With `lab` (set up by the caller, one host per broker) broker i runs on host i, so `lab.cut(i, j)`
+        cuts two brokers apart; ZooKeeper listens on the bridge and the test's clients reach every host."""
         self.root = root
+        self.lab = lab
         self.extra_args = list(extra_args or [])
         self.client_config = dict(client_config or {})
         self.root.mkdir(parents=True, exist_ok=True)
         ports = free_ports(3 * n + 1)
         self.coordination = coordination
-        self.zk = LocalZooKeeper(root / "zookeeper", ports[n]) if coordination == "zookeeper" else None
+        zk_host = {"host": lab.gateway} if lab is not None else {}
+        self.zk = LocalZooKeeper(root / "zookeeper", ports[n], **zk_host) if coordination == "zookeeper" else None
         self.brokers = {i + 1: Broker(self, i + 1, ports[i], ports[n + 1 + i], ports[2 * n + 1 + i]) for i in range(n)}
-        self.peers = ",".join(f"{b.id}@{HOST}:{b.port}" for b in self.brokers.values())
+        self.peers = ",".join(f"{b.id}@{b.address}" for b in self.brokers.values())
         self.overrides = list(overrides or [])
         self._clients: list = []
 
@@ -334,7 +349,7 @@ class ClusterHarness:
     def kafka_bootstrap(self, ids: list[int] | None = None) -> str:
         """bootstrap.servers for Kafka clients: the brokers' Kafka-protocol listeners."""
         ids = ids or [i for i, b in self.brokers.items() if b.alive and not b.paused] or list(self.brokers)
-        return ",".join(f"{HOST}:{self.brokers[i].kafka_port}" for i in ids)
+        return ",".join(f"{self.brokers[i].host}:{self.brokers[i].kafka_port}" for i in ids)
 
     def admin(self, ids: list[int] | None = None, timeout_ms: int = 10000) -> Admin:
         a = Admin(self.bootstrap(ids), request_timeout_ms=timeout_ms, **self.client_config)

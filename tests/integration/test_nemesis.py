@@ -1,5 +1,7 @@
 """A seeded nemesis on a 3-broker cluster, in both coordination modes: idempotent acks=all producers and a
-consumer group of two, under SIGKILL, SIGSTOP and kill-all of brokers; afterwards every produced value is
+consumer group of two, under SIGKILL, SIGSTOP, network cuts and kill-all of brokers (each broker on its own
+network-namespace host, so a cut is a real one: blackhole routes between it and the other brokers, while
+ZooKeeper and the clients still reach it); afterwards every produced value is
 checked (tests/nemesis/runner.py): no acknowledged record lost, none stored twice, each producer's order
 kept, every replica identical below the high watermark (read from its segment files), and the group handed
 out every record. The checker is shown able to fail: acks=1 writes acknowledged by a leader that then dies
@@ -8,27 +10,35 @@ before its followers copied them are reported lost.
     pytest tests/integration/test_nemesis.py --seed 1234     # replay one schedule (printed on failure)
     KL_SOAK=1 pytest tests/integration/test_nemesis.py       # long runs: more faults, more load
 
-Not yet here: network-namespace cuts (tests/integration/test_netns_partition.py covers cuts separately).
+Needs root and iproute2 for the namespaces (CI runs as root; under CI=true it fails rather than skips).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster_harness import LoadProducer, full_check, wait_until
+from bench.netns import NetnsLab, available
+from tests.integration.cluster_harness import ClusterHarness, LoadProducer, full_check, wait_until
+from tests.integration.zk_support import require_zookeeper
 from tests.nemesis.runner import run_nemesis
 from tests.nemesis.schedule import KINDS, make_schedule
 
 SOAK = os.environ.get("KL_SOAK") == "1"
 SOAK_DURATION_S = 120.0
-# (seed, seconds) per mode, fixed so CI is repeatable; each has a kill, a pause and a kill-all. ZooKeeper's
-# seed 17 found a group member asking a stale leader for offsets forever (client/cluster.py list_offsets).
-CI_RUNS = {"custom": (8, 10.0), "zookeeper": (17, 14.0)}
+# (seed, seconds) per mode, fixed so CI is repeatable; each has a kill, a pause, a cut longer than the session
+# timeout and a kill-all. (Before cuts, ZooKeeper's seed 17 found a group member asking a stale leader for
+# offsets forever: client/cluster.py list_offsets.)
+CI_RUNS = {"custom": (962, 14.0), "zookeeper": (660, 14.0)}
 
 pytestmark = pytest.mark.timeout(600 if SOAK else 150)
+
+
+SUBNET, PREFIX = "198.18.30.0/24", "kln"  # its own: other netns tests and benches use theirs
 
 
 @pytest.fixture(params=["custom", "zookeeper"])
@@ -36,23 +46,46 @@ def coordination(request) -> str:
     return request.param
 
 
+@pytest.fixture
+def netns_cluster(tmp_path: Path, coordination: str, request) -> Iterator[ClusterHarness]:
+    """Three brokers on three network-namespace hosts (ZooKeeper, in that mode, on the bridge)."""
+    if not available():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("network namespaces need root and iproute2 (CI must run the nemesis)")
+        pytest.skip("network namespaces need root and iproute2")
+    if coordination == "zookeeper":
+        require_zookeeper()
+    lab = NetnsLab(PREFIX, SUBNET, 3).setup()
+    h = ClusterHarness(tmp_path / "nemesis", 3, coordination=coordination, lab=lab)
+    try:
+        h.start()
+        yield h
+    finally:
+        failed = any(getattr(getattr(request.node, f"rep_{w}", None), "failed", False) for w in ("setup", "call"))
+        if failed:
+            print(h.dump_logs())
+        h.cleanup()
+        lab.teardown()
+
+
 def test_schedules_are_seeded_and_cover_every_fault():
     a, b = make_schedule(5, 60, [1, 2, 3]), make_schedule(5, 60, [1, 2, 3])
     assert a == b and a != make_schedule(6, 60, [1, 2, 3])
     assert {f.kind for s in range(20) for f in make_schedule(s, 30, [1, 2, 3])} == set(KINDS)
     for mode, (seed, duration) in CI_RUNS.items():
-        assert {f.kind for f in make_schedule(seed, duration, [1, 2, 3])} == set(KINDS), mode
+        schedule = make_schedule(seed, duration, [1, 2, 3])
+        assert {f.kind for f in schedule} == set(KINDS), mode
+        assert any(f.kind == "cut" and f.duration_s > 2.0 for f in schedule), mode  # longer than the session
 
 
-def test_nemesis(cluster_factory, coordination, request):
+def test_nemesis(netns_cluster, coordination, request):
     seed, duration = CI_RUNS[coordination]
     if SOAK:
         seed, duration = int(time.time()), SOAK_DURATION_S
     seed = request.config.getoption("--seed") or seed
     schedule = make_schedule(seed, duration, [1, 2, 3])
     print(f"nemesis seed {seed} ({coordination}): " + "; ".join(map(str, schedule)))
-    h = cluster_factory(3)
-    run = run_nemesis(h, seed, schedule, producers=3 if SOAK else 2)
+    run = run_nemesis(netns_cluster, seed, schedule, producers=3 if SOAK else 2)
     acked = sum(len(s.acked) for s in run.stats)
     assert acked > 100, f"only {acked} records acknowledged in {run.describe()}"
 

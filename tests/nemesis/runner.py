@@ -1,5 +1,5 @@
 """Run a seeded nemesis against a ClusterHarness: idempotent producers and a consumer group under kills,
-pauses and kill-all, then heal and check every produced value (tests/integration/cluster_harness.py's
+pauses, network cuts and kill-all, then heal and check every produced value (tests/integration/cluster_harness.py's
 checker: lost acknowledged records, duplicates, per-producer order, replica divergence read from the
 segment files) plus what the group handed out."""
 
@@ -84,6 +84,13 @@ def apply(h: ClusterHarness, f: Fault, run: NemesisRun) -> None:
         h[f.broker].pause()
         time.sleep(f.duration_s)
         h[f.broker].resume()
+    elif f.kind == "cut":
+        assert h.lab is not None, "a cut needs brokers on network-namespace hosts"
+        others = [b for b in h.brokers if b != f.broker]
+        for b in others:
+            h.lab.cut(f.broker, b)
+        time.sleep(f.duration_s)
+        h.lab.heal_all()
     elif f.kind == "kill-all":
         for b in h.brokers:
             h.kill(b)
@@ -114,6 +121,8 @@ def run_nemesis(
             apply(h, f, run)
         time.sleep(1.0)
     finally:
+        if h.lab is not None:
+            h.lab.heal_all()
         for b in h.brokers.values():  # heal whatever is left
             if b.paused:
                 b.resume()

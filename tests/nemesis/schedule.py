@@ -6,13 +6,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-KINDS = ("kill", "pause", "kill-all")
+KINDS = ("kill", "pause", "cut", "kill-all")
 
 
 @dataclass(frozen=True)
 class Fault:
     at_s: float  # seconds after the load started
-    kind: str  # kill: SIGKILL then restart; pause: SIGSTOP then SIGCONT; kill-all: every broker, then all back
+    # kill: SIGKILL then restart; pause: SIGSTOP then SIGCONT; cut: the broker's host cut off from the other
+    # brokers' hosts (not from ZooKeeper or the clients), then healed; kill-all: every broker, then all back
+    kind: str
     broker: int  # the broker (ignored for kill-all)
     duration_s: float  # how long until the restart / SIGCONT
 
@@ -21,19 +23,22 @@ class Fault:
         return f"t={self.at_s:.1f}s {self.kind} {who} for {self.duration_s:.1f}s"
 
 
-def make_schedule(seed: int, duration_s: float, brokers: list[int], kill_all: bool = True) -> list[Fault]:
-    """Faults one after another (each healed before the next starts), until `duration_s`. A pause lasts
-    longer than the broker session timeout (2 s) half the time, so both a fenced and an unfenced pause
-    occur; at most one kill-all per run (each costs a full restart)."""
+def make_schedule(
+    seed: int, duration_s: float, brokers: list[int], kill_all: bool = True, cuts: bool = True
+) -> list[Fault]:
+    """Faults one after another (each healed before the next starts), until `duration_s`. A pause or a cut
+    lasts longer than the broker session timeout (2 s) half the time, so both a fenced and an unfenced one
+    occur; at most one kill-all per run (each costs a full restart). `cuts` needs brokers on
+    network-namespace hosts."""
     rnd = random.Random(seed)
     out: list[Fault] = []
     t = rnd.uniform(1.0, 2.0)
     used_kill_all = not kill_all
     while t < duration_s:
-        kinds = [k for k in KINDS if k != "kill-all" or not used_kill_all]
+        kinds = [k for k in KINDS if (k != "kill-all" or not used_kill_all) and (k != "cut" or cuts)]
         kind = rnd.choice(kinds)
         used_kill_all = used_kill_all or kind == "kill-all"
-        dur = rnd.uniform(0.5, 4.0) if kind == "pause" else rnd.uniform(0.5, 2.5)
+        dur = rnd.uniform(0.5, 4.0) if kind in ("pause", "cut") else rnd.uniform(0.5, 2.5)
         out.append(Fault(round(t, 2), kind, rnd.choice(brokers), round(dur, 2)))
         t += dur + rnd.uniform(2.0, 4.0)  # time to recover before the next fault
     return out

@@ -1,4 +1,4 @@
-"""The invariants tests/sim/replication_sim.py checks after every step, and the in-memory partition log.
+"""The invariants tests/sim/replication_sim.py checks after every step, on its reading of the real logs.
 
 (a) At most one leader per partition per leader epoch, ever: the first broker seen holding a
     LeaderState of epoch E owns E (a restart of that broker may resume it: the epoch is the
@@ -17,13 +17,17 @@
     controller's current leader epoch, every member of the controller's ISR holds at least HW records
     and its log below HW equals the leader's (which by (b) is the committed prefix). This is what makes
     electing any ISR member safe, so it must hold at every instant, not only at elections.
+(d) No replica stores an idempotent producer's (producer id, sequence) twice (ReplicaView.sync).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.log.epoch import LeaderEpochFileCache
+from net import batch as batch_fmt
+
+if TYPE_CHECKING:
+    from broker.log.log import Log
 
 Entry = tuple[int, Any]  # (leader epoch, value)
 
@@ -32,76 +36,75 @@ class SimFailure(AssertionError):
     pass
 
 
-class _MemoryEpochCache(LeaderEpochFileCache):
-    """The production epoch cache (KIP-101 end_offset_for_epoch, assign, truncation) without its file.
+class ReplicaView:
+    """The checker's reading of one replica's real log (broker/log/log.py, on the simulation's disk).
 
-    The checkpoint file is rewritten on every change, so a crash never finds it behind the log: keeping
-    it in memory across simulated crashes is the same thing.
+    `sync` decodes whatever the log gained since the last call and notices truncation; the simulator
+    calls it after everything that may change the log. Two invariants are checked as it reads: no
+    (producer id, sequence) is stored twice (an idempotent retry appended again), and the log is never cut
+    below the high watermark its current incarnation showed. The two cursors belong to the checker:
+    `agree` is how much of the log is known to equal the committed prefix (a truncation below it lowers
+    it), `protected` is the HW the current incarnation showed.
     """
 
-    def __init__(self) -> None:  # the parent's __init__ would read a checkpoint file
-        self._epochs: list[int] = []
-        self._offsets: list[int] = []
-
-    def _flush(self) -> None:
-        pass
-
-
-class SimLog:
-    """One replica's log of one partition: (leader_epoch, value) per offset, plus its epoch cache.
-
-    It survives crashes (a crash kills the process; the page cache keeps what was written). The two
-    cursors belong to the checker: `agree` is how much of the log is known to equal the committed
-    prefix (a truncation below it lowers it), `protected` is the HW the current incarnation showed.
-    """
-
-    log_start_offset = 0  # no retention in the simulator
-
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.log: Log | None = None
         self.entries: list[Entry] = []
-        self.epochs = _MemoryEpochCache()
+        self.ids: dict[tuple[int, int], int] = {}  # (producer id, sequence) -> offset
+        self._id_at: dict[int, tuple[int, int]] = {}
         self.agree = 0
         self.protected = 0
-        self.violation: str | None = None
 
     @property
     def log_end_offset(self) -> int:
         return len(self.entries)
 
-    @property
-    def latest_epoch(self) -> int:
-        return self.epochs.latest_epoch
+    def attach(self, log: Log) -> None:
+        """A (re)opened log: read it again from its files (recovery may have changed its tail)."""
+        self.log = log
+        self.entries, self.ids, self._id_at, self.agree = [], {}, {}, 0
+        self.sync()
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self.epochs.end_offset_for_epoch(epoch, len(self.entries))
-
-    def append_as_leader(self, value: Any, leader_epoch: int) -> int:
+    def sync(self) -> None:
+        lg = self.log
+        if lg is None:
+            return
+        end = lg.log_end_offset
+        if end < len(self.entries):
+            if end < self.protected:
+                raise SimFailure(
+                    f"{self.name}: truncated to {end}, below the high watermark {self.protected} it showed"
+                )
+            for off in range(end, len(self.entries)):
+                key = self._id_at.pop(off, None)
+                if key is not None:
+                    del self.ids[key]
+            del self.entries[end:]
+            self.agree = min(self.agree, end)
         offset = len(self.entries)
-        self.entries.append((leader_epoch, value))
-        self.epochs.assign(leader_epoch, offset)
-        return offset
-
-    def append_as_follower(self, first_offset: int, records: tuple[Entry, ...]) -> None:
-        if first_offset != len(self.entries):
-            # Log.append_as_follower raises UnexpectedAppendOffsetError; the fetcher's one request in
-            # flight and its epoch checks are meant to make that impossible.
-            raise SimFailure(f"follower append at offset {first_offset}, log end is {len(self.entries)}")
-        for i, (epoch, value) in enumerate(records):
-            self.entries.append((epoch, value))
-            self.epochs.assign(epoch, first_offset + i)
-
-    def truncate_to(self, offset: int) -> bool:
-        if offset >= len(self.entries):
-            return False
-        if offset < self.protected and self.violation is None:
-            self.violation = f"truncated to {offset}, below the high watermark {self.protected} it showed"
-        del self.entries[offset:]
-        self.epochs.truncate_from_end(offset)
-        self.agree = min(self.agree, offset)
-        return True
-
-    def read(self, offset: int, max_records: int) -> tuple[Entry, ...]:
-        return tuple(self.entries[offset : offset + max_records])
+        while offset < end:
+            data = lg.read(offset, 1 << 20)
+            if not data:
+                raise SimFailure(f"{self.name}: nothing readable at offset {offset} below the log end {end}")
+            for pos, h in batch_fmt.iter_batches(data):
+                for rec in batch_fmt.records_of(data, pos, h):
+                    at = h.base_offset + rec[0]
+                    if at < offset:
+                        continue
+                    if at != len(self.entries):
+                        raise SimFailure(f"{self.name}: offset {at} follows {len(self.entries) - 1}")
+                    self.entries.append((h.leader_epoch, rec[3].decode()))
+                    if h.producer_id >= 0:
+                        key = (h.producer_id, h.base_sequence + rec[0])
+                        if key in self.ids:
+                            raise SimFailure(
+                                f"{self.name}: producer {key[0]} sequence {key[1]} stored twice, at offsets "
+                                f"{self.ids[key]} and {at}"
+                            )
+                        self.ids[key] = at
+                        self._id_at[at] = key
+                offset = h.next_offset
 
 
 class Checker:
@@ -115,12 +118,12 @@ class Checker:
         self.hw: dict[tuple[int, int], int] = {}  # (broker, partition) -> HW seen in its current incarnation
         self.acked: list[tuple[int, int, int, Any]] = []  # (partition, offset, epoch, value)
 
-    def restarted(self, broker: int, logs: dict[int, SimLog]) -> None:
+    def restarted(self, broker: int, logs: dict[int, ReplicaView]) -> None:
         for p, lg in logs.items():
             self.hw.pop((broker, p), None)
             lg.protected = 0
 
-    def _agree(self, p: int, lg: SimLog) -> int:
+    def _agree(self, p: int, lg: ReplicaView) -> int:
         """Advance lg.agree as far as its entries equal the committed prefix; returns it."""
         c, e, a = self.committed[p], lg.entries, lg.agree
         n = min(len(e), len(c))
@@ -140,9 +143,7 @@ class Checker:
 
     # --- (b) ---
 
-    def check_replica(self, broker: int, p: int, epoch: int, lg: SimLog, hw: int) -> None:
-        if lg.violation is not None:
-            raise SimFailure(f"broker {broker} partition {p}: {lg.violation}")
+    def check_replica(self, broker: int, p: int, epoch: int, lg: ReplicaView, hw: int) -> None:
         if hw > lg.log_end_offset:
             raise SimFailure(f"broker {broker} partition {p}: HW {hw} above its log end {lg.log_end_offset}")
         prev = self.hw.get((broker, p), 0)
@@ -164,7 +165,7 @@ class Checker:
             lg.agree = hw
         lg.protected = hw
 
-    def check_takeover(self, broker: int, p: int, epoch: int, lg: SimLog) -> None:
+    def check_takeover(self, broker: int, p: int, epoch: int, lg: ReplicaView) -> None:
         c = self.committed[p]
         a = self._agree(p, lg)
         need = max((i + 1 for i, e in enumerate(self.committed_in[p]) if e < epoch), default=0)
@@ -187,7 +188,7 @@ class Checker:
 
     # --- (c) ---
 
-    def check_isr(self, p: int, leader: int, epoch: int, hw: int, isr: list[int], logs: dict[int, SimLog]) -> None:
+    def check_isr(self, p: int, leader: int, epoch: int, hw: int, isr: list[int], logs: dict[int, ReplicaView]) -> None:
         for r in isr:
             lg = logs.get(r)
             a = self._agree(p, lg) if lg is not None else 0
@@ -199,7 +200,7 @@ class Checker:
                     f"leader, {have} on {r}"
                 )
 
-    def check_final(self, logs: dict[int, SimLog]) -> None:
+    def check_final(self, logs: dict[int, ReplicaView]) -> None:
         """After the liveness phase: every acknowledged value is in the log of its partition's leader."""
         for p, offset, epoch, value in self.acked:
             lg = logs.get(p)

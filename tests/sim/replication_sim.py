@@ -2,15 +2,15 @@
 
 tests/sim/election_sim.py verifies the controller quorum; this verifies what the brokers do with its decisions:
 partition leaders chosen by the controller, the ISR, the high watermark (HW), followers fetching and
-truncating, leader-epoch fencing. It drives the production rules, not a model of them:
-broker/controller.py (ControllerLogic: topic creation, fencing, registration, AlterPartition),
-broker/controller_service.py (its liveness rule: who is fenced or registered, from metadata fetches),
-broker/replication.py (LeaderState, FollowerState, validate_fetch, and the AlterPartition outcome rule
-alter_partition_outcome / alter_partition_retry_wanted, check_broker_incarnation of controller.py) and
-the epoch cache of broker/log/epoch.py. The simulator plays the drivers in between (broker/partition.py,
-the fetch and apply_image paths of broker/replica_manager.py, broker/replica_fetcher.py, the
-AlterPartition plumbing of broker/server.py and controller_service.py, and broker/network/quorum_driver.py's
-metadata catch-up), whose decision logic it copies; logs are in memory.
+truncating, leader-epoch fencing, idempotent producers' retries. It drives the production code, not a model
+of it: broker/controller.py (ControllerLogic: topic creation, fencing, registration, AlterPartition),
+broker/controller_service.py (its liveness rule), and every replica as a broker holds it: broker/partition.py's
+Partition (leadership, appends with producer-state de-duplication, follower reads, truncation, LeaderState
+and FollowerState of broker/replication.py) over broker/log/log.py's Log (segments, indexes, epoch cache,
+producer-state snapshots) as real files on a scratch disk, and broker/replica_fetcher.py's handle_fetch_row
+for what a follower does with an answer. The simulator plays the plumbing in between (replica_manager.py's
+apply_image, fetcher scheduling, the AlterPartition requests of alter_partition_manager.py with the same
+alter_partition_outcome / alter_partition_retry_wanted, quorum_driver.py's metadata catch-up, the network).
 
 The controller is ONE authority holding the committed metadata log. That is a composition argument:
 tests/sim/election_sim.py checks that the quorum behaves as one such log (records commit once, in one order,
@@ -23,16 +23,19 @@ in log order, a fetched batch at a time, so their views are stale: deposed leade
 yet, followers fetching from old leaders, AlterPartition proposals racing elections. A broker's
 fetched metadata log is durable (brokers keep it on disk); on restart its image is rebuilt from it once
 the broker has caught up to the committed end its first fetch answer reports (METADATA_POLICIES says
-why; broker/network/quorum_driver.py does the same). Partition logs and
-their epoch caches are durable across crashes (a crash kills the process, the page cache survives);
-LeaderState, FollowerState, HWs, fetchers, AlterPartition requests and acks=all waiters are lost.
+why; broker/network/quorum_driver.py does the same). Partition logs are files and survive crashes (a crash
+kills the process, the page cache survives): a restarted broker reopens them with the Log's crash recovery
+and the Partition's producer-state load (newest snapshot, then the batches after it); LeaderState,
+FollowerState, HWs, fetchers, AlterPartition requests and acks=all waiters are lost.
 
 One `random.Random(seed)` draws the schedule: cluster shape (3-5 brokers, 1-3 partitions, RF 3,
 min.insync.replicas 1 or 2, unclean election off), timings, and the faults: message loss, duplication,
 delay (so reordering), rare very late deliveries, network partitions (the controller is a node too),
 crashes (at random, of leaders, right after becoming leader, right after any event) with restarts from
-the durable state, pauses (SIGSTOP: events wait), and controller outages. Producers send acks=all
-values to a random broker or to the leader some broker's (stale) image names.
+the durable state, pauses (SIGSTOP: events wait), and controller outages; segment sizes small enough that
+logs roll and producer-state snapshots are taken. Clients send acks=all values to a random broker or to the
+leader some broker's (stale) image names: fire-and-forget ones, and idempotent producers' batches, each
+sent again with its sequence until acknowledged (replication_checks.py: none may be stored twice).
 
 Answers are matched to requests as the real RPC layer does (correlation ids; one fetch in flight per
 fetcher, answers to a crashed process never reach its successor), so a duplicated or overtaken answer is
@@ -40,7 +43,8 @@ dropped, while duplicated and reordered requests are served. AlterPartition alon
 (see _send_alter). How leaders treat a failed AlterPartition is ALTER_POLICIES.
 
 A schedule runs `steps` events with faults, then heals everything (all nodes up, one network, no loss,
-delays capped) and checks liveness: every partition must acknowledge a marker value within a bound.
+delays capped) and checks liveness: every partition must acknowledge a marker value, and every producer
+its last batch, within a bound.
 The invariants of tests/sim/replication_checks.py are checked after every step; a failure names the
 seed and step, and `run_schedule(seed, steps)` replays it exactly.
 
@@ -54,30 +58,26 @@ from __future__ import annotations
 import argparse
 import heapq
 import random
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from broker.controller import MetadataImage, PartitionState, check_broker_incarnation
 from broker.controller_service import ControllerService
-from broker.replication import (
-    AlterOutcome,
-    Diverging,
-    Fenced,
-    FollowerState,
-    HighWatermarkAdvanced,
-    LeaderState,
-    OutOfRange,
-    ProposeIsr,
-    UnknownEpoch,
-    alter_partition_outcome,
-    alter_partition_retry_wanted,
-    validate_fetch,
-)
+from broker.log.config import LogConfig
+from broker.log.log import Log
+from broker.partition import FetchResult as PartitionFetch
+from broker.partition import FetchSpec, Partition
+from broker.replica_fetcher import handle_fetch_row
+from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
 from election.coordination import fetch_liveness_expiry
+from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError
-from tests.sim.replication_checks import Checker, SimFailure, SimLog
+from tests.sim.replication_checks import Checker, ReplicaView, SimFailure
 
 TOPIC = "t"
 CONTROLLER = 0  # node id of the controller; brokers are 1..n
@@ -109,11 +109,9 @@ ALTER_POLICIES = ("kafka", "no-broker-epochs", "server")
 # (broker/network/quorum_driver.py QuorumDriver.catch_up_to and _apply; a broker elected controller is caught up).
 METADATA_POLICIES = ("catch-up", "as-fetched")
 
-_DELIVER, _TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK = range(8)
+_DELIVER, _TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK, _RETRY = range(9)
 _META, _TICK, _FETCH, _FETCH_TIMEOUT, _ALTER_TIMEOUT = range(5)  # broker timers
-
-# Per-partition fetch errors, as the error codes replica_fetcher.py distinguishes.
-_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+BATCH_BYTES = 80  # about one single-record batch here: a fetch's max bytes is fetch_max_records of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +139,8 @@ class SimParams:
     client_mean_ms: float
     crash_after_p: float  # a broker crashes right after handling an event
     crash_leader_p: float  # ... right after becoming a partition leader
+    segment_bytes: int  # segment.bytes: small, so logs roll and producer-state snapshots are taken and used
+    producers: int  # idempotent producers (acks=all, retrying one batch per partition until acknowledged)
 
     @classmethod
     def draw(cls, rng: random.Random, brokers: int | None = None) -> SimParams:
@@ -169,6 +169,8 @@ class SimParams:
             client_mean_ms=rng.choice([2, 10, 40]),
             crash_after_p=rng.choice([0.0, 0.001, 0.005]),
             crash_leader_p=rng.choice([0.0, 0.1, 0.3]),
+            segment_bytes=rng.choice([400, 1500, 1 << 20]),
+            producers=rng.randint(1, 3),
         )
 
 
@@ -189,6 +191,8 @@ class Result:
     fencings: int = 0
     truncations: int = 0
     produced: int = 0  # values appended by a leader
+    deduplicated: int = 0  # idempotent retries a leader answered with the offset they were stored at
+    retries: int = 0  # idempotent batches sent again (no answer, or an error)
     acked: int = 0
     committed: int = 0  # sum of the committed prefixes at the end
     crashes: int = 0
@@ -244,26 +248,47 @@ class Fetch:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchRow:
-    partition: int
-    error: str | None
-    hw: int
-    leo: int
-    records: tuple[tuple[int, Any], ...] = ()
-    diverging_epoch: int = -1
-    diverging_end_offset: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
+class FetchAnswer:
     req: int
-    rows: tuple[FetchRow, ...]
+    rows: tuple[tuple[int, PartitionFetch], ...]  # (partition, Partition.read_for_follower's answer)
 
 
 @dataclass(frozen=True, slots=True)
 class Produce:
     partition: int
-    value: Any
+    value: str
+    batch: bytes  # one record; an idempotent producer's carries its producer id and sequence
+    reply: tuple[int, int, int] | None = None  # (producer id, sequence, request id): answer the producer
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceAnswer:
+    producer_id: int
+    partition: int
+    sequence: int
+    req: int
+    error: str | None
+
+
+# --- idempotent producers ---------------------------------------------------------------------------------
+
+
+@dataclass
+class InFlight:
+    sequence: int
+    value: str
+    batch: bytes
+    req: int = 0  # the newest request carrying it
+
+
+@dataclass
+class SimProducer:
+    """An idempotent acks=all producer (enable.idempotence): one batch per partition in flight, sent again
+    with the same sequence until a broker acknowledges it (max.in.flight.requests.per.connection=1)."""
+
+    producer_id: int
+    next_sequence: dict[int, int] = field(default_factory=dict)
+    in_flight: dict[int, InFlight] = field(default_factory=dict)
 
 
 # --- the controller --------------------------------------------------------------------------------
@@ -329,29 +354,12 @@ class SimController:
 
 @dataclass
 class _Waiter:
+    """An acks=all produce waiting for the high watermark to pass its offset (Partition.wait_for_commit)."""
+
     offset: int
     epoch: int
-    value: Any
-
-
-class SimPartition:
-    """broker/partition.py's Partition over a SimLog, without producer state (values are unique)."""
-
-    def __init__(self, partition: int, log: SimLog, broker_id: int, min_isr: int, lag_ms: int) -> None:
-        self.partition = partition
-        self.log = log
-        self.broker_id = broker_id
-        self.min_insync_replicas = min_isr
-        self.replica_lag_time_max_ms = lag_ms
-        self.leader = -1
-        self.leader_epoch = -1
-        self.partition_epoch = -1
-        self.replicas: list[int] = []
-        self.isr: list[int] = []
-        self.high_watermark = 0
-        self.leader_state: LeaderState | None = None
-        self.follower_state: FollowerState | None = None
-        self.waiters: list[_Waiter] = []
+    value: str
+    reply: tuple[int, int, int] | None
 
 
 @dataclass
@@ -359,26 +367,29 @@ class _Fetcher:
     """replica_fetcher.py's ReplicaFetcher: one per leader, one request in flight."""
 
     leader: int
-    parts: dict[int, SimPartition] = field(default_factory=dict)
+    parts: dict[int, Partition] = field(default_factory=dict)
     req: int | None = None  # the request in flight
-    sent: dict[int, tuple[SimPartition, int]] = field(default_factory=dict)
+    sent: dict[int, tuple[Partition, int]] = field(default_factory=dict)
     scheduled: bool = False  # a _FETCH timer is pending
 
 
 class SimBroker:
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, data_dir: Path) -> None:
         self.id = broker_id
         self.up = True
         self.paused = False
         self.deferred: list[tuple[int, Any, Any]] = []
         self.incarnation = 0
-        # Durable:
-        self.logs: dict[int, SimLog] = {}
+        # Durable: the partition logs' files under data_dir (the page cache survives a crash: everything
+        # written is there) and the fetched metadata log.
+        self.data_dir = data_dir
+        self.views: dict[int, ReplicaView] = {}  # the checker's reading of each partition's log
         self.meta_log: list[dict[str, Any]] = []
         # Volatile (reset by boot):
         self.image = MetadataImage()
         self.applied = 0
-        self.parts: dict[int, SimPartition] = {}
+        self.parts: dict[int, Partition] = {}  # broker/partition.py's Partition over broker/log/log.py's Log
+        self.waiters: dict[int, list[_Waiter]] = {}
         self.fetchers: dict[int, _Fetcher] = {}
         self.alters: dict[int, AlterIsr] = {}  # AlterPartition requests in flight, by request id
         self.crash_pending = False
@@ -388,9 +399,16 @@ class SimBroker:
         self.incarnation += 1
         self.up, self.paused, self.deferred = True, False, []
         self.image, self.applied = MetadataImage(), 0
-        self.parts, self.fetchers, self.alters = {}, {}, {}
+        self.parts, self.waiters, self.fetchers, self.alters = {}, {}, {}, {}
         self.crash_pending = False
         self.catch_up_to = None
+
+    def close_logs(self) -> None:
+        """A crash: the process's open files go away without a flush, a producer-state snapshot or a
+        clean-shutdown marker (what it wrote stays on disk)."""
+        for part in self.parts.values():
+            part.log.close()
+        self.parts = {}
 
 
 # --- the simulation ----------------------------------------------------------------------------------
@@ -429,7 +447,15 @@ class Simulation:
         self.loss_p, self.max_delay, self.late_p = p.loss_p, p.max_delay_ms, p.late_p
         self.faults_on = True
         self.ctrl = SimController(self.ids, p.session_timeout_ms)
-        self.brokers = {b: SimBroker(b) for b in self.ids}
+        # The brokers' disks: real files (tmpfs when there is one), removed when the run ends.
+        shm = Path("/dev/shm")
+        self.disk = Path(tempfile.mkdtemp(prefix="kl-sim-", dir=shm if shm.is_dir() else None))
+        self.log_config = LogConfig.from_props(
+            {"segment.bytes": p.segment_bytes, "segment.index.bytes": 4096, "index.interval.bytes": 256}
+        )
+        self.brokers = {b: SimBroker(b, self.disk / f"broker-{b}") for b in self.ids}
+        # Producer ids as the controller hands them out (InitProducerId); 1000 up, so no value is ambiguous.
+        self.producers = [SimProducer(1000 + i) for i in range(p.producers)]
         self.checker = Checker(p.partitions)
         self.result = Result(seed, p.brokers, p.partitions, 0, ok=True)
         self.tracing = trace
@@ -480,7 +506,7 @@ class Simulation:
 
     def _boot(self, b: SimBroker) -> None:
         b.boot()
-        self.checker.restarted(b.id, b.logs)
+        self.checker.restarted(b.id, b.views)
         self._timer(b, self.rng.randint(1, self.params.meta_interval_ms), _META)
         self._timer(b, self.rng.randint(1, self.params.tick_ms), _TICK)
 
@@ -488,7 +514,8 @@ class Simulation:
         self._trace(f"crash broker {b.id} ({why})")
         b.up = False
         b.paused, b.deferred = False, []
-        b.parts, b.fetchers, b.alters = {}, {}, {}
+        b.close_logs()
+        b.waiters, b.fetchers, b.alters = {}, {}, {}
         self.result.crashes += 1
         if self.faults_on:
             self._push(self.now + self.rng.randint(1, 2 * self.params.session_timeout_ms), _RESTART, b.id)
@@ -517,8 +544,8 @@ class Simulation:
         elif what == _TICK:
             # ReplicaManager.tick: the ISR expiration check of every partition this broker leads.
             for part in b.parts.values():
-                if part.leader_state is not None:
-                    self._handle(b, part, part.leader_state.tick(self.now, part.log.log_end_offset))
+                part.tick(self.now)
+                self._check_waiters(b, part)
             self._timer(b, p.tick_ms, _TICK)
         elif what == _FETCH:
             f = b.fetchers.get(arg)
@@ -539,7 +566,7 @@ class Simulation:
             self._on_meta_records(b, msg)
         elif isinstance(msg, Fetch):
             self._serve_fetch(b, msg)
-        elif isinstance(msg, FetchResult):
+        elif isinstance(msg, FetchAnswer):
             self._on_fetch_result(b, src, msg)
         elif isinstance(msg, AlterIsrResult):
             self._on_alter_result(b, msg)
@@ -579,10 +606,11 @@ class Simulation:
         if brokers_changed:
             fenced = sorted(x.id for x in b.image.brokers.values() if x.fenced)
             for part in b.parts.values():
-                if part.leader_state is not None:
-                    self._handle(b, part, part.leader_state.remove_replicas(fenced))
+                part.remove_replicas(fenced)  # ReplicaManager.fence_replicas
+                self._check_waiters(b, part)
 
     def _apply_image(self, b: SimBroker) -> None:
+        """ReplicaManager.apply_image: open each replica's log (LogManager), then Partition.apply_state."""
         info = b.image.topics.get(TOPIC)
         if info is None:
             return
@@ -592,15 +620,23 @@ class Simulation:
                 continue
             part = b.parts.get(p)
             if part is None:
-                log = b.logs.setdefault(p, SimLog())
-                part = b.parts[p] = SimPartition(p, log, b.id, min_isr, self.params.lag_time_max_ms)
+                part = b.parts[p] = self._open_partition(b, p, min_isr)
             fenced = sorted(x.id for x in b.image.brokers.values() if x.fenced and x.id in st.replicas)
-            if fenced and part.leader_state is not None:
-                self._handle(b, part, part.leader_state.remove_replicas(fenced))
-            change = self._apply_state(b, part, st)
-            if fenced and part.leader_state is not None:
-                self._handle(b, part, part.leader_state.remove_replicas(fenced))
+            part.remove_replicas(fenced)
+            becomes_leader = st.leader == b.id and (st.leader_epoch != part.leader_epoch or part.leader_state is None)
+            if becomes_leader:
+                self.checker.check_takeover(b.id, p, st.leader_epoch, b.views[p])
+            change = part.apply_state(st, self.now)
+            part.remove_replicas(fenced)
+            if change in ("leader", "follower", "offline"):
+                b.waiters[p] = []  # _fail_hw_waiters: the producers get NOT_LEADER_OR_FOLLOWER
+            self._check_waiters(b, part)
             if change == "leader":
+                self.result.leaderships += 1
+                self.result.max_leader_epoch = max(self.result.max_leader_epoch, st.leader_epoch)
+                self._trace(f"broker {b.id} leads p{p} in epoch {st.leader_epoch}, ISR {st.isr}")
+                if self.params.crash_leader_p and self.rng.random() < self.params.crash_leader_p:
+                    b.crash_pending = True
                 self._unfollow(b, part)
             elif change == "follower":
                 self._trace(f"broker {b.id} follows {st.leader} for p{p} in epoch {st.leader_epoch}")
@@ -608,100 +644,79 @@ class Simulation:
             elif change == "offline":
                 self._unfollow(b, part)
 
-    def _apply_state(self, b: SimBroker, part: SimPartition, st: PartitionState) -> str:
-        """Partition.apply_state."""
-        part.replicas = list(st.replicas)
-        new_epoch = st.leader_epoch != part.leader_epoch
-        part.leader, part.partition_epoch = st.leader, st.partition_epoch
-        part.isr = list(st.isr)
-        lg = part.log
-        if st.leader == b.id:
-            if new_epoch or part.leader_state is None:
-                part.leader_epoch = st.leader_epoch
-                part.follower_state = None
-                self.checker.check_takeover(b.id, part.partition, st.leader_epoch, lg)
-                part.leader_state = LeaderState(
-                    b.id,
-                    list(st.replicas),
-                    list(st.isr),
-                    st.leader_epoch,
-                    st.partition_epoch,
-                    lg.log_end_offset,
-                    min(part.high_watermark, lg.log_end_offset),
-                    part.replica_lag_time_max_ms,
-                    self.now,
-                    min_insync_replicas=part.min_insync_replicas,
-                )
-                self.result.leaderships += 1
-                self.result.max_leader_epoch = max(self.result.max_leader_epoch, st.leader_epoch)
-                self._trace(f"broker {b.id} leads p{part.partition} in epoch {st.leader_epoch}, ISR {st.isr}")
-                self._handle(b, part, part.leader_state.on_leader_append(lg.log_end_offset, self.now))
-                part.waiters = []  # _fail_hw_waiters: the producers get NOT_LEADER_OR_FOLLOWER
-                if self.params.crash_leader_p and self.rng.random() < self.params.crash_leader_p:
-                    b.crash_pending = True
-                return "leader"
-            self._handle(b, part, part.leader_state.on_isr_committed(list(st.isr), st.partition_epoch))
-            self._check_waiters(b, part)
-            return "isr"
-        was_leader = part.leader_state is not None
-        part.leader_state = None
-        part.leader_epoch = st.leader_epoch
-        part.waiters = []
-        if st.leader < 0:
-            part.follower_state = None
-            return "offline"
-        if new_epoch or was_leader or part.follower_state is None:
-            part.follower_state = FollowerState(
-                b.id, st.leader, st.leader_epoch, lg.log_end_offset, max(lg.latest_epoch, -1)
-            )
-            return "follower"
-        return "none"
+    def _open_partition(self, b: SimBroker, p: int, min_isr: int) -> Partition:
+        """LogManager's open after a start (never a clean shutdown here: recovery runs) and the Partition
+        over it, which loads its producer state from the newest snapshot and the batches after it."""
+        log = Log(
+            b.data_dir / f"{TOPIC}-{p}", TOPIC, p, self.log_config, clean_shutdown=False, clock=lambda: self.now / 1000
+        )
+        part = Partition(
+            TOPIC,
+            p,
+            log,
+            b.id,
+            min_isr,
+            self.params.lag_time_max_ms,
+            propose_isr=lambda part, isr, pe, b=b: self._propose_isr(b, part, isr, pe),
+        )
+        view = b.views.setdefault(p, ReplicaView(f"broker {b.id} partition {p}"))
+        view.attach(log)
+        return part
 
-    # --- leader side: Partition._handle, append_as_leader, acks=all --------------------------------------
+    # --- leader side: Partition.append_as_leader, acks=all ------------------------------------------------
 
-    def _handle(self, b: SimBroker, part: SimPartition, actions: list[Any]) -> None:
-        for a in actions:
-            if isinstance(a, HighWatermarkAdvanced):
-                if a.high_watermark > part.high_watermark:
-                    part.high_watermark = a.high_watermark
-                    self._check_waiters(b, part)
-            elif isinstance(a, ProposeIsr):
-                self._propose_isr(b, part, list(a.isr), a.partition_epoch)
-
-    def _check_waiters(self, b: SimBroker, part: SimPartition) -> None:
-        if not part.waiters:
+    def _check_waiters(self, b: SimBroker, part: Partition) -> None:
+        waiters = b.waiters.get(part.partition)
+        if not waiters:
             return
         # The acknowledgement claims the value is committed: show the HW to the checker first.
-        self.checker.check_replica(b.id, part.partition, part.leader_epoch, part.log, part.high_watermark)
+        view = b.views[part.partition]
+        self.checker.check_replica(b.id, part.partition, part.leader_epoch, view, part.high_watermark)
         keep = []
-        for w in part.waiters:
+        for w in waiters:
             if part.high_watermark <= w.offset:
                 keep.append(w)
             elif part.leader_state is not None and len(part.leader_state.isr) < part.min_insync_replicas:
-                pass  # NOT_ENOUGH_REPLICAS_AFTER_APPEND: committed by a shrunken ISR, not acknowledged
+                # NOT_ENOUGH_REPLICAS_AFTER_APPEND: committed by a shrunken ISR, not acknowledged
+                self._answer(b, part.partition, w.reply, "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
             else:
                 self.checker.check_ack(b.id, part.partition, w.offset, w.epoch, w.value)
                 self.result.acked += 1
+                self._answer(b, part.partition, w.reply, None)
                 if self.markers.get(part.partition) == w.value:
                     self.marker_acked.setdefault(part.partition, b.id)
                     self._trace(f"marker of p{part.partition} acknowledged by broker {b.id}")
-        part.waiters = keep
+        b.waiters[part.partition] = keep
+
+    def _answer(self, b: SimBroker, partition: int, reply: tuple[int, int, int] | None, error: str | None) -> None:
+        if reply is not None:
+            self._send(b.id, CLIENT, ProduceAnswer(reply[0], partition, reply[1], reply[2], error))
 
     def _produce(self, b: SimBroker, msg: Produce) -> None:
         part = b.parts.get(msg.partition)
-        if part is None or part.leader_state is None:
-            return  # NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
-        if len(part.leader_state.isr) < part.min_insync_replicas:
-            return  # NOT_ENOUGH_REPLICAS: nothing appended
-        offset = part.log.append_as_leader(msg.value, part.leader_epoch)
-        self.result.produced += 1
-        self._handle(b, part, part.leader_state.on_leader_append(part.log.log_end_offset, self.now))
-        part.waiters.append(_Waiter(offset, part.leader_epoch, msg.value))
+        if part is None:
+            self._answer(b, msg.partition, msg.reply, "UNKNOWN_TOPIC_OR_PARTITION")
+            return
+        view = b.views[msg.partition]
+        end = part.log.log_end_offset
+        try:
+            [offset] = part.append_as_leader(msg.batch, -1, self.now)
+        except KafkaLiteError as e:  # NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (nothing appended), ...
+            self._answer(b, msg.partition, msg.reply, ErrorCode(e.code).name)
+            return
+        view.sync()
+        if part.log.log_end_offset == end:
+            self.result.deduplicated += 1
+            self._trace(f"broker {b.id}: {msg.value} is a retry of offset {offset} of p{msg.partition}")
+        else:
+            self.result.produced += 1
+        epoch = view.entries[offset][0] if offset < len(view.entries) else -1
+        b.waiters.setdefault(msg.partition, []).append(_Waiter(offset, epoch, msg.value, msg.reply))
         self._check_waiters(b, part)
 
     # --- AlterPartition: broker/alter_partition_manager.py ---------------------------------------------
 
-    def _propose_isr(self, b: SimBroker, part: SimPartition, isr: list[int], partition_epoch: int) -> None:
+    def _propose_isr(self, b: SimBroker, part: Partition, isr: list[int], partition_epoch: int) -> None:
         req = self._next_req()
         msg = AlterIsr(b.id, b.incarnation, req, part.partition, part.leader_epoch, partition_epoch, tuple(isr))
         b.alters[req] = msg
@@ -764,19 +779,20 @@ class Simulation:
         self.result.alter_rejected += 1
         self._trace(f"broker {b.id}: ISR {list(msg.isr)} for p{msg.partition} not committed: {error}")
         part = b.parts.get(msg.partition)
-        if part is not None and part.leader_state is not None:
-            self._handle(b, part, part.leader_state.on_isr_rejected(list(msg.isr), msg.partition_epoch))
+        if part is not None:
+            part.isr_change_rejected(list(msg.isr), msg.partition_epoch)
+            self._check_waiters(b, part)
 
     # --- replication: replica_manager.py _read_for_follower, replica_fetcher.py ----------------------------
 
-    def _follow(self, b: SimBroker, part: SimPartition) -> None:
+    def _follow(self, b: SimBroker, part: Partition) -> None:
         self._unfollow(b, part)
         f = b.fetchers.setdefault(part.leader, _Fetcher(part.leader))
         f.parts[part.partition] = part
         if f.req is None and not f.scheduled:
             self._schedule_fetch(b, f, 1)
 
-    def _unfollow(self, b: SimBroker, part: SimPartition) -> None:
+    def _unfollow(self, b: SimBroker, part: Partition) -> None:
         for f in b.fetchers.values():
             if f.parts.get(part.partition) is part:
                 del f.parts[part.partition]
@@ -804,89 +820,44 @@ class Simulation:
         self._timer(b, self.params.rpc_timeout_ms, _FETCH_TIMEOUT, (f.leader, f.req))
 
     def _serve_fetch(self, b: SimBroker, msg: Fetch) -> None:
+        """ReplicaManager.read for a follower: Partition.read_for_follower."""
         rows = []
+        max_bytes = self.params.fetch_max_records * BATCH_BYTES
         for p, offset, current_epoch, last_epoch in msg.specs:
             part = b.parts.get(p)
             if part is None:
-                rows.append(FetchRow(p, "UNKNOWN_TOPIC_OR_PARTITION", -1, -1))
-                continue
-            lg = part.log
-            if part.leader_state is None:
-                rows.append(FetchRow(p, "NOT_LEADER_OR_FOLLOWER", part.high_watermark, -1))
-                continue
-            decision = validate_fetch(
-                current_epoch,
-                part.leader_epoch,
-                offset,
-                last_epoch,
-                lg.end_offset_for_epoch,
-                lg.log_start_offset,
-                lg.log_end_offset,
-            )
-            hw, leo = part.high_watermark, lg.log_end_offset
-            if isinstance(decision, Diverging):
-                rows.append(FetchRow(p, None, hw, leo, (), decision.epoch, decision.end_offset))
-                continue
-            error = {Fenced: "FENCED_LEADER_EPOCH", UnknownEpoch: "UNKNOWN_LEADER_EPOCH", OutOfRange: _OUT_OF_RANGE}
-            refusal = error.get(type(decision))  # type: ignore[call-overload]
-            if refusal is not None:
-                rows.append(FetchRow(p, refusal, hw, leo))
-                continue
-            self._handle(b, part, part.leader_state.on_follower_fetch(msg.src, offset, leo, self.now))
-            data = lg.read(offset, self.params.fetch_max_records)
-            rows.append(FetchRow(p, None, part.high_watermark, lg.log_end_offset, data))
-        self._send(b.id, msg.src, FetchResult(msg.req, tuple(rows)))
+                rows.append((p, PartitionFetch(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))))
+            elif part.leader_state is None:
+                rows.append((p, PartitionFetch(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), part.high_watermark)))
+            else:
+                spec = FetchSpec((TOPIC, p), offset, max_bytes, current_epoch, last_epoch)
+                rows.append((p, part.read_for_follower(spec, msg.src, self.now)))
+                self._check_waiters(b, part)
+        self._send(b.id, msg.src, FetchAnswer(msg.req, tuple(rows)))
 
-    def _on_fetch_result(self, b: SimBroker, leader: int, msg: FetchResult) -> None:
+    def _on_fetch_result(self, b: SimBroker, leader: int, msg: FetchAnswer) -> None:
         f = b.fetchers.get(leader)
         if f is None or f.req != msg.req:
             return  # not the request in flight (timed out, duplicated, or the fetcher is gone)
         f.req = None
         got = False
-        for row in msg.rows:
-            entry = f.sent.get(row.partition)
+        for partition, row in msg.rows:
+            entry = f.sent.get(partition)
             if entry is None:
                 continue
             part, epoch = entry
-            if f.parts.get(row.partition) is not part or part.follower_state is None:
+            if f.parts.get(partition) is not part or part.follower_state is None:
                 continue  # reassigned while the fetch was in flight
             if part.follower_state.leader_epoch != epoch:
                 continue
-            got |= self._handle_row(b, part, row)
+            view = b.views[partition]
+            before = part.log.log_end_offset
+            got |= handle_fetch_row(part, leader, row)  # replica_fetcher.py's own decision
+            if part.log.log_end_offset < before:
+                self.result.truncations += 1
+                self._trace(f"broker {b.id} truncates p{partition} to {part.log.log_end_offset}")
+            view.sync()
         self._schedule_fetch(b, f, 1 if got else self.params.fetch_idle_ms)
-
-    def _handle_row(self, b: SimBroker, part: SimPartition, row: FetchRow) -> bool:
-        """ReplicaFetcher._handle; True if records arrived or the log was cut (fetch again at once)."""
-        fs = part.follower_state
-        assert fs is not None
-        if row.error == _OUT_OF_RANGE:
-            # Never behind the leader's log start here (no retention): ahead of its log end.
-            self._truncate(b, part, max(row.leo, 0), "out of range")
-            return True
-        if row.error:
-            return False
-        if row.diverging_epoch >= 0:
-            t = fs.on_diverging(row.diverging_epoch, row.diverging_end_offset, part.log.end_offset_for_epoch)
-            self._truncate(b, part, t.offset, f"diverging at epoch {row.diverging_epoch}")
-            return True
-        # Partition.append_as_follower
-        if row.records:
-            part.log.append_as_follower(fs.log_end_offset, row.records)
-        fs.on_records_appended(part.log.log_end_offset, max(part.log.latest_epoch, -1))
-        fs.on_high_watermark(row.hw)
-        hw = min(row.hw, part.log.log_end_offset)
-        if hw > part.high_watermark:
-            part.high_watermark = hw
-        return bool(row.records)
-
-    def _truncate(self, b: SimBroker, part: SimPartition, offset: int, why: str) -> None:
-        """Partition.truncate_to."""
-        if part.log.truncate_to(offset):
-            self.result.truncations += 1
-            self._trace(f"broker {b.id} truncates p{part.partition} to {offset} ({why})")
-        part.high_watermark = min(part.high_watermark, part.log.log_end_offset)
-        if part.follower_state is not None:
-            part.follower_state.on_records_appended(part.log.log_end_offset, max(part.log.latest_epoch, -1))
 
     # --- the controller -------------------------------------------------------------------------------
 
@@ -979,6 +950,22 @@ class Simulation:
 
     # --- clients ----------------------------------------------------------------------------------------
 
+    def _batch(self, value: str, producer_id: int = -1, sequence: int = -1) -> bytes:
+        idem = {"producer_id": producer_id, "producer_epoch": 0, "base_sequence": sequence} if producer_id >= 0 else {}
+        return batch_fmt.build([(0, 0, None, value.encode(), None)], self.now, self.now, **idem)
+
+    def _target(self, p: int) -> int:
+        rng = self.rng
+        if self.markers:  # liveness phase: the leader the controller names
+            st = self.ctrl.state(p)
+            return st.leader if st is not None and st.leader > 0 else rng.choice(self.ids)
+        if rng.random() < 0.5:
+            return rng.choice(self.ids)
+        # The leader as some broker's (possibly stale) image says: a client's metadata request.
+        info = self.brokers[rng.choice(self.ids)].image.topics.get(TOPIC)
+        st = info.partitions.get(p) if info is not None else None
+        return st.leader if st is not None and st.leader > 0 else rng.choice(self.ids)
+
     def _client(self) -> None:
         rng = self.rng
         if self.markers:
@@ -986,20 +973,51 @@ class Simulation:
             for p, marker in self.markers.items():
                 st = self.ctrl.state(p)
                 if p not in self.marker_acked and st is not None and st.leader >= 0:
-                    self._send(CLIENT, st.leader, Produce(p, marker))
+                    self._send(CLIENT, st.leader, Produce(p, marker, self._batch(marker)))
             self._push(self.now + 2 * self.params.rpc_timeout_ms, _CLIENT)
             return
         p = rng.randrange(self.params.partitions)
         if rng.random() < 0.5:
-            target = rng.choice(self.ids)
+            prod = rng.choice(self.producers)
+            if p not in prod.in_flight:
+                seq = prod.next_sequence.get(p, 0)
+                value = f"p{prod.producer_id}-{p}-{seq}"
+                prod.in_flight[p] = InFlight(seq, value, self._batch(value, prod.producer_id, seq))
+                self._send_in_flight(prod, p)
         else:
-            # The leader as some broker's (possibly stale) image says: a client's metadata request.
-            info = self.brokers[rng.choice(self.ids)].image.topics.get(TOPIC)
-            st = info.partitions.get(p) if info is not None else None
-            target = st.leader if st is not None and st.leader > 0 else rng.choice(self.ids)
-        self.values += 1
-        self._send(CLIENT, target, Produce(p, self.values))
+            self.values += 1
+            value = f"v{self.values}"  # fire and forget (acks=all, no retries, no producer id)
+            self._send(CLIENT, self._target(p), Produce(p, value, self._batch(value)))
         self._push(self.now + int(rng.expovariate(1 / self.params.client_mean_ms)) + 1, _CLIENT)
+
+    def _producer(self, producer_id: int) -> SimProducer:
+        return self.producers[producer_id - 1000]
+
+    def _send_in_flight(self, prod: SimProducer, p: int) -> None:
+        f = prod.in_flight[p]
+        f.req = self._next_req()
+        self._send(CLIENT, self._target(p), Produce(p, f.value, f.batch, (prod.producer_id, f.sequence, f.req)))
+        self._push(self.now + self.params.rpc_timeout_ms, _RETRY, (prod.producer_id, p), f.req)  # request.timeout.ms
+
+    def _retry(self, key: tuple[int, int], req: int) -> None:
+        prod = self._producer(key[0])
+        f = prod.in_flight.get(key[1])
+        if f is None or f.req != req:
+            return  # answered, or a newer attempt is on its way
+        self.result.retries += 1
+        self._send_in_flight(prod, key[1])
+
+    def _on_produce_answer(self, msg: ProduceAnswer) -> None:
+        prod = self._producer(msg.producer_id)
+        f = prod.in_flight.get(msg.partition)
+        if f is None or f.sequence != msg.sequence:
+            return  # an answer to a batch acknowledged already
+        if msg.error is None:  # committed, whichever attempt it answers
+            del prod.in_flight[msg.partition]
+            prod.next_sequence[msg.partition] = msg.sequence + 1
+        elif msg.req == f.req:  # a retriable error of the newest attempt: again after retry.backoff.ms
+            f.req = self._next_req()
+            self._push(self.now + self.rng.randint(1, 20), _RETRY, (prod.producer_id, msg.partition), f.req)
 
     # --- faults -----------------------------------------------------------------------------------------
 
@@ -1081,7 +1099,7 @@ class Simulation:
     def _liveness_bound(self) -> int:
         p = self.params
         meta_rounds = len(self.ctrl.records) // p.meta_batch + 2
-        longest = max((lg.log_end_offset for b in self.brokers.values() for lg in b.logs.values()), default=0)
+        longest = max((v.log_end_offset for b in self.brokers.values() for v in b.views.values()), default=0)
         fetch_rounds = longest // p.fetch_max_records + 2
         round_trip = 2 * self.max_delay
         return (
@@ -1107,6 +1125,8 @@ class Simulation:
                 if self.ctrl.up:
                     self.result.messages += 1
                     self._controller_receive(src, msg)
+            elif a == CLIENT:
+                self._on_produce_answer(msg)
             else:
                 b = self.brokers[a]
                 if b.up:
@@ -1135,6 +1155,8 @@ class Simulation:
                 self._controller_back()
         elif kind == _CTRL_TICK:
             self._controller_tick()
+        elif kind == _RETRY:
+            self._retry(a, c)
         self._check()
 
     def _check(self) -> None:
@@ -1146,7 +1168,7 @@ class Simulation:
                 ls = part.leader_state
                 if ls is not None:
                     checker.check_leader(p, b.id, ls.leader_epoch, ctrl.assigned.get((p, ls.leader_epoch)))
-                checker.check_replica(b.id, p, part.leader_epoch, part.log, part.high_watermark)
+                checker.check_replica(b.id, p, part.leader_epoch, b.views[p], part.high_watermark)
         for p in range(self.params.partitions):
             st = ctrl.state(p)
             if st is None or st.leader < 0:
@@ -1155,7 +1177,7 @@ class Simulation:
             part = lb.parts.get(p) if lb.up else None
             if part is None or part.leader_state is None or part.leader_state.leader_epoch != st.leader_epoch:
                 continue
-            logs = {r: self.brokers[r].logs[p] for r in st.isr if p in self.brokers[r].logs}
+            logs = {r: self.brokers[r].views[p] for r in st.isr if p in self.brokers[r].views}
             checker.check_isr(p, st.leader, st.leader_epoch, part.high_watermark, st.isr, logs)
 
     def run(self, steps: int) -> Result:
@@ -1169,23 +1191,29 @@ class Simulation:
             healed_at = self.now
             r.liveness_bound_ms = self._liveness_bound()
             deadline = healed_at + r.liveness_bound_ms
-            while len(self.marker_acked) < len(self.markers):
+            while len(self.marker_acked) < len(self.markers) or any(x.in_flight for x in self.producers):
                 if not self.queue or self.queue[0][0] > deadline:
                     missing = sorted(set(self.markers) - set(self.marker_acked))
+                    waiting = [f.value for x in self.producers for f in x.in_flight.values()]
                     raise SimFailure(
-                        f"liveness: partitions {missing} acknowledged nothing {deadline - healed_at} ms after the heal"
+                        f"liveness: partitions {missing} acknowledged nothing, and producers' batches {waiting} "
+                        f"were not acknowledged, {deadline - healed_at} ms after the heal"
                     )
                 self._run_one()
             r.liveness_ms = self.now - healed_at
             # The leader that acknowledged a marker held every committed record then (its HW had passed
             # them all): nothing acknowledged before may be missing from its log.
-            leader_logs = {p: self.brokers[b].logs[p] for p, b in self.marker_acked.items()}
+            leader_logs = {p: self.brokers[b].views[p] for p, b in self.marker_acked.items()}
             self.checker.check_final(leader_logs)
         except Exception as e:  # noqa: BLE001 - anything out of the production code is a bug to report with its seed
             r.ok = False
             what = str(e) if isinstance(e, SimFailure) else f"{type(e).__name__}: {e}"
             r.failure = f"seed={self.seed} step={self.step} t={self.now}ms: {what}"
             r.failed_step = self.step
+        finally:
+            for b in self.brokers.values():
+                b.close_logs()
+            shutil.rmtree(self.disk, ignore_errors=True)
         r.steps = self.step
         r.virtual_ms = self.now
         r.committed = sum(len(c) for c in self.checker.committed.values())

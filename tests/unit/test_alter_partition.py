@@ -174,10 +174,11 @@ class FakePartition:
         self.leader_state: LeaderState | None = ls
         self.high_watermark = ls.high_watermark
 
-    def _handle(self, actions: list) -> None:
-        for a in actions:
-            if isinstance(a, HighWatermarkAdvanced):
-                self.high_watermark = a.high_watermark
+    def isr_change_rejected(self, isr: list[int], partition_epoch: int) -> None:  # Partition's
+        if self.leader_state is not None:
+            for a in self.leader_state.on_isr_rejected(isr, partition_epoch):
+                if isinstance(a, HighWatermarkAdvanced):
+                    self.high_watermark = a.high_watermark
 
 
 class FakePeers:

@@ -13,7 +13,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
+from broker.partition import Partition
+from broker.producer_state import ProducerStateManager
 from broker.replication import UNDEFINED_OFFSET, HighWatermarkAdvanced, LeaderState
+from net import batch as batch_fmt
 from tests.sim.replication_sim import run_schedule
 
 SHORT_SEEDS = 450
@@ -45,8 +48,18 @@ def test_a_schedule_replays_exactly():
 def test_schedules_exercise_the_interesting_paths():
     results = [run_schedule(s, STEPS) for s in range(40)]
     assert all(r.ok for r in results)
-    # Leader changes, ISR changes both ways, fencing, divergent logs truncated, crashes, acks.
-    for key in ("isr_changes", "alter_rejected", "fencings", "truncations", "crashes", "acked"):
+    # Leader changes, ISR changes both ways, fencing, divergent logs truncated, crashes, acks, idempotent
+    # retries, some of them answered as duplicates.
+    for key in (
+        "isr_changes",
+        "alter_rejected",
+        "fencings",
+        "truncations",
+        "crashes",
+        "acked",
+        "retries",
+        "deduplicated",
+    ):
         assert sum(getattr(r, key) for r in results) > 0, key
     assert max(r.max_leader_epoch for r in results) >= 3
 
@@ -70,6 +83,26 @@ def test_the_checker_catches_a_high_watermark_that_ignores_an_isr_member(monkeyp
     assert failure is not None and "seed=" in failure and "step=" in failure
     seed = int(failure.split()[0].removeprefix("seed="))
     assert run_schedule(seed, STEPS).failure == failure  # and the failure replays exactly
+
+
+def _producer_state_from_the_newest_segment_only(self: Partition) -> None:
+    # Bug 1 of the reliability issue: on restart (and truncation) the producer state was rebuilt from the
+    # newest segment(s) only, with no snapshot, so a producer whose last batches lay further back was forgotten.
+    lg = self.log
+    state = ProducerStateManager(lg.dir)
+    offset = max(lg._bases[-1] if lg._bases else 0, lg.log_start_offset)
+    while offset < lg.log_end_offset:
+        data = lg.read(offset, 8 << 20)
+        headers = [h for _, h in batch_fmt.iter_batches(data)]
+        state.replay(headers)
+        offset = headers[-1].next_offset
+    self.producer_state = state
+
+
+def test_the_checker_catches_an_idempotent_retry_stored_twice(monkeypatch):
+    monkeypatch.setattr(Partition, "_load_producer_state", _producer_state_from_the_newest_segment_only)
+    failure = _first_failure(range(200))
+    assert failure is not None and "stored twice" in failure, failure
 
 
 def test_the_liveness_check_catches_an_isr_that_never_grows_back(monkeypatch):
