@@ -89,7 +89,8 @@ def phase_lines(all_marks: Sequence[dict[str, float]], skip: Iterable[str] = ())
 def trace_client(producer: Any, events: list[tuple[float, str]], tp: tuple[str, int] | None = None) -> None:
     """Wrap a few methods of this producer instance to time-stamp (wall clock) what it does for partition
     `tp` (None: every partition): metadata refreshes, produce requests sent, produce errors."""
-    refresh, dispatch, on_error = producer.client.refresh_metadata, producer._dispatch, producer._on_partition_error
+    sender = producer.sender  # client/sender.py: where produce requests are sent and their errors handled
+    refresh, dispatch, on_error = producer.client.refresh_metadata, sender._dispatch, sender._on_partition_error
 
     def mine(t: tuple[str, int]) -> bool:
         return tp is None or t == tp
@@ -115,5 +116,5 @@ def trace_client(producer: Any, events: list[tuple[float, str]], tp: tuple[str, 
         on_error(tp_, batches, err, **kw)
 
     producer.client.refresh_metadata = traced_refresh
-    producer._dispatch = traced_dispatch
-    producer._on_partition_error = traced_error
+    sender._dispatch = traced_dispatch
+    sender._on_partition_error = traced_error
