@@ -98,6 +98,9 @@ class Cluster:
 
     def down(self) -> None:
         subprocess.run([tool("kl-cluster"), "down", "--data-dir", str(self.dir)], capture_output=True, timeout=60)
+        if os.environ.get("KL_BENCH_KEEP"):
+            print(f"kept {self.dir} (KL_BENCH_KEEP)", flush=True)
+            return
         subprocess.run(["rm", "-rf", str(self.dir)])
 
 

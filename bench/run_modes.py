@@ -52,12 +52,16 @@ class ModeCluster(Cluster):
 def create_topic_time(c: Cluster, partitions: int = 12) -> float:
     from client.admin import NewTopic
     from client.sync import Admin
+    from net.errors import UnknownTopicOrPartitionError
 
     with Admin(c.bootstrap, request_timeout_ms=30000) as a:
         t0 = time.monotonic()
         a.create_topics([NewTopic("twelve", partitions, 3, {"min.insync.replicas": "2"})])
         while time.monotonic() - t0 < 30:
-            parts = a.describe_topics(["twelve"])[0].partitions
+            try:
+                parts = a.describe_topics(["twelve"])[0].partitions
+            except UnknownTopicOrPartitionError:
+                parts = []  # the broker answering has not learnt the topic yet
             if len(parts) == partitions and all(p.leader > 0 for p in parts):
                 return time.monotonic() - t0
             time.sleep(0.005)

@@ -189,9 +189,9 @@ Spark): {decode_s:.2f} s, {args.records / decode_s:,.0f} records/s.
 Where the time goes: Spark's path for any Python data source (a Python worker per task, Arrow batches
 over its socket into the JVM, then rows) takes {fl / pqm:.2f}x Parquet's time by itself, before any decoding;
 our decoding adds the remaining {max(kl - fl, 0):.2f} s ({decode_s:.1f} s of one core, shared by the 2 cores with
-the JVM). The decoding is already per batch in C (msgpack unpacking, one `bytes.join` and one length pass
-per column, numpy for offsets and timestamps); what is left per record is creating the key and value
-`bytes` objects.{MISSED_NOTE if status == "MISSED" else ""}
+the JVM). Per record, the decoding makes one aiokafka record object (Kafka's varint records, read in C) and one
+Python tuple from it (`net/batch.py` `records_of`); per column it is one `bytes.join` and one length pass,
+numpy for offsets and timestamps.{MISSED_NOTE if status == "MISSED" else ""}
 """
     replace_section(args.out, START_MARK, END_MARK, body)
     print(body)

@@ -2,8 +2,9 @@
 
 Spark's Python data sources hand rows to the JVM through Arrow; yielding whole
 `pyarrow.RecordBatch`es (rather than one Python tuple per row) skips Spark's per-row
-conversion, which is most of the cost of a scan. The per-record work left here is C-level:
-msgpack decoding, `zip`, `map` and pyarrow's list conversion.
+conversion, which is most of the cost of a scan. The per-record work left is the batch decoding
+(`net/batch.py` `records_of`: aiokafka's C reader, one tuple per record); the columns are gathered
+with C-level `zip`, `extend` and one join per column.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def record_batches(
 
 
 class _Columns:
-    """Columns being gathered. Per-record work stays in C (list.extend of msgpack's tuples); what
-    is per batch (base offset, first timestamp, timestamp type) is expanded by numpy at build time."""
+    """Columns being gathered from each batch's decoded record tuples (list.extend, in C); what is per
+    batch (base offset, first timestamp, timestamp type) is expanded by numpy at build time."""
 
     __slots__ = ("keys", "values", "headers", "offset_deltas", "ts_deltas", "bases", "first_ts", "types", "counts", "n")
 
