@@ -86,17 +86,22 @@ if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null
 fi
 # The Kafka-protocol client tests (tests/integration/test_kafka_*.py): kcat and Node.js from Debian, kafkajs
 # from npm at the version pinned in tests/js/package-lock.json (Python clients come with the test extras).
-if ! command -v kcat >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+# Only what is missing: a machine may already have Node.js from elsewhere, and Debian's npm conflicts with it.
+KC_MISSING=()
+command -v kcat >/dev/null 2>&1 || KC_MISSING+=(kcat)
+command -v node >/dev/null 2>&1 || KC_MISSING+=(nodejs)
+command -v npm >/dev/null 2>&1 || KC_MISSING+=(npm)
+if [ "${#KC_MISSING[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing kcat, nodejs and npm (apt-get)..." >&2
+    echo "installing ${KC_MISSING[*]} (apt-get)..." >&2
     if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        kcat nodejs npm; } >.venv/apt-kafka-clients.log 2>&1; then
+        "${KC_MISSING[@]}"; } >.venv/apt-kafka-clients.log 2>&1; then
       tail -n 20 .venv/apt-kafka-clients.log >&2
-      echo "error: could not install kcat/nodejs/npm (log: .venv/apt-kafka-clients.log)" >&2
+      echo "error: could not install ${KC_MISSING[*]} (log: .venv/apt-kafka-clients.log)" >&2
       if [ "$(basename "$0")" = test.sh ]; then exit 1; fi
     fi
   elif [ "$(basename "$0")" = test.sh ]; then
-    echo "error: the Kafka client tests need: sudo apt-get install -y kcat nodejs npm" >&2
+    echo "error: the Kafka client tests need: sudo apt-get install -y ${KC_MISSING[*]}" >&2
     exit 1
   fi
 fi
