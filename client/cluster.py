@@ -261,7 +261,12 @@ class KafkaLiteClient:
             topics: dict[str, list] = {}
             for t, p in group:
                 topics.setdefault(t, []).append([p, timestamp])
-            body = await self.request(leader, ApiKey.LIST_OFFSETS, {"topics": [[t, p] for t, p in topics.items()]})
+            try:
+                body = await self.request(leader, ApiKey.LIST_OFFSETS, {"topics": [[t, p] for t, p in topics.items()]})
+            except NetworkError:
+                for t in topics:  # the leader is gone or unreachable: the next attempt asks the metadata again
+                    self.invalidate(t)
+                raise
             if body.get("error_code"):
                 raise error_for(body["error_code"], body.get("error_message", ""))
             for topic, rows in body["topics"]:

@@ -228,6 +228,11 @@ class AsyncConsumer:
         found = await self.client.list_offsets([TopicPartition(*tp) for tp in tps], timestamp)
         return {TopicPartition(*tp): off for tp, off in found.items()}
 
+    async def list_topics(self) -> dict[str, list[int]]:
+        """Every topic the cluster has (internal ones too) and its partitions, in one Metadata request
+        (confluent-kafka's list_topics, kafka-python's topics())."""
+        return {name: sorted(tm.partitions) for name, tm in (await self.client.list_topics()).items() if not tm.error}
+
     async def _reset(self, tps: Iterable[TopicPartition], which: int) -> None:
         tps = [TopicPartition(*tp) for tp in tps]
         offsets = await self.list_offsets(tps, which)
@@ -244,6 +249,15 @@ class AsyncConsumer:
     async def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from assigned partitions, in offset order per partition; [] on timeout."""
         max_records = max_records or self.max_poll_records
+        return await self._poll(timeout_ms, lambda: self._fetcher.drain(max_records))
+
+    async def poll_raw(self, timeout_ms: int = 1000) -> list[tuple[TopicPartition, bytes, int]]:
+        """Like poll(), but the fetched record batches undecoded: (partition, batches, position), for readers that
+        decode whole batches themselves (the Spark source builds Arrow columns from them). The first batch may
+        begin before the position; [] on timeout."""
+        return await self._poll(timeout_ms, self._fetcher.drain_raw)
+
+    async def _poll(self, timeout_ms: int, drain: Callable[[], list]) -> list:
         deadline = time.monotonic() + timeout_ms / 1000
         f = self._fetcher
         if f.errors:
@@ -254,10 +268,10 @@ class AsyncConsumer:
         if need:
             await self._reset_by_policy(need)
         while True:
-            records = f.drain(max_records)
+            out = drain()
             f.send_fetches()
-            if records:
-                return records
+            if out:
+                return out
             if f.errors:
                 raise f.errors.pop(0)
             remaining = deadline - time.monotonic()

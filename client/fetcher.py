@@ -197,6 +197,21 @@ class Fetcher:
                 break
         return out
 
+    def drain_raw(self) -> list[tuple[TopicPartition, bytes, int]]:
+        """What drain() would decode, as the broker sent it: (partition, whole record batches, position). The first
+        batch may begin before the position (a seek into its middle); positions move past every batch handed out."""
+        out = []
+        for tp, st in self.states.items():
+            if st.paused or st.decoded_at < len(st.decoded):
+                continue  # records already decoded are drain()'s to hand out
+            while st.buffer:
+                data, start = st.buffer.popleft()
+                if start != st.position:  # a seek happened since this was fetched
+                    continue
+                out.append((tp, data, start))
+                st.position = _next_offset(data)
+        return out
+
     def send_fetches(self) -> None:
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp, st in self.states.items():

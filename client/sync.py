@@ -173,6 +173,12 @@ class Consumer(_Blocking):
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         return self._lt.run(self._impl.poll(timeout_ms, max_records))
 
+    def list_topics(self) -> dict[str, list[int]]:
+        return self._lt.run(self._impl.list_topics())
+
+    def poll_raw(self, timeout_ms: int = 1000) -> list[tuple[TopicPartition, bytes, int]]:
+        return self._lt.run(self._impl.poll_raw(timeout_ms))
+
     def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
         return self._lt.run(self._impl.list_offsets(list(tps), timestamp))
 

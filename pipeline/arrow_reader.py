@@ -10,7 +10,7 @@ with C-level `zip`, `extend` and one join per column.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import repeat
 
 import numpy as np
@@ -46,6 +46,19 @@ def record_batches(
     sl: Slice, include_headers: bool, schema: pa.Schema | None = None, rows: int = ROWS_PER_BATCH
 ) -> Iterator[pa.RecordBatch]:
     """The slice's records as Arrow batches of up to `rows` rows."""
+    return arrow_batches(sl.topic, sl.partition, read_slice(sl), include_headers, schema, rows)
+
+
+def arrow_batches(
+    topic: str,
+    partition: int,
+    batches: Iterable[tuple[fmt.BatchHeader, tuple]],
+    include_headers: bool,
+    schema: pa.Schema | None = None,
+    rows: int = ROWS_PER_BATCH,
+) -> Iterator[pa.RecordBatch]:
+    """(header, records) pairs of one partition, as segments.read_slice and pipeline/remote.py's fetch_range
+    yield them, as Arrow batches of up to `rows` rows."""
     schema = schema or arrow_schema(include_headers)
     cols = _Columns(include_headers)
     # The cyclic GC would rescan the young record tuples over and over (they hold no cycles), as in
@@ -53,16 +66,16 @@ def record_batches(
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        for h, recs in read_slice(sl):
+        for h, recs in batches:
             cols.add(h, recs)
             if cols.n >= rows:
-                built = cols.build(sl, schema)
+                built = cols.build(topic, partition, schema)
                 cols = _Columns(include_headers)
                 gc.enable() if gc_was_on else None
                 yield built
                 gc.disable()
         if cols.n:
-            yield cols.build(sl, schema)
+            yield cols.build(topic, partition, schema)
     finally:
         if gc_was_on:
             gc.enable()
@@ -106,7 +119,7 @@ class _Columns:
         self.counts.append(len(d_off))
         self.n += len(d_off)
 
-    def build(self, sl: Slice, schema: pa.Schema) -> pa.RecordBatch:
+    def build(self, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
         counts = np.array(self.counts, dtype=np.int64)
         offsets = np.repeat(np.array(self.bases, dtype=np.int64), counts) + np.array(self.offset_deltas, np.int64)
         ms = np.repeat(np.array(self.first_ts, dtype=np.int64), counts) + np.array(self.ts_deltas, np.int64)
@@ -114,8 +127,8 @@ class _Columns:
         cols = [
             _binary(self.keys),
             _binary(self.values),
-            pa.repeat(pa.scalar(sl.topic, pa.string()), self.n),
-            pa.repeat(pa.scalar(sl.partition, pa.int32()), self.n),
+            pa.repeat(pa.scalar(topic, pa.string()), self.n),
+            pa.repeat(pa.scalar(partition, pa.int32()), self.n),
             pa.array(offsets),
             pa.array(ms * 1000, _ARROW_TYPES["timestamp"]),  # Spark's timestamps are microseconds
             pa.array(types),

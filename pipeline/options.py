@@ -62,7 +62,7 @@ def _opt(opts: Mapping[str, str], name: str) -> str | None:
     return None if v is None else str(v)
 
 
-def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+def bool_option(opts: Mapping[str, str], name: str, default: bool) -> bool:
     raw = _opt(opts, name)
     if raw is None:
         return default
@@ -72,7 +72,7 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     return v == "true"
 
 
-def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
+def positive_int(opts: Mapping[str, str], name: str) -> int | None:
     raw = _opt(opts, name)
     if raw is None:
         return None
@@ -86,7 +86,7 @@ def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
 
 
 def include_headers(options: Mapping[str, str]) -> bool:
-    return _bool(normalize(options), "includeHeaders", False)
+    return bool_option(normalize(options), "includeHeaders", False)
 
 
 def data_dirs(options: Mapping[str, str]) -> list:
@@ -132,7 +132,7 @@ def _parse_offsets_json(name: str, raw: str) -> dict[str, dict[int, int]]:
     return out
 
 
-def _offsets_option(options: Mapping[str, str], name: str, default: int) -> tuple[int, dict[str, dict[int, int]]]:
+def offsets_option(options: Mapping[str, str], name: str, default: int) -> tuple[int, dict[str, dict[int, int]]]:
     """(default for every partition, per-partition overrides) from an offsets option."""
     raw = _opt(options, name)
     if raw is None:
@@ -152,10 +152,8 @@ def _offsets_option(options: Mapping[str, str], name: str, default: int) -> tupl
     return chosen, overrides
 
 
-def _select(
-    options: Mapping[str, str], available: dict[str, set[int]], dirs_text: str, expected: dict[str, int]
-) -> dict[str, list[int]]:
-    """Topic -> partitions chosen by exactly one of subscribe / subscribePattern / assign."""
+def selection(options: Mapping[str, str]) -> tuple[str, str]:
+    """(which of subscribe / subscribePattern / assign, its value): exactly one is required."""
     given = {k: _opt(options, k) for k in ("subscribe", "subscribePattern", "assign")}
     given = {k: v for k, v in given.items() if v is not None and v.strip()}
     if len(given) != 1:
@@ -164,23 +162,41 @@ def _select(
             + (f" (got {', '.join(sorted(given))})" if given else "")
         )
     ((how, value),) = given.items()
-    value = value.strip()
+    return how, value.strip()
+
+
+def select(
+    options: Mapping[str, str],
+    available: dict[str, set[int]],
+    dirs_text: str,
+    expected: dict[str, int],
+    on_disk: bool = True,
+    strict: bool = True,
+) -> dict[str, list[int]]:
+    """Topic -> partitions chosen by exactly one of subscribe / subscribePattern / assign, among the `available`
+    ones: read from data directories `dirs_text` (`on_disk`), or from the cluster at `dirs_text`. Not `strict`
+    (a streaming query): subscribed topics that do not exist yet and a pattern matching nothing are no error,
+    the query picks them up when they appear."""
+
+    def no_topic(t: str) -> str:
+        if on_disk:
+            return f"no {t}-<partition> directory in {dirs_text}"
+        return f"no such topic on the cluster at {dirs_text}"
+
+    how, value = selection(options)
     if how == "subscribe":
         topics = [t.strip() for t in value.split(",") if t.strip()]
         unknown = [t for t in topics if t not in available]
-        if unknown:
-            raise LogReadError(
-                f"unknown topic {unknown[0]!r}: no {unknown[0]}-<partition> directory in {dirs_text}"
-                + _known(available)
-            )
-        return {t: _all_partitions(t, available, expected) for t in topics}
+        if unknown and strict:
+            raise LogReadError(f"unknown topic {unknown[0]!r}: {no_topic(unknown[0])}" + _known(available))
+        return {t: _all_partitions(t, available, expected) for t in topics if t in available}
     if how == "subscribePattern":
         try:
             rx = re.compile(value)
         except re.error as e:
             raise LogReadError(f"subscribePattern {value!r} is not a valid regular expression: {e}") from None
         topics = sorted(t for t in available if not t.startswith("__") and rx.fullmatch(t))
-        if not topics:
+        if not topics and strict:
             raise LogReadError(f"subscribePattern {value!r} matches no topic in {dirs_text}" + _known(available))
         return {t: _all_partitions(t, available, expected) for t in topics}
     example = '{"tweets":[0,1]}'
@@ -195,10 +211,13 @@ def _select(
     out = {}
     for topic, parts in obj.items():
         if topic not in available:
-            raise LogReadError(f"unknown topic {topic!r} in assign: no {topic}-<partition> directory in {dirs_text}")
+            if not strict:
+                continue
+            raise LogReadError(f"unknown topic {topic!r} in assign: {no_topic(topic)}")
         missing = [p for p in parts if p not in available[topic]]
-        if missing:
+        if missing and strict:
             raise LogReadError(f"assign: {topic}-{missing[0]} has no replica in {dirs_text}")
+        parts = [p for p in parts if p in available[topic]]
         out[topic] = sorted(set(parts))
     return out
 
@@ -218,6 +237,36 @@ def _all_partitions(topic: str, available: dict[str, set[int]], expected: dict[s
             f"of a broker that hosts it, or read the other partitions with assign"
         )
     return sorted(have)
+
+
+def check_offsets_named(chosen: dict[str, list[int]], start_over: dict, end_over: dict) -> None:
+    """Offsets JSON may only name partitions that are read."""
+    for name, over in (("startingOffsets", start_over), ("endingOffsets", end_over)):
+        for topic, parts in over.items():
+            if topic not in chosen:
+                raise LogReadError(f"{name} names topic {topic!r}, which is not read (subscribe/assign it)")
+            bad = [p for p in parts if p not in chosen[topic]]
+            if bad:
+                raise LogReadError(f"{name} names {topic}-{bad[0]}, which is not read (no such partition)")
+
+
+def resolve_range(
+    topic: str, p: int, asked_start: int, asked_end: int, log_start: int, committed: int, fail_on_loss: bool
+) -> tuple[int, int]:
+    """[start, end) of a batch read of one partition from the asked offsets (EARLIEST/LATEST or numbers), its log
+    start and its committed offset: Spark's rules, the same for segment files and for the broker protocol."""
+    start = log_start if asked_start == EARLIEST else asked_start
+    end = committed if asked_end == LATEST else min(asked_end, committed)
+    if asked_end >= 0 and start > asked_end:
+        raise LogReadError(f"startingOffsets {topic}-{p}={start} is after endingOffsets {topic}-{p}={asked_end}")
+    if start < log_start:
+        if fail_on_loss:
+            raise LogReadError(
+                f"startingOffsets {topic}-{p}={start} is below the log start offset {log_start} "
+                f"(deleted by retention); set failOnDataLoss=false to start at {log_start}"
+            )
+        start = log_start
+    return start, max(start, end)
 
 
 @dataclass
@@ -249,12 +298,12 @@ def plan_read(options: Mapping[str, str], warn: bool = True) -> ReadPlan:
     opts = normalize(options)
     dirs = data_dirs(opts)
     dirs_text = ", ".join(str(d) for d in dirs)
-    headers = _bool(opts, "includeHeaders", False)
-    fail_on_loss = _bool(opts, "failOnDataLoss", True)
-    min_parts = _positive_int(opts, "minPartitions")
-    max_records = _positive_int(opts, "maxRecordsPerPartition")
-    start_default, start_over = _offsets_option(opts, "startingOffsets", EARLIEST)
-    end_default, end_over = _offsets_option(opts, "endingOffsets", LATEST)
+    headers = bool_option(opts, "includeHeaders", False)
+    fail_on_loss = bool_option(opts, "failOnDataLoss", True)
+    min_parts = positive_int(opts, "minPartitions")
+    max_records = positive_int(opts, "maxRecordsPerPartition")
+    start_default, start_over = offsets_option(opts, "startingOffsets", EARLIEST)
+    end_default, end_over = offsets_option(opts, "endingOffsets", LATEST)
 
     replicas = seg.find_replicas(dirs)
     if not replicas and not any((d / seg.LOG_START_OFFSET_CHECKPOINT).exists() for d in dirs):
@@ -264,14 +313,8 @@ def plan_read(options: Mapping[str, str], warn: bool = True) -> ReadPlan:
     available: dict[str, set[int]] = {}
     for t, p in replicas:
         available.setdefault(t, set()).add(p)
-    chosen = _select(opts, available, dirs_text, seg.metadata_partition_counts(dirs))
-    for name, over in (("startingOffsets", start_over), ("endingOffsets", end_over)):
-        for topic, parts in over.items():
-            if topic not in chosen:
-                raise LogReadError(f"{name} names topic {topic!r}, which is not read (subscribe/assign it)")
-            bad = [p for p in parts if p not in chosen[topic]]
-            if bad:
-                raise LogReadError(f"{name} names {topic}-{bad[0]}, which is not read (no such partition)")
+    chosen = select(opts, available, dirs_text, seg.metadata_partition_counts(dirs))
+    check_offsets_named(chosen, start_over, end_over)
 
     plans: list[tuple[PartitionPlan, seg.ReplicaSummary]] = []
     for topic in sorted(chosen):
@@ -286,21 +329,15 @@ def plan_read(options: Mapping[str, str], warn: bool = True) -> ReadPlan:
                     best.replica.data_dir,
                     best.log_end,
                 )
-            asked_start = start_over.get(topic, {}).get(p, start_default)
-            asked_end = end_over.get(topic, {}).get(p, end_default)
-            start = best.log_start if asked_start == EARLIEST else asked_start
-            end = best.committed if asked_end == LATEST else min(asked_end, best.committed)
-            if asked_end >= 0 and start > asked_end:
-                raise LogReadError(
-                    f"startingOffsets {topic}-{p}={start} is after endingOffsets {topic}-{p}={asked_end}"
-                )
-            if start < best.log_start:
-                if fail_on_loss:
-                    raise LogReadError(
-                        f"startingOffsets {topic}-{p}={start} is below the log start offset {best.log_start} "
-                        f"(deleted by retention); set failOnDataLoss=false to start at {best.log_start}"
-                    )
-                start = best.log_start
+            start, end = resolve_range(
+                topic,
+                p,
+                start_over.get(topic, {}).get(p, start_default),
+                end_over.get(topic, {}).get(p, end_default),
+                best.log_start,
+                best.committed,
+                fail_on_loss,
+            )
             pp = PartitionPlan(
                 topic,
                 p,
@@ -331,3 +368,61 @@ def _range_bytes(pp: PartitionPlan, best: seg.ReplicaSummary) -> int:
         if (nxt is None or nxt > pp.start) and s.base_offset < pp.end:
             total += s.size
     return total
+
+
+# --- streaming queries (readStream), read through the broker protocol -------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """A streaming query's options, checked. `starting` is earliest, latest, offsets (JSON) or timestamp."""
+
+    starting: str
+    starting_offsets: dict[str, dict[int, int]]
+    starting_timestamp: int | None
+    timestamp_strategy: str  # no offset at/after startingTimestamp: error (Spark's default) or latest
+    max_offsets_per_trigger: int | None
+    fail_on_data_loss: bool
+    include_headers: bool
+    min_partitions: int | None
+
+
+def stream_spec(options: Mapping[str, str]) -> StreamSpec:
+    """Spark's Kafka source options for a streaming query: startingOffsets defaults to latest there."""
+    opts = normalize(options)
+    selection(opts)
+    if _opt(opts, "endingOffsets") is not None or _opt(opts, "endingTimestamp") is not None:
+        raise LogReadError("endingOffsets/endingTimestamp are for batch queries only (spark.read), not readStream")
+    raw_ts = _opt(opts, "startingTimestamp")
+    raw = _opt(opts, "startingOffsets")
+    ts = None
+    offsets: dict[str, dict[int, int]] = {}
+    if raw_ts is not None:
+        if raw is not None:
+            raise LogReadError("give startingOffsets or startingTimestamp, not both")
+        try:
+            ts = int(raw_ts.strip())
+        except ValueError:
+            ts = -1
+        if ts < 0:
+            raise LogReadError(f"startingTimestamp must be milliseconds since the epoch, got {raw_ts!r}")
+        starting = "timestamp"
+    elif raw is None or raw.strip().lower() == "latest":
+        starting = "latest"
+    elif raw.strip().lower() == "earliest":
+        starting = "earliest"
+    else:
+        starting, offsets = "offsets", _parse_offsets_json("startingOffsets", raw.strip())
+    strategy = (_opt(opts, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise LogReadError(f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
+    return StreamSpec(
+        starting,
+        offsets,
+        ts,
+        strategy,
+        positive_int(opts, "maxOffsetsPerTrigger"),
+        bool_option(opts, "failOnDataLoss", True),
+        bool_option(opts, "includeHeaders", False),
+        positive_int(opts, "minPartitions"),
+    )

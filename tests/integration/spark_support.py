@@ -36,3 +36,13 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 
             for r in c.poll(500):
                 out.add((r.partition, r.offset, r.key, r.value))
     return out
+
+
+def spark_session_fixture(app: str):  # type: ignore[no-untyped-def]
+    """A module's SparkSession (local[2], 2 shuffle partitions), stopped after the module."""
+    require_spark()
+    from pipeline.session import spark_session
+
+    s = spark_session("local[2]", app, {"spark.sql.shuffle.partitions": "2"})
+    yield s
+    s.stop()

@@ -19,7 +19,7 @@ import pytest
 from client import Admin, NewTopic, Producer
 from tests.conftest import ROOT, BrokerProcess
 from tests.integration.cluster_harness import wait_until
-from tests.integration.spark_support import consume_all, require_spark
+from tests.integration.spark_support import consume_all, require_spark, spark_session_fixture
 
 TOPIC = "tweets"
 PARTS = 3
@@ -27,12 +27,7 @@ PARTS = 3
 
 @pytest.fixture(scope="module")
 def spark():
-    require_spark()
-    from pipeline.session import spark_session
-
-    s = spark_session("local[2]", "kafkalite-tests", {"spark.sql.shuffle.partitions": "2"})
-    yield s
-    s.stop()
+    yield from spark_session_fixture("kafkalite-tests")
 
 
 def produce(bootstrap: str, topic: str, n: int, start: int = 0, codec: str = "none", **kw) -> None:

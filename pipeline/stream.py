@@ -1,0 +1,172 @@
+"""The `kafkalite` source's streaming side: `spark.readStream.format("kafkalite")`, Spark's Kafka source options.
+
+    spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", "host:9092")
+        .option("subscribe", "tweets").option("startingOffsets", "earliest").load()
+
+PySpark's DataSourceStreamReader: Spark keeps each micro-batch's end offsets (`{"topic": {"0": 23}}`, the
+Kafka source's JSON) in the query's checkpoint and hands them back as the next start, so a query restarted
+from its checkpoint neither skips nor repeats a record. End offsets are high watermarks: only committed
+records are read. Topics and partitions are listed again at every trigger, so a pattern picks up a new
+topic and a topic's new partitions are read from their start. Data loss (a deleted topic, offsets deleted
+by retention before they were read) follows failOnDataLoss. Tasks read through the broker protocol
+(pipeline/remote.py), so executors can run anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from pipeline import options as opt
+from pipeline.arrow_reader import arrow_batches, arrow_schema
+from pipeline.remote import EARLIEST, LATEST, BrokerView, OffsetRange, read_range, split_ranges
+from pipeline.segments import LogReadError
+
+TP = tuple[str, int]
+
+
+def to_json(offsets: Mapping[TP, int]) -> dict:
+    """{(topic, partition): offset} -> Spark's Kafka offsets JSON {"topic": {"0": offset}}."""
+    out: dict[str, dict[str, int]] = {}
+    for (t, p), off in sorted(offsets.items()):
+        out.setdefault(t, {})[str(p)] = int(off)
+    return out
+
+
+def from_json(obj: Mapping) -> dict[TP, int]:
+    return {(t, int(p)): int(off) for t, parts in (obj or {}).items() for p, off in parts.items()}
+
+
+def rate_limit(start: Mapping[TP, int], latest: Mapping[TP, int], max_rows: int) -> dict[TP, int]:
+    """End offsets that read at most `max_rows` records in all, shared in proportion to each partition's backlog
+    (Spark's Kafka source does the same with maxOffsetsPerTrigger)."""
+    backlog = {tp: max(0, latest[tp] - start.get(tp, latest[tp])) for tp in latest}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(latest)
+    out = {}
+    for tp, off in latest.items():
+        begin = start.get(tp, off)
+        out[tp] = min(off, begin + backlog[tp] * max_rows // total)
+    if sum(out[tp] - start.get(tp, out[tp]) for tp in out) == 0:  # rounding gave nothing: move the biggest by one
+        tp = max(backlog, key=backlog.__getitem__)
+        out[tp] += 1
+    return out
+
+
+class KafkaLiteStreamReader(DataSourceStreamReader):
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = opt.normalize(options)
+        self.spec = opt.stream_spec(self.options)
+        self.include_headers = self.spec.include_headers
+        self._view: BrokerView | None = None
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader to its tasks: the driver's broker connections stay behind.
+        state = dict(self.__dict__)
+        state["_view"] = None
+        return state
+
+    @property
+    def view(self) -> BrokerView:
+        if self._view is None:
+            self._view = BrokerView(self.options)
+        return self._view
+
+    def _partitions(self) -> list[TP]:
+        """The partitions the query reads now (listed again each trigger: new topics and partitions appear)."""
+        available = self.view.available()
+        chosen = opt.select(self.options, available, self.view.bootstrap, {}, on_disk=False, strict=False)
+        return [(t, p) for t in sorted(chosen) for p in chosen[t]]
+
+    def initialOffset(self) -> dict:
+        tps = self._partitions()
+        spec = self.spec
+        if spec.starting in ("earliest", "latest"):
+            return to_json(self.view.offsets(tps, EARLIEST if spec.starting == "earliest" else LATEST))
+        if spec.starting == "timestamp":
+            found = self.view.offsets(tps, spec.starting_timestamp or 0)
+            missing = [tp for tp, off in found.items() if off < 0]
+            if missing and spec.timestamp_strategy == "error":
+                t, p = missing[0]
+                raise LogReadError(
+                    f"{t}-{p} has no record at or after startingTimestamp {spec.starting_timestamp}; "
+                    f"set startingOffsetsByTimestampStrategy=latest to start at its end"
+                )
+            latest = self.view.offsets(missing, LATEST)
+            return to_json({tp: latest.get(tp, off) for tp, off in found.items()})
+        given = spec.starting_offsets
+        unnamed = [(t, p) for t, p in tps if p not in given.get(t, {})]
+        if unnamed:
+            raise LogReadError(
+                f"startingOffsets must give every partition read; {unnamed[0][0]}-{unnamed[0][1]} is missing "
+                f"(-2 for earliest, -1 for latest)"
+            )
+        asked = {(t, p): given[t][p] for t, p in tps}
+        resolved = {}
+        for which in (EARLIEST, LATEST):
+            named = [tp for tp, off in asked.items() if off == which]
+            resolved.update(self.view.offsets(named, which))
+        return to_json({tp: resolved.get(tp, off) for tp, off in asked.items()})
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.spec.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        tps = self._partitions()
+        latest = self.view.offsets(tps, LATEST)
+        begin = from_json(start)
+        new = [tp for tp in tps if tp not in begin]
+        begin.update(self.view.offsets(new, EARLIEST))  # new partitions are read from their start
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(begin, latest, limit.maxRows)
+        return to_json(latest)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, stop = from_json(start), from_json(end)
+        fail = self.spec.fail_on_data_loss
+        dropped = [tp for tp in begin if tp not in stop]
+        gone = [tp for tp in dropped if tp not in set(self._partitions())] if dropped else []
+        if gone and fail:
+            raise LogReadError(
+                f"{gone[0][0]}-{gone[0][1]} was deleted while the query read it (offsets after {begin[gone[0]]} may be "
+                f"lost); set failOnDataLoss=false to go on without it"
+            )
+        log_start = self.view.offsets(list(stop), EARLIEST) if stop else {}
+        ranges = []
+        for tp, e in stop.items():
+            s = begin.get(tp, log_start[tp])
+            if s < log_start[tp]:
+                if fail:
+                    raise LogReadError(
+                        f"{tp[0]}-{tp[1]}: offsets {s} to {log_start[tp] - 1} were deleted (retention) before "
+                        f"the query read them; set failOnDataLoss=false to skip them"
+                    )
+                s = log_start[tp]
+            if e < s:
+                if fail:
+                    raise LogReadError(
+                        f"{tp[0]}-{tp[1]}: its offsets went back from {s} to {e} (was the topic recreated?); "
+                        f"set failOnDataLoss=false to go on from there"
+                    )
+                continue
+            ranges.append(OffsetRange(tp[0], tp[1], s, e))
+        split = split_ranges(ranges, self.spec.min_partitions, None)
+        return [InputPartition(r) for r in split]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        r = partition.value
+        batches = read_range(r, self.options, self.spec.fail_on_data_loss, prefer_local=False)
+        return arrow_batches(r.topic, r.partition, batches, self.include_headers, arrow_schema(self.include_headers))
+
+    def commit(self, end: dict) -> None:
+        """Spark's checkpoint holds the offsets; nothing is committed to a group (as Spark's Kafka source)."""
+
+    def stop(self) -> None:
+        if self._view is not None:
+            self._view.close()
+            self._view = None

@@ -1,0 +1,277 @@
+"""Spark live (issue 16): `readStream.format("kafkalite")` against running brokers, the `kafkalite` sink, and
+batch reads through the broker protocol. One SparkSession (local[2]) for the module; every check compares
+what Spark read or wrote with what a plain consumer reads from the brokers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from client import Admin, NewTopic, Producer
+from tests.conftest import BrokerProcess
+from tests.integration.cluster_harness import LoadProducer, wait_until
+from tests.integration.spark_support import consume_all, spark_session_fixture
+
+PARTS = 3
+
+
+@pytest.fixture(scope="module")
+def spark():
+    yield from spark_session_fixture("kafkalite-streaming-tests")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("spark-live") / "data").start()
+    yield b
+    b.cleanup()
+
+
+def create(bootstrap: str, topic: str, partitions: int = PARTS, rf: int = 1) -> None:
+    with Admin(bootstrap) as a:
+        a.create_topics([NewTopic(topic, partitions, rf)])
+
+
+def produce(bootstrap: str, topic: str, start: int, n: int) -> None:
+    with Producer(bootstrap, acks="all", linger_ms=2) as p:
+        for i in range(start, start + n):
+            p.send(topic, f"v{i}".encode(), key=f"k{i % 7}".encode(), headers=[("i", str(i).encode())])
+        p.flush()
+
+
+def stream(spark, bootstrap: str, **options):  # type: ignore[no-untyped-def]
+    r = spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def start_to_parquet(df, out: Path, checkpoint: Path, every: str | None = None):  # type: ignore[no-untyped-def]
+    """A query of the records into Parquet files: a micro-batch every `every`, or availableNow."""
+    w = (
+        df.selectExpr("topic", "partition", "offset", "key", "value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+    )
+    return (w.trigger(processingTime=every) if every else w.trigger(availableNow=True)).start()
+
+
+def run_available_now(df, out: Path, checkpoint: Path) -> None:  # type: ignore[no-untyped-def]
+    q = start_to_parquet(df, out, checkpoint)
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+
+
+def parquet_rows(spark, out: Path) -> list[tuple]:  # type: ignore[no-untyped-def]
+    if not any(out.glob("*.parquet")):
+        return []
+    return [
+        (r["topic"], r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"]))
+        for r in spark.read.parquet(str(out)).collect()
+    ]
+
+
+def as_consumed(topic: str, rows: set[tuple]) -> set[tuple]:
+    return {(topic, p, off, k, v) for p, off, k, v in rows}
+
+
+def test_available_now_reads_exactly_what_was_produced_and_a_restart_reads_only_the_new(spark, broker, tmp_path):
+    topic = "live-once"
+    create(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, 0, 600)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    df = stream(spark, broker.bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="250")
+    run_available_now(df, out, ckpt)
+    first = parquet_rows(spark, out)
+    assert len(first) == 600 and set(first) == as_consumed(topic, consume_all(broker.bootstrap, topic, PARTS))
+
+    produce(broker.bootstrap, topic, 600, 300)
+    run_available_now(df, out, ckpt)  # the same checkpoint: only the 300 new records
+    rows = parquet_rows(spark, out)
+    assert len(rows) == 900, f"{len(rows) - 900:+d} records against the 900 produced (a repeat or a skip)"
+    assert set(rows) == as_consumed(topic, consume_all(broker.bootstrap, topic, PARTS))
+    new = set(rows) - set(first)
+    assert {int(v[1:]) for *_, v in new} == set(range(600, 900))
+
+
+def test_starting_offsets_json_latest_and_timestamp(spark, broker, tmp_path):
+    topic = "live-start"
+    create(broker.bootstrap, topic, partitions=2)
+    produce(broker.bootstrap, topic, 0, 100)
+    t_mid = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(broker.bootstrap, topic, 100, 100)
+
+    got = {}
+    for name, opts in {
+        "json": {"startingOffsets": json.dumps({topic: {"0": 10, "1": -2}})},
+        "latest": {"startingOffsets": "latest"},
+        "timestamp": {"startingTimestamp": str(t_mid)},
+    }.items():
+        out = tmp_path / name
+        run_available_now(stream(spark, broker.bootstrap, subscribe=topic, **opts), out, tmp_path / f"ck-{name}")
+        got[name] = parquet_rows(spark, out)
+    everything = consume_all(broker.bootstrap, topic, 2)
+    assert len(got["json"]) == 190 and {(p, o) for _, p, o, _, _ in got["json"]} == {
+        (p, o) for p, o, _, _ in everything if p == 1 or o >= 10
+    }
+    assert got["latest"] == []
+    assert sorted(int(v[1:]) for *_, v in got["timestamp"]) == list(range(100, 200))
+
+
+def test_pattern_subscription_picks_up_a_new_topic_and_new_partitions(spark, broker, tmp_path):
+    create(broker.bootstrap, "pat-a", partitions=1)
+    produce(broker.bootstrap, "pat-a", 0, 50)
+    out = tmp_path / "out"
+    df = stream(spark, broker.bootstrap, subscribePattern="pat-.*", startingOffsets="earliest")
+    q = start_to_parquet(df, out, tmp_path / "ckpt", "500 milliseconds")
+    try:
+        wait_until(lambda: len(parquet_rows(spark, out)) >= 50, 60, "the first topic read")
+        create(broker.bootstrap, "pat-b", partitions=2)
+        produce(broker.bootstrap, "pat-b", 0, 40)
+        with Admin(broker.bootstrap) as a:
+            a.create_partitions("pat-a", 2)
+        produce(broker.bootstrap, "pat-a", 50, 50)
+        wait_until(lambda: len(parquet_rows(spark, out)) >= 140, 60, "the new topic and partition read")
+    finally:
+        q.stop()
+    rows = parquet_rows(spark, out)
+    assert len(rows) == 140
+    assert {(t, p) for t, p, *_ in rows} == {("pat-a", 0), ("pat-a", 1), ("pat-b", 0), ("pat-b", 1)}
+    assert set(rows) == as_consumed("pat-a", consume_all(broker.bootstrap, "pat-a", 2)) | as_consumed(
+        "pat-b", consume_all(broker.bootstrap, "pat-b", 2)
+    )
+
+
+@pytest.mark.timeout(300)
+def test_broker_killed_mid_query_loses_and_repeats_nothing(spark, cluster_factory, tmp_path):
+    h = cluster_factory(3)
+    topic = "live-faults"
+    h.create_topic(topic, PARTS, 3, {"min.insync.replicas": "2"})
+    h.wait_full_isr(topic, PARTS)
+    bootstrap = h.bootstrap()
+    out = tmp_path / "out"
+    load = LoadProducer(bootstrap, topic, "p", rate_sleep=0.004).start()
+    q = start_to_parquet(
+        stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest"),
+        out,
+        tmp_path / "ckpt",
+        "300 milliseconds",
+    )
+    try:
+        try:
+            wait_until(lambda: len(parquet_rows(spark, out)) > 200, 60, "the query under way")
+            leader = h.describe(topic)[0].leader
+            h.kill(leader)
+            load.wait_acked(load.acked_count() + 300, 60)
+            h.restart(leader)
+            load.wait_acked(load.acked_count() + 300, 60)
+        finally:
+            stats = load.stop()
+        assert not stats.failed and stats.flush_error is None
+        hw = h.high_watermarks(topic, PARTS)
+        wait_until(lambda: len(parquet_rows(spark, out)) >= sum(hw.values()), 90, "the query caught up")
+        assert q.exception() is None, q.exception()
+    finally:
+        q.stop()
+    rows = parquet_rows(spark, out)
+    assert len(rows) == len(set(rows)), "a record was read twice"
+    consumed = as_consumed(topic, consume_all(bootstrap, topic, PARTS))
+    assert set(rows) == consumed
+    acked = {(topic, p, off, v) for p, off, v in stats.acked}
+    assert acked <= {(t, p, off, v) for t, p, off, _, v in rows}, "an acknowledged record is missing"
+
+
+def test_data_loss_follows_fail_on_data_loss(spark, broker, tmp_path):
+    topic = "live-loss"
+    create(broker.bootstrap, topic, partitions=1)
+    produce(broker.bootstrap, topic, 0, 100)
+    with Admin(broker.bootstrap) as a:
+        a.delete_topics([topic])
+    create(broker.bootstrap, topic, partitions=1)  # the same name again: offsets start at 0 once more
+    produce(broker.bootstrap, topic, 0, 10)
+    opts = {"subscribe": topic, "startingOffsets": json.dumps({topic: {"0": 50}})}
+    df = stream(spark, broker.bootstrap, **opts)
+    w = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c1")).trigger(availableNow=True)
+    q = w.start()
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        q.awaitTermination(60)
+    out = tmp_path / "out"
+    run_available_now(stream(spark, broker.bootstrap, failOnDataLoss="false", **opts), out, tmp_path / "c2")
+    assert parquet_rows(spark, out) == []  # the end (10) is below the asked start (50): nothing, and no error
+
+
+def test_sink_batch_and_streaming_writes_read_back_by_kl_consume_and_the_source(spark, broker, tmp_path):
+    create(broker.bootstrap, "sink-in")
+    create(broker.bootstrap, "sink-out")
+    create(broker.bootstrap, "sink-stream")
+    produce(broker.bootstrap, "sink-in", 0, 200)
+    # Batch write: string key and value, a topic column, headers.
+    rows = [(f"key{i}", f"value-{i}", "sink-out", [("origin", b"spark")]) for i in range(150)]
+    schema = "key string, value string, topic string, headers array<struct<key:string,value:binary>>"
+    df = spark.createDataFrame(rows, schema)
+    df.write.format("kafkalite").mode("append").option("kafka.bootstrap.servers", broker.bootstrap).save()
+    out = subprocess.run(
+        [sys.executable, "-m", "client.cli.consume", "--bootstrap-server", broker.bootstrap, "--topic", "sink-out",
+         "--from-beginning", "--max-messages", "150", "--print-key", "--timeout-ms", "20000"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = sorted(out.stdout.splitlines())
+    assert lines == sorted(f"key{i}\tvalue-{i}" for i in range(150))
+    back = spark.read.format("kafkalite").option("kafka.bootstrap.servers", broker.bootstrap)
+    back = back.option("subscribe", "sink-out").option("includeHeaders", "true").load()
+    got = back.selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v", "headers").collect()
+    assert sorted((r["k"], r["v"]) for r in got) == sorted((f"key{i}", f"value-{i}") for i in range(150))
+    assert all([(h["key"], bytes(h["value"])) for h in r["headers"]] == [("origin", b"spark")] for r in got)
+
+    # Streaming write: sink-in -> upper-cased values -> sink-stream, through the `topic` option.
+    q = (
+        stream(spark, broker.bootstrap, subscribe="sink-in", startingOffsets="earliest")
+        .selectExpr("key", "upper(CAST(value AS STRING)) AS value")
+        .writeStream.format("kafkalite")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", "sink-stream")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+    values = sorted(v for _, _, _, v in consume_all(broker.bootstrap, "sink-stream", PARTS))
+    assert values == sorted(f"V{i}".encode() for i in range(200))
+
+
+def test_sink_refuses_a_frame_without_value_or_topic(spark, broker):
+    df = spark.createDataFrame([("a",)], "key string")
+    sink = df.write.format("kafkalite").mode("append").option("kafka.bootstrap.servers", broker.bootstrap)
+    with pytest.raises(Exception, match="needs a 'value' column"):
+        sink.option("topic", "x").save()
+    df = spark.createDataFrame([("a",)], "value string")
+    with pytest.raises(Exception, match="no topic to write to"):
+        df.write.format("kafkalite").mode("append").option("kafka.bootstrap.servers", broker.bootstrap).save()
+
+
+def test_batch_read_through_the_broker_matches_the_files(spark, broker):
+    topic = "remote-batch"
+    create(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, 0, 500)
+    expected = as_consumed(topic, consume_all(broker.bootstrap, topic, PARTS))
+    base = spark.read.format("kafkalite").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", topic)
+    cols = ["topic", "partition", "offset", "key", "value"]
+
+    def rows(df) -> list[tuple]:  # type: ignore[no-untyped-def]
+        return [(r[0], r[1], r[2], bytes(r[3]), bytes(r[4])) for r in df.select(*cols).collect()]
+
+    remote = rows(base.option("maxRecordsPerPartition", "60").load())  # no local replica named: all fetched
+    local = rows(base.option("path", str(broker.data_dir)).load())  # the files, where the replica is local
+    assert len(remote) == 500 and set(remote) == expected
+    assert len(local) == 500 and set(local) == expected
+    ranged = rows(base.option("startingOffsets", json.dumps({topic: {"0": 5, "1": -2, "2": -2}})).load())
+    assert {(p, o) for _, p, o, _, _ in ranged} == {(p, o) for _, p, o, _, _ in expected if p != 0 or o >= 5}

@@ -1,0 +1,57 @@
+"""The streaming source's pure parts: option checks, offsets JSON, rate limits, range splits."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pipeline import options as opt  # noqa: E402
+from pipeline.remote import OffsetRange, split_ranges  # noqa: E402
+from pipeline.segments import LogReadError  # noqa: E402
+from pipeline.stream import from_json, rate_limit, to_json  # noqa: E402
+
+
+def test_offsets_json_round_trips_in_sparks_kafka_form():
+    offs = {("a", 0): 5, ("a", 1): 7, ("b", 0): 0}
+    assert to_json(offs) == {"a": {"0": 5, "1": 7}, "b": {"0": 0}}
+    assert from_json(to_json(offs)) == offs
+
+
+def test_rate_limit_shares_the_cap_by_backlog_and_never_passes_the_latest():
+    start = {("t", 0): 0, ("t", 1): 100}
+    latest = {("t", 0): 300, ("t", 1): 200}
+    end = rate_limit(start, latest, 200)
+    assert end == {("t", 0): 150, ("t", 1): 150}  # backlogs 300 and 100: 3/4 and 1/4 of 200
+    assert rate_limit(start, latest, 10_000) == latest
+    assert sum(v - start[k] for k, v in rate_limit(start, latest, 1).items()) == 1
+
+
+def test_split_ranges_by_records_and_by_task_count():
+    r = [OffsetRange("t", 0, 10, 110), OffsetRange("t", 1, 0, 0)]
+    assert split_ranges(r, None, None) == [OffsetRange("t", 0, 10, 110)]
+    pieces = split_ranges(r, None, 30)
+    assert [(x.start, x.end) for x in pieces] == [(10, 40), (40, 70), (70, 100), (100, 110)]
+    assert len(split_ranges(r, 4, None)) == 4
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({}, "exactly one of the options subscribe"),
+        ({"subscribe": "t", "endingOffsets": "latest"}, "batch queries only"),
+        ({"subscribe": "t", "startingOffsets": "earliest", "startingTimestamp": "5"}, "not both"),
+        ({"subscribe": "t", "startingTimestamp": "yesterday"}, "milliseconds since the epoch"),
+        ({"subscribe": "t", "maxOffsetsPerTrigger": "0"}, "positive integer"),
+        ({"subscribe": "t", "startingOffsets": "{bad"}, "neither earliest/latest nor valid JSON"),
+    ],
+)
+def test_stream_options_fail_with_one_clear_sentence(options, message):
+    with pytest.raises(LogReadError, match=message):
+        opt.stream_spec(options)
+
+
+def test_stream_defaults_are_sparks():
+    spec = opt.stream_spec({"subscribe": "t"})
+    assert spec.starting == "latest" and spec.fail_on_data_loss and not spec.include_headers
+    assert spec.max_offsets_per_trigger is None and spec.timestamp_strategy == "error"
