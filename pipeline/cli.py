@@ -1,6 +1,9 @@
-"""kl-spark: Spark batch jobs over broker segment files (hashtags, stats, export).
+"""kl-spark: Spark batch jobs over broker segment files (hashtags, stats, export), and a streaming job over
+running brokers (stream-hashtags).
 
     kl-spark hashtags --path /tmp/kl --topic tweets --window 1m --top 10 --output out/ --format csv
+    kl-spark stream-hashtags --bootstrap-server localhost:9092 --topic tweets --window 30s --watermark 1m \\
+                             --to-topic hashtag-counts
     kl-spark stats    --path d1,d2,d3 --topic tweets
     kl-spark export   --path d1 --topic tweets --output tweets.parquet \\
                       --starting-offsets '{"tweets":{"0":100}}'
@@ -22,9 +25,11 @@ from typing import Any
 
 import click
 
-from client.cli.common import one_line_errors, parse_kv
+from client.cli.common import bootstrap_option, command_config_option, one_line_errors, parse_kv
 from pipeline import options as opt
+from pipeline.remote import RemotePlan, plan_remote_read
 from pipeline.session import SparkSetupError
+from pipeline.text import format_table
 
 
 def _spark_message(e: Exception) -> str:
@@ -62,6 +67,7 @@ class Source:
     """What every job reads (the data source options) and where Spark runs."""
 
     paths: tuple[str, ...]
+    bootstrap: str | None
     topics: tuple[str, ...]
     pattern: str | None
     assign: str | None
@@ -73,7 +79,11 @@ class Source:
 
     def options(self) -> dict[str, str]:
         """The `kafkalite` source options, spelled as Spark's Kafka source spells them."""
-        options = {"path": ",".join(self.paths)}
+        if not self.paths and not self.bootstrap:
+            raise click.UsageError("give --path (segment files) or --bootstrap-server (running brokers), or both")
+        options = {"path": ",".join(self.paths)} if self.paths else {}
+        if self.bootstrap:
+            options["kafka.bootstrap.servers"] = self.bootstrap
         if self.topics:
             options["subscribe"] = ",".join(self.topics)
         for key, value in (
@@ -104,9 +114,17 @@ def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--path",
             "paths",
             multiple=True,
-            required=True,
             metavar="DIR[,DIR]",
-            help="Broker data directories (or a kl-cluster --data-dir); repeat or comma-separate for replicas.",
+            help="Broker data directories (or a kl-cluster --data-dir); repeat or comma-separate for replicas. "
+            "With --bootstrap-server: this host's data directories, read where they hold a committed replica.",
+        ),
+        click.option(
+            "--bootstrap-server",
+            "bootstrap",
+            default=None,
+            metavar="HOST:PORT[,HOST:PORT]",
+            help="Plan from running brokers (kafka.bootstrap.servers): each task reads a local replica if its host "
+            "has one ($KAFKALITE_DATA_DIR or --path), else fetches from the leader.",
         ),
         click.option("--topic", "topics", multiple=True, metavar="TOPIC", help="Topics to read (subscribe)."),
         click.option("--pattern", default=None, metavar="REGEX", help="Read every topic matching (subscribePattern)."),
@@ -125,7 +143,7 @@ def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _start(source: Source, app: str, options: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     """Plan without Spark first (clear errors, no JVM for a typo), then start Spark and load."""
     options = options or source.options()
-    plan = opt.plan_read(options)
+    plan = plan_remote_read(options) if source.bootstrap else opt.plan_read(options)
     from pipeline.session import spark_session
 
     t0 = time.monotonic()
@@ -137,19 +155,14 @@ def _start(source: Source, app: str, options: dict[str, str] | None = None):  # 
     return spark, df, plan
 
 
-def format_table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _numeric(s: str) -> bool:
-    return bool(re.fullmatch(r"-?\d+(\.\d+)?", s))
-
-
-def describe_plan(plan: opt.ReadPlan) -> str:
+def describe_plan(plan: opt.ReadPlan | RemotePlan) -> str:
+    if isinstance(plan, RemotePlan):
+        spans: dict[tuple[str, int], list] = {}
+        for r in plan.ranges:
+            span = spans.setdefault((r.topic, r.partition), [r.start, r.end, 0])
+            span[0], span[1], span[2] = min(span[0], r.start), max(span[1], r.end), span[2] + 1
+        rows = [[t, p, a, b, n] for (t, p), (a, b, n) in sorted(spans.items())]
+        return format_table(["topic", "partition", "from", "to (high watermark)", "tasks"], rows)
     rows = [
         [p.topic, p.partition, p.data_dir, p.start, p.end, p.committed, p.committed_source, len(p.slices)]
         for p in plan.partitions
@@ -296,3 +309,68 @@ def export(source: Source, output: str, overwrite: bool, include_headers: bool) 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+@main.command("stream-hashtags")
+@bootstrap_option
+@command_config_option
+@click.option("--topic", "topics", multiple=True, required=True, metavar="TOPIC", help="Topics to read (subscribe).")
+@click.option("--window", default="30s", show_default=True, help="Tumbling window of event time: 30s, 1m, 1h, ...")
+@click.option("--watermark", default="1m", show_default=True, help="How late an event may come (and dedup horizon).")
+@click.option("--to-topic", default=None, metavar="TOPIC", help="Also write each window's count to this topic.")
+@click.option("--starting-offsets", type=click.Choice(["earliest", "latest"]), default="latest", show_default=True)
+@click.option("--checkpoint", default=None, metavar="DIR", help="Spark checkpoint dir: a restart goes on from it.")
+@click.option("--trigger", "every", default="2 seconds", show_default=True, help="Micro-batch interval.")
+@click.option("--max-offsets-per-trigger", type=click.IntRange(1), default=None, help="Cap records per micro-batch.")
+@click.option("--idle-timeout", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop once no record has arrived for this long (else run until Ctrl-C).")  # fmt: skip
+@click.option("--summary-json", default=None, metavar="FILE", help="At the end, write the final counts as JSON.")
+@click.option("--master", default=None, help="Spark master: local[*] (default), local[N], spark://HOST:PORT.")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark configuration.")
+@one_line_errors
+@spark_errors
+def stream_hashtags(
+    bootstrap_server: str,
+    command_config: Any,
+    topics: tuple[str, ...],
+    window: str,
+    watermark: str,
+    to_topic: str | None,
+    starting_offsets: str,
+    checkpoint: str | None,
+    every: str,
+    max_offsets_per_trigger: int | None,
+    idle_timeout: float | None,
+    summary_json: str | None,
+    master: str | None,
+    confs: tuple[str, ...],
+) -> None:
+    """Live hashtag counts per window of event time, from running brokers (Structured Streaming)."""
+    from pipeline import jobs
+    from pipeline.streaming_job import StreamingHashtags
+
+    jobs.window_duration(window)
+    jobs.window_duration(watermark)
+    options = {
+        "kafka.bootstrap.servers": bootstrap_server,
+        "subscribe": ",".join(topics),
+        "startingOffsets": starting_offsets,
+        **{f"kafka.{k}": v for k, v in _client_props(command_config).items()},
+    }
+    if max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
+    job = StreamingHashtags(options, window, watermark, to_topic, checkpoint, every)
+    job.run(master, parse_kv(confs, "--conf"), idle_timeout, summary_json)
+
+
+def _client_props(command_config: Any) -> dict[str, str]:
+    """--command-config's client properties (security settings), for the source's and sink's kafka.* options."""
+    if command_config is None:
+        return {}
+    from net.config_def import read_properties
+
+    if not command_config.is_file():
+        raise click.ClickException(f"--command-config {command_config}: no such file")
+    props = dict(read_properties(command_config))
+    props.pop("bootstrap.servers", None)
+    return props

@@ -165,15 +165,32 @@ def summary(work: Path, top_n: int) -> None:
         s = spark_top[i] if i < len(spark_top) else ("", "")
         click.echo(f"  {i + 1:<5}{'#' + g[0]:<28}{g[1]:>7}    {'#' + s[0]:<28}{s[1]:>7}")
     click.echo("")
+    live_file = work / "stream.json"
+    live_top = [tuple(x) for x in json.loads(live_file.read_text())["top"]][:top_n] if live_file.exists() else None
+    if live_top is not None:
+        same = "the same" if live_top == spark_top else "DIFFERENT"
+        click.echo(
+            f"  live Spark job (Structured Streaming, summed over its windows): {same} top {top_n} as the batch job"
+        )
+        if live_top != spark_top:
+            click.echo(f"    live: {live_top}")
+        click.echo("")
     ok = len(acked) == len(tweets) == spark["tweets"] and not extra and group_top == spark_top
+    ok = ok and live_top in (None, spark_top)
     if not ok:
         why = []
         if extra:
             why.append(f"{len(extra)} consumed tweets were never acknowledged")
         if group_top != spark_top:
             why.append("the group's and Spark's top hashtags differ")
+        if live_top not in (None, spark_top):
+            why.append("the live Spark job's and the batch job's top hashtags differ")
         raise click.ClickException("MISMATCH: " + ("; ".join(why) or "the three counts differ"))
-    click.echo(f"OK: acknowledged = consumed = counted by Spark = {len(acked)}, and the hashtag counts agree")
+    live = ", the live job's" if live_top is not None else ""
+    click.echo(
+        f"OK: acknowledged = consumed = counted by Spark = {len(acked)}, and the group's{live} and the batch "
+        f"job's hashtag counts agree"
+    )
 
 
 if __name__ == "__main__":

@@ -29,24 +29,51 @@ def window_duration(spec: str) -> str:
     return f"{int(m.group(1))} {_UNITS[m.group(2)]}"
 
 
-def tweets(df: DataFrame) -> DataFrame:
-    """One row per distinct tweet id: id, user_id, hashtags (lower-case, distinct), ts (event time).
+def parse_tweets(df: DataFrame) -> DataFrame:
+    """id, user_id, hashtags (lower-case, distinct), ts (event time) of every record that is a tweet.
 
     Hashtags come from the event's `hashtags` list, or from the text when the list is absent;
     the event time is `created_at`, or the record timestamp when that does not parse."""
     t = df.select(F.from_json(F.col("value").cast("string"), TWEET_SCHEMA).alias("t"), "timestamp")
     from_text = F.expr(f"regexp_extract_all(t.text, '{_HASHTAG_RX}', 1)")
     tags = F.coalesce(F.col("t.hashtags"), from_text)
-    return (
-        t.where(F.col("t.id").isNotNull())
-        .select(
-            F.col("t.id").alias("id"),
-            F.col("t.user.id").alias("user_id"),
-            F.array_distinct(F.transform(tags, lambda x: F.lower(x))).alias("hashtags"),
-            F.coalesce(F.to_timestamp("t.created_at"), F.col("timestamp")).alias("ts"),
-        )
-        .dropDuplicates(["id"])
+    return t.where(F.col("t.id").isNotNull()).select(
+        F.col("t.id").alias("id"),
+        F.col("t.user.id").alias("user_id"),
+        F.array_distinct(F.transform(tags, lambda x: F.lower(x))).alias("hashtags"),
+        F.coalesce(F.to_timestamp("t.created_at"), F.col("timestamp")).alias("ts"),
     )
+
+
+def tweets(df: DataFrame) -> DataFrame:
+    """One row per distinct tweet id (parse_tweets, duplicates from producer retries dropped)."""
+    return parse_tweets(df).dropDuplicates(["id"])
+
+
+def stream_hashtags(df: DataFrame, window: str = "30s", watermark: str = "1m") -> DataFrame:
+    """Hashtag counts per tumbling window of event time over a stream, the batch job's rule (distinct tweet
+    ids) kept with bounded state: a duplicate is dropped while its window is open, and a window's state is
+    dropped once the watermark (the newest event time seen minus `watermark`) has passed its end. Columns:
+    window_start, window_end, hashtag, count."""
+    t = parse_tweets(df).withWatermark("ts", window_duration(watermark)).dropDuplicatesWithinWatermark(["id"])
+    tags = t.select("ts", F.explode("hashtags").alias("hashtag")).where(F.length("hashtag") > 0)
+    per = tags.groupBy(F.window("ts", window_duration(window)).alias("w"), "hashtag").count()
+    return per.select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "hashtag", "count")
+
+
+def as_records(counts: DataFrame) -> DataFrame:
+    """Window counts as the sink's key and value: key 'window_start|hashtag', value JSON of the row. The topic's
+    last value per key is the window's count (a compacted topic keeps just that)."""
+    key = F.concat_ws("|", F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ssXXX"), "hashtag")
+    value = F.to_json(
+        F.struct(
+            F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ssXXX").alias("window_start"),
+            F.date_format("window_end", "yyyy-MM-dd'T'HH:mm:ssXXX").alias("window_end"),
+            "hashtag",
+            "count",
+        )
+    )
+    return counts.select(key.alias("key"), value.alias("value"))
 
 
 @dataclass

@@ -225,14 +225,21 @@ def read_range(
     the network. Logs which (Spark's executor log), so a multi-host run shows where each range came from."""
     if r.start >= r.end:
         return
-    slices = local_slices(r, local_data_dirs(options)) if prefer_local else None
-    host = os.uname().nodename
+    dirs = local_data_dirs(options) if prefer_local else []
+    slices = local_slices(r, dirs)
     if slices is not None:
-        log.warning("kafkalite read %s [%d, %d) from local segment files on %s", r.name, r.start, r.end, host)
+        where = Path(slices[0].path).parent.parent if slices else dirs
+        log.warning("kafkalite read %s [%d, %d) from the local replica in %s", r.name, r.start, r.end, where)
         for sl in slices:
             yield from seg.read_slice(sl)
         return
-    log.warning("kafkalite read %s [%d, %d) from the leader (broker protocol) on %s", r.name, r.start, r.end, host)
+    log.warning(
+        "kafkalite read %s [%d, %d) from the leader (broker protocol); local data dirs: %s",
+        r.name,
+        r.start,
+        r.end,
+        ",".join(map(str, dirs)) or "none",
+    )
     consumer = open_consumer(options)
     try:
         yield from fetch_range(consumer, r, fail_on_data_loss)

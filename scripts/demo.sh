@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job: a tweet stream for a hashtag through a 3-broker cluster (RF=3, min.insync.replicas=2)
 # to a consumer group of 3 processes, one broker killed mid-stream and restarted, then a Spark job
-# over the brokers' segment files. Ends with acknowledged = consumed = counted-by-Spark, and the top
-# hashtags. Stops everything it started, also on Ctrl-C or failure. The web console (kl-dashboard) runs
+# over the brokers' segment files. A Spark Structured Streaming job (kl-spark stream-hashtags) counts the
+# hashtags live next to the group, through the failover, into the topic hashtag-counts. Ends with
+# acknowledged = consumed = counted-by-Spark, and the same top hashtags from the group, the live job and
+# the batch job. Stops everything it started, also on Ctrl-C or failure. The web console (kl-dashboard) runs
 # throughout: open the URL printed at the start to watch the failover. KEEP=1 keeps the work directory,
 # and restarts the cluster at the end and leaves it running with its console.
 source "$(dirname "$0")/_env.sh"
@@ -66,6 +68,8 @@ echo "bootstrap servers: $BS"
 echo "web console: http://127.0.0.1:$((BASE + 200))/cluster  (watch broker 2 fail over there)"
 kl-topics --bootstrap-server "$BS" --create --topic tweets --partitions 3 --replication-factor 3 \
   --config min.insync.replicas=2
+kl-topics --bootstrap-server "$BS" --create --topic hashtag-counts --partitions 1 --replication-factor 3 \
+  --config cleanup.policy=compact --config min.insync.replicas=2
 kl-topics --bootstrap-server "$BS" --describe --topic tweets
 
 say "starting a consumer group of 3 processes (group hashtag-counters)"
@@ -76,6 +80,14 @@ for n in 1 2 3; do
   PIDS+=($!)
 done
 python -m pipeline.demo wait-group "$BS" hashtag-counters 3
+
+say "starting the live Spark job (Structured Streaming, 30s windows, 1m watermark) next to the group"
+kl-spark stream-hashtags --bootstrap-server "$BS" --topic tweets --window 30s --watermark 1m \
+  --to-topic hashtag-counts --starting-offsets earliest --trigger "3 seconds" --idle-timeout 20 \
+  --master 'local[2]' --checkpoint "$WORK/stream-checkpoint" --summary-json "$WORK/stream.json" \
+  >"$WORK/stream.log" 2>"$WORK/stream.err" &
+STREAM=$!
+PIDS+=("$STREAM")
 
 say "producing #$HASHTAG tweets at $RATE/s for ${DURATION}s (acks=all, key = user id)"
 kl-tweets produce --bootstrap-server "$BS" --topic tweets --hashtag "$HASHTAG" --rate "$RATE" \
@@ -115,6 +127,13 @@ say "waiting for the group to consume every acknowledged tweet"
 python -m pipeline.demo wait "$WORK" --timeout 90
 python -m pipeline.demo status "$WORK" --since "$T0"
 kl-groups --bootstrap-server "$BS" --describe --group hashtag-counters || true
+say "waiting for the live Spark job to finish its last windows (it stops 20s after the last record)"
+if ! wait "$STREAM"; then
+  grep -v '^\s*at ' "$WORK/stream.err" | tail -n 5 >&2
+  echo "error: the live Spark job failed (log: $WORK/stream.err)" >&2
+  exit 1
+fi
+sed -n '/^read [0-9]* records; final counts/,$p' "$WORK/stream.log" | sed 's/^/  /'
 for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 PIDS=()

@@ -46,3 +46,19 @@ def spark_session_fixture(app: str):  # type: ignore[no-untyped-def]
     s = spark_session("local[2]", app, {"spark.sql.shuffle.partitions": "2"})
     yield s
     s.stop()
+
+
+def stop_daemons(procs: list) -> None:
+    """Stop Spark daemons started in sessions of their own (their JVM children die with the group)."""
+    import signal
+    import subprocess
+
+    for p in reversed(procs):
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(10)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import pytest
 
 from client import Admin, NewTopic
 from tests.conftest import ROOT, BrokerProcess, free_port
-from tests.integration.spark_support import require_spark
+from tests.integration.spark_support import require_spark, stop_daemons
 from tests.integration.test_spark import produce
 
 
@@ -97,15 +96,7 @@ def standalone(tmp_path):
         )
         yield url, env, [master_log, worker_log]
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
+        stop_daemons(procs)
 
 
 def test_stats_on_a_standalone_master(standalone, tmp_path):
