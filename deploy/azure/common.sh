@@ -7,7 +7,7 @@
 AZ_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$AZ_DIR/../.." && pwd)
 NODE_DIR=$REPO_ROOT/deploy/node
-NODE_SCRIPTS=(common.sh install.sh upgrade.sh wait-isr.sh status.sh)
+NODE_SCRIPTS=(common.sh install.sh upgrade.sh wait-isr.sh status.sh spark.sh)
 CONFIG=${KL_AZURE_CONFIG:-$AZ_DIR/cluster.env}
 DRY_RUN=0 INSECURE=0
 # where install.sh puts its copies of the node scripts on a VM
@@ -85,6 +85,7 @@ load_config() {
   BROKER_PORT="" COORDINATION="" SSH_PUBLIC_KEY="" SSH_PRIVATE_KEY="" VM_IMAGE="" NAME_PREFIX=""
   VNET_PREFIX="" SUBNET_PREFIX="" PRIVATE_IP_BASE="" PRIVATE_IP_START="" DNS_PREFIX="" SSH_HOSTS=""
   BROKER_OVERRIDES="" PACKAGE="" BUILD_DIR="" ZOOKEEPER_COUNT="" METRICS_PORT="" SECURITY="" SECRETS_DIR=""
+  SPARK_WORKERS="" SPARK_MASTER_PORT=""
   # shellcheck source=cluster.env
   source "$CONFIG"
   local var
@@ -110,6 +111,12 @@ load_config() {
     *) die "$CONFIG: SECURITY must be SASL_SSL or PLAINTEXT, got '$SECURITY'" ;;
   esac
   SECRETS_DIR=${SECRETS_DIR:-$HOME/.kafkalite/$RESOURCE_GROUP}
+  SPARK_WORKERS=${SPARK_WORKERS:-no}
+  SPARK_MASTER_PORT=${SPARK_MASTER_PORT:-7077}
+  case $SPARK_WORKERS in
+    yes | no) ;;
+    *) die "$CONFIG: SPARK_WORKERS must be yes or no, got '$SPARK_WORKERS'" ;;
+  esac
   read -r -a OVERRIDES <<<"$BROKER_OVERRIDES"
   read -r -a SSH_HOST_LIST <<<"$SSH_HOSTS"
 

@@ -26,6 +26,9 @@ Builds a wheel (python3 -m pip wheel), copies it and deploy/node/*.sh to each VM
   --config FILE       the config (default: deploy/azure/cluster.env, or $KL_AZURE_CONFIG)
   --insecure          PLAINTEXT brokers (SECURITY=PLAINTEXT): for labs only
   --dry-run           print the commands (build, ssh, scp), run nothing
+
+With SPARK_WORKERS=yes in the config, each VM then also gets a Spark standalone worker (deploy/node/spark.sh),
+and VM 1 the master.
   -h, --help          this help
 EOF
 }
@@ -116,6 +119,17 @@ else
     if ! on_vm "$i" sudo bash "$REMOTE_DIR/upgrade.sh" --package "$REMOTE_WHEEL" --timeout "$TIMEOUT"; then
       die "the upgrade of broker $i failed; brokers after it were not touched (deploy/azure/status.sh shows the cluster)"
     fi
+  done
+fi
+
+# --- Spark next to the brokers (SPARK_WORKERS=yes): the master on VM 1, a worker on every VM ---------------
+if [ "$SPARK_WORKERS" = yes ]; then
+  spark_master="spark://$(vm_private_ip 1):$SPARK_MASTER_PORT"
+  for ((i = 1; i <= VM_COUNT; i++)); do
+    step "Spark on $(vm_name "$i"): a worker of $spark_master$([ "$i" = 1 ] && echo ', and the master')"
+    spark=(sudo bash "$REMOTE_DIR/spark.sh" --master "$spark_master")
+    [ "$i" != 1 ] || spark+=(--run-master)
+    on_vm "$i" "${spark[@]}"
   done
 fi
 

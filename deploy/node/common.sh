@@ -9,7 +9,7 @@ KL_UNIT=kl-broker.service
 # systemd's TimeoutStopSec and upgrade.sh's wait after SIGTERM: a clean shutdown flushes and
 # fsyncs every partition, which can take a while on a busy disk.
 KL_STOP_TIMEOUT=60
-KL_NODE_SCRIPTS=(common.sh install.sh upgrade.sh wait-isr.sh status.sh)
+KL_NODE_SCRIPTS=(common.sh install.sh upgrade.sh wait-isr.sh status.sh spark.sh)
 # coordination=zookeeper: the ensemble's unit and ports (ZooKeeper's usual ones: clients, followers
 # to the leader, leader election), and Debian's/Ubuntu's server jar (package `zookeeper`; its
 # manifest's Class-Path names the jars it needs).
@@ -18,6 +18,61 @@ KL_ZK_CLIENT_PORT=2181
 KL_ZK_PEER_PORT=2888
 KL_ZK_ELECTION_PORT=3888
 KL_ZK_JAR=/usr/share/java/zookeeper.jar
+
+# --- idempotent writes (install.sh, spark.sh): each counts what it changed in CHANGES, so a caller
+# restarts only what changed; callers set CHANGES=0, SCRATCH (a temp dir) and `shopt -s lastpipe`.
+
+changed() {
+  CHANGES=$((CHANGES + 1))
+  note "$*"
+}
+
+# Writes stdin to $1 with mode $2 (and owner $3, if given) unless it already has exactly that content,
+# mode and owner, so that a second run leaves files (and their mtimes) untouched.
+# (The new content is compared from the caller's scratch dir $SCRATCH: even a temporary file in the
+# target's directory would change that directory's mtime.)
+put_file() {
+  local path=$1 mode=$2 owner=${3:-} tmp
+  cat >"$SCRATCH/new"
+  if [ -f "$path" ] && cmp -s "$SCRATCH/new" "$path"; then
+    if [ "$(stat -c %a "$path")" != "$mode" ]; then
+      chmod "$mode" "$path"
+      changed "chmod $mode $path"
+    fi
+    if [ -n "$owner" ] && [ "$(stat -c %U:%G "$path")" != "$owner" ]; then
+      chown "$owner" "$path"
+      changed "chown $owner $path"
+    fi
+    return 0
+  fi
+  # atomically: a reader (or a crash) sees the old file or the new one, never half of one; a secret
+  # is never readable by others, not even for a moment (mktemp makes the file 0600)
+  tmp=$(mktemp "$path.XXXXXX")
+  if [ -n "$owner" ]; then
+    chown "$owner" "$tmp"
+  fi
+  chmod "$mode" "$tmp"
+  cat "$SCRATCH/new" >"$tmp"
+  mv -f "$tmp" "$path"
+  changed "wrote $path"
+}
+
+# A directory with this mode and owner, touched only if something differs.
+put_dir() {
+  local path=$1 mode=$2 owner=$3
+  if [ ! -d "$path" ]; then
+    mkdir -p "$path"
+    changed "created $path"
+  fi
+  if [ "$(stat -c %a "$path")" != "$mode" ]; then
+    chmod "$mode" "$path"
+    changed "chmod $mode $path"
+  fi
+  if [ "$(stat -c %U:%G "$path")" != "$owner" ]; then
+    chown "$owner" "$path"
+    changed "chown $owner $path"
+  fi
+}
 
 die() {
   echo "error: $*" >&2

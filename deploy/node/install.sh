@@ -287,59 +287,8 @@ fi
 shopt -s lastpipe
 CHANGES=0
 
-changed() {
-  CHANGES=$((CHANGES + 1))
-  note "$*"
-}
-
-# Writes stdin to $1 with mode $2 (and owner $3, if given) unless it already has exactly that content,
-# mode and owner, so that a second run leaves files (and their mtimes) untouched.
-# (The new content is compared from a scratch dir: even a temporary file in the target's
-# directory would change that directory's mtime.)
 SCRATCH=$(mktemp -d)
 trap 'rm -rf "$SCRATCH"' EXIT
-put_file() {
-  local path=$1 mode=$2 owner=${3:-} tmp
-  cat >"$SCRATCH/new"
-  if [ -f "$path" ] && cmp -s "$SCRATCH/new" "$path"; then
-    if [ "$(stat -c %a "$path")" != "$mode" ]; then
-      chmod "$mode" "$path"
-      changed "chmod $mode $path"
-    fi
-    if [ -n "$owner" ] && [ "$(stat -c %U:%G "$path")" != "$owner" ]; then
-      chown "$owner" "$path"
-      changed "chown $owner $path"
-    fi
-    return 0
-  fi
-  # atomically: a reader (or a crash) sees the old file or the new one, never half of one; a secret
-  # is never readable by others, not even for a moment (mktemp makes the file 0600)
-  tmp=$(mktemp "$path.XXXXXX")
-  if [ -n "$owner" ]; then
-    chown "$owner" "$tmp"
-  fi
-  chmod "$mode" "$tmp"
-  cat "$SCRATCH/new" >"$tmp"
-  mv -f "$tmp" "$path"
-  changed "wrote $path"
-}
-
-# A directory with this mode and owner, touched only if something differs.
-put_dir() {
-  local path=$1 mode=$2 owner=$3
-  if [ ! -d "$path" ]; then
-    mkdir -p "$path"
-    changed "created $path"
-  fi
-  if [ "$(stat -c %a "$path")" != "$mode" ]; then
-    chmod "$mode" "$path"
-    changed "chmod $mode $path"
-  fi
-  if [ "$(stat -c %U:%G "$path")" != "$owner" ]; then
-    chown "$owner" "$path"
-    changed "chown $owner $path"
-  fi
-}
 
 # What identifies the package's content: a wheel's hash, a source tree's hash, or the pip spec.
 package_fingerprint() {

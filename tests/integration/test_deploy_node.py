@@ -327,11 +327,51 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, out
         assert "shut down cleanly" in out
+        check_spark_next_to_the_broker(root, state, user)
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(10)
+        for name in ("kl-spark-worker.pid", "kl-spark-master.pid"):
+            pidfile = root / "var/lib/kafkalite" / name
+            if pidfile.exists():
+                subprocess.run(["kill", "-TERM", pidfile.read_text().strip()], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def check_spark_next_to_the_broker(root: Path, state: Path, user: pwd.struct_passwd) -> None:
+    """deploy/node/spark.sh on the installed host: units, then a master and a worker as the service user whose
+    executors are told the broker's data dir; a second run changes nothing and restarts nothing."""
+    port = free_port()
+    spark = ["bash", str(NODE / "spark.sh"), "--root", str(root), "--master", f"spark://127.0.0.1:{port}"]
+    spark += ["--run-master", "--cores", "1", "--memory", "512m", "--webui-ports", "0,0"]
+    units = subprocess.run([*spark, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert units.returncode == 0, units.stderr
+    for name, launcher in (
+        ("kl-spark-master.service", "kl-spark-master-run"),
+        ("kl-spark-worker.service", "kl-spark-worker-run"),
+    ):
+        unit = (root / "etc/systemd/system" / name).read_text()
+        assert f"\nUser={user.pw_name}\n" in unit and f"\nExecStart={root}/opt/kafkalite/bin/{launcher}\n" in unit
+    env = (root / "etc/kafkalite/spark-env.sh").read_text()
+    assert f"export KAFKALITE_DATA_DIR={state / 'data'}" in env.splitlines()
+    started = subprocess.run([*spark, "--no-systemd"], capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert started.returncode == 0, started.stderr
+    worker_log = state / "spark-worker.log"
+    deadline = time.monotonic() + 90
+    while "Successfully registered with master" not in (worker_log.read_text() if worker_log.exists() else ""):
+        assert time.monotonic() < deadline, (state / "spark-master.log").read_text()[-2000:] + worker_log.read_text()[
+            -2000:
+        ]
+        time.sleep(0.3)
+    pids = {name: int((state / f"{name}.pid").read_text()) for name in ("kl-spark-master", "kl-spark-worker")}
+    for pid in pids.values():
+        assert f"\nUid:\t{user.pw_uid}\t" in Path(f"/proc/{pid}/status").read_text()
+        # the JVM that the launcher exec'ed carries the broker's data dir to the executors it starts
+        assert f"KAFKALITE_DATA_DIR={state / 'data'}".encode() in Path(f"/proc/{pid}/environ").read_bytes()
+    again = subprocess.run([*spark, "--no-systemd"], capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert again.returncode == 0 and "0 changes" in again.stderr.splitlines()[-1], again.stderr
+    assert {name: int((state / f"{name}.pid").read_text()) for name in pids} == pids
 
 
 def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(

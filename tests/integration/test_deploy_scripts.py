@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(120)
 DEPLOY = ROOT / "deploy"
 AZURE = DEPLOY / "azure"
 NODE = DEPLOY / "node"
-NODE_SCRIPTS = ["common.sh", "install.sh", "upgrade.sh", "wait-isr.sh", "status.sh"]
+NODE_SCRIPTS = ["common.sh", "install.sh", "upgrade.sh", "wait-isr.sh", "status.sh", "spark.sh"]
 # Printed only, never contacted: the documentation ranges (RFC 5737) and Azure-internal names.
 SSH_SOURCE = "203.0.113.7/32"
 PEERS = "1@10.42.1.11:9192,2@10.42.1.12:9192,3@10.42.1.13:9192"
@@ -666,3 +666,22 @@ def test_install_checks_its_arguments_before_touching_anything(tmp_path: Path) -
     assert "--zookeeper-connect must be HOST:PORT,...[/CHROOT], got 'zk1,zk2'" in error
     error = install_fails(tmp_path, "--id", "1", "--zookeeper-servers", ZK_SERVERS)
     assert "go with --coordination zookeeper" in error
+
+
+def test_deploy_with_spark_workers_runs_spark_sh_after_the_brokers(operator: Operator) -> None:
+    """SPARK_WORKERS=yes: after the rollout, each VM gets a Spark worker joined to VM 1's master."""
+    operator.write_config(SPARK_WORKERS="yes", SPARK_MASTER_PORT="7177")
+    got = operator.commands("deploy.sh", "--timeout", "120")
+    remote = "/home/kladmin/kafkalite-deploy"
+    spark = ["sudo", "bash", f"{remote}/spark.sh", "--master", "spark://10.42.1.11:7177"]
+    expected_tail = [
+        operator.ssh(1, [*spark, "--run-master"]),
+        operator.ssh(2, spark),
+        operator.ssh(3, spark),
+        operator.ssh(1, ["sudo", "bash", f"{remote}/status.sh"]),
+    ]
+    assert got[-4:] == expected_tail
+    assert any("spark.sh" in c for c in got[:-4] if c.startswith("scp")), "spark.sh is copied to the VMs"
+    operator.write_config(SPARK_WORKERS="maybe")
+    cp = operator.run("deploy.sh", "--dry-run")
+    assert cp.returncode != 0 and "SPARK_WORKERS must be yes or no" in cp.stderr
