@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from net import batch as fmt
-from pipeline.segments import Slice, read_slice
+from pipeline.columnar import columnar_batches
+from pipeline.segments import Slice, read_slice_raw, records_in
 
 # Rows per Arrow batch: big enough to amortize per-batch costs, small enough to stream.
 ROWS_PER_BATCH = 32768
@@ -45,8 +46,30 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 def record_batches(
     sl: Slice, include_headers: bool, schema: pa.Schema | None = None, rows: int = ROWS_PER_BATCH
 ) -> Iterator[pa.RecordBatch]:
-    """The slice's records as Arrow batches of up to `rows` rows."""
-    return arrow_batches(sl.topic, sl.partition, read_slice(sl), include_headers, schema, rows)
+    """The slice's records as Arrow batches of about `rows` rows: decoded a buffer at a time in compiled code
+    (pipeline/columnar.py), or with headers, record by record."""
+    return raw_arrow_batches(
+        sl.topic, sl.partition, read_slice_raw(sl), sl.start_offset, sl.end_offset, include_headers, schema, rows
+    )
+
+
+def raw_arrow_batches(
+    topic: str,
+    partition: int,
+    chunks: Iterable[tuple[bytes, list[tuple[fmt.BatchHeader, int]]]],
+    start: int,
+    end: int,
+    include_headers: bool,
+    schema: pa.Schema | None = None,
+    rows: int = ROWS_PER_BATCH,
+) -> Iterator[pa.RecordBatch]:
+    """Records with offsets in [start, end) of raw (buffer, [(header, position), ...]) chunks, from segment
+    files or fetched, as Arrow batches: decoded a buffer at a time in compiled code (pipeline/columnar.py),
+    or with headers, record by record."""
+    schema = schema or arrow_schema(include_headers)
+    if not include_headers:
+        return columnar_batches(topic, partition, chunks, start, end, schema, rows)
+    return arrow_batches(topic, partition, records_in(chunks, start, end), include_headers, schema, rows)
 
 
 def arrow_batches(

@@ -33,7 +33,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pipeline import options as opt
-from pipeline.arrow_reader import arrow_batches, arrow_schema, record_batches
+from pipeline.arrow_reader import arrow_schema, raw_arrow_batches, record_batches
 from pipeline.remote import OffsetRange, bootstrap_servers, plan_remote_read, read_range
 from pipeline.segments import Slice
 
@@ -93,8 +93,10 @@ class KafkaLiteReader(DataSourceReader):
         part = partition.value
         schema = arrow_schema(self.include_headers)
         if isinstance(part, OffsetRange):
-            batches = read_range(part, self.options, self.fail_on_data_loss, prefer_local=True)
-            return arrow_batches(part.topic, part.partition, batches, self.include_headers, schema)
+            chunks = read_range(part, self.options, self.fail_on_data_loss, prefer_local=True)
+            return raw_arrow_batches(
+                part.topic, part.partition, chunks, part.start, part.end, self.include_headers, schema
+            )
         if not isinstance(part, Slice):  # Spark's placeholder partition when nothing is to be read
             return iter(())
         return record_batches(part, self.include_headers, schema)

@@ -129,8 +129,10 @@ class BrokerView:
 
 def fetch_range(
     consumer: Consumer, r: OffsetRange, fail_on_data_loss: bool, timeout_s: float = DEFAULT_FETCH_TIMEOUT_S
-) -> Iterator[tuple[fmt.BatchHeader, tuple]]:
-    """The range's batches from the partition's leader (whichever broker leads it now), cut to [start, end).
+) -> Iterator[tuple[bytes, list[tuple[fmt.BatchHeader, int]]]]:
+    """The range's batches from the partition's leader (whichever broker leads it now), CRC-checked, as
+    (fetched data, [(header, position), ...]): whole batches holding offsets of [start, end), their records
+    still to be cut to it (segments.read_slice_raw's shape).
 
     Offsets below the log start (deleted by retention since planning) and a deleted topic follow
     failOnDataLoss: an error naming them, or the records that are left."""
@@ -166,18 +168,18 @@ def fetch_range(
             continue
         last_progress = time.monotonic()
         for _, data, _ in chunks:
+            batches = []
             for bpos, h in fmt.iter_batches(data, validate_crc=True):
                 if h.next_offset <= pos:
                     continue
                 if h.base_offset >= r.end:
-                    return
-                recs = fmt.records_of(data, bpos, h)
-                if h.base_offset < pos or h.next_offset > r.end:
-                    lo, hi = pos - h.base_offset, r.end - h.base_offset
-                    recs = tuple(x for x in recs if lo <= x[0] < hi)
-                if recs:
-                    yield h, recs
+                    break
+                batches.append((h, bpos))
                 pos = h.next_offset
+            if batches:
+                yield data, batches
+            if pos >= r.end or (batches and batches[-1][0].base_offset >= r.end):
+                return
 
 
 def _check_exists(consumer: Consumer, r: OffsetRange, fail_on_data_loss: bool) -> bool:
@@ -220,9 +222,10 @@ def local_slices(r: OffsetRange, dirs: list[Path]) -> list[seg.Slice] | None:
 
 def read_range(
     r: OffsetRange, options: Mapping[str, str], fail_on_data_loss: bool, prefer_local: bool
-) -> Iterator[tuple[fmt.BatchHeader, tuple]]:
-    """One task's read: from local segment files when `prefer_local` and a local replica has it all, else over
-    the network. Logs which (Spark's executor log), so a multi-host run shows where each range came from."""
+) -> Iterator[tuple[bytes, list[tuple[fmt.BatchHeader, int]]]]:
+    """One task's read, as (buffer, [(header, position), ...]) chunks of whole batches: from local segment
+    files when `prefer_local` and a local replica has it all, else over the network. Logs which (Spark's
+    executor log), so a multi-host run shows where each range came from."""
     if r.start >= r.end:
         return
     dirs = local_data_dirs(options) if prefer_local else []
@@ -231,7 +234,7 @@ def read_range(
         where = Path(slices[0].path).parent.parent if slices else dirs
         log.warning("kafkalite read %s [%d, %d) from the local replica in %s", r.name, r.start, r.end, where)
         for sl in slices:
-            yield from seg.read_slice(sl)
+            yield from seg.read_slice_raw(sl)
         return
     log.warning(
         "kafkalite read %s [%d, %d) from the leader (broker protocol); local data dirs: %s",

@@ -404,6 +404,41 @@ def read_slice(sl: Slice) -> Iterator[tuple[fmt.BatchHeader, tuple]]:
     Records are `(offset_delta, timestamp_delta, key, value, headers)` tuples, already cut to the
     offset range. A corrupt batch, or a committed offset that is not in the file, raises
     CorruptBatchError naming the file and position; a torn tail past the slice's range is ignored."""
+    return records_in(read_slice_raw(sl), sl.start_offset, sl.end_offset)
+
+
+def records_in(
+    chunks: Iterable[tuple[bytes, list[tuple[fmt.BatchHeader, int]]]], start: int, end: int
+) -> Iterator[tuple[fmt.BatchHeader, tuple]]:
+    """(header, records) of raw (buffer, [(header, position), ...]) chunks, records cut to [start, end): the
+    per-record decoding, one tuple per record (headers included)."""
+    for buf, batches in chunks:
+        for h, off in batches:
+            recs = fmt.records_of(buf, off, h)
+            if h.base_offset < start or h.next_offset > end:
+                lo, hi = start - h.base_offset, end - h.base_offset
+                recs = tuple(r for r in recs if lo <= r[0] < hi)
+            if recs:
+                yield h, recs
+
+
+def read_slice_raw(sl: Slice) -> Iterator[tuple[bytes, list[tuple[fmt.BatchHeader, int]]]]:
+    """The slice's batches undecoded, CRC-checked, as (read buffer, [(header, position in it), ...]): whole
+    batches holding offsets in the slice's range (their records still need cutting to it), the same checks
+    and errors as read_slice. pipeline/columnar.py decodes them a buffer at a time."""
+    pending: list[tuple[fmt.BatchHeader, int]] = []
+    pending_buf = b""
+    for h, buf, off in _slice_batches(sl):
+        if buf is not pending_buf and pending:
+            yield pending_buf, pending
+            pending = []
+        pending_buf = buf
+        pending.append((h, off))
+    if pending:
+        yield pending_buf, pending
+
+
+def _slice_batches(sl: Slice) -> Iterator[tuple[fmt.BatchHeader, bytes, int]]:
     try:
         f = open(sl.path, "rb", buffering=0)
     except FileNotFoundError:
@@ -451,12 +486,7 @@ def read_slice(sl: Slice) -> Iterator[tuple[fmt.BatchHeader, tuple]]:
                     fmt.validate(buf, off, off + h.size)
                 except fmt.InvalidBatch as e:
                     raise CorruptBatchError(sl.path, pos, str(e)) from None
-                recs = fmt.records_of(buf, off, h)
-                if h.base_offset < sl.start_offset or h.next_offset > sl.end_offset:
-                    lo, hi = sl.start_offset - h.base_offset, sl.end_offset - h.base_offset
-                    recs = tuple(r for r in recs if lo <= r[0] < hi)
-                if recs:
-                    yield h, recs
+                yield h, buf, off
             pos += h.size
         if expected is not None and expected < sl.end_offset and not sl.read_to_end:
             # The planner promised committed offsets up to end_offset: they must be here.

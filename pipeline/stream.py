@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from pipeline import options as opt
-from pipeline.arrow_reader import arrow_batches, arrow_schema
+from pipeline.arrow_reader import arrow_schema, raw_arrow_batches
 from pipeline.remote import EARLIEST, LATEST, BrokerView, OffsetRange, read_range, split_ranges
 from pipeline.segments import LogReadError
 
@@ -160,8 +160,9 @@ class KafkaLiteStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         r = partition.value
-        batches = read_range(r, self.options, self.spec.fail_on_data_loss, prefer_local=False)
-        return arrow_batches(r.topic, r.partition, batches, self.include_headers, arrow_schema(self.include_headers))
+        chunks = read_range(r, self.options, self.spec.fail_on_data_loss, prefer_local=False)
+        schema = arrow_schema(self.include_headers)
+        return raw_arrow_batches(r.topic, r.partition, chunks, r.start, r.end, self.include_headers, schema)
 
     def commit(self, end: dict) -> None:
         """Spark's checkpoint holds the offsets; nothing is committed to a group (as Spark's Kafka source)."""
