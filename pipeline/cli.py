@@ -68,6 +68,7 @@ class Source:
 
     paths: tuple[str, ...]
     bootstrap: str | None
+    command_config: Any
     topics: tuple[str, ...]
     pattern: str | None
     assign: str | None
@@ -84,6 +85,7 @@ class Source:
         options = {"path": ",".join(self.paths)} if self.paths else {}
         if self.bootstrap:
             options["kafka.bootstrap.servers"] = self.bootstrap
+            options.update({f"kafka.{k}": v for k, v in _client_props(self.command_config).items()})
         if self.topics:
             options["subscribe"] = ",".join(self.topics)
         for key, value in (
@@ -126,6 +128,7 @@ def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Plan from running brokers (kafka.bootstrap.servers): each task reads a local replica if its host "
             "has one ($KAFKALITE_DATA_DIR or --path), else fetches from the leader.",
         ),
+        command_config_option,
         click.option("--topic", "topics", multiple=True, metavar="TOPIC", help="Topics to read (subscribe)."),
         click.option("--pattern", default=None, metavar="REGEX", help="Read every topic matching (subscribePattern)."),
         click.option("--assign", default=None, metavar="JSON", help='Exact partitions: {"tweets":[0,1]}.'),

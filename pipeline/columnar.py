@@ -89,17 +89,34 @@ def _parse(buf, starts, ends, counts, lo, hi, off_delta, ts_delta, region, key_p
 
 
 @njit(cache=True, nogil=True)
-def _gather(buf, pos, lens, out, out_offsets, base):  # type: ignore[no-untyped-def]
-    """Copy buf[pos[j]:pos[j]+lens[j]] one after the other into out from `base`; null (-1) copies nothing.
-    out_offsets[j + 1] is where item j ends (Arrow's offsets)."""
-    o = base
-    for j in range(pos.shape[0]):
-        n = lens[j]
+def _copy(src, p, n, out, o):  # type: ignore[no-untyped-def]
+    """out[o:o+n] = src[p:p+n]: a plain loop for short items (keys), a slice copy for long ones."""
+    if n < 32:
+        for k in range(n):
+            out[o + k] = src[p + k]
+    else:
+        out[o : o + n] = src[p : p + n]
+
+
+@njit(cache=True, nogil=True)
+def _gather(kbuf, kpos, klen, kout, koffs, vbuf, vpos, vlen, vout, voffs, kbase, vbase):  # type: ignore[no-untyped-def]
+    """Copy each record's key and value after those of earlier spans, from kbase / vbase, in one pass (they lie
+    side by side in the read buffer); null (-1) copies nothing. koffs[j + 1] / voffs[j + 1] is where item j
+    ends (Arrow's offsets). Returns the new (kbase, vbase)."""
+    ko = kbase
+    vo = vbase
+    for j in range(kpos.shape[0]):
+        n = klen[j]
         if n > 0:
-            out[o : o + n] = buf[pos[j] : pos[j] + n]
-            o += n
-        out_offsets[j + 1] = o
-    return o
+            _copy(kbuf, kpos[j], n, kout, ko)
+            ko += n
+        koffs[j + 1] = ko
+        n = vlen[j]
+        if n > 0:
+            _copy(vbuf, vpos[j], n, vout, vo)
+            vo += n
+        voffs[j + 1] = vo
+    return ko, vo
 
 
 class ColumnarBuilder:
@@ -194,9 +211,10 @@ class ColumnarBuilder:
         offsets = np.concatenate([p[0] for p in parts])
         ts = np.concatenate([p[1] for p in parts])
         types = np.concatenate([p[2] for p in parts])
+        keys, values = _binary_pair([p[3] for p in parts], [p[4] for p in parts])
         cols = [
-            _binary([p[3] for p in parts]),
-            _binary([p[4] for p in parts]),
+            keys,
+            values,
             pa.repeat(pa.scalar(self.topic, pa.string()), n),
             pa.repeat(pa.scalar(self.partition, pa.int32()), n),
             pa.array(offsets),
@@ -215,24 +233,31 @@ def _as_spans(items: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return data, pos, lens
 
 
-def _binary(spans: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> pa.Array:
-    """A binary column of the items data[pos:pos+len] (len -1: null) of every span, copied once into Arrow's
-    two buffers."""
-    n = sum(len(pos) for _, pos, _ in spans)
-    size = sum(int(np.maximum(lens, 0).sum()) for _, _, lens in spans)
-    if size > 2**31 - 1:
-        raise RecordFormatError("more than 2 GiB of keys or values in one Arrow batch")
-    out = np.empty(size, np.uint8)
-    offs = np.zeros(n + 1, np.int64)
-    at = o = 0
-    for data, pos, lens in spans:
-        o = _gather(data, pos, lens, out, offs[at : at + len(pos) + 1], o)
-        at += len(pos)
-    nulls = np.concatenate([lens < 0 for _, _, lens in spans])
-    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if nulls.any() else None
-    return pa.Array.from_buffers(
-        pa.binary(), n, [validity, pa.py_buffer(offs.astype(np.int32)), pa.py_buffer(out)], null_count=int(nulls.sum())
-    )
+def _binary_pair(key_spans: list, value_spans: list) -> tuple[pa.Array, pa.Array]:
+    """The key and value columns from (buffer, positions, lengths) spans (length -1: null), each copied once
+    into its column's two Arrow buffers."""
+    n = sum(len(pos) for _, pos, _ in key_spans)
+    outs = []
+    for spans in (key_spans, value_spans):
+        size = sum(int(np.maximum(lens, 0).sum()) for _, _, lens in spans)
+        if size > 2**31 - 1:
+            raise RecordFormatError("more than 2 GiB of keys or values in one Arrow batch")
+        outs.append((np.empty(size, np.uint8), np.zeros(n + 1, np.int64)))
+    (kout, koffs), (vout, voffs) = outs
+    at = ko = vo = 0
+    for (kbuf, kpos, klen), (vbuf, vpos, vlen) in zip(key_spans, value_spans):
+        m = len(kpos)
+        ko, vo = _gather(
+            kbuf, kpos, klen, kout, koffs[at : at + m + 1], vbuf, vpos, vlen, vout, voffs[at : at + m + 1], ko, vo
+        )
+        at += m
+    cols = []
+    for spans, (out, offs) in zip((key_spans, value_spans), outs):
+        nulls = np.concatenate([lens < 0 for _, _, lens in spans])
+        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if nulls.any() else None
+        buffers = [validity, pa.py_buffer(offs.astype(np.int32)), pa.py_buffer(out)]
+        cols.append(pa.Array.from_buffers(pa.binary(), n, buffers, null_count=int(nulls.sum())))
+    return cols[0], cols[1]
 
 
 def columnar_batches(

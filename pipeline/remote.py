@@ -288,7 +288,10 @@ def plan_remote_read(options: Mapping[str, str]) -> RemotePlan:
     fail_on_loss = opt.bool_option(opts, "failOnDataLoss", True)
     start_default, start_over = opt.offsets_option(opts, "startingOffsets", opt.EARLIEST)
     end_default, end_over = opt.offsets_option(opts, "endingOffsets", opt.LATEST)
-    view = BrokerView(opts)
+    try:
+        view = BrokerView(opts)
+    except KafkaLiteError as e:
+        raise LogReadError(f"connecting to {bootstrap_servers(opts)}: {e.code.name}: {e}") from None
     try:
         available = view.available()
         chosen = opt.select(opts, available, view.bootstrap, {t: len(ps) for t, ps in available.items()}, on_disk=False)
@@ -297,7 +300,7 @@ def plan_remote_read(options: Mapping[str, str]) -> RemotePlan:
         log_start = view.offsets(tps, EARLIEST)
         committed = view.offsets(tps, LATEST)
     except KafkaLiteError as e:
-        raise LogReadError(f"reading the cluster at {view.bootstrap}: {e}") from None
+        raise LogReadError(f"reading the cluster at {view.bootstrap}: {e.code.name}: {e}") from None
     finally:
         view.close()
     ranges = []

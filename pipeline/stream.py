@@ -20,6 +20,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from net.errors import KafkaLiteError
 from pipeline import options as opt
 from pipeline.arrow_reader import arrow_schema, raw_arrow_batches
 from pipeline.remote import EARLIEST, LATEST, BrokerView, OffsetRange, read_range, split_ranges
@@ -73,7 +74,12 @@ class KafkaLiteStreamReader(DataSourceStreamReader):
     @property
     def view(self) -> BrokerView:
         if self._view is None:
-            self._view = BrokerView(self.options)
+            try:
+                self._view = BrokerView(self.options)
+            except KafkaLiteError as e:
+                raise LogReadError(
+                    f"connecting to {self.options.get('kafka.bootstrap.servers')}: {e.code.name}: {e}"
+                ) from None
         return self._view
 
     def _partitions(self) -> list[TP]:

@@ -72,7 +72,7 @@ def parquet_rows(spark, out: Path) -> list[tuple]:  # type: ignore[no-untyped-de
     if not any(out.glob("*.parquet")):
         return []
     return [
-        (r["topic"], r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"]))
+        (r["topic"], r["partition"], r["offset"], None if r["key"] is None else bytes(r["key"]), bytes(r["value"]))
         for r in spark.read.parquet(str(out)).collect()
     ]
 
@@ -275,3 +275,59 @@ def test_batch_read_through_the_broker_matches_the_files(spark, broker):
     assert len(local) == 500 and set(local) == expected
     ranged = rows(base.option("startingOffsets", json.dumps({topic: {"0": 5, "1": -2, "2": -2}})).load())
     assert {(p, o) for _, p, o, _, _ in ranged} == {(p, o) for _, p, o, _, _ in expected if p != 0 or o >= 5}
+
+
+def test_kafka_prefixed_security_settings_reach_the_source_and_the_sink(spark, tmp_path):
+    """A broker with SCRAM logins and ACLs: the source (batch and streaming) and the sink log in with
+    kafka.security.protocol / kafka.sasl.*; a wrong password is SASL_AUTHENTICATION_FAILED."""
+    from tests.conftest import ROOT, free_port, wait_port
+
+    port = free_port()
+    log = open(tmp_path / "broker.log", "wb")
+    proc = subprocess.Popen(
+        [str(ROOT / ".venv/bin/kl-broker"), "start", "--id", "1", "--port", str(port),
+         "--data-dir", str(tmp_path / "d"),
+         "--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]",
+         "--override", "security.protocol=SASL_PLAINTEXT", "--override", "sasl.enabled.mechanisms=SCRAM-SHA-256",
+         "--override", "authorizer=acl", "--override", "super.users=User:admin"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_port(port, proc=proc)
+        bootstrap = f"127.0.0.1:{port}"
+        login = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256"}
+        login |= {"sasl_username": "admin", "sasl_password": "admin-secret"}
+        spark_login = {"kafka." + k.replace("_", "."): v for k, v in login.items()}
+
+        def created() -> bool:
+            try:
+                with Admin(bootstrap, **login) as a:
+                    a.create_topics([NewTopic("secured", 2, 1), NewTopic("secured-out", 1, 1)])
+                return True
+            except Exception:  # noqa: BLE001 - not the controller yet
+                return False
+
+        wait_until(created, 30, "the secured broker's controller")
+        with Producer(bootstrap, acks="all", **login) as p:
+            for i in range(100):
+                p.send("secured", f"s{i}".encode())
+            p.flush()
+        read = spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+        read = read.option("subscribe", "secured")
+        assert read.options(**spark_login).load().count() == 100
+        out = tmp_path / "out"
+        live = stream(spark, bootstrap, subscribe="secured", startingOffsets="earliest", **spark_login)
+        run_available_now(live, out, tmp_path / "c")
+        assert len(parquet_rows(spark, out)) == 100
+        rows = spark.createDataFrame([(f"w{i}",) for i in range(10)], "value string")
+        sink = rows.write.format("kafkalite").mode("append").option("kafka.bootstrap.servers", bootstrap)
+        sink.options(**spark_login).option("topic", "secured-out").save()
+        check = read.options(**spark_login).option("subscribe", "secured-out").load()
+        assert sorted(bytes(r["value"]) for r in check.collect()) == sorted(f"w{i}".encode() for i in range(10))
+        wrong = {**spark_login, "kafka.sasl.password": "nope"}
+        with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED"):
+            read.options(**wrong).load().count()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
