@@ -141,8 +141,14 @@ def test_kl_cluster_up_kafka_base_port_prints_both_bootstrap_lists(tmp_path):
         native, kafka_list = up.stdout.split()
         assert native == f"127.0.0.1:{base},127.0.0.1:{base + 1}"
         assert kafka_list == f"127.0.0.1:{kafka_base},127.0.0.1:{kafka_base + 1}"
-        md = AdminClient({"bootstrap.servers": kafka_list}).list_topics(timeout=10)
-        assert {b.id: b.port for b in md.brokers.values()} == {1: kafka_base, 2: kafka_base + 1}
+        admin = AdminClient({"bootstrap.servers": kafka_list})
+
+        def both_listed() -> bool:
+            # A broker's metadata learns the other's Kafka endpoint a moment after both listen: wait for it.
+            ports = {b.id: b.port for b in admin.list_topics(timeout=10).brokers.values()}
+            return ports == {1: kafka_base, 2: kafka_base + 1}
+
+        wait_until(both_listed, 20, "both brokers' Kafka endpoints in the Metadata response")
         status = subprocess.run(
             [*kl, "status", "--data-dir", str(tmp_path / "kl")], cwd=ROOT, capture_output=True, text=True, timeout=30
         )

@@ -331,3 +331,53 @@ def test_kafka_prefixed_security_settings_reach_the_source_and_the_sink(spark, t
         proc.terminate()
         proc.wait(20)
         log.close()
+
+
+def test_offsets_deleted_by_retention_and_a_deleted_topic_follow_fail_on_data_loss(spark, broker, tmp_path):
+    """Offsets below the log start: an error naming failOnDataLoss, or the records that are left; a topic deleted
+    under a running query: the query fails, or goes on without it."""
+    b = BrokerProcess(tmp_path / "retention", extra=["--override", "log.retention.check.interval.ms=300"]).start()
+    try:
+        with Admin(b.bootstrap) as a:
+            a.create_topics([NewTopic("short", 1, 1, configs={"segment.bytes": "65536", "retention.bytes": "131072"})])
+        with Producer(b.bootstrap, acks="all", batch_size=8192) as p:
+            for i in range(20000):
+                p.send("short", f"v{i}".encode(), key=b"k")
+            p.flush()
+        from client.sync import Consumer
+        from client.topic_partition import TopicPartition
+
+        with Consumer(b.bootstrap) as c:
+            start = lambda: c.list_offsets([TopicPartition("short", 0)], -2)[TopicPartition("short", 0)]  # noqa: E731
+            wait_until(lambda: start() > 0, 30, "retention deleting the oldest segments")
+            log_start = start()
+        opts = {"subscribe": "short", "startingOffsets": json.dumps({"short": {"0": 0}})}
+        w = stream(spark, b.bootstrap, **opts).writeStream.format("noop").trigger(availableNow=True)
+        q = w.option("checkpointLocation", str(tmp_path / "c1")).start()
+        with pytest.raises(Exception, match="deleted \\(retention\\).*failOnDataLoss"):
+            q.awaitTermination(60)
+        out = tmp_path / "out"
+        run_available_now(stream(spark, b.bootstrap, failOnDataLoss="false", **opts), out, tmp_path / "c2")
+        assert sorted(o for _, _, o, _, _ in parquet_rows(spark, out)) == list(range(log_start, 20000))
+    finally:
+        b.cleanup()
+
+    for fail in ("true", "false"):
+        topic = f"doomed-{fail}"
+        create(broker.bootstrap, topic, partitions=1)
+        produce(broker.bootstrap, topic, 0, 20)
+        out = tmp_path / topic
+        df = stream(spark, broker.bootstrap, subscribe=topic, startingOffsets="earliest", failOnDataLoss=fail)
+        q = start_to_parquet(df, out, tmp_path / f"ck-{topic}", "300 milliseconds")
+        try:
+            wait_until(lambda: len(parquet_rows(spark, out)) == 20, 60, "the topic read")  # noqa: B023
+            with Admin(broker.bootstrap) as a:
+                a.delete_topics([topic])
+            if fail == "true":
+                with pytest.raises(Exception, match="was deleted while the query read it"):
+                    q.awaitTermination(60)
+            else:
+                time.sleep(3)  # a few triggers without the topic
+                assert q.isActive and q.exception() is None
+        finally:
+            q.stop()
