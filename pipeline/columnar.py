@@ -13,11 +13,20 @@ per-record decoder (arrow_reader.py's `_Columns`), as it does for the legacy msg
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
+
+# numba keeps compiled code next to this file (__pycache__); an installed package may not be writable by the
+# user Spark's executors run as (the broker's service user on a deployed host), and without a writable cache
+# numba refuses cache=True: use a per-user directory under /tmp then. Read by numba when it is imported.
+if "NUMBA_CACHE_DIR" not in os.environ and not os.access(os.path.dirname(os.path.abspath(__file__)), os.W_OK):
+    os.environ["NUMBA_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"kafkalite-numba-{os.getuid()}")
+
+from numba import njit  # noqa: E402
 
 from net import batch as fmt
 from net.compression import CODEC_MASK, CODEC_NONE, decompress
