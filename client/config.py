@@ -57,6 +57,14 @@ class ClientConfigDef(ConfigDef):
         except InvalidConfigError as e:
             raise ClientConfigError(str(e)) from None
 
+    @classmethod
+    def kwargs_from_properties(cls, props: dict[str, Any]) -> dict[str, Any]:
+        """Keyword arguments of a client of this family for the given Kafka-named properties, validated (a
+        --command-config file, Spark's kafka.* options); only the keys given."""
+        cfg = cls.from_properties(props)
+        names = cls.kafka_names()
+        return {names[k]: getattr(cfg, names[k]) for k in props}
+
     def kwargs(self) -> dict[str, Any]:
         return {attr: getattr(self, attr) for attr in self.kafka_names().values()}
 

@@ -74,11 +74,9 @@ def client_kwargs(options: Mapping[str, str], family: type[ClientConfigDef] = Co
                 f"option kafka.{spark_managed} is not supported: the query's checkpoint holds the offsets"
             )
     try:
-        cfg = family.from_properties(props)
+        return family.kwargs_from_properties(props)
     except ValueError as e:
         raise LogReadError(f"bad kafka.* option: {e}") from None
-    names = family.kafka_names()
-    return {names[k]: getattr(cfg, names[k]) for k in props}
 
 
 def open_consumer(options: Mapping[str, str]) -> Consumer:

@@ -44,9 +44,7 @@ def client_kwargs(family: Any, command_config: Path | None = None, props: dict[s
         merged.update(read_properties(command_config))
     merged.update(props or {})
     merged.pop("bootstrap.servers", None)  # the command line's --bootstrap-server says where
-    cfg = family.from_properties(merged)
-    names = family.kafka_names()
-    return {names[k]: getattr(cfg, names[k]) for k in merged}
+    return family.kwargs_from_properties(merged)
 
 
 def parse_kv(items: tuple[str, ...], what: str) -> dict[str, str]:

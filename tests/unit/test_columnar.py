@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import random
 
+import pyarrow as pa
 import pytest
 
-pytest.importorskip("numba")
-pa = pytest.importorskip("pyarrow")
-
-from net import batch as fmt  # noqa: E402
-from net.compression import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD  # noqa: E402
-from pipeline.arrow_reader import arrow_batches, arrow_schema  # noqa: E402
-from pipeline.columnar import RecordFormatError, columnar_batches  # noqa: E402
-from pipeline.segments import records_in  # noqa: E402
-from tests.unit.test_batch import legacy_batch  # noqa: E402
+from net import batch as fmt
+from net.compression import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD
+from pipeline.arrow_reader import arrow_batches, arrow_schema
+from pipeline.columnar import RecordFormatError, columnar_batches
+from pipeline.segments import records_in
+from tests.unit.test_batch import legacy_batch
 
 
 def random_records(rng: random.Random, n: int) -> list:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pyspark")
-
-from pipeline import options as opt  # noqa: E402
-from pipeline.remote import OffsetRange, split_ranges  # noqa: E402
-from pipeline.segments import LogReadError  # noqa: E402
-from pipeline.stream import from_json, rate_limit, to_json  # noqa: E402
+from pipeline import options as opt
+from pipeline.remote import OffsetRange, split_ranges
+from pipeline.segments import LogReadError
+from pipeline.stream import from_json, rate_limit, to_json
 
 
 def test_offsets_json_round_trips_in_sparks_kafka_form():
