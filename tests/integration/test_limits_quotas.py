@@ -105,7 +105,9 @@ def test_producer_byte_rate_quota_holds_a_producer_to_its_rate(broker_factory):
     with Producer(b.bootstrap, client_id="slow", linger_ms=5, batch_size=32768) as p:
         start = time.monotonic()
         while time.monotonic() - start < 9:
-            if sent - len(acked) > 300:  # keep the producer busy, not its buffer unbounded
+            # Keep the producer ahead of the quota (2 s of it unacknowledged; a busy machine slowed a 1 s window
+            # below the rate), not its buffer unbounded.
+            if sent - len(acked) > 600:
                 time.sleep(0.005)
                 continue
             for _ in range(200):
