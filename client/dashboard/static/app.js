@@ -367,7 +367,7 @@
   function connect() {
     const es = new EventSource("/api/events");
     es.onmessage = (ev) => onSnapshot(JSON.parse(ev.data));
-    es.onerror = () => { live.textContent = "reconnecting…"; };
+    es.onerror = () => { live.textContent = "reconnecting…" + (snap && snap.ready ? " · data of " + fmtTime(snap.time) : ""); };
   }
 
   // First paint from the snapshot the server put in the page: no wait for the event stream or any fetch.
