@@ -10,6 +10,7 @@ import json
 import time
 
 from client.consumer import AsyncConsumer, TopicPartition
+from client.fetcher import ConsumerRecord
 from net.errors import KafkaLiteError
 
 MAX_LIMIT = 500
@@ -43,6 +44,15 @@ def start_offset(mode: str, log_start: int, end: int, limit: int, offset: int | 
     if mode == "timestamp":
         return found if found is not None and found >= 0 else end
     return max(log_start, end - limit)  # newest
+
+
+def merge_key(r: ConsumerRecord, newest: bool, end: dict, first: dict) -> tuple:
+    """Records of several partitions in time order. A producer stamps a whole batch with one time, so ties are
+    common: among equal times the partitions take turns (by distance from the end of the read, or from its
+    start) rather than one partition's records all coming before another's."""
+    tp = TopicPartition(r.topic, r.partition)
+    turn = r.offset - end[tp] if newest else r.offset - first[tp]
+    return (r.timestamp, turn, r.partition)
 
 
 async def read_messages(
@@ -85,11 +95,12 @@ async def read_messages(
         end = await bounded(consumer.list_offsets(tps, -1))
         found = await bounded(consumer.list_offsets(tps, int(timestamp_ms or 0))) if mode == "timestamp" else {}
         pending: dict[TopicPartition, int] = {}  # partition -> how many more records to read from it
+        first: dict[TopicPartition, int] = {}  # partition -> the offset its read starts at
         for tp in tps:
-            start = start_offset(mode, log_start[tp], end[tp], limit, offset, found.get(tp))
-            if start < end[tp]:
-                consumer.seek(tp, start)
-                pending[tp] = min(limit, end[tp] - start)
+            first[tp] = start_offset(mode, log_start[tp], end[tp], limit, offset, found.get(tp))
+            if first[tp] < end[tp]:
+                consumer.seek(tp, first[tp])
+                pending[tp] = min(limit, end[tp] - first[tp])
         records = []
         assigned = set(tps)
         while pending and time.monotonic() < deadline:
@@ -105,9 +116,11 @@ async def read_messages(
                     if r.offset >= end[tp] - 1:
                         pending[tp] = 0
             pending = {tp: n for tp, n in pending.items() if n > 0}
-        # One partition in offset order; several by time (their offsets are not comparable).
-        order = (lambda r: r.offset) if partition is not None else (lambda r: (r.timestamp, r.partition, r.offset))
-        records.sort(key=order, reverse=mode == "newest")
+        newest = mode == "newest"
+        if partition is None:
+            records.sort(key=lambda r: merge_key(r, newest, end, first), reverse=newest)
+        else:  # one partition: offset order, whatever times its producers stamped
+            records.sort(key=lambda r: r.offset, reverse=newest)
         records = records[:limit]
         return {
             "topic": topic,

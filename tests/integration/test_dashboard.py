@@ -147,6 +147,16 @@ def cells(driver, css: str) -> list[str]:
     )
 
 
+def click(driver, css: str) -> None:
+    """Click what `css` finds, found again if a live refresh replaced it between finding and clicking."""
+
+    def once() -> bool:
+        driver.find_element(By.CSS_SELECTOR, css).click()
+        return True
+
+    wait_until(once, 5, f"a click on {css}")
+
+
 def save(driver, root: Path, name: str) -> None:
     driver.save_screenshot(str(root / name))
     out = os.environ.get("KL_SCREENSHOTS_DIR")
@@ -237,13 +247,13 @@ def test_internal_topics_are_counted_apart_and_listed_on_demand(env):
     wait_until(lambda: cells(driver, "#count-partitions") == [str(user)], 10, f"{user} partitions counted")
     assert cells(driver, "#count-partitions-internal") == [f"(+{internal} internal)"]
     assert len(partition_rows()) == user
-    driver.find_element(By.ID, "show-internal").click()
+    click(driver, "#show-internal")
     wait_until(lambda: len(partition_rows()) == user + internal, 5, "the internal partitions listed")
     assert sum(tp.startswith("__consumer_offsets-") for tp in partition_rows()) == internal
     # The choice holds on /topics too, and is undone there.
     load(driver, f"{console.url}/topics", "#topics tr[data-topic='__consumer_offsets']")
     assert cells(driver, "#topics tr[data-topic='__consumer_offsets'] .badge") == ["internal"]
-    driver.find_element(By.ID, "show-internal").click()
+    click(driver, "#show-internal")
     wait_until(lambda: not cells(driver, "#topics tr[data-topic='__consumer_offsets']"), 5, "internal topics hidden")
     load(driver, f"{console.url}/cluster", f"#cluster-partitions tr[data-tp='{TOPIC}-0']")
     assert len(partition_rows()) == user

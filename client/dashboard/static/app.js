@@ -19,7 +19,7 @@
     n < 1073741824 ? (n / 1048576).toFixed(1) + " MiB" : (n / 1073741824).toFixed(2) + " GiB";
   const fmtNum = (n) => n === null || n === undefined ? "–" : String(n);
   // Rates always carry their unit: "12.5 msgs/s", "3.4 KiB/s".
-  const fmtCount = (n) => n < 10 ? (Math.round(n * 10) / 10).toFixed(1) : n < 1e4 ? Math.round(n).toString() :
+  const fmtCount = (n) => Number.isInteger(n) && n < 1e4 ? String(n) : n < 10 ? n.toFixed(1) : n < 1e4 ? Math.round(n).toString() :
     n < 1e6 ? (n / 1e3).toFixed(1) + "k" : (n / 1e6).toFixed(2) + "M";
   const fmtMsgRate = (n) => fmtCount(n || 0) + " msgs/s";
   const fmtByteRate = (n) => { n = n || 0; return (n < 1024 ? Math.round(n) + " B" : fmtBytes(n)) + "/s"; };
@@ -126,7 +126,7 @@
     const rates = (snap.point || {}).topics || {};  // over the watcher's sliding window (point.window_s)
     const rows = shown(snap.topics).map((t) => ({
       name: t.name, internal: t.internal, partitions: t.partitions.length, rf: t.replication_factor, size: t.size,
-      records: t.records === undefined ? null : t.records,
+      records: t.records === undefined || t.internal ? null : t.records,  // internal topics' offsets are not listed
       urp: t.partitions.filter((p) => p.under_replicated).length,
       in: (rates[t.name] || {}).msgs_in || 0, bin: (rates[t.name] || {}).bytes_in || 0, out: (rates[t.name] || {}).bytes_out || 0}));
     const s = sortable("topics", rows, [
@@ -160,8 +160,9 @@
         `<td>${r.internal ? "" : `<button data-delete="${esc(r.name)}">Delete</button>`}</td></tr>`;
     }
     const c = snap.counts, ci = c.internal || {};
-    main.querySelector("#topics-count").textContent = `${c.topics} topics, ${c.partitions} partitions` +
-      (ci.topics ? ` (+${ci.topics} internal, ${ci.partitions} partitions)` : "") +
+    const n = (k, what) => `${k} ${what}${k === 1 ? "" : "s"}`;
+    main.querySelector("#topics-count").textContent = `${n(c.topics, "topic")}, ${n(c.partitions, "partition")}` +
+      (ci.topics ? ` (+${ci.topics} internal, ${n(ci.partitions, "partition")})` : "") +
       `; rates over the last ${(snap.point || {}).window_s || "–"} s`;
     const table = main.querySelector("#topics");
     table.innerHTML = h;
