@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -399,6 +400,13 @@ def test_messages_page_shows_records_just_produced(env):
     driver.find_element(By.CSS_SELECTOR, "#msg-form select[name=partition] option[value='2']").click()
     wait_until(lambda: rows() and {p for p, _, _ in rows()} == {"2"}, 10, "only partition 2 after filtering")
     assert "partition=2" in driver.current_url
+    # Bad requests are one-line errors.
+    for query, why in (("topic=no-such-topic", "unknown topic"), (f"topic={TOPIC}&partition=x", "bad request")):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"{console.url}/api/messages?{query}", timeout=15)
+        assert e.value.code == 400
+        message = json.loads(e.value.read())["error"]
+        assert why in message and "\n" not in message, message
 
 
 def test_sigkill_shows_broker_down_new_leaders_and_election_then_return(env):
