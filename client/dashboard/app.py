@@ -28,8 +28,22 @@ def error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-async def page(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+FIRST_SNAPSHOT_WAIT_S = CALL_TIMEOUT_S * 2
+SNAPSHOT_SLOT = "<!-- snapshot -->"
+
+
+async def page(request: web.Request) -> web.Response:
+    """The page with the current snapshot in it, so the first paint has the cluster's data before the event
+    stream sends anything (just after the console starts, the first poll is awaited for a moment)."""
+    w = request.app[WATCHER]
+    deadline = asyncio.get_running_loop().time() + FIRST_SNAPSHOT_WAIT_S
+    while not w.snapshot.get("ready") and (left := deadline - asyncio.get_running_loop().time()) > 0:
+        await w.wait_change(w.version, left)
+    # JSON in a <script> element: "<" escaped so no value (a topic name, an error) can close the element.
+    data = w.snapshot_json.replace("<", "\\u003c")
+    embedded = f'<script id="kl-snapshot" type="application/json">{data}</script>'
+    html = (STATIC / "index.html").read_text().replace(SNAPSHOT_SLOT, embedded)
+    return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
 
 
 async def root(request: web.Request) -> web.Response:
@@ -106,7 +120,8 @@ async def messages(request: web.Request) -> web.Response:
     q = request.query
     try:
         topic = q["topic"]
-        partition = int(q.get("partition", "0"))
+        # No partition (or "all"): every partition of the topic, merged by timestamp.
+        partition = None if q.get("partition", "all") in ("", "all") else int(q["partition"])
         mode = q.get("mode", "newest")
         if mode not in ("newest", "beginning", "offset", "timestamp"):
             raise ValueError(f"unknown mode {mode!r}")
@@ -121,7 +136,7 @@ async def messages(request: web.Request) -> web.Response:
             client_config=w.client_config,
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001
-        return error(400, f"{topic}-{partition}: {one_line(e)}")
+        return error(400, f"{topic}{'' if partition is None else f'-{partition}'}: {one_line(e)}")
     return web.json_response(out)
 
 

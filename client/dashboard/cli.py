@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import sys
 from pathlib import Path
 
 import click
@@ -18,6 +19,12 @@ from client.dashboard.app import make_app
 from client.dashboard.watcher import ClusterWatcher
 
 
+def console_url(host: str, port: int) -> str:
+    """The URL to open: a wildcard listen address is reached through the loopback one."""
+    shown = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/cluster"
+
+
 async def serve(
     bootstrap: str, host: str, port: int, interval_s: float = 1.0, client_config: dict | None = None
 ) -> None:
@@ -26,8 +33,8 @@ async def serve(
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()
-    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    click.echo(f"kl-dashboard: http://{shown}:{port}/cluster (cluster {bootstrap})", err=True)
+    click.echo(f"Kafka Lite console: {console_url(host, port)}")  # once listening: the URL works when printed
+    sys.stdout.flush()
     try:
         await asyncio.Event().wait()
     finally:

@@ -1,5 +1,6 @@
-"""Reading records for the Messages page: our consumer with a manual assignment, from an offset, from a
-timestamp (ListOffsets by time), from the beginning, or the newest N (the last N before the high watermark)."""
+"""Reading records for the Messages page: our consumer with a manual assignment of one partition or all of a
+topic's, from an offset, from a timestamp (ListOffsets by time), from the beginning, or the newest N (the last
+N before the high watermark)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 import time
 
 from client.consumer import AsyncConsumer, TopicPartition
+from client.fetcher import ConsumerRecord
+from net.errors import KafkaLiteError
 
 MAX_LIMIT = 500
 
@@ -32,10 +35,30 @@ def render_bytes(data: bytes | None) -> dict:
     return {"kind": "text", "text": text}
 
 
+def start_offset(mode: str, log_start: int, end: int, limit: int, offset: int | None, found: int | None) -> int:
+    """Where one partition's read begins: `found` is the ListOffsets-by-time answer in timestamp mode."""
+    if mode == "beginning":
+        return log_start
+    if mode == "offset":
+        return max(log_start, min(int(offset or 0), end))
+    if mode == "timestamp":
+        return found if found is not None and found >= 0 else end
+    return max(log_start, end - limit)  # newest
+
+
+def merge_key(r: ConsumerRecord, newest: bool, end: dict, first: dict) -> tuple:
+    """Records of several partitions in time order. A producer stamps a whole batch with one time, so ties are
+    common: among equal times the partitions take turns (by distance from the end of the read, or from its
+    start) rather than one partition's records all coming before another's."""
+    tp = TopicPartition(r.topic, r.partition)
+    turn = r.offset - end[tp] if newest else r.offset - first[tp]
+    return (r.timestamp, turn, r.partition)
+
+
 async def read_messages(
     bootstrap: str,
     topic: str,
-    partition: int,
+    partition: int | None,
     *,
     mode: str = "newest",
     offset: int | None = None,
@@ -44,44 +67,72 @@ async def read_messages(
     timeout_s: float = 3.0,
     client_config: dict | None = None,
 ) -> dict:
-    """Up to `limit` records of one partition; mode: newest | beginning | offset | timestamp."""
+    """Up to `limit` records of one partition, or of every partition of the topic (`partition` None);
+    mode: newest | beginning | offset | timestamp.
+
+    Across partitions, as Kafka UIs do: each partition is read from its own start (the same offset in offset
+    mode, its first offset at/after the time in timestamp mode) up to `limit` records or its high watermark,
+    then the records are merged by timestamp, newest first in newest mode, oldest first otherwise."""
     limit = max(1, min(limit, MAX_LIMIT))
-    tp = TopicPartition(topic, partition)
     settings = {"client_id": "kl-dashboard", "request_timeout_ms": int(timeout_s * 1000), **(client_config or {})}
     consumer = AsyncConsumer(bootstrap, auto_offset_reset="earliest", **settings)
     deadline = time.monotonic() + timeout_s
+
+    async def bounded(aw):  # type: ignore[no-untyped-def]
+        return await asyncio.wait_for(aw, max(0.05, deadline - time.monotonic()))
+
     try:
-        await asyncio.wait_for(consumer.start(), timeout_s)
-        await consumer.assign([tp])
-        start_offsets = await asyncio.wait_for(consumer.list_offsets([tp], -2), timeout_s)
-        end_offsets = await asyncio.wait_for(consumer.list_offsets([tp], -1), timeout_s)
-        log_start, end = start_offsets[tp], end_offsets[tp]
-        if mode == "beginning":
-            start = log_start
-        elif mode == "offset":
-            start = max(log_start, min(int(offset or 0), end))
-        elif mode == "timestamp":
-            found = (await asyncio.wait_for(consumer.list_offsets([tp], int(timestamp_ms or 0)), timeout_s))[tp]
-            start = found if found >= 0 else end
+        await bounded(consumer.start())
+        if partition is None:
+            numbers = (await bounded(consumer.list_topics())).get(topic)
+            if numbers is None:
+                raise KafkaLiteError(f"unknown topic {topic!r}")
         else:
-            start = max(log_start, end - limit)
-        consumer.seek(tp, start)
+            numbers = [partition]
+        tps = [TopicPartition(topic, p) for p in numbers]
+        await consumer.assign(tps)
+        log_start = await bounded(consumer.list_offsets(tps, -2))
+        end = await bounded(consumer.list_offsets(tps, -1))
+        found = await bounded(consumer.list_offsets(tps, int(timestamp_ms or 0))) if mode == "timestamp" else {}
+        pending: dict[TopicPartition, int] = {}  # partition -> how many more records to read from it
+        first: dict[TopicPartition, int] = {}  # partition -> the offset its read starts at
+        for tp in tps:
+            first[tp] = start_offset(mode, log_start[tp], end[tp], limit, offset, found.get(tp))
+            if first[tp] < end[tp]:
+                consumer.seek(tp, first[tp])
+                pending[tp] = min(limit, end[tp] - first[tp])
         records = []
-        while len(records) < limit and time.monotonic() < deadline:
-            if (records and records[-1].offset >= end - 1) or start >= end:
-                break
+        assigned = set(tps)
+        while pending and time.monotonic() < deadline:
+            if set(pending) != assigned:  # a finished partition is fetched no more
+                assigned = set(pending)
+                await consumer.assign(list(assigned))
             batch = await consumer.poll(timeout_ms=int(max(0.05, deadline - time.monotonic()) * 1000))
-            records.extend(r for r in batch if r.partition == partition)
+            for r in batch:
+                tp = TopicPartition(r.topic, r.partition)
+                if pending.get(tp, 0) > 0 and r.offset < end[tp]:
+                    records.append(r)
+                    pending[tp] -= 1
+                    if r.offset >= end[tp] - 1:
+                        pending[tp] = 0
+            pending = {tp: n for tp, n in pending.items() if n > 0}
+        newest = mode == "newest"
+        if partition is None:
+            records.sort(key=lambda r: merge_key(r, newest, end, first), reverse=newest)
+        else:  # one partition: offset order, whatever times its producers stamped
+            records.sort(key=lambda r: r.offset, reverse=newest)
         records = records[:limit]
-        if mode == "newest":
-            records.reverse()
         return {
             "topic": topic,
             "partition": partition,
-            "log_start": log_start,
-            "high_watermark": end,
+            "partitions": [
+                {"partition": tp.partition, "log_start": log_start[tp], "high_watermark": end[tp]} for tp in tps
+            ],
+            "log_start": log_start[tps[0]] if partition is not None else None,
+            "high_watermark": end[tps[0]] if partition is not None else None,
             "records": [
                 {
+                    "partition": r.partition,
                     "offset": r.offset,
                     "timestamp": r.timestamp,
                     "key": render_bytes(r.key),

@@ -21,6 +21,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from client.admin import AsyncAdmin
+from client.dashboard.rates import RATE_WINDOW_S, CounterRates
 from client.dashboard.timeline import ClusterView, diff
 from net.connection import BrokerConnection
 from net.errors import KafkaLiteError
@@ -31,6 +32,13 @@ log = logging.getLogger("kafkalite.dashboard")
 HISTORY_S = 15 * 60
 CALL_TIMEOUT_S = 2.0
 EARLIEST, LATEST = -2, -1
+# Kafka's BrokerTopicMetrics (MessagesInPerSec, BytesInPerSec, BytesOutPerSec) as the brokers count them.
+RATE_COUNTERS = (
+    ("kafkalite_topic_messages_in_total", "msgs_in"),
+    ("kafkalite_topic_bytes_in_total", "bytes_in"),
+    ("kafkalite_topic_bytes_out_total", "bytes_out"),
+)
+RATE_KINDS = tuple(kind for _, kind in RATE_COUNTERS)
 
 
 def one_line(e: BaseException) -> str:
@@ -54,8 +62,25 @@ def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     return out
 
 
+def counts(topics: list[dict]) -> dict[str, int]:
+    """The Cluster page's figures for these topics."""
+    parts = [p for t in topics for p in t["partitions"]]
+    return {
+        "topics": len(topics),
+        "partitions": len(parts),
+        "under_replicated": sum(1 for p in parts if p["under_replicated"]),
+        "offline": sum(1 for p in parts if p["leader"] < 0),
+    }
+
+
 class ClusterWatcher:
-    def __init__(self, bootstrap: str, interval_s: float = 1.0, client_config: dict | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        interval_s: float = 1.0,
+        client_config: dict | None = None,
+        rate_window_s: float = RATE_WINDOW_S,
+    ) -> None:
         """`client_config`: client keyword arguments from --command-config (client.id, timeouts; security
         settings once they exist), used by every client the console makes."""
         self.bootstrap = bootstrap
@@ -68,7 +93,8 @@ class ClusterWatcher:
         self.up: dict[int, bool] = {}
         self._probes: dict[int, BrokerConnection] = {}
         self._http: aiohttp.ClientSession | None = None
-        self._prev_counters: dict[int, tuple[float, dict[str, float]]] = {}
+        self.rates = CounterRates(rate_window_s)
+        self._scraped_at: dict[int, float] = {}  # monotonic time of each broker's last scrape
         self.series: deque[dict] = deque(maxlen=int(HISTORY_S / interval_s) + 1)
         self.timeline: deque[dict] = deque(maxlen=500)
         self._view: ClusterView | None = None
@@ -198,12 +224,9 @@ class ClusterWatcher:
                 }
                 for bid in sorted(self.known)
             ],
-            "counts": {
-                "topics": len(visible),
-                "partitions": sum(len(t["partitions"]) for t in topics),  # internal ones too, as Kafka counts
-                "under_replicated": sum(1 for t in topics for p in t["partitions"] if p["under_replicated"]),
-                "offline": sum(1 for t in topics for p in t["partitions"] if p["leader"] < 0),
-            },
+            # The user's topics, and the internal ones (50 partitions of __consumer_offsets) apart, so a page
+            # listing 6 partitions never says 56.
+            "counts": {**counts(visible), "internal": counts([t for t in topics if t["internal"]])},
             "topics": topics,
             "groups": sorted(self.groups.values(), key=lambda g: g["group_id"]),
             "timeline": list(self.timeline)[:200],
@@ -237,7 +260,10 @@ class ClusterWatcher:
             return {}
         try:
             async with self._http.get(f"http://{self.known[bid][0]}:{port}/metrics") as r:
-                return parse_metrics(await r.text())
+                text = await r.text()
+            # The rates divide by the time between scrapes as they happened, not as they were scheduled.
+            self._scraped_at[bid] = time.monotonic()
+            return parse_metrics(text)
         except Exception:  # noqa: BLE001 - a scrape that fails is a gap in the charts, not an error
             return {}
 
@@ -376,34 +402,25 @@ class ClusterWatcher:
             g["total_lag"] = sum(lags) if lags else None
 
     def _rates(self, now: float, scraped: dict[int, dict]) -> dict:
-        """Per-second rates from the brokers' counters since their last scrape (a restart resets to 0)."""
-        point: dict[str, Any] = {"t": now, "brokers": {}, "topics": {}}
+        """Per-second rates, per broker and per topic, over the last `rates.window_s` seconds of each live
+        broker's counters (client/dashboard/rates.py: steady under jittery scrapes, a restart is no spike)."""
+        point: dict[str, Any] = {"t": now, "window_s": self.rates.window_s, "brokers": {}, "topics": {}}
         for bid, m in scraped.items():
             if not m:
-                continue
+                continue  # down or not scraped: no sample, and no rate shown for it
+            t = self._scraped_at[bid]
             cur: dict[str, float] = {}
-            for name, key in (
-                ("kafkalite_topic_messages_in_total", "msgs_in"),
-                ("kafkalite_topic_bytes_in_total", "bytes_in"),
-                ("kafkalite_topic_bytes_out_total", "bytes_out"),
-            ):
+            for name, kind in RATE_COUNTERS:
                 for labels, v in m.get(name, []):
-                    cur[f"{key}\u0000{labels['topic']}"] = v
-            for labels, v in m.get("kafkalite_fetch_bytes_total", []):
-                if labels.get("kind") == "consumer":
-                    cur["bytes_out_all"] = v
-            prev = self._prev_counters.get(bid)
-            self._prev_counters[bid] = (now, cur)
-            if prev is None or now - prev[0] <= 0:
+                    cur[f"{kind}\u0000{labels['topic']}"] = v
+            self.rates.add(bid, t, cur)
+            rates = self.rates.rates(bid)
+            if rates is None:
                 continue
-            dt = now - prev[0]
-            b = point["brokers"].setdefault(str(bid), {"msgs_in": 0.0, "bytes_in": 0.0, "bytes_out": 0.0})
-            for k, v in cur.items():
-                if "\u0000" not in k:
-                    continue
-                rate = max(v - prev[1].get(k, 0.0), 0.0) / dt
+            b = point["brokers"].setdefault(str(bid), dict.fromkeys(RATE_KINDS, 0.0))
+            for k, rate in rates.items():
                 kind, topic = k.split("\u0000")
                 b[kind] += rate
-                tt = point["topics"].setdefault(topic, {"msgs_in": 0.0, "bytes_in": 0.0, "bytes_out": 0.0})
+                tt = point["topics"].setdefault(topic, dict.fromkeys(RATE_KINDS, 0.0))
                 tt[kind] += rate
         return point

@@ -9,6 +9,7 @@ when set (`KL_SCREENSHOTS_DIR=docs/images pytest tests/integration/test_dashboar
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,7 +17,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -66,6 +69,8 @@ class Console:
         self.port = free_ports(1)[0]
         self.url = f"http://{HOST}:{self.port}"
         self.log = open(root / "dashboard.log", "wb")
+        self.out_path = root / "dashboard.out"
+        self.out = open(self.out_path, "wb")
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -77,8 +82,8 @@ class Console:
                 str(self.port),
             ],
             cwd=ROOT,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
+            stdout=self.out,
+            stderr=self.log,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         wait_until(self._ready, 30, "the console to serve a snapshot")
@@ -94,6 +99,7 @@ class Console:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+        self.out.close()
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +148,16 @@ def cells(driver, css: str) -> list[str]:
     )
 
 
+def click(driver, css: str) -> None:
+    """Click what `css` finds, found again if a live refresh replaced it between finding and clicking."""
+
+    def once() -> bool:
+        driver.find_element(By.CSS_SELECTOR, css).click()
+        return True
+
+    wait_until(once, 5, f"a click on {css}")
+
+
 def save(driver, root: Path, name: str) -> None:
     driver.save_screenshot(str(root / name))
     out = os.environ.get("KL_SCREENSHOTS_DIR")
@@ -173,6 +189,126 @@ def test_every_page_loads_without_javascript_errors(env):
         time.sleep(1.2)  # at least one live update on each page
         assert js_errors(driver) == [], f"JavaScript errors on {path}"
         assert "Traceback" not in driver.page_source
+
+
+def test_kl_dashboard_prints_its_url_on_stdout(env):
+    _, console, _, _ = env
+    assert console.out_path.read_text() == f"Kafka Lite console: {console.url}/cluster\n"
+
+
+def test_the_first_paint_has_the_data_without_the_event_stream(env):
+    cluster, console, driver, _ = env
+    # The page as served holds the snapshot: the cluster's brokers and topics before any event.
+    with urllib.request.urlopen(console.url + "/cluster", timeout=10) as r:
+        html = r.read().decode()
+    embedded = re.search(r'<script id="kl-snapshot" type="application/json">(.*?)</script>', html, re.S)
+    assert embedded is not None
+    snap = json.loads(embedded[1])
+    assert snap["ready"] and {b["id"] for b in snap["brokers"]} == {1, 2, 3}
+    assert TOPIC in {t["name"] for t in snap["topics"]}
+    # In the browser with the event stream blocked: every page still paints its data.
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/api/events*"]})
+    try:
+        for path, ready in (
+            ("/cluster", f"#cluster-partitions tr[data-tp='{TOPIC}-0']"),
+            ("/topics", f"#topics tr[data-topic='{TOPIC}']"),
+            (f"/topics/{TOPIC}", "#partitions tr[data-partition]"),
+            (f"/groups/{GROUP}", "#group-partitions tr[data-tp]"),
+        ):
+            load(driver, console.url + path, ready, timeout=5)
+            # "snapshot · 12:50:01", or "reconnecting… · data of 12:50:01" once the blocked stream failed.
+            assert re.search(r"(snapshot|data of) \d\d:\d\d:\d\d", driver.find_element(By.ID, "live").text), path
+        time.sleep(1.5)  # the watcher publishes about once a second: none of it reaches the page
+        assert not driver.find_element(By.ID, "live").text.startswith("live")
+    finally:
+        driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        driver.execute_cdp_cmd("Network.disable", {})
+    load(driver, console.url + "/cluster", "#brokers tr[data-broker]")
+    wait_until(lambda: driver.find_element(By.ID, "live").text.startswith("live · "), 10, "the event stream")
+
+
+def test_internal_topics_are_counted_apart_and_listed_on_demand(env):
+    cluster, console, driver, _ = env
+    admin = cluster.admin()
+    described = admin.describe_topics(admin.list_topics(include_internal=True))
+    user = sum(len(t.partitions) for t in described if not t.name.startswith("__"))
+    internal = sum(len(t.partitions) for t in described if t.name.startswith("__"))
+    assert internal > 0  # the group's committed offsets live in __consumer_offsets
+    load(driver, f"{console.url}/cluster", f"#cluster-partitions tr[data-tp='{TOPIC}-0']")
+    driver.execute_script("localStorage.removeItem('kl.showInternal')")
+    load(driver, f"{console.url}/cluster", f"#cluster-partitions tr[data-tp='{TOPIC}-0']")
+
+    def partition_rows() -> list[str]:
+        return driver.execute_script(
+            "return Array.from(document.querySelectorAll('#cluster-partitions tr[data-tp]')).map((r) => r.dataset.tp)"
+        )
+
+    # The figure is the table's: "3 (+50 internal)", not 53 over a table of 3.
+    wait_until(lambda: cells(driver, "#count-partitions") == [str(user)], 10, f"{user} partitions counted")
+    assert cells(driver, "#count-partitions-internal") == [f"(+{internal} internal)"]
+    assert len(partition_rows()) == user
+    click(driver, "#show-internal")
+    wait_until(lambda: len(partition_rows()) == user + internal, 5, "the internal partitions listed")
+    assert sum(tp.startswith("__consumer_offsets-") for tp in partition_rows()) == internal
+    # The choice holds on /topics too, and is undone there.
+    load(driver, f"{console.url}/topics", "#topics tr[data-topic='__consumer_offsets']")
+    assert cells(driver, "#topics tr[data-topic='__consumer_offsets'] .badge") == ["internal"]
+    click(driver, "#show-internal")
+    wait_until(lambda: not cells(driver, "#topics tr[data-topic='__consumer_offsets']"), 5, "internal topics hidden")
+    load(driver, f"{console.url}/cluster", f"#cluster-partitions tr[data-tp='{TOPIC}-0']")
+    assert len(partition_rows()) == user
+
+
+def test_rates_are_steady_for_a_batching_producer_and_carry_units(env):
+    # 100 msg/s sent as a burst of 200 records every 2 s: a rate between two scrapes a second apart reads
+    # 0 or ~200; the console's rate over its 15 s window rises with each burst and never falls back to 0.
+    cluster, console, driver, _ = env
+    topic, bursts, burst = "rates", 3, 200
+    cluster.admin().create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
+    load(driver, f"{console.url}/topics", f"#topics tr[data-topic='{topic}']", timeout=15)
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.extend(cells(driver, f"#topics tr[data-topic='{topic}'] .msgs-in"))
+            time.sleep(0.25)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with Producer(cluster.bootstrap(), acks=1) as p:
+            for b in range(bursts):
+                t0 = time.monotonic()
+                for i in range(burst):
+                    p.send(topic, b"x" * 100, partition=i % 3)
+                p.flush()
+                if b < bursts - 1:
+                    time.sleep(max(0.0, 2.0 - (time.monotonic() - t0)))
+        # Once the window holds all the bursts the rate is their count over the window (15 s, and up to a
+        # slow poll's scrape interval more).
+        window, sent = 15.0, bursts * burst
+        try:
+            wait_until(
+                lambda: sent / (window + 5) <= float(seen[-1].split()[0]) <= sent / window * 1.05,
+                10,
+                f"the rate of {sent} records over the {window} s window",
+            )
+        except AssertionError as e:
+            raise AssertionError(f"{e}; shown: {seen[-8:]}") from None
+    finally:
+        stop.set()
+        watcher.join()
+    assert all(v.endswith(" msgs/s") for v in seen), set(seen)
+    values = [float(v.split()[0]) for v in seen]
+    first = next(i for i, v in enumerate(values) if v > 0)
+    assert min(values[first:]) > 0, values  # no flip to 0 between bursts
+    assert max(values) <= sent / window * 1.05, values  # and no spike
+    for unit_cell in (".bytes-in", ".bytes-out"):
+        text = cells(driver, f"#topics tr[data-topic='{topic}'] {unit_cell}")[0]
+        assert re.fullmatch(r"[\d.]+ (B|KiB|MiB|GiB)/s", text), text
+    cluster.admin().delete_topics([topic])
 
 
 def test_topic_page_matches_kl_topics_describe(env):
@@ -245,6 +381,32 @@ def test_messages_page_shows_records_just_produced(env):
     assert first.get_attribute("data-kind") == "json" and '"n": 0' in first.text
     driver.find_element(By.ID, "search").send_keys("k3")
     wait_until(lambda: cells(driver, "#messages tr[data-offset] .key") == ["k3"], 5, "search to keep only k3")
+    # Every partition of the topic (the default), newest first by time; then the partition filter.
+    load(driver, f"{console.url}/messages?topic={TOPIC}&mode=newest&limit=50", "#messages tr[data-offset]")
+    assert driver.find_element(By.CSS_SELECTOR, "#msg-form select[name=partition]").get_attribute("value") == "all"
+
+    def rows() -> list[list[str]]:
+        return driver.execute_script(
+            "return Array.from(document.querySelectorAll('#messages tr[data-offset]')).map((r) =>"
+            " [r.dataset.partition, r.cells[2].innerText, r.querySelector('.key').innerText])"
+        )
+
+    all_parts = rows()
+    assert len(all_parts) == 30 + len(fresh)  # every record of the topic: the module's 30, these 5
+    assert {p for p, _, _ in all_parts} == {"0", "1", "2"}
+    stamps = [ts for _, ts, _ in all_parts]
+    assert stamps == sorted(stamps, reverse=True)  # ISO times: newest first across partitions
+    assert {k for _, _, k in all_parts[:5]} == set(fresh)  # the records just produced come first
+    driver.find_element(By.CSS_SELECTOR, "#msg-form select[name=partition] option[value='2']").click()
+    wait_until(lambda: rows() and {p for p, _, _ in rows()} == {"2"}, 10, "only partition 2 after filtering")
+    assert "partition=2" in driver.current_url
+    # Bad requests are one-line errors.
+    for query, why in (("topic=no-such-topic", "unknown topic"), (f"topic={TOPIC}&partition=x", "bad request")):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"{console.url}/api/messages?{query}", timeout=15)
+        assert e.value.code == 400
+        message = json.loads(e.value.read())["error"]
+        assert why in message and "\n" not in message, message
 
 
 def test_sigkill_shows_broker_down_new_leaders_and_election_then_return(env):

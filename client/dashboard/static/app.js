@@ -18,7 +18,23 @@
     n < 1024 ? n + " B" : n < 1048576 ? (n / 1024).toFixed(1) + " KiB" :
     n < 1073741824 ? (n / 1048576).toFixed(1) + " MiB" : (n / 1073741824).toFixed(2) + " GiB";
   const fmtNum = (n) => n === null || n === undefined ? "–" : String(n);
-  const fmtRate = (n) => n === undefined || n === null ? "0" : n < 10 ? n.toFixed(1) : Math.round(n).toString();
+  // Rates always carry their unit: "12.5 msgs/s", "3.4 KiB/s".
+  const fmtCount = (n) => Number.isInteger(n) && n < 1e4 ? String(n) : n < 10 ? n.toFixed(1) : n < 1e4 ? Math.round(n).toString() :
+    n < 1e6 ? (n / 1e3).toFixed(1) + "k" : (n / 1e6).toFixed(2) + "M";
+  const fmtMsgRate = (n) => fmtCount(n || 0) + " msgs/s";
+  const fmtByteRate = (n) => { n = n || 0; return (n < 1024 ? Math.round(n) + " B" : fmtBytes(n)) + "/s"; };
+  // Internal topics (__consumer_offsets) are counted apart and listed on demand, on /cluster and /topics alike.
+  let showInternal = localStorage.getItem("kl.showInternal") === "1";
+  const shown = (topics) => topics.filter((t) => showInternal || !t.internal);
+  const internalToggle = () => `<label class="toggle"><input type="checkbox" id="show-internal" ${showInternal ? "checked" : ""}> show internal topics</label>`;
+  function bindInternalToggle() {
+    const box = main.querySelector("#show-internal");
+    if (box) box.addEventListener("change", () => {
+      showInternal = box.checked;
+      localStorage.setItem("kl.showInternal", showInternal ? "1" : "0");
+      render(false);
+    });
+  }
   const fmtTime = (t) => new Date(t * 1000).toLocaleTimeString([], {hour12: false}) + "." +
     String(Math.floor((t * 1000) % 1000)).padStart(3, "0");
   const list = (a) => "[" + a.join(",") + "]";
@@ -72,23 +88,27 @@
 
   function cluster() {
     const c = snap.counts;
+    const ci = c.internal || {};
     const card = (label, v, bad) => `<div class="card ${bad ? "bad" : ""}"><span class="muted">${label}</span><b>${v}</b></div>`;
+    // "6 (+50 internal)": the figure matches the table below; internal topics' share is shown beside it.
+    const count = (id, key) => `<span id="${id}">${c[key]}</span>` +
+      (ci[key] ? ` <small class="muted internal" id="${id}-internal">(+${ci[key]} internal)</small>` : "");
     let h = `<h2>Cluster <span class="muted">${esc(snap.cluster_id)}</span></h2><div class="cards">` +
       card("Controller", `<span id="controller">${snap.controller >= 0 ? "broker " + snap.controller : "none"}</span>`, snap.controller < 0) +
       card("Controller epoch", `<span id="controller-epoch">${snap.controller_epoch}</span>`) +
       card("Coordination", `<span id="coordination">${esc(snap.coordination)}</span>`) +
-      card("Topics", `<span id="count-topics">${c.topics}</span>`) +
-      card("Partitions", `<span id="count-partitions">${c.partitions}</span>`) +
-      card("Under-replicated", `<span id="count-urp">${c.under_replicated}</span>`, c.under_replicated > 0) +
-      card("Offline", `<span id="count-offline">${c.offline}</span>`, c.offline > 0) + "</div>";
+      card("Topics", count("count-topics", "topics")) +
+      card("Partitions", count("count-partitions", "partitions")) +
+      card("Under-replicated", count("count-urp", "under_replicated"), c.under_replicated + (ci.under_replicated || 0) > 0) +
+      card("Offline", count("count-offline", "offline"), c.offline + (ci.offline || 0) > 0) + "</div>";
     h += `<h3>Brokers</h3><table id="brokers"><tr><th>Id</th><th>Address</th><th>Status</th><th>Rack</th><th>Version</th><th class="num">Leaders</th></tr>`;
     for (const b of snap.brokers) {
       h += `<tr data-broker="${b.id}" class="${b.up ? "" : "down"}"><td>${b.id}${b.id === snap.controller ? " (controller)" : ""}</td>` +
         `<td>${esc(b.address)}</td><td class="status"><span class="badge ${b.up ? "" : "down"}">${b.up ? "up" : "down"}</span></td>` +
         `<td>${esc(b.rack)}</td><td>${esc(b.version)}</td><td class="num leaders">${b.leaders}</td></tr>`;
     }
-    h += `</table><h3>Partition leaders</h3><table id="cluster-partitions"><tr><th>Topic</th><th>Partition</th><th>Leader</th><th>Replicas</th><th>ISR</th></tr>`;
-    for (const t of snap.topics.filter((t) => !t.internal)) {
+    h += `</table><h3>Partition leaders ${internalToggle()}</h3><table id="cluster-partitions"><tr><th>Topic</th><th>Partition</th><th>Leader</th><th>Replicas</th><th>ISR</th></tr>`;
+    for (const t of shown(snap.topics)) {
       for (const p of t.partitions) {
         h += `<tr data-tp="${esc(t.name)}-${p.partition}" class="${p.under_replicated || p.leader < 0 ? "urp" : ""}">` +
           `<td>${esc(t.name)}</td><td>${p.partition}</td><td class="leader">${p.leader}</td>` +
@@ -99,31 +119,29 @@
       `<li class="${e.kind}"><span class="t">${fmtTime(e.t)}</span> <span class="k">${e.kind}</span> ${esc(e.text)}</li>`).join("")
       : `<li class="muted">no changes seen since the console started</li>`) + "</ul>";
     main.innerHTML = h;
-  }
-
-  function lastRates() {
-    const p = history.length ? history[history.length - 1] : null;
-    return p ? p.topics : {};
+    bindInternalToggle();
   }
 
   function topics() {
-    const rates = lastRates();
-    const rows = snap.topics.filter((t) => !t.internal).map((t) => ({
-      name: t.name, partitions: t.partitions.length, rf: t.replication_factor, size: t.size,
-      records: t.records === undefined ? null : t.records,
+    const rates = (snap.point || {}).topics || {};  // over the watcher's sliding window (point.window_s)
+    const rows = shown(snap.topics).map((t) => ({
+      name: t.name, internal: t.internal, partitions: t.partitions.length, rf: t.replication_factor, size: t.size,
+      records: t.records === undefined || t.internal ? null : t.records,  // internal topics' offsets are not listed
       urp: t.partitions.filter((p) => p.under_replicated).length,
-      in: (rates[t.name] || {}).msgs_in || 0, out: (rates[t.name] || {}).bytes_out || 0}));
+      in: (rates[t.name] || {}).msgs_in || 0, bin: (rates[t.name] || {}).bytes_in || 0, out: (rates[t.name] || {}).bytes_out || 0}));
     const s = sortable("topics", rows, [
       {key: "name", label: "Topic"}, {key: "partitions", label: "Partitions", num: 1}, {key: "rf", label: "Replication", num: 1},
       {key: "size", label: "Size on disk", num: 1}, {key: "records", label: "Records", num: 1},
-      {key: "in", label: "Msgs/s in", num: 1}, {key: "out", label: "Bytes/s out", num: 1}, {key: "urp", label: "Under-replicated", num: 1}]);
+      {key: "in", label: "Messages in", num: 1}, {key: "bin", label: "Bytes in", num: 1}, {key: "out", label: "Bytes out", num: 1},
+      {key: "urp", label: "Under-replicated", num: 1}]);
     // The create form is built once per visit and kept across live refreshes, so what the user is typing
     // survives; only the table is redrawn.
     if (!main.querySelector("#create-topic")) {
       main.innerHTML = `<h2>Topics</h2><form class="inline" id="create-topic"><input name="name" placeholder="new topic" required>` +
         `<input name="partitions" type="number" min="1" value="3" style="width:5em" title="partitions">` +
         `<input name="replication_factor" type="number" min="1" value="${Math.min(3, snap.brokers.length) || 1}" style="width:5em" title="replication factor">` +
-        `<button>Create</button></form><table id="topics"></table>`;
+        `<button>Create</button> ${internalToggle()}</form><div id="topics-count" class="muted"></div><table id="topics"></table>`;
+      bindInternalToggle();
       main.querySelector("#create-topic").addEventListener("submit", async (ev) => {
         ev.preventDefault();
         const f = new FormData(ev.target);
@@ -134,11 +152,18 @@
     }
     let h = `<tr>${s.head}<th></th></tr>`;
     for (const r of s.rows) {
-      h += `<tr data-topic="${esc(r.name)}" class="${r.urp ? "urp" : ""}"><td><a href="/topics/${encodeURIComponent(r.name)}">${esc(r.name)}</a></td>` +
+      h += `<tr data-topic="${esc(r.name)}" class="${r.urp ? "urp" : ""}"><td><a href="/topics/${encodeURIComponent(r.name)}">${esc(r.name)}</a>` +
+        `${r.internal ? ' <span class="badge internal">internal</span>' : ""}</td>` +
         `<td class="num">${r.partitions}</td><td class="num">${r.rf}</td><td class="num">${fmtBytes(r.size)}</td>` +
-        `<td class="num">${fmtNum(r.records)}</td><td class="num">${fmtRate(r.in)}</td><td class="num">${fmtRate(r.out)}</td>` +
-        `<td class="num">${r.urp}</td><td><button data-delete="${esc(r.name)}">Delete</button></td></tr>`;
+        `<td class="num">${fmtNum(r.records)}</td><td class="num msgs-in">${fmtMsgRate(r.in)}</td><td class="num bytes-in">${fmtByteRate(r.bin)}</td>` +
+        `<td class="num bytes-out">${fmtByteRate(r.out)}</td><td class="num">${r.urp}</td>` +
+        `<td>${r.internal ? "" : `<button data-delete="${esc(r.name)}">Delete</button>`}</td></tr>`;
     }
+    const c = snap.counts, ci = c.internal || {};
+    const n = (k, what) => `${k} ${what}${k === 1 ? "" : "s"}`;
+    main.querySelector("#topics-count").textContent = `${n(c.topics, "topic")}, ${n(c.partitions, "partition")}` +
+      (ci.topics ? ` (+${ci.topics} internal, ${n(ci.partitions, "partition")})` : "") +
+      `; rates over the last ${(snap.point || {}).window_s || "–"} s`;
     const table = main.querySelector("#topics");
     table.innerHTML = h;
     bindSort(table, "topics");
@@ -181,7 +206,7 @@
     const sel = q.get("topic") || names[0] || "";
     let h = `<h2>Messages</h2><form class="inline" id="msg-form"><select name="topic">` +
       names.map((n) => `<option ${n === sel ? "selected" : ""}>${esc(n)}</option>`).join("") +
-      `</select> partition <input name="partition" type="number" min="0" value="${esc(q.get("partition") || 0)}" style="width:5em">` +
+      `</select> partition <select name="partition">${partitionOptions(sel, q.get("partition") || "all")}</select>` +
       `<select name="mode">` + ["newest", "beginning", "offset", "timestamp"].map((m) =>
         `<option ${m === (q.get("mode") || "newest") ? "selected" : ""}>${m}</option>`).join("") + `</select>` +
       `<input name="offset" placeholder="offset" style="width:7em" value="${esc(q.get("offset") || "")}">` +
@@ -192,8 +217,22 @@
     main.innerHTML = h;
     const form = main.querySelector("#msg-form");
     form.addEventListener("submit", (ev) => { ev.preventDefault(); loadMessages(form); });
+    // Another topic, or another partition of it: load at once (the partition filter is a filter).
+    form.elements.topic.addEventListener("change", () => {
+      form.elements.partition.innerHTML = partitionOptions(form.elements.topic.value, "all");
+      loadMessages(form);
+    });
+    form.elements.partition.addEventListener("change", () => loadMessages(form));
     main.querySelector("#search").addEventListener("input", renderMessages);
     if (sel) loadMessages(form);
+  }
+
+  function partitionOptions(topicName, selected) {
+    const t = snap.topics.find((t) => t.name === topicName);
+    const numbers = t ? t.partitions.map((p) => String(p.partition)) : [];
+    if (selected !== "all" && !numbers.includes(selected)) numbers.push(selected);  // as asked, even if unknown
+    return ["all"].concat(numbers).map((n) => `<option value="${esc(n)}" ${n === selected ? "selected" : ""}>` +
+      `${n === "all" ? "all partitions" : esc(n)}</option>`).join("");
   }
 
   async function loadMessages(form) {
@@ -218,10 +257,13 @@
     const needle = (main.querySelector("#search").value || "").toLowerCase();
     const recs = msgCache.records.filter((r) => !needle || (r.key.text + "\n" + r.value.text + "\n" +
       r.headers.map((h) => h.join("=")).join("\n")).toLowerCase().includes(needle));
-    main.querySelector("#msg-info").textContent = `${msgCache.topic}-${msgCache.partition}: log start ${msgCache.log_start}, ` +
-      `high watermark ${msgCache.high_watermark}; ${msgCache.records.length} loaded, ${recs.length} shown`;
-    tbl.innerHTML = `<tr><th class="num">Offset</th><th>Timestamp</th><th>Key</th><th>Value</th><th>Headers</th></tr>` +
-      recs.map((r) => `<tr data-offset="${r.offset}"><td class="num">${r.offset}</td>` +
+    const where = msgCache.partition === null
+      ? `${msgCache.topic}, all ${msgCache.partitions.length} partitions (by time): high watermarks ` +
+        msgCache.partitions.map((p) => `${p.partition}:${p.high_watermark}`).join(" ")
+      : `${msgCache.topic}-${msgCache.partition}: log start ${msgCache.log_start}, high watermark ${msgCache.high_watermark}`;
+    main.querySelector("#msg-info").textContent = `${where}; ${msgCache.records.length} loaded, ${recs.length} shown`;
+    tbl.innerHTML = `<tr><th class="num">Partition</th><th class="num">Offset</th><th>Timestamp</th><th>Key</th><th>Value</th><th>Headers</th></tr>` +
+      recs.map((r) => `<tr data-partition="${r.partition}" data-offset="${r.offset}"><td class="num partition">${r.partition}</td><td class="num">${r.offset}</td>` +
         `<td>${esc(new Date(r.timestamp).toISOString())}</td><td class="key"><pre>${esc(r.key.text)}</pre></td>` +
         `<td class="value" data-kind="${r.value.kind}"><pre>${esc(r.value.text)}</pre></td>` +
         `<td>${r.headers.map((h) => esc(h[0]) + "=" + esc(h[1])).join("<br>")}</td></tr>`).join("");
@@ -257,11 +299,12 @@
         `<td class="num lag">${fmtNum(p.lag)}</td><td>${esc(p.member)}</td></tr>`).join("") +
       `</table><h3>Total lag over time</h3><div id="lag-chart" class="chart"></div>`;
     main.innerHTML = h;
-    chart("#lag-chart", "lag (records)", [[id, (p) => (p.group_lag || {})[id]]]);
+    chart("#lag-chart", "lag (records)", [[id, (p) => (p.group_lag || {})[id]]], (v) => fmtCount(v));
   }
 
   function throughput() {
-    main.innerHTML = `<h2>Throughput <span class="muted">(last 15 minutes)</span></h2><div class="charts">` +
+    const w = (snap.point || {}).window_s;
+    main.innerHTML = `<h2>Throughput <span class="muted">(last 15 minutes; each point a rate over the ${w ? "last " + w + " s" : "window"})</span></h2><div class="charts">` +
       `<div><h3>Messages/s in, per broker</h3><div id="c-b-msgs" class="chart"></div></div>` +
       `<div><h3>Bytes/s in and out, per broker</h3><div id="c-b-bytes" class="chart"></div></div>` +
       `<div><h3>Messages/s in, per topic</h3><div id="c-t-msgs" class="chart"></div></div>` +
@@ -269,21 +312,23 @@
     const brokers = snap.brokers.map((b) => String(b.id));
     const topicNames = snap.topics.filter((t) => !t.internal).map((t) => t.name);
     const get = (kind, scope, key) => (p) => ((p[scope] || {})[key] || {})[kind] || 0;
-    chart("#c-b-msgs", "msgs/s", brokers.map((b) => ["broker " + b, get("msgs_in", "brokers", b)]));
-    chart("#c-b-bytes", "bytes/s", brokers.flatMap((b) => [["in " + b, get("bytes_in", "brokers", b)], ["out " + b, get("bytes_out", "brokers", b)]]));
-    chart("#c-t-msgs", "msgs/s", topicNames.map((t) => [t, get("msgs_in", "topics", t)]));
-    chart("#c-t-bytes", "bytes/s", topicNames.flatMap((t) => [["in " + t, get("bytes_in", "topics", t)], ["out " + t, get("bytes_out", "topics", t)]]));
+    chart("#c-b-msgs", "msgs/s", brokers.map((b) => ["broker " + b, get("msgs_in", "brokers", b)]), fmtMsgRate);
+    chart("#c-b-bytes", "bytes/s", brokers.flatMap((b) => [["in " + b, get("bytes_in", "brokers", b)], ["out " + b, get("bytes_out", "brokers", b)]]), fmtByteRate);
+    chart("#c-t-msgs", "msgs/s", topicNames.map((t) => [t, get("msgs_in", "topics", t)]), fmtMsgRate);
+    chart("#c-t-bytes", "bytes/s", topicNames.flatMap((t) => [["in " + t, get("bytes_in", "topics", t)], ["out " + t, get("bytes_out", "topics", t)]]), fmtByteRate);
   }
 
   const COLORS = ["#1f6fd1", "#c0262d", "#2a9d47", "#8a4cc2", "#d98a00", "#0f9aa8", "#5a6578", "#d14f9e"];
-  function chart(sel, label, lines) {
+  function chart(sel, label, lines, fmt) {
     const el = main.querySelector(sel);
     if (!el || typeof uPlot === "undefined") return;
     const xs = history.map((p) => p.t);
     const data = [xs].concat(lines.map(([, f]) => history.map((p) => { const v = f(p); return v === undefined ? null : v; })));
     const opts = {width: 520, height: 220, scales: {x: {time: true}},
-      series: [{}].concat(lines.map(([name], i) => ({label: name, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true}))),
-      axes: [{}, {label, size: 60}]};
+      // The unit on the axis ticks and in the legend's values, not only in the title.
+      series: [{}].concat(lines.map(([name], i) => ({label: name, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
+        value: (u, v) => v === null || v === undefined ? "–" : fmt(v)}))),
+      axes: [{}, {label, size: 80, values: (u, ticks) => ticks.map(fmt)}]};
     charts.push(new uPlot(opts, data, el));
   }
 
@@ -305,13 +350,17 @@
     showErrors();
   }
 
-  function onSnapshot(s) {
-    snap = s;
+  function addPoint(s) {
     if (s.point && (!history.length || history[history.length - 1].t < s.point.t)) {
-      history.push(Object.assign({}, s.point, {group_lag: s.point.group_lag}));
+      history.push(s.point);
       const cutoff = s.point.t - HISTORY_S;
       while (history.length && history[0].t < cutoff) history.shift();
     }
+  }
+
+  function onSnapshot(s) {
+    snap = s;
+    addPoint(s);
     live.textContent = "live · " + fmtTime(s.time || Date.now() / 1000);
     render(false);
   }
@@ -319,12 +368,22 @@
   function connect() {
     const es = new EventSource("/api/events");
     es.onmessage = (ev) => onSnapshot(JSON.parse(ev.data));
-    es.onerror = () => { live.textContent = "reconnecting…"; };
+    es.onerror = () => { live.textContent = "reconnecting…" + (snap && snap.ready ? " · data of " + fmtTime(snap.time) : ""); };
   }
 
-  fetch("/api/history").then((r) => r.json()).then((h) => { history = h; })
-    .catch(() => {}).finally(() => {
-      fetch("/api/snapshot").then((r) => r.json()).then((s) => { snap = s; render(true); }).catch(() => {});
-      connect();
-    });
+  // First paint from the snapshot the server put in the page: no wait for the event stream or any fetch.
+  const embedded = document.getElementById("kl-snapshot");
+  if (embedded) {
+    snap = JSON.parse(embedded.textContent);
+    addPoint(snap);
+    if (snap.ready) live.textContent = "snapshot · " + fmtTime(snap.time);
+  }
+  render(true);
+  connect();
+  // The charts' past, merged with whatever the stream has brought meanwhile.
+  fetch("/api/history").then((r) => r.json()).then((h) => {
+    const last = h.length ? h[h.length - 1].t : -Infinity;
+    history = h.concat(history.filter((p) => p.t > last));
+    if (snap && snap.ready && (route().page === "throughput" || route().page === "groups")) render(false);
+  }).catch(() => {});
 })();
