@@ -1,15 +1,22 @@
 """Kafka's SASL apis onto the native ones of the same numbers, which the connection's Authenticator answers
-(broker/network/authenticator.py): SaslHandshake v1 (the mechanism) and SaslAuthenticate v0-2 (the tokens)."""
+(broker/network/authenticator.py): SaslHandshake v0-1 (the mechanism) and SaslAuthenticate v0-2 (the tokens),
+and the bare token frames that follow a SaslHandshake v0."""
 
 from __future__ import annotations
 
+import struct
+
 from broker.network.kafka.adapters import Adapter
+from broker.network.server import Request
 from net.protocol import ApiKey
 
 
 class SaslHandshake(Adapter):
-    # v0 would be followed by raw, unframed SASL tokens; every current client uses v1 and SaslAuthenticate.
-    api_key, versions = 17, (1, 1)
+    # v0 is followed by bare size-prefixed SASL tokens (SaslTokenFrame), v1 by SaslAuthenticate requests.
+    # Both are advertised, as Kafka does: librdkafka enables SASL mechanisms other than GSSAPI only if the
+    # broker's SaslHandshake range includes v0 (its SaslHandshake feature), then logs in with v1 and
+    # SaslAuthenticate when those are advertised too.
+    api_key, versions = 17, (0, 1)
 
     def request(self, req: dict, version: int) -> tuple[int, dict]:
         return ApiKey.SASL_HANDSHAKE, {"mechanism": req["mechanism"]}
@@ -19,6 +26,23 @@ class SaslHandshake(Adapter):
 
     def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
         return {"error_code": code, "mechanisms": []}
+
+
+class SaslTokenFrame(Request):
+    """One SASL token after a SaslHandshake v0: a bare frame with no request header, answered by the server's
+    token in a bare frame. A failed login is not answered (there is no field for an error): the connection
+    is closed after connection.failed.authentication.delay.ms, as Kafka does."""
+
+    __slots__ = ()
+
+    def __init__(self, token: bytes) -> None:
+        super().__init__(ApiKey.SASL_AUTHENTICATE, 0, -1, None, {"auth_bytes": token})
+
+    def encode(self, body: dict) -> bytes | None:
+        if body.get("error_code"):
+            return None
+        token = body.get("auth_bytes") or b""
+        return struct.pack(">i", len(token)) + token
 
 
 class SaslAuthenticate(Adapter):
