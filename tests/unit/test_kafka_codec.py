@@ -250,3 +250,25 @@ def test_mutated_valid_frames_split_anywhere(raw, flips, step):
         if pos < len(data):
             data[pos] = value
     feed_all([bytes(data[i : i + step]) for i in range(0, len(data), step)])
+
+
+def test_compatibility_doc_lists_exactly_the_advertised_apis_and_versions():
+    """docs/COMPATIBILITY.md's table of apis is what ApiVersions advertises, key by key and range by range."""
+    from pathlib import Path
+
+    from broker.network.kafka.adapters import api_versions_response
+    from broker.network.kafka.codec import ADAPTERS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/COMPATIBILITY.md").read_text()
+    section = doc.split("## APIs and versions", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            lo, _, hi = cells[2].partition("–")
+            documented[int(cells[0])] = (cells[1], int(lo), int(hi or lo))
+    advertised = {
+        k["api_key"]: (k["min_version"], k["max_version"]) for k in api_versions_response(0, ADAPTERS)["api_keys"]
+    }
+    assert {k: v[1:] for k, v in documented.items()} == advertised
+    assert documented[17][0] == "SaslHandshake" and documented[51][0] == "AlterUserScramCredentials"
