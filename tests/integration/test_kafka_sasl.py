@@ -2,7 +2,8 @@
 SCRAM-SHA-256 and PLAIN: Debian's kcat (librdkafka 2.0.2, which needs SaslHandshake v0 advertised and sends
 a SCRAM nonce Kafka tolerates) produces and consumes; kafka-python speaking SaslHandshake v0 logs in with bare
 token frames; and v0 logins that go wrong (garbage, a wrong password, an oversized token frame, a request
-instead of a token) are refused and closed while the broker keeps serving."""
+instead of a token) are refused and closed while the broker keeps serving. The client-quota apis are used on a
+connection logged in that way."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ import subprocess
 import time
 
 import pytest
+from kio.index import load_response_schema
+from kio.serial import entity_reader
 
+from broker.network.kafka.entities import plain
+from net.errors import ErrorCode
 from net.security import SaslClient
-from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.cluster_harness import ClusterHarness, wait_until
 from tests.integration.test_kafka_clients import need
 from tests.integration.test_kafka_protocol_errors import closed, frame, read_frame
 
@@ -240,3 +245,81 @@ def test_frames_before_the_login_are_bounded_by_sasl_server_max_receive_size(bro
     with connect(broker) as s:  # a SaslAuthenticate v1 whose frame is larger than the bound: closed at its prefix
         s.sendall(struct.pack(">i", MAX_RECEIVE + 1) + b"\x00\x24\x00\x01")
         assert refused(broker, s)
+
+
+def kafka_call(s: socket.socket, api_key: int, body: dict, corr: int) -> dict:
+    """One v1 (flexible) request of `api_key` on a logged-in connection, and its answer as plain data."""
+    s.sendall(frame(api_key, 1, corr, body))
+    raw = read_frame(s)
+    assert struct.unpack_from(">i", raw)[0] == corr
+    entity, _ = entity_reader(load_response_schema(api_key, 1))(raw, 5)  # correlation id, no tagged fields
+    return plain(entity)
+
+
+def test_client_quotas_over_the_kafka_listener(broker):
+    """AlterClientQuotas / DescribeClientQuotas (KIP-546) after a v0 login: set, filter, remove; our own admin
+    client reads the same quotas over the native listener."""
+    from client import Admin
+
+    def entity(**names: str | None) -> list[dict]:
+        return [{"entity_type": t.replace("_", "-"), "entity_name": n} for t, n in names.items()]
+
+    def alter(s: socket.socket, entries: list[tuple[list[dict], dict]], validate_only: bool = False) -> list:
+        body = {
+            "entries": [
+                {"entity": e, "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops.items()]}
+                for e, ops in entries
+            ],
+            "validate_only": validate_only,
+        }
+        return [(r["error_code"], r["error_message"]) for r in kafka_call(s, 49, body, 21)["entries"]]
+
+    def describe(s: socket.socket, *components: tuple[str, int, str | None], strict: bool = False) -> dict:
+        body = {"components": [{"entity_type": t, "match_type": m, "match": n} for t, m, n in components]}
+        answer = kafka_call(s, 48, {**body, "strict": strict}, 22)
+        assert answer["error_code"] == 0, answer
+        return {
+            tuple((e["entity_type"], e["entity_name"]) for e in row["entity"]): {
+                v["key"]: v["value"] for v in row["values"]
+            }
+            for row in answer["entries"]
+        }
+
+    alice, alice_app, default_client = (
+        (("user", "alice"),),
+        (("user", "alice"), ("client-id", "app")),
+        (("client-id", None),),
+    )
+    with connect(broker) as s:
+        handshake_v0(s, "PLAIN")
+        s.sendall(bare(b"\0admin\0admin-secret"))
+        assert read_bare(s) == b""
+        assert alter(s, [(entity(user="alice"), {"producer_byte_rate": 1e6})], validate_only=True) == [
+            (int(ErrorCode.INVALID_REQUEST), "validate_only is not supported for client quotas")
+        ]
+        assert describe(s, ("user", 0, "alice")) == {}  # nothing was changed
+        assert alter(
+            s,
+            [
+                (entity(user="alice"), {"producer_byte_rate": 1e6}),
+                (entity(user="alice", client_id="app"), {"consumer_byte_rate": 2e6}),
+                (entity(client_id=None), {"request_percentage": 50.0}),
+                (entity(ip="10.0.0.1"), {"producer_byte_rate": 1.0}),
+            ],
+        ) == [(0, None), (0, None), (0, None), (int(ErrorCode.INVALID_REQUEST), "entity types are user and client-id")]
+        wait_until(lambda: len(describe(s)) == 3, 10, "the quotas in this broker's metadata")
+        assert describe(s, ("user", 0, "alice")) == {
+            alice: {"producer_byte_rate": 1e6},
+            alice_app: {"consumer_byte_rate": 2e6},
+        }
+        assert describe(s, ("user", 0, "alice"), strict=True) == {alice: {"producer_byte_rate": 1e6}}
+        assert describe(s, ("client-id", 1, None)) == {default_client: {"request_percentage": 50.0}}
+        assert describe(s, ("client-id", 2, None)) == {alice_app: {"consumer_byte_rate": 2e6}}
+        with Admin(broker.bootstrap(), **broker.client_config) as a:
+            assert a.describe_client_quotas() == {
+                alice: {"producer_byte_rate": 1e6},
+                alice_app: {"consumer_byte_rate": 2e6},
+                default_client: {"request_percentage": 50.0},
+            }
+        assert alter(s, [(entity(user="alice"), {"producer_byte_rate": None})]) == [(0, None)]
+        wait_until(lambda: describe(s, ("user", 0, "alice"), strict=True) == {}, 10, "alice's quota removed")
