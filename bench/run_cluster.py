@@ -67,7 +67,7 @@ class Cluster:
                         str(self.dir),
                     ],
                     60,
-                ).strip()
+                ).splitlines()[0]  # then a "# ports: ..." line
                 break
             except RuntimeError as e:
                 if "in use" not in str(e):

@@ -42,7 +42,7 @@ class ModeCluster(Cluster):
             try:
                 argv = [tool("kl-cluster"), "up", "--brokers", "3", "--base-port", str(self.base)]
                 argv += ["--data-dir", str(self.dir), "--coordination", mode]
-                self.bootstrap = sh(argv, 90).strip().splitlines()[-1]
+                self.bootstrap = sh(argv, 90).strip().splitlines()[0]  # then a "# ports: ..." line
                 return
             except RuntimeError as e:
                 if "in use" not in str(e):

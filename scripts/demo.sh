@@ -7,7 +7,53 @@
 # the batch job. Stops everything it started, also on Ctrl-C or failure. The web console (kl-dashboard) runs
 # throughout: open the URL printed at the start to watch the failover. KEEP=1 keeps the work directory,
 # and restarts the cluster at the end and leaves it running with its console.
+#
+# Usage: scripts/demo.sh [--base-port PORT]   brokers on PORT..PORT+2, their metrics on PORT+100..PORT+102,
+#        the console on PORT+200 (kl-cluster up's layout); default: the first such free run from 19092.
+BASE_PORT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --base-port) BASE_PORT="${2:-none}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --base-port=*) BASE_PORT="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "error: unknown argument '$1' (usage: scripts/demo.sh [--base-port PORT])" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$BASE_PORT" ] && ! { [[ "$BASE_PORT" =~ ^[1-9][0-9]{3,4}$ ]] && ((BASE_PORT <= 65335)); }; then
+  echo "error: --base-port must be a port from 1024 to 65335 (PORT+200 is the console's), not '$BASE_PORT'" >&2
+  exit 2
+fi
 source "$(dirname "$0")/_env.sh"
+
+# Three consecutive free ports for the brokers, the three above base+100 for their metrics (metrics.port),
+# and base+200 for the console: --base-port's, or the first free run from 19092.
+BASE=$(python - "$BASE_PORT" <<'PY'
+import socket
+import sys
+
+
+def free(base: int) -> bool:
+    socks = [socket.socket() for _ in range(7)]
+    try:
+        for s, port in zip(socks, [base, base + 1, base + 2, base + 100, base + 101, base + 102, base + 200]):
+            s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in socks:
+            s.close()
+
+
+if sys.argv[1]:
+    base = int(sys.argv[1])
+    if not free(base):
+        sys.exit(f"error: --base-port {base}: ports {base}-{base + 2}, {base + 100}-{base + 102} and {base + 200} are not all free")
+    print(base)
+else:
+    print(next(base for base in range(19092, 60000, 7) if free(base)))
+PY
+)
 
 RATE="${RATE:-100}"          # tweets per second
 DURATION="${DURATION:-40}"   # seconds of streaming
@@ -42,29 +88,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
 
-# Three consecutive free ports for the brokers, the three above base+100 for their metrics (metrics.port),
-# and base+200 for the console.
-BASE=$(python - <<'PY'
-import socket
-for base in range(19092, 60000, 7):
-    try:
-        socks = [socket.socket() for _ in range(7)]
-        for s, port in zip(socks, [base, base + 1, base + 2, base + 100, base + 101, base + 102, base + 200]):
-            s.bind(("127.0.0.1", port))
-        print(base)
-        break
-    except OSError:
-        pass
-    finally:
-        for s in socks:
-            s.close()
-PY
-)
-
 say "starting 3 brokers on ports $BASE-$((BASE + 2)) (data in $KL)"
-BS=$(kl-cluster up --brokers 3 --base-port "$BASE" --data-dir "$KL" --override group.initial.rebalance.delay.ms=0 \
-  --dashboard --dashboard-port "$((BASE + 200))")
+UP=$(kl-cluster up --brokers 3 --base-port "$BASE" --data-dir "$KL" --override group.initial.rebalance.delay.ms=0 \
+  --dashboard)
+BS=${UP%%$'\n'*}  # the first line; the last one says which ports the cluster uses (console: base + 200)
 echo "bootstrap servers: $BS"
+echo "${UP##*$'\n'}"
 echo "web console: http://127.0.0.1:$((BASE + 200))/cluster  (watch broker 2 fail over there)"
 kl-topics --bootstrap-server "$BS" --create --topic tweets --partitions 3 --replication-factor 3 \
   --config min.insync.replicas=2

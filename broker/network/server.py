@@ -106,22 +106,47 @@ class WireCodec(Protocol):
         """Whole requests in `data` (with what came before); raises FrameError: close the connection."""
         ...
 
+    def expect_login(self, max_receive: int) -> None:
+        """A SASL login comes first: refuse frames above `max_receive` until `login_complete`."""
+        ...
 
-class NativeCodec:
-    """Kafka Lite's own protocol: length-prefixed msgpack frames (docs/FORMAT.md §6)."""
+    def login_complete(self) -> None:
+        """The connection's SASL login completed (or a listener without SASL refused a handshake): frames
+        are ordinary requests of the listener's size."""
+        ...
 
-    in_order = False
 
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+class FramedCodec:
+    """What both codecs share: size-prefixed frames, bounded by the listener's `socket.request.max.bytes`,
+    and before a SASL login by `sasl.server.max.receive.size`, as Kafka bounds every receive of a connection
+    that has not logged in (an unauthenticated peer cannot make the broker buffer 100 MB)."""
+
+    def __init__(self, max_frame: int) -> None:
+        self._max_frame = max_frame
         self._decoder = FrameDecoder(max_frame)
-
-    def feed(self, data: bytes) -> list[Request]:
-        return [Request(*parse_request(payload)) for payload in self._decoder.feed(data)]
 
     @property
     def buffered(self) -> int:
         """Bytes of a request that has started to arrive and is not whole yet."""
         return self._decoder.buffered
+
+    def expect_login(self, max_receive: int) -> None:
+        self._decoder.max_frame = min(self._max_frame, max_receive)
+
+    def login_complete(self) -> None:
+        self._decoder.max_frame = self._max_frame
+
+
+class NativeCodec(FramedCodec):
+    """Kafka Lite's own protocol: length-prefixed msgpack frames (docs/FORMAT.md §6)."""
+
+    in_order = False
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        super().__init__(max_frame)
+
+    def feed(self, data: bytes) -> list[Request]:
+        return [Request(*parse_request(payload)) for payload in self._decoder.feed(data)]
 
 
 class BrokerProtocol(asyncio.Protocol):
@@ -172,6 +197,7 @@ class BrokerProtocol(asyncio.Protocol):
         self._ctx.auth = Authenticator(self._security, certificate_principal(transport.get_extra_info("peercert")))
         self._ctx.throttle = self._throttle
         if not self._ctx.auth.authenticated:
+            self._codec.expect_login(self._security.max_token_bytes)
             self._login_deadline = asyncio.get_running_loop().call_later(
                 self._security.max_unauthenticated_s, self._login_timed_out
             )
@@ -263,23 +289,34 @@ class BrokerProtocol(asyncio.Protocol):
     def _authenticate(self, req: Request) -> None:
         """SaslHandshake / SaslAuthenticate: connection state, answered here for both codecs."""
         auth = self._ctx.auth
+        was_authenticated = auth.authenticated
         try:
             if req.api_key == ApiKey.SASL_HANDSHAKE:
                 body = auth.handshake(req.body)
+                if body.get("error_code") and self._security.sasl:
+                    # Kafka's SaslServerAuthenticator answers a refused handshake, then closes.
+                    self._fail_login(req, body, body.get("error_message") or "SaslHandshake refused")
+                    return
+                if body.get("error_code"):
+                    self._codec.login_complete()  # a listener without SASL: no bare tokens follow a v0
             else:
                 body = auth.authenticate(req.body)
         except SaslFailed as e:
-            log.info("failed login from %s: %s", self._ctx.peer, e)
-            self._answer(req, error_body(e.code, str(e)))
-            self._closing = True  # read nothing more; close once the answer had its delay
-            loop = asyncio.get_running_loop()
-            loop.call_later(self._security.failed_authentication_delay_s, self.close)
+            self._fail_login(req, error_body(e.code, str(e)), str(e))
             return
-        if auth.authenticated and self._login_deadline is not None:
-            self._login_deadline.cancel()
-            self._login_deadline = None
+        if auth.authenticated and not was_authenticated:
+            self._codec.login_complete()
+            if self._login_deadline is not None:
+                self._login_deadline.cancel()
+                self._login_deadline = None
             log.debug("%s logged in as %s", self._ctx.peer, auth.principal)
         self._answer(req, body)
+
+    def _fail_login(self, req: Request, answer: dict, reason: str) -> None:
+        log.info("failed login from %s: %s", self._ctx.peer, reason)
+        self._answer(req, answer)
+        self._closing = True  # read nothing more; close once the answer had its delay
+        asyncio.get_running_loop().call_later(self._security.failed_authentication_delay_s, self.close)
 
     def _dispatch(self, req: Request) -> None:
         if req.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):

@@ -70,7 +70,10 @@ class SecurityKeys(ConfigDef):
         sensitive=True,
     )
     sasl_server_max_receive_size: Int = key(
-        "sasl.server.max.receive.size", 524288, "Largest SASL token accepted before authentication.", ge=1
+        "sasl.server.max.receive.size",
+        524288,
+        "Largest frame (a SASL token included) accepted before authentication.",
+        ge=1,
     )
     connection_failed_authentication_delay_ms: Int = key(
         "connection.failed.authentication.delay.ms",

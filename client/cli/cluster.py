@@ -160,7 +160,7 @@ def main() -> None:
     help="kafka.port of the first broker, the next ones follow: Kafka clients connect there (default: none).",
 )
 @click.option("--dashboard", is_flag=True, help="Also start kl-dashboard (the web console) and print its URL.")
-@click.option("--dashboard-port", type=int, default=8080, show_default=True, help="The console's HTTP port.")
+@click.option("--dashboard-port", type=int, default=None, help="The console's HTTP port (default: base port + 200).")
 def up(
     brokers: int,
     base_port: int,
@@ -171,10 +171,11 @@ def up(
     metrics_base_port: int | None,
     kafka_base_port: int | None,
     dashboard: bool,
-    dashboard_port: int,
+    dashboard_port: int | None,
 ) -> None:
     """Start N brokers in the background and print the bootstrap servers: the native listeners' on the first
-    line and, with --kafka-base-port, the Kafka listeners' on the second (metrics and console URLs on stderr)."""
+    line and, with --kafka-base-port, the Kafka listeners' on the second; then one line starting with "#" that
+    says which ports the cluster uses (metrics and console URLs also on stderr)."""
     if brokers < 1:
         raise click.UsageError("--brokers must be >= 1")
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -190,6 +191,8 @@ def up(
             if start is not None and abs(start - kafka_base_port) < brokers:
                 raise click.UsageError(f"--kafka-base-port {kafka_base_port} overlaps the ports of {flag} ({start})")
         _free_port_run(kafka_base_port, brokers)
+    if dashboard_port is None:
+        dashboard_port = base_port + 200  # next to the brokers' (base) and their metrics' (base + 100) ports
     if dashboard:
         _free_port_run(dashboard_port, 1)
     ids = [str(i) for i in range(1, brokers + 1)]
@@ -231,6 +234,28 @@ def up(
         if not _wait_kafka_listeners(bootstrap, brokers, 30):
             raise click.ClickException("the brokers' Kafka listeners were not all registered within 30 s")
         click.echo(kafka)
+    click.echo(ports_summary(state))
+
+
+PORT_KINDS = (("native", "port"), ("kafka", "kafka_port"), ("metrics", "metrics_port"))
+
+
+def ports_summary(state: dict) -> str:
+    """`# ports: native 9092-9094, kafka 19092-19094, metrics 9192-9194, console 9292`: what the cluster
+    listens on. A comment line, after the bootstrap lists, so scripts that read those lines skip it."""
+
+    def run(key: str) -> str | None:
+        ports = [b[key] for b in state["brokers"].values() if b.get(key)]
+        if not ports:
+            return None
+        return str(ports[0]) if len(ports) == 1 else f"{ports[0]}-{ports[-1]}"
+
+    parts = [f"{name} {r}" for name, key in PORT_KINDS if (r := run(key)) is not None]
+    if dash := state.get("dashboard"):
+        parts.append(f"console {dash['port']}")
+    if zk := state.get("zookeeper"):
+        parts.append(f"zookeeper {zk['port']}")
+    return "# ports: " + ", ".join(parts)
 
 
 def _start_dashboard(data_dir: Path, bootstrap: str, port: int) -> dict:

@@ -141,7 +141,7 @@ load_config() {
   [[ $DNS_PREFIX =~ ^[a-z][a-z0-9-]{0,55}[a-z0-9]$ ]] ||
     die "$CONFIG: DNS_PREFIX must be lowercase letters, digits and dashes, got '$DNS_PREFIX'"
   case $COORDINATION in
-    builtin) ;;
+    custom | builtin) COORDINATION=custom ;; # builtin: this setting's former name
     zookeeper)
       # the first ZOOKEEPER_COUNT VMs run a ZooKeeper server each (default 3, or 1 for fewer VMs)
       if [ -z "$ZOOKEEPER_COUNT" ]; then
@@ -157,7 +157,7 @@ load_config() {
         step "note: $ZOOKEEPER_COUNT ZooKeeper servers tolerate no more failures than $((ZOOKEEPER_COUNT - 1)); an odd count is better"
       fi
       ;;
-    *) die "$CONFIG: COORDINATION must be builtin or zookeeper" ;;
+    *) die "$CONFIG: COORDINATION must be custom or zookeeper" ;;
   esac
   if [ ${#SSH_HOST_LIST[@]} -ne 0 ] && [ ${#SSH_HOST_LIST[@]} -ne "$VM_COUNT" ]; then
     die "$CONFIG: SSH_HOSTS lists ${#SSH_HOST_LIST[@]} hosts for $VM_COUNT VMs"

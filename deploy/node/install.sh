@@ -25,7 +25,8 @@ Broker:
   --host ADDR            address to listen on (default: this broker's entry in --peers, else 127.0.0.1)
   --port PORT            port (default: this broker's entry in --peers, else 9092)
   --override KEY=VALUE   any server.properties key, repeatable (replaces the earlier overrides)
-  --coordination MODE    builtin (the brokers elect their controller; default) or zookeeper
+  --coordination MODE    custom (the brokers elect their controller; default, as the broker's
+                         coordination=custom) or zookeeper
   --user NAME            service user, created if missing (default: kafkalite)
 
 Security (docs/SECURITY.md; the default is SASL_SSL, authorizer=acl):
@@ -175,7 +176,7 @@ fi
 KL_BROKER_ID=${A_ID:-$KL_BROKER_ID}
 KL_PEERS=${A_PEERS:-$KL_PEERS}
 KL_USER=${A_USER:-${KL_USER:-kafkalite}}
-KL_COORDINATION=${A_COORD:-${KL_COORDINATION:-builtin}}
+KL_COORDINATION=${A_COORD:-${KL_COORDINATION:-custom}}
 KL_ZK_SERVERS=${A_ZK_SERVERS:-$KL_ZK_SERVERS}
 KL_ZK_ID=${A_ZK_ID:-$KL_ZK_ID}
 KL_ZK_CONNECT=${A_ZK_CONNECT:-$KL_ZK_CONNECT}
@@ -249,7 +250,8 @@ fi
 # server, if any, this host runs (ZK_ID), and what the broker connects to (ZK_CONNECT).
 ZK_ID="" ZK_CONNECT=""
 case $KL_COORDINATION in
-  builtin)
+  custom | builtin) # builtin: this option's former name (an earlier install's saved settings)
+    KL_COORDINATION=custom
     if [ -n "$A_ZK_SERVERS$A_ZK_ID$A_ZK_CONNECT" ]; then
       die "--zookeeper-servers, --zookeeper-id and --zookeeper-connect go with --coordination zookeeper"
     fi
@@ -270,7 +272,7 @@ case $KL_COORDINATION in
     ZK_ID=$(kl_zk_server_id)
     ZK_CONNECT=$(kl_zk_connect)
     ;;
-  *) die "--coordination must be builtin or zookeeper, got '$KL_COORDINATION'" ;;
+  *) die "--coordination must be custom or zookeeper, got '$KL_COORDINATION'" ;;
 esac
 
 if [ "$(id -u)" -ne 0 ] && [ "$KL_USER" != "$(id -un)" ]; then
@@ -513,7 +515,7 @@ if [ -n "$ZK_ID" ]; then
     echo "# Written by deploy/node/install.sh: rerun it to change this file (edits are overwritten)."
     echo "# ZooKeeper server $ZK_ID of the Kafka Lite brokers' ensemble (coordination=zookeeper)."
     echo "# A tick of 1 s lets the brokers have their 2 s sessions (zookeeper.session.timeout.ms; ZooKeeper"
-    echo "# grants 2 to 20 ticks): a dead broker is noticed as fast as with the builtin coordination."
+    echo "# grants 2 to 20 ticks): a dead broker is noticed as fast as with the custom coordination."
     echo "tickTime=1000"
     echo "initLimit=10"
     echo "syncLimit=5"

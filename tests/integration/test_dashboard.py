@@ -512,7 +512,10 @@ def test_kl_cluster_up_dashboard_prints_the_console_and_metrics_urls(tmp_path):
     )
     try:
         assert up.returncode == 0, up.stderr
-        assert up.stdout.strip() == f"127.0.0.1:{base}"
+        assert up.stdout.splitlines() == [
+            f"127.0.0.1:{base}",
+            f"# ports: native {base}, metrics {base + 100}, console {dash}",
+        ]
         assert f"console: http://127.0.0.1:{dash}/cluster" in up.stderr
         assert f"broker 1 metrics: http://127.0.0.1:{base + 100}/metrics" in up.stderr
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{base + 100}/metrics", timeout=5).read().decode()

@@ -85,7 +85,7 @@ class Operator:
             "ADMIN_USER": "kladmin",
             "ALLOWED_SSH_SOURCE": SSH_SOURCE,
             "BROKER_PORT": "9192",
-            "COORDINATION": "builtin",
+            "COORDINATION": "custom",
             "SSH_PUBLIC_KEY": f"{self.key}.pub",
             "SSH_PRIVATE_KEY": str(self.key),
             "BUILD_DIR": str(self.build),
@@ -179,7 +179,7 @@ def nsg_rule(name: str, priority: int, access: str, protocol: str, source: str, 
 
 def provision_commands(operator: Operator, vms: int = 3, zookeeper: int = 0) -> list[str]:
     """What `provision.sh --dry-run` prints for `vms` VMs, the first `zookeeper` of them ZooKeeper
-    servers (0: COORDINATION=builtin)."""
+    servers (0: COORDINATION=custom)."""
     rg = ["--resource-group", "kl-test-rg"]
     zk_ports = ("2181", "2888", "3888")
     expected = [
@@ -286,7 +286,7 @@ def test_provision_cloud_init_runs_the_node_installer_with_id_and_peers(operator
             "--peers",
             PEERS,
             "--coordination",
-            "builtin",
+            "custom",
             "--override",
             "default.replication.factor=3",
             "--override",
@@ -544,7 +544,7 @@ def test_config_errors_are_clear(operator: Operator) -> None:
     assert cp.returncode != 0 and "ALLOWED_SSH_SOURCE" in cp.stderr and not cp.stdout
     operator.write_config(COORDINATION="etcd")
     cp = operator.run("provision.sh", "--dry-run")
-    assert cp.returncode != 0 and "COORDINATION must be builtin or zookeeper" in cp.stderr and not cp.stdout
+    assert cp.returncode != 0 and "COORDINATION must be custom or zookeeper" in cp.stderr and not cp.stdout
     operator.write_config(COORDINATION="zookeeper", ZOOKEEPER_COUNT="4")
     cp = operator.run("provision.sh", "--dry-run")
     assert cp.returncode != 0 and "ZOOKEEPER_COUNT must be a number from 1 to VM_COUNT (3)" in cp.stderr
@@ -633,7 +633,7 @@ def test_zookeeper_ensemble_from_the_node_settings() -> None:
     assert zk_functions(*base, "KL_HOST=10.42.1.12", call="kl_zk_server_id") == "2\n"
     assert zk_functions(*base, "KL_HOST=10.42.1.14", call="kl_zk_server_id") == ""
     assert zk_functions(*base, "KL_HOST=10.42.1.14", "KL_ZK_ID=3", call="kl_zk_server_id") == "3\n"
-    assert zk_functions(*base, "KL_HOST=10.42.1.12", "KL_COORDINATION=builtin", call="kl_zk_server_id") == ""
+    assert zk_functions(*base, "KL_HOST=10.42.1.12", "KL_COORDINATION=custom", call="kl_zk_server_id") == ""
     # zookeeper.connect: every server's client port, or what --zookeeper-connect said
     assert zk_functions(*base, call="kl_zk_connect") == "10.42.1.11:2181,10.42.1.12:2181,10.42.1.13:2181\n"
     assert zk_functions(*base, "KL_ZK_CONNECT=zk:2181/kl", call="kl_zk_connect") == "zk:2181/kl\n"

@@ -1,7 +1,7 @@
 """Hypothesis fuzzing of both listeners of a SASL broker (issue 14 §7): random, truncated and mutated frames,
-SaslHandshake and SaslAuthenticate (native msgpack and Kafka binary) sent before, during and instead of a
-login. The broker must not crash, stall (a real login and produce still work between examples), grow
-without bound, or lose what was written."""
+SaslHandshake (v0 with its bare token frames, v1) and SaslAuthenticate (native msgpack and Kafka binary) sent
+before, during and instead of a login. The broker must not crash, stall (a real login and produce still work
+between examples), grow without bound, or lose what was written."""
 
 from __future__ import annotations
 
@@ -80,6 +80,8 @@ def templates() -> list[tuple[str, bytes]]:
         ("native", native_frame(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": b"\0admin\0guess"})),
         ("native", native_frame(ApiKey.METADATA, {"topics": None})),
         ("kafka", kafka_frame(17, 1, kafka_str(b"SCRAM-SHA-256"))),
+        ("kafka", kafka_frame(17, 0, kafka_str(b"SCRAM-SHA-256"))),  # then bare tokens (pre-KIP-152)
+        ("kafka", struct.pack(">i", len(first)) + first),  # a bare SASL token frame
         ("kafka", kafka_frame(36, 0, struct.pack(">i", len(first)) + first)),
         ("kafka", kafka_frame(18, 3, b"\x00\x00\x00")),
     ]

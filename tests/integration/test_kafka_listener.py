@@ -138,7 +138,8 @@ def test_kl_cluster_up_kafka_base_port_prints_both_bootstrap_lists(tmp_path):
     up = subprocess.run([*kl, "up", *flags.split()], cwd=ROOT, capture_output=True, text=True, timeout=90)
     try:
         assert up.returncode == 0, up.stderr
-        native, kafka_list = up.stdout.split()
+        native, kafka_list, ports = up.stdout.splitlines()
+        assert ports == f"# ports: native {base}-{base + 1}, kafka {kafka_base}-{kafka_base + 1}"
         assert native == f"127.0.0.1:{base},127.0.0.1:{base + 1}"
         assert kafka_list == f"127.0.0.1:{kafka_base},127.0.0.1:{kafka_base + 1}"
         admin = AdminClient({"bootstrap.servers": kafka_list})

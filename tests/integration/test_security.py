@@ -140,6 +140,30 @@ def test_kafka_clients_and_ours_log_in_with_scram_over_tls(cluster, certs):
     assert sorted(got) == sorted([f"ck-{i}".encode() for i in range(20)] + [b"kafka-python", b"native"])
 
 
+def test_kcat_produces_and_consumes_over_sasl_ssl(cluster, certs):
+    """Debian's kcat (librdkafka 2.0.2) over SCRAM and TLS: tests/integration/test_kafka_sasl.py has SASL_PLAINTEXT."""
+    from tests.integration.test_kafka_clients import need
+
+    kcat = need("kcat", "apt-get install -y kcat")
+    cluster.create_topic("secure-kcat", 1)
+    login = [f"-X{k}={v}" for k, v in kafka_conf(cluster, "admin", "admin-secret", certs).items()]
+    put = subprocess.run(
+        [kcat, "-P", *login, "-t", "secure-kcat", "-X", "acks=all"],
+        input="".join(f"tls-{i}\n" for i in range(10)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert put.returncode == 0, put.stderr
+    got = subprocess.run(
+        [kcat, "-C", *login, "-t", "secure-kcat", "-o", "beginning", "-e", "-f", "%s\\n"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert got.returncode == 0 and got.stdout.splitlines() == [f"tls-{i}" for i in range(10)], got.stderr
+
+
 def test_describe_configs_never_shows_the_brokers_password(cluster, certs):
     """Kafka's PASSWORD keys: a broker's sasl.jaas.config is described as sensitive with no value."""
     from confluent_kafka.admin import AdminClient, ConfigResource

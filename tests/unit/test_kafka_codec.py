@@ -13,6 +13,7 @@ from kio.serial import entity_reader, entity_writer
 
 from broker.network.kafka.codec import KafkaCodec, KafkaRequest
 from broker.network.kafka.entities import build, plain
+from broker.network.kafka.security_adapters import SaslTokenFrame
 from net.errors import ErrorCode
 from net.protocol import ApiKey, FrameError
 
@@ -48,6 +49,49 @@ def test_api_versions_is_answered_by_the_codec_in_a_v0_header(version):
     assert corr == 7 and body["error_code"] == 0
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert ranges[0] == (3, 12) and ranges[1] == (4, 12) and ranges[18] == (0, 4) and ranges[3] == (0, 12)
+
+
+def test_sasl_ranges_are_what_librdkafka_checks():
+    """librdkafka enables its SaslHandshake feature only if SaslHandshake's range overlaps v0, and logs in with
+    SaslAuthenticate (SaslAuthReq) if SaslHandshake overlaps v1 and SaslAuthenticate v0..1: Kafka's 0-1 and 0-2."""
+    (req,) = KafkaCodec(1 << 20).feed(frame(18, 3, 7, {"client_software_name": "t", "client_software_version": "1"}))
+    _, body = answer(req.immediate, 18, 3, False)
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+    assert ranges[17] == (0, 1) and ranges[36] == (0, 2)
+
+
+def test_after_a_sasl_handshake_v0_frames_are_bare_tokens_until_the_login_completes():
+    codec = KafkaCodec(1 << 20)
+    token = b"n,,n=admin,r=abc"
+    handshake, first = codec.feed(
+        frame(17, 0, 1, {"mechanism": "SCRAM-SHA-256"}) + struct.pack(">i", len(token)) + token
+    )
+    assert handshake.api_key == ApiKey.SASL_HANDSHAKE and handshake.body == {"mechanism": "SCRAM-SHA-256"}
+    assert isinstance(first, SaslTokenFrame) and first.api_key == ApiKey.SASL_AUTHENTICATE
+    assert first.body == {"auth_bytes": token}
+    # answered by a bare frame; a failed login by nothing (the connection is closed)
+    assert first.encode({"error_code": 0, "auth_bytes": b"r=abcdef"}) == b"\0\0\0\x08r=abcdef"
+    assert first.encode({"error_code": 0, "auth_bytes": b""}) == b"\0\0\0\0"
+    assert first.encode({"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "error_message": "no"}) is None
+    # even a well-formed Kafka request is a token while the login is under way ...
+    metadata = frame(3, 1, 2, {"topics": None})
+    (still,) = codec.feed(metadata)
+    assert isinstance(still, SaslTokenFrame) and still.body["auth_bytes"] == metadata[4:]
+    # ... and an ordinary request once it completed
+    codec.login_complete()
+    (after,) = codec.feed(metadata)
+    assert isinstance(after, KafkaRequest) and after.api_key == ApiKey.METADATA
+
+
+def test_before_a_login_frames_are_bounded_by_the_sasl_receive_size():
+    codec = KafkaCodec(1 << 20)
+    codec.expect_login(1000)
+    with pytest.raises(FrameError, match="limit of 1000"):
+        codec.feed(struct.pack(">i", 1001))
+    codec = KafkaCodec(1 << 20)
+    codec.expect_login(1000)
+    codec.login_complete()
+    assert codec.feed(struct.pack(">i", 1001)) == []  # the listener's own bound again: waits for the rest
 
 
 def test_api_versions_newer_than_ours_gets_v0_unsupported_version_with_our_ranges():
@@ -206,3 +250,25 @@ def test_mutated_valid_frames_split_anywhere(raw, flips, step):
         if pos < len(data):
             data[pos] = value
     feed_all([bytes(data[i : i + step]) for i in range(0, len(data), step)])
+
+
+def test_compatibility_doc_lists_exactly_the_advertised_apis_and_versions():
+    """docs/COMPATIBILITY.md's table of apis is what ApiVersions advertises, key by key and range by range."""
+    from pathlib import Path
+
+    from broker.network.kafka.adapters import api_versions_response
+    from broker.network.kafka.codec import ADAPTERS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/COMPATIBILITY.md").read_text()
+    section = doc.split("## APIs and versions", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            lo, _, hi = cells[2].partition("–")
+            documented[int(cells[0])] = (cells[1], int(lo), int(hi or lo))
+    advertised = {
+        k["api_key"]: (k["min_version"], k["max_version"]) for k in api_versions_response(0, ADAPTERS)["api_keys"]
+    }
+    assert {k: v[1:] for k, v in documented.items()} == advertised
+    assert documented[17][0] == "SaslHandshake" and documented[51][0] == "AlterUserScramCredentials"

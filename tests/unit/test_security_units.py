@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 
 import pytest
 
@@ -43,6 +45,45 @@ def test_scram_sha_256_reproduces_rfc_7677_exchange():
     assert final is not None and final.decode() == CLIENT_FINAL
     assert server.step(final).decode() == SERVER_FINAL and server.complete and server.principal == "User:user"
     assert client.step(SERVER_FINAL.encode()) is None  # the client checked the server's signature
+
+
+def _client_final(password: str, without_proof: str) -> str:
+    """RFC 5802's client proof over `without_proof` as the client chose to write it (what librdkafka signs)."""
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), SALT, 4096)
+    client_key = hmac.digest(salted, b"Client Key", "sha256")
+    auth = f"{CLIENT_FIRST[3:]},{SERVER_FIRST},{without_proof}".encode()
+    signature = hmac.digest(hashlib.sha256(client_key).digest(), auth, "sha256")
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}"
+
+
+def test_scram_accepts_librdkafka_2_0s_nonce_as_kafka_does():
+    """librdkafka up to 2.0 (Debian's kcat) puts its own nonce again in front of the server-first nonce; Kafka's
+    ScramSaslServer accepts a nonce that ends with the server's, and so do we. A nonce that does not, a wrong
+    channel binding or a wrong password are refused."""
+    combined = SERVER_FIRST.split(",")[0][2:]
+    cred = make_credential("SCRAM-SHA-256", "pencil", 4096, salt=SALT)
+
+    def server() -> SaslServer:
+        s = SaslServer("SCRAM-SHA-256", store(("user", cred)), s_nonce=S_NONCE)
+        assert s.step(CLIENT_FIRST.encode()).decode() == SERVER_FIRST
+        return s
+
+    ok = server()
+    answer = ok.step(_client_final("pencil", f"c=biws,r={C_NONCE}{combined}").encode())
+    assert ok.complete and ok.principal == "User:user" and answer.startswith(b"v=") and answer != SERVER_FINAL.encode()
+    for final in (
+        _client_final("pencil", f"c=biws,r={combined}x"),  # does not end with the server's nonce
+        _client_final("pencil", f"c=biws,r={C_NONCE}"),  # the client's nonce alone
+        _client_final("pencil", f"c=eSws,r={combined}"),  # channel binding other than the client-first's "n,,"
+        _client_final("guess", f"c=biws,r={C_NONCE}{combined}"),
+        f"c=biws,r={combined},p=bm90IGEgcHJvb2Y=",  # a proof of the wrong length
+        f"c=biws,r={combined}",  # no proof at all
+    ):
+        refused = server()
+        with pytest.raises(SaslAuthenticationError):
+            refused.step(final.encode())
+        assert not refused.complete
 
 
 def test_scram_sha_512_round_trip_and_wrong_password_and_forged_server():

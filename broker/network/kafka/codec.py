@@ -24,10 +24,10 @@ from broker.network.kafka.adapters import CORE_ADAPTERS, Adapter, AdapterError, 
 from broker.network.kafka.admin_adapters import ADMIN_ADAPTERS
 from broker.network.kafka.entities import build, plain
 from broker.network.kafka.group_adapters import GROUP_ADAPTERS
-from broker.network.kafka.security_adapters import SECURITY_ADAPTERS
-from broker.network.server import Request
+from broker.network.kafka.security_adapters import SECURITY_ADAPTERS, SaslTokenFrame
+from broker.network.server import FramedCodec, Request
 from net.errors import ErrorCode
-from net.protocol import FrameDecoder, FrameError
+from net.protocol import FrameError
 
 log = logging.getLogger("kafkalite.kafka")
 
@@ -35,6 +35,7 @@ _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id: the sta
 _SIZE = struct.Struct(">i")
 _CORR = struct.Struct(">i")
 _API_VERSIONS = 18
+_SASL_HANDSHAKE = 17
 # Every Kafka api this listener serves, by api key.
 ADAPTERS: dict[int, Adapter] = {
     a.api_key: a for a in (*CORE_ADAPTERS, *GROUP_ADAPTERS, *ADMIN_ADAPTERS, *SECURITY_ADAPTERS)
@@ -89,21 +90,25 @@ class KafkaRequest(Request):
         return _frame(self.correlation_id, self.flexible, load_response_schema(a.api_key, v), out)
 
 
-class KafkaCodec:
+class KafkaCodec(FramedCodec):
     in_order = True
 
     def __init__(self, max_frame: int) -> None:
-        self._decoder = FrameDecoder(max_frame)
+        super().__init__(max_frame)
+        # After a SaslHandshake v0, frames are the login's bare SASL tokens until it completes (Kafka's
+        # pre-KIP-152 framing): set when the handshake is read, so a token right behind it is read as one.
+        self._sasl_tokens = False
 
     def feed(self, data: bytes) -> list[Request]:
         return [self._request(payload) for payload in self._decoder.feed(data)]
 
-    @property
-    def buffered(self) -> int:
-        """Bytes of a request that has started to arrive and is not whole yet."""
-        return self._decoder.buffered
+    def login_complete(self) -> None:
+        super().login_complete()
+        self._sasl_tokens = False
 
     def _request(self, payload: bytes) -> Request:
+        if self._sasl_tokens:
+            return SaslTokenFrame(payload)
         if len(payload) < _PREFIX.size:
             raise FrameError(f"request of {len(payload)} bytes is shorter than a request header")
         api_key, version, corr = _PREFIX.unpack_from(payload)
@@ -124,6 +129,8 @@ class KafkaCodec:
         except Exception as e:  # kio raises several types on truncated or malformed input
             raise FrameError(f"malformed {req_cls.__name__} v{version}: {type(e).__name__}: {e}") from None
         body = plain(entity)
+        if api_key == _SASL_HANDSHAKE and version == 0:
+            self._sasl_tokens = True
         try:
             return KafkaRequest(adapter, version, corr, header.client_id, body, flexible)
         except AdapterError as e:

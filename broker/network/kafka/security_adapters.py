@@ -1,15 +1,24 @@
 """Kafka's SASL apis onto the native ones of the same numbers, which the connection's Authenticator answers
-(broker/network/authenticator.py): SaslHandshake v1 (the mechanism) and SaslAuthenticate v0-2 (the tokens)."""
+(broker/network/authenticator.py): SaslHandshake v0-1 (the mechanism) and SaslAuthenticate v0-2 (the tokens),
+and the bare token frames that follow a SaslHandshake v0; then the ACL, SCRAM-credential and client-quota apis
+onto the native ones SecurityApis serves (broker/security_api.py)."""
 
 from __future__ import annotations
 
-from broker.network.kafka.adapters import Adapter
+import struct
+
+from broker.network.kafka.adapters import Adapter, AdapterError
+from broker.network.server import Request
+from net.errors import ErrorCode
 from net.protocol import ApiKey
 
 
 class SaslHandshake(Adapter):
-    # v0 would be followed by raw, unframed SASL tokens; every current client uses v1 and SaslAuthenticate.
-    api_key, versions = 17, (1, 1)
+    # v0 is followed by bare size-prefixed SASL tokens (SaslTokenFrame), v1 by SaslAuthenticate requests.
+    # Both are advertised, as Kafka does: librdkafka enables SASL mechanisms other than GSSAPI only if the
+    # broker's SaslHandshake range includes v0 (its SaslHandshake feature), then logs in with v1 and
+    # SaslAuthenticate when those are advertised too.
+    api_key, versions = 17, (0, 1)
 
     def request(self, req: dict, version: int) -> tuple[int, dict]:
         return ApiKey.SASL_HANDSHAKE, {"mechanism": req["mechanism"]}
@@ -19,6 +28,23 @@ class SaslHandshake(Adapter):
 
     def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
         return {"error_code": code, "mechanisms": []}
+
+
+class SaslTokenFrame(Request):
+    """One SASL token after a SaslHandshake v0: a bare frame with no request header, answered by the server's
+    token in a bare frame. A failed login is not answered (there is no field for an error): the connection
+    is closed after connection.failed.authentication.delay.ms, as Kafka does."""
+
+    __slots__ = ()
+
+    def __init__(self, token: bytes) -> None:
+        super().__init__(ApiKey.SASL_AUTHENTICATE, 0, -1, None, {"auth_bytes": token})
+
+    def encode(self, body: dict) -> bytes | None:
+        if body.get("error_code"):
+            return None
+        token = body.get("auth_bytes") or b""
+        return struct.pack(">i", len(token)) + token
 
 
 class SaslAuthenticate(Adapter):
@@ -189,10 +215,81 @@ class AlterUserScramCredentials(Adapter):
         }
 
 
+# KIP-546's match types of a DescribeClientQuotas filter component.
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+
+
+def quota_filter_matches(components: list[dict], strict: bool, entity: dict[str, str | None]) -> bool:
+    """Whether a quota entity ({type: name, None for the default}) passes a DescribeClientQuotas filter: each
+    component names a type the entity has, with that exact name, the default, or any name but the default;
+    `strict` also excludes entities with other types."""
+    for c in components:
+        if c["entity_type"] not in entity:
+            return False
+        name = entity[c["entity_type"]]
+        kind = c["match_type"]
+        if (
+            (kind == MATCH_EXACT and name != c.get("match"))
+            or (kind == MATCH_DEFAULT and name is not None)
+            or (kind == MATCH_SPECIFIED and name is None)
+        ):
+            return False
+    return not strict or set(entity) == {c["entity_type"] for c in components}
+
+
+def _entity(pairs: list) -> list[dict]:
+    return [{"entity_type": t, "entity_name": n} for t, n in pairs]
+
+
+class DescribeClientQuotas(Adapter):
+    api_key, versions = 48, (0, 1)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        return ApiKey.DESCRIBE_CLIENT_QUOTAS, {"entity": None}  # every entity; the filter is applied below
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        entries = [
+            {"entity": _entity(entity), "values": [{"key": k, "value": float(v)} for k, v in sorted(values.items())]}
+            for entity, values in native.get("entries") or []
+            if quota_filter_matches(list(req["components"]), bool(req.get("strict")), dict(map(tuple, entity)))
+        ]
+        return {"throttle_time": 0, "error_code": 0, "error_message": None, "entries": entries}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        return {"throttle_time": 0, "error_code": code, "error_message": message, "entries": None}
+
+
+class AlterClientQuotas(Adapter):
+    api_key, versions = 49, (0, 1)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        if req.get("validate_only"):
+            raise AdapterError(ErrorCode.INVALID_REQUEST, "validate_only is not supported for client quotas")
+        entries = [
+            [
+                [[e["entity_type"], e["entity_name"]] for e in entry["entity"]],
+                {op["key"]: None if op["remove"] else op["value"] for op in entry["ops"]},
+            ]
+            for entry in req["entries"]
+        ]
+        return ApiKey.ALTER_CLIENT_QUOTAS, {"entries": entries}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        rows = native.get("results") or []
+        entries = [{"error_code": c, "error_message": m, "entity": _entity(entity)} for entity, c, m in rows]
+        return {"throttle_time": 0, "entries": entries}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        rows = [{"error_code": code, "error_message": message, "entity": e["entity"]} for e in req["entries"]]
+        return {"throttle_time": 0, "entries": rows}
+
+
 SECURITY_ADAPTERS += [
     DescribeAcls(),
     CreateAcls(),
     DeleteAcls(),
     DescribeUserScramCredentials(),
     AlterUserScramCredentials(),
+    DescribeClientQuotas(),
+    AlterClientQuotas(),
 ]
