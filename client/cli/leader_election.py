@@ -80,8 +80,8 @@ def report(election_type: ElectionType, outcomes: dict[TopicPartition, KafkaLite
 )
 @click.option(
     "--election-type",
-    type=click.Choice(["PREFERRED", "UNCLEAN"], case_sensitive=False),
     default=None,
+    metavar="PREFERRED|UNCLEAN",
     help="PREFERRED: each partition's first replica leads, if it is alive and in the ISR. UNCLEAN: a partition "
     "without a leader gets one from any live replica (records only the ISR had may be lost). REQUIRED.",
 )
@@ -106,21 +106,24 @@ def main(
     path_to_json_file: Path | None,
 ) -> None:
     """Elect partition leaders: preferred replicas, or unclean leaders for partitions without one."""
+    # Wrong combinations are one line each (ClickException), not click's usage block.
     if election_type is None:
-        raise click.UsageError("Missing required option(s): election-type")
+        raise click.ClickException("Missing required option(s): election-type")
     chosen = [o for o, on in (("topic", topic), ("all-topic-partitions", all_topic_partitions),
                               ("path-to-json-file", path_to_json_file)) if on]  # fmt: skip
     if len(chosen) != 1:
-        raise click.UsageError(
+        raise click.ClickException(
             "One and only one of the following options is required: topic, all-topic-partitions, path-to-json-file"
         )
     if topic is not None and partition is None:
-        raise click.UsageError("Missing required option(s): partition")
+        raise click.ClickException("Missing required option(s): partition")
     if topic is None and partition is not None:
-        raise click.UsageError("Option partition is only allowed if topic is used")
+        raise click.ClickException("Option partition is only allowed if topic is used")
     if command_config is not None and admin_config is not None:
-        raise click.UsageError("--admin.config and --command-config cannot be used together")
-    kind = ElectionType[election_type.upper()]
+        raise click.ClickException("--admin.config and --command-config cannot be used together")
+    kind = ElectionType.__members__.get(election_type.upper())
+    if kind is None:
+        raise click.ClickException(f"Invalid value for --election-type: {election_type!r} (PREFERRED or UNCLEAN)")
     partitions: list[TopicPartition] | None = None
     if topic is not None:
         partitions = [TopicPartition(topic, partition)]  # type: ignore[arg-type]

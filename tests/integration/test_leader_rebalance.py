@@ -12,10 +12,12 @@ import sys
 import time
 
 import pytest
+from click.testing import CliRunner
 
+from client.cli.leader_election import main
 from client.topic_partition import TopicPartition
 from net.errors import ErrorCode
-from net.protocol import ElectionType
+from net.protocol import ApiKey, ElectionType
 from tests.conftest import ROOT
 from tests.integration.cluster_harness import ClusterHarness, wait_until
 
@@ -98,7 +100,7 @@ def manual(tmp_path_factory):
         h.cleanup()
 
 
-def cli(*args: str, config: str | None = None) -> subprocess.CompletedProcess:
+def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "client.cli.leader_election", *args],
         capture_output=True,
@@ -155,22 +157,22 @@ def test_bad_elections_get_kafkas_per_partition_errors_and_the_brokers_stay_up(m
     # UNCLEAN on a partition that has a leader: nothing to do
     r = cli(*bs, "--election-type", "UNCLEAN", "--topic", "payments", "--partition", "2")
     assert r.returncode == 0 and r.stdout.splitlines() == ["Valid replica already elected for partitions payments-2"]
-    # usage errors: one line, no request sent
+    # usage errors and bad plan files: one line, no request sent (in-process: no broker is needed for them)
+    duplicated = tmp_path / "twice.json"
+    duplicated.write_text('{"partitions": [{"topic": "orders", "partition": 1}, {"topic": "orders", "partition": 1}]}')
     for args, needle in [
         (["--election-type", "PREFERRED"], "One and only one of the following options is required"),
         (["--election-type", "PREFERRED", "--topic", "orders"], "Missing required option(s): partition"),
+        (["--election-type", "PREFERRED", "--all-topic-partitions", "--partition", "1"], "only allowed if topic"),
         (["--all-topic-partitions"], "Missing required option(s): election-type"),
         (["--election-type", "SOMETIMES", "--all-topic-partitions"], "SOMETIMES"),
         (["--election-type", "PREFERRED", "--path-to-json-file", str(tmp_path / "missing.json")], "missing.json"),
+        (["--election-type", "PREFERRED", "--path-to-json-file", str(duplicated)], "duplicate partitions: orders-1"),
     ]:
-        r = cli(*bs, *args)
-        assert r.returncode != 0 and "Traceback" not in r.stderr and needle in r.stderr, (args, r.stderr)
-    plan.write_text('{"partitions": [{"topic": "orders", "partition": 1}, {"topic": "orders", "partition": 1}]}')
-    r = cli(*bs, "--election-type", "PREFERRED", "--path-to-json-file", str(plan))
-    assert r.returncode == 1 and "duplicate partitions: orders-1" in r.stderr
+        result = CliRunner().invoke(main, [*bs, *args])
+        assert result.exit_code != 0 and isinstance(result.exception, SystemExit), (args, result.exception)
+        assert needle in result.output and len(result.output.strip().splitlines()) == 1, (args, result.output)
     # malformed native bodies: INVALID_REQUEST, and the connection and the brokers live on
-    from net.protocol import ApiKey
-
     with manual.admin() as a:
         client = a._impl.client
         for body in (
@@ -212,3 +214,38 @@ def test_a_kafka_client_elects_preferred_leaders(manual):
     assert e is not None and e.code() == ck.KafkaError.ELECTION_NOT_NEEDED
     # every partition (null): only those that needed an election come back, here none
     assert admin.elect_leaders(ck.ElectionType.PREFERRED, None).result(30) == {}
+
+
+def test_every_elect_leaders_version_on_the_kafka_listener(manual):
+    """v0 (preferred only), v1 (election_type, top-level error code) and v2 (flexible), as raw Kafka frames."""
+    import socket
+
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    from tests.integration.test_kafka_protocol_errors import frame, read_frame
+
+    wait_until(lambda: at_home(manual), 30, "every partition led by its preferred replica")
+    asked = [{"topic": "orders", "partitions": [0, 99]}, {"topic": "nope", "partitions": [1]}]
+    # ELECTION_NOT_NEEDED (84) for a partition led as asked, UNKNOWN_TOPIC_OR_PARTITION (3) for the others
+    preferred = {("orders", 0): 84, ("orders", 99): 3, ("nope", 1): 3}
+    cases = [
+        (0, {"topic_partitions": asked}, preferred),
+        (1, {"election_type": 0, "topic_partitions": asked}, preferred),
+        (2, {"election_type": 1, "topic_partitions": asked[:1]}, {("orders", 0): 84, ("orders", 99): 3}),
+        (2, {"election_type": 0, "topic_partitions": None}, {}),  # every partition: none needed an election
+    ]
+    with socket.create_connection(("127.0.0.1", manual[1].kafka_port), timeout=10) as s:
+        for version, body, want in cases:
+            s.sendall(frame(43, version, 40 + version, dict(body, timeout=30000)))
+            payload = read_frame(s)
+            header = 5 if version >= 2 else 4  # correlation id, then the flexible header's tagged fields
+            resp, _ = entity_reader(load_response_schema(43, version))(payload, header)
+            got = {
+                (r.topic, p.partition_id): int(p.error_code)
+                for r in resp.replica_election_results
+                for p in r.partition_result
+            }
+            assert got == want, (version, body)
+            if version >= 1:
+                assert int(resp.error_code) == 0
