@@ -183,6 +183,13 @@ def test_bad_elections_get_kafkas_per_partition_errors_and_the_brokers_stay_up(m
         ):
             resp = a._lt.run(client.request(None, ApiKey.ELECT_LEADERS, body))
             assert resp["error_code"] == ErrorCode.INVALID_REQUEST, body
+        # any broker takes it: those that are not the controller forward it there (KIP-590)
+        a._lt.run(client.refresh_metadata([]))
+        for broker in manual.brokers:
+            body = {"election_type": 0, "topics": [["orders", [1]]]}
+            resp = a._lt.run(client.request(broker, ApiKey.ELECT_LEADERS, body))
+            (topic, [(partition, code, _message)]) = resp["topics"][0]
+            assert (resp["error_code"], topic, partition, code) == (0, "orders", 1, ErrorCode.ELECTION_NOT_NEEDED)
         outcome = a.elect_leaders(ElectionType.PREFERRED, [TopicPartition("orders", 2**31 - 1)])
         assert outcome[TopicPartition("orders", 2**31 - 1)].code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert all(b.alive for b in manual.brokers.values())

@@ -104,8 +104,8 @@ class ElectLeaders(Adapter):
     def request(self, req: dict, version: int) -> tuple[int, dict]:
         asked = req.get("topic_partitions")
         topics = None if asked is None else [[t["topic"], list(t["partitions"])] for t in asked]
-        body = {"election_type": req.get("election_type", 0), "topics": topics, "timeout_ms": req.get("timeout")}
-        return ApiKey.ELECT_LEADERS, body
+        # The answer comes once the elections are committed; the request's timeout is not needed for that.
+        return ApiKey.ELECT_LEADERS, {"election_type": req.get("election_type", 0), "topics": topics}
 
     def response(self, native: dict, req: dict, version: int) -> dict:
         results = [
