@@ -182,3 +182,50 @@ def test_broker_configs_have_kafkas_names_and_defaults():
     for bad in ({"leader.imbalance.per.broker.percentage": "101"}, {"leader.imbalance.check.interval.seconds": "0"}):
         with pytest.raises(InvalidConfigError, match=next(iter(bad))):
             BrokerConfig.from_props(bad)
+
+
+def test_the_controller_checks_on_its_ticks_first_after_5_s_then_every_interval(monkeypatch):
+    """ControllerService runs the decision from its ticks: the first check 5 s after it becomes the active
+    controller (as Kafka's), then one per check interval; never with the rebalance off."""
+    import asyncio
+
+    from broker import controller_service
+    from broker.controller_service import ControllerService
+    from tests.unit.test_alter_partition import FakeQuorum
+
+    clock = [1_000_000]
+    monkeypatch.setattr(controller_service, "_now_ms", lambda: clock[0])
+
+    def unbalanced() -> MetadataImage:
+        image, logic = cluster(3)
+        image.cluster_id = "c"  # formed: the tick proposes no cluster record
+        apply(image, logic.create_topic("t", 6, 3, {}))
+        apply(image, logic.fence_broker(1))
+        rejoin(image, logic, 1)
+        assert image.leaderships(1) == 0
+        return image
+
+    async def ticks(policy: RebalancePolicy, at: list[int]) -> list[int]:
+        """Tick at each offset (ms after winning); the leaderships of broker 1 after each."""
+        image = unbalanced()
+        service = ControllerService(1, image, FakeQuorum(image), {}, 2000, "c", rebalance=policy)
+        start = clock[0]
+        service.on_role(True, 1, 1)
+        seen = []
+        for offset in at:
+            clock[0] = start + offset
+            service.tick()
+            await asyncio.sleep(0.01)  # the proposal task
+            seen.append(image.leaderships(1))
+            if image.leaderships(1):  # moved back: broker 1 restarts again, for the next check to find
+                apply(image, ControllerLogic(image).fence_broker(1))
+                rejoin(image, ControllerLogic(image), 1)
+        return seen
+
+    policy = RebalancePolicy(True, 10, 60_000)
+    seen = asyncio.run(ticks(policy, [4_999, 5_000, 64_999, 65_000]))
+    assert seen == [0, 2, 0, 2]
+    seen = asyncio.run(ticks(RebalancePolicy(False, 10, 60_000), [0, 5_000, 600_000]))
+    assert seen == [0, 0, 0]
+    seen = asyncio.run(ticks(RebalancePolicy(True, 10, 2_000), [1_999, 2_000]))  # interval below 5 s: first at it
+    assert seen == [0, 2]
