@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from broker.group_api import GroupApis
+from broker.leader_election_api import LeaderElectionApis
 from broker.metadata import validate_topic_name
 from broker.metrics import package_version
 from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
@@ -120,7 +121,8 @@ class KafkaApis:
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
-        self._ctx_handlers = {**groups.handlers, **security.handlers}
+        elections = LeaderElectionApis(controller, channel, authz)
+        self._ctx_handlers = {**groups.handlers, **security.handlers, **elections.handlers}
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
     def handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
+from broker.leader_balance import RebalancePolicy
 from broker.log.config import LogConfig
 from broker.security.config import SecurityKeys
 from net.config_def import Bool, ConfigDef, Int, KeyDoc, Str, choice, key
@@ -126,6 +127,24 @@ class BrokerConfig(SecurityKeys):
     # a dead broker equally fast and the failover comparison (docs/BENCHMARKS.md) measures the mechanisms.
     zookeeper_session_timeout_ms: Int = key(
         "zookeeper.session.timeout.ms", 2000, "ZooKeeper session timeout (coordination=zookeeper).", ge=1000
+    )
+    auto_leader_rebalance_enable: Bool = key(
+        "auto.leader.rebalance.enable",
+        True,
+        "The controller moves leadership back to each partition's preferred replica (its first) when a broker's "
+        "leader imbalance is above leader.imbalance.per.broker.percentage, checked every "
+        "leader.imbalance.check.interval.seconds.",
+    )
+    leader_imbalance_per_broker_percentage: Int = key(
+        "leader.imbalance.per.broker.percentage",
+        10,
+        "Per broker, the share (%) of the partitions it is the preferred leader of, led by another broker, above "
+        "which the automatic rebalance elects their preferred replicas.",
+        ge=0,
+        le=100,
+    )
+    leader_imbalance_check_interval_seconds: Int = key(
+        "leader.imbalance.check.interval.seconds", 300, "How often the controller checks the leader imbalance.", ge=1
     )
     replica_lag_time_max_ms: Int = key(
         "replica.lag.time.max.ms", 30000, "A follower not caught up for this long leaves the ISR.", ge=100
@@ -271,6 +290,13 @@ class BrokerConfig(SecurityKeys):
             initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
             offsets_retention_ms=self.offsets_retention_minutes * 60_000,
             offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+        )
+
+    def rebalance_policy(self) -> RebalancePolicy:
+        return RebalancePolicy(
+            self.auto_leader_rebalance_enable,
+            self.leader_imbalance_per_broker_percentage,
+            self.leader_imbalance_check_interval_seconds * 1000,
         )
 
     def topic_config_defaults(self) -> LogConfig:

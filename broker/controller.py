@@ -12,18 +12,23 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.leader_balance import preferred_can_lead, preferred_replica
 from broker.metadata import validate_topic_name
 from broker.security.scram import ScramCredential
 from net.acl import AclBinding, AclBindingFilter
 from net.errors import (
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
     ErrorCode,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     KafkaLiteError,
+    PreferredLeaderNotAvailableError,
     ResourceNotFoundError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from net.protocol import ElectionType
 
 MAX_PARTITIONS = 10000
 NO_LEADER = -1
@@ -344,15 +349,17 @@ class ControllerLogic:
                     records.append(partition_record(t.name, new))
         return records
 
-    def _elect(self, t: TopicInfo, p: PartitionState, live: set[int], exclude: set[int]) -> PartitionState | None:
-        """A new leader from the ISR (or, if allowed, any live replica), with a bumped leader epoch.
+    def _elect(
+        self, t: TopicInfo, p: PartitionState, live: set[int], exclude: set[int], force_unclean: bool = False
+    ) -> PartitionState | None:
+        """A new leader from the ISR (or, if allowed or forced, any live replica), with a bumped leader epoch.
 
         Among eligible replicas the tie-break is the proposal's: fewest current leaderships, then lowest id.
         """
         candidates = [r for r in p.isr if r in live and r not in exclude]
         unclean = False
         if not candidates:
-            if not _unclean_enabled(t, self.unclean_default):
+            if not (force_unclean or _unclean_enabled(t, self.unclean_default)):
                 return None
             candidates = [r for r in p.replicas if r in live and r not in exclude]
             unclean = True
@@ -364,6 +371,58 @@ class ControllerLogic:
         if unclean:
             self.unclean_elections.append((t.name, p.partition, leader, list(p.isr)))
         return new
+
+    # --- leader elections asked for (Kafka's ElectLeaders) and the automatic rebalance ------------
+
+    def elect_leaders(
+        self, election_type: ElectionType, partitions: list[tuple[str, int]] | None
+    ) -> tuple[list[dict[str, Any]], dict[tuple[str, int], KafkaLiteError | None]]:
+        """The records of the elections that can be made, and each partition's outcome (None: elected).
+        `partitions` None means every partition; then those already led as asked are left out of the
+        outcomes, as Kafka's controller does."""
+        everything = partitions is None
+        if partitions is None:
+            partitions = [(t.name, p) for t in self.image.topics.values() for p in sorted(t.partitions)]
+        records: list[dict[str, Any]] = []
+        outcomes: dict[tuple[str, int], KafkaLiteError | None] = {}
+        for topic, partition in dict.fromkeys(partitions):  # a partition asked for twice is elected once
+            try:
+                records += self.elect_leader(topic, partition, election_type)
+                outcomes[(topic, partition)] = None
+            except ElectionNotNeededError as e:
+                if not everything:
+                    outcomes[(topic, partition)] = e
+            except KafkaLiteError as e:
+                outcomes[(topic, partition)] = e
+        return records, outcomes
+
+    def elect_leader(self, topic: object, partition: object, election_type: ElectionType) -> list[dict[str, Any]]:
+        """PREFERRED: the first replica leads, if it is alive and in the ISR (a clean election, the ISR is
+        kept). UNCLEAN: a partition without a leader gets one from the live ISR members, else from any live
+        replica whatever the topic's unclean.leader.election.enable (records only the ISR had may be lost).
+        Raises Kafka's per-partition errors."""
+        t = self.image.topics.get(topic) if isinstance(topic, str) else None
+        p = t.partitions.get(partition) if t is not None and isinstance(partition, int) else None
+        if t is None or p is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        live = set(self.image.live_brokers())
+        if election_type == ElectionType.PREFERRED:
+            preferred = preferred_replica(p)
+            if p.leader == preferred:
+                raise ElectionNotNeededError(f"{topic}-{partition} is led by its preferred replica {preferred}")
+            if preferred is None or not preferred_can_lead(p, live):
+                state = "not alive" if preferred not in live else f"not in the ISR {p.isr}"
+                raise PreferredLeaderNotAvailableError(
+                    f"{topic}-{partition}: its preferred replica {preferred} is {state}"
+                )
+            new = PartitionState(p.partition, preferred, p.leader_epoch + 1, p.replicas, p.isr, p.partition_epoch + 1)
+            return [partition_record(t.name, new)]
+        if p.leader != NO_LEADER:
+            raise ElectionNotNeededError(f"{topic}-{partition} has a leader (broker {p.leader})")
+        elected = self._elect(t, p, live, exclude=set(), force_unclean=True)
+        if elected is None:
+            raise EligibleLeadersNotAvailableError(f"{topic}-{partition}: none of its replicas {p.replicas} is alive")
+        return [partition_record(t.name, elected)]
 
     # --- ISR changes from partition leaders -------------------------------------
 

@@ -16,8 +16,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage, check_broker_incarnation
+from broker.leader_balance import RebalancePolicy, rebalance_candidates
 from broker.repeated_log import RepeatedConditionLog
 from net.errors import ErrorCode, KafkaLiteError
+from net.protocol import ElectionType
 
 if TYPE_CHECKING:
     from election.coordination import Coordination
@@ -27,6 +29,10 @@ log = logging.getLogger("kafkalite.controller")
 
 class NotControllerError(KafkaLiteError):
     code = ErrorCode.NOT_CONTROLLER
+
+
+# Kafka's controller makes its first leader-imbalance check 5 s after it takes over, then one every interval.
+FIRST_REBALANCE_CHECK_MS = 5000
 
 
 def _now_ms() -> int:
@@ -45,8 +51,12 @@ class ControllerService:
         unclean_default: bool = False,
         min_insync_default: int = 1,
         bootstrap_records: list[dict[str, Any]] | None = None,
+        rebalance: RebalancePolicy | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.rebalance = rebalance or RebalancePolicy()
+        self._next_rebalance_ms = 0
+        self._rebalancing: asyncio.Task | None = None
         # Committed with the `cluster` record when this controller starts a new cluster: the credentials of
         # `kl-broker start --add-scram` (kafka-storage.sh format --add-scram), never applied to a formed one.
         self.bootstrap_records = list(bootstrap_records or [])
@@ -80,6 +90,7 @@ class ControllerService:
         self.epoch = epoch
         if is_controller:
             self._since_ms = _now_ms()
+            self._next_rebalance_ms = self._since_ms + min(FIRST_REBALANCE_CHECK_MS, self.rebalance.check_interval_ms)
             # Records of earlier epochs in our log commit with our first record: act only once applied.
             self._ready_at_offset = self.quorum.log_end_offset
         elif self._expiry_timer is not None:
@@ -145,6 +156,8 @@ class ControllerService:
         self.logic.unclean_elections.clear()  # a preview only: the proposal recomputes and reports
         if records:
             self._housekeeping = asyncio.ensure_future(self._propose_liveness(records))
+        else:
+            self._maybe_rebalance(now)  # brokers coming and going first: the rebalance waits for a quiet tick
         self._arm_expiry_timer(now)
 
     def _arm_expiry_timer(self, now: int) -> None:
@@ -220,6 +233,58 @@ class ControllerService:
         The rule is the coordination's: election/coordination.py fetch_liveness_expiry (custom mode) and
         registration_expiry (ZooKeeper)."""
         return self.quorum.broker_expires_at(bid, self.epoch, self._since_ms, self.session_timeout_ms)
+
+    # --- preferred leaders: the periodic rebalance and ElectLeaders -------------------------
+
+    def _maybe_rebalance(self, now: int) -> None:
+        """Every check interval, elect the preferred replicas where a broker's leader imbalance is above the
+        percentage (broker/leader_balance.py decides)."""
+        policy = self.rebalance
+        if not policy.enabled or now < self._next_rebalance_ms:
+            return
+        if self._rebalancing is not None and not self._rebalancing.done():
+            return
+        self._next_rebalance_ms = now + policy.check_interval_ms
+        if self._rebalance_candidates():
+            self._rebalancing = asyncio.ensure_future(self._rebalance())
+
+    def _rebalance_candidates(self) -> list[tuple[str, int]]:
+        live = set(self.image.live_brokers())
+        return rebalance_candidates(self.image.topics.values(), live, self.rebalance.imbalance_percentage)
+
+    async def _rebalance(self) -> None:
+        try:
+            async with self._lock:
+                # Recomputed under the lock: the image may have moved since the tick looked.
+                due = self._rebalance_candidates() if self.ready else []
+                if not due:
+                    return
+                records, _ = self.logic.elect_leaders(ElectionType.PREFERRED, due)
+                log.info(
+                    "leader imbalance above %d%%: electing the preferred replicas of %s",
+                    self.rebalance.imbalance_percentage,
+                    ", ".join(f"{t}-{p}" for t, p in due),
+                )
+                await self.quorum.propose(records)
+        except KafkaLiteError as e:
+            log.warning("preferred replica elections not committed (the next check retries): %s", e)
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], KafkaLiteError | None]:
+        """Kafka's ElectLeaders: each partition's outcome (None: elected, and committed)."""
+        outcomes: dict[tuple[str, int], KafkaLiteError | None] = {}
+
+        def compute(logic: ControllerLogic) -> list[dict[str, Any]]:
+            records, found = logic.elect_leaders(election_type, partitions)
+            outcomes.update(found)
+            return records
+
+        await self.run(compute)
+        elected = [f"{t}-{p}" for (t, p), e in outcomes.items() if e is None]
+        if elected:
+            log.info("%s leader election asked for: elected %s", election_type.name, ", ".join(elected))
+        return outcomes
 
     # --- requests served by the active controller ----------------------------------------
 

@@ -135,6 +135,7 @@ class BrokerServer:
             unclean_default=cfg.topic_config_defaults().unclean_leader_election_enable,
             min_insync_default=cfg.topic_config_defaults().min_insync_replicas,
             bootstrap_records=bootstrap,
+            rebalance=cfg.rebalance_policy(),
         )
         self.peers = BrokerPeers(cfg.broker_id, self._broker_address, self.inter_broker_security)
         self.channel = ControllerChannel(cfg.broker_id, self.quorum, self.controller, self.peers)

@@ -1,4 +1,5 @@
-"""AsyncAdmin: create, describe, alter, delete and list topics; list, describe, reset and delete groups."""
+"""AsyncAdmin: create, describe, alter, delete and list topics; list, describe, reset and delete groups; elect
+partition leaders."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import Any
 from client.cluster import KafkaLiteClient, TopicMeta
 from client.config import AdminConfig
 from client.group import GroupClient
+from client.topic_partition import TopicPartition
 from net.acl import AclBinding, AclBindingFilter
 from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for
-from net.protocol import ApiKey
+from net.protocol import ApiKey, ElectionType
 
 
 @dataclass
@@ -160,6 +162,28 @@ class AsyncAdmin:
             configs = await self.describe_configs(name)
             out.append(TopicDescription(name, tm.topic_id, [tm.partitions[p] for p in sorted(tm.partitions)], configs))
         return out
+
+    async def elect_leaders(
+        self, election_type: ElectionType | int, partitions: list[TopicPartition] | None = None
+    ) -> dict[TopicPartition, KafkaLiteError | None]:
+        """Kafka's Admin.electLeaders: PREFERRED moves each partition's leadership to its first replica if that
+        one is alive and in the ISR; UNCLEAN gives a partition without a leader any live replica. Each
+        partition's outcome: None (elected) or its error (ElectionNotNeededError: already led as asked,
+        PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError, UnknownTopicOrPartitionError).
+        `partitions` None: every partition of the cluster, and only those that needed an election come back."""
+        topics: dict[str, list[int]] = {}
+        for topic, partition in partitions or []:
+            topics.setdefault(topic, []).append(partition)
+        body = {
+            "election_type": int(ElectionType(election_type)),
+            "topics": None if partitions is None else [[t, ps] for t, ps in topics.items()],
+        }
+        resp = await self._controller_request(ApiKey.ELECT_LEADERS, body)
+        return {
+            TopicPartition(topic, p): error_for(code, message or "") if code else None
+            for topic, rows in resp["topics"]
+            for p, code, message in rows
+        }
 
     # --- consumer groups ---------------------------------------------------------
 

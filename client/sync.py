@@ -14,6 +14,7 @@ from client.consumer import AsyncConsumer, ConsumerRecord, TopicPartition
 from client.producer import AsyncProducer
 from net.acl import AclBinding, AclBindingFilter
 from net.errors import KafkaLiteError
+from net.protocol import ElectionType
 
 T = TypeVar("T")
 
@@ -244,6 +245,11 @@ class Admin(_Blocking):
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         return self._lt.run(self._impl.list_topics(include_internal))
+
+    def elect_leaders(
+        self, election_type: ElectionType | int, partitions: list[TopicPartition] | None = None
+    ) -> dict[TopicPartition, KafkaLiteError | None]:
+        return self._lt.run(self._impl.elect_leaders(election_type, partitions))
 
     def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
         return self._lt.run(self._impl.describe_topics(names))

@@ -64,6 +64,9 @@ class ErrorCode(IntEnum):
     RESOURCE_NOT_FOUND = 91
     NON_EMPTY_GROUP = 68
     MEMBER_ID_REQUIRED = 79
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     OFFSET_NOT_AVAILABLE = 78
     UNSTABLE_OFFSET_COMMIT = 88
@@ -158,6 +161,10 @@ GroupAuthorizationError = _error("GROUP_AUTHORIZATION_FAILED")
 ClusterAuthorizationError = _error("CLUSTER_AUTHORIZATION_FAILED")
 SecurityDisabledError = _error("SECURITY_DISABLED")
 ResourceNotFoundError = _error("RESOURCE_NOT_FOUND")
+# ElectLeaders' per-partition outcomes (broker/controller.py elect_leader).
+PreferredLeaderNotAvailableError = _error("PREFERRED_LEADER_NOT_AVAILABLE")
+EligibleLeadersNotAvailableError = _error("ELIGIBLE_LEADERS_NOT_AVAILABLE")
+ElectionNotNeededError = _error("ELECTION_NOT_NEEDED")
 
 
 def error_for(code: int, message: str = "") -> KafkaLiteError:

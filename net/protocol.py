@@ -46,6 +46,7 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
@@ -55,6 +56,14 @@ class ApiKey(IntEnum):
     ALTER_PARTITION = 56
     BROKER_REGISTRATION = 62  # broker to controller: its Kafka-protocol listener, for every broker's Metadata
     DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' election_type (Kafka's ElectionType): the first replica if it is alive and in the ISR, or,
+    for a partition without a leader, any live replica (unclean: records only the ISR had may be lost)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
 
 
 # api -> (min version, max version) this build speaks.

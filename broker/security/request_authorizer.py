@@ -7,8 +7,8 @@ for all topics), CreateTopics CREATE on the cluster or the topic, DeleteTopics D
 ALTER, DescribeConfigs DESCRIBE_CONFIGS, AlterConfigs ALTER_CONFIGS, InitProducerId IDEMPOTENT_WRITE on
 the cluster or WRITE on any topic (KIP-679); the group requests READ on the group (OffsetCommit also READ
 on the topic), FindCoordinator and DescribeGroups DESCRIBE, DeleteGroups DELETE; the ACL and credential
-apis ALTER / DESCRIBE on the cluster; everything brokers send each other (the election, the metadata
-log, AlterPartition, BrokerRegistration, forwarded requests) CLUSTER_ACTION.
+apis ALTER / DESCRIBE on the cluster, ElectLeaders ALTER on the cluster; everything brokers send each other
+(the election, the metadata log, AlterPartition, BrokerRegistration, forwarded requests) CLUSTER_ACTION.
 """
 
 from __future__ import annotations

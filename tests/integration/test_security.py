@@ -275,6 +275,57 @@ def test_acls_survive_a_controller_failover(cluster, certs):
         )
 
 
+def test_leader_elections_need_alter_on_the_cluster(cluster, certs, tmp_path):
+    """ElectLeaders (issue 24 §3) needs ALTER on the cluster, as in Kafka: without it a user is refused on both
+    listeners and by kl-leader-election, and nothing moves; granted it, the same user's election is answered."""
+    import os
+    import sys
+
+    from client.topic_partition import TopicPartition
+    from net.acl import CLUSTER_NAME
+    from net.protocol import ElectionType
+
+    cluster.create_topic("elect-t", 2)
+    add_user(cluster, "erin", "e-secret")
+    grant(cluster, "User:erin", AclOperation.DESCRIBE, ResourceType.TOPIC, "elect-t")  # describing is not enough
+    asked = [TopicPartition("elect-t", 0)]
+    erin = ours("erin", "e-secret", certs)
+    with Admin(cluster.bootstrap(), **erin) as a:
+        with pytest.raises(KafkaLiteError) as e:
+            a.elect_leaders(ElectionType.PREFERRED, asked)
+        assert e.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    from confluent_kafka.admin import AdminClient
+
+    ck_admin = AdminClient(kafka_conf(cluster, "erin", "e-secret", certs))
+    ck_asked = [confluent_kafka.TopicPartition("elect-t", 0)]
+    with pytest.raises(confluent_kafka.KafkaException) as ke:
+        ck_admin.elect_leaders(confluent_kafka.ElectionType.PREFERRED, ck_asked).result(30)
+    assert ke.value.args[0].code() == confluent_kafka.KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    props = tmp_path / "erin.properties"
+    props.write_text(
+        f"security.protocol=SASL_SSL\nsasl.mechanism={MECH}\nsasl.username=erin\nsasl.password=e-secret\n"
+        f"ssl.ca.location={certs / 'ca.pem'}\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "client.cli.leader_election", "--bootstrap-server", cluster.bootstrap(),
+         "--command-config", str(props), "--election-type", "PREFERRED", "--all-topic-partitions"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert r.returncode == 1 and "Traceback" not in r.stderr and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "Error: Not authorized to perform leader election: CLUSTER_AUTHORIZATION_FAILED: User:erin is not "
+        "authorized to ALTER the cluster (ElectLeaders)"
+    ]
+    grant(cluster, "User:erin", AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def answered() -> bool:
+        with Admin(cluster.bootstrap(), **erin) as a:
+            outcome = a.elect_leaders(ElectionType.PREFERRED, asked)[asked[0]]
+        return outcome is not None and outcome.code == ErrorCode.ELECTION_NOT_NEEDED
+
+    wait_until(answered, 20, "erin's election answered once she may ALTER the cluster")
+
+
 def _metadata(cluster: ClusterHarness, broker: int) -> dict:
     with cluster.admin([broker]) as a:
         return a._lt.run(a._impl.client.request(None, ApiKey.METADATA, {"topics": []}))

@@ -1,5 +1,6 @@
-"""The admin apis of the Kafka listener: topics and configs, onto the native handlers (broker/api.py), which
-forward metadata changes to the active controller (KIP-590), so an admin client may send them to any broker.
+"""The admin apis of the Kafka listener: topics, configs and leader elections, onto the native handlers
+(broker/api.py, broker/leader_election_api.py), which forward metadata changes to the active controller
+(KIP-590), so an admin client may send them to any broker.
 
 Resources: topics (type 2) and brokers (type 4). A broker's configs are read from its server.properties and
 cannot be changed at run time (Kafka's static broker configs): describing them works, altering them is
@@ -92,6 +93,42 @@ class CreatePartitions(Adapter):
 
     def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
         return {"results": [{"name": t["name"], "error_code": code, "error_message": message} for t in req["topics"]]}
+
+
+class ElectLeaders(Adapter):
+    """Preferred or unclean leader elections (v0 has no election_type: preferred). topic_partitions null
+    means every partition; the answer then leaves out those already led as asked, as Kafka's does."""
+
+    api_key, versions = 43, (0, 2)
+
+    def request(self, req: dict, version: int) -> tuple[int, dict]:
+        asked = req.get("topic_partitions")
+        topics = None if asked is None else [[t["topic"], list(t["partitions"])] for t in asked]
+        # The answer comes once the elections are committed; the request's timeout is not needed for that.
+        return ApiKey.ELECT_LEADERS, {"election_type": req.get("election_type", 0), "topics": topics}
+
+    def response(self, native: dict, req: dict, version: int) -> dict:
+        results = [
+            {
+                "topic": topic,
+                "partition_result": [{"partition_id": p, "error_code": c, "error_message": m} for p, c, m in rows],
+            }
+            for topic, rows in native.get("topics") or []
+        ]
+        throttle = native.get("throttle_time_ms", 0)
+        return {"error_code": 0, "replica_election_results": results, "throttle_time": throttle}
+
+    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+        results = [
+            {
+                "topic": t["topic"],
+                "partition_result": [
+                    {"partition_id": p, "error_code": code, "error_message": message} for p in t["partitions"]
+                ],
+            }
+            for t in req.get("topic_partitions") or []
+        ]
+        return {"error_code": code, "replica_election_results": results}
 
 
 def _resource(kind: int, name: str, code: int, message: str | None) -> dict:
@@ -226,6 +263,7 @@ ADMIN_ADAPTERS: list[Adapter] = [
     CreateTopics(),
     DeleteTopics(),
     CreatePartitions(),
+    ElectLeaders(),
     DescribeConfigs(),
     AlterConfigs(),
     IncrementalAlterConfigs(),
