@@ -75,7 +75,13 @@ def _leader_epochs(cluster) -> dict[int, tuple[int, int]]:
 
 
 def test_no_false_failure_detection_under_cpu_hogs_and_saturating_clients(cluster_factory, tmp_path):
-    cluster = cluster_factory(3)
+    cluster = cluster_factory(3, start=False)
+    # Started with room to spare: on a machine this busy a broker's start alone can take half a minute.
+    for b in cluster.brokers.values():
+        b.start(wait=False)
+    for b in cluster.brokers.values():
+        b.wait_listening(120)
+    cluster.wait_all_registered(120)
     cluster.create_topic(
         TOPIC,
         PARTITIONS,
