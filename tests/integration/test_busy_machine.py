@@ -23,7 +23,11 @@ from tests.integration.cluster_harness import ROOT, wait_until
 SOAK = os.environ.get("KL_SOAK") == "1"
 LOAD_S = float(os.environ.get("KL_SOAK_SECONDS", "300")) if SOAK else 50.0
 HOGS = int(os.environ.get("KL_BUSY_HOGS", "4"))  # busy loops: twice as many as the machine's cores
-PRODUCERS = ("all", "all", "1")  # kl-perf produce processes (their acks), no throughput cap
+# kl-perf produce processes (their acks), no throughput cap. acks=all: an uncapped acks=1 producer outruns
+# replication on brokers this starved, its followers fall more than replica.lag.time.max.ms behind and leave
+# the ISR, as in Kafka: overload, not a false failure detection (and with min.insync.replicas=2 the
+# controller then moves the leadership, docs/ELECTION.md section 6, "A leader cut off from its followers").
+PRODUCERS = ("all", "all", "all")
 CONSUMERS = 2  # each reads every partition from the beginning, as fast as it can
 # The brokers run at this niceness (every thread), the busy loops at 0: a machine whose cores are taken by
 # work that matters more than the brokers (as a JVM, a build or a browser at the user's own priority do on a

@@ -62,6 +62,7 @@ def test_dead_controller_is_replaced_at_once_but_a_paused_one_waits_for_the_time
     # The survivors' quorum connections to it close and a reconnect is refused: they elect now.
     started = _wait_log(cluster, survivors, "no controller in epoch", killed_at, 10)
     won = _wait_log(cluster, survivors, "became controller", killed_at, 10)
+    print(f"controller SIGKILL: election began after {started - killed_at:.2f}s, won after {won - killed_at:.2f}s")
     assert won - killed_at < 1.0, (
         f"election began {started - killed_at:.2f}s, won {won - killed_at:.2f}s after the kill"
     )
@@ -78,6 +79,7 @@ def test_dead_controller_is_replaced_at_once_but_a_paused_one_waits_for_the_time
         time.sleep(timeout_s * 0.75)
         assert _log_times(cluster, others, "no controller in epoch", paused_at) == []
         later = _wait_log(cluster, others, "became controller", paused_at, 20)
+        print(f"controller SIGSTOP: replaced after {later - paused_at:.2f}s")
         assert timeout_s * 0.75 <= later - paused_at < session_s, f"replaced {later - paused_at:.2f}s after the pause"
     finally:
         cluster[paused].resume()
@@ -96,8 +98,10 @@ def test_a_paused_follower_is_fenced_within_the_session_timeout(cluster):
         fenced = _wait_log(cluster, [controller], f"fencing broker {victim}", paused_at, 30)
     finally:
         cluster[victim].resume()
-    # Its last heartbeat was up to broker.heartbeat.interval.ms (2 s) before the pause.
-    assert session_s - 2.5 <= fenced - paused_at <= session_s + 0.5, f"fenced {fenced - paused_at:.2f}s after the pause"
+    print(f"follower SIGSTOP: fenced after {fenced - paused_at:.2f}s")
+    # Its last fetch was at the pause (its heartbeats up to 2 s earlier); the fencing commits a moment after
+    # the expiry, on a controller whose loop may itself be busy.
+    assert session_s - 2.5 <= fenced - paused_at <= session_s + 1.5, f"fenced {fenced - paused_at:.2f}s after the pause"
     _wait_log(cluster, [controller], f"registering broker {victim}", paused_at, 30)
 
 
