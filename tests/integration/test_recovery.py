@@ -69,8 +69,10 @@ def test_dead_controller_is_replaced_at_once_but_a_paused_one_waits_for_the_time
 
     paused = cluster.controller_id()
     assert paused in survivors
-    others = [b for b in survivors if b != paused]
-    time.sleep(0.3)  # the last follower is fetching from the new controller
+    cluster.restart(dead)  # a majority must remain once the new controller is paused
+    cluster.wait_all_registered()
+    others = [b for b in cluster.brokers if b != paused]
+    time.sleep(0.3)  # the followers are fetching from the controller
     paused_at = time.time()
     cluster[paused].pause()
     try:
