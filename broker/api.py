@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkalite.api")
 # Only brokers send these (CLUSTER_ACTION on the cluster when the authorizer is on).
-BROKER_APIS = frozenset({ApiKey.QUORUM, ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION})
+BROKER_APIS = frozenset({ApiKey.QUORUM, ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT})
 _ALLOWED = object()
 MAX_FETCH_WAIT_MS = 60_000
 
@@ -91,8 +91,11 @@ class KafkaApis:
         authz: RequestAuthorizer,
         quotas: "ClientQuotaManager",
         metrics_port: int = -1,
+        heartbeat_port: int = -1,
     ) -> None:
         self.config = config
+        # This broker's heartbeat listener (broker/network/heartbeat.py; -1: none, ZooKeeper mode or alone).
+        self.heartbeat_port = heartbeat_port
         self.replica_manager = replica_manager
         self.image = image
         self.coordination = coordination
@@ -119,6 +122,7 @@ class KafkaApis:
             ApiKey.QUORUM: self.handle_quorum,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
+            ApiKey.BROKER_HEARTBEAT: self.handle_broker_heartbeat,
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
         elections = LeaderElectionApis(controller, channel, authz)
@@ -589,6 +593,13 @@ class KafkaApis:
             raise BadRequest("quorum message must be a list")
         self.coordination.receive(msg)
         return None
+
+    def handle_broker_heartbeat(self, body: dict, ctx: ConnectionContext) -> dict:
+        """Heartbeats are not taken here (this loop may be the busy one): the answer names the heartbeat
+        listener, served by a thread of its own (broker/network/heartbeat.py)."""
+        if self.heartbeat_port < 0:
+            return error_body(ErrorCode.UNSUPPORTED_VERSION, "this broker takes no heartbeats (not a quorum voter)")
+        return {"error_code": 0, "heartbeat_port": self.heartbeat_port}
 
     def handle_alter_partition(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         isr = body.get("isr")

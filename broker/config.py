@@ -104,14 +104,29 @@ class BrokerConfig(SecurityKeys):
         "log.cleaner.backoff.ms", 15000, "How often the log cleaner looks for compacted logs to clean.", ge=1
     )
     peers: Str = key("peers", "", "Every broker of the cluster: id@host:port,... (empty: this broker alone).")
+    # Kafka's defaults (9 s / 2 s). A killed broker is found within ~0.1 s from its closed connections
+    # (broker/network/peers.py); these only judge the silent ones (paused, cut off, host down), and heartbeats
+    # travel on a thread of their own (broker/network/heartbeat.py), so a busy event loop is not silence.
     broker_session_timeout_ms: Int = key(
         "broker.session.timeout.ms",
-        2000,
-        "A broker without a metadata fetch for this long is fenced (the proposal's failure detector).",
+        9000,
+        "A broker with no metadata fetch and no heartbeat for this long is fenced.",
         ge=100,
     )
+    broker_heartbeat_interval_ms: Int = key(
+        "broker.heartbeat.interval.ms",
+        2000,
+        "How often a broker heartbeats every other broker, on a thread and connections of its own.",
+        ge=10,
+    )
+    # The controller's liveness as its followers judge it: with no answer to a fetch or a heartbeat from it
+    # for this long (+ up to a quarter more, random), they elect another. Below the session timeout, so that a
+    # paused controller's partitions move within it (the election, then the new controller fences it at once).
     controller_election_timeout_ms: Int = key(
-        "controller.quorum.election.timeout.ms", 2000, "Without a controller for this long, start an election.", ge=100
+        "controller.quorum.election.timeout.ms",
+        6000,
+        "Without word from the controller (fetch answers, heartbeats) for this long, start an election.",
+        ge=100,
     )
     coordination: choice("custom", "zookeeper", normalize=str.lower) = key(  # type: ignore[valid-type]
         "coordination",
@@ -123,10 +138,11 @@ class BrokerConfig(SecurityKeys):
         "",
         "host:port[,host:port...][/chroot] (chroot default /kafkalite), for coordination=zookeeper.",
     )
-    # Kafka's default is 18 s; 2 s here, the same as broker.session.timeout.ms, so that the two modes detect
-    # a dead broker equally fast and the failover comparison (docs/BENCHMARKS.md) measures the mechanisms.
+    # Kafka's default is 18 s; 9 s here, the same as broker.session.timeout.ms, so that the two modes judge a
+    # silent broker alike and the failover comparison (docs/BENCHMARKS.md) measures the mechanisms. kazoo pings
+    # from a thread of its own, so a busy event loop does not expire the session either.
     zookeeper_session_timeout_ms: Int = key(
-        "zookeeper.session.timeout.ms", 2000, "ZooKeeper session timeout (coordination=zookeeper).", ge=1000
+        "zookeeper.session.timeout.ms", 9000, "ZooKeeper session timeout (coordination=zookeeper).", ge=1000
     )
     auto_leader_rebalance_enable: Bool = key(
         "auto.leader.rebalance.enable",
@@ -240,6 +256,12 @@ class BrokerConfig(SecurityKeys):
                 parse_connect(self.zookeeper_connect)
             except ValueError as e:
                 raise InvalidConfigError(f"zookeeper.connect: {e}") from None
+        heartbeat_room = min(self.broker_session_timeout_ms, self.controller_election_timeout_ms)
+        if self.broker_heartbeat_interval_ms >= heartbeat_room:
+            raise InvalidConfigError(
+                "broker.heartbeat.interval.ms must be below broker.session.timeout.ms and "
+                "controller.quorum.election.timeout.ms (a few heartbeats must fit in each)"
+            )
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise InvalidConfigError("group.min.session.timeout.ms must be <= group.max.session.timeout.ms")
         if self.offsets_topic_replication_factor == 0:

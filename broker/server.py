@@ -35,6 +35,7 @@ from broker.metrics_server import MetricsServer
 from broker.metrics_state import StateCollector
 from broker.network.authenticator import ListenerSecurity
 from broker.network.connection_quotas import ConnectionQuotas
+from broker.network.heartbeat import HeartbeatBoard, HeartbeatThread
 from broker.network.kafka.codec import KafkaCodec
 from broker.network.peers import BrokerPeers
 from broker.network.quorum_driver import QuorumDriver, next_incarnation
@@ -57,6 +58,7 @@ from broker.security.scram import ScramCredential
 from broker.security_api import SecurityApis
 from election import QuorumConfig
 from election.coordination import Coordination
+from net.acl import AclOperation
 from net.errors import ErrorCode, KafkaLiteError
 from net.security import uses_ssl
 
@@ -81,6 +83,7 @@ class BrokerServer:
         self.alter_partitions: AlterPartitionManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.heartbeat: HeartbeatThread | None = None
         self._tasks: list[asyncio.Task] = []
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._stopped = asyncio.Event()
@@ -118,6 +121,13 @@ class BrokerServer:
             for r in bootstrap
             if r.get("type") == "user_scram_credential"
         }
+        # Heartbeats between the quorum's voters, on a thread of their own (custom mode with peers only:
+        # ZooKeeper's client pings from its own thread, and a broker alone has nobody to tell).
+        heartbeat_sock = None
+        self.heartbeat_board = None
+        if cfg.coordination == "custom" and len(cfg.voters()) > 1:
+            heartbeat_sock = bind_listener(cfg.host, 0)
+            self.heartbeat_board = HeartbeatBoard(cfg.broker_id, self.incarnation, cfg.broker_session_timeout_ms)
         self.quorum = self._make_coordination()
         # The liveness rule follows the mode: ZooKeeper's session timeout decides there (registration_expiry).
         session_timeout = (
@@ -177,7 +187,18 @@ class BrokerServer:
                 lambda: self.image.client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds
             ),
             metrics_port=self.metrics_server.port if self.metrics_server is not None else -1,
+            heartbeat_port=heartbeat_sock.getsockname()[1] if heartbeat_sock is not None else -1,
         )
+        if heartbeat_sock is not None and self.heartbeat_board is not None:
+            self.heartbeat = HeartbeatThread(
+                self.heartbeat_board,
+                voters,
+                cfg.broker_heartbeat_interval_ms,
+                heartbeat_sock,
+                self._listener_security("NATIVE"),  # it authenticates as the native listener does
+                lambda ctx: self.authz.cluster(ctx, AclOperation.CLUSTER_ACTION),
+                self.inter_broker_security,
+            )
         limits = ConnectionLimits(
             cfg.queued_max_requests, cfg.socket_partial_request_timeout_ms / 1000, cfg.connections_max_idle_ms / 1000
         )
@@ -219,6 +240,8 @@ class BrokerServer:
         if self.kafka_net is not None:
             await self.kafka_net.start()
         self.quorum.start()
+        if self.heartbeat is not None:
+            self.heartbeat.start()
         self._tasks = [
             asyncio.create_task(self._every(cfg.log_flush_offset_checkpoint_interval_ms / 1000, self._checkpoint)),
             asyncio.create_task(
@@ -294,6 +317,7 @@ class BrokerServer:
             self._on_role,
             self.incarnation,
             security=self.inter_broker_security,
+            heartbeats=self.heartbeat_board,
         )
 
     # --- metadata ------------------------------------------------------------
@@ -442,6 +466,8 @@ class BrokerServer:
             f.stop()
         if self.quorum is not None:
             self.quorum.stop()
+        if self.heartbeat is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.heartbeat.stop)
         if self.peers is not None:
             self.peers.close()
         if self.net is not None:

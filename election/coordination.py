@@ -102,22 +102,31 @@ def fetch_liveness_expiry(
     since_ms: int,
     session_timeout_ms: int,
     closed_at_ms: int | None = None,
+    last_heartbeat_ms: int | None = None,
+    recent_window_ms: int = 0,
 ) -> int:
-    """The custom mode's rule (fetches of the metadata log are heartbeats), moved here from
+    """The custom mode's rule (fetches of the metadata log and heartbeats are signs of life), moved here from
     ControllerService so that tests/sim/replication_sim.py and QuorumDriver share it.
 
-    A broker that has fetched from this controller is dead one session timeout after its last fetch. One
-    that has not fetched yet this epoch gets a session timeout from the controller's start if it took part
-    in the election that made it controller; one that sent no state in the election is almost surely the
-    controller that died: fenced at once (if it is alive after all, its next fetch registers it again).
+    A broker is dead one session timeout after its last sign of life: its last fetch from this controller,
+    or its last heartbeat (`last_heartbeat_ms`: exchanged on the brokers' heartbeat path, a thread of their
+    own that a busy event loop does not delay; broker/network/heartbeat.py). One that has not fetched yet
+    this epoch gets a session timeout from the controller's start if it took part in the election that made
+    it controller. One that sent no state in the election is almost surely the controller that died: fenced
+    at once, unless it heartbeated within `recent_window_ms` before this controller's start (its event loop
+    was busy through the election; a controller that died has been silent for an election timeout, longer
+    than that window). If it is alive after all, its next fetch registers it again.
     `closed_at_ms`: when the driver saw the broker's process gone (a refused reconnect, broker/network/peers.py); with
-    no fetch since, it is dead from then. Fencing a broker early is never unsafe, only disruptive if wrong,
-    and a wrong hint is undone by the broker's next fetch, like any fencing (docs/ELECTION.md section 4)."""
-    if last_fetch_ms is not None:
-        expiry = last_fetch_ms + session_timeout_ms
-    else:
-        expiry = since_ms + (session_timeout_ms if seen_in_election else 0)
-    if closed_at_ms is not None and (last_fetch_ms is None or closed_at_ms >= last_fetch_ms):
+    no sign of life since, it is dead from then. Fencing a broker early is never unsafe, only disruptive if
+    wrong, and a wrong hint is undone by the broker's next fetch, like any fencing (docs/ELECTION.md section 4)."""
+    heartbeat_counts = last_heartbeat_ms is not None and (
+        seen_in_election or last_heartbeat_ms >= since_ms - recent_window_ms
+    )
+    signs = [t for t in (last_fetch_ms, last_heartbeat_ms if heartbeat_counts else None) if t is not None]
+    last_sign = max(signs) if signs else None
+    election_expiry = since_ms + (session_timeout_ms if seen_in_election else 0)
+    expiry = election_expiry if last_sign is None else max(last_sign + session_timeout_ms, election_expiry)
+    if closed_at_ms is not None and (last_sign is None or closed_at_ms >= last_sign):
         return min(expiry, closed_at_ms)
     return expiry
 

@@ -151,8 +151,24 @@ class PeerClosed:
     sender: int
 
 
-# What QuorumNode.receive takes: the network's messages and the driver's own hint.
-Input = Message | PeerClosed
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Driver input, never sent and never decoded from the wire: the driver's heartbeat path (a thread of
+    its own, with its own authenticated connections: broker/network/heartbeat.py) exchanged a heartbeat with
+    `sender` at `at_ms` (the driver's clock, possibly earlier than the `now_ms` it is fed with: it was
+    recorded while the node's own loop was busy), and `sender` then followed controller `leader` in
+    `epoch` (`leader == sender`: it was that controller itself). A hint that only ever moves timers: a
+    follower's election timer while its controller answers, a controller's check-quorum while its
+    followers speak; it never changes an epoch, a role or the log (docs/ELECTION.md section 3)."""
+
+    sender: int
+    epoch: int
+    leader: int | None
+    at_ms: int
+
+
+# What QuorumNode.receive takes: the network's messages and the driver's own hints.
+Input = Message | PeerClosed | Heartbeat
 
 _BY_TAG: dict[str, Any] = {c.TAG: c for c in (ElectionState, Evaluation, BeginEpoch, FetchRequest, FetchResponse)}
 

@@ -28,6 +28,7 @@ from election.messages import (
     Evaluation,
     FetchRequest,
     FetchResponse,
+    Heartbeat,
     Input,
     Output,
     PeerClosed,
@@ -185,6 +186,10 @@ class QuorumNode:
         if isinstance(msg, PeerClosed):
             self._on_peer_closed(msg.sender, now_ms, out)
             return out
+        if isinstance(msg, Heartbeat):
+            self._closed.discard(sender)  # it answered: its process is there
+            self._on_heartbeat(msg)
+            return out
         if not isinstance(msg, BeginEpoch):  # a BeginEpoch may be relayed: it proves nothing of its leader
             self._closed.discard(sender)  # it speaks, so it is back
         if isinstance(msg, ElectionState):
@@ -272,6 +277,19 @@ class QuorumNode:
             assert r is not None
             if not r.voted and self._states_complete(r):
                 self._evaluate(now_ms, out)
+
+    def _on_heartbeat(self, m: Heartbeat) -> None:
+        """The driver's heartbeat path heard from `m.sender` at `m.at_ms`. Only timers move, and only as far as
+        a fetch at that moment would have moved them (section 4: timers are not part of the safety argument):
+        a follower whose controller said it still leads our epoch does not start an election; a controller
+        counts a follower of its epoch as heard from for check-quorum. A busy event loop (ours or the
+        peer's) delays fetches, not heartbeats, so it no longer looks like a dead controller."""
+        if self._role is Role.FOLLOWER:
+            if m.sender == self._leader and m.epoch == self._epoch and m.leader == m.sender:
+                self._election_deadline = max(self._election_deadline, m.at_ms + self._timeout())
+        elif self._role is Role.CONTROLLER and m.epoch == self._epoch and m.leader == self.id:
+            assert self._tracker is not None
+            self._tracker.on_heard(m.sender, m.at_ms)
 
     def _evaluate(self, now_ms: int, out: list[Output]) -> None:
         """Step 2: vote, once per epoch, for the most up-to-date state collected (ours included)."""
@@ -405,6 +423,7 @@ class QuorumNode:
         assert t is not None
         timeout = self.config.election_timeout_ms
         if now_ms - t.since_ms >= timeout and t.live_voters(self._others, now_ms, timeout) < self._majority:
+            # (Heard from = a fetch, or a heartbeat of a follower of our epoch on the driver's own path.)
             # Check-quorum: a controller cut off from a majority must stop, or it would keep answering
             # (and fencing brokers) while the majority elects someone else.
             self._step_down(now_ms, out)

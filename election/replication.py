@@ -41,7 +41,7 @@ def truncation_offset(log: MetadataLog, diverging_epoch: int, diverging_end: int
 class FollowerTracker:
     """What the controller knows about each follower during its epoch."""
 
-    __slots__ = ("end", "last_fetch_ms", "begin_sent_ms", "since_ms")
+    __slots__ = ("end", "last_fetch_ms", "last_heard_ms", "begin_sent_ms", "since_ms")
 
     def __init__(self, now_ms: int) -> None:
         # Log end offset of each follower as far as it is known to match ours. Only raised: within one
@@ -49,13 +49,21 @@ class FollowerTracker:
         # the common prefix), so a stale, reordered fetch may not lower it.
         self.end: dict[int, int] = {}
         self.last_fetch_ms: dict[int, int] = {}
+        # Fetches and heartbeats of followers of this epoch (check-quorum); fetches alone decide whether a
+        # follower needs BeginEpoch again (one that heartbeats but does not fetch may have missed it).
+        self.last_heard_ms: dict[int, int] = {}
         self.begin_sent_ms: dict[int, int] = {}
         self.since_ms = now_ms
 
     def on_fetch(self, node: int, now_ms: int, matched_end: int | None) -> None:
         self.last_fetch_ms[node] = now_ms
+        self.on_heard(node, now_ms)
         if matched_end is not None and matched_end > self.end.get(node, 0):
             self.end[node] = matched_end
+
+    def on_heard(self, node: int, at_ms: int) -> None:
+        if at_ms > self.last_heard_ms.get(node, -(10**18)):
+            self.last_heard_ms[node] = at_ms
 
     def majority_end(self, own_end: int, others: tuple[int, ...], majority: int) -> int:
         """The largest offset that a majority of voters (us included) have replicated up to."""
@@ -64,4 +72,4 @@ class FollowerTracker:
 
     def live_voters(self, others: tuple[int, ...], now_ms: int, window_ms: int) -> int:
         """Voters heard from within `window_ms`, us included."""
-        return 1 + sum(1 for v in others if now_ms - self.last_fetch_ms.get(v, -(10**18)) < window_ms)
+        return 1 + sum(1 for v in others if now_ms - self.last_heard_ms.get(v, -(10**18)) < window_ms)

@@ -55,6 +55,9 @@ class ApiKey(IntEnum):
     QUORUM = 52  # the controller quorum's one-way messages (Kafka's Vote/BeginQuorumEpoch range)
     ALTER_PARTITION = 56
     BROKER_REGISTRATION = 62  # broker to controller: its Kafka-protocol listener, for every broker's Metadata
+    # Broker to broker, on the heartbeat listener (broker/network/heartbeat.py); on the native listener it
+    # answers only where that listener is.
+    BROKER_HEARTBEAT = 63
     DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
 
 

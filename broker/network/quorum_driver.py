@@ -21,6 +21,12 @@ the node as `PeerClosed` (a follower of that controller elects at once, a round 
 state) and to the controller's liveness rule (fetch_liveness_expiry's `closed_at`: fenced now, not after
 the session timeout). Both are hints the safety argument does not need (docs/ELECTION.md section 4); a
 paused or cut-off peer gives none and is still judged by the timeouts.
+
+Heartbeats (broker/network/heartbeat.py) are exchanged by a thread of their own, so a busy event loop here
+or at a peer does not look like a dead broker or a dead controller. At every timer the driver publishes its
+controller and epoch to the heartbeat thread (and, with them, that this loop is alive), then feeds what the
+thread heard into the node as `Heartbeat` inputs (they move its timers only) before ticking it; the
+controller's liveness rule reads the thread's records directly (`broker_expires_at`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from broker.log.checkpoint import atomic_write
+from broker.network.heartbeat import HeartbeatBoard
 from broker.network.peers import PeerChannel
 from election import (
     BecameController,
@@ -41,6 +48,7 @@ from election import (
     Committed,
     FetchRequest,
     FetchResponse,
+    Heartbeat,
     NotControllerError,
     Output,
     PeerClosed,
@@ -112,9 +120,12 @@ class QuorumDriver:
         on_role: Callable[[bool, int, int | None], None],
         incarnation: int = 0,
         security: ClientSecurity | None = None,
+        heartbeats: HeartbeatBoard | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.incarnation = incarnation
+        # Shared with the heartbeat thread (None: no heartbeats, e.g. a cluster of one).
+        self.heartbeats = heartbeats
         # broker -> newest incarnation seen in its fetches (ours: we never fetch from ourselves). Kept across
         # role changes: a process that once fetched exists, whoever is controller.
         self._incarnations: dict[int, int] = {broker_id: incarnation}
@@ -180,8 +191,21 @@ class QuorumDriver:
 
     def _on_timer(self) -> None:
         now = _now_ms()
+        self._feed_heartbeats(now)  # first: a tick after a stall must see what the heartbeat thread heard
         self._execute(self.node.tick(now))
         self._schedule(min(self.node.next_deadline_ms() - _now_ms(), 50))
+
+    def _feed_heartbeats(self, now: int) -> None:
+        board = self.heartbeats
+        if board is None:
+            return
+        board.publish(self.node.epoch, self.node.leader_id, now)
+        for peer, view in board.take_new():
+            closed = self._closed_since.get(peer)
+            if closed is not None and view.at_ms > closed:
+                del self._closed_since[peer]  # it heartbeats: a process is there again
+                log.info("broker %d is back (heartbeat)", peer)
+            self._execute(self.node.receive(Heartbeat(peer, view.epoch, view.leader, view.at_ms), now))
 
     # --- inputs --------------------------------------------------------------
 
@@ -252,13 +276,20 @@ class QuorumDriver:
         return self.voters
 
     def broker_expires_at(self, broker_id: int, epoch: int, since_ms: int, session_timeout_ms: int) -> int | None:
-        """Fetches are heartbeats: see election/coordination.py fetch_liveness_expiry."""
+        """Fetches and heartbeats are signs of life: see election/coordination.py fetch_liveness_expiry. The
+        heartbeat thread's record is read here, not only fed to the node: after a stall of this loop the
+        controller's check must see the heartbeats that arrived meanwhile."""
+        board = self.heartbeats
         return fetch_liveness_expiry(
             self.node.follower_last_fetch_ms(broker_id),
             broker_id in self.node.voters_seen_in_election(epoch),
             since_ms,
             session_timeout_ms,
             self._closed_since.get(broker_id),
+            board.last_heard_ms(broker_id) if board is not None else None,
+            # A broker that sent no state in our election but heartbeated this recently before we won is alive
+            # (its loop was busy); a controller that died has been silent for an election timeout.
+            self.node.config.election_timeout_ms // 2,
         )
 
     def broker_incarnation(self, broker_id: int) -> int:
@@ -303,11 +334,15 @@ class QuorumDriver:
                 self._apply(o.high_watermark)
             elif isinstance(o, BecameController):
                 log.info("became controller in epoch %d", o.epoch)
+                if self.heartbeats is not None:
+                    self.heartbeats.publish(o.epoch, self.broker_id, _now_ms())
                 if self.catch_up_to is None:
                     # Elected, so our log holds every committed record: our own high watermark is the target.
                     self._set_catch_up_target(0)
                 self.on_role(True, o.epoch, self.broker_id)
             elif isinstance(o, BecameFollower):
+                if self.heartbeats is not None:
+                    self.heartbeats.publish(o.epoch, o.leader, _now_ms())
                 if o.leader is not None:
                     log.info("following controller %d in epoch %d", o.leader, o.epoch)
                 else:

@@ -514,8 +514,8 @@ if [ -n "$ZK_ID" ]; then
   {
     echo "# Written by deploy/node/install.sh: rerun it to change this file (edits are overwritten)."
     echo "# ZooKeeper server $ZK_ID of the Kafka Lite brokers' ensemble (coordination=zookeeper)."
-    echo "# A tick of 1 s lets the brokers have their 2 s sessions (zookeeper.session.timeout.ms; ZooKeeper"
-    echo "# grants 2 to 20 ticks): a dead broker is noticed as fast as with the custom coordination."
+    echo "# A tick of 1 s grants the brokers their 9 s sessions (zookeeper.session.timeout.ms; ZooKeeper"
+    echo "# grants 2 to 20 ticks): a silent broker is judged as patiently as with the custom coordination."
     echo "tickTime=1000"
     echo "initLimit=10"
     echo "syncLimit=5"

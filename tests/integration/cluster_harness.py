@@ -84,6 +84,16 @@ def free_port_runs(*lengths: int) -> list[int]:
             return starts
 
 
+# The failure-detection timeouts before issue 24 (the defaults are now Kafka's patient 9 s / 2 s, broker/config.py),
+# for tests whose faults must reach fencing and elections quickly (the nemesis' cuts of a few seconds).
+FAST_FAILURE_DETECTION = [
+    "broker.session.timeout.ms=2000",
+    "broker.heartbeat.interval.ms=500",
+    "controller.quorum.election.timeout.ms=2000",
+    "zookeeper.session.timeout.ms=2000",
+]
+
+
 def wait_until(cond: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> object:
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None

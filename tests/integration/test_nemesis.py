@@ -23,7 +23,13 @@ from pathlib import Path
 import pytest
 
 from bench.netns import NetnsLab, available
-from tests.integration.cluster_harness import ClusterHarness, LoadProducer, full_check, wait_until
+from tests.integration.cluster_harness import (
+    FAST_FAILURE_DETECTION,
+    ClusterHarness,
+    LoadProducer,
+    full_check,
+    wait_until,
+)
 from tests.integration.zk_support import require_zookeeper
 from tests.nemesis.runner import run_nemesis
 from tests.nemesis.schedule import KINDS, make_schedule
@@ -56,7 +62,8 @@ def netns_cluster(tmp_path: Path, coordination: str, request) -> Iterator[Cluste
     if coordination == "zookeeper":
         require_zookeeper()
     lab = NetnsLab(PREFIX, SUBNET, 3).setup()
-    h = ClusterHarness(tmp_path / "nemesis", 3, coordination=coordination, lab=lab)
+    # Short sessions: the schedules' cuts and pauses (a few seconds) must reach fencing and elections.
+    h = ClusterHarness(tmp_path / "nemesis", 3, FAST_FAILURE_DETECTION, coordination=coordination, lab=lab)
     try:
         h.start()
         yield h

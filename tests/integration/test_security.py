@@ -367,6 +367,61 @@ def test_a_forged_broker_message_changes_nothing(cluster, certs):
     assert "refused QUORUM from User:mallory" in cluster[1].logs()
 
 
+def test_a_forged_heartbeat_keeps_no_paused_broker_alive(cluster, certs):
+    """Heartbeats (broker/network/heartbeat.py) are what keeps a broker with a busy event loop alive, so they
+    are authenticated like every broker message. A paused broker, for which heartbeats are forged to the
+    controller's heartbeat listener, without a login and as a user without ClusterAction, is fenced all the
+    same; the forgeries are refused and logged."""
+    import asyncio
+
+    from net.connection import BrokerConnection
+    from net.security import ClientSecurity
+
+    cluster.wait_all_registered()
+    add_user(cluster, "mallory", "m-secret")
+    controller = cluster.controller_id()
+    victim = max(b for b in cluster.brokers if b != controller)
+    host, port = "127.0.0.1", cluster[controller].port
+    as_admin = ClientSecurity("SASL_SSL", MECH, "admin", "admin-secret", str(certs / "ca.pem"))
+    as_mallory = ClientSecurity("SASL_SSL", MECH, "mallory", "m-secret", str(certs / "ca.pem"))
+    unauthenticated = ClientSecurity("SSL", ssl_ca_location=str(certs / "ca.pem"))
+    forged = {"broker_id": victim, "incarnation": 1, "epoch": 1, "leader": controller}
+
+    async def ask(security: ClientSecurity, at_port: int, body: dict) -> dict:
+        conn = BrokerConnection(host, at_port, "forger", security)
+        try:
+            await conn.connect(timeout=10)
+            return await conn.request(ApiKey.BROKER_HEARTBEAT, body, timeout=10)
+        finally:
+            conn.close()
+
+    # Where the heartbeat listener is: told to a principal with ClusterAction, refused to mallory.
+    assert (
+        asyncio.run(ask(as_mallory, port, {"broker_id": victim}))["error_code"]
+        == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
+    hb_port = asyncio.run(ask(as_admin, port, {"broker_id": victim}))["heartbeat_port"]
+    cluster[victim].pause()
+    try:
+        paused_at = time.monotonic()
+        fenced = False
+        while not fenced and time.monotonic() - paused_at < 30:
+            refused = asyncio.run(ask(as_mallory, hb_port, forged))
+            assert refused["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            # Without a login the listener answers "log in first" and closes the connection.
+            no_login = asyncio.run(ask(unauthenticated, hb_port, forged))
+            assert no_login["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+            fenced = victim not in {b[0] for b in _metadata(cluster, controller).get("brokers") or []}
+            time.sleep(0.5)
+        took = time.monotonic() - paused_at
+        assert fenced, f"broker {victim}, paused, still registered {took:.0f}s later under forged heartbeats"
+        assert took < 9 + 5, f"fenced {took:.1f}s after the pause (broker.session.timeout.ms 9 s)"
+    finally:
+        cluster[victim].resume()
+    assert "refused a heartbeat from User:mallory" in cluster[controller].logs()
+    cluster.wait_all_registered(60)
+
+
 def test_a_silent_connection_is_cut_before_logging_in(cluster, certs):
     ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
     with socket.create_connection(("127.0.0.1", cluster[1].port), timeout=10) as raw:

@@ -106,7 +106,7 @@ def test_controller_session_expiry_another_broker_takes_over(cluster):
     others = [i for i in cluster.brokers if i != old]
     load = LoadProducer(cluster.bootstrap(others), TOPIC, "P0").start()
     load.wait_acked(100, 20)
-    cluster[old].pause()  # silent past zookeeper.session.timeout.ms (2 s): ZooKeeper expires its session
+    cluster[old].pause()  # silent past zookeeper.session.timeout.ms (9 s): ZooKeeper expires its session
     try:
 
         def new_controller() -> int | None:

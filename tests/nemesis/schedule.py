@@ -27,9 +27,9 @@ def make_schedule(
     seed: int, duration_s: float, brokers: list[int], kill_all: bool = True, cuts: bool = True
 ) -> list[Fault]:
     """Faults one after another (each healed before the next starts), until `duration_s`. A pause or a cut
-    lasts longer than the broker session timeout (2 s) half the time, so both a fenced and an unfenced one
-    occur; at most one kill-all per run (each costs a full restart). `cuts` needs brokers on
-    network-namespace hosts."""
+    lasts longer than the broker session timeout (2 s in the nemesis' clusters: FAST_FAILURE_DETECTION) half
+    the time, so both a fenced and an unfenced one occur; at most one kill-all per run (each costs a full
+    restart). `cuts` needs brokers on network-namespace hosts."""
     rnd = random.Random(seed)
     out: list[Fault] = []
     t = rnd.uniform(1.0, 2.0)

@@ -1,0 +1,137 @@
+"""A busy machine must not look like a dead broker (issue 24 §2): three broker processes on this (2-core)
+machine, busy-loop processes taking every core, and clients saturating the brokers (producers with acks=all
+and no throughput cap, a consumer reading everything). For the whole run, no broker is fenced, no replica
+truncates, no controller election runs and no partition changes leader: asserted from every broker's log,
+its controller-epoch metric and the partitions' leader epochs.
+
+KL_SOAK=1 runs it for 5 minutes (KL_SOAK_SECONDS to change), the suite for LOAD_S. The kill and pause
+failovers under the same defaults are tests/integration/test_recovery.py's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.cluster_harness import ROOT, wait_until
+
+SOAK = os.environ.get("KL_SOAK") == "1"
+LOAD_S = float(os.environ.get("KL_SOAK_SECONDS", "300")) if SOAK else 50.0
+HOGS = int(os.environ.get("KL_BUSY_HOGS", "4"))  # busy loops: twice as many as the machine's cores
+# kl-perf produce processes (their acks), no throughput cap. acks=all: an uncapped acks=1 producer outruns
+# replication on brokers this starved, its followers fall more than replica.lag.time.max.ms behind and leave
+# the ISR, as in Kafka: overload, not a false failure detection (and with min.insync.replicas=2 the
+# controller then moves the leadership, docs/ELECTION.md section 6, "A leader cut off from its followers").
+PRODUCERS = ("all", "all", "all")
+CONSUMERS = 2  # each reads every partition from the beginning, as fast as it can
+# The brokers run at this niceness (every thread), the busy loops at 0: a machine whose cores are taken by
+# work that matters more than the brokers (as a JVM, a build or a browser at the user's own priority do on a
+# laptop), i.e. many more busy loops than processes could be started.
+BROKER_NICE = int(os.environ.get("KL_BUSY_NICE", "10"))
+TOPIC = "busy"
+PARTITIONS = 6
+
+pytestmark = pytest.mark.timeout(LOAD_S + 240)
+
+# What a false failure detection leaves in the brokers' logs (a fenced broker's partitions move, its replicas
+# truncate when they follow the new leaders; an election announces itself).
+BAD = re.compile(r"fencing broker|truncat|no controller in epoch|became controller|leadership moved", re.I)
+
+CONSUMER = """
+import sys
+from client.consumer import TopicPartition
+from client.sync import Consumer
+with Consumer(sys.argv[1], auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+    c.assign([TopicPartition(sys.argv[2], p) for p in range(int(sys.argv[3]))])
+    while True:
+        c.poll(500)
+"""
+
+
+def _spawn(args: list[str], log) -> subprocess.Popen:
+    return subprocess.Popen(
+        args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+
+
+def _renice(pid: int, nice: int) -> None:
+    """Every thread of `pid` (Linux's niceness is per thread; later threads inherit their creator's)."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        os.setpriority(os.PRIO_PROCESS, int(task), nice)
+
+
+def _controller_epochs(cluster) -> dict[int, float]:
+    out = {}
+    for b in cluster.brokers.values():
+        m = re.search(r'^kafkalite_controller_epoch\{broker="\d+"\} (\S+)$', b.metrics(timeout=30), re.M)
+        assert m is not None, f"broker {b.id} has no kafkalite_controller_epoch"
+        out[b.id] = float(m.group(1))
+    return out
+
+
+def _leader_epochs(cluster) -> dict[int, tuple[int, int]]:
+    return {p.partition: (p.leader, p.leader_epoch) for p in cluster.describe(TOPIC)}
+
+
+def test_no_false_failure_detection_under_cpu_hogs_and_saturating_clients(cluster_factory, tmp_path):
+    cluster = cluster_factory(3, start=False)
+    # Started with room to spare: on a machine this busy a broker's start alone can take half a minute.
+    for b in cluster.brokers.values():
+        b.start(wait=False)
+    for b in cluster.brokers.values():
+        b.wait_listening(120)
+    cluster.wait_all_registered(120)
+    cluster.create_topic(
+        TOPIC,
+        PARTITIONS,
+        3,
+        # acks=all needs two copies; segments roll and retention deletes them, so the disk stays small.
+        {"min.insync.replicas": "2", "segment.bytes": "8388608", "retention.bytes": "33554432"},
+    )
+    bs = cluster.bootstrap()
+    # Log positions and state before the load: only what happens under it counts.
+    marks = {b.id: len(b.logs()) for b in cluster.brokers.values()}
+    epochs_before = _controller_epochs(cluster)
+    leaders_before = _leader_epochs(cluster)
+    for b in cluster.brokers.values():
+        _renice(b.proc.pid, BROKER_NICE)
+    client_log = open(tmp_path / "clients.log", "ab")
+    procs: list[subprocess.Popen] = []
+    try:
+        procs += [_spawn([sys.executable, "-c", "while True: pass"], subprocess.DEVNULL) for _ in range(HOGS)]
+        for acks in PRODUCERS:
+            procs.append(
+                _spawn(
+                    [sys.executable, "-m", "client.cli.perf", "produce", "--bootstrap-server", bs, "--topic", TOPIC,
+                     "--num-records", "1000000000", "--record-size", "200", "--acks", acks],
+                    client_log,
+                )
+            )  # fmt: skip
+        for _ in range(CONSUMERS):
+            procs.append(_spawn([sys.executable, "-c", CONSUMER, bs, TOPIC, str(PARTITIONS)], client_log))
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < LOAD_S:
+            time.sleep(1)
+            dead = [p.args for p in procs if p.poll() is not None]
+            assert not dead, f"a load process exited: {dead}"
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait(30)
+        client_log.close()
+    # The load reached the brokers: the topic grew.
+    hws = wait_until(lambda: cluster.high_watermarks(TOPIC, PARTITIONS), 60, "high watermarks")
+    assert sum(hws.values()) > 1000, hws
+    bad = {
+        b.id: [line for line in b.logs()[marks[b.id] :].splitlines() if BAD.search(line)]
+        for b in cluster.brokers.values()
+    }
+    assert all(not lines for lines in bad.values()), f"false failure detection under load: {bad}"
+    assert _controller_epochs(cluster) == epochs_before
+    assert _leader_epochs(cluster) == leaders_before
