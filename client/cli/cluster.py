@@ -19,6 +19,8 @@ from pathlib import Path
 
 import click
 
+from net.version import version_option
+
 
 def start_command(
     broker_id: int | str,
@@ -130,6 +132,7 @@ def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
 
 
 @click.group()
+@version_option()
 def main() -> None:
     """Start, inspect and stop a local Kafka Lite cluster."""
 

@@ -7,6 +7,7 @@ import click
 from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors
 from client.config import AdminConfig
 from client.sync import Admin
+from net.version import version_option
 
 EARLIEST, LATEST = -2, -1
 DESCRIBE_COLUMNS = (
@@ -31,6 +32,7 @@ def table(columns: tuple[tuple[str, int], ...], rows: list[list[object]]) -> str
 
 
 @click.command()
+@version_option()
 @bootstrap_option
 @command_config_option
 @click.option("--list", "list_", is_flag=True, help="List all consumer groups.")

@@ -8,6 +8,7 @@ from client.admin import NewTopic
 from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors, parse_kv
 from client.config import AdminConfig
 from client.sync import Admin
+from net.version import version_option
 
 
 def _ids(xs: list[int]) -> str:
@@ -30,6 +31,7 @@ def format_description(d) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 @click.command()
+@version_option()
 @bootstrap_option
 @command_config_option
 @click.option("--create", is_flag=True, help="Create a topic.")

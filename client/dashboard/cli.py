@@ -16,6 +16,7 @@ from client.cluster import parse_bootstrap
 from client.config import AdminConfig
 from client.dashboard.app import make_app
 from client.dashboard.watcher import ClusterWatcher
+from net.version import version_option
 
 
 async def serve(
@@ -35,6 +36,7 @@ async def serve(
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@version_option()
 @bootstrap_option
 @command_config_option
 @click.option("--http-host", default="127.0.0.1", show_default=True, help="Address the console listens on.")
