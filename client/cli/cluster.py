@@ -57,6 +57,9 @@ def start_command(
 
 
 STATE = "cluster.json"
+# A local cluster is for development: as Kafka's shipped server.properties does, a new consumer group starts at
+# once instead of waiting group.initial.rebalance.delay.ms (3 s) for more members; --override sets it back.
+DEV_OVERRIDES = ("group.initial.rebalance.delay.ms=0",)
 
 
 def _free_port_run(base: int, n: int) -> int:
@@ -207,7 +210,7 @@ def up(
             for n, i in enumerate(ids)
         },
         "peers": ",".join(f"{i}@127.0.0.1:{base_port + n}" for n, i in enumerate(ids)) if brokers > 1 else "",
-        "extra": [x for o in overrides for x in ("--override", o)],
+        "extra": [x for o in (*DEV_OVERRIDES, *overrides) for x in ("--override", o)],
     }
     if coordination == "zookeeper":
         state["zookeeper"] = _start_zookeeper(data_dir, zookeeper_port)

@@ -73,6 +73,8 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
         try:
             return fn(*args, **kwargs)
+        except click.UsageError as e:  # flags that do not go together: the reason, without the usage preamble
+            raise click.ClickException(e.format_message()) from None
         except click.ClickException:
             raise
         except KafkaLiteError as e:
