@@ -154,6 +154,8 @@ def main(
         config["group_id"] = group  # as in Kafka, --group wins over a group.id in the properties
     if config.get("group_id") is not None and partition is not None:
         raise click.UsageError("--group cannot be combined with --partition (the group assigns partitions)")
+    if from_beginning and config.get("auto_offset_reset") not in (None, "earliest"):
+        raise click.UsageError(f"--from-beginning contradicts auto.offset.reset={config['auto_offset_reset']}")
     if from_beginning or offset == "earliest":
         config["auto_offset_reset"] = "earliest"
     config.setdefault("auto_offset_reset", "latest")
