@@ -265,7 +265,7 @@ class AsyncProducer:
                 break
             await asyncio.sleep(self.retry_backoff)
         if n is None:
-            self.client.metadata.partitions(topic, "write")  # raises the broker's reason, naming the topic
+            n = len(self.client.metadata.partitions(topic, "write"))  # raises the broker's reason, naming the topic
         if topic not in self._partition_counts:
             self._publish_count(topic, n)
         return list(range(n))
