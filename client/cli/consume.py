@@ -141,10 +141,6 @@ def main(
     )
     fmt_props.update(parse_kv(properties, "--property", strip_values=False))
     writer = formatter_for(formatter, fmt_props)
-    if formatter.endswith("LoggingMessageFormatter"):
-        import logging
-
-        logging.getLogger("kafkalite.console").setLevel(logging.INFO)
     # This process is ours: decoding may pause the GC (see AsyncConsumer).
     config: dict[str, Any] = {
         "pause_gc_while_decoding": True,

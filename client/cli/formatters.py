@@ -132,6 +132,10 @@ class DefaultMessageFormatter:
 class LoggingMessageFormatter(DefaultMessageFormatter):
     """Kafka's LoggingMessageFormatter: the default output, and each record logged at INFO as well."""
 
+    def __init__(self, props: dict[str, str]) -> None:
+        super().__init__(props)
+        log.setLevel(logging.INFO)  # the CLIs log errors only; this formatter's records are its point
+
     def write(self, records: list[Any], out: TextIO) -> None:
         super().write(records, out)
         for r in records:

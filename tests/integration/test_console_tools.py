@@ -109,6 +109,8 @@ def test_consume_properties_and_formatters(broker, tmp_path):
     )
     stamps = cp.stdout.split(";")
     assert stamps[-1] == "" and len(stamps) == 3 and all(s.startswith("CreateTime:") for s in stamps[:2]), cp.stdout
+    cp = run(*base, "--formatter", "LoggingMessageFormatter")
+    assert cp.stdout.splitlines() == ["v1", "v2"] and "key:k1, value:v1" in cp.stderr, cp.stderr
     cp = run(*base, "--formatter", "org.apache.kafka.tools.consumer.NoOpMessageFormatter")
     assert cp.returncode == 0 and cp.stdout == "" and "Processed a total of 2 messages" in cp.stderr
     assert_one_line_error(run(*base, "--formatter", "com.example.Fancy"), "unknown formatter 'com.example.Fancy'")
