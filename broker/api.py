@@ -314,7 +314,7 @@ class KafkaApis:
                 continue
             info = image.topics.get(name) if isinstance(name, str) else None
             if info is None:
-                code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                code = self._missing_topic_code(name)
                 if auto_create and isinstance(name, str):
                     code = self._auto_create(name) if self.authz.create_topic(ctx, name) else TOPIC_DENIED
                 topics.append({"error_code": code, "name": name, "partitions": []})
@@ -350,6 +350,16 @@ class KafkaApis:
             # broker configs give these; clients that don't know the field ignore it.
             "broker_info": self._broker_info(),
         }
+
+    @staticmethod
+    def _missing_topic_code(name: object) -> int:
+        """A topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION, one that never could is INVALID_TOPIC_EXCEPTION
+        (Kafka's Metadata answer), so a consumer waiting for a topic does not wait for an impossible one."""
+        try:
+            validate_topic_name(name)
+        except KafkaLiteError as e:
+            return int(e.code)
+        return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
     def _auto_create(self, name: str) -> int:
         """Kafka's auto.create.topics.enable: start creating `name` (num.partitions, default.replication.factor)

@@ -14,6 +14,7 @@ import click
 from broker.config import TOPIC_DEFAULT_KEYS, BrokerConfig
 from net.config_def import read_properties
 from net.errors import KafkaLiteError
+from net.version import version_option
 
 
 def _setup_logging(broker_id: int, level: str) -> None:
@@ -38,6 +39,7 @@ async def _run(cfg: BrokerConfig) -> None:
 
 
 @click.group()
+@version_option()
 def main() -> None:
     """Kafka Lite broker."""
 

@@ -16,7 +16,7 @@ from client.group import GroupClient
 from client.topic_partition import TopicPartition
 from net.acl import AclBinding, AclBindingFilter
 from net.consumer_protocol import Assignment
-from net.errors import ErrorCode, KafkaLiteError, error_for
+from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
 from net.protocol import ApiKey, ElectionType
 
 
@@ -43,6 +43,8 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: list[MemberDescription]
+    # (id, host, port) of the broker coordinating the group, when known.
+    coordinator: tuple[int, str, int] | None = None
 
 
 @dataclass
@@ -201,10 +203,11 @@ class AsyncAdmin:
 
     async def describe_group(self, group_id: str) -> GroupDescription:
         """State "Dead" means the group does not exist (as in Kafka)."""
-        resp = await GroupClient(self.client, group_id).request(ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]})
+        gc = GroupClient(self.client, group_id)
+        resp = await gc.request(ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]})
         g = resp["groups"][0]
         if g.get("error_code"):
-            raise error_for(g["error_code"], g.get("error_message") or "")
+            raise group_error(g["error_code"], group_id, "describe", g.get("error_message") or "")
         members = []
         for mid, cid, host, _meta, assignment in g.get("members", []):
             try:
@@ -212,7 +215,11 @@ class AsyncAdmin:
             except ValueError:
                 tps = frozenset()
             members.append(MemberDescription(mid, cid, host, tps))
-        return GroupDescription(g["group_id"], g["state"], g.get("protocol_type", ""), g.get("protocol", ""), members)
+        address = self.client.metadata.brokers.get(gc.coordinator_id) if gc.coordinator_id is not None else None
+        coordinator = (gc.coordinator_id, *address) if gc.coordinator_id is not None and address else None
+        return GroupDescription(
+            g["group_id"], g["state"], g.get("protocol_type", ""), g.get("protocol", ""), members, coordinator
+        )
 
     async def list_group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         return {

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from net.connection import BrokerConnection
-from net.errors import ErrorCode, KafkaLiteError, NetworkError, SaslAuthenticationError, error_for
+from net.errors import ErrorCode, KafkaLiteError, NetworkError, SaslAuthenticationError, error_for, topic_error
 from net.protocol import ApiKey
 from net.retry import Backoff
 from net.security import ClientSecurity
@@ -91,6 +91,13 @@ class ClusterMetadata:
         if tm is None or tm.error:
             return None
         return len(tm.partitions)
+
+    def partitions(self, topic: str, action: str = "use") -> list[int]:
+        """The topic's partition ids, or the error that says why there are none, naming the topic."""
+        tm = self.topics.get(topic)
+        if tm is None or tm.error:
+            raise topic_error(tm.error if tm is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic, action)
+        return sorted(tm.partitions)
 
     def leader(self, topic: str, partition: int) -> int | None:
         tm = self.topics.get(topic)
@@ -237,15 +244,12 @@ class KafkaLiteClient:
             await self.refresh_metadata([topic])
             leader = self.metadata.leader(topic, partition)
         if leader is None:
-            tm = self.metadata.topics.get(topic)
-            if tm is None or tm.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
-            if tm.error:  # e.g. TOPIC_AUTHORIZATION_FAILED: the reason, not "it has 0 partitions"
-                raise error_for(tm.error, f"topic {topic!r}")
-            if partition not in tm.partitions:
+            # e.g. TOPIC_AUTHORIZATION_FAILED: the reason, not "it has 0 partitions"
+            partitions = self.metadata.partitions(topic)
+            if partition not in partitions:
                 raise error_for(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"partition {partition} of {topic!r} does not exist (it has {len(tm.partitions)})",
+                    f"partition {partition} of topic '{topic}' does not exist (it has {len(partitions)})",
                 )
             raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
         return leader

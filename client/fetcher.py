@@ -19,7 +19,7 @@ from client.cluster import KafkaLiteClient
 from client.config import ConsumerConfig
 from client.topic_partition import TopicPartition
 from net import batch as batch_fmt
-from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError, error_for
+from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError, error_for, topic_error
 from net.protocol import ApiKey
 
 log = logging.getLogger("kafkalite.consumer")
@@ -279,7 +279,7 @@ class Fetcher:
                 if err == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._handle_out_of_range(tp, st)
                 elif err:
-                    e = error_for(err, message or "")
+                    e = error_for(err, message) if message else topic_error(err, topic, "read", partition)
                     if e.retriable:
                         self.client.invalidate(topic)
                         await self._refresh([topic])

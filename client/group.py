@@ -17,7 +17,7 @@ from typing import Callable
 from client.assignors import Assignor
 from client.cluster import KafkaLiteClient
 from net.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscription
-from net.errors import ErrorCode, KafkaLiteError, error_for
+from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
 from net.protocol import ApiKey
 
 log = logging.getLogger("kafkalite.group")
@@ -68,7 +68,7 @@ class GroupClient:
             try:
                 body = await self.client.request(None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0})
                 if body.get("error_code"):
-                    raise error_for(body["error_code"], body.get("error_message") or "")
+                    raise group_error(body["error_code"], self.group_id, "describe", body.get("error_message") or "")
                 self.client.metadata.brokers.setdefault(body["node_id"], (body["host"], body["port"]))
                 self.coordinator_id = body["node_id"]
             except KafkaLiteError as e:
@@ -151,7 +151,7 @@ class GroupClient:
         deadline = time.monotonic() + self.client.request_timeout
         resp = await self.request(ApiKey.OFFSET_FETCH, {"group_id": self.group_id, "topics": topics}, deadline)
         if resp.get("error_code"):
-            raise error_for(resp["error_code"], resp.get("error_message") or "")
+            raise group_error(resp["error_code"], self.group_id, "read", resp.get("error_message") or "")
         return {(t, row[0]): row[1] for t, rows in resp.get("topics", []) for row in rows}
 
 
@@ -207,7 +207,7 @@ class ConsumerCoordinator(GroupClient):
             if code == ErrorCode.REBALANCE_IN_PROGRESS:
                 continue
             if code:
-                raise error_for(code, resp.get("error_message") or "")
+                raise group_error(code, self.group_id, "read", resp.get("error_message") or "")
             self.member_id = resp["member_id"]
             self.generation = resp["generation_id"]
             self.protocol = resp["protocol_name"]
@@ -226,7 +226,7 @@ class ConsumerCoordinator(GroupClient):
                 self.member_id, self.generation = "", -1
                 continue
             if code:
-                raise error_for(code, resp.get("error_message") or "")
+                raise group_error(code, self.group_id, "read", resp.get("error_message") or "")
             self.rejoin_needed = False
             self.partitions_lost = False
             self.start_heartbeat()

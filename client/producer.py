@@ -25,7 +25,7 @@ from client.cluster import KafkaLiteClient
 from client.config import ClientConfigError, ProducerConfig
 from client.outcome import NOT_WRITTEN, FailedRecord
 from client.sender import Sender
-from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, UnknownTopicOrPartitionError, error_for
+from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, UnknownTopicOrPartitionError
 
 log = logging.getLogger("kafkalite.producer")
 
@@ -265,9 +265,7 @@ class AsyncProducer:
                 break
             await asyncio.sleep(self.retry_backoff)
         if n is None:
-            if tm is not None and tm.error not in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                raise error_for(tm.error, f"topic {topic!r}")  # an invalid name, ...: the broker's reason
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            n = len(self.client.metadata.partitions(topic, "write"))  # raises the broker's reason, naming the topic
         if topic not in self._partition_counts:
             self._publish_count(topic, n)
         return list(range(n))

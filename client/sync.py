@@ -186,12 +186,7 @@ class Consumer(_Blocking):
     def partitions_for(self, topic: str) -> list[int]:
         async def get() -> list[int]:
             await self._impl.client.refresh_metadata([topic])
-            n = self._impl.client.metadata.partition_count(topic)
-            if n is None:
-                from net.errors import UnknownTopicOrPartitionError
-
-                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-            return list(range(n))
+            return self._impl.client.metadata.partitions(topic, "read")
 
         return self._lt.run(get())
 

@@ -177,3 +177,36 @@ def error_for(code: int, message: str = "") -> KafkaLiteError:
         if cls.code == ec:
             return cls(message)
     return KafkaLiteError(message, ec)
+
+
+def topic_error(code: int, topic: str, action: str = "use", partition: int | None = None) -> KafkaLiteError:
+    """A topic's error code as an exception whose message names the topic (and, for a refusal, what was
+    refused), so a CLI's one line says what it is about: `TOPIC_AUTHORIZATION_FAILED: not authorized to read
+    topic 'x'`."""
+    ec = _known(code)
+    if ec == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+        message = f"not authorized to {action} topic '{topic}'"
+    elif ec == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        message = f"topic '{topic}' does not exist"
+    elif ec == ErrorCode.INVALID_TOPIC_EXCEPTION:
+        message = f"'{topic}' is not a valid topic name (ASCII letters, digits, '.', '_' and '-', at most 249)"
+    else:
+        message = f"topic '{topic}'" if partition is None else f"partition {partition} of topic '{topic}'"
+    return error_for(ec, message)
+
+
+def group_error(code: int, group: str, action: str = "use", detail: str = "") -> KafkaLiteError:
+    """A group's error code as an exception whose message names the group, as topic_error does for topics;
+    `detail`, the broker's own message, is kept (it is the message when it names the group already)."""
+    ec = _known(code)
+    if detail and group in detail:
+        message = detail
+    elif ec == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+        message = f"not authorized to {action} group '{group}'"
+    else:
+        message = f"group '{group}'" + (f": {detail}" if detail else "")
+    return error_for(ec, message)
+
+
+def _known(code: int) -> ErrorCode:
+    return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR

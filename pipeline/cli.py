@@ -26,6 +26,7 @@ from typing import Any
 import click
 
 from client.cli.common import bootstrap_option, command_config_option, one_line_errors, parse_kv
+from net.version import version_option
 from pipeline import options as opt
 from pipeline.remote import RemotePlan, plan_remote_read
 from pipeline.session import SparkSetupError
@@ -176,6 +177,7 @@ def describe_plan(plan: opt.ReadPlan | RemotePlan) -> str:
 
 
 @click.group()
+@version_option()
 def main() -> None:
     """Spark batch jobs over Kafka Lite segment files (the `kafkalite` data source)."""
 

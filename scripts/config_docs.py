@@ -48,14 +48,17 @@ def render() -> str:
         render_markdown(
             ProducerConfig,
             "Producer configs",
-            "`Producer(bootstrap, linger_ms=10, ...)` (Kafka's name with `_` for `.`), `kl-produce` / `kl-perf "
-            "produce --producer-props KEY=VALUE`, or a properties file given to any CLI with `--command-config`.",
+            "`Producer(bootstrap, linger_ms=10, ...)` (Kafka's name with `_` for `.`), `kl-produce "
+            "--producer-property KEY=VALUE` or `--producer.config FILE` (kafka-console-producer.sh's names), "
+            "`kl-perf produce --producer-props KEY=VALUE` (kafka-producer-perf-test's), or a properties file given "
+            "to any CLI with `--command-config`.",
         ),
         render_markdown(
             ConsumerConfig,
             "Consumer configs",
-            '`Consumer(bootstrap, group_id="g", ...)`, or `--command-config FILE` to `kl-consume` and `kl-perf '
-            "consume`.",
+            '`Consumer(bootstrap, group_id="g", ...)`, `kl-consume --consumer-property KEY=VALUE` or '
+            "`--consumer.config FILE` (kafka-console-consumer.sh's names; `--command-config FILE` too), or "
+            "`kl-perf consume --consumer.config FILE`.",
         ),
         render_markdown(
             AdminConfig,

@@ -16,6 +16,7 @@ from net.acl import (
     PatternType,
     ResourceType,
 )
+from net.version import version_option
 
 # kafka-acls.sh's operation names (Read, Write, ..., ClusterAction, IdempotentWrite) -> ours.
 OPERATIONS = {
@@ -59,6 +60,7 @@ def print_grouped(header: str, bindings: list[AclBinding]) -> None:
 
 
 @click.command()
+@version_option()
 @bootstrap_option
 @command_config_option
 @click.option("--add", is_flag=True, help="Add ACLs.")

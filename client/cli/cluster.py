@@ -19,6 +19,8 @@ from pathlib import Path
 
 import click
 
+from net.version import version_option
+
 
 def start_command(
     broker_id: int | str,
@@ -55,6 +57,9 @@ def start_command(
 
 
 STATE = "cluster.json"
+# A local cluster is for development: as Kafka's shipped server.properties does, a new consumer group starts at
+# once instead of waiting group.initial.rebalance.delay.ms (3 s) for more members; --override sets it back.
+DEV_OVERRIDES = ("group.initial.rebalance.delay.ms=0",)
 
 
 def _free_port_run(base: int, n: int) -> int:
@@ -130,6 +135,7 @@ def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
 
 
 @click.group()
+@version_option()
 def main() -> None:
     """Start, inspect and stop a local Kafka Lite cluster."""
 
@@ -207,7 +213,7 @@ def up(
             for n, i in enumerate(ids)
         },
         "peers": ",".join(f"{i}@127.0.0.1:{base_port + n}" for n, i in enumerate(ids)) if brokers > 1 else "",
-        "extra": [x for o in overrides for x in ("--override", o)],
+        "extra": [x for o in (*DEV_OVERRIDES, *overrides) for x in ("--override", o)],
     }
     if coordination == "zookeeper":
         state["zookeeper"] = _start_zookeeper(data_dir, zookeeper_port)

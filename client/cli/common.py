@@ -21,15 +21,22 @@ bootstrap_option = click.option(
 )
 
 
-command_config_option = click.option(
-    "--command-config",
-    "command_config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Client configs in a Java properties file (Kafka's names: client.id, request.timeout.ms, ...), as "
-    "Kafka's tools take them.",
-)
+def client_config_option(*aliases: str) -> Callable[[Any], Any]:
+    """--command-config FILE, and the tool's Kafka name for it too (kafka-console-consumer.sh's
+    --consumer.config, kafka-console-producer.sh's --producer.config)."""
+    return click.option(
+        "--command-config",
+        *aliases,
+        "command_config",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        metavar="FILE",
+        help="Client configs in a Java properties file (Kafka's names: client.id, request.timeout.ms, ...), as "
+        "Kafka's tools take them.",
+    )
+
+
+command_config_option = client_config_option()
 
 
 def client_kwargs(family: Any, command_config: Path | None = None, props: dict[str, str] | None = None) -> dict:
@@ -47,13 +54,14 @@ def client_kwargs(family: Any, command_config: Path | None = None, props: dict[s
     return family.kwargs_from_properties(merged)
 
 
-def parse_kv(items: tuple[str, ...], what: str) -> dict[str, str]:
+def parse_kv(items: tuple[str, ...], what: str, strip_values: bool = True) -> dict[str, str]:
+    """KEY=VALUE options. strip_values=False keeps a value's spaces and tabs (a separator may be one)."""
     out = {}
     for item in items:
         if "=" not in item:
             raise click.UsageError(f"{what} expects key=value, got {item!r}")
         k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
+        out[k.strip()] = v.strip() if strip_values else v
     return out
 
 
@@ -65,6 +73,8 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
         try:
             return fn(*args, **kwargs)
+        except click.UsageError as e:  # flags that do not go together: the reason, without the usage preamble
+            raise click.ClickException(e.format_message()) from None
         except click.ClickException:
             raise
         except KafkaLiteError as e:

@@ -12,6 +12,7 @@ from client.cli.common import bootstrap_option, client_kwargs, command_config_op
 from client.config import AdminConfig
 from client.sync import Admin
 from net.security import SCRAM_MECHANISMS
+from net.version import version_option
 
 DEFAULT_ITERATIONS = 4096
 
@@ -45,6 +46,7 @@ def _scram_value(mech: str, value: str) -> tuple[str, int]:
 
 
 @click.command()
+@version_option()
 @bootstrap_option
 @command_config_option
 @click.option("--alter", is_flag=True, help="Add or delete configs of the entity.")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import click
 
+from client.admin import GroupDescription
 from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors
 from client.config import AdminConfig
 from client.sync import Admin
+from net.version import version_option
 
 EARLIEST, LATEST = -2, -1
-DESCRIBE_COLUMNS = (
+# Kafka's columns and their minimum widths (kafka-consumer-groups.sh); a column widens for longer values.
+OFFSETS_COLUMNS = (
     ("GROUP", 15),
     ("TOPIC", 15),
     ("PARTITION", 10),
@@ -20,7 +23,12 @@ DESCRIBE_COLUMNS = (
     ("HOST", 15),
     ("CLIENT-ID", 0),
 )
+MEMBERS_COLUMNS = (("GROUP", 15), ("CONSUMER-ID", 15), ("HOST", 15), ("CLIENT-ID", 15), ("#PARTITIONS", 15))
+STATE_COLUMNS = (("GROUP", 15), ("COORDINATOR (ID)", 25), ("ASSIGNMENT-STRATEGY", 20), ("STATE", 20), ("#MEMBERS", 0))
+LIST_STATE_COLUMNS = (("GROUP", 15), ("STATE", 0))
 RESET_COLUMNS = (("GROUP", 30), ("TOPIC", 30), ("PARTITION", 10), ("NEW-OFFSET", 0))
+# The classic protocol's states (ListGroups' and DescribeGroups' names); --state takes them in any case.
+STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 
 
 def table(columns: tuple[tuple[str, int], ...], rows: list[list[object]]) -> str:
@@ -30,14 +38,42 @@ def table(columns: tuple[tuple[str, int], ...], rows: list[list[object]]) -> str
     return "\n".join(" ".join(v.ljust(widths[i]) for i, v in enumerate(line)).rstrip() for line in lines)
 
 
+def parse_states(raw: str | None) -> set[str] | None:
+    """--state's filter: comma-separated state names, any case; '' (the flag alone) means every state."""
+    if not raw:
+        return None
+    by_lower = {s.lower(): s for s in STATES}
+    wanted = set()
+    for name in raw.split(","):
+        if name.strip().lower() not in by_lower:
+            raise click.UsageError(f"--state: unknown state {name.strip()!r} (states: {', '.join(STATES)})")
+        wanted.add(by_lower[name.strip().lower()])
+    return wanted
+
+
 @click.command()
+@version_option()
 @bootstrap_option
 @command_config_option
 @click.option("--list", "list_", is_flag=True, help="List all consumer groups.")
-@click.option("--describe", is_flag=True, help="Describe a group: offsets, lag and members.")
+@click.option("--describe", is_flag=True, help="Describe a group: offsets and lag (default), --members or --state.")
 @click.option("--reset-offsets", is_flag=True, help="Reset a group's offsets (the group must be inactive).")
 @click.option("--delete", is_flag=True, help="Delete a group and its offsets (the group must be empty).")
 @click.option("--group", "group", default=None)
+@click.option("--all-groups", is_flag=True, help="With --describe: every group.")
+@click.option("--offsets", is_flag=True, help="With --describe: offsets and lag per partition (the default).")
+@click.option("--members", is_flag=True, help="With --describe: the members and how many partitions each has.")
+@click.option("--verbose", is_flag=True, help="With --describe --members: each member's partitions too.")
+@click.option(
+    "--state",
+    "state",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[STATE,...]",
+    help="With --describe: coordinator, strategy, state and member count. With --list: each group's state, "
+    "or only the groups in these states.",
+)
 @click.option("--topic", default=None, help="With --reset-offsets: the topic, or TOPIC:P1,P2 for some partitions.")
 @click.option("--all-topics", is_flag=True, help="With --reset-offsets: every topic the group has offsets for.")
 @click.option("--to-earliest", is_flag=True)
@@ -54,6 +90,11 @@ def main(
     reset_offsets,
     delete,
     group,
+    all_groups,
+    offsets,
+    members,
+    verbose,
+    state,
     topic,
     all_topics,
     to_earliest,
@@ -68,24 +109,65 @@ def main(
     ]
     if len(actions) != 1:
         raise click.UsageError("give exactly one of --list, --describe, --reset-offsets, --delete")
-    if actions[0] != "list" and not group:
+    views = [v for v, on in (("--offsets", offsets), ("--members", members), ("--state", state is not None)) if on]
+    if describe and len(views) > 1:
+        raise click.UsageError(f"--describe takes one of --offsets, --members, --state, not {' and '.join(views)}")
+    if not describe and (offsets or members or all_groups or (state is not None and not list_)):
+        raise click.UsageError("--offsets, --members, --all-groups and --state go with --describe (--state: --list)")
+    if verbose and not members:
+        raise click.UsageError("--verbose goes with --describe --members")
+    if describe and bool(group) == all_groups:
+        raise click.UsageError("--describe needs --group G or --all-groups")
+    if actions[0] in ("reset", "delete") and not group:
         raise click.UsageError(f"--{actions[0].replace('reset', 'reset-offsets')} needs --group")
+    if describe and state:
+        raise click.UsageError("--describe --state takes no state names (they filter --list)")
     with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
         if list_:
-            for gid, _ptype, _state in admin.list_groups():
-                click.echo(gid)
+            _list(admin, state)
         elif describe:
-            _describe(admin, group)
+            groups = [group] if group else [gid for gid, _ptype, _state in admin.list_groups()]
+            for gid in groups:
+                if members:
+                    _describe_members(admin, gid, verbose)
+                elif state is not None:
+                    _describe_state(admin, gid)
+                else:
+                    _describe_offsets(admin, gid)
         elif delete:
             _delete(admin, group)
         else:
             _reset(admin, group, topic, all_topics, to_earliest, to_latest, to_offset, execute and not dry_run)
 
 
-def _describe(admin: Admin, group: str) -> None:
+def _list(admin: Admin, state: str | None) -> None:
+    listed = admin.list_groups()
+    if state is None:
+        for gid, _ptype, _state in listed:
+            click.echo(gid)
+        return
+    wanted = parse_states(state)
+    rows = [[gid, st] for gid, _ptype, st in listed if wanted is None or st in wanted]
+    click.echo(table(LIST_STATE_COLUMNS, rows))
+
+
+def _describe_group(admin: Admin, group: str) -> GroupDescription:
     desc = admin.describe_group(group)
     if desc.state == "Dead":
         raise click.ClickException(f"Consumer group '{group}' does not exist.")
+    return desc
+
+
+def _warn_state(desc: GroupDescription) -> None:
+    """Kafka's notes on stderr before a group's table."""
+    if not desc.members:
+        click.echo(f"\nConsumer group '{desc.group_id}' has no active members.", err=True)
+    elif desc.state in ("PreparingRebalance", "CompletingRebalance"):
+        click.echo(f"\nWarning: Consumer group '{desc.group_id}' is rebalancing.", err=True)
+
+
+def _describe_offsets(admin: Admin, group: str) -> None:
+    desc = _describe_group(admin, group)
     committed = admin.list_group_offsets(group)
     owner = {tp: m for m in desc.members for tp in m.assignment}
     tps = sorted(set(committed) | set(owner))
@@ -108,11 +190,35 @@ def _describe(admin: Admin, group: str) -> None:
                 m.client_id if m else "-",
             ]
         )
-    if not desc.members:
-        click.echo(f"\nConsumer group '{group}' has no active members.")
-    elif desc.state in ("PreparingRebalance", "CompletingRebalance"):
-        click.echo(f"\nWarning: Consumer group '{group}' is rebalancing.")
-    click.echo("\n" + table(DESCRIBE_COLUMNS, rows))
+    _warn_state(desc)
+    if rows:
+        click.echo("\n" + table(OFFSETS_COLUMNS, rows))
+
+
+def _assignment(tps: frozenset[tuple[str, int]]) -> str:
+    """Kafka's ASSIGNMENT column: topic(p,p),topic(p), or '-'."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in tps:
+        by_topic.setdefault(t, []).append(p)
+    return ",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items())) or "-"
+
+
+def _describe_members(admin: Admin, group: str, verbose: bool) -> None:
+    desc = _describe_group(admin, group)
+    columns = MEMBERS_COLUMNS + ((("ASSIGNMENT", 0),) if verbose else ())
+    rows = [
+        [group, m.member_id, m.host, m.client_id, len(m.assignment)] + ([_assignment(m.assignment)] if verbose else [])
+        for m in sorted(desc.members, key=lambda m: m.member_id)
+    ]
+    _warn_state(desc)
+    if rows:
+        click.echo("\n" + table(columns, rows))
+
+
+def _describe_state(admin: Admin, group: str) -> None:
+    desc = _describe_group(admin, group)
+    coordinator = f"{desc.coordinator[1]}:{desc.coordinator[2]}  ({desc.coordinator[0]})" if desc.coordinator else "-"
+    click.echo("\n" + table(STATE_COLUMNS, [[group, coordinator, desc.protocol or "", desc.state, len(desc.members)]]))
 
 
 def _delete(admin: Admin, group: str) -> None:

@@ -20,10 +20,18 @@ from pathlib import Path
 import click
 
 from client.accumulator import ProducerBatch
-from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors, parse_kv
+from client.cli.common import (
+    bootstrap_option,
+    client_config_option,
+    client_kwargs,
+    command_config_option,
+    one_line_errors,
+    parse_kv,
+)
 from client.config import ConsumerConfig, ProducerConfig
 from client.consumer import AsyncConsumer, TopicPartition
 from client.producer import AsyncProducer
+from net.version import version_option
 
 REPORT_INTERVAL = 2.0
 _TS = struct.Struct(">q")
@@ -256,19 +264,26 @@ def _emit_json(path: str | None, result: dict) -> None:
 
 
 @click.group()
+@version_option()
 def main() -> None:
     """Performance tests in the style of Kafka's perf-test tools."""
 
 
 @main.command()
 @bootstrap_option
-@command_config_option
+@client_config_option("--producer.config")
 @click.option("--topic", required=True)
 @click.option("--num-records", type=int, required=True)
 @click.option("--record-size", type=int, default=100, show_default=True)
 @click.option("--throughput", type=float, default=-1, show_default=True, help="Records/s cap; -1 for none.")
 @click.option("--acks", default="1", show_default=True, type=click.Choice(["all", "-1", "0", "1"]))
-@click.option("--producer-props", "props", multiple=True, metavar="KEY=VALUE")
+@click.option(
+    "--producer-props",
+    "props",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Producer configs, kafka-producer-perf-test's name for them (kl-produce's is --producer-property).",
+)
 @click.option("--json-out", default=None, help="Also write the result as JSON to this file.")
 @one_line_errors
 def produce(
@@ -281,7 +296,7 @@ def produce(
 
 @main.command()
 @bootstrap_option
-@command_config_option
+@client_config_option("--consumer.config")
 @click.option("--topic", required=True)
 @click.option("--messages", "num_records", type=int, required=True)
 @click.option("--timeout-ms", type=int, default=10000, show_default=True)

@@ -2,25 +2,49 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import click
 
 from client.admin import NewTopic
 from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors, parse_kv
 from client.config import AdminConfig
 from client.sync import Admin
+from net.version import version_option
 
 
 def _ids(xs: list[int]) -> str:
     return ",".join(str(x) for x in xs)
 
 
-def format_description(d) -> list[str]:  # type: ignore[no-untyped-def]
+def _min_isr(d) -> int:  # type: ignore[no-untyped-def]
+    value, _default = d.configs.get("min.insync.replicas", ("1", True))
+    return int(value)
+
+
+# kafka-topics.sh --describe's partition filters: which partitions each one reports.
+PARTITION_FILTERS: dict[str, Callable[[Any, int], bool]] = {
+    "under_replicated": lambda p, _min_isr: len(p.isr) < len(p.replicas),
+    "unavailable": lambda p, _min_isr: p.leader < 0,
+    "under_min_isr": lambda p, min_isr: p.leader < 0 or len(p.isr) < min_isr,  # Kafka counts leaderless ones
+    "at_min_isr": lambda p, min_isr: len(p.isr) == min_isr,
+}
+
+
+def format_description(d, only: Callable[[Any, int], bool] | None = None) -> list[str]:  # type: ignore[no-untyped-def]
+    """Kafka's describe lines; with a partition filter, only the matching partitions' lines and no topic line
+    (as kafka-topics.sh prints --under-replicated-partitions and the other reports)."""
     overrides = ",".join(f"{k}={v}" for k, (v, is_default) in sorted(d.configs.items()) if not is_default)
-    lines = [
-        f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
-        f"ReplicationFactor: {d.replication_factor}\tConfigs: {overrides}"
-    ]
+    lines = []
+    if only is None:
+        lines.append(
+            f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
+            f"ReplicationFactor: {d.replication_factor}\tConfigs: {overrides}"
+        )
+    min_isr = _min_isr(d)
     for p in d.partitions:
+        if only is not None and not only(p, min_isr):
+            continue
         leader = p.leader if p.leader >= 0 else "none"
         lines.append(
             f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {leader}\t"
@@ -30,6 +54,7 @@ def format_description(d) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 @click.command()
+@version_option()
 @bootstrap_option
 @command_config_option
 @click.option("--create", is_flag=True, help="Create a topic.")
@@ -47,6 +72,27 @@ def format_description(d) -> list[str]:  # type: ignore[no-untyped-def]
 @click.option("--if-not-exists", is_flag=True)
 @click.option("--if-exists", is_flag=True)
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (__consumer_offsets).")
+@click.option(
+    "--under-replicated-partitions",
+    "under_replicated",
+    is_flag=True,
+    help="With --describe: only partitions with fewer in-sync replicas than replicas.",
+)
+@click.option(
+    "--unavailable-partitions", "unavailable", is_flag=True, help="With --describe: partitions with no leader."
+)
+@click.option(
+    "--under-min-isr-partitions",
+    "under_min_isr",
+    is_flag=True,
+    help="With --describe: partitions whose ISR is smaller than min.insync.replicas.",
+)
+@click.option(
+    "--at-min-isr-partitions",
+    "at_min_isr",
+    is_flag=True,
+    help="With --describe: partitions whose ISR is exactly min.insync.replicas.",
+)
 @one_line_errors
 def main(
     bootstrap_server,
@@ -64,6 +110,10 @@ def main(
     if_not_exists,
     if_exists,
     exclude_internal,
+    under_replicated,
+    unavailable,
+    under_min_isr,
+    at_min_isr,
 ) -> None:
     """Create, delete, describe, alter or list topics."""
     actions = [
@@ -79,6 +129,20 @@ def main(
     ]
     if len(actions) != 1:
         raise click.UsageError("exactly one of --create, --describe, --alter, --delete, --list is required")
+    reports = [
+        name
+        for name, on in (
+            ("under_replicated", under_replicated),
+            ("unavailable", unavailable),
+            ("under_min_isr", under_min_isr),
+            ("at_min_isr", at_min_isr),
+        )
+        if on
+    ]
+    if reports and not describe:
+        raise click.UsageError("the partition reports (--under-replicated-partitions, ...) go with --describe")
+    if len(reports) > 1:
+        raise click.UsageError("give at most one of the partition reports (--under-replicated-partitions, ...)")
     if (create or alter or delete) and not topic:
         raise click.UsageError(f"{actions[0]} requires --topic")
     with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
@@ -120,8 +184,9 @@ def main(
                 click.echo(f"Completed updating config for topic {topic}.")
         else:
             names = [topic] if topic else admin.list_topics(include_internal=not exclude_internal)
+            only = PARTITION_FILTERS[reports[0]] if reports else None
             for d in admin.describe_topics(names):
-                for line in format_description(d):
+                for line in format_description(d, only):
                     click.echo(line)
 
 

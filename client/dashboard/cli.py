@@ -17,6 +17,7 @@ from client.cluster import parse_bootstrap
 from client.config import AdminConfig
 from client.dashboard.app import make_app
 from client.dashboard.watcher import ClusterWatcher
+from net.version import version_option
 
 
 def console_url(host: str, port: int) -> str:
@@ -42,6 +43,7 @@ async def serve(
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@version_option()
 @bootstrap_option
 @command_config_option
 @click.option("--http-host", default="127.0.0.1", show_default=True, help="Address the console listens on.")

@@ -18,6 +18,7 @@ import time
 import click
 
 from client.cli.common import bootstrap_option, one_line_errors
+from net.version import version_option
 
 
 def _stop_on_signals() -> threading.Event:
@@ -35,6 +36,7 @@ def _stop_on_signals() -> threading.Event:
 
 
 @click.group()
+@version_option()
 def main() -> None:
     """Publish tweet events to a topic, and count their hashtags in a consumer group."""
 
