@@ -17,6 +17,7 @@ from client.sync import Admin
 from client.topic_partition import TopicPartition
 from net.errors import ClusterAuthorizationError, ErrorCode, KafkaLiteError
 from net.protocol import ElectionType
+from net.version import version_option
 
 
 def partitions_from_json(path: Path) -> list[TopicPartition]:
@@ -68,6 +69,7 @@ def report(election_type: ElectionType, outcomes: dict[TopicPartition, KafkaLite
 
 
 @click.command()
+@version_option()
 @bootstrap_option
 @command_config_option
 @click.option(
