@@ -74,7 +74,15 @@ class ClusterMetadata:
             tm = TopicMeta(
                 t["name"], t["error_code"], is_internal=t.get("is_internal", False), topic_id=t.get("topic_id", "")
             )
+            old = self.topics.get(tm.name)
             for err, p, leader, epoch, replicas, isr, *_ in t.get("partitions", []):
+                same_topic = old is not None and bool(tm.topic_id) and old.topic_id == tm.topic_id
+                known = old.partitions.get(p) if same_topic else None
+                if known is not None and epoch < known.leader_epoch:
+                    # KIP-320: a broker whose metadata lags names an older leader; it may still think it leads
+                    # and answer with its stale high watermark. Keep the newer view.
+                    tm.partitions[p] = known
+                    continue
                 tm.partitions[p] = PartitionMeta(p, leader, epoch, replicas, isr, err)
             if tm.error and tm.name in self.topics and tm.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 continue  # keep the last good view through a transient error
@@ -91,6 +99,12 @@ class ClusterMetadata:
         if tm is None or tm.error:
             return None
         return len(tm.partitions)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch this view of the partition is from (-1 if unknown), sent as current_leader_epoch."""
+        tm = self.topics.get(topic)
+        pm = tm.partitions.get(partition) if tm is not None else None
+        return pm.leader_epoch if pm is not None else -1
 
     def leader(self, topic: str, partition: int) -> int | None:
         tm = self.topics.get(topic)
@@ -260,7 +274,8 @@ class KafkaLiteClient:
         for leader, group in by_leader.items():
             topics: dict[str, list] = {}
             for t, p in group:
-                topics.setdefault(t, []).append([p, timestamp])
+                # With our leader epoch, a leader of another epoch refuses instead of answering (KIP-320).
+                topics.setdefault(t, []).append([p, timestamp, self.metadata.leader_epoch(t, p)])
             try:
                 body = await self.request(leader, ApiKey.LIST_OFFSETS, {"topics": [[t, p] for t, p in topics.items()]})
             except NetworkError:
