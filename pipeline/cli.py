@@ -147,6 +147,7 @@ def _start(source: Source, app: str, options: dict[str, str] | None = None):  # 
     """Plan without Spark first (clear errors, no JVM for a typo), then start Spark and load."""
     options = options or source.options()
     plan = plan_remote_read(options) if source.bootstrap else opt.plan_read(options)
+    options = opt.pin_offsets(options, plan.spans)  # Spark reads (every time) exactly what is printed
     from pipeline.session import spark_session
 
     t0 = time.monotonic()
