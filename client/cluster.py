@@ -266,7 +266,24 @@ class KafkaLiteClient:
 
     async def list_offsets(self, tps: Iterable[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         """Kafka's ListOffsets, routed to each partition's leader: EARLIEST (-2), LATEST (-1, the high
-        watermark) or the first offset at/after a timestamp (-1 if none)."""
+        watermark) or the first offset at/after a timestamp (-1 if none).
+
+        OFFSET_NOT_AVAILABLE (a leader just elected, its high watermark catching up: KIP-207) is asked again
+        with backoff for up to request.timeout.ms, as Kafka's clients do: it is the right leader and the answer
+        comes within a fetch round trip. Other errors are raised at once, as before."""
+        tps = list(tps)
+        backoff = self.backoff()
+        deadline = time.monotonic() + self.request_timeout
+        while True:
+            try:
+                return await self._list_offsets_once(tps, timestamp)
+            except KafkaLiteError as e:
+                wait = backoff.next()
+                if e.code != ErrorCode.OFFSET_NOT_AVAILABLE or time.monotonic() + wait > deadline:
+                    raise
+                await asyncio.sleep(wait)
+
+    async def _list_offsets_once(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         by_leader: dict[int, list[tuple[str, int]]] = {}
         for tp in tps:
             by_leader.setdefault(await self.leader_for(tp[0], tp[1]), []).append(tp)
@@ -288,7 +305,7 @@ class KafkaLiteClient:
                 for partition, err, _ts, offset in rows:
                     if err:
                         e = error_for(err)
-                        if e.retriable:
+                        if e.retriable and e.code != ErrorCode.OFFSET_NOT_AVAILABLE:
                             # A stale leader (NOT_LEADER_OR_FOLLOWER after a failover): forget it, so the next
                             # attempt asks the metadata again instead of the same broker forever.
                             self.invalidate(topic)
