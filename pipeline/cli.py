@@ -311,10 +311,6 @@ def export(source: Source, output: str, overwrite: bool, include_headers: bool) 
     click.echo(f"wrote {sum(w[2] for w in written)} records to {output} in {time.monotonic() - t0:.1f}s")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 @main.command("stream-hashtags")
 @bootstrap_option
 @command_config_option
@@ -378,3 +374,7 @@ def _client_props(command_config: Any) -> dict[str, str]:
     props = dict(read_properties(command_config))
     props.pop("bootstrap.servers", None)
     return props
+
+
+if __name__ == "__main__":
+    sys.exit(main())
