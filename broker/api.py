@@ -276,12 +276,13 @@ class KafkaApis:
         out: dict[tuple[str, int], list] = {}
         for topic, parts in _topic_partitions(body):
             for p in parts:
-                if len(p) != 2 or not isinstance(p[1], int):
-                    raise BadRequest("list offsets partition entry must be [partition, timestamp]")
+                if len(p) not in (2, 3) or not all(isinstance(x, int) for x in p[1:]):
+                    raise BadRequest("list offsets partition entry must be [partition, timestamp(, leader epoch)]")
                 if not self.authz.topic(ctx, AclOperation.DESCRIBE, topic):
                     out[(topic, p[0])] = [p[0], TOPIC_DENIED, -1, -1]
                     continue
-                err, ts, off = self.replica_manager.list_offset((topic, p[0]), p[1])
+                epoch = p[2] if len(p) == 3 else -1  # current_leader_epoch (KIP-320); -1: not checked
+                err, ts, off = self.replica_manager.list_offset((topic, p[0]), p[1], epoch)
                 out[(topic, p[0])] = [p[0], err, ts, off]
         return {"topics": _group_lists(out)}
 

@@ -31,6 +31,8 @@ from net.errors import (
     KafkaLiteError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
+    UnknownLeaderEpochError,
 )
 
 if TYPE_CHECKING:
@@ -209,12 +211,38 @@ class Partition:
         return "none"
 
     def check_leader(self, epoch: int | None = None) -> None:
+        """This broker leads the partition, in `epoch` if the client named one (KIP-320: a client with older
+        metadata is fenced; one with newer metadata than ours is told our metadata lags, and retries)."""
         if self.leader_state is None:
             raise NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition} (leader {self.leader})"
             )
         if epoch is not None and epoch >= 0 and epoch < self.leader_epoch:
             raise FencedLeaderEpochError(f"epoch {epoch} is older than the current {self.leader_epoch}")
+        if epoch is not None and epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"epoch {epoch} is newer than {self.leader_epoch}, the latest broker {self.broker_id} knows of "
+                f"{self.topic}-{self.partition}"
+            )
+
+    def check_high_watermark_current(self) -> None:
+        """KIP-207: a new leader's high watermark starts where it was as a follower (or, after a restart, at the
+        checkpoint), which can be below what the previous leader (or incarnation) already exposed. Until it has
+        reached the start offset of this leader epoch (every record before it is then committed, and so is
+        everything any earlier leader exposed), the latest offset is not answered: OFFSET_NOT_AVAILABLE, which
+        clients retry. So the latest offset a client sees never goes back across leader changes."""
+        ls = self.leader_state
+        if ls is not None and self.high_watermark < ls.leader_epoch_start_offset:
+            raise OffsetNotAvailableError(
+                f"{self.topic}-{self.partition}: the high watermark {self.high_watermark} of leader epoch "
+                f"{self.leader_epoch} has not reached the epoch's start offset {ls.leader_epoch_start_offset} yet"
+            )
+
+    def latest_offset(self, current_leader_epoch: int = -1) -> int:
+        """ListOffsets latest: the high watermark, once it is current (check_high_watermark_current)."""
+        self.check_leader(current_leader_epoch)
+        self.check_high_watermark_current()
+        return self.high_watermark
 
     # --- leader side ---------------------------------------------------------------
 

@@ -244,14 +244,18 @@ class ReplicaManager:
             p.check_leader()
             if replica_id >= 0:
                 return p.read_for_follower(spec, replica_id, now_ms())
-            if spec.current_leader_epoch >= 0:
-                p.check_leader(spec.current_leader_epoch)
+            p.check_leader(spec.current_leader_epoch)
+            # A consumer sees the high watermark in every answer: while a new leader's lags the epoch start it
+            # could be below what the previous leader showed (KIP-207), so it is not shown yet.
+            p.check_high_watermark_current()
             data = p.log.read(spec.offset, spec.max_bytes, max_offset=p.high_watermark)
             return FetchResult(0, p.high_watermark, p.log.log_start_offset, data)
         except Exception as e:
             result = _error_result(FetchResult, e)
             p2 = self.partitions.get(tp)
-            if p2 is not None:
+            if p2 is not None and result.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                # The leader's range, so the consumer can say where it is; any other error answers -1 as Kafka
+                # does: a follower's (or a lagging new leader's) high watermark is not the partition's.
                 result.high_watermark = p2.high_watermark
                 result.log_start_offset = p2.log.log_start_offset
             return result
@@ -305,17 +309,20 @@ class ReplicaManager:
 
     # --- list offsets --------------------------------------------------------
 
-    def list_offset(self, tp: tuple[str, int], timestamp: int) -> tuple[int, int, int]:
-        """(error, timestamp, offset) for Kafka's ListOffsets: -2 earliest, -1 latest, else by time."""
+    def list_offset(self, tp: tuple[str, int], timestamp: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:
+        """(error, timestamp, offset) for Kafka's ListOffsets: -2 earliest, -1 latest, else by time. With a
+        `current_leader_epoch`, a leader of another epoch refuses (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH)."""
         try:
             p = self.get_partition(*tp)
-            p.check_leader()
+            p.check_leader(current_leader_epoch)
             if timestamp == EARLIEST_TIMESTAMP:
                 return 0, -1, p.log.log_start_offset
             if timestamp == LATEST_TIMESTAMP:
-                return 0, -1, p.high_watermark
+                return 0, -1, p.latest_offset()
             found = p.log.offset_for_timestamp(timestamp)
             if found is None or found[0] >= p.high_watermark:
+                # "No record at or after that time" may only be said of a current high watermark (Kafka's rule).
+                p.check_high_watermark_current()
                 return 0, -1, -1
             return 0, found[1], found[0]
         except KafkaLiteError as e:

@@ -74,7 +74,15 @@ class ClusterMetadata:
             tm = TopicMeta(
                 t["name"], t["error_code"], is_internal=t.get("is_internal", False), topic_id=t.get("topic_id", "")
             )
+            old = self.topics.get(tm.name)
             for err, p, leader, epoch, replicas, isr, *_ in t.get("partitions", []):
+                same_topic = old is not None and bool(tm.topic_id) and old.topic_id == tm.topic_id
+                known = old.partitions.get(p) if same_topic else None
+                if known is not None and epoch < known.leader_epoch:
+                    # KIP-320: a broker whose metadata lags names an older leader; it may still think it leads
+                    # and answer with its stale high watermark. Keep the newer view.
+                    tm.partitions[p] = known
+                    continue
                 tm.partitions[p] = PartitionMeta(p, leader, epoch, replicas, isr, err)
             if tm.error and tm.name in self.topics and tm.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 continue  # keep the last good view through a transient error
@@ -98,6 +106,12 @@ class ClusterMetadata:
         if tm is None or tm.error:
             raise topic_error(tm.error if tm is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic, action)
         return sorted(tm.partitions)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch this view of the partition is from (-1 if unknown), sent as current_leader_epoch."""
+        tm = self.topics.get(topic)
+        pm = tm.partitions.get(partition) if tm is not None else None
+        return pm.leader_epoch if pm is not None else -1
 
     def leader(self, topic: str, partition: int) -> int | None:
         tm = self.topics.get(topic)
@@ -256,7 +270,24 @@ class KafkaLiteClient:
 
     async def list_offsets(self, tps: Iterable[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         """Kafka's ListOffsets, routed to each partition's leader: EARLIEST (-2), LATEST (-1, the high
-        watermark) or the first offset at/after a timestamp (-1 if none)."""
+        watermark) or the first offset at/after a timestamp (-1 if none).
+
+        OFFSET_NOT_AVAILABLE (a leader just elected, its high watermark catching up: KIP-207) is asked again
+        with backoff for up to request.timeout.ms, as Kafka's clients do: it is the right leader and the answer
+        comes within a fetch round trip. Other errors are raised at once, as before."""
+        tps = list(tps)
+        backoff = self.backoff()
+        deadline = time.monotonic() + self.request_timeout
+        while True:
+            try:
+                return await self._list_offsets_once(tps, timestamp)
+            except KafkaLiteError as e:
+                wait = backoff.next()
+                if e.code != ErrorCode.OFFSET_NOT_AVAILABLE or time.monotonic() + wait > deadline:
+                    raise
+                await asyncio.sleep(wait)
+
+    async def _list_offsets_once(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         by_leader: dict[int, list[tuple[str, int]]] = {}
         for tp in tps:
             by_leader.setdefault(await self.leader_for(tp[0], tp[1]), []).append(tp)
@@ -264,7 +295,8 @@ class KafkaLiteClient:
         for leader, group in by_leader.items():
             topics: dict[str, list] = {}
             for t, p in group:
-                topics.setdefault(t, []).append([p, timestamp])
+                # With our leader epoch, a leader of another epoch refuses instead of answering (KIP-320).
+                topics.setdefault(t, []).append([p, timestamp, self.metadata.leader_epoch(t, p)])
             try:
                 body = await self.request(leader, ApiKey.LIST_OFFSETS, {"topics": [[t, p] for t, p in topics.items()]})
             except NetworkError:
@@ -277,7 +309,7 @@ class KafkaLiteClient:
                 for partition, err, _ts, offset in rows:
                     if err:
                         e = error_for(err)
-                        if e.retriable:
+                        if e.retriable and e.code != ErrorCode.OFFSET_NOT_AVAILABLE:
                             # A stale leader (NOT_LEADER_OR_FOLLOWER after a failover): forget it, so the next
                             # attempt asks the metadata again instead of the same broker forever.
                             self.invalidate(topic)

@@ -239,11 +239,13 @@ class Fetcher:
     async def _fetch(self, leader: int, tps: list[TopicPartition]) -> None:
         topics: dict[str, list] = {}
         positions = {}
+        epoch_of = self.client.metadata.leader_epoch
         for tp in tps:
             st = self.states[tp]
             positions[tp] = st.fetch_position
             topics.setdefault(tp.topic, []).append(
-                [tp.partition, st.fetch_position, self.max_partition_fetch_bytes, -1]
+                # current_leader_epoch: a leader of another epoch refuses rather than serving (KIP-320)
+                [tp.partition, st.fetch_position, self.max_partition_fetch_bytes, epoch_of(*tp)]
             )
         body = {
             "replica_id": -1,
@@ -275,9 +277,13 @@ class Fetcher:
                 st = self.states.get(tp)
                 if st is None or st.fetch_position != positions.get(tp):
                     continue  # unassigned or sought meanwhile
-                st.high_watermark, st.log_start_offset = hw, log_start
+                if hw >= 0:  # an error answer carries -1: keep the last known
+                    st.high_watermark, st.log_start_offset = hw, log_start
                 if err == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._handle_out_of_range(tp, st)
+                elif err == ErrorCode.OFFSET_NOT_AVAILABLE:
+                    # The right leader, just elected: its high watermark catches up within a fetch round trip.
+                    await asyncio.sleep(self.client.retry_backoff)
                 elif err:
                     e = error_for(err, message) if message else topic_error(err, topic, "read", partition)
                     if e.retriable:

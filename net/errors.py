@@ -93,6 +93,7 @@ RETRIABLE = frozenset(
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
     }
 )
 
@@ -134,6 +135,9 @@ InvalidPartitionsError = _error("INVALID_PARTITIONS")
 InvalidReplicationFactorError = _error("INVALID_REPLICATION_FACTOR")
 NotLeaderOrFollowerError = _error("NOT_LEADER_OR_FOLLOWER")
 FencedLeaderEpochError = _error("FENCED_LEADER_EPOCH")
+UnknownLeaderEpochError = _error("UNKNOWN_LEADER_EPOCH")
+# KIP-207: a new leader's high watermark has not reached its epoch's start offset yet (retriable).
+OffsetNotAvailableError = _error("OFFSET_NOT_AVAILABLE")
 RequestTimedOutError = _error("REQUEST_TIMED_OUT")
 NetworkError = _error("NETWORK_EXCEPTION")
 UnsupportedVersionError = _error("UNSUPPORTED_VERSION")

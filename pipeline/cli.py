@@ -148,6 +148,7 @@ def _start(source: Source, app: str, options: dict[str, str] | None = None):  # 
     """Plan without Spark first (clear errors, no JVM for a typo), then start Spark and load."""
     options = options or source.options()
     plan = plan_remote_read(options) if source.bootstrap else opt.plan_read(options)
+    options = opt.pin_offsets(options, plan.spans)  # Spark reads (every time) exactly what is printed
     from pipeline.session import spark_session
 
     t0 = time.monotonic()
@@ -312,10 +313,6 @@ def export(source: Source, output: str, overwrite: bool, include_headers: bool) 
     click.echo(f"wrote {sum(w[2] for w in written)} records to {output} in {time.monotonic() - t0:.1f}s")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 @main.command("stream-hashtags")
 @bootstrap_option
 @command_config_option
@@ -379,3 +376,7 @@ def _client_props(command_config: Any) -> dict[str, str]:
     props = dict(read_properties(command_config))
     props.pop("bootstrap.servers", None)
     return props
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,7 +18,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -274,6 +274,8 @@ class RemotePlan:
     ranges: list[OffsetRange]
     include_headers: bool
     fail_on_data_loss: bool
+    # [start, end) of every partition read, empty ones too (ranges leaves them out): what opt.pin_offsets pins
+    spans: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
 
 def plan_remote_read(options: Mapping[str, str]) -> RemotePlan:
@@ -316,4 +318,4 @@ def plan_remote_read(options: Mapping[str, str]) -> RemotePlan:
     split = split_ranges(
         ranges, opt.positive_int(opts, "minPartitions"), opt.positive_int(opts, "maxRecordsPerPartition")
     )
-    return RemotePlan(split, headers, fail_on_loss)
+    return RemotePlan(split, headers, fail_on_loss, {(r.topic, r.partition): (r.start, r.end) for r in ranges})

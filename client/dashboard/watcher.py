@@ -73,6 +73,21 @@ def counts(topics: list[dict]) -> dict[str, int]:
     }
 
 
+def merge_offsets(topics: list[dict], earliest: dict[tuple[str, int], int], latest: dict[tuple[str, int], int]) -> None:
+    """Log start and record counts from ListOffsets; the high watermark too where no scrape gave the leader's
+    log end and high watermark together (metrics off): then no log end is shown beside it."""
+    for t in topics:
+        records = 0
+        for p in t["partitions"]:
+            tp = (t["name"], p["partition"])
+            if tp in latest:
+                p["log_start"] = earliest.get(tp)
+                if p["high_watermark"] is None or p["log_end"] is None:
+                    p["high_watermark"], p["log_end"] = latest[tp], None
+                records += latest[tp] - (earliest.get(tp) or 0)
+        t["records"] = records
+
+
 class ClusterWatcher:
     def __init__(
         self,
@@ -272,7 +287,7 @@ class ClusterWatcher:
             return self.snapshot.get("topics", [])
         per_part: dict[tuple[str, int, int], dict[str, float]] = {}
         for bid, m in scraped.items():
-            for name in ("kafkalite_log_size_bytes", "kafkalite_log_end_offset"):
+            for name in ("kafkalite_log_size_bytes", "kafkalite_log_end_offset", "kafkalite_high_watermark"):
                 for labels, v in m.get(name, []):
                     per_part.setdefault((labels["topic"], int(labels["partition"]), bid), {})[name] = v
         out = []
@@ -282,6 +297,10 @@ class ClusterWatcher:
             parts = []
             for _err, p, leader, epoch, replicas, isr, *_ in t.get("partitions", []):
                 src = per_part.get((t["name"], p, leader), {})
+                # The log end and the high watermark shown side by side come from one replica at one moment:
+                # the leader's one scrape (the broker computes both in one pass on its loop, HW <= log end).
+                # Mixing the scrape's log end with a later ListOffsets showed a HW above the log end.
+                scraped_pair = "kafkalite_log_end_offset" in src and "kafkalite_high_watermark" in src
                 parts.append(
                     {
                         "partition": p,
@@ -290,10 +309,10 @@ class ClusterWatcher:
                         "replicas": replicas,
                         "isr": isr,
                         "under_replicated": len(isr) < len(replicas),
-                        "log_end": int(src["kafkalite_log_end_offset"]) if "kafkalite_log_end_offset" in src else None,
+                        "log_end": int(src["kafkalite_log_end_offset"]) if scraped_pair else None,
                         "size": int(src["kafkalite_log_size_bytes"]) if "kafkalite_log_size_bytes" in src else None,
                         "log_start": None,
-                        "high_watermark": None,
+                        "high_watermark": int(src["kafkalite_high_watermark"]) if scraped_pair else None,
                     }
                 )
             out.append(
@@ -326,14 +345,7 @@ class ClusterWatcher:
         except Exception as e:  # noqa: BLE001
             errors.append(f"list offsets: {one_line(e)}")
             return
-        for t in topics:
-            records = 0
-            for p in t["partitions"]:
-                tp = (t["name"], p["partition"])
-                if tp in latest:
-                    p["log_start"], p["high_watermark"] = earliest.get(tp), latest[tp]
-                    records += latest[tp] - (earliest.get(tp) or 0)
-            t["records"] = records
+        merge_offsets(topics, earliest, latest)
 
     async def _poll_groups(self, topics: list[dict], errors: list[str]) -> None:
         client = self.admin.client

@@ -18,6 +18,13 @@
     and its log below HW equals the leader's (which by (b) is the committed prefix). This is what makes
     electing any ISR member safe, so it must hold at every instant, not only at elections.
 (d) No replica stores an idempotent producer's (producer id, sequence) twice (ReplicaView.sync).
+(e) The latest offset never goes back as a client sees it (KIP-207). After every step, every broker holding a
+    LeaderState is asked what it answers to ListOffsets latest from a client that knows its leader epoch
+    (Partition.latest_offset, the broker's own rule; OFFSET_NOT_AVAILABLE is no answer). An answer of leader
+    epoch E is never below an answer given earlier in E (the exposed HW never decreases within an epoch,
+    across restarts of its leader too), nor below any answer given earlier in an epoch before E (a client
+    whose leader epoch only grows, KIP-320, never sees the latest offset go back across leader changes).
+    Together with (b)'s HW <= log end on every replica at every step.
 """
 
 from __future__ import annotations
@@ -117,6 +124,8 @@ class Checker:
         self.owners: dict[tuple[int, int], int] = {}  # (partition, leader epoch) -> broker that acted as leader
         self.hw: dict[tuple[int, int], int] = {}  # (broker, partition) -> HW seen in its current incarnation
         self.acked: list[tuple[int, int, int, Any]] = []  # (partition, offset, epoch, value)
+        # (e): per partition, leader epoch -> the highest ListOffsets latest answered in it, and by whom
+        self.latest: dict[int, dict[int, tuple[int, int]]] = {p: {} for p in range(partitions)}
 
     def restarted(self, broker: int, logs: dict[int, ReplicaView]) -> None:
         for p, lg in logs.items():
@@ -185,6 +194,27 @@ class Checker:
                 f"committed prefix has {have}"
             )
         self.acked.append((p, offset, epoch, value))
+
+    # --- (e) ---
+
+    def check_latest(self, p: int, broker: int, epoch: int, offset: int) -> None:
+        """Broker `broker`, leader of `epoch`, answered `offset` to ListOffsets latest."""
+        answers = self.latest[p]
+        same = answers.get(epoch)
+        if same is not None and offset < same[0]:
+            raise SimFailure(
+                f"partition {p}: the latest offset went back within leader epoch {epoch}: broker {same[1]} "
+                f"answered {same[0]}, then broker {broker} answered {offset}"
+            )
+        earlier = [(off, e, b) for e, (off, b) in answers.items() if e < epoch and off > offset]
+        if earlier:
+            off, e, b = max(earlier)
+            raise SimFailure(
+                f"partition {p}: the latest offset went back across a leader change: broker {b} answered {off} "
+                f"in leader epoch {e}, then broker {broker} answered {offset} in leader epoch {epoch} (KIP-207)"
+            )
+        if same is None or offset > same[0]:
+            answers[epoch] = (offset, broker)
 
     # --- (c) ---
 

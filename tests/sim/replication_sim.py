@@ -76,7 +76,7 @@ from broker.replica_fetcher import handle_fetch_row
 from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
 from election.coordination import fetch_liveness_expiry
 from net import batch as batch_fmt
-from net.errors import ErrorCode, KafkaLiteError
+from net.errors import ErrorCode, KafkaLiteError, OffsetNotAvailableError
 from tests.sim.replication_checks import Checker, ReplicaView, SimFailure
 
 TOPIC = "t"
@@ -1169,6 +1169,13 @@ class Simulation:
                 if ls is not None:
                     checker.check_leader(p, b.id, ls.leader_epoch, ctrl.assigned.get((p, ls.leader_epoch)))
                 checker.check_replica(b.id, p, part.leader_epoch, b.views[p], part.high_watermark)
+                if ls is not None:
+                    # (e): what this leader answers to ListOffsets latest now (replica_manager.list_offset's rule)
+                    try:
+                        latest = part.latest_offset(ls.leader_epoch)
+                    except OffsetNotAvailableError:
+                        continue
+                    checker.check_latest(p, b.id, ls.leader_epoch, latest)
         for p in range(self.params.partitions):
             st = ctrl.state(p)
             if st is None or st.leader < 0:

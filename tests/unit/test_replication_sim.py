@@ -85,6 +85,14 @@ def test_the_checker_catches_a_high_watermark_that_ignores_an_isr_member(monkeyp
     assert run_schedule(seed, STEPS).failure == failure  # and the failure replays exactly
 
 
+def test_the_checker_catches_a_latest_offset_that_goes_back_after_a_leader_change(monkeypatch):
+    # Before issue 24: a new leader answered ListOffsets latest with its HW as a follower, below what the old
+    # leader had answered (KIP-207).
+    monkeypatch.setattr(Partition, "check_high_watermark_current", lambda self: None)
+    failure = _first_failure(range(20))
+    assert failure is not None and "latest offset went back" in failure, failure
+
+
 def _producer_state_from_the_newest_segment_only(self: Partition) -> None:
     # Bug 1 of the reliability issue: on restart (and truncation) the producer state was rebuilt from the
     # newest segment(s) only, with no snapshot, so a producer whose last batches lay further back was forgotten.

@@ -201,7 +201,11 @@ class ListOffsets(Adapter):
     api_key, versions = 2, (1, 9)
 
     def request(self, req: dict, version: int) -> tuple[int, dict]:
-        topics = [[t["name"], [[p["partition_index"], p["timestamp"]] for p in t["partitions"]]] for t in req["topics"]]
+        def entry(p: dict) -> list:
+            # current_leader_epoch (v4+) is checked by the leader (KIP-320); -1 (older versions) is not
+            return [p["partition_index"], p["timestamp"], p.get("current_leader_epoch", -1)]
+
+        topics = [[t["name"], [entry(p) for p in t["partitions"]]] for t in req["topics"]]
         return ApiKey.LIST_OFFSETS, {"topics": topics}
 
     def response(self, native: dict, req: dict, version: int) -> dict:
