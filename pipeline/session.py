@@ -15,6 +15,9 @@ import tempfile
 from pathlib import Path
 
 MIN_JAVA = 17
+# setup.cfg's lower bound (pyspark>=4.2): latestOffset(start, limit) and pyspark.sql.streaming.datasource's
+# read limits came in 4.2. scripts/test.sh runs the Spark source's tests against this version too.
+MIN_PYSPARK = (4, 2)
 _QUIET_LOG4J = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -59,15 +62,18 @@ def check_environment() -> str:
         raise SparkSetupError(
             f"Spark needs Java {MIN_JAVA}+, but {java} is Java {version}: set JAVA_HOME to a newer one"
         )
-    for module, extra in (("pyspark", "pyspark>=4.0"), ("pyarrow", "pyarrow")):
+    for module, extra in (("pyspark", f"pyspark>={MIN_PYSPARK[0]}.{MIN_PYSPARK[1]}"), ("pyarrow", "pyarrow")):
         try:
             __import__(module)
         except ImportError:
             raise SparkSetupError(f"{module} is not installed: pip install -e '.[spark]' (needs {extra})") from None
     import pyspark
 
-    if int(pyspark.__version__.split(".")[0]) < 4:
-        raise SparkSetupError(f"pyspark {pyspark.__version__} is too old: the Python data source API needs 4.0+")
+    if tuple(int(x) for x in re.findall(r"\d+", pyspark.__version__)[:2]) < MIN_PYSPARK:
+        raise SparkSetupError(
+            f"pyspark {pyspark.__version__} is too old: the streaming source's read limits need "
+            f"{MIN_PYSPARK[0]}.{MIN_PYSPARK[1]}+ (pip install -e '.[spark]')"
+        )
     return f"Java {version} ({java}), pyspark {pyspark.__version__}"
 
 
@@ -94,11 +100,10 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
     from pipeline.datasource import register
 
     builder = SparkSession.builder.appName(app_name)
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ and not SparkConf().contains("spark.master"):
+        master = "local[*]"  # not under spark-submit (which starts the JVM first and hands us its --master)
     if master is not None:
         builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ and not SparkConf().contains("spark.master"):
-        # Not under spark-submit (which starts the JVM first and hands us its gateway and --master).
-        builder = builder.master("local[*]")
     quiet = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
     settings = {
         "spark.ui.enabled": "false",
@@ -109,7 +114,14 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
         "spark.executor.extraJavaOptions": quiet,
         "spark.sql.session.timeZone": "UTC",
     }
-    settings.update(conf or {})
+    if master is not None and master.startswith("local"):
+        # One host: no name lookup of this machine's hostname at start (slow where DNS is), nothing listens
+        # beyond loopback.
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    for key, value in (conf or {}).items():
+        # Java options given by the caller come after the log4j one rather than replace it.
+        join = key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+        settings[key] = f"{settings[key]} {value}" if join else value
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
