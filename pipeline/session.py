@@ -6,6 +6,7 @@ project's Python (PYSPARK_PYTHON), or they cannot import the `pipeline` package.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -86,6 +87,36 @@ def _log4j_file() -> str:
     return str(path)
 
 
+def spark_home_for_workers() -> str | None:
+    """A SPARK_HOME for pip's pyspark without its python/lib/pyspark.zip, or None where there is no such zip.
+
+    Spark puts SPARK_HOME/python/lib/pyspark.zip first on every Python worker's PYTHONPATH, and Python compiles
+    what it imports from a zip on every start (it caches no bytecode for zips): each worker (the planner, the
+    streaming source's runner, the task daemon) spends about a CPU second compiling pyspark. On a busy machine
+    that is over Spark's fixed 10 s for a worker to connect back, and the query dies. This directory links to
+    everything of the installed pyspark but `python/`: the zip's path no longer exists, so workers import the
+    same pyspark from site-packages, with its compiled bytecode."""
+    import pyspark
+
+    real = Path(pyspark.__file__).resolve().parent
+    if not (real / "python" / "lib" / "pyspark.zip").is_file():
+        return None
+    tag = hashlib.sha1(f"{real}|{pyspark.__version__}".encode()).hexdigest()[:12]
+    home = Path(tempfile.gettempdir()) / f"kafkalite-spark-home-{os.getuid()}-{tag}"
+    if not (home / "bin" / "spark-submit").exists():
+        tmp = home.with_name(f"{home.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for entry in real.iterdir():
+            if entry.name != "python":
+                (tmp / entry.name).symlink_to(entry)
+        try:
+            tmp.rename(home)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(home)
+
+
 def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     """A SparkSession with the `kafkalite` data source registered.
 
@@ -100,8 +131,11 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
     from pipeline.datasource import register
 
     builder = SparkSession.builder.appName(app_name)
-    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ and not SparkConf().contains("spark.master"):
-        master = "local[*]"  # not under spark-submit (which starts the JVM first and hands us its --master)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # we start the JVM (spark-submit started it otherwise)
+        if "SPARK_HOME" not in os.environ and (home := spark_home_for_workers()):
+            os.environ["SPARK_HOME"] = home
+        if master is None and not SparkConf().contains("spark.master"):
+            master = "local[*]"  # not under spark-submit, which hands us its --master
     if master is not None:
         builder = builder.master(master)
     quiet = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"

@@ -424,3 +424,32 @@ def test_offsets_deleted_by_retention_and_a_deleted_topic_follow_fail_on_data_lo
                 assert q.isActive and q.exception() is None
         finally:
             q.stop()
+
+
+def test_live_hashtags_job_drained_reads_everything_and_stops_without_an_idle_wait(spark, broker, tmp_path):
+    """`kl-spark stream-hashtags` on SIGUSR1 / drain() (scripts/demo.sh's live job): it reads every record the
+    topic holds, counts it, and stops, in the caller's session (left running for the next job)."""
+    from collections import Counter
+
+    from pipeline.streaming_job import StreamingHashtags
+
+    topic, tags = "live-tweets", ["spark", "kafka", "python", "data"]
+    create(broker.bootstrap, topic)
+    want: Counter[str] = Counter()
+    with Producer(broker.bootstrap, acks="all", linger_ms=2) as p:
+        for i in range(300):
+            mine = tags[: 1 + i % len(tags)]
+            want.update(mine)
+            tweet = {"id": f"t{i}", "user": {"id": f"u{i % 9}", "username": "x"}, "text": "hi",
+                     "hashtags": mine, "created_at": f"2026-11-26T12:{i % 60:02d}:00Z"}  # fmt: skip
+            p.send(topic, json.dumps(tweet).encode(), key=f"u{i % 9}".encode())
+        p.flush()
+    options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic, "startingOffsets": "earliest"}
+    job = StreamingHashtags(options, "30s", "1m", None, str(tmp_path / "ckpt"), "1 second")
+    job.drain()  # the input is complete before the job starts: read it all, then stop
+    summary = tmp_path / "stream.json"
+    job.run_in(spark, None, str(summary))  # no idle timeout: only the drain can end it
+    got = json.loads(summary.read_text())
+    assert got["records"] == 300
+    assert {tag: n for tag, n in got["top"]} == dict(want)
+    assert spark.range(3).count() == 3  # the session is still there for the next job
