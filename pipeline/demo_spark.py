@@ -1,8 +1,9 @@
 """The Spark side of scripts/demo.sh: its jobs in ONE Spark session, so Spark's start is paid once.
 
-    python -m pipeline.demo_spark WORK --bootstrap-server HOST:PORT --data-dir KL [--master local[2]]
+    python -m pipeline.demo_spark WORK --bootstrap-file FILE --data-dir KL [--master local[2]]
 
-1. Starts Spark at once (while the demo starts its group and producer), then runs the live job
+1. Starts Spark at once (while the demo starts its cluster, group and producer), then, once FILE holds the
+   cluster's bootstrap servers (or with --bootstrap-server), runs the live job
    (`kl-spark stream-hashtags`'s StreamingHashtags) against the brokers: its micro-batches go to stdout,
    its final counts to WORK/stream.json.
 2. When WORK/spark-drain appears (the demo creates it once the producer is done and the group has consumed
@@ -53,7 +54,13 @@ def wait_for_file(path: Path, interval: float = 0.2) -> None:
 
 @click.command()
 @click.argument("work", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--bootstrap-server", "bootstrap", required=True, metavar="HOST:PORT[,HOST:PORT]")
+@click.option("--bootstrap-server", "bootstrap", default=None, metavar="HOST:PORT[,HOST:PORT]")
+@click.option(
+    "--bootstrap-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Wait for this file and read the bootstrap servers from it: Spark starts while the cluster does.",
+)
 @click.option("--data-dir", required=True, metavar="DIR", help="The cluster's data directory (kl-cluster).")
 @click.option("--topic", default="tweets", show_default=True)
 @click.option("--to-topic", default="hashtag-counts", show_default=True)
@@ -67,7 +74,8 @@ def wait_for_file(path: Path, interval: float = 0.2) -> None:
 @spark_errors
 def main(
     work: Path,
-    bootstrap: str,
+    bootstrap: str | None,
+    bootstrap_file: Path | None,
     data_dir: str,
     topic: str,
     to_topic: str,
@@ -101,6 +109,11 @@ def main(
         f"(JVM CPU {jvm_cpu_seconds(spark) or 0:.1f}s)"
     )
     try:
+        if bootstrap is None:
+            if bootstrap_file is None:
+                raise click.UsageError("give --bootstrap-server or --bootstrap-file")
+            wait_for_file(bootstrap_file)
+            bootstrap = bootstrap_file.read_text().strip()
         live = StreamingHashtags(
             {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "startingOffsets": "earliest"},
             window,

@@ -42,6 +42,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
 
+say "starting Spark (local[2]) while the cluster starts: one session for the live job (Structured Streaming, 30s windows, 1m watermark) next to the group, and for the batch job at the end"
+# pipeline/demo_spark.py: the live job starts once $WORK/bootstrap names the cluster; it reads from the earliest
+# offset, so it misses nothing it starts after.
+python -m pipeline.demo_spark "$WORK" --bootstrap-file "$WORK/bootstrap" --data-dir "$KL" --topic tweets \
+  --to-topic hashtag-counts --window 30s --watermark 1m --trigger "3 seconds" --master 'local[2]' --since "$T0" \
+  >"$WORK/stream.log" 2>"$WORK/stream.err" &
+STREAM=$!
+PIDS+=("$STREAM")
+
 # Three consecutive free ports for the brokers, the three above base+100 for their metrics (metrics.port),
 # and base+200 for the console.
 BASE=$(python - <<'PY'
@@ -71,14 +80,7 @@ kl-topics --bootstrap-server "$BS" --create --topic tweets --partitions 3 --repl
 kl-topics --bootstrap-server "$BS" --create --topic hashtag-counts --partitions 1 --replication-factor 3 \
   --config cleanup.policy=compact --config min.insync.replicas=2
 kl-topics --bootstrap-server "$BS" --describe --topic tweets
-
-say "starting Spark (local[2]): one session for the live job (Structured Streaming, 30s windows, 1m watermark) next to the group, and for the batch job at the end"
-# pipeline/demo_spark.py: Spark starts while the group forms; the live job reads from the earliest offset.
-python -m pipeline.demo_spark "$WORK" --bootstrap-server "$BS" --data-dir "$KL" --topic tweets \
-  --to-topic hashtag-counts --window 30s --watermark 1m --trigger "3 seconds" --master 'local[2]' --since "$T0" \
-  >"$WORK/stream.log" 2>"$WORK/stream.err" &
-STREAM=$!
-PIDS+=("$STREAM")
+echo "$BS" >"$WORK/bootstrap.tmp" && mv "$WORK/bootstrap.tmp" "$WORK/bootstrap"  # the live Spark job starts
 
 say "starting a consumer group of 3 processes (group hashtag-counters)"
 for n in 1 2 3; do
