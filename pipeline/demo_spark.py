@@ -92,6 +92,8 @@ def main(
     from pipeline.session import spark_session
     from pipeline.streaming_job import StreamingHashtags
 
+    if (bootstrap is None) == (bootstrap_file is None):
+        raise click.UsageError("give one of --bootstrap-server and --bootstrap-file")
     t_start = time.time() if since is None else since
 
     def note(what: str) -> None:
@@ -110,9 +112,7 @@ def main(
     )
     try:
         if bootstrap is None:
-            if bootstrap_file is None:
-                raise click.UsageError("give --bootstrap-server or --bootstrap-file")
-            wait_for_file(bootstrap_file)
+            wait_for_file(bootstrap_file)  # type: ignore[arg-type]  # checked before Spark started
             bootstrap = bootstrap_file.read_text().strip()
         live = StreamingHashtags(
             {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "startingOffsets": "earliest"},
