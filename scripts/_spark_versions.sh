@@ -5,14 +5,14 @@
 # into .venv/pyspark-<version> and put first on PYTHONPATH (the driver, Spark's JVM and its Python workers
 # all come from there: spark_support.py checks each against KL_EXPECT_PYSPARK).
 
-# The tests that touch PySpark's data source API: the read limits' round trip, a default-trigger query with
-# maxOffsetsPerTrigger into a memory sink, availableNow, the sink in batch and streaming, a batch read.
+# The tests that touch PySpark's data source API, all in one module (one Spark start): the read limits' round
+# trip, a default-trigger query with maxOffsetsPerTrigger into a memory sink, availableNow, the sink in batch
+# and streaming and a batch read of what it wrote.
 SPARK_API_TESTS=(
   tests/unit/test_spark_stream_plan.py
   "tests/integration/test_spark_streaming.py::test_readmes_shape_default_trigger_with_max_offsets_per_trigger_fills_a_memory_sink"
   "tests/integration/test_spark_streaming.py::test_available_now_reads_exactly_what_was_produced_and_a_restart_reads_only_the_new"
   "tests/integration/test_spark_streaming.py::test_sink_batch_and_streaming_writes_read_back_by_kl_consume_and_the_source"
-  "tests/integration/test_spark.py::test_live_single_broker_matches_a_consumer"
 )
 
 # setup.cfg's lower bound of pyspark in the spark extra ("pyspark>=4.2" -> 4.2).
