@@ -212,15 +212,24 @@ def hashtags(source: Source, top_n: int, window: str, output: str | None, fmt: s
     t0 = time.monotonic()
     spark, df, plan = _start(source, "kl-spark hashtags")
     try:
-        res = jobs.hashtags(df, top_n, window)
-        windows = res.windows.collect()
-        if output:
-            writer_mode = "overwrite"
-            for name, frame in (("overall", res.overall), ("windows", res.windows)):
-                w = frame.coalesce(1).write.mode(writer_mode)
-                (w.option("header", "true").csv if fmt == "csv" else w.parquet)(f"{output}/{name}")
+        run_hashtags(df, top_n, window, output, fmt, summary_json, t0)
     finally:
         spark.stop()
+
+
+def run_hashtags(
+    df: Any, top_n: int, window: str, output: str | None, fmt: str, summary_json: str | None, t0: float
+) -> None:
+    """The hashtags job over a loaded DataFrame, in the caller's Spark session (scripts/demo.sh reuses its
+    live job's): prints the top lists, writes --output and --summary-json."""
+    from pipeline import jobs
+
+    res = jobs.hashtags(df, top_n, window)
+    windows = res.windows.collect()
+    if output:
+        for name, frame in (("overall", res.overall), ("windows", res.windows)):
+            w = frame.coalesce(1).write.mode("overwrite")
+            (w.option("header", "true").csv if fmt == "csv" else w.parquet)(f"{output}/{name}")
     click.echo(f"read {res.records} records ({res.tweets} distinct tweets) in {time.monotonic() - t0:.1f}s")
     click.echo(f"\ntop {top_n} hashtags overall")
     click.echo(format_table(["rank", "hashtag", "count"], [[i + 1, f"#{h}", c] for i, (h, c) in enumerate(res.top)]))
@@ -347,7 +356,10 @@ def stream_hashtags(
     master: str | None,
     confs: tuple[str, ...],
 ) -> None:
-    """Live hashtag counts per window of event time, from running brokers (Structured Streaming)."""
+    """Live hashtag counts per window of event time, from running brokers (Structured Streaming).
+
+    Runs until Ctrl-C / SIGTERM, --idle-timeout, or SIGUSR1: that drains it (every record the topics hold
+    is read and counted, then it stops), for a caller that knows the input is complete."""
     from pipeline import jobs
     from pipeline.streaming_job import StreamingHashtags
 

@@ -6,6 +6,7 @@ project's Python (PYSPARK_PYTHON), or they cannot import the `pipeline` package.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -15,6 +16,9 @@ import tempfile
 from pathlib import Path
 
 MIN_JAVA = 17
+# setup.cfg's lower bound (pyspark>=4.2): latestOffset(start, limit) and pyspark.sql.streaming.datasource's
+# read limits came in 4.2. scripts/test.sh runs the Spark source's tests against this version too.
+MIN_PYSPARK = (4, 2)
 _QUIET_LOG4J = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -59,15 +63,18 @@ def check_environment() -> str:
         raise SparkSetupError(
             f"Spark needs Java {MIN_JAVA}+, but {java} is Java {version}: set JAVA_HOME to a newer one"
         )
-    for module, extra in (("pyspark", "pyspark>=4.0"), ("pyarrow", "pyarrow")):
+    for module, extra in (("pyspark", f"pyspark>={MIN_PYSPARK[0]}.{MIN_PYSPARK[1]}"), ("pyarrow", "pyarrow")):
         try:
             __import__(module)
         except ImportError:
             raise SparkSetupError(f"{module} is not installed: pip install -e '.[spark]' (needs {extra})") from None
     import pyspark
 
-    if int(pyspark.__version__.split(".")[0]) < 4:
-        raise SparkSetupError(f"pyspark {pyspark.__version__} is too old: the Python data source API needs 4.0+")
+    if tuple(int(x) for x in re.findall(r"\d+", pyspark.__version__)[:2]) < MIN_PYSPARK:
+        raise SparkSetupError(
+            f"pyspark {pyspark.__version__} is too old: the streaming source's read limits need "
+            f"{MIN_PYSPARK[0]}.{MIN_PYSPARK[1]}+ (pip install -e '.[spark]')"
+        )
     return f"Java {version} ({java}), pyspark {pyspark.__version__}"
 
 
@@ -78,6 +85,36 @@ def _log4j_file() -> str:
         tmp.write_text(_QUIET_LOG4J)
         tmp.replace(path)
     return str(path)
+
+
+def spark_home_for_workers() -> str | None:
+    """A SPARK_HOME for pip's pyspark without its python/lib/pyspark.zip, or None where there is no such zip.
+
+    Spark puts SPARK_HOME/python/lib/pyspark.zip first on every Python worker's PYTHONPATH, and Python compiles
+    what it imports from a zip on every start (it caches no bytecode for zips): each worker (the planner, the
+    streaming source's runner, the task daemon) spends about a CPU second compiling pyspark. On a busy machine
+    that is over Spark's fixed 10 s for a worker to connect back, and the query dies. This directory links to
+    everything of the installed pyspark but `python/`: the zip's path no longer exists, so workers import the
+    same pyspark from site-packages, with its compiled bytecode."""
+    import pyspark
+
+    real = Path(pyspark.__file__).resolve().parent
+    if not (real / "python" / "lib" / "pyspark.zip").is_file():
+        return None
+    tag = hashlib.sha1(f"{real}|{pyspark.__version__}".encode()).hexdigest()[:12]
+    home = Path(tempfile.gettempdir()) / f"kafkalite-spark-home-{os.getuid()}-{tag}"
+    if not (home / "bin" / "spark-submit").exists():
+        tmp = home.with_name(f"{home.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for entry in real.iterdir():
+            if entry.name != "python":
+                (tmp / entry.name).symlink_to(entry)
+        try:
+            tmp.rename(home)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(home)
 
 
 def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
@@ -94,11 +131,13 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
     from pipeline.datasource import register
 
     builder = SparkSession.builder.appName(app_name)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # we start the JVM (spark-submit started it otherwise)
+        if "SPARK_HOME" not in os.environ and (home := spark_home_for_workers()):
+            os.environ["SPARK_HOME"] = home
+        if master is None and not SparkConf().contains("spark.master"):
+            master = "local[*]"  # not under spark-submit, which hands us its --master
     if master is not None:
         builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ and not SparkConf().contains("spark.master"):
-        # Not under spark-submit (which starts the JVM first and hands us its gateway and --master).
-        builder = builder.master("local[*]")
     quiet = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
     settings = {
         "spark.ui.enabled": "false",
@@ -109,7 +148,14 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
         "spark.executor.extraJavaOptions": quiet,
         "spark.sql.session.timeZone": "UTC",
     }
-    settings.update(conf or {})
+    if master is not None and master.startswith("local"):
+        # One host: no name lookup of this machine's hostname at start (slow where DNS is), nothing listens
+        # beyond loopback.
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    for key, value in (conf or {}).items():
+        # Java options given by the caller come after the log4j one rather than replace it.
+        join = key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+        settings[key] = f"{settings[key]} {value}" if join else value
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

@@ -58,6 +58,20 @@ def rate_limit(start: Mapping[TP, int], latest: Mapping[TP, int], max_rows: int)
     return out
 
 
+def max_rows(limit: ReadLimit) -> int | None:
+    """The record cap of the ReadLimit Spark hands to latestOffset: None for no cap.
+
+    Spark passes back the limit getDefaultReadLimit gave (ReadMaxRows for maxOffsetsPerTrigger), or
+    ReadAllAvailable (Trigger.Once, availableNow). The limits are dataclasses whose fields are snake_case
+    (`max_rows`) in every PySpark the source supports (4.2, 4.3); their docstrings' `maxRows` is wrong."""
+    if isinstance(limit, ReadAllAvailable):
+        return None
+    if isinstance(limit, ReadMaxRows):
+        return int(limit.max_rows)
+    # ReadMinRows, ReadMaxBytes, ReadMaxFiles: never asked for (the source has no option that gives them).
+    raise LogReadError(f"the kafkalite source does not support the read limit {limit!r}")
+
+
 class KafkaLiteStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = opt.normalize(options)
@@ -128,8 +142,9 @@ class KafkaLiteStreamReader(DataSourceStreamReader):
         begin = from_json(start)
         new = [tp for tp in tps if tp not in begin]
         begin.update(self.view.offsets(new, EARLIEST))  # new partitions are read from their start
-        if isinstance(limit, ReadMaxRows):
-            latest = rate_limit(begin, latest, limit.maxRows)
+        cap = max_rows(limit)
+        if cap is not None:
+            latest = rate_limit(begin, latest, cap)
         return to_json(latest)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:

@@ -2,7 +2,8 @@
 micro-batch is printed as Spark's console sink prints it, written to `--to-topic` with the `kafkalite` sink
 (key `window_start|hashtag`, the latest value per key is the count), and kept for the final summary.
 
-Stops on Ctrl-C / SIGTERM, or after `--idle-timeout` seconds without a new record; either way the query is
+Stops on Ctrl-C / SIGTERM, after `--idle-timeout` seconds without a new record, or once drained: on SIGUSR1
+(or `drain()`) it reads every record the topics hold now and stops, with no idle wait. Either way the query is
 stopped between micro-batches, so what was printed and written is whole."""
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class StreamingHashtags:
         self.counts: dict[tuple[str, str, str], int] = {}  # (window start, window end, hashtag) -> latest count
         self.records = 0
         self._stop = threading.Event()
+        self._drain = threading.Event()
+
+    def drain(self) -> None:
+        """Read what the topics hold now, then stop (the input is known to be complete: no idle wait)."""
+        self._drain.set()
 
     def _sink_options(self) -> dict[str, str]:
         keep = {k: v for k, v in self.options.items() if k.startswith("kafka.")}
@@ -75,38 +81,52 @@ class StreamingHashtags:
     def run(
         self, master: str | None, conf: dict[str, str], idle_timeout: float | None, summary_json: str | None
     ) -> None:
+        """In a Spark session of its own, stopped at the end."""
         from pipeline.session import spark_session
 
-        base = Path(self.checkpoint) if self.checkpoint else Path(tempfile.mkdtemp(prefix="kl-stream-hashtags-"))
         spark = spark_session(master, "kl-spark stream-hashtags", {"spark.sql.shuffle.partitions": "4", **conf})
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: self._stop.set())
         try:
-            df = spark.readStream.format("kafkalite").options(**self.options).load()
-            counts = jobs.stream_hashtags(df, self.window, self.watermark)
-            query = (
-                counts.writeStream.outputMode("update")
-                .foreachBatch(self._batch)
-                .option("checkpointLocation", str(base / "hashtags"))
-                .trigger(processingTime=self.every)
-                .start()
-            )
-            click.echo(
-                f"streaming {self.options['subscribe']} from {self.options['kafka.bootstrap.servers']}: "
-                f"{self.window} windows, {self.watermark} watermark, checkpoint {base}"
-                + (f", counts to topic {self.to_topic}" if self.to_topic else ""),
-                err=True,
-            )
-            self._watch(query, idle_timeout)
+            self.run_in(spark, idle_timeout, summary_json)
         finally:
             spark.stop()
+
+    def run_in(self, spark: Any, idle_timeout: float | None, summary_json: str | None) -> None:
+        """In a given Spark session (left running: a caller's next job reuses it)."""
+        base = Path(self.checkpoint) if self.checkpoint else Path(tempfile.mkdtemp(prefix="kl-stream-hashtags-"))
+        handlers = {signal.SIGINT: self._stop.set, signal.SIGTERM: self._stop.set, signal.SIGUSR1: self.drain}
+        before = {}
+        if threading.current_thread() is threading.main_thread():  # only there can Python take signals
+            before = {sig: signal.signal(sig, lambda *_, f=f: f()) for sig, f in handlers.items()}
+        df = spark.readStream.format("kafkalite").options(**self.options).load()
+        counts = jobs.stream_hashtags(df, self.window, self.watermark)
+        query = (
+            counts.writeStream.outputMode("update")
+            .foreachBatch(self._batch)
+            .option("checkpointLocation", str(base / "hashtags"))
+            .trigger(processingTime=self.every)
+            .start()
+        )
+        click.echo(
+            f"streaming {self.options['subscribe']} from {self.options['kafka.bootstrap.servers']}: "
+            f"{self.window} windows, {self.watermark} watermark, checkpoint {base}"
+            + (f", counts to topic {self.to_topic}" if self.to_topic else ""),
+            err=True,
+        )
+        try:
+            self._watch(query, idle_timeout)
+        finally:
+            if query.isActive:
+                query.stop()
+            for sig, handler in before.items():  # what comes next in the session stops as it did before
+                signal.signal(sig, handler)
         self._summary(summary_json)
 
     def _watch(self, query: Any, idle_timeout: float | None) -> None:
         last_input = time.monotonic()
         seen: set[int] = set()
-        while query.isActive and not self._stop.is_set():
-            self._stop.wait(0.5)
+
+        def count_new() -> None:
+            nonlocal last_input
             for p in query.recentProgress:
                 if p["batchId"] in seen:
                     continue
@@ -114,6 +134,15 @@ class StreamingHashtags:
                 if p["numInputRows"]:
                     self.records += p["numInputRows"]
                     last_input = time.monotonic()
+
+        while query.isActive and not self._stop.is_set():
+            self._stop.wait(0.5)
+            count_new()
+            if self._drain.is_set() and query.isActive:
+                click.echo("draining: reading every record the topics hold, then stopping", err=True)
+                query.processAllAvailable()  # returns once a micro-batch has committed the topics' ends
+                count_new()
+                break
             if query.status["isTriggerActive"]:
                 last_input = max(last_input, time.monotonic() - 0.5)  # a micro-batch under way is not idle
             if idle_timeout is not None and time.monotonic() - last_input > idle_timeout:
@@ -126,6 +155,7 @@ class StreamingHashtags:
         while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
             time.sleep(0.1)
         query.stop()
+        count_new()  # the last micro-batch's progress
 
     def _summary(self, summary_json: str | None) -> None:
         totals: Counter[str] = Counter()

@@ -88,6 +88,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
 
+say "starting Spark (local[2]) while the cluster starts: one session for the live job (Structured Streaming, 30s windows, 1m watermark) next to the group, and for the batch job at the end"
+# pipeline/demo_spark.py: the live job starts once $WORK/bootstrap names the cluster; it reads from the earliest
+# offset, so it misses nothing it starts after.
+python -m pipeline.demo_spark "$WORK" --bootstrap-file "$WORK/bootstrap" --data-dir "$KL" --topic tweets \
+  --to-topic hashtag-counts --window 30s --watermark 1m --trigger "3 seconds" --master 'local[2]' --since "$T0" \
+  >"$WORK/stream.log" 2>"$WORK/stream.err" &
+STREAM=$!
+PIDS+=("$STREAM")
+
 say "starting 3 brokers on ports $BASE-$((BASE + 2)) (data in $KL)"
 UP=$(kl-cluster up --brokers 3 --base-port "$BASE" --data-dir "$KL" --override group.initial.rebalance.delay.ms=0 \
   --dashboard)
@@ -100,6 +109,7 @@ kl-topics --bootstrap-server "$BS" --create --topic tweets --partitions 3 --repl
 kl-topics --bootstrap-server "$BS" --create --topic hashtag-counts --partitions 1 --replication-factor 3 \
   --config cleanup.policy=compact --config min.insync.replicas=2
 kl-topics --bootstrap-server "$BS" --describe --topic tweets
+echo "$BS" >"$WORK/bootstrap.tmp" && mv "$WORK/bootstrap.tmp" "$WORK/bootstrap"  # the live Spark job starts
 
 say "starting a consumer group of 3 processes (group hashtag-counters)"
 for n in 1 2 3; do
@@ -109,14 +119,6 @@ for n in 1 2 3; do
   PIDS+=($!)
 done
 python -m pipeline.demo wait-group "$BS" hashtag-counters 3
-
-say "starting the live Spark job (Structured Streaming, 30s windows, 1m watermark) next to the group"
-kl-spark stream-hashtags --bootstrap-server "$BS" --topic tweets --window 30s --watermark 1m \
-  --to-topic hashtag-counts --starting-offsets earliest --trigger "3 seconds" --idle-timeout 20 \
-  --master 'local[2]' --checkpoint "$WORK/stream-checkpoint" --summary-json "$WORK/stream.json" \
-  >"$WORK/stream.log" 2>"$WORK/stream.err" &
-STREAM=$!
-PIDS+=("$STREAM")
 
 say "producing #$HASHTAG tweets at $RATE/s for ${DURATION}s (acks=all, key = user id)"
 kl-tweets produce --bootstrap-server "$BS" --topic tweets --hashtag "$HASHTAG" --rate "$RATE" \
@@ -156,16 +158,22 @@ say "waiting for the group to consume every acknowledged tweet"
 python -m pipeline.demo wait "$WORK" --timeout 90
 python -m pipeline.demo status "$WORK" --since "$T0"
 kl-groups --bootstrap-server "$BS" --describe --group hashtag-counters || true
-say "waiting for the live Spark job to finish its last windows (it stops 20s after the last record)"
-if ! wait "$STREAM"; then
-  grep -v '^\s*at ' "$WORK/stream.err" | tail -n 5 >&2
-  echo "error: the live Spark job failed (log: $WORK/stream.err)" >&2
-  exit 1
-fi
+say "draining the live Spark job: it reads to the topic's end, then stops"
+touch "$WORK/spark-drain"
+while [ ! -f "$WORK/stream.json" ]; do
+  if ! kill -0 "$STREAM" 2>/dev/null; then
+    grep -v '^\s*at ' "$WORK/stream.err" | tail -n 5 >&2
+    echo "error: the live Spark job failed (log: $WORK/stream.err)" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
 sed -n '/^read [0-9]* records; final counts/,$p' "$WORK/stream.log" | sed 's/^/  /'
-for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-PIDS=()
+OTHERS=()  # the group and the producer stop now; the Spark session stays for the batch job
+for pid in "${PIDS[@]}"; do [ "$pid" = "$STREAM" ] || OTHERS+=("$pid"); done
+for pid in "${OTHERS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+for pid in "${OTHERS[@]}"; do wait "$pid" 2>/dev/null || true; done
+PIDS=("$STREAM")
 grep -h "distinct tweets in" "$WORK"/consumer-*.log | sed 's/^/  /' || true
 
 say "cluster after the restart (broker 2 back in every ISR?)"
@@ -174,9 +182,16 @@ say "clean shutdown of the cluster: the segment files are final"
 kl-cluster down --data-dir "$KL" --keep-console
 find "$KL" -path '*tweets-*' -name '*.log' -printf '  %P\t%s bytes\n' | sort
 
-say "Spark (local[2]): top hashtags over the 3 brokers' segment files"
-kl-spark hashtags --path "$KL" --topic tweets --top 10 --window 30s --master 'local[2]' \
-  --summary-json "$WORK/spark.json"
+say "Spark (local[2], the live job's session): top hashtags over the 3 brokers' segment files"
+touch "$WORK/segments-final"
+if ! wait "$STREAM"; then
+  grep -v '^\s*at ' "$WORK/stream.err" | tail -n 5 >&2
+  echo "error: the Spark batch job failed (log: $WORK/stream.err)" >&2
+  exit 1
+fi
+PIDS=()
+cat "$WORK/spark.log"
+grep -E '^\[ *[0-9.]+s\] ' "$WORK/stream.err" | sed 's/^/  spark: /' || true
 
 say "summary"
 python -m pipeline.demo summary "$WORK" --top 10

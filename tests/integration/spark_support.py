@@ -44,8 +44,25 @@ def spark_session_fixture(app: str):  # type: ignore[no-untyped-def]
     from pipeline.session import spark_session
 
     s = spark_session("local[2]", app, {"spark.sql.shuffle.partitions": "2"})
+    expect_pyspark_everywhere(s)
     yield s
     s.stop()
+
+
+def expect_pyspark_everywhere(spark) -> None:  # type: ignore[no-untyped-def]
+    """Under scripts/test.sh's lowest-version run (KL_EXPECT_PYSPARK=4.2): the driver's pyspark, Spark's JVM and
+    the Python workers are all that version, not the .venv's newer one."""
+    want = os.environ.get("KL_EXPECT_PYSPARK")
+    if not want:
+        return
+    import pyspark
+
+    def same(version: str) -> bool:
+        return version == want or version.startswith(want + ".")
+
+    worker = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__version__).first()
+    found = {"driver": pyspark.__version__, "JVM": spark.version, "Python worker": worker}
+    assert all(same(v) for v in found.values()), f"KL_EXPECT_PYSPARK={want}, found {found}"
 
 
 def stop_daemons(procs: list) -> None:

@@ -100,6 +100,49 @@ def test_available_now_reads_exactly_what_was_produced_and_a_restart_reads_only_
     assert {int(v[1:]) for *_, v in new} == set(range(600, 900))
 
 
+@pytest.mark.timeout(400)
+def test_readmes_shape_default_trigger_with_max_offsets_per_trigger_fills_a_memory_sink(spark, broker, tmp_path):
+    """The README's example as a user runs it: the default micro-batch trigger (so latestOffset gets Spark's
+    ReadMaxRows, which availableNow never passes), maxOffsetsPerTrigger, a memory sink. Every record arrives,
+    no micro-batch reads more than the cap, and a query that dies fails the test with its error at once."""
+    topic, cap = "readme-shape", 150
+    create(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, 0, 400)
+    df = stream(spark, broker.bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=str(cap))
+    q = (
+        df.selectExpr("partition", "offset", "CAST(value AS STRING) AS v")
+        .writeStream.format("memory")
+        .queryName("readme_shape")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
+    try:
+
+        def wait_for(n: int, timeout: float) -> None:
+            deadline = time.monotonic() + timeout
+            while (got := spark.sql("SELECT count(*) AS n FROM readme_shape").first()["n"]) < n:
+                if not q.isActive:  # the query's own error, at once, rather than a timeout
+                    pytest.fail(f"the streaming query died: {q.exception()}")
+                assert time.monotonic() < deadline, (
+                    f"{got} of {n} records in the memory sink after {timeout}s; {q.status}; {q.lastProgress}"
+                )
+                time.sleep(0.5)
+
+        wait_for(400, 150)  # a busy machine: each micro-batch starts Python workers
+        produce(broker.bootstrap, topic, 400, 100)  # a live query picks up what comes later
+        wait_for(500, 90)
+        rows = spark.sql("SELECT partition, offset, v FROM readme_shape").collect()
+        batches = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert sorted(int(r["v"][1:]) for r in rows) == list(range(500)), "a record repeated or missing"
+    assert {(r["partition"], r["offset"]) for r in rows} == {
+        (p, o) for p, o, _, _ in consume_all(broker.bootstrap, topic, PARTS)
+    }
+    assert batches and max(batches) <= cap and len(batches) >= 400 // cap, batches
+
+
 def test_starting_offsets_json_latest_and_timestamp(spark, broker, tmp_path):
     topic = "live-start"
     create(broker.bootstrap, topic, partitions=2)
@@ -381,3 +424,32 @@ def test_offsets_deleted_by_retention_and_a_deleted_topic_follow_fail_on_data_lo
                 assert q.isActive and q.exception() is None
         finally:
             q.stop()
+
+
+def test_live_hashtags_job_drained_reads_everything_and_stops_without_an_idle_wait(spark, broker, tmp_path):
+    """`kl-spark stream-hashtags` on SIGUSR1 / drain() (scripts/demo.sh's live job): it reads every record the
+    topic holds, counts it, and stops, in the caller's session (left running for the next job)."""
+    from collections import Counter
+
+    from pipeline.streaming_job import StreamingHashtags
+
+    topic, tags = "live-tweets", ["spark", "kafka", "python", "data"]
+    create(broker.bootstrap, topic)
+    want: Counter[str] = Counter()
+    with Producer(broker.bootstrap, acks="all", linger_ms=2) as p:
+        for i in range(300):
+            mine = tags[: 1 + i % len(tags)]
+            want.update(mine)
+            tweet = {"id": f"t{i}", "user": {"id": f"u{i % 9}", "username": "x"}, "text": "hi",
+                     "hashtags": mine, "created_at": f"2026-11-26T12:{i % 60:02d}:00Z"}  # fmt: skip
+            p.send(topic, json.dumps(tweet).encode(), key=f"u{i % 9}".encode())
+        p.flush()
+    options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic, "startingOffsets": "earliest"}
+    job = StreamingHashtags(options, "30s", "1m", None, str(tmp_path / "ckpt"), "1 second")
+    job.drain()  # the input is complete before the job starts: read it all, then stop
+    summary = tmp_path / "stream.json"
+    job.run_in(spark, None, str(summary))  # no idle timeout: only the drain can end it
+    got = json.loads(summary.read_text())
+    assert got["records"] == 300
+    assert {tag: n for tag, n in got["top"]} == dict(want)
+    assert spark.range(3).count() == 3  # the session is still there for the next job

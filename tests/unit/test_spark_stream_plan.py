@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
+from pyspark.sql.datasource_internal import ReadLimitRegistry
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMinRows
 
 from pipeline import options as opt
 from pipeline.remote import OffsetRange, split_ranges
 from pipeline.segments import LogReadError
-from pipeline.stream import from_json, rate_limit, to_json
+from pipeline.stream import KafkaLiteStreamReader, from_json, max_rows, rate_limit, to_json
 
 
 def test_offsets_json_round_trips_in_sparks_kafka_form():
@@ -23,6 +28,21 @@ def test_rate_limit_shares_the_cap_by_backlog_and_never_passes_the_latest():
     assert end == {("t", 0): 150, ("t", 1): 150}  # backlogs 300 and 100: 3/4 and 1/4 of 200
     assert rate_limit(start, latest, 10_000) == latest
     assert sum(v - start[k] for k, v in rate_limit(start, latest, 1).items()) == 1
+
+
+def test_read_limits_as_pyspark_hands_them_to_latest_offset():
+    """The default limit goes to the JVM and back as PySpark's streaming runner sends it (a dataclass as JSON,
+    rebuilt by its registry), so the field names are the installed PySpark's, not its docstrings'."""
+    opts = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "maxOffsetsPerTrigger": "200"}
+    default = KafkaLiteStreamReader(opts).getDefaultReadLimit()
+    wire = json.dumps(dataclasses.asdict(default) | {"_type": type(default).__name__})
+    assert max_rows(ReadLimitRegistry().get(json.loads(wire))) == 200
+    uncapped = KafkaLiteStreamReader({k: v for k, v in opts.items() if k != "maxOffsetsPerTrigger"})
+    assert max_rows(uncapped.getDefaultReadLimit()) is None
+    assert max_rows(ReadAllAvailable()) is None
+    for other in (ReadMinRows(5), ReadMaxBytes(1 << 20)):
+        with pytest.raises(LogReadError, match="does not support the read limit"):
+            max_rows(other)
 
 
 def test_split_ranges_by_records_and_by_task_count():
