@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# Set up .venv and run every test. Extra arguments go to pytest (and then only the main run is made).
-# Without arguments, a second run takes the Spark data source's API tests against the lowest pyspark that
-# setup.cfg allows (scripts/_spark_versions.sh); KL_SPARK_LOWEST=0 skips it, =1 makes it with arguments too.
+# Set up .venv and run every test. Extra arguments go to pytest (every run below).
+# Then a last run takes the Spark data source's API tests against the lowest pyspark that
+# setup.cfg allows (scripts/_spark_versions.sh); KL_SPARK_LOWEST=0 skips it. Naming a test file or test runs only that.
 source "$(dirname "$0")/_env.sh"
 source "$(dirname "$0")/_spark_versions.sh"
 ruff check .
 # Layers point one way, no import circles (setup.cfg [importlinter]); PYTHONPATH: bench/ and tests/ are not installed
 PYTHONPATH=. lint-imports --no-cache
 # Two workers, a test module per worker at a time (modules share clusters through module-scoped fixtures, and
-# the multi-host modules each use their own subnet): KL_TEST_WORKERS=0 runs everything in this process.
+# the multi-host modules each use their own subnet): KL_TEST_WORKERS=0 runs everything in this process. The
+# tests marked serial load the whole machine on purpose (CPU hogs): they run alone, after the rest.
 PYTEST=(python -m pytest -n "${KL_TEST_WORKERS:-2}" --dist loadfile)
 pyspark_newest_in_venv
-if [ "${KL_SPARK_LOWEST:-$([ $# -eq 0 ] && echo 1 || echo 0)}" != 1 ]; then
+targeted=0  # a test file or test named on the command line: run just that, in one pass
+for a in "$@"; do [ -e "${a%%::*}" ] && targeted=1; done
+if [ "$targeted" = 1 ]; then
   exec "${PYTEST[@]}" "$@"
 fi
 rc=0
-"${PYTEST[@]}" "$@" || rc=$?
-spark_api_tests_lowest || rc=$?
+"${PYTEST[@]}" -m "not serial" "$@" || rc=$?
+python -m pytest -m serial "$@" || { r=$?; [ "$r" = 5 ] || rc=$r; }  # 5: none selected
+if [ "${KL_SPARK_LOWEST:-1}" = 1 ]; then
+  spark_api_tests_lowest "$@" || rc=$?
+fi
 exit "$rc"

@@ -36,7 +36,7 @@ BROKER_NICE = int(os.environ.get("KL_BUSY_NICE", "10"))
 TOPIC = "busy"
 PARTITIONS = 6
 
-pytestmark = pytest.mark.timeout(LOAD_S + 240)
+pytestmark = [pytest.mark.timeout(LOAD_S + 240), pytest.mark.serial]
 
 # What a false failure detection leaves in the brokers' logs (a fenced broker's partitions move, its replicas
 # truncate when they follow the new leaders; an election announces itself).

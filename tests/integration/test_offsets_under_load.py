@@ -186,6 +186,7 @@ def group_consumer(stop: threading.Event, obs: Observed, bootstrap: str) -> None
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.serial  # its CPU hog would slow the other worker's tests too
 def test_under_load_latest_offsets_never_go_back_and_ranges_are_read_exactly(cluster_factory):
     # High watermarks checkpointed every 0.5 s (5 s by default), so replicas' files are read at the end.
     h = cluster_factory(3, overrides=["replica.high.watermark.checkpoint.interval.ms=500"])

@@ -17,6 +17,10 @@ from pipeline.arrow_reader import arrow_schema, raw_arrow_batches
 from pipeline.remote import OffsetRange, local_data_dirs, local_slices, plan_remote_read, read_range
 from tests.conftest import BrokerProcess
 
+# A hang guard, well above a loaded machine's time: a timeout inside a py4j call leaves the Spark session's
+# gateway unusable, so every later test of the module would fail with it.
+pytestmark = pytest.mark.timeout(300)
+
 TOPIC = "exact"
 
 

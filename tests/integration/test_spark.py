@@ -21,6 +21,10 @@ from tests.conftest import ROOT, BrokerProcess
 from tests.integration.cluster_harness import wait_until
 from tests.integration.spark_support import consume_all, require_spark, spark_session_fixture
 
+# A hang guard, well above a loaded machine's time: a timeout inside a py4j call leaves the Spark session's
+# gateway unusable, so every later test of the module would fail with it.
+pytestmark = pytest.mark.timeout(300)
+
 TOPIC = "tweets"
 PARTS = 3
 

@@ -18,6 +18,10 @@ from tests.conftest import ROOT, BrokerProcess, free_port
 from tests.integration.spark_support import require_spark, stop_daemons
 from tests.integration.test_spark import produce
 
+# A hang guard, well above a loaded machine's time: a timeout inside a py4j call leaves the Spark session's
+# gateway unusable, so every later test of the module would fail with it.
+pytestmark = pytest.mark.timeout(300)
+
 
 def spark_home() -> Path:
     import pyspark

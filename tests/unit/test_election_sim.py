@@ -22,6 +22,7 @@ def _failures(seeds: range, nodes: int, steps: int = STEPS) -> list[str]:
     return [r.failure or "" for r in (run_schedule(s, steps, nodes) for s in seeds) if not r.ok]
 
 
+@pytest.mark.timeout(300)  # CPU-bound: its time grows with the load; a hang guard, not a speed test
 @pytest.mark.parametrize("nodes", [3, 5])
 def test_random_schedules_keep_every_invariant(nodes):
     assert _failures(range(SHORT_SEEDS), nodes) == []
