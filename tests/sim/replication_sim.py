@@ -918,8 +918,9 @@ class Simulation:
             self.result.isr_changes += 1
             if ctrl.logic.leader_moves:
                 # ControllerService.alter_partition: a shrink below min.insync.replicas while the dropped members
-                # are live moved the leadership instead; committed, answered FENCED_LEADER_EPOCH (the leader
-                # keeps its proposal pending until the metadata that makes it a follower arrives).
+                # are live and silent (no fetch reached the leader) moved the leadership instead; committed,
+                # answered FENCED_LEADER_EPOCH (the leader keeps its proposal pending until the metadata that
+                # makes it a follower arrives).
                 ctrl.logic.leader_moves.clear()
                 self._trace(f"controller moves p{msg.partition}'s leadership off broker {msg.src} (asked {msg.isr})")
                 moved = "leadership moved (the ISR would fall below min.insync.replicas)"
