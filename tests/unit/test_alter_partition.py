@@ -332,7 +332,7 @@ def test_the_broker_sends_which_dropped_followers_are_silent_on_every_attempt(mo
     ls.on_follower_fetch(2, 5, 5, 0)
     ls.on_follower_fetch(3, 5, 5, 0)
     ls.on_leader_append(50, 1)
-    ls.on_follower_fetch(2, 6, 50, 150)  # 2 fetches but lags; 3 went quiet at t=0
+    ls.on_follower_fetch(2, 6, 50, 200)  # 2 fetches but lags; 3 went quiet at t=0
     [proposal] = [a for a in ls.tick(220, 50) if isinstance(a, ProposeIsr)]
     answers: list[Any] = [err(ErrorCode.REQUEST_TIMED_OUT), err(ErrorCode.INELIGIBLE_REPLICA)]
     manager, peers = broker_with_controller(monkeypatch, answers)

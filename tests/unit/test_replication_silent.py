@@ -46,6 +46,22 @@ def test_a_shrink_tells_the_two_kinds_apart():
     assert p.isr == (1,) and p.silent == (3,)
 
 
+def test_a_follower_cut_off_while_trailing_by_one_fetch_is_silent():
+    # Producers append all along; each fetch reaches the LEO the leader had at the previous one, so the
+    # follower counts as caught up as of its previous fetch (t=900), and its last fetch came at t=1000.
+    # It is cut off there. The leader drops it lag time after t=900, when it has been quiet for less than
+    # the lag time: the shrink must still say it is silent, or a cut under load would never move a leader.
+    ls = LeaderState(1, [1, 2, 3], [1, 2, 3], 5, 7, 5, 0, LAG, 0, min_insync_replicas=2)
+    leo = 5
+    for t in range(100, 1_100, 100):
+        for r in (2, 3):
+            ls.on_follower_fetch(r, leo, leo + 10, t)
+        leo += 10
+        ls.on_leader_append(leo, t)
+    [p] = proposals(ls.tick(900 + LAG + 1, leo))
+    assert p.isr == (1,) and set(p.silent) == {2, 3}
+
+
 def test_a_follower_that_never_fetched_from_this_leader_is_silent():
     # A new leader cut off from the start: no fetch at all within the lag time.
     ls = LeaderState(1, [1, 2, 3], [1, 2, 3], 5, 7, 5, 0, LAG, 0, min_insync_replicas=2)
