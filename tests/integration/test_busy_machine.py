@@ -42,6 +42,10 @@ pytestmark = pytest.mark.timeout(LOAD_S + 240)
 # What a false failure detection leaves in the brokers' logs (a fenced broker's partitions move, its replicas
 # truncate when they follow the new leaders; an election announces itself).
 BAD = re.compile(r"fencing broker|truncat|no controller in epoch|became controller|leadership moved", re.I)
+# Not one of them: a follower out of the ISR (slow, under the acks=1 load) whose next offset retention has
+# deleted on the leader restarts at the leader's log start (Kafka's truncateFullyAndStartAt). It removes
+# nothing the leader still has; the soak's small retention.bytes makes it happen. Counted and reported.
+RETENTION_RESET = re.compile(r"behind the leader's log start \d+; truncating fully")
 
 CONSUMER = """
 import sys
@@ -140,10 +144,10 @@ def test_no_false_failure_detection_under_cpu_hogs_and_saturating_clients(cluste
     hws = wait_until(lambda: cluster.high_watermarks(TOPIC, PARTITIONS), 60, "high watermarks")
     assert sum(hws.values()) > 1000, hws
     print(f"under load: high watermarks {hws}, ISR shrinks committed {_isr_shrinks(cluster):.0f}")
-    bad = {
-        b.id: [line for line in b.logs()[marks[b.id] :].splitlines() if BAD.search(line)]
-        for b in cluster.brokers.values()
-    }
+    lines = {b.id: b.logs()[marks[b.id] :].splitlines() for b in cluster.brokers.values()}
+    resets = sum(1 for ls in lines.values() for line in ls if RETENTION_RESET.search(line))
+    print(f"followers restarted at the leader's log start (behind retention): {resets}")
+    bad = {i: [line for line in ls if BAD.search(line) and not RETENTION_RESET.search(line)] for i, ls in lines.items()}
     assert all(not lines for lines in bad.values()), f"false failure detection under load: {bad}"
     assert _controller_epochs(cluster) == epochs_before
     assert _leader_epochs(cluster) == leaders_before
