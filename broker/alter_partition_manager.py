@@ -44,16 +44,18 @@ class AlterPartitionManager:
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
 
-    def propose(self, p: "Partition", isr: list[int], partition_epoch: int) -> None:
+    def propose(self, p: "Partition", isr: list[int], partition_epoch: int, silent: list[int]) -> None:
         """The `propose_isr` callback of every Partition: runs `alter` in the background."""
         if self._closed:
             return
-        task = asyncio.ensure_future(self.alter(p, isr, partition_epoch))
+        task = asyncio.ensure_future(self.alter(p, isr, partition_epoch, silent))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def alter(self, p: "Partition", isr: list[int], partition_epoch: int) -> None:
-        """Carry one proposal until it has a verdict, or the same leadership no longer waits for it."""
+    async def alter(self, p: "Partition", isr: list[int], partition_epoch: int, silent: list[int]) -> None:
+        """Carry one proposal until it has a verdict, or the same leadership no longer waits for it.
+        `silent`: the dropped members that sent no fetch within the lag time (LeaderState's evidence that
+        the leader is cut off from them, not that they are slow); retries carry the same evidence."""
         leader_epoch = p.leader_epoch
         retry = Backoff(ALTER_RETRY_BACKOFF_S[0] * 1000, ALTER_RETRY_BACKOFF_S[1] * 1000)
         key = (p.topic, p.partition)
@@ -66,6 +68,7 @@ class AlterPartitionManager:
                 "leader_epoch": leader_epoch,
                 "partition_epoch": partition_epoch,
                 "isr": isr,
+                "silent": silent,
                 "incarnation": self.incarnation,
                 "seq": self._seq,
             }

@@ -616,6 +616,9 @@ class KafkaApis:
         isr = body.get("isr")
         if not isinstance(isr, list) or not all(isinstance(x, int) for x in isr):
             raise BadRequest("isr must be a list of broker ids")
+        silent = body.get("silent")
+        if silent is not None and (not isinstance(silent, list) or not all(isinstance(x, int) for x in silent)):
+            raise BadRequest("silent must be a list of broker ids")
         args = (
             body.get("topic"),
             _int(body, "partition"),
@@ -627,6 +630,10 @@ class KafkaApis:
             # neither): the controller refuses requests of a restarted process and overtaken ones.
             None if body.get("incarnation") is None else _int(body, "incarnation"),
             None if body.get("seq") is None else _int(body, "seq"),
+            # The dropped members the leader heard no fetch from within the lag time, optional too (None:
+            # a proposer from before it existed; the controller then moves no leadership, see
+            # ControllerLogic._move_isolated_leader).
+            silent,
         )
         return self._alter_partition(args)
 

@@ -427,8 +427,17 @@ class ControllerLogic:
     # --- ISR changes from partition leaders -------------------------------------
 
     def alter_partition(
-        self, topic: str, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int, isr: list[int]
+        self,
+        topic: str,
+        partition: int,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        isr: list[int],
+        silent: list[int] | None = None,
     ) -> list[dict[str, Any]]:
+        """A leader's ISR proposal. `silent`: the members it drops that sent it no fetch within
+        replica.lag.time.max.ms (None: a proposer that does not say, treated as none silent)."""
         t = self.image.topics.get(topic)
         p = t.partitions.get(partition) if t is not None else None
         if t is None or p is None:
@@ -453,31 +462,41 @@ class ControllerLogic:
             raise AlterPartitionError(
                 f"{topic}-{partition}: brokers {fenced} are fenced; retry once registered", ErrorCode.INELIGIBLE_REPLICA
             )
-        moved = self._move_isolated_leader(t, p, isr)
+        moved = self._move_isolated_leader(t, p, isr, silent or [])
         if moved is not None:
             self.leader_moves.append((topic, partition, leader_id, moved.leader))
             return [partition_record(topic, moved)]
         new = PartitionState(p.partition, p.leader, p.leader_epoch, p.replicas, isr, p.partition_epoch + 1)
         return [partition_record(topic, new)]
 
-    def _move_isolated_leader(self, t: TopicInfo, p: PartitionState, isr: list[int]) -> PartitionState | None:
+    def _move_isolated_leader(
+        self, t: TopicInfo, p: PartitionState, isr: list[int], silent: list[int]
+    ) -> PartitionState | None:
         """A leader asking to shrink its ISR below min.insync.replicas, although at least that many of the
-        members it drops are live (registered), is cut off from them, not they from the cluster: they stopped
-        fetching from it, yet they reach the controller (or ZooKeeper). Shrinking would leave the partition
-        refusing acks=all writes (NOT_ENOUGH_REPLICAS) for as long as the cut lasts, with enough in-sync
-        replicas alive to take them. Instead the leadership moves to one of them, chosen from the ISR as when
-        a leader is fenced, and the old leader leaves the ISR. That is a clean election (every ISR member has
-        everything acknowledged), so no acknowledged record is lost; the old leader truncates its
+        members it drops are live (registered) and `silent` (it heard no fetch from them within the lag time),
+        is cut off from them, not they from the cluster: they stopped fetching from it, yet they reach the
+        controller (or ZooKeeper). Shrinking would leave the partition refusing acks=all writes
+        (NOT_ENOUGH_REPLICAS) for as long as the cut lasts, with enough in-sync replicas alive to take them.
+        Instead the leadership moves to one of the silent ones, chosen as when a leader is fenced, and the old
+        leader (and any member it dropped as slow) leaves the ISR. That is a clean election (every ISR member
+        has everything acknowledged), so no acknowledged record is lost; the old leader truncates its
         unacknowledged tail when it follows again. Kafka shrinks and refuses writes; ELECTION.md section 6
-        says why this differs. None: an ordinary shrink."""
+        says why this differs.
+
+        Members dropped for being slow (fetching, not caught up) do not count: an overloaded cluster is not a
+        cut, and handing the leadership to a replica that lags would truncate the old leader's acks=1 records
+        it lacks. That is an ordinary shrink, as in Kafka. A proposer that sends no `silent` (older than the
+        field) gets the ordinary shrink too: a move needs evidence. None: an ordinary shrink."""
         need = min(_min_insync(t, self.min_insync_default), len(p.replicas))
         if len(isr) >= need or not set(isr) < set(p.isr):
             return None
         live = set(self.image.live_brokers())
-        dropped_live = [r for r in p.isr if r not in isr and r in live]
-        if len(dropped_live) < need:
+        dropped = [r for r in p.isr if r not in isr]
+        cut_off = [r for r in dropped if r in live and r in silent]
+        if len(cut_off) < need:
             return None
-        return self._elect(t, p, live, exclude={p.leader})
+        slow = {r for r in dropped if r not in cut_off}
+        return self._elect(t, p, live, exclude={p.leader} | slow)
 
 
 def check_broker_incarnation(broker_id: int, incarnation: int | None, newest: int) -> None:

@@ -110,6 +110,7 @@ class ControllerChannel:
                     body["isr"],
                     body["incarnation"],
                     body["seq"],
+                    body["silent"],
                 )
                 return 0, ""
             if controller is None:

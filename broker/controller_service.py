@@ -325,9 +325,11 @@ class ControllerService:
         isr: list[int],
         incarnation: int | None = None,
         seq: int | None = None,
+        silent: list[int] | None = None,
     ) -> None:
         """`incarnation` and `seq` identify the proposer's process and its request (None: an older broker
-        that sends neither, not checked). Both checks run under the lock, where the request is taken, so a
+        that sends neither, not checked). `silent`: the dropped members the leader heard no fetch from
+        (ControllerLogic.alter_partition). Both checks run under the lock, where the request is taken, so a
         fetch from a restarted proposer that arrived while this request queued still counts.
         tests/sim/replication_sim.py's controller applies the same two rules (alter_seen, incarnation)."""
 
@@ -347,14 +349,14 @@ class ControllerService:
                 self._alter_taken[leader] = key
             check_broker_incarnation(leader, incarnation, self.quorum.broker_incarnation(leader))
             logic.leader_moves.clear()
-            return logic.alter_partition(topic, partition, leader, leader_epoch, partition_epoch, isr)
+            return logic.alter_partition(topic, partition, leader, leader_epoch, partition_epoch, isr, silent)
 
         await self.run(compute)
         moves, self.logic.leader_moves = self.logic.leader_moves, []
         for t, p, old, new in moves:
             log.warning(
                 "%s-%d: leader %d asked to shrink the ISR to %s, below min.insync.replicas, while the replicas it "
-                "dropped are alive: it is cut off from them; leadership moved to broker %d",
+                "dropped are alive and sent it no fetch: it is cut off from them; leadership moved to broker %d",
                 t,
                 p,
                 old,

@@ -90,7 +90,7 @@ class Partition:
         broker_id: int,
         min_insync_replicas: int,
         replica_lag_time_max_ms: int,
-        propose_isr: Callable[["Partition", list[int], int], None],
+        propose_isr: Callable[["Partition", list[int], int, list[int]], None],
         producer_id_expiration_ms: int = 86_400_000,
         producer_id_expiration_check_interval_ms: int = 600_000,
     ) -> None:
@@ -355,7 +355,7 @@ class Partition:
             if isinstance(a, HighWatermarkAdvanced):
                 self._set_high_watermark(a.high_watermark)
             elif isinstance(a, ProposeIsr):
-                self._propose_isr(self, list(a.isr), a.partition_epoch)
+                self._propose_isr(self, list(a.isr), a.partition_epoch, list(a.silent))
 
     def _set_high_watermark(self, hw: int) -> None:
         if hw > self.high_watermark:

@@ -71,7 +71,7 @@ class ReplicaManager:
         log_manager: "LogManager",
         topic_config: Callable[[str], "LogConfig"],
         replica_lag_time_max_ms: int,
-        propose_isr: Callable[[Partition, list[int], int], None],
+        propose_isr: Callable[[Partition, list[int], int, list[int]], None],
         metrics: "BrokerMetrics | None" = None,
         producer_id_expiration_ms: int = 86_400_000,
         producer_id_expiration_check_interval_ms: int = 600_000,

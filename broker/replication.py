@@ -12,7 +12,7 @@ to carry out. That keeps the rules deterministic, so they can be tested step by 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, Iterable
 
@@ -36,10 +36,16 @@ class HighWatermarkAdvanced:
 class ProposeIsr:
     """Ask the controller to commit `isr` (AlterPartition). `partition_epoch` is the committed epoch the
     proposal is based on, so the controller can reject it if the partition changed meanwhile. The driver
-    reports the outcome with LeaderState.on_isr_committed or LeaderState.on_isr_rejected."""
+    reports the outcome with LeaderState.on_isr_committed or LeaderState.on_isr_rejected.
+
+    `silent`: the members a shrink drops that sent no fetch lately (see LeaderState._silent) or are fenced,
+    as opposed to slow ones, which fetch but do not catch up. The controller moves the leadership off a
+    leader cut off from its followers only on this evidence (docs/ELECTION.md section 6). It is evidence
+    attached to the proposal, not part of what is proposed, so it does not take part in equality."""
 
     isr: tuple[int, ...]
     partition_epoch: int
+    silent: tuple[int, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,8 +245,8 @@ class LeaderState:
 
     # --- rules ---
 
-    def _propose(self, isr: list[int]) -> list[Action]:
-        self._pending = ProposeIsr(tuple(isr), self.partition_epoch)
+    def _propose(self, isr: list[int], silent: tuple[int, ...] = ()) -> list[Action]:
+        self._pending = ProposeIsr(tuple(isr), self.partition_epoch, silent)
         return [self._pending]
 
     def _maybe_expand(self, r: int) -> list[Action]:
@@ -277,7 +283,23 @@ class LeaderState:
         ]
         if not out:
             return []
-        return self._propose([r for r in self._isr if r not in out])
+        silent = tuple(r for r in out if self._silent(r, now_ms))
+        return self._propose([r for r in self._isr if r not in out], silent)
+
+    def _silent(self, replica_id: int, now_ms: int | None) -> bool:
+        """Whether `replica_id`, which lags, sent this leader no fetch in the last half of the lag time (or is
+        fenced): cut off or dead, as opposed to slow. Half, not all of it: a follower cut off while producers
+        append trailed by a fetch round trip, so its last fetch came one round trip after it was last caught
+        up, and the shrink (lag time after that) comes before a full lag time without fetches; a slow one
+        keeps fetching through the whole window. Without `now_ms` (a shrink of fenced members only) only
+        fenced ones are."""
+        if replica_id in self._fenced:
+            return True
+        if now_ms is None:
+            return False
+        f = self._followers.get(replica_id)
+        last = None if f is None else f.last_fetch_ms
+        return last is None or now_ms - last > self.replica_lag_time_max_ms // 2
 
     def _lagging(self, replica_id: int, now_ms: int) -> bool:
         f = self._followers.get(replica_id)

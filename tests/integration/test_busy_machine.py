@@ -1,6 +1,6 @@
 """A busy machine must not look like a dead broker (issue 24 §2): three broker processes on this (2-core)
 machine, busy-loop processes taking every core, and clients saturating the brokers (producers with acks=all
-and no throughput cap, a consumer reading everything). For the whole run, no broker is fenced, no replica
+and acks=1 and no throughput cap, consumers reading everything). For the whole run, no broker is fenced, no replica
 truncates, no controller election runs and no partition changes leader: asserted from every broker's log,
 its controller-epoch metric and the partitions' leader epochs.
 
@@ -23,11 +23,12 @@ from tests.integration.cluster_harness import ROOT, wait_until
 SOAK = os.environ.get("KL_SOAK") == "1"
 LOAD_S = float(os.environ.get("KL_SOAK_SECONDS", "300")) if SOAK else 50.0
 HOGS = int(os.environ.get("KL_BUSY_HOGS", "4"))  # busy loops: twice as many as the machine's cores
-# kl-perf produce processes (their acks), no throughput cap. acks=all: an uncapped acks=1 producer outruns
-# replication on brokers this starved, its followers fall more than replica.lag.time.max.ms behind and leave
-# the ISR, as in Kafka: overload, not a false failure detection (and with min.insync.replicas=2 the
-# controller then moves the leadership, docs/ELECTION.md section 6, "A leader cut off from its followers").
-PRODUCERS = ("all", "all", "all")
+# kl-perf produce processes (their acks), no throughput cap. The acks=1 one outruns replication on brokers
+# this starved: followers keep fetching but fall more than replica.lag.time.max.ms behind and leave the ISR,
+# as in Kafka (overload, not a failure). The leader tells the controller they are slow, not silent, so the
+# shrink stays an ordinary one: no leadership moves to a lagging follower, which would truncate the acks=1
+# records only the old leader had (docs/ELECTION.md section 6, "A leader cut off from its followers").
+PRODUCERS = ("all", "all", "1")
 CONSUMERS = 2  # each reads every partition from the beginning, as fast as it can
 # The brokers run at this niceness (every thread), the busy loops at 0: a machine whose cores are taken by
 # work that matters more than the brokers (as a JVM, a build or a browser at the user's own priority do on a
@@ -41,6 +42,10 @@ pytestmark = [pytest.mark.timeout(LOAD_S + 240), pytest.mark.serial]
 # What a false failure detection leaves in the brokers' logs (a fenced broker's partitions move, its replicas
 # truncate when they follow the new leaders; an election announces itself).
 BAD = re.compile(r"fencing broker|truncat|no controller in epoch|became controller|leadership moved", re.I)
+# Not one of them: a follower out of the ISR (slow, under the acks=1 load) whose next offset retention has
+# deleted on the leader restarts at the leader's log start (Kafka's truncateFullyAndStartAt). It removes
+# nothing the leader still has; the soak's small retention.bytes makes it happen. Counted and reported.
+RETENTION_RESET = re.compile(r"behind the leader's log start \d+; truncating fully")
 
 CONSUMER = """
 import sys
@@ -72,6 +77,16 @@ def _controller_epochs(cluster) -> dict[int, float]:
         assert m is not None, f"broker {b.id} has no kafkalite_controller_epoch"
         out[b.id] = float(m.group(1))
     return out
+
+
+def _isr_shrinks(cluster) -> float:
+    """ISR shrinks committed over the cluster (the overload this test makes, reported rather than asserted:
+    how far followers fall behind depends on how busy the machine is)."""
+    total = 0.0
+    for b in cluster.brokers.values():
+        m = re.search(r'^kafkalite_isr_shrinks_total\{broker="\d+"\} (\S+)$', b.metrics(timeout=30), re.M)
+        total += float(m.group(1)) if m else 0.0
+    return total
 
 
 def _leader_epochs(cluster) -> dict[int, tuple[int, int]]:
@@ -128,10 +143,11 @@ def test_no_false_failure_detection_under_cpu_hogs_and_saturating_clients(cluste
     # The load reached the brokers: the topic grew.
     hws = wait_until(lambda: cluster.high_watermarks(TOPIC, PARTITIONS), 60, "high watermarks")
     assert sum(hws.values()) > 1000, hws
-    bad = {
-        b.id: [line for line in b.logs()[marks[b.id] :].splitlines() if BAD.search(line)]
-        for b in cluster.brokers.values()
-    }
+    print(f"under load: high watermarks {hws}, ISR shrinks committed {_isr_shrinks(cluster):.0f}")
+    lines = {b.id: b.logs()[marks[b.id] :].splitlines() for b in cluster.brokers.values()}
+    resets = sum(1 for ls in lines.values() for line in ls if RETENTION_RESET.search(line))
+    print(f"followers restarted at the leader's log start (behind retention): {resets}")
+    bad = {i: [line for line in ls if BAD.search(line) and not RETENTION_RESET.search(line)] for i, ls in lines.items()}
     assert all(not lines for lines in bad.values()), f"false failure detection under load: {bad}"
     assert _controller_epochs(cluster) == epochs_before
     assert _leader_epochs(cluster) == leaders_before

@@ -229,6 +229,7 @@ class AlterIsr:
     leader_epoch: int
     partition_epoch: int
     isr: tuple[int, ...]
+    silent: tuple[int, ...] = ()  # the dropped members that sent no fetch within the lag time
 
 
 @dataclass(frozen=True, slots=True)
@@ -657,7 +658,7 @@ class Simulation:
             b.id,
             min_isr,
             self.params.lag_time_max_ms,
-            propose_isr=lambda part, isr, pe, b=b: self._propose_isr(b, part, isr, pe),
+            propose_isr=lambda part, isr, pe, silent, b=b: self._propose_isr(b, part, isr, pe, silent),
         )
         view = b.views.setdefault(p, ReplicaView(f"broker {b.id} partition {p}"))
         view.attach(log)
@@ -716,9 +717,13 @@ class Simulation:
 
     # --- AlterPartition: broker/alter_partition_manager.py ---------------------------------------------
 
-    def _propose_isr(self, b: SimBroker, part: Partition, isr: list[int], partition_epoch: int) -> None:
+    def _propose_isr(
+        self, b: SimBroker, part: Partition, isr: list[int], partition_epoch: int, silent: list[int]
+    ) -> None:
         req = self._next_req()
-        msg = AlterIsr(b.id, b.incarnation, req, part.partition, part.leader_epoch, partition_epoch, tuple(isr))
+        msg = AlterIsr(
+            b.id, b.incarnation, req, part.partition, part.leader_epoch, partition_epoch, tuple(isr), tuple(silent)
+        )
         b.alters[req] = msg
         self._trace(f"broker {b.id} proposes ISR {isr} for p{part.partition} (partition epoch {partition_epoch})")
         self._send_alter(b, msg)
@@ -890,7 +895,13 @@ class Simulation:
                     check_broker_incarnation(msg.src, msg.incarnation, ctrl.incarnation.get(msg.src, 0))
                 ctrl.logic.leader_moves.clear()
                 records = ctrl.logic.alter_partition(
-                    TOPIC, msg.partition, msg.src, msg.leader_epoch, msg.partition_epoch, list(msg.isr)
+                    TOPIC,
+                    msg.partition,
+                    msg.src,
+                    msg.leader_epoch,
+                    msg.partition_epoch,
+                    list(msg.isr),
+                    list(msg.silent),
                 )
             except KafkaLiteError as e:
                 # The error code must say what the state says: a refusal against a newer state keeps the
@@ -907,8 +918,9 @@ class Simulation:
             self.result.isr_changes += 1
             if ctrl.logic.leader_moves:
                 # ControllerService.alter_partition: a shrink below min.insync.replicas while the dropped members
-                # are live moved the leadership instead; committed, answered FENCED_LEADER_EPOCH (the leader
-                # keeps its proposal pending until the metadata that makes it a follower arrives).
+                # are live and silent (no fetch reached the leader) moved the leadership instead; committed,
+                # answered FENCED_LEADER_EPOCH (the leader keeps its proposal pending until the metadata that
+                # makes it a follower arrives).
                 ctrl.logic.leader_moves.clear()
                 self._trace(f"controller moves p{msg.partition}'s leadership off broker {msg.src} (asked {msg.isr})")
                 moved = "leadership moved (the ISR would fall below min.insync.replicas)"

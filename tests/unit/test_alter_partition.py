@@ -15,10 +15,12 @@ import pytest
 
 import broker.alter_partition_manager as apm_mod
 from broker.alter_partition_manager import AlterPartitionManager
+from broker.api import KafkaApis
 from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage, check_broker_incarnation
 from broker.controller_channel import ControllerChannel
 from broker.controller_service import ControllerService
 from broker.metrics import BrokerMetrics
+from broker.network.server import BadRequest
 from broker.replication import (
     AlterOutcome,
     HighWatermarkAdvanced,
@@ -223,7 +225,7 @@ def test_broker_retries_until_a_verdict_and_keeps_a_stale_refused_proposal(monke
         err(ErrorCode.INVALID_UPDATE_VERSION),  # maybe our first attempt, committed: wait for metadata
     ]
     manager, peers = broker_with_controller(monkeypatch, answers)
-    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch, list(proposal.silent)))  # type: ignore[arg-type]
     sent = peers.sent
     assert len(sent) == 3 and not answers
     assert [b["seq"] for b in sent] == [1, 2, 3] and {b["incarnation"] for b in sent} == {7}
@@ -235,7 +237,7 @@ def test_broker_resets_on_a_definite_refusal(monkeypatch):
     ls, proposal = leader_with_pending_expansion()
     part = FakePartition(ls)
     manager, peers = broker_with_controller(monkeypatch, [err(ErrorCode.INELIGIBLE_REPLICA)])
-    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch, list(proposal.silent)))  # type: ignore[arg-type]
     assert len(peers.sent) == 1 and ls.pending_isr is None
 
 
@@ -253,7 +255,7 @@ def test_broker_stops_retrying_once_metadata_settled_the_proposal(monkeypatch):
             ls.on_isr_committed([1, 2, 3], 1)  # the commit reaches the leader by metadata meanwhile
 
     peers.request = then_committed  # type: ignore[method-assign]
-    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch))  # type: ignore[arg-type]
+    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch, list(proposal.silent)))  # type: ignore[arg-type]
     assert len(peers.sent) == 1
 
 
@@ -320,6 +322,61 @@ def test_controller_refuses_a_restarted_leaders_old_proposals_and_overtaken_requ
     # Brokers that send neither field are not checked.
     assert alter([leader], None, None) == ErrorCode.NONE
     assert quorum.commits == 3
+
+
+# --- which dropped followers are silent (the isolated-leader rule's evidence) ---------------------------
+
+
+def test_the_broker_sends_which_dropped_followers_are_silent_on_every_attempt(monkeypatch):
+    ls = LeaderState(1, [1, 2, 3], [1, 2, 3], 0, 0, 5, 0, 100, 0, min_insync_replicas=2)
+    ls.on_follower_fetch(2, 5, 5, 0)
+    ls.on_follower_fetch(3, 5, 5, 0)
+    ls.on_leader_append(50, 1)
+    ls.on_follower_fetch(2, 6, 50, 200)  # 2 fetches but lags; 3 went quiet at t=0
+    [proposal] = [a for a in ls.tick(220, 50) if isinstance(a, ProposeIsr)]
+    answers: list[Any] = [err(ErrorCode.REQUEST_TIMED_OUT), err(ErrorCode.INELIGIBLE_REPLICA)]
+    manager, peers = broker_with_controller(monkeypatch, answers)
+    part = FakePartition(ls)
+    asyncio.run(manager.alter(part, list(proposal.isr), proposal.partition_epoch, list(proposal.silent)))  # type: ignore[arg-type]
+    assert [(b["isr"], b["silent"]) for b in peers.sent] == [([1], [3]), ([1], [3])]
+
+
+def handled(body: dict) -> tuple:
+    """The arguments KafkaApis.handle_alter_partition passes to the controller for a request `body`."""
+    apis = SimpleNamespace(_alter_partition=lambda args: args)
+    return KafkaApis.handle_alter_partition(apis, body, None)  # type: ignore[arg-type]
+
+
+def test_the_silent_field_is_optional_and_typed_on_the_wire():
+    body = {"topic": "t", "partition": 0, "leader": 1, "leader_epoch": 3, "partition_epoch": 4, "isr": [1]}
+    assert handled(body)[-1] is None  # a broker from before the field: the controller moves nothing
+    assert handled({**body, "silent": [2, 3]})[-1] == [2, 3]
+    for bad in ("2,3", [2, "3"], {"2": 1}):
+        with pytest.raises(BadRequest, match="silent"):
+            handled({**body, "silent": bad})
+
+
+@pytest.mark.parametrize("silent", [False, True], ids=["slow", "silent"])
+def test_the_controller_service_moves_a_leader_only_off_silent_followers(silent: bool):
+    image, _ = cluster()
+    image.topics["t"].configs["min.insync.replicas"] = "2"
+    service = ControllerService(1, image, FakeQuorum(image), {}, 2000, "c")  # type: ignore[arg-type]
+    service.on_role(True, 1, 1)
+    p = image.topics["t"].partitions[0]
+    dropped = [r for r in p.isr if r != p.leader]
+    shrink = service.alter_partition(
+        "t", 0, p.leader, p.leader_epoch, p.partition_epoch, [p.leader], silent=dropped if silent else []
+    )
+    if not silent:
+        asyncio.run(shrink)  # an ordinary shrink, committed as asked
+        q = image.topics["t"].partitions[0]
+        assert (q.leader, q.leader_epoch, q.isr) == (p.leader, p.leader_epoch, [p.leader])
+        return
+    with pytest.raises(AlterPartitionError) as e:
+        asyncio.run(shrink)
+    q = image.topics["t"].partitions[0]
+    assert e.value.code == ErrorCode.FENCED_LEADER_EPOCH
+    assert q.leader in dropped and q.leader_epoch == p.leader_epoch + 1 and sorted(q.isr) == sorted(dropped)
 
 
 # --- the incarnation on quorum fetches ---------------------------------------------------------------
