@@ -17,6 +17,7 @@ import pytest
 
 from client.admin import NewTopic
 from client.sync import Admin, Producer
+from net.errors import UnknownTopicOrPartitionError
 from tests.conftest import ROOT, BrokerProcess, free_port, wait_port
 from tests.integration.cluster_harness import free_port_runs, wait_until
 from tests.integration.test_cli import assert_one_line_error, run
@@ -58,6 +59,17 @@ def popen(module: str, *args: str) -> subprocess.Popen:
 def create(bootstrap: str, topic: str, partitions: int = 1, rf: int = 1, **configs: str) -> None:
     with Admin(bootstrap) as admin:
         admin.create_topics([NewTopic(topic, partitions, rf, configs)])
+    # Created is committed on the controller; every broker learns it a moment later, as in Kafka.
+    for address in bootstrap.split(","):
+        with Admin(address) as admin:
+            wait_until(lambda: _has_leaders(admin, topic), 30, f"{address} to know {topic} and its leaders")
+
+
+def _has_leaders(admin: Admin, topic: str) -> bool:
+    try:
+        return all(p.leader >= 0 for p in admin.describe_topics([topic])[0].partitions)
+    except UnknownTopicOrPartitionError:
+        return False
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], key: bytes | None = None, headers=None) -> None:
