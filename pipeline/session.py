@@ -87,6 +87,21 @@ def _log4j_file() -> str:
     return str(path)
 
 
+def _private_cache_dir() -> Path:
+    """A directory only this user can write to: Spark runs what SPARK_HOME/bin holds, so a shared place with a
+    predictable name (/tmp) would let another local user plant it. ~/.cache/kafkalite (XDG_CACHE_HOME), else
+    a new private temporary directory."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kafkalite"
+    try:
+        base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = base.stat()
+        if st.st_uid == os.getuid() and not st.st_mode & 0o022:
+            return base
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="kafkalite-"))
+
+
 def spark_home_for_workers() -> str | None:
     """A SPARK_HOME for pip's pyspark without its python/lib/pyspark.zip, or None where there is no such zip.
 
@@ -102,7 +117,7 @@ def spark_home_for_workers() -> str | None:
     if not (real / "python" / "lib" / "pyspark.zip").is_file():
         return None
     tag = hashlib.sha1(f"{real}|{pyspark.__version__}".encode()).hexdigest()[:12]
-    home = Path(tempfile.gettempdir()) / f"kafkalite-spark-home-{os.getuid()}-{tag}"
+    home = _private_cache_dir() / f"spark-home-{tag}"
     if not (home / "bin" / "spark-submit").exists():
         tmp = home.with_name(f"{home.name}.{os.getpid()}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
