@@ -228,6 +228,28 @@ def test_the_first_paint_has_the_data_without_the_event_stream(env):
     wait_until(lambda: driver.find_element(By.ID, "live").text.startswith("live · "), 10, "the event stream")
 
 
+def test_a_hostile_group_id_cannot_break_out_of_the_embedded_snapshot(env):
+    """Group ids are any string a client sends; the page embeds the snapshot in a <script> element, so a group
+    named to close it and open markup of its own must stay data: escaped in the HTML, run nowhere."""
+    cluster, console, driver, _ = env
+    hostile = '</script><img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
+    cluster.admin().alter_group_offsets(hostile, {(TOPIC, 0): 1})
+
+    def served() -> str | None:
+        with urllib.request.urlopen(console.url + "/groups", timeout=10) as r:
+            html = r.read().decode()
+        embedded = re.search(r'<script id="kl-snapshot" type="application/json">(.*?)</script>', html, re.S)
+        assert embedded is not None, html
+        return html if hostile in {g["group_id"] for g in json.loads(embedded[1])["groups"]} else None
+
+    html = wait_until(served, 30, "the hostile group in the served snapshot")
+    assert "</script><img" not in html and "<script>window.__pwned" not in html
+    load(driver, console.url + "/groups", "#groups tr")
+    time.sleep(1.5)  # a live update too draws the group list
+    assert driver.execute_script("return window.__pwned === undefined")
+    assert js_errors(driver) == []
+
+
 def test_internal_topics_are_counted_apart_and_listed_on_demand(env):
     cluster, console, driver, _ = env
     admin = cluster.admin()
