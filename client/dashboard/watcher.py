@@ -21,6 +21,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from client.admin import AsyncAdmin
+from client.config import AdminConfig
 from client.dashboard.rates import RATE_WINDOW_S, CounterRates
 from client.dashboard.timeline import ClusterView, diff
 from net.connection import BrokerConnection
@@ -47,6 +48,12 @@ def one_line(e: BaseException) -> str:
         return "timed out"
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return text[:300]
+
+
+def client_settings(client_config: dict) -> dict:
+    """Keyword arguments of a console client: its name and short timeouts, then the command config's (and a
+    session's credentials)."""
+    return {"client_id": "kl-dashboard", "request_timeout_ms": int(CALL_TIMEOUT_S * 1000), **client_config}
 
 
 async def timed(aw: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
@@ -96,13 +103,15 @@ class ClusterWatcher:
         client_config: dict | None = None,
         rate_window_s: float = RATE_WINDOW_S,
     ) -> None:
-        """`client_config`: client keyword arguments from --command-config (client.id, timeouts; security
-        settings once they exist), used by every client the console makes."""
+        """`client_config`: client keyword arguments from --command-config (client.id, timeouts, security;
+        in login mode with the session's user and password), used by every client this watcher makes."""
         self.bootstrap = bootstrap
         self.interval_s = interval_s
         self.client_config = dict(client_config or {})
-        defaults = {"client_id": "kl-dashboard", "request_timeout_ms": int(CALL_TIMEOUT_S * 1000)}
-        self.admin = AsyncAdmin(bootstrap, **{**defaults, **self.client_config})
+        settings = client_settings(self.client_config)
+        self.admin = AsyncAdmin(bootstrap, **settings)
+        # The per-broker probes log in as the admin client does (a SASL listener answers nothing before).
+        self.security = AdminConfig.from_kwargs(settings).security()
         self.known: dict[int, tuple[str, int]] = {}
         self.info: dict[int, dict] = {}
         self.up: dict[int, bool] = {}
@@ -217,7 +226,7 @@ class ClusterWatcher:
         for kind, text in reversed(diff(self._view, view)):  # newest first, a poll's events in causal order
             self.timeline.appendleft({"t": now, "kind": kind, "text": text})
         self._view = view
-        point = self._rates(now, scraped)
+        point = self._rates(now, scraped, {t["name"] for t in topics})
         point["group_lag"] = {g: d["total_lag"] for g, d in self.groups.items() if d.get("total_lag") is not None}
         self.series.append(point)
         visible = [t for t in topics if not t["internal"]]
@@ -257,7 +266,7 @@ class ClusterWatcher:
             if conn is None or not conn.connected:
                 if conn is not None:
                     conn.close()
-                conn = BrokerConnection(host, port, "kl-dashboard")
+                conn = BrokerConnection(host, port, "kl-dashboard", self.security)
                 await conn.connect(timeout=1.0)
                 self._probes[bid] = conn
             body = await conn.request(ApiKey.METADATA, {"topics": []}, timeout=1.0)
@@ -413,9 +422,11 @@ class ClusterWatcher:
             lags = [r["lag"] for r in rows if r["lag"] is not None]
             g["total_lag"] = sum(lags) if lags else None
 
-    def _rates(self, now: float, scraped: dict[int, dict]) -> dict:
+    def _rates(self, now: float, scraped: dict[int, dict], visible: set[str]) -> dict:
         """Per-second rates, per broker and per topic, over the last `rates.window_s` seconds of each live
-        broker's counters (client/dashboard/rates.py: steady under jittery scrapes, a restart is no spike)."""
+        broker's counters (client/dashboard/rates.py: steady under jittery scrapes, a restart is no spike).
+        Only of the `visible` topics (the ones Metadata shows this watcher's user): a broker's /metrics names
+        every topic, and a user the ACLs keep from a topic must not learn of it, nor of its traffic, here."""
         point: dict[str, Any] = {"t": now, "window_s": self.rates.window_s, "brokers": {}, "topics": {}}
         for bid, m in scraped.items():
             if not m:
@@ -424,7 +435,8 @@ class ClusterWatcher:
             cur: dict[str, float] = {}
             for name, kind in RATE_COUNTERS:
                 for labels, v in m.get(name, []):
-                    cur[f"{kind}\u0000{labels['topic']}"] = v
+                    if labels["topic"] in visible:
+                        cur[f"{kind}\u0000{labels['topic']}"] = v
             self.rates.add(bid, t, cur)
             rates = self.rates.rates(bid)
             if rates is None:

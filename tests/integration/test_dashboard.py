@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,78 +27,13 @@ import pytest
 from client.admin import NewTopic
 from client.sync import Producer
 from tests.integration.cluster_harness import HOST, ROOT, ClusterHarness, free_ports, wait_until
+from tests.integration.console_support import Browser, Console, chrome
 
 selenium = pytest.importorskip("selenium", reason="pip install -e '.[test]' (selenium)")
-from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 TOPIC = "orders"
 GROUP = "billing"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-def chrome(tmp: Path) -> webdriver.Chrome:
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.fail("chromium and chromium-driver are required: apt-get install -y chromium chromium-driver")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    # Without the background-networking flags Chromium waits on network services this closed network lacks.
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1000",
-        f"--user-data-dir={tmp}",
-    ):
-        opts.add_argument(flag)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
-
-
-class Console:
-    def __init__(self, cluster: ClusterHarness, root: Path) -> None:
-        self.cluster = cluster
-        self.port = free_ports(1)[0]
-        self.url = f"http://{HOST}:{self.port}"
-        self.log = open(root / "dashboard.log", "wb")
-        self.out_path = root / "dashboard.out"
-        self.out = open(self.out_path, "wb")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "client.dashboard",
-                "--bootstrap-server",
-                cluster.bootstrap(),
-                "--http-port",
-                str(self.port),
-            ],
-            cwd=ROOT,
-            stdout=self.out,
-            stderr=self.log,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        wait_until(self._ready, 30, "the console to serve a snapshot")
-
-    def _ready(self) -> bool:
-        with urllib.request.urlopen(self.url + "/api/snapshot", timeout=2) as r:
-            return b'"ready":true' in r.read()
-
-    def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-        self.out.close()
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +55,8 @@ def env(tmp_path_factory):
             p.flush()
         # A group with committed offsets and no members: its lag is stable for comparison with kl-groups.
         admin.alter_group_offsets(GROUP, {(TOPIC, 0): 3, (TOPIC, 1): 5, (TOPIC, 2): 10})
-        console = Console(cluster, root)
+        # An open cluster: the console changes it only with --allow-writes (the create/delete test below).
+        console = Console(cluster.bootstrap(), root, "--allow-writes")
         driver = chrome(root / "chrome")
         yield cluster, console, driver, root
     finally:
@@ -496,9 +431,8 @@ def test_create_and_delete_a_topic_from_the_topics_page(env):
     assert all("\n" not in e and "Traceback" not in e for e in cells(driver, "#errors div"))
     submit("scratch")
     wait_until(lambda: cells(driver, "#topics tr[data-topic='scratch'] td:nth-child(2)") == ["3"], 15, "scratch listed")
-    req = urllib.request.Request(f"{console.url}/api/topics/scratch", method="DELETE")
-    with urllib.request.urlopen(req, timeout=15) as r:
-        assert r.status == 200
+    # Over plain HTTP as the page does it: its cookie, CSRF token, Origin and a JSON body.
+    assert Browser.anonymous(console).send("DELETE", "/api/topics/scratch").status == 200
     wait_until(lambda: not cells(driver, "#topics tr[data-topic='scratch']"), 15, "scratch gone from the list")
 
 

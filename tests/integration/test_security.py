@@ -37,8 +37,8 @@ def certs(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, certs):
+def sasl_ssl_cluster(root: Path, n: int, certs: Path) -> ClusterHarness:
+    """n brokers with SASL_SSL on every listener, SCRAM users admin and broker, the ACL authorizer on."""
     overrides = [
         "security.protocol=SASL_SSL",
         f"sasl.enabled.mechanisms={MECH},SCRAM-SHA-512",
@@ -51,13 +51,18 @@ def cluster(tmp_path_factory, certs):
         "connections.max.unauthenticated.ms=3000",
     ]
     scram = [f"{MECH}=[name=admin,password=admin-secret]", f"{MECH}=[name=broker,password=b-secret]"]
-    h = ClusterHarness(
-        tmp_path_factory.mktemp("secure"),
-        3,
+    return ClusterHarness(
+        root,
+        n,
         overrides=overrides,
         extra_args=[x for s in scram for x in ("--add-scram", s)],
         client_config=ours("admin", "admin-secret", certs),
     )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, certs):
+    h = sasl_ssl_cluster(tmp_path_factory.mktemp("secure"), 3, certs)
     try:
         h.start()
         yield h

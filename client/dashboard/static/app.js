@@ -4,6 +4,10 @@
   const main = document.getElementById("main");
   const errorsBox = document.getElementById("errors");
   const live = document.getElementById("live");
+  // Who is logged in, the CSRF token for changes, and whether this console makes changes at all (server-set).
+  const consoleEl = document.getElementById("kl-console");
+  const me = consoleEl ? JSON.parse(consoleEl.textContent) : {};
+  const toLogin = () => location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
   let snap = null;
   let history = [];           // throughput and lag points, the last 15 minutes
   const HISTORY_S = 15 * 60;
@@ -51,8 +55,10 @@
 
   async function api(method, url, body) {
     try {
-      const r = await fetch(url, {method, headers: {"Content-Type": "application/json"},
-                                  body: body ? JSON.stringify(body) : undefined});
+      const headers = {"Content-Type": "application/json"};
+      if (method !== "GET" && me.csrf) headers["X-CSRF-Token"] = me.csrf;  // the console refuses changes without it
+      const r = await fetch(url, {method, headers, body: body ? JSON.stringify(body) : undefined});
+      if (r.status === 401 && me.login) { toLogin(); return null; }
       const data = await r.json();
       if (!r.ok) throw new Error(data.error || r.statusText);
       pageErrors = [];
@@ -136,13 +142,16 @@
       {key: "urp", label: "Under-replicated", num: 1}]);
     // The create form is built once per visit and kept across live refreshes, so what the user is typing
     // survives; only the table is redrawn.
-    if (!main.querySelector("#create-topic")) {
-      main.innerHTML = `<h2>Topics</h2><form class="inline" id="create-topic"><input name="name" placeholder="new topic" required>` +
-        `<input name="partitions" type="number" min="1" value="3" style="width:5em" title="partitions">` +
-        `<input name="replication_factor" type="number" min="1" value="${Math.min(3, snap.brokers.length) || 1}" style="width:5em" title="replication factor">` +
-        `<button>Create</button> ${internalToggle()}</form><div id="topics-count" class="muted"></div><table id="topics"></table>`;
+    if (!main.querySelector("#topics-head")) {
+      main.innerHTML = `<h2>Topics</h2><form class="inline" id="topics-head">` + (me.writes
+        ? `<span id="create-topic"><input name="name" placeholder="new topic" required>` +
+          `<input name="partitions" type="number" min="1" value="3" class="w5" title="partitions">` +
+          `<input name="replication_factor" type="number" min="1" value="${Math.min(3, snap.brokers.length) || 1}" class="w5" title="replication factor">` +
+          `<button>Create</button></span> `
+        : `<span id="read-only" class="muted read-only-note">read-only console</span> `) +
+        `${internalToggle()}</form><div id="topics-count" class="muted"></div><table id="topics"></table>`;
       bindInternalToggle();
-      main.querySelector("#create-topic").addEventListener("submit", async (ev) => {
+      if (me.writes) main.querySelector("#topics-head").addEventListener("submit", async (ev) => {
         ev.preventDefault();
         const f = new FormData(ev.target);
         const ok = await api("POST", "/api/topics", {name: f.get("name"), partitions: +f.get("partitions"),
@@ -157,7 +166,7 @@
         `<td class="num">${r.partitions}</td><td class="num">${r.rf}</td><td class="num">${fmtBytes(r.size)}</td>` +
         `<td class="num">${fmtNum(r.records)}</td><td class="num msgs-in">${fmtMsgRate(r.in)}</td><td class="num bytes-in">${fmtByteRate(r.bin)}</td>` +
         `<td class="num bytes-out">${fmtByteRate(r.out)}</td><td class="num">${r.urp}</td>` +
-        `<td>${r.internal ? "" : `<button data-delete="${esc(r.name)}">Delete</button>`}</td></tr>`;
+        `<td>${r.internal || !me.writes ? "" : `<button data-delete="${esc(r.name)}">Delete</button>`}</td></tr>`;
     }
     const c = snap.counts, ci = c.internal || {};
     const n = (k, what) => `${k} ${what}${k === 1 ? "" : "s"}`;
@@ -209,9 +218,9 @@
       `</select> partition <select name="partition">${partitionOptions(sel, q.get("partition") || "all")}</select>` +
       `<select name="mode">` + ["newest", "beginning", "offset", "timestamp"].map((m) =>
         `<option ${m === (q.get("mode") || "newest") ? "selected" : ""}>${m}</option>`).join("") + `</select>` +
-      `<input name="offset" placeholder="offset" style="width:7em" value="${esc(q.get("offset") || "")}">` +
-      `<input name="timestamp" placeholder="time (ISO or ms)" style="width:12em" value="${esc(q.get("timestamp") || "")}">` +
-      `<input name="limit" type="number" min="1" max="500" value="${esc(q.get("limit") || 50)}" style="width:5em">` +
+      `<input name="offset" placeholder="offset" class="w7" value="${esc(q.get("offset") || "")}">` +
+      `<input name="timestamp" placeholder="time (ISO or ms)" class="w12" value="${esc(q.get("timestamp") || "")}">` +
+      `<input name="limit" type="number" min="1" max="500" value="${esc(q.get("limit") || 50)}" class="w5">` +
       `<button>Load</button> <input id="search" placeholder="search loaded records"></form>` +
       `<div id="msg-info" class="muted"></div><table id="messages"></table>`;
     main.innerHTML = h;
@@ -368,7 +377,20 @@
   function connect() {
     const es = new EventSource("/api/events");
     es.onmessage = (ev) => onSnapshot(JSON.parse(ev.data));
-    es.onerror = () => { live.textContent = "reconnecting…" + (snap && snap.ready ? " · data of " + fmtTime(snap.time) : ""); };
+    es.onerror = () => {
+      live.textContent = "reconnecting…" + (snap && snap.ready ? " · data of " + fmtTime(snap.time) : "");
+      // The stream ends with the session (idle timeout, logout elsewhere): back to the login then.
+      if (me.login) fetch("/api/session").then((r) => { if (r.status === 401) { es.close(); toLogin(); } }).catch(() => {});
+    };
+  }
+
+  function showUser() {
+    if (!me.login || !me.user) return;
+    const who = document.getElementById("who");
+    who.innerHTML = `<span id="user-name">${esc(me.user)}</span><button id="logout">Log out</button>`;
+    who.querySelector("#logout").addEventListener("click", async () => {
+      if (await api("POST", "/api/logout", {})) location.assign("/login");
+    });
   }
 
   // First paint from the snapshot the server put in the page: no wait for the event stream or any fetch.
@@ -378,6 +400,7 @@
     addPoint(snap);
     if (snap.ready) live.textContent = "snapshot · " + fmtTime(snap.time);
   }
+  showUser();
   render(true);
   connect();
   // The charts' past, merged with whatever the stream has brought meanwhile.
