@@ -19,6 +19,9 @@ from net.errors import SaslAuthenticationError
 
 STATIC = Path(__file__).parent / "static"
 LOGIN_TIMEOUT_S = CALL_TIMEOUT_S * 3
+# Logins checked at once: each is a broker connection and a SASL exchange, so a flood of POST /api/login
+# queues here instead of opening connections without bound.
+CONCURRENT_LOGINS = 4
 # One answer for a wrong password, an unknown user and a user not on the allow-list alike.
 LOGIN_FAILED = "Login failed: wrong user name or password."
 
@@ -41,9 +44,11 @@ class Console:
     session_timeout_s: float = 30 * 60
     shared: ClusterWatcher | None = None  # None in login mode: every session has its own
     sessions: SessionStore = field(init=False)
+    _logins: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
         self.sessions = SessionStore(self.session_timeout_s)
+        self._logins = asyncio.Semaphore(CONCURRENT_LOGINS)
         if not self.access.acts_as_user and self.shared is None:
             self.shared = ClusterWatcher(self.bootstrap, self.interval_s, self.client_config)
 
@@ -72,6 +77,11 @@ class Console:
         """Check the password by logging in to a broker as the user (SASL, the command config's mechanism);
         in login mode that client stays, polling for the session. LoginRefused for any wrong credential or a
         user not allowed; OSError-like failures (no broker reachable) pass as ConnectionError."""
+        async with self._logins:
+            self.sessions.check_room()
+            return await self._login(user, password)
+
+    async def _login(self, user: str, password: str) -> Session:
         config = {**self.client_config, "sasl_username": user, "sasl_password": password}
         watcher = ClusterWatcher(self.bootstrap, self.interval_s, config) if self.access.acts_as_user else None
         admin = watcher.admin if watcher is not None else AsyncAdmin(self.bootstrap, **client_settings(config))

@@ -71,10 +71,14 @@ class SessionStore:
             s.last_seen = now
         return s
 
-    def add(self, user: str, watcher: ClusterWatcher, client_config: dict, owns_watcher: bool) -> Session:
+    def check_room(self) -> None:
+        """TooManySessions when no session can be added now (checked before a login costs anything too)."""
         self.expire()
         if len(self._sessions) >= self.max_sessions:
             raise TooManySessions(f"{self.max_sessions} sessions are open: try again when one ends")
+
+    def add(self, user: str, watcher: ClusterWatcher, client_config: dict, owns_watcher: bool) -> Session:
+        self.check_room()
         s = Session(self.new_token(), user, watcher, client_config, owns_watcher)
         self._sessions[s.token] = s
         return s
