@@ -25,7 +25,8 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CONSOLE_INFO = re.compile(r'<script id="kl-console" type="application/json">(.*?)</script>', re.S)
 
 
-def chrome(tmp: Path):  # type: ignore[no-untyped-def]
+def chrome(tmp: Path, *extra_flags: str):  # type: ignore[no-untyped-def]
+    """Headless Chromium; `extra_flags` e.g. --host-resolver-rules to point a name at loopback (DNS rebinding)."""
     from selenium import webdriver
 
     if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
@@ -45,6 +46,7 @@ def chrome(tmp: Path):  # type: ignore[no-untyped-def]
         "--disable-dev-shm-usage",
         "--window-size=1400,1000",
         f"--user-data-dir={tmp}",
+        *extra_flags,
     ):
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})

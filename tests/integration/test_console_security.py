@@ -356,7 +356,8 @@ def test_in_chromium_alice_and_admin_see_different_topics_and_another_origin_cha
     secure, login_console, tmp_path
 ):
     c = login_console
-    driver = chrome(tmp_path / "chrome")
+    # evil.example resolves to 127.0.0.1 in this browser, as a DNS-rebinding attacker's name would.
+    driver = chrome(tmp_path / "chrome", "--host-resolver-rules=MAP evil.example 127.0.0.1")
     evil = EvilSite(c.url)
     try:
 
@@ -411,6 +412,10 @@ def test_in_chromium_alice_and_admin_see_different_topics_and_another_origin_cha
         wait_until(lambda: driver.current_url == f"{c.url}/api/topics", 15, "the other origin's form sent")
         assert "cross-origin request refused" in driver.find_element(By.TAG_NAME, "body").text
         assert "evil-" not in " ".join(topics_of(secure)) and ALICE in topics_of(secure)
+        # DNS rebinding: a page of evil.example, now resolving to the console's address, reads nothing.
+        driver.get(f"http://evil.example:{c.port}/api/topics")
+        body = driver.find_element(By.TAG_NAME, "body").text
+        assert "does not serve the host" in body and ALICE not in body, body
         driver.switch_to.window(driver.window_handles[0])
         driver.get(c.url + "/topics")
         wait_until(lambda: {ALICE, SECRET} <= set(topic_rows()), 10, "admin's session intact")
