@@ -187,10 +187,10 @@ class Authorization:
 
     # --- the checks rules are made of ---
 
-    def whole_cluster(self, op: AclOperation, ctx: ConnectionContext, body: dict) -> Decision:
+    def whole_cluster(self, op: AclOperation, ctx: ConnectionContext, body: dict, api: str) -> Decision:
         if self.authz.cluster(ctx, op):
             return Decision(body)
-        return self.refuse(CLUSTER, op, "the cluster", ctx)
+        return self.refuse(CLUSTER, op, f"the cluster ({api})", ctx)
 
     def whole_group(self, op: AclOperation, group: str, ctx: ConnectionContext, body: dict) -> Decision | None:
         """None if allowed (the caller goes on), else the refusal."""
@@ -252,9 +252,9 @@ def _broker_only_api(api: ApiKey) -> Callable[[Authorization, dict, ConnectionCo
     return decide
 
 
-def _cluster(op: AclOperation) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
+def _cluster(op: AclOperation, api: str) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
     def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
-        return a.whole_cluster(op, ctx, body)
+        return a.whole_cluster(op, ctx, body, api)
 
     return decide
 
@@ -532,7 +532,7 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.FETCH: Rule(
         (Need(TOPIC, Op.READ, E), Need(CLUSTER, Op.CLUSTER_ACTION, R)),
         _fetch,
-        "a consumer READ on each topic; a follower's fetch (replica_id ≥ 0) CLUSTER_ACTION",
+        "CLUSTER_ACTION only for a follower's fetch, replica_id ≥ 0",
     ),
     ApiKey.LIST_OFFSETS: Rule((Need(TOPIC, Op.DESCRIBE, E),), _list_offsets),
     ApiKey.METADATA: Rule(
@@ -567,8 +567,8 @@ RULES: dict[ApiKey, Rule] = {
         (Need(GROUP, Op.DELETE, E),), _groups_each(Op.DELETE, lambda g, m: [g, GROUP_DENIED, m], "results")
     ),
     ApiKey.OFFSET_DELETE: Rule((Need(GROUP, Op.DELETE, R), Need(TOPIC, Op.READ, E)), _offset_delete),
-    ApiKey.SASL_HANDSHAKE: Rule((), _open, "the login itself (answered by the connection before any handler)"),
-    ApiKey.SASL_AUTHENTICATE: Rule((), _open, "the login itself (answered by the connection before any handler)"),
+    ApiKey.SASL_HANDSHAKE: Rule((), _open, "the login itself, answered by the connection before any handler"),
+    ApiKey.SASL_AUTHENTICATE: Rule((), _open, "the login itself, answered by the connection before any handler"),
     ApiKey.API_VERSIONS: Rule((), _open, "open to every logged-in client"),
     ApiKey.CREATE_TOPICS: Rule(
         (Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster"),), _topics_each(Op.CREATE, _named, _topic_maps)
@@ -576,9 +576,9 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.DELETE_TOPICS: Rule((Need(TOPIC, Op.DELETE, E),), _topics_each(Op.DELETE, _itself)),
     ApiKey.CREATE_PARTITIONS: Rule((Need(TOPIC, Op.ALTER, E),), _topics_each(Op.ALTER, _named, _topic_maps)),
     ApiKey.DESCRIBE_CONFIGS: Rule(
-        (Need(TOPIC, Op.DESCRIBE_CONFIGS, E), Need(CLUSTER, Op.DESCRIBE_CONFIGS, E)),
+        (Need(TOPIC, Op.DESCRIBE_CONFIGS, E), Need(CLUSTER, Op.DESCRIBE_CONFIGS, R)),
         _describe_configs,
-        "a broker's configs: DESCRIBE_CONFIGS on the cluster",
+        "the cluster for a broker's own configs, refused in their rows",
     ),
     ApiKey.ALTER_CONFIGS: Rule(
         (Need(TOPIC, Op.ALTER_CONFIGS, E),), _topics_each(Op.ALTER_CONFIGS, _first, _alter_entries)
@@ -586,14 +586,22 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.INIT_PRODUCER_ID: Rule(
         (Need(CLUSTER, Op.IDEMPOTENT_WRITE, R, "or WRITE on any topic (KIP-679)"),), _init_producer_id
     ),
-    ApiKey.DESCRIBE_ACLS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE)),
-    ApiKey.CREATE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER)),
-    ApiKey.DELETE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER)),
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE)),
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER)),
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: Rule((Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),), _cluster(Op.DESCRIBE_CONFIGS)),
-    ApiKey.ALTER_CLIENT_QUOTAS: Rule((Need(CLUSTER, Op.ALTER_CONFIGS, R),), _cluster(Op.ALTER_CONFIGS)),
-    ApiKey.ELECT_LEADERS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER)),
+    ApiKey.DESCRIBE_ACLS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeAcls")),
+    ApiKey.CREATE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "CreateAcls")),
+    ApiKey.DELETE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "DeleteAcls")),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeUserScramCredentials")
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Rule(
+        (Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "AlterUserScramCredentials")
+    ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),), _cluster(Op.DESCRIBE_CONFIGS, "DescribeClientQuotas")
+    ),
+    ApiKey.ALTER_CLIENT_QUOTAS: Rule(
+        (Need(CLUSTER, Op.ALTER_CONFIGS, R),), _cluster(Op.ALTER_CONFIGS, "AlterClientQuotas")
+    ),
+    ApiKey.ELECT_LEADERS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "ElectLeaders")),
     ApiKey.QUORUM: Rule((Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.QUORUM), "broker to broker"),
     ApiKey.ALTER_PARTITION: Rule(
         (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.ALTER_PARTITION), "broker to controller"
