@@ -10,16 +10,16 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from broker.authorization import Authorization
 from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
 from broker.metadata import validate_topic_name
 from broker.metrics import package_version
 from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
 from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
-from broker.replica_manager import FetchResult, FetchSpec, ProduceResult, ReplicaManager
-from broker.security.request_authorizer import CLUSTER_DENIED, TOPIC_DENIED, RequestAuthorizer, denied_message
+from broker.replica_manager import FetchSpec, ReplicaManager
+from broker.security.request_authorizer import RequestAuthorizer
 from broker.security_api import SecurityApis
-from net.acl import AclOperation
 from net.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -39,9 +39,6 @@ if TYPE_CHECKING:
     from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.api")
-# Only brokers send these (CLUSTER_ACTION on the cluster when the authorizer is on).
-BROKER_APIS = frozenset({ApiKey.QUORUM, ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT})
-_ALLOWED = object()
 MAX_FETCH_WAIT_MS = 60_000
 
 
@@ -104,6 +101,8 @@ class KafkaApis:
         self.metrics = metrics
         self.topic_config = topic_config
         self.authz = authz
+        # Every request's authorization, decided before its handler runs (broker/authorization.py).
+        self.authorization = Authorization(authz, config.auto_create_topics_enable)
         self.quotas = quotas
         self.metrics_port = metrics_port
         self._handlers = {
@@ -125,7 +124,7 @@ class KafkaApis:
             ApiKey.BROKER_HEARTBEAT: self.handle_broker_heartbeat,
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
-        elections = LeaderElectionApis(controller, channel, authz)
+        elections = LeaderElectionApis(controller, channel)
         self._ctx_handlers = {**groups.handlers, **security.handlers, **elections.handlers}
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
@@ -188,28 +187,13 @@ class KafkaApis:
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"api {ApiKey(api_key).name} version {version} not in supported range {lo}..{hi}",
             )
-        denied = self._cluster_action_gate(api_key, body, ctx)
-        if denied is not _ALLOWED:
-            return denied
-        return handler(body, ctx) if handler is not None else ctx_handler(body, ctx)
-
-    def _cluster_action_gate(self, api_key: int, body: dict, ctx: ConnectionContext) -> Any:
-        """What only brokers may send (the election, AlterPartition, BrokerRegistration, follower fetches,
-        forwarded requests) needs CLUSTER_ACTION: a forged message from anyone else changes nothing."""
-        broker_only = (
-            api_key in BROKER_APIS
-            or body.get("forwarded") is True
-            or (api_key == ApiKey.FETCH and isinstance(body.get("replica_id"), int) and body["replica_id"] >= 0)
-        )
-        if not broker_only or self.authz.cluster(ctx, AclOperation.CLUSTER_ACTION):
-            return _ALLOWED
-        name = ApiKey(api_key).name
-        log.warning("refused %s from %s at %s: no ClusterAction on the cluster", name, ctx.principal, ctx.peer)
-        if api_key == ApiKey.QUORUM:
-            return None  # one-way: nothing to answer
-        return error_body(
-            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied_message(AclOperation.CLUSTER_ACTION, name, ctx)
-        )
+        # The one authorization point of both client listeners: the handler gets the body the table shaped
+        # and checked, without the items it refused, whose rows the decision adds to the answer.
+        decision = self.authorization.authorize(api_key, body, ctx)
+        if decision.refused:
+            return decision.answer
+        run = handler if handler is not None else ctx_handler
+        return decision.complete(run(decision.body, ctx))
 
     # --- data path -----------------------------------------------------------
 
@@ -217,19 +201,12 @@ class KafkaApis:
         acks = _int(body, "acks", -1)
         timeout_ms = _int(body, "timeout_ms", 30000)
         entries: dict[tuple[str, int], bytes] = {}
-        denied: dict[tuple[str, int], Any] = {}
         for topic, parts in _topic_partitions(body):
-            ok = self.authz.topic(ctx, AclOperation.WRITE, topic)
             for p in parts:
                 if len(p) != 2 or not isinstance(p[1], bytes):
                     raise BadRequest("produce partition entry must be [partition, records bytes]")
-                if ok:
-                    entries[(topic, p[0])] = p[1]
-                else:
-                    msg = denied_message(AclOperation.WRITE, f"topic {topic}", ctx)
-                    denied[(topic, p[0])] = ProduceResult(TOPIC_DENIED, message=msg)
+                entries[(topic, p[0])] = p[1]
         results, pending = self.replica_manager.append_records(acks, entries)
-        results.update(denied)
         if acks == 0:
             return None  # Kafka sends no response to acks=0
         if pending:
@@ -248,29 +225,21 @@ class KafkaApis:
         if max_bytes <= 0:
             raise BadRequest("max_bytes must be positive")
         specs = []
-        denied: dict[tuple[str, int], Any] = {}
         for topic, parts in _topic_partitions(body):
-            # A follower's fetch passed the CLUSTER_ACTION gate; a consumer needs READ on the topic.
-            ok = replica_id >= 0 or self.authz.topic(ctx, AclOperation.READ, topic)
             for p in parts:
                 if len(p) < 3 or not all(isinstance(x, int) for x in p) or p[2] <= 0:
                     raise BadRequest(
                         "fetch partition entry must be [partition, fetch_offset, max_bytes>0, "
                         "current_leader_epoch?, last_fetched_epoch?] of integers"
                     )
-                if not ok:
-                    denied[(topic, p[0])] = FetchResult(TOPIC_DENIED)
-                    continue
                 specs.append(
                     FetchSpec((topic, p[0]), p[1], p[2], p[3] if len(p) > 3 else -1, p[4] if len(p) > 4 else -1)
                 )
-        return self._fetch(specs, max_wait, min_bytes, max_bytes, replica_id, denied)
+        return self._fetch(specs, max_wait, min_bytes, max_bytes, replica_id)
 
-    async def _fetch(
-        self, specs: list, max_wait: int, min_bytes: int, max_bytes: int, replica_id: int, denied: dict
-    ) -> dict:
+    async def _fetch(self, specs: list, max_wait: int, min_bytes: int, max_bytes: int, replica_id: int) -> dict:
         results = await self.replica_manager.fetch_messages(specs, max_wait, min_bytes, max_bytes, replica_id)
-        return {"topics": _group({**results, **denied})}
+        return {"topics": _group(results)}
 
     def handle_list_offsets(self, body: dict, ctx: ConnectionContext) -> dict:
         out: dict[tuple[str, int], list] = {}
@@ -278,9 +247,6 @@ class KafkaApis:
             for p in parts:
                 if len(p) not in (2, 3) or not all(isinstance(x, int) for x in p[1:]):
                     raise BadRequest("list offsets partition entry must be [partition, timestamp(, leader epoch)]")
-                if not self.authz.topic(ctx, AclOperation.DESCRIBE, topic):
-                    out[(topic, p[0])] = [p[0], TOPIC_DENIED, -1, -1]
-                    continue
                 epoch = p[2] if len(p) == 3 else -1  # current_leader_epoch (KIP-320); -1: not checked
                 err, ts, off = self.replica_manager.list_offset((topic, p[0]), p[1], epoch)
                 out[(topic, p[0])] = [p[0], err, ts, off]
@@ -289,9 +255,6 @@ class KafkaApis:
     # --- metadata and admin --------------------------------------------------
 
     def handle_init_producer_id(self, body: dict, ctx: ConnectionContext) -> dict:
-        if not self.authz.idempotent_write(ctx):
-            msg = denied_message(AclOperation.IDEMPOTENT_WRITE, "the cluster (nor WRITE on any topic)", ctx)
-            return error_body(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, msg)
         # Random 62-bit ids need no coordination between brokers; a collision is astronomically unlikely.
         return {"error_code": 0, "producer_id": secrets.randbits(62), "producer_epoch": 0}
 
@@ -301,23 +264,18 @@ class KafkaApis:
     def handle_metadata(self, body: dict, ctx: ConnectionContext) -> dict:
         names = body.get("topics")
         image = self.image
-        describe = AclOperation.DESCRIBE
         if names is None:
-            # All topics: the ones this principal may not describe are left out, as Kafka does.
-            names = [n for n in sorted(image.topics) if self.authz.topic(ctx, describe, n)]
+            names = sorted(image.topics)  # those this principal may not describe are left out by the table
         else:
             names = as_list(names, "topics")
         topics = []
         auto_create = body.get("allow_auto_topic_creation") is True and self.config.auto_create_topics_enable
         for name in names:
-            if not self.authz.topic(ctx, describe, name):
-                topics.append({"error_code": TOPIC_DENIED, "name": name, "partitions": []})
-                continue
             info = image.topics.get(name) if isinstance(name, str) else None
             if info is None:
                 code = self._missing_topic_code(name)
-                if auto_create and isinstance(name, str):
-                    code = self._auto_create(name) if self.authz.create_topic(ctx, name) else TOPIC_DENIED
+                if auto_create and isinstance(name, str):  # CREATE was checked by the table
+                    code = self._auto_create(name)
                 topics.append({"error_code": code, "name": name, "partitions": []})
                 continue
             topics.append(
@@ -403,29 +361,13 @@ class KafkaApis:
             "rack": None,
         }
 
-    def _denied_rows(self, names: list, op: AclOperation, ctx: ConnectionContext) -> list[list]:
-        return [[n, TOPIC_DENIED, denied_message(op, f"topic {n}", ctx)] for n in names]
-
-    async def _with_rows(self, rows: list[list], answer: Awaitable[dict]) -> dict:
-        """The handler's answer with the rows refused before it ran added (authorization failures)."""
-        body = await answer
-        if rows and isinstance(body.get("topics"), list):
-            body = dict(body, topics=rows + body["topics"])
-        return body
-
     def handle_create_topics(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         validate_only = bool(body.get("validate_only", False))
         topics = as_list(body.get("topics"), "topics")
         if not all(isinstance(t, dict) for t in topics):
             raise BadRequest("each topic to create must be a map")
-        topics, denied = self.authz.split(topics, lambda t: self.authz.create_topic(ctx, t.get("name")))
-        body = dict(body, topics=topics)
-        rows = self._denied_rows([t.get("name") for t in denied], AclOperation.CREATE, ctx)
-        return self._with_rows(
-            rows,
-            self.channel.serve_or_forward(
-                ApiKey.CREATE_TOPICS, body, lambda: self._create_topics(topics, validate_only)
-            ),
+        return self.channel.serve_or_forward(
+            ApiKey.CREATE_TOPICS, body, lambda: self._create_topics(topics, validate_only)
         )
 
     async def _create_topics(self, topics: list[dict], validate_only: bool) -> dict:
@@ -458,12 +400,7 @@ class KafkaApis:
 
     def handle_delete_topics(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         names = as_list(body.get("topics"), "topics")
-        names, denied = self.authz.split(names, lambda n: self.authz.topic(ctx, AclOperation.DELETE, n))
-        body = dict(body, topics=names)
-        rows = self._denied_rows(denied, AclOperation.DELETE, ctx)
-        return self._with_rows(
-            rows, self.channel.serve_or_forward(ApiKey.DELETE_TOPICS, body, lambda: self._delete_topics(names))
-        )
+        return self.channel.serve_or_forward(ApiKey.DELETE_TOPICS, body, lambda: self._delete_topics(names))
 
     async def _delete_topics(self, names: list) -> dict:
         results = []
@@ -480,14 +417,8 @@ class KafkaApis:
         if not all(isinstance(t, dict) for t in topics):
             raise BadRequest("each topic to grow must be a map with name and count")
         validate_only = bool(body.get("validate_only", False))
-        topics, denied = self.authz.split(topics, lambda t: self.authz.topic(ctx, AclOperation.ALTER, t.get("name")))
-        body = dict(body, topics=topics)
-        rows = self._denied_rows([t.get("name") for t in denied], AclOperation.ALTER, ctx)
-        return self._with_rows(
-            rows,
-            self.channel.serve_or_forward(
-                ApiKey.CREATE_PARTITIONS, body, lambda: self._create_partitions(topics, validate_only)
-            ),
+        return self.channel.serve_or_forward(
+            ApiKey.CREATE_PARTITIONS, body, lambda: self._create_partitions(topics, validate_only)
         )
 
     async def _create_partitions(self, topics: list[dict], validate_only: bool) -> dict:
@@ -512,9 +443,6 @@ class KafkaApis:
         results = []
         topic_docs = {d.name: d.doc for d in self.config.topic_config_defaults().describe_keys()}
         for name in as_list(body.get("topics") or [], "topics"):
-            if not self.authz.topic(ctx, AclOperation.DESCRIBE_CONFIGS, name):
-                results.append([name, TOPIC_DENIED, denied_message(AclOperation.DESCRIBE_CONFIGS, str(name), ctx), {}])
-                continue
             info = self.image.topics.get(name) if isinstance(name, str) else None
             if info is None:
                 results.append([name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {name!r} does not exist", {}])
@@ -527,10 +455,6 @@ class KafkaApis:
             if str(bid) != str(self.config.broker_id):
                 msg = f"broker {self.config.broker_id} describes its own configs only (asked for {bid})"
                 brokers.append([bid, int(ErrorCode.INVALID_REQUEST), msg, {}])
-                continue
-            if not self.authz.cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
-                msg = denied_message(AclOperation.DESCRIBE_CONFIGS, "the cluster", ctx)
-                brokers.append([bid, CLUSTER_DENIED, msg, {}])
                 continue
             defaults = {d.name: (d.default, d.doc) for d in self.config.describe_keys()}
             secret = self.config.sensitive_keys()
@@ -549,15 +473,8 @@ class KafkaApis:
             if not isinstance(entry, list) or len(entry) != 2:
                 raise BadRequest("each alter entry must be [topic, {config: value or nil}]")
         validate_only, replace = bool(body.get("validate_only", False)), body.get("replace") is True
-        op = AclOperation.ALTER_CONFIGS
-        entries, denied = self.authz.split(entries, lambda e: self.authz.topic(ctx, op, e[0]))
-        body = dict(body, topics=entries)
-        rows = self._denied_rows([e[0] for e in denied], op, ctx)
-        return self._with_rows(
-            rows,
-            self.channel.serve_or_forward(
-                ApiKey.ALTER_CONFIGS, body, lambda: self._alter_configs(entries, validate_only, replace)
-            ),
+        return self.channel.serve_or_forward(
+            ApiKey.ALTER_CONFIGS, body, lambda: self._alter_configs(entries, validate_only, replace)
         )
 
     async def _alter_configs(self, entries: list, validate_only: bool, replace: bool) -> dict:

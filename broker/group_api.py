@@ -1,5 +1,7 @@
 """The consumer-group requests: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, OffsetCommit/Fetch,
-List/Describe/DeleteGroups. Shapes are checked here; decisions are the GroupCoordinatorLogic's."""
+List/Describe/DeleteGroups. Shapes are checked here; decisions are the GroupCoordinatorLogic's. Authorization
+is decided before these run (broker/authorization.py): a handler gets the body the table checked, without the
+groups and topics it refused."""
 
 from __future__ import annotations
 
@@ -9,22 +11,8 @@ from typing import TYPE_CHECKING, Any, Awaitable
 from broker.group.records import OFFSETS_TOPIC
 from broker.group_coordinator import now_ms
 from broker.network.server import BadRequest, ConnectionContext, as_list
-from broker.security.request_authorizer import GROUP_DENIED, TOPIC_DENIED, RequestAuthorizer, denied_message
-from net.acl import AclOperation
 from net.errors import ErrorCode, KafkaLiteError, TopicAlreadyExistsError
 from net.protocol import ApiKey
-
-# The operation each single-group request needs on its group (Kafka's rules).
-GROUP_OPS = {
-    ApiKey.FIND_COORDINATOR: AclOperation.DESCRIBE,
-    ApiKey.JOIN_GROUP: AclOperation.READ,
-    ApiKey.SYNC_GROUP: AclOperation.READ,
-    ApiKey.HEARTBEAT: AclOperation.READ,
-    ApiKey.LEAVE_GROUP: AclOperation.READ,
-    ApiKey.OFFSET_COMMIT: AclOperation.READ,
-    ApiKey.OFFSET_FETCH: AclOperation.DESCRIBE,
-    ApiKey.OFFSET_DELETE: AclOperation.DELETE,
-}
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -60,14 +48,12 @@ class GroupApis:
         coordinator: "GroupCoordinator",
         image: "MetadataImage",
         channel: "ControllerChannel",
-        authz: RequestAuthorizer | None = None,
     ) -> None:
         self.config = config
         self.coordinator = coordinator
         self.image = image
         self.channel = channel  # creates __consumer_offsets through the active controller
-        self.authz = authz or RequestAuthorizer(None, image)
-        handlers = {
+        self.handlers = {
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.JOIN_GROUP: self.join_group,
             ApiKey.SYNC_GROUP: self.sync_group,
@@ -80,22 +66,6 @@ class GroupApis:
             ApiKey.DELETE_GROUPS: self.delete_groups,
             ApiKey.OFFSET_DELETE: self.offset_delete,
         }
-        self.handlers = {k: self._guarded(k, h) for k, h in handlers.items()}
-
-    def _guarded(self, api: ApiKey, handler: Any) -> Any:
-        """Requests about one group need Kafka's operation on it (GROUP_OPS); the multi-group ones (lists,
-        describes, deletes, batched lookups) check each group in their handler."""
-        op = GROUP_OPS.get(api)
-        if op is None:
-            return handler
-
-        def guarded(body: dict, ctx: ConnectionContext) -> Any:
-            group = body.get("key") if api == ApiKey.FIND_COORDINATOR else body.get("group_id")
-            if "keys" in body or "groups" in body or self.authz.group(ctx, op, group):
-                return handler(body, ctx)
-            return {"error_code": GROUP_DENIED, "error_message": denied_message(op, f"group {group}", ctx)}
-
-        return guarded
 
     # --- finding the coordinator -------------------------------------------------------------
 
@@ -104,12 +74,7 @@ class GroupApis:
         With "listener": "kafka" the coordinator is named by its Kafka listener."""
         if "keys" in body:
             keys = as_list(body.get("keys"), "keys")
-            answers = [
-                self._find_one(dict(body, key=k), ctx)
-                if self.authz.group(ctx, AclOperation.DESCRIBE, k)
-                else {"error_code": GROUP_DENIED, "error_message": denied_message(AclOperation.DESCRIBE, str(k), ctx)}
-                for k in keys
-            ]
+            answers = [self._find_one(dict(body, key=k), ctx) for k in keys]
             if all(isinstance(a, dict) for a in answers):
                 return {"coordinators": [dict(a, key=k) for k, a in zip(keys, answers)]}
             return self._gather_coordinators(keys, answers)
@@ -239,10 +204,7 @@ class GroupApis:
                     raise BadRequest("each offset entry must be [partition, offset, metadata?]")
                 meta = p[2] if len(p) > 2 and isinstance(p[2], str) else ""
                 offsets[(topic, p[0])] = (p[1], meta)
-        denied = [tp for tp in offsets if not self.authz.topic(ctx, AclOperation.READ, tp[0])]
         err = self.coordinator.owner_error(group_id)
-        if denied and not err:
-            err = {"error_code": TOPIC_DENIED, "error_message": denied_message(AclOperation.READ, denied[0][0], ctx)}
         if err:
             by_topic: dict[str, list] = {}
             for t, p in offsets:
@@ -267,12 +229,7 @@ class GroupApis:
             for entry in as_list(body.get("groups"), "groups"):
                 if not isinstance(entry, dict):
                     raise BadRequest("each groups entry must be a map with group_id and topics")
-                gid = entry.get("group_id")
-                if self.authz.group(ctx, AclOperation.DESCRIBE, gid):
-                    out.append(dict(self._offset_fetch_one(entry), group_id=gid))
-                else:
-                    msg = denied_message(AclOperation.DESCRIBE, f"group {gid}", ctx)
-                    out.append({"error_code": GROUP_DENIED, "error_message": msg, "group_id": gid})
+                out.append(dict(self._offset_fetch_one(entry), group_id=entry.get("group_id")))
             return {"error_code": 0, "groups": out}
         return self._offset_fetch_one(body)
 
@@ -293,17 +250,12 @@ class GroupApis:
     # --- admin ------------------------------------------------------------------------------
 
     def list_groups(self, body: dict, ctx: ConnectionContext) -> dict:
-        groups = self.coordinator.logic.list_groups()
-        if not self.authz.cluster(ctx, AclOperation.DESCRIBE):  # else only the groups it may describe
-            groups = [g for g in groups if self.authz.group(ctx, AclOperation.DESCRIBE, g[0])]
-        return {"error_code": 0, "groups": groups}
+        return {"error_code": 0, "groups": self.coordinator.logic.list_groups()}
 
     def describe_groups(self, body: dict, ctx: ConnectionContext) -> dict:
         out = []
         for group_id in as_list(body.get("groups"), "groups"):
             err = self.coordinator.owner_error(group_id)
-            if not self.authz.group(ctx, AclOperation.DESCRIBE, group_id):
-                err = {"error_code": GROUP_DENIED, "error_message": denied_message(AclOperation.DESCRIBE, "it", ctx)}
             out.append(dict(err, group_id=group_id) if err else self.coordinator.logic.describe(group_id))
         return {"groups": out}
 
@@ -325,9 +277,6 @@ class GroupApis:
     async def _delete_groups(self, groups: list, ctx: ConnectionContext) -> dict:
         results = []
         for group_id in groups:
-            if not self.authz.group(ctx, AclOperation.DELETE, group_id):
-                results.append([group_id, GROUP_DENIED, denied_message(AclOperation.DELETE, f"group {group_id}", ctx)])
-                continue
             err = self.coordinator.owner_error(group_id)
             if err is None:
                 err = await self.coordinator.call(self.coordinator.logic.delete, group_id)

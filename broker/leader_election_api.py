@@ -2,9 +2,10 @@
 
 A preferred or unclean leader election changes the replicated metadata, so it runs on the active controller
 (forwarded there from any broker, KIP-590) through ControllerService.elect_leaders, the same code path the
-automatic rebalance takes. It needs ALTER on the cluster, as in Kafka. Each partition gets its own outcome
-(Kafka's codes): elected, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE
-or UNKNOWN_TOPIC_OR_PARTITION. Body layouts are in docs/FORMAT.md.
+automatic rebalance takes. It needs ALTER on the cluster, as in Kafka (decided by broker/authorization.py).
+Each partition gets its own outcome (Kafka's codes): elected, ELECTION_NOT_NEEDED,
+PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE or UNKNOWN_TOPIC_OR_PARTITION.
+Body layouts are in docs/FORMAT.md.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Awaitable
 
 from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
-from broker.security.request_authorizer import RequestAuthorizer, denied_message
-from net.acl import AclOperation
-from net.errors import ErrorCode, KafkaLiteError
+from net.errors import KafkaLiteError
 from net.protocol import ApiKey, ElectionType
 
 if TYPE_CHECKING:
@@ -46,18 +45,14 @@ def election_type_of(body: dict) -> ElectionType:
 
 
 class LeaderElectionApis:
-    def __init__(self, controller: "ControllerService", channel: "ControllerChannel", authz: RequestAuthorizer) -> None:
+    def __init__(self, controller: "ControllerService", channel: "ControllerChannel") -> None:
         self.controller = controller
         self.channel = channel
-        self.authz = authz
         self.handlers = {ApiKey.ELECT_LEADERS: self.elect_leaders}
 
     def elect_leaders(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
         election_type = election_type_of(body)
         partitions = parse_partitions(body.get("topics"))
-        if not self.authz.cluster(ctx, AclOperation.ALTER):
-            msg = denied_message(AclOperation.ALTER, "the cluster (ElectLeaders)", ctx)
-            return error_body(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, msg)
         return self.channel.serve_or_forward(ApiKey.ELECT_LEADERS, body, lambda: self._elect(election_type, partitions))
 
     async def _elect(self, election_type: ElectionType, partitions: list[tuple[str, int]] | None) -> dict:

@@ -2,7 +2,8 @@
 
 CreateAcls, DeleteAcls and AlterUserScramCredentials change the replicated metadata, so they run on the
 active controller (forwarded there, KIP-590) and need ALTER on the cluster; DescribeAcls and
-DescribeUserScramCredentials are answered from this broker's image and need DESCRIBE on the cluster. They
+DescribeUserScramCredentials are answered from this broker's image and need DESCRIBE on the cluster
+(decided before these run, broker/authorization.py). They
 answer SECURITY_DISABLED while `authorizer` is off (the ACL ones), as Kafka does. Body layouts are in
 docs/FORMAT.md.
 """
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Awaitable
 
 from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
 from broker.quotas import QUOTA_KEYS
-from broker.security.request_authorizer import RequestAuthorizer, denied_message
+from broker.security.request_authorizer import RequestAuthorizer
 from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 from net.acl import AclBinding, AclBindingFilter, AclOperation, AclPermission, PatternType, ResourceType
 from net.errors import ErrorCode, KafkaLiteError
@@ -74,18 +75,18 @@ class SecurityApis:
             ApiKey.ALTER_CLIENT_QUOTAS: self.alter_quotas,
         }
 
-    def _gate(self, ctx: ConnectionContext, op: AclOperation, acl_api: bool) -> dict | None:
-        if acl_api and not self.authz.enabled:
+    def _acls_on(self) -> dict | None:
+        """The ACL apis answer SECURITY_DISABLED without an authorizer (their authorization, ALTER or DESCRIBE
+        on the cluster, is broker/authorization.py's, decided before these run)."""
+        if not self.authz.enabled:
             return error_body(ErrorCode.SECURITY_DISABLED, "no authorizer is configured (authorizer=acl)")
-        if not self.authz.cluster(ctx, op):
-            return error_body(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied_message(op, "the cluster", ctx))
         return None
 
     # --- ACLs ---------------------------------------------------------------------------------
 
     def create_acls(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
-        if (denied := self._gate(ctx, AclOperation.ALTER, True)) is not None:
-            return denied
+        if (off := self._acls_on()) is not None:
+            return off
         rows = as_list(body.get("creations"), "creations")
         return self.channel.serve_or_forward(ApiKey.CREATE_ACLS, body, lambda: self._create(rows))
 
@@ -108,14 +109,14 @@ class SecurityApis:
         return {"results": results}
 
     def describe_acls(self, body: dict, ctx: ConnectionContext) -> dict:
-        if (denied := self._gate(ctx, AclOperation.DESCRIBE, True)) is not None:
-            return denied
+        if (off := self._acls_on()) is not None:
+            return off
         f = _filter(body.get("filter"))
         return {"error_code": 0, "bindings": [b.to_wire() for b in sorted(self.image.acls) if f.matches(b)]}
 
     def delete_acls(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
-        if (denied := self._gate(ctx, AclOperation.ALTER, True)) is not None:
-            return denied
+        if (off := self._acls_on()) is not None:
+            return off
         filters = [_filter(r) for r in as_list(body.get("filters"), "filters")]
         return self.channel.serve_or_forward(ApiKey.DELETE_ACLS, body, lambda: self._delete(filters))
 
@@ -130,8 +131,6 @@ class SecurityApis:
     # --- SCRAM credentials ----------------------------------------------------------------------
 
     def describe_scram(self, body: dict, ctx: ConnectionContext) -> dict:
-        if (denied := self._gate(ctx, AclOperation.DESCRIBE, False)) is not None:
-            return denied
         creds: dict[str, list] = {}
         for (user, mech), c in sorted(self.image.scram_credentials.items()):
             creds.setdefault(user, []).append([mech, c.iterations])
@@ -147,8 +146,6 @@ class SecurityApis:
         return {"error_code": 0, "results": results}
 
     def alter_scram(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
-        if (denied := self._gate(ctx, AclOperation.ALTER, False)) is not None:
-            return denied
         deletions = as_list(body.get("deletions") or [], "deletions")
         upsertions = as_list(body.get("upsertions") or [], "upsertions")
         return self.channel.serve_or_forward(
@@ -189,8 +186,6 @@ class SecurityApis:
 
     def describe_quotas(self, body: dict, ctx: ConnectionContext) -> dict:
         """{"entity": [[type, name or nil]] or nil (all)} -> {"entries": [[entity, {key: value}]]}."""
-        if (denied := self._gate(ctx, AclOperation.DESCRIBE_CONFIGS, False)) is not None:
-            return denied
         wanted = body.get("entity")
         want = None if wanted is None else tuple((t, n) for t, n in as_list(wanted, "entity"))
         entries = [
@@ -202,8 +197,6 @@ class SecurityApis:
 
     def alter_quotas(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
         """{"entries": [[entity, {key: value or nil}]]}: set or remove an entity's quotas."""
-        if (denied := self._gate(ctx, AclOperation.ALTER_CONFIGS, False)) is not None:
-            return denied
         entries = as_list(body.get("entries"), "entries")
         return self.channel.serve_or_forward(ApiKey.ALTER_CLIENT_QUOTAS, body, lambda: self._alter_quotas(entries))
 

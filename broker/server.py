@@ -58,7 +58,6 @@ from broker.security.scram import ScramCredential
 from broker.security_api import SecurityApis
 from election import QuorumConfig
 from election.coordination import Coordination
-from net.acl import AclOperation
 from net.errors import ErrorCode, KafkaLiteError
 from net.security import uses_ssl
 
@@ -178,7 +177,7 @@ class BrokerServer:
             coordination=self.quorum,
             controller=self.controller,
             channel=self.channel,
-            groups=GroupApis(cfg, self.group_coordinator, self.image, self.channel, self.authz),
+            groups=GroupApis(cfg, self.group_coordinator, self.image, self.channel),
             security=SecurityApis(self.image, self.controller, self.channel, self.authz),
             metrics=self.metrics,
             topic_config=self.topic_config,
@@ -196,7 +195,7 @@ class BrokerServer:
                 cfg.broker_heartbeat_interval_ms,
                 heartbeat_sock,
                 self._listener_security("NATIVE"),  # it authenticates as the native listener does
-                lambda ctx: self.authz.cluster(ctx, AclOperation.CLUSTER_ACTION),
+                self.apis.authorization.broker,  # the table's rule for what only brokers send
                 self.inter_broker_security,
             )
         limits = ConnectionLimits(

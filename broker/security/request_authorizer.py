@@ -1,5 +1,6 @@
-"""RequestAuthorizer: which operation each request needs, asked of the ACL authorizer (Kafka's KafkaApis
-authorization, api by api). With `authorizer` unset every request is allowed, as in Kafka.
+"""RequestAuthorizer: one question (may this principal do this operation on this resource?) asked of the ACL
+authorizer, and Kafka's compound rules. Which question each request asks is broker/authorization.py's table
+(Kafka's KafkaApis authorization, api by api). With `authorizer` unset every request is allowed, as in Kafka.
 
 The operations are Kafka's: Produce needs WRITE on the topic, Fetch READ (a follower's fetch CLUSTER_ACTION
 on the cluster), ListOffsets and Metadata DESCRIBE (unauthorized topics are hidden from a Metadata request
@@ -14,14 +15,13 @@ apis ALTER / DESCRIBE on the cluster, ElectLeaders ALTER on the cluster; everyth
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Protocol, TypeVar
+from typing import Any, Protocol
 
 from broker.security.acl import AclAuthorizer
 from net.acl import CLUSTER_NAME, AclBinding, AclOperation, ResourceType
 from net.errors import ErrorCode
 
 log = logging.getLogger("kafkalite.security")
-T = TypeVar("T")
 
 Op = AclOperation
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -72,14 +72,6 @@ class RequestAuthorizer:
 
     def group(self, ctx: ConnectionContext, op: AclOperation, name: Any) -> bool:
         return isinstance(name, str) and self.allowed(ctx, op, GROUP, name)
-
-    def split(self, items: Iterable[T], ok: Callable[[T], bool]) -> tuple[list[T], list[T]]:
-        """(allowed, denied), each in request order."""
-        allowed: list[T] = []
-        denied: list[T] = []
-        for item in items:
-            (allowed if ok(item) else denied).append(item)
-        return allowed, denied
 
     def create_topic(self, ctx: ConnectionContext, name: Any) -> bool:
         """Kafka: CREATE on the cluster, or on the topic."""

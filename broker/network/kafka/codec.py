@@ -81,7 +81,9 @@ class KafkaRequest(Request):
 
     def encode(self, body: dict) -> bytes | None:
         a, v = self.adapter, self.kafka_version
-        if set(body) <= {"error_code", "error_message"}:  # the whole request failed (native error_body)
+        # The whole request failed (native error_body), throttled or not: answered in the error layout, so a
+        # refused DescribeAcls says CLUSTER_AUTHORIZATION_FAILED rather than listing nothing.
+        if set(body) - {"throttle_time_ms"} <= {"error_code", "error_message"}:
             out = a.error(self.kafka_body, v, body.get("error_code", 0), body.get("error_message"))
         else:
             out = a.response(body, self.kafka_body, v)

@@ -1,0 +1,634 @@
+"""The authorization table: what every request needs, decided from what it does, before any handler runs.
+
+`RULES` has one `Rule` per native api key (net/protocol.py ApiKey): the resource type, the operation and
+whether it is asked for the request as a whole or for each item it names (Kafka's KafkaApis rules, see
+broker/security/request_authorizer.py). `Authorization.authorize` is the one call KafkaApis.handle makes
+for every request of both client listeners (the native one, and the Kafka one whose adapters turn each Kafka
+request into a native body): it
+
+1. shapes the body: the fields that say what the request is about are checked (a group id is a string, a
+   topics list is `[[topic, [...]], ...]`) and the request has one shape per api: FindCoordinator's
+   `keys` and OffsetFetch's `groups` are the batched shapes, and a body carrying both the single and the
+   batched field is INVALID_REQUEST. Keys an api does not define are read by neither the table nor the
+   handler, so no extra key changes what is checked;
+2. extracts the resources from that shape and asks the ACL authorizer;
+3. refuses the whole request (the right *_AUTHORIZATION_FAILED code, nothing runs), or hands the handler
+   the same shaped body without the items it may not touch, and adds their rows (per-item error codes, as
+   Kafka answers DescribeGroups, CreateTopics, Produce...) to the handler's answer.
+
+A request a broker forwarded to the controller (`forwarded`, KIP-590) also needs CLUSTER_ACTION. An api
+key without a rule is refused: a new api is closed until the table says what it needs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
+from broker.partition import FetchResult
+from broker.replica_manager import ProduceResult
+from broker.security.request_authorizer import (
+    CLUSTER_DENIED,
+    GROUP_DENIED,
+    TOPIC_DENIED,
+    RequestAuthorizer,
+    denied_message,
+)
+from net.acl import AclOperation, ResourceType
+from net.errors import ErrorCode
+from net.protocol import ApiKey
+
+log = logging.getLogger("kafkalite.security")
+Op = AclOperation
+TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
+_DENIED_CODE = {TOPIC: TOPIC_DENIED, GROUP: GROUP_DENIED, CLUSTER: CLUSTER_DENIED}
+Finish = Callable[[Any], Any]
+
+
+class Decision:
+    """The table's verdict: `answer` (the request is refused; None with `refused` means no answer, a
+    one-way message), or the shaped `body` to hand the handler and `finish`, which adds the refused items'
+    rows to its answer."""
+
+    __slots__ = ("refused", "answer", "body", "finish")
+
+    def __init__(self, body: dict, finish: Finish | None = None, *, refused: bool = False, answer: Any = None):
+        self.refused = refused
+        self.answer = answer
+        self.body = body
+        self.finish = finish
+
+    def complete(self, result: Any) -> Any:
+        """The handler's result (a body, None, or an awaitable of either) with the refused rows added."""
+        if self.finish is None:
+            return result
+        if result is None or isinstance(result, dict):
+            return self.finish(result)
+        finish = self.finish
+
+        async def finished() -> Any:
+            return finish(await result)
+
+        return finished()
+
+
+@dataclass(frozen=True)
+class Need:
+    """One authorization a request needs: `op` on a `resource`, for the `scope` ("request": the whole request
+    is refused without it; "each": every item without it is answered with its own error code). `alt` is
+    Kafka's alternative where there is one (CREATE on the cluster or the topic...)."""
+
+    resource: ResourceType
+    op: AclOperation
+    scope: str = "request"
+    alt: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    needs: tuple[Need, ...]
+    decide: Callable[["Authorization", dict, ConnectionContext], Decision]
+    note: str = ""
+
+
+# --- shaping: the fields that name what a request touches, checked ---------------------------------------
+
+
+def _name(body: dict, key: str) -> str:
+    v = body.get(key)
+    if not isinstance(v, str):
+        raise BadRequest(f"field {key!r} must be a string")
+    return v
+
+
+def _topic_entries(body: dict, key: str = "topics") -> list[list]:
+    """[[topic, [partition entries]], ...]: the topics named and what the handler does on each."""
+    out = []
+    for entry in as_list(body.get(key), key):
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
+            raise BadRequest(f"each {key} entry must be [topic, [partition entries]]")
+        as_list(entry[1], "partitions")
+        out.append(entry)
+    return out
+
+
+def _partition(p: Any) -> Any:
+    return p[0] if isinstance(p, list) and p else p
+
+
+def _single_shape(body: dict, single: str, batched: str, api: str) -> bool:
+    """True for the batched shape. Both fields at once is no shape of the api."""
+    if batched not in body:
+        return False
+    if single in body:
+        raise BadRequest(f"a {api} request carries {single!r} or {batched!r}, not both")
+    return True
+
+
+def _add(key: str, rows: list, first: bool = False) -> Finish:
+    """Adds refused rows to the answer's list `key`; an answer without it (a request-level error, no answer
+    for acks=0) is left as it is."""
+
+    def finish(answer: Any) -> Any:
+        if isinstance(answer, dict) and isinstance(answer.get(key), list):
+            return dict(answer, **{key: rows + answer[key] if first else answer[key] + rows})
+        return answer
+
+    return finish
+
+
+def _then(*steps: Finish | None) -> Finish | None:
+    todo = [s for s in steps if s is not None]
+    if not todo:
+        return None
+
+    def finish(answer: Any) -> Any:
+        for s in todo:
+            answer = s(answer)
+        return answer
+
+    return finish
+
+
+class Authorization:
+    """Applies RULES with the broker's ACL authorizer (everything allowed without `authorizer=acl`)."""
+
+    def __init__(self, authz: RequestAuthorizer, auto_create_topics: bool = False) -> None:
+        self.authz = authz
+        self.auto_create_topics = auto_create_topics  # auto.create.topics.enable: Metadata may create
+
+    def authorize(self, api: int, body: dict, ctx: ConnectionContext) -> Decision:
+        """Raises BadRequest for a body without the api's shape."""
+        rule = RULES.get(api)  # type: ignore[call-overload]
+        if rule is None:
+            return self.refuse(CLUSTER, Op.ALL, f"api {api}", ctx)
+        if body.get("forwarded") and not self.authz.cluster(ctx, Op.CLUSTER_ACTION):
+            return self.refuse_broker_only(api, ctx)
+        return rule.decide(self, body, ctx)
+
+    def broker(self, ctx: ConnectionContext) -> bool:
+        """What only brokers send (the heartbeat listener asks this too)."""
+        return self.authz.cluster(ctx, Op.CLUSTER_ACTION)
+
+    # --- verdicts ---
+
+    def refuse(self, rt: ResourceType, op: AclOperation, what: str, ctx: ConnectionContext) -> Decision:
+        code = _DENIED_CODE.get(rt, CLUSTER_DENIED)
+        return Decision({}, refused=True, answer=error_body(ErrorCode(code), denied_message(op, what, ctx)))
+
+    def refuse_broker_only(self, api: int, ctx: ConnectionContext) -> Decision:
+        name = ApiKey(api).name
+        log.warning("refused %s from %s at %s: no ClusterAction on the cluster", name, ctx.principal, ctx.peer)
+        if api == ApiKey.QUORUM:
+            return Decision({}, refused=True, answer=None)  # one-way: nothing to answer
+        return self.refuse(CLUSTER, Op.CLUSTER_ACTION, name, ctx)
+
+    # --- the checks rules are made of ---
+
+    def whole_cluster(self, op: AclOperation, ctx: ConnectionContext, body: dict, api: str) -> Decision:
+        if self.authz.cluster(ctx, op):
+            return Decision(body)
+        return self.refuse(CLUSTER, op, f"the cluster ({api})", ctx)
+
+    def whole_group(self, op: AclOperation, group: str, ctx: ConnectionContext, body: dict) -> Decision | None:
+        """None if allowed (the caller goes on), else the refusal."""
+        if self.authz.group(ctx, op, group):
+            return None
+        return self.refuse(GROUP, op, f"group {group}", ctx)
+
+    def per_topic(
+        self, body: dict, ctx: ConnectionContext, op: AclOperation, row: Callable[[Any, str], list]
+    ) -> Decision:
+        """Requests of [[topic, [partition entries]]]: a topic without `op` is left out of the handler's
+        body, each of its partitions answered by `row(partition, message)`."""
+        kept, refused = [], []
+        for entry in _topic_entries(body):
+            (kept if self.authz.topic(ctx, op, entry[0]) else refused).append(entry)
+        if not refused:
+            return Decision(body)
+        rows = [[t, [row(_partition(p), denied_message(op, f"topic {t}", ctx)) for p in parts]] for t, parts in refused]
+        return Decision(dict(body, topics=kept), _add("topics", rows))
+
+    def per_item(
+        self,
+        body: dict,
+        key: str,
+        name: Callable[[Any], Any],
+        allowed: Callable[[Any], bool],
+        row: Callable[[Any, str], Any],
+        what: Callable[[Any], str],
+        op: AclOperation,
+        ctx: ConnectionContext,
+        answer_key: str | None = None,
+        first: bool = False,
+    ) -> Decision:
+        """Requests naming several resources: each item without its authorization is left out of the
+        handler's body and answered with its own row."""
+        items = as_list(body.get(key), key)
+        kept, rows = [], []
+        for item in items:
+            if allowed(name(item)):
+                kept.append(item)
+            else:
+                rows.append(row(name(item), denied_message(op, what(name(item)), ctx)))
+        if not rows:
+            return Decision(body)
+        return Decision(dict(body, **{key: kept}), _add(answer_key or key, rows, first))
+
+
+# --- the rules, api by api -----------------------------------------------------------------------------------
+
+
+def _open(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    return Decision(body)
+
+
+def _broker_only_api(api: ApiKey) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
+    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+        return Decision(body) if a.broker(ctx) else a.refuse_broker_only(api, ctx)
+
+    return decide
+
+
+def _cluster(op: AclOperation, api: str) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
+    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+        return a.whole_cluster(op, ctx, body, api)
+
+    return decide
+
+
+def _group(op: AclOperation) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
+    """A request about one group (`group_id`)."""
+
+    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+        return a.whole_group(op, _name(body, "group_id"), ctx, body) or Decision(body)
+
+    return decide
+
+
+def _produce(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    return a.per_topic(body, ctx, Op.WRITE, lambda p, msg: ProduceResult(TOPIC_DENIED, message=msg).to_wire(p))
+
+
+def _fetch(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    replica_id = body.get("replica_id", -1)
+    if not isinstance(replica_id, int) or isinstance(replica_id, bool):
+        raise BadRequest("field 'replica_id' must be an integer")
+    if replica_id >= 0:  # a follower's fetch: only brokers
+        return Decision(body) if a.broker(ctx) else a.refuse_broker_only(ApiKey.FETCH, ctx)
+    return a.per_topic(body, ctx, Op.READ, lambda p, msg: FetchResult(TOPIC_DENIED).to_wire(p))
+
+
+def _list_offsets(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    return a.per_topic(body, ctx, Op.DESCRIBE, lambda p, msg: [p, TOPIC_DENIED, -1, -1])
+
+
+def _metadata(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    """All topics (`topics` nil): those it may not describe are left out. Named topics: each needs DESCRIBE,
+    and one that does not exist is created (allow_auto_topic_creation, auto.create.topics.enable) only with
+    CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED, as in Kafka."""
+    authz = a.authz
+    if body.get("topics") is None:
+
+        def hide(answer: Any) -> Any:
+            if not isinstance(answer, dict) or not isinstance(answer.get("topics"), list):
+                return answer
+            return dict(answer, topics=[t for t in answer["topics"] if authz.topic(ctx, Op.DESCRIBE, t.get("name"))])
+
+        return Decision(body, hide)
+    creating = a.auto_create_topics and body.get("allow_auto_topic_creation") is True
+
+    def allowed(n: Any) -> bool:
+        if not authz.topic(ctx, Op.DESCRIBE, n):
+            return False
+        return not creating or n in authz.image.topics or authz.create_topic(ctx, n)
+
+    return a.per_item(
+        body,
+        "topics",
+        lambda n: n,
+        allowed,
+        lambda n, msg: {"error_code": TOPIC_DENIED, "name": n, "partitions": [], "error_message": msg},
+        lambda n: f"topic {n}",
+        Op.DESCRIBE,
+        ctx,
+    )
+
+
+def _init_producer_id(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    if a.authz.idempotent_write(ctx):
+        return Decision(body)
+    return a.refuse(CLUSTER, Op.IDEMPOTENT_WRITE, "the cluster (nor WRITE on any topic)", ctx)
+
+
+def _itself(item: Any) -> Any:
+    return item
+
+
+def _named(item: dict) -> Any:
+    return item.get("name")
+
+
+def _first(item: list) -> Any:
+    return item[0]
+
+
+def _topic_maps(body: dict) -> None:
+    if not all(isinstance(t, dict) for t in as_list(body.get("topics"), "topics")):
+        raise BadRequest("each topic must be a map with its name")
+
+
+def _alter_entries(body: dict) -> None:
+    for entry in as_list(body.get("topics"), "topics"):
+        if not isinstance(entry, list) or len(entry) != 2:
+            raise BadRequest("each alter entry must be [topic, {config: value or nil}]")
+
+
+def _topics_each(
+    op: AclOperation, name_of: Callable[[Any], Any], shape: Callable[[dict], None] | None = None
+) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
+    """The admin requests on a list of topics (`topics`, each item named by `name_of`): `op` on each (CREATE:
+    on the cluster or the topic), a refused one answered [name, TOPIC_AUTHORIZATION_FAILED, message]."""
+
+    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+        if shape is not None:
+            shape(body)
+        if op == Op.CREATE:
+            allowed: Callable[[Any], bool] = lambda n: a.authz.create_topic(ctx, n)  # noqa: E731
+        else:
+            allowed = lambda n: a.authz.topic(ctx, op, n)  # noqa: E731
+        row = lambda n, msg: [n, TOPIC_DENIED, msg]  # noqa: E731
+        return a.per_item(body, "topics", name_of, allowed, row, lambda n: f"topic {n}", op, ctx, first=True)
+
+    return decide
+
+
+def _describe_configs(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    """Topics: DESCRIBE_CONFIGS on each; a broker's own configs: DESCRIBE_CONFIGS on the cluster."""
+    body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
+    op = Op.DESCRIBE_CONFIGS
+    topics = a.per_item(
+        body,
+        "topics",
+        lambda n: n,
+        lambda n: a.authz.topic(ctx, op, n),
+        lambda n, msg: [n, TOPIC_DENIED, msg, {}],
+        lambda n: f"topic {n}",
+        op,
+        ctx,
+        answer_key="results",
+    )
+    cluster_ok = a.authz.cluster(ctx, op) if body["brokers"] else True
+    brokers = a.per_item(
+        topics.body,
+        "brokers",
+        lambda b: b,
+        lambda b: cluster_ok,
+        lambda b, msg: [b, CLUSTER_DENIED, msg, {}],
+        lambda b: "the cluster",
+        op,
+        ctx,
+    )
+    return Decision(brokers.body, _then(topics.finish, brokers.finish))
+
+
+def _find_coordinator(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the group (key_type 0) or the transactional id (1); with `keys`, on each."""
+    key_type = body.get("key_type", 0)
+    if key_type not in (0, 1) or isinstance(key_type, bool):
+        raise BadRequest("key_type must be 0 (group) or 1 (transaction)")
+    rt = GROUP if key_type == 0 else TXN
+
+    def allowed(k: Any) -> bool:
+        return isinstance(k, str) and a.authz.allowed(ctx, Op.DESCRIBE, rt, k)
+
+    if _single_shape(body, "key", "keys", "FindCoordinator"):
+        return a.per_item(
+            body,
+            "keys",
+            lambda k: k,
+            allowed,
+            lambda k, msg: {
+                "error_code": _DENIED_CODE.get(rt, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+                "error_message": msg,
+                "key": k,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            },
+            lambda k: f"{rt.name.lower()} {k}",
+            Op.DESCRIBE,
+            ctx,
+            answer_key="coordinators",
+        )
+    key = _name(body, "key")
+    if allowed(key):
+        return Decision(body)
+    if rt == TXN:
+        msg = denied_message(Op.DESCRIBE, f"transactional id {key}", ctx)
+        return Decision({}, refused=True, answer=error_body(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, msg))
+    return a.refuse(GROUP, Op.DESCRIBE, f"group {key}", ctx)
+
+
+def _offset_commit(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    """READ on the group, and on each topic (a topic without it: TOPIC_AUTHORIZATION_FAILED in its rows, the
+    others committed), as Kafka's handleOffsetCommitRequest."""
+    refused = a.whole_group(Op.READ, _name(body, "group_id"), ctx, body)
+    return refused or a.per_topic(body, ctx, Op.READ, lambda p, msg: [p, TOPIC_DENIED, msg])
+
+
+def _offset_delete(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    """DELETE on the group, READ on each topic (Kafka's handleDeleteOffsetsRequest)."""
+    refused = a.whole_group(Op.DELETE, _name(body, "group_id"), ctx, body)
+    return refused or a.per_topic(body, ctx, Op.READ, lambda p, msg: [p, TOPIC_DENIED, msg])
+
+
+def _fetched_topics(a: Authorization, entry: dict, ctx: ConnectionContext) -> tuple[dict, Finish]:
+    """One group's OffsetFetch: DESCRIBE on each topic named; with every topic (nil), the topics it may not
+    describe are left out of the answer (Kafka's handleOffsetFetchRequest)."""
+    authz = a.authz
+    if entry.get("topics") is None:
+
+        def hide(answer: Any) -> Any:
+            if not isinstance(answer, dict) or not isinstance(answer.get("topics"), list):
+                return answer
+            shown = [t for t in answer["topics"] if authz.topic(ctx, Op.DESCRIBE, t[0])]
+            return dict(answer, topics=shown)
+
+        return entry, hide
+    d = a.per_topic(entry, ctx, Op.DESCRIBE, lambda p, msg: [p, -1, "", TOPIC_DENIED])
+    return d.body, d.finish or (lambda answer: answer)
+
+
+def _offset_fetch(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    if not _single_shape(body, "group_id", "groups", "OffsetFetch"):
+        refused = a.whole_group(Op.DESCRIBE, _name(body, "group_id"), ctx, body)
+        if refused is not None:
+            return refused
+        shaped, finish = _fetched_topics(a, body, ctx)
+        return Decision(shaped, finish)
+    kept, fixes, rows = [], [], []
+    for entry in as_list(body.get("groups"), "groups"):
+        if not isinstance(entry, dict):
+            raise BadRequest("each groups entry must be a map with group_id and topics")
+        gid = _name(entry, "group_id")
+        if a.authz.group(ctx, Op.DESCRIBE, gid):
+            shaped, fix = _fetched_topics(a, entry, ctx)
+            kept.append(shaped)
+            fixes.append(fix)
+        else:
+            msg = denied_message(Op.DESCRIBE, f"group {gid}", ctx)
+            rows.append({"error_code": GROUP_DENIED, "error_message": msg, "group_id": gid, "topics": []})
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict) or not isinstance(answer.get("groups"), list):
+            return answer
+        done = [fix(g) for fix, g in zip(fixes, answer["groups"])]
+        return dict(answer, groups=done + rows)
+
+    return Decision(dict(body, groups=kept), finish)
+
+
+def _list_groups(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the cluster lists every group; without it, the groups it may describe."""
+    authz = a.authz
+    if authz.cluster(ctx, Op.DESCRIBE):
+        return Decision(body)
+
+    def visible(answer: Any) -> Any:
+        if not isinstance(answer, dict) or not isinstance(answer.get("groups"), list):
+            return answer
+        return dict(answer, groups=[g for g in answer["groups"] if authz.group(ctx, Op.DESCRIBE, g[0])])
+
+    return Decision(body, visible)
+
+
+def _groups_each(op: AclOperation, row: Callable[[Any, str], Any], answer_key: str):
+    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+        return a.per_item(
+            body,
+            "groups",
+            lambda g: g,
+            lambda g: a.authz.group(ctx, op, g),
+            row,
+            lambda g: f"group {g}",
+            op,
+            ctx,
+            answer_key=answer_key,
+        )
+
+    return decide
+
+
+def _described_group_row(g: Any, msg: str) -> dict:
+    return {"error_code": GROUP_DENIED, "error_message": msg, "group_id": g}
+
+
+R, E = "request", "each"
+RULES: dict[ApiKey, Rule] = {
+    ApiKey.PRODUCE: Rule((Need(TOPIC, Op.WRITE, E),), _produce),
+    ApiKey.FETCH: Rule(
+        (Need(TOPIC, Op.READ, E), Need(CLUSTER, Op.CLUSTER_ACTION, R)),
+        _fetch,
+        "CLUSTER_ACTION only for a follower's fetch, replica_id ≥ 0",
+    ),
+    ApiKey.LIST_OFFSETS: Rule((Need(TOPIC, Op.DESCRIBE, E),), _list_offsets),
+    ApiKey.METADATA: Rule(
+        (Need(TOPIC, Op.DESCRIBE, E), Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster")),
+        _metadata,
+        "all topics: those it may not describe are left out; automatic creation needs CREATE",
+    ),
+    ApiKey.DESCRIBE_TOPICS: Rule((Need(TOPIC, Op.DESCRIBE, E),), _metadata),
+    ApiKey.OFFSET_COMMIT: Rule((Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _offset_commit),
+    ApiKey.OFFSET_FETCH: Rule(
+        (Need(GROUP, Op.DESCRIBE, E), Need(TOPIC, Op.DESCRIBE, E)),
+        _offset_fetch,
+        "each group of a batched request; all topics: those it may not describe are left out",
+    ),
+    ApiKey.FIND_COORDINATOR: Rule(
+        (Need(GROUP, Op.DESCRIBE, E), Need(TXN, Op.DESCRIBE, E)), _find_coordinator, "each key of a batched request"
+    ),
+    ApiKey.JOIN_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.LEAVE_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.SYNC_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.DESCRIBE_GROUPS: Rule(
+        (Need(GROUP, Op.DESCRIBE, E),),
+        _groups_each(Op.DESCRIBE, _described_group_row, "groups"),
+    ),
+    ApiKey.LIST_GROUPS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R, "else the groups it may DESCRIBE"),),
+        _list_groups,
+        "never refused: without DESCRIBE on the cluster, only the groups it may describe are listed",
+    ),
+    ApiKey.DELETE_GROUPS: Rule(
+        (Need(GROUP, Op.DELETE, E),), _groups_each(Op.DELETE, lambda g, m: [g, GROUP_DENIED, m], "results")
+    ),
+    ApiKey.OFFSET_DELETE: Rule((Need(GROUP, Op.DELETE, R), Need(TOPIC, Op.READ, E)), _offset_delete),
+    ApiKey.SASL_HANDSHAKE: Rule((), _open, "the login itself, answered by the connection before any handler"),
+    ApiKey.SASL_AUTHENTICATE: Rule((), _open, "the login itself, answered by the connection before any handler"),
+    ApiKey.API_VERSIONS: Rule((), _open, "open to every logged-in client"),
+    ApiKey.CREATE_TOPICS: Rule(
+        (Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster"),), _topics_each(Op.CREATE, _named, _topic_maps)
+    ),
+    ApiKey.DELETE_TOPICS: Rule((Need(TOPIC, Op.DELETE, E),), _topics_each(Op.DELETE, _itself)),
+    ApiKey.CREATE_PARTITIONS: Rule((Need(TOPIC, Op.ALTER, E),), _topics_each(Op.ALTER, _named, _topic_maps)),
+    ApiKey.DESCRIBE_CONFIGS: Rule(
+        (Need(TOPIC, Op.DESCRIBE_CONFIGS, E), Need(CLUSTER, Op.DESCRIBE_CONFIGS, R)),
+        _describe_configs,
+        "the cluster for a broker's own configs, refused in their rows",
+    ),
+    ApiKey.ALTER_CONFIGS: Rule(
+        (Need(TOPIC, Op.ALTER_CONFIGS, E),), _topics_each(Op.ALTER_CONFIGS, _first, _alter_entries)
+    ),
+    ApiKey.INIT_PRODUCER_ID: Rule(
+        (Need(CLUSTER, Op.IDEMPOTENT_WRITE, R, "or WRITE on any topic (KIP-679)"),), _init_producer_id
+    ),
+    ApiKey.DESCRIBE_ACLS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeAcls")),
+    ApiKey.CREATE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "CreateAcls")),
+    ApiKey.DELETE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "DeleteAcls")),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeUserScramCredentials")
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Rule(
+        (Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "AlterUserScramCredentials")
+    ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),), _cluster(Op.DESCRIBE_CONFIGS, "DescribeClientQuotas")
+    ),
+    ApiKey.ALTER_CLIENT_QUOTAS: Rule(
+        (Need(CLUSTER, Op.ALTER_CONFIGS, R),), _cluster(Op.ALTER_CONFIGS, "AlterClientQuotas")
+    ),
+    ApiKey.ELECT_LEADERS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "ElectLeaders")),
+    ApiKey.QUORUM: Rule((Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.QUORUM), "broker to broker"),
+    ApiKey.ALTER_PARTITION: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.ALTER_PARTITION), "broker to controller"
+    ),
+    ApiKey.BROKER_REGISTRATION: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.BROKER_REGISTRATION), "broker to controller"
+    ),
+    ApiKey.BROKER_HEARTBEAT: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),),
+        _broker_only_api(ApiKey.BROKER_HEARTBEAT),
+        "broker to broker, also on the heartbeat listener",
+    ),
+}
+
+
+def authorization_table_markdown() -> str:
+    """docs/SECURITY.md's table, from RULES (tests/unit/test_authorization.py keeps the two the same)."""
+    lines = ["| Api (key) | Needs |", "|---|---|"]
+    for api in sorted(RULES):
+        rule = RULES[api]
+        needs = "; ".join(
+            f"{n.op.name} on {'each' if n.scope == 'each' else 'the'} {n.resource.name.lower().replace('_', ' ')}"
+            + (f" {n.alt}" if n.alt else "")
+            for n in rule.needs
+        )
+        text = needs or "nothing"
+        if rule.note:
+            text += f" ({rule.note})"
+        lines.append(f"| {api.name} ({int(api)}) | {text} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,575 @@
+"""Issue 25 §2: every api of both listeners, sent by a user who may only READ her own group and topic, with
+bodies built to reach other principals' groups, topics and the cluster (extra and unknown keys, single and
+batched shapes), is refused with the right *_AUTHORIZATION_FAILED code, and nothing changed: checked as the
+admin afterwards (the victim group's offsets, the secret topic's records, configs and partitions, the topics,
+ACLs, quotas, credentials, the controller and the brokers' registrations).
+
+One SASL_PLAINTEXT broker with authorizer=acl (the login and ACLs are the same code on SASL_SSL; TLS is
+test_security.py's). The walk fails if an api is served that it does not cover."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from typing import Any, Callable
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader
+
+from broker.network.kafka.entities import plain
+from client.sync import Producer
+from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
+from net.connection import BrokerConnection
+from net.errors import ErrorCode
+from net.protocol import ApiKey
+from net.security import ClientSecurity, SaslClient
+from tests.integration.cluster_harness import ClusterHarness, wait_until
+from tests.integration.test_kafka_protocol_errors import frame
+
+MECH = "SCRAM-SHA-256"
+SECRET, VICTIM, MINE, MY_TOPIC = "secret-topic", "victim-group", "alice-group", "alice-topic"
+TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+TXN_DENIED = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+INVALID = int(ErrorCode.INVALID_REQUEST)
+NOISE = {"groups": [], "keys": [], "x-unknown": {"group_id": MINE, "topics": [[MY_TOPIC, [0]]]}}
+ANY_ERROR = -1  # broker-only apis: refused, whichever code the listener gives them
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    admin = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": MECH}
+    h = ClusterHarness(
+        tmp_path_factory.mktemp("walk"),
+        1,
+        overrides=[
+            "security.protocol=SASL_PLAINTEXT",
+            f"sasl.enabled.mechanisms={MECH}",
+            f"sasl.mechanism.inter.broker.protocol={MECH}",
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="admin" password="a-secret";',
+            "authorizer=acl",
+            "super.users=User:admin",
+            "auto.create.topics.enable=true",
+        ],
+        extra_args=["--add-scram", f"{MECH}=[name=admin,password=a-secret]"],
+        client_config={**admin, "sasl_username": "admin", "sasl_password": "a-secret"},
+    )
+    try:
+        h.start()
+        setup(h)
+        yield h
+    finally:
+        h.cleanup()
+
+
+def setup(h: ClusterHarness) -> None:
+    """alice: READ and DELETE on her group, READ on her topic. The victim's group has offsets on both topics,
+    alice's group one on the secret topic (set by the admin), the secret topic has records, a quota is set."""
+    h.create_topic(SECRET, 2, 1)
+    h.create_topic(MY_TOPIC, 1, 1)
+    with Producer(h.bootstrap(), acks="all", **h.client_config) as p:
+        for i in range(5):
+            p.send(SECRET, f"secret-{i}".encode(), partition=0)
+        p.flush()
+    with h.admin() as a:
+        a.alter_user_scram_credentials([("alice", MECH, "alice-secret", 4096)])
+        a.create_acls(
+            [
+                AclBinding(rt, name, PatternType.LITERAL, "User:alice", "*", op, AclPermission.ALLOW)
+                for rt, name, op in [
+                    (ResourceType.GROUP, MINE, AclOperation.READ),
+                    (ResourceType.GROUP, MINE, AclOperation.DELETE),
+                    (ResourceType.TOPIC, MY_TOPIC, AclOperation.READ),
+                ]
+            ]
+        )
+        a.alter_group_offsets(VICTIM, {(SECRET, 0): 3, (MY_TOPIC, 0): 0})
+        a.alter_group_offsets(MINE, {(SECRET, 0): 2})
+        a.alter_client_quotas([("user", "victim")], {"producer_byte_rate": 1024.0})
+    # alice logs in and may do what she was granted (so the refusals below are the ACLs', not a broken login)
+    wait_until(lambda: native(h, ApiKey.METADATA, {"topics": [MY_TOPIC]})["topics"][0]["error_code"] == 0, 20, "alice")
+    answer = native(h, ApiKey.OFFSET_COMMIT, {"group_id": MINE, "topics": [[MY_TOPIC, [[0, 1]]]]})
+    assert answer["topics"][0][1][0][1] == 0, answer
+
+
+def snapshot(h: ClusterHarness) -> dict:
+    """What the walk must leave as it was, read as the admin."""
+    with h.admin() as a:
+        parts = [(SECRET, p) for p in (0, 1)]
+        meta = a._lt.run(a._impl.client.request(None, ApiKey.METADATA, {"topics": None, "listener": "kafka"}))
+        return {
+            "victim offsets": a.list_group_offsets(VICTIM),
+            "alice-group offsets": a.list_group_offsets(MINE),
+            "victim group": a.describe_group(VICTIM).state,
+            "groups": sorted(g[0] for g in a.list_groups()),
+            "topics": sorted(a.list_topics(include_internal=True)),
+            "secret start": a.list_offsets(parts, -2),
+            "secret end": a.list_offsets(parts, -1),
+            "secret configs": a.describe_configs(SECRET),
+            "secret partitions": [len(t.partitions) for t in a.describe_topics([SECRET])],
+            "acls": sorted(map(repr, a.describe_acls())),
+            "credentials": a.describe_user_scram_credentials(),
+            "quotas": a.describe_client_quotas(),
+            "controller": (meta["controller_id"], meta["broker_info"]["controller_epoch"]),
+            "brokers": meta["brokers"],
+        }
+
+
+# --- the native listener ---------------------------------------------------------------------------------------
+
+
+def alice() -> ClientSecurity:
+    return ClientSecurity("SASL_PLAINTEXT", MECH, "alice", "alice-secret")
+
+
+def native(h: ClusterHarness, api: int, body: dict, answer: bool = True) -> dict | None:
+    """One request as alice on a connection of its own (a refused login api closes it)."""
+
+    async def ask() -> dict | None:
+        conn = BrokerConnection("127.0.0.1", h[1].port, "walker", alice())
+        try:
+            await conn.connect(timeout=10)
+            if not answer:
+                conn.send(api, body, expect_response=False)
+                await asyncio.sleep(0.2)
+                return None
+            return await conn.request(api, body, timeout=15)
+        finally:
+            conn.close()
+
+    return asyncio.run(ask())
+
+
+def top(r: dict) -> list:
+    return [r.get("error_code")]  # None (an answer served, not refused) fails the check with the answer shown
+
+
+def rows(key: str = "topics", at: int = 1) -> Callable[[dict], list]:
+    return lambda r: [row[at] for _, rs in r[key] for row in rs]
+
+
+def items(key: str, at: Any) -> Callable[[dict], list]:
+    return lambda r: [x[at] for x in r[key]]
+
+
+def records() -> bytes:
+    from net import batch as batch_fmt
+
+    now = int(time.time() * 1000)
+    return batch_fmt.build([(0, 0, None, b"forged", None)], now, now)
+
+
+def native_cases() -> list[tuple[ApiKey, dict, Callable[[dict], list], list]]:
+    """(api, body, the codes in the answer, the codes expected)."""
+    group_body = {"generation_id": 1, "member_id": "m", **NOISE}
+    commit = {
+        "group_id": VICTIM,
+        "groups": [],
+        "generation_id": -1,
+        "member_id": "",
+        "topics": [[MY_TOPIC, [[0, 999]]]],
+    }
+    acl_filter = [1, None, 1, None, None, 1, 1]
+    return [
+        (ApiKey.PRODUCE, {"acks": 1, "topics": [[SECRET, [[0, records()]]]], **NOISE}, rows(), [TOPIC_DENIED]),
+        (ApiKey.FETCH, {"max_wait_ms": 0, "topics": [[SECRET, [[0, 0, 1 << 20]]]], **NOISE}, rows(), [TOPIC_DENIED]),
+        (ApiKey.FETCH, {"replica_id": 1, "max_wait_ms": 0, "topics": [[SECRET, [[0, 0, 1 << 20]]]]}, top, [ANY_ERROR]),
+        (ApiKey.LIST_OFFSETS, {"topics": [[SECRET, [[0, -1], [1, -2]]]], **NOISE}, rows(), [TOPIC_DENIED] * 2),
+        (
+            ApiKey.METADATA,
+            {"topics": [SECRET, "evil-auto"], "allow_auto_topic_creation": True, **NOISE},
+            items("topics", "error_code"),
+            [TOPIC_DENIED, TOPIC_DENIED],
+        ),
+        (ApiKey.DESCRIBE_TOPICS, {"topics": [SECRET], **NOISE}, items("topics", "error_code"), [TOPIC_DENIED]),
+        (ApiKey.OFFSET_COMMIT, commit, top, [GROUP_DENIED]),  # the frame of the issue
+        (ApiKey.OFFSET_COMMIT, dict(commit, groups=None, keys=[VICTIM]), top, [GROUP_DENIED]),
+        (ApiKey.OFFSET_COMMIT, {"group_id": MINE, "topics": [[SECRET, [[0, 999]]]], **NOISE}, rows(), [TOPIC_DENIED]),
+        (ApiKey.OFFSET_FETCH, {"group_id": VICTIM, "topics": None, "keys": []}, top, [GROUP_DENIED]),
+        (
+            ApiKey.OFFSET_FETCH,
+            {"groups": [{"group_id": VICTIM, "topics": None}]},
+            items("groups", "error_code"),
+            [GROUP_DENIED],
+        ),
+        (ApiKey.OFFSET_FETCH, {"group_id": MINE, "groups": [{"group_id": VICTIM}]}, top, [INVALID]),
+        (ApiKey.OFFSET_FETCH, {"group_id": MINE, "topics": [[SECRET, [0]]]}, rows(at=3), [TOPIC_DENIED]),
+        (ApiKey.FIND_COORDINATOR, {"key": VICTIM, "groups": []}, top, [GROUP_DENIED]),
+        (ApiKey.FIND_COORDINATOR, {"keys": [VICTIM]}, items("coordinators", "error_code"), [GROUP_DENIED]),
+        (ApiKey.FIND_COORDINATOR, {"key": MINE, "keys": [VICTIM]}, top, [INVALID]),
+        (ApiKey.FIND_COORDINATOR, {"key": "victim-txn", "key_type": 1}, top, [TXN_DENIED]),
+        (
+            ApiKey.JOIN_GROUP,
+            {"group_id": VICTIM, "member_id": "", "session_timeout_ms": 10000, "protocols": [["range", b""]], **NOISE},
+            top,
+            [GROUP_DENIED],
+        ),
+        (ApiKey.HEARTBEAT, {"group_id": VICTIM, **group_body}, top, [GROUP_DENIED]),
+        (ApiKey.LEAVE_GROUP, {"group_id": VICTIM, "members": ["m"], **NOISE}, top, [GROUP_DENIED]),
+        (ApiKey.SYNC_GROUP, {"group_id": VICTIM, "assignments": [], **group_body}, top, [GROUP_DENIED]),
+        (ApiKey.DESCRIBE_GROUPS, {"groups": [VICTIM], "keys": []}, items("groups", "error_code"), [GROUP_DENIED]),
+        (ApiKey.DELETE_GROUPS, {"groups": [VICTIM], "keys": []}, items("results", 1), [GROUP_DENIED]),
+        (ApiKey.OFFSET_DELETE, {"group_id": VICTIM, "topics": [[SECRET, [0]]], **NOISE}, top, [GROUP_DENIED]),
+        (ApiKey.OFFSET_DELETE, {"group_id": MINE, "topics": [[SECRET, [0]]], **NOISE}, rows(), [TOPIC_DENIED]),
+        (
+            ApiKey.CREATE_TOPICS,
+            {"topics": [{"name": "evil-topic", "num_partitions": 1, "replication_factor": 1}], **NOISE},
+            items("topics", 1),
+            [TOPIC_DENIED],
+        ),
+        (ApiKey.CREATE_TOPICS, {"topics": [{"name": "evil-topic"}], "forwarded": True}, top, [CLUSTER_DENIED]),
+        (ApiKey.DELETE_TOPICS, {"topics": [SECRET], **NOISE}, items("topics", 1), [TOPIC_DENIED]),
+        (ApiKey.CREATE_PARTITIONS, {"topics": [{"name": SECRET, "count": 5}]}, items("topics", 1), [TOPIC_DENIED]),
+        (ApiKey.INIT_PRODUCER_ID, dict(NOISE), top, [CLUSTER_DENIED]),
+        (ApiKey.DESCRIBE_ACLS, {"filter": acl_filter, **NOISE}, top, [CLUSTER_DENIED]),
+        (ApiKey.CREATE_ACLS, {"creations": [[4, "kafka-cluster", 3, "User:alice", "*", 1, 3]]}, top, [CLUSTER_DENIED]),
+        (ApiKey.DELETE_ACLS, {"filters": [acl_filter]}, top, [CLUSTER_DENIED]),
+        (
+            ApiKey.DESCRIBE_CONFIGS,
+            {"topics": [SECRET], "brokers": ["1"]},
+            lambda r: [x[1] for x in r["results"] + r["brokers"]],
+            [TOPIC_DENIED, CLUSTER_DENIED],
+        ),
+        (
+            ApiKey.ALTER_CONFIGS,
+            {"topics": [[SECRET, {"retention.ms": "1"}]], "replace": True},
+            items("topics", 1),
+            [TOPIC_DENIED],
+        ),
+        (ApiKey.ELECT_LEADERS, {"election_type": 1, "topics": None}, top, [CLUSTER_DENIED]),
+        (ApiKey.DESCRIBE_CLIENT_QUOTAS, {}, top, [CLUSTER_DENIED]),
+        (
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            {"entries": [[[["user", "victim"]], {"producer_byte_rate": None}]]},
+            top,
+            [CLUSTER_DENIED],
+        ),
+        (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None}, top, [CLUSTER_DENIED]),
+        (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": [["admin", MECH]]}, top, [CLUSTER_DENIED]),
+        (
+            ApiKey.ALTER_PARTITION,
+            {"topic": SECRET, "partition": 0, "leader": 1, "leader_epoch": 99, "partition_epoch": 99, "isr": [1]},
+            top,
+            [ANY_ERROR],
+        ),
+        (ApiKey.BROKER_REGISTRATION, {"broker_id": 1, "kafka_host": "evil.example", "kafka_port": 1}, top, [ANY_ERROR]),
+        (ApiKey.BROKER_HEARTBEAT, {"broker_id": 1}, top, [ANY_ERROR]),
+        # a second login on a logged-in connection is refused (the principal stays alice)
+        (ApiKey.SASL_HANDSHAKE, {"mechanism": MECH}, top, [ANY_ERROR]),
+        (ApiKey.SASL_AUTHENTICATE, {"auth_bytes": b"n,,n=admin,r=abc"}, top, [ANY_ERROR]),
+    ]
+
+
+def check(codes: list, expected: list, what: str) -> None:
+    if expected == [ANY_ERROR]:
+        assert codes and all(c != 0 for c in codes), what
+    else:
+        assert sorted(codes) == sorted(expected), what
+
+
+def test_every_native_api_is_refused_and_changes_nothing(cluster):
+    before = snapshot(cluster)
+    served = {k for k, _lo, _hi in native(cluster, ApiKey.API_VERSIONS, {})["api_keys"]}
+    walked = {ApiKey.API_VERSIONS, ApiKey.LIST_GROUPS, ApiKey.QUORUM}  # checked below, not by their codes
+    for api, body, codes_of, expected in native_cases():
+        answer = native(cluster, api, body)
+        check(codes_of(answer), expected, f"{api.name} {body}: {answer}")
+        walked.add(api)
+    # filtered rather than refused: every topic, every group, her group's offsets on every topic
+    assert VICTIM not in [g[0] for g in native(cluster, ApiKey.LIST_GROUPS, NOISE)["groups"]]
+    assert SECRET not in [t["name"] for t in native(cluster, ApiKey.METADATA, {"topics": None})["topics"]]
+    fetched = native(cluster, ApiKey.OFFSET_FETCH, {"group_id": MINE, "topics": None})
+    assert fetched["error_code"] == 0 and [t for t, _ in fetched["topics"]] == [MY_TOPIC]
+    native(cluster, ApiKey.QUORUM, {"m": ["be", 2**31 - 1, 1]}, answer=False)  # one-way: no answer either way
+    assert walked == served, f"apis served but not walked: {sorted(served - walked)}"
+    assert snapshot(cluster) == before
+
+
+# --- the Kafka listener ----------------------------------------------------------------------------------------
+
+
+class KafkaWire:
+    """A raw Kafka-protocol connection logged in as alice (SaslHandshake v1, SaslAuthenticate v2)."""
+
+    def __init__(self, h: ClusterHarness) -> None:
+        self.s = socket.create_connection(("127.0.0.1", h[1].kafka_port), timeout=15)
+        self.corr = 0
+        assert self.call(17, 1, {"mechanism": MECH})["error_code"] == 0
+        client = SaslClient(MECH, "alice", "alice-secret")
+        token = client.first()
+        while token is not None:
+            answer = self.call(36, 2, {"auth_bytes": token})
+            assert answer["error_code"] == 0, answer
+            token = client.step(answer["auth_bytes"])
+
+    def call(self, api: int, version: int, body: dict) -> dict:
+        self.corr += 1
+        self.s.sendall(frame(api, version, self.corr, body))
+        head = self.s.recv(4, socket.MSG_WAITALL)
+        assert len(head) == 4, f"api {api} v{version}: connection closed"
+        raw = self.s.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+        assert struct.unpack_from(">i", raw)[0] == self.corr
+        flexible = load_request_schema(api, version).__flexible__ and api != 18
+        entity, _ = entity_reader(load_response_schema(api, version))(raw, 5 if flexible else 4)
+        return plain(entity)
+
+    def close(self) -> None:
+        self.s.close()
+
+
+def leaf_codes(x: Any) -> list[int]:
+    """The error codes of the answer's innermost rows (a partition's, a group's, the request's if it has none)."""
+    if isinstance(x, list):
+        return [c for v in x for c in leaf_codes(v)]
+    if not isinstance(x, dict):
+        return []
+    inner = [c for v in x.values() if isinstance(v, list) for c in leaf_codes(v)]
+    if inner:
+        return inner
+    return [x["error_code"]] if "error_code" in x else []
+
+
+def kafka_cases() -> list[tuple[int, int, dict, list]]:
+    """(api, version, body, the innermost codes expected)."""
+    acl_filter = {
+        "resource_type_filter": 1,
+        "pattern_type_filter": 1,
+        "operation": 1,
+        "permission_type": 1,
+    }
+    offset_topics = [{"name": MY_TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 999}]}]
+    configs = [{"name": "retention.ms", "value": "1", "config_operation": 0}]
+    return [
+        (
+            0,
+            8,
+            {
+                "acks": 1,
+                "timeout": 5000,
+                "topic_data": [{"name": SECRET, "partition_data": [{"index": 0, "records": records()}]}],
+            },
+            [TOPIC_DENIED],
+        ),
+        (
+            1,
+            12,
+            {
+                "replica_id": -1,
+                "max_wait": 0,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": SECRET,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "fetch_offset": 0,
+                                "partition_max_bytes": 1 << 20,
+                                "current_leader_epoch": -1,
+                                "log_start_offset": -1,
+                            }
+                        ],
+                    }
+                ],
+            },
+            [TOPIC_DENIED],
+        ),
+        (
+            2,
+            7,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {
+                        "name": SECRET,
+                        "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}],
+                    }
+                ],
+            },
+            [TOPIC_DENIED],
+        ),
+        (
+            3,
+            12,
+            {"topics": [{"name": SECRET}, {"name": "evil-auto"}], "allow_auto_topic_creation": True},
+            [TOPIC_DENIED] * 2,
+        ),
+        (
+            8,
+            8,
+            {"group_id": VICTIM, "generation_id_or_member_epoch": -1, "member_id": "", "topics": offset_topics},
+            [GROUP_DENIED],
+        ),
+        (
+            8,
+            2,
+            {
+                "group_id": MINE,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [{"name": SECRET, "partitions": [{"partition_index": 0, "committed_offset": 999}]}],
+            },
+            [TOPIC_DENIED],
+        ),
+        (9, 8, {"groups": [{"group_id": VICTIM, "topics": None}]}, [GROUP_DENIED]),
+        (9, 7, {"group_id": VICTIM, "topics": None}, [GROUP_DENIED]),
+        (10, 4, {"key_type": 0, "coordinator_keys": [VICTIM]}, [GROUP_DENIED]),
+        (10, 3, {"key": VICTIM, "key_type": 0}, [GROUP_DENIED]),
+        (
+            11,
+            9,
+            {
+                "group_id": VICTIM,
+                "session_timeout": 10000,
+                "rebalance_timeout": 10000,
+                "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            },
+            [GROUP_DENIED],
+        ),
+        (12, 4, {"group_id": VICTIM, "generation_id": 1, "member_id": "m"}, [GROUP_DENIED]),
+        (13, 5, {"group_id": VICTIM, "members": [{"member_id": "m"}]}, [GROUP_DENIED]),
+        (
+            14,
+            5,
+            {
+                "group_id": VICTIM,
+                "generation_id": 1,
+                "member_id": "m",
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+            },
+            [GROUP_DENIED],
+        ),
+        (15, 5, {"groups": [VICTIM]}, [GROUP_DENIED]),
+        (
+            19,
+            7,
+            {"topics": [{"name": "evil-topic", "num_partitions": 1, "replication_factor": 1}], "timeout": 5000},
+            [TOPIC_DENIED],
+        ),
+        (20, 6, {"topics": [{"name": SECRET}], "timeout": 5000}, [TOPIC_DENIED]),
+        (
+            22,
+            4,
+            {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1},
+            [CLUSTER_DENIED],
+        ),
+        (29, 3, acl_filter, [CLUSTER_DENIED]),
+        (
+            30,
+            3,
+            {
+                "creations": [
+                    {
+                        "resource_type": 4,
+                        "resource_name": "kafka-cluster",
+                        "resource_pattern_type": 3,
+                        "principal": "User:alice",
+                        "host": "*",
+                        "operation": 1,
+                        "permission_type": 3,
+                    }
+                ]
+            },
+            [CLUSTER_DENIED],
+        ),
+        (31, 3, {"filters": [acl_filter]}, [CLUSTER_DENIED]),
+        (
+            32,
+            4,
+            {
+                "resources": [
+                    {"resource_type": 2, "resource_name": SECRET, "configuration_keys": None},
+                    {"resource_type": 4, "resource_name": "1", "configuration_keys": None},
+                ]
+            },
+            [TOPIC_DENIED, CLUSTER_DENIED],
+        ),
+        (33, 2, {"resources": [{"resource_type": 2, "resource_name": SECRET, "configs": configs}]}, [TOPIC_DENIED]),
+        (37, 3, {"topics": [{"name": SECRET, "count": 5, "assignments": None}], "timeout": 5000}, [TOPIC_DENIED]),
+        (42, 2, {"groups_names": [VICTIM]}, [GROUP_DENIED]),
+        (43, 2, {"election_type": 1, "topic_partitions": None, "timeout": 5000}, [CLUSTER_DENIED]),
+        (44, 1, {"resources": [{"resource_type": 2, "resource_name": SECRET, "configs": configs}]}, [TOPIC_DENIED]),
+        (
+            47,
+            0,
+            {"group_id": VICTIM, "topics": [{"name": SECRET, "partitions": [{"partition_index": 0}]}]},
+            [GROUP_DENIED],
+        ),
+        (48, 1, {"components": [], "strict": False}, [CLUSTER_DENIED]),
+        (
+            49,
+            1,
+            {
+                "entries": [
+                    {
+                        "entity": [{"entity_type": "user", "entity_name": "victim"}],
+                        "ops": [{"key": "producer_byte_rate", "value": 0.0, "remove": True}],
+                    }
+                ]
+            },
+            [CLUSTER_DENIED],
+        ),
+        (50, 0, {"users": None}, [CLUSTER_DENIED]),
+        (51, 0, {"deletions": [{"name": "admin", "mechanism": 1}], "upsertions": []}, [CLUSTER_DENIED]),
+    ]
+
+
+def test_every_kafka_api_is_refused_and_changes_nothing(cluster):
+    before = snapshot(cluster)
+    wire = KafkaWire(cluster)
+    try:
+        served = {row["api_key"] for row in wire.call(18, 3, {"client_software_name": "t"})["api_keys"]}
+        walked = {18}
+        for api, version, body, expected in kafka_cases():
+            answer = wire.call(api, version, body)
+            check(leaf_codes(answer), expected, f"api {api} v{version}: {answer}")
+            walked.add(api)
+        # filtered rather than refused
+        assert VICTIM not in [g["group_id"] for g in wire.call(16, 4, {})["groups"]]
+        assert SECRET not in [t["name"] for t in wire.call(3, 12, {"topics": None})["topics"]]
+        # open to every client in Kafka: the cluster's brokers (no ACL names them)
+        assert wire.call(60, 1, {})["error_code"] == 0
+        walked |= {16, 60}
+    finally:
+        wire.close()
+    # a second login on a logged-in connection is refused (and the connection closed)
+    for api, version, body in [(17, 1, {"mechanism": MECH}), (36, 2, {"auth_bytes": b"n,,n=admin,r=abc"})]:
+        again = KafkaWire(cluster)
+        try:
+            assert again.call(api, version, body)["error_code"] != 0
+        finally:
+            again.close()
+        walked.add(api)
+    assert walked == served, f"apis served but not walked: {sorted(served - walked)}"
+    assert snapshot(cluster) == before
+
+
+def test_described_acls_are_refused_not_empty_on_both_listeners(cluster):
+    """A DescribeAcls without DESCRIBE on the cluster says CLUSTER_AUTHORIZATION_FAILED (issue 25 §2), also with
+    a client quota throttling alice's answers (a throttled error answer kept its error layout)."""
+    with cluster.admin() as a:
+        a.alter_client_quotas([("user", "alice")], {"request_percentage": 0.001})
+    try:
+        for _ in range(3):
+            wire = KafkaWire(cluster)
+            try:
+                answer = wire.call(29, 3, {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1})
+            finally:
+                wire.close()
+            assert answer["error_code"] == CLUSTER_DENIED and answer["resources"] == [], answer
+            assert native(cluster, ApiKey.DESCRIBE_ACLS, {"filter": [1, None, 1, None, None, 1, 1]})["error_code"] == (
+                CLUSTER_DENIED
+            )
+    finally:
+        with cluster.admin() as a:
+            a.alter_client_quotas([("user", "alice")], {"request_percentage": None})

@@ -1,0 +1,247 @@
+"""The authorization table (broker/authorization.py) without a broker: every api key has a rule, the rules ask
+what they say they need, bodies built to reach another principal's resources are refused whatever extra keys
+they carry, a body with two shapes is INVALID_REQUEST, and docs/SECURITY.md shows the table as it is."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.authorization import RULES, Authorization, authorization_table_markdown
+from broker.network.server import BadRequest
+from broker.security.acl import AclAuthorizer
+from broker.security.request_authorizer import RequestAuthorizer
+from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
+from net.errors import ErrorCode
+from net.protocol import ApiKey
+
+ROOT = Path(__file__).resolve().parents[2]
+Op, RT = AclOperation, ResourceType
+TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+# Keys no api defines, and the batched shapes' keys, added to every body: none may change what is checked.
+NOISE = {"groups": [], "keys": [], "x-unknown": {"group_id": "alice-group"}}
+
+
+def allow(principal: str, op: AclOperation, rt: ResourceType, name: str) -> AclBinding:
+    return AclBinding(rt, name, PatternType.LITERAL, principal, "*", op, AclPermission.ALLOW)
+
+
+@dataclass
+class Image:
+    acls: set = field(
+        default_factory=lambda: {
+            allow("User:alice", Op.READ, RT.GROUP, "alice-group"),
+            allow("User:alice", Op.READ, RT.TOPIC, "alice-topic"),
+            allow("User:victim", Op.ALL, RT.GROUP, "victim-group"),
+            allow("User:victim", Op.ALL, RT.TOPIC, "secret-topic"),
+        }
+    )
+    topics: dict = field(default_factory=lambda: {"alice-topic": object(), "secret-topic": object()})
+
+
+@dataclass
+class Ctx:
+    principal: str = "User:alice"
+    host: str = "127.0.0.1"
+    peer: str = "127.0.0.1:5555"
+
+
+class Recording(RequestAuthorizer):
+    """The real authorizer, remembering each (resource type, operation) it was asked."""
+
+    def __init__(self, image: Image) -> None:
+        super().__init__(AclAuthorizer({"User:admin"}), image)
+        self.asked: set[tuple[ResourceType, AclOperation]] = set()
+
+    def allowed(self, ctx: Any, op: AclOperation, rt: ResourceType, name: str) -> bool:
+        self.asked.add((rt, op))
+        return super().allowed(ctx, op, rt, name)
+
+
+def table(auto_create: bool = False) -> tuple[Authorization, Recording]:
+    authz = Recording(Image())
+    return Authorization(authz, auto_create), authz
+
+
+# api -> bodies reaching other principals' resources, and how each must be refused: ("whole", code) for
+# the request, or (answer key, code) for the refused items' rows added to an empty answer.
+ATTACKS: dict[ApiKey, list[tuple[dict, tuple[str, int]]]] = {
+    ApiKey.PRODUCE: [({"acks": 1, "topics": [["secret-topic", [[0, b"x"]]]]}, ("topics", TOPIC_DENIED))],
+    ApiKey.FETCH: [
+        ({"topics": [["secret-topic", [[0, 0, 100]]]]}, ("topics", TOPIC_DENIED)),
+        ({"replica_id": 2, "topics": [["alice-topic", [[0, 0, 100]]]]}, ("whole", CLUSTER_DENIED)),
+    ],
+    ApiKey.LIST_OFFSETS: [({"topics": [["secret-topic", [[0, -1]]]]}, ("topics", TOPIC_DENIED))],
+    ApiKey.METADATA: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
+    ApiKey.DESCRIBE_TOPICS: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
+    ApiKey.OFFSET_COMMIT: [
+        # the frame of issue 25: a "groups" key made the group check disappear
+        (
+            {"group_id": "victim-group", "generation_id": -1, "member_id": "", "topics": [["alice-topic", [[0, 9]]]]},
+            ("whole", GROUP_DENIED),
+        ),
+        ({"group_id": "alice-group", "topics": [["secret-topic", [[0, 9]]]]}, ("topics", TOPIC_DENIED)),
+    ],
+    ApiKey.OFFSET_FETCH: [
+        ({"group_id": "victim-group", "topics": None}, ("whole", GROUP_DENIED)),
+        ({"groups": [{"group_id": "victim-group", "topics": None}]}, ("groups", GROUP_DENIED)),
+    ],
+    ApiKey.FIND_COORDINATOR: [
+        ({"key": "victim-group"}, ("whole", GROUP_DENIED)),
+        ({"keys": ["victim-group"]}, ("coordinators", GROUP_DENIED)),
+        ({"key": "victim-txn", "key_type": 1}, ("whole", int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))),
+    ],
+    ApiKey.JOIN_GROUP: [({"group_id": "victim-group", "protocols": []}, ("whole", GROUP_DENIED))],
+    ApiKey.HEARTBEAT: [({"group_id": "victim-group"}, ("whole", GROUP_DENIED))],
+    ApiKey.LEAVE_GROUP: [({"group_id": "victim-group", "members": ["m"]}, ("whole", GROUP_DENIED))],
+    ApiKey.SYNC_GROUP: [({"group_id": "victim-group"}, ("whole", GROUP_DENIED))],
+    ApiKey.DESCRIBE_GROUPS: [({"groups": ["victim-group"]}, ("groups", GROUP_DENIED))],
+    ApiKey.DELETE_GROUPS: [({"groups": ["victim-group"]}, ("results", GROUP_DENIED))],
+    ApiKey.OFFSET_DELETE: [
+        ({"group_id": "victim-group", "topics": [["secret-topic", [0]]]}, ("whole", GROUP_DENIED)),
+    ],
+    ApiKey.CREATE_TOPICS: [({"topics": [{"name": "evil"}]}, ("topics", TOPIC_DENIED))],
+    ApiKey.DELETE_TOPICS: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
+    ApiKey.CREATE_PARTITIONS: [({"topics": [{"name": "secret-topic", "count": 9}]}, ("topics", TOPIC_DENIED))],
+    ApiKey.DESCRIBE_CONFIGS: [
+        ({"topics": ["secret-topic"]}, ("results", TOPIC_DENIED)),
+        ({"brokers": ["1"]}, ("brokers", CLUSTER_DENIED)),
+    ],
+    ApiKey.ALTER_CONFIGS: [({"topics": [["secret-topic", {"retention.ms": "1"}]]}, ("topics", TOPIC_DENIED))],
+    ApiKey.INIT_PRODUCER_ID: [({}, ("whole", CLUSTER_DENIED))],
+    ApiKey.DESCRIBE_ACLS: [({"filter": [1, None, 1, None, None, 1, 1]}, ("whole", CLUSTER_DENIED))],
+    ApiKey.CREATE_ACLS: [({"creations": []}, ("whole", CLUSTER_DENIED))],
+    ApiKey.DELETE_ACLS: [({"filters": []}, ("whole", CLUSTER_DENIED))],
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [({}, ("whole", CLUSTER_DENIED))],
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [({"deletions": [["admin", "SCRAM-SHA-256"]]}, ("whole", CLUSTER_DENIED))],
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: [({}, ("whole", CLUSTER_DENIED))],
+    ApiKey.ALTER_CLIENT_QUOTAS: [({"entries": []}, ("whole", CLUSTER_DENIED))],
+    ApiKey.ELECT_LEADERS: [({}, ("whole", CLUSTER_DENIED))],
+    ApiKey.QUORUM: [({"m": ["be", 7, 3]}, ("whole", -1))],  # one-way: refused without an answer
+    ApiKey.ALTER_PARTITION: [({"topic": "secret-topic"}, ("whole", CLUSTER_DENIED))],
+    ApiKey.BROKER_REGISTRATION: [({"broker_id": 1}, ("whole", CLUSTER_DENIED))],
+    ApiKey.BROKER_HEARTBEAT: [({"broker_id": 1}, ("whole", CLUSTER_DENIED))],
+}
+# What every logged-in client may ask (the login itself, the versions) or is answered filtered.
+OPEN = {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.API_VERSIONS, ApiKey.LIST_GROUPS}
+
+
+def test_every_api_key_has_a_rule_and_an_attack_here():
+    assert set(RULES) == set(ApiKey)
+    assert set(ATTACKS) | OPEN == set(ApiKey), "a new api key needs its rule and its attack in this test"
+
+
+def test_an_api_without_a_rule_is_refused():
+    a, _ = table()
+    d = a.authorize(999, {}, Ctx())
+    assert d.refused and d.answer["error_code"] == CLUSTER_DENIED
+
+
+@pytest.mark.parametrize(
+    "api,body,expect", [(api, body, expect) for api, cases in ATTACKS.items() for body, expect in cases]
+)
+def test_bodies_reaching_others_resources_are_refused_whatever_keys_they_carry(api, body, expect):
+    where, code = expect
+    a, _ = table()
+    for noisy in (body, {**NOISE, **body} if api not in (ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_FETCH) else body):
+        d = a.authorize(api, noisy, Ctx())
+        if where == "whole":
+            assert d.refused, (api, noisy)
+            assert (d.answer is None) if code == -1 else d.answer["error_code"] == code
+            continue
+        assert not d.refused
+        rows = d.complete({where: []})[where]
+        assert rows, (api, noisy)
+        for row in rows:
+            got = row["error_code"] if isinstance(row, dict) else row[1]
+            if isinstance(got, list):  # topic rows: [topic, [partition rows]]
+                assert all(p[1] == code or p[-1] == code for p in got)
+            else:
+                assert got == code
+        # the handler's body names none of the refused resources
+        assert "secret-topic" not in repr(d.body) and "victim" not in repr(d.body) and "evil" not in repr(d.body)
+
+
+def test_a_forwarded_request_needs_cluster_action():
+    a, _ = table()
+    d = a.authorize(ApiKey.CREATE_TOPICS, {"topics": [], "forwarded": True}, Ctx())
+    assert d.refused and d.answer["error_code"] == CLUSTER_DENIED
+    d = a.authorize(ApiKey.CREATE_TOPICS, {"topics": [], "forwarded": True}, Ctx("User:admin"))
+    assert not d.refused
+
+
+@pytest.mark.parametrize(
+    "api,body",
+    [
+        (ApiKey.FIND_COORDINATOR, {"key": "alice-group", "keys": ["victim-group"]}),
+        (ApiKey.OFFSET_FETCH, {"group_id": "alice-group", "groups": [{"group_id": "victim-group"}]}),
+        (ApiKey.OFFSET_COMMIT, {"group_id": ["victim-group"], "topics": []}),
+        (ApiKey.HEARTBEAT, {"groups": ["victim-group"]}),  # no group_id: no shape of Heartbeat
+        (ApiKey.FIND_COORDINATOR, {"key": "alice-group", "key_type": 7}),
+        (ApiKey.PRODUCE, {"topics": [["secret-topic"]]}),
+    ],
+)
+def test_a_body_without_the_apis_one_shape_is_invalid(api, body):
+    a, _ = table()
+    with pytest.raises(BadRequest):
+        a.authorize(api, body, Ctx())
+
+
+def test_alice_keeps_what_she_may_do():
+    """Her own group and topic pass untouched; a mixed request keeps her items and refuses the others."""
+    a, _ = table()
+    body = {"group_id": "alice-group", "topics": [["alice-topic", [[0, 5]]], ["secret-topic", [[0, 5]]]]}
+    d = a.authorize(ApiKey.OFFSET_COMMIT, body, Ctx())
+    assert d.body["topics"] == [["alice-topic", [[0, 5]]]] and d.body["group_id"] == "alice-group"
+    answer = d.complete({"topics": [["alice-topic", [[0, 0, None]]]]})
+    assert answer["topics"][1][0] == "secret-topic" and answer["topics"][1][1][0][:2] == [0, TOPIC_DENIED]
+    d = a.authorize(ApiKey.FIND_COORDINATOR, {"keys": ["alice-group", "victim-group"]}, Ctx())
+    assert d.body["keys"] == ["alice-group"]
+    d = a.authorize(ApiKey.HEARTBEAT, {"group_id": "alice-group"}, Ctx())
+    assert not d.refused and d.finish is None
+
+
+def test_all_topics_and_all_groups_are_filtered_not_refused():
+    a, _ = table()
+    d = a.authorize(ApiKey.METADATA, {"topics": None}, Ctx())
+    answer = d.complete({"topics": [{"name": "alice-topic"}, {"name": "secret-topic"}]})
+    assert [t["name"] for t in answer["topics"]] == ["alice-topic"]
+    d = a.authorize(ApiKey.LIST_GROUPS, {}, Ctx())
+    answer = d.complete({"error_code": 0, "groups": [["alice-group", "consumer", "Empty"], ["victim-group", "c", "E"]]})
+    assert [g[0] for g in answer["groups"]] == ["alice-group"]
+    d = a.authorize(ApiKey.OFFSET_FETCH, {"group_id": "alice-group", "topics": None}, Ctx())
+    answer = d.complete({"error_code": 0, "topics": [["alice-topic", []], ["secret-topic", [[0, 5, "", 0]]]]})
+    assert [t[0] for t in answer["topics"]] == ["alice-topic"]
+
+
+def test_automatic_creation_needs_create():
+    a, _ = table(auto_create=True)
+    d = a.authorize(ApiKey.METADATA, {"topics": ["new-one"], "allow_auto_topic_creation": True}, Ctx())
+    assert d.body["topics"] == [] and d.complete({"topics": []})["topics"][0]["error_code"] == TOPIC_DENIED
+
+
+def test_each_rule_asks_only_what_the_table_says_it_needs():
+    """The rules' `needs` (what docs/SECURITY.md shows) against what their code asks the authorizer."""
+    for api, cases in ATTACKS.items():
+        for body, _ in cases:
+            a, authz = table(auto_create=True)
+            a.authorize(api, dict(body, allow_auto_topic_creation=True), Ctx())
+            needs = {(n.resource, n.op) for n in RULES[api].needs}
+            if api == ApiKey.INIT_PRODUCER_ID:
+                needs.add((RT.TOPIC, Op.WRITE))  # "or WRITE on any topic"
+            if api in (ApiKey.METADATA, ApiKey.CREATE_TOPICS):
+                needs.add((RT.CLUSTER, Op.CREATE))  # "or CREATE on the cluster"
+            assert authz.asked and authz.asked <= needs, (api, authz.asked, needs)
+
+
+def test_docs_show_the_table():
+    text = (ROOT / "docs/SECURITY.md").read_text()
+    m = re.search(r"<!-- authorization-table -->\n(.*?)<!-- /authorization-table -->", text, re.S)
+    assert m, "docs/SECURITY.md lacks the generated authorization table"
+    assert m.group(1) == authorization_table_markdown(), "regenerate: PYTHONPATH=. python scripts/authorization_docs.py"
