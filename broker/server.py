@@ -236,6 +236,14 @@ class BrokerServer:
                 self.metrics.broker_label,
             )
         )
+        for srv in (self.net, self.kafka_net):
+            if srv is not None and srv.security.protocol == "SASL_PLAINTEXT" and "PLAIN" in srv.security.mechanisms:
+                # PLAIN sends the password itself: over a plaintext listener anyone on the path reads it.
+                log.warning(
+                    "the %s listener accepts SASL PLAIN without TLS: passwords cross the network in clear "
+                    "(use SASL_SSL, or SCRAM only in sasl.enabled.mechanisms)",
+                    srv.listener,
+                )
         await self.net.start()
         if self.kafka_net is not None:
             await self.kafka_net.start()

@@ -178,7 +178,7 @@ class BrokerProtocol(asyncio.Protocol):
         self._on_close = on_close
         self._pending: set[asyncio.Future] = set()
         self._closed = False
-        self._closing = False  # a failed login: answered, reading no more, closing after the delay
+        self._closing = False  # a failed login: reading no more, answered and closed after the delay
         # In-order codecs: one slot per request awaiting its answer, written from the head as they fill.
         self._slots: deque[list] | None = deque() if codec.in_order else None
 
@@ -313,10 +313,19 @@ class BrokerProtocol(asyncio.Protocol):
         self._answer(req, body)
 
     def _fail_login(self, req: Request, answer: dict, reason: str) -> None:
+        """Answer a failed login only after connection.failed.authentication.delay.ms, then close (Kafka's
+        delayed close): a guesser gets one answer per delay per connection. A timer, never a sleep, so
+        the other connections are served meanwhile."""
         log.info("failed login from %s: %s", self._ctx.peer, reason)
-        self._answer(req, answer)
-        self._closing = True  # read nothing more; close once the answer had its delay
-        asyncio.get_running_loop().call_later(self._security.failed_authentication_delay_s, self.close)
+        self._closing = True
+        self._pause("login failed")  # read nothing more from a guesser while its answer waits
+        slot = self._reserve()  # in-order codecs: keep this answer's place behind earlier ones
+
+        def answer_and_close() -> None:
+            self._answer(req, answer, slot=slot)
+            self.close()
+
+        asyncio.get_running_loop().call_later(self._security.failed_authentication_delay_s, answer_and_close)
 
     def _dispatch(self, req: Request) -> None:
         if req.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
