@@ -15,12 +15,14 @@ import logging
 import socket
 import ssl
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
 from broker.network.authenticator import PLAINTEXT, Authenticator, ListenerSecurity, SaslFailed, certificate_principal
 from broker.network.connection_quotas import ConnectionQuotas
+from broker.network.memory import ConnectionChurn
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import DEFAULT_MAX_FRAME, ApiKey, FrameDecoder, FrameError, encode_response, parse_request
 
@@ -169,7 +171,8 @@ class BrokerProtocol(asyncio.Protocol):
         self._quotas = quotas
         self._admitted_ip: str | None = None
         self._paused_for: set[str] = set()  # why reading is paused: "write" (peer not draining), "queue", "quota"
-        self.last_active = time.monotonic()
+        # The factory runs at accept, before a TLS handshake: connections.max.unauthenticated.ms counts from here.
+        self.accepted_at = self.last_active = time.monotonic()
         self.partial_since: float | None = None  # a request started arriving and is not whole yet
         self._transport: asyncio.Transport | None = None
         self._security = security
@@ -198,9 +201,8 @@ class BrokerProtocol(asyncio.Protocol):
         self._ctx.throttle = self._throttle
         if not self._ctx.auth.authenticated:
             self._codec.expect_login(self._security.max_token_bytes)
-            self._login_deadline = asyncio.get_running_loop().call_later(
-                self._security.max_unauthenticated_s, self._login_timed_out
-            )
+            left = self._security.max_unauthenticated_s - (time.monotonic() - self.accepted_at)
+            self._login_deadline = asyncio.get_running_loop().call_later(max(0.0, left), self._login_timed_out)
 
     def _login_timed_out(self) -> None:
         if not self._ctx.auth.authenticated:
@@ -459,11 +461,19 @@ class NetServer:
         self._codec_factory = codec_factory
         self.listener = listener
         self._server: asyncio.base_events.Server | None = None
-        self._conns: set[BrokerProtocol] = set()
+        # Weak: a TLS connection cut before its handshake completed never sees connection_made/_lost (asyncio
+        # tells its app protocol nothing), and a strong set kept every one of a handshake flood alive.
+        self._conns: weakref.WeakSet[BrokerProtocol] = weakref.WeakSet()
+        self._churn = ConnectionChurn()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_protocol, sock=self._sock, ssl=self._ssl)
+        # A TLS handshake is part of authenticating (Kafka's SslAuthenticator): a peer that never finishes it is
+        # cut at connections.max.unauthenticated.ms, not asyncio's 60 s default, so a flood cannot pile up.
+        handshake_s = self.security.max_unauthenticated_s if self._ssl is not None else None
+        self._server = await loop.create_server(
+            self._make_protocol, sock=self._sock, ssl=self._ssl, ssl_handshake_timeout=handshake_s
+        )
         self._sweeper = asyncio.create_task(self._sweep())
 
     async def _sweep(self) -> None:
@@ -473,6 +483,7 @@ class NetServer:
             now = time.monotonic()
             for c in list(self._conns):
                 c.sweep(now)
+            self._churn.release_if_due(len(self._conns))  # after a flood, RSS goes back down
 
     def _make_protocol(self) -> BrokerProtocol:
         proto = BrokerProtocol(
@@ -485,6 +496,7 @@ class NetServer:
             self.quotas,
         )
         self._conns.add(proto)
+        self._churn.accepted()
         return proto
 
     @property
