@@ -119,14 +119,19 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+def fill(port: int, topic: str, n: int) -> None:
+    """Create `topic` (one partition) and write v0..v<n-1> to it, logged in as admin."""
+    with Admin(f"127.0.0.1:{port}", **LOGIN) as a:
+        a.create_topics([NewTopic(topic, 1, 1)])
+    with Producer(f"127.0.0.1:{port}", **LOGIN) as p:
+        for i in range(n):
+            p.send(topic, f"v{i}".encode())
+        p.flush(20)
+
+
 def test_fuzzed_logins_on_both_listeners(sasl_broker):
     proc, port, kport, log = sasl_broker
-    with Admin(f"127.0.0.1:{port}", **LOGIN) as a:
-        a.create_topics([NewTopic("kept", 1, 1)])
-    with Producer(f"127.0.0.1:{port}", **LOGIN) as p:
-        for i in range(100):
-            p.send("kept", f"v{i}".encode())
-        p.flush(20)
+    fill(port, "kept", 100)
     rss_before = rss_kb(proc.pid)
     examples = 0
 

@@ -22,17 +22,11 @@ from hypothesis import strategies as st
 from client import Admin, NewTopic
 from net.protocol import ApiKey
 from tests.integration.cluster_harness import ClusterHarness
-from tests.integration.test_fuzz_security import rss_kb
+from tests.integration.test_fuzz_security import LOGIN, rss_kb
 from tests.integration.test_kafka_protocol_errors import closed, frame, read_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(180)
-LOGIN = {
-    "security_protocol": "SASL_PLAINTEXT",
-    "sasl_mechanism": "SCRAM-SHA-256",
-    "sasl_username": "admin",
-    "sasl_password": "admin-secret",
-}
 DELAY_S = 0.1  # connection.failed.authentication.delay.ms: Kafka's default, not overridden here
 
 
