@@ -18,6 +18,8 @@ log = logging.getLogger("kafkalite.net")
 
 # Connections closed since the last release that make another one worth its cost (a few ms of heap walk).
 RELEASE_AFTER_CLOSED = 256
+# Fewer, once no connection has come or gone for a sweep: the tail of a flood (not each client's goodbye).
+SETTLED_AFTER_CLOSED = 16
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -49,6 +51,7 @@ class ConnectionChurn:
         self.threshold = threshold
         self._accepted = 0  # since the last release
         self._open_at_release = 0
+        self._previous = (0, 0)  # (accepted, open) at the previous call
 
     def accepted(self) -> None:
         self._accepted += 1
@@ -57,11 +60,15 @@ class ConnectionChurn:
         return self._accepted + self._open_at_release - open_now
 
     def release_if_due(self, open_now: int) -> bool:
-        """Release freed memory if `threshold` connections closed since the last time; whether it did."""
+        """Release freed memory if `threshold` connections closed since the last time, or some did and the
+        churn has settled since the previous call (the tail of a flood); whether it did."""
         closed = self.closed_since_release(open_now)
-        if closed < self.threshold:
+        settled = (self._accepted, open_now) == self._previous
+        self._previous = (self._accepted, open_now)
+        if closed < self.threshold and not (settled and closed >= SETTLED_AFTER_CLOSED):
             return False
         self._accepted, self._open_at_release = 0, open_now
+        self._previous = (0, open_now)
         release_freed_memory()
         log.debug("%d connections closed: freed memory returned to the system", closed)
         return True
