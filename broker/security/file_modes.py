@@ -42,9 +42,11 @@ def holds_scram(log_dir: Path) -> bool:
     for path in candidates:
         try:
             with open(path, "rb") as f:
+                tail = b""  # the mark may straddle two reads
                 while chunk := f.read(1 << 20):
-                    if SCRAM_MARK in chunk:
+                    if SCRAM_MARK in tail + chunk:
                         return True
+                    tail = chunk[-len(SCRAM_MARK) :]
         except OSError:
             continue
     return False
