@@ -100,6 +100,7 @@ def test_password_guessing_is_slowed_and_other_clients_are_served(broker):
         rate = len(took) / (time.monotonic() - t0)
         assert min(took) >= DELAY_S * 0.95, f"{guess.__name__}: a wrong password answered in {min(took):.3f}s"
         assert rate <= 1 / DELAY_S, f"{guess.__name__}: {rate:.0f} guesses/s on one connection"
+        print(f"{guess.__name__}: {rate:.1f} guesses/s on one connection")
     # Ten guessers at once, while a logged-in client asks for metadata: the guessers get at most ten answers
     # per delay, and the delay is a timer, not a stall (a sleeping event loop would hold every request).
     guesses: list[float] = []
@@ -267,7 +268,7 @@ def test_silent_tls_connections_are_cut_at_the_deadline_and_memory_comes_back(tl
             sel.register(s, selectors.EVENT_READ)
         last_open = time.monotonic()
         rss_peak = rss_kb(b.proc.pid)
-        while len(cut) < FLOOD and time.monotonic() - last_open < DEADLINE_S + 10:
+        while len(cut) < FLOOD and time.monotonic() - last_open < DEADLINE_S + 15:
             for key, _ in sel.select(0.5):
                 s = key.fileobj  # type: ignore[assignment]
                 try:
@@ -277,9 +278,11 @@ def test_silent_tls_connections_are_cut_at_the_deadline_and_memory_comes_back(tl
                 if gone:
                     cut[s] = time.monotonic()
                     sel.unregister(s)
-        # Each is closed within the deadline of its accept, which is at the latest when the last one opened.
+        # Each is closed at the deadline from its accept; the broker may accept the last ones (up to its
+        # backlog of 1,024) a few seconds after they connected, on a busy machine: asyncio's own default
+        # kept every one open for 60 s.
         assert len(cut) == FLOOD, f"{FLOOD - len(cut)} silent TLS connections still open"
-        assert max(cut.values()) - last_open <= DEADLINE_S + 3
+        assert max(cut.values()) - last_open <= DEADLINE_S + 8
         assert min(cut[s] - opened[s] for s in cut) >= DEADLINE_S * 0.9
     finally:
         for s in opened:
