@@ -84,6 +84,10 @@ def templates() -> list[tuple[str, bytes]]:
         ("kafka", struct.pack(">i", len(first)) + first),  # a bare SASL token frame
         ("kafka", kafka_frame(36, 0, struct.pack(">i", len(first)) + first)),
         ("kafka", kafka_frame(18, 3, b"\x00\x00\x00")),
+        # other apis before the login, with null arrays (issue 25 §5): closed unparsed, never a traceback
+        ("kafka", kafka_frame(3, 4, struct.pack(">i", -1) + b"\x01")),  # Metadata v4, topics null
+        ("kafka", kafka_frame(15, 0, struct.pack(">i", -1))),  # DescribeGroups v0, groups null (non-nullable)
+        ("kafka", kafka_frame(0, 3, kafka_str(b"") + struct.pack(">hii", 1, 100, -1))),  # Produce v3, null data
     ]
 
 
