@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -124,6 +125,7 @@ def start(
     except KafkaLiteError as e:
         raise click.ClickException(str(e)) from None
     _setup_logging(cfg.broker_id, log_level)
+    _owner_only(cfg)
     if add_scram:
         from broker.security.bootstrap import format_bootstrap
 
@@ -146,6 +148,19 @@ def start(
         raise click.ClickException(
             f"{e.strerror or e} ({getattr(e, 'filename', '') or cfg.host + ':' + str(cfg.port)})"
         ) from None
+
+
+def _owner_only(cfg: BrokerConfig) -> None:
+    """Everything this process creates is the broker's alone (or its group's), whatever umask it was started
+    with; a data dir others can read that holds credentials stops it here (broker/security/file_modes.py)."""
+    from broker.security.file_modes import DataDirExposed, process_umask, secure_log_dirs
+
+    os.umask(process_umask(cfg.log_dirs_group_readable))
+    try:
+        for d in secure_log_dirs([Path(d) for d in cfg.log_dirs], cfg.log_dirs_group_readable):
+            logging.getLogger("kafkalite.security").info("%s was open to other users: tightened", d)
+    except DataDirExposed as e:
+        raise click.ClickException(str(e)) from None
 
 
 @main.command()
@@ -173,6 +188,7 @@ def format(  # noqa: A001 - kafka-storage.sh's verb
         specs += [line.strip() for line in scram_file if line.strip() and not line.lstrip().startswith("#")]
     try:
         cfg = BrokerConfig.from_props(_props(config_file, overrides, {}))
+        _owner_only(cfg)
         log_dir = Path(cfg.log_dirs[0])
         formatted = format_bootstrap(log_dir, specs)
     except (ValueError, KafkaLiteError, OSError) as e:

@@ -77,6 +77,31 @@ class BrokerConfig(SecurityKeys):
         "kafka.host, else host).",
     )
     log_dirs: Paths = key("log.dirs", [Path("data")], "Comma-separated data directories (log.dir: one).")
+    # --- who may read the broker's files and metrics (issue 25 §5, docs/SECURITY.md) ---
+    log_dirs_group_readable: Bool = key(
+        "log.dirs.group.readable",
+        False,
+        "Data directories 0750 and files 0640 (the broker's group may read them, e.g. a Spark worker) instead "
+        "of 0700/0600, whatever the umask; as PostgreSQL's --allow-group-access.",
+    )
+    metrics_host: Str = key(
+        "metrics.host", "127.0.0.1", "Address the metrics listener binds (loopback unless the operator opens it)."
+    )
+    metrics_topic_labels: Bool = key(
+        "metrics.topic.labels",
+        False,
+        "Per-topic, per-partition and per-group series on /metrics (their names become visible to whoever "
+        "scrapes); off: broker-wide series only.",
+    )
+    metrics_basic_auth_users: Str = key(
+        "metrics.basic.auth.users",
+        "",
+        "user:password,... allowed to scrape /metrics (HTTP basic auth, as Prometheus's web config); empty: anyone.",
+        sensitive=True,
+    )
+    metrics_ssl_keystore_location: Str = key(
+        "metrics.ssl.keystore.location", "", "PEM file (key and certificate): serve /metrics over HTTPS."
+    )
     auto_create_topics_enable: Bool = key(
         "auto.create.topics.enable",
         True,

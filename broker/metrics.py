@@ -28,7 +28,8 @@ def package_version() -> str:
 
 
 class BrokerMetrics:
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, topic_labels: bool = True) -> None:
+        self.topic_labels = topic_labels  # metrics.topic.labels: off, no series names a topic
         self.registry = CollectorRegistry(auto_describe=True)
         labels = {"broker": str(broker_id)}
         r = self.registry
@@ -111,6 +112,8 @@ class BrokerMetrics:
         self.offline.set_function(offline)
 
     def topic_in(self, topic: str, nbytes: int, messages: int) -> None:
+        if not self.topic_labels:
+            return
         children = self._topic_in.get(topic)
         if children is None:
             children = self._topic_in[topic] = (
@@ -121,6 +124,8 @@ class BrokerMetrics:
         children[1].inc(messages)
 
     def topic_out(self, topic: str, nbytes: int) -> None:
+        if not self.topic_labels:
+            return
         child = self._topic_out.get(topic)
         if child is None:
             child = self._topic_out[topic] = self._topic_bytes_out.labels(self.broker_label, topic)

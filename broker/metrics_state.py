@@ -29,7 +29,9 @@ class StateCollector(Collector):
         connection_count: Callable[[], int],
         mode: str,
         broker: str,
+        topic_labels: bool = True,
     ) -> None:
+        self.topic_labels = topic_labels  # metrics.topic.labels: per-partition/group series name their topic
         self.coordination = coordination
         self.replica_manager = replica_manager
         self.group_coordinator = group_coordinator
@@ -102,8 +104,19 @@ class StateCollector(Collector):
         leaders.add_metric([b], float(n_leaders))
         parts.add_metric([b], float(len(rm.partitions)))
         purgatory.add_metric([b], float(n_waiting))
-        yield from (leaders, parts, purgatory, size, start, end, hw, lag)
-        yield group_lag(self.group_coordinator, rm, b)
+        yield from (leaders, parts, purgatory)
+        groups = group_lag(self.group_coordinator, rm, b)
+        if self.topic_labels:
+            yield from (size, start, end, hw, lag, groups)
+        else:  # no series names a topic or a group: the sums the dashboards and alerts still read
+            yield from (broker_total(size, b), broker_total(lag, b), broker_total(groups, b))
+
+
+def broker_total(fam: GaugeMetricFamily, broker: str) -> GaugeMetricFamily:
+    """`fam`'s samples summed into one series labelled by broker only (metrics.topic.labels=false)."""
+    total = GaugeMetricFamily(fam.name, f"{fam.documentation}; summed over this broker's partitions", labels=["broker"])
+    total.add_metric([broker], float(sum(s.value for s in fam.samples)))
+    return total
 
 
 def group_lag(gc: "GroupCoordinator", rm: "ReplicaManager", broker: str) -> GaugeMetricFamily:

@@ -95,7 +95,7 @@ class BrokerServer:
         t0 = time.monotonic()
         loop = asyncio.get_running_loop()
         self.image = MetadataImage()
-        self.metrics = BrokerMetrics(cfg.broker_id)
+        self.metrics = BrokerMetrics(cfg.broker_id, cfg.metrics_topic_labels)
         self.log_manager = LogManager(
             [Path(d) for d in cfg.log_dirs], cfg.topic_config_defaults(), topic_config=self._topic_config_or_none
         )
@@ -165,7 +165,13 @@ class BrokerServer:
         self.group_coordinator = GroupCoordinator(
             self.replica_manager, cfg.group_config(), cfg.offsets_topic_num_partitions, cfg.offsets_commit_timeout_ms
         )
-        self.metrics_server = await MetricsServer.start(self.metrics, cfg.host, cfg.metrics_port)
+        self.metrics_server = await MetricsServer.start(
+            self.metrics,
+            cfg.metrics_host,
+            cfg.metrics_port,
+            cfg.metrics_basic_auth_users,
+            cfg.metrics_ssl_keystore_location,
+        )
         acl_authorizer = (
             AclAuthorizer(cfg.super_user_set(), cfg.allow_everyone_if_no_acl_found) if cfg.authorizer == "acl" else None
         )
@@ -233,8 +239,17 @@ class BrokerServer:
                 self._connection_count,
                 cfg.coordination,
                 self.metrics.broker_label,
+                cfg.metrics_topic_labels,
             )
         )
+        for srv in (self.net, self.kafka_net):
+            if srv is not None and srv.security.protocol == "SASL_PLAINTEXT" and "PLAIN" in srv.security.mechanisms:
+                # PLAIN sends the password itself: over a plaintext listener anyone on the path reads it.
+                log.warning(
+                    "the %s listener accepts SASL PLAIN without TLS: passwords cross the network in clear "
+                    "(use SASL_SSL, or SCRAM only in sasl.enabled.mechanisms)",
+                    srv.listener,
+                )
         await self.net.start()
         if self.kafka_net is not None:
             await self.kafka_net.start()

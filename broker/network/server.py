@@ -15,12 +15,14 @@ import logging
 import socket
 import ssl
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
 from broker.network.authenticator import PLAINTEXT, Authenticator, ListenerSecurity, SaslFailed, certificate_principal
 from broker.network.connection_quotas import ConnectionQuotas
+from broker.network.memory import ConnectionChurn
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import DEFAULT_MAX_FRAME, ApiKey, FrameDecoder, FrameError, encode_response, parse_request
 
@@ -169,7 +171,8 @@ class BrokerProtocol(asyncio.Protocol):
         self._quotas = quotas
         self._admitted_ip: str | None = None
         self._paused_for: set[str] = set()  # why reading is paused: "write" (peer not draining), "queue", "quota"
-        self.last_active = time.monotonic()
+        # The factory runs at accept, before a TLS handshake: connections.max.unauthenticated.ms counts from here.
+        self.accepted_at = self.last_active = time.monotonic()
         self.partial_since: float | None = None  # a request started arriving and is not whole yet
         self._transport: asyncio.Transport | None = None
         self._security = security
@@ -178,7 +181,7 @@ class BrokerProtocol(asyncio.Protocol):
         self._on_close = on_close
         self._pending: set[asyncio.Future] = set()
         self._closed = False
-        self._closing = False  # a failed login: answered, reading no more, closing after the delay
+        self._closing = False  # a failed login: reading no more, answered and closed after the delay
         # In-order codecs: one slot per request awaiting its answer, written from the head as they fill.
         self._slots: deque[list] | None = deque() if codec.in_order else None
 
@@ -198,9 +201,8 @@ class BrokerProtocol(asyncio.Protocol):
         self._ctx.throttle = self._throttle
         if not self._ctx.auth.authenticated:
             self._codec.expect_login(self._security.max_token_bytes)
-            self._login_deadline = asyncio.get_running_loop().call_later(
-                self._security.max_unauthenticated_s, self._login_timed_out
-            )
+            left = self._security.max_unauthenticated_s - (time.monotonic() - self.accepted_at)
+            self._login_deadline = asyncio.get_running_loop().call_later(max(0.0, left), self._login_timed_out)
 
     def _login_timed_out(self) -> None:
         if not self._ctx.auth.authenticated:
@@ -313,10 +315,19 @@ class BrokerProtocol(asyncio.Protocol):
         self._answer(req, body)
 
     def _fail_login(self, req: Request, answer: dict, reason: str) -> None:
+        """Answer a failed login only after connection.failed.authentication.delay.ms, then close (Kafka's
+        delayed close): a guesser gets one answer per delay per connection. A timer, never a sleep, so
+        the other connections are served meanwhile."""
         log.info("failed login from %s: %s", self._ctx.peer, reason)
-        self._answer(req, answer)
-        self._closing = True  # read nothing more; close once the answer had its delay
-        asyncio.get_running_loop().call_later(self._security.failed_authentication_delay_s, self.close)
+        self._closing = True
+        self._pause("login failed")  # read nothing more from a guesser while its answer waits
+        slot = self._reserve()  # in-order codecs: keep this answer's place behind earlier ones
+
+        def answer_and_close() -> None:
+            self._answer(req, answer, slot=slot)
+            self.close()
+
+        asyncio.get_running_loop().call_later(self._security.failed_authentication_delay_s, answer_and_close)
 
     def _dispatch(self, req: Request) -> None:
         if req.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
@@ -450,11 +461,19 @@ class NetServer:
         self._codec_factory = codec_factory
         self.listener = listener
         self._server: asyncio.base_events.Server | None = None
-        self._conns: set[BrokerProtocol] = set()
+        # Weak: a TLS connection cut before its handshake completed never sees connection_made/_lost (asyncio
+        # tells its app protocol nothing), and a strong set kept every one of a handshake flood alive.
+        self._conns: weakref.WeakSet[BrokerProtocol] = weakref.WeakSet()
+        self._churn = ConnectionChurn()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_protocol, sock=self._sock, ssl=self._ssl)
+        # A TLS handshake is part of authenticating (Kafka's SslAuthenticator): a peer that never finishes it is
+        # cut at connections.max.unauthenticated.ms, not asyncio's 60 s default, so a flood cannot pile up.
+        handshake_s = self.security.max_unauthenticated_s if self._ssl is not None else None
+        self._server = await loop.create_server(
+            self._make_protocol, sock=self._sock, ssl=self._ssl, ssl_handshake_timeout=handshake_s
+        )
         self._sweeper = asyncio.create_task(self._sweep())
 
     async def _sweep(self) -> None:
@@ -464,6 +483,7 @@ class NetServer:
             now = time.monotonic()
             for c in list(self._conns):
                 c.sweep(now)
+            self._churn.release_if_due(len(self._conns))  # after a flood, RSS goes back down
 
     def _make_protocol(self) -> BrokerProtocol:
         proto = BrokerProtocol(
@@ -476,6 +496,7 @@ class NetServer:
             self.quotas,
         )
         self._conns.add(proto)
+        self._churn.accepted()
         return proto
 
     @property

@@ -123,7 +123,12 @@ def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
         peers=state.get("peers") or None,
         extra=[
             *state.get("extra", []),
-            *(["--override", f"metrics.port={b['metrics_port']}"] if b.get("metrics_port") else []),
+            # A local open cluster for development: its console shows log end offsets from per-topic metrics.
+            *(
+                ["--override", f"metrics.port={b['metrics_port']}", "--override", "metrics.topic.labels=true"]
+                if b.get("metrics_port")
+                else []
+            ),
             *(["--override", f"kafka.port={b['kafka_port']}"] if b.get("kafka_port") else []),
         ],
         coordination="zookeeper" if zk else None,

@@ -298,6 +298,8 @@ class ClusterWatcher:
         for bid, m in scraped.items():
             for name in ("kafkalite_log_size_bytes", "kafkalite_log_end_offset", "kafkalite_high_watermark"):
                 for labels, v in m.get(name, []):
+                    if "topic" not in labels:  # a broker's sum (metrics.topic.labels=false): no partition's own
+                        continue
                     per_part.setdefault((labels["topic"], int(labels["partition"]), bid), {})[name] = v
         out = []
         for t in md.get("topics", []):

@@ -130,7 +130,8 @@ load_config() {
       || [ "$METRICS_PORT" = "$BROKER_PORT" ]; then
       die "$CONFIG: METRICS_PORT must be a port number other than BROKER_PORT (or empty: no metrics listener)"
     fi
-    OVERRIDES=("metrics.port=$METRICS_PORT" ${OVERRIDES[@]+"${OVERRIDES[@]}"})
+    # metrics.host defaults to loopback: Prometheus scrapes from the vnet (the NSG admits nothing else)
+    OVERRIDES=("metrics.port=$METRICS_PORT" "metrics.host=0.0.0.0" ${OVERRIDES[@]+"${OVERRIDES[@]}"})
   fi
   if ! [[ $PRIVATE_IP_START =~ ^[0-9]+$ ]] || [ $((PRIVATE_IP_START + VM_COUNT - 1)) -gt 254 ]; then
     die "$CONFIG: PRIVATE_IP_START + VM_COUNT - 1 must be at most 254"

@@ -408,6 +408,7 @@ fi
   echo "host=$KL_HOST"
   echo "port=$KL_PORT"
   echo "log.dirs=$KL_DATA_DIR"
+  echo "log.dirs.group.readable=true"  # the data dir is 750 for the group (a Spark worker reads segments)
   if [ -n "$KL_PEERS" ]; then
     echo "peers=$KL_PEERS"
   fi

@@ -148,7 +148,15 @@ class Broker:
             peers=self.h.peers,
             extra=[
                 x
-                for o in [*self.h.overrides, f"metrics.port={self.metrics_port}", f"kafka.port={self.kafka_port}"]
+                for o in [
+                    # metrics.host: this broker's own host in network namespaces; per-topic series for the
+                    # tests that read them (a test's own overrides come later and win)
+                    f"metrics.host={self.host}",
+                    "metrics.topic.labels=true",
+                    *self.h.overrides,
+                    f"metrics.port={self.metrics_port}",
+                    f"kafka.port={self.kafka_port}",
+                ]
                 for x in ("--override", o)
             ]
             + self.h.extra_args,

@@ -199,6 +199,7 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
             "host=127.0.0.1",
             f"port={port}",
             f"log.dirs={state / 'data'}",
+            "log.dirs.group.readable=true",  # the data dir stays 750 for the service's group
             f"peers=7@127.0.0.1:{port}",
             # the secure default: SASL_SSL everywhere, ACLs, admin and the brokers super users
             "security.protocol=SASL_SSL",

@@ -310,9 +310,11 @@ def test_provision_opens_the_metrics_port_to_the_vnet_and_sets_it(operator: Oper
         *base[6:],
     ]
     _, argv = parse_cloud_init((operator.build / "cloud-init-kl-1.yaml").read_text())
-    assert argv[-6:] == [
+    assert argv[-8:] == [
         "--override",
         "metrics.port=9404",
+        "--override",
+        "metrics.host=0.0.0.0",
         "--override",
         "default.replication.factor=3",
         "--override",

@@ -84,6 +84,10 @@ def templates() -> list[tuple[str, bytes]]:
         ("kafka", struct.pack(">i", len(first)) + first),  # a bare SASL token frame
         ("kafka", kafka_frame(36, 0, struct.pack(">i", len(first)) + first)),
         ("kafka", kafka_frame(18, 3, b"\x00\x00\x00")),
+        # other apis before the login, with null arrays (issue 25 §5): closed unparsed, never a traceback
+        ("kafka", kafka_frame(3, 4, struct.pack(">i", -1) + b"\x01")),  # Metadata v4, topics null
+        ("kafka", kafka_frame(15, 0, struct.pack(">i", -1))),  # DescribeGroups v0, groups null (non-nullable)
+        ("kafka", kafka_frame(0, 3, kafka_str(b"") + struct.pack(">hii", 1, 100, -1))),  # Produce v3, null data
     ]
 
 
@@ -119,14 +123,19 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+def fill(port: int, topic: str, n: int) -> None:
+    """Create `topic` (one partition) and write v0..v<n-1> to it, logged in as admin."""
+    with Admin(f"127.0.0.1:{port}", **LOGIN) as a:
+        a.create_topics([NewTopic(topic, 1, 1)])
+    with Producer(f"127.0.0.1:{port}", **LOGIN) as p:
+        for i in range(n):
+            p.send(topic, f"v{i}".encode())
+        p.flush(20)
+
+
 def test_fuzzed_logins_on_both_listeners(sasl_broker):
     proc, port, kport, log = sasl_broker
-    with Admin(f"127.0.0.1:{port}", **LOGIN) as a:
-        a.create_topics([NewTopic("kept", 1, 1)])
-    with Producer(f"127.0.0.1:{port}", **LOGIN) as p:
-        for i in range(100):
-            p.send("kept", f"v{i}".encode())
-        p.flush(20)
+    fill(port, "kept", 100)
     rss_before = rss_kb(proc.pid)
     examples = 0
 

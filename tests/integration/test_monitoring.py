@@ -55,7 +55,9 @@ def exported_as(name: str, families: set[str]) -> bool:
 
 def test_dashboard_and_alerts_use_only_exported_metrics(broker_factory):
     port, metrics_port = free_ports(2)
-    b = broker_factory(port=port, extra=["--override", f"metrics.port={metrics_port}"])
+    b = broker_factory(
+        port=port, extra=["--override", f"metrics.port={metrics_port}", "--override", "metrics.topic.labels=true"]
+    )
     with Admin(b.bootstrap) as admin:
         admin.create_topics([NewTopic("m", num_partitions=1, replication_factor=1)])
     with Producer(b.bootstrap, acks="all") as p:

@@ -22,7 +22,7 @@ from kio.serial import entity_reader, entity_writer
 
 from broker.network.kafka.adapters import CORE_ADAPTERS, Adapter, AdapterError, api_versions_response
 from broker.network.kafka.admin_adapters import ADMIN_ADAPTERS
-from broker.network.kafka.entities import build, plain
+from broker.network.kafka.entities import build, null_field, plain
 from broker.network.kafka.group_adapters import GROUP_ADAPTERS
 from broker.network.kafka.security_adapters import SECURITY_ADAPTERS, SaslTokenFrame
 from broker.network.server import FramedCodec, Request
@@ -36,6 +36,8 @@ _SIZE = struct.Struct(">i")
 _CORR = struct.Struct(">i")
 _API_VERSIONS = 18
 _SASL_HANDSHAKE = 17
+_SASL_AUTHENTICATE = 36
+_LOGIN_APIS = (_SASL_HANDSHAKE, _SASL_AUTHENTICATE)
 # Every Kafka api this listener serves, by api key.
 ADAPTERS: dict[int, Adapter] = {
     a.api_key: a for a in (*CORE_ADAPTERS, *GROUP_ADAPTERS, *ADMIN_ADAPTERS, *SECURITY_ADAPTERS)
@@ -100,6 +102,11 @@ class KafkaCodec(FramedCodec):
         # After a SaslHandshake v0, frames are the login's bare SASL tokens until it completes (Kafka's
         # pre-KIP-152 framing): set when the handshake is read, so a token right behind it is read as one.
         self._sasl_tokens = False
+        self._login_pending = False
+
+    def expect_login(self, max_receive: int) -> None:
+        super().expect_login(max_receive)
+        self._login_pending = True
 
     def feed(self, data: bytes) -> list[Request]:
         return [self._request(payload) for payload in self._decoder.feed(data)]
@@ -107,6 +114,7 @@ class KafkaCodec(FramedCodec):
     def login_complete(self) -> None:
         super().login_complete()
         self._sasl_tokens = False
+        self._login_pending = False
 
     def _request(self, payload: bytes) -> Request:
         if self._sasl_tokens:
@@ -117,6 +125,10 @@ class KafkaCodec(FramedCodec):
         adapter = ADAPTERS.get(api_key)
         if api_key == _API_VERSIONS:
             return self._api_versions(payload, version, corr)
+        if self._login_pending and api_key not in _LOGIN_APIS:
+            # Before a SASL login only the login's own requests are read past the header (Kafka's
+            # SaslServerAuthenticator): the connection refuses and closes this one unparsed.
+            return Request(api_key, version, corr, None, {})
         if adapter is None:
             log.info("unsupported api key %d (version %d): answered UNSUPPORTED_VERSION", api_key, version)
             return Request(api_key, version, corr, None, {}, _bare_error(corr, ErrorCode.UNSUPPORTED_VERSION))
@@ -130,6 +142,8 @@ class KafkaCodec(FramedCodec):
             entity, end = entity_reader(req_cls)(payload, pos)
         except Exception as e:  # kio raises several types on truncated or malformed input
             raise FrameError(f"malformed {req_cls.__name__} v{version}: {type(e).__name__}: {e}") from None
+        if (null := null_field(entity)) is not None:
+            raise FrameError(f"malformed {req_cls.__name__} v{version}: non-nullable field {null} was null")
         body = plain(entity)
         if api_key == _SASL_HANDSHAKE and version == 0:
             self._sasl_tokens = True

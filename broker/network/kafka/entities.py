@@ -107,3 +107,30 @@ def plain(value: Any) -> Any:
     if isinstance(value, KioErrorCode):
         return int(value.value)
     return value
+
+
+@cache
+def _required(cls: type) -> frozenset[str]:
+    """The fields of `cls` the schema does not declare nullable in this version."""
+    hints = typing.get_type_hints(cls)
+    return frozenset(f.name for f in dataclasses.fields(cls) if not _unwrap_optional(hints[f.name])[1])
+
+
+def null_field(value: Any, path: str = "") -> str | None:
+    """The path of the first field of a decoded request that is null where its version's schema says it may
+    not be (kio reads a -1 length as None whatever the schema says), or None. Kafka refuses such a request
+    ("non-nullable field was serialized as null"); checked here, no adapter ever meets one."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        required = _required(type(value))
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if v is None:
+                if f.name in required:
+                    return path + f.name
+            elif (found := null_field(v, f"{path}{f.name}.")) is not None:
+                return found
+    elif isinstance(value, tuple):
+        for i, v in enumerate(value):
+            if (found := null_field(v, f"{path[:-1]}[{i}].")) is not None:
+                return found
+    return None
