@@ -14,9 +14,17 @@ from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
 from broker.metadata import validate_topic_name
 from broker.metrics import package_version
-from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
+from broker.network.server import (
+    INTER_BROKER_LISTENER,
+    RELAY_LISTENER,
+    BadRequest,
+    ConnectionContext,
+    as_list,
+    error_body,
+)
 from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
 from broker.replica_manager import FetchResult, FetchSpec, ProduceResult, ReplicaManager
+from broker.request_ranges import check_request
 from broker.security.request_authorizer import CLUSTER_DENIED, TOPIC_DENIED, RequestAuthorizer, denied_message
 from broker.security_api import SecurityApis
 from net.acl import AclOperation
@@ -28,6 +36,7 @@ from net.errors import (
     UnknownTopicOrPartitionError,
 )
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
+from net.wire_types import WireRangeError
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -41,6 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkalite.api")
 # Only brokers send these (CLUSTER_ACTION on the cluster when the authorizer is on).
 BROKER_APIS = frozenset({ApiKey.QUORUM, ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT})
+# The listeners those arrive on: the inter-broker listener, and AlterPartition relayed through ZooKeeper.
+BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})
 _ALLOWED = object()
 MAX_FETCH_WAIT_MS = 60_000
 
@@ -92,8 +103,11 @@ class KafkaApis:
         quotas: "ClientQuotaManager",
         metrics_port: int = -1,
         heartbeat_port: int = -1,
+        inter_broker_port: int = -1,
     ) -> None:
         self.config = config
+        # This broker's inter-broker listener (INTER_BROKER_LISTENER), named to peers in ApiVersions.
+        self.inter_broker_port = inter_broker_port
         # This broker's heartbeat listener (broker/network/heartbeat.py; -1: none, ZooKeeper mode or alone).
         self.heartbeat_port = heartbeat_port
         self.replica_manager = replica_manager
@@ -191,6 +205,10 @@ class KafkaApis:
         denied = self._cluster_action_gate(api_key, body, ctx)
         if denied is not _ALLOWED:
             return denied
+        try:
+            check_request(api_key, body)  # every number fits its Kafka type, before any handler uses it
+        except WireRangeError as e:
+            raise BadRequest(str(e)) from None
         return handler(body, ctx) if handler is not None else ctx_handler(body, ctx)
 
     def _cluster_action_gate(self, api_key: int, body: dict, ctx: ConnectionContext) -> Any:
@@ -201,6 +219,14 @@ class KafkaApis:
             or body.get("forwarded") is True
             or (api_key == ApiKey.FETCH and isinstance(body.get("replica_id"), int) and body["replica_id"] >= 0)
         )
+        if broker_only and ctx.listener not in BROKER_LISTENERS:
+            # Kafka's listener split (inter.broker.listener.name, controller.listener.names): a client listener
+            # never serves what brokers send each other, whatever the security mode.
+            name = ApiKey(api_key).name
+            log.warning("refused %s from %s on the %s listener: brokers only", name, ctx.peer, ctx.listener)
+            if api_key == ApiKey.QUORUM:
+                return None
+            return error_body(ErrorCode.INVALID_REQUEST, f"{name} is served on the inter-broker listener only")
         if not broker_only or self.authz.cluster(ctx, AclOperation.CLUSTER_ACTION):
             return _ALLOWED
         name = ApiKey(api_key).name
@@ -296,7 +322,16 @@ class KafkaApis:
         return {"error_code": 0, "producer_id": secrets.randbits(62), "producer_epoch": 0}
 
     def handle_api_versions(self, body: dict, ctx: ConnectionContext) -> dict:
-        return {"error_code": 0, "api_keys": [[k, lo, hi] for k, (lo, hi) in SUPPORTED_VERSIONS.items()]}
+        answer: dict[str, Any] = {
+            "error_code": 0,
+            "api_keys": [[k, lo, hi] for k, (lo, hi) in SUPPORTED_VERSIONS.items()],
+        }
+        if ctx.listener == "native":
+            # Where a peer finds this broker's broker-only listeners (broker/network/peers.py listener_ports):
+            # port numbers only, a port scan would show them too; connecting there needs a broker's login.
+            answer["inter_broker_port"] = self.inter_broker_port
+            answer["heartbeat_port"] = self.heartbeat_port
+        return answer
 
     def handle_metadata(self, body: dict, ctx: ConnectionContext) -> dict:
         names = body.get("topics")
