@@ -63,6 +63,16 @@ def _int(body: dict, key: str, default: int | None = None) -> int:
     return v
 
 
+def broker_only(api_key: int, body: dict) -> bool:
+    """Only brokers send this: the election, AlterPartition, BrokerRegistration, heartbeats, a follower's
+    fetch (replica_id >= 0) and a request forwarded to the controller."""
+    return (
+        api_key in BROKER_APIS
+        or body.get("forwarded") is True
+        or (api_key == ApiKey.FETCH and isinstance(body.get("replica_id"), int) and body["replica_id"] >= 0)
+    )
+
+
 def _topic_partitions(body: dict) -> list[tuple[str, list]]:
     """[[topic, [[partition, ...], ...]], ...] with shapes checked."""
     out = []
@@ -205,6 +215,9 @@ class KafkaApis:
         denied = self._cluster_action_gate(api_key, body, ctx)
         if denied is not _ALLOWED:
             return denied
+        denied = self._listener_gate(api_key, body, ctx)
+        if denied is not _ALLOWED:
+            return denied
         try:
             check_request(api_key, body)  # every number fits its Kafka type, before any handler uses it
         except WireRangeError as e:
@@ -219,14 +232,6 @@ class KafkaApis:
             or body.get("forwarded") is True
             or (api_key == ApiKey.FETCH and isinstance(body.get("replica_id"), int) and body["replica_id"] >= 0)
         )
-        if broker_only and ctx.listener not in BROKER_LISTENERS:
-            # Kafka's listener split (inter.broker.listener.name, controller.listener.names): a client listener
-            # never serves what brokers send each other, whatever the security mode.
-            name = ApiKey(api_key).name
-            log.warning("refused %s from %s on the %s listener: brokers only", name, ctx.peer, ctx.listener)
-            if api_key == ApiKey.QUORUM:
-                return None
-            return error_body(ErrorCode.INVALID_REQUEST, f"{name} is served on the inter-broker listener only")
         if not broker_only or self.authz.cluster(ctx, AclOperation.CLUSTER_ACTION):
             return _ALLOWED
         name = ApiKey(api_key).name
@@ -236,6 +241,17 @@ class KafkaApis:
         return error_body(
             ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied_message(AclOperation.CLUSTER_ACTION, name, ctx)
         )
+
+    def _listener_gate(self, api_key: int, body: dict, ctx: ConnectionContext) -> Any:
+        """Kafka's listener split (inter.broker.listener.name, controller.listener.names): a client listener
+        never serves what brokers send each other, in any security mode, whoever is logged in."""
+        if ctx.listener in BROKER_LISTENERS or not broker_only(api_key, body):
+            return _ALLOWED
+        name = ApiKey(api_key).name
+        log.warning("refused %s from %s on the %s listener: brokers only", name, ctx.peer, ctx.listener)
+        if api_key == ApiKey.QUORUM:
+            return None  # one-way: nothing to answer
+        return error_body(ErrorCode.INVALID_REQUEST, f"{name} is served on the inter-broker listener only")
 
     # --- data path -----------------------------------------------------------
 
