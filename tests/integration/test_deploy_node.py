@@ -492,24 +492,16 @@ def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(
         assert taken.read_text() == given.read_text() and len(given.read_text().strip()) >= 40
         props = (broker_root / "etc/kafkalite/server.properties").read_text().splitlines()
         assert props[-1] == f"inter.broker.secret.file={taken}"
-        again = subprocess.run(
-            ["bash", str(NODE / "install.sh"), "--root", str(broker_root), "--reuse-config", "--no-start"],
-            capture_output=True,
-            text=True,
-            env=clean_env(),
-            timeout=120,
-        )
+
+        def reinstall(*extra: str) -> subprocess.CompletedProcess:
+            args = ["bash", str(NODE / "install.sh"), "--root", str(broker_root), "--reuse-config", "--no-start"]
+            return subprocess.run([*args, *extra], capture_output=True, text=True, env=clean_env(), timeout=120)
+
+        again = reinstall()
         assert again.returncode == 0 and "0 changes" in again.stderr.splitlines()[-1], again.stderr
         short = broker_root / "short.secret"
         short.write_text("too-short\n")
-        refused = subprocess.run(
-            ["bash", str(NODE / "install.sh"), "--root", str(broker_root), "--reuse-config", "--no-start"]
-            + ["--inter-broker-secret", str(short)],
-            capture_output=True,
-            text=True,
-            env=clean_env(),
-            timeout=120,
-        )
+        refused = reinstall("--inter-broker-secret", str(short))
         assert refused.returncode != 0 and "at least 16 characters" in refused.stderr
     finally:
         for root in roots:
