@@ -53,6 +53,7 @@ from broker.partition import Partition
 from broker.quotas import ClientQuotaManager
 from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
+from broker.request_ranges import check_request
 from broker.security.acl import AclAuthorizer
 from broker.security.bootstrap import read_bootstrap
 from broker.security.config import SECRET_MECHANISM
@@ -64,7 +65,9 @@ from election import QuorumConfig
 from election.coordination import Coordination
 from net.acl import AclOperation
 from net.errors import ErrorCode, KafkaLiteError
+from net.protocol import ApiKey
 from net.security import uses_sasl, uses_ssl
+from net.wire_types import WireRangeError
 
 log = logging.getLogger("kafkalite.broker")
 TICK_S = 0.1
@@ -435,8 +438,9 @@ class BrokerServer:
     async def _relayed_alter_partition(self, body: dict[str, Any]) -> dict[str, Any]:
         """The controller's side of relay_to_controller: the same handler as a direct AlterPartition."""
         try:
+            check_request(ApiKey.ALTER_PARTITION, body)  # typed as on the wire (broker/request_ranges.py)
             return await self.apis.handle_alter_partition(body, RELAY_CONTEXT)
-        except BadRequest as e:
+        except (BadRequest, WireRangeError) as e:
             return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(e)}
 
     # --- chores ----------------------------------------------------------------
