@@ -104,6 +104,19 @@ def request(port: int, api: ApiKey, body: dict, security: ClientSecurity | None 
     return asyncio.run(go())
 
 
+def send_oneway(port: int, api: ApiKey, body: dict, security: ClientSecurity) -> None:
+    async def go() -> None:
+        conn = BrokerConnection(HOST, port, "attacker", security)
+        try:
+            await conn.connect(timeout=5)
+            conn.send(api, body, expect_response=False)
+            await conn.request(ApiKey.API_VERSIONS, {}, timeout=10)  # answered after the one-way message
+        finally:
+            conn.close()
+
+    asyncio.run(go())
+
+
 @pytest.fixture(scope="module")
 def open_cluster(tmp_path_factory):
     data = tmp_path_factory.mktemp("forged")
@@ -162,6 +175,20 @@ def test_forged_broker_frames_on_every_listener_change_nothing(open_cluster):
     for port in hidden:
         with pytest.raises(KafkaLiteError, match="(?i)auth"):
             request(port, ApiKey.QUORUM, {"m": ["be", EPOCHS[0], victim]}, wrong)
+
+    # A peer that does know the secret (a broker gone wrong) is still refused numbers out of their wire type,
+    # before anything uses them: the quorum message is dropped, AlterPartition answered INVALID_REQUEST.
+    right = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "__kafkalite_broker", secret.read_text().strip())
+    broker_1 = hidden[0]  # broker 1's inter-broker listener
+    send_oneway(broker_1, ApiKey.QUORUM, {"m": ["be", 2**63 - 1, victim]}, right)
+    bad = dict(forged_bodies(victim))[ApiKey.ALTER_PARTITION]
+    refused_epoch = request(broker_1, ApiKey.ALTER_PARTITION, bad, right)
+    assert refused_epoch["error_code"] == 42 and "out of range" in refused_epoch["error_message"]
+    wait_until(
+        lambda: "dropping malformed quorum message" in (data / "broker-1.log").read_text(),
+        10,
+        "broker 1 drops the out-of-range quorum message",
+    )
 
     # Every broker still follows the same controller in the same epoch: a topic replicated 3 ways needs the
     # controller to write its metadata log (where the overflow crashed it) and the brokers to talk to each other.
