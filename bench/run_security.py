@@ -74,7 +74,7 @@ def cluster(n: int, mode: str, certs: Path, work: Path) -> Iterator[str]:
     work.mkdir(parents=True, exist_ok=True)
     overrides = broker_overrides(mode, certs)
     if mode == "PLAINTEXT":  # as kl-cluster up runs an open cluster: brokers prove the cluster secret
-        overrides.append(f"inter.broker.secret.file={write_cluster_secret(work)}")
+        overrides.append(f"inter.broker.secret.file={write_cluster_secret(work).resolve()}")
     extra = [x for o in overrides for x in ("--override", o)] + scram
     procs = []
     logs = []
