@@ -16,7 +16,6 @@ from typing import Any
 from net.protocol import ApiKey
 from net.wire_types import (
     BROKER_ID,
-    COUNT,
     EPOCH,
     EPOCH_OR_NONE,
     GENERATION,
@@ -54,17 +53,19 @@ TOP_LEVEL: dict[int, dict[str, IntType]] = {
 # Lists of broker ids.
 ID_LISTS: dict[int, tuple[str, ...]] = {ApiKey.ALTER_PARTITION: ("isr", "silent")}
 # Columns of the partition rows under "topics": [[topic, [[col0, col1, ...], ...]], ...].
+# A partition number is Kafka's int32: a negative one is answered per partition (UNKNOWN_TOPIC_OR_PARTITION) by
+# the handler, as Kafka does, not refused whole.
 ROWS: dict[int, tuple[IntType | None, ...]] = {
-    ApiKey.PRODUCE: (PARTITION, None),
-    ApiKey.FETCH: (PARTITION, INT64, INT32, EPOCH_OR_NONE, EPOCH_OR_NONE),
-    ApiKey.LIST_OFFSETS: (PARTITION, INT64, EPOCH_OR_NONE),
-    ApiKey.OFFSET_COMMIT: (PARTITION, INT64, None),
+    ApiKey.PRODUCE: (INT32, None),
+    ApiKey.FETCH: (INT32, INT64, INT32, EPOCH_OR_NONE, EPOCH_OR_NONE),
+    ApiKey.LIST_OFFSETS: (INT32, INT64, EPOCH_OR_NONE),
+    ApiKey.OFFSET_COMMIT: (INT32, INT64, None),
 }
 # Rows that are bare partition numbers: [[topic, [partition, ...]], ...].
 PARTITION_LISTS = frozenset({ApiKey.OFFSET_FETCH, ApiKey.ELECT_LEADERS, ApiKey.OFFSET_DELETE})
 TOPIC_MAPS: dict[int, dict[str, IntType]] = {
     ApiKey.CREATE_TOPICS: {"num_partitions": INT32, "replication_factor": INT16},
-    ApiKey.CREATE_PARTITIONS: {"count": COUNT},
+    ApiKey.CREATE_PARTITIONS: {"count": INT32},  # a count below the current one: INVALID_PARTITIONS per topic
 }
 
 
@@ -94,7 +95,7 @@ def check_request(api_key: int, body: dict[str, Any]) -> None:
         for row in entry[1]:
             if api_key in PARTITION_LISTS:
                 if isinstance(row, int):
-                    PARTITION.check(row, "partition")
+                    INT32.check(row, "partition")
             elif columns is not None and isinstance(row, list):
                 for t, v in zip(columns, row):
                     if t is not None:

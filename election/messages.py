@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from election.log import Entry
-from net.wire_types import BROKER_ID, EPOCH, EPOCH_OR_NONE, INCARNATION, OFFSET, OFFSET_OR_NONE, IntType
+from net.wire_types import BROKER_ID, COUNT, EPOCH, EPOCH_OR_NONE, INCARNATION, OFFSET, OFFSET_OR_NONE, IntType
 
 
 def _fields(w: list[Any], types: tuple[tuple[str, IntType, bool], ...]) -> list[int | None]:
@@ -33,7 +33,7 @@ class ElectionState:
         ("sender", BROKER_ID, False),
         ("last_log_epoch", EPOCH, False),
         ("log_end_offset", OFFSET, False),
-        ("leaderships", OFFSET, False),
+        ("leaderships", COUNT, False),
     )
     epoch: int
     sender: int

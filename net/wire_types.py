@@ -55,7 +55,9 @@ PARTITION = IntType("int32 partition >= 0", 0, INT32_MAX)
 COUNT = IntType("int32 count >= 0", 0, INT32_MAX)
 OFFSET = IntType("int64 offset >= 0", 0, INT64_MAX)
 OFFSET_OR_NONE = IntType("int64 offset >= -1", -1, INT64_MAX)
-GENERATION = IntType("int32 generation id >= -1", -1, INT32_MAX)  # -1: a commit outside a generation
+# Kafka answers a wrong generation (any negative one is "no generation" for an offset commit) per request,
+# with ILLEGAL_GENERATION: only its width is the wire's.
+GENERATION = IntType("int32 generation id", INT32_MIN, INT32_MAX)
 PORT = IntType("port -1..65535", -1, 65535)
 INCARNATION = IntType("int64 incarnation >= 0", 0, INT64_MAX)
 

@@ -90,7 +90,15 @@ def test_requests_are_refused_before_use_when_a_number_does_not_fit():
         check_request(ApiKey.BROKER_HEARTBEAT, {"broker_id": 1, "epoch": 2**31})
     fetch = {"replica_id": -1, "max_wait_ms": 100, "topics": [["t", [[0, 5, 1024, -1, -1]]]]}
     check_request(ApiKey.FETCH, fetch)
-    for row in ([0, 5, 2**31], [0, 2**63, 1024], [2**31, 0, 1], [0, 0, 1, 2**31], [0, 0, 1, -1, -2]):
+    check_request(ApiKey.FETCH, dict(fetch, topics=[["t", [[-1, 5, 1024]]]]))  # answered per partition
+    for row in (
+        [0, 5, 2**31],
+        [0, 2**63, 1024],
+        [2**31, 0, 1],
+        [-(2**31) - 1, 0, 1],
+        [0, 0, 1, 2**31],
+        [0, 0, 1, -1, -2],
+    ):
         with pytest.raises(WireRangeError):
             check_request(ApiKey.FETCH, dict(fetch, topics=[["t", [row]]]))
     with pytest.raises(WireRangeError):
@@ -100,7 +108,7 @@ def test_requests_are_refused_before_use_when_a_number_does_not_fit():
     with pytest.raises(WireRangeError):
         check_request(ApiKey.LIST_OFFSETS, {"topics": [["t", [[0, -1, 2**31]]]]})
     for api in (ApiKey.HEARTBEAT, ApiKey.SYNC_GROUP, ApiKey.OFFSET_COMMIT):
-        check_request(api, {"group_id": "g", "generation_id": -1})
+        check_request(api, {"group_id": "g", "generation_id": -5})  # ILLEGAL_GENERATION, or a simple commit
         with pytest.raises(WireRangeError, match="generation_id"):
             check_request(api, {"group_id": "g", "generation_id": 2**31})
     with pytest.raises(WireRangeError):
@@ -109,7 +117,7 @@ def test_requests_are_refused_before_use_when_a_number_does_not_fit():
         check_request(ApiKey.CREATE_TOPICS, {"topics": [{"name": "t", "num_partitions": 2**31}]})
     check_request(ApiKey.CREATE_TOPICS, {"topics": [{"name": "t", "num_partitions": -1, "replication_factor": -1}]})
     with pytest.raises(WireRangeError, match="count"):
-        check_request(ApiKey.CREATE_PARTITIONS, {"topics": [{"name": "t", "count": -5}]})
+        check_request(ApiKey.CREATE_PARTITIONS, {"topics": [{"name": "t", "count": 2**31}]})
     with pytest.raises(WireRangeError):
         check_request(ApiKey.OFFSET_FETCH, {"group_id": "g", "topics": [["t", [2**31]]]})
     with pytest.raises(WireRangeError, match="int64"):
