@@ -124,7 +124,9 @@ class BrokerServer:
         # the cluster secret's), after asking their native listener for the port.
         self.inter_broker_security = cfg.inter_broker_security()
         self.discovery_security = cfg.native_client_security()
-        if len(cfg.voters()) > 1 and not cfg.broker_protocol()[1] and not uses_sasl(cfg.broker_protocol()[0]):
+        ib_protocol, by_secret = cfg.broker_protocol()
+        mutual_tls = uses_ssl(ib_protocol) and cfg.ssl_client_auth == "required"
+        if len(cfg.voters()) > 1 and not by_secret and not uses_sasl(ib_protocol) and not mutual_tls:
             log.warning(
                 "the inter-broker listener has no login (no SASL, no inter.broker.secret): anyone who reaches port "
                 "%d can act as a broker; set inter.broker.secret.file (kl-cluster up makes one)",
