@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.peers._common import HOST, free_port, stop, wait_port
 from bench.sections import bench_parser, md_table, median_range, replace_section
-from client.cli.cluster import start_command
+from client.cli.cluster import start_command, write_cluster_secret
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- security:start -->", "<!-- security:end -->"
@@ -71,10 +71,13 @@ def cluster(n: int, mode: str, certs: Path, work: Path) -> Iterator[str]:
     peers = ",".join(f"{i + 1}@{HOST}:{p}" for i, p in enumerate(ports)) if n > 1 else None
     scram = ["--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]"]
     scram += ["--add-scram", "SCRAM-SHA-256=[name=broker,password=b]"]
-    extra = [x for o in broker_overrides(mode, certs) for x in ("--override", o)] + scram
+    work.mkdir(parents=True, exist_ok=True)
+    overrides = broker_overrides(mode, certs)
+    if mode == "PLAINTEXT":  # as kl-cluster up runs an open cluster: brokers prove the cluster secret
+        overrides.append(f"inter.broker.secret.file={write_cluster_secret(work).resolve()}")
+    extra = [x for o in overrides for x in ("--override", o)] + scram
     procs = []
     logs = []
-    work.mkdir(parents=True, exist_ok=True)
     try:
         for i, port in enumerate(ports):
             d = work / f"{mode}-{n}-{i + 1}"

@@ -15,9 +15,17 @@ from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
 from broker.metadata import validate_topic_name
 from broker.metrics import package_version
-from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
+from broker.network.server import (
+    INTER_BROKER_LISTENER,
+    RELAY_LISTENER,
+    BadRequest,
+    ConnectionContext,
+    as_list,
+    error_body,
+)
 from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
 from broker.replica_manager import FetchSpec, ReplicaManager
+from broker.request_ranges import check_request
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security_api import SecurityApis
 from net.errors import (
@@ -28,6 +36,7 @@ from net.errors import (
     UnknownTopicOrPartitionError,
 )
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
+from net.wire_types import WireRangeError
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -39,6 +48,11 @@ if TYPE_CHECKING:
     from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.api")
+# Only brokers send these (the authorization table asks CLUSTER_ACTION; only the inter-broker listener serves them).
+BROKER_APIS = frozenset({ApiKey.QUORUM, ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT})
+# The listeners those arrive on: the inter-broker listener, and AlterPartition relayed through ZooKeeper.
+BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})
+_ALLOWED = object()
 MAX_FETCH_WAIT_MS = 60_000
 
 
@@ -47,6 +61,16 @@ def _int(body: dict, key: str, default: int | None = None) -> int:
     if not isinstance(v, int) or isinstance(v, bool):
         raise BadRequest(f"field {key!r} must be an integer")
     return v
+
+
+def broker_only(api_key: int, body: dict) -> bool:
+    """Only brokers send this: the election, AlterPartition, BrokerRegistration, heartbeats, a follower's
+    fetch (replica_id >= 0) and a request forwarded to the controller."""
+    return (
+        api_key in BROKER_APIS
+        or body.get("forwarded") is True
+        or (api_key == ApiKey.FETCH and isinstance(body.get("replica_id"), int) and body["replica_id"] >= 0)
+    )
 
 
 def _topic_partitions(body: dict) -> list[tuple[str, list]]:
@@ -89,8 +113,11 @@ class KafkaApis:
         quotas: "ClientQuotaManager",
         metrics_port: int = -1,
         heartbeat_port: int = -1,
+        inter_broker_port: int = -1,
     ) -> None:
         self.config = config
+        # This broker's inter-broker listener (INTER_BROKER_LISTENER), named to peers in ApiVersions.
+        self.inter_broker_port = inter_broker_port
         # This broker's heartbeat listener (broker/network/heartbeat.py; -1: none, ZooKeeper mode or alone).
         self.heartbeat_port = heartbeat_port
         self.replica_manager = replica_manager
@@ -188,12 +215,31 @@ class KafkaApis:
                 f"api {ApiKey(api_key).name} version {version} not in supported range {lo}..{hi}",
             )
         # The one authorization point of both client listeners: the handler gets the body the table shaped
-        # and checked, without the items it refused, whose rows the decision adds to the answer.
+        # and checked, without the items it refused, whose rows the decision adds to the answer. Authorization
+        # goes first so a secured cluster answers a user without ClusterAction CLUSTER_AUTHORIZATION_FAILED.
         decision = self.authorization.authorize(api_key, body, ctx)
         if decision.refused:
             return decision.answer
+        denied = self._listener_gate(api_key, decision.body, ctx)
+        if denied is not _ALLOWED:
+            return denied
+        try:
+            check_request(api_key, decision.body)  # every number fits its Kafka type, before any handler uses it
+        except WireRangeError as e:
+            raise BadRequest(str(e)) from None
         run = handler if handler is not None else ctx_handler
         return decision.complete(run(decision.body, ctx))
+
+    def _listener_gate(self, api_key: int, body: dict, ctx: ConnectionContext) -> Any:
+        """Kafka's listener split (inter.broker.listener.name, controller.listener.names): a client listener
+        never serves what brokers send each other, in any security mode, whoever is logged in."""
+        if ctx.listener in BROKER_LISTENERS or not broker_only(api_key, body):
+            return _ALLOWED
+        name = ApiKey(api_key).name
+        log.warning("refused %s from %s on the %s listener: brokers only", name, ctx.peer, ctx.listener)
+        if api_key == ApiKey.QUORUM:
+            return None  # one-way: nothing to answer
+        return error_body(ErrorCode.INVALID_REQUEST, f"{name} is served on the inter-broker listener only")
 
     # --- data path -----------------------------------------------------------
 
@@ -259,7 +305,16 @@ class KafkaApis:
         return {"error_code": 0, "producer_id": secrets.randbits(62), "producer_epoch": 0}
 
     def handle_api_versions(self, body: dict, ctx: ConnectionContext) -> dict:
-        return {"error_code": 0, "api_keys": [[k, lo, hi] for k, (lo, hi) in SUPPORTED_VERSIONS.items()]}
+        answer: dict[str, Any] = {
+            "error_code": 0,
+            "api_keys": [[k, lo, hi] for k, (lo, hi) in SUPPORTED_VERSIONS.items()],
+        }
+        if ctx.listener == "native":
+            # Where a peer finds this broker's broker-only listeners (broker/network/peers.py listener_ports):
+            # port numbers only, a port scan would show them too; connecting there needs a broker's login.
+            answer["inter_broker_port"] = self.inter_broker_port
+            answer["heartbeat_port"] = self.heartbeat_port
+        return answer
 
     def handle_metadata(self, body: dict, ctx: ConnectionContext) -> dict:
         names = body.get("topics")

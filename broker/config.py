@@ -300,9 +300,9 @@ class BrokerConfig(SecurityKeys):
                 raise InvalidConfigError(f"peers: {e}") from None
             if self.broker_id not in peers:
                 raise InvalidConfigError(f"peers must include this broker's id {self.broker_id}")
-            if len(peers) > 1 and uses_sasl(self.listener_protocol("NATIVE")) and not self.sasl_jaas_config:
+            if len(peers) > 1 and uses_sasl(self.listener_protocol("BROKER")) and not self.sasl_jaas_config:
                 raise InvalidConfigError(
-                    "brokers log in to each other on the SASL native listener: set sasl.jaas.config "
+                    "brokers log in to each other on the SASL inter-broker listener: set sasl.jaas.config "
                     '(... required username="broker" password="...";)'
                 )
         self.validate_security()

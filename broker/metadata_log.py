@@ -11,6 +11,7 @@ import msgpack
 
 from broker.log.log import Log
 from net import batch as batch_fmt
+from net.wire_types import EPOCH, OFFSET
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -38,6 +39,7 @@ class DiskMetadataLog:
         return max(self.log.latest_epoch, 0) if self.log.log_end_offset > 0 else 0
 
     def append(self, records: list[dict[str, Any]], epoch: int) -> int:
+        EPOCH.check(epoch, "metadata log epoch")  # defensive: the batch field is int32 (net/wire_types.py)
         info = self.log.append_as_leader(_batch(records), epoch)
         self.log.flush()  # the quorum counts this record toward a majority: it must survive a power loss
         return info.last_offset
@@ -46,6 +48,8 @@ class DiskMetadataLog:
         """Follower side: entries keep the offsets and epochs the controller gave them."""
         run: list[tuple[int, int, dict[str, Any]]] = []
         for e in entries:
+            OFFSET.check(e[0], "metadata log offset")  # defensive: refused on the wire already
+            EPOCH.check(e[1], "metadata log epoch")
             if run and (e[1] != run[0][1] or e[0] != run[-1][0] + 1):
                 self._append_run(run)
                 run = []

@@ -40,6 +40,8 @@ from broker.network.kafka.codec import KafkaCodec
 from broker.network.peers import BrokerPeers
 from broker.network.quorum_driver import QuorumDriver, next_incarnation
 from broker.network.server import (
+    INTER_BROKER_LISTENER,
+    RELAY_LISTENER,
     BadRequest,
     ConnectionContext,
     ConnectionLimits,
@@ -51,21 +53,26 @@ from broker.partition import Partition
 from broker.quotas import ClientQuotaManager
 from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
+from broker.request_ranges import check_request
 from broker.security.acl import AclAuthorizer
 from broker.security.bootstrap import read_bootstrap
+from broker.security.config import SECRET_MECHANISM
+from broker.security.inter_broker import secret_lookup
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security.scram import ScramCredential
 from broker.security_api import SecurityApis
 from election import QuorumConfig
 from election.coordination import Coordination
 from net.errors import ErrorCode, KafkaLiteError
-from net.security import uses_ssl
+from net.protocol import ApiKey
+from net.security import uses_sasl, uses_ssl
+from net.wire_types import WireRangeError
 
 log = logging.getLogger("kafkalite.broker")
 TICK_S = 0.1
 METADATA_LOG_CONFIG = {"segment.bytes": "8388608", "retention.ms": "-1", "retention.bytes": "-1"}
 # AlterPartition relayed through ZooKeeper (relay_to_controller): from a broker, by the coordination's path.
-RELAY_CONTEXT = ConnectionContext("zookeeper", "relay")
+RELAY_CONTEXT = ConnectionContext("zookeeper", RELAY_LISTENER)
 ENDPOINT_CHECK_S = 0.5  # how soon a started broker's Kafka listener appears in every broker's Metadata
 
 
@@ -75,6 +82,7 @@ class BrokerServer:
         self.log_manager: LogManager | None = None
         self.net: NetServer | None = None
         self.kafka_net: NetServer | None = None
+        self.broker_net: NetServer | None = None  # the inter-broker listener
         self.metrics_server: MetricsServer | None = None
         self.quorum: Coordination | None = None
         # Made by start(); stop() closes whichever exist (a start can fail part way).
@@ -108,8 +116,21 @@ class BrokerServer:
         kafka_sock = bind_listener(cfg.kafka_host or cfg.host, cfg.kafka_port) if cfg.kafka_port >= 0 else None
         if kafka_sock is not None:
             cfg.kafka_port = kafka_sock.getsockname()[1]
-        # How this broker connects to the others (their NATIVE listener): TLS and/or its SASL login.
+        # What brokers send each other arrives on a listener of its own (Kafka's inter.broker.listener.name and
+        # controller.listener.names): the client listeners refuse it (broker/api.py BROKER_LISTENERS).
+        broker_sock = bind_listener(cfg.host, cfg.inter_broker_port)
+        # How this broker connects to the others' inter-broker listener: TLS and/or its SASL login (its own, or
+        # the cluster secret's), after asking their native listener for the port.
         self.inter_broker_security = cfg.inter_broker_security()
+        self.discovery_security = cfg.native_client_security()
+        ib_protocol, by_secret = cfg.broker_protocol()
+        mutual_tls = uses_ssl(ib_protocol) and cfg.ssl_client_auth == "required"
+        if len(cfg.voters()) > 1 and not by_secret and not uses_sasl(ib_protocol) and not mutual_tls:
+            log.warning(
+                "the inter-broker listener has no login (no SASL, no inter.broker.secret): anyone who reaches port "
+                "%d can act as a broker; set inter.broker.secret.file (kl-cluster up makes one)",
+                broker_sock.getsockname()[1],
+            )
         # This process's incarnation, above every earlier one of this broker: sent with quorum fetches (or in
         # its ZooKeeper registration) and AlterPartition, so the controller can refuse proposals of a process
         # that has since restarted.
@@ -146,7 +167,9 @@ class BrokerServer:
             bootstrap_records=bootstrap,
             rebalance=cfg.rebalance_policy(),
         )
-        self.peers = BrokerPeers(cfg.broker_id, self._broker_address, self.inter_broker_security)
+        self.peers = BrokerPeers(
+            cfg.broker_id, self._broker_address, self.inter_broker_security, self.discovery_security
+        )
         self.channel = ControllerChannel(cfg.broker_id, self.quorum, self.controller, self.peers)
         self.alter_partitions = AlterPartitionManager(cfg.broker_id, self.incarnation, self.channel, self.metrics)
         self.replica_manager = ReplicaManager(
@@ -193,6 +216,7 @@ class BrokerServer:
             ),
             metrics_port=self.metrics_server.port if self.metrics_server is not None else -1,
             heartbeat_port=heartbeat_sock.getsockname()[1] if heartbeat_sock is not None else -1,
+            inter_broker_port=broker_sock.getsockname()[1],
         )
         if heartbeat_sock is not None and self.heartbeat_board is not None:
             self.heartbeat = HeartbeatThread(
@@ -200,9 +224,10 @@ class BrokerServer:
                 voters,
                 cfg.broker_heartbeat_interval_ms,
                 heartbeat_sock,
-                self._listener_security("NATIVE"),  # it authenticates as the native listener does
+                self._listener_security("BROKER"),  # it authenticates as the inter-broker listener does
                 self.apis.authorization.broker,  # the table's rule for what only brokers send
                 self.inter_broker_security,
+                discovery=self.discovery_security,
             )
         limits = ConnectionLimits(
             cfg.queued_max_requests, cfg.socket_partial_request_timeout_ms / 1000, cfg.connections_max_idle_ms / 1000
@@ -217,6 +242,17 @@ class BrokerServer:
             *self._listener_security("NATIVE"),
             limits,
             conn_quotas,
+        )
+        # Not under max.connections: a client flood must not lock brokers out of each other (Kafka exempts
+        # the inter-broker listener likewise, KIP-402); a connection that does not log in is closed.
+        self.broker_net = NetServer(
+            self.apis,
+            broker_sock,
+            cfg.socket_request_max_bytes,
+            NativeCodec,
+            INTER_BROKER_LISTENER,
+            *self._listener_security("BROKER"),
+            limits,
         )
         if kafka_sock is not None:
             # Kafka's protocol: a second codec in front of the same handlers (broker/network/kafka/).
@@ -242,7 +278,7 @@ class BrokerServer:
                 cfg.metrics_topic_labels,
             )
         )
-        for srv in (self.net, self.kafka_net):
+        for srv in (self.net, self.kafka_net, self.broker_net):
             if srv is not None and srv.security.protocol == "SASL_PLAINTEXT" and "PLAIN" in srv.security.mechanisms:
                 # PLAIN sends the password itself: over a plaintext listener anyone on the path reads it.
                 log.warning(
@@ -250,6 +286,7 @@ class BrokerServer:
                     "(use SASL_SSL, or SCRAM only in sasl.enabled.mechanisms)",
                     srv.listener,
                 )
+        await self.broker_net.start()
         await self.net.start()
         if self.kafka_net is not None:
             await self.kafka_net.start()
@@ -276,13 +313,19 @@ class BrokerServer:
         )
 
     def _listener_security(self, listener: str) -> tuple[ListenerSecurity, ssl.SSLContext | None]:
-        """What the NATIVE or KAFKA listener requires: its protocol, SASL mechanisms, credentials, TLS."""
+        """What the NATIVE, KAFKA or BROKER listener requires: its protocol, SASL mechanisms, credentials, TLS.
+        BROKER without SASL of its own but with a cluster secret: a SCRAM login over the secret, only."""
         cfg = self.config
         protocol = cfg.listener_protocol(listener)
+        mechanisms, lookup = tuple(cfg.enabled_mechanisms()), self._scram_credential
+        if listener == "BROKER":
+            protocol, by_secret = cfg.broker_protocol()
+            if by_secret:
+                mechanisms, lookup = (SECRET_MECHANISM,), secret_lookup(cfg.cluster_secret() or "")
         security = ListenerSecurity(
             protocol,
-            tuple(cfg.enabled_mechanisms()),
-            self._scram_credential,
+            mechanisms,
+            lookup,
             cfg.connection_failed_authentication_delay_ms / 1000,
             cfg.connections_max_unauthenticated_ms / 1000,
             cfg.sasl_server_max_receive_size,
@@ -332,6 +375,7 @@ class BrokerServer:
             self.incarnation,
             security=self.inter_broker_security,
             heartbeats=self.heartbeat_board,
+            discovery=self.discovery_security,
         )
 
     # --- metadata ------------------------------------------------------------
@@ -389,7 +433,7 @@ class BrokerServer:
         return addr
 
     def _connection_count(self) -> int:
-        return sum(n.connection_count for n in (self.net, self.kafka_net) if n is not None)
+        return sum(n.connection_count for n in (self.net, self.kafka_net, self.broker_net) if n is not None)
 
     def _on_partition_change(self, p: Partition, change: str) -> None:
         self.group_coordinator.on_partition_change(p, change)
@@ -410,8 +454,9 @@ class BrokerServer:
     async def _relayed_alter_partition(self, body: dict[str, Any]) -> dict[str, Any]:
         """The controller's side of relay_to_controller: the same handler as a direct AlterPartition."""
         try:
+            check_request(ApiKey.ALTER_PARTITION, body)  # typed as on the wire (broker/request_ranges.py)
             return await self.apis.handle_alter_partition(body, RELAY_CONTEXT)
-        except BadRequest as e:
+        except (BadRequest, WireRangeError) as e:
             return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(e)}
 
     # --- chores ----------------------------------------------------------------
@@ -484,6 +529,8 @@ class BrokerServer:
             await asyncio.get_running_loop().run_in_executor(None, self.heartbeat.stop)
         if self.peers is not None:
             self.peers.close()
+        if self.broker_net is not None:
+            await self.broker_net.stop()
         if self.net is not None:
             await self.net.stop()
         if self.kafka_net is not None:

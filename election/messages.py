@@ -10,6 +10,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from election.log import Entry
+from net.wire_types import BROKER_ID, COUNT, EPOCH, EPOCH_OR_NONE, INCARNATION, OFFSET, OFFSET_OR_NONE, IntType
+
+
+def _fields(w: list[Any], types: tuple[tuple[str, IntType, bool], ...]) -> list[int | None]:
+    """w[1:] checked against each field's declared wire type (name, type, nullable): a number out of its
+    type's range is refused here, before a QuorumNode sees it (net/wire_types.py)."""
+    out: list[int | None] = []
+    for i, (name, t, nullable) in enumerate(types, start=1):
+        v = w[i]
+        out.append(None if v is None and nullable else t.check(v, name))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +28,13 @@ class ElectionState:
     """Step 1: "this is my state" (KRaft's RequestVote, minus the vote request)."""
 
     TAG: ClassVar[str] = "es"
+    WIRE: ClassVar = (
+        ("epoch", EPOCH, False),
+        ("sender", BROKER_ID, False),
+        ("last_log_epoch", EPOCH, False),
+        ("log_end_offset", OFFSET, False),
+        ("leaderships", COUNT, False),
+    )
     epoch: int
     sender: int
     last_log_epoch: int
@@ -28,7 +46,7 @@ class ElectionState:
 
     @classmethod
     def from_wire(cls, w: list[Any]) -> ElectionState:
-        return cls(int(w[1]), int(w[2]), int(w[3]), int(w[4]), int(w[5]))
+        return cls(*_fields(w, cls.WIRE))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +54,7 @@ class Evaluation:
     """Step 2: the sender's vote for `choice`, the most up-to-date state it collected."""
 
     TAG: ClassVar[str] = "ev"
+    WIRE: ClassVar = (("epoch", EPOCH, False), ("sender", BROKER_ID, False), ("choice", BROKER_ID, False))
     epoch: int
     sender: int
     choice: int
@@ -45,7 +64,7 @@ class Evaluation:
 
     @classmethod
     def from_wire(cls, w: list[Any]) -> Evaluation:
-        return cls(int(w[1]), int(w[2]), int(w[3]))
+        return cls(*_fields(w, cls.WIRE))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +72,7 @@ class BeginEpoch:
     """Step 3: `leader` is the controller of `epoch` (may be relayed by a follower that knows it)."""
 
     TAG: ClassVar[str] = "be"
+    WIRE: ClassVar = (("epoch", EPOCH, False), ("leader", BROKER_ID, False))
     epoch: int
     leader: int
 
@@ -61,7 +81,7 @@ class BeginEpoch:
 
     @classmethod
     def from_wire(cls, w: list[Any]) -> BeginEpoch:
-        return cls(int(w[1]), int(w[2]))
+        return cls(*_fields(w, cls.WIRE))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +89,12 @@ class FetchRequest:
     """A follower pulls the metadata log; doubles as its heartbeat to the controller."""
 
     TAG: ClassVar[str] = "fq"
+    WIRE: ClassVar = (
+        ("epoch", EPOCH, False),
+        ("sender", BROKER_ID, False),
+        ("fetch_offset", OFFSET, False),
+        ("last_fetched_epoch", EPOCH_OR_NONE, False),
+    )
     epoch: int
     sender: int
     fetch_offset: int  # the follower's log end offset
@@ -83,7 +109,9 @@ class FetchRequest:
 
     @classmethod
     def from_wire(cls, w: list[Any]) -> FetchRequest:
-        return cls(int(w[1]), int(w[2]), int(w[3]), int(w[4]), int(w[5]) if len(w) > 5 else 0)
+        fields = _fields(w, cls.WIRE)
+        incarnation = INCARNATION.check(w[5], "incarnation") if len(w) > 5 else 0
+        return cls(*fields, incarnation)  # type: ignore[arg-type]
 
 
 # FetchResponse.error values
@@ -122,19 +150,35 @@ class FetchResponse:
             self.last_fetched_epoch,
         ]
 
+    WIRE: ClassVar = (
+        ("epoch", EPOCH, False),
+        ("leader", BROKER_ID, True),
+        ("sender", BROKER_ID, False),
+    )
+    WIRE_TAIL: ClassVar = (
+        ("high_watermark", OFFSET, False),
+        ("diverging_epoch", EPOCH_OR_NONE, True),
+        ("diverging_end_offset", OFFSET_OR_NONE, True),
+    )
+
     @classmethod
     def from_wire(cls, w: list[Any]) -> FetchResponse:
+        epoch, leader, sender = _fields(w, cls.WIRE)
+        records = tuple((OFFSET.check(o, "record offset"), EPOCH.check(e, "record epoch"), r) for o, e, r in w[4])
+        hw, div_epoch, div_end = _fields([None, *w[5:8]], cls.WIRE_TAIL)
+        if w[8] is not None and not isinstance(w[8], str):
+            raise ValueError("error must be a string or nil")
         return cls(
-            int(w[1]),
-            None if w[2] is None else int(w[2]),
-            int(w[3]),
-            tuple((int(o), int(e), r) for o, e, r in w[4]),
-            int(w[5]),
-            None if w[6] is None else int(w[6]),
-            None if w[7] is None else int(w[7]),
+            epoch,  # type: ignore[arg-type]
+            leader,
+            sender,  # type: ignore[arg-type]
+            records,
+            hw,  # type: ignore[arg-type]
+            div_epoch,
+            div_end,
             w[8],
-            int(w[9]),
-            int(w[10]),
+            OFFSET_OR_NONE.check(w[9], "fetch_offset"),
+            EPOCH_OR_NONE.check(w[10], "last_fetched_epoch"),
         )
 
 

@@ -38,6 +38,7 @@ from election.messages import (
 )
 from election.replication import FollowerTracker, diverging, truncation_offset
 from election.vote import ElectionRound, choose
+from net.wire_types import EPOCH
 
 
 class Role(StrEnum):
@@ -229,6 +230,8 @@ class QuorumNode:
         """Move to a newer epoch with no vote and no leader; the caller sets the role."""
         if epoch <= self._epoch:
             raise InvariantError(f"epoch must grow: {self._epoch} -> {epoch}")
+        if epoch > EPOCH.hi:
+            raise InvariantError(f"epoch {epoch} does not fit Kafka's int32 epoch")
         self._epoch = epoch
         self._voted_for = None
         self._leader = None
@@ -239,6 +242,10 @@ class QuorumNode:
 
     def _start_election(self, epoch: int, now_ms: int, out: list[Output], trigger: ElectionState | None = None) -> None:
         """Step 1: enter `epoch` (newer, or our own epoch if we may still join it) and announce our state."""
+        if epoch > EPOCH.hi:
+            # Kafka's epochs are int32: past the last one no batch or message could carry the epoch. Only an
+            # epoch taken from a corrupt or forged message gets here; stay put rather than persist it.
+            return
         if epoch > self._epoch:
             self._enter_epoch(epoch, out)
         self._role = Role.ELECTING

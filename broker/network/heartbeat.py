@@ -11,9 +11,9 @@ path of its own:
   every other voter. Every `broker.heartbeat.interval.ms` it sends each peer a BROKER_HEARTBEAT (our id,
   incarnation, and the controller and epoch we follow) and records the answer (the peer's controller and
   epoch); it answers the peers' heartbeats the same way and records them. Its listener authenticates like
-  the broker's native listener (TLS, SASL, CLUSTER_ACTION on the cluster), so a forged heartbeat is refused
-  and recorded nowhere. A peer learns the heartbeat port from the broker's native listener (the same api,
-  answered there with the port only).
+  the broker's inter-broker listener (TLS, SASL or the cluster secret, CLUSTER_ACTION on the cluster), so a
+  forged heartbeat is refused and recorded nowhere. A peer learns the heartbeat port from the broker's
+  native listener's ApiVersions answer (the port only).
 - `HeartbeatBoard`: what the two threads share, under one lock. The broker's loop publishes the controller
   and epoch it follows, and that it is alive, at every quorum tick; the heartbeat thread records when it
   last heard from each peer. The quorum driver feeds the records into the sans-IO node as `Heartbeat`
@@ -33,14 +33,16 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from broker.network.authenticator import ListenerSecurity
+from broker.network.peers import listener_ports
 from broker.network.server import ConnectionContext, NativeCodec, NetServer, error_body
 from net.connection import BrokerConnection, raise_for_error
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
 from net.security import ClientSecurity
+from net.wire_types import BROKER_ID, EPOCH, WireRangeError
 
 log = logging.getLogger("kafkalite.heartbeat")
 
@@ -114,10 +116,6 @@ class HeartbeatBoard:
                 self._heard[peer] = PeerView(at_ms, epoch, leader)
 
 
-def _opt_int(v: Any) -> bool:
-    return v is None or (isinstance(v, int) and not isinstance(v, bool))
-
-
 class HeartbeatApis:
     """The heartbeat listener's only handler: BROKER_HEARTBEAT from a broker with CLUSTER_ACTION."""
 
@@ -135,12 +133,15 @@ class HeartbeatApis:
             log.warning("refused a heartbeat from %s at %s: no ClusterAction on the cluster", ctx.principal, ctx.peer)
             return error_body(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "heartbeats need ClusterAction on the cluster")
         sender, epoch, leader = body.get("broker_id"), body.get("epoch"), body.get("leader")
-        if sender not in self.voters or sender == self.board.broker_id or not _opt_int(leader):
+        if sender not in self.voters or sender == self.board.broker_id:
             self.refused += 1
             return error_body(ErrorCode.INVALID_REQUEST, f"not a heartbeat of a peer broker: {sender!r}")
-        if not isinstance(epoch, int) or isinstance(epoch, bool):
+        try:
+            EPOCH.check(epoch, "epoch")
+            BROKER_ID.check_optional(leader, "leader")
+        except WireRangeError as e:
             self.refused += 1
-            return error_body(ErrorCode.INVALID_REQUEST, "epoch must be an integer")
+            return error_body(ErrorCode.INVALID_REQUEST, str(e))
         at = now_ms()
         self.board.record(sender, epoch, leader, at)
         view = self.board.own_view(at)
@@ -173,8 +174,10 @@ class HeartbeatThread:
         authorize: Callable[[ConnectionContext], bool],
         security: ClientSecurity | None = None,
         max_frame: int = 1 << 20,
+        discovery: ClientSecurity | None = None,
     ) -> None:
         self.board = board
+        self.discovery = discovery  # how to ask a peer's native listener for its heartbeat port
         self.peers = {b: a for b, a in peers.items() if b != board.broker_id}
         self.interval_s = interval_ms / 1000
         self.security = security
@@ -256,8 +259,11 @@ class HeartbeatThread:
                     answer = await conn.request(ApiKey.BROKER_HEARTBEAT, body, timeout=self.interval_s)
                     raise_for_error(answer)
                     epoch, leader = answer.get("epoch"), answer.get("leader")
-                    if not isinstance(epoch, int) or not _opt_int(leader):
-                        raise KafkaLiteError("malformed heartbeat answer", ErrorCode.INVALID_REQUEST)
+                    try:
+                        EPOCH.check(epoch, "epoch")
+                        BROKER_ID.check_optional(leader, "leader")
+                    except WireRangeError as e:
+                        raise KafkaLiteError(f"malformed heartbeat answer: {e}", ErrorCode.INVALID_REQUEST) from None
                     self.board.record(peer, epoch, leader, now_ms())
                     answered = True
                     if failing:
@@ -277,17 +283,11 @@ class HeartbeatThread:
             await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     async def _discover(self, host: str, port: int) -> int:
-        """The peer's heartbeat port, from its native listener (served by the peer's loop: asked only when a
-        heartbeat connection has to be made)."""
-        conn = BrokerConnection(host, port, self._client_id, self.security)
-        try:
-            await conn.connect(timeout=self.interval_s)
-            body = {"broker_id": self.board.broker_id}
-            answer = await conn.request(ApiKey.BROKER_HEARTBEAT, body, timeout=self.interval_s)
-        finally:
-            conn.close()
+        """The peer's heartbeat port, from its native listener's ApiVersions (served by the peer's loop: asked
+        only when a heartbeat connection has to be made)."""
+        answer = await listener_ports(host, port, self._client_id, self.discovery, self.interval_s)
         raise_for_error(answer)
         hb_port = answer.get("heartbeat_port")
-        if not isinstance(hb_port, int) or isinstance(hb_port, bool):
+        if not isinstance(hb_port, int) or isinstance(hb_port, bool) or not 0 < hb_port <= 65535:
             raise KafkaLiteError(f"broker at {host}:{port} names no heartbeat listener", ErrorCode.INVALID_REQUEST)
         return hb_port

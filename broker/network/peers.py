@@ -45,6 +45,26 @@ def parse_peers(spec: str) -> dict[int, tuple[str, int]]:
 PENDING_MAX = 64
 
 
+async def listener_ports(host: str, port: int, client_id: str, security: ClientSecurity | None, timeout: float) -> dict:
+    """Ask a broker's native listener where its broker-only listeners are: its ApiVersions answer names
+    `inter_broker_port` and `heartbeat_port` (port numbers only; whoever connects there must still log in
+    as a broker). Peers are configured by their native address (`peers`, the coordination's registrations)."""
+    conn = BrokerConnection(host, port, client_id, security)
+    try:
+        await conn.connect(timeout=timeout)
+        answer = await conn.request(ApiKey.API_VERSIONS, {}, timeout=timeout)
+    finally:
+        conn.close()
+    return answer
+
+
+def inter_broker_port(answer: dict, host: str, port: int) -> int:
+    ib = answer.get("inter_broker_port")
+    if not isinstance(ib, int) or isinstance(ib, bool) or not 0 < ib <= 65535:
+        raise KafkaLiteError(f"broker at {host}:{port} names no inter-broker listener", ErrorCode.BROKER_NOT_AVAILABLE)
+    return ib
+
+
 class PeerChannel:
     def __init__(
         self,
@@ -55,12 +75,17 @@ class PeerChannel:
         backoff_s: float = 0.2,
         on_closed: Callable[[int], None] | None = None,
         security: ClientSecurity | None = None,
+        discovery: ClientSecurity | None = None,
     ) -> None:
         self.self_id = self_id
         # The inter-broker listener's protocol and this broker's login / certificate (BrokerConfig).
         self.security = security
+        # How to ask the peer's native listener (host, port) for its inter-broker port; None: (host, port)
+        # is the peer's inter-broker listener itself.
+        self.discovery = discovery
         self.peer_id = peer_id
         self.host, self.port = host, port
+        self._ib_port: int | None = None if discovery is not None else port
         self.backoff_s = backoff_s
         # Called with peer_id each time a connection attempt is refused (see the module docstring).
         self.on_closed = on_closed
@@ -82,12 +107,30 @@ class PeerChannel:
             self._connecting = asyncio.ensure_future(self._connect())
         return None
 
+    async def _open(self) -> BrokerConnection:
+        """A connection to the peer's inter-broker listener, its port learned from the native listener first
+        (again when a port learned earlier refuses: the peer may have restarted on another one). A refusal
+        of the native listener itself means the process is gone."""
+        client_id = f"broker-{self.self_id}"
+        while True:
+            fresh = self._ib_port is None
+            if fresh:
+                answer = await listener_ports(self.host, self.port, client_id, self.discovery, 1.0)
+                self._ib_port = inter_broker_port(answer, self.host, self.port)
+            conn = BrokerConnection(self.host, self._ib_port, client_id, self.security)
+            try:
+                await conn.connect(timeout=1.0)
+                return conn
+            except ConnectRefusedError:
+                if fresh or self.discovery is None:
+                    raise
+                self._ib_port = None
+
     async def _connect(self) -> None:
-        conn = BrokerConnection(self.host, self.port, f"broker-{self.self_id}", self.security)
         self._attempting = True
         try:
-            await conn.connect(timeout=1.0)
-        except KafkaLiteError as e:
+            conn = await self._open()
+        except (KafkaLiteError, TimeoutError, OSError) as e:
             self._attempting = False
             self.dropped += len(self._pending)
             self._pending.clear()
@@ -167,9 +210,11 @@ class BrokerPeers:
         self_id: int,
         address_of: Callable[[int], tuple[str, int] | None],
         security: ClientSecurity | None = None,
+        discovery: ClientSecurity | None = None,
     ) -> None:
         self.self_id = self_id
         self.security = security
+        self.discovery = discovery  # see PeerChannel: `address_of` names native listeners
         self._address_of = address_of
         self._channels: dict[int, PeerChannel] = {}
 
@@ -179,7 +224,9 @@ class BrokerPeers:
             addr = self._address_of(broker_id)
             if addr is None:
                 raise KafkaLiteError(f"no address known for broker {broker_id}", ErrorCode.BROKER_NOT_AVAILABLE)
-            ch = self._channels[broker_id] = PeerChannel(self.self_id, broker_id, *addr, security=self.security)
+            ch = self._channels[broker_id] = PeerChannel(
+                self.self_id, broker_id, *addr, security=self.security, discovery=self.discovery
+            )
         return ch
 
     async def request(self, broker_id: int, api: ApiKey, body: dict[str, Any], timeout: float) -> dict[str, Any]:

@@ -64,6 +64,7 @@ from election.log import MetadataLog
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
 from net.security import ClientSecurity
+from net.wire_types import BROKER_ID, EPOCH
 
 log = logging.getLogger("kafkalite.quorum")
 STATE_FILE = "quorum-state"  # KRaft's name for the same thing
@@ -87,6 +88,10 @@ def read_state(path: Path) -> tuple[int, int | None]:
 
 
 def write_state(path: Path, epoch: int, voted_for: int | None) -> None:
+    # Defensive: what is persisted must fit the wire (net/wire_types.py); decoding refuses anything else,
+    # and an out-of-range epoch here would survive every restart.
+    EPOCH.check(epoch, "quorum-state epoch")
+    BROKER_ID.check_optional(voted_for, "quorum-state voted_for")
     atomic_write(path, json.dumps({"epoch": epoch, "voted_for": voted_for}))
 
 
@@ -121,6 +126,7 @@ class QuorumDriver:
         incarnation: int = 0,
         security: ClientSecurity | None = None,
         heartbeats: HeartbeatBoard | None = None,
+        discovery: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.incarnation = incarnation
@@ -152,7 +158,9 @@ class QuorumDriver:
         start = now - config.election_timeout_ms - config.election_jitter_ms - 1 if single else now
         self.node = QuorumNode(broker_id, list(voters), mlog, config, persisted, start, random.Random(), incarnation)
         self.peers = {
-            b: PeerChannel(broker_id, b, host, port, on_closed=self._on_peer_closed, security=security)
+            b: PeerChannel(
+                broker_id, b, host, port, on_closed=self._on_peer_closed, security=security, discovery=discovery
+            )
             for b, (host, port) in voters.items()
             if b != broker_id
         }

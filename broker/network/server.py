@@ -28,6 +28,10 @@ from net.protocol import DEFAULT_MAX_FRAME, ApiKey, FrameDecoder, FrameError, en
 
 log = logging.getLogger("kafkalite.net")
 
+# The listener brokers talk to each other on (inter.broker.listener.name, controller.listener.names), and
+# the name of AlterPartition requests relayed through ZooKeeper; every other listener serves clients.
+INTER_BROKER_LISTENER = "broker"
+RELAY_LISTENER = "relay"
 # A handler result: a body, an awaitable of a body, or None for "no response" (acks=0).
 Response = dict | Awaitable[dict | None] | None
 

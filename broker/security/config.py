@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import ssl
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
@@ -20,7 +21,11 @@ from net.config_def import Bool, ConfigDef, Int, Str, choice, key
 from net.errors import InvalidConfigError
 from net.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientSecurity, uses_sasl, uses_ssl
 
-LISTENERS = ("NATIVE", "KAFKA")
+LISTENERS = ("NATIVE", "KAFKA", "BROKER")
+# The login a broker proves the cluster secret with on an inter-broker listener without SASL of its own
+# (SCRAM over the secret: a challenge-response, the secret never crosses the wire).
+SECRET_USER = "__kafkalite_broker"
+SECRET_MECHANISM = "SCRAM-SHA-256"
 OptStr = Annotated[str | None, BeforeValidator(lambda v: v.strip() or None if isinstance(v, str) else v)]
 # Kafka's authorizer class names, for server.properties written for Kafka.
 KAFKA_AUTHORIZERS = {
@@ -52,8 +57,38 @@ class SecurityKeys(ConfigDef):
         "",
         "LISTENER:PROTOCOL,... for the listeners NATIVE (port) and KAFKA (kafka.port), e.g. NATIVE:SSL,KAFKA:SASL_SSL.",
     )
-    inter_broker_listener_name: choice("NATIVE", normalize=str.upper) = key(  # type: ignore[valid-type]
-        "inter.broker.listener.name", "NATIVE", "The listener brokers use with each other (the native one)."
+    # --- the inter-broker listener (issue 25 §3): what brokers send each other, never on a client listener ---
+    inter_broker_listener_name: choice("BROKER", "NATIVE", normalize=str.upper) = key(  # type: ignore[valid-type]
+        "inter.broker.listener.name",
+        "BROKER",
+        "The listener brokers use with each other: BROKER, a listener of its own (inter.broker.port); the "
+        "client listeners refuse broker-only requests. NATIVE is read as BROKER (older configs).",
+    )
+    controller_listener_names: choice("BROKER", normalize=str.upper) = key(  # type: ignore[valid-type]
+        "controller.listener.names",
+        "BROKER",
+        "The listener of the controller quorum (election, metadata log): the inter-broker listener.",
+    )
+    inter_broker_port: Int = key(
+        "inter.broker.port",
+        0,
+        "Port of the inter-broker listener (BROKER, on host); 0 (default): any free port, which peers learn "
+        "from the native listener.",
+        ge=0,
+        le=65535,
+    )
+    inter_broker_secret: OptStr = key(
+        "inter.broker.secret",
+        None,
+        "The cluster's secret: brokers prove it to each other (SCRAM-SHA-256, never sent) on an inter-broker "
+        "listener without SASL of its own. Prefer inter.broker.secret.file.",
+        sensitive=True,
+    )
+    inter_broker_secret_file: OptStr = key(
+        "inter.broker.secret.file",
+        None,
+        "File holding inter.broker.secret (one line; refused unless only its owner may read it, mode 0600). "
+        "kl-cluster up and deploy/node/install.sh make one per cluster.",
     )
     sasl_enabled_mechanisms: Str = key(
         "sasl.enabled.mechanisms",
@@ -166,14 +201,19 @@ class SecurityKeys(ConfigDef):
 
     def listener_protocols(self) -> dict[str, str]:
         out = dict.fromkeys(LISTENERS, self.security_protocol)
+        named: set[str] = set()
         for item in filter(None, (i.strip() for i in self.listener_security_protocol_map.split(","))):
             name, sep, proto = item.partition(":")
             name, proto = name.strip().upper(), proto.strip().upper()
             if not sep or name not in LISTENERS or proto not in SECURITY_PROTOCOLS:
                 raise InvalidConfigError(
-                    f"listener.security.protocol.map entry {item!r} is not NATIVE|KAFKA:{'|'.join(SECURITY_PROTOCOLS)}"
+                    f"listener.security.protocol.map entry {item!r} is not "
+                    f"NATIVE|KAFKA|BROKER:{'|'.join(SECURITY_PROTOCOLS)}"
                 )
             out[name] = proto
+            named.add(name)
+        if "BROKER" not in named:
+            out["BROKER"] = out["NATIVE"]  # brokers keep the native listener's protection unless told otherwise
         return out
 
     def enabled_mechanisms(self) -> list[str]:
@@ -186,7 +226,10 @@ class SecurityKeys(ConfigDef):
         return mechs
 
     def super_user_set(self) -> frozenset[str]:
-        return parse_super_users(self.super_users)
+        users = parse_super_users(self.super_users)
+        if self.cluster_secret() is not None and not uses_sasl(self.listener_protocol("BROKER")):
+            users |= {f"User:{SECRET_USER}"}  # whoever proved the cluster secret is a broker
+        return users
 
     def validate_security(self) -> None:
         protocols = self.listener_protocols()
@@ -199,6 +242,9 @@ class SecurityKeys(ConfigDef):
             raise InvalidConfigError(f"ssl.client.auth={self.ssl_client_auth} needs ssl.truststore.location")
         if self.sasl_jaas_config:
             parse_jaas(self.sasl_jaas_config)
+        secret = self.cluster_secret()  # a bad secret file fails the start, not the first peer connection
+        if secret is not None and len(secret) < 16:
+            raise InvalidConfigError("inter.broker.secret must be at least 16 characters")
 
     def server_ssl_context(self) -> ssl.SSLContext:
         """TLS for this broker's SSL/SASL_SSL listeners."""
@@ -210,16 +256,52 @@ class SecurityKeys(ConfigDef):
         ]
         return ctx
 
+    def cluster_secret(self) -> str | None:
+        """inter.broker.secret, or the one line of inter.broker.secret.file (refused when others may read it)."""
+        if self.inter_broker_secret:
+            return self.inter_broker_secret
+        if not self.inter_broker_secret_file:
+            return None
+        path = Path(self.inter_broker_secret_file)
+        try:
+            mode = path.stat().st_mode
+            secret = path.read_text().strip()
+        except OSError as e:
+            raise InvalidConfigError(f"inter.broker.secret.file: {e.strerror}: {path}") from None
+        if mode & 0o077:
+            raise InvalidConfigError(f"inter.broker.secret.file {path} may be read by others: chmod 600 it")
+        if len(secret) < 16:
+            raise InvalidConfigError(f"inter.broker.secret.file {path}: the secret must be at least 16 characters")
+        return secret
+
+    def broker_protocol(self) -> tuple[str, bool]:
+        """The inter-broker listener's protocol, and whether its login is the cluster secret's: a listener
+        without SASL of its own gets a SASL login over the secret when one is configured."""
+        protocol = self.listener_protocol("BROKER")
+        if uses_sasl(protocol) or self.cluster_secret() is None:
+            return protocol, False
+        return ("SASL_SSL" if uses_ssl(protocol) else "SASL_PLAINTEXT"), True
+
     def inter_broker_security(self) -> ClientSecurity:
-        """How this broker connects to the others' NATIVE listener: its protocol, this broker's SASL login and
-        its certificate (presented for mutual TLS)."""
-        protocol = self.listener_protocol("NATIVE")
-        username = password = None
-        if self.sasl_jaas_config:
+        """How this broker connects to the others' inter-broker listener: its protocol, this broker's login
+        (sasl.jaas.config, or the cluster secret) and its certificate (presented for mutual TLS)."""
+        protocol, by_secret = self.broker_protocol()
+        if by_secret:
+            return self._client_security(protocol, SECRET_MECHANISM, SECRET_USER, self.cluster_secret())
+        return self._client_security(protocol)
+
+    def native_client_security(self) -> ClientSecurity:
+        """How this broker asks another's NATIVE listener where its inter-broker listener is (ApiVersions)."""
+        return self._client_security(self.listener_protocol("NATIVE"))
+
+    def _client_security(
+        self, protocol: str, mechanism: str | None = None, username: str | None = None, password: str | None = None
+    ) -> ClientSecurity:
+        if username is None and self.sasl_jaas_config:
             username, password = parse_jaas(self.sasl_jaas_config)
         return ClientSecurity(
             protocol=protocol,
-            sasl_mechanism=self.sasl_mechanism_inter_broker_protocol,
+            sasl_mechanism=mechanism or self.sasl_mechanism_inter_broker_protocol,
             sasl_username=username,
             sasl_password=password,
             ssl_ca_location=self.ssl_truststore_location,

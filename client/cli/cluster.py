@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -57,6 +58,22 @@ def start_command(
 
 
 STATE = "cluster.json"
+SECRET_FILE = "inter-broker.secret"
+
+
+def write_cluster_secret(data_dir: Path) -> Path:
+    """The cluster's inter-broker secret (inter.broker.secret.file): brokers prove it to each other before
+    anything they send each other is taken (docs/SECURITY.md). Random, one per cluster, 0600 from its
+    creation; kept when it exists (a restarted broker must still know its cluster's)."""
+    path = data_dir / SECRET_FILE
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
 # A local cluster is for development: as Kafka's shipped server.properties does, a new consumer group starts at
 # once instead of waiting group.initial.rebalance.delay.ms (3 s) for more members; --override sets it back.
 DEV_OVERRIDES = ("group.initial.rebalance.delay.ms=0",)
@@ -207,6 +224,7 @@ def up(
     if dashboard:
         _free_port_run(dashboard_port, 1)
     ids = [str(i) for i in range(1, brokers + 1)]
+    secret = f"inter.broker.secret.file={write_cluster_secret(data_dir).resolve()}"
     state = {
         "brokers": {
             i: {
@@ -218,7 +236,7 @@ def up(
             for n, i in enumerate(ids)
         },
         "peers": ",".join(f"{i}@127.0.0.1:{base_port + n}" for n, i in enumerate(ids)) if brokers > 1 else "",
-        "extra": [x for o in (*DEV_OVERRIDES, *overrides) for x in ("--override", o)],
+        "extra": [x for o in (*DEV_OVERRIDES, secret, *overrides) for x in ("--override", o)],
     }
     if coordination == "zookeeper":
         state["zookeeper"] = _start_zookeeper(data_dir, zookeeper_port)

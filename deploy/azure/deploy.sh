@@ -19,7 +19,9 @@ Builds a wheel (python3 -m pip wheel), copies it and deploy/node/*.sh to each VM
               With SECURITY=SASL_SSL (the default) it first makes the cluster's CA, each
               broker's certificate and the admin and broker passwords here, in SECRETS_DIR
               (deploy/tls/cluster-secrets.sh), copies each VM its own over ssh into a 0700
-              directory, which install.sh takes in and which is deleted right after.
+              directory, which install.sh takes in and which is deleted right after. With
+              --insecure, the same for the cluster's inter-broker secret only
+              (deploy/tls/inter-broker-secret.sh).
 
   --wheel FILE        deploy this wheel instead of building one
   --timeout SECONDS   for each wait on a VM (default 600)
@@ -92,6 +94,9 @@ if [ "$INITIAL" = 1 ] && [ "$SECURITY" = SASL_SSL ]; then
   done
   step "the cluster's CA, certificates and passwords in $SECRETS_DIR (kept on this machine only)"
   run bash "$REPO_ROOT/deploy/tls/cluster-secrets.sh" "$SECRETS_DIR" "${specs[@]}"
+elif [ "$INITIAL" = 1 ]; then
+  step "the cluster's inter-broker secret in $SECRETS_DIR (kept on this machine only)"
+  run bash "$REPO_ROOT/deploy/tls/inter-broker-secret.sh" "$SECRETS_DIR"
 fi
 
 # --- install ---------------------------------------------------------------------------------------
@@ -108,7 +113,12 @@ if [ "$INITIAL" = 1 ]; then
       copy_to_vm "$i" "$secrets" "$SECRETS_DIR/broker-$i"/{ca.pem,broker.pem,admin.password,broker.password}
       on_vm_sh "$i" "$(shjoin "${install[@]}" --secrets-dir "$secrets"); rc=\$?; rm -rf $secrets; exit \$rc"
     else
-      on_vm "$i" "${install[@]}" --insecure
+      # the same way: the inter-broker secret over ssh, taken in by install.sh, the copy deleted
+      secrets=$REMOTE_DIR/secrets
+      on_vm_sh "$i" "install -d -m 700 $secrets"
+      copy_to_vm "$i" "$secrets" "$SECRETS_DIR/inter-broker.secret"
+      ib_secret=(--insecure --inter-broker-secret "$secrets/inter-broker.secret")
+      on_vm_sh "$i" "$(shjoin "${install[@]}" "${ib_secret[@]}"); rc=\$?; rm -rf $secrets; exit \$rc"
     fi
   done
   step "waiting until every broker answers and every partition is fully replicated"

@@ -39,6 +39,13 @@ Security (docs/SECURITY.md; the default is SASL_SSL, authorizer=acl):
                          operator) and broker (how brokers log in to each other); the node scripts
                          log in as admin with ROOT/etc/kafkalite/admin.properties (root only).
   --insecure             PLAINTEXT, no logins, no ACLs: for labs on a closed network only
+  --inter-broker-secret FILE
+                         with --insecure: the cluster's secret (one line, the same file on every
+                         broker; deploy/azure/deploy.sh makes one), which brokers prove to each other
+                         on their inter-broker listener so that a client cannot act as a broker.
+                         Copied to ROOT/etc/kafkalite/inter-broker.secret (0600, the service user);
+                         delete FILE afterwards. Without it the brokers warn that anyone who
+                         reaches their inter-broker port can act as a broker.
 
 ZooKeeper (--coordination zookeeper; server.properties gets coordination and zookeeper.connect):
   --zookeeper-servers LIST
@@ -78,7 +85,7 @@ EOF
 
 A_ROOT="" A_ID="" A_PEERS="" A_HOST="" A_PORT="" A_USER="" A_COORD="" A_PACKAGE="" A_WHEELHOUSE=""
 A_DEPS_FROM="" A_PYTHON="" A_OVERRIDES=() OVERRIDES_GIVEN=0 NO_SYSTEMD="" NO_START=0 REUSE=0
-A_ZK_SERVERS="" A_ZK_ID="" A_ZK_CONNECT="" A_SECRETS="" A_INSECURE=""
+A_ZK_SERVERS="" A_ZK_ID="" A_ZK_CONNECT="" A_SECRETS="" A_INSECURE="" A_IB_SECRET=""
 while [ $# -gt 0 ]; do
   case $1 in
     --id)
@@ -147,6 +154,10 @@ while [ $# -gt 0 ]; do
       A_SECRETS=$(arg "$@")
       shift
       ;;
+    --inter-broker-secret)
+      A_IB_SECRET=$(arg "$@")
+      shift
+      ;;
     --insecure) A_INSECURE=1 ;;
     --no-systemd) NO_SYSTEMD=1 ;;
     --no-start) NO_START=1 ;;
@@ -191,6 +202,13 @@ elif [ -n "$A_SECRETS" ]; then
   KL_SECURITY=SASL_SSL
 fi
 KL_SECURITY=${KL_SECURITY:-SASL_SSL}
+if [ -n "$A_IB_SECRET" ]; then
+  [ "$KL_SECURITY" = PLAINTEXT ] || die "--inter-broker-secret is for --insecure clusters (SASL_SSL brokers log in as broker)"
+  [ -s "$A_IB_SECRET" ] || die "--inter-broker-secret: no file $A_IB_SECRET"
+  if [ "$(wc -l <"$A_IB_SECRET")" -gt 1 ] || [ "$(tr -d '\n' <"$A_IB_SECRET" | wc -c)" -lt 16 ]; then
+    die "--inter-broker-secret: $A_IB_SECRET must be one line of at least 16 characters"
+  fi
+fi
 if [ -n "$NO_SYSTEMD" ]; then
   KL_SYSTEMD=no
 else
@@ -388,6 +406,12 @@ if [ "$KL_SECURITY" = SASL_SSL ]; then
   # server.properties holds the broker's password (sasl.jaas.config): root and the service user only
   PROPS_MODE=640 PROPS_OWNER="$(id -un):$KL_GROUP"
 fi
+# --insecure: the cluster's inter-broker secret, readable by the service user only (the broker refuses a
+# secret file others may read).
+KL_IB_SECRET=$KL_CONF_DIR/inter-broker.secret
+if [ -n "$A_IB_SECRET" ]; then
+  put_file "$KL_IB_SECRET" 600 "$KL_USER:$KL_GROUP" <"$A_IB_SECRET"
+fi
 if [ "$HAVE_SECRETS" = 1 ] && [ "$KL_SECURITY" = SASL_SSL ]; then
   BROKER_PASSWORD=$(cat "$KL_SECRETS_DIR/broker.password")
   ADMIN_PASSWORD=$(cat "$KL_SECRETS_DIR/admin.password")
@@ -428,6 +452,9 @@ fi
     echo "ssl.truststore.location=$KL_SECRETS_DIR/ca.pem"
     echo "authorizer=acl"
     echo "super.users=User:admin;User:broker"
+  elif [ -s "$KL_IB_SECRET" ]; then
+    echo "# brokers prove the cluster's secret to each other on their inter-broker listener (docs/SECURITY.md)"
+    echo "inter.broker.secret.file=$KL_IB_SECRET"
   fi
   for o in ${KL_OVERRIDES[@]+"${KL_OVERRIDES[@]}"}; do
     echo "$o"

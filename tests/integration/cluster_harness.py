@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from client.admin import NewTopic
-from client.cli.cluster import start_command
+from client.cli.cluster import start_command, write_cluster_secret
 from client.cli.zk_local import LocalZooKeeper
 from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
@@ -295,7 +295,9 @@ class ClusterHarness:
         self.zk = LocalZooKeeper(root / "zookeeper", ports[n], **zk_host) if coordination == "zookeeper" else None
         self.brokers = {i + 1: Broker(self, i + 1, ports[i], ports[n + 1 + i], ports[2 * n + 1 + i]) for i in range(n)}
         self.peers = ",".join(f"{b.id}@{b.address}" for b in self.brokers.values())
-        self.overrides = list(overrides or [])
+        # The cluster's secret, as kl-cluster up makes one: brokers prove it on the inter-broker listener.
+        secret = write_cluster_secret(self.root)
+        self.overrides = [f"inter.broker.secret.file={secret}", *(overrides or [])]
         self._clients: list = []
 
     # --- lifecycle ---

@@ -476,6 +476,34 @@ def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(
         assert not (broker_root / "opt/kafkalite/bin/kl-zookeeper-run").exists()
         assert sorted(p.name for p in (broker_root / "etc/systemd/system").iterdir()) == ["kl-broker.service"]
         assert "\nAfter=network-online.target\n" in (broker_root / "etc/systemd/system/kl-broker.service").read_text()
+
+        # An open cluster's inter-broker secret (deploy/tls/inter-broker-secret.sh makes it): taken in for the
+        # service user only, named in server.properties, kept by --reuse-config; a short one is refused.
+        made = subprocess.run(
+            ["bash", str(NODE.parent / "tls/inter-broker-secret.sh"), str(broker_root / "operator")],
+            capture_output=True,
+            text=True,
+        )
+        assert made.returncode == 0, made.stderr
+        given = Path(made.stdout.strip())
+        install(broker_root, 4, "--inter-broker-secret", str(given))
+        taken = broker_root / "etc/kafkalite/inter-broker.secret"
+        st = taken.stat()
+        assert (st.st_uid, st.st_mode & 0o777) == (user.pw_uid, 0o600)
+        assert taken.read_text() == given.read_text() and len(given.read_text().strip()) >= 40
+        props = (broker_root / "etc/kafkalite/server.properties").read_text().splitlines()
+        assert props[-1] == f"inter.broker.secret.file={taken}"
+
+        def reinstall(*extra: str) -> subprocess.CompletedProcess:
+            args = ["bash", str(NODE / "install.sh"), "--root", str(broker_root), "--reuse-config", "--no-start"]
+            return subprocess.run([*args, *extra], capture_output=True, text=True, env=clean_env(), timeout=120)
+
+        again = reinstall()
+        assert again.returncode == 0 and "0 changes" in again.stderr.splitlines()[-1], again.stderr
+        short = broker_root / "short.secret"
+        short.write_text("too-short\n")
+        refused = reinstall("--inter-broker-secret", str(short))
+        assert refused.returncode != 0 and "at least 16 characters" in refused.stderr
     finally:
         for root in roots:
             shutil.rmtree(root, ignore_errors=True)

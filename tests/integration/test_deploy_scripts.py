@@ -428,23 +428,23 @@ def initial_commands(operator: Operator, wheel: Path, secure: bool) -> list[str]
     if secure:
         specs = [f"{i}=10.42.1.{10 + i},kl-{i}" for i in (1, 2, 3)]
         expected.append(shlex.join(["bash", str(DEPLOY / "tls/cluster-secrets.sh"), str(secrets), *specs]))
+    else:  # an open cluster still gets its inter-broker secret, made here and sent the same way
+        expected.append(shlex.join(["bash", str(DEPLOY / "tls/inter-broker-secret.sh"), str(secrets)]))
     install = ["sudo", "bash", f"{remote_dir}/install.sh", "--reuse-config", "--package", remote_wheel]
     for i in (1, 2, 3):
         expected.append(operator.ssh(i, ["cloud-init", "status", "--wait"]))
-        if not secure:
-            expected.append(operator.ssh(i, [*install, "--insecure"]))
-            continue
         expected.append(operator.ssh(i, f"install -d -m 700 {remote_dir}/secrets"))
-        names = ("ca.pem", "broker.pem", "admin.password", "broker.password")
-        files = [str(secrets / f"broker-{i}" / f) for f in names]
+        if secure:
+            names = ("ca.pem", "broker.pem", "admin.password", "broker.password")
+            files = [str(secrets / f"broker-{i}" / f) for f in names]
+            taken = ["--secrets-dir", f"{remote_dir}/secrets"]
+        else:
+            files = [str(secrets / "inter-broker.secret")]
+            taken = ["--insecure", "--inter-broker-secret", f"{remote_dir}/secrets/inter-broker.secret"]
         host = f"kladmin@kl-kl-test-rg-{i}.northeurope.cloudapp.azure.com"
         expected.append(shlex.join(["scp", "-q", *operator.ssh_opts(), *files, f"{host}:{remote_dir}/secrets/"]))
         expected.append(
-            operator.ssh(
-                i,
-                shlex.join([*install, "--secrets-dir", f"{remote_dir}/secrets"])
-                + f"; rc=$?; rm -rf {remote_dir}/secrets; exit $rc",
-            )
+            operator.ssh(i, shlex.join([*install, *taken]) + f"; rc=$?; rm -rf {remote_dir}/secrets; exit $rc")
         )
     wait = ["sudo", "bash", f"{remote_dir}/wait-isr.sh", "--until", "healthy", "--timeout", "600"]
     expected.append(operator.ssh(1, wait))

@@ -392,20 +392,23 @@ def test_a_forged_heartbeat_keeps_no_paused_broker_alive(cluster, certs):
     unauthenticated = ClientSecurity("SSL", ssl_ca_location=str(certs / "ca.pem"))
     forged = {"broker_id": victim, "incarnation": 1, "epoch": 1, "leader": controller}
 
-    async def ask(security: ClientSecurity, at_port: int, body: dict) -> dict:
+    async def ask(security: ClientSecurity, at_port: int, body: dict, api: ApiKey = ApiKey.BROKER_HEARTBEAT) -> dict:
         conn = BrokerConnection(host, at_port, "forger", security)
         try:
             await conn.connect(timeout=10)
-            return await conn.request(ApiKey.BROKER_HEARTBEAT, body, timeout=10)
+            return await conn.request(api, body, timeout=10)
         finally:
             conn.close()
 
-    # Where the heartbeat listener is: told to a principal with ClusterAction, refused to mallory.
+    # The heartbeat api is refused on the client listener: to mallory for want of ClusterAction, and to the
+    # admin too (brokers only, on their own listener). Where the heartbeat listener is, is no secret: the
+    # native listener's ApiVersions names its port.
     assert (
         asyncio.run(ask(as_mallory, port, {"broker_id": victim}))["error_code"]
         == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     )
-    hb_port = asyncio.run(ask(as_admin, port, {"broker_id": victim}))["heartbeat_port"]
+    assert asyncio.run(ask(as_admin, port, {"broker_id": victim}))["error_code"] == ErrorCode.INVALID_REQUEST
+    hb_port = asyncio.run(ask(as_mallory, port, {}, ApiKey.API_VERSIONS))["heartbeat_port"]
     cluster[victim].pause()
     try:
         paused_at = time.monotonic()

@@ -148,9 +148,16 @@ def test_scram_config_and_jaas_parsing():
 
 def test_listener_protocol_map_and_short_form():
     cfg = BrokerConfig.from_props({"security.protocol": "SASL_PLAINTEXT"})
-    assert cfg.listener_protocols() == {"NATIVE": "SASL_PLAINTEXT", "KAFKA": "SASL_PLAINTEXT"}
+    assert cfg.listener_protocols() == {
+        "NATIVE": "SASL_PLAINTEXT",
+        "KAFKA": "SASL_PLAINTEXT",
+        "BROKER": "SASL_PLAINTEXT",
+    }
     cfg = BrokerConfig.from_props({"listener.security.protocol.map": "KAFKA:SASL_PLAINTEXT"})
-    assert cfg.listener_protocols() == {"NATIVE": "PLAINTEXT", "KAFKA": "SASL_PLAINTEXT"}
+    assert cfg.listener_protocols() == {"NATIVE": "PLAINTEXT", "KAFKA": "SASL_PLAINTEXT", "BROKER": "PLAINTEXT"}
+    # The inter-broker listener follows NATIVE unless the map names it.
+    cfg = BrokerConfig.from_props({"listener.security.protocol.map": "NATIVE:SASL_PLAINTEXT,KAFKA:SASL_PLAINTEXT"})
+    assert cfg.listener_protocol("BROKER") == "SASL_PLAINTEXT"
     with pytest.raises(InvalidConfigError, match="keystore"):
         BrokerConfig.from_props({"security.protocol": "SSL"})
     with pytest.raises(InvalidConfigError, match="sasl.jaas.config"):

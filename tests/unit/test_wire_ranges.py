@@ -1,0 +1,182 @@
+"""Issue 25 §3: every number read off the wire is checked against its Kafka type before use, and nothing out
+of range is ever persisted (net/wire_types.py, broker/request_ranges.py, election/messages.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.log.config import LogConfig
+from broker.log.log import Log
+from broker.metadata_log import DiskMetadataLog
+from broker.network.quorum_driver import read_state, write_state
+from broker.request_ranges import check_request
+from broker.security.config import SECRET_USER
+from broker.security.inter_broker import secret_credential, secret_lookup
+from election import QuorumConfig, QuorumNode
+from election.log import InMemoryLog
+from election.messages import BeginEpoch, FetchRequest, FetchResponse, Persist, from_wire
+from net.errors import InvalidConfigError
+from net.protocol import ApiKey
+from net.wire_types import EPOCH, INT32_MAX, INT64_MAX, OFFSET, REPLICA_ID, WireRangeError, check_all_int64
+
+HUGE = (2**31, 2**63 - 1, 2**63, 2**64 - 1, -(2**63) - 1)
+
+
+def test_kafka_types_bound_their_values():
+    assert EPOCH.check(INT32_MAX, "e") == INT32_MAX
+    assert OFFSET.check(INT64_MAX, "o") == INT64_MAX
+    assert REPLICA_ID.check(-1, "r") == -1
+    for bad, t in [(2**31, EPOCH), (-1, EPOCH), (2**63, OFFSET), (-1, OFFSET), (-2, REPLICA_ID), (True, EPOCH)]:
+        with pytest.raises(WireRangeError):
+            t.check(bad, "field")
+    with pytest.raises(WireRangeError, match="int64"):
+        check_all_int64({"topics": [["t", [[0, 2**64 - 1]]]]}, "request")
+    check_all_int64({"a": [1, -1, INT64_MAX, b"\xff" * 9, "x"]}, "request")
+
+
+@pytest.mark.parametrize("epoch", HUGE)
+def test_quorum_messages_refuse_epochs_beyond_int32(epoch):
+    for wire in (
+        ["be", epoch, 3],
+        ["es", epoch, 1, 0, 0, 0],
+        ["ev", epoch, 1, 2],
+        ["fq", epoch, 1, 0, 0],
+        ["fr", epoch, None, 1, [], 0, None, None, None, -1, -1],
+    ):
+        with pytest.raises(ValueError, match="out of range|must be an integer"):
+            from_wire(wire)
+
+
+def test_quorum_messages_type_every_field():
+    assert from_wire(["be", INT32_MAX, 3]) == BeginEpoch(INT32_MAX, 3)
+    assert from_wire(["fq", 2, 1, 10, 1, 99]) == FetchRequest(2, 1, 10, 1, 99)
+    with pytest.raises(ValueError):
+        from_wire(["be", 1, -3])  # a broker id is >= 0
+    with pytest.raises(ValueError):
+        from_wire(["fq", 2, 1, 2**63, 1])  # an offset is int64
+    with pytest.raises(ValueError):
+        from_wire(["fr", 2, 1, 1, [[0, 2**31, {}]], 0, None, None, None, -1, -1])  # a record's epoch
+    ok = from_wire(["fr", 2, None, 1, [[0, 1, {"type": "x"}]], 1, None, None, None, 0, 0])
+    assert isinstance(ok, FetchResponse) and ok.records == ((0, 1, {"type": "x"}),)
+
+
+def test_a_node_at_the_last_epoch_never_moves_past_it():
+    """Defence in depth: even a BeginEpoch at the int32 maximum (from a peer that logged in) cannot make the
+    node persist an epoch the wire cannot carry when its election timer fires."""
+    node = QuorumNode(1, [1, 2, 3], InMemoryLog(), QuorumConfig())
+    node.receive(BeginEpoch(INT32_MAX, 3), 0)
+    assert node.epoch == INT32_MAX
+    for now in range(0, 60_000, 50):
+        for out in node.tick(now):
+            assert not isinstance(out, Persist) or out.epoch <= INT32_MAX
+    assert node.epoch == INT32_MAX
+
+
+def test_requests_are_refused_before_use_when_a_number_does_not_fit():
+    ok = {"topic": "t", "partition": 0, "leader": 1, "leader_epoch": 3, "partition_epoch": 4, "isr": [1, 2]}
+    check_request(ApiKey.ALTER_PARTITION, ok)
+    for field, bad in [("leader_epoch", 2**31), ("partition_epoch", 2**63 - 1), ("leader", -1), ("partition", -1)]:
+        with pytest.raises(WireRangeError, match=field):
+            check_request(ApiKey.ALTER_PARTITION, dict(ok, **{field: bad}))
+    with pytest.raises(WireRangeError, match="isr"):
+        check_request(ApiKey.ALTER_PARTITION, dict(ok, isr=[1, 2**31]))
+    with pytest.raises(WireRangeError):
+        check_request(ApiKey.BROKER_REGISTRATION, {"broker_id": 2**32, "kafka_port": 9092})
+    with pytest.raises(WireRangeError):
+        check_request(ApiKey.BROKER_HEARTBEAT, {"broker_id": 1, "epoch": 2**31})
+    fetch = {"replica_id": -1, "max_wait_ms": 100, "topics": [["t", [[0, 5, 1024, -1, -1]]]]}
+    check_request(ApiKey.FETCH, fetch)
+    check_request(ApiKey.FETCH, dict(fetch, topics=[["t", [[-1, 5, 1024]]]]))  # answered per partition
+    for row in (
+        [0, 5, 2**31],
+        [0, 2**63, 1024],
+        [2**31, 0, 1],
+        [-(2**31) - 1, 0, 1],
+        [0, 0, 1, 2**31],
+        [0, 0, 1, -1, -2],
+    ):
+        with pytest.raises(WireRangeError):
+            check_request(ApiKey.FETCH, dict(fetch, topics=[["t", [row]]]))
+    with pytest.raises(WireRangeError):
+        check_request(ApiKey.FETCH, dict(fetch, replica_id=-2))
+    with pytest.raises(WireRangeError):
+        check_request(ApiKey.PRODUCE, {"acks": 2**15, "topics": []})
+    with pytest.raises(WireRangeError):
+        check_request(ApiKey.LIST_OFFSETS, {"topics": [["t", [[0, -1, 2**31]]]]})
+    for api in (ApiKey.HEARTBEAT, ApiKey.SYNC_GROUP, ApiKey.OFFSET_COMMIT):
+        check_request(api, {"group_id": "g", "generation_id": -5})  # ILLEGAL_GENERATION, or a simple commit
+        with pytest.raises(WireRangeError, match="generation_id"):
+            check_request(api, {"group_id": "g", "generation_id": 2**31})
+    with pytest.raises(WireRangeError):
+        check_request(ApiKey.JOIN_GROUP, {"group_id": "g", "session_timeout_ms": 2**40})
+    with pytest.raises(WireRangeError, match="num_partitions"):
+        check_request(ApiKey.CREATE_TOPICS, {"topics": [{"name": "t", "num_partitions": 2**31}]})
+    check_request(ApiKey.CREATE_TOPICS, {"topics": [{"name": "t", "num_partitions": -1, "replication_factor": -1}]})
+    with pytest.raises(WireRangeError, match="count"):
+        check_request(ApiKey.CREATE_PARTITIONS, {"topics": [{"name": "t", "count": 2**31}]})
+    with pytest.raises(WireRangeError):
+        check_request(ApiKey.OFFSET_FETCH, {"group_id": "g", "topics": [["t", [2**31]]]})
+    with pytest.raises(WireRangeError, match="int64"):
+        check_request(ApiKey.METADATA, {"topics": None, "anything": 2**64 - 1})
+
+
+def test_quorum_state_never_holds_an_out_of_range_epoch(tmp_path):
+    path = tmp_path / "quorum-state"
+    write_state(path, INT32_MAX, 3)
+    assert read_state(path) == (INT32_MAX, 3)
+    for epoch, voted in [(2**31, None), (2**63, None), (-1, None), (1, 2**31)]:
+        with pytest.raises(WireRangeError):
+            write_state(path, epoch, voted)
+    assert read_state(path) == (INT32_MAX, 3)  # the refused writes left the file as it was
+
+
+def test_the_metadata_log_refuses_an_epoch_its_batches_cannot_carry(tmp_path):
+    log = Log(tmp_path / "__cluster_metadata-0", "__cluster_metadata", 0, LogConfig.from_props({}))
+    mlog = DiskMetadataLog(log)
+    mlog.append([{"type": "x"}], 1)
+    with pytest.raises(WireRangeError):
+        mlog.append([{"type": "y"}], 2**31)
+    with pytest.raises(WireRangeError):
+        mlog.append_replicated([(1, 2**31, {"type": "z"})])
+    assert mlog.end_offset == 1
+    log.close()
+
+
+def write_secret(path: Path, text: str, mode: int) -> Path:
+    path.write_text(text)
+    os.chmod(path, mode)
+    return path
+
+
+def test_the_cluster_secret_file_is_owner_only_and_turns_the_broker_listener_into_a_scram_login(tmp_path):
+    secret = write_secret(tmp_path / "s", "a-long-enough-cluster-secret\n", 0o600)
+    cfg = BrokerConfig.from_props({"inter.broker.secret.file": str(secret), "peers": "1@h:1,2@h:2"})
+    assert cfg.cluster_secret() == "a-long-enough-cluster-secret"
+    assert cfg.broker_protocol() == ("SASL_PLAINTEXT", True)
+    client = cfg.inter_broker_security()
+    assert (client.sasl_username, client.sasl_mechanism) == (SECRET_USER, "SCRAM-SHA-256")
+    assert cfg.native_client_security().protocol == "PLAINTEXT"
+    assert f"User:{SECRET_USER}" in cfg.super_user_set()
+    # Every broker derives the same credential; only the secret's user and mechanism are known.
+    lookup = secret_lookup("a-long-enough-cluster-secret")
+    assert lookup(SECRET_USER, "SCRAM-SHA-256") == secret_credential("a-long-enough-cluster-secret")
+    assert lookup("admin", "SCRAM-SHA-256") is None and lookup(SECRET_USER, "SCRAM-SHA-512") is None
+    assert secret_credential("a-long-enough-cluster-secret").check_password("a-long-enough-cluster-secret")
+    assert not secret_credential("a-long-enough-cluster-secret").check_password("another-secret-altogether")
+    with pytest.raises(InvalidConfigError, match="chmod 600"):
+        BrokerConfig.from_props({"inter.broker.secret.file": str(write_secret(tmp_path / "w", "x" * 20, 0o644))})
+    with pytest.raises(InvalidConfigError, match="16 characters"):
+        BrokerConfig.from_props({"inter.broker.secret.file": str(write_secret(tmp_path / "short", "abc", 0o600))})
+    with pytest.raises(InvalidConfigError, match="No such file"):
+        BrokerConfig.from_props({"inter.broker.secret.file": str(tmp_path / "missing")})
+    # A SASL inter-broker listener keeps the brokers' own logins (secured mode), the secret unused.
+    sasl = BrokerConfig.from_props(
+        {"security.protocol": "SASL_PLAINTEXT", "inter.broker.secret.file": str(secret)}
+        | {"sasl.jaas.config": 'x required username="broker" password="pw";'}
+    )
+    assert sasl.broker_protocol() == ("SASL_PLAINTEXT", False)
+    assert sasl.inter_broker_security().sasl_username == "broker"
