@@ -189,6 +189,12 @@ def main() -> None:
 )
 @click.option("--dashboard", is_flag=True, help="Also start kl-dashboard (the web console) and print its URL.")
 @click.option("--dashboard-port", type=int, default=None, help="The console's HTTP port (default: base port + 200).")
+@click.option(
+    "--dashboard-allow-writes",
+    is_flag=True,
+    help="Let the console create and delete topics (kl-dashboard --allow-writes; it is read-only otherwise, "
+    "as this open cluster has no users to log in as).",
+)
 def up(
     brokers: int,
     base_port: int,
@@ -200,6 +206,7 @@ def up(
     kafka_base_port: int | None,
     dashboard: bool,
     dashboard_port: int | None,
+    dashboard_allow_writes: bool,
 ) -> None:
     """Start N brokers in the background and print the bootstrap servers: the native listeners' on the first
     line and, with --kafka-base-port, the Kafka listeners' on the second; then one line starting with "#" that
@@ -221,6 +228,8 @@ def up(
         _free_port_run(kafka_base_port, brokers)
     if dashboard_port is None:
         dashboard_port = base_port + 200  # next to the brokers' (base) and their metrics' (base + 100) ports
+    if dashboard_allow_writes and not dashboard:
+        raise click.UsageError("--dashboard-allow-writes needs --dashboard")
     if dashboard:
         _free_port_run(dashboard_port, 1)
     ids = [str(i) for i in range(1, brokers + 1)]
@@ -254,7 +263,7 @@ def up(
         if mp := state["brokers"][bid].get("metrics_port"):
             click.echo(f"broker {bid} metrics: http://127.0.0.1:{mp}/metrics", err=True)
     if dashboard:
-        state["dashboard"] = _start_dashboard(data_dir, bootstrap, dashboard_port)
+        state["dashboard"] = _start_dashboard(data_dir, bootstrap, dashboard_port, dashboard_allow_writes)
         _save(data_dir, state)
         click.echo(f"console: http://127.0.0.1:{dashboard_port}/cluster", err=True)
     click.echo(bootstrap)
@@ -287,9 +296,11 @@ def ports_summary(state: dict) -> str:
     return "# ports: " + ", ".join(parts)
 
 
-def _start_dashboard(data_dir: Path, bootstrap: str, port: int) -> dict:
+def _start_dashboard(data_dir: Path, bootstrap: str, port: int, allow_writes: bool = False) -> dict:
     log = open(data_dir / "dashboard.log", "ab")
     cmd = [sys.executable, "-m", "client.dashboard", "--bootstrap-server", bootstrap, "--http-port", str(port)]
+    if allow_writes:
+        cmd.append("--allow-writes")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     if not _wait_port(port, 30):
         raise click.ClickException(f"kl-dashboard did not start; see {data_dir}/dashboard.log")

@@ -87,6 +87,14 @@ class Console:
         )
         wait_until(self._login_page if login else self._ready, 30, "the console to answer")
 
+    @classmethod
+    def attach(cls, port: int) -> "Console":
+        """A console another program started (kl-cluster up --dashboard), on plain http: requests only."""
+        console = cls.__new__(cls)
+        console.port, console.tls_ca, console.scheme = port, None, "http"
+        console.url = f"http://{HOST}:{port}"
+        return console
+
     def _ready(self) -> bool:
         assert self.proc.poll() is None, self.log_path.read_text()
         return b'"ready":true' in self.request("GET", "/api/snapshot").body

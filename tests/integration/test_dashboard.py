@@ -460,6 +460,7 @@ def test_kl_cluster_up_dashboard_prints_the_console_and_metrics_urls(tmp_path):
             "--dashboard",
             "--dashboard-port",
             str(dash),
+            "--dashboard-allow-writes",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -482,6 +483,15 @@ def test_kl_cluster_up_dashboard_prints_the_console_and_metrics_urls(tmp_path):
             ),
             20,
             "the console's first snapshot",
+        )
+        # --dashboard-allow-writes: the open cluster's console creates a topic (its page's cookie, token, Origin).
+        page = Browser.anonymous(Console.attach(dash))
+        created = page.send("POST", "/api/topics", {"name": "from-the-console", "partitions": 1})
+        assert created.status == 200, created.body
+        wait_until(
+            lambda: "from-the-console" in [t["name"] for t in page.get("/api/topics").json()],
+            20,
+            "the console to list the topic it created",
         )
         status = subprocess.run([*kl, "status", "--data-dir", str(data)], cwd=ROOT, capture_output=True, text=True)
         assert f"console\thttp://127.0.0.1:{dash}/cluster" in status.stdout and "\tup" in status.stdout
