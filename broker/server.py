@@ -22,7 +22,7 @@ from typing import Any
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.api import KafkaApis
 from broker.config import BrokerConfig
-from broker.controller import MetadataImage
+from broker.controller import MetadataImage, PartitionLimits
 from broker.controller_channel import ControllerChannel
 from broker.controller_service import ControllerService
 from broker.group_api import GroupApis
@@ -98,7 +98,10 @@ class BrokerServer:
         self.image = MetadataImage()
         self.metrics = BrokerMetrics(cfg.broker_id)
         self.log_manager = LogManager(
-            [Path(d) for d in cfg.log_dirs], cfg.topic_config_defaults(), topic_config=self._topic_config_or_none
+            [Path(d) for d in cfg.log_dirs],
+            cfg.topic_config_defaults(),
+            topic_config=self._topic_config_or_none,
+            open_files_max=cfg.log_segment_open_files_max,
         )
         # Recovery can read whole segments; keep it off the event loop even though nothing listens yet.
         await loop.run_in_executor(None, self.log_manager.startup)
@@ -146,6 +149,7 @@ class BrokerServer:
             min_insync_default=cfg.topic_config_defaults().min_insync_replicas,
             bootstrap_records=bootstrap,
             rebalance=cfg.rebalance_policy(),
+            limits=PartitionLimits(cfg.max_partitions, cfg.max_broker_partitions),
         )
         self.peers = BrokerPeers(cfg.broker_id, self._broker_address, self.inter_broker_security)
         self.channel = ControllerChannel(cfg.broker_id, self.quorum, self.controller, self.peers)
