@@ -109,7 +109,8 @@ class Partition:
         self.high_watermark = 0
         self.leader_state: LeaderState | None = None
         self.follower_state: FollowerState | None = None
-        self._waiters: list[asyncio.Future] = []
+        # Long-polling fetches waiting for data here: one future per fetch, shared by all its partitions.
+        self._waiters: set[asyncio.Future] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._expiration_check_ms = producer_id_expiration_check_interval_ms
@@ -419,13 +420,15 @@ class Partition:
 
     # --- waiting for data (long-poll fetches) ------------------------------------
 
-    def wait_for_data(self) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        return fut
+    def add_data_waiter(self, fut: asyncio.Future) -> None:
+        """`fut` gets a result at the next append, high-watermark move or role change (wake)."""
+        self._waiters.add(fut)
+
+    def remove_data_waiter(self, fut: asyncio.Future) -> None:
+        self._waiters.discard(fut)
 
     def wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters, set()
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)

@@ -342,16 +342,22 @@ class BrokerServer:
         broker/network/quorum_driver.py, broker/network/zk_coordination.py); until then the image stays empty,
         so the broker leads and follows nothing and answers for no partition.
         tests/sim/replication_sim.py's _on_meta_records mirrors this."""
-        changed: set[str] = set()
+        # Per topic, the partitions whose records were committed, or None: the whole topic (created, removed,
+        # configs): an ISR change must not cost a pass over its topic's other partitions.
+        changed: dict[str, set[int] | None] = {}
         brokers_changed = False
         for offset, _epoch, record in entries:
             self.image.apply(offset, record)
-            brokers_changed |= record.get("type") == "broker"
-            name = record.get("topic") or (
-                record.get("name") if record.get("type") in ("topic", "remove_topic") else None
-            )
-            if name:
-                changed.add(name)
+            kind = record.get("type")
+            brokers_changed |= kind == "broker"
+            name = record.get("topic") or (record.get("name") if kind in ("topic", "remove_topic") else None)
+            if not name:
+                continue
+            parts = changed.get(name, set())
+            if kind == "partition" and parts is not None and isinstance(record.get("partition"), int):
+                changed[name] = parts | {record["partition"]}
+            else:
+                changed[name] = None
         if changed:
             self.replica_manager.apply_image(self.image, changed)
         if brokers_changed:
