@@ -181,6 +181,14 @@ class BrokerConfig(SecurityKeys):
         ge=1,
     )
     # ReplicaFetcher.add cuts a pending long poll short, so a newly followed partition does not wait it out.
+    num_replica_fetchers: Int = key(
+        "num.replica.fetchers",
+        4,
+        "Fetch loops per leader broker a follower runs, each over a share of the partitions it follows from "
+        "that leader (Kafka's default is 1): an append wakes the one covering its partition, so the cost of a "
+        "replication round stays a share of the partitions after a flood of them.",
+        ge=1,
+    )
     replica_fetch_wait_max_ms: Int = key(
         "replica.fetch.wait.max.ms", 500, "Longest a follower's fetch waits at the leader for new data.", ge=0
     )

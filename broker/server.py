@@ -16,6 +16,7 @@ import logging
 import ssl
 import time
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,7 @@ class BrokerServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.heartbeat: HeartbeatThread | None = None
         self._tasks: list[asyncio.Task] = []
-        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, lane): num.replica.fetchers
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -392,9 +393,12 @@ class BrokerServer:
 
     def _follow(self, p: Partition) -> None:
         self._unfollow(p)
-        f = self._fetchers.get(p.leader)
+        # Kafka's num.replica.fetchers: a partition's lane by a stable hash, so that a produce on one partition
+        # wakes a fetch covering a share of the partitions followed from its leader, not all of them.
+        lane = zlib.crc32(f"{p.topic}-{p.partition}".encode()) % self.config.num_replica_fetchers
+        f = self._fetchers.get((p.leader, lane))
         if f is None:
-            f = self._fetchers[p.leader] = ReplicaFetcher(
+            f = self._fetchers[(p.leader, lane)] = ReplicaFetcher(
                 self.config.broker_id, p.leader, self.peers.request, self.config.replica_fetch_wait_max_ms
             )
         f.add(p)
