@@ -94,8 +94,10 @@ class MetadataImage:
         self.acls: set[AclBinding] = set()
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         self.offset = -1  # last applied metadata offset
+        self._leader_counts: dict[int, int] | None = None  # leadership_counts(), until the next record
 
     def apply(self, offset: int, record: dict[str, Any]) -> None:
+        self._leader_counts = None
         kind = record.get("type")
         if kind == "cluster":
             self.cluster_id = record["cluster_id"]
@@ -150,7 +152,18 @@ class MetadataImage:
         return sorted(b.id for b in self.brokers.values() if not b.fenced)
 
     def leaderships(self, broker_id: int) -> int:
-        return sum(1 for t in self.topics.values() for p in t.partitions.values() if p.leader == broker_id)
+        return self.leadership_counts().get(broker_id, 0)
+
+    def leadership_counts(self) -> dict[int, int]:
+        """Partitions led per broker, counted once per image state: fencing a broker that leads thousands of
+        partitions elects a leader for each, and a recount per election was quadratic."""
+        if self._leader_counts is None:
+            counts: dict[int, int] = {}
+            for t in self.topics.values():
+                for p in t.partitions.values():
+                    counts[p.leader] = counts.get(p.leader, 0) + 1
+            self._leader_counts = counts
+        return self._leader_counts
 
 
 def partition_record(topic: str, p: PartitionState) -> dict[str, Any]:
