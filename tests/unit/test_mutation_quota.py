@@ -9,6 +9,7 @@ import pytest
 
 from broker.controller import ControllerLogic, PartitionLimits
 from broker.mutation_quota import ControllerMutationQuota, MutationMeter
+from broker.network.kafka.admin_adapters import CreatePartitions, CreateTopics, DeleteTopics
 from broker.quotas import CONTROLLER_MUTATION_RATE, ClientQuotaManager
 from net.errors import ErrorCode, PolicyViolationError, ThrottlingQuotaExceededError
 from tests.unit.test_controller import apply, cluster
@@ -91,3 +92,27 @@ def test_no_caps_by_default_in_the_logic():
     assert isinstance(logic, ControllerLogic) and logic.limits == PartitionLimits()
     apply(image, logic.create_topic("big", 10000, 1, {}))
     assert len(image.topics["big"].partitions) == 10000
+
+
+def test_kafka_clients_too_old_for_the_error_are_throttled_instead():
+    """KIP-599: THROTTLING_QUOTA_EXCEEDED from CreateTopics v6, CreatePartitions v3, DeleteTopics v5; older
+    versions are admitted (permissive) and only their response is throttled."""
+    topic = {"name": "t", "num_partitions": 1, "replication_factor": 1}
+    strict = {
+        (CreateTopics(), 5): False,
+        (CreateTopics(), 6): True,
+        (CreatePartitions(), 2): False,
+        (CreatePartitions(), 3): True,
+        (DeleteTopics(), 4): False,
+        (DeleteTopics(), 5): True,
+    }
+    reqs = {
+        CreateTopics: {"topics": [topic]},
+        CreatePartitions: {"topics": [{"name": "t", "count": 2}]},
+        DeleteTopics: {"topic_names": ["t"]},
+    }
+    for (adapter, version), expected in strict.items():
+        _, body = adapter.request(reqs[type(adapter)], version)
+        assert body["strict_quota"] is expected, (type(adapter).__name__, version)
+    answer = CreateTopics().response({"topics": [["t", 0, None]], "throttle_time_ms": 1500}, reqs[CreateTopics], 7)
+    assert answer["throttle_time"] == 1500
