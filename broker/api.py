@@ -8,6 +8,7 @@ import asyncio
 import logging
 import secrets
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from broker.authorization import Authorization
@@ -15,6 +16,7 @@ from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
 from broker.metadata import validate_topic_name
 from broker.metrics import package_version
+from broker.mutation_quota import ControllerMutationQuota, MutationMeter
 from broker.network.server import (
     INTER_BROKER_LISTENER,
     RELAY_LISTENER,
@@ -131,6 +133,9 @@ class KafkaApis:
         # Every request's authorization, decided before its handler runs (broker/authorization.py).
         self.authorization = Authorization(authz, config.auto_create_topics_enable)
         self.quotas = quotas
+        self.mutation_quota = ControllerMutationQuota(
+            quotas, config.controller_quota_window_num, config.controller_quota_window_size_seconds
+        )
         self.metrics_port = metrics_port
         self._handlers = {
             ApiKey.PRODUCE: self.handle_produce,
@@ -200,7 +205,7 @@ class KafkaApis:
         if ms > 0:
             ctx.throttle(ms)
             if isinstance(answer, dict):
-                answer = dict(answer, throttle_time_ms=ms)
+                answer = dict(answer, throttle_time_ms=max(ms, answer.get("throttle_time_ms") or 0))
         return answer
 
     def _handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
@@ -416,16 +421,45 @@ class KafkaApis:
             "rack": None,
         }
 
+    async def _muted_while_throttled(self, answer: Awaitable[dict], ctx: ConnectionContext) -> dict:
+        """A controller mutation quota's throttle (here, or at the controller the request was forwarded to)
+        mutes the connection as long, as every quota's does (KIP-219)."""
+        body = await answer
+        throttle = body.get("throttle_time_ms")
+        if isinstance(throttle, int) and throttle > 0:
+            ctx.throttle(throttle)
+        return body
+
+    def _mutation_meter(self, body: dict, ctx: ConnectionContext) -> tuple[dict, MutationMeter]:
+        """Whom a metadata change is metered against (KIP-599): the requester or, in a request another broker
+        forwarded (CLUSTER_ACTION checked), the requester named in it; the body carries it on if forwarded.
+        Strict (THROTTLING_QUOTA_EXCEEDED) unless a Kafka client too old for that error sent it."""
+        if body.get("forwarded") is True and isinstance(body.get("quota_user"), str):
+            user, client = body["quota_user"], str(body.get("quota_client") or "")
+        else:
+            user, client = ctx.principal.partition(":")[2], ctx.client_id or ""
+        strict = body.get("strict_quota", True) is not False
+        meter = MutationMeter(self.mutation_quota, user, client, strict, time.monotonic)
+        return dict(body, quota_user=user, quota_client=client), meter
+
+    @staticmethod
+    def _metered(meter: MutationMeter, results: list[list]) -> dict:
+        return {"topics": results, "throttle_time_ms": meter.throttle_ms}
+
     def handle_create_topics(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         validate_only = bool(body.get("validate_only", False))
         topics = as_list(body.get("topics"), "topics")
         if not all(isinstance(t, dict) for t in topics):
             raise BadRequest("each topic to create must be a map")
-        return self.channel.serve_or_forward(
-            ApiKey.CREATE_TOPICS, body, lambda: self._create_topics(topics, validate_only)
+        body, meter = self._mutation_meter(body, ctx)
+        return self._muted_while_throttled(
+            self.channel.serve_or_forward(
+                ApiKey.CREATE_TOPICS, body, lambda: self._create_topics(topics, validate_only, meter)
+            ),
+            ctx,
         )
 
-    async def _create_topics(self, topics: list[dict], validate_only: bool) -> dict:
+    async def _create_topics(self, topics: list[dict], validate_only: bool, meter: MutationMeter) -> dict:
         results = []
         for t in topics:
             try:
@@ -437,14 +471,16 @@ class KafkaApis:
                 rf = self.config.default_replication_factor if rf in (None, -1) else rf
                 configs = self._validate_configs(t.get("configs") or {})
                 if validate_only:
+                    meter.check()
                     self.controller.check_active()
                     self.controller.logic.create_topic(t.get("name"), n, rf, configs)
                 else:
-                    await self.controller.create_topic(t.get("name"), n, rf, configs)
+                    name = t.get("name")
+                    await meter.mutate(n, partial(self.controller.create_topic, name, n, rf, configs))
                 results.append([t.get("name"), 0, None])
             except Exception as e:
                 results.append([t.get("name"), *_code(e)])
-        return {"topics": results}
+        return self._metered(meter, results)
 
     def _validate_configs(self, configs: Any) -> dict[str, str]:
         if not isinstance(configs, dict):
@@ -455,42 +491,56 @@ class KafkaApis:
 
     def handle_delete_topics(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         names = as_list(body.get("topics"), "topics")
-        return self.channel.serve_or_forward(ApiKey.DELETE_TOPICS, body, lambda: self._delete_topics(names))
+        body, meter = self._mutation_meter(body, ctx)
+        return self._muted_while_throttled(
+            self.channel.serve_or_forward(ApiKey.DELETE_TOPICS, body, lambda: self._delete_topics(names, meter)),
+            ctx,
+        )
 
-    async def _delete_topics(self, names: list) -> dict:
+    async def _delete_topics(self, names: list, meter: MutationMeter) -> dict:
         results = []
         for name in names:
             try:
-                await self.controller.delete_topic(name)
+                info = self.image.topics.get(name) if isinstance(name, str) else None
+                n = len(info.partitions) if info is not None else 0
+                await meter.mutate(n, partial(self.controller.delete_topic, name))
                 results.append([name, 0, None])
             except Exception as e:
                 results.append([name, *_code(e)])
-        return {"topics": results}
+        return self._metered(meter, results)
 
     def handle_create_partitions(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
         topics = as_list(body.get("topics"), "topics")
         if not all(isinstance(t, dict) for t in topics):
             raise BadRequest("each topic to grow must be a map with name and count")
         validate_only = bool(body.get("validate_only", False))
-        return self.channel.serve_or_forward(
-            ApiKey.CREATE_PARTITIONS, body, lambda: self._create_partitions(topics, validate_only)
+        body, meter = self._mutation_meter(body, ctx)
+        return self._muted_while_throttled(
+            self.channel.serve_or_forward(
+                ApiKey.CREATE_PARTITIONS, body, lambda: self._create_partitions(topics, validate_only, meter)
+            ),
+            ctx,
         )
 
-    async def _create_partitions(self, topics: list[dict], validate_only: bool) -> dict:
+    async def _create_partitions(self, topics: list[dict], validate_only: bool, meter: MutationMeter) -> dict:
         results = []
         for t in topics:
             try:
                 if t.get("assignments"):
                     raise KafkaLiteError("replica assignments are not supported", ErrorCode.INVALID_REQUEST)
                 if validate_only:
+                    meter.check()
                     self.controller.check_active()
                     self.controller.logic.create_partitions(t.get("name"), t.get("count"))
                 else:
-                    await self.controller.create_partitions(t.get("name"), t.get("count"))
+                    name, count = t.get("name"), t.get("count")
+                    info = self.image.topics.get(name) if isinstance(name, str) else None
+                    added = count - len(info.partitions) if info is not None and isinstance(count, int) else 0
+                    await meter.mutate(max(0, added), partial(self.controller.create_partitions, name, count))
                 results.append([t.get("name"), 0, None])
             except Exception as e:
                 results.append([t.get("name"), *_code(e)])
-        return {"topics": results}
+        return self._metered(meter, results)
 
     def handle_describe_configs(self, body: dict, ctx: ConnectionContext) -> dict:
         """Topics: every key as [value, is_default, doc]; with "brokers": [id, ...], this broker's own configs

@@ -206,6 +206,14 @@ class BrokerConfig(SecurityKeys):
         ge=1,
     )
     # ReplicaFetcher.add cuts a pending long poll short, so a newly followed partition does not wait it out.
+    num_replica_fetchers: Int = key(
+        "num.replica.fetchers",
+        4,
+        "Fetch loops per leader broker a follower runs, each over a share of the partitions it follows from "
+        "that leader (Kafka's default is 1): an append wakes the one covering its partition, so the cost of a "
+        "replication round stays a share of the partitions after a flood of them.",
+        ge=1,
+    )
     replica_fetch_wait_max_ms: Int = key(
         "replica.fetch.wait.max.ms", 500, "Longest a follower's fetch waits at the leader for new data.", ge=0
     )
@@ -235,6 +243,40 @@ class BrokerConfig(SecurityKeys):
     )
     offset_metadata_max_bytes: Int = key(
         "offset.metadata.max.bytes", 4096, "Largest metadata string of a committed offset.", ge=0
+    )
+    # Partition floods (issue 25; docs/SECURITY.md "Limits"): KIP-578's caps, KIP-599's controller mutation quota
+    # windows, and the cap on the segment files the logs keep open (broker/log/file_handles.py).
+    max_partitions: Int = key(
+        "max.partitions",
+        15000,
+        "Most partitions the cluster may hold (each counted once, whatever its replication factor); a "
+        "CreateTopics or CreatePartitions that would pass it creates nothing (POLICY_VIOLATION). Enforced by "
+        "the active controller (KIP-578).",
+        ge=1,
+    )
+    max_broker_partitions: Int = key(
+        "max.broker.partitions",
+        10000,
+        "Most partition replicas one broker may host; a creation that would place more on any broker creates "
+        "nothing (POLICY_VIOLATION). Enforced by the active controller (KIP-578).",
+        ge=1,
+    )
+    controller_quota_window_num: Int = key(
+        "controller.quota.window.num",
+        11,
+        "Samples of the controller mutation quota (controller_mutation_rate, KIP-599): a user may burst "
+        "rate x samples x sample length partitions before being throttled.",
+        ge=1,
+    )
+    controller_quota_window_size_seconds: Int = key(
+        "controller.quota.window.size.seconds", 1, "Length of one controller-mutation-quota sample.", ge=1
+    )
+    log_segment_open_files_max: Int = key(
+        "log.segment.open.files.max",
+        1024,
+        "Most segment and index files the logs keep open at once: least recently used ones are closed and "
+        "reopened on their next use; a segment is opened only when first read or written.",
+        ge=8,
     )
     # Topic-config defaults (Kafka's log.* keys, TOPIC_DEFAULT_KEYS), as topic config names: LogConfig validates.
     topic_defaults: dict[str, str] = Field(default_factory=dict)

@@ -23,6 +23,7 @@ from net.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     KafkaLiteError,
+    PolicyViolationError,
     PreferredLeaderNotAvailableError,
     ResourceNotFoundError,
     TopicAlreadyExistsError,
@@ -32,6 +33,17 @@ from net.protocol import ElectionType
 
 MAX_PARTITIONS = 10000
 NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class PartitionLimits:
+    """KIP-578's caps on partitions, checked before any record of a creation is written, so a request over
+    either creates nothing. `max_partitions` counts the cluster's partitions (each once, whatever its
+    replication factor), `max_broker_partitions` the replicas one broker hosts (what costs it files, memory
+    and fetcher work). Unlimited here; the broker's max.partitions / max.broker.partitions set them."""
+
+    max_partitions: int = 2**31 - 1
+    max_broker_partitions: int = 2**31 - 1
 
 
 @dataclass
@@ -82,8 +94,10 @@ class MetadataImage:
         self.acls: set[AclBinding] = set()
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         self.offset = -1  # last applied metadata offset
+        self._leader_counts: dict[int, int] | None = None  # leadership_counts(), until the next record
 
     def apply(self, offset: int, record: dict[str, Any]) -> None:
+        self._leader_counts = None
         kind = record.get("type")
         if kind == "cluster":
             self.cluster_id = record["cluster_id"]
@@ -138,7 +152,18 @@ class MetadataImage:
         return sorted(b.id for b in self.brokers.values() if not b.fenced)
 
     def leaderships(self, broker_id: int) -> int:
-        return sum(1 for t in self.topics.values() for p in t.partitions.values() if p.leader == broker_id)
+        return self.leadership_counts().get(broker_id, 0)
+
+    def leadership_counts(self) -> dict[int, int]:
+        """Partitions led per broker, counted once per image state: fencing a broker that leads thousands of
+        partitions elects a leader for each, and a recount per election was quadratic."""
+        if self._leader_counts is None:
+            counts: dict[int, int] = {}
+            for t in self.topics.values():
+                for p in t.partitions.values():
+                    counts[p.leader] = counts.get(p.leader, 0) + 1
+            self._leader_counts = counts
+        return self._leader_counts
 
 
 def partition_record(topic: str, p: PartitionState) -> dict[str, Any]:
@@ -173,8 +198,15 @@ class AlterPartitionError(KafkaLiteError):
 class ControllerLogic:
     """Turns requests and broker liveness changes into metadata records."""
 
-    def __init__(self, image: MetadataImage, unclean_default: bool = False, min_insync_default: int = 1) -> None:
+    def __init__(
+        self,
+        image: MetadataImage,
+        unclean_default: bool = False,
+        min_insync_default: int = 1,
+        limits: PartitionLimits = PartitionLimits(),
+    ) -> None:
         self.image = image
+        self.limits = limits
         self.unclean_default = unclean_default
         self.min_insync_default = min_insync_default  # the broker's min.insync.replicas, for topics without one
         # (topic, partition, new leader, lost ISR): reported by the driver, which may log (this class may not).
@@ -205,11 +237,38 @@ class ControllerLogic:
         ]
         # Spread leaders and replicas round-robin, starting where existing leaderships are fewest.
         start = min(range(len(live)), key=lambda i: (self.image.leaderships(live[i]), live[i]))
-        for p in range(num_partitions):
-            replicas = [live[(start + p + r) % len(live)] for r in range(replication_factor)]
+        placed = [[live[(start + p + r) % len(live)] for r in range(replication_factor)] for p in range(num_partitions)]
+        self._check_limits(placed)
+        for p, replicas in enumerate(placed):
             state = PartitionState(p, replicas[0], 0, replicas, list(replicas), 0)
             records.append(partition_record(name, state))
         return records
+
+    def _check_limits(self, placed: list[list[int]]) -> None:
+        """POLICY_VIOLATION naming the cap if the new partitions (their replica lists) would pass one."""
+        lim = self.limits
+        existing = sum(len(t.partitions) for t in self.image.topics.values())
+        if existing + len(placed) > lim.max_partitions:
+            raise PolicyViolationError(
+                f"creating {len(placed)} partitions would bring the cluster to {existing + len(placed)}, "
+                f"above max.partitions={lim.max_partitions}"
+            )
+        added: dict[int, int] = {}
+        for replicas in placed:
+            for b in replicas:
+                added[b] = added.get(b, 0) + 1
+        hosted = dict.fromkeys(added, 0)
+        for t in self.image.topics.values():
+            for st in t.partitions.values():
+                for b in st.replicas:
+                    if b in hosted:
+                        hosted[b] += 1
+        for b in sorted(added):
+            if hosted[b] + added[b] > lim.max_broker_partitions:
+                raise PolicyViolationError(
+                    f"creating {len(placed)} partitions would place {hosted[b] + added[b]} partition replicas on "
+                    f"broker {b}, above max.broker.partitions={lim.max_broker_partitions}"
+                )
 
     def create_partitions(self, name: object, total: object) -> list[dict[str, Any]]:
         """Grow a topic to `total` partitions (Kafka's CreatePartitions): the new ones get the topic's replication
@@ -229,11 +288,12 @@ class ControllerLogic:
                 f"the topic's replication factor {rf} is larger than the number of available brokers ({len(live)})"
             )
         start = min(range(len(live)), key=lambda i: (self.image.leaderships(live[i]), live[i]))
-        records = []
-        for n, p in enumerate(range(current, total)):
-            replicas = [live[(start + n + r) % len(live)] for r in range(rf)]
-            records.append(partition_record(t.name, PartitionState(p, replicas[0], 0, replicas, list(replicas), 0)))
-        return records
+        placed = [[live[(start + n + r) % len(live)] for r in range(rf)] for n in range(total - current)]
+        self._check_limits(placed)
+        return [
+            partition_record(t.name, PartitionState(p, replicas[0], 0, replicas, list(replicas), 0))
+            for p, replicas in zip(range(current, total), placed, strict=True)
+        ]
 
     def delete_topic(self, name: object) -> list[dict[str, Any]]:
         if not isinstance(name, str) or name not in self.image.topics:

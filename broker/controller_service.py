@@ -15,7 +15,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage, check_broker_incarnation
+from broker.controller import (
+    AlterPartitionError,
+    ControllerLogic,
+    MetadataImage,
+    PartitionLimits,
+    check_broker_incarnation,
+)
 from broker.leader_balance import RebalancePolicy, rebalance_candidates
 from broker.repeated_log import RepeatedConditionLog
 from net.errors import ErrorCode, KafkaLiteError
@@ -52,6 +58,7 @@ class ControllerService:
         min_insync_default: int = 1,
         bootstrap_records: list[dict[str, Any]] | None = None,
         rebalance: RebalancePolicy | None = None,
+        limits: PartitionLimits = PartitionLimits(),
     ) -> None:
         self.broker_id = broker_id
         self.rebalance = rebalance or RebalancePolicy()
@@ -65,7 +72,7 @@ class ControllerService:
         self.quorum = quorum
         self.addresses = addresses
         self.session_timeout_ms = session_timeout_ms
-        self.logic = ControllerLogic(image, unclean_default, min_insync_default)
+        self.logic = ControllerLogic(image, unclean_default, min_insync_default, limits)
         self.cluster_id = cluster_id
         self.active = False
         self.epoch = -1

@@ -109,7 +109,8 @@ class Partition:
         self.high_watermark = 0
         self.leader_state: LeaderState | None = None
         self.follower_state: FollowerState | None = None
-        self._waiters: list[asyncio.Future] = []
+        # Long-polling fetches waiting for data here: one future per fetch, shared by all its partitions.
+        self._waiters: set[asyncio.Future] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._expiration_check_ms = producer_id_expiration_check_interval_ms
@@ -148,7 +149,11 @@ class Partition:
         self.producer_state.delete_snapshots(below=self.log.log_start_offset)
 
     def take_producer_snapshot(self) -> None:
-        """At clean shutdown: the next start replays nothing."""
+        """At clean shutdown: the next start replays nothing. An empty log has nothing to replay and gets no
+        snapshot: a broker hosting thousands of empty partitions (a flood) shut down writing and fsyncing one file
+        each, 27 s of a 5,000-partition shutdown."""
+        if self.log.log_end_offset == 0:
+            return
         self.producer_state.take_snapshot(self.log.log_end_offset)
 
     # --- leadership, as the committed metadata says ------------------------------
@@ -419,13 +424,15 @@ class Partition:
 
     # --- waiting for data (long-poll fetches) ------------------------------------
 
-    def wait_for_data(self) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        return fut
+    def add_data_waiter(self, fut: asyncio.Future) -> None:
+        """`fut` gets a result at the next append, high-watermark move or role change (wake)."""
+        self._waiters.add(fut)
+
+    def remove_data_waiter(self, fut: asyncio.Future) -> None:
+        self._waiters.discard(fut)
 
     def wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters, set()
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)

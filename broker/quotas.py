@@ -1,4 +1,5 @@
-"""ClientQuotaManager: Kafka's client quotas (producer_byte_rate, consumer_byte_rate, request_percentage).
+"""ClientQuotaManager: Kafka's client quotas (producer_byte_rate, consumer_byte_rate, request_percentage;
+controller_mutation_rate is broker/mutation_quota.py's).
 
 A quota belongs to an entity, a user and/or a client id, set with `kl-configs --entity-type users|clients`
 and kept in the replicated metadata (`client_quota` records). The most specific one applies, in Kafka's
@@ -17,7 +18,10 @@ from typing import Callable, Iterable
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
-QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
+# KIP-599: partitions created or deleted per second (CreateTopics, CreatePartitions, DeleteTopics); metered by
+# broker/mutation_quota.py, not by record() below.
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
 
 Entity = tuple[tuple[str, str | None], ...]  # (("user", name or None=default), ("client-id", id or None))
 

@@ -39,7 +39,11 @@ class ReplicaFetcher:
 
     def add(self, p: Partition) -> None:
         self.partitions[(p.topic, p.partition)] = p
-        self._changed.set()
+        # A partition that just moved (or has data) cuts the long poll short: acks=all may be waiting on it. A
+        # brand-new empty one (epoch 0) joins at the next fetch, within replica.fetch.wait.max.ms: a topic of
+        # thousands of partitions, applied in slices, would otherwise restart the fetch after every slice.
+        if p.leader_epoch > 0 or p.log.log_end_offset > 0:
+            self._changed.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -23,12 +24,16 @@ from net.errors import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage
+    from broker.controller import MetadataImage, PartitionState
     from broker.log.config import LogConfig
     from broker.log.manager import LogManager
     from broker.metrics import BrokerMetrics
 
 log = logging.getLogger("kafkalite.replica")
+# A metadata change touching more partitions than this is applied in slices of at most APPLY_SLICE_S of the
+# event loop's time (apply_image): __consumer_offsets (50) and ordinary topics are applied at once.
+APPLY_AT_ONCE = 256
+APPLY_SLICE_S = 0.02
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
@@ -89,6 +94,13 @@ class ReplicaManager:
         self.propose_isr = propose_isr
         self.metrics = metrics
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Topics whose committed metadata is still to be applied here, in commit order, and the task applying
+        # them in slices when there are many partitions (apply_image).
+        self._pending: dict[str, set[int] | None] = {}
+        self._applier: asyncio.Task | None = None
+        # tick(): every partition every this many 100 ms ticks, at most a tenth of the lag time, at most 1 s.
+        self._tick_stride = max(1, min(10, replica_lag_time_max_ms // 1000))
+        self._tick_count = 0
         # A replica to fetch for (the replica fetchers), or to stop fetching for.
         self.on_follow = on_follow
         self.on_unfollow = on_unfollow
@@ -97,60 +109,135 @@ class ReplicaManager:
 
     # --- applying committed metadata ---------------------------------------------
 
-    def apply_image(self, image: "MetadataImage", changed_topics: set[str]) -> None:
-        """Make local replicas match the committed metadata for `changed_topics`."""
-        now = now_ms()
-        for topic in changed_topics:
-            info = image.topics.get(topic)
-            mine = {p: st for p, st in info.partitions.items() if self.broker_id in st.replicas} if info else {}
-            for t, p in list(self.partitions):
-                if t == topic and p not in mine:
-                    self._remove(t, p, delete=True)
-            if info is None:
-                continue
-            cfg = self.topic_config(topic)
-            for p, st in mine.items():
-                part = self.partitions.get((topic, p))
-                if part is None:
-                    lg = self.log_manager.get_or_create_log(topic, p, cfg)
-                    part = Partition(
-                        topic,
-                        p,
-                        lg,
-                        self.broker_id,
-                        cfg.min_insync_replicas,
-                        self.replica_lag_time_max_ms,
-                        self.propose_isr,
-                        self.producer_id_expiration_ms,
-                        self.producer_id_expiration_check_interval_ms,
-                    )
-                    # What was committed before a restart stays readable at once, rather than after every ISR
-                    # member has fetched from this new leader (a follower relearns it from its leader anyway).
-                    part.high_watermark = min(
-                        self.log_manager.checkpointed_high_watermarks.pop((topic, p), 0), lg.log_end_offset
-                    )
-                    self.partitions[(topic, p)] = part
+    def apply_image(self, image: "MetadataImage", changed: "dict[str, set[int] | None] | set[str]") -> None:
+        """Make local replicas match the committed metadata for what changed: per topic, the partitions whose
+        records were committed, or None for the whole topic (created, removed, its configs changed).
+
+        A small change (at most APPLY_AT_ONCE partitions, nothing queued) is applied at once, as the records
+        are published, so a topic created by a request is served here when its answer goes out. A large one
+        (thousands of partitions to create, each with its directory and files) is applied in slices of
+        APPLY_SLICE_S on the event loop, which serves produce, fetch and the election in between: a flood of
+        partitions must not stall the brokers (issue 25). Each step reads the image as it is then, so a
+        partition changed again meanwhile is never given an outdated state; it is queued again anyway and
+        applied once more in commit order."""
+        if isinstance(changed, set):
+            changed = dict.fromkeys(changed)
+        size = 0
+        for topic, parts in changed.items():
+            queued = self._pending.get(topic, ())
+            if parts is None or queued is None:
+                self._pending[topic] = None
+                info = image.topics.get(topic)
+                size += len(info.partitions) if info is not None else 1
+            else:
+                self._pending[topic] = set(queued) | parts
+                size += len(parts)
+        if self._applier is not None:
+            return  # already applying: the queued topics follow
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None  # no loop (the simulators, tools): there is nothing to starve
+        steps = self._apply_pending(image)
+        if loop is None or size <= APPLY_AT_ONCE:
+            for _ in steps:
+                pass
+            return
+        self._applier = loop.create_task(self._apply_in_slices(steps))
+
+    async def _apply_in_slices(self, steps: Iterator[None]) -> None:
+        t0 = time.monotonic()
+        n = 0
+        try:
+            while True:
+                deadline = time.monotonic() + APPLY_SLICE_S
+                for _ in steps:
+                    n += 1
+                    if time.monotonic() >= deadline:
+                        break
                 else:
-                    part.log.update_config(cfg)
-                    part.set_min_insync_replicas(cfg.min_insync_replicas)
-                # Tell the leader about fenced replicas before and after applying: an ISR commit must not
-                # re-admit a dead broker whose last fetch offset still looks caught up.
-                fenced = sorted(b.id for b in image.brokers.values() if b.fenced and b.id in st.replicas)
-                part.remove_replicas(fenced)
-                change = part.apply_state(st, now)
-                part.remove_replicas(fenced)
-                if change == "leader":
-                    log.info("became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
-                    self.on_unfollow(part)
-                    if self.metrics is not None:
-                        self.metrics.leader_changes.inc()
-                elif change == "follower":
-                    log.info("following broker %d for %s-%d in epoch %d", st.leader, topic, p, st.leader_epoch)
-                    self.on_follow(part)
-                elif change == "offline":
-                    self.on_unfollow(part)
-                if change in ("leader", "follower", "offline"):
-                    self.on_change(part, change)
+                    return
+                await asyncio.sleep(0)  # let requests, fetches and quorum messages in
+        except Exception:
+            log.exception("applying committed metadata failed")
+        finally:
+            self._applier = None
+            log.info("applied %d partition changes in slices over %.2fs", n, time.monotonic() - t0)
+
+    def _apply_pending(self, image: "MetadataImage") -> Iterator[None]:
+        """One step per partition created, changed or removed, over every queued topic in turn."""
+        while self._pending:
+            topic = next(iter(self._pending))
+            parts = self._pending.pop(topic)
+            yield from self._apply_topic(image, topic, parts)
+
+    def _apply_topic(self, image: "MetadataImage", topic: str, parts: set[int] | None) -> Iterator[None]:
+        """`parts`: only these partitions changed (an ISR or leader change touches one partition, and must
+        not cost a pass over its topic's thousands); None: the whole topic."""
+        info = image.topics.get(topic)
+        mine = [p for p, st in info.partitions.items() if self.broker_id in st.replicas] if info else []
+        if parts is not None:
+            mine = [p for p in sorted(parts) if info is not None and p in info.partitions]
+            mine = [p for p in mine if self.broker_id in info.partitions[p].replicas]  # type: ignore[union-attr]
+        keep = set(mine)
+        stale = parts if parts is not None else {p for t, p in self.partitions if t == topic}
+        for p in sorted(stale - keep):
+            if (topic, p) in self.partitions:
+                self._remove(topic, p, delete=True)
+                yield
+        for p in mine:
+            info = image.topics.get(topic)  # as it is now: an earlier step may have let a newer commit in
+            st = info.partitions.get(p) if info is not None else None
+            if st is None or self.broker_id not in st.replicas:
+                continue  # changed since: the topic is queued again
+            self._apply_partition(image, topic, st)
+            yield
+
+    def _apply_partition(self, image: "MetadataImage", topic: str, st: "PartitionState") -> None:
+        now = now_ms()
+        p = st.partition
+        cfg = self.topic_config(topic)
+        part = self.partitions.get((topic, p))
+        if part is None:
+            lg = self.log_manager.get_or_create_log(topic, p, cfg)
+            part = Partition(
+                topic,
+                p,
+                lg,
+                self.broker_id,
+                cfg.min_insync_replicas,
+                self.replica_lag_time_max_ms,
+                self.propose_isr,
+                self.producer_id_expiration_ms,
+                self.producer_id_expiration_check_interval_ms,
+            )
+            # What was committed before a restart stays readable at once, rather than after every ISR
+            # member has fetched from this new leader (a follower relearns it from its leader anyway).
+            part.high_watermark = min(
+                self.log_manager.checkpointed_high_watermarks.pop((topic, p), 0), lg.log_end_offset
+            )
+            self.partitions[(topic, p)] = part
+        else:
+            part.log.update_config(cfg)
+            part.set_min_insync_replicas(cfg.min_insync_replicas)
+        # Tell the leader about fenced replicas before and after applying: an ISR commit must not
+        # re-admit a dead broker whose last fetch offset still looks caught up.
+        fenced = sorted(b.id for b in image.brokers.values() if b.fenced and b.id in st.replicas)
+        part.remove_replicas(fenced)
+        change = part.apply_state(st, now)
+        part.remove_replicas(fenced)
+        if change == "leader":
+            log.info("became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
+            self.on_unfollow(part)
+            if self.metrics is not None:
+                self.metrics.leader_changes.inc()
+        elif change == "follower":
+            log.info("following broker %d for %s-%d in epoch %d", st.leader, topic, p, st.leader_epoch)
+            self.on_follow(part)
+        elif change == "offline":
+            self.on_unfollow(part)
+        if change in ("leader", "follower", "offline"):
+            self.on_change(part, change)
 
     def _remove(self, topic: str, partition: int, delete: bool) -> None:
         part = self.partitions.pop((topic, partition), None)
@@ -169,8 +256,14 @@ class ReplicaManager:
         return p
 
     def tick(self) -> None:
+        """Every 100 ms (the broker's tick): the ISR-expiry and producer-expiry checks of a share of the
+        partitions, each partition's turn coming every `_tick_stride` ticks (Kafka runs its ISR-expiry task
+        every replica.lag.time.max.ms / 2): with thousands of partitions a pass over all of them every tick
+        took a fifth of a broker's time. The stride keeps a shrink within a tenth of the lag time late."""
         now = now_ms()
-        for p in self.partitions.values():
+        stride = self._tick_stride
+        self._tick_count = (self._tick_count + 1) % stride
+        for p in list(self.partitions.values())[self._tick_count :: stride]:
             p.tick(now)
 
     def fence_replicas(self, broker_ids: set[int]) -> None:
@@ -280,12 +373,21 @@ class ReplicaManager:
                             if r.records:
                                 self.metrics.topic_out(tp[0], len(r.records))
                 return results
-            waiters = [p.wait_for_data() for s in specs if (p := self.partitions.get(s.tp))]
-            if not waiters:
+            # One future for the whole fetch, registered with each partition: a follower's fetch names
+            # thousands of partitions after a flood, and a future (plus asyncio.wait's callbacks) per partition
+            # per round cost the loop more than the reads.
+            parts = [p for s in specs if (p := self.partitions.get(s.tp))]
+            if not parts:
                 return results
-            _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            for w in pending:
-                w.cancel()
+            woken = asyncio.get_running_loop().create_future()
+            for p in parts:
+                p.add_data_waiter(woken)
+            try:
+                await asyncio.wait({woken}, timeout=remaining)
+            finally:
+                for p in parts:
+                    p.remove_data_waiter(woken)
+                woken.cancel()
             if replica_id >= 0:
                 # A follower's fetch offset doubles as its acknowledgement: re-read so it is counted now.
                 continue
@@ -340,6 +442,8 @@ class ReplicaManager:
 
     def close(self) -> None:
         """At shutdown: snapshot every partition's producer state (so the next start replays nothing)."""
+        if self._applier is not None:
+            self._applier.cancel()  # the rest is applied from the metadata log at the next start
         for p in self.partitions.values():
             try:
                 p.take_producer_snapshot()

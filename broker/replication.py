@@ -108,6 +108,15 @@ class LeaderState:
         self._followers = {
             r: _Follower(last_caught_up_ms=now_ms if r in isr else None) for r in replicas if r != broker_id
         }
+        if leader_epoch == 0 and partition_epoch == 0 and leader_log_end_offset == 0:
+            # A partition the controller just created: every replica is empty by construction, so nobody lags
+            # until there is something to fetch. After a flood of thousands of partitions, followers may create
+            # theirs more than replica.lag.time.max.ms after this leader did: without this, every one of them
+            # would be shrunk out of the ISR and back in, thousands of metadata changes. Conservative for the
+            # high watermark (0 is at most what a follower has).
+            for r in isr:
+                if r in self._followers:
+                    self._followers[r].log_end_offset = 0
 
     # --- queries ---
 

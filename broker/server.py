@@ -16,13 +16,14 @@ import logging
 import ssl
 import time
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any
 
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.api import KafkaApis
 from broker.config import BrokerConfig
-from broker.controller import MetadataImage
+from broker.controller import MetadataImage, PartitionLimits
 from broker.controller_channel import ControllerChannel
 from broker.controller_service import ControllerService
 from broker.group_api import GroupApis
@@ -92,7 +93,7 @@ class BrokerServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.heartbeat: HeartbeatThread | None = None
         self._tasks: list[asyncio.Task] = []
-        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, lane): num.replica.fetchers
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -105,7 +106,10 @@ class BrokerServer:
         self.image = MetadataImage()
         self.metrics = BrokerMetrics(cfg.broker_id, cfg.metrics_topic_labels)
         self.log_manager = LogManager(
-            [Path(d) for d in cfg.log_dirs], cfg.topic_config_defaults(), topic_config=self._topic_config_or_none
+            [Path(d) for d in cfg.log_dirs],
+            cfg.topic_config_defaults(),
+            topic_config=self._topic_config_or_none,
+            open_files_max=cfg.log_segment_open_files_max,
         )
         # Recovery can read whole segments; keep it off the event loop even though nothing listens yet.
         await loop.run_in_executor(None, self.log_manager.startup)
@@ -166,6 +170,7 @@ class BrokerServer:
             min_insync_default=cfg.topic_config_defaults().min_insync_replicas,
             bootstrap_records=bootstrap,
             rebalance=cfg.rebalance_policy(),
+            limits=PartitionLimits(cfg.max_partitions, cfg.max_broker_partitions),
         )
         self.peers = BrokerPeers(
             cfg.broker_id, self._broker_address, self.inter_broker_security, self.discovery_security
@@ -396,16 +401,22 @@ class BrokerServer:
         broker/network/quorum_driver.py, broker/network/zk_coordination.py); until then the image stays empty,
         so the broker leads and follows nothing and answers for no partition.
         tests/sim/replication_sim.py's _on_meta_records mirrors this."""
-        changed: set[str] = set()
+        # Per topic, the partitions whose records were committed, or None: the whole topic (created, removed,
+        # configs): an ISR change must not cost a pass over its topic's other partitions.
+        changed: dict[str, set[int] | None] = {}
         brokers_changed = False
         for offset, _epoch, record in entries:
             self.image.apply(offset, record)
-            brokers_changed |= record.get("type") == "broker"
-            name = record.get("topic") or (
-                record.get("name") if record.get("type") in ("topic", "remove_topic") else None
-            )
-            if name:
-                changed.add(name)
+            kind = record.get("type")
+            brokers_changed |= kind == "broker"
+            name = record.get("topic") or (record.get("name") if kind in ("topic", "remove_topic") else None)
+            if not name:
+                continue
+            parts = changed.get(name, set())
+            if kind == "partition" and parts is not None and isinstance(record.get("partition"), int):
+                changed[name] = parts | {record["partition"]}
+            else:
+                changed[name] = None
         if changed:
             self.replica_manager.apply_image(self.image, changed)
         if brokers_changed:
@@ -440,9 +451,12 @@ class BrokerServer:
 
     def _follow(self, p: Partition) -> None:
         self._unfollow(p)
-        f = self._fetchers.get(p.leader)
+        # Kafka's num.replica.fetchers: a partition's lane by a stable hash, so that a produce on one partition
+        # wakes a fetch covering a share of the partitions followed from its leader, not all of them.
+        lane = zlib.crc32(f"{p.topic}-{p.partition}".encode()) % self.config.num_replica_fetchers
+        f = self._fetchers.get((p.leader, lane))
         if f is None:
-            f = self._fetchers[p.leader] = ReplicaFetcher(
+            f = self._fetchers[(p.leader, lane)] = ReplicaFetcher(
                 self.config.broker_id, p.leader, self.peers.request, self.config.replica_fetch_wait_max_ms
             )
         f.add(p)

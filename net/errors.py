@@ -70,6 +70,7 @@ class ErrorCode(IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     OFFSET_NOT_AVAILABLE = 78
     UNSTABLE_OFFSET_COMMIT = 88
+    THROTTLING_QUOTA_EXCEEDED = 89
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
     # Kafka Lite's own, outside Kafka's range: an offset commit for a partition the member does not own.
@@ -169,6 +170,9 @@ ResourceNotFoundError = _error("RESOURCE_NOT_FOUND")
 PreferredLeaderNotAvailableError = _error("PREFERRED_LEADER_NOT_AVAILABLE")
 EligibleLeadersNotAvailableError = _error("ELIGIBLE_LEADERS_NOT_AVAILABLE")
 ElectionNotNeededError = _error("ELECTION_NOT_NEEDED")
+# Partition floods (issue 25): the partition caps (broker/controller.py) and KIP-599's controller mutation quota.
+PolicyViolationError = _error("POLICY_VIOLATION")
+ThrottlingQuotaExceededError = _error("THROTTLING_QUOTA_EXCEEDED")
 
 
 def error_for(code: int, message: str = "") -> KafkaLiteError:

@@ -1,7 +1,8 @@
 """Sparse offset and time indexes of a log segment (Kafka's `.index` and `.timeindex`).
 
 The whole index lives in memory (two arrays) for bisect lookups; the file is
-only appended to with os.write and read back at startup. Entries are not
+only appended to with os.write and read back at startup. Its descriptor is opened only to append, truncate
+or fsync, through the logs' bounded cache of open files (broker/log/file_handles.py). Entries are not
 fsynced one by one: an index is rebuilt from the log whenever it fails the
 sanity check, so the log file is the only thing that has to be durable.
 Files are not preallocated (unlike Kafka's mmap'ed indexes), so their length
@@ -19,6 +20,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from broker.log.file_handles import CachedFile, create_file
 from net.errors import KafkaStorageError
 
 _OFFSET_ENTRY = struct.Struct(">II")  # relative offset, file position
@@ -37,14 +39,17 @@ class _IndexFile(ABC):
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
-        self.existed = self.path.exists()
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._closed = False
+        self.existed = create_file(self.path)
+        self._handle = CachedFile(self.path, os.O_RDWR | os.O_APPEND)
         self._dirty = False
-        size = os.fstat(self._fd).st_size
+        size = os.stat(self.path).st_size if self.existed else 0
         # A torn last entry is reported by sanity_check; the whole entries are still usable until then.
         self._torn = size % self.entry_size
-        self._load(os.pread(self._fd, size - self._torn, 0) if size else b"")
+        data = b""
+        if size - self._torn:
+            with self._handle.fd() as fd:
+                data = os.pread(fd, size - self._torn, 0)
+        self._load(data)
 
     @abstractmethod
     def _load(self, data: bytes) -> None:
@@ -70,52 +75,50 @@ class _IndexFile(ABC):
     def size_bytes(self) -> int:
         return len(self) * self.entry_size
 
-    def _file(self) -> int:
-        """The fd, reopened if release() closed it (inactive segments give theirs back)."""
-        if self._fd < 0:
-            if self._closed:
-                raise OSError(errno.EBADF, f"index {self.path} is closed")
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
-        return self._fd
+    @property
+    def is_open(self) -> bool:
+        """Whether a descriptor is open (lookups use memory: only appends, truncation and fsync need one)."""
+        return self._handle.is_open
 
     def _write(self, entry: bytes) -> None:
         self._dirty = True
-        if os.write(self._file(), entry) != len(entry):  # never partial for 8-12 bytes on a local fs
-            raise OSError(errno.EIO, f"short write to {self.path}")
+        with self._handle.fd() as fd:
+            if os.write(fd, entry) != len(entry):  # never partial for 8-12 bytes on a local fs
+                raise OSError(errno.EIO, f"short write to {self.path}")
 
     def _truncate_entries(self, i: int) -> None:
         if i < len(self) or self._torn:
             self._dirty = True
-            os.ftruncate(self._file(), i * self.entry_size)
+            with self._handle.fd() as fd:
+                os.ftruncate(fd, i * self.entry_size)
             self._del_from(i)
             self._torn = 0
 
     def reset(self) -> None:
         self._dirty = True
-        os.ftruncate(self._file(), 0)
+        if self._handle.is_open or os.stat(self.path).st_size:
+            with self._handle.fd() as fd:
+                os.ftruncate(fd, 0)
         self._clear()
         self._torn = 0
 
     def flush(self) -> None:
-        if self._dirty and not self._closed:
+        if self._dirty and not self._handle.closed:
             self._dirty = False  # before the fsync: an append racing with a flush thread marks it dirty again
             try:
-                os.fsync(self._file())
+                with self._handle.fd() as fd:
+                    os.fsync(fd)
             except OSError:
                 self._dirty = True
                 raise
 
     def release(self) -> None:
-        """Close the fd of a flushed index: lookups use memory, so only appends and truncation need it."""
-        if not self._dirty and self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Close the fd of a flushed index now rather than when the cache needs room."""
+        if not self._dirty:
+            self._handle.release()
 
     def close(self) -> None:
-        self._closed = True
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._handle.close()
 
     def delete(self) -> None:
         self.close()
@@ -124,6 +127,7 @@ class _IndexFile(ABC):
     def rename(self, path: Path) -> None:
         os.rename(self.path, path)
         self.path = Path(path)
+        self._handle.renamed(self.path)
 
     def _check_size(self) -> None:
         if self._torn:

@@ -21,6 +21,7 @@ from pathlib import Path
 from broker.log.checkpoint import CorruptCheckpointError, fsync_dir, read_checkpoint, write_checkpoint
 from broker.log.cleaner import CleanStats, HighWatermarks, LogCleaner
 from broker.log.config import LogConfig
+from broker.log.file_handles import FILE_HANDLES
 from broker.log.log import Log
 from net.errors import KafkaStorageError
 
@@ -52,9 +53,12 @@ class LogManager:
         default_config: LogConfig,
         clock: Callable[[], float] = time.time,
         topic_config: Callable[[str], LogConfig | None] | None = None,
+        open_files_max: int | None = None,
     ) -> None:
         if not data_dirs:
             raise ValueError("at least one data directory is required")
+        if open_files_max is not None:
+            FILE_HANDLES.set_capacity(open_files_max)  # log.segment.open.files.max: one broker per process
         self.data_dirs = [Path(d) for d in data_dirs]
         self.default_config = default_config
         self._clock = clock
@@ -62,6 +66,7 @@ class LogManager:
         self._topic_config = topic_config
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._dir_counts: dict[Path, int] = dict.fromkeys(self.data_dirs, 0)  # logs per dir, for placement
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown: dict[Path, bool] = {}
@@ -142,6 +147,7 @@ class LogManager:
         with self._lock:
             self._logs[tp] = lg
             self._log_dir_of[tp] = d
+            self._dir_counts[d] = self._dir_counts.get(d, 0) + 1
 
     # --- logs ----------------------------------------------------------------------
 
@@ -157,10 +163,8 @@ class LogManager:
                 if config is not None and config != lg.config:
                     lg.update_config(config)
                 return lg
-            counts = {d: 0 for d in self.data_dirs}
-            for d in self._log_dir_of.values():
-                counts[d] = counts.get(d, 0) + 1
-            d = min(self.data_dirs, key=lambda x: counts[x])
+            # Counted as logs come and go, not recounted: a flood of creations must not cost O(logs) each.
+            d = min(self.data_dirs, key=lambda x: self._dir_counts.get(x, 0))
             lg = Log(
                 d / f"{topic}-{partition}",
                 topic,
@@ -178,7 +182,9 @@ class LogManager:
         tp = (topic, partition)
         with self._lock:
             lg = self._logs.pop(tp, None)
-            self._log_dir_of.pop(tp, None)
+            d = self._log_dir_of.pop(tp, None)
+            if d is not None:
+                self._dir_counts[d] -= 1
         if lg is None:
             return False
         lg.close()

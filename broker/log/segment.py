@@ -4,7 +4,9 @@ The segment never decodes records: it only reads batch headers (and, during
 recovery, checks the CRC). Data is written with os.write on an unbuffered fd,
 so once append() returns the bytes are in the page cache and survive a crash
 of the process (not of the machine: that is what flush() and the recovery
-point are for).
+point are for). Descriptors come from the logs' bounded cache (broker/log/file_handles.py): a segment opens
+its files when first read or written, not when created or loaded empty, and may have them closed between
+uses when the broker has more segments than `log.segment.open.files.max`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from broker.log.file_handles import CachedFile, create_file
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from net.batch import HEADER_SIZE, LOG_OVERHEAD, MAGICS, BatchHeader, InvalidBatch, parse_header, validate
 from net.errors import KafkaStorageError
@@ -100,8 +103,8 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self._clock = clock
         self.path = segment_file(self.dir, base_offset, LOG_SUFFIX, file_suffix)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self.size = os.stat(self.path).st_size if create_file(self.path) else 0
+        self._log = CachedFile(self.path, os.O_RDWR | os.O_APPEND)
         index_path = segment_file(self.dir, base_offset, INDEX_SUFFIX, file_suffix)
         self.offset_index = OffsetIndex(index_path, base_offset, max_index_size)
         time_index_path = segment_file(self.dir, base_offset, TIME_INDEX_SUFFIX, file_suffix)
@@ -160,7 +163,8 @@ class LogSegment:
         if len(self.offset_index):
             # The last entry must point at a batch holding its offset: catches overwritten index bytes.
             offset, position = self.offset_index.last_entry()
-            head = os.pread(self._fd, HEADER_SIZE, position)
+            with self._log.fd() as fd:
+                head = os.pread(fd, HEADER_SIZE, position)
             h = parse_header(head) if len(head) == HEADER_SIZE else None
             if h is None or h.magic not in MAGICS or not h.base_offset <= offset or h.base_offset < self.base_offset:
                 raise CorruptIndexError(
@@ -172,7 +176,7 @@ class LogSegment:
         """Kafka's segment largestTimestamp: the max batch timestamp, or the file mtime if there is none."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        return int(os.stat(self.path).st_mtime * 1000)
 
     @property
     def is_empty(self) -> bool:
@@ -201,8 +205,9 @@ class LogSegment:
         try:
             view = memoryview(data)
             written = 0
-            while written < size:
-                written += os.write(self._fd, view[written:])
+            with self._log.fd() as fd:
+                while written < size:
+                    written += os.write(fd, view[written:])
             if index_due:
                 # Kafka indexes the largest offset of the append with the position where it starts.
                 self.offset_index.append(largest_offset, position)
@@ -221,7 +226,8 @@ class LogSegment:
     def _rollback(self, position: int, n_index: int, n_time: int) -> None:
         # Never leave half a batch (or an index entry for it) behind: the next append would follow garbage.
         try:
-            os.ftruncate(self._fd, position)
+            with self._log.fd() as fd:
+                os.ftruncate(fd, position)
             self.offset_index._truncate_entries(n_index)
             self.time_index._truncate_entries(n_time)
         except OSError:
@@ -231,7 +237,10 @@ class LogSegment:
     # --- read ------------------------------------------------------------------
 
     def _scan(self, start: int, end: int, chunk: int = _SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader]]:
-        return iter_headers(self._fd, start, end, chunk)
+        if start + HEADER_SIZE > end:
+            return  # nothing to read: no descriptor needed (an empty segment stays closed)
+        with self._log.fd() as fd:
+            yield from iter_headers(fd, start, end, chunk)
 
     def translate_offset(self, offset: int, max_position: int | None = None) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch with last offset >= `offset`, or None if there is none.
@@ -259,9 +268,12 @@ class LogSegment:
         if found is None:
             return b""
         start, first = found
-        if first.size > max_bytes:
-            return os.pread(self._fd, first.size, start) if min_one_message else b""
-        buf = os.pread(self._fd, min(max_bytes, limit - start), start)
+        if first.size > max_bytes and not min_one_message:
+            return b""
+        with self._log.fd() as fd:
+            if first.size > max_bytes:
+                return os.pread(fd, first.size, start)
+            buf = os.pread(fd, min(max_bytes, limit - start), start)
         # Cut a partial last batch; headers inside the buffer are all we need.
         end, n = 0, len(buf)
         while n - end >= LOG_OVERHEAD:
@@ -293,13 +305,17 @@ class LogSegment:
         `max_message_bytes` only sizes the read buffer: a batch larger than the current limit but with a
         good CRC was accepted under an older config and is kept.
         """
+        with self._log.fd() as fd:
+            return self._recover(fd, max_message_bytes, on_batch)
+
+    def _recover(self, fd: int, max_message_bytes: int, on_batch: Callable[[BatchHeader], None] | None) -> int:
         self.offset_index.reset()
         self.time_index.reset()
         max_ts, max_ts_offset = -1, self.base_offset
         next_offset = self.base_offset
         last_index_pos = 0
         pos = 0
-        reader = _Reader(self._fd, self.size, max(_RECOVER_CHUNK, max_message_bytes))
+        reader = _Reader(fd, self.size, max(_RECOVER_CHUNK, max_message_bytes))
         first_ts: int | None = None
         while pos < self.size:
             buf, off = reader.get(pos, HEADER_SIZE)
@@ -332,7 +348,7 @@ class LogSegment:
         truncated = self.size - pos
         if truncated:
             log.warning("%s: truncating %d invalid bytes at position %d", self.path, truncated, pos)
-            os.ftruncate(self._fd, pos)
+            os.ftruncate(fd, pos)
             self.size = pos
         self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
         self.next_offset = next_offset
@@ -358,7 +374,8 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to(h.base_offset)
         self.time_index.truncate_to(h.base_offset)
-        os.ftruncate(self._fd, position)
+        with self._log.fd() as fd:
+            os.ftruncate(fd, position)
         self.size = position
         self._load_state()
         if position == 0:
@@ -373,21 +390,28 @@ class LogSegment:
 
     def flush(self) -> None:
         try:
-            os.fsync(self._fd)
+            with self._log.fd() as fd:
+                os.fsync(fd)
             self.offset_index.flush()
             self.time_index.flush()
         except OSError as e:
-            if self._fd < 0 or e.errno == errno.EBADF:
+            if self._log.closed or e.errno == errno.EBADF:
                 return  # closed or deleted by retention while a flush thread held it: nothing left to sync
             raise KafkaStorageError(f"error flushing {self.path}: {e.strerror}") from e
 
     def release_index_fds(self) -> None:
-        """For a flushed inactive segment: keep only the log fd open (thousands of segments, few fds)."""
+        """For a flushed inactive segment: close its index descriptors now (lookups use memory) rather than
+        when the cache of open files needs room."""
         self.offset_index.release()
         self.time_index.release()
 
+    @property
+    def open_files(self) -> int:
+        """Descriptors this segment holds right now (0 to 3)."""
+        return sum((self._log.is_open, self.offset_index.is_open, self.time_index.is_open))
+
     def close(self) -> None:
-        if self._fd < 0:
+        if self._log.closed:
             return
         try:
             self.on_become_inactive()
@@ -395,8 +419,7 @@ class LogSegment:
             log.warning("cannot write the last time index entry of %s", self.path)
         self.offset_index.close()
         self.time_index.close()
-        os.close(self._fd)
-        self._fd = -1
+        self._log.close()
 
     def change_file_suffixes(self, old: str, new: str) -> None:
         """Rename the three files from suffix `old` to `new` (Kafka's changeFileSuffixes). The `.log` goes
@@ -406,13 +429,12 @@ class LogSegment:
         path = _resuffixed(self.path, old, new)
         os.rename(self.path, path)
         self.path = path
+        self._log.renamed(path)
 
     def delete(self) -> None:
         self.offset_index.close()
         self.time_index.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._log.close()
         for p in (self.path, self.offset_index.path, self.time_index.path):
             p.unlink(missing_ok=True)
 

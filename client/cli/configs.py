@@ -118,7 +118,7 @@ def _users(admin: Admin, alter: bool, name: str | None, add: str | None, delete:
     click.echo(f"Completed updating config for user {name}.")
 
 
-QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 
 
 def _quotas(admin: Admin, entity_type: str, name: str | None, adds: list[str], dels: list[str]) -> None:

@@ -267,10 +267,10 @@ def test_enospc_on_index_write_rolls_back_data(tmp_path, monkeypatch):
     lg.append_as_leader(batch(2), 0)
     size = lg.size_bytes
     real_write = os.write
-    index_fd = lg.active_segment.offset_index._fd
+    index_file = lg.active_segment.offset_index._handle
 
     def fail_on_index(fd, data):
-        if fd == index_fd:
+        if fd == index_file._fd:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
@@ -299,8 +299,8 @@ def test_flushed_inactive_segments_give_back_index_fds(tmp_path):
         lg.append_as_leader(batch(3, value=b"w" * 50), 0)
     lg.flush()
     assert lg.recovery_point == lg.log_end_offset
-    assert all(s.offset_index._fd < 0 and s.time_index._fd < 0 for s in lg.segments[:-1])
-    assert lg.active_segment.offset_index._fd >= 0
+    assert not any(s.offset_index.is_open or s.time_index.is_open for s in lg.segments[:-1])
+    assert lg.active_segment.offset_index.is_open
     seg = lg.segments[1]
     assert headers(lg.read(seg.base_offset + 3, 1))[0].base_offset == seg.base_offset + 3  # reads need no fd
     lg.truncate_to(seg.base_offset + 3)  # truncating a released segment reopens its index files

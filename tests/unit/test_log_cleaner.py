@@ -88,11 +88,8 @@ def replicate(follower: Log, leader: Log) -> None:
 def abandon(segments: list[LogSegment]) -> None:
     """Close a crashed log's fds without anything Log.close() would write."""
     for seg in segments:
-        for fd in (seg._fd, seg.offset_index._fd, seg.time_index._fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for f in (seg._log, seg.offset_index._handle, seg.time_index._handle):
+            f.close()
 
 
 def leftovers(lg: Log) -> list[str]:

@@ -35,7 +35,9 @@ class CreateTopics(Adapter):
             }
             for t in req["topics"]
         ]
-        return ApiKey.CREATE_TOPICS, {"topics": topics, "validate_only": req.get("validate_only", False)}
+        # KIP-599: THROTTLING_QUOTA_EXCEEDED from v6 on; older clients are throttled instead (permissive).
+        body = {"topics": topics, "validate_only": req.get("validate_only", False), "strict_quota": version >= 6}
+        return ApiKey.CREATE_TOPICS, body
 
     def response(self, native: dict, req: dict, version: int) -> dict:
         asked = {t["name"]: t for t in req["topics"]}
@@ -52,7 +54,7 @@ class CreateTopics(Adapter):
                     "configs": None,
                 }
             )
-        return {"topics": out}
+        return {"topics": out, "throttle_time": native.get("throttle_time_ms", 0)}
 
     def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
         return {"topics": [{"name": t["name"], "error_code": code, "error_message": message} for t in req["topics"]]}
@@ -68,13 +70,14 @@ class DeleteTopics(Adapter):
         return list(req.get("topic_names") or [])
 
     def request(self, req: dict, version: int) -> tuple[int, dict]:
-        return ApiKey.DELETE_TOPICS, {"topics": self._names(req)}
+        return ApiKey.DELETE_TOPICS, {"topics": self._names(req), "strict_quota": version >= 5}
 
     def response(self, native: dict, req: dict, version: int) -> dict:
         return {
             "responses": [
                 {"name": name, "error_code": code, "error_message": message} for name, code, message in native["topics"]
-            ]
+            ],
+            "throttle_time": native.get("throttle_time_ms", 0),
         }
 
     def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
@@ -86,10 +89,12 @@ class CreatePartitions(Adapter):
 
     def request(self, req: dict, version: int) -> tuple[int, dict]:
         topics = [{"name": t["name"], "count": t["count"], "assignments": t.get("assignments")} for t in req["topics"]]
-        return ApiKey.CREATE_PARTITIONS, {"topics": topics, "validate_only": req.get("validate_only", False)}
+        body = {"topics": topics, "validate_only": req.get("validate_only", False), "strict_quota": version >= 3}
+        return ApiKey.CREATE_PARTITIONS, body
 
     def response(self, native: dict, req: dict, version: int) -> dict:
-        return {"results": [{"name": n, "error_code": c, "error_message": m} for n, c, m in native["topics"]]}
+        results = [{"name": n, "error_code": c, "error_message": m} for n, c, m in native["topics"]]
+        return {"results": results, "throttle_time": native.get("throttle_time_ms", 0)}
 
     def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
         return {"results": [{"name": t["name"], "error_code": code, "error_message": message} for t in req["topics"]]}
