@@ -102,3 +102,10 @@ def broker(broker_factory) -> BrokerProcess:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--seed", type=int, default=None, help="replay one schedule of tests/integration/test_nemesis.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Longest modules first, so that xdist's workers finish together (tests/module_order.py).
+    from tests.module_order import longest_first
+
+    items[:] = longest_first(items)
