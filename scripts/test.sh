@@ -9,8 +9,10 @@ ruff check .
 PYTHONPATH=. lint-imports --no-cache
 # Two workers, a test module per worker at a time (modules share clusters through module-scoped fixtures, and
 # the multi-host modules each use their own subnet): KL_TEST_WORKERS=0 runs everything in this process. The
-# tests marked serial load the whole machine on purpose (CPU hogs): they run alone, after the rest.
-PYTEST=(python -m pytest -n "${KL_TEST_WORKERS:-2}" --dist loadfile)
+# tests marked serial load the whole machine on purpose (CPU hogs): they run alone, after the rest. Modules are
+# handed out longest first (tests/module_order.py; --no-loadscope-reorder keeps that order), so that no long
+# module starts last while the other worker has nothing left to do.
+PYTEST=(python -m pytest -n "${KL_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
 pyspark_newest_in_venv
 targeted=0  # a test file or test named on the command line: run just that, in one pass
 for a in "$@"; do [ -e "${a%%::*}" ] && targeted=1; done

@@ -15,6 +15,12 @@ from client.cli.cluster import start_command, wait_registered
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Every JVM a test starts (Spark's drivers, executors and standalone daemons) lives for seconds to a minute on
+# a few thousand records: the C1 compiler alone gets there with far less CPU than C1 then C2 (a kl-spark
+# hashtags run: 47 -> 26 CPU seconds), on a 2-core machine that runs two test modules at once. Same results;
+# Java names the setting on stderr ("Picked up JAVA_TOOL_OPTIONS"). ZooKeeper's command line has it already.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -102,3 +108,10 @@ def broker(broker_factory) -> BrokerProcess:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--seed", type=int, default=None, help="replay one schedule of tests/integration/test_nemesis.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Longest modules first, so that xdist's workers finish together (tests/module_order.py).
+    from tests.module_order import longest_first
+
+    items[:] = longest_first(items)
