@@ -5,6 +5,7 @@ between examples), grow without bound, or lose what was written."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import subprocess
@@ -22,7 +23,10 @@ from net.security import SaslClient
 from tests.conftest import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.timeout(240)
+# KL_SOAK=1: ten times the examples, from a fresh random seed each run (the suite's run is derandomized).
+SOAK = os.environ.get("KL_SOAK") == "1"
+EXAMPLES = 1500 if SOAK else 150
+pytestmark = pytest.mark.timeout(2400 if SOAK else 240)
 LOGIN = {
     "security_protocol": "SASL_PLAINTEXT",
     "sasl_mechanism": "SCRAM-SHA-256",
@@ -139,7 +143,7 @@ def test_fuzzed_logins_on_both_listeners(sasl_broker):
     rss_before = rss_kb(proc.pid)
     examples = 0
 
-    @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=not SOAK, suppress_health_check=[HealthCheck.too_slow])
     @given(conversations())
     def one(conv: tuple[str, list[bytes]]) -> None:
         nonlocal examples
@@ -166,7 +170,7 @@ def test_fuzzed_logins_on_both_listeners(sasl_broker):
             assert time.monotonic() - t0 < 10
 
     one()
-    assert examples == 150
+    assert examples == EXAMPLES
     # no unbounded memory: connections and half-read frames are gone once closed
     assert rss_kb(proc.pid) - rss_before < 100_000, "broker RSS grew by more than 100 MB"
     # data intact: every record written before and during the fuzzing reads back, in order
