@@ -280,6 +280,10 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
         pidfile = state / "kl-broker.pid"
         while time.monotonic() < deadline:
             try:
+                # The launcher writes the pid file before it execs the broker: waiting for it too means the
+                # answer on the port is this broker's, not another process's that took the port meanwhile.
+                if not pidfile.exists():
+                    raise OSError("no pid file yet")
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 break
             except OSError:
