@@ -115,6 +115,10 @@ class Producer(_Blocking):
             raise KafkaLiteError(f"buffer.memory full for max.block.ms={int(impl.max_block * 1000)}")
         impl.send(topic, value, key, partition, headers, on_delivery, timestamp_ms)
 
+    @property
+    def idempotent(self) -> bool:
+        return self._impl.idempotent
+
     def flush(self, timeout: float | None = None) -> None:
         self._lt.run(self._impl.flush(timeout))
 
