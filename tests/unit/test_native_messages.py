@@ -23,6 +23,8 @@ from kio.static.constants import EntityType
 from kio.static.primitive import PhantomStr, Records, i8, i32, i64
 
 from net.messages import MessageError, decode, encode, fields_plan
+from net.schema.convert import from_kio, to_kio
+from net.schema.messages import MESSAGES
 
 for _prim in vars(kio_primitive).values():  # kio's own strategies for its integer, float and time types
     if isinstance(_prim, type) and issubclass(_prim, kio_primitive.Interval) and _prim is not kio_primitive.Interval:
@@ -135,3 +137,43 @@ def test_an_error_code_must_be_one_kafka_knows():
     row[0] = 30_000  # fits int16, but is no Kafka error code
     with pytest.raises(MessageError, match="error_code 30000 is not a known ErrorCode"):
         decode(ApiVersionsResponse, row)
+
+
+# --- net/schema/: one class per API over the served versions ----------------------------------------------------
+
+
+@pytest.mark.parametrize("api_key", sorted(MESSAGES))
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_served_version_converts_to_its_api_class_and_back(api_key, data):
+    req_cls, resp_cls = MESSAGES[api_key]
+    version = data.draw(st.integers(*req_cls.VERSIONS))
+    for cls, load in ((req_cls, load_request_schema), (resp_cls, load_response_schema)):
+        kio_cls = load(api_key, version)
+        message = data.draw(st.from_type(kio_cls))
+        typed = from_kio(message, cls)
+        assert to_kio(typed, kio_cls) == message  # nothing a version carries is lost on the way
+        assert decode(cls, _wire(typed)) == typed  # and the native codec carries the same object
+
+
+def test_a_field_a_version_lacks_takes_its_schema_default():
+    from kio.schema.metadata.v0.request import MetadataRequest as MetadataRequestV0
+    from kio.schema.metadata.v0.request import MetadataRequestTopic as TopicV0
+
+    from net.schema.metadata import MetadataRequest as Typed
+
+    typed = from_kio(MetadataRequestV0(topics=(TopicV0(name="t"),)), Typed)
+    assert typed.allow_auto_topic_creation is True  # Kafka's default where v0 had no such field
+    assert typed.topics is not None and typed.topics[0].name == "t" and typed.topics[0].topic_id is None
+    assert to_kio(typed, MetadataRequestV0) == MetadataRequestV0(topics=(TopicV0(name="t"),))
+    assert Typed.VERSIONS == (0, 12) and Typed.API_KEY == 3
+
+
+def test_the_generated_classes_are_what_the_installed_kio_gives():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "scripts/generate_messages.py", "--check"], cwd=root, capture_output=True)
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
