@@ -246,4 +246,91 @@ def _decode(cls: type[T], value: Any, path: str) -> T:
 
 def decode(cls: type[T], value: Any) -> T:
     """The `cls` message from its msgpack array, every field checked against its schema type."""
-    return _decode(cls, value, "")
+    try:
+        return _fast_decoder(cls)(value)  # type: ignore[no-any-return]
+    except (_Refused, MessageError):
+        return _decode(cls, value, "")  # the same checks again, slowly, to name the field that failed them
+
+
+# --- the fast path ---------------------------------------------------------------------------------------------
+# The decoders above build a path string for every value, so that an error names its field; on the produce and
+# fetch paths that cost more than the rest of the decode. Each class also gets one compiled function that makes
+# the same checks inline and, on any failure, gives up; `decode` then runs the slow path for the error message.
+
+
+class _Refused(Exception):
+    """The fast path met something it does not accept: the slow path decides, and names it."""
+
+
+def _fast_check(kafka_type: str | None, var: str) -> str:
+    """The condition under which `var` is refused, for the types checked inline ("" for none)."""
+    if kafka_type in _INTS:
+        wire = _INTS[kafka_type]
+        return f"{var}.__class__ is not int or not {wire.lo} <= {var} <= {wire.hi}"
+    py = {"bool": "bool", "string": "str", "bytes": "bytes", "records": "bytes"}.get(kafka_type or "")
+    return f"{var}.__class__ is not {py}" if py else ""
+
+
+@cache
+def _fast_decoder(cls: type) -> Callable[[Any], Any]:
+    hints = typing.get_type_hints(cls)
+    env: dict[str, Any] = {"cls": cls, "Refused": _Refused}
+    fields = dataclasses.fields(cls)
+    lines = ["def fast(v):", f"    if v.__class__ is not list or len(v) != {len(fields)}:", "        raise Refused"]
+    names = [f"x{i}" for i in range(len(fields))]
+    if names:
+        lines.append(f"    {', '.join(names)}, = v")
+    for i, f in enumerate(fields):
+        tp, nullable = _unwrap_optional(hints[f.name])
+        array = typing.get_origin(tp) is tuple
+        item_nullable = False
+        if array:
+            tp, item_nullable = _unwrap_optional(typing.get_args(tp)[0])
+        body = _fast_field(f, tp, array, item_nullable, names[i], env, f"f{i}")
+        if nullable:
+            lines.append(f"    if {names[i]} is not None:")
+            lines.extend("    " + line for line in body)
+        else:
+            lines += [f"    if {names[i]} is None:", "        raise Refused", *body]
+    lines.append(f"    return cls({', '.join(f'{f.name}={names[i]}' for i, f in enumerate(fields))})")
+    exec("\n".join(lines), env)  # noqa: S102  (source built from the class's own fields, nothing from the wire)
+    return env["fast"]  # type: ignore[no-any-return]
+
+
+def _fast_field(
+    f: dataclasses.Field[Any], tp: Any, array: bool, item_nullable: bool, x: str, env: dict[str, Any], fn: str
+) -> list[str]:
+    """Body lines that check field value `x` and rebind it to the decoded value."""
+    kafka_type: str | None = None
+    convert: str | None = None  # a call that checks and converts one value `{}`, for nested and converted types
+    if dataclasses.is_dataclass(tp):
+        env[fn] = _fast_decoder(tp)  # type: ignore[arg-type]
+        convert = fn + "({})"
+    else:
+        kafka_type = f.metadata["kafka_type"]
+        if not _fast_check(kafka_type, "_"):  # uuid, enums, times, floats: their own decoder checks and converts
+            env[fn] = _primitive(kafka_type, tp, f.name)[1]
+            convert = fn + "({}, '')"
+            kafka_type = None
+    if not array:
+        out = []
+        if check := _fast_check(kafka_type, x):
+            out += [f"    if {check}:", "        raise Refused"]
+        if convert:
+            out.append(f"    {x} = {convert.format(x)}")
+        return out
+    out = [f"    if {x}.__class__ is not list:", "        raise Refused"]
+    refuse = _fast_check(kafka_type, "e")
+    if item_nullable and refuse:
+        refuse = f"e is not None and ({refuse})"
+    elif not item_nullable:
+        refuse = f"e is None or {refuse}" if refuse else "e is None"
+    if refuse:
+        out += [f"    for e in {x}:", f"        if {refuse}:", "            raise Refused"]
+    if convert is None:
+        out.append(f"    {x} = tuple({x})")
+    elif item_nullable:
+        out.append(f"    {x} = tuple([None if e is None else {convert.format('e')} for e in {x}])")
+    else:
+        out.append(f"    {x} = tuple([{convert.format('e')} for e in {x}])")
+    return out

@@ -196,7 +196,7 @@ def _docstring(text: str) -> list[str]:
 
 
 def render_struct(spec: StructSpec, header: str = "") -> str:
-    lines = ["@dataclass(frozen=True, slots=True, kw_only=True)", f"class {spec.name}:"]
+    lines = ["@dataclass(slots=True, kw_only=True)", f"class {spec.name}:"]
     if header:
         lines.append(header)
     for name in spec.order:

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class EntityData:
     entity_type: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The entity type."""
@@ -21,7 +21,7 @@ class EntityData:
     """The name of the entity, or null if the default."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OpData:
     key: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The quota configuration key."""
@@ -31,7 +31,7 @@ class OpData:
     """Whether the quota configuration value should be removed, otherwise set."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class EntryData:
     entity: tuple[EntityData, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The quota entity to alter."""
@@ -39,7 +39,7 @@ class EntryData:
     """An individual quota configuration entry to alter."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterClientQuotasRequest:
     API_KEY: ClassVar[int] = 49
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
@@ -49,7 +49,7 @@ class AlterClientQuotasRequest:
     """Whether the alteration should be validated, but not performed."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterClientQuotasResponseEntityData:
     entity_type: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The entity type."""
@@ -57,7 +57,7 @@ class AlterClientQuotasResponseEntityData:
     """The name of the entity, or null if the default."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterClientQuotasResponseEntryData:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 1)})
     """The error code, or `0` if the quota alteration succeeded."""
@@ -67,7 +67,7 @@ class AlterClientQuotasResponseEntryData:
     """The quota entity to alter."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterClientQuotasResponse:
     API_KEY: ClassVar[int] = 49
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ScramCredentialDeletion:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
@@ -21,7 +21,7 @@ class ScramCredentialDeletion:
     """The SCRAM mechanism."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ScramCredentialUpsertion:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
@@ -35,7 +35,7 @@ class ScramCredentialUpsertion:
     """The salted password."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterUserScramCredentialsRequest:
     API_KEY: ClassVar[int] = 51
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
@@ -45,7 +45,7 @@ class AlterUserScramCredentialsRequest:
     """The SCRAM credentials to update/insert."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterUserScramCredentialsResult:
     user: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
@@ -55,7 +55,7 @@ class AlterUserScramCredentialsResult:
     """The error message, if any."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterUserScramCredentialsResponse:
     API_KEY: ClassVar[int] = 51
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)

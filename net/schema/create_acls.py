@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AclCreation:
     resource_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The type of the resource."""
@@ -31,7 +31,7 @@ class AclCreation:
     """The permission type for the ACL (allow, deny, etc.)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreateAclsRequest:
     API_KEY: ClassVar[int] = 30
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)
@@ -39,7 +39,7 @@ class CreateAclsRequest:
     """The ACLs that we want to create."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AclCreationResult:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The result error, or zero if there was no error."""
@@ -47,7 +47,7 @@ class AclCreationResult:
     """The result message, or null if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreateAclsResponse:
     API_KEY: ClassVar[int] = 30
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)

@@ -13,12 +13,12 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatePartitionsAssignment:
     broker_ids: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 3)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatePartitionsTopic:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 3)})
     """The topic name."""
@@ -28,7 +28,7 @@ class CreatePartitionsTopic:
     """The new partition assignments."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatePartitionsRequest:
     API_KEY: ClassVar[int] = 37
     VERSIONS: ClassVar[tuple[int, int]] = (0, 3)
@@ -42,7 +42,7 @@ class CreatePartitionsRequest:
     """If true, then validate the request, but don't actually increase the number of partitions."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatePartitionsTopicResult:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 3)})
     """The topic name."""
@@ -52,7 +52,7 @@ class CreatePartitionsTopicResult:
     """The result message, or null if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatePartitionsResponse:
     API_KEY: ClassVar[int] = 37
     VERSIONS: ClassVar[tuple[int, int]] = (0, 3)

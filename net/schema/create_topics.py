@@ -13,14 +13,14 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatableReplicaAssignment:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 7)})
     """The partition index."""
     broker_ids: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (2, 7)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatableTopicConfig:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 7)})
     """The configuration name."""
@@ -28,7 +28,7 @@ class CreatableTopicConfig:
     """The configuration value."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatableTopic:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 7)})
     """The topic name."""
@@ -46,7 +46,7 @@ class CreatableTopic:
     """The custom topic configurations to set."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreateTopicsRequest:
     API_KEY: ClassVar[int] = 19
     VERSIONS: ClassVar[tuple[int, int]] = (2, 7)
@@ -59,7 +59,7 @@ class CreateTopicsRequest:
     """If true, check that the topics can be created as specified, but don't create anything."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatableTopicConfigs:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (5, 7)})
     """The configuration name."""
@@ -73,7 +73,7 @@ class CreatableTopicConfigs:
     """True if this configuration is sensitive."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreatableTopicResult:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 7)})
     """The topic name."""
@@ -92,7 +92,7 @@ class CreatableTopicResult:
     """Configuration of the topic."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CreateTopicsResponse:
     API_KEY: ClassVar[int] = 19
     VERSIONS: ClassVar[tuple[int, int]] = (2, 7)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteAclsFilter:
     resource_type_filter: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The resource type."""
@@ -31,7 +31,7 @@ class DeleteAclsFilter:
     """The permission type."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteAclsRequest:
     API_KEY: ClassVar[int] = 31
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)
@@ -39,7 +39,7 @@ class DeleteAclsRequest:
     """The filters to use when deleting ACLs."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteAclsMatchingAcl:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The deletion error code, or 0 if the deletion succeeded."""
@@ -61,7 +61,7 @@ class DeleteAclsMatchingAcl:
     """The ACL permission type."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteAclsFilterResult:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The error code, or 0 if the filter succeeded."""
@@ -71,7 +71,7 @@ class DeleteAclsFilterResult:
     """The ACLs which matched this filter."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteAclsResponse:
     API_KEY: ClassVar[int] = 31
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)

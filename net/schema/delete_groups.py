@@ -13,14 +13,14 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteGroupsRequest:
     API_KEY: ClassVar[int] = 42
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     groups_names: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (0, 2)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeletableGroupResult:
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The group id."""
@@ -28,7 +28,7 @@ class DeletableGroupResult:
     """The deletion error, or 0 if the deletion succeeded."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteGroupsResponse:
     API_KEY: ClassVar[int] = 42
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteTopicState:
     name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (6, 6)})
     """The topic name."""
@@ -21,7 +21,7 @@ class DeleteTopicState:
     """The unique topic ID."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteTopicsRequest:
     API_KEY: ClassVar[int] = 20
     VERSIONS: ClassVar[tuple[int, int]] = (1, 6)
@@ -34,7 +34,7 @@ class DeleteTopicsRequest:
     """The length of time in milliseconds to wait for the deletions to complete."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeletableTopicResult:
     name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 6)})
     """The topic name."""
@@ -46,7 +46,7 @@ class DeletableTopicResult:
     """The error message, or null if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DeleteTopicsResponse:
     API_KEY: ClassVar[int] = 20
     VERSIONS: ClassVar[tuple[int, int]] = (1, 6)

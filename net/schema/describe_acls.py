@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeAclsRequest:
     API_KEY: ClassVar[int] = 29
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)
@@ -33,7 +33,7 @@ class DescribeAclsRequest:
     """The permission type to match."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AclDescription:
     principal: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 3)})
     """The ACL principal."""
@@ -45,7 +45,7 @@ class AclDescription:
     """The ACL permission type."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeAclsResource:
     resource_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The resource type."""
@@ -57,7 +57,7 @@ class DescribeAclsResource:
     """The ACLs."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeAclsResponse:
     API_KEY: ClassVar[int] = 29
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ComponentData:
     entity_type: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The entity type that the filter component applies to."""
@@ -23,7 +23,7 @@ class ComponentData:
     """The string to match against, or null if unused for the match type."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeClientQuotasRequest:
     API_KEY: ClassVar[int] = 48
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
@@ -33,7 +33,7 @@ class DescribeClientQuotasRequest:
     """Whether the match is strict, i.e. should exclude entities with unspecified entity types."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class EntityData:
     entity_type: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The entity type."""
@@ -41,7 +41,7 @@ class EntityData:
     """The entity name, or null if the default."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ValueData:
     key: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The quota configuration key."""
@@ -49,7 +49,7 @@ class ValueData:
     """The quota configuration value."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class EntryData:
     entity: tuple[EntityData, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The quota entity description."""
@@ -57,7 +57,7 @@ class EntryData:
     """The quota values for the entity."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeClientQuotasResponse:
     API_KEY: ClassVar[int] = 48
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)

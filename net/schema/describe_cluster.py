@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeClusterRequest:
     API_KEY: ClassVar[int] = 60
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
@@ -25,7 +25,7 @@ class DescribeClusterRequest:
     """The endpoint type to describe. 1=brokers, 2=controllers."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeClusterBroker:
     broker_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 1)})
     """The broker ID."""
@@ -37,7 +37,7 @@ class DescribeClusterBroker:
     """The rack of the broker, or null if it has not been assigned to a rack."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeClusterResponse:
     API_KEY: ClassVar[int] = 60
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeConfigsResource:
     resource_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 4)})
     """The resource type."""
@@ -24,7 +24,7 @@ class DescribeConfigsResource:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeConfigsRequest:
     API_KEY: ClassVar[int] = 32
     VERSIONS: ClassVar[tuple[int, int]] = (1, 4)
@@ -36,7 +36,7 @@ class DescribeConfigsRequest:
     """True if we should include configuration documentation."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeConfigsSynonym:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 4)})
     """The synonym name."""
@@ -46,7 +46,7 @@ class DescribeConfigsSynonym:
     """The synonym source."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeConfigsResourceResult:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 4)})
     """The configuration name."""
@@ -68,7 +68,7 @@ class DescribeConfigsResourceResult:
     """The configuration documentation."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeConfigsResult:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 4)})
     """The error code, or 0 if we were able to successfully describe the configurations."""
@@ -82,7 +82,7 @@ class DescribeConfigsResult:
     """Each listed configuration."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeConfigsResponse:
     API_KEY: ClassVar[int] = 32
     VERSIONS: ClassVar[tuple[int, int]] = (1, 4)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeGroupsRequest:
     API_KEY: ClassVar[int] = 15
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
@@ -23,7 +23,7 @@ class DescribeGroupsRequest:
     """Whether to include authorized operations."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribedGroupMember:
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The member id."""
@@ -38,7 +38,7 @@ class DescribedGroupMember:
     """The current assignment provided by the group leader."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribedGroup:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 5)})
     """The describe error, or 0 if there was no error."""
@@ -55,7 +55,7 @@ class DescribedGroup:
     authorized_operations: int = field(default=-2147483648, metadata={"kafka_type": "int32", "versions": (3, 5)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeGroupsResponse:
     API_KEY: ClassVar[int] = 15
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)

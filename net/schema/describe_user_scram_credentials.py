@@ -13,13 +13,13 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class UserName:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeUserScramCredentialsRequest:
     API_KEY: ClassVar[int] = 50
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
@@ -27,7 +27,7 @@ class DescribeUserScramCredentialsRequest:
     """The users to describe, or null/empty to describe all users."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CredentialInfo:
     mechanism: int = field(default=0, metadata={"kafka_type": "int8", "versions": (0, 0)})
     """The SCRAM mechanism."""
@@ -35,7 +35,7 @@ class CredentialInfo:
     """The number of iterations used in the SCRAM credential."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeUserScramCredentialsResult:
     user: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
@@ -47,7 +47,7 @@ class DescribeUserScramCredentialsResult:
     """The mechanism and related information associated with the user's SCRAM credentials."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DescribeUserScramCredentialsResponse:
     API_KEY: ClassVar[int] = 50
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)

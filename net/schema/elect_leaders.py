@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class TopicPartitions:
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The name of a topic."""
@@ -21,7 +21,7 @@ class TopicPartitions:
     """The partitions of this topic whose leader should be elected."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ElectLeadersRequest:
     API_KEY: ClassVar[int] = 43
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
@@ -36,7 +36,7 @@ class ElectLeadersRequest:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class PartitionResult:
     partition_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 2)})
     """The partition id."""
@@ -46,7 +46,7 @@ class PartitionResult:
     """The result message, or null if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ReplicaElectionResult:
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The topic name."""
@@ -54,7 +54,7 @@ class ReplicaElectionResult:
     """The results for each partition."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ElectLeadersResponse:
     API_KEY: ClassVar[int] = 43
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)

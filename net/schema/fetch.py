@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class FetchPartition:
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (4, 12)})
     """The partition index."""
@@ -31,7 +31,7 @@ class FetchPartition:
     """The maximum bytes to fetch from this partition. See KIP-74 for cases where this limit may not be honored."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class FetchTopic:
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (4, 12)})
     """The name of the topic to fetch."""
@@ -39,7 +39,7 @@ class FetchTopic:
     """The partitions to fetch."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ForgottenTopic:
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (7, 12)})
     """The topic name."""
@@ -47,7 +47,7 @@ class ForgottenTopic:
     """The partitions indexes to forget."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class FetchRequest:
     API_KEY: ClassVar[int] = 1
     VERSIONS: ClassVar[tuple[int, int]] = (4, 12)
@@ -81,7 +81,7 @@ class FetchRequest:
     """Rack ID of the consumer making this request."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class EpochEndOffset:
     epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (12, 12)})
     """The largest epoch."""
@@ -89,7 +89,7 @@ class EpochEndOffset:
     """The end offset of the epoch."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class LeaderIdAndEpoch:
     leader_id: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (12, 12)})
     """The ID of the current leader or -1 if the leader is unknown."""
@@ -97,7 +97,7 @@ class LeaderIdAndEpoch:
     """The latest known leader epoch."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SnapshotId:
     end_offset: int = field(default=-1, metadata={"kafka_type": "int64", "versions": (12, 12)})
     """The end offset of the epoch."""
@@ -105,7 +105,7 @@ class SnapshotId:
     """The largest epoch."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AbortedTransaction:
     producer_id: int = field(default=0, metadata={"kafka_type": "int64", "versions": (4, 12)})
     """The producer id associated with the aborted transaction."""
@@ -113,7 +113,7 @@ class AbortedTransaction:
     """The first offset in the aborted transaction."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class PartitionData:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (4, 12)})
     """The partition index."""
@@ -144,7 +144,7 @@ class PartitionData:
     """The record data."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class FetchableTopicResponse:
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (4, 12)})
     """The topic name."""
@@ -152,7 +152,7 @@ class FetchableTopicResponse:
     """The topic partitions."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class FetchResponse:
     API_KEY: ClassVar[int] = 1
     VERSIONS: ClassVar[tuple[int, int]] = (4, 12)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class FindCoordinatorRequest:
     API_KEY: ClassVar[int] = 10
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
@@ -24,7 +24,7 @@ class FindCoordinatorRequest:
     coordinator_keys: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (4, 4)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Coordinator:
     key: str = field(default="", metadata={"kafka_type": "string", "versions": (4, 4)})
     """The coordinator key."""
@@ -40,7 +40,7 @@ class Coordinator:
     """The error message, or null if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class FindCoordinatorResponse:
     API_KEY: ClassVar[int] = 10
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class HeartbeatRequest:
     API_KEY: ClassVar[int] = 12
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
@@ -26,7 +26,7 @@ class HeartbeatRequest:
     group_instance_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (3, 4)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class HeartbeatResponse:
     API_KEY: ClassVar[int] = 12
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)

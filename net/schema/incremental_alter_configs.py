@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterableConfig:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The configuration key name."""
@@ -23,7 +23,7 @@ class AlterableConfig:
     """The value to set for the configuration key."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterConfigsResource:
     resource_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (0, 1)})
     """The resource type."""
@@ -33,7 +33,7 @@ class AlterConfigsResource:
     """The configurations."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class IncrementalAlterConfigsRequest:
     API_KEY: ClassVar[int] = 44
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
@@ -43,7 +43,7 @@ class IncrementalAlterConfigsRequest:
     """True if we should validate the request, but not change the configurations."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AlterConfigsResourceResponse:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 1)})
     """The resource error code."""
@@ -55,7 +55,7 @@ class AlterConfigsResourceResponse:
     """The resource name."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class IncrementalAlterConfigsResponse:
     API_KEY: ClassVar[int] = 44
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class InitProducerIdRequest:
     API_KEY: ClassVar[int] = 22
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
@@ -32,7 +32,7 @@ class InitProducerIdRequest:
     """
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class InitProducerIdResponse:
     API_KEY: ClassVar[int] = 22
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class JoinGroupRequestProtocol:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 9)})
     """The protocol name."""
@@ -21,7 +21,7 @@ class JoinGroupRequestProtocol:
     """The protocol metadata."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class JoinGroupRequest:
     API_KEY: ClassVar[int] = 11
     VERSIONS: ClassVar[tuple[int, int]] = (0, 9)
@@ -45,7 +45,7 @@ class JoinGroupRequest:
     """The reason why the member (re-)joins the group."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class JoinGroupResponseMember:
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 9)})
     """The group member ID."""
@@ -54,7 +54,7 @@ class JoinGroupResponseMember:
     """The group member metadata."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class JoinGroupResponse:
     API_KEY: ClassVar[int] = 11
     VERSIONS: ClassVar[tuple[int, int]] = (0, 9)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class MemberIdentity:
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (3, 5)})
     """The member ID to remove from the group."""
@@ -22,7 +22,7 @@ class MemberIdentity:
     """The reason why the member left the group."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class LeaveGroupRequest:
     API_KEY: ClassVar[int] = 13
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
@@ -34,7 +34,7 @@ class LeaveGroupRequest:
     """The member ID to remove from the group."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class MemberResponse:
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (3, 5)})
     """The member ID to remove from the group."""
@@ -44,7 +44,7 @@ class MemberResponse:
     """The error code, or 0 if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class LeaveGroupResponse:
     API_KEY: ClassVar[int] = 13
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)

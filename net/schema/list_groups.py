@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ListGroupsRequest:
     API_KEY: ClassVar[int] = 16
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
@@ -22,7 +22,7 @@ class ListGroupsRequest:
     """The types of the groups we want to list. If empty, all groups are returned with their type."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ListedGroup:
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The group ID."""
@@ -34,7 +34,7 @@ class ListedGroup:
     """The group type name."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ListGroupsResponse:
     API_KEY: ClassVar[int] = 16
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)

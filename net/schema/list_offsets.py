@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ListOffsetsPartition:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 9)})
     """The partition index."""
@@ -23,7 +23,7 @@ class ListOffsetsPartition:
     """The current timestamp."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ListOffsetsTopic:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 9)})
     """The topic name."""
@@ -31,7 +31,7 @@ class ListOffsetsTopic:
     """Each partition in the request."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ListOffsetsRequest:
     API_KEY: ClassVar[int] = 2
     VERSIONS: ClassVar[tuple[int, int]] = (1, 9)
@@ -48,7 +48,7 @@ class ListOffsetsRequest:
     """Each topic in the request."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ListOffsetsPartitionResponse:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 9)})
     """The partition index."""
@@ -62,7 +62,7 @@ class ListOffsetsPartitionResponse:
     """The leader epoch associated with the returned offset."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ListOffsetsTopicResponse:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 9)})
     """The topic name."""
@@ -70,7 +70,7 @@ class ListOffsetsTopicResponse:
     """Each partition in the response."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ListOffsetsResponse:
     API_KEY: ClassVar[int] = 2
     VERSIONS: ClassVar[tuple[int, int]] = (1, 9)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class MetadataRequestTopic:
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (10, 12)})
     """The topic id."""
@@ -21,7 +21,7 @@ class MetadataRequestTopic:
     """The topic name."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class MetadataRequest:
     API_KEY: ClassVar[int] = 3
     VERSIONS: ClassVar[tuple[int, int]] = (0, 12)
@@ -38,7 +38,7 @@ class MetadataRequest:
     """Whether to include topic authorized operations."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class MetadataResponseBroker:
     node_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 12)})
     """The broker ID."""
@@ -50,7 +50,7 @@ class MetadataResponseBroker:
     """The rack of the broker, or null if it has not been assigned to a rack."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class MetadataResponsePartition:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 12)})
     """The partition error, or 0 if there was no error."""
@@ -65,7 +65,7 @@ class MetadataResponsePartition:
     offline_replicas: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (5, 12)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class MetadataResponseTopic:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 12)})
     """The topic error, or 0 if there was no error."""
@@ -84,7 +84,7 @@ class MetadataResponseTopic:
     topic_authorized_operations: int = field(default=-2147483648, metadata={"kafka_type": "int32", "versions": (8, 12)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class MetadataResponse:
     API_KEY: ClassVar[int] = 3
     VERSIONS: ClassVar[tuple[int, int]] = (0, 12)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetCommitRequestPartition:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 8)})
     """The partition index."""
@@ -24,7 +24,7 @@ class OffsetCommitRequestPartition:
     """Any associated metadata the client wants to keep."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetCommitRequestTopic:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 8)})
     """The topic name."""
@@ -32,7 +32,7 @@ class OffsetCommitRequestTopic:
     """Each partition to commit offsets for."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetCommitRequest:
     API_KEY: ClassVar[int] = 8
     VERSIONS: ClassVar[tuple[int, int]] = (2, 8)
@@ -49,7 +49,7 @@ class OffsetCommitRequest:
     """The topics to commit offsets for."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetCommitResponsePartition:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 8)})
     """The partition index."""
@@ -57,7 +57,7 @@ class OffsetCommitResponsePartition:
     """The error code, or 0 if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetCommitResponseTopic:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 8)})
     """The topic name."""
@@ -65,7 +65,7 @@ class OffsetCommitResponseTopic:
     """The responses for each partition in the topic."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetCommitResponse:
     API_KEY: ClassVar[int] = 8
     VERSIONS: ClassVar[tuple[int, int]] = (2, 8)

@@ -13,13 +13,13 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetDeleteRequestPartition:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetDeleteRequestTopic:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
@@ -27,7 +27,7 @@ class OffsetDeleteRequestTopic:
     """Each partition to delete offsets for."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetDeleteRequest:
     API_KEY: ClassVar[int] = 47
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
@@ -37,7 +37,7 @@ class OffsetDeleteRequest:
     """The topics to delete offsets for."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetDeleteResponsePartition:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
@@ -45,7 +45,7 @@ class OffsetDeleteResponsePartition:
     """The error code, or 0 if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetDeleteResponseTopic:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
@@ -53,7 +53,7 @@ class OffsetDeleteResponseTopic:
     """The responses for each partition in the topic."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetDeleteResponse:
     API_KEY: ClassVar[int] = 47
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)

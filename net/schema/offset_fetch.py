@@ -13,14 +13,14 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchRequestTopics:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (8, 8)})
     """The topic name."""
     partition_indexes: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (8, 8)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchRequestGroup:
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (8, 8)})
     """The group ID."""
@@ -28,14 +28,14 @@ class OffsetFetchRequestGroup:
     """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchRequestTopic:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 7)})
     """The topic name."""
     partition_indexes: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (1, 7)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchRequest:
     API_KEY: ClassVar[int] = 9
     VERSIONS: ClassVar[tuple[int, int]] = (1, 8)
@@ -49,7 +49,7 @@ class OffsetFetchRequest:
     """Whether broker should hold on returning unstable offsets but set a retriable error code for the partitions."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchResponsePartitions:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (8, 8)})
     """The partition index."""
@@ -62,7 +62,7 @@ class OffsetFetchResponsePartitions:
     """The partition-level error code, or 0 if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchResponseTopics:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (8, 8)})
     """The topic name."""
@@ -70,7 +70,7 @@ class OffsetFetchResponseTopics:
     """The responses per partition."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchResponseGroup:
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (8, 8)})
     """The group ID."""
@@ -79,7 +79,7 @@ class OffsetFetchResponseGroup:
     error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (8, 8)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchResponsePartition:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 7)})
     """The partition index."""
@@ -92,7 +92,7 @@ class OffsetFetchResponsePartition:
     """The error code, or 0 if there was no error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchResponseTopic:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 7)})
     """The topic name."""
@@ -100,7 +100,7 @@ class OffsetFetchResponseTopic:
     """The responses per partition."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class OffsetFetchResponse:
     API_KEY: ClassVar[int] = 9
     VERSIONS: ClassVar[tuple[int, int]] = (1, 8)

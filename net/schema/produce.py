@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class PartitionProduceData:
     index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (3, 12)})
     """The partition index."""
@@ -21,7 +21,7 @@ class PartitionProduceData:
     """The record data to be produced."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class TopicProduceData:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (3, 12)})
     """The topic name."""
@@ -29,7 +29,7 @@ class TopicProduceData:
     """Each partition to produce to."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ProduceRequest:
     API_KEY: ClassVar[int] = 0
     VERSIONS: ClassVar[tuple[int, int]] = (3, 12)
@@ -46,14 +46,14 @@ class ProduceRequest:
     """Each topic to produce to."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class BatchIndexAndErrorMessage:
     batch_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (8, 12)})
     """The batch index of the record that caused the batch to be dropped."""
     batch_index_error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (8, 12)})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class LeaderIdAndEpoch:
     leader_id: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (10, 12)})
     """The ID of the current leader or -1 if the leader is unknown."""
@@ -61,7 +61,7 @@ class LeaderIdAndEpoch:
     """The latest known leader epoch."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class PartitionProduceResponse:
     index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (3, 12)})
     """The partition index."""
@@ -83,7 +83,7 @@ class PartitionProduceResponse:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class TopicProduceResponse:
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (3, 12)})
     """The topic name."""
@@ -91,7 +91,7 @@ class TopicProduceResponse:
     """Each partition that we produced to within the topic."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class NodeEndpoint:
     node_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (10, 12)})
     """The ID of the associated node."""
@@ -103,7 +103,7 @@ class NodeEndpoint:
     """The rack of the node, or null if it has not been assigned to a rack."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ProduceResponse:
     API_KEY: ClassVar[int] = 0
     VERSIONS: ClassVar[tuple[int, int]] = (3, 12)

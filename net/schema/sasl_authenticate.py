@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SaslAuthenticateRequest:
     API_KEY: ClassVar[int] = 36
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
@@ -21,7 +21,7 @@ class SaslAuthenticateRequest:
     """The SASL authentication bytes from the client, as defined by the SASL mechanism."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SaslAuthenticateResponse:
     API_KEY: ClassVar[int] = 36
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SaslHandshakeRequest:
     API_KEY: ClassVar[int] = 17
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
@@ -21,7 +21,7 @@ class SaslHandshakeRequest:
     """The SASL mechanism chosen by the client."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SaslHandshakeResponse:
     API_KEY: ClassVar[int] = 17
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode  # noqa: F401
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SyncGroupRequestAssignment:
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The ID of the member to assign."""
@@ -21,7 +21,7 @@ class SyncGroupRequestAssignment:
     """The member assignment."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SyncGroupRequest:
     API_KEY: ClassVar[int] = 14
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
@@ -40,7 +40,7 @@ class SyncGroupRequest:
     """Each assignment."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SyncGroupResponse:
     API_KEY: ClassVar[int] = 14
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)

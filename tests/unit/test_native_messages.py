@@ -22,7 +22,7 @@ from kio.static import primitive as kio_primitive
 from kio.static.constants import EntityType
 from kio.static.primitive import PhantomStr, Records, i8, i32, i64
 
-from net.messages import MessageError, decode, encode, fields_plan
+from net.messages import MessageError, _fast_decoder, _Refused, decode, encode, fields_plan
 from net.schema.convert import from_kio, to_kio
 from net.schema.messages import MESSAGES
 
@@ -62,6 +62,7 @@ def test_every_kafka_message_round_trips(api_key, data):
     cls = data.draw(st.sampled_from(_classes(api_key)))
     message = data.draw(st.from_type(cls))
     assert decode(cls, _wire(message)) == message
+    assert _fast_decoder(cls)(_wire(message)) == message  # the compiled path accepts all a valid message holds
 
 
 def test_fields_travel_in_schema_order_with_kafkas_wire_forms():
@@ -93,6 +94,8 @@ def test_fields_travel_in_schema_order_with_kafkas_wire_forms():
 def test_a_field_outside_its_type_is_refused_with_its_path(wire, error):
     with pytest.raises(MessageError, match=error):
         decode(MetadataRequest, wire)
+    with pytest.raises((_Refused, MessageError)):  # the compiled path refuses it too (the slow one names it)
+        _fast_decoder(MetadataRequest)(wire)
 
 
 def _fetch_request() -> FetchRequest:
@@ -128,6 +131,8 @@ def test_integer_widths_and_nullability_are_checked(field, bad, error):
     wire[[name for name, *_ in fields_plan(FetchRequest)].index(field)] = bad
     with pytest.raises(MessageError, match=error):
         decode(FetchRequest, wire)
+    with pytest.raises((_Refused, MessageError)):
+        _fast_decoder(FetchRequest)(wire)
 
 
 def test_an_error_code_must_be_one_kafka_knows():
