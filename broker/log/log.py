@@ -345,9 +345,8 @@ class Log:
             return b""
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) for ListOffsets: -2 earliest, -1 latest, else the first batch at or after the
-        log start whose max timestamp is >= `timestamp`. The offset is that batch's base offset and the
-        timestamp its max timestamp: the log works at batch, not record, granularity."""
+        """(offset, timestamp) for ListOffsets: -2 earliest, -1 latest, else the first record at or after the
+        log start whose timestamp is >= `timestamp` (its offset and its own timestamp, as Kafka answers)."""
         with self._lock:
             if timestamp == EARLIEST_TIMESTAMP:
                 return self.log_start_offset, -1

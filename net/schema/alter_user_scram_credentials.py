@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -49,7 +47,7 @@ class AlterUserScramCredentialsRequest:
 class AlterUserScramCredentialsResult:
     user: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 0)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
     """The error code."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 0)})
     """The error message, if any."""

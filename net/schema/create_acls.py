@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -41,7 +39,7 @@ class CreateAclsRequest:
 
 @dataclass(slots=True, kw_only=True)
 class AclCreationResult:
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 3)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The result error, or zero if there was no error."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 3)})
     """The result message, or null if there was no error."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -79,7 +77,7 @@ class CreatableTopicResult:
     """The topic name."""
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (7, 7)})
     """The unique topic ID."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (2, 7)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (2, 7)})
     """The error code, or 0 if there was no error."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (2, 7)})
     """The error message, or null if there was no error."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -41,7 +39,7 @@ class DeleteAclsRequest:
 
 @dataclass(slots=True, kw_only=True)
 class DeleteAclsMatchingAcl:
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 3)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The deletion error code, or 0 if the deletion succeeded."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 3)})
     """The deletion error message, or null if the deletion succeeded."""
@@ -63,7 +61,7 @@ class DeleteAclsMatchingAcl:
 
 @dataclass(slots=True, kw_only=True)
 class DeleteAclsFilterResult:
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 3)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The error code, or 0 if the filter succeeded."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 3)})
     """The error message, or null if the filter succeeded."""

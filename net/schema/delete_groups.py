@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -24,7 +22,7 @@ class DeleteGroupsRequest:
 class DeletableGroupResult:
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The group id."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 2)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 2)})
     """The deletion error, or 0 if the deletion succeeded."""
 
 

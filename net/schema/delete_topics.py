@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -40,7 +38,7 @@ class DeletableTopicResult:
     """The topic name."""
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (6, 6)})
     """The unique topic ID."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 6)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 6)})
     """The deletion error, or 0 if the deletion succeeded."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (5, 6)})
     """The error message, or null if there was no error."""

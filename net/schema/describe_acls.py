@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -67,7 +65,7 @@ class DescribeAclsResponse:
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
     request did not violate any quota.
     """
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 3)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The error code, or 0 if there was no error."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 3)})
     """The error message, or null if there was no error."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -70,7 +68,7 @@ class DescribeConfigsResourceResult:
 
 @dataclass(slots=True, kw_only=True)
 class DescribeConfigsResult:
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 4)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 4)})
     """The error code, or 0 if we were able to successfully describe the configurations."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 4)})
     """The error message, or null if we were able to successfully describe the configurations."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -40,7 +38,7 @@ class DescribedGroupMember:
 
 @dataclass(slots=True, kw_only=True)
 class DescribedGroup:
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 5)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 5)})
     """The describe error, or 0 if there was no error."""
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The group ID string."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -39,7 +37,7 @@ class CredentialInfo:
 class DescribeUserScramCredentialsResult:
     user: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 0)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
     """The user-level error code."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user-level error message, if any."""
@@ -57,7 +55,7 @@ class DescribeUserScramCredentialsResponse:
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
     request did not violate any quota.
     """
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 0)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
     """The message-level error code, 0 except for user authorization or infrastructure issues."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 0)})
     """The message-level error message, if any."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -40,7 +38,7 @@ class ElectLeadersRequest:
 class PartitionResult:
     partition_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 2)})
     """The partition id."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 2)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 2)})
     """The result error, or zero if there was no error."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 2)})
     """The result message, or null if there was no error."""
@@ -64,7 +62,7 @@ class ElectLeadersResponse:
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
     request did not violate any quota.
     """
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 2)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 2)})
     """The top level response error code."""
     replica_election_results: tuple[ReplicaElectionResult, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The election results, or an empty array if the requester did not have permission and the request asks for all

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -117,7 +115,7 @@ class AbortedTransaction:
 class PartitionData:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (4, 12)})
     """The partition index."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (4, 12)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (4, 12)})
     """The error code, or 0 if there was no fetch error."""
     high_watermark: int = field(default=0, metadata={"kafka_type": "int64", "versions": (4, 12)})
     """The current high water mark."""
@@ -162,7 +160,7 @@ class FetchResponse:
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
     request did not violate any quota.
     """
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (7, 12)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (7, 12)})
     """The top level response error code."""
     session_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (7, 12)})
     """The fetch session ID, or 0 if this is not part of a fetch session."""

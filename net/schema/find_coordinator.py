@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -34,7 +32,7 @@ class Coordinator:
     """The host name."""
     port: int = field(default=0, metadata={"kafka_type": "int32", "versions": (4, 4)})
     """The port."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (4, 4)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (4, 4)})
     """The error code, or 0 if there was no error."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (4, 4)})
     """The error message, or null if there was no error."""
@@ -52,7 +50,7 @@ class FindCoordinatorResponse:
     """
     coordinators: tuple[Coordinator, ...] = field(default=(), metadata={"versions": (4, 4)})
     """Each coordinator result in the response."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 3)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 3)})
     """The error code, or 0 if there was no error."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 3)})
     """The error message, or null if there was no error."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -45,7 +43,7 @@ class IncrementalAlterConfigsRequest:
 
 @dataclass(slots=True, kw_only=True)
 class AlterConfigsResourceResponse:
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 1)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 1)})
     """The resource error code."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The resource error message, or null if there was no error."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -64,7 +62,7 @@ class JoinGroupResponse:
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
     request did not violate any quota.
     """
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 9)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 9)})
     """The error code, or 0 if there was no error."""
     generation_id: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (0, 9)})
     """The generation ID of the group."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -40,7 +38,7 @@ class MemberResponse:
     """The member ID to remove from the group."""
     group_instance_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (3, 5)})
     """The group instance ID to remove from the group."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (3, 5)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (3, 5)})
     """The error code, or 0 if there was no error."""
 
 
@@ -54,7 +52,7 @@ class LeaveGroupResponse:
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
     request did not violate any quota.
     """
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 5)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 5)})
     """The error code, or 0 if there was no error."""
     members: tuple[MemberResponse, ...] = field(default=(), metadata={"versions": (3, 5)})
     """List of leaving member responses."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -52,7 +50,7 @@ class ListOffsetsRequest:
 class ListOffsetsPartitionResponse:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 9)})
     """The partition index."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 9)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 9)})
     """The partition error code, or 0 if there was no error."""
     timestamp: int = field(default=-1, metadata={"kafka_type": "int64", "versions": (1, 9)})
     """The timestamp associated with the returned offset."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -52,7 +50,7 @@ class MetadataResponseBroker:
 
 @dataclass(slots=True, kw_only=True)
 class MetadataResponsePartition:
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 12)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 12)})
     """The partition error, or 0 if there was no error."""
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 12)})
     """The partition index."""
@@ -67,7 +65,7 @@ class MetadataResponsePartition:
 
 @dataclass(slots=True, kw_only=True)
 class MetadataResponseTopic:
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 12)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 12)})
     """The topic error, or 0 if there was no error."""
     name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 12)})
     """The topic name. Null for non-existing topics queried by ID. This is never null when ErrorCode is zero. One of

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -53,7 +51,7 @@ class OffsetCommitRequest:
 class OffsetCommitResponsePartition:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 8)})
     """The partition index."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (2, 8)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (2, 8)})
     """The error code, or 0 if there was no error."""
 
 

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -41,7 +39,7 @@ class OffsetDeleteRequest:
 class OffsetDeleteResponsePartition:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 0)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
     """The error code, or 0 if there was no error."""
 
 
@@ -57,7 +55,7 @@ class OffsetDeleteResponseTopic:
 class OffsetDeleteResponse:
     API_KEY: ClassVar[int] = 47
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 0)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
     """The top-level error code, or 0 if there was no error."""
     throttle_time: datetime.timedelta = field(
         default=datetime.timedelta(0), metadata={"kafka_type": "timedelta_i32", "versions": (0, 0)}

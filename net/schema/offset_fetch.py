@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -58,7 +56,7 @@ class OffsetFetchResponsePartitions:
     committed_leader_epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (8, 8)})
     metadata: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (8, 8)})
     """The partition metadata."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (8, 8)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (8, 8)})
     """The partition-level error code, or 0 if there was no error."""
 
 
@@ -76,7 +74,7 @@ class OffsetFetchResponseGroup:
     """The group ID."""
     topics: tuple[OffsetFetchResponseTopics, ...] = field(default=(), metadata={"versions": (8, 8)})
     """The responses per topic."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (8, 8)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (8, 8)})
 
 
 @dataclass(slots=True, kw_only=True)
@@ -88,7 +86,7 @@ class OffsetFetchResponsePartition:
     committed_leader_epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (5, 7)})
     metadata: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 7)})
     """The partition metadata."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (1, 7)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 7)})
     """The error code, or 0 if there was no error."""
 
 
@@ -114,4 +112,4 @@ class OffsetFetchResponse:
     """The responses per group id."""
     topics: tuple[OffsetFetchResponseTopic, ...] = field(default=(), metadata={"versions": (1, 7)})
     """The responses per topic."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (2, 7)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (2, 7)})

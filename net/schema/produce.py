@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -65,7 +63,7 @@ class LeaderIdAndEpoch:
 class PartitionProduceResponse:
     index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (3, 12)})
     """The partition index."""
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (3, 12)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (3, 12)})
     """The error code, or 0 if there was no error."""
     base_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (3, 12)})
     """The base offset."""

@@ -8,8 +8,6 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode  # noqa: F401
-
 from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
 
 
@@ -25,7 +23,7 @@ class SaslHandshakeRequest:
 class SaslHandshakeResponse:
     API_KEY: ClassVar[int] = 17
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
-    error_code: ErrorCode = field(default=ErrorCode.none, metadata={"kafka_type": "error_code", "versions": (0, 1)})
+    error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 1)})
     """The error code, or 0 if there was no error."""
     mechanisms: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (0, 1)})
     """The mechanisms enabled in the server."""
