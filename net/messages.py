@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from net.wire_types import INT16, INT32, INT64, IntType, WireRangeError
 
-__all__ = ["MessageError", "decode", "encode", "fields_plan"]
+__all__ = ["MessageError", "decode", "encode", "fields_plan", "unwrap_optional"]
 
 T = TypeVar("T")
 
@@ -49,7 +49,8 @@ Encoder = Callable[[Any], Any]
 Decoder = Callable[[Any, str], Any]
 
 
-def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+def unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    """(T, True) for a field annotated `T | None`, else (the annotation, False)."""
     if typing.get_origin(tp) in (typing.Union, UnionType):
         args = [a for a in typing.get_args(tp) if a is not NoneType]
         if len(args) == 1:
@@ -208,10 +209,10 @@ def fields_plan(cls: type) -> tuple[tuple[str, Encoder, Decoder], ...]:
     hints = typing.get_type_hints(cls)
     plan = []
     for f in dataclasses.fields(cls):
-        tp, nullable = _unwrap_optional(hints[f.name])
+        tp, nullable = unwrap_optional(hints[f.name])
         where = f"{cls.__name__}.{f.name}"
         if typing.get_origin(tp) is tuple:
-            item, item_nullable = _unwrap_optional(typing.get_args(tp)[0])
+            item, item_nullable = unwrap_optional(typing.get_args(tp)[0])
             enc_item, dec_item = (
                 _entity(item) if dataclasses.is_dataclass(item) else _primitive(f.metadata["kafka_type"], item, where)
             )
@@ -281,11 +282,11 @@ def _fast_decoder(cls: type) -> Callable[[Any], Any]:
     if names:
         lines.append(f"    {', '.join(names)}, = v")
     for i, f in enumerate(fields):
-        tp, nullable = _unwrap_optional(hints[f.name])
+        tp, nullable = unwrap_optional(hints[f.name])
         array = typing.get_origin(tp) is tuple
         item_nullable = False
         if array:
-            tp, item_nullable = _unwrap_optional(typing.get_args(tp)[0])
+            tp, item_nullable = unwrap_optional(typing.get_args(tp)[0])
         body = _fast_field(f, tp, array, item_nullable, names[i], env, f"f{i}")
         if nullable:
             lines.append(f"    if {names[i]} is not None:")

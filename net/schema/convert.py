@@ -13,10 +13,11 @@ import dataclasses
 import enum
 import typing
 from functools import cache
-from types import NoneType, UnionType
 from typing import Any, TypeVar
 
 from kio.serial._implicit_defaults import get_implicit_default
+
+from net.messages import unwrap_optional
 
 __all__ = ["from_kio", "to_kio"]
 
@@ -29,14 +30,10 @@ _Plan = tuple[tuple[str, type | None, bool, Any], ...]
 
 def _struct_of(tp: Any) -> tuple[type | None, bool]:
     """(the dataclass a field holds, whether as an array), or (None, _) for a primitive."""
-    if typing.get_origin(tp) in (typing.Union, UnionType):
-        args = [a for a in typing.get_args(tp) if a is not NoneType]
-        tp = args[0] if len(args) == 1 else tp
+    tp, _ = unwrap_optional(tp)
     array = typing.get_origin(tp) is tuple
     if array:
-        tp = typing.get_args(tp)[0]
-        if typing.get_origin(tp) in (typing.Union, UnionType):
-            tp = next(a for a in typing.get_args(tp) if a is not NoneType)
+        tp, _ = unwrap_optional(typing.get_args(tp)[0])
     return (tp if dataclasses.is_dataclass(tp) else None), array  # type: ignore[return-value]
 
 
@@ -133,7 +130,7 @@ def _zeros(cls: type) -> tuple[tuple[str, Any], ...]:
             continue
         tp = hints[f.name]
         nested, array = _struct_of(tp)
-        if typing.get_origin(tp) in (typing.Union, UnionType) and NoneType in typing.get_args(tp):
+        if unwrap_optional(tp)[1]:
             out.append((f.name, lambda: None))
         elif array:
             out.append((f.name, tuple))
