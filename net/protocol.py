@@ -61,6 +61,16 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
 
 
+class OffsetSpec(IntEnum):
+    """ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants); any value >= 0 is a time."""
+
+    LATEST = -1  # the high watermark
+    EARLIEST = -2  # the log start offset
+    MAX_TIMESTAMP = -3  # the record with the largest timestamp (KIP-734)
+    EARLIEST_LOCAL = -4  # the first offset on local disk (KIP-1005): the log start, without tiered storage
+    LATEST_TIERED = -5  # the last offset in tiered storage (KIP-1005): none, without it
+
+
 class ElectionType(IntEnum):
     """ElectLeaders' election_type (Kafka's ElectionType): the first replica if it is alive and in the ISR, or,
     for a partition without a leader, any live replica (unclean: records only the ISR had may be lost)."""

@@ -93,6 +93,22 @@ def test_typed_and_legacy_native_and_kafka_answer_the_same(cluster):
             assert version == 1 or part.timestamp == 2000
 
 
+def test_max_timestamp_and_the_local_and_tiered_specs_answer_as_kafka(cluster):
+    """-3 (KIP-734): the record with the largest timestamp; -4/-5 (KIP-1005) as a Kafka without tiered storage:
+    the log start, and none. On both listeners."""
+
+    async def work(conn):
+        return await conn.call(_request((0, -3), (0, -4), (0, -5)))
+
+    rows = [(p.offset, p.timestamp, int(p.error_code)) for p in _native(cluster, work).topics[0].partitions]
+    assert rows == [(2, 3000, 0), (0, -1, 0), (-1, -1, 0)]
+    with socket.create_connection(("127.0.0.1", cluster[1].kafka_port), timeout=10) as s:
+        parts = [{"partition_index": 0, "timestamp": ts, "current_leader_epoch": -1} for ts in (-3, -4, -5)]
+        s.sendall(frame(2, 9, 6, {"replica_id": -1, "topics": [{"name": TOPIC, "partitions": parts}]}))
+        resp, _ = entity_reader(load_response_schema(2, 9))(read_frame(s), 5)
+        assert [(p.offset, p.timestamp) for p in resp.topics[0].partitions] == [r[:2] for r in rows]
+
+
 @pytest.mark.parametrize(
     ("version", "body", "error"),
     [
