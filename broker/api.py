@@ -5,6 +5,8 @@ and their results into response bodies. Field layouts are in docs/FORMAT.md.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import inspect
 import logging
 import secrets
 import time
@@ -38,6 +40,12 @@ from net.errors import (
     UnknownTopicOrPartitionError,
 )
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
+from net.schema.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 from net.wire_types import WireRangeError
 
 if TYPE_CHECKING:
@@ -68,6 +76,8 @@ def _int(body: dict, key: str, default: int | None = None) -> int:
 def broker_only(api_key: int, body: dict) -> bool:
     """Only brokers send this: the election, AlterPartition, BrokerRegistration, heartbeats, a follower's
     fetch (replica_id >= 0) and a request forwarded to the controller."""
+    if not isinstance(body, dict):  # a typed request: none of them is broker-only yet
+        return api_key in BROKER_APIS
     return (
         api_key in BROKER_APIS
         or body.get("forwarded") is True
@@ -171,7 +181,7 @@ class KafkaApis:
             hists.append(metrics.fetch_latency)
         t0 = time.monotonic()
         result = self._handle(api_key, version, body, ctx)
-        if result is None or isinstance(result, dict):
+        if not inspect.isawaitable(result):
             elapsed = time.monotonic() - t0
             for h in hists:
                 h.observe(elapsed)
@@ -206,6 +216,8 @@ class KafkaApis:
             ctx.throttle(ms)
             if isinstance(answer, dict):
                 answer = dict(answer, throttle_time_ms=max(ms, answer.get("throttle_time_ms") or 0))
+            elif hasattr(answer, "throttle_time"):  # a typed answer (net/schema/): Kafka's field, a duration
+                answer.throttle_time = max(answer.throttle_time, datetime.timedelta(milliseconds=ms))
         return answer
 
     def _handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
@@ -228,10 +240,11 @@ class KafkaApis:
         denied = self._listener_gate(api_key, decision.body, ctx)
         if denied is not _ALLOWED:
             return denied
-        try:
-            check_request(api_key, decision.body)  # every number fits its Kafka type, before any handler uses it
-        except WireRangeError as e:
-            raise BadRequest(str(e)) from None
+        if isinstance(decision.body, dict):  # a typed body (net/schema/) was checked field by field when decoded
+            try:
+                check_request(api_key, decision.body)  # every number fits its Kafka type, before any handler uses it
+            except WireRangeError as e:
+                raise BadRequest(str(e)) from None
         run = handler if handler is not None else ctx_handler
         return decision.complete(run(decision.body, ctx))
 
@@ -292,16 +305,26 @@ class KafkaApis:
         results = await self.replica_manager.fetch_messages(specs, max_wait, min_bytes, max_bytes, replica_id)
         return {"topics": _group(results)}
 
-    def handle_list_offsets(self, body: dict, ctx: ConnectionContext) -> dict:
-        out: dict[tuple[str, int], list] = {}
-        for topic, parts in _topic_partitions(body):
-            for p in parts:
-                if len(p) not in (2, 3) or not all(isinstance(x, int) for x in p[1:]):
-                    raise BadRequest("list offsets partition entry must be [partition, timestamp(, leader epoch)]")
-                epoch = p[2] if len(p) == 3 else -1  # current_leader_epoch (KIP-320); -1: not checked
-                err, ts, off = self.replica_manager.list_offset((topic, p[0]), p[1], epoch)
-                out[(topic, p[0])] = [p[0], err, ts, off]
-        return {"topics": _group_lists(out)}
+    def handle_list_offsets(self, req: ListOffsetsRequest, ctx: ConnectionContext) -> ListOffsetsResponse:
+        """Kafka's ListOffsets: per partition, the earliest (-2) or latest (-1) offset or the first at or after a
+        timestamp, from its leader; a partition index below 0 names no partition (UNKNOWN_TOPIC_OR_PARTITION)."""
+        topics = []
+        for t in req.topics:
+            rows = []
+            for p in t.partitions:
+                if p.partition_index < 0:
+                    err, ts, off = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1, -1
+                else:
+                    err, ts, off = self.replica_manager.list_offset(
+                        (t.name, p.partition_index), p.timestamp, p.current_leader_epoch
+                    )
+                rows.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off
+                    )
+                )
+            topics.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(rows)))
+        return ListOffsetsResponse(topics=tuple(topics))
 
     # --- metadata and admin --------------------------------------------------
 

@@ -22,8 +22,9 @@ key without a rule is refused: a new api is closed until the table says what it 
 
 from __future__ import annotations
 
+import inspect
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
@@ -39,6 +40,8 @@ from broker.security.request_authorizer import (
 from net.acl import AclOperation, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
+from net.schema.convert import error_response
+from net.schema.list_offsets import ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse
 
 log = logging.getLogger("kafkalite.security")
 Op = AclOperation
@@ -54,7 +57,7 @@ class Decision:
 
     __slots__ = ("refused", "answer", "body", "finish")
 
-    def __init__(self, body: dict, finish: Finish | None = None, *, refused: bool = False, answer: Any = None):
+    def __init__(self, body: Any, finish: Finish | None = None, *, refused: bool = False, answer: Any = None):
         self.refused = refused
         self.answer = answer
         self.body = body
@@ -64,7 +67,7 @@ class Decision:
         """The handler's result (a body, None, or an awaitable of either) with the refused rows added."""
         if self.finish is None:
             return result
-        if result is None or isinstance(result, dict):
+        if not inspect.isawaitable(result):
             return self.finish(result)
         finish = self.finish
 
@@ -89,7 +92,7 @@ class Need:
 @dataclass(frozen=True)
 class Rule:
     needs: tuple[Need, ...]
-    decide: Callable[["Authorization", dict, ConnectionContext], Decision]
+    decide: Callable[["Authorization", Any, ConnectionContext], Decision]
     note: str = ""
 
 
@@ -164,7 +167,7 @@ class Authorization:
         rule = RULES.get(api)  # type: ignore[call-overload]
         if rule is None:
             return self.refuse(CLUSTER, Op.ALL, f"api {api}", ctx)
-        if body.get("forwarded") and not self.authz.cluster(ctx, Op.CLUSTER_ACTION):
+        if isinstance(body, dict) and body.get("forwarded") and not self.authz.cluster(ctx, Op.CLUSTER_ACTION):
             return self.refuse_broker_only(api, ctx)
         return rule.decide(self, body, ctx)
 
@@ -281,8 +284,21 @@ def _fetch(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
     return a.per_topic(body, ctx, Op.READ, lambda p, msg: FetchResult(TOPIC_DENIED).to_wire(p))
 
 
-def _list_offsets(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
-    return a.per_topic(body, ctx, Op.DESCRIBE, lambda p, msg: [p, TOPIC_DENIED, -1, -1])
+def _list_offsets(a: Authorization, req: ListOffsetsRequest, ctx: ConnectionContext) -> Decision:
+    """Each topic needs DESCRIBE; a refused topic's partitions are answered TOPIC_AUTHORIZATION_FAILED."""
+    kept, refused = [], []
+    for t in req.topics:
+        (kept if a.authz.topic(ctx, Op.DESCRIBE, t.name) else refused).append(t)
+    if not refused:
+        return Decision(req)
+    rows = tuple(error_response(t, ListOffsetsTopicResponse, TOPIC_DENIED) for t in refused)
+
+    def finish(answer: Any) -> Any:
+        if isinstance(answer, ListOffsetsResponse):
+            answer.topics = answer.topics + rows
+        return answer
+
+    return Decision(replace(req, topics=tuple(kept)), finish)
 
 
 def _metadata(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:

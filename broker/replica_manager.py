@@ -22,6 +22,7 @@ from net.errors import (
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
+from net.protocol import OffsetSpec
 
 if TYPE_CHECKING:
     from broker.controller import MetadataImage, PartitionState
@@ -34,8 +35,6 @@ log = logging.getLogger("kafkalite.replica")
 # event loop's time (apply_image): __consumer_offsets (50) and ordinary topics are applied at once.
 APPLY_AT_ONCE = 256
 APPLY_SLICE_S = 0.02
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
 
 
 def now_ms() -> int:
@@ -412,14 +411,15 @@ class ReplicaManager:
     # --- list offsets --------------------------------------------------------
 
     def list_offset(self, tp: tuple[str, int], timestamp: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:
-        """(error, timestamp, offset) for Kafka's ListOffsets: -2 earliest, -1 latest, else by time. With a
+        """(error, timestamp, offset) for Kafka's ListOffsets: -2 (or -4) earliest, -1 latest, -3 the largest
+        timestamp, else by time (net/protocol.py OffsetSpec). With a
         `current_leader_epoch`, a leader of another epoch refuses (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH)."""
         try:
             p = self.get_partition(*tp)
             p.check_leader(current_leader_epoch)
-            if timestamp == EARLIEST_TIMESTAMP:
+            if timestamp in (OffsetSpec.EARLIEST, OffsetSpec.EARLIEST_LOCAL):
                 return 0, -1, p.log.log_start_offset
-            if timestamp == LATEST_TIMESTAMP:
+            if timestamp == OffsetSpec.LATEST:
                 return 0, -1, p.latest_offset()
             found = p.log.offset_for_timestamp(timestamp)
             if found is None or found[0] >= p.high_watermark:

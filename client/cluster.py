@@ -15,6 +15,7 @@ from net.connection import BrokerConnection
 from net.errors import ErrorCode, KafkaLiteError, NetworkError, SaslAuthenticationError, error_for, topic_error
 from net.protocol import ApiKey
 from net.retry import Backoff
+from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.security import ClientSecurity
 
 log = logging.getLogger("kafkalite.client")
@@ -293,28 +294,35 @@ class KafkaLiteClient:
             by_leader.setdefault(await self.leader_for(tp[0], tp[1]), []).append(tp)
         out: dict[tuple[str, int], int] = {}
         for leader, group in by_leader.items():
-            topics: dict[str, list] = {}
+            topics: dict[str, list[ListOffsetsPartition]] = {}
             for t, p in group:
                 # With our leader epoch, a leader of another epoch refuses instead of answering (KIP-320).
-                topics.setdefault(t, []).append([p, timestamp, self.metadata.leader_epoch(t, p)])
+                epoch = self.metadata.leader_epoch(t, p)
+                topics.setdefault(t, []).append(
+                    ListOffsetsPartition(partition_index=p, timestamp=timestamp, current_leader_epoch=epoch)
+                )
+            request = ListOffsetsRequest(
+                replica_id=-1, topics=tuple(ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items())
+            )
             try:
-                body = await self.request(leader, ApiKey.LIST_OFFSETS, {"topics": [[t, p] for t, p in topics.items()]})
+                conn = await self.connection(leader)
+                answer = await conn.call(request, timeout=self.request_timeout)
             except NetworkError:
                 for t in topics:  # the leader is gone or unreachable: the next attempt asks the metadata again
                     self.invalidate(t)
                 raise
-            if body.get("error_code"):
-                raise error_for(body["error_code"], body.get("error_message", ""))
-            for topic, rows in body["topics"]:
-                for partition, err, _ts, offset in rows:
-                    if err:
-                        e = error_for(err)
+            for topic in answer.topics:
+                for part in topic.partitions:
+                    if part.error_code:
+                        e = error_for(part.error_code)
                         if e.retriable and e.code != ErrorCode.OFFSET_NOT_AVAILABLE:
                             # A stale leader (NOT_LEADER_OR_FOLLOWER after a failover): forget it, so the next
                             # attempt asks the metadata again instead of the same broker forever.
-                            self.invalidate(topic)
-                        raise error_for(err, f"list offsets for {topic}-{partition}: {e.code.name}")
-                    out[(topic, partition)] = offset
+                            self.invalidate(topic.name)
+                        raise error_for(
+                            part.error_code, f"list offsets for {topic.name}-{part.partition_index}: {e.code.name}"
+                        )
+                    out[(topic.name, part.partition_index)] = part.offset
         return out
 
     def invalidate(self, topic: str) -> None:

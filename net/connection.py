@@ -9,7 +9,19 @@ import ssl
 from typing import Any, Callable
 
 from net.errors import ErrorCode, NetworkError, SaslAuthenticationError, error_for
-from net.protocol import DEFAULT_MAX_FRAME, ApiKey, FrameDecoder, FrameError, encode_request, parse_response
+from net.messages import MessageError
+from net.messages import decode as decode_message
+from net.messages import encode as encode_message
+from net.protocol import (
+    DEFAULT_MAX_FRAME,
+    TYPED_SINCE,
+    ApiKey,
+    FrameDecoder,
+    FrameError,
+    encode_request,
+    parse_response,
+)
+from net.schema.messages import MESSAGES
 from net.security import ClientSecurity, SaslClient
 
 
@@ -136,7 +148,9 @@ class BrokerConnection:
     def connected(self) -> bool:
         return self._proto is not None and self._error is None and not self._proto.transport.is_closing()
 
-    def send(self, api_key: int, body: dict, version: int = 0, expect_response: bool = True) -> asyncio.Future | None:
+    def send(
+        self, api_key: int, body: dict | list, version: int = 0, expect_response: bool = True
+    ) -> asyncio.Future | None:
         """Write a request now; return a future of its response body (None when no response is expected)."""
         if not self.connected:
             raise self._error or NetworkError(f"not connected to {self.address}")
@@ -148,7 +162,7 @@ class BrokerConnection:
         self._proto.transport.write(encode_request(api_key, version, corr, self.client_id, body))
         return fut
 
-    async def request(self, api_key: int, body: dict, version: int = 0, timeout: float | None = 30.0) -> dict:
+    async def request(self, api_key: int, body: dict | list, version: int = 0, timeout: float | None = 30.0) -> dict:
         fut = self.send(api_key, body, version)
         try:
             # The timeout covers the wait for the socket buffer too: a peer that stops reading must not
@@ -165,6 +179,18 @@ class BrokerConnection:
                 self._proto.transport.abort()
             self._fail(err)
             raise err from None
+
+    async def call(self, request: Any, timeout: float | None = 30.0) -> Any:
+        """A typed request (net/schema/) in its typed native version, and its typed answer. A request that failed
+        as a whole (a map with its error code, as every native error) is raised as that error."""
+        api_key = type(request).API_KEY
+        body: Any = await self.request(api_key, encode_message(request), TYPED_SINCE[api_key], timeout)  # type: ignore[arg-type]
+        if isinstance(body, dict):
+            raise error_for(body.get("error_code", ErrorCode.UNKNOWN_SERVER_ERROR), body.get("error_message", ""))
+        try:
+            return decode_message(MESSAGES[api_key][1], body)
+        except MessageError as e:
+            raise error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"malformed answer to api {api_key}: {e}") from None
 
     async def drain(self) -> None:
         if self._proto is not None:

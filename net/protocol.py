@@ -61,6 +61,16 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
 
 
+class OffsetSpec(IntEnum):
+    """ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants); any value >= 0 is a time."""
+
+    LATEST = -1  # the high watermark
+    EARLIEST = -2  # the log start offset
+    MAX_TIMESTAMP = -3  # the record with the largest timestamp (KIP-734)
+    EARLIEST_LOCAL = -4  # the first offset on local disk (KIP-1005): the log start, without tiered storage
+    LATEST_TIERED = -5  # the last offset in tiered storage (KIP-1005): none, without it
+
+
 class ElectionType(IntEnum):
     """ElectLeaders' election_type (Kafka's ElectionType): the first replica if it is alive and in the ISR, or,
     for a partition without a leader, any live replica (unclean: records only the ISR had may be lost)."""
@@ -69,8 +79,11 @@ class ElectionType(IntEnum):
     UNCLEAN = 1
 
 
+# The apis whose native body is the typed message of net/schema/ (a msgpack array, net/messages.py), and the
+# first native version that carries it. The version before answers in the old map form for one more release.
+TYPED_SINCE: dict[int, int] = {ApiKey.LIST_OFFSETS: 1}
 # api -> (min version, max version) this build speaks.
-SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, 0) for k in ApiKey}
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}
 
 
 class FrameError(ValueError):
@@ -90,7 +103,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     return encode_frame([api_key, version, correlation_id, client_id, body])
 
 
-def encode_response(correlation_id: int, body: dict) -> bytes:
+def encode_response(correlation_id: int, body: dict | list) -> bytes:
     return encode_frame([correlation_id, body])
 
 
@@ -132,7 +145,8 @@ def unpack(payload: bytes) -> Any:
         raise FrameError(f"undecodable msgpack frame: {e}") from None
 
 
-def parse_request(payload: bytes) -> tuple[int, int, int, str | None, dict]:
+def parse_request(payload: bytes) -> tuple[int, int, int, str | None, Any]:
+    """The header and the body: a map, or for a typed version (TYPED_SINCE) the message's array."""
     obj = unpack(payload)
     if not isinstance(obj, list) or len(obj) != 5:
         raise FrameError("request frame is not [api_key, api_version, correlation_id, client_id, body]")
@@ -141,13 +155,16 @@ def parse_request(payload: bytes) -> tuple[int, int, int, str | None, dict]:
         raise FrameError("request header fields must be integers")
     if body is None:
         body = {}
-    if not isinstance(body, dict):
-        raise FrameError("request body must be a map")
+    typed = version >= TYPED_SINCE.get(api_key, 1 << 16)
+    if not isinstance(body, list if typed else dict):
+        raise FrameError(f"request body must be {'an array' if typed else 'a map'}")
     return api_key, version, corr, client_id if isinstance(client_id, str) else None, body
 
 
-def parse_response(payload: bytes) -> tuple[int, dict]:
+def parse_response(payload: bytes) -> tuple[int, Any]:
+    """The correlation id and the body: a map, or a typed answer's array (a typed request's whole-request error
+    is a map, as every native error)."""
     obj = unpack(payload)
-    if not isinstance(obj, list) or len(obj) != 2 or not isinstance(obj[1], dict):
+    if not isinstance(obj, list) or len(obj) != 2 or not isinstance(obj[1], (dict, list)):
         raise FrameError("response frame is not [correlation_id, body]")
     return obj[0], obj[1]

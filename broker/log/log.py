@@ -46,13 +46,12 @@ from net.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
 )
+from net.protocol import OffsetSpec
 
 __all__ = ["Log", "LogAppendInfo", "LogConfig", "UnexpectedAppendOffsetError"]
 
 log = logging.getLogger("kafkalite.log")
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
 _ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 _I16 = struct.Struct(">h")
@@ -345,18 +344,25 @@ class Log:
             return b""
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) for ListOffsets: -2 earliest, -1 latest, else the first batch at or after the
-        log start whose max timestamp is >= `timestamp`. The offset is that batch's base offset and the
-        timestamp its max timestamp: the log works at batch, not record, granularity."""
+        """(offset, timestamp) for ListOffsets: the earliest (-2, or -4 for the first local offset: the same
+        without tiered storage) or latest (-1) offset with timestamp -1; the record with the largest timestamp
+        (-3, KIP-734); else the first record at or after the log start whose timestamp is >= `timestamp`, its
+        offset and its own timestamp, as Kafka answers. None: no such record (nothing is tiered, -5)."""
         with self._lock:
-            if timestamp == EARLIEST_TIMESTAMP:
+            if timestamp in (OffsetSpec.EARLIEST, OffsetSpec.EARLIEST_LOCAL):
                 return self.log_start_offset, -1
-            if timestamp == LATEST_TIMESTAMP:
+            if timestamp == OffsetSpec.LATEST:
                 return self.log_end_offset, -1
-            if timestamp < 0:
+            live = [seg for seg in self._segments if seg.next_offset > self.log_start_offset]
+            if timestamp == OffsetSpec.MAX_TIMESTAMP:
+                newest = max((seg.max_timestamp for seg in live), default=-1)
+                if newest < 0:
+                    return None
+                timestamp = newest  # the first record stamped with it
+            elif timestamp < 0:
                 return None
-            for seg in self._segments:
-                if seg.max_timestamp >= timestamp and seg.next_offset > self.log_start_offset:
+            for seg in live:
+                if seg.max_timestamp >= timestamp:
                     found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
                     if found is not None:
                         return found

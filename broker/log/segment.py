@@ -20,7 +20,17 @@ from pathlib import Path
 
 from broker.log.file_handles import CachedFile, create_file
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from net.batch import HEADER_SIZE, LOG_OVERHEAD, MAGICS, BatchHeader, InvalidBatch, parse_header, validate
+from net.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGICS,
+    TIMESTAMP_LOG_APPEND,
+    BatchHeader,
+    InvalidBatch,
+    parse_header,
+    records_of,
+    validate,
+)
 from net.errors import KafkaStorageError
 
 log = logging.getLogger("kafkalite.log")
@@ -284,17 +294,33 @@ class LogSegment:
         return buf if end == n else buf[:end]
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int = 0) -> tuple[int, int] | None:
-        """(offset, batch max timestamp) of the first batch at or after `start_offset` whose max timestamp
-        is >= `timestamp`. Granularity is the batch: the offset is the batch's base offset (or
-        `start_offset` if that is inside the batch), since the log never decodes records."""
+        """(offset, timestamp) of the first record at or after `start_offset` whose timestamp is >= `timestamp`,
+        as Kafka's LogSegment.findOffsetByTimestamp: the time index and the batches' max timestamps find the
+        batch, then its records are read, since a batch's timestamps need not increase (100, 400, 200 asked
+        for 150 answers the record at 400, not the batch's first). A LogAppendTime batch's records all carry
+        its max timestamp."""
         _, ts_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(ts_offset, start_offset))
-        for pos, h in self._scan(position, self.size):
-            if pos + h.size > self.size:
-                break
-            if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
+        while True:
+            found: tuple[int, BatchHeader] | None = None
+            for pos, h in self._scan(position, self.size):
+                if pos + h.size > self.size:
+                    break
+                if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
+                    found = pos, h
+                    break
+            if found is None:
+                return None
+            pos, h = found
+            if h.attributes & TIMESTAMP_LOG_APPEND:
                 return max(h.base_offset, start_offset), h.max_timestamp
-        return None
+            with self._log.fd() as fd:
+                data = os.pread(fd, h.size, pos)
+            for offset_delta, ts_delta, *_ in records_of(data, 0, h):
+                offset, ts = h.base_offset + offset_delta, h.first_timestamp + ts_delta
+                if offset >= start_offset and ts >= timestamp:
+                    return offset, ts
+            position = pos + h.size  # records older than the header said: look on
 
     # --- recovery and truncation -----------------------------------------------
 

@@ -11,6 +11,7 @@ completes: tagged by correlation id in the native protocol, in request order whe
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import socket
 import ssl
@@ -23,8 +24,20 @@ from typing import Any, Awaitable, Callable, Protocol
 from broker.network.authenticator import PLAINTEXT, Authenticator, ListenerSecurity, SaslFailed, certificate_principal
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.memory import ConnectionChurn
+from broker.network.native_legacy import LEGACY
 from net.errors import ErrorCode, KafkaLiteError
-from net.protocol import DEFAULT_MAX_FRAME, ApiKey, FrameDecoder, FrameError, encode_response, parse_request
+from net.messages import MessageError, decode
+from net.messages import encode as encode_message
+from net.protocol import (
+    DEFAULT_MAX_FRAME,
+    TYPED_SINCE,
+    ApiKey,
+    FrameDecoder,
+    FrameError,
+    encode_response,
+    parse_request,
+)
+from net.schema.messages import MESSAGES
 
 log = logging.getLogger("kafkalite.net")
 
@@ -152,7 +165,40 @@ class NativeCodec(FramedCodec):
         super().__init__(max_frame)
 
     def feed(self, data: bytes) -> list[Request]:
-        return [Request(*parse_request(payload)) for payload in self._decoder.feed(data)]
+        return [self._request(payload) for payload in self._decoder.feed(data)]
+
+    def _request(self, payload: bytes) -> Request:
+        api_key, version, corr, client_id, body = parse_request(payload)
+        since = TYPED_SINCE.get(api_key)
+        if since is None:
+            return Request(api_key, version, corr, client_id, body)
+        try:
+            if version >= since:
+                return TypedNativeRequest(api_key, version, corr, client_id, decode(MESSAGES[api_key][0], body))
+            return LegacyNativeRequest(api_key, version, corr, client_id, LEGACY[api_key][0](body))
+        except MessageError as e:  # a field out of its type: refused before any handler, as Kafka's INVALID_REQUEST
+            answer = encode_response(corr, error_body(ErrorCode.INVALID_REQUEST, str(e)))
+            return Request(api_key, version, corr, client_id, {}, answer)
+
+
+class TypedNativeRequest(Request):
+    """A native request whose body is the api's typed message (net/schema/); so is its answer, unless the request
+    failed as a whole (a map with the error code, as every native error)."""
+
+    __slots__ = ()
+
+    def encode(self, body: Any) -> bytes | None:
+        return encode_response(self.correlation_id, body if isinstance(body, dict) else encode_message(body))
+
+
+class LegacyNativeRequest(Request):
+    """A native version-0 request of an api that is typed now: the handler got it typed, its answer goes back in
+    the old map (broker/network/native_legacy.py)."""
+
+    __slots__ = ()
+
+    def encode(self, body: Any) -> bytes | None:
+        return encode_response(self.correlation_id, body if isinstance(body, dict) else LEGACY[self.api_key][1](body))
 
 
 class BrokerProtocol(asyncio.Protocol):
@@ -357,7 +403,7 @@ class BrokerProtocol(asyncio.Protocol):
         except Exception as e:  # a handler bug must cost one request, never the broker
             log.exception("error handling api %s from %s", req.api_key, self._ctx.peer)
             result = error_body(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
-        if result is None or isinstance(result, dict):
+        if not inspect.isawaitable(result):
             self._answer(req, result)
             return
         slot = self._reserve()
@@ -390,7 +436,7 @@ class BrokerProtocol(asyncio.Protocol):
         self._slots.append(slot)
         return slot
 
-    def _answer(self, req: Request, body: dict | None, frame: bytes | None = None, slot: list | None = None) -> None:
+    def _answer(self, req: Request, body: Any, frame: bytes | None = None, slot: list | None = None) -> None:
         """Write the answer to `req` (body None: no answer, as for acks=0), in request order if the codec
         asks for it. A codec error in encoding an answer costs this connection, never the broker."""
         if frame is None and body is not None:

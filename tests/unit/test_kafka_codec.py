@@ -257,7 +257,7 @@ def test_compatibility_doc_lists_exactly_the_advertised_apis_and_versions():
     from pathlib import Path
 
     from broker.network.kafka.adapters import api_versions_response
-    from broker.network.kafka.codec import ADAPTERS
+    from broker.network.kafka.codec import SERVED
 
     doc = (Path(__file__).resolve().parents[2] / "docs/COMPATIBILITY.md").read_text()
     section = doc.split("## APIs and versions", 1)[1].split("\n## ", 1)[0]
@@ -268,7 +268,7 @@ def test_compatibility_doc_lists_exactly_the_advertised_apis_and_versions():
             lo, _, hi = cells[2].partition("–")
             documented[int(cells[0])] = (cells[1], int(lo), int(hi or lo))
     advertised = {
-        k["api_key"]: (k["min_version"], k["max_version"]) for k in api_versions_response(0, ADAPTERS)["api_keys"]
+        k["api_key"]: (k["min_version"], k["max_version"]) for k in api_versions_response(0, SERVED)["api_keys"]
     }
     assert {k: v[1:] for k, v in documented.items()} == advertised
     assert documented[17][0] == "SaslHandshake" and documented[51][0] == "AlterUserScramCredentials"

@@ -19,15 +19,16 @@ from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 from kio.serial import entity_writer
 
 from broker.network.kafka.codec import ADAPTERS, KafkaCodec, KafkaRequest
-from broker.network.kafka.entities import _unwrap_optional, build
+from broker.network.kafka.entities import build
 from broker.network.server import error_body
 from net.errors import ErrorCode
+from net.messages import unwrap_optional
 from net.protocol import FrameError
 
 
 def _sample_item(tp: Any) -> Any:
     """One plain value of an array's item type (a struct filled in the same way)."""
-    tp, _ = _unwrap_optional(tp)
+    tp, _ = unwrap_optional(tp)
     if dataclasses.is_dataclass(tp):
         return _sample(tp)
     if tp is uuid.UUID:
@@ -44,7 +45,7 @@ def _sample(cls: type) -> dict:
     hints = typing.get_type_hints(cls)
     out: dict = {}
     for f in dataclasses.fields(cls):
-        tp, _ = _unwrap_optional(hints[f.name])
+        tp, _ = unwrap_optional(hints[f.name])
         if typing.get_origin(tp) is tuple:
             out[f.name] = [_sample_item(typing.get_args(tp)[0])]
         elif dataclasses.is_dataclass(tp):
@@ -58,7 +59,7 @@ def _array_paths(cls: type, prefix: tuple = ()) -> Iterator[tuple[tuple, bool]]:
     """(path, nullable) of every array field, nested ones through the first element of their parent."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        tp, nullable = _unwrap_optional(hints[f.name])
+        tp, nullable = unwrap_optional(hints[f.name])
         if typing.get_origin(tp) is tuple:
             yield (*prefix, f.name), nullable
             item = typing.get_args(tp)[0]

@@ -13,10 +13,11 @@ from broker.controller import PartitionState
 from broker.log.config import LogConfig
 from broker.log.log import Log
 from broker.partition import FetchSpec, Partition
-from broker.replica_manager import LATEST_TIMESTAMP, ReplicaManager
+from broker.replica_manager import ReplicaManager
 from client.cluster import ClusterMetadata
 from net import batch as batch_fmt
 from net.errors import ErrorCode, OffsetNotAvailableError
+from net.protocol import OffsetSpec
 
 TOPIC = "t"
 
@@ -50,7 +51,7 @@ def follower_then_leader(tmp_path: Path) -> tuple[Partition, Partition]:
     answer = p1.read_for_follower(FetchSpec((TOPIC, 0), 5, 1 << 20, 1, 1), 2, 0)
     p2.append_as_follower(answer.records, answer.high_watermark)
     assert (p2.log.log_end_offset, p2.high_watermark) == (8, 5)
-    assert manager(p1).list_offset((TOPIC, 0), LATEST_TIMESTAMP) == (0, -1, 5)
+    assert manager(p1).list_offset((TOPIC, 0), OffsetSpec.LATEST) == (0, -1, 5)
     p2.apply_state(PartitionState(0, 2, 2, [1, 2], [1, 2], 2), 0)
     return p1, p2
 
@@ -59,7 +60,7 @@ def test_a_new_leader_does_not_answer_the_latest_offset_until_its_hw_reaches_the
     p1, p2 = follower_then_leader(tmp_path)
     rm = manager(p2)
     # Before: answered 5 (an old leader may have shown up to 8). KIP-207: not answered until the HW is >= 8.
-    assert rm.list_offset((TOPIC, 0), LATEST_TIMESTAMP) == (int(ErrorCode.OFFSET_NOT_AVAILABLE), -1, -1)
+    assert rm.list_offset((TOPIC, 0), OffsetSpec.LATEST) == (int(ErrorCode.OFFSET_NOT_AVAILABLE), -1, -1)
     with pytest.raises(OffsetNotAvailableError):
         p2.latest_offset()
     # A consumer's fetch is refused the same way, without the lagging HW.
@@ -69,7 +70,7 @@ def test_a_new_leader_does_not_answer_the_latest_offset_until_its_hw_reaches_the
     p1.apply_state(PartitionState(0, 2, 2, [1, 2], [1, 2], 2), 0)
     answer = p2.read_for_follower(FetchSpec((TOPIC, 0), 8, 1 << 20, 2, 1), 1, 0)
     assert answer.error == 0 and p2.high_watermark == 8
-    assert rm.list_offset((TOPIC, 0), LATEST_TIMESTAMP) == (0, -1, 8)
+    assert rm.list_offset((TOPIC, 0), OffsetSpec.LATEST) == (0, -1, 8)
     assert rm.read(FetchSpec((TOPIC, 0), 0, 1 << 20), -1).high_watermark == 8
 
 
@@ -82,9 +83,9 @@ def test_a_restarted_leader_does_not_answer_its_checkpointed_hw(tmp_path):
     restarted = Partition(TOPIC, 0, p.log, 1, 1, 30_000, propose_isr=lambda *a: None)
     restarted.high_watermark = 5  # replica_manager.apply_image: the checkpoint's
     restarted.apply_state(PartitionState(0, 1, 3, [1, 2], [1, 2], 1), 0)
-    assert manager(restarted).list_offset((TOPIC, 0), LATEST_TIMESTAMP)[0] == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert manager(restarted).list_offset((TOPIC, 0), OffsetSpec.LATEST)[0] == ErrorCode.OFFSET_NOT_AVAILABLE
     restarted.on_follower_fetch(2, 8, 0)
-    assert manager(restarted).list_offset((TOPIC, 0), LATEST_TIMESTAMP) == (0, -1, 8)
+    assert manager(restarted).list_offset((TOPIC, 0), OffsetSpec.LATEST) == (0, -1, 8)
 
 
 def test_list_offsets_and_fetch_check_the_clients_leader_epoch(tmp_path):
@@ -92,10 +93,10 @@ def test_list_offsets_and_fetch_check_the_clients_leader_epoch(tmp_path):
     p.apply_state(PartitionState(0, 1, 4, [1], [1], 1), 0)
     p.append_as_leader(records(2), -1, 0)
     rm = manager(p)
-    assert rm.list_offset((TOPIC, 0), LATEST_TIMESTAMP, 4) == (0, -1, 2)
-    assert rm.list_offset((TOPIC, 0), LATEST_TIMESTAMP, 3)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert rm.list_offset((TOPIC, 0), OffsetSpec.LATEST, 4) == (0, -1, 2)
+    assert rm.list_offset((TOPIC, 0), OffsetSpec.LATEST, 3)[0] == ErrorCode.FENCED_LEADER_EPOCH
     # A client that knows a newer epoch than this broker: this broker's metadata lags; it must not answer.
-    assert rm.list_offset((TOPIC, 0), LATEST_TIMESTAMP, 5)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert rm.list_offset((TOPIC, 0), OffsetSpec.LATEST, 5)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
     assert rm.read(FetchSpec((TOPIC, 0), 0, 1 << 20, 5), -1).error == ErrorCode.UNKNOWN_LEADER_EPOCH
 
 

@@ -8,6 +8,7 @@ import pytest
 from broker.log.log import Log, UnexpectedAppendOffsetError
 from net.batch import CRC_OFFSET, HEADER_SIZE, TIMESTAMP_LOG_APPEND, parse_header, stamp
 from net.errors import CorruptMessageError, KafkaStorageError, MessageTooLargeError, OffsetOutOfRangeError
+from net.protocol import OffsetSpec
 from tests.unit.test_log_support import FakeClock, batch, config, headers
 
 
@@ -312,3 +313,18 @@ def test_flushed_inactive_segments_give_back_index_fds(tmp_path):
     assert not any(s.needs_recovery for s in lg.segments)
     assert [h.base_offset for h in headers(lg.read(seg.base_offset, 10**6))] == [seg.base_offset + i for i in (0, 3)]
     lg.close()
+
+
+def test_offset_for_max_timestamp_and_the_kip_1005_specs(tmp_path):
+    """-3 (KIP-734) answers the first record with the largest timestamp, wherever it is; -4 is the log start
+    without tiered storage, and -5 finds nothing."""
+    lg = open_log(tmp_path, segment_bytes=400)
+    stamps = [1000, 5000, 2000, 5000, 3000]
+    for ts in stamps:
+        lg.append_as_leader(batch(2, ts=ts, value=b"m" * 30), 0)
+    assert len(lg.segments) > 1
+    assert lg.offset_for_timestamp(OffsetSpec.MAX_TIMESTAMP) == (2, 5000)
+    assert lg.offset_for_timestamp(OffsetSpec.EARLIEST_LOCAL) == lg.offset_for_timestamp(OffsetSpec.EARLIEST) == (0, -1)
+    assert lg.offset_for_timestamp(OffsetSpec.LATEST_TIERED) is None
+    lg.close()
+    assert open_log(tmp_path / "empty").offset_for_timestamp(OffsetSpec.MAX_TIMESTAMP) is None

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 
 from broker.log.segment import LogSegment
-from net.batch import parse_header, stamp
+from net.batch import CRC_START, TIMESTAMP_LOG_APPEND, build, parse_header, stamp
 from tests.unit.test_log_support import batch, headers
 
 
@@ -108,3 +109,22 @@ def test_truncate_to_batch_boundary(seg):
     assert seg.translate_offset(99) is None
     fill(seg, 1)
     assert headers(seg.read(99, 10**6))[0].base_offset == 99
+
+
+def test_find_offset_by_timestamp_answers_the_record_not_the_batch(seg):
+    """Kafka's answer for records stamped 100, 400, 200 in one batch, asked for 150: the record at 400 (offset 1),
+    a pair that is a real record; not the batch's base offset with its max timestamp."""
+    records = [[0, 0, None, b"a", []], [1, 300, None, b"b", []], [2, 100, None, b"c", []]]
+    data = bytearray(build(records, 100, 400))
+    stamp(data, 0, 0)
+    seg.append(2, 400, 1, data)
+    assert seg.find_offset_by_timestamp(150) == (1, 400)
+    assert seg.find_offset_by_timestamp(100) == (0, 100)
+    assert seg.find_offset_by_timestamp(401) is None
+    assert seg.find_offset_by_timestamp(150, start_offset=2) == (2, 200)
+    # A LogAppendTime batch: every record carries the batch's (append) time, so the first record answers.
+    data = bytearray(build(records, 100, 900))
+    struct.pack_into(">h", data, CRC_START, TIMESTAMP_LOG_APPEND)  # the attributes (CRC not checked here)
+    stamp(data, 3, 0)
+    seg.append(5, 900, 5, data)
+    assert seg.find_offset_by_timestamp(500) == (3, 900)

@@ -47,8 +47,8 @@ class Adapter:
 
 
 def topics_error(req: dict, code: int) -> dict:
-    """The answer of a request keyed by "topics" -> "name" -> "partitions" -> "partition_index" (ListOffsets,
-    OffsetCommit) that failed as a whole: `code` in every partition row."""
+    """The answer of a request keyed by "topics" -> "name" -> "partitions" -> "partition_index" (OffsetCommit)
+    that failed as a whole: `code` in every partition row."""
     return {
         "topics": [
             {
@@ -67,9 +67,9 @@ def _rows(native: dict, key: str = "topics") -> list:
 # --- ApiVersions (answered by the codec itself) ------------------------------------------------------
 
 
-def api_versions_response(error_code: int, adapters: dict[int, "Adapter"]) -> dict:
+def api_versions_response(error_code: int, served: dict[int, tuple[int, int]]) -> dict:
     keys = [{"api_key": 18, "min_version": 0, "max_version": 4}]
-    keys += [{"api_key": k, "min_version": a.versions[0], "max_version": a.versions[1]} for k, a in adapters.items()]
+    keys += [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in served.items()]
     keys.sort(key=lambda r: r["api_key"])
     return {"error_code": error_code, "api_keys": keys, "throttle_time": 0}
 
@@ -197,34 +197,6 @@ class Fetch(Adapter):
         }
 
 
-class ListOffsets(Adapter):
-    api_key, versions = 2, (1, 9)
-
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
-        def entry(p: dict) -> list:
-            # current_leader_epoch (v4+) is checked by the leader (KIP-320); -1 (older versions) is not
-            return [p["partition_index"], p["timestamp"], p.get("current_leader_epoch", -1)]
-
-        topics = [[t["name"], [entry(p) for p in t["partitions"]]] for t in req["topics"]]
-        return ApiKey.LIST_OFFSETS, {"topics": topics}
-
-    def response(self, native: dict, req: dict, version: int) -> dict:
-        return {
-            "topics": [
-                {
-                    "name": name,
-                    "partitions": [
-                        {"partition_index": r[0], "error_code": r[1], "timestamp": r[2], "offset": r[3]} for r in rows
-                    ],
-                }
-                for name, rows in _rows(native)
-            ]
-        }
-
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
-        return topics_error(req, code)
-
-
 # --- metadata ----------------------------------------------------------------------------------------
 
 
@@ -343,4 +315,4 @@ class InitProducerId(Adapter):
         return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 
-CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch(), ListOffsets(), Metadata(), InitProducerId(), DescribeCluster()]
+CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch(), Metadata(), InitProducerId(), DescribeCluster()]

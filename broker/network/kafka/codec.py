@@ -11,9 +11,11 @@ response layout where one exists), so a client learns what went wrong.
 
 from __future__ import annotations
 
+import datetime
 import io
 import logging
 import struct
+from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -27,7 +29,9 @@ from broker.network.kafka.group_adapters import GROUP_ADAPTERS
 from broker.network.kafka.security_adapters import SECURITY_ADAPTERS, SaslTokenFrame
 from broker.network.server import FramedCodec, Request
 from net.errors import ErrorCode
-from net.protocol import FrameError
+from net.protocol import TYPED_SINCE, FrameError
+from net.schema.convert import error_response, from_kio, to_kio
+from net.schema.messages import MESSAGES
 
 log = logging.getLogger("kafkalite.kafka")
 
@@ -42,17 +46,26 @@ _LOGIN_APIS = (_SASL_HANDSHAKE, _SASL_AUTHENTICATE)
 ADAPTERS: dict[int, Adapter] = {
     a.api_key: a for a in (*CORE_ADAPTERS, *GROUP_ADAPTERS, *ADMIN_ADAPTERS, *SECURITY_ADAPTERS)
 }
+# Every Kafka api whose handler takes and answers the typed classes of net/schema/ (no adapter): the request is
+# read with kio's class for the client's version and converted, the answer converted back (net/schema/convert.py).
+TYPED: dict[int, tuple[type, type]] = {k: MESSAGES[k] for k in TYPED_SINCE}
+# api key -> the versions this listener serves, for ApiVersions.
+SERVED: dict[int, tuple[int, int]] = {
+    **{k: a.versions for k, a in ADAPTERS.items()},
+    **{k: req.VERSIONS for k, (req, _) in TYPED.items()},  # type: ignore[attr-defined]
+}
 _read_header_v1 = entity_reader(RequestHeaderV1)
 _read_header_v2 = entity_reader(RequestHeaderV2)
 
 
-def _frame(correlation_id: int, flexible_header: bool, cls: type, body: dict) -> bytes:
+def _frame(correlation_id: int, flexible_header: bool, cls: type, body: Any) -> bytes:
+    """A response frame: `body` is kio's entity of `cls`, or plain data that `build` makes one of."""
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     out.write(_CORR.pack(correlation_id))
     if flexible_header:
         out.write(b"\0")  # the response header's tagged fields: none
-    entity_writer(cls)(out, build(cls, body))
+    entity_writer(cls)(out, body if isinstance(body, cls) else build(cls, body))
     buf = out.getbuffer()
     _SIZE.pack_into(buf, 0, len(buf) - 4)
     del buf
@@ -94,6 +107,29 @@ class KafkaRequest(Request):
         return _frame(self.correlation_id, self.flexible, load_response_schema(a.api_key, v), out)
 
 
+class TypedKafkaRequest(Request):
+    """A Kafka request whose handler takes the api's typed class: read in the client's version, converted."""
+
+    __slots__ = ("kafka_version", "flexible")
+
+    def __init__(self, api_key: int, kafka_version: int, correlation_id: int, client_id: str | None, entity: Any,
+                 flexible: bool) -> None:  # fmt: skip
+        request_cls, _ = TYPED[api_key]
+        super().__init__(api_key, TYPED_SINCE[api_key], correlation_id, client_id, from_kio(entity, request_cls))
+        self.kafka_version = kafka_version
+        self.flexible = flexible
+
+    def encode(self, body: Any) -> bytes | None:
+        _, response_cls = TYPED[self.api_key]
+        if isinstance(body, dict):  # the request failed as a whole (refused, INVALID_REQUEST): Kafka's error response
+            answer = error_response(self.body, response_cls, body.get("error_code", 0), body.get("error_message"))
+            if body.get("throttle_time_ms") and hasattr(answer, "throttle_time"):
+                answer.throttle_time = datetime.timedelta(milliseconds=body["throttle_time_ms"])
+            body = answer
+        kio_cls = load_response_schema(self.api_key, self.kafka_version)
+        return _frame(self.correlation_id, self.flexible, kio_cls, to_kio(body, kio_cls))
+
+
 class KafkaCodec(FramedCodec):
     in_order = True
 
@@ -129,12 +165,12 @@ class KafkaCodec(FramedCodec):
             # Before a SASL login only the login's own requests are read past the header (Kafka's
             # SaslServerAuthenticator): the connection refuses and closes this one unparsed.
             return Request(api_key, version, corr, None, {})
-        if adapter is None:
+        if api_key not in SERVED:
             log.info("unsupported api key %d (version %d): answered UNSUPPORTED_VERSION", api_key, version)
             return Request(api_key, version, corr, None, {}, _bare_error(corr, ErrorCode.UNSUPPORTED_VERSION))
-        lo, hi = adapter.versions
+        lo, hi = SERVED[api_key]
         if not lo <= version <= hi:
-            return Request(api_key, version, corr, None, {}, self._unsupported(adapter, payload, version, corr))
+            return Request(api_key, version, corr, None, {}, self._unsupported(api_key, payload, version, corr))
         req_cls = load_request_schema(api_key, version)
         flexible = bool(req_cls.__flexible__)
         try:
@@ -144,6 +180,8 @@ class KafkaCodec(FramedCodec):
             raise FrameError(f"malformed {req_cls.__name__} v{version}: {type(e).__name__}: {e}") from None
         if (null := null_field(entity)) is not None:
             raise FrameError(f"malformed {req_cls.__name__} v{version}: non-nullable field {null} was null")
+        if adapter is None:
+            return TypedKafkaRequest(api_key, version, corr, header.client_id, entity, flexible)
         body = plain(entity)
         if api_key == _SASL_HANDSHAKE and version == 0:
             self._sasl_tokens = True
@@ -159,9 +197,9 @@ class KafkaCodec(FramedCodec):
         # so the client can retry with one we do; the response header is always v0.
         lo, hi = 0, 4
         if not lo <= version <= hi:
-            body, answer_version = api_versions_response(int(ErrorCode.UNSUPPORTED_VERSION), ADAPTERS), 0
+            body, answer_version = api_versions_response(int(ErrorCode.UNSUPPORTED_VERSION), SERVED), 0
         else:
-            body, answer_version = api_versions_response(0, ADAPTERS), version
+            body, answer_version = api_versions_response(0, SERVED), version
         frame = _frame(corr, False, load_response_schema(_API_VERSIONS, answer_version), body)
         client_id = None
         if lo <= version <= hi:
@@ -173,15 +211,18 @@ class KafkaCodec(FramedCodec):
                 raise FrameError(f"malformed ApiVersions header: {e}") from None
         return Request(_API_VERSIONS, version, corr, client_id, {}, frame)
 
-    def _unsupported(self, adapter: Adapter, payload: bytes, version: int, corr: int) -> bytes:
-        log.info("unsupported version %d of api %d: answered UNSUPPORTED_VERSION", version, adapter.api_key)
+    def _unsupported(self, api_key: int, payload: bytes, version: int, corr: int) -> bytes:
+        log.info("unsupported version %d of api %d: answered UNSUPPORTED_VERSION", version, api_key)
         try:
-            req_cls = load_request_schema(adapter.api_key, version)
-            resp_cls = load_response_schema(adapter.api_key, version)
+            req_cls = load_request_schema(api_key, version)
+            resp_cls = load_response_schema(api_key, version)
             flexible = bool(req_cls.__flexible__)
             header, pos = (_read_header_v2 if flexible else _read_header_v1)(payload, 0)
             entity, _ = entity_reader(req_cls)(payload, pos)
-            body = adapter.error(plain(entity), version, int(ErrorCode.UNSUPPORTED_VERSION), None)
+            code = int(ErrorCode.UNSUPPORTED_VERSION)
+            if api_key in TYPED:  # this version's own classes, mirrored by field name as for any version
+                return _frame(corr, flexible, resp_cls, error_response(entity, resp_cls, code))
+            body = ADAPTERS[api_key].error(plain(entity), version, code, None)
             return _frame(corr, flexible, resp_cls, body)
         except (UnknownAPIKey, UnknownEntity, Exception):
             # No schema for this version at all: the error code alone, where most responses start.

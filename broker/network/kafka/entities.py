@@ -13,10 +13,11 @@ import datetime
 import typing
 import uuid
 from functools import cache
-from types import NoneType, UnionType
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode as KioErrorCode
+
+from net.messages import unwrap_optional
 
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -24,17 +25,9 @@ _ZERO_UUID = uuid.UUID(int=0)
 Converter = Callable[[Any], Any]
 
 
-def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
-    if typing.get_origin(tp) in (typing.Union, UnionType):
-        args = [a for a in typing.get_args(tp) if a is not NoneType]
-        if len(args) == 1:
-            return args[0], True
-    return tp, False
-
-
 def _converter(tp: Any) -> tuple[Converter, Any]:
     """(convert, zero value) for a field's declared type."""
-    tp, optional = _unwrap_optional(tp)
+    tp, optional = unwrap_optional(tp)
     if typing.get_origin(tp) is tuple:
         (item,) = typing.get_args(tp)[:1]
         if dataclasses.is_dataclass(item):
@@ -113,7 +106,7 @@ def plain(value: Any) -> Any:
 def _required(cls: type) -> frozenset[str]:
     """The fields of `cls` the schema does not declare nullable in this version."""
     hints = typing.get_type_hints(cls)
-    return frozenset(f.name for f in dataclasses.fields(cls) if not _unwrap_optional(hints[f.name])[1])
+    return frozenset(f.name for f in dataclasses.fields(cls) if not unwrap_optional(hints[f.name])[1])
 
 
 def null_field(value: Any, path: str = "") -> str | None:

@@ -1,0 +1,68 @@
+"""Native version 0 of the apis that now take typed bodies (net/protocol.py TYPED_SINCE), for one more release.
+
+Before the typed messages of net/schema/, a native body was a map whose rows were positional lists
+(docs/FORMAT.md §6). A client of that release still sends them; this module turns such a request into the
+api's typed request and the typed answer back into the old map, so the handler sees one kind of request. The
+typed request is checked field by field as a typed body is (net/messages.py), so a value out of its Kafka type
+is refused the same way. Delete an api's entry one release after its typed version shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from net.messages import MessageError, decode, encode
+from net.protocol import ApiKey
+from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
+
+
+def _checked(message: Any) -> Any:
+    """The message as a typed body read off the wire would be: every field within its type, or MessageError."""
+    return decode(type(message), encode(message))
+
+
+def _rows(body: dict, what: str) -> list[tuple[str, list]]:
+    """[[topic, [partition entries]], ...] checked for shape."""
+    topics = body.get("topics")
+    if not isinstance(topics, list):
+        raise MessageError("topics must be a list")
+    out = []
+    for entry in topics:
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[1], list):
+            raise MessageError("each topics entry must be [topic, [partition entries]]")
+        for p in entry[1]:
+            if not isinstance(p, list) or not p:
+                raise MessageError(f"each {what} partition entry must be a list starting with the partition")
+        out.append((entry[0], entry[1]))
+    return out
+
+
+def list_offsets_request(body: dict) -> ListOffsetsRequest:
+    """v0: {"topics": [[topic, [[partition, timestamp(, current leader epoch)], ...]], ...]}."""
+    topics = []
+    for name, parts in _rows(body, "list offsets"):
+        entries = []
+        for p in parts:
+            if len(p) not in (2, 3):
+                raise MessageError("list offsets partition entry must be [partition, timestamp(, leader epoch)]")
+            epoch = p[2] if len(p) == 3 else -1
+            entries.append(ListOffsetsPartition(partition_index=p[0], timestamp=p[1], current_leader_epoch=epoch))
+        topics.append(ListOffsetsTopic(name=name, partitions=tuple(entries)))
+    return _checked(ListOffsetsRequest(replica_id=-1, topics=tuple(topics)))  # type: ignore[no-any-return]
+
+
+def list_offsets_response(resp: ListOffsetsResponse) -> dict:
+    """v0: {"topics": [[topic, [[partition, error code, timestamp, offset], ...]], ...]}."""
+    return {
+        "topics": [
+            [t.name, [[p.partition_index, int(p.error_code), p.timestamp, p.offset] for p in t.partitions]]
+            for t in resp.topics
+        ]
+    }
+
+
+# api key -> (v0 body -> typed request, typed answer -> v0 body)
+LEGACY: dict[int, tuple[Callable[[dict], Any], Callable[[Any], dict]]] = {
+    ApiKey.LIST_OFFSETS: (list_offsets_request, list_offsets_response),
+}

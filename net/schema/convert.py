@@ -1,0 +1,150 @@
+"""Between kio's per-version classes and the generated per-API classes of net/schema/.
+
+The Kafka listener reads a request with kio's class for the client's version and hands the handler the API's
+class (`from_kio`): every field that version carries, the others at their defaults. The handler's answer goes
+back through `to_kio` into kio's class for that version, which writes it. Fields match by name, as Kafka's
+generated code matches them by name across versions; values need no conversion (both sides hold the same
+Python types), nested structs and arrays of them are converted field by field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing
+from functools import cache
+from typing import Any, TypeVar
+
+from kio.serial._implicit_defaults import get_implicit_default
+
+from net.messages import unwrap_optional
+
+__all__ = ["from_kio", "to_kio"]
+
+T = TypeVar("T")
+
+# Per target field: (name, the target's nested class if the field holds a struct or an array of structs, array?,
+# a conversion of the value: kio's classes hold error codes as its ErrorCode enum, the generated ones as ints)
+_Plan = tuple[tuple[str, type | None, bool, Any], ...]
+
+
+def _struct_of(tp: Any) -> tuple[type | None, bool]:
+    """(the dataclass a field holds, whether as an array), or (None, _) for a primitive."""
+    tp, _ = unwrap_optional(tp)
+    array = typing.get_origin(tp) is tuple
+    if array:
+        tp, _ = unwrap_optional(typing.get_args(tp)[0])
+    return (tp if dataclasses.is_dataclass(tp) else None), array  # type: ignore[return-value]
+
+
+@cache
+def _plan(src: type, dst: type) -> _Plan:
+    have = {f.name for f in dataclasses.fields(src)}
+    hints = typing.get_type_hints(dst)
+    plan = []
+    for f in dataclasses.fields(dst):
+        if f.name in have:
+            nested, array = _struct_of(hints[f.name])
+            is_code = f.metadata.get("kafka_type") == "error_code" and hints[f.name] is not int
+            code_type = hints[f.name] if is_code else None
+            plan.append((f.name, nested, array, code_type))
+    return tuple(plan)
+
+
+def _convert(value: Any, dst: type[T]) -> T:
+    kwargs = {}
+    for name, nested, array, code_type in _plan(type(value), dst):
+        v = getattr(value, name)
+        if code_type is not None:
+            v = code_type(v)
+        elif v is not None and nested is not None:
+            v = tuple(_convert(x, nested) if x is not None else None for x in v) if array else _convert(v, nested)
+        kwargs[name] = v
+    return dst(**kwargs)
+
+
+def from_kio(message: Any, cls: type[T]) -> T:
+    """A kio message of any served version as the API's class (fields the version lacks take their defaults)."""
+    return _convert(message, cls)
+
+
+def to_kio(message: Any, kio_cls: type[T]) -> T:
+    """The API's message as kio's class of one version (fields that version lacks are left out)."""
+    return _convert(message, kio_cls)
+
+
+# The fields that say which item a row answers (Kafka's `mapKey` fields): copied from the request's item into the
+# error row. Other same-named fields mean something else in the answer (ListOffsets' `timestamp` is the target
+# asked for in the request, the record's timestamp in the answer) and keep the answer's default.
+_IDENTITY = frozenset(
+    {
+        "name", "topic", "topic_name", "topic_id", "partition_index", "partition", "partition_id", "group_id",
+        "transactional_id", "resource_name", "resource_type", "key", "key_type", "member_id", "group_instance_id",
+    }
+)  # fmt: skip
+
+
+@cache
+def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, type | None], ...]:
+    """Per field of the response struct `dst`: ("error", name, enum or None) for its error code and message, ("copy",
+    name, None) for an identity field the request struct `src` has too, ("each", name, nested) for an array of structs
+    the request has an array of by the same name."""
+    have = {f.name for f in dataclasses.fields(src)}
+    hints = typing.get_type_hints(dst)
+    plan = []
+    for f in dataclasses.fields(dst):
+        nested, array = _struct_of(hints[f.name])
+        if f.name == "error_code":  # kio's classes hold its ErrorCode enum, the generated ones an int
+            plan.append(("error", f.name, hints[f.name] if hints[f.name] is not int else None))
+        elif f.name == "error_message":
+            plan.append(("error", f.name, None))
+        elif f.name in have and nested is None and f.name in _IDENTITY:
+            plan.append(("copy", f.name, None))
+        elif f.name in have and nested is not None and array:
+            plan.append(("each", f.name, nested))
+    return tuple(plan)
+
+
+def _mirror(request: Any, dst: type[T], code: int, message: str | None) -> T:
+    kwargs: dict[str, Any] = {}
+    for kind, name, nested in _mirror_plan(type(request), dst):
+        if kind == "error":
+            kwargs[name] = (nested(code) if nested else code) if name == "error_code" else message
+        elif kind == "copy":
+            kwargs[name] = getattr(request, name)
+        else:
+            items = getattr(request, name) or ()
+            kwargs[name] = tuple(_mirror(x, nested, code, message) for x in items)  # type: ignore[arg-type]
+    for name, zero in _zeros(dst):  # kio's classes have fields without defaults: Kafka's zero values
+        kwargs.setdefault(name, zero())
+    return dst(**kwargs)
+
+
+@cache
+def _zeros(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(name, a maker of its zero value) for the fields of `cls` without a default."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        tp = hints[f.name]
+        nested, array = _struct_of(tp)
+        if unwrap_optional(tp)[1]:
+            out.append((f.name, lambda: None))
+        elif array:
+            out.append((f.name, tuple))
+        elif nested is not None:
+            out.append((f.name, lambda c=nested: c(**{n: z() for n, z in _zeros(c)})))
+        elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+            out.append((f.name, lambda e=tp: e(0)))
+        else:
+            out.append((f.name, lambda t=tp: get_implicit_default(t)))
+    return tuple(out)
+
+
+def error_response(request: Any, response_cls: type[T], code: int, message: str | None = None) -> T:
+    """The answer to a request that failed as a whole (Kafka's `getErrorResponse`): the request's items (topics,
+    partitions, groups...) mirrored into the response by field name, with `code` in every error code and
+    `message` in every error message the response has."""
+    return _mirror(request, response_cls, int(code), message)

@@ -1,0 +1,184 @@
+"""net/messages.py: every Kafka message kio declares, at every version, survives the native msgpack codec
+unchanged; a field outside its schema type is refused with its path, before any handler could see it."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import uuid
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kio.index import load_request_schema, load_response_schema
+from kio.schema import types as kio_types
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v16.request import FetchRequest, ReplicaState
+from kio.schema.index import api_key_map, schema_name_map
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.static import primitive as kio_primitive
+from kio.static.constants import EntityType
+from kio.static.primitive import PhantomStr, Records, i8, i32, i64
+
+from net.messages import MessageError, _fast_decoder, _Refused, decode, encode, fields_plan
+from net.schema.convert import from_kio, to_kio
+from net.schema.messages import MESSAGES
+
+for _prim in vars(kio_primitive).values():  # kio's own strategies for its integer, float and time types
+    if isinstance(_prim, type) and issubclass(_prim, kio_primitive.Interval) and _prim is not kio_primitive.Interval:
+        st.register_type_strategy(_prim, st.integers(_prim.__low__, _prim.__high__))
+    elif isinstance(_prim, type) and "__hypothesis_hook__" in vars(_prim):
+        _prim.__hypothesis_hook__()
+st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
+for _named in vars(kio_types).values():  # TopicName, GroupId, BrokerId, ProducerId...: kinds of str and int
+    if isinstance(_named, type) and issubclass(_named, PhantomStr) and _named is not PhantomStr:
+        st.register_type_strategy(_named, st.text(max_size=16))
+    elif isinstance(_named, type) and issubclass(_named, kio_primitive.Interval):
+        st.register_type_strategy(_named, st.integers(_named.__low__, _named.__high__))
+
+
+def _classes(api_key: int) -> list[type]:
+    name = api_key_map[api_key]
+    out = []
+    for version, kinds in schema_name_map[name].items():
+        if EntityType.request in kinds:
+            out.append(load_request_schema(api_key, version))
+        if EntityType.response in kinds:
+            out.append(load_response_schema(api_key, version))
+    return out
+
+
+def _wire(message: object) -> object:
+    """What the other side decodes: the array through msgpack bytes and back."""
+    return msgpack.unpackb(msgpack.packb(encode(message), use_bin_type=True), raw=False)
+
+
+@pytest.mark.parametrize("api_key", sorted(api_key_map))
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_kafka_message_round_trips(api_key, data):
+    cls = data.draw(st.sampled_from(_classes(api_key)))
+    message = data.draw(st.from_type(cls))
+    assert decode(cls, _wire(message)) == message
+    assert _fast_decoder(cls)(_wire(message)) == message  # the compiled path accepts all a valid message holds
+
+
+def test_fields_travel_in_schema_order_with_kafkas_wire_forms():
+    cls = load_response_schema(0, 9)
+    assert [name for name, *_ in fields_plan(cls)] == [f.name for f in dataclasses.fields(cls)]
+    resp = cls(responses=(), throttle_time=datetime.timedelta(milliseconds=250))
+    assert encode(resp) == [[], 250]  # a timedelta travels as int milliseconds
+    topic_id = uuid.uuid4()
+    req = MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=topic_id, name="t"),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=True,
+    )
+    assert encode(req) == [[[topic_id.bytes, "t"]], False, True]
+    assert decode(MetadataRequest, _wire(req)) == req
+
+
+@pytest.mark.parametrize(
+    ("wire", "error"),
+    [
+        ([[[b"\0" * 16, "t"]], False], "has 2 fields, MetadataRequest has 3"),
+        ([[[b"\0" * 15, "t"]], False, True], r"topics\[0\]\.topic_id must be a 16-byte uuid"),
+        ([[[b"\0" * 16, 7]], False, True], r"topics\[0\]\.name must be a string"),
+        ([[[b"\0" * 16, "t"]], 1, True], "allow_auto_topic_creation must be a boolean"),
+        ([{"topics": []}, False, True], "topics must be an array"),
+        ("MetadataRequest", "must be an array of 3 fields"),
+    ],
+)
+def test_a_field_outside_its_type_is_refused_with_its_path(wire, error):
+    with pytest.raises(MessageError, match=error):
+        decode(MetadataRequest, wire)
+    with pytest.raises((_Refused, MessageError)):  # the compiled path refuses it too (the slow one names it)
+        _fast_decoder(MetadataRequest)(wire)
+
+
+def _fetch_request() -> FetchRequest:
+    return FetchRequest(
+        cluster_id=None,
+        replica_state=ReplicaState(replica_id=kio_types.BrokerId(-1), replica_epoch=i64(-1)),
+        max_wait=datetime.timedelta(milliseconds=500),
+        min_bytes=i32(1),
+        max_bytes=i32(1 << 20),
+        isolation_level=i8(0),
+        session_id=i32(0),
+        session_epoch=i32(-1),
+        topics=(),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "bad", "error"),
+    [
+        ("min_bytes", 2**31, "min_bytes 2147483648 is out of range for int32"),
+        ("max_wait", -(2**31) - 1, "out of range for int32"),
+        ("isolation_level", 128, "out of range for int8"),
+        ("session_epoch", True, "session_epoch must be an integer"),
+        ("topics", None, "topics may not be null"),
+        ("replica_state", [1], "replica_state has 1 fields"),
+    ],
+)
+def test_integer_widths_and_nullability_are_checked(field, bad, error):
+    wire = encode(_fetch_request())
+    assert decode(FetchRequest, wire) == _fetch_request()
+    wire[[name for name, *_ in fields_plan(FetchRequest)].index(field)] = bad
+    with pytest.raises(MessageError, match=error):
+        decode(FetchRequest, wire)
+    with pytest.raises((_Refused, MessageError)):
+        _fast_decoder(FetchRequest)(wire)
+
+
+def test_an_error_code_must_be_one_kafka_knows():
+    resp = ApiVersionsResponse(error_code=ErrorCode.none, api_keys=(), throttle_time=datetime.timedelta(0))
+    row = encode(resp)
+    assert decode(ApiVersionsResponse, row) == resp
+    row[0] = 30_000  # fits int16, but is no Kafka error code
+    with pytest.raises(MessageError, match="error_code 30000 is not a known ErrorCode"):
+        decode(ApiVersionsResponse, row)
+
+
+# --- net/schema/: one class per API over the served versions ----------------------------------------------------
+
+
+@pytest.mark.parametrize("api_key", sorted(MESSAGES))
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_served_version_converts_to_its_api_class_and_back(api_key, data):
+    req_cls, resp_cls = MESSAGES[api_key]
+    version = data.draw(st.integers(*req_cls.VERSIONS))
+    for cls, load in ((req_cls, load_request_schema), (resp_cls, load_response_schema)):
+        kio_cls = load(api_key, version)
+        message = data.draw(st.from_type(kio_cls))
+        typed = from_kio(message, cls)
+        assert to_kio(typed, kio_cls) == message  # nothing a version carries is lost on the way
+        assert decode(cls, _wire(typed)) == typed  # and the native codec carries the same object
+
+
+def test_a_field_a_version_lacks_takes_its_schema_default():
+    from kio.schema.metadata.v0.request import MetadataRequest as MetadataRequestV0
+    from kio.schema.metadata.v0.request import MetadataRequestTopic as TopicV0
+
+    from net.schema.metadata import MetadataRequest as Typed
+
+    typed = from_kio(MetadataRequestV0(topics=(TopicV0(name="t"),)), Typed)
+    assert typed.allow_auto_topic_creation is True  # Kafka's default where v0 had no such field
+    assert typed.topics is not None and typed.topics[0].name == "t" and typed.topics[0].topic_id is None
+    assert to_kio(typed, MetadataRequestV0) == MetadataRequestV0(topics=(TopicV0(name="t"),))
+    assert Typed.VERSIONS == (0, 12) and Typed.API_KEY == 3
+
+
+def test_the_generated_classes_are_what_the_installed_kio_gives():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "scripts/generate_messages.py", "--check"], cwd=root, capture_output=True)
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
