@@ -94,7 +94,6 @@ class BrokerServer:
         self.heartbeat: HeartbeatThread | None = None
         self._tasks: list[asyncio.Task] = []
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, lane): num.replica.fetchers
-        self._stopped = asyncio.Event()
 
     async def start(self) -> None:
         """Build every part complete, in dependency order, then open the listeners to requests."""
@@ -558,7 +557,3 @@ class BrokerServer:
             self.replica_manager.close()
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown, hws)
         log.info("shut down cleanly")
-        self._stopped.set()
-
-    async def wait_stopped(self) -> None:
-        await self._stopped.wait()

@@ -110,7 +110,6 @@ class AsyncAdmin:
                 if not (e.retriable or e.code == ErrorCode.NOT_CONTROLLER):
                     raise
                 last = e
-                self.client.metadata.updated_at = 0
                 await asyncio.sleep(retry.next())
         raise last or KafkaLiteError("controller request timed out")
 

@@ -63,7 +63,6 @@ class ClusterMetadata:
         self.topics: dict[str, TopicMeta] = {}
         self.cluster_id = ""
         self.controller_id = -1
-        self.updated_at = 0.0
 
     def update(self, body: dict, requested: list[str] | None) -> None:
         self.brokers = {b[0]: (b[1], b[2]) for b in body.get("brokers", [])}
@@ -92,7 +91,6 @@ class ClusterMetadata:
             for name in list(self.topics):
                 if name not in seen:
                     del self.topics[name]
-        self.updated_at = time.monotonic()
 
     def partition_count(self, topic: str) -> int | None:
         tm = self.topics.get(topic)
@@ -248,9 +246,6 @@ class KafkaLiteClient:
         md = ClusterMetadata()
         md.update(body, None)
         return md.topics
-
-    def metadata_stale(self) -> bool:
-        return time.monotonic() - self.metadata.updated_at > self.metadata_max_age
 
     async def leader_for(self, topic: str, partition: int) -> int:
         leader = self.metadata.leader(topic, partition)

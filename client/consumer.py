@@ -188,7 +188,6 @@ class AsyncConsumer:
                         if e.code == ErrorCode.LEADER_NOT_AVAILABLE:
                             break  # assigned anyway: fetching starts when a leader appears
                         raise
-                    self.client.metadata.updated_at = 0
                     await asyncio.sleep(self.client.retry_backoff)
                     await self.client.refresh_metadata({tp.topic})
         assigned = {tp: self._states.get(tp) or PartitionFetchState() for tp in tps}
