@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from net.connection import BrokerConnection
 from net.errors import ErrorCode, KafkaLiteError, NetworkError, SaslAuthenticationError, error_for, topic_error
 from net.protocol import ApiKey
-from net.retry import Backoff
+from net.retry import Backoff, retry_until
 from net.security import ClientSecurity
 
 log = logging.getLogger("kafkalite.client")
@@ -271,16 +271,13 @@ class KafkaLiteClient:
         with backoff for up to request.timeout.ms, as Kafka's clients do: it is the right leader and the answer
         comes within a fetch round trip. Other errors are raised at once, as before."""
         tps = list(tps)
-        backoff = self.backoff()
-        deadline = time.monotonic() + self.request_timeout
-        while True:
-            try:
-                return await self._list_offsets_once(tps, timestamp)
-            except KafkaLiteError as e:
-                wait = backoff.next()
-                if e.code != ErrorCode.OFFSET_NOT_AVAILABLE or time.monotonic() + wait > deadline:
-                    raise
-                await asyncio.sleep(wait)
+        return await retry_until(
+            lambda: self._list_offsets_once(tps, timestamp),
+            self.backoff(),
+            KafkaLiteError,
+            lambda e: e.code == ErrorCode.OFFSET_NOT_AVAILABLE,
+            deadline=time.monotonic() + self.request_timeout,
+        )
 
     async def _list_offsets_once(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         by_leader: dict[int, list[tuple[str, int]]] = {}
