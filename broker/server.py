@@ -43,12 +43,12 @@ from broker.network.quorum_driver import QuorumDriver, next_incarnation
 from broker.network.server import (
     INTER_BROKER_LISTENER,
     RELAY_LISTENER,
-    BadRequest,
     ConnectionContext,
     ConnectionLimits,
     NativeCodec,
     NetServer,
     bind_listener,
+    error_body,
 )
 from broker.partition import Partition
 from broker.quotas import ClientQuotaManager
@@ -64,10 +64,9 @@ from broker.security.scram import ScramCredential
 from broker.security_api import SecurityApis
 from election import QuorumConfig
 from election.coordination import Coordination
-from net.errors import ErrorCode, KafkaLiteError
+from net.errors import KafkaLiteError, MalformedRequest, error_code_of
 from net.protocol import ApiKey
 from net.security import uses_sasl, uses_ssl
-from net.wire_types import WireRangeError
 
 log = logging.getLogger("kafkalite.broker")
 TICK_S = 0.1
@@ -469,8 +468,8 @@ class BrokerServer:
         try:
             check_request(ApiKey.ALTER_PARTITION, body)  # typed as on the wire (broker/request_ranges.py)
             return await self.apis.handle_alter_partition(body, RELAY_CONTEXT)
-        except (BadRequest, WireRangeError) as e:
-            return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(e)}
+        except MalformedRequest as e:
+            return error_body(*error_code_of(e))
 
     # --- chores ----------------------------------------------------------------
 
