@@ -38,6 +38,7 @@ from net.errors import (
     KafkaLiteError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
+    error_code_of,
 )
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.schema.list_offsets import (
@@ -97,12 +98,6 @@ def _topic_partitions(body: dict) -> list[tuple[str, list]]:
                 raise BadRequest("each partition entry must be a list starting with the partition number")
         out.append((entry[0], parts))
     return out
-
-
-def _code(e: Exception) -> tuple[int, str]:
-    if isinstance(e, KafkaLiteError):
-        return int(e.code), str(e)
-    return int(ErrorCode.UNKNOWN_SERVER_ERROR), f"{type(e).__name__}: {e}"
 
 
 class KafkaApis:
@@ -502,7 +497,7 @@ class KafkaApis:
                     await meter.mutate(n, partial(self.controller.create_topic, name, n, rf, configs))
                 results.append([t.get("name"), 0, None])
             except Exception as e:
-                results.append([t.get("name"), *_code(e)])
+                results.append([t.get("name"), *error_code_of(e)])
         return self._metered(meter, results)
 
     def _validate_configs(self, configs: Any) -> dict[str, str]:
@@ -529,7 +524,7 @@ class KafkaApis:
                 await meter.mutate(n, partial(self.controller.delete_topic, name))
                 results.append([name, 0, None])
             except Exception as e:
-                results.append([name, *_code(e)])
+                results.append([name, *error_code_of(e)])
         return self._metered(meter, results)
 
     def handle_create_partitions(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
@@ -562,7 +557,7 @@ class KafkaApis:
                     await meter.mutate(max(0, added), partial(self.controller.create_partitions, name, count))
                 results.append([t.get("name"), 0, None])
             except Exception as e:
-                results.append([t.get("name"), *_code(e)])
+                results.append([t.get("name"), *error_code_of(e)])
         return self._metered(meter, results)
 
     def handle_describe_configs(self, body: dict, ctx: ConnectionContext) -> dict:
@@ -638,7 +633,7 @@ class KafkaApis:
                     await self.controller.set_configs(name, overrides)
                 results.append([name, 0, None])
             except Exception as e:
-                results.append([name, *_code(e)])
+                results.append([name, *error_code_of(e)])
         return {"topics": results}
 
     # --- broker to broker ------------------------------------------------------
@@ -697,8 +692,7 @@ class KafkaApis:
             await call
             return {"error_code": 0}
         except Exception as e:
-            code, msg = _code(e)
-            return {"error_code": code, "error_message": msg}
+            return error_body(*error_code_of(e))
 
     async def _alter_partition(self, args: tuple) -> dict:
         return await self._controller_call(self.controller.alter_partition(*args))

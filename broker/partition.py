@@ -158,10 +158,6 @@ class Partition:
 
     # --- leadership, as the committed metadata says ------------------------------
 
-    @property
-    def is_leader(self) -> bool:
-        return self.leader_state is not None
-
     def apply_state(self, st: "PartitionState", now_ms: int) -> str:
         """Follow a committed partition record. Returns what changed: leader, follower, isr, offline or none."""
         self.replicas = list(st.replicas)

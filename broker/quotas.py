@@ -13,7 +13,7 @@ that long (KIP-219), so a client that ignores the hint is slowed all the same. S
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Iterable
+from typing import Callable
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -105,8 +105,3 @@ class ClientQuotaManager:
             return 0
         window_s = self.window_num * self.window_size_s
         return int((observed - quota) / quota * window_s * 1000)
-
-    def forget(self, entities: Iterable[Entity]) -> None:
-        for e in list(entities):
-            for key in QUOTA_KEYS:
-                self._rates.pop((e, key), None)

@@ -13,6 +13,7 @@ from typing import Callable
 from broker.partition import FetchResult, Partition
 from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.protocol import ApiKey
+from net.retry import Backoff
 
 log = logging.getLogger("kafkalite.fetcher")
 
@@ -32,7 +33,10 @@ class ReplicaFetcher:
         self._request = request  # async (leader_id, api, body, timeout) -> body
         self.max_wait_ms = max_wait_ms
         self.max_partition_bytes = max_partition_bytes
-        self.backoff_s = backoff_s
+        self.backoff_s = backoff_s  # the idle wait when no partition is followed yet
+        # After a failed fetch: a constant wait as Kafka's replica.fetch.backoff.ms (net/retry.py at base =
+        # maximum), spread ±20% so that the followers of a leader that failed do not all come back at once.
+        self._retry = Backoff(backoff_s * 1000, backoff_s * 1000)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._task: asyncio.Task | None = None
         self._changed = asyncio.Event()
@@ -70,15 +74,16 @@ class ReplicaFetcher:
                     fetch.cancel()
             try:
                 await fetch
+                self._retry.reset()
             except asyncio.CancelledError:
                 if not self._changed.is_set():
                     raise  # we were cancelled (stop), not the fetch
             except KafkaLiteError as e:
                 log.debug("fetch from leader %d failed: %s", self.leader_id, e)
-                await asyncio.sleep(self.backoff_s)
+                await asyncio.sleep(self._retry.next())
             except Exception:
                 log.exception("replica fetcher for leader %d failed", self.leader_id)
-                await asyncio.sleep(self.backoff_s)
+                await asyncio.sleep(self._retry.next())
 
     async def _fetch_once(self) -> None:
         topics: dict[str, list] = {}

@@ -21,6 +21,7 @@ from net.errors import (
     KafkaStorageError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    error_code_of,
 )
 from net.protocol import OffsetSpec
 
@@ -63,9 +64,8 @@ class ProduceResult:
 
 
 def _error_result(cls: type, e: Exception) -> Any:
-    if isinstance(e, KafkaLiteError):
-        return cls(int(e.code), message=str(e))
-    return cls(int(ErrorCode.UNKNOWN_SERVER_ERROR), message=f"{type(e).__name__}: {e}")
+    code, message = error_code_of(e)
+    return cls(int(code), message=message)
 
 
 class ReplicaManager:

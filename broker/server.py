@@ -43,12 +43,12 @@ from broker.network.quorum_driver import QuorumDriver, next_incarnation
 from broker.network.server import (
     INTER_BROKER_LISTENER,
     RELAY_LISTENER,
-    BadRequest,
     ConnectionContext,
     ConnectionLimits,
     NativeCodec,
     NetServer,
     bind_listener,
+    error_body,
 )
 from broker.partition import Partition
 from broker.quotas import ClientQuotaManager
@@ -64,10 +64,9 @@ from broker.security.scram import ScramCredential
 from broker.security_api import SecurityApis
 from election import QuorumConfig
 from election.coordination import Coordination
-from net.errors import ErrorCode, KafkaLiteError
+from net.errors import KafkaLiteError, MalformedRequest, error_code_of
 from net.protocol import ApiKey
 from net.security import uses_sasl, uses_ssl
-from net.wire_types import WireRangeError
 
 log = logging.getLogger("kafkalite.broker")
 TICK_S = 0.1
@@ -94,7 +93,6 @@ class BrokerServer:
         self.heartbeat: HeartbeatThread | None = None
         self._tasks: list[asyncio.Task] = []
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, lane): num.replica.fetchers
-        self._stopped = asyncio.Event()
 
     async def start(self) -> None:
         """Build every part complete, in dependency order, then open the listeners to requests."""
@@ -470,8 +468,8 @@ class BrokerServer:
         try:
             check_request(ApiKey.ALTER_PARTITION, body)  # typed as on the wire (broker/request_ranges.py)
             return await self.apis.handle_alter_partition(body, RELAY_CONTEXT)
-        except (BadRequest, WireRangeError) as e:
-            return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(e)}
+        except MalformedRequest as e:
+            return error_body(*error_code_of(e))
 
     # --- chores ----------------------------------------------------------------
 
@@ -558,7 +556,3 @@ class BrokerServer:
             self.replica_manager.close()
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown, hws)
         log.info("shut down cleanly")
-        self._stopped.set()
-
-    async def wait_stopped(self) -> None:
-        await self._stopped.wait()

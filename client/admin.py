@@ -3,7 +3,6 @@ partition leaders."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import time
@@ -18,6 +17,7 @@ from net.acl import AclBinding, AclBindingFilter
 from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
 from net.protocol import ApiKey, ElectionType
+from net.retry import retry_until
 
 
 @dataclass
@@ -91,28 +91,26 @@ class AsyncAdmin:
 
     async def _controller_request(self, api: ApiKey, body: dict, rows_key: str = "topics") -> dict:
         """Send to the active controller; follow it through NOT_CONTROLLER and elections until the timeout."""
-        deadline = time.monotonic() + self.client.request_timeout
-        retry = self.client.backoff()
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                await self.client.refresh_metadata([])
-                controller = self.client.metadata.controller_id
-                if controller < 0:
-                    raise error_for(ErrorCode.NOT_CONTROLLER, "no active controller (an election may be running)")
-                resp = await self.client.request(controller, api, body)
-                if resp.get("error_code"):
-                    raise error_for(resp["error_code"], resp.get("error_message", ""))
-                if any(r[1] == ErrorCode.NOT_CONTROLLER for r in resp.get(rows_key, [])):
-                    raise error_for(ErrorCode.NOT_CONTROLLER, "controller moved")
-                return resp
-            except KafkaLiteError as e:
-                if not (e.retriable or e.code == ErrorCode.NOT_CONTROLLER):
-                    raise
-                last = e
-                self.client.metadata.updated_at = 0
-                await asyncio.sleep(retry.next())
-        raise last or KafkaLiteError("controller request timed out")
+
+        async def attempt() -> dict:
+            await self.client.refresh_metadata([])  # where the controller is now
+            controller = self.client.metadata.controller_id
+            if controller < 0:
+                raise error_for(ErrorCode.NOT_CONTROLLER, "no active controller (an election may be running)")
+            resp = await self.client.request(controller, api, body)
+            if resp.get("error_code"):
+                raise error_for(resp["error_code"], resp.get("error_message", ""))
+            if any(r[1] == ErrorCode.NOT_CONTROLLER for r in resp.get(rows_key, [])):
+                raise error_for(ErrorCode.NOT_CONTROLLER, "controller moved")
+            return resp
+
+        return await retry_until(
+            attempt,
+            self.client.backoff(),
+            KafkaLiteError,
+            lambda e: e.retriable or e.code == ErrorCode.NOT_CONTROLLER,
+            deadline=time.monotonic() + self.client.request_timeout,
+        )
 
     async def create_topics(self, topics: list[NewTopic], validate_only: bool = False) -> None:
         body = {

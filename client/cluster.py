@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from net.connection import BrokerConnection
 from net.errors import ErrorCode, KafkaLiteError, NetworkError, SaslAuthenticationError, error_for, topic_error
 from net.protocol import ApiKey
-from net.retry import Backoff
+from net.retry import Backoff, retry_until
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.security import ClientSecurity
 
@@ -64,7 +64,6 @@ class ClusterMetadata:
         self.topics: dict[str, TopicMeta] = {}
         self.cluster_id = ""
         self.controller_id = -1
-        self.updated_at = 0.0
 
     def update(self, body: dict, requested: list[str] | None) -> None:
         self.brokers = {b[0]: (b[1], b[2]) for b in body.get("brokers", [])}
@@ -93,7 +92,6 @@ class ClusterMetadata:
             for name in list(self.topics):
                 if name not in seen:
                     del self.topics[name]
-        self.updated_at = time.monotonic()
 
     def partition_count(self, topic: str) -> int | None:
         tm = self.topics.get(topic)
@@ -250,9 +248,6 @@ class KafkaLiteClient:
         md.update(body, None)
         return md.topics
 
-    def metadata_stale(self) -> bool:
-        return time.monotonic() - self.metadata.updated_at > self.metadata_max_age
-
     async def leader_for(self, topic: str, partition: int) -> int:
         leader = self.metadata.leader(topic, partition)
         if leader is None:
@@ -273,20 +268,18 @@ class KafkaLiteClient:
         """Kafka's ListOffsets, routed to each partition's leader: EARLIEST (-2), LATEST (-1, the high
         watermark) or the first offset at/after a timestamp (-1 if none).
 
-        OFFSET_NOT_AVAILABLE (a leader just elected, its high watermark catching up: KIP-207) is asked again
-        with backoff for up to request.timeout.ms, as Kafka's clients do: it is the right leader and the answer
-        comes within a fetch round trip. Other errors are raised at once, as before."""
+        A retriable error (OFFSET_NOT_AVAILABLE while a new leader's high watermark catches up, KIP-207;
+        NOT_LEADER_OR_FOLLOWER or a lost connection after a failover, whose topic's metadata is then asked
+        again) is retried with backoff for up to request.timeout.ms, as Kafka's clients do. Other errors are
+        raised at once."""
         tps = list(tps)
-        backoff = self.backoff()
-        deadline = time.monotonic() + self.request_timeout
-        while True:
-            try:
-                return await self._list_offsets_once(tps, timestamp)
-            except KafkaLiteError as e:
-                wait = backoff.next()
-                if e.code != ErrorCode.OFFSET_NOT_AVAILABLE or time.monotonic() + wait > deadline:
-                    raise
-                await asyncio.sleep(wait)
+        return await retry_until(
+            lambda: self._list_offsets_once(tps, timestamp),
+            self.backoff(),
+            KafkaLiteError,
+            lambda e: e.retriable,
+            deadline=time.monotonic() + self.request_timeout,
+        )
 
     async def _list_offsets_once(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         by_leader: dict[int, list[tuple[str, int]]] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import partial
 from typing import Any, Callable, Iterable
 
 from client.assignors import assignors_for
@@ -18,6 +19,7 @@ from client.group import ConsumerCoordinator
 from client.subscription import ConsumerRebalanceListener, GroupSubscription
 from client.topic_partition import TopicPartition
 from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError
+from net.retry import retry_until
 
 log = logging.getLogger("kafkalite.consumer")
 __all__ = ["AsyncConsumer", "ConsumerRecord", "TopicPartition", "decode_records", "EARLIEST", "LATEST"]
@@ -179,18 +181,18 @@ class AsyncConsumer:
         # before calling the topic unknown.
         deadline = time.monotonic() + ASSIGN_METADATA_WAIT_S
         for tp in tps:
-            while True:
-                try:
-                    await self.client.leader_for(tp.topic, tp.partition)
-                    break
-                except KafkaLiteError as e:
-                    if not e.retriable or time.monotonic() >= deadline:
-                        if e.code == ErrorCode.LEADER_NOT_AVAILABLE:
-                            break  # assigned anyway: fetching starts when a leader appears
-                        raise
-                    self.client.metadata.updated_at = 0
-                    await asyncio.sleep(self.client.retry_backoff)
-                    await self.client.refresh_metadata({tp.topic})
+            try:
+                await retry_until(
+                    partial(self.client.leader_for, tp.topic, tp.partition),  # refreshes the metadata
+                    self.client.backoff(),
+                    KafkaLiteError,
+                    lambda e: e.retriable,
+                    deadline,
+                )
+            except KafkaLiteError as e:
+                if e.code != ErrorCode.LEADER_NOT_AVAILABLE:
+                    raise
+                # Assigned anyway without a leader: fetching starts when one appears.
         assigned = {tp: self._states.get(tp) or PartitionFetchState() for tp in tps}
         self._states.clear()  # in place: the fetcher holds the same dict
         self._states.update(assigned)

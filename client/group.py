@@ -19,6 +19,7 @@ from client.cluster import KafkaLiteClient
 from net.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscription
 from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
 from net.protocol import ApiKey
+from net.retry import retry_until
 
 log = logging.getLogger("kafkalite.group")
 
@@ -63,18 +64,18 @@ class GroupClient:
     # --- coordinator discovery ---------------------------------------------------------------
 
     async def ensure_coordinator(self, deadline: float) -> int:
-        retry = self.client.backoff()
-        while self.coordinator_id is None:
-            try:
-                body = await self.client.request(None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0})
-                if body.get("error_code"):
-                    raise group_error(body["error_code"], self.group_id, "describe", body.get("error_message") or "")
-                self.client.metadata.brokers.setdefault(body["node_id"], (body["host"], body["port"]))
-                self.coordinator_id = body["node_id"]
-            except KafkaLiteError as e:
-                if not _retriable(e) or time.monotonic() >= deadline:
-                    raise
-                await asyncio.sleep(retry.next())
+        if self.coordinator_id is not None:
+            return self.coordinator_id
+        return await retry_until(self._find_coordinator, self.client.backoff(), KafkaLiteError, _retriable, deadline)
+
+    async def _find_coordinator(self) -> int:
+        if self.coordinator_id is not None:  # another request found it while this one waited to retry
+            return self.coordinator_id
+        body = await self.client.request(None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0})
+        if body.get("error_code"):
+            raise group_error(body["error_code"], self.group_id, "describe", body.get("error_message") or "")
+        self.client.metadata.brokers.setdefault(body["node_id"], (body["host"], body["port"]))
+        self.coordinator_id = body["node_id"]
         return self.coordinator_id
 
     def coordinator_dead(self, reason: str) -> None:
@@ -90,21 +91,25 @@ class GroupClient:
         """A request to the coordinator, rediscovering it through moves and load-in-progress until `deadline`."""
         if deadline is None:
             deadline = time.monotonic() + self.client.request_timeout
-        retry = self.client.backoff()
-        while True:
-            coordinator = await self.ensure_coordinator(deadline)
-            try:
-                resp = await self.client.request(coordinator, api, body, timeout=timeout)
-                code = resp.get("error_code", 0)
-                if code in COORDINATOR_ERRORS:
-                    raise error_for(code, resp.get("error_message") or "")
-                return resp
-            except KafkaLiteError as e:
-                if e.code not in COORDINATOR_ERRORS or time.monotonic() >= deadline:
-                    raise
-                if e.code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                    self.coordinator_dead(str(e))
-                await asyncio.sleep(retry.next())
+        until: float = deadline  # for the closure (mypy does not narrow a captured Optional)
+
+        async def attempt() -> dict:
+            coordinator = await self.ensure_coordinator(until)
+            resp = await self.client.request(coordinator, api, body, timeout=timeout)
+            code = resp.get("error_code", 0)
+            if code in COORDINATOR_ERRORS:
+                raise error_for(code, resp.get("error_message") or "")
+            return resp
+
+        def moved(e: KafkaLiteError) -> None:
+            if e.code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:  # loading: the same coordinator, soon ready
+                self.coordinator_dead(str(e))
+
+        # ensure_coordinator retries its lookup until the deadline itself: a coordinator error it raises comes
+        # at the deadline, and is raised from here too.
+        return await retry_until(
+            attempt, self.client.backoff(), KafkaLiteError, _coordinator_error, deadline, before_retry=moved
+        )
 
     # --- offsets --------------------------------------------------------------------------------
 
@@ -121,17 +126,13 @@ class GroupClient:
             "topics": [[t, rows] for t, rows in by_topic.items()],
         }
         deadline = time.monotonic() + self.client.request_timeout
-        retry = self.client.backoff()
-        while True:
+
+        async def attempt() -> None:
             resp = await self.request(ApiKey.OFFSET_COMMIT, body, deadline)
             errors = [(t, p, code, msg) for t, rows in resp.get("topics", []) for p, code, msg in rows if code]
             if not errors:
                 return
             t, p, code, msg = errors[0]
-            if code in COORDINATOR_ERRORS and time.monotonic() < deadline:
-                self.coordinator_dead(ErrorCode(code).name)
-                await asyncio.sleep(retry.next())
-                continue
             if code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
                 self.rejoin_needed = True
                 raise CommitFailedError(
@@ -139,6 +140,17 @@ class GroupClient:
                     "partitions may have moved to another member"
                 )
             raise error_for(code, f"commit of {t}-{p} failed: {msg or ErrorCode(code).name}")
+
+        # A row's coordinator error: find the coordinator again and commit again, until the deadline. (`request`
+        # retries its own coordinator errors until the same deadline, so one it raises ends here too.)
+        await retry_until(
+            attempt,
+            self.client.backoff(),
+            KafkaLiteError,
+            _coordinator_error,
+            deadline,
+            before_retry=lambda e: self.coordinator_dead(e.code.name),
+        )
 
     async def fetch_committed(self, tps: list[TP] | None) -> dict[TP, int]:
         """Committed offsets; -1 where none. tps None: everything the group committed."""
@@ -314,6 +326,10 @@ class ConsumerCoordinator(GroupClient):
 
 def _retriable(e: KafkaLiteError) -> bool:
     return e.retriable or e.code in COORDINATOR_ERRORS
+
+
+def _coordinator_error(e: KafkaLiteError) -> bool:
+    return e.code in COORDINATOR_ERRORS
 
 
 Listener = Callable[[set[TP]], object]

@@ -227,7 +227,6 @@ class Sender:
             err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e), ErrorCode.NETWORK_EXCEPTION)
             for tp, batches, _ in request:
                 self._on_partition_error(tp, batches, err, reached_broker=False)
-            self.client.metadata.updated_at = 0
             self.wakeup_threadsafe()
             return
         try:
@@ -242,7 +241,6 @@ class Sender:
             err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e), ErrorCode.NETWORK_EXCEPTION)
             for tp, batches, _ in request:
                 self._on_partition_error(tp, batches, err)
-            self.client.metadata.updated_at = 0
             return
         finally:
             self.wakeup_threadsafe()

@@ -34,7 +34,6 @@ CRC_START = 21  # the CRC covers attributes .. end, so stamping the offset/epoch
 _LEN = struct.Struct(">i")
 _EPOCH = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
-_OFFSET_AND_LEN = struct.Struct(">qi")
 TIMESTAMP_LOG_APPEND = 0x08
 
 NO_PRODUCER_ID = -1
@@ -79,12 +78,6 @@ class BatchHeader(NamedTuple):
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     return BatchHeader._make(HEADER.unpack_from(buf, pos))
-
-
-def read_offset_and_size(buf: bytes | memoryview, pos: int = 0) -> tuple[int, int]:
-    """(base offset, total size) of the batch at `pos`, without checking it."""
-    base, length = _OFFSET_AND_LEN.unpack_from(buf, pos)
-    return base, length + LOG_OVERHEAD
 
 
 def validate(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> BatchHeader:

@@ -175,6 +175,23 @@ PolicyViolationError = _error("POLICY_VIOLATION")
 ThrottlingQuotaExceededError = _error("THROTTLING_QUOTA_EXCEEDED")
 
 
+class MalformedRequest(ValueError):
+    """A well-framed request whose fields are wrong (a shape, a number out of its Kafka type): answered with
+    INVALID_REQUEST. Not a KafkaLiteError, so that a handler answering KafkaLiteErrors per row does not make
+    one row of a malformed request."""
+
+
+def error_code_of(e: BaseException) -> tuple[ErrorCode, str]:
+    """The error code and message a request (or one row of it) is answered with when handling it raised `e`
+    (Kafka's Errors.forException): a KafkaLiteError's own code, INVALID_REQUEST for a MalformedRequest, and
+    UNKNOWN_SERVER_ERROR for anything else (a bug of ours, named so that it can be reported)."""
+    if isinstance(e, KafkaLiteError):
+        return e.code, str(e)
+    if isinstance(e, MalformedRequest):
+        return ErrorCode.INVALID_REQUEST, str(e)
+    return ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}"
+
+
 def error_for(code: int, message: str = "") -> KafkaLiteError:
     """The exception for a code received on the wire."""
     try:

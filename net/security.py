@@ -46,10 +46,6 @@ class ClientSecurity:
     # default) or "none".
     ssl_endpoint_identification_algorithm: str = "https"
 
-    @property
-    def plaintext(self) -> bool:
-        return self.protocol == "PLAINTEXT"
-
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context for SSL and SASL_SSL (None otherwise): the CA file verifies the broker, and a
         client certificate (mutual TLS) is presented when one is configured."""

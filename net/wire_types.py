@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from net.errors import MalformedRequest
+
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-class WireRangeError(ValueError):
+class WireRangeError(MalformedRequest):
     """A number read off the wire is not an integer of its field's type: the request is refused."""
 
 

@@ -188,10 +188,6 @@ class LogSegment:
             return self.max_timestamp
         return int(os.stat(self.path).st_mtime * 1000)
 
-    @property
-    def is_empty(self) -> bool:
-        return self.size == 0
-
     def is_full(self) -> bool:
         return self.offset_index.is_full or self.time_index.is_full
 

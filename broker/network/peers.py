@@ -19,6 +19,7 @@ from typing import Any, Callable
 from net.connection import BrokerConnection, ConnectRefusedError
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
+from net.retry import Backoff
 from net.security import ClientSecurity
 
 log = logging.getLogger("kafkalite.peers")
@@ -86,7 +87,9 @@ class PeerChannel:
         self.peer_id = peer_id
         self.host, self.port = host, port
         self._ib_port: int | None = None if discovery is not None else port
-        self.backoff_s = backoff_s
+        # A dead peer is tried again at most every backoff_s: a constant wait (net/retry.py at base = maximum),
+        # spread ±20% so that brokers do not all reconnect in lock step; a connection resets it.
+        self._reconnect = Backoff(backoff_s * 1000, backoff_s * 1000)
         # Called with peer_id each time a connection attempt is refused (see the module docstring).
         self.on_closed = on_closed
         self._conn: BrokerConnection | None = None
@@ -136,9 +139,10 @@ class PeerChannel:
             self._pending.clear()
             if isinstance(e, ConnectRefusedError) and self.on_closed is not None and not self._closing:
                 self.on_closed(self.peer_id)
-            await asyncio.sleep(self.backoff_s)  # a dead peer is retried at most this often
+            await asyncio.sleep(self._reconnect.next())  # a dead peer is retried at most this often
             return
         self._attempting = False
+        self._reconnect.reset()
         if self._closing:
             conn.close()
             return

@@ -25,7 +25,7 @@ from broker.network.authenticator import PLAINTEXT, Authenticator, ListenerSecur
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.memory import ConnectionChurn
 from broker.network.native_legacy import LEGACY
-from net.errors import ErrorCode, KafkaLiteError
+from net.errors import ErrorCode, KafkaLiteError, MalformedRequest, error_code_of
 from net.messages import MessageError, decode
 from net.messages import encode as encode_message
 from net.protocol import (
@@ -396,13 +396,11 @@ class BrokerProtocol(asyncio.Protocol):
             return
         try:
             result = self._handler.handle(req.api_key, req.version, req.body, self._ctx)
-        except BadRequest as e:
-            result = error_body(ErrorCode.INVALID_REQUEST, str(e))
-        except KafkaLiteError as e:
-            result = error_body(e.code, str(e))
+        except (MalformedRequest, KafkaLiteError) as e:
+            result = error_body(*error_code_of(e))
         except Exception as e:  # a handler bug must cost one request, never the broker
             log.exception("error handling api %s from %s", req.api_key, self._ctx.peer)
-            result = error_body(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
+            result = error_body(*error_code_of(e))
         if not inspect.isawaitable(result):
             self._answer(req, result)
             return
@@ -420,11 +418,10 @@ class BrokerProtocol(asyncio.Protocol):
         if fut.cancelled() or self._closed:
             return
         exc = fut.exception()
-        if isinstance(exc, BadRequest):
-            body: dict | None = error_body(ErrorCode.INVALID_REQUEST, str(exc))
-        elif exc is not None:
-            log.error("error completing request %d from %s: %r", req.correlation_id, self._ctx.peer, exc)
-            body = error_body(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+        if exc is not None:
+            if not isinstance(exc, (MalformedRequest, KafkaLiteError)):  # a handler bug
+                log.error("error completing request %d from %s: %r", req.correlation_id, self._ctx.peer, exc)
+            body: dict | None = error_body(*error_code_of(exc))
         else:
             body = fut.result()
         self._answer(req, body, slot=slot)
@@ -572,5 +569,5 @@ def as_list(value: Any, what: str) -> list:
     return value
 
 
-class BadRequest(ValueError):
+class BadRequest(MalformedRequest):
     """A well-framed request whose fields are wrong: answered with INVALID_REQUEST."""

@@ -47,7 +47,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
 from election.coordination import Entry, OnCommitted, OnRole, registration_expiry
-from net.errors import ErrorCode, KafkaLiteError
+from net.errors import ErrorCode, KafkaLiteError, error_code_of
 
 log = logging.getLogger("kafkalite.zookeeper")
 DEFAULT_CHROOT = "/kafkalite"
@@ -592,7 +592,8 @@ class ZooKeeperCoordination:
         try:
             response = await handler(dict(request["body"]))
         except Exception as e:  # noqa: BLE001 - every failure is an answer the leader can act on
-            response = {"error_code": int(getattr(e, "code", ErrorCode.UNKNOWN_SERVER_ERROR)), "error_message": str(e)}
+            code, message = error_code_of(e)
+            response = {"error_code": int(code), "error_message": message}
         request["response"] = response
         try:
             await self._aio(self.zk.set_async(path, msgpack.packb(request, use_bin_type=True), version=stat.version))

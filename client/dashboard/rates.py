@@ -46,9 +46,6 @@ class CounterRates:
         while len(q) > 2 and q[1][0] <= cutoff:
             q.popleft()
 
-    def forget(self, source: Hashable) -> None:
-        self._samples.pop(source, None)
-
     def rates(self, source: Hashable) -> dict[str, float] | None:
         """Per-second rate of every series of `source` over the window; None until it has two samples."""
         q = self._samples.get(source)

@@ -85,10 +85,6 @@ def build(cls: type, data: dict) -> Any:
     return cls(**kwargs)
 
 
-def fields_of(cls: type) -> frozenset[str]:
-    return frozenset(name for name, *_ in _plan(cls))
-
-
 def plain(value: Any) -> Any:
     """A request entity as plain data: dicts, lists, ints (timedeltas as ms, error codes as ints)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -1,0 +1,341 @@
+"""The request handlers (produce, fetch, list offsets, the group's, the ACLs') called as the network layer calls
+them (KafkaApis.handle), without a broker process: a real ReplicaManager over real logs in a scratch directory,
+the metadata image a controller would publish, a real group coordinator on __consumer_offsets, real metrics,
+quotas and authorization. The controller and coordination are absent (None): these handlers never reach them,
+and a test that did would fail on it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+
+from broker.api import KafkaApis
+from broker.config import BrokerConfig
+from broker.controller import MetadataImage
+from broker.group.records import OFFSETS_TOPIC
+from broker.group_api import GroupApis
+from broker.group_coordinator import GroupCoordinator
+from broker.log.manager import LogManager
+from broker.metrics import BrokerMetrics
+from broker.network.server import BadRequest, ConnectionContext
+from broker.quotas import ClientQuotaManager
+from broker.replica_manager import ReplicaManager
+from broker.security.acl import AclAuthorizer
+from broker.security.request_authorizer import RequestAuthorizer
+from broker.security_api import SecurityApis
+from net import batch as batch_fmt
+from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
+from net.consumer_protocol import Assignment, Subscription
+from net.errors import ErrorCode, KafkaLiteError, error_code_of, error_for
+from net.protocol import SUPPORTED_VERSIONS, ApiKey
+from net.retry import Backoff, retry_until
+
+TOPIC = "orders"
+EARLIEST, LATEST = -2, -1
+
+
+def records(*values: bytes) -> bytes:
+    return batch_fmt.build([(i, 0, None, v, None) for i, v in enumerate(values)], 1_700_000_000_000, 0)
+
+
+def values_of(buf: bytes) -> list[bytes]:
+    return [r[3] for pos, h in batch_fmt.iter_batches(buf) for r in batch_fmt.records_of(buf, pos, h)]
+
+
+def topic_records(name: str, partitions: int) -> list[dict]:
+    """What the controller commits for a topic led by broker 1 alone, in leader epoch 3."""
+    out = [{"type": "topic", "name": name, "topic_id": f"id-{name}", "configs": {}}]
+    for p in range(partitions):
+        out.append(
+            {
+                "type": "partition",
+                "topic": name,
+                "partition": p,
+                "leader": 1,
+                "leader_epoch": 3,
+                "replicas": [1],
+                "isr": [1],
+                "partition_epoch": 1,
+            }
+        )
+    return out
+
+
+class Broker:
+    """Broker 1, alone, leading both partitions of TOPIC and the one of __consumer_offsets: the parts KafkaApis
+    is built from, wired as server.py wires them. `acls`: authorization on (authorizer=acl) with these
+    bindings; a plaintext connection's principal is User:ANONYMOUS."""
+
+    def __init__(self, tmp_path: Path, acls: list[AclBinding] | None = None) -> None:
+        self.config = cfg = BrokerConfig.from_props(
+            {
+                "broker.id": "1",
+                "log.dirs": str(tmp_path),
+                "offsets.topic.num.partitions": "1",
+                "group.initial.rebalance.delay.ms": "0",
+            }
+        )
+        self.image = image = MetadataImage()
+        metadata = [{"type": "broker", "id": 1, "host": "127.0.0.1", "port": 9092, "fenced": False}]
+        metadata += topic_records(TOPIC, 2) + topic_records(OFFSETS_TOPIC, 1)
+        metadata += [{"type": "acl", "binding": b.to_wire()} for b in acls or []]
+        for offset, record in enumerate(metadata):
+            image.apply(offset, record)
+        self.logs = LogManager([tmp_path], cfg.topic_config_defaults())
+        self.replicas = ReplicaManager(
+            1,
+            self.logs,
+            self.topic_config,
+            cfg.replica_lag_time_max_ms,
+            lambda *a: None,
+            on_change=lambda p, change: self.groups.on_partition_change(p, change),
+        )
+        self.groups = GroupCoordinator(
+            self.replicas, cfg.group_config(), cfg.offsets_topic_num_partitions, cfg.offsets_commit_timeout_ms
+        )
+        authz = RequestAuthorizer(AclAuthorizer() if acls is not None else None, image)
+        self.apis = KafkaApis(
+            cfg,
+            replica_manager=self.replicas,
+            image=image,
+            coordination=None,  # type: ignore[arg-type]
+            controller=None,  # type: ignore[arg-type]
+            channel=None,  # type: ignore[arg-type]
+            groups=GroupApis(cfg, self.groups, image, None),  # type: ignore[arg-type]
+            security=SecurityApis(image, None, None, authz),  # type: ignore[arg-type]
+            metrics=BrokerMetrics(1),
+            topic_config=self.topic_config,
+            authz=authz,
+            quotas=ClientQuotaManager(lambda: image.client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds),
+        )
+        self.ctx = ConnectionContext("127.0.0.1:5000")
+
+    def start(self) -> None:
+        """Publish the image (on the running loop, as the broker does: the coordinator loads its partition)."""
+        self.replicas.apply_image(self.image, set(self.image.topics))
+
+    def topic_config(self, topic: str) -> Any:
+        return self.config.topic_config_defaults()
+
+    async def call(self, api: ApiKey, body: dict) -> Any:
+        answer = self.apis.handle(api, SUPPORTED_VERSIONS[api][1], body, self.ctx)
+        return await answer if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future) else answer
+
+    async def produce(self, acks: int, *entries: list) -> Any:
+        return await self.call(ApiKey.PRODUCE, {"acks": acks, "timeout_ms": 5000, "topics": [[TOPIC, list(entries)]]})
+
+    async def fetch(self, partition: int, offset: int, epoch: int = -1) -> list:
+        body = {"max_wait_ms": 0, "min_bytes": 0, "topics": [[TOPIC, [[partition, offset, 1 << 20, epoch]]]]}
+        answer = await self.call(ApiKey.FETCH, body)
+        [[topic, [row]]] = answer["topics"]
+        assert topic == TOPIC
+        return row
+
+    async def list_offset(self, partition: int, timestamp: int) -> list:
+        answer = await self.call(ApiKey.LIST_OFFSETS, {"topics": [[TOPIC, [[partition, timestamp]]]]})
+        [[_topic, [row]]] = answer["topics"]
+        return row
+
+    async def group_call(self, api: ApiKey, body: dict) -> dict:
+        """A group request, asked again while the coordinator loads its partition (as a client does)."""
+
+        async def once() -> dict:
+            answer = await self.call(api, body)
+            if answer.get("error_code") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                raise error_for(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            return answer
+
+        loading = lambda e: e.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # noqa: E731
+        return await retry_until(once, Backoff(10, 50), KafkaLiteError, loading, time.monotonic() + 10)
+
+    def close(self) -> None:
+        self.groups.close()
+        self.replicas.close()
+        self.logs.shutdown(self.replicas.high_watermarks())
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = Broker(tmp_path)
+    yield b
+    b.close()
+
+
+def run(broker: Broker, scenario: Callable[[], Awaitable[None]]) -> None:
+    async def main() -> None:
+        broker.start()
+        await scenario()
+
+    asyncio.run(main())
+
+
+def test_produce_appends_at_the_log_end_and_fetch_reads_it_back(broker):
+    async def scenario() -> None:
+        first = await broker.produce(1, [0, records(b"a", b"b")])
+        second = await broker.produce(-1, [0, records(b"c")], [1, records(b"x")])  # acks=all: ISR is [1]
+        [[_t, [row]]] = first["topics"]
+        assert row[:3] == [0, 0, 0]  # partition 0, no error, base offset 0
+        rows = {r[0]: r for _t, rs in second["topics"] for r in rs}
+        assert (rows[0][1], rows[0][2]) == (0, 2) and (rows[1][1], rows[1][2]) == (0, 0)
+        partition, err, hw, *_rest = fetched = await broker.fetch(0, 0)
+        assert (partition, err, hw) == (0, 0, 3)
+        assert values_of(fetched[5]) == [b"a", b"b", b"c"]
+        assert await broker.list_offset(0, EARLIEST) == [0, 0, -1, 0]
+        assert await broker.list_offset(0, LATEST) == [0, 0, -1, 3]
+
+    run(broker, scenario)
+
+
+def test_acks_0_is_not_answered_but_is_stored(broker):
+    async def scenario() -> None:
+        assert await broker.produce(0, [1, records(b"quiet")]) is None
+        assert values_of((await broker.fetch(1, 0))[5]) == [b"quiet"]
+
+    run(broker, scenario)
+
+
+def test_each_partition_is_answered_on_its_own(broker):
+    """A partition this broker does not have fails alone; the other one in the same request is stored."""
+
+    async def scenario() -> None:
+        answer = await broker.produce(1, [0, records(b"ok")], [7, records(b"lost")])
+        rows = {r[0]: r[1] for _t, rs in answer["topics"] for r in rs}
+        assert rows == {0: 0, 7: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert values_of((await broker.fetch(0, 0))[5]) == [b"ok"]
+
+    run(broker, scenario)
+
+
+def test_fetch_out_of_range_and_with_a_stale_leader_epoch_are_refused_per_partition(broker):
+    async def scenario() -> None:
+        await broker.produce(1, [0, records(b"a")])
+        assert (await broker.fetch(0, 5))[1] == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert (await broker.fetch(0, 0, epoch=2))[1] == ErrorCode.FENCED_LEADER_EPOCH  # KIP-320: we lead epoch 3
+        assert (await broker.fetch(0, 0, epoch=4))[1] == ErrorCode.UNKNOWN_LEADER_EPOCH
+        assert (await broker.fetch(0, 0, epoch=3))[1] == 0
+
+    run(broker, scenario)
+
+
+def test_malformed_requests_are_refused_before_anything_is_stored(broker):
+    async def scenario() -> None:
+        with pytest.raises(BadRequest) as raised:
+            await broker.produce(1, [0, records(b"a")], [1, "not bytes"])
+        assert error_code_of(raised.value)[0] == ErrorCode.INVALID_REQUEST
+        with pytest.raises(BadRequest, match="leader_epoch|epoch"):
+            await broker.fetch(0, 0, epoch=2**31)  # not an int32: refused before the handler runs
+        assert await broker.list_offset(0, LATEST) == [0, 0, -1, 0]  # nothing of the refused produce
+
+    run(broker, scenario)
+
+
+def test_a_corrupt_batch_is_refused_and_the_log_is_unchanged(broker):
+    async def scenario() -> None:
+        bad = bytearray(records(b"a"))
+        bad[-1] ^= 0xFF  # the CRC no longer matches
+        answer = await broker.produce(1, [0, bytes(bad)])
+        [[_t, [row]]] = answer["topics"]
+        assert row[1] == ErrorCode.CORRUPT_MESSAGE
+        assert await broker.list_offset(0, LATEST) == [0, 0, -1, 0]
+
+    run(broker, scenario)
+
+
+GROUP = "billing"
+
+
+def test_a_member_joins_syncs_commits_and_a_new_coordinator_reads_the_commit_back(tmp_path):
+    """JoinGroup, SyncGroup and OffsetCommit of one member; the commit is in __consumer_offsets, so the
+    coordinator of a broker started again over the same directory answers it from its log."""
+    first = Broker(tmp_path)
+
+    async def member() -> None:
+        join = await first.group_call(
+            ApiKey.JOIN_GROUP,
+            {
+                "group_id": GROUP,
+                "session_timeout_ms": 10_000,
+                "rebalance_timeout_ms": 10_000,
+                "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [["range", Subscription((TOPIC,)).encode()]],
+            },
+        )
+        assert join["error_code"] == 0 and join["leader"] == join["member_id"]
+        assert (join["generation_id"], join["protocol_name"]) == (1, "range")
+        assert [m for m, _meta in join["members"]] == [join["member_id"]]
+        mine = Assignment(frozenset({(TOPIC, 0), (TOPIC, 1)}))
+        generation, member_id = join["generation_id"], join["member_id"]
+        sync = await first.group_call(
+            ApiKey.SYNC_GROUP,
+            {
+                "group_id": GROUP,
+                "generation_id": generation,
+                "member_id": member_id,
+                "assignments": [[member_id, mine.encode()]],
+            },
+        )
+        assert sync["error_code"] == 0 and Assignment.decode(sync["assignment"]) == mine
+        commit = {"group_id": GROUP, "generation_id": generation, "member_id": member_id}
+        done = await first.group_call(ApiKey.OFFSET_COMMIT, dict(commit, topics=[[TOPIC, [[0, 42, "m"]]]]))
+        assert done["topics"] == [[TOPIC, [[0, 0, None]]]]
+        stale = await first.group_call(
+            ApiKey.OFFSET_COMMIT, dict(commit, generation_id=generation + 1, topics=[[TOPIC, [[1, 7, ""]]]])
+        )
+        assert stale["topics"][0][1][0][1] == ErrorCode.ILLEGAL_GENERATION
+
+    run(first, member)
+    first.close()
+
+    second = Broker(tmp_path)
+
+    async def read_back() -> None:
+        answer = await second.group_call(ApiKey.OFFSET_FETCH, {"group_id": GROUP, "topics": [[TOPIC, [0, 1]]]})
+        offsets = {row[0]: row[1] for _t, rows in answer["topics"] for row in rows}
+        assert offsets == {0: 42, 1: -1}  # the refused commit of partition 1 is not there
+
+    try:
+        run(second, read_back)
+    finally:
+        second.close()
+
+
+def allow(principal: str, op: AclOperation, rt: ResourceType, name: str) -> AclBinding:
+    return AclBinding(rt, name, PatternType.LITERAL, principal, "*", op, AclPermission.ALLOW)
+
+
+def test_with_acls_a_produce_is_refused_per_topic_and_describe_acls_lists_what_the_filter_matches(tmp_path):
+    bindings = [
+        allow("User:ANONYMOUS", AclOperation.WRITE, ResourceType.TOPIC, TOPIC),
+        allow("User:ANONYMOUS", AclOperation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"),
+        allow("User:alice", AclOperation.READ, ResourceType.GROUP, GROUP),
+    ]
+    broker = Broker(tmp_path, acls=bindings)
+
+    async def scenario() -> None:
+        allowed = await broker.produce(1, [0, records(b"ok")])
+        assert allowed["topics"][0][1][0][1] == 0
+        other = await broker.call(ApiKey.PRODUCE, {"acks": 1, "topics": [[OFFSETS_TOPIC, [[0, records(b"no")]]]]})
+        assert other["topics"][0][1][0][1] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert await broker.list_offset(0, LATEST) == [0, 0, -1, 1]
+        any_filter = [int(ResourceType.ANY), None, int(PatternType.ANY), "User:alice", None, 1, 1]
+        described = await broker.call(ApiKey.DESCRIBE_ACLS, {"filter": any_filter})
+        assert described["error_code"] == 0
+        assert [AclBinding.from_wire(b) for b in described["bindings"]] == [bindings[2]]
+
+    try:
+        run(broker, scenario)
+    finally:
+        broker.close()
+
+
+def test_without_an_authorizer_the_acl_apis_answer_security_disabled(broker):
+    async def scenario() -> None:
+        answer = await broker.call(ApiKey.DESCRIBE_ACLS, {"filter": [1, None, 1, None, None, 1, 1]})
+        assert answer["error_code"] == ErrorCode.SECURITY_DISABLED
+
+    run(broker, scenario)
