@@ -270,14 +270,15 @@ class KafkaLiteClient:
 
         A retriable error (OFFSET_NOT_AVAILABLE while a new leader's high watermark catches up, KIP-207;
         NOT_LEADER_OR_FOLLOWER or a lost connection after a failover, whose topic's metadata is then asked
-        again) is retried with backoff for up to request.timeout.ms, as Kafka's clients do. Other errors are
-        raised at once."""
+        again) is retried with backoff for up to request.timeout.ms, as Kafka's clients do. Other errors, and
+        an unknown topic or partition, are raised at once."""
         tps = list(tps)
         return await retry_until(
             lambda: self._list_offsets_once(tps, timestamp),
             self.backoff(),
             KafkaLiteError,
-            lambda e: e.retriable,
+            # A topic or partition that does not exist is said at once (a CLI's one line), not waited for.
+            lambda e: e.retriable and e.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             deadline=time.monotonic() + self.request_timeout,
         )
 
