@@ -33,6 +33,7 @@ from net.consumer_protocol import Assignment, Subscription
 from net.errors import ErrorCode, KafkaLiteError, error_code_of, error_for
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.retry import Backoff, retry_until
+from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
 TOPIC = "orders"
 EARLIEST, LATEST = -2, -1
@@ -121,7 +122,7 @@ class Broker:
     def topic_config(self, topic: str) -> Any:
         return self.config.topic_config_defaults()
 
-    async def call(self, api: ApiKey, body: dict) -> Any:
+    async def call(self, api: ApiKey, body: Any) -> Any:
         answer = self.apis.handle(api, SUPPORTED_VERSIONS[api][1], body, self.ctx)
         return await answer if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future) else answer
 
@@ -136,9 +137,20 @@ class Broker:
         return row
 
     async def list_offset(self, partition: int, timestamp: int) -> list:
-        answer = await self.call(ApiKey.LIST_OFFSETS, {"topics": [[TOPIC, [[partition, timestamp]]]]})
-        [[_topic, [row]]] = answer["topics"]
-        return row
+        """ListOffsets is typed (net/schema/): the handler takes and answers the api's classes."""
+        request = ListOffsetsRequest(
+            replica_id=-1,
+            topics=(
+                ListOffsetsTopic(
+                    name=TOPIC, partitions=(ListOffsetsPartition(partition_index=partition, timestamp=timestamp),)
+                ),
+            ),
+        )
+        answer = await self.call(ApiKey.LIST_OFFSETS, request)
+        [topic] = answer.topics
+        [row] = topic.partitions
+        assert topic.name == TOPIC
+        return [row.partition_index, int(row.error_code), row.timestamp, row.offset]
 
     async def group_call(self, api: ApiKey, body: dict) -> dict:
         """A group request, asked again while the coordinator loads its partition (as a client does)."""
