@@ -56,7 +56,6 @@ seed and step, and `run_schedule(seed, steps)` replays it exactly.
 from __future__ import annotations
 
 import argparse
-import heapq
 import random
 import shutil
 import sys
@@ -77,6 +76,7 @@ from broker.replication import AlterOutcome, alter_partition_outcome, alter_part
 from election.coordination import fetch_liveness_expiry
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError, OffsetNotAvailableError
+from tests.sim.engine import DELIVER, EventLoop
 from tests.sim.replication_checks import Checker, ReplicaView, SimFailure
 
 TOPIC = "t"
@@ -109,7 +109,7 @@ ALTER_POLICIES = ("kafka", "no-broker-epochs", "server")
 # (broker/network/quorum_driver.py QuorumDriver.catch_up_to and _apply; a broker elected controller is caught up).
 METADATA_POLICIES = ("catch-up", "as-fetched")
 
-_DELIVER, _TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK, _RETRY = range(9)
+_TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK, _RETRY = range(DELIVER + 1, DELIVER + 9)
 _META, _TICK, _FETCH, _FETCH_TIMEOUT, _ALTER_TIMEOUT = range(5)  # broker timers
 BATCH_BYTES = 80  # about one single-record batch here: a fetch's max bytes is fetch_max_records of them
 
@@ -415,7 +415,7 @@ class SimBroker:
 # --- the simulation ----------------------------------------------------------------------------------
 
 
-class Simulation:
+class Simulation(EventLoop):
     def __init__(
         self,
         seed: int,
@@ -425,27 +425,25 @@ class Simulation:
         metadata_policy: str = "catch-up",
         late_p: float | None = None,
     ) -> None:
-        self.seed = seed
+        super().__init__(seed)
         if alter_policy not in ALTER_POLICIES:
             raise ValueError(f"alter_policy must be one of {ALTER_POLICIES}")
         self.alter_policy = alter_policy
         if metadata_policy not in METADATA_POLICIES:
             raise ValueError(f"metadata_policy must be one of {METADATA_POLICIES}")
         self.metadata_policy = metadata_policy
-        self.rng = random.Random(seed)
         p = SimParams.draw(self.rng, brokers)
         self.params = p = p if late_p is None else replace(p, late_p=late_p)
         self.ids = list(range(1, p.brokers + 1))
-        self.now = 0
-        self.step = 0
-        self.queue: list[tuple[int, int, int, Any, Any]] = []
-        self._seq = 0
         self._req = 0
         self.group = {n: 0 for n in [CONTROLLER, *self.ids]}
-        # Single links cut on top of the partition: most often a leader's link to the controller, which
-        # leaves a deposed leader serving its followers and producers without knowing it was replaced.
-        self.cut: set[tuple[int, int]] = set()
-        self.loss_p, self.max_delay, self.late_p = p.loss_p, p.max_delay_ms, p.late_p
+        # Single links cut on top of the partition (self.cut): most often a leader's link to the controller,
+        # which leaves a deposed leader serving its followers and producers without knowing it was replaced.
+        # Producers reach every broker: a partition between brokers does not cut them off.
+        self.unpartitioned = frozenset({CLIENT})
+        self.loss_p, self.dup_p, self.late_p = p.loss_p, p.dup_p, p.late_p
+        self.min_delay_ms, self.max_delay = p.min_delay_ms, p.max_delay_ms
+        self.late_max_ms = 2 * p.session_timeout_ms
         self.faults_on = True
         self.ctrl = SimController(self.ids, p.session_timeout_ms)
         # The brokers' disks: real files (tmpfs when there is one), removed when the run ends.
@@ -460,6 +458,7 @@ class Simulation:
         self.checker = Checker(p.partitions)
         self.result = Result(seed, p.brokers, p.partitions, 0, ok=True)
         self.tracing = trace
+        self.trace_lines = self.result.trace
         self.values = 0
         self.markers: dict[int, Any] = {}  # partition -> marker value, in the liveness phase
         self.marker_acked: dict[int, int] = {}  # partition -> the broker that acknowledged its marker
@@ -469,39 +468,12 @@ class Simulation:
 
     # --- plumbing --------------------------------------------------------------------------------------
 
-    def _push(self, at: int, kind: int, a: Any = None, b: Any = None) -> None:
-        self._seq += 1
-        heapq.heappush(self.queue, (at, self._seq, kind, a, b))
-
     def _next_req(self) -> int:
         self._req += 1
         return self._req
 
-    def _trace(self, text: str) -> None:
-        if self.tracing:
-            self.result.trace.append(f"{self.now:>7} #{self.step:<6} {text}")
-
     def _timer(self, b: SimBroker, after: int, what: int, arg: Any = None) -> None:
         self._push(self.now + max(1, after), _TIMER, (b.id, b.incarnation), (what, arg))
-
-    def _linked(self, a: int, b: int) -> bool:
-        """Whether a and b can talk: same side of the partition, and their link is not cut."""
-        if a == CLIENT or b == CLIENT:
-            return True
-        return self.group[a] == self.group[b] and (min(a, b), max(a, b)) not in self.cut
-
-    def _send(self, src: int, dst: int, msg: Any, dup: bool = True) -> None:
-        if not self._linked(src, dst):
-            return
-        rng = self.rng
-        if rng.random() < self.loss_p:
-            return
-        copies = 2 if dup and self.params.dup_p and rng.random() < self.params.dup_p else 1
-        for _ in range(copies):
-            delay = rng.randint(self.params.min_delay_ms, self.max_delay)
-            if self.late_p and rng.random() < self.late_p:
-                delay += rng.randint(0, 2 * self.params.session_timeout_ms)
-            self._push(self.now + delay, _DELIVER, dst, (src, msg))
 
     # --- broker lifecycle ----------------------------------------------------------------------------------
 
@@ -526,7 +498,7 @@ class Simulation:
         if b.paused:
             b.deferred.append((kind, a, c))
             return
-        if kind == _DELIVER:
+        if kind == DELIVER:
             self._broker_receive(b, a, c)
         else:
             self._broker_timer(b, a, c)
@@ -1084,8 +1056,8 @@ class Simulation:
         for kind, a, c in events:
             self._push(
                 self.now,
-                _DELIVER if kind == _DELIVER else _TIMER,
-                b.id if kind == _DELIVER else (b.id, b.incarnation),
+                DELIVER if kind == DELIVER else _TIMER,
+                b.id if kind == DELIVER else (b.id, b.incarnation),
                 (a, c),
             )
 
@@ -1125,11 +1097,8 @@ class Simulation:
 
     # --- main loop --------------------------------------------------------------------------------------
 
-    def _run_one(self) -> None:
-        at, _, kind, a, c = heapq.heappop(self.queue)
-        self.now = at
-        self.step += 1
-        if kind == _DELIVER:
+    def _dispatch(self, kind: int, a: Any, c: Any, at: int) -> None:
+        if kind == DELIVER:
             src, msg = c
             if not self._linked(src, a):
                 pass  # the partition started while the message was on the wire
@@ -1143,7 +1112,7 @@ class Simulation:
                 b = self.brokers[a]
                 if b.up:
                     self.result.messages += 1
-                    self._broker_event(b, _DELIVER, src, msg)
+                    self._broker_event(b, DELIVER, src, msg)
         elif kind == _TIMER:
             b = self.brokers[a[0]]
             if b.up and b.incarnation == a[1]:
@@ -1204,21 +1173,23 @@ class Simulation:
         try:
             self._push(int(self.rng.expovariate(1 / self.params.fault_mean_ms)) + 1, _FAULT)
             self._push(1, _CLIENT)
-            while self.step < steps and self.queue:
-                self._run_one()
+            self._run_steps(steps)
             self._heal_all()
             healed_at = self.now
-            r.liveness_bound_ms = self._liveness_bound()
-            deadline = healed_at + r.liveness_bound_ms
-            while len(self.marker_acked) < len(self.markers) or any(x.in_flight for x in self.producers):
-                if not self.queue or self.queue[0][0] > deadline:
-                    missing = sorted(set(self.markers) - set(self.marker_acked))
-                    waiting = [f.value for x in self.producers for f in x.in_flight.values()]
-                    raise SimFailure(
-                        f"liveness: partitions {missing} acknowledged nothing, and producers' batches {waiting} "
-                        f"were not acknowledged, {deadline - healed_at} ms after the heal"
-                    )
-                self._run_one()
+            r.liveness_bound_ms = bound = self._liveness_bound()
+
+            def done() -> bool:
+                return len(self.marker_acked) >= len(self.markers) and not any(x.in_flight for x in self.producers)
+
+            def failure() -> str:
+                missing = sorted(set(self.markers) - set(self.marker_acked))
+                waiting = [f.value for x in self.producers for f in x.in_flight.values()]
+                return (
+                    f"liveness: partitions {missing} acknowledged nothing, and producers' batches {waiting} "
+                    f"were not acknowledged, {bound} ms after the heal"
+                )
+
+            self._run_until(done, healed_at + bound, failure)
             r.liveness_ms = self.now - healed_at
             # The leader that acknowledged a marker held every committed record then (its HW had passed
             # them all): nothing acknowledged before may be missing from its log.
