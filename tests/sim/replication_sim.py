@@ -69,6 +69,19 @@ from broker.controller import MetadataImage, PartitionState, check_broker_incarn
 from broker.controller_service import ControllerService
 from broker.log.config import LogConfig
 from broker.log.log import Log
+from broker.metadata_apply import (
+    FOLLOWER,
+    LEADER,
+    OFFLINE,
+    Action,
+    ApplyPartitionState,
+    CreateReplica,
+    FenceReplicas,
+    MetadataApplier,
+    RemoveReplica,
+    StartFetching,
+    StopFetching,
+)
 from broker.partition import FetchResult as PartitionFetch
 from broker.partition import FetchSpec, Partition
 from broker.replica_fetcher import handle_fetch_row
@@ -395,6 +408,7 @@ class SimBroker:
         self.alters: dict[int, AlterIsr] = {}  # AlterPartition requests in flight, by request id
         self.crash_pending = False
         self.catch_up_to: int | None = None  # after a restart: the metadata log end to reach before acting
+        self.applier = self._new_applier()
 
     def boot(self) -> None:
         self.incarnation += 1
@@ -403,6 +417,13 @@ class SimBroker:
         self.parts, self.waiters, self.fetchers, self.alters = {}, {}, {}, {}
         self.crash_pending = False
         self.catch_up_to = None
+        # The production unit that decides what committed metadata makes of the replicas (volatile, like the image).
+        self.applier = self._new_applier()
+
+    def _new_applier(self) -> MetadataApplier:
+        return MetadataApplier(
+            self.id, lambda _topic, p: self.parts[p].role if p in self.parts else None, lambda _topic: list(self.parts)
+        )
 
     def close_logs(self) -> None:
         """A crash: the process's open files go away without a flush, a producer-state snapshot or a
@@ -562,60 +583,58 @@ class Simulation(EventLoop):
         # QuorumDriver._apply it applies every committed record it has in one go.
         if b.applied >= len(b.meta_log):
             return
-        changed: set[str] = set()
-        brokers_changed = False
-        for offset in range(b.applied, len(b.meta_log)):
-            record = b.meta_log[offset]
-            b.image.apply(offset, record)
-            brokers_changed |= record.get("type") == "broker"
-            name = record.get("topic") or (
-                record.get("name") if record.get("type") in ("topic", "remove_topic") else None
-            )
-            if name:
-                changed.add(name)
+        entries = [(offset, 0, b.meta_log[offset]) for offset in range(b.applied, len(b.meta_log))]
         b.applied = len(b.meta_log)
-        if changed:
-            self._apply_image(b)
-        if brokers_changed:
-            fenced = sorted(x.id for x in b.image.brokers.values() if x.fenced)
-            for part in b.parts.values():
-                part.remove_replicas(fenced)  # ReplicaManager.fence_replicas
-                self._check_waiters(b, part)
+        # BrokerServer._on_committed -> ReplicaManager.publish: the production unit decides, the simulated
+        # broker carries its actions out (ReplicaManager.execute's part).
+        _, after = b.applier.publish(b.image, entries)
+        for actions in b.applier.steps(b.image):
+            self._execute(b, actions)
+        self._execute(b, after)
 
-    def _apply_image(self, b: SimBroker) -> None:
-        """ReplicaManager.apply_image: open each replica's log (LogManager), then Partition.apply_state."""
-        info = b.image.topics.get(TOPIC)
-        if info is None:
-            return
-        min_isr = int(info.configs.get("min.insync.replicas", "1"))
-        for p, st in sorted(info.partitions.items()):
-            if b.id not in st.replicas:
-                continue
-            part = b.parts.get(p)
-            if part is None:
-                part = b.parts[p] = self._open_partition(b, p, min_isr)
-            fenced = sorted(x.id for x in b.image.brokers.values() if x.fenced and x.id in st.replicas)
-            part.remove_replicas(fenced)
-            becomes_leader = st.leader == b.id and (st.leader_epoch != part.leader_epoch or part.leader_state is None)
-            if becomes_leader:
-                self.checker.check_takeover(b.id, p, st.leader_epoch, b.views[p])
-            change = part.apply_state(st, self.now)
-            part.remove_replicas(fenced)
-            if change in ("leader", "follower", "offline"):
-                b.waiters[p] = []  # _fail_hw_waiters: the producers get NOT_LEADER_OR_FOLLOWER
-            self._check_waiters(b, part)
-            if change == "leader":
-                self.result.leaderships += 1
-                self.result.max_leader_epoch = max(self.result.max_leader_epoch, st.leader_epoch)
-                self._trace(f"broker {b.id} leads p{p} in epoch {st.leader_epoch}, ISR {st.isr}")
-                if self.params.crash_leader_p and self.rng.random() < self.params.crash_leader_p:
-                    b.crash_pending = True
-                self._unfollow(b, part)
-            elif change == "follower":
-                self._trace(f"broker {b.id} follows {st.leader} for p{p} in epoch {st.leader_epoch}")
-                self._follow(b, part)
-            elif change == "offline":
-                self._unfollow(b, part)
+    def _execute(self, b: SimBroker, actions: list[Action]) -> None:
+        """ReplicaManager.execute: carry out broker/metadata_apply.py's actions on this broker's replicas."""
+        for a in actions:
+            if isinstance(a, ApplyPartitionState):
+                self._apply_partition(b, a)
+            elif isinstance(a, CreateReplica):
+                info = b.image.topics[a.topic]
+                b.parts[a.partition] = self._open_partition(
+                    b, a.partition, int(info.configs.get("min.insync.replicas", "1"))
+                )
+            elif isinstance(a, StartFetching):
+                self._follow(b, b.parts[a.partition])
+            elif isinstance(a, StopFetching):
+                self._unfollow(b, b.parts[a.partition])
+            elif isinstance(a, FenceReplicas):
+                fenced = sorted(a.broker_ids)
+                for part in b.parts.values():
+                    part.remove_replicas(fenced)  # ReplicaManager.fence_replicas
+                    self._check_waiters(b, part)
+            elif isinstance(a, RemoveReplica):
+                raise SimFailure(f"broker {b.id} told to remove partition {a.partition}, which it still hosts")
+
+    def _apply_partition(self, b: SimBroker, a: ApplyPartitionState) -> None:
+        """ReplicaManager._apply_partition: open the replica's log (LogManager), then Partition.apply_state."""
+        st, p = a.state, a.state.partition
+        part = b.parts[p]
+        fenced = list(a.fenced)
+        part.remove_replicas(fenced)
+        if a.change == LEADER:
+            self.checker.check_takeover(b.id, p, st.leader_epoch, b.views[p])
+        change = part.apply_state(st, self.now, a.change, a.follow_from)
+        part.remove_replicas(fenced)
+        if change in (LEADER, FOLLOWER, OFFLINE):
+            b.waiters[p] = []  # _fail_hw_waiters: the producers get NOT_LEADER_OR_FOLLOWER
+        self._check_waiters(b, part)
+        if change == LEADER:
+            self.result.leaderships += 1
+            self.result.max_leader_epoch = max(self.result.max_leader_epoch, st.leader_epoch)
+            self._trace(f"broker {b.id} leads p{p} in epoch {st.leader_epoch}, ISR {st.isr}")
+            if self.params.crash_leader_p and self.rng.random() < self.params.crash_leader_p:
+                b.crash_pending = True
+        elif change == FOLLOWER:
+            self._trace(f"broker {b.id} follows {st.leader} for p{p} in epoch {st.leader_epoch}")
 
     def _open_partition(self, b: SimBroker, p: int, min_isr: int) -> Partition:
         """LogManager's open after a start (never a clean shutdown here: recovery runs) and the Partition
