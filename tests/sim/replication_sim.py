@@ -84,8 +84,8 @@ from broker.metadata_apply import (
 )
 from broker.partition import FetchResult as PartitionFetch
 from broker.partition import FetchSpec, Partition
-from broker.replica_fetcher import handle_fetch_row
-from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
+from broker.replica_fetcher import FollowedPartitions, handle_fetch_row
+from broker.replication import AlterAttempt, AlterOutcome, AlterPartitionAttempts, alter_partition_outcome
 from election.coordination import fetch_liveness_expiry
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError, OffsetNotAvailableError
@@ -345,7 +345,8 @@ class SimController:
         self.logic = self.service.logic
         self.assigned: dict[tuple[int, int], int] = {}  # (partition, leader epoch) -> leader, from records
         self.topic_created = False
-        self.alter_seen: dict[int, int] = {}  # broker -> newest AlterPartition request id processed
+        # broker -> (incarnation, seq) of the newest AlterPartition request taken from it
+        self.alter_seen: dict[int, tuple[int, int]] = {}
         self.incarnation: dict[int, int] = {}  # broker -> newest process seen fetching (a broker epoch)
 
     def commit(self, records: list[dict[str, Any]]) -> None:
@@ -378,12 +379,13 @@ class _Waiter:
 
 @dataclass
 class _Fetcher:
-    """replica_fetcher.py's ReplicaFetcher: one per leader, one request in flight."""
+    """replica_fetcher.py's ReplicaFetcher: one per leader, one request in flight, its partitions and the
+    answers that still apply decided by the same FollowedPartitions."""
 
     leader: int
-    parts: dict[int, Partition] = field(default_factory=dict)
+    followed: FollowedPartitions = field(default_factory=FollowedPartitions)
     req: int | None = None  # the request in flight
-    sent: dict[int, tuple[Partition, int]] = field(default_factory=dict)
+    sent: dict[tuple[str, int], tuple[Partition, int]] = field(default_factory=dict)
     scheduled: bool = False  # a _FETCH timer is pending
 
 
@@ -405,7 +407,7 @@ class SimBroker:
         self.parts: dict[int, Partition] = {}  # broker/partition.py's Partition over broker/log/log.py's Log
         self.waiters: dict[int, list[_Waiter]] = {}
         self.fetchers: dict[int, _Fetcher] = {}
-        self.alters: dict[int, AlterIsr] = {}  # AlterPartition requests in flight, by request id
+        self.attempts = AlterPartitionAttempts()  # AlterPartition requests without a verdict (per process)
         self.crash_pending = False
         self.catch_up_to: int | None = None  # after a restart: the metadata log end to reach before acting
         self.applier = self._new_applier()
@@ -414,7 +416,8 @@ class SimBroker:
         self.incarnation += 1
         self.up, self.paused, self.deferred = True, False, []
         self.image, self.applied = MetadataImage(), 0
-        self.parts, self.waiters, self.fetchers, self.alters = {}, {}, {}, {}
+        self.parts, self.waiters, self.fetchers = {}, {}, {}
+        self.attempts = AlterPartitionAttempts()
         self.crash_pending = False
         self.catch_up_to = None
         # The production unit that decides what committed metadata makes of the replicas (volatile, like the image).
@@ -509,7 +512,7 @@ class Simulation(EventLoop):
         b.up = False
         b.paused, b.deferred = False, []
         b.close_logs()
-        b.waiters, b.fetchers, b.alters = {}, {}, {}
+        b.waiters, b.fetchers, b.attempts = {}, {}, AlterPartitionAttempts()
         self.result.crashes += 1
         if self.faults_on:
             self._push(self.now + self.rng.randint(1, 2 * self.params.session_timeout_ms), _RESTART, b.id)
@@ -711,72 +714,68 @@ class Simulation(EventLoop):
     def _propose_isr(
         self, b: SimBroker, part: Partition, isr: list[int], partition_epoch: int, silent: list[int]
     ) -> None:
-        req = self._next_req()
-        msg = AlterIsr(
-            b.id, b.incarnation, req, part.partition, part.leader_epoch, partition_epoch, tuple(isr), tuple(silent)
-        )
-        b.alters[req] = msg
+        attempt = b.attempts.propose(TOPIC, part.partition, part.leader_epoch, isr, partition_epoch, silent)
         self._trace(f"broker {b.id} proposes ISR {isr} for p{part.partition} (partition epoch {partition_epoch})")
-        self._send_alter(b, msg)
+        self._send_alter(b, attempt)
 
-    def _send_alter(self, b: SimBroker, msg: AlterIsr) -> None:
+    def _send_alter(self, b: SimBroker, a: AlterAttempt) -> None:
         # AlterPartition is a request on a TCP connection, and unlike fetches it is not idempotent: it is
         # never duplicated, and the controller drops one older than a request it already took from the
         # same broker (sent on a connection the broker has abandoned since). Message-level duplicates
         # would defeat even Kafka's rule: the rejection of one copy says nothing about the other.
+        msg = AlterIsr(b.id, b.incarnation, a.seq, a.partition, a.leader_epoch, a.partition_epoch, a.isr, a.silent)
         self._send(b.id, CONTROLLER, msg, dup=False)
-        self._timer(b, self.params.rpc_timeout_ms, _ALTER_TIMEOUT, msg.req)
+        self._timer(b, self.params.rpc_timeout_ms, _ALTER_TIMEOUT, a.seq)
 
-    def _alter_timed_out(self, b: SimBroker, req: int) -> None:
-        msg = b.alters.get(req)
-        if msg is None:
-            return
+    def _alter_timed_out(self, b: SimBroker, seq: int) -> None:
         if self.alter_policy == "server":
-            self._alter_rejected(b, req, "timed out")
+            self._alter_rejected(b, seq, "timed out")
             return
-        # The controller may have committed it: ask again until someone answers. A new partition state
-        # (by metadata) or a new leadership ends the retries. (AlterPartitionManager.alter: AlterOutcome.RETRY.)
-        part = b.parts.get(msg.partition)
-        ls = part.leader_state if part is not None else None
-        del b.alters[req]
-        if not alter_partition_retry_wanted(ls, msg.leader_epoch, msg.isr, msg.partition_epoch):
-            return
-        retry = replace(msg, req=self._next_req())  # a new connection, so a new request
-        b.alters[retry.req] = retry
-        self._send_alter(b, retry)
+        self._alter_answered(b, seq, None, "timed out")
 
     def _on_alter_result(self, b: SimBroker, msg: AlterIsrResult) -> None:
         if self.alter_policy == "server":
             # The old rule: any error ends the proposal.
             if msg.error is None:
-                b.alters.pop(msg.req, None)
+                b.attempts.in_flight.pop(msg.req, None)
             else:
                 self._alter_rejected(b, msg.req, msg.error)
             return
-        # The production rule, shared with broker/alter_partition_manager.py AlterPartitionManager.alter.
-        outcome = alter_partition_outcome(msg.code)
-        if outcome is AlterOutcome.COMMITTED:
-            b.alters.pop(msg.req, None)  # the metadata log will tell the partition
-        elif outcome is AlterOutcome.AWAIT_METADATA:
-            # Refused against a newer state, which may be our own proposal committed: keep it pending (it
-            # bounds the HW) until that state arrives by metadata and settles it.
-            if b.alters.pop(msg.req, None) is not None:
-                self._trace(f"broker {b.id}: ISR proposal {msg.req} is stale: {msg.error}")
-        elif outcome is AlterOutcome.REJECTED:
-            self._alter_rejected(b, msg.req, msg.error or "")
-        else:
-            self._alter_timed_out(b, msg.req)  # no verdict: as if no answer came
+        self._alter_answered(b, msg.req, msg.code, msg.error or "")
 
-    def _alter_rejected(self, b: SimBroker, req: int, error: str) -> None:
+    def _alter_answered(self, b: SimBroker, seq: int, code: int | None, error: str) -> None:
+        """AlterPartitionManager.alter's handling of an answer (code None: none in time), with the same
+        AlterPartitionAttempts of broker/replication.py deciding."""
+        answer = b.attempts.answered(seq, code)
+        if answer is None:
+            return  # answered already (a late answer, or the timeout of an answered request)
+        outcome, attempt = answer
+        if outcome is AlterOutcome.AWAIT_METADATA:
+            # Refused against a newer state, which may be our own proposal committed: it stays pending in the
+            # LeaderState (it bounds the HW) until that state arrives by metadata and settles it.
+            self._trace(f"broker {b.id}: ISR proposal {seq} is stale: {error}")
+        elif outcome is AlterOutcome.REJECTED:
+            self._reject_isr(b, attempt, error)
+        elif outcome is AlterOutcome.RETRY:
+            # The controller may have committed it: ask again (a new connection, so a new request) while the
+            # same leadership waits for it. A new partition state (by metadata) or leadership ends the retries.
+            part = b.parts.get(attempt.partition)
+            retry = b.attempts.retry(attempt, part.leader_state if part is not None else None)
+            if retry is not None:
+                self._send_alter(b, retry)
+
+    def _alter_rejected(self, b: SimBroker, seq: int, error: str) -> None:
+        attempt = b.attempts.in_flight.pop(seq, None)
+        if attempt is not None:
+            self._reject_isr(b, attempt, error)
+
+    def _reject_isr(self, b: SimBroker, attempt: AlterAttempt, error: str) -> None:
         """AlterPartitionManager.alter's failure path: the proposal is over, the HW may ignore its additions."""
-        msg = b.alters.pop(req, None)
-        if msg is None:
-            return
         self.result.alter_rejected += 1
-        self._trace(f"broker {b.id}: ISR {list(msg.isr)} for p{msg.partition} not committed: {error}")
-        part = b.parts.get(msg.partition)
+        self._trace(f"broker {b.id}: ISR {list(attempt.isr)} for p{attempt.partition} not committed: {error}")
+        part = b.parts.get(attempt.partition)
         if part is not None:
-            part.isr_change_rejected(list(msg.isr), msg.partition_epoch)
+            part.isr_change_rejected(list(attempt.isr), attempt.partition_epoch)
             self._check_waiters(b, part)
 
     # --- replication: replica_manager.py _read_for_follower, replica_fetcher.py ----------------------------
@@ -784,35 +783,27 @@ class Simulation(EventLoop):
     def _follow(self, b: SimBroker, part: Partition) -> None:
         self._unfollow(b, part)
         f = b.fetchers.setdefault(part.leader, _Fetcher(part.leader))
-        f.parts[part.partition] = part
+        f.followed.add(part)
         if f.req is None and not f.scheduled:
             self._schedule_fetch(b, f, 1)
 
     def _unfollow(self, b: SimBroker, part: Partition) -> None:
         for f in b.fetchers.values():
-            if f.parts.get(part.partition) is part:
-                del f.parts[part.partition]
+            f.followed.remove(part)
 
     def _schedule_fetch(self, b: SimBroker, f: _Fetcher, after: int) -> None:
-        if f.parts and not f.scheduled:
+        if f.followed.partitions and not f.scheduled:
             f.scheduled = True
             self._timer(b, after, _FETCH, f.leader)
 
     def _fetch_once(self, b: SimBroker, f: _Fetcher) -> None:
-        specs = []
-        f.sent = {}
-        for p, part in f.parts.items():
-            fs = part.follower_state
-            if fs is None:
-                continue
-            offset, last_epoch, leader_epoch = fs.next_fetch()
-            specs.append((p, offset, leader_epoch, last_epoch))
-            f.sent[p] = (part, leader_epoch)
+        specs, f.sent = f.followed.next_fetch()
         if not specs:
             self._schedule_fetch(b, f, self.params.fetch_idle_ms)
             return
         f.req = self._next_req()
-        self._send(b.id, f.leader, Fetch(b.id, f.req, tuple(specs)))
+        rows = tuple((p, offset, leader_epoch, last_epoch) for (_, p), offset, last_epoch, leader_epoch in specs)
+        self._send(b.id, f.leader, Fetch(b.id, f.req, rows))
         self._timer(b, self.params.rpc_timeout_ms, _FETCH_TIMEOUT, (f.leader, f.req))
 
     def _serve_fetch(self, b: SimBroker, msg: Fetch) -> None:
@@ -838,14 +829,9 @@ class Simulation(EventLoop):
         f.req = None
         got = False
         for partition, row in msg.rows:
-            entry = f.sent.get(partition)
-            if entry is None:
-                continue
-            part, epoch = entry
-            if f.parts.get(partition) is not part or part.follower_state is None:
-                continue  # reassigned while the fetch was in flight
-            if part.follower_state.leader_epoch != epoch:
-                continue
+            part = f.followed.answered(f.sent, (TOPIC, partition))
+            if part is None:
+                continue  # not asked, or reassigned or in a new leader epoch while the fetch was in flight
             view = b.views[partition]
             before = part.log.log_end_offset
             got |= handle_fetch_row(part, leader, row)  # replica_fetcher.py's own decision
@@ -866,11 +852,11 @@ class Simulation(EventLoop):
             batch = tuple(ctrl.records[msg.offset : msg.offset + self.params.meta_batch])
             self._send(CONTROLLER, msg.src, MetaRecords(msg.incarnation, msg.offset, batch, len(ctrl.records)))
         elif isinstance(msg, AlterIsr):
-            if msg.req <= ctrl.alter_seen.get(msg.src, 0):
+            if (msg.incarnation, msg.req) <= ctrl.alter_seen.get(msg.src, (0, 0)):
                 # See _send_alter. ControllerService.alter_partition does this with (incarnation, seq),
                 # answering REQUEST_TIMED_OUT (no verdict) where this drops the request.
                 return
-            ctrl.alter_seen[msg.src] = msg.req
+            ctrl.alter_seen[msg.src] = (msg.incarnation, msg.req)
             # ControllerService.alter_partition: computed on the up-to-date image, committed, answered.
             st = ctrl.state(msg.partition)
             stale = st is None or (msg.src, msg.leader_epoch, msg.partition_epoch) != (
