@@ -8,9 +8,13 @@ broker/controller_service.py (its liveness rule), and every replica as a broker 
 Partition (leadership, appends with producer-state de-duplication, follower reads, truncation, LeaderState
 and FollowerState of broker/replication.py) over broker/log/log.py's Log (segments, indexes, epoch cache,
 producer-state snapshots) as real files on a scratch disk, and broker/replica_fetcher.py's handle_fetch_row
-for what a follower does with an answer. The simulator plays the plumbing in between (replica_manager.py's
-apply_image, fetcher scheduling, the AlterPartition requests of alter_partition_manager.py with the same
-alter_partition_outcome / alter_partition_retry_wanted, quorum_driver.py's metadata catch-up, the network).
+for what a follower does with an answer. What a broker decides in between is production code too, sans-IO
+units the broker drives with real I/O and this simulator drives in its simulated world: broker/metadata_apply.py's
+MetadataApplier (what committed metadata makes of the replicas: ReplicaManager.publish), replica_fetcher.py's
+FollowedPartitions (what a fetch asks for, which answers still apply: ReplicaFetcher) and replication.py's
+AlterPartitionAttempts (ISR proposals, their verdicts and retries: AlterPartitionManager). The simulator plays
+only the I/O: opening logs, timers, quorum_driver.py's metadata catch-up, the network (tests/sim/engine.py,
+the event loop the quorum simulator runs on too).
 
 The controller is ONE authority holding the committed metadata log. That is a composition argument:
 tests/sim/election_sim.py checks that the quorum behaves as one such log (records commit once, in one order,
@@ -107,8 +111,8 @@ RF = 3
 # the current state (which cannot have been applied); the controller refuses proposals from a process
 # older than the newest it has seen fetching (broker epochs, KIP-903). "no-broker-epochs" is Kafka's
 # leader rule with the old controller, to show the second problem alone. Production now does "kafka":
-# broker/alter_partition_manager.py decides with the same helpers as _on_alter_result and _alter_timed_out
-# (broker/replication.py alter_partition_outcome, alter_partition_retry_wanted), and
+# broker/alter_partition_manager.py and _alter_answered here decide with the same AlterPartitionAttempts
+# (broker/replication.py: alter_partition_outcome, alter_partition_retry_wanted), and
 # broker/controller_service.py alter_partition makes the checks of _controller_receive (overtaken
 # requests, check_broker_incarnation with incarnations learned from quorum fetches).
 ALTER_POLICIES = ("kafka", "no-broker-epochs", "server")
@@ -250,7 +254,7 @@ class AlterIsrResult:
     req: int
     error: str | None
     # The controller's error code (AlterPartitionError's kinds, as on the wire): the leader decides with
-    # broker/replication.py alter_partition_outcome, as broker/server.py does (see _on_alter_result).
+    # broker/replication.py AlterPartitionAttempts, as broker/alter_partition_manager.py does (_alter_answered).
     code: int = 0
 
 
@@ -570,7 +574,7 @@ class Simulation(EventLoop):
         elif isinstance(msg, Produce):
             self._produce(b, msg)
 
-    # --- metadata: quorum_driver.py _apply, server.py _on_committed and replica_manager.py apply_image ------------
+    # --- metadata: quorum_driver.py _apply, then ReplicaManager.publish's unit (broker/metadata_apply.py) -------
 
     def _on_meta_records(self, b: SimBroker, msg: MetaRecords) -> None:
         if msg.incarnation != b.incarnation:
