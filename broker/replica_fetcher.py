@@ -77,7 +77,6 @@ class ReplicaFetcher:
         self.max_partition_bytes = max_partition_bytes
         self.backoff_s = backoff_s
         self.followed = FollowedPartitions()
-        self.partitions = self.followed.partitions
         self._task: asyncio.Task | None = None
         self._changed = asyncio.Event()
 
@@ -99,7 +98,7 @@ class ReplicaFetcher:
             self._task.cancel()
 
     async def _run(self) -> None:
-        while self.partitions:
+        while self.followed.partitions:
             self._changed.clear()
             fetch = asyncio.ensure_future(self._fetch_once())
             changed = asyncio.ensure_future(self._changed.wait())
