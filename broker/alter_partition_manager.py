@@ -4,8 +4,8 @@ Kafka's AlterPartitionManager. A leader's `LeaderState` proposes an ISR change (
 sends it (through the `ControllerChannel`), retries with backoff while there is no verdict, and tells the
 leader the outcome. Forgetting a proposal the controller did commit would let the high watermark pass a
 replica the controller counts in the ISR, so only a refusal proving it was not applied resets it: see
-broker/replication.py alter_partition_outcome. The simulator (tests/sim/replication_sim.py _on_alter_result,
-_alter_timed_out) decides with the same helpers.
+broker/replication.py alter_partition_outcome. The requests and their verdicts are broker/replication.py's
+AlterPartitionAttempts, which the simulator (tests/sim/replication_sim.py) drives too.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.repeated_log import RepeatedConditionLog
-from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
+from broker.replication import AlterAttempt, AlterOutcome, AlterPartitionAttempts
 from net.retry import Backoff
 
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ class AlterPartitionManager:
         self.metrics = metrics
         # Proposals retried or refused over and over under a fault: one line per partition per 10 s.
         self._log = RepeatedConditionLog(log)
-        self._seq = 0  # numbers this process's requests (the controller drops overtaken ones)
+        # This process's requests without a verdict yet, numbered (the controller drops overtaken ones).
+        self.attempts = AlterPartitionAttempts()
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
 
@@ -56,24 +57,28 @@ class AlterPartitionManager:
         """Carry one proposal until it has a verdict, or the same leadership no longer waits for it.
         `silent`: the dropped members that sent no fetch within the lag time (LeaderState's evidence that
         the leader is cut off from them, not that they are slow); retries carry the same evidence."""
-        leader_epoch = p.leader_epoch
+        attempt: AlterAttempt | None = self.attempts.propose(
+            p.topic, p.partition, p.leader_epoch, isr, partition_epoch, silent
+        )
         retry = Backoff(ALTER_RETRY_BACKOFF_S[0] * 1000, ALTER_RETRY_BACKOFF_S[1] * 1000)
         key = (p.topic, p.partition)
-        while True:
-            self._seq += 1
+        while attempt is not None:
             body = {
                 "topic": p.topic,
                 "partition": p.partition,
                 "leader": self.broker_id,
-                "leader_epoch": leader_epoch,
+                "leader_epoch": attempt.leader_epoch,
                 "partition_epoch": partition_epoch,
                 "isr": isr,
                 "silent": silent,
                 "incarnation": self.incarnation,
-                "seq": self._seq,
+                "seq": attempt.seq,
             }
             code, message = await self.channel.alter_partition(body)
-            outcome = alter_partition_outcome(code)
+            answer = self.attempts.answered(attempt.seq, code)
+            if answer is None:
+                return  # only this task answers its attempts: never, but the type says it may
+            outcome, attempt = answer
             if outcome is AlterOutcome.COMMITTED:
                 grew = len(isr) > len(p.isr)
                 (self.metrics.isr_expands if grew else self.metrics.isr_shrinks).inc()
@@ -97,8 +102,7 @@ class AlterPartitionManager:
                 key, logging.INFO, "%s-%d: ISR change to %s, no verdict (%s); retrying", *key, isr, message
             )
             await asyncio.sleep(retry.next())
-            if self._closed or not alter_partition_retry_wanted(p.leader_state, leader_epoch, isr, partition_epoch):
-                return
+            attempt = None if self._closed else self.attempts.retry(attempt, p.leader_state)
 
     def close(self) -> None:
         self._closed = True

@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from broker.metadata_apply import FOLLOWER, ISR, LEADER, OFFLINE, ReplicaRole, initial_fetch_state, role_change
 from broker.producer_state import ProducerStateManager
 from broker.replication import (
     Diverging,
@@ -158,32 +159,52 @@ class Partition:
 
     # --- leadership, as the committed metadata says ------------------------------
 
-    def apply_state(self, st: "PartitionState", now_ms: int) -> str:
-        """Follow a committed partition record. Returns what changed: leader, follower, isr, offline or none."""
+    @property
+    def role(self) -> ReplicaRole:
+        """What broker/metadata_apply.py role_change decides on."""
+        return ReplicaRole(
+            self.leader_epoch,
+            self.leader_state is not None,
+            self.follower_state is not None,
+            self.log.log_end_offset,
+            max(self.log.latest_epoch, -1),
+        )
+
+    def apply_state(
+        self,
+        st: "PartitionState",
+        now_ms: int,
+        change: str | None = None,
+        follow_from: tuple[int, int] | None = None,
+    ) -> str:
+        """Follow a committed partition record. `change` is what broker/metadata_apply.py role_change decided
+        for it, and `follow_from` a new follower's initial fetch state (initial_fetch_state): both decided
+        here when not given. Returns the change: leader, follower, isr, offline or none."""
+        if change is None:
+            change = role_change(self.broker_id, self.role, st)
         self.replicas = list(st.replicas)
-        new_epoch = st.leader_epoch != self.leader_epoch
         self.leader, self.partition_epoch = st.leader, st.partition_epoch
         self.isr = list(st.isr)
-        if st.leader == self.broker_id:
-            if new_epoch or self.leader_state is None:
-                self.leader_epoch = st.leader_epoch
-                self.follower_state = None
-                self.leader_state = LeaderState(
-                    self.broker_id,
-                    list(st.replicas),
-                    list(st.isr),
-                    st.leader_epoch,
-                    st.partition_epoch,
-                    self.log.log_end_offset,
-                    min(self.high_watermark, self.log.log_end_offset),
-                    self.replica_lag_time_max_ms,
-                    now_ms,
-                    min_insync_replicas=self.min_insync_replicas,
-                )
-                self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
-                self._fail_hw_waiters(None)
-                self.wake()
-                return "leader"
+        if change == LEADER:
+            self.leader_epoch = st.leader_epoch
+            self.follower_state = None
+            self.leader_state = LeaderState(
+                self.broker_id,
+                list(st.replicas),
+                list(st.isr),
+                st.leader_epoch,
+                st.partition_epoch,
+                self.log.log_end_offset,
+                min(self.high_watermark, self.log.log_end_offset),
+                self.replica_lag_time_max_ms,
+                now_ms,
+                min_insync_replicas=self.min_insync_replicas,
+            )
+            self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
+            self._fail_hw_waiters(None)
+            self.wake()
+            return change
+        if change == ISR and self.leader_state is not None:
             ls = self.leader_state
             self._handle(ls.on_isr_committed(list(st.isr), st.partition_epoch))
             self._check_hw_waiters()
@@ -195,21 +216,17 @@ class Partition:
                         f"ISR shrank to {ls.isr} below min.insync.replicas={self.min_insync_replicas}"
                     )
                 )
-            return "isr"
-        was_leader = self.leader_state is not None
+            return change
         self.leader_state = None
         self.leader_epoch = st.leader_epoch
         self._fail_hw_waiters(NotLeaderOrFollowerError(f"{self.topic}-{self.partition} moved to {st.leader}"))
         self.wake()
-        if st.leader < 0:
+        if change == OFFLINE:
             self.follower_state = None
-            return "offline"
-        if new_epoch or was_leader or self.follower_state is None:
-            self.follower_state = FollowerState(
-                self.broker_id, st.leader, st.leader_epoch, self.log.log_end_offset, max(self.log.latest_epoch, -1)
-            )
-            return "follower"
-        return "none"
+        elif change == FOLLOWER:
+            offset, last_epoch = follow_from or initial_fetch_state(self.role)
+            self.follower_state = FollowerState(self.broker_id, st.leader, st.leader_epoch, offset, last_epoch)
+        return change
 
     def check_leader(self, epoch: int | None = None) -> None:
         """This broker leads the partition, in `epoch` if the client named one (KIP-320: a client with older

@@ -18,6 +18,49 @@ from net.retry import Backoff
 log = logging.getLogger("kafkalite.fetcher")
 
 
+class FollowedPartitions:
+    """The partitions one fetcher follows from its leader: what the next fetch asks for, and which parts of
+    an answer still apply when it comes back. Sans-IO: ReplicaFetcher sends the fetch, the replication
+    simulator (tests/sim/replication_sim.py) delivers it in its simulated network, both with these rules."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[tuple[str, int], Partition] = {}
+
+    def add(self, p: Partition) -> None:
+        self.partitions[(p.topic, p.partition)] = p
+
+    def remove(self, p: Partition) -> None:
+        self.partitions.pop((p.topic, p.partition), None)
+
+    def next_fetch(
+        self,
+    ) -> tuple[list[tuple[tuple[str, int], int, int, int]], dict[tuple[str, int], tuple[Partition, int]]]:
+        """Per followed partition (topic-partition, fetch offset, last fetched epoch, current leader epoch), and
+        what was asked for whom (for `answered`). A partition without a FollowerState is skipped."""
+        specs = []
+        sent: dict[tuple[str, int], tuple[Partition, int]] = {}
+        for tp, p in list(self.partitions.items()):
+            fs = p.follower_state
+            if fs is None:
+                continue
+            offset, last_epoch, leader_epoch = fs.next_fetch()
+            specs.append((tp, offset, last_epoch, leader_epoch))
+            sent[tp] = (p, leader_epoch)
+        return specs, sent
+
+    def answered(self, sent: dict[tuple[str, int], tuple[Partition, int]], tp: tuple[str, int]) -> Partition | None:
+        """The partition an answer row for `tp` applies to, or None: not asked for, reassigned while the
+        fetch was in flight (removed, or followed again as a new Partition), or in another leader epoch now
+        (an answer about the old epoch's log must not be appended to a log following the new one)."""
+        entry = sent.get(tp)
+        if entry is None:
+            return None
+        p, epoch = entry
+        if self.partitions.get(tp) is not p or p.follower_state is None or p.follower_state.leader_epoch != epoch:
+            return None
+        return p
+
+
 class ReplicaFetcher:
     def __init__(
         self,
@@ -37,12 +80,12 @@ class ReplicaFetcher:
         # After a failed fetch: a constant wait as Kafka's replica.fetch.backoff.ms (net/retry.py at base =
         # maximum), spread ±20% so that the followers of a leader that failed do not all come back at once.
         self._retry = Backoff(backoff_s * 1000, backoff_s * 1000)
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.followed = FollowedPartitions()
         self._task: asyncio.Task | None = None
         self._changed = asyncio.Event()
 
     def add(self, p: Partition) -> None:
-        self.partitions[(p.topic, p.partition)] = p
+        self.followed.add(p)
         # A partition that just moved (or has data) cuts the long poll short: acks=all may be waiting on it. A
         # brand-new empty one (epoch 0) joins at the next fetch, within replica.fetch.wait.max.ms: a topic of
         # thousands of partitions, applied in slices, would otherwise restart the fetch after every slice.
@@ -52,14 +95,14 @@ class ReplicaFetcher:
             self._task = asyncio.create_task(self._run())
 
     def remove(self, p: Partition) -> None:
-        self.partitions.pop((p.topic, p.partition), None)
+        self.followed.remove(p)
 
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
 
     async def _run(self) -> None:
-        while self.partitions:
+        while self.followed.partitions:
             self._changed.clear()
             fetch = asyncio.ensure_future(self._fetch_once())
             changed = asyncio.ensure_future(self._changed.wait())
@@ -86,18 +129,13 @@ class ReplicaFetcher:
                 await asyncio.sleep(self._retry.next())
 
     async def _fetch_once(self) -> None:
-        topics: dict[str, list] = {}
-        sent: dict[tuple[str, int], tuple[Partition, int]] = {}
-        for tp, p in list(self.partitions.items()):
-            fs = p.follower_state
-            if fs is None:
-                continue
-            offset, last_epoch, leader_epoch = fs.next_fetch()
-            topics.setdefault(tp[0], []).append([tp[1], offset, self.max_partition_bytes, leader_epoch, last_epoch])
-            sent[tp] = (p, leader_epoch)
+        specs, sent = self.followed.next_fetch()
         if not sent:
             await asyncio.sleep(self.backoff_s)
             return
+        topics: dict[str, list] = {}
+        for (topic, partition), offset, last_epoch, leader_epoch in specs:
+            topics.setdefault(topic, []).append([partition, offset, self.max_partition_bytes, leader_epoch, last_epoch])
         body = {
             "replica_id": self.broker_id,
             "max_wait_ms": self.max_wait_ms,
@@ -111,15 +149,9 @@ class ReplicaFetcher:
         for topic, rows in resp.get("topics", []):
             for row in rows:
                 partition, err, hw, _lso, start, records, message, div_epoch, div_end, leo, *_ = row
-                entry = sent.get((topic, partition))
-                if entry is None:
-                    continue
-                p, epoch = entry
-                if self.partitions.get((topic, partition)) is not p or p.follower_state is None:
-                    continue  # reassigned while the fetch was in flight
-                if p.follower_state.leader_epoch != epoch:
-                    continue
-                self._handle(p, err, hw, start, leo, records, message, div_epoch, div_end)
+                p = self.followed.answered(sent, (topic, partition))
+                if p is not None:
+                    self._handle(p, err, hw, start, leo, records, message, div_epoch, div_end)
 
     def _handle(
         self,

@@ -13,6 +13,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from broker.metadata_apply import (
+    FOLLOWER,
+    LEADER,
+    OFFLINE,
+    Action,
+    ApplyPartitionState,
+    CreateReplica,
+    FenceReplicas,
+    MetadataApplier,
+    RemoveReplica,
+    ReplicaRole,
+    StartFetching,
+    StopFetching,
+)
 from broker.partition import FetchResult, FetchSpec, NotEnoughReplicasAfterAppendError, Partition
 from net.errors import (
     ErrorCode,
@@ -26,7 +40,7 @@ from net.errors import (
 from net.protocol import OffsetSpec
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage, PartitionState
+    from broker.controller import MetadataImage
     from broker.log.config import LogConfig
     from broker.log.manager import LogManager
     from broker.metrics import BrokerMetrics
@@ -93,9 +107,10 @@ class ReplicaManager:
         self.propose_isr = propose_isr
         self.metrics = metrics
         self.partitions: dict[tuple[str, int], Partition] = {}
-        # Topics whose committed metadata is still to be applied here, in commit order, and the task applying
-        # them in slices when there are many partitions (apply_image).
-        self._pending: dict[str, set[int] | None] = {}
+        # What committed metadata makes of the replicas here (broker/metadata_apply.py, which the replication
+        # simulator drives too): the changes still to apply, in commit order, and the task applying them in
+        # slices when there are many partitions (apply_image).
+        self.metadata_applier = MetadataApplier(broker_id, self._role_of, self._hosted_partitions)
         self._applier: asyncio.Task | None = None
         # tick(): every partition every this many 100 ms ticks, at most a tenth of the lag time, at most 1 s.
         self._tick_stride = max(1, min(10, replica_lag_time_max_ms // 1000))
@@ -108,6 +123,13 @@ class ReplicaManager:
 
     # --- applying committed metadata ---------------------------------------------
 
+    def publish(self, image: "MetadataImage", entries: list[tuple[int, int, dict[str, Any]]]) -> None:
+        """Committed metadata records: apply them to `image`, then make the local replicas follow (apply_image),
+        then stop waiting for brokers the controller fenced."""
+        size, actions = self.metadata_applier.publish(image, entries)
+        self._apply_queued(image, size)
+        self.execute(image, actions)
+
     def apply_image(self, image: "MetadataImage", changed: "dict[str, set[int] | None] | set[str]") -> None:
         """Make local replicas match the committed metadata for what changed: per topic, the partitions whose
         records were committed, or None for the whole topic (created, removed, its configs changed).
@@ -116,21 +138,13 @@ class ReplicaManager:
         are published, so a topic created by a request is served here when its answer goes out. A large one
         (thousands of partitions to create, each with its directory and files) is applied in slices of
         APPLY_SLICE_S on the event loop, which serves produce, fetch and the election in between: a flood of
-        partitions must not stall the brokers (issue 25). Each step reads the image as it is then, so a
-        partition changed again meanwhile is never given an outdated state; it is queued again anyway and
-        applied once more in commit order."""
+        partitions must not stall the brokers (issue 25). The steps are broker/metadata_apply.py's."""
         if isinstance(changed, set):
             changed = dict.fromkeys(changed)
-        size = 0
-        for topic, parts in changed.items():
-            queued = self._pending.get(topic, ())
-            if parts is None or queued is None:
-                self._pending[topic] = None
-                info = image.topics.get(topic)
-                size += len(info.partitions) if info is not None else 1
-            else:
-                self._pending[topic] = set(queued) | parts
-                size += len(parts)
+        self._apply_queued(image, self.metadata_applier.queue(image, changed))
+
+    def _apply_queued(self, image: "MetadataImage", size: int) -> None:
+        """Apply what is queued, at once or (`size` partition changes were just queued) in slices."""
         if self._applier is not None:
             return  # already applying: the queued topics follow
         try:
@@ -165,77 +179,76 @@ class ReplicaManager:
 
     def _apply_pending(self, image: "MetadataImage") -> Iterator[None]:
         """One step per partition created, changed or removed, over every queued topic in turn."""
-        while self._pending:
-            topic = next(iter(self._pending))
-            parts = self._pending.pop(topic)
-            yield from self._apply_topic(image, topic, parts)
-
-    def _apply_topic(self, image: "MetadataImage", topic: str, parts: set[int] | None) -> Iterator[None]:
-        """`parts`: only these partitions changed (an ISR or leader change touches one partition, and must
-        not cost a pass over its topic's thousands); None: the whole topic."""
-        info = image.topics.get(topic)
-        mine = [p for p, st in info.partitions.items() if self.broker_id in st.replicas] if info else []
-        if parts is not None:
-            mine = [p for p in sorted(parts) if info is not None and p in info.partitions]
-            mine = [p for p in mine if self.broker_id in info.partitions[p].replicas]  # type: ignore[union-attr]
-        keep = set(mine)
-        stale = parts if parts is not None else {p for t, p in self.partitions if t == topic}
-        for p in sorted(stale - keep):
-            if (topic, p) in self.partitions:
-                self._remove(topic, p, delete=True)
-                yield
-        for p in mine:
-            info = image.topics.get(topic)  # as it is now: an earlier step may have let a newer commit in
-            st = info.partitions.get(p) if info is not None else None
-            if st is None or self.broker_id not in st.replicas:
-                continue  # changed since: the topic is queued again
-            self._apply_partition(image, topic, st)
+        for actions in self.metadata_applier.steps(image):
+            self.execute(image, actions)
             yield
 
-    def _apply_partition(self, image: "MetadataImage", topic: str, st: "PartitionState") -> None:
-        now = now_ms()
-        p = st.partition
+    def _role_of(self, topic: str, partition: int) -> ReplicaRole | None:
+        part = self.partitions.get((topic, partition))
+        return part.role if part is not None else None
+
+    def _hosted_partitions(self, topic: str) -> list[int]:
+        return [p for t, p in self.partitions if t == topic]
+
+    def execute(self, image: "MetadataImage", actions: list[Action]) -> None:
+        """Carry out broker/metadata_apply.py's actions on the real replicas, logs and fetchers."""
+        for a in actions:
+            if isinstance(a, ApplyPartitionState):
+                self._apply_partition(image, a)
+            elif isinstance(a, CreateReplica):
+                self._create_replica(a.topic, a.partition)
+            elif isinstance(a, RemoveReplica):
+                self._remove(a.topic, a.partition, delete=True)
+            elif isinstance(a, StartFetching):
+                if (part := self.partitions.get((a.topic, a.partition))) is not None:
+                    self.on_follow(part)
+            elif isinstance(a, StopFetching):
+                if (part := self.partitions.get((a.topic, a.partition))) is not None:
+                    self.on_unfollow(part)
+            elif isinstance(a, FenceReplicas):
+                self.fence_replicas(set(a.broker_ids))
+
+    def _create_replica(self, topic: str, p: int) -> None:
         cfg = self.topic_config(topic)
-        part = self.partitions.get((topic, p))
-        if part is None:
-            lg = self.log_manager.get_or_create_log(topic, p, cfg)
-            part = Partition(
-                topic,
-                p,
-                lg,
-                self.broker_id,
-                cfg.min_insync_replicas,
-                self.replica_lag_time_max_ms,
-                self.propose_isr,
-                self.producer_id_expiration_ms,
-                self.producer_id_expiration_check_interval_ms,
-            )
-            # What was committed before a restart stays readable at once, rather than after every ISR
-            # member has fetched from this new leader (a follower relearns it from its leader anyway).
-            part.high_watermark = min(
-                self.log_manager.checkpointed_high_watermarks.pop((topic, p), 0), lg.log_end_offset
-            )
-            self.partitions[(topic, p)] = part
-        else:
+        lg = self.log_manager.get_or_create_log(topic, p, cfg)
+        part = Partition(
+            topic,
+            p,
+            lg,
+            self.broker_id,
+            cfg.min_insync_replicas,
+            self.replica_lag_time_max_ms,
+            self.propose_isr,
+            self.producer_id_expiration_ms,
+            self.producer_id_expiration_check_interval_ms,
+        )
+        # What was committed before a restart stays readable at once, rather than after every ISR
+        # member has fetched from this new leader (a follower relearns it from its leader anyway).
+        part.high_watermark = min(self.log_manager.checkpointed_high_watermarks.pop((topic, p), 0), lg.log_end_offset)
+        self.partitions[(topic, p)] = part
+
+    def _apply_partition(self, image: "MetadataImage", action: ApplyPartitionState) -> None:
+        now = now_ms()
+        topic, st = action.topic, action.state
+        p = st.partition
+        part = self.partitions[(topic, p)]
+        if part.leader_epoch >= 0:  # not created by the step before, with the config as it is now
+            cfg = self.topic_config(topic)
             part.log.update_config(cfg)
             part.set_min_insync_replicas(cfg.min_insync_replicas)
         # Tell the leader about fenced replicas before and after applying: an ISR commit must not
         # re-admit a dead broker whose last fetch offset still looks caught up.
-        fenced = sorted(b.id for b in image.brokers.values() if b.fenced and b.id in st.replicas)
+        fenced = list(action.fenced)
         part.remove_replicas(fenced)
-        change = part.apply_state(st, now)
+        change = part.apply_state(st, now, action.change, action.follow_from)
         part.remove_replicas(fenced)
-        if change == "leader":
+        if change == LEADER:
             log.info("became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
-            self.on_unfollow(part)
             if self.metrics is not None:
                 self.metrics.leader_changes.inc()
-        elif change == "follower":
+        elif change == FOLLOWER:
             log.info("following broker %d for %s-%d in epoch %d", st.leader, topic, p, st.leader_epoch)
-            self.on_follow(part)
-        elif change == "offline":
-            self.on_unfollow(part)
-        if change in ("leader", "follower", "offline"):
+        if change in (LEADER, FOLLOWER, OFFLINE):
             self.on_change(part, change)
 
     def _remove(self, topic: str, partition: int, delete: bool) -> None:

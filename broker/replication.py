@@ -7,12 +7,13 @@ to carry out. That keeps the rules deterministic, so they can be tested step by 
 - LeaderState: the leader's view of its followers: ISR shrink/expand proposals and the high watermark.
 - validate_fetch: the leader's answer to a follower fetch: epoch fencing, divergence (KIP-320), range.
 - FollowerState: what a follower asks for next and where it truncates on divergence (KIP-101/279).
-- alter_partition_outcome: what a leader does with the controller's answer to its AlterPartition.
+- alter_partition_outcome: what a leader does with the controller's answer to its AlterPartition, and
+  AlterPartitionAttempts: its requests without a verdict yet, retried while the proposal stands.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Callable, Iterable
 
@@ -391,6 +392,65 @@ def alter_partition_retry_wanted(
         and leader_state.leader_epoch == leader_epoch
         and leader_state.is_pending(isr, partition_epoch)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AlterAttempt:
+    """One AlterPartition request carrying a leader's ISR proposal."""
+
+    seq: int  # numbers the process's requests: the controller drops one overtaken by a newer one
+    topic: str
+    partition: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    silent: tuple[int, ...] = ()  # see ProposeIsr.silent; every retry carries the same evidence
+
+
+class AlterPartitionAttempts:
+    """One broker process's AlterPartition requests still waiting for a verdict, and what each answer means
+    (Kafka's AlterPartitionManager, without I/O). broker/alter_partition_manager.py sends the attempts over
+    the controller channel, the replication simulator (tests/sim/replication_sim.py) over its network."""
+
+    def __init__(self) -> None:
+        self._seq = 0
+        self.in_flight: dict[int, AlterAttempt] = {}
+
+    def propose(
+        self,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        isr: list[int] | tuple[int, ...],
+        partition_epoch: int,
+        silent: list[int] | tuple[int, ...] = (),
+    ) -> AlterAttempt:
+        """The first attempt of a proposal (LeaderState's ProposeIsr, in `leader_epoch`)."""
+        self._seq += 1
+        attempt = AlterAttempt(self._seq, topic, partition, leader_epoch, tuple(isr), partition_epoch, tuple(silent))
+        self.in_flight[attempt.seq] = attempt
+        return attempt
+
+    def answered(self, seq: int, error_code: int | None) -> tuple[AlterOutcome, AlterAttempt] | None:
+        """Attempt `seq` was answered with `error_code` (None: no answer in time): its outcome (see
+        AlterOutcome: on REJECTED the leader calls on_isr_rejected, on RETRY the driver asks `retry`). None:
+        it had its verdict already (a late or duplicated answer, or its timeout after the answer)."""
+        attempt = self.in_flight.pop(seq, None)
+        if attempt is None:
+            return None
+        code = ErrorCode.REQUEST_TIMED_OUT if error_code is None else error_code
+        return alter_partition_outcome(code), attempt
+
+    def retry(self, attempt: AlterAttempt, leader_state: LeaderState | None) -> AlterAttempt | None:
+        """After an attempt without a verdict: the next attempt (a new request) while the same leadership
+        still waits for the proposal (alter_partition_retry_wanted), else None: metadata or a rejection
+        settled it, or the leadership changed."""
+        if not alter_partition_retry_wanted(leader_state, attempt.leader_epoch, attempt.isr, attempt.partition_epoch):
+            return None
+        self._seq += 1
+        nxt = replace(attempt, seq=self._seq)
+        self.in_flight[nxt.seq] = nxt
+        return nxt
 
 
 def _later(a: int | None, b: int | None) -> int | None:

@@ -398,28 +398,9 @@ class BrokerServer:
         the metadata committed when it started, and with every committed record it holds at once (see
         broker/network/quorum_driver.py, broker/network/zk_coordination.py); until then the image stays empty,
         so the broker leads and follows nothing and answers for no partition.
-        tests/sim/replication_sim.py's _on_meta_records mirrors this."""
-        # Per topic, the partitions whose records were committed, or None: the whole topic (created, removed,
-        # configs): an ISR change must not cost a pass over its topic's other partitions.
-        changed: dict[str, set[int] | None] = {}
-        brokers_changed = False
-        for offset, _epoch, record in entries:
-            self.image.apply(offset, record)
-            kind = record.get("type")
-            brokers_changed |= kind == "broker"
-            name = record.get("topic") or (record.get("name") if kind in ("topic", "remove_topic") else None)
-            if not name:
-                continue
-            parts = changed.get(name, set())
-            if kind == "partition" and parts is not None and isinstance(record.get("partition"), int):
-                changed[name] = parts | {record["partition"]}
-            else:
-                changed[name] = None
-        if changed:
-            self.replica_manager.apply_image(self.image, changed)
-        if brokers_changed:
-            # Leaders must not wait for, or re-admit into an ISR, a broker the controller fenced.
-            self.replica_manager.fence_replicas({b.id for b in self.image.brokers.values() if b.fenced})
+        What the records make of this broker's replicas is broker/metadata_apply.py's to say (the replication
+        simulator drives the same unit); the replica manager carries it out."""
+        self.replica_manager.publish(self.image, entries)
 
     def _on_role(self, is_controller: bool, epoch: int, leader: int | None) -> None:
         self.controller.on_role(is_controller, epoch, leader)

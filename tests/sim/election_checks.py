@@ -20,10 +20,7 @@ from typing import Any
 
 from election.log import InMemoryLog
 from election.quorum import QuorumNode, Role
-
-
-class SimFailure(AssertionError):
-    pass
+from tests.sim.engine import SimFailure
 
 
 class WatchedLog(InMemoryLog):

@@ -28,7 +28,6 @@ tests/sim/election_checks.py are checked after every step; a failure names the s
 from __future__ import annotations
 
 import argparse
-import heapq
 import random
 import sys
 import time
@@ -39,8 +38,9 @@ from election.config import QuorumConfig
 from election.messages import BecameController, Committed, Output, PeerClosed, Persist, Send, Truncated, from_wire
 from election.quorum import InvariantError, NotControllerError, QuorumNode, Role
 from tests.sim.election_checks import Checker, SimFailure, WatchedLog
+from tests.sim.engine import DELIVER, EventLoop
 
-_DELIVER, _WAKE, _FAULT, _CLIENT, _RESTART, _CLOSED = range(6)
+_WAKE, _FAULT, _CLIENT, _RESTART, _CLOSED = range(DELIVER + 1, DELIVER + 6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,25 +133,22 @@ class _SimNode:
     pending_wakes: set[int] = field(default_factory=set)
 
 
-class Simulation:
+class Simulation(EventLoop):
     def __init__(self, seed: int, nodes: int, params: SimParams | None = None, trace: bool = False) -> None:
-        self.seed = seed
-        self.rng = random.Random(seed)
+        super().__init__(seed)
         self.params = params or SimParams.draw(self.rng)
         self.voters = list(range(1, nodes + 1))
-        self.now = 0
-        self.step = 0
-        self.queue: list[tuple[int, int, int, Any, Any]] = []
-        self._seq = 0
         self.group = {n: 0 for n in self.voters}  # nodes in different groups cannot talk
-        self.loss_p = self.params.loss_p
-        self.max_delay = self.params.max_delay_ms
-        self.late_p = self.params.late_p
+        p = self.params
+        self.loss_p, self.dup_p, self.late_p = p.loss_p, p.dup_p, p.late_p
+        self.min_delay_ms, self.max_delay = p.min_delay_ms, p.max_delay_ms
+        self.late_max_ms = 3 * p.config.election_timeout_ms
         self.mid_call_crash_p = self.params.mid_call_crash_p
         self.checker = Checker()
         self.nodes = {n: _SimNode(n, WatchedLog()) for n in self.voters}
         self.result = Result(seed, nodes, 0, ok=True)
         self.tracing = trace
+        self.trace_lines = self.result.trace
         self.faults_on = True
         self.marker: dict[str, Any] | None = None
         self.marker_sent_to: tuple[int, int] | None = None
@@ -159,14 +156,6 @@ class Simulation:
             self._boot(sn)
 
     # --- plumbing ------------------------------------------------------------------------------------
-
-    def _push(self, at: int, kind: int, a: Any = None, b: Any = None) -> None:
-        self._seq += 1
-        heapq.heappush(self.queue, (at, self._seq, kind, a, b))
-
-    def _trace(self, text: str) -> None:
-        if self.tracing:
-            self.result.trace.append(f"{self.now:>8} #{self.step:<6} {text}")
 
     def _boot(self, sn: _SimNode) -> None:
         sn.incarnation += 1
@@ -251,16 +240,8 @@ class Simulation:
         self.result.max_epoch = max(self.result.max_epoch, node.epoch)
         self._execute(sn, outs)
 
-    def _send(self, src: int, dst: int, msg: Any) -> None:
-        if self.group[src] != self.group[dst] or self.rng.random() < self.loss_p:
-            return
-        wire = msg.to_wire()
-        copies = 2 if self.params.dup_p and self.rng.random() < self.params.dup_p else 1
-        for _ in range(copies):
-            delay = self.rng.randint(self.params.min_delay_ms, self.max_delay)
-            if self.late_p and self.rng.random() < self.late_p:
-                delay += self.rng.randint(0, 3 * self.params.config.election_timeout_ms)
-            self._push(self.now + delay, _DELIVER, dst, (src, wire))
+    def _send(self, src: int, dst: int, msg: Any, dup: bool = True) -> None:
+        super()._send(src, dst, msg.to_wire(), dup)
 
     # --- events --------------------------------------------------------------------------------------
 
@@ -388,11 +369,8 @@ class Simulation:
 
     # --- main loop -----------------------------------------------------------------------------------
 
-    def _run_one(self) -> None:
-        at, _, kind, a, b = heapq.heappop(self.queue)
-        self.now = at
-        self.step += 1
-        if kind == _DELIVER:
+    def _dispatch(self, kind: int, a: Any, b: Any, at: int) -> None:
+        if kind == DELIVER:
             self._deliver(a, b)
         elif kind == _WAKE:
             self._wake(a, b, at)
@@ -416,17 +394,15 @@ class Simulation:
         try:
             self._push(int(self.rng.expovariate(1 / self.params.fault_mean_ms)) + 1, _FAULT)
             self._push(1, _CLIENT)
-            while self.step < steps and self.queue:
-                self._run_one()
+            self._run_steps(steps)
             self._heal_all()
             healed_at = self.now
-            deadline = healed_at + self._liveness_bound()
-            while not self._marker_committed():
-                if not self.queue or self.queue[0][0] > deadline:
-                    raise SimFailure(
-                        f"liveness: nothing committed {deadline - healed_at} ms after the last fault healed"
-                    )
-                self._run_one()
+            bound = self._liveness_bound()
+            self._run_until(
+                self._marker_committed,
+                healed_at + bound,
+                lambda: f"liveness: nothing committed {bound} ms after the last fault healed",
+            )
             r.liveness_ms = self.now - healed_at
         except Exception as e:  # noqa: BLE001 - any exception out of a node is a bug to report with its seed
             r.ok = False

@@ -32,15 +32,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from net import batch as batch_fmt
+from tests.sim.engine import SimFailure
 
 if TYPE_CHECKING:
     from broker.log.log import Log
 
 Entry = tuple[int, Any]  # (leader epoch, value)
-
-
-class SimFailure(AssertionError):
-    pass
 
 
 class ReplicaView:

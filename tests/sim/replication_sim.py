@@ -8,9 +8,13 @@ broker/controller_service.py (its liveness rule), and every replica as a broker 
 Partition (leadership, appends with producer-state de-duplication, follower reads, truncation, LeaderState
 and FollowerState of broker/replication.py) over broker/log/log.py's Log (segments, indexes, epoch cache,
 producer-state snapshots) as real files on a scratch disk, and broker/replica_fetcher.py's handle_fetch_row
-for what a follower does with an answer. The simulator plays the plumbing in between (replica_manager.py's
-apply_image, fetcher scheduling, the AlterPartition requests of alter_partition_manager.py with the same
-alter_partition_outcome / alter_partition_retry_wanted, quorum_driver.py's metadata catch-up, the network).
+for what a follower does with an answer. What a broker decides in between is production code too, sans-IO
+units the broker drives with real I/O and this simulator drives in its simulated world: broker/metadata_apply.py's
+MetadataApplier (what committed metadata makes of the replicas: ReplicaManager.publish), replica_fetcher.py's
+FollowedPartitions (what a fetch asks for, which answers still apply: ReplicaFetcher) and replication.py's
+AlterPartitionAttempts (ISR proposals, their verdicts and retries: AlterPartitionManager). The simulator plays
+only the I/O: opening logs, timers, quorum_driver.py's metadata catch-up, the network (tests/sim/engine.py,
+the event loop the quorum simulator runs on too).
 
 The controller is ONE authority holding the committed metadata log. That is a composition argument:
 tests/sim/election_sim.py checks that the quorum behaves as one such log (records commit once, in one order,
@@ -56,7 +60,6 @@ seed and step, and `run_schedule(seed, steps)` replays it exactly.
 from __future__ import annotations
 
 import argparse
-import heapq
 import random
 import shutil
 import sys
@@ -70,13 +73,27 @@ from broker.controller import MetadataImage, PartitionState, check_broker_incarn
 from broker.controller_service import ControllerService
 from broker.log.config import LogConfig
 from broker.log.log import Log
+from broker.metadata_apply import (
+    FOLLOWER,
+    LEADER,
+    OFFLINE,
+    Action,
+    ApplyPartitionState,
+    CreateReplica,
+    FenceReplicas,
+    MetadataApplier,
+    RemoveReplica,
+    StartFetching,
+    StopFetching,
+)
 from broker.partition import FetchResult as PartitionFetch
 from broker.partition import FetchSpec, Partition
-from broker.replica_fetcher import handle_fetch_row
-from broker.replication import AlterOutcome, alter_partition_outcome, alter_partition_retry_wanted
+from broker.replica_fetcher import FollowedPartitions, handle_fetch_row
+from broker.replication import AlterAttempt, AlterOutcome, AlterPartitionAttempts, alter_partition_outcome
 from election.coordination import fetch_liveness_expiry
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError, OffsetNotAvailableError
+from tests.sim.engine import DELIVER, EventLoop
 from tests.sim.replication_checks import Checker, ReplicaView, SimFailure
 
 TOPIC = "t"
@@ -94,8 +111,8 @@ RF = 3
 # the current state (which cannot have been applied); the controller refuses proposals from a process
 # older than the newest it has seen fetching (broker epochs, KIP-903). "no-broker-epochs" is Kafka's
 # leader rule with the old controller, to show the second problem alone. Production now does "kafka":
-# broker/alter_partition_manager.py decides with the same helpers as _on_alter_result and _alter_timed_out
-# (broker/replication.py alter_partition_outcome, alter_partition_retry_wanted), and
+# broker/alter_partition_manager.py and _alter_answered here decide with the same AlterPartitionAttempts
+# (broker/replication.py: alter_partition_outcome, alter_partition_retry_wanted), and
 # broker/controller_service.py alter_partition makes the checks of _controller_receive (overtaken
 # requests, check_broker_incarnation with incarnations learned from quorum fetches).
 ALTER_POLICIES = ("kafka", "no-broker-epochs", "server")
@@ -109,7 +126,7 @@ ALTER_POLICIES = ("kafka", "no-broker-epochs", "server")
 # (broker/network/quorum_driver.py QuorumDriver.catch_up_to and _apply; a broker elected controller is caught up).
 METADATA_POLICIES = ("catch-up", "as-fetched")
 
-_DELIVER, _TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK, _RETRY = range(9)
+_TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK, _RETRY = range(DELIVER + 1, DELIVER + 9)
 _META, _TICK, _FETCH, _FETCH_TIMEOUT, _ALTER_TIMEOUT = range(5)  # broker timers
 BATCH_BYTES = 80  # about one single-record batch here: a fetch's max bytes is fetch_max_records of them
 
@@ -237,7 +254,7 @@ class AlterIsrResult:
     req: int
     error: str | None
     # The controller's error code (AlterPartitionError's kinds, as on the wire): the leader decides with
-    # broker/replication.py alter_partition_outcome, as broker/server.py does (see _on_alter_result).
+    # broker/replication.py AlterPartitionAttempts, as broker/alter_partition_manager.py does (_alter_answered).
     code: int = 0
 
 
@@ -332,7 +349,8 @@ class SimController:
         self.logic = self.service.logic
         self.assigned: dict[tuple[int, int], int] = {}  # (partition, leader epoch) -> leader, from records
         self.topic_created = False
-        self.alter_seen: dict[int, int] = {}  # broker -> newest AlterPartition request id processed
+        # broker -> (incarnation, seq) of the newest AlterPartition request taken from it
+        self.alter_seen: dict[int, tuple[int, int]] = {}
         self.incarnation: dict[int, int] = {}  # broker -> newest process seen fetching (a broker epoch)
 
     def commit(self, records: list[dict[str, Any]]) -> None:
@@ -365,12 +383,13 @@ class _Waiter:
 
 @dataclass
 class _Fetcher:
-    """replica_fetcher.py's ReplicaFetcher: one per leader, one request in flight."""
+    """replica_fetcher.py's ReplicaFetcher: one per leader, one request in flight, its partitions and the
+    answers that still apply decided by the same FollowedPartitions."""
 
     leader: int
-    parts: dict[int, Partition] = field(default_factory=dict)
+    followed: FollowedPartitions = field(default_factory=FollowedPartitions)
     req: int | None = None  # the request in flight
-    sent: dict[int, tuple[Partition, int]] = field(default_factory=dict)
+    sent: dict[tuple[str, int], tuple[Partition, int]] = field(default_factory=dict)
     scheduled: bool = False  # a _FETCH timer is pending
 
 
@@ -392,17 +411,26 @@ class SimBroker:
         self.parts: dict[int, Partition] = {}  # broker/partition.py's Partition over broker/log/log.py's Log
         self.waiters: dict[int, list[_Waiter]] = {}
         self.fetchers: dict[int, _Fetcher] = {}
-        self.alters: dict[int, AlterIsr] = {}  # AlterPartition requests in flight, by request id
+        self.attempts = AlterPartitionAttempts()  # AlterPartition requests without a verdict (per process)
         self.crash_pending = False
         self.catch_up_to: int | None = None  # after a restart: the metadata log end to reach before acting
+        self.applier = self._new_applier()
 
     def boot(self) -> None:
         self.incarnation += 1
         self.up, self.paused, self.deferred = True, False, []
         self.image, self.applied = MetadataImage(), 0
-        self.parts, self.waiters, self.fetchers, self.alters = {}, {}, {}, {}
+        self.parts, self.waiters, self.fetchers = {}, {}, {}
+        self.attempts = AlterPartitionAttempts()
         self.crash_pending = False
         self.catch_up_to = None
+        # The production unit that decides what committed metadata makes of the replicas (volatile, like the image).
+        self.applier = self._new_applier()
+
+    def _new_applier(self) -> MetadataApplier:
+        return MetadataApplier(
+            self.id, lambda _topic, p: self.parts[p].role if p in self.parts else None, lambda _topic: list(self.parts)
+        )
 
     def close_logs(self) -> None:
         """A crash: the process's open files go away without a flush, a producer-state snapshot or a
@@ -415,7 +443,7 @@ class SimBroker:
 # --- the simulation ----------------------------------------------------------------------------------
 
 
-class Simulation:
+class Simulation(EventLoop):
     def __init__(
         self,
         seed: int,
@@ -425,27 +453,25 @@ class Simulation:
         metadata_policy: str = "catch-up",
         late_p: float | None = None,
     ) -> None:
-        self.seed = seed
+        super().__init__(seed)
         if alter_policy not in ALTER_POLICIES:
             raise ValueError(f"alter_policy must be one of {ALTER_POLICIES}")
         self.alter_policy = alter_policy
         if metadata_policy not in METADATA_POLICIES:
             raise ValueError(f"metadata_policy must be one of {METADATA_POLICIES}")
         self.metadata_policy = metadata_policy
-        self.rng = random.Random(seed)
         p = SimParams.draw(self.rng, brokers)
         self.params = p = p if late_p is None else replace(p, late_p=late_p)
         self.ids = list(range(1, p.brokers + 1))
-        self.now = 0
-        self.step = 0
-        self.queue: list[tuple[int, int, int, Any, Any]] = []
-        self._seq = 0
         self._req = 0
         self.group = {n: 0 for n in [CONTROLLER, *self.ids]}
-        # Single links cut on top of the partition: most often a leader's link to the controller, which
-        # leaves a deposed leader serving its followers and producers without knowing it was replaced.
-        self.cut: set[tuple[int, int]] = set()
-        self.loss_p, self.max_delay, self.late_p = p.loss_p, p.max_delay_ms, p.late_p
+        # Single links cut on top of the partition (self.cut): most often a leader's link to the controller,
+        # which leaves a deposed leader serving its followers and producers without knowing it was replaced.
+        # Producers reach every broker: a partition between brokers does not cut them off.
+        self.unpartitioned = frozenset({CLIENT})
+        self.loss_p, self.dup_p, self.late_p = p.loss_p, p.dup_p, p.late_p
+        self.min_delay_ms, self.max_delay = p.min_delay_ms, p.max_delay_ms
+        self.late_max_ms = 2 * p.session_timeout_ms
         self.faults_on = True
         self.ctrl = SimController(self.ids, p.session_timeout_ms)
         # The brokers' disks: real files (tmpfs when there is one), removed when the run ends.
@@ -460,6 +486,7 @@ class Simulation:
         self.checker = Checker(p.partitions)
         self.result = Result(seed, p.brokers, p.partitions, 0, ok=True)
         self.tracing = trace
+        self.trace_lines = self.result.trace
         self.values = 0
         self.markers: dict[int, Any] = {}  # partition -> marker value, in the liveness phase
         self.marker_acked: dict[int, int] = {}  # partition -> the broker that acknowledged its marker
@@ -469,39 +496,12 @@ class Simulation:
 
     # --- plumbing --------------------------------------------------------------------------------------
 
-    def _push(self, at: int, kind: int, a: Any = None, b: Any = None) -> None:
-        self._seq += 1
-        heapq.heappush(self.queue, (at, self._seq, kind, a, b))
-
     def _next_req(self) -> int:
         self._req += 1
         return self._req
 
-    def _trace(self, text: str) -> None:
-        if self.tracing:
-            self.result.trace.append(f"{self.now:>7} #{self.step:<6} {text}")
-
     def _timer(self, b: SimBroker, after: int, what: int, arg: Any = None) -> None:
         self._push(self.now + max(1, after), _TIMER, (b.id, b.incarnation), (what, arg))
-
-    def _linked(self, a: int, b: int) -> bool:
-        """Whether a and b can talk: same side of the partition, and their link is not cut."""
-        if a == CLIENT or b == CLIENT:
-            return True
-        return self.group[a] == self.group[b] and (min(a, b), max(a, b)) not in self.cut
-
-    def _send(self, src: int, dst: int, msg: Any, dup: bool = True) -> None:
-        if not self._linked(src, dst):
-            return
-        rng = self.rng
-        if rng.random() < self.loss_p:
-            return
-        copies = 2 if dup and self.params.dup_p and rng.random() < self.params.dup_p else 1
-        for _ in range(copies):
-            delay = rng.randint(self.params.min_delay_ms, self.max_delay)
-            if self.late_p and rng.random() < self.late_p:
-                delay += rng.randint(0, 2 * self.params.session_timeout_ms)
-            self._push(self.now + delay, _DELIVER, dst, (src, msg))
 
     # --- broker lifecycle ----------------------------------------------------------------------------------
 
@@ -516,7 +516,7 @@ class Simulation:
         b.up = False
         b.paused, b.deferred = False, []
         b.close_logs()
-        b.waiters, b.fetchers, b.alters = {}, {}, {}
+        b.waiters, b.fetchers, b.attempts = {}, {}, AlterPartitionAttempts()
         self.result.crashes += 1
         if self.faults_on:
             self._push(self.now + self.rng.randint(1, 2 * self.params.session_timeout_ms), _RESTART, b.id)
@@ -526,7 +526,7 @@ class Simulation:
         if b.paused:
             b.deferred.append((kind, a, c))
             return
-        if kind == _DELIVER:
+        if kind == DELIVER:
             self._broker_receive(b, a, c)
         else:
             self._broker_timer(b, a, c)
@@ -574,7 +574,7 @@ class Simulation:
         elif isinstance(msg, Produce):
             self._produce(b, msg)
 
-    # --- metadata: quorum_driver.py _apply, server.py _on_committed and replica_manager.py apply_image ------------
+    # --- metadata: quorum_driver.py _apply, then ReplicaManager.publish's unit (broker/metadata_apply.py) -------
 
     def _on_meta_records(self, b: SimBroker, msg: MetaRecords) -> None:
         if msg.incarnation != b.incarnation:
@@ -590,60 +590,58 @@ class Simulation:
         # QuorumDriver._apply it applies every committed record it has in one go.
         if b.applied >= len(b.meta_log):
             return
-        changed: set[str] = set()
-        brokers_changed = False
-        for offset in range(b.applied, len(b.meta_log)):
-            record = b.meta_log[offset]
-            b.image.apply(offset, record)
-            brokers_changed |= record.get("type") == "broker"
-            name = record.get("topic") or (
-                record.get("name") if record.get("type") in ("topic", "remove_topic") else None
-            )
-            if name:
-                changed.add(name)
+        entries = [(offset, 0, b.meta_log[offset]) for offset in range(b.applied, len(b.meta_log))]
         b.applied = len(b.meta_log)
-        if changed:
-            self._apply_image(b)
-        if brokers_changed:
-            fenced = sorted(x.id for x in b.image.brokers.values() if x.fenced)
-            for part in b.parts.values():
-                part.remove_replicas(fenced)  # ReplicaManager.fence_replicas
-                self._check_waiters(b, part)
+        # BrokerServer._on_committed -> ReplicaManager.publish: the production unit decides, the simulated
+        # broker carries its actions out (ReplicaManager.execute's part).
+        _, after = b.applier.publish(b.image, entries)
+        for actions in b.applier.steps(b.image):
+            self._execute(b, actions)
+        self._execute(b, after)
 
-    def _apply_image(self, b: SimBroker) -> None:
-        """ReplicaManager.apply_image: open each replica's log (LogManager), then Partition.apply_state."""
-        info = b.image.topics.get(TOPIC)
-        if info is None:
-            return
-        min_isr = int(info.configs.get("min.insync.replicas", "1"))
-        for p, st in sorted(info.partitions.items()):
-            if b.id not in st.replicas:
-                continue
-            part = b.parts.get(p)
-            if part is None:
-                part = b.parts[p] = self._open_partition(b, p, min_isr)
-            fenced = sorted(x.id for x in b.image.brokers.values() if x.fenced and x.id in st.replicas)
-            part.remove_replicas(fenced)
-            becomes_leader = st.leader == b.id and (st.leader_epoch != part.leader_epoch or part.leader_state is None)
-            if becomes_leader:
-                self.checker.check_takeover(b.id, p, st.leader_epoch, b.views[p])
-            change = part.apply_state(st, self.now)
-            part.remove_replicas(fenced)
-            if change in ("leader", "follower", "offline"):
-                b.waiters[p] = []  # _fail_hw_waiters: the producers get NOT_LEADER_OR_FOLLOWER
-            self._check_waiters(b, part)
-            if change == "leader":
-                self.result.leaderships += 1
-                self.result.max_leader_epoch = max(self.result.max_leader_epoch, st.leader_epoch)
-                self._trace(f"broker {b.id} leads p{p} in epoch {st.leader_epoch}, ISR {st.isr}")
-                if self.params.crash_leader_p and self.rng.random() < self.params.crash_leader_p:
-                    b.crash_pending = True
-                self._unfollow(b, part)
-            elif change == "follower":
-                self._trace(f"broker {b.id} follows {st.leader} for p{p} in epoch {st.leader_epoch}")
-                self._follow(b, part)
-            elif change == "offline":
-                self._unfollow(b, part)
+    def _execute(self, b: SimBroker, actions: list[Action]) -> None:
+        """ReplicaManager.execute: carry out broker/metadata_apply.py's actions on this broker's replicas."""
+        for a in actions:
+            if isinstance(a, ApplyPartitionState):
+                self._apply_partition(b, a)
+            elif isinstance(a, CreateReplica):
+                info = b.image.topics[a.topic]
+                b.parts[a.partition] = self._open_partition(
+                    b, a.partition, int(info.configs.get("min.insync.replicas", "1"))
+                )
+            elif isinstance(a, StartFetching):
+                self._follow(b, b.parts[a.partition])
+            elif isinstance(a, StopFetching):
+                self._unfollow(b, b.parts[a.partition])
+            elif isinstance(a, FenceReplicas):
+                fenced = sorted(a.broker_ids)
+                for part in b.parts.values():
+                    part.remove_replicas(fenced)  # ReplicaManager.fence_replicas
+                    self._check_waiters(b, part)
+            elif isinstance(a, RemoveReplica):
+                raise SimFailure(f"broker {b.id} told to remove partition {a.partition}, which it still hosts")
+
+    def _apply_partition(self, b: SimBroker, a: ApplyPartitionState) -> None:
+        """ReplicaManager._apply_partition: open the replica's log (LogManager), then Partition.apply_state."""
+        st, p = a.state, a.state.partition
+        part = b.parts[p]
+        fenced = list(a.fenced)
+        part.remove_replicas(fenced)
+        if a.change == LEADER:
+            self.checker.check_takeover(b.id, p, st.leader_epoch, b.views[p])
+        change = part.apply_state(st, self.now, a.change, a.follow_from)
+        part.remove_replicas(fenced)
+        if change in (LEADER, FOLLOWER, OFFLINE):
+            b.waiters[p] = []  # _fail_hw_waiters: the producers get NOT_LEADER_OR_FOLLOWER
+        self._check_waiters(b, part)
+        if change == LEADER:
+            self.result.leaderships += 1
+            self.result.max_leader_epoch = max(self.result.max_leader_epoch, st.leader_epoch)
+            self._trace(f"broker {b.id} leads p{p} in epoch {st.leader_epoch}, ISR {st.isr}")
+            if self.params.crash_leader_p and self.rng.random() < self.params.crash_leader_p:
+                b.crash_pending = True
+        elif change == FOLLOWER:
+            self._trace(f"broker {b.id} follows {st.leader} for p{p} in epoch {st.leader_epoch}")
 
     def _open_partition(self, b: SimBroker, p: int, min_isr: int) -> Partition:
         """LogManager's open after a start (never a clean shutdown here: recovery runs) and the Partition
@@ -720,72 +718,68 @@ class Simulation:
     def _propose_isr(
         self, b: SimBroker, part: Partition, isr: list[int], partition_epoch: int, silent: list[int]
     ) -> None:
-        req = self._next_req()
-        msg = AlterIsr(
-            b.id, b.incarnation, req, part.partition, part.leader_epoch, partition_epoch, tuple(isr), tuple(silent)
-        )
-        b.alters[req] = msg
+        attempt = b.attempts.propose(TOPIC, part.partition, part.leader_epoch, isr, partition_epoch, silent)
         self._trace(f"broker {b.id} proposes ISR {isr} for p{part.partition} (partition epoch {partition_epoch})")
-        self._send_alter(b, msg)
+        self._send_alter(b, attempt)
 
-    def _send_alter(self, b: SimBroker, msg: AlterIsr) -> None:
+    def _send_alter(self, b: SimBroker, a: AlterAttempt) -> None:
         # AlterPartition is a request on a TCP connection, and unlike fetches it is not idempotent: it is
         # never duplicated, and the controller drops one older than a request it already took from the
         # same broker (sent on a connection the broker has abandoned since). Message-level duplicates
         # would defeat even Kafka's rule: the rejection of one copy says nothing about the other.
+        msg = AlterIsr(b.id, b.incarnation, a.seq, a.partition, a.leader_epoch, a.partition_epoch, a.isr, a.silent)
         self._send(b.id, CONTROLLER, msg, dup=False)
-        self._timer(b, self.params.rpc_timeout_ms, _ALTER_TIMEOUT, msg.req)
+        self._timer(b, self.params.rpc_timeout_ms, _ALTER_TIMEOUT, a.seq)
 
-    def _alter_timed_out(self, b: SimBroker, req: int) -> None:
-        msg = b.alters.get(req)
-        if msg is None:
-            return
+    def _alter_timed_out(self, b: SimBroker, seq: int) -> None:
         if self.alter_policy == "server":
-            self._alter_rejected(b, req, "timed out")
+            self._alter_rejected(b, seq, "timed out")
             return
-        # The controller may have committed it: ask again until someone answers. A new partition state
-        # (by metadata) or a new leadership ends the retries. (AlterPartitionManager.alter: AlterOutcome.RETRY.)
-        part = b.parts.get(msg.partition)
-        ls = part.leader_state if part is not None else None
-        del b.alters[req]
-        if not alter_partition_retry_wanted(ls, msg.leader_epoch, msg.isr, msg.partition_epoch):
-            return
-        retry = replace(msg, req=self._next_req())  # a new connection, so a new request
-        b.alters[retry.req] = retry
-        self._send_alter(b, retry)
+        self._alter_answered(b, seq, None, "timed out")
 
     def _on_alter_result(self, b: SimBroker, msg: AlterIsrResult) -> None:
         if self.alter_policy == "server":
             # The old rule: any error ends the proposal.
             if msg.error is None:
-                b.alters.pop(msg.req, None)
+                b.attempts.in_flight.pop(msg.req, None)
             else:
                 self._alter_rejected(b, msg.req, msg.error)
             return
-        # The production rule, shared with broker/alter_partition_manager.py AlterPartitionManager.alter.
-        outcome = alter_partition_outcome(msg.code)
-        if outcome is AlterOutcome.COMMITTED:
-            b.alters.pop(msg.req, None)  # the metadata log will tell the partition
-        elif outcome is AlterOutcome.AWAIT_METADATA:
-            # Refused against a newer state, which may be our own proposal committed: keep it pending (it
-            # bounds the HW) until that state arrives by metadata and settles it.
-            if b.alters.pop(msg.req, None) is not None:
-                self._trace(f"broker {b.id}: ISR proposal {msg.req} is stale: {msg.error}")
-        elif outcome is AlterOutcome.REJECTED:
-            self._alter_rejected(b, msg.req, msg.error or "")
-        else:
-            self._alter_timed_out(b, msg.req)  # no verdict: as if no answer came
+        self._alter_answered(b, msg.req, msg.code, msg.error or "")
 
-    def _alter_rejected(self, b: SimBroker, req: int, error: str) -> None:
+    def _alter_answered(self, b: SimBroker, seq: int, code: int | None, error: str) -> None:
+        """AlterPartitionManager.alter's handling of an answer (code None: none in time), with the same
+        AlterPartitionAttempts of broker/replication.py deciding."""
+        answer = b.attempts.answered(seq, code)
+        if answer is None:
+            return  # answered already (a late answer, or the timeout of an answered request)
+        outcome, attempt = answer
+        if outcome is AlterOutcome.AWAIT_METADATA:
+            # Refused against a newer state, which may be our own proposal committed: it stays pending in the
+            # LeaderState (it bounds the HW) until that state arrives by metadata and settles it.
+            self._trace(f"broker {b.id}: ISR proposal {seq} is stale: {error}")
+        elif outcome is AlterOutcome.REJECTED:
+            self._reject_isr(b, attempt, error)
+        elif outcome is AlterOutcome.RETRY:
+            # The controller may have committed it: ask again (a new connection, so a new request) while the
+            # same leadership waits for it. A new partition state (by metadata) or leadership ends the retries.
+            part = b.parts.get(attempt.partition)
+            retry = b.attempts.retry(attempt, part.leader_state if part is not None else None)
+            if retry is not None:
+                self._send_alter(b, retry)
+
+    def _alter_rejected(self, b: SimBroker, seq: int, error: str) -> None:
+        attempt = b.attempts.in_flight.pop(seq, None)
+        if attempt is not None:
+            self._reject_isr(b, attempt, error)
+
+    def _reject_isr(self, b: SimBroker, attempt: AlterAttempt, error: str) -> None:
         """AlterPartitionManager.alter's failure path: the proposal is over, the HW may ignore its additions."""
-        msg = b.alters.pop(req, None)
-        if msg is None:
-            return
         self.result.alter_rejected += 1
-        self._trace(f"broker {b.id}: ISR {list(msg.isr)} for p{msg.partition} not committed: {error}")
-        part = b.parts.get(msg.partition)
+        self._trace(f"broker {b.id}: ISR {list(attempt.isr)} for p{attempt.partition} not committed: {error}")
+        part = b.parts.get(attempt.partition)
         if part is not None:
-            part.isr_change_rejected(list(msg.isr), msg.partition_epoch)
+            part.isr_change_rejected(list(attempt.isr), attempt.partition_epoch)
             self._check_waiters(b, part)
 
     # --- replication: replica_manager.py _read_for_follower, replica_fetcher.py ----------------------------
@@ -793,35 +787,27 @@ class Simulation:
     def _follow(self, b: SimBroker, part: Partition) -> None:
         self._unfollow(b, part)
         f = b.fetchers.setdefault(part.leader, _Fetcher(part.leader))
-        f.parts[part.partition] = part
+        f.followed.add(part)
         if f.req is None and not f.scheduled:
             self._schedule_fetch(b, f, 1)
 
     def _unfollow(self, b: SimBroker, part: Partition) -> None:
         for f in b.fetchers.values():
-            if f.parts.get(part.partition) is part:
-                del f.parts[part.partition]
+            f.followed.remove(part)
 
     def _schedule_fetch(self, b: SimBroker, f: _Fetcher, after: int) -> None:
-        if f.parts and not f.scheduled:
+        if f.followed.partitions and not f.scheduled:
             f.scheduled = True
             self._timer(b, after, _FETCH, f.leader)
 
     def _fetch_once(self, b: SimBroker, f: _Fetcher) -> None:
-        specs = []
-        f.sent = {}
-        for p, part in f.parts.items():
-            fs = part.follower_state
-            if fs is None:
-                continue
-            offset, last_epoch, leader_epoch = fs.next_fetch()
-            specs.append((p, offset, leader_epoch, last_epoch))
-            f.sent[p] = (part, leader_epoch)
+        specs, f.sent = f.followed.next_fetch()
         if not specs:
             self._schedule_fetch(b, f, self.params.fetch_idle_ms)
             return
         f.req = self._next_req()
-        self._send(b.id, f.leader, Fetch(b.id, f.req, tuple(specs)))
+        rows = tuple((p, offset, leader_epoch, last_epoch) for (_, p), offset, last_epoch, leader_epoch in specs)
+        self._send(b.id, f.leader, Fetch(b.id, f.req, rows))
         self._timer(b, self.params.rpc_timeout_ms, _FETCH_TIMEOUT, (f.leader, f.req))
 
     def _serve_fetch(self, b: SimBroker, msg: Fetch) -> None:
@@ -847,14 +833,9 @@ class Simulation:
         f.req = None
         got = False
         for partition, row in msg.rows:
-            entry = f.sent.get(partition)
-            if entry is None:
-                continue
-            part, epoch = entry
-            if f.parts.get(partition) is not part or part.follower_state is None:
-                continue  # reassigned while the fetch was in flight
-            if part.follower_state.leader_epoch != epoch:
-                continue
+            part = f.followed.answered(f.sent, (TOPIC, partition))
+            if part is None:
+                continue  # not asked, or reassigned or in a new leader epoch while the fetch was in flight
             view = b.views[partition]
             before = part.log.log_end_offset
             got |= handle_fetch_row(part, leader, row)  # replica_fetcher.py's own decision
@@ -875,11 +856,11 @@ class Simulation:
             batch = tuple(ctrl.records[msg.offset : msg.offset + self.params.meta_batch])
             self._send(CONTROLLER, msg.src, MetaRecords(msg.incarnation, msg.offset, batch, len(ctrl.records)))
         elif isinstance(msg, AlterIsr):
-            if msg.req <= ctrl.alter_seen.get(msg.src, 0):
+            if (msg.incarnation, msg.req) <= ctrl.alter_seen.get(msg.src, (0, 0)):
                 # See _send_alter. ControllerService.alter_partition does this with (incarnation, seq),
                 # answering REQUEST_TIMED_OUT (no verdict) where this drops the request.
                 return
-            ctrl.alter_seen[msg.src] = msg.req
+            ctrl.alter_seen[msg.src] = (msg.incarnation, msg.req)
             # ControllerService.alter_partition: computed on the up-to-date image, committed, answered.
             st = ctrl.state(msg.partition)
             stale = st is None or (msg.src, msg.leader_epoch, msg.partition_epoch) != (
@@ -1084,8 +1065,8 @@ class Simulation:
         for kind, a, c in events:
             self._push(
                 self.now,
-                _DELIVER if kind == _DELIVER else _TIMER,
-                b.id if kind == _DELIVER else (b.id, b.incarnation),
+                DELIVER if kind == DELIVER else _TIMER,
+                b.id if kind == DELIVER else (b.id, b.incarnation),
                 (a, c),
             )
 
@@ -1125,11 +1106,8 @@ class Simulation:
 
     # --- main loop --------------------------------------------------------------------------------------
 
-    def _run_one(self) -> None:
-        at, _, kind, a, c = heapq.heappop(self.queue)
-        self.now = at
-        self.step += 1
-        if kind == _DELIVER:
+    def _dispatch(self, kind: int, a: Any, c: Any, at: int) -> None:
+        if kind == DELIVER:
             src, msg = c
             if not self._linked(src, a):
                 pass  # the partition started while the message was on the wire
@@ -1143,7 +1121,7 @@ class Simulation:
                 b = self.brokers[a]
                 if b.up:
                     self.result.messages += 1
-                    self._broker_event(b, _DELIVER, src, msg)
+                    self._broker_event(b, DELIVER, src, msg)
         elif kind == _TIMER:
             b = self.brokers[a[0]]
             if b.up and b.incarnation == a[1]:
@@ -1204,21 +1182,23 @@ class Simulation:
         try:
             self._push(int(self.rng.expovariate(1 / self.params.fault_mean_ms)) + 1, _FAULT)
             self._push(1, _CLIENT)
-            while self.step < steps and self.queue:
-                self._run_one()
+            self._run_steps(steps)
             self._heal_all()
             healed_at = self.now
-            r.liveness_bound_ms = self._liveness_bound()
-            deadline = healed_at + r.liveness_bound_ms
-            while len(self.marker_acked) < len(self.markers) or any(x.in_flight for x in self.producers):
-                if not self.queue or self.queue[0][0] > deadline:
-                    missing = sorted(set(self.markers) - set(self.marker_acked))
-                    waiting = [f.value for x in self.producers for f in x.in_flight.values()]
-                    raise SimFailure(
-                        f"liveness: partitions {missing} acknowledged nothing, and producers' batches {waiting} "
-                        f"were not acknowledged, {deadline - healed_at} ms after the heal"
-                    )
-                self._run_one()
+            r.liveness_bound_ms = bound = self._liveness_bound()
+
+            def done() -> bool:
+                return len(self.marker_acked) >= len(self.markers) and not any(x.in_flight for x in self.producers)
+
+            def failure() -> str:
+                missing = sorted(set(self.markers) - set(self.marker_acked))
+                waiting = [f.value for x in self.producers for f in x.in_flight.values()]
+                return (
+                    f"liveness: partitions {missing} acknowledged nothing, and producers' batches {waiting} "
+                    f"were not acknowledged, {bound} ms after the heal"
+                )
+
+            self._run_until(done, healed_at + bound, failure)
             r.liveness_ms = self.now - healed_at
             # The leader that acknowledged a marker held every committed record then (its HW had passed
             # them all): nothing acknowledged before may be missing from its log.

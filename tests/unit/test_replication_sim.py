@@ -13,6 +13,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
+from broker import metadata_apply
+from broker.metadata_apply import ReplicaRole
 from broker.partition import Partition
 from broker.producer_state import ProducerStateManager
 from broker.replication import UNDEFINED_OFFSET, HighWatermarkAdvanced, LeaderState
@@ -125,6 +127,26 @@ def test_the_checker_catches_treating_a_lost_alter_partition_answer_as_a_rejecti
     # ISR expansion whose answer was lost stops bounding the HW, which then passes the added replica.
     failure = _first_failure(range(300), alter_policy="server")
     assert failure is not None and ("ISR member" in failure or "took over" in failure)
+
+
+def _fetch_from_the_log_end_without_its_epoch(local: ReplicaRole) -> tuple[int, int]:
+    # "Skip truncation on becoming follower": the new follower fetches from its log end without naming the
+    # epoch its log ends in, so the leader has nothing to check its tail against and never answers with a
+    # divergence; a tail written by a deposed leader stays under records of the new epoch.
+    return local.log_end_offset, -1
+
+
+def test_the_checker_catches_a_follower_that_skips_truncation_in_the_metadata_unit_the_broker_runs(monkeypatch):
+    # The bug is planted in broker/metadata_apply.py, which broker/replica_manager.py drives
+    # (tests/unit/test_metadata_apply.py shows the broker following it): the simulator runs that unit.
+    monkeypatch.setattr(metadata_apply, "initial_fetch_state", _fetch_from_the_log_end_without_its_epoch)
+    failure = _first_failure(range(60))
+    assert failure is not None and "seed=" in failure and "step=" in failure
+    assert "was committed" in failure or "disagrees" in failure or "stored twice" in failure, failure
+    seed = int(failure.split()[0].removeprefix("seed="))
+    assert run_schedule(seed, STEPS).failure == failure  # and the failure replays exactly
+    monkeypatch.undo()
+    assert run_schedule(seed, STEPS).ok  # the unit as it ships passes the same schedule
 
 
 @pytest.mark.skipif(os.environ.get("KL_SOAK") != "1", reason="soak test: set KL_SOAK=1 (KL_SOAK_SEEDS to size it)")
