@@ -129,7 +129,8 @@ class Partition:
         lg = self.log
         if lg.log_end_offset <= lg.log_start_offset:  # empty (or fully truncated): no producer is known here
             self.producer_state = ProducerStateManager(lg.dir)
-            self.producer_state.delete_snapshots(above=-1)
+            if lg.on_disk:  # a log whose files are still to be created has no snapshot to drop
+                self.producer_state.delete_snapshots(above=-1)
             return
         state, offset = ProducerStateManager.load(lg.dir, lg.log_start_offset, lg.log_end_offset)
         while offset < lg.log_end_offset:
