@@ -158,5 +158,7 @@ def handle_fetch_row(p: Partition, leader_id: int, row: FetchResult) -> bool:
         )
         p.truncate_to(t.offset)
         return True
+    if not row.records and row.high_watermark <= min(p.high_watermark, fs.high_watermark):
+        return False  # nothing new: an idle partition (after a flood, thousands in every answer)
     p.append_as_follower(row.records, row.high_watermark)
     return bool(row.records)
