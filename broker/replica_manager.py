@@ -185,18 +185,20 @@ class ReplicaManager:
             if (topic, p) in self.partitions:
                 self._remove(topic, p, delete=True)
                 yield
+        cfg: LogConfig | None = None  # once per topic, not per partition (a flood: 5,000 merges of its configs)
         for p in mine:
             info = image.topics.get(topic)  # as it is now: an earlier step may have let a newer commit in
             st = info.partitions.get(p) if info is not None else None
             if st is None or self.broker_id not in st.replicas:
-                continue  # changed since: the topic is queued again
-            self._apply_partition(image, topic, st)
+                continue  # changed since: the topic is queued again (a config change too, so cfg stays valid)
+            if cfg is None:
+                cfg = self.topic_config(topic)
+            self._apply_partition(image, topic, st, cfg)
             yield
 
-    def _apply_partition(self, image: "MetadataImage", topic: str, st: "PartitionState") -> None:
+    def _apply_partition(self, image: "MetadataImage", topic: str, st: "PartitionState", cfg: "LogConfig") -> None:
         now = now_ms()
         p = st.partition
-        cfg = self.topic_config(topic)
         part = self.partitions.get((topic, p))
         if part is None:
             # In slices (a flood), the log's directory and files are created by a worker thread, not on the
@@ -228,13 +230,16 @@ class ReplicaManager:
         part.remove_replicas(fenced)
         change = part.apply_state(st, now)
         part.remove_replicas(fenced)
+        # Per partition at INFO for an ordinary change; a flood's thousands (in slices) only at DEBUG: each line
+        # is a write on the event loop, and the slices' summary line counts them.
+        level = logging.DEBUG if self._applier is not None else logging.INFO
         if change == "leader":
-            log.info("became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
+            log.log(level, "became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
             self.on_unfollow(part)
             if self.metrics is not None:
                 self.metrics.leader_changes.inc()
         elif change == "follower":
-            log.info("following broker %d for %s-%d in epoch %d", st.leader, topic, p, st.leader_epoch)
+            log.log(level, "following broker %d for %s-%d in epoch %d", st.leader, topic, p, st.leader_epoch)
             self.on_follow(part)
         elif change == "offline":
             self.on_unfollow(part)
