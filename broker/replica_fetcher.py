@@ -34,11 +34,17 @@ class ReplicaFetcher:
         self.max_partition_bytes = max_partition_bytes
         self.backoff_s = backoff_s
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions the leader answered with an error (one it does not host yet, say), left out of the fetches
+        # until this loop time, as Kafka's fetcher delays them by replica.fetch.backoff.ms: a leader answers a
+        # fetch at once when any partition fails, so one such partition turned the long poll into a busy loop
+        # over every partition of the lane while a flood was being created (issue 25).
+        self._delayed: dict[tuple[str, int], float] = {}
         self._task: asyncio.Task | None = None
         self._changed = asyncio.Event()
 
     def add(self, p: Partition) -> None:
         self.partitions[(p.topic, p.partition)] = p
+        self._delayed.pop((p.topic, p.partition), None)  # a new leader or epoch: fetch it at once
         # A partition that just moved (or has data) cuts the long poll short: acks=all may be waiting on it. A
         # brand-new empty one (epoch 0) joins at the next fetch, within replica.fetch.wait.max.ms: a topic of
         # thousands of partitions, applied in slices, would otherwise restart the fetch after every slice.
@@ -49,6 +55,7 @@ class ReplicaFetcher:
 
     def remove(self, p: Partition) -> None:
         self.partitions.pop((p.topic, p.partition), None)
+        self._delayed.pop((p.topic, p.partition), None)
 
     def stop(self) -> None:
         if self._task is not None:
@@ -83,9 +90,13 @@ class ReplicaFetcher:
     async def _fetch_once(self) -> None:
         topics: dict[str, list] = {}
         sent: dict[tuple[str, int], tuple[Partition, int]] = {}
+        now = asyncio.get_running_loop().time()
+        if self._delayed:
+            self._delayed = {tp: until for tp, until in self._delayed.items() if until > now}
+        delayed = self._delayed
         for tp, p in list(self.partitions.items()):
             fs = p.follower_state
-            if fs is None:
+            if fs is None or (delayed and tp in delayed):
                 continue
             offset, last_epoch, leader_epoch = fs.next_fetch()
             topics.setdefault(tp[0], []).append([tp[1], offset, self.max_partition_bytes, leader_epoch, last_epoch])
@@ -103,6 +114,7 @@ class ReplicaFetcher:
         resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.max_wait_ms / 1000 + 10)
         if resp.get("error_code"):
             raise error_for(resp["error_code"], resp.get("error_message", ""))
+        answered = asyncio.get_running_loop().time()
         for topic, rows in resp.get("topics", []):
             for row in rows:
                 partition, err, hw, _lso, start, records, message, div_epoch, div_end, leo, *_ = row
@@ -115,6 +127,8 @@ class ReplicaFetcher:
                 if p.follower_state.leader_epoch != epoch:
                     continue
                 self._handle(p, err, hw, start, leo, records, message, div_epoch, div_end)
+                if err and err != ErrorCode.OFFSET_OUT_OF_RANGE:
+                    self._delayed[(topic, partition)] = answered + self.backoff_s
 
     def _handle(
         self,
