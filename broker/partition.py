@@ -19,6 +19,7 @@ from broker.replication import (
     FollowerState,
     HighWatermarkAdvanced,
     LeaderState,
+    Ok,
     OutOfRange,
     ProposeIsr,
     UnknownEpoch,
@@ -130,7 +131,8 @@ class Partition:
         lg = self.log
         if lg.log_end_offset <= lg.log_start_offset:  # empty (or fully truncated): no producer is known here
             self.producer_state = ProducerStateManager(lg.dir)
-            self.producer_state.delete_snapshots(above=-1)
+            if lg.on_disk:  # a log whose files are still to be created has no snapshot to drop
+                self.producer_state.delete_snapshots(above=-1)
             return
         state, offset = ProducerStateManager.load(lg.dir, lg.log_start_offset, lg.log_end_offset)
         while offset < lg.log_end_offset:
@@ -321,6 +323,11 @@ class Partition:
             lg.log_end_offset,
         )
         hw, start, leo = self.high_watermark, lg.log_start_offset, lg.log_end_offset
+        if isinstance(decision, Ok):
+            self.on_follower_fetch(replica_id, spec.offset, now_ms)
+            # At the log end (an idle partition: most of a fetch after a flood) there is nothing to read.
+            data = lg.read(spec.offset, spec.max_bytes) if spec.offset != leo else b""
+            return FetchResult(0, self.high_watermark, lg.log_start_offset, data, log_end_offset=lg.log_end_offset)
         if isinstance(decision, Diverging):
             div = {"diverging_epoch": decision.epoch, "diverging_end_offset": decision.end_offset}
             return FetchResult(0, hw, start, log_end_offset=leo, **div)
@@ -332,12 +339,8 @@ class Partition:
             ),
             OutOfRange: (ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {spec.offset} not in [{start}, {leo}]"),
         }
-        refusal = refusals.get(type(decision))
-        if refusal is not None:
-            return FetchResult(int(refusal[0]), hw, start, message=refusal[1], log_end_offset=leo)
-        self.on_follower_fetch(replica_id, spec.offset, now_ms)
-        data = lg.read(spec.offset, spec.max_bytes)
-        return FetchResult(0, self.high_watermark, lg.log_start_offset, data, log_end_offset=lg.log_end_offset)
+        code, message = refusals[type(decision)]
+        return FetchResult(int(code), hw, start, message=message, log_end_offset=leo)
 
     def remove_replicas(self, broker_ids: list[int]) -> None:
         """Fenced brokers leave the leader's ISR bookkeeping at once: an ISR commit must not re-admit a dead

@@ -25,23 +25,37 @@ class FollowedPartitions:
 
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions the leader answered with an error (one it does not host yet, say), left out of the fetches
+        # until this time, as Kafka's fetcher delays them by replica.fetch.backoff.ms: a leader answers a fetch
+        # at once when any partition fails, so one such partition turned the long poll into a busy loop over
+        # every partition of the lane while a flood was being created (issue 25).
+        self.delayed: dict[tuple[str, int], float] = {}
 
     def add(self, p: Partition) -> None:
         self.partitions[(p.topic, p.partition)] = p
+        self.delayed.pop((p.topic, p.partition), None)  # a new leader or epoch: fetch it at once
 
     def remove(self, p: Partition) -> None:
         self.partitions.pop((p.topic, p.partition), None)
+        self.delayed.pop((p.topic, p.partition), None)
+
+    def delay(self, tp: tuple[str, int], until: float) -> None:
+        self.delayed[tp] = until
 
     def next_fetch(
-        self,
+        self, now: float = 0.0
     ) -> tuple[list[tuple[tuple[str, int], int, int, int]], dict[tuple[str, int], tuple[Partition, int]]]:
         """Per followed partition (topic-partition, fetch offset, last fetched epoch, current leader epoch), and
-        what was asked for whom (for `answered`). A partition without a FollowerState is skipped."""
+        what was asked for whom (for `answered`). A partition without a FollowerState, or delayed past `now`
+        after an error, is skipped."""
         specs = []
         sent: dict[tuple[str, int], tuple[Partition, int]] = {}
+        if self.delayed:
+            self.delayed = {tp: until for tp, until in self.delayed.items() if until > now}
+        delayed = self.delayed
         for tp, p in list(self.partitions.items()):
             fs = p.follower_state
-            if fs is None:
+            if fs is None or (delayed and tp in delayed):
                 continue
             offset, last_epoch, leader_epoch = fs.next_fetch()
             specs.append((tp, offset, last_epoch, leader_epoch))
@@ -129,7 +143,7 @@ class ReplicaFetcher:
                 await asyncio.sleep(self._retry.next())
 
     async def _fetch_once(self) -> None:
-        specs, sent = self.followed.next_fetch()
+        specs, sent = self.followed.next_fetch(asyncio.get_running_loop().time())
         if not sent:
             await asyncio.sleep(self.backoff_s)
             return
@@ -146,12 +160,15 @@ class ReplicaFetcher:
         resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.max_wait_ms / 1000 + 10)
         if resp.get("error_code"):
             raise error_for(resp["error_code"], resp.get("error_message", ""))
+        answered = asyncio.get_running_loop().time()
         for topic, rows in resp.get("topics", []):
             for row in rows:
                 partition, err, hw, _lso, start, records, message, div_epoch, div_end, leo, *_ = row
                 p = self.followed.answered(sent, (topic, partition))
                 if p is not None:
                     self._handle(p, err, hw, start, leo, records, message, div_epoch, div_end)
+                    if err and err != ErrorCode.OFFSET_OUT_OF_RANGE:
+                        self.followed.delay((topic, partition), answered + self.backoff_s)
 
     def _handle(
         self,
@@ -195,5 +212,7 @@ def handle_fetch_row(p: Partition, leader_id: int, row: FetchResult) -> bool:
         )
         p.truncate_to(t.offset)
         return True
+    if not row.records and row.high_watermark <= min(p.high_watermark, fs.high_watermark):
+        return False  # nothing new: an idle partition (after a flood, thousands in every answer)
     p.append_as_follower(row.records, row.high_watermark)
     return bool(row.records)

@@ -175,6 +175,10 @@ class LeaderState:
         f = self._followers.get(replica_id)
         if f is None:
             return []  # not a replica of this partition: nothing it says may move the HW
+        # The same position as its last fetch against the same log end, from an ISR member: neither the HW
+        # nor the ISR can move (every other input of theirs is re-evaluated where it changes). Most partitions
+        # of a follower's fetch are idle ones, thousands after a flood (issue 25): they take this path.
+        unchanged = fetch_offset == f.log_end_offset and leader_log_end_offset == self._leo and replica_id in self._isr
         self._leo = leader_log_end_offset
         # A fetch at offset N proves the follower has everything below N. If that covers the leader's
         # LEO now, it is caught up now; if it only covers the LEO the leader had when the follower sent
@@ -190,6 +194,8 @@ class LeaderState:
         # A broker fetches only while it is alive, so it may be considered for the ISR again; the
         # controller still refuses brokers it has fenced.
         self._fenced.discard(replica_id)
+        if unchanged:
+            return []
         actions = self._maybe_expand(replica_id)
         actions += self._maybe_advance_hw()
         return actions

@@ -66,19 +66,27 @@ INCARNATION = IntType("int64 incarnation >= 0", 0, INT64_MAX)
 
 def check_all_int64(value: Any, what: str, depth: int = 0) -> None:
     """Every integer anywhere in a decoded body fits Kafka's widest type (int64): msgpack also carries
-    uint64. Fields with a narrower type are checked where they are read; this catches the rest."""
+    uint64. Fields with a narrower type are checked where they are read; this catches the rest.
+
+    Plain ints are checked inline, one call per container rather than per number: a follower's fetch names
+    thousands of partitions after a flood (issue 25), and a call per number cost its leader seconds."""
     if depth > 32:
         raise WireRangeError(f"{what} is nested too deeply")
-    if isinstance(value, int):
-        if not INT64_MIN <= value <= INT64_MAX:
-            raise WireRangeError(f"{what}: {value} is out of range for int64")
-    elif isinstance(value, list):
+    if isinstance(value, list):
         for v in value:
-            if not isinstance(v, (bytes, str)):
+            if type(v) is int:
+                if not INT64_MIN <= v <= INT64_MAX:
+                    raise WireRangeError(f"{what}: {v} is out of range for int64")
+            elif not isinstance(v, (bytes, str)):
                 check_all_int64(v, what, depth + 1)
     elif isinstance(value, dict):
         for k, v in value.items():
             if isinstance(k, int):
                 check_all_int64(k, what, depth + 1)
-            if not isinstance(v, (bytes, str)):
+            if type(v) is int:
+                if not INT64_MIN <= v <= INT64_MAX:
+                    raise WireRangeError(f"{what}: {v} is out of range for int64")
+            elif not isinstance(v, (bytes, str)):
                 check_all_int64(v, what, depth + 1)
+    elif isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise WireRangeError(f"{what}: {value} is out of range for int64")

@@ -19,10 +19,11 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochFileCache:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, read: bool = True) -> None:
+        """`read=False`: a new log's cache, empty, its file not looked for (its directory may not exist yet)."""
         self._checkpoint = LeaderEpochCheckpoint(path)
         try:
-            entries = self._checkpoint.read()
+            entries = self._checkpoint.read() if read else []
         except CorruptCheckpointError as e:
             # Safe to drop: the cache is rebuilt from the batch epochs of recovered segments.
             log.warning("%s; starting with an empty leader epoch cache", e)

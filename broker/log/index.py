@@ -35,11 +35,13 @@ class CorruptIndexError(KafkaStorageError):
 class _IndexFile(ABC):
     entry_size: int
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, create: bool = True) -> None:
+        """`create=False`: the file is not created (nor read): the index of a segment whose files do not
+        exist yet (Log's deferred files), empty, never written to before they do."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
-        self.existed = create_file(self.path)
+        self.existed = create_file(self.path) if create else False
         self._handle = CachedFile(self.path, os.O_RDWR | os.O_APPEND)
         self._dirty = False
         size = os.stat(self.path).st_size if self.existed else 0

@@ -43,6 +43,7 @@ from net.errors import (
     CorruptMessageError,
     ErrorCode,
     KafkaLiteError,
+    KafkaStorageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
 )
@@ -96,7 +97,12 @@ class Log:
         log_start_offset: int | None = None,
         clean_shutdown: bool = False,
         clock: Callable[[], float] = time.time,
+        defer_files: bool = False,
     ) -> None:
+        """`defer_files`: a new, empty log whose directory and first segment files are not created here but
+        by `create_files()`, later and possibly in another thread, or at the first write at the latest. It
+        serves reads, ListOffsets and the leader-epoch lookups of an empty log meanwhile (issue 25: creating
+        5,000 partitions' files on the event loop cost 11 s of syscalls and stalled produce)."""
         self.dir = Path(dir)
         self.topic = topic
         self.partition = partition
@@ -115,9 +121,17 @@ class Log:
         # The Partition's producer-state snapshot at each roll (Kafka's ProducerStateManager.takeSnapshot).
         self.on_roll: Callable[[int], None] | None = None
         self.log_start_offset = self.recovery_point = 0  # set by _load
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._epochs = LeaderEpochFileCache(self.dir / LeaderEpochCheckpoint.FILE_NAME)
-        self._load(recovery_point, log_start_offset, clean_shutdown)
+        # Taken around creating deferred files, before `_lock` (never the other way round): the file work runs
+        # outside `_lock`, so reads and appends of the log are not held up by it.
+        self._files_lock = threading.Lock()
+        self._on_disk = not defer_files
+        if defer_files:
+            self._epochs = LeaderEpochFileCache(self.dir / LeaderEpochCheckpoint.FILE_NAME, read=False)
+            self._add_segment(LogSegment(self.dir, 0, clock=clock, create=False))  # empty: no file to read
+        else:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._epochs = LeaderEpochFileCache(self.dir / LeaderEpochCheckpoint.FILE_NAME)
+            self._load(recovery_point, log_start_offset, clean_shutdown)
         self.last_flush_ms = self._now_ms()
 
     def __repr__(self) -> str:
@@ -136,6 +150,36 @@ class Log:
 
     def _create_segment(self, base: int) -> LogSegment:
         return create_segment(self.dir, base, self.config, self._clock)
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the log's directory and files exist (False for a `defer_files` log until `create_files`)."""
+        return self._on_disk
+
+    def create_files(self) -> bool:
+        """Create the directory and the (empty) active segment's files of a `defer_files` log; whether it
+        did. Nothing happens for a log already on disk or closed (deleted meanwhile: it must leave nothing)."""
+        if self._on_disk:
+            return False
+        with self._files_lock:
+            if self._on_disk or self._closed:
+                return False
+            placeholder = self._segments[-1]  # the only segment: nothing is appended before the files exist
+            self.dir.mkdir(parents=True, exist_ok=True)
+            seg = self._create_segment(placeholder.base_offset)
+            with self._lock:
+                self._segments[-1] = seg
+                self._on_disk = True
+            placeholder.close()
+            return True
+
+    def _ensure_files(self) -> None:
+        """Before a write, outside `_lock`: a deferred log gets its files now if the creator has not yet."""
+        if not self._on_disk:
+            try:
+                self.create_files()
+            except OSError as e:
+                raise KafkaStorageError(f"cannot create the files of {self.topic}-{self.partition}: {e}") from e
 
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
@@ -231,6 +275,7 @@ class Log:
         if not batches:
             return _EMPTY
         buf = bytearray(records)  # the one copy: offsets and epochs are stamped in place
+        self._ensure_files()
         now = self._now_ms()
         append_time = now if self.config.log_append_time else -1
         with self._lock:
@@ -257,6 +302,7 @@ class Log:
         batches = self._analyze(records, leader=False)
         if not batches:
             return _EMPTY
+        self._ensure_files()
         with self._lock:
             self._check_open()
             expected = self.log_end_offset
@@ -397,6 +443,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete all data; the log restarts empty at `offset` (a follower far behind the leader's log start)."""
+        self._ensure_files()  # then its log start offset is checkpointed with a directory to find it by
         with self._lock:
             self._check_open()
             self._invalidate_cleaning()
@@ -548,7 +595,8 @@ class Log:
             self.last_flush_ms = self._now_ms()
 
     def close(self) -> None:
-        with self._lock:
+        # The files lock first: a creation under way finishes before, and none starts after (on_disk is final).
+        with self._files_lock, self._lock:
             if self._closed:
                 return
             self._closed = True

@@ -21,6 +21,7 @@ from pathlib import Path
 from broker.log.checkpoint import CorruptCheckpointError, fsync_dir, read_checkpoint, write_checkpoint
 from broker.log.cleaner import CleanStats, HighWatermarks, LogCleaner
 from broker.log.config import LogConfig
+from broker.log.deferred_files import DeferredFileCreator
 from broker.log.file_handles import FILE_HANDLES
 from broker.log.log import Log
 from net.errors import KafkaStorageError
@@ -73,6 +74,7 @@ class LogManager:
         # High watermarks as last checkpointed, read at startup: the initial HW of each Partition.
         self.checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         self.cleaner = LogCleaner(clock)
+        self.file_creator = DeferredFileCreator()  # the files of logs created with defer_files
 
     # --- startup -------------------------------------------------------------------
 
@@ -154,8 +156,12 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The existing log (its config updated if `config` is given) or a new one in the emptiest dir."""
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, defer_files: bool = False
+    ) -> Log:
+        """The existing log (its config updated if `config` is given) or a new one in the emptiest dir.
+        `defer_files`: a new log's directory and files are created by the file creator's thread, not here
+        (a flood of partitions: broker/log/deferred_files.py)."""
         tp = (topic, partition)
         with self._lock:
             lg = self._logs.get(tp)
@@ -172,10 +178,14 @@ class LogManager:
                 config or self._config_for(topic),
                 clean_shutdown=True,
                 clock=self._clock,
+                defer_files=defer_files,
             )
             self._register(tp, lg, d)
+        if defer_files:
+            self.file_creator.submit(lg)  # one log line for the lot, when the creator is done
+        else:
             log.info("created log for %s-%d in %s", topic, partition, d)
-            return lg
+        return lg
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename to `<topic>-<partition>.<uuid>-delete` (atomic: a crash never resurrects it), then remove."""
@@ -187,7 +197,10 @@ class LogManager:
                 self._dir_counts[d] -= 1
         if lg is None:
             return False
-        lg.close()
+        lg.close()  # after it, a deferred log's files are never created: on_disk is final
+        if not lg.on_disk:
+            log.info("deleted log for %s-%d (it had no files yet)", topic, partition)
+            return True
         doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         os.rename(lg.dir, doomed)
         fsync_dir(doomed.parent)
@@ -263,6 +276,7 @@ class LogManager:
     def shutdown(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
         """Flush, checkpoint, close; the clean-shutdown marker is written last, only if all of that worked."""
         self.cleaner.shutdown()  # first: a pass in progress must not swap segments while they close
+        self.file_creator.shutdown()  # logs still deferred stay so: empty, recreated from the metadata at start
         logs = self.all_logs()
         for lg in logs:
             lg.flush()

@@ -106,19 +106,22 @@ class LogSegment:
         max_index_size: int = 10 * 1024 * 1024,
         clock: Callable[[], float] = time.time,
         file_suffix: str = "",
+        create: bool = True,
     ) -> None:
-        """`file_suffix` (".cleaned", ".swap") names the files of a segment the log cleaner is building."""
+        """`file_suffix` (".cleaned", ".swap") names the files of a segment the log cleaner is building.
+        `create=False`: an empty segment whose files are not created: the placeholder of a log whose files
+        are created later (broker/log/log.py, `defer_files`); it must be replaced before anything is written."""
         self.dir = Path(dir)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self._clock = clock
         self.path = segment_file(self.dir, base_offset, LOG_SUFFIX, file_suffix)
-        self.size = os.stat(self.path).st_size if create_file(self.path) else 0
+        self.size = os.stat(self.path).st_size if create and create_file(self.path) else 0
         self._log = CachedFile(self.path, os.O_RDWR | os.O_APPEND)
         index_path = segment_file(self.dir, base_offset, INDEX_SUFFIX, file_suffix)
-        self.offset_index = OffsetIndex(index_path, base_offset, max_index_size)
+        self.offset_index = OffsetIndex(index_path, base_offset, max_index_size, create)
         time_index_path = segment_file(self.dir, base_offset, TIME_INDEX_SUFFIX, file_suffix)
-        self.time_index = TimeIndex(time_index_path, base_offset, max_index_size)
+        self.time_index = TimeIndex(time_index_path, base_offset, max_index_size, create)
         self.next_offset = base_offset
         self.max_timestamp = -1  # the largest batch max timestamp seen, -1 if none
         self.offset_of_max_timestamp = base_offset

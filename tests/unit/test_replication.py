@@ -162,6 +162,29 @@ def test_follower_with_nothing_to_fetch_stays_in_isr():
     assert proposals(ls.tick(5 * LAG + 1, 11)) == [ProposeIsr((1,), 7)]
 
 
+def test_an_idle_followers_repeated_fetch_moves_nothing_but_keeps_it_caught_up():
+    """The same fetch again (an idle partition of a follower's fetch: thousands after a flood) answers no
+    action, yet still counts as the follower being caught up now."""
+    ls = leader(isr=(1, 2), leo=10, hw=10)
+    for t in range(0, 5 * LAG, 1000):
+        assert ls.on_follower_fetch(2, 10, 10, t) == []
+    last = 5 * LAG - 1000
+    ls.on_leader_append(11, last + 10)
+    assert proposals(ls.tick(last + LAG, 11)) == []  # caught up at its last fetch: within the allowance
+    assert proposals(ls.tick(last + LAG + 1, 11)) == [ProposeIsr((1,), 7)]
+
+
+def test_a_repeated_fetch_from_outside_the_isr_still_proposes_it():
+    ls = leader(isr=(1, 2), leo=20, hw=20)
+    ls.on_follower_fetch(2, 20, 20, 1)
+    actions = ls.remove_replicas([2])  # a proposal in flight: 3 cannot be proposed meanwhile
+    assert proposals(actions) == [ProposeIsr((1,), 7)]
+    assert ls.on_follower_fetch(3, 20, 20, 2) == []
+    ls.on_isr_rejected()
+    # The same position against the same log end as its last fetch, but 3 is not in the ISR: it joins.
+    assert proposals(ls.on_follower_fetch(3, 20, 20, 3)) == [ProposeIsr((1, 2, 3), 7)]
+
+
 def test_last_caught_up_rule_keeps_a_one_round_trip_behind_follower_in_sync():
     """Producers append between every pair of fetches, so the follower never equals the leader's LEO at
     fetch time; it fetches the LEO the leader had at its previous fetch, which counts as caught up."""

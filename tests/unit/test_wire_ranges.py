@@ -38,6 +38,29 @@ def test_kafka_types_bound_their_values():
     check_all_int64({"a": [1, -1, INT64_MAX, b"\xff" * 9, "x"]}, "request")
 
 
+@pytest.mark.parametrize("bad", [2**63, -(2**63) - 1, 2**64 - 1])
+def test_an_out_of_range_int_is_found_wherever_it_sits(bad):
+    # The walk checks plain ints inline in lists and dict values (a fetch of thousands of rows, issue 25 §4),
+    # and still everywhere else: a top-level number, a dict key, deep nesting, among strings and bytes.
+    for body in (
+        bad,
+        [bad],
+        ["t", b"x", None, 1.5, [0, 1, [2, bad]]],
+        {"k": bad},
+        {bad: "v"},
+        {"topics": [["t", [[0, 5, 1024, -1, -1]] * 1000 + [[1, bad, 1024, -1, -1]]]]},
+        {"a": {"b": {"c": [True, False, {"d": [bad]}]}}},
+    ):
+        with pytest.raises(WireRangeError, match="int64"):
+            check_all_int64(body, "request")
+    check_all_int64({"ok": [True, False, INT64_MAX, -(2**63), {7: [None, 1.5]}]}, "request")
+    with pytest.raises(WireRangeError, match="nested too deeply"):
+        deep: list = []
+        for _ in range(40):
+            deep = [deep]
+        check_all_int64(deep, "request")
+
+
 @pytest.mark.parametrize("epoch", HUGE)
 def test_quorum_messages_refuse_epochs_beyond_int32(epoch):
     for wire in (
@@ -101,6 +124,9 @@ def test_requests_are_refused_before_use_when_a_number_does_not_fit():
     ):
         with pytest.raises(WireRangeError):
             check_request(ApiKey.FETCH, dict(fetch, topics=[["t", [row]]]))
+    for bad_type in (True, 1.0, "0", None):  # a row field that is not an integer at all
+        with pytest.raises(WireRangeError, match="must be an integer"):
+            check_request(ApiKey.FETCH, dict(fetch, topics=[["t", [[0, bad_type, 1024]]]]))
     with pytest.raises(WireRangeError):
         check_request(ApiKey.FETCH, dict(fetch, replica_id=-2))
     with pytest.raises(WireRangeError):

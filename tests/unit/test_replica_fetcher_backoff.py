@@ -1,0 +1,56 @@
+"""A partition the leader answers with an error (it does not host it yet: a flood still being applied there)
+is left out of the follower's fetches for the backoff, as Kafka's fetcher delays it by replica.fetch.backoff.ms,
+rather than making every fetch of the lane return at once (issue 25 §4); the others are fetched meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.controller import PartitionState
+from broker.log.log import Log
+from broker.partition import Partition
+from broker.replica_fetcher import ReplicaFetcher
+from net.errors import ErrorCode
+from tests.unit.test_log_support import FakeClock, config
+
+
+def follower(tmp_path, i: int) -> Partition:
+    lg = Log(tmp_path / f"t-{i}", "t", i, config(), clean_shutdown=True, clock=FakeClock(), defer_files=True)
+    p = Partition("t", i, lg, 1, 1, 30_000, lambda *a: None)
+    p.apply_state(PartitionState(i, 2, 1, [1, 2], [1, 2]), 0)  # broker 2 leads, we follow
+    return p
+
+
+def test_a_partition_answered_with_an_error_waits_out_the_backoff_the_others_do_not(tmp_path):
+    asked: list[list[int]] = []
+
+    async def leader(_leader_id, _api, body, _timeout):
+        rows = [r for _, parts in body["topics"] for r in parts]
+        asked.append([r[0] for r in rows])
+        missing = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        # partition 1 is not there yet; the rest are idle: [partition, err, hw, lso, start, records, msg, ...]
+        out = [[r[0], missing if r[0] == 1 else 0, 0, 0, 0, b"", None, -1, -1, 0] for r in rows]
+        return {"topics": [["t", out]]}
+
+    async def scenario() -> None:
+        f = ReplicaFetcher(1, 2, leader, max_wait_ms=10, backoff_s=0.3)
+        parts = [follower(tmp_path, i) for i in range(3)]
+        for p in parts:
+            f.partitions[(p.topic, p.partition)] = p  # not add(): no background task, each fetch by hand
+        await f._fetch_once()
+        await f._fetch_once()
+        assert asked == [[0, 1, 2], [0, 2]]  # 1 left out for the backoff
+        await asyncio.sleep(0.35)
+        await f._fetch_once()
+        assert asked[-1] == [0, 1, 2]  # and asked for again after it
+        await f._fetch_once()
+        assert asked[-1] == [0, 2]  # answered with the error again: delayed again
+        f.add(parts[1])  # a leadership change (followed anew) clears the delay at once
+        f.stop()  # add() started the background fetch loop: this test fetches by hand
+        await f._fetch_once()
+        assert asked[-1] == [0, 1, 2]
+        f.remove(parts[0])
+        await f._fetch_once()
+        assert asked[-1] == [2]  # removed, and 1 delayed once more
+
+    asyncio.run(scenario())
