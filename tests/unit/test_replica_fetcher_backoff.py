@@ -36,7 +36,7 @@ def test_a_partition_answered_with_an_error_waits_out_the_backoff_the_others_do_
         f = ReplicaFetcher(1, 2, leader, max_wait_ms=10, backoff_s=0.3)
         parts = [follower(tmp_path, i) for i in range(3)]
         for p in parts:
-            f.partitions[(p.topic, p.partition)] = p  # not add(): no background task, each fetch by hand
+            f.followed.add(p)  # not f.add(): no background task, each fetch by hand
         await f._fetch_once()
         await f._fetch_once()
         assert asked == [[0, 1, 2], [0, 2]]  # 1 left out for the backoff
