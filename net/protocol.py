@@ -82,15 +82,17 @@ class FrameTooLarge(FrameError):
 
 
 def encode_frame(obj: Any) -> bytes:
-    payload = msgpack.packb(obj, use_bin_type=True)
+    payload: bytes = msgpack.packb(obj, use_bin_type=True)
     return FRAME_HEADER.pack(len(payload)) + payload
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytes:
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
+) -> bytes:
     return encode_frame([api_key, version, correlation_id, client_id, body])
 
 
-def encode_response(correlation_id: int, body: dict) -> bytes:
+def encode_response(correlation_id: int, body: dict[str, Any]) -> bytes:
     return encode_frame([correlation_id, body])
 
 
@@ -132,7 +134,7 @@ def unpack(payload: bytes) -> Any:
         raise FrameError(f"undecodable msgpack frame: {e}") from None
 
 
-def parse_request(payload: bytes) -> tuple[int, int, int, str | None, dict]:
+def parse_request(payload: bytes) -> tuple[int, int, int, str | None, dict[str, Any]]:
     obj = unpack(payload)
     if not isinstance(obj, list) or len(obj) != 5:
         raise FrameError("request frame is not [api_key, api_version, correlation_id, client_id, body]")
@@ -146,7 +148,7 @@ def parse_request(payload: bytes) -> tuple[int, int, int, str | None, dict]:
     return api_key, version, corr, client_id if isinstance(client_id, str) else None, body
 
 
-def parse_response(payload: bytes) -> tuple[int, dict]:
+def parse_response(payload: bytes) -> tuple[int, dict[str, Any]]:
     obj = unpack(payload)
     if not isinstance(obj, list) or len(obj) != 2 or not isinstance(obj[1], dict):
         raise FrameError("response frame is not [correlation_id, body]")
