@@ -41,7 +41,7 @@ class AlterPartitionManager:
         # Proposals retried or refused over and over under a fault: one line per partition per 10 s.
         self._log = RepeatedConditionLog(log)
         self._seq = 0  # numbers this process's requests (the controller drops overtaken ones)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
     def propose(self, p: "Partition", isr: list[int], partition_epoch: int, silent: list[int]) -> None:

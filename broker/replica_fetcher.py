@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Any, Awaitable, Callable
 
 from broker.partition import FetchResult, Partition
 from net.errors import ErrorCode, KafkaLiteError, error_for
@@ -22,7 +22,7 @@ class ReplicaFetcher:
         self,
         broker_id: int,
         leader_id: int,
-        request: Callable,
+        request: Callable[[int, ApiKey, dict[str, Any], float], Awaitable[dict[str, Any]]],
         max_wait_ms: int = 500,
         max_partition_bytes: int = 1048576,
         backoff_s: float = 0.1,
@@ -34,7 +34,7 @@ class ReplicaFetcher:
         self.max_partition_bytes = max_partition_bytes
         self.backoff_s = backoff_s
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
 
     def add(self, p: Partition) -> None:
@@ -81,7 +81,7 @@ class ReplicaFetcher:
                 await asyncio.sleep(self.backoff_s)
 
     async def _fetch_once(self) -> None:
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         sent: dict[tuple[str, int], tuple[Partition, int]] = {}
         for tp, p in list(self.partitions.items()):
             fs = p.follower_state

@@ -86,10 +86,10 @@ def check_request(api_key: int, body: dict[str, Any]) -> None:
     maps = TOPIC_MAPS.get(api_key)
     for entry in topics:
         if maps is not None and isinstance(entry, dict):
-            for name, t in maps.items():
+            for name, field_type in maps.items():
                 v = entry.get(name)
                 if v is not None and v != -1:  # -1: the broker's default (Kafka's CreateTopics)
-                    t.check(v, name)
+                    field_type.check(v, name)
         if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list)):
             continue
         for row in entry[1]:
@@ -97,6 +97,6 @@ def check_request(api_key: int, body: dict[str, Any]) -> None:
                 if isinstance(row, int):
                     INT32.check(row, "partition")
             elif columns is not None and isinstance(row, list):
-                for t, v in zip(columns, row):
-                    if t is not None:
-                        t.check(v, "partition row field")
+                for column, v in zip(columns, row):
+                    if column is not None:
+                        column.check(v, "partition row field")

@@ -140,7 +140,7 @@ _NO_LIMIT = 1 << 62
 
 
 def build(
-    records: Sequence[tuple[int, int, bytes | None, bytes | None, Any]],
+    records: Sequence[Sequence[Any]],
     first_timestamp: int,
     max_timestamp: int,
     codec: int = CODEC_NONE,
@@ -188,13 +188,13 @@ def build(
     return b"".join((_PREFIX.pack(base_offset, length, -1, MAGIC, crc), tail, payload))
 
 
-def iter_records(buf: bytes | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
+def iter_records(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
     """The records of one magic-2 batch as aiokafka records (.offset, .timestamp absolute; .key, .value,
     .headers: a list of (str, bytes)), decompressed and decoded in C."""
     return iter(DefaultRecordBatch(bytes(buf[pos : pos + h.size])))
 
 
-def records_of(buf: bytes | memoryview, pos: int, h: BatchHeader) -> Sequence[Any]:
+def records_of(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Sequence[Any]:
     """The decoded records of one batch: [(offset_delta, timestamp_delta, key, value, headers), ...],
     headers None or a list of (str, bytes); a LogAppendTime batch's records carry their create times."""
     if h.magic == LEGACY_MAGIC:
@@ -215,7 +215,7 @@ def records_of(buf: bytes | memoryview, pos: int, h: BatchHeader) -> Sequence[An
     ]
 
 
-def _create_time_records(buf: bytes | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
+def _create_time_records(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
     raw = bytearray(buf[pos : pos + h.size])
     struct.pack_into(">h", raw, CRC_START, h.attributes & ~TIMESTAMP_LOG_APPEND)  # CRC no longer checked
     return iter(DefaultRecordBatch(bytes(raw)))

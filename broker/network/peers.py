@@ -45,7 +45,9 @@ def parse_peers(spec: str) -> dict[int, tuple[str, int]]:
 PENDING_MAX = 64
 
 
-async def listener_ports(host: str, port: int, client_id: str, security: ClientSecurity | None, timeout: float) -> dict:
+async def listener_ports(
+    host: str, port: int, client_id: str, security: ClientSecurity | None, timeout: float
+) -> dict[str, Any]:
     """Ask a broker's native listener where its broker-only listeners are: its ApiVersions answer names
     `inter_broker_port` and `heartbeat_port` (port numbers only; whoever connects there must still log in
     as a broker). Peers are configured by their native address (`peers`, the coordination's registrations)."""
@@ -58,7 +60,7 @@ async def listener_ports(host: str, port: int, client_id: str, security: ClientS
     return answer
 
 
-def inter_broker_port(answer: dict, host: str, port: int) -> int:
+def inter_broker_port(answer: dict[str, Any], host: str, port: int) -> int:
     ib = answer.get("inter_broker_port")
     if not isinstance(ib, int) or isinstance(ib, bool) or not 0 < ib <= 65535:
         raise KafkaLiteError(f"broker at {host}:{port} names no inter-broker listener", ErrorCode.BROKER_NOT_AVAILABLE)
@@ -90,7 +92,7 @@ class PeerChannel:
         # Called with peer_id each time a connection attempt is refused (see the module docstring).
         self.on_closed = on_closed
         self._conn: BrokerConnection | None = None
-        self._connecting: asyncio.Task | None = None
+        self._connecting: asyncio.Task[None] | None = None
         self._attempting = False  # a connect is in flight (not the backoff after a failed one)
         self._pending: list[tuple[ApiKey, dict[str, Any]]] = []
         self._closing = False
@@ -117,7 +119,9 @@ class PeerChannel:
             if fresh:
                 answer = await listener_ports(self.host, self.port, client_id, self.discovery, 1.0)
                 self._ib_port = inter_broker_port(answer, self.host, self.port)
-            conn = BrokerConnection(self.host, self._ib_port, client_id, self.security)
+            ib_port = self._ib_port
+            assert ib_port is not None  # known, or found just above
+            conn = BrokerConnection(self.host, ib_port, client_id, self.security)
             try:
                 await conn.connect(timeout=1.0)
                 return conn

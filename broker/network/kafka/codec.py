@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import logging
 import struct
+from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -46,7 +47,7 @@ _read_header_v1 = entity_reader(RequestHeaderV1)
 _read_header_v2 = entity_reader(RequestHeaderV2)
 
 
-def _frame(correlation_id: int, flexible_header: bool, cls: type, body: dict) -> bytes:
+def _frame(correlation_id: int, flexible_header: bool, cls: type, body: dict[str, Any]) -> bytes:
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     out.write(_CORR.pack(correlation_id))
@@ -71,7 +72,7 @@ class KafkaRequest(Request):
         kafka_version: int,
         correlation_id: int,
         client_id: str | None,
-        kafka_body: dict,
+        kafka_body: dict[str, Any],
         flexible: bool,
     ) -> None:
         native_key, native_body = adapter.request(kafka_body, kafka_version)
@@ -81,10 +82,11 @@ class KafkaRequest(Request):
         self.kafka_body = kafka_body
         self.flexible = flexible
 
-    def encode(self, body: dict) -> bytes | None:
+    def encode(self, body: dict[str, Any]) -> bytes | None:
         a, v = self.adapter, self.kafka_version
         # The whole request failed (native error_body), throttled or not: answered in the error layout, so a
         # refused DescribeAcls says CLUSTER_AUTHORIZATION_FAILED rather than listing nothing.
+        out: dict[str, Any] | None
         if set(body) - {"throttle_time_ms"} <= {"error_code", "error_message"}:
             out = a.error(self.kafka_body, v, body.get("error_code", 0), body.get("error_message"))
         else:
