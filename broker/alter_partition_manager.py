@@ -42,7 +42,7 @@ class AlterPartitionManager:
         self._log = RepeatedConditionLog(log)
         # This process's requests without a verdict yet, numbered (the controller drops overtaken ones).
         self.attempts = AlterPartitionAttempts()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
     def propose(self, p: "Partition", isr: list[int], partition_epoch: int, silent: list[int]) -> None:

@@ -27,8 +27,9 @@ from broker.network.server import (
     as_list,
     error_body,
 )
+from broker.partition import FetchSpec
 from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
-from broker.replica_manager import FetchSpec, ReplicaManager
+from broker.replica_manager import ProduceResult, ReplicaManager
 from broker.request_ranges import check_request
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security_api import SecurityApis
@@ -67,14 +68,14 @@ _ALLOWED = object()
 MAX_FETCH_WAIT_MS = 60_000
 
 
-def _int(body: dict, key: str, default: int | None = None) -> int:
+def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
     v = body.get(key, default)
     if not isinstance(v, int) or isinstance(v, bool):
         raise BadRequest(f"field {key!r} must be an integer")
     return v
 
 
-def broker_only(api_key: int, body: dict) -> bool:
+def broker_only(api_key: int, body: dict[str, Any]) -> bool:
     """Only brokers send this: the election, AlterPartition, BrokerRegistration, heartbeats, a follower's
     fetch (replica_id >= 0) and a request forwarded to the controller."""
     if not isinstance(body, dict):  # a typed request: none of them is broker-only yet
@@ -86,7 +87,7 @@ def broker_only(api_key: int, body: dict) -> bool:
     )
 
 
-def _topic_partitions(body: dict) -> list[tuple[str, list]]:
+def _topic_partitions(body: dict[str, Any]) -> list[tuple[str, list[Any]]]:
     """[[topic, [[partition, ...], ...]], ...] with shapes checked."""
     out = []
     for entry in as_list(body.get("topics"), "topics"):
@@ -165,7 +166,7 @@ class KafkaApis:
         self._ctx_handlers = {**groups.handlers, **security.handlers, **elections.handlers}
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
-    def handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
+    def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
         """Every request is timed per api (Kafka's RequestMetrics); one clock read and one histogram
         observation per request, nothing per record."""
         metrics = self.metrics
@@ -193,7 +194,9 @@ class KafkaApis:
 
         return waited()
 
-    def _throttled(self, api_key: int, body: dict, answer: Any, ctx: ConnectionContext, elapsed: float) -> Any:
+    def _throttled(
+        self, api_key: int, body: dict[str, Any], answer: Any, ctx: ConnectionContext, elapsed: float
+    ) -> Any:
         """Client quotas (broker/quotas.py): record this request's bytes and time against its user and
         client id; over a quota, the answer carries throttle_time_ms and the connection is muted as long."""
         user = ctx.principal.partition(":")[2]
@@ -215,7 +218,7 @@ class KafkaApis:
                 answer.throttle_time = max(answer.throttle_time, datetime.timedelta(milliseconds=ms))
         return answer
 
-    def _handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> Any:
+    def _handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
         handler = self._handlers.get(api_key)  # type: ignore[call-overload]
         ctx_handler = self._ctx_handlers.get(api_key)  # type: ignore[call-overload]
         if handler is None and ctx_handler is None:
@@ -243,7 +246,7 @@ class KafkaApis:
         run = handler if handler is not None else ctx_handler
         return decision.complete(run(decision.body, ctx))
 
-    def _listener_gate(self, api_key: int, body: dict, ctx: ConnectionContext) -> Any:
+    def _listener_gate(self, api_key: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
         """Kafka's listener split (inter.broker.listener.name, controller.listener.names): a client listener
         never serves what brokers send each other, in any security mode, whoever is logged in."""
         if ctx.listener in BROKER_LISTENERS or not broker_only(api_key, body):
@@ -256,7 +259,9 @@ class KafkaApis:
 
     # --- data path -----------------------------------------------------------
 
-    def handle_produce(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable | None:
+    def handle_produce(
+        self, body: dict[str, Any], ctx: ConnectionContext
+    ) -> dict[str, Any] | Awaitable[dict[str, Any] | None] | None:
         acks = _int(body, "acks", -1)
         timeout_ms = _int(body, "timeout_ms", 30000)
         entries: dict[tuple[str, int], bytes] = {}
@@ -272,11 +277,13 @@ class KafkaApis:
             return self._await_commit(results, pending, timeout_ms)
         return {"topics": _group(results)}
 
-    async def _await_commit(self, results: dict, pending: dict, timeout_ms: int) -> dict:
+    async def _await_commit(
+        self, results: dict[tuple[str, int], ProduceResult], pending: dict[tuple[str, int], int], timeout_ms: int
+    ) -> dict[str, Any]:
         await self.replica_manager.wait_for_commit(results, pending, max(timeout_ms, 1) / 1000)
         return {"topics": _group(results)}
 
-    def handle_fetch(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
+    def handle_fetch(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         max_wait = min(max(_int(body, "max_wait_ms", 500), 0), MAX_FETCH_WAIT_MS)
         min_bytes = max(_int(body, "min_bytes", 1), 0)
         max_bytes = _int(body, "max_bytes", 52428800)
@@ -296,7 +303,9 @@ class KafkaApis:
                 )
         return self._fetch(specs, max_wait, min_bytes, max_bytes, replica_id)
 
-    async def _fetch(self, specs: list, max_wait: int, min_bytes: int, max_bytes: int, replica_id: int) -> dict:
+    async def _fetch(
+        self, specs: list[Any], max_wait: int, min_bytes: int, max_bytes: int, replica_id: int
+    ) -> dict[str, Any]:
         results = await self.replica_manager.fetch_messages(specs, max_wait, min_bytes, max_bytes, replica_id)
         return {"topics": _group(results)}
 
@@ -323,11 +332,11 @@ class KafkaApis:
 
     # --- metadata and admin --------------------------------------------------
 
-    def handle_init_producer_id(self, body: dict, ctx: ConnectionContext) -> dict:
+    def handle_init_producer_id(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         # Random 62-bit ids need no coordination between brokers; a collision is astronomically unlikely.
         return {"error_code": 0, "producer_id": secrets.randbits(62), "producer_epoch": 0}
 
-    def handle_api_versions(self, body: dict, ctx: ConnectionContext) -> dict:
+    def handle_api_versions(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         answer: dict[str, Any] = {
             "error_code": 0,
             "api_keys": [[k, lo, hi] for k, (lo, hi) in SUPPORTED_VERSIONS.items()],
@@ -339,7 +348,7 @@ class KafkaApis:
             answer["heartbeat_port"] = self.heartbeat_port
         return answer
 
-    def handle_metadata(self, body: dict, ctx: ConnectionContext) -> dict:
+    def handle_metadata(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         names = body.get("topics")
         image = self.image
         if names is None:
@@ -421,7 +430,7 @@ class KafkaApis:
         except KafkaLiteError as e:
             log.info("could not create topic %s automatically yet: %s", name, e)
 
-    def _brokers(self, listener: object) -> list[list]:
+    def _brokers(self, listener: object) -> list[list[Any]]:
         """Live brokers as [id, host, port] of the listener the request came in on: the native one, or with
         "listener": "kafka", each broker's Kafka listener (brokers without one are left out)."""
         live = sorted((b for b in self.image.brokers.values() if not b.fenced), key=lambda b: b.id)
@@ -429,7 +438,7 @@ class KafkaApis:
             return [[b.id, b.host, b.port] for b in live]
         return [[b.id, *ep] for b in live if (ep := self.config.kafka_endpoint_of(b)) is not None]
 
-    def _broker_info(self) -> dict:
+    def _broker_info(self) -> dict[str, Any]:
         return {
             "broker_id": self.config.broker_id,
             "metrics_port": self.metrics_port,
@@ -439,7 +448,7 @@ class KafkaApis:
             "rack": None,
         }
 
-    async def _muted_while_throttled(self, answer: Awaitable[dict], ctx: ConnectionContext) -> dict:
+    async def _muted_while_throttled(self, answer: Awaitable[dict[str, Any]], ctx: ConnectionContext) -> dict[str, Any]:
         """A controller mutation quota's throttle (here, or at the controller the request was forwarded to)
         mutes the connection as long, as every quota's does (KIP-219)."""
         body = await answer
@@ -448,7 +457,7 @@ class KafkaApis:
             ctx.throttle(throttle)
         return body
 
-    def _mutation_meter(self, body: dict, ctx: ConnectionContext) -> tuple[dict, MutationMeter]:
+    def _mutation_meter(self, body: dict[str, Any], ctx: ConnectionContext) -> tuple[dict[str, Any], MutationMeter]:
         """Whom a metadata change is metered against (KIP-599): the requester or, in a request another broker
         forwarded (CLUSTER_ACTION checked), the requester named in it; the body carries it on if forwarded.
         Strict (THROTTLING_QUOTA_EXCEEDED) unless a Kafka client too old for that error sent it."""
@@ -461,10 +470,10 @@ class KafkaApis:
         return dict(body, quota_user=user, quota_client=client), meter
 
     @staticmethod
-    def _metered(meter: MutationMeter, results: list[list]) -> dict:
+    def _metered(meter: MutationMeter, results: list[list[Any]]) -> dict[str, Any]:
         return {"topics": results, "throttle_time_ms": meter.throttle_ms}
 
-    def handle_create_topics(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
+    def handle_create_topics(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         validate_only = bool(body.get("validate_only", False))
         topics = as_list(body.get("topics"), "topics")
         if not all(isinstance(t, dict) for t in topics):
@@ -477,7 +486,9 @@ class KafkaApis:
             ctx,
         )
 
-    async def _create_topics(self, topics: list[dict], validate_only: bool, meter: MutationMeter) -> dict:
+    async def _create_topics(
+        self, topics: list[dict[str, Any]], validate_only: bool, meter: MutationMeter
+    ) -> dict[str, Any]:
         results = []
         for t in topics:
             try:
@@ -507,7 +518,7 @@ class KafkaApis:
         self.config.topic_config_defaults().merged(overrides)  # raises InvalidConfigError naming the key
         return overrides
 
-    def handle_delete_topics(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
+    def handle_delete_topics(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         names = as_list(body.get("topics"), "topics")
         body, meter = self._mutation_meter(body, ctx)
         return self._muted_while_throttled(
@@ -515,7 +526,7 @@ class KafkaApis:
             ctx,
         )
 
-    async def _delete_topics(self, names: list, meter: MutationMeter) -> dict:
+    async def _delete_topics(self, names: list[Any], meter: MutationMeter) -> dict[str, Any]:
         results = []
         for name in names:
             try:
@@ -527,7 +538,7 @@ class KafkaApis:
                 results.append([name, *error_code_of(e)])
         return self._metered(meter, results)
 
-    def handle_create_partitions(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
+    def handle_create_partitions(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         topics = as_list(body.get("topics"), "topics")
         if not all(isinstance(t, dict) for t in topics):
             raise BadRequest("each topic to grow must be a map with name and count")
@@ -540,7 +551,9 @@ class KafkaApis:
             ctx,
         )
 
-    async def _create_partitions(self, topics: list[dict], validate_only: bool, meter: MutationMeter) -> dict:
+    async def _create_partitions(
+        self, topics: list[dict[str, Any]], validate_only: bool, meter: MutationMeter
+    ) -> dict[str, Any]:
         results = []
         for t in topics:
             try:
@@ -560,7 +573,7 @@ class KafkaApis:
                 results.append([t.get("name"), *error_code_of(e)])
         return self._metered(meter, results)
 
-    def handle_describe_configs(self, body: dict, ctx: ConnectionContext) -> dict:
+    def handle_describe_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         """Topics: every key as [value, is_default, doc]; with "brokers": [id, ...], this broker's own configs
         (only its own: a broker's configs are in its server.properties, as Kafka's static configs are)."""
         results = []
@@ -571,7 +584,9 @@ class KafkaApis:
                 results.append([name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {name!r} does not exist", {}])
                 continue
             props = self.topic_config(name).to_props()
-            rows = {k: [str(v), k not in info.configs, topic_docs.get(k, "")] for k, v in sorted(props.items())}
+            rows: dict[str, list[Any]] = {
+                k: [str(v), k not in info.configs, topic_docs.get(k, "")] for k, v in sorted(props.items())
+            }
             results.append([name, 0, None, rows])
         brokers = []
         for bid in as_list(body.get("brokers") or [], "brokers"):
@@ -590,7 +605,7 @@ class KafkaApis:
             brokers.append([bid, 0, None, rows])
         return {"results": results, "brokers": brokers}
 
-    def handle_alter_configs(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
+    def handle_alter_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         entries = as_list(body.get("topics"), "topics")
         for entry in entries:
             if not isinstance(entry, list) or len(entry) != 2:
@@ -600,7 +615,7 @@ class KafkaApis:
             ApiKey.ALTER_CONFIGS, body, lambda: self._alter_configs(entries, validate_only, replace)
         )
 
-    async def _alter_configs(self, entries: list, validate_only: bool, replace: bool) -> dict:
+    async def _alter_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> dict[str, Any]:
         """Incremental: a value sets the key, nil deletes the override (back to the default), ["append", v] /
         ["subtract", v] add to / remove from a list-valued key (Kafka's IncrementalAlterConfigs). With
         "replace": true the given keys become the topic's whole set of overrides (Kafka's AlterConfigs)."""
@@ -638,21 +653,21 @@ class KafkaApis:
 
     # --- broker to broker ------------------------------------------------------
 
-    def handle_quorum(self, body: dict, ctx: ConnectionContext) -> None:
+    def handle_quorum(self, body: dict[str, Any], ctx: ConnectionContext) -> None:
         msg = body.get("m")
         if not isinstance(msg, list):
             raise BadRequest("quorum message must be a list")
         self.coordination.receive(msg)
         return None
 
-    def handle_broker_heartbeat(self, body: dict, ctx: ConnectionContext) -> dict:
+    def handle_broker_heartbeat(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         """Heartbeats are not taken here (this loop may be the busy one): the answer names the heartbeat
         listener, served by a thread of its own (broker/network/heartbeat.py)."""
         if self.heartbeat_port < 0:
             return error_body(ErrorCode.UNSUPPORTED_VERSION, "this broker takes no heartbeats (not a quorum voter)")
         return {"error_code": 0, "heartbeat_port": self.heartbeat_port}
 
-    def handle_alter_partition(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
+    def handle_alter_partition(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         isr = body.get("isr")
         if not isinstance(isr, list) or not all(isinstance(x, int) for x in isr):
             raise BadRequest("isr must be a list of broker ids")
@@ -677,7 +692,7 @@ class KafkaApis:
         )
         return self._alter_partition(args)
 
-    def handle_broker_registration(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
+    def handle_broker_registration(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         """A broker tells the controller where Kafka clients reach it (Kafka's BrokerRegistration, listeners
         part): kafka_port -1 = no Kafka listener."""
         host = body.get("kafka_host")
@@ -687,23 +702,23 @@ class KafkaApis:
             self.controller.set_kafka_endpoint(_int(body, "broker_id"), host, _int(body, "kafka_port"))
         )
 
-    async def _controller_call(self, call: Awaitable[None]) -> dict:
+    async def _controller_call(self, call: Awaitable[None]) -> dict[str, Any]:
         try:
             await call
             return {"error_code": 0}
         except Exception as e:
             return error_body(*error_code_of(e))
 
-    async def _alter_partition(self, args: tuple) -> dict:
+    async def _alter_partition(self, args: tuple[Any, ...]) -> dict[str, Any]:
         return await self._controller_call(self.controller.alter_partition(*args))
 
 
-def _group(results: dict[tuple[str, int], Any]) -> list:
+def _group(results: dict[tuple[str, int], Any]) -> list[Any]:
     return _group_lists({tp: r.to_wire(tp[1]) for tp, r in results.items()})
 
 
-def _group_lists(results: dict[tuple[str, int], list]) -> list:
-    by_topic: dict[str, list] = {}
+def _group_lists(results: dict[tuple[str, int], list[Any]]) -> list[Any]:
+    by_topic: dict[str, list[Any]] = {}
     for (topic, _), row in results.items():
         by_topic.setdefault(topic, []).append(row)
     return [[t, rows] for t, rows in by_topic.items()]

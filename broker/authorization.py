@@ -41,7 +41,7 @@ from net.acl import AclOperation, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 from net.schema.convert import error_response
-from net.schema.list_offsets import ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse
+from net.schema.list_offsets import ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic, ListOffsetsTopicResponse
 
 log = logging.getLogger("kafkalite.security")
 Op = AclOperation
@@ -99,14 +99,14 @@ class Rule:
 # --- shaping: the fields that name what a request touches, checked ---------------------------------------
 
 
-def _name(body: dict, key: str) -> str:
+def _name(body: dict[str, Any], key: str) -> str:
     v = body.get(key)
     if not isinstance(v, str):
         raise BadRequest(f"field {key!r} must be a string")
     return v
 
 
-def _topic_entries(body: dict, key: str = "topics") -> list[list]:
+def _topic_entries(body: dict[str, Any], key: str = "topics") -> list[list[Any]]:
     """[[topic, [partition entries]], ...]: the topics named and what the handler does on each."""
     out = []
     for entry in as_list(body.get(key), key):
@@ -121,7 +121,7 @@ def _partition(p: Any) -> Any:
     return p[0] if isinstance(p, list) and p else p
 
 
-def _single_shape(body: dict, single: str, batched: str, api: str) -> bool:
+def _single_shape(body: dict[str, Any], single: str, batched: str, api: str) -> bool:
     """True for the batched shape. Both fields at once is no shape of the api."""
     if batched not in body:
         return False
@@ -130,7 +130,7 @@ def _single_shape(body: dict, single: str, batched: str, api: str) -> bool:
     return True
 
 
-def _add(key: str, rows: list, first: bool = False) -> Finish:
+def _add(key: str, rows: list[Any], first: bool = False) -> Finish:
     """Adds refused rows to the answer's list `key`; an answer without it (a request-level error, no answer
     for acks=0) is left as it is."""
 
@@ -162,9 +162,9 @@ class Authorization:
         self.authz = authz
         self.auto_create_topics = auto_create_topics  # auto.create.topics.enable: Metadata may create
 
-    def authorize(self, api: int, body: dict, ctx: ConnectionContext) -> Decision:
+    def authorize(self, api: int, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
         """Raises BadRequest for a body without the api's shape."""
-        rule = RULES.get(api)  # type: ignore[call-overload]
+        rule: Rule | None = RULES.get(api)  # type: ignore[call-overload]  # an int finds its ApiKey member
         if rule is None:
             return self.refuse(CLUSTER, Op.ALL, f"api {api}", ctx)
         if isinstance(body, dict) and body.get("forwarded") and not self.authz.cluster(ctx, Op.CLUSTER_ACTION):
@@ -190,23 +190,26 @@ class Authorization:
 
     # --- the checks rules are made of ---
 
-    def whole_cluster(self, op: AclOperation, ctx: ConnectionContext, body: dict, api: str) -> Decision:
+    def whole_cluster(self, op: AclOperation, ctx: ConnectionContext, body: dict[str, Any], api: str) -> Decision:
         if self.authz.cluster(ctx, op):
             return Decision(body)
         return self.refuse(CLUSTER, op, f"the cluster ({api})", ctx)
 
-    def whole_group(self, op: AclOperation, group: str, ctx: ConnectionContext, body: dict) -> Decision | None:
+    def whole_group(
+        self, op: AclOperation, group: str, ctx: ConnectionContext, body: dict[str, Any]
+    ) -> Decision | None:
         """None if allowed (the caller goes on), else the refusal."""
         if self.authz.group(ctx, op, group):
             return None
         return self.refuse(GROUP, op, f"group {group}", ctx)
 
     def per_topic(
-        self, body: dict, ctx: ConnectionContext, op: AclOperation, row: Callable[[Any, str], list]
+        self, body: dict[str, Any], ctx: ConnectionContext, op: AclOperation, row: Callable[[Any, str], list[Any]]
     ) -> Decision:
         """Requests of [[topic, [partition entries]]]: a topic without `op` is left out of the handler's
         body, each of its partitions answered by `row(partition, message)`."""
-        kept, refused = [], []
+        kept: list[Any] = []
+        refused: list[Any] = []
         for entry in _topic_entries(body):
             (kept if self.authz.topic(ctx, op, entry[0]) else refused).append(entry)
         if not refused:
@@ -216,7 +219,7 @@ class Authorization:
 
     def per_item(
         self,
-        body: dict,
+        body: dict[str, Any],
         key: str,
         name: Callable[[Any], Any],
         allowed: Callable[[Any], bool],
@@ -244,38 +247,38 @@ class Authorization:
 # --- the rules, api by api -----------------------------------------------------------------------------------
 
 
-def _open(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _open(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     return Decision(body)
 
 
-def _broker_only_api(api: ApiKey) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
-    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _broker_only_api(api: ApiKey) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
         return Decision(body) if a.broker(ctx) else a.refuse_broker_only(api, ctx)
 
     return decide
 
 
-def _cluster(op: AclOperation, api: str) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
-    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _cluster(op: AclOperation, api: str) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
         return a.whole_cluster(op, ctx, body, api)
 
     return decide
 
 
-def _group(op: AclOperation) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
+def _group(op: AclOperation) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
     """A request about one group (`group_id`)."""
 
-    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
         return a.whole_group(op, _name(body, "group_id"), ctx, body) or Decision(body)
 
     return decide
 
 
-def _produce(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _produce(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     return a.per_topic(body, ctx, Op.WRITE, lambda p, msg: ProduceResult(TOPIC_DENIED, message=msg).to_wire(p))
 
 
-def _fetch(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _fetch(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     replica_id = body.get("replica_id", -1)
     if not isinstance(replica_id, int) or isinstance(replica_id, bool):
         raise BadRequest("field 'replica_id' must be an integer")
@@ -286,7 +289,8 @@ def _fetch(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
 
 def _list_offsets(a: Authorization, req: ListOffsetsRequest, ctx: ConnectionContext) -> Decision:
     """Each topic needs DESCRIBE; a refused topic's partitions are answered TOPIC_AUTHORIZATION_FAILED."""
-    kept, refused = [], []
+    kept: list[ListOffsetsTopic] = []
+    refused: list[ListOffsetsTopic] = []
     for t in req.topics:
         (kept if a.authz.topic(ctx, Op.DESCRIBE, t.name) else refused).append(t)
     if not refused:
@@ -301,7 +305,7 @@ def _list_offsets(a: Authorization, req: ListOffsetsRequest, ctx: ConnectionCont
     return Decision(replace(req, topics=tuple(kept)), finish)
 
 
-def _metadata(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _metadata(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     """All topics (`topics` nil): those it may not describe are left out. Named topics: each needs DESCRIBE,
     and one that does not exist is created (allow_auto_topic_creation, auto.create.topics.enable) only with
     CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED, as in Kafka."""
@@ -333,7 +337,7 @@ def _metadata(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
     )
 
 
-def _init_producer_id(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _init_producer_id(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     if a.authz.idempotent_write(ctx):
         return Decision(body)
     return a.refuse(CLUSTER, Op.IDEMPOTENT_WRITE, "the cluster (nor WRITE on any topic)", ctx)
@@ -343,32 +347,32 @@ def _itself(item: Any) -> Any:
     return item
 
 
-def _named(item: dict) -> Any:
+def _named(item: dict[str, Any]) -> Any:
     return item.get("name")
 
 
-def _first(item: list) -> Any:
+def _first(item: list[Any]) -> Any:
     return item[0]
 
 
-def _topic_maps(body: dict) -> None:
+def _topic_maps(body: dict[str, Any]) -> None:
     if not all(isinstance(t, dict) for t in as_list(body.get("topics"), "topics")):
         raise BadRequest("each topic must be a map with its name")
 
 
-def _alter_entries(body: dict) -> None:
+def _alter_entries(body: dict[str, Any]) -> None:
     for entry in as_list(body.get("topics"), "topics"):
         if not isinstance(entry, list) or len(entry) != 2:
             raise BadRequest("each alter entry must be [topic, {config: value or nil}]")
 
 
 def _topics_each(
-    op: AclOperation, name_of: Callable[[Any], Any], shape: Callable[[dict], None] | None = None
-) -> Callable[[Authorization, dict, ConnectionContext], Decision]:
+    op: AclOperation, name_of: Callable[[Any], Any], shape: Callable[[dict[str, Any]], None] | None = None
+) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
     """The admin requests on a list of topics (`topics`, each item named by `name_of`): `op` on each (CREATE:
     on the cluster or the topic), a refused one answered [name, TOPIC_AUTHORIZATION_FAILED, message]."""
 
-    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
         if shape is not None:
             shape(body)
         if op == Op.CREATE:
@@ -381,7 +385,7 @@ def _topics_each(
     return decide
 
 
-def _describe_configs(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _describe_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     """Topics: DESCRIBE_CONFIGS on each; a broker's own configs: DESCRIBE_CONFIGS on the cluster."""
     body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
     op = Op.DESCRIBE_CONFIGS
@@ -410,7 +414,7 @@ def _describe_configs(a: Authorization, body: dict, ctx: ConnectionContext) -> D
     return Decision(brokers.body, _then(topics.finish, brokers.finish))
 
 
-def _find_coordinator(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _find_coordinator(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     """DESCRIBE on the group (key_type 0) or the transactional id (1); with `keys`, on each."""
     key_type = body.get("key_type", 0)
     if key_type not in (0, 1) or isinstance(key_type, bool):
@@ -448,20 +452,20 @@ def _find_coordinator(a: Authorization, body: dict, ctx: ConnectionContext) -> D
     return a.refuse(GROUP, Op.DESCRIBE, f"group {key}", ctx)
 
 
-def _offset_commit(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _offset_commit(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     """READ on the group, and on each topic (a topic without it: TOPIC_AUTHORIZATION_FAILED in its rows, the
     others committed), as Kafka's handleOffsetCommitRequest."""
     refused = a.whole_group(Op.READ, _name(body, "group_id"), ctx, body)
     return refused or a.per_topic(body, ctx, Op.READ, lambda p, msg: [p, TOPIC_DENIED, msg])
 
 
-def _offset_delete(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _offset_delete(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     """DELETE on the group, READ on each topic (Kafka's handleDeleteOffsetsRequest)."""
     refused = a.whole_group(Op.DELETE, _name(body, "group_id"), ctx, body)
     return refused or a.per_topic(body, ctx, Op.READ, lambda p, msg: [p, TOPIC_DENIED, msg])
 
 
-def _fetched_topics(a: Authorization, entry: dict, ctx: ConnectionContext) -> tuple[dict, Finish]:
+def _fetched_topics(a: Authorization, entry: dict[str, Any], ctx: ConnectionContext) -> tuple[dict[str, Any], Finish]:
     """One group's OffsetFetch: DESCRIBE on each topic named; with every topic (nil), the topics it may not
     describe are left out of the answer (Kafka's handleOffsetFetchRequest)."""
     authz = a.authz
@@ -478,14 +482,16 @@ def _fetched_topics(a: Authorization, entry: dict, ctx: ConnectionContext) -> tu
     return d.body, d.finish or (lambda answer: answer)
 
 
-def _offset_fetch(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _offset_fetch(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     if not _single_shape(body, "group_id", "groups", "OffsetFetch"):
         refused = a.whole_group(Op.DESCRIBE, _name(body, "group_id"), ctx, body)
         if refused is not None:
             return refused
-        shaped, finish = _fetched_topics(a, body, ctx)
-        return Decision(shaped, finish)
-    kept, fixes, rows = [], [], []
+        shaped, one_group_finish = _fetched_topics(a, body, ctx)
+        return Decision(shaped, one_group_finish)
+    kept: list[dict[str, Any]] = []
+    fixes: list[Finish] = []
+    rows: list[dict[str, Any]] = []
     for entry in as_list(body.get("groups"), "groups"):
         if not isinstance(entry, dict):
             raise BadRequest("each groups entry must be a map with group_id and topics")
@@ -507,7 +513,7 @@ def _offset_fetch(a: Authorization, body: dict, ctx: ConnectionContext) -> Decis
     return Decision(dict(body, groups=kept), finish)
 
 
-def _list_groups(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _list_groups(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     """DESCRIBE on the cluster lists every group; without it, the groups it may describe."""
     authz = a.authz
     if authz.cluster(ctx, Op.DESCRIBE):
@@ -521,8 +527,10 @@ def _list_groups(a: Authorization, body: dict, ctx: ConnectionContext) -> Decisi
     return Decision(body, visible)
 
 
-def _groups_each(op: AclOperation, row: Callable[[Any, str], Any], answer_key: str):
-    def decide(a: Authorization, body: dict, ctx: ConnectionContext) -> Decision:
+def _groups_each(
+    op: AclOperation, row: Callable[[Any, str], Any], answer_key: str
+) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
         return a.per_item(
             body,
             "groups",
@@ -538,7 +546,7 @@ def _groups_each(op: AclOperation, row: Callable[[Any, str], Any], answer_key: s
     return decide
 
 
-def _described_group_row(g: Any, msg: str) -> dict:
+def _described_group_row(g: Any, msg: str) -> dict[str, Any]:
     return {"error_code": GROUP_DENIED, "error_message": msg, "group_id": g}
 
 

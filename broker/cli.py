@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO, TypeVar
 
 import click
 
@@ -45,12 +46,14 @@ def main() -> None:
     """Kafka Lite broker."""
 
 
+FC = TypeVar("FC", bound=Callable[..., object])  # a click command function, as click.option takes it
+
 OVERRIDE_OPTION = click.option(
     "--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Any config key, repeatable."
 )
 
 
-def add_scram_option(help_text: str) -> Callable:
+def add_scram_option(help_text: str) -> Callable[[FC], FC]:
     return click.option(
         "--add-scram", "add_scram", multiple=True, metavar="'SCRAM-SHA-256=[name=admin,password=...]'", help=help_text
     )
@@ -94,22 +97,22 @@ def add_scram_option(help_text: str) -> Callable:
 @add_scram_option("On an empty data dir: a first SCRAM user of the new cluster (kafka-storage.sh format --add-scram).")
 @click.option("--log-level", default="INFO", show_default=True)
 def start(
-    broker_id,
-    host,
-    port,
-    kafka_port,
-    kafka_host,
-    data_dir,
-    peers,
-    coordination,
-    zookeeper,
-    config_file,
-    overrides,
-    add_scram,
-    log_level,
+    broker_id: int | None,
+    host: str | None,
+    port: int | None,
+    kafka_port: int | None,
+    kafka_host: str | None,
+    data_dir: str | None,
+    peers: str | None,
+    coordination: str | None,
+    zookeeper: str | None,
+    config_file: Path | None,
+    overrides: tuple[str, ...],
+    add_scram: tuple[str, ...],
+    log_level: str,
 ) -> None:
     """Start a broker in the foreground. SIGTERM shuts it down cleanly."""
-    flags = {
+    flags: dict[str, object] = {
         "broker.id": broker_id,
         "host": host,
         "port": port,
@@ -178,7 +181,11 @@ def _owner_only(cfg: BrokerConfig) -> None:
 )
 @click.option("--ignore-formatted", is_flag=True, help="A data dir already in use is left as it is, not an error.")
 def format(  # noqa: A001 - kafka-storage.sh's verb
-    config_file: Path, overrides: tuple[str, ...], add_scram: tuple[str, ...], scram_file, ignore_formatted: bool
+    config_file: Path,
+    overrides: tuple[str, ...],
+    add_scram: tuple[str, ...],
+    scram_file: TextIO | None,
+    ignore_formatted: bool,
 ) -> None:
     """Prepare an empty data dir with the new cluster's first users (kafka-storage.sh format)."""
     from broker.security.bootstrap import format_bootstrap

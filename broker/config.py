@@ -309,7 +309,7 @@ class BrokerConfig(SecurityKeys):
             for b, t in TOPIC_DEFAULT_KEYS.items()
         ]
 
-    def validate(self) -> None:
+    def validate(self) -> None:  # type: ignore[override]  # not pydantic's deprecated classmethod validate()
         """Rules across keys; each key's own type and bounds are checked by the schema."""
         if not self.log_dirs:
             raise InvalidConfigError("log.dirs is empty")

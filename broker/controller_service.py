@@ -63,7 +63,7 @@ class ControllerService:
         self.broker_id = broker_id
         self.rebalance = rebalance or RebalancePolicy()
         self._next_rebalance_ms = 0
-        self._rebalancing: asyncio.Task | None = None
+        self._rebalancing: asyncio.Task[None] | None = None
         # Committed with the `cluster` record when this controller starts a new cluster: the credentials of
         # `kl-broker start --add-scram` (kafka-storage.sh format --add-scram), never applied to a formed one.
         self.bootstrap_records = list(bootstrap_records or [])
@@ -79,7 +79,7 @@ class ControllerService:
         self._ready_at_offset = 0
         self._since_ms = 0
         self._lock = asyncio.Lock()
-        self._housekeeping: asyncio.Task | None = None
+        self._housekeeping: asyncio.Task[None] | None = None
         # The broker ticks us every 100 ms; a failover should not wait for that tick twice (once to fence
         # after the 2 s session timeout, once after winning an election), so we also wake at the exact
         # moment a session can expire and the moment our epoch's first record is applied.
@@ -310,16 +310,16 @@ class ControllerService:
     async def set_configs(self, name: str, configs: dict[str, str]) -> None:
         await self.run(lambda logic: logic.set_configs(name, configs))
 
-    async def alter_scram(self, upserts: list, deletions: list) -> None:
+    async def alter_scram(self, upserts: list[Any], deletions: list[Any]) -> None:
         await self.run(lambda logic: logic.alter_scram(upserts, deletions))
 
-    async def create_acls(self, bindings: list) -> None:
+    async def create_acls(self, bindings: list[Any]) -> None:
         await self.run(lambda logic: logic.create_acls(bindings))
 
-    async def delete_acls(self, filters: list) -> None:
+    async def delete_acls(self, filters: list[Any]) -> None:
         await self.run(lambda logic: logic.delete_acls(filters))
 
-    async def alter_client_quota(self, entity: list, values: dict) -> None:
+    async def alter_client_quota(self, entity: list[Any], values: dict[str, Any]) -> None:
         await self.run(lambda logic: logic.alter_client_quota(entity, values))
 
     async def alter_partition(

@@ -23,14 +23,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkalite.group")
 
 
-def _str(body: dict, key: str, default: str | None = None) -> str:
+def _str(body: dict[str, Any], key: str, default: str | None = None) -> str:
     v = body.get(key, default)
     if not isinstance(v, str):
         raise BadRequest(f"field {key!r} must be a string")
     return v
 
 
-def _int(body: dict, key: str, default: int | None = None) -> int:
+def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
     v = body.get(key, default)
     if not isinstance(v, int) or isinstance(v, bool):
         raise BadRequest(f"field {key!r} must be an integer")
@@ -69,22 +69,25 @@ class GroupApis:
 
     # --- finding the coordinator -------------------------------------------------------------
 
-    def find_coordinator(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+    def find_coordinator(
+        self, body: dict[str, Any], ctx: ConnectionContext
+    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         """One key, or with "keys" several (Kafka's FindCoordinator v4+): {"coordinators": [answer + "key"]}.
         With "listener": "kafka" the coordinator is named by its Kafka listener."""
         if "keys" in body:
             keys = as_list(body.get("keys"), "keys")
             answers = [self._find_one(dict(body, key=k), ctx) for k in keys]
-            if all(isinstance(a, dict) for a in answers):
-                return {"coordinators": [dict(a, key=k) for k, a in zip(keys, answers)]}
+            ready = [a for a in answers if isinstance(a, dict)]
+            if len(ready) == len(answers):
+                return {"coordinators": [dict(a, key=k) for k, a in zip(keys, ready)]}
             return self._gather_coordinators(keys, answers)
         return self._find_one(body, ctx)
 
-    async def _gather_coordinators(self, keys: list, answers: list) -> dict:
+    async def _gather_coordinators(self, keys: list[Any], answers: list[Any]) -> dict[str, Any]:
         done = [a if isinstance(a, dict) else await a for a in answers]
         return {"coordinators": [dict(a, key=k) for k, a in zip(keys, done)]}
 
-    def _find_one(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+    def _find_one(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         key = _str(body, "key")
         if _int(body, "key_type", 0) != 0:
             return {
@@ -108,7 +111,7 @@ class GroupApis:
             return {"error_code": 0, "node_id": b.id, "host": endpoint[0], "port": endpoint[1]}
         return {"error_code": 0, "node_id": b.id, "host": b.host, "port": b.port}
 
-    async def _create_offsets_topic(self) -> dict:
+    async def _create_offsets_topic(self) -> dict[str, Any]:
         """Kafka creates __consumer_offsets on the first FindCoordinator; the caller retries meanwhile."""
         cfg = self.config
         rf = cfg.offsets_topic_replication_factor
@@ -129,8 +132,8 @@ class GroupApis:
 
     # --- membership ------------------------------------------------------------------------
 
-    def join_group(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
-        group_id = body.get("group_id")
+    def join_group(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
         err = self.coordinator.owner_error(group_id)
         if err:
             return err
@@ -153,8 +156,8 @@ class GroupApis:
             now_ms(),
         )
 
-    def sync_group(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
-        group_id = body.get("group_id")
+    def sync_group(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
         err = self.coordinator.owner_error(group_id)
         if err:
             return err
@@ -172,8 +175,8 @@ class GroupApis:
             now_ms(),
         )
 
-    def heartbeat(self, body: dict, ctx: ConnectionContext) -> dict:
-        group_id = body.get("group_id")
+    def heartbeat(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
         err = self.coordinator.owner_error(group_id)
         if err:
             return err
@@ -181,8 +184,8 @@ class GroupApis:
             group_id, _int(body, "generation_id"), _str(body, "member_id"), now_ms()
         )
 
-    def leave_group(self, body: dict, ctx: ConnectionContext) -> dict:
-        group_id = body.get("group_id")
+    def leave_group(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
         err = self.coordinator.owner_error(group_id)
         if err:
             return err
@@ -195,8 +198,8 @@ class GroupApis:
 
     # --- offsets -----------------------------------------------------------------------------
 
-    def offset_commit(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
-        group_id = body.get("group_id")
+    def offset_commit(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
         offsets: dict[tuple[str, int], tuple[int, str]] = {}
         for topic, parts in _topic_rows(body):
             for p in parts:
@@ -206,7 +209,7 @@ class GroupApis:
                 offsets[(topic, p[0])] = (p[1], meta)
         err = self.coordinator.owner_error(group_id)
         if err:
-            by_topic: dict[str, list] = {}
+            by_topic: dict[str, list[Any]] = {}
             for t, p in offsets:
                 by_topic.setdefault(t, []).append([p, err["error_code"], err["error_message"]])
             return {"topics": [[t, rows] for t, rows in by_topic.items()]}
@@ -222,7 +225,7 @@ class GroupApis:
             known,
         )
 
-    def offset_fetch(self, body: dict, ctx: ConnectionContext) -> dict:
+    def offset_fetch(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         """One group, or with "groups" several (Kafka's OffsetFetch v8+): {"groups": [answer + "group_id"]}."""
         if "groups" in body:
             out = []
@@ -233,8 +236,8 @@ class GroupApis:
             return {"error_code": 0, "groups": out}
         return self._offset_fetch_one(body)
 
-    def _offset_fetch_one(self, body: dict) -> dict:
-        group_id = body.get("group_id")
+    def _offset_fetch_one(self, body: dict[str, Any]) -> dict[str, Any]:
+        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
         err = self.coordinator.owner_error(group_id)
         if err:
             return err
@@ -249,18 +252,18 @@ class GroupApis:
 
     # --- admin ------------------------------------------------------------------------------
 
-    def list_groups(self, body: dict, ctx: ConnectionContext) -> dict:
+    def list_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         return {"error_code": 0, "groups": self.coordinator.logic.list_groups()}
 
-    def describe_groups(self, body: dict, ctx: ConnectionContext) -> dict:
+    def describe_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         out = []
         for group_id in as_list(body.get("groups"), "groups"):
             err = self.coordinator.owner_error(group_id)
             out.append(dict(err, group_id=group_id) if err else self.coordinator.logic.describe(group_id))
         return {"groups": out}
 
-    def offset_delete(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
-        group_id = body.get("group_id")
+    def offset_delete(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
         err = self.coordinator.owner_error(group_id)
         if err:
             return err
@@ -271,10 +274,10 @@ class GroupApis:
             tps += [(topic, p) for p in parts]
         return self.coordinator.call(self.coordinator.logic.delete_offsets, group_id, tps)
 
-    def delete_groups(self, body: dict, ctx: ConnectionContext) -> Awaitable[dict]:
+    def delete_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         return self._delete_groups(as_list(body.get("groups"), "groups"), ctx)
 
-    async def _delete_groups(self, groups: list, ctx: ConnectionContext) -> dict:
+    async def _delete_groups(self, groups: list[Any], ctx: ConnectionContext) -> dict[str, Any]:
         results = []
         for group_id in groups:
             err = self.coordinator.owner_error(group_id)
@@ -284,7 +287,7 @@ class GroupApis:
         return {"results": results}
 
 
-def _topic_rows(body: dict) -> list[tuple[str, list]]:
+def _topic_rows(body: dict[str, Any]) -> list[tuple[str, list[Any]]]:
     out = []
     for entry in as_list(body.get("topics"), "topics"):
         if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):

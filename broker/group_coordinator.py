@@ -40,10 +40,10 @@ class GroupCoordinator:
         self.logic = GroupCoordinatorLogic(config)
         self.num_partitions = num_partitions
         self.commit_timeout_ms = commit_timeout_ms
-        self._waiting: dict[int, asyncio.Future] = {}
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._tokens = itertools.count(1)
-        self._loads: dict[int, asyncio.Task] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -110,7 +110,7 @@ class GroupCoordinator:
     async def call(self, fn: Any, *args: Any) -> dict[str, Any]:
         """Run a logic call that answers through a Reply carrying our token."""
         token = next(self._tokens)
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[token] = fut
         try:
             self._execute(fn(token, *args))

@@ -36,7 +36,7 @@ def parse_partitions(topics: Any) -> list[tuple[str, int]] | None:
     return out
 
 
-def election_type_of(body: dict) -> ElectionType:
+def election_type_of(body: dict[str, Any]) -> ElectionType:
     value = body.get("election_type", int(ElectionType.PREFERRED))
     try:
         return ElectionType(value)
@@ -50,18 +50,18 @@ class LeaderElectionApis:
         self.channel = channel
         self.handlers = {ApiKey.ELECT_LEADERS: self.elect_leaders}
 
-    def elect_leaders(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+    def elect_leaders(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         election_type = election_type_of(body)
         partitions = parse_partitions(body.get("topics"))
         return self.channel.serve_or_forward(ApiKey.ELECT_LEADERS, body, lambda: self._elect(election_type, partitions))
 
-    async def _elect(self, election_type: ElectionType, partitions: list[tuple[str, int]] | None) -> dict:
+    async def _elect(self, election_type: ElectionType, partitions: list[tuple[str, int]] | None) -> dict[str, Any]:
         try:
             outcomes = await self.controller.elect_leaders(election_type, partitions)
         except KafkaLiteError as e:  # not the controller, or the elections not committed: nothing to report per row
             return error_body(e.code, str(e))
-        by_topic: dict[str, list[list]] = {}
-        for (topic, partition), e in sorted(outcomes.items()):
-            row = [partition, 0, None] if e is None else [partition, int(e.code), str(e)]
+        by_topic: dict[str, list[list[Any]]] = {}
+        for (topic, partition), outcome in sorted(outcomes.items()):
+            row = [partition, 0, None] if outcome is None else [partition, int(outcome.code), str(outcome)]
             by_topic.setdefault(topic, []).append(row)
         return {"error_code": 0, "topics": [[t, rows] for t, rows in by_topic.items()]}

@@ -5,6 +5,7 @@ Each metadata record is one record whose value is the msgpack of a dict.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -20,7 +21,7 @@ def _pack(record: dict[str, Any]) -> bytes:
     return msgpack.packb(record, use_bin_type=True)
 
 
-def _batch(records: list[dict[str, Any]], ts: int = 0) -> bytes:
+def _batch(records: Sequence[dict[str, Any]], ts: int = 0) -> bytes:
     return batch_fmt.build([(i, 0, None, _pack(r), None) for i, r in enumerate(records)], ts, ts)
 
 
@@ -38,13 +39,13 @@ class DiskMetadataLog:
     def last_epoch(self) -> int:
         return max(self.log.latest_epoch, 0) if self.log.log_end_offset > 0 else 0
 
-    def append(self, records: list[dict[str, Any]], epoch: int) -> int:
+    def append(self, records: Sequence[dict[str, Any]], epoch: int) -> int:
         EPOCH.check(epoch, "metadata log epoch")  # defensive: the batch field is int32 (net/wire_types.py)
         info = self.log.append_as_leader(_batch(records), epoch)
         self.log.flush()  # the quorum counts this record toward a majority: it must survive a power loss
         return info.last_offset
 
-    def append_replicated(self, entries: list[tuple[int, int, dict[str, Any]]]) -> None:
+    def append_replicated(self, entries: Sequence[tuple[int, int, dict[str, Any]]]) -> None:
         """Follower side: entries keep the offsets and epochs the controller gave them."""
         run: list[tuple[int, int, dict[str, Any]]] = []
         for e in entries:

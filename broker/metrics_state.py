@@ -39,7 +39,7 @@ class StateCollector(Collector):
         self.mode = mode
         self.broker = broker
 
-    def describe(self) -> list:
+    def describe(self) -> list[Any]:
         return []  # unchecked collector: its series depend on the partitions hosted at scrape time
 
     def collect(self) -> Iterator[Any]:

@@ -68,7 +68,7 @@ class FetchResult:
     diverging_end_offset: int = -1
     log_end_offset: int = -1
 
-    def to_wire(self, partition: int) -> list:
+    def to_wire(self, partition: int) -> list[Any]:
         return [
             partition,
             self.error,
@@ -112,8 +112,8 @@ class Partition:
         self.leader_state: LeaderState | None = None
         self.follower_state: FollowerState | None = None
         # Long-polling fetches waiting for data here: one future per fetch, shared by all its partitions.
-        self._waiters: set[asyncio.Future] = set()
-        self._hw_waiters: list[tuple[int, asyncio.Future]] = []
+        self._waiters: set[asyncio.Future[Any]] = set()
+        self._hw_waiters: list[tuple[int, asyncio.Future[Any]]] = []
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._expiration_check_ms = producer_id_expiration_check_interval_ms
         self._next_expiration_check: int | None = None
@@ -329,8 +329,14 @@ class Partition:
             data = lg.read(spec.offset, spec.max_bytes) if spec.offset != leo else b""
             return FetchResult(0, self.high_watermark, lg.log_start_offset, data, log_end_offset=lg.log_end_offset)
         if isinstance(decision, Diverging):
-            div = {"diverging_epoch": decision.epoch, "diverging_end_offset": decision.end_offset}
-            return FetchResult(0, hw, start, log_end_offset=leo, **div)
+            return FetchResult(
+                0,
+                hw,
+                start,
+                log_end_offset=leo,
+                diverging_epoch=decision.epoch,
+                diverging_end_offset=decision.end_offset,
+            )
         refusals = {
             Fenced: (ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {spec.current_leader_epoch} < {self.leader_epoch}"),
             UnknownEpoch: (
@@ -440,11 +446,11 @@ class Partition:
 
     # --- waiting for data (long-poll fetches) ------------------------------------
 
-    def add_data_waiter(self, fut: asyncio.Future) -> None:
+    def add_data_waiter(self, fut: asyncio.Future[Any]) -> None:
         """`fut` gets a result at the next append, high-watermark move or role change (wake)."""
         self._waiters.add(fut)
 
-    def remove_data_waiter(self, fut: asyncio.Future) -> None:
+    def remove_data_waiter(self, fut: asyncio.Future[Any]) -> None:
         self._waiters.discard(fut)
 
     def wake(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Any, Awaitable, Callable
 
 from broker.partition import FetchResult, Partition
 from net.errors import ErrorCode, KafkaLiteError, error_for
@@ -80,7 +80,7 @@ class ReplicaFetcher:
         self,
         broker_id: int,
         leader_id: int,
-        request: Callable,
+        request: Callable[[int, ApiKey, dict[str, Any], float], Awaitable[dict[str, Any]]],
         max_wait_ms: int = 500,
         max_partition_bytes: int = 1048576,
         backoff_s: float = 0.1,
@@ -95,7 +95,7 @@ class ReplicaFetcher:
         # maximum), spread ±20% so that the followers of a leader that failed do not all come back at once.
         self._retry = Backoff(backoff_s * 1000, backoff_s * 1000)
         self.followed = FollowedPartitions()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
 
     def add(self, p: Partition) -> None:
@@ -147,7 +147,7 @@ class ReplicaFetcher:
         if not sent:
             await asyncio.sleep(self.backoff_s)
             return
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         for (topic, partition), offset, last_epoch, leader_epoch in specs:
             topics.setdefault(topic, []).append([partition, offset, self.max_partition_bytes, leader_epoch, last_epoch])
         body = {

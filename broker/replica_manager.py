@@ -65,7 +65,7 @@ class ProduceResult:
     message: str | None = None
     batch_offsets: list[int] | None = None
 
-    def to_wire(self, partition: int) -> list:
+    def to_wire(self, partition: int) -> list[Any]:
         return [
             partition,
             self.error,
@@ -111,7 +111,7 @@ class ReplicaManager:
         # simulator drives too): the changes still to apply, in commit order, and the task applying them in
         # slices when there are many partitions (apply_image).
         self.metadata_applier = MetadataApplier(broker_id, self._role_of, self._hosted_partitions)
-        self._applier: asyncio.Task | None = None
+        self._applier: asyncio.Task[None] | None = None
         # tick(): every partition every this many 100 ms ticks, at most a tenth of the lag time, at most 1 s.
         self._tick_stride = max(1, min(10, replica_lag_time_max_ms // 1000))
         self._tick_count = 0
@@ -361,7 +361,7 @@ class ReplicaManager:
             data = p.log.read(spec.offset, spec.max_bytes, max_offset=p.high_watermark)
             return FetchResult(0, p.high_watermark, p.log.log_start_offset, data)
         except Exception as e:
-            result = _error_result(FetchResult, e)
+            result: FetchResult = _error_result(FetchResult, e)
             p2 = self.partitions.get(tp)
             if p2 is not None and result.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 # The leader's range, so the consumer can say where it is; any other error answers -1 as Kafka
@@ -434,7 +434,7 @@ class ReplicaManager:
             or p.log.log_start_offset != read.log_start_offset
         )
 
-    def _read_all(self, specs: list[FetchSpec], max_bytes: int, replica_id: int) -> dict:
+    def _read_all(self, specs: list[FetchSpec], max_bytes: int, replica_id: int) -> dict[tuple[str, int], FetchResult]:
         results = {}
         budget = max_bytes
         for spec in specs:

@@ -86,10 +86,10 @@ def check_request(api_key: int, body: dict[str, Any]) -> None:
     maps = TOPIC_MAPS.get(api_key)
     for entry in topics:
         if maps is not None and isinstance(entry, dict):
-            for name, t in maps.items():
+            for name, field_type in maps.items():
                 v = entry.get(name)
                 if v is not None and v != -1:  # -1: the broker's default (Kafka's CreateTopics)
-                    t.check(v, name)
+                    field_type.check(v, name)
         if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list)):
             continue
         for row in entry[1]:
@@ -97,7 +97,7 @@ def check_request(api_key: int, body: dict[str, Any]) -> None:
                 if isinstance(row, int):
                     INT32.check(row, "partition")
             elif columns is not None and isinstance(row, list):
-                for t, v in zip(columns, row):
+                for column, v in zip(columns, row):
                     # The common case inline (a follower's fetch has thousands of rows); check() says why not.
-                    if t is not None and (type(v) is not int or not t.lo <= v <= t.hi):
-                        t.check(v, "partition row field")
+                    if column is not None and (type(v) is not int or not column.lo <= v <= column.hi):
+                        column.check(v, "partition row field")

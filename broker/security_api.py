@@ -75,7 +75,7 @@ class SecurityApis:
             ApiKey.ALTER_CLIENT_QUOTAS: self.alter_quotas,
         }
 
-    def _acls_on(self) -> dict | None:
+    def _acls_on(self) -> dict[str, Any] | None:
         """The ACL apis answer SECURITY_DISABLED without an authorizer (their authorization, ALTER or DESCRIBE
         on the cluster, is broker/authorization.py's, decided before these run)."""
         if not self.authz.enabled:
@@ -84,14 +84,14 @@ class SecurityApis:
 
     # --- ACLs ---------------------------------------------------------------------------------
 
-    def create_acls(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+    def create_acls(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         if (off := self._acls_on()) is not None:
             return off
         rows = as_list(body.get("creations"), "creations")
         return self.channel.serve_or_forward(ApiKey.CREATE_ACLS, body, lambda: self._create(rows))
 
-    async def _create(self, rows: list) -> dict:
-        results: list[list] = []
+    async def _create(self, rows: list[Any]) -> dict[str, Any]:
+        results: list[list[Any]] = []
         valid: list[AclBinding] = []
         for row in rows:
             try:
@@ -108,19 +108,19 @@ class SecurityApis:
                 results = [r if r[0] else [int(e.code), str(e)] for r in results]
         return {"results": results}
 
-    def describe_acls(self, body: dict, ctx: ConnectionContext) -> dict:
+    def describe_acls(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         if (off := self._acls_on()) is not None:
             return off
         f = _filter(body.get("filter"))
         return {"error_code": 0, "bindings": [b.to_wire() for b in sorted(self.image.acls) if f.matches(b)]}
 
-    def delete_acls(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+    def delete_acls(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         if (off := self._acls_on()) is not None:
             return off
         filters = [_filter(r) for r in as_list(body.get("filters"), "filters")]
         return self.channel.serve_or_forward(ApiKey.DELETE_ACLS, body, lambda: self._delete(filters))
 
-    async def _delete(self, filters: list[AclBindingFilter]) -> dict:
+    async def _delete(self, filters: list[AclBindingFilter]) -> dict[str, Any]:
         matched = [[b.to_wire() for b in sorted(self.image.acls) if f.matches(b)] for f in filters]
         try:
             await self.controller.delete_acls(filters)
@@ -130,8 +130,8 @@ class SecurityApis:
 
     # --- SCRAM credentials ----------------------------------------------------------------------
 
-    def describe_scram(self, body: dict, ctx: ConnectionContext) -> dict:
-        creds: dict[str, list] = {}
+    def describe_scram(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        creds: dict[str, list[Any]] = {}
         for (user, mech), c in sorted(self.image.scram_credentials.items()):
             creds.setdefault(user, []).append([mech, c.iterations])
         users = body.get("users")
@@ -145,15 +145,15 @@ class SecurityApis:
                 results.append([u, int(ErrorCode.RESOURCE_NOT_FOUND), f"user {u!r} has no SCRAM credential", []])
         return {"error_code": 0, "results": results}
 
-    def alter_scram(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+    def alter_scram(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         deletions = as_list(body.get("deletions") or [], "deletions")
         upsertions = as_list(body.get("upsertions") or [], "upsertions")
         return self.channel.serve_or_forward(
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, lambda: self._alter_scram(deletions, upsertions)
         )
 
-    async def _alter_scram(self, deletions: list, upsertions: list) -> dict:
-        results: dict[str, list] = {}
+    async def _alter_scram(self, deletions: list[Any], upsertions: list[Any]) -> dict[str, Any]:
+        results: dict[str, list[Any]] = {}
         dels: list[tuple[str, str]] = []
         ups: list[tuple[str, ScramCredential]] = []
         for row in deletions:
@@ -184,7 +184,7 @@ class SecurityApis:
 
     # --- client quotas ------------------------------------------------------------------------------
 
-    def describe_quotas(self, body: dict, ctx: ConnectionContext) -> dict:
+    def describe_quotas(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         """{"entity": [[type, name or nil]] or nil (all)} -> {"entries": [[entity, {key: value}]]}."""
         wanted = body.get("entity")
         want = None if wanted is None else tuple((t, n) for t, n in as_list(wanted, "entity"))
@@ -195,12 +195,12 @@ class SecurityApis:
         ]
         return {"error_code": 0, "entries": entries}
 
-    def alter_quotas(self, body: dict, ctx: ConnectionContext) -> dict | Awaitable[dict]:
+    def alter_quotas(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         """{"entries": [[entity, {key: value or nil}]]}: set or remove an entity's quotas."""
         entries = as_list(body.get("entries"), "entries")
         return self.channel.serve_or_forward(ApiKey.ALTER_CLIENT_QUOTAS, body, lambda: self._alter_quotas(entries))
 
-    async def _alter_quotas(self, entries: list) -> dict:
+    async def _alter_quotas(self, entries: list[Any]) -> dict[str, Any]:
         results = []
         for entry in entries:
             if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[1], dict):

@@ -18,7 +18,7 @@ import time
 import uuid
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.api import KafkaApis
@@ -91,7 +91,7 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.heartbeat: HeartbeatThread | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, lane): num.replica.fetchers
 
     async def start(self) -> None:
@@ -320,7 +320,8 @@ class BrokerServer:
         BROKER without SASL of its own but with a cluster secret: a SCRAM login over the secret, only."""
         cfg = self.config
         protocol = cfg.listener_protocol(listener)
-        mechanisms, lookup = tuple(cfg.enabled_mechanisms()), self._scram_credential
+        lookup: Callable[[str, str], ScramCredential | None] = self._scram_credential
+        mechanisms = tuple(cfg.enabled_mechanisms())
         if listener == "BROKER":
             protocol, by_secret = cfg.broker_protocol()
             if by_secret:
@@ -454,7 +455,7 @@ class BrokerServer:
 
     # --- chores ----------------------------------------------------------------
 
-    async def _every(self, interval_s: float, chore) -> None:
+    async def _every(self, interval_s: float, chore: Callable[[], Awaitable[None]]) -> None:
         while True:
             await asyncio.sleep(interval_s)
             try:

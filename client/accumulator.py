@@ -10,11 +10,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Container
-from typing import Callable
+from typing import Any, Callable
 
 from net import batch as batch_fmt
 
 DeliveryCallback = Callable[[Exception | None, "RecordMetadata | None"], None]
+# A record's headers: (key, value) pairs, a value may be null (as in Kafka).
+Headers = list[tuple[str, bytes | None]]
 RECORD_OVERHEAD = 12  # msgpack array header, deltas, nil headers: a size estimate for batch.size
 
 
@@ -49,7 +51,7 @@ class ProducerBatch:
     def __init__(self, topic: str, partition: int, ts: int, now: float) -> None:
         self.topic = topic
         self.partition = partition
-        self.records: list[tuple] = []
+        self.records: list[tuple[Any, ...]] = []
         self.size = batch_fmt.HEADER_SIZE
         self.first_ts = ts
         self.max_ts = ts
@@ -111,7 +113,7 @@ class RecordAccumulator:
         ts: int,
         key: bytes | None,
         value: bytes | None,
-        headers: list | None,
+        headers: Headers | None,
         callback: DeliveryCallback | None,
     ) -> bool:
         """Add one record. Returns True when this append closed a batch (time to pick a new sticky partition)."""

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from client.cluster import KafkaLiteClient, TopicMeta
+from client.cluster import KafkaLiteClient, PartitionMeta, TopicMeta
 from client.config import AdminConfig
 from client.group import GroupClient
 from client.topic_partition import TopicPartition
@@ -51,7 +51,7 @@ class GroupDescription:
 class TopicDescription:
     name: str
     topic_id: str
-    partitions: list  # client.cluster.PartitionMeta
+    partitions: list[PartitionMeta]
     configs: dict[str, tuple[str, bool]]  # name -> (value, is_default)
 
     @property
@@ -59,7 +59,7 @@ class TopicDescription:
         return len(self.partitions[0].replicas) if self.partitions else 0
 
 
-def _filter_wire(f: AclBindingFilter | None) -> list:
+def _filter_wire(f: AclBindingFilter | None) -> list[Any]:
     f = f or AclBindingFilter()
     return [
         int(f.resource_type),
@@ -72,7 +72,7 @@ def _filter_wire(f: AclBindingFilter | None) -> list:
     ]
 
 
-def _raise_rows(rows: list) -> None:
+def _raise_rows(rows: list[Any]) -> None:
     """Raise the first per-topic error in [[name, code, message], ...]."""
     for name, code, message, *_ in rows:
         if code:
@@ -89,10 +89,10 @@ class AsyncAdmin:
     async def start(self) -> None:
         await self.client.any_connection()
 
-    async def _controller_request(self, api: ApiKey, body: dict, rows_key: str = "topics") -> dict:
+    async def _controller_request(self, api: ApiKey, body: dict[str, Any], rows_key: str = "topics") -> dict[str, Any]:
         """Send to the active controller; follow it through NOT_CONTROLLER and elections until the timeout."""
 
-        async def attempt() -> dict:
+        async def attempt() -> dict[str, Any]:
             await self.client.refresh_metadata([])  # where the controller is now
             controller = self.client.metadata.controller_id
             if controller < 0:
@@ -299,7 +299,7 @@ class AsyncAdmin:
         resp = await self._controller_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, "results")
         _raise_rows(resp["results"])
 
-    async def describe_client_quotas(self) -> dict[tuple, dict[str, float]]:
+    async def describe_client_quotas(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
         """{entity: {quota: value}}; an entity is ((type, name or None for <default>), ...)."""
         resp = await self.client.request(None, ApiKey.DESCRIBE_CLIENT_QUOTAS, {"entity": None})
         if resp.get("error_code"):

@@ -65,7 +65,7 @@ class ClusterMetadata:
         self.cluster_id = ""
         self.controller_id = -1
 
-    def update(self, body: dict, requested: list[str] | None) -> None:
+    def update(self, body: dict[str, Any], requested: list[str] | None) -> None:
         self.brokers = {b[0]: (b[1], b[2]) for b in body.get("brokers", [])}
         self.cluster_id = body.get("cluster_id", "")
         self.controller_id = body.get("controller_id", -1)
@@ -77,7 +77,7 @@ class ClusterMetadata:
             old = self.topics.get(tm.name)
             for err, p, leader, epoch, replicas, isr, *_ in t.get("partitions", []):
                 same_topic = old is not None and bool(tm.topic_id) and old.topic_id == tm.topic_id
-                known = old.partitions.get(p) if same_topic else None
+                known = old.partitions.get(p) if old is not None and same_topic else None
                 if known is not None and epoch < known.leader_epoch:
                     # KIP-320: a broker whose metadata lags names an older leader; it may still think it leads
                     # and answer with its stale high watermark. Keep the newer view.
@@ -144,8 +144,8 @@ class KafkaLiteClient:
         self.retry_backoff_max_ms = retry_backoff_max_ms
         self.metadata = ClusterMetadata()
         self._conns: dict[int | tuple[str, int], BrokerConnection] = {}
-        self._connecting: dict[Any, asyncio.Task] = {}
-        self._refresh: asyncio.Task | None = None
+        self._connecting: dict[int | tuple[str, int], asyncio.Task[BrokerConnection]] = {}
+        self._refresh: asyncio.Task[None] | None = None
         self._wanted_topics: set[str] = set()
         # Kafka's allow.auto.create.topics: a producer's metadata requests may create missing topics on brokers
         # with auto.create.topics.enable; consumers and admins never do.
@@ -200,7 +200,7 @@ class KafkaLiteClient:
         for conn in self._conns.values():
             if conn.connected:
                 return conn
-        candidates = [(bid, addr) for bid, addr in self.metadata.brokers.items()]
+        candidates: list[tuple[int | tuple[str, int], tuple[str, int]]] = list(self.metadata.brokers.items())
         random.shuffle(candidates)
         boot = list(self.bootstrap)
         random.shuffle(boot)
@@ -215,9 +215,12 @@ class KafkaLiteClient:
                 errors.append(str(e))
         raise NetworkError("no broker reachable: " + "; ".join(dict.fromkeys(errors)))
 
-    async def request(self, broker_id: int | None, api: ApiKey, body: dict, timeout: float | None = None) -> dict:
+    async def request(
+        self, broker_id: int | None, api: ApiKey, body: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
         conn = await (self.any_connection() if broker_id is None else self.connection(broker_id))
-        return await conn.request(api, body, timeout=timeout or self.request_timeout)
+        answer: dict[str, Any] = await conn.request(api, body, timeout=timeout or self.request_timeout)
+        return answer
 
     # --- metadata ------------------------------------------------------------
 
@@ -232,7 +235,7 @@ class KafkaLiteClient:
 
     async def _do_refresh(self) -> None:
         wanted = sorted(self._wanted_topics) if self._wanted_topics else None
-        request = {"topics": wanted}
+        request: dict[str, Any] = {"topics": wanted}
         if self.allow_auto_topic_creation and wanted:
             request["allow_auto_topic_creation"] = True
         body = await self.request(None, ApiKey.METADATA, request)

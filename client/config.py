@@ -142,7 +142,7 @@ class ProducerConfig(CommonClientConfig):
         ge=1,
     )
     linger_ms: Float = key("linger.ms", 5, "How long a batch waits for more records before it is sent.", ge=0)
-    compression_type: choice("none", "gzip", "snappy", "lz4", "zstd") = key(
+    compression_type: choice("none", "gzip", "snappy", "lz4", "zstd") = key(  # type: ignore[valid-type]
         "compression.type", "none", "Codec of the batches this producer writes."
     )
     retries: Int = key("retries", INT_MAX, "Retries of a failed batch (bounded by delivery.timeout.ms).", ge=0)
@@ -177,7 +177,7 @@ class ConsumerConfig(CommonClientConfig):
 
     client_id: Str = key("client.id", "kl-consumer", "The client's name in the brokers' logs and group descriptions.")
     group_id: OptStr = key("group.id", None, "The consumer group to join with subscribe() (none: assign() only).")
-    auto_offset_reset: choice("earliest", "latest", "none") = key(
+    auto_offset_reset: choice("earliest", "latest", "none") = key(  # type: ignore[valid-type]
         "auto.offset.reset", "latest", "Where to start without a committed offset, or outside the log."
     )
     enable_auto_commit: Bool = key("enable.auto.commit", True, "Commit positions in the background.")

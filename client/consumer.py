@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from functools import partial
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from client.assignors import assignors_for
 from client.cluster import KafkaLiteClient
@@ -22,6 +22,7 @@ from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError
 from net.retry import retry_until
 
 log = logging.getLogger("kafkalite.consumer")
+Drained = TypeVar("Drained")  # what a poll hands out: decoded records, or raw batches (poll_raw)
 __all__ = ["AsyncConsumer", "ConsumerRecord", "TopicPartition", "decode_records", "EARLIEST", "LATEST"]
 
 ASSIGN_METADATA_WAIT_S = 2.0
@@ -142,8 +143,8 @@ class AsyncConsumer:
     def commit_async(
         self,
         offsets: dict[TopicPartition, int] | None = None,
-        callback: Callable[[dict, Exception | None], Any] | None = None,
-    ) -> asyncio.Task:
+        callback: Callable[[dict[TopicPartition, int], Exception | None], Any] | None = None,
+    ) -> asyncio.Task[None]:
         """Commit in the background; `callback(offsets, error_or_None)` runs when it is done."""
         self._need_group()
         offsets = self.positions(self._states) if offsets is None else dict(offsets)
@@ -163,7 +164,8 @@ class AsyncConsumer:
 
     async def committed(self, tp: TopicPartition | tuple[str, int]) -> int | None:
         """The group's committed offset for `tp`, or None if it has none."""
-        off = (await self._need_group().fetch_committed([tuple(tp)])).get(tuple(tp), -1)  # type: ignore[arg-type]
+        key = (tp[0], tp[1])
+        off = (await self._need_group().fetch_committed([key])).get(key, -1)
         return off if off >= 0 else None
 
     def _need_group(self) -> ConsumerCoordinator:
@@ -259,7 +261,7 @@ class AsyncConsumer:
         begin before the position; [] on timeout."""
         return await self._poll(timeout_ms, self._fetcher.drain_raw)
 
-    async def _poll(self, timeout_ms: int, drain: Callable[[], list]) -> list:
+    async def _poll(self, timeout_ms: int, drain: Callable[[], list[Drained]]) -> list[Drained]:
         deadline = time.monotonic() + timeout_ms / 1000
         f = self._fetcher
         if f.errors:

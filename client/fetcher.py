@@ -13,7 +13,7 @@ from collections import deque
 from functools import partial
 from itertools import repeat
 from operator import itemgetter
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 from client.cluster import KafkaLiteClient
 from client.config import ConsumerConfig
@@ -28,7 +28,7 @@ EARLIEST = -2
 LATEST = -1
 
 
-class ConsumerRecord(tuple):
+class ConsumerRecord(tuple[Any, ...]):
     """(topic, partition, offset, timestamp, key, value, headers), like kafka-python's namedtuple.
 
     A tuple subclass so a whole batch is built by C-level map/zip, with no Python call per record.
@@ -44,7 +44,7 @@ class ConsumerRecord(tuple):
     value = property(itemgetter(5))
 
     @property
-    def headers(self) -> tuple:
+    def headers(self) -> tuple[tuple[str, bytes], ...]:
         return tuple(self[6]) if self[6] else ()
 
     def __repr__(self) -> str:
@@ -93,7 +93,7 @@ def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[lis
         if recs:
             d_off, d_ts, keys, values, headers = zip(*recs)
             if h.attributes & batch_fmt.TIMESTAMP_LOG_APPEND:
-                stamps = repeat(h.max_timestamp, len(recs))  # the broker's append time, as in Kafka
+                stamps: Iterator[int] = repeat(h.max_timestamp, len(recs))  # the broker's append time, as in Kafka
             else:
                 stamps = map(h.first_timestamp.__add__, d_ts)
             batch = list(
@@ -167,7 +167,7 @@ class Fetcher:
         self.max_partition_fetch_bytes = cfg.max_partition_fetch_bytes
         self.pause_gc_while_decoding = cfg.pause_gc_while_decoding
         self.states: dict[TopicPartition, PartitionFetchState] = {}
-        self._fetches: dict[int, asyncio.Task] = {}
+        self._fetches: dict[int, asyncio.Task[None]] = {}
         self.data_ready = asyncio.Event()
         self.errors: list[Exception] = []  # raised by the next poll()
         self.closed = False
@@ -188,7 +188,7 @@ class Fetcher:
                 if start != st.position:  # a seek happened since this was fetched
                     continue
                 st.decoded, st.decoded_next = decode_records(
-                    tp.topic, tp.partition, data, st.position, self.pause_gc_while_decoding
+                    tp.topic, tp.partition, data, start, self.pause_gc_while_decoding
                 )
                 st.decoded_at = 0
                 if not st.decoded:
@@ -237,15 +237,15 @@ class Fetcher:
             await asyncio.sleep(self.client.retry_backoff)
 
     async def _fetch(self, leader: int, tps: list[TopicPartition]) -> None:
-        topics: dict[str, list] = {}
-        positions = {}
+        topics: dict[str, list[Any]] = {}
+        positions: dict[TopicPartition, int | None] = {}
         epoch_of = self.client.metadata.leader_epoch
         for tp in tps:
-            st = self.states[tp]
-            positions[tp] = st.fetch_position
+            fetching = self.states[tp]
+            positions[tp] = fetching.fetch_position
             topics.setdefault(tp.topic, []).append(
                 # current_leader_epoch: a leader of another epoch refuses rather than serving (KIP-320)
-                [tp.partition, st.fetch_position, self.max_partition_fetch_bytes, epoch_of(*tp)]
+                [tp.partition, fetching.fetch_position, self.max_partition_fetch_bytes, epoch_of(*tp)]
             )
         body = {
             "replica_id": -1,
@@ -285,13 +285,14 @@ class Fetcher:
                     # The right leader, just elected: its high watermark catches up within a fetch round trip.
                     await asyncio.sleep(self.client.retry_backoff)
                 elif err:
-                    e = error_for(err, message) if message else topic_error(err, topic, "read", partition)
-                    if e.retriable:
+                    error = error_for(err, message) if message else topic_error(err, topic, "read", partition)
+                    if error.retriable:
                         self.client.invalidate(topic)
                         await self._refresh([topic])
                     else:
-                        self.errors.append(e)
+                        self.errors.append(error)
                 elif records:
+                    assert st.fetch_position is not None  # equal to the position this fetch asked from
                     st.buffer.append((records, st.fetch_position))
                     st.fetch_position = _next_offset(records)
         self.data_ready.set()

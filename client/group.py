@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from client.assignors import Assignor
 from client.cluster import KafkaLiteClient
@@ -86,14 +86,14 @@ class GroupClient:
         self.coordinator_id = None
 
     async def request(
-        self, api: ApiKey, body: dict, deadline: float | None = None, timeout: float | None = None
-    ) -> dict:
+        self, api: ApiKey, body: dict[str, Any], deadline: float | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
         """A request to the coordinator, rediscovering it through moves and load-in-progress until `deadline`."""
         if deadline is None:
             deadline = time.monotonic() + self.client.request_timeout
         until: float = deadline  # for the closure (mypy does not narrow a captured Optional)
 
-        async def attempt() -> dict:
+        async def attempt() -> dict[str, Any]:
             coordinator = await self.ensure_coordinator(until)
             resp = await self.client.request(coordinator, api, body, timeout=timeout)
             code = resp.get("error_code", 0)
@@ -116,7 +116,7 @@ class GroupClient:
     async def commit(self, offsets: dict[TP, tuple[int, str]], use_generation: bool = True) -> None:
         if not offsets:
             return
-        by_topic: dict[str, list] = {}
+        by_topic: dict[str, list[Any]] = {}
         for (t, p), (off, meta) in offsets.items():
             by_topic.setdefault(t, []).append([p, off, meta])
         body = {
@@ -186,7 +186,7 @@ class ConsumerCoordinator(GroupClient):
         self.protocol: str | None = None
         # Set when the coordinator says our generation is over: what we own may already be someone else's.
         self.partitions_lost = False
-        self._heartbeat: asyncio.Task | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
         self.last_poll = time.monotonic()
 
     @property
@@ -253,7 +253,7 @@ class ConsumerCoordinator(GroupClient):
             )
             return JoinResult(self.generation, self.member_id, self.protocol or "", frozenset(got))
 
-    async def _assign(self, join: dict) -> dict[str, set[TP]]:
+    async def _assign(self, join: dict[str, Any]) -> dict[str, set[TP]]:
         subscriptions = {mid: Subscription.decode(meta) for mid, meta in join["members"]}
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
         await self.client.refresh_metadata(topics)

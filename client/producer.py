@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from crc32c import crc32c
 
-from client.accumulator import DeliveryCallback, ProducerBatch, RecordAccumulator
+from client.accumulator import DeliveryCallback, Headers, ProducerBatch, RecordAccumulator
 from client.cluster import KafkaLiteClient
 from client.config import ClientConfigError, ProducerConfig
 from client.outcome import NOT_WRITTEN, FailedRecord
@@ -101,12 +101,14 @@ class AsyncProducer:
         # a topic this producer sends to.
         self.client.allow_auto_topic_creation = cfg.allow_auto_create_topics
         self.accumulator = RecordAccumulator(cfg.batch_size, cfg.buffer_memory)
-        self._append = self.accumulator.append
+        self._append: Callable[
+            [str, int, int, bytes | None, bytes | None, Headers | None, DeliveryCallback | None], bool
+        ] = self.accumulator.append
         self._partition_counts: dict[str, int] = {}
         self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes left before moving on]
         self._sticky_seq = 0
         # Records whose topic's partition count is not known yet, by topic (resolved by the sender's loop).
-        self._unresolved: dict[str, list[tuple]] = {}
+        self._unresolved: dict[str, list[tuple[Any, ...]]] = {}
         self._stash_lock = threading.Lock()
         self._unresolved_since: dict[str, float] = {}
         self.sender = Sender(
@@ -138,7 +140,7 @@ class AsyncProducer:
         value: Any = None,
         key: Any = None,
         partition: int | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: Headers | None = None,
         on_delivery: DeliveryCallback | None = None,
         timestamp_ms: int | None = None,
     ) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from client.accumulator import ProducerBatch, RecordAccumulator
 from client.cluster import KafkaLiteClient
@@ -66,12 +66,12 @@ class Sender:
         self.producer_epoch = -1
         self.failures: list[FailedRecord] = []  # since the last flush
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake: asyncio.Event | None = None
+        self._wake: asyncio.Event  # start() makes both events, in the loop that runs the sender
         self._wake_pending = False
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self.flushing = 0
         self.closing = False
-        self._idle: asyncio.Event | None = None
+        self._idle: asyncio.Event
         self.on_batch_complete: Callable[[ProducerBatch, float], None] | None = None
 
     async def start(self) -> None:
@@ -144,7 +144,7 @@ class Sender:
     def _has_retry_waiting(self) -> bool:
         return any(q and q[0].retry_at > 0 for q in list(self.accumulator.queues.values()))
 
-    def fail_records(self, topic: str, pending: list[tuple], err: Exception) -> None:
+    def fail_records(self, topic: str, pending: list[tuple[Any, ...]], err: Exception) -> None:
         """Records never sent (their topic never appeared in metadata): not written."""
         exc = with_outcome(err, NOT_WRITTEN, None)
         for value, key, _headers, cb, _ts in pending:
@@ -181,7 +181,7 @@ class Sender:
                 continue
             by_leader.setdefault(leader, []).append((tp, live))
         for leader, items in by_leader.items():
-            request: list = []
+            request: list[Any] = []
             size = 0
             for tp, batches in items:
                 blob = self._encode(tp, batches)
@@ -206,11 +206,11 @@ class Sender:
             parts.append(b.encode(self.codec))
         return b"".join(parts)
 
-    def _dispatch(self, leader: int, request: list) -> None:
+    def _dispatch(self, leader: int, request: list[Any]) -> None:
         asyncio.create_task(self._produce(leader, request))
 
-    async def _produce(self, leader: int, request: list) -> None:
-        topics: dict[str, list] = {}
+    async def _produce(self, leader: int, request: list[Any]) -> None:
+        topics: dict[str, list[Any]] = {}
         for (topic, p), _, blob in request:
             topics.setdefault(topic, []).append([p, blob])
         body = {
@@ -379,10 +379,12 @@ class Sender:
         """After a flush: let the loop end (it does once idle), cancelling it if it does not within 1 s."""
         self.closing = True
         self._wake.set()
+        task = self._task
+        assert task is not None  # stop() follows start()
         try:
-            await asyncio.wait_for(self._task, 1)
+            await asyncio.wait_for(task, 1)
         except (TimeoutError, asyncio.CancelledError):
-            self._task.cancel()
+            task.cancel()
 
 
 def _cumulative(base: int, batches: list[ProducerBatch]) -> list[int]:

@@ -84,7 +84,7 @@ class GroupSubscription:
         self.metadata_max_age = metadata_max_age_ms / 1000
         self.topics: list[str] = list(self.explicit)
         self._partition_counts: dict[str, int] = {}
-        self._join: asyncio.Task | None = None
+        self._join: asyncio.Task[JoinResult] | None = None
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         self._metadata_checked = 0.0
 
@@ -189,7 +189,7 @@ class GroupSubscription:
 
     # --- commits ----------------------------------------------------------------------------------
 
-    async def commit(self, offsets: dict[TP, int]) -> None:
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
         owned = set(self.consumer.assignment())
         foreign = sorted(tp for tp in offsets if tp not in owned)
         if foreign:
@@ -199,8 +199,10 @@ class GroupSubscription:
         await self.coordinator.commit({tp: (off, "") for tp, off in offsets.items()})
 
     def commit_async(
-        self, offsets: dict[TP, int], callback: Callable[[dict, Exception | None], Any] | None
-    ) -> asyncio.Task:
+        self,
+        offsets: dict[TopicPartition, int],
+        callback: Callable[[dict[TopicPartition, int], Exception | None], Any] | None,
+    ) -> asyncio.Task[None]:
         async def run() -> None:
             err: Exception | None = None
             try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Coroutine, Iterable, TypeVar
+from typing import Any, Callable, Coroutine, Generic, Iterable, Protocol, TypeVar
 
 from client.admin import AsyncAdmin, GroupDescription, NewTopic, TopicDescription
 from client.consumer import AsyncConsumer, ConsumerRecord, TopicPartition
@@ -19,10 +19,19 @@ from net.protocol import ElectionType
 T = TypeVar("T")
 
 
+class _AsyncClient(Protocol):
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+Impl = TypeVar("Impl", bound=_AsyncClient)
+
+
 class LoopThread:
     """An event loop (uvloop when available) on a daemon thread."""
 
     def __init__(self, name: str) -> None:
+        self.loop: asyncio.AbstractEventLoop
         try:
             import uvloop
 
@@ -59,10 +68,10 @@ async def _cancel_all() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-class _Blocking:
-    _impl: Any
+class _Blocking(Generic[Impl]):
+    _impl: Impl
 
-    def __init__(self, impl_factory: Any, name: str) -> None:
+    def __init__(self, impl_factory: Callable[[], Impl], name: str) -> None:
         self._lt = LoopThread(name)
         try:
             self._impl = self._lt.run(_construct(impl_factory))
@@ -87,12 +96,12 @@ class _Blocking:
             self._lt = None  # type: ignore[assignment]
 
 
-async def _construct(factory: Any) -> Any:
+async def _construct(factory: Callable[[], T]) -> T:
     # The async clients create loop-bound objects in __init__: build them on their loop.
     return factory()
 
 
-class Producer(_Blocking):
+class Producer(_Blocking[AsyncProducer]):
     """Blocking producer. `send` queues and returns at once; `flush` waits for delivery."""
 
     def __init__(self, bootstrap_servers: str, **config: Any) -> None:
@@ -105,7 +114,7 @@ class Producer(_Blocking):
         value: Any = None,
         key: Any = None,
         partition: int | None = None,
-        headers: list | None = None,
+        headers: list[Any] | None = None,
         on_delivery: Any = None,
         timestamp_ms: int | None = None,
     ) -> None:
@@ -126,7 +135,7 @@ class Producer(_Blocking):
         return self._lt.run(self._impl.partitions_for(topic))
 
 
-class Consumer(_Blocking):
+class Consumer(_Blocking[AsyncConsumer]):
     """Blocking consumer: manual assignment, or a consumer group with subscribe()."""
 
     def __init__(self, bootstrap_servers: str, **config: Any) -> None:
@@ -205,7 +214,7 @@ class _ThreadedListener:
     def __init__(self, listener: Any) -> None:
         self.listener = listener
 
-    async def _run(self, name: str, tps: set) -> None:
+    async def _run(self, name: str, tps: set[TopicPartition]) -> None:
         fn = getattr(self.listener, name, None)
         if fn is None:
             if name == "on_partitions_lost":
@@ -213,17 +222,17 @@ class _ThreadedListener:
             return
         await asyncio.get_running_loop().run_in_executor(None, fn, tps)
 
-    def on_partitions_revoked(self, tps: set) -> Any:
+    def on_partitions_revoked(self, tps: set[TopicPartition]) -> Any:
         return self._run("on_partitions_revoked", tps)
 
-    def on_partitions_assigned(self, tps: set) -> Any:
+    def on_partitions_assigned(self, tps: set[TopicPartition]) -> Any:
         return self._run("on_partitions_assigned", tps)
 
-    def on_partitions_lost(self, tps: set) -> Any:
+    def on_partitions_lost(self, tps: set[TopicPartition]) -> Any:
         return self._run("on_partitions_lost", tps)
 
 
-class Admin(_Blocking):
+class Admin(_Blocking[AsyncAdmin]):
     def __init__(self, bootstrap_servers: str, **config: Any) -> None:
         super().__init__(lambda: AsyncAdmin(bootstrap_servers, **config), "kl-admin")
 
@@ -272,7 +281,7 @@ class Admin(_Blocking):
     ) -> None:
         self._lt.run(self._impl.alter_user_scram_credentials(upsertions, deletions))
 
-    def describe_client_quotas(self) -> dict[tuple, dict[str, float]]:
+    def describe_client_quotas(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
         return self._lt.run(self._impl.describe_client_quotas())
 
     def alter_client_quotas(self, entity: list[tuple[str, str | None]], changes: dict[str, float | None]) -> None:

@@ -26,7 +26,7 @@ class QuorumConfig:
     begin_epoch_resend_ms: int = 250
 
     def __post_init__(self) -> None:
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
         if self.fetch_interval_ms <= 0 or self.fetch_max_records <= 0:

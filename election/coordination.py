@@ -70,7 +70,7 @@ class Coordination(Protocol):
         coordination service is unreachable) and REQUEST_TIMED_OUT when the outcome is unknown."""
         ...
 
-    def receive(self, wire: list) -> None:
+    def receive(self, wire: list[Any]) -> None:
         """A QUORUM message from a peer broker."""
         ...
 

@@ -109,9 +109,10 @@ class FetchRequest:
 
     @classmethod
     def from_wire(cls, w: list[Any]) -> FetchRequest:
-        fields = _fields(w, cls.WIRE)
+        epoch, sender, fetch_offset, last_fetched_epoch = _fields(w, cls.WIRE)
         incarnation = INCARNATION.check(w[5], "incarnation") if len(w) > 5 else 0
-        return cls(*fields, incarnation)  # type: ignore[arg-type]
+        # arg-type: _fields() types every field int | None; WIRE lets none of these four be None.
+        return cls(epoch, sender, fetch_offset, last_fetched_epoch, incarnation)  # type: ignore[arg-type]
 
 
 # FetchResponse.error values
@@ -214,7 +215,9 @@ class Heartbeat:
 # What QuorumNode.receive takes: the network's messages and the driver's own hints.
 Input = Message | PeerClosed | Heartbeat
 
-_BY_TAG: dict[str, Any] = {c.TAG: c for c in (ElectionState, Evaluation, BeginEpoch, FetchRequest, FetchResponse)}
+_BY_TAG: dict[str, type[Message]] = {
+    c.TAG: c for c in (ElectionState, Evaluation, BeginEpoch, FetchRequest, FetchResponse)
+}
 
 
 def from_wire(w: list[Any] | tuple[Any, ...]) -> Message:

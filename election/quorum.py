@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 from election.config import QuorumConfig
-from election.log import MetadataLog, Record
+from election.log import Entry, MetadataLog, Record
 from election.messages import (
     FENCED_EPOCH,
     NOT_CONTROLLER,
@@ -472,7 +472,7 @@ class QuorumNode:
         m: FetchRequest,
         *,
         error: str | None = None,
-        records: tuple = (),
+        records: tuple[Entry, ...] = (),
         diverging_at: tuple[int, int] | None = None,
     ) -> FetchResponse:
         return FetchResponse(

@@ -11,7 +11,7 @@ replicated and read (`LEGACY_MAGIC`), never written. See docs/FORMAT.md.
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import msgpack
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -128,12 +128,12 @@ def iter_batches(buf: bytes | memoryview, validate_crc: bool = False) -> Iterato
 
 _TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordCount: the part after the CRC
 _PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-_NO_HEADERS: list = []
+_NO_HEADERS: list[tuple[str, bytes]] = []
 _NO_LIMIT = 1 << 62
 
 
 def build(
-    records: list,
+    records: Sequence[Sequence[Any]],
     first_timestamp: int,
     max_timestamp: int,
     codec: int = CODEC_NONE,
@@ -158,7 +158,7 @@ def build(
         elif type(headers[0]) is not tuple:  # the codec takes (key, value) tuples only
             headers = [(k, v) for k, v in headers]
         append(d_off, first_timestamp + d_ts, key, value, headers)
-    payload = memoryview(builder.build())[HEADER_SIZE:]
+    payload: bytes | memoryview = memoryview(builder.build())[HEADER_SIZE:]
     attributes = 0
     if codec != CODEC_NONE:
         payload = compress(codec, payload)
@@ -181,13 +181,13 @@ def build(
     return b"".join((_PREFIX.pack(base_offset, length, -1, MAGIC, crc), tail, payload))
 
 
-def iter_records(buf: bytes | memoryview, pos: int, h: BatchHeader) -> Iterator:
+def iter_records(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
     """The records of one magic-2 batch as aiokafka records (.offset, .timestamp absolute; .key, .value,
     .headers: a list of (str, bytes)), decompressed and decoded in C."""
     return iter(DefaultRecordBatch(bytes(buf[pos : pos + h.size])))
 
 
-def records_of(buf: bytes | memoryview, pos: int, h: BatchHeader) -> list:
+def records_of(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Sequence[Any]:
     """The decoded records of one batch: [(offset_delta, timestamp_delta, key, value, headers), ...],
     headers None or a list of (str, bytes); a LogAppendTime batch's records carry their create times."""
     if h.magic == LEGACY_MAGIC:
@@ -208,7 +208,7 @@ def records_of(buf: bytes | memoryview, pos: int, h: BatchHeader) -> list:
     ]
 
 
-def _create_time_records(buf: bytes | memoryview, pos: int, h: BatchHeader) -> Iterator:
+def _create_time_records(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
     raw = bytearray(buf[pos : pos + h.size])
     struct.pack_into(">h", raw, CRC_START, h.attributes & ~TIMESTAMP_LOG_APPEND)  # CRC no longer checked
     return iter(DefaultRecordBatch(bytes(raw)))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self
 
 import javaproperties
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.fields import FieldInfo
 
 from net.errors import InvalidConfigError
@@ -90,7 +90,7 @@ def key(
 ) -> Any:
     """A config key: Kafka's `name`, its default, bounds, and the line the docs show. A `sensitive` key
     (Kafka's PASSWORD type) is never shown: describe output gives no value and sensitive=true."""
-    extra = {"sensitive": True} if sensitive else None
+    extra: dict[str, JsonValue] | None = {"sensitive": True} if sensitive else None
     return Field(default, alias=name, ge=ge, le=le, description=doc, json_schema_extra=extra)
 
 
@@ -142,7 +142,9 @@ class ConfigDef(BaseModel):
     def sensitive_keys(cls) -> frozenset[str]:
         """Kafka names of the keys whose values are secrets (passwords, JAAS logins)."""
         return frozenset(
-            f.alias for f in cls.model_fields.values() if f.alias and (f.json_schema_extra or {}).get("sensitive")
+            f.alias
+            for f in cls.model_fields.values()
+            if f.alias and isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("sensitive")
         )
 
     @classmethod
@@ -175,7 +177,8 @@ def _type_name(f: FieldInfo) -> str:
     if getattr(ann, "__origin__", None) is list:
         return "list"
     base = args[0] if len(args) == 1 and getattr(ann, "__origin__", None) is not list else ann
-    return {bool: "boolean", int: "long", float: "double", str: "string"}.get(base, "string")
+    names: dict[object, str] = {bool: "boolean", int: "long", float: "double", str: "string"}
+    return names.get(base, "string")
 
 
 def _bounds(f: FieldInfo) -> tuple[Any, Any]:

@@ -30,7 +30,7 @@ class _ClientProtocol(asyncio.Protocol):
         self._conn = conn
         self._decoder = FrameDecoder(DEFAULT_MAX_FRAME * 2)
         self.transport: asyncio.Transport | None = None
-        self._drain_waiter: asyncio.Future | None = None
+        self._drain_waiter: asyncio.Future[None] | None = None
         self.paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -89,7 +89,7 @@ class BrokerConnection:
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self._corr = itertools.count(1)
-        self._waiters: dict[int, asyncio.Future] = {}
+        self._waiters: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._proto: _ClientProtocol | None = None
         self._error: Exception | None = None
         # Called (no arguments) once the connection is gone, whoever closed it; the broker's peer channels
@@ -146,14 +146,21 @@ class BrokerConnection:
 
     @property
     def connected(self) -> bool:
-        return self._proto is not None and self._error is None and not self._proto.transport.is_closing()
+        proto = self._proto
+        return (
+            proto is not None
+            and self._error is None
+            and proto.transport is not None
+            and not proto.transport.is_closing()
+        )
 
     def send(
-        self, api_key: int, body: dict | list, version: int = 0, expect_response: bool = True
-    ) -> asyncio.Future | None:
+        self, api_key: int, body: dict[str, Any] | list[Any], version: int = 0, expect_response: bool = True
+    ) -> asyncio.Future[Any] | None:
         """Write a request now; return a future of its response body (None when no response is expected)."""
         if not self.connected:
             raise self._error or NetworkError(f"not connected to {self.address}")
+        assert self._proto is not None and self._proto.transport is not None  # `connected` checked both
         corr = next(self._corr)
         fut = None
         if expect_response:
@@ -162,13 +169,17 @@ class BrokerConnection:
         self._proto.transport.write(encode_request(api_key, version, corr, self.client_id, body))
         return fut
 
-    async def request(self, api_key: int, body: dict | list, version: int = 0, timeout: float | None = 30.0) -> dict:
+    async def request(
+        self, api_key: int, body: dict[str, Any] | list[Any], version: int = 0, timeout: float | None = 30.0
+    ) -> Any:
         fut = self.send(api_key, body, version)
+        proto = self._proto
+        assert fut is not None and proto is not None  # a response is expected; send() checked the connection
         try:
             # The timeout covers the wait for the socket buffer too: a peer that stops reading must not
             # hold the request past it.
             async with asyncio.timeout(timeout):
-                await self._proto.drain()
+                await proto.drain()
                 return await fut
         except TimeoutError:
             # As Kafka does: a broker that does not answer in time is treated as gone, so the next request
@@ -184,7 +195,7 @@ class BrokerConnection:
         """A typed request (net/schema/) in its typed native version, and its typed answer. A request that failed
         as a whole (a map with its error code, as every native error) is raised as that error."""
         api_key = type(request).API_KEY
-        body: Any = await self.request(api_key, encode_message(request), TYPED_SINCE[api_key], timeout)  # type: ignore[arg-type]
+        body: Any = await self.request(api_key, encode_message(request), TYPED_SINCE[api_key], timeout)
         if isinstance(body, dict):
             raise error_for(body.get("error_code", ErrorCode.UNKNOWN_SERVER_ERROR), body.get("error_message", ""))
         try:
@@ -196,7 +207,7 @@ class BrokerConnection:
         if self._proto is not None:
             await self._proto.drain()
 
-    def _resolve(self, corr: int, body: dict) -> None:
+    def _resolve(self, corr: int, body: dict[str, Any]) -> None:
         fut = self._waiters.pop(corr, None)
         if fut is not None and not fut.done():
             fut.set_result(body)

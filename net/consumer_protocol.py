@@ -22,6 +22,7 @@ import msgpack
 from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
 from kio.schema.consumer_protocol_subscription.v3 import data as subscription_v3
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
 
 PROTOCOL_TYPE = "consumer"
 VERSION = 3
@@ -66,11 +67,11 @@ def _is_legacy(data: bytes) -> bool:
     return bool(data) and (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF))
 
 
-def _group(tps: Iterable[tuple[str, int]]) -> list[list]:
+def _group(tps: Iterable[tuple[str, int]]) -> list[tuple[str, list[int]]]:
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(tps):
         by_topic.setdefault(t, []).append(p)
-    return [[t, ps] for t, ps in by_topic.items()]
+    return list(by_topic.items())
 
 
 def _ungroup(rows: object) -> TopicPartitions:
@@ -103,7 +104,7 @@ class Subscription:
                 topics=tuple(self.topics),
                 user_data=self.user_data,
                 owned_partitions=tuple(tp(topic=t, partitions=tuple(ps)) for t, ps in _group(self.owned)),
-                generation_id=self.generation_id,
+                generation_id=i32(self.generation_id),
                 rack_id=self.rack_id,
             ),
         )
@@ -153,7 +154,7 @@ class Assignment:
         return cls(frozenset((t.topic, p) for t in e.assigned_partitions for p in t.partitions), e.user_data)
 
 
-def _map(data: bytes) -> dict:
+def _map(data: bytes) -> dict[str, Any]:
     try:
         d = msgpack.unpackb(data, raw=False)
     except Exception as e:  # msgpack raises several unrelated types on garbage

@@ -127,8 +127,16 @@ OffsetOutOfRangeError = _error("OFFSET_OUT_OF_RANGE")
 CorruptMessageError = _error("CORRUPT_MESSAGE")
 UnknownTopicOrPartitionError = _error("UNKNOWN_TOPIC_OR_PARTITION")
 MessageTooLargeError = _error("MESSAGE_TOO_LARGE")
-KafkaStorageError = _error("KAFKA_STORAGE_ERROR")
-InvalidConfigError = _error("INVALID_CONFIG")
+
+
+class KafkaStorageError(KafkaLiteError):  # a class statement, not _error(): others subclass it
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class InvalidConfigError(KafkaLiteError):  # a class statement, not _error(): others subclass it
+    code = ErrorCode.INVALID_CONFIG
+
+
 InvalidRequestError = _error("INVALID_REQUEST")
 TopicAlreadyExistsError = _error("TOPIC_ALREADY_EXISTS")
 InvalidTopicError = _error("INVALID_TOPIC_EXCEPTION")
@@ -140,7 +148,12 @@ UnknownLeaderEpochError = _error("UNKNOWN_LEADER_EPOCH")
 # KIP-207: a new leader's high watermark has not reached its epoch's start offset yet (retriable).
 OffsetNotAvailableError = _error("OFFSET_NOT_AVAILABLE")
 RequestTimedOutError = _error("REQUEST_TIMED_OUT")
-NetworkError = _error("NETWORK_EXCEPTION")
+
+
+class NetworkError(KafkaLiteError):  # a class statement, not _error(): others subclass it
+    code = ErrorCode.NETWORK_EXCEPTION
+
+
 UnsupportedVersionError = _error("UNSUPPORTED_VERSION")
 InvalidRequiredAcksError = _error("INVALID_REQUIRED_ACKS")
 NotEnoughReplicasError = _error("NOT_ENOUGH_REPLICAS")
@@ -157,8 +170,13 @@ OperationNotAttemptedError = _error("OPERATION_NOT_ATTEMPTED")
 StaleBrokerEpochError = _error("STALE_BROKER_EPOCH")
 InvalidUpdateVersionError = _error("INVALID_UPDATE_VERSION")
 IneligibleReplicaError = _error("INELIGIBLE_REPLICA")
+
+
 # Security (issue 14): authentication fails the connection, authorization one request or row.
-SaslAuthenticationError = _error("SASL_AUTHENTICATION_FAILED")
+class SaslAuthenticationError(KafkaLiteError):  # a class statement, not _error(): others subclass it
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
 UnsupportedSaslMechanismError = _error("UNSUPPORTED_SASL_MECHANISM")
 IllegalSaslStateError = _error("ILLEGAL_SASL_STATE")
 TopicAuthorizationError = _error("TOPIC_AUTHORIZATION_FAILED")

@@ -213,12 +213,13 @@ def fields_plan(cls: type) -> tuple[tuple[str, Encoder, Decoder], ...]:
         where = f"{cls.__name__}.{f.name}"
         if typing.get_origin(tp) is tuple:
             item, item_nullable = unwrap_optional(typing.get_args(tp)[0])
-            enc_item, dec_item = (
-                _entity(item) if dataclasses.is_dataclass(item) else _primitive(f.metadata["kafka_type"], item, where)
-            )
+            if isinstance(item, type) and dataclasses.is_dataclass(item):
+                enc_item, dec_item = _entity(item)
+            else:
+                enc_item, dec_item = _primitive(f.metadata["kafka_type"], item, where)
             codec = _array((_skip_none(enc_item), _nullable(dec_item, item_nullable)))
-        elif dataclasses.is_dataclass(tp):
-            codec = _entity(tp)  # type: ignore[arg-type]
+        elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            codec = _entity(tp)
         else:
             codec = _primitive(f.metadata["kafka_type"], tp, where)
         enc, dec = codec
@@ -229,14 +230,16 @@ def fields_plan(cls: type) -> tuple[tuple[str, Encoder, Decoder], ...]:
 def encode(message: Any) -> list[Any]:
     """A message as a msgpack-ready array of its fields in schema order."""
     out = []
-    for name, enc, _ in fields_plan(type(message)):
+    cls: type = type(message)
+    for name, enc, _ in fields_plan(cls):
         v = getattr(message, name)
         out.append(None if v is None else enc(v))
     return out
 
 
 def _decode(cls: type[T], value: Any, path: str) -> T:
-    plan = fields_plan(cls)
+    key: type = cls  # (mypy holds type[T] unhashable for the cache)
+    plan = fields_plan(key)
     if not isinstance(value, list):
         raise MessageError(f"{path or cls.__name__} must be an array of {len(plan)} fields")
     if len(value) != len(plan):
@@ -247,8 +250,9 @@ def _decode(cls: type[T], value: Any, path: str) -> T:
 
 def decode(cls: type[T], value: Any) -> T:
     """The `cls` message from its msgpack array, every field checked against its schema type."""
+    key: type = cls
     try:
-        return _fast_decoder(cls)(value)  # type: ignore[no-any-return]
+        return _fast_decoder(key)(value)  # type: ignore[no-any-return]  # compiled for cls: returns a cls
     except (_Refused, MessageError):
         return _decode(cls, value, "")  # the same checks again, slowly, to name the field that failed them
 

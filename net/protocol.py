@@ -95,15 +95,17 @@ class FrameTooLarge(FrameError):
 
 
 def encode_frame(obj: Any) -> bytes:
-    payload = msgpack.packb(obj, use_bin_type=True)
+    payload: bytes = msgpack.packb(obj, use_bin_type=True)
     return FRAME_HEADER.pack(len(payload)) + payload
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytes:
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict[str, Any] | list[Any]
+) -> bytes:
     return encode_frame([api_key, version, correlation_id, client_id, body])
 
 
-def encode_response(correlation_id: int, body: dict | list) -> bytes:
+def encode_response(correlation_id: int, body: dict[str, Any] | list[Any]) -> bytes:
     return encode_frame([correlation_id, body])
 
 

@@ -43,7 +43,7 @@ class Backoff:
         """The wait after `failures` consecutive failures (1: the first retry)."""
         if failures <= 0 or self.base_s == 0:
             return 0.0
-        exp = min(self.base_s * (2 ** min(failures - 1, 30)), self.max_s)
+        exp = min(self.base_s * (1 << min(failures - 1, 30)), self.max_s)
         return exp * self._rng.uniform(1 - JITTER, 1 + JITTER)
 
     def next(self) -> float:

@@ -82,7 +82,8 @@ class SaslClient:
         if self._scram is None:
             # RFC 4616: authzid NUL authcid NUL passwd (no authorization identity: act as ourselves)
             return b"\0" + self.username.encode() + b"\0" + self._password.encode()
-        return self._scram.get_client_first().encode()
+        client_first: str = self._scram.get_client_first()
+        return client_first.encode()
 
     def step(self, server_token: bytes) -> bytes | None:
         """The next token to send for the server's `server_token`, or None once the login is complete.
@@ -93,7 +94,8 @@ class SaslClient:
         try:
             if self._steps == 1:
                 self._scram.set_server_first(server_token.decode())
-                return self._scram.get_client_final().encode()
+                client_final: str = self._scram.get_client_final()
+                return client_final.encode()
             self._scram.set_server_final(server_token.decode())  # checks the server's signature
             return None
         except (ScramException, UnicodeDecodeError) as e:

@@ -7,6 +7,8 @@ source "$(dirname "$0")/_spark_versions.sh"
 ruff check .
 # Layers point one way, no import circles (setup.cfg [importlinter]); PYTHONPATH: bench/ and tests/ are not installed
 PYTHONPATH=. lint-imports --no-cache
+# Types (setup.cfg [mypy]): strict on net/, election/, client/, broker/, less what the modules listed there still fail
+mypy
 # Two workers, a test module per worker at a time (modules share clusters through module-scoped fixtures, and
 # the multi-host modules each use their own subnet): KL_TEST_WORKERS=0 runs everything in this process. The
 # tests marked serial load the whole machine on purpose (CPU hogs): they run alone, after the rest. Modules are

@@ -325,7 +325,9 @@ class GroupCoordinatorLogic:
             return [Reply(token, {"topics": _group_rows(rows)})]
         aid = next(self._ids)
         self._appends[aid] = _PendingAppend("commit", group_id, token=(token, rows), offsets=accepted)
-        recs = [(OffsetKey(group_id, t, p), om.to_value()) for (t, p), om in accepted.items()]
+        recs: list[tuple[Key, dict[str, Any] | None]] = [
+            (OffsetKey(group_id, t, p), om.to_value()) for (t, p), om in accepted.items()
+        ]
         return [Append(aid, g.partition, recs)]
 
     def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None) -> dict[str, Any]:
@@ -337,14 +339,14 @@ class GroupCoordinatorLogic:
         for tp in tps:
             om = offsets.get(tp)
             rows[tp] = [-1, "", 0] if om is None else [om.offset, om.metadata, 0]
-        by_topic: dict[str, list] = {}
+        by_topic: dict[str, list[Any]] = {}
         for (t, p), row in rows.items():
             by_topic.setdefault(t, []).append([p, *row])
         return {"error_code": 0, "topics": [[t, r] for t, r in by_topic.items()]}
 
     # --- admin ---------------------------------------------------------------------------------
 
-    def list_groups(self) -> list[list]:
+    def list_groups(self) -> list[list[Any]]:
         return [
             [g.group_id, g.protocol_type or "consumer", g.state.value]
             for g in sorted(self.groups.values(), key=lambda g: g.group_id)
@@ -444,8 +446,8 @@ class GroupCoordinatorLogic:
         if g is None or g.generation != pa.generation or g.state != GroupState.COMPLETING_REBALANCE:
             return []
         if error:
-            out = self._fail_syncs(g, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the assignment could not be stored")
-            return out + self._prepare_rebalance(g, now_ms)
+            failed = self._fail_syncs(g, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the assignment could not be stored")
+            return failed + self._prepare_rebalance(g, now_ms)
         g.state = GroupState.STABLE
         out: list[Output] = []
         for m in g.members.values():
@@ -562,7 +564,7 @@ class GroupCoordinatorLogic:
         before = m.owned(g.protocol_type, previous=True)
         if now is None or before is None:
             return None
-        taken = set()
+        taken: set[tuple[str, int]] = set()
         for other in g.members.values():
             if other is not m:
                 taken |= other.owned(g.protocol_type) or frozenset()
@@ -574,7 +576,7 @@ class GroupCoordinatorLogic:
         return _err(ErrorCode.ILLEGAL_GENERATION, msg)
 
     @staticmethod
-    def _commit_error_body(offsets: dict, code: ErrorCode, message: str) -> dict[str, Any]:
+    def _commit_error_body(offsets: dict[tuple[str, int], Any], code: ErrorCode, message: str) -> dict[str, Any]:
         return {"topics": _group_rows({tp: (int(code), message) for tp in offsets})}
 
     @staticmethod
@@ -592,8 +594,8 @@ def _tombstones(g: Group) -> list[tuple[Key, dict[str, Any] | None]]:
     return recs + [(GroupKey(g.group_id), None)]
 
 
-def _group_rows(rows: dict[tuple[str, int], tuple[int, str | None]]) -> list:
-    by_topic: dict[str, list] = {}
+def _group_rows(rows: dict[tuple[str, int], tuple[int, str | None]]) -> list[Any]:
+    by_topic: dict[str, list[Any]] = {}
     for (t, p), (code, msg) in sorted(rows.items()):
         by_topic.setdefault(t, []).append([p, code, msg])
     return [[t, r] for t, r in by_topic.items()]

@@ -57,7 +57,7 @@ class Member:
         except ValueError:
             return None
 
-    def to_row(self) -> list:
+    def to_row(self) -> list[Any]:
         return [
             self.member_id,
             self.client_id,
@@ -69,7 +69,7 @@ class Member:
         ]
 
     @classmethod
-    def from_row(cls, row: list, now_ms: int) -> "Member":
+    def from_row(cls, row: list[Any], now_ms: int) -> "Member":
         mid, cid, host, st, rt, protocols, assignment = row
         return cls(mid, cid, host, st, rt, [(n, m) for n, m in protocols], now_ms, assignment)
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgpack
 
@@ -54,7 +55,7 @@ _READ_CHUNK = 1024 * 1024
 
 TopicPartition = tuple[str, int]
 HighWatermarks = Callable[[TopicPartition], int | None]
-_Record = Sequence  # [offset_delta, timestamp_delta, key, value, headers]
+_Record = Sequence[Any]  # [offset_delta, timestamp_delta, key, value, headers]
 
 
 class CleanerAborted(Exception):
@@ -209,10 +210,10 @@ class LogCleaner:
         """Drop the state of logs that were deleted; returns the data dirs whose checkpoint named them."""
         for gone in [lg for lg in self._cleaned_at if lg not in present]:
             del self._cleaned_at[gone]
-        gone = [lg for lg in self._checkpoints if lg not in present]
-        for lg in gone:
+        dropped = [lg for lg in self._checkpoints if lg not in present]
+        for lg in dropped:
             del self._checkpoints[lg]
-        return {lg.dir.parent for lg in gone}
+        return {lg.dir.parent for lg in dropped}
 
     def _apply_truncations(self, logs: dict[TopicPartition, Log]) -> bool:
         """Lower checkpoints to truncation points; True if the checkpoint file needs rewriting."""

@@ -93,4 +93,5 @@ class LogConfig(ConfigDef):
 
     @property
     def log_append_time(self) -> bool:
-        return self.message_timestamp_type == LOG_APPEND_TIME
+        append_time: bool = self.message_timestamp_type == LOG_APPEND_TIME
+        return append_time

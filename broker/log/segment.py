@@ -199,7 +199,9 @@ class LogSegment:
 
     # --- append ----------------------------------------------------------------
 
-    def append(self, largest_offset: int, max_timestamp: int, offset_of_max_ts: int, data: bytes | bytearray) -> None:
+    def append(
+        self, largest_offset: int, max_timestamp: int, offset_of_max_ts: int, data: bytes | bytearray | memoryview
+    ) -> None:
         """Append already-stamped batches. All or nothing: on an I/O error the segment is left unchanged."""
         if largest_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             raise KafkaStorageError(f"offset {largest_offset} does not fit in segment {self.base_offset}")

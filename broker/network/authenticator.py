@@ -86,7 +86,7 @@ class Authenticator:
         """Whether a request of `api_key` may be served now (before a SASL login only the login's own)."""
         return self.authenticated or api_key in PRE_AUTH_APIS
 
-    def handshake(self, body: dict) -> dict:
+    def handshake(self, body: dict[str, Any]) -> dict[str, Any]:
         """SaslHandshake: choose a mechanism among the enabled ones."""
         mechs = list(self.security.mechanisms)
         if not self.security.sasl:
@@ -103,7 +103,7 @@ class Authenticator:
         self._server = SaslServer(str(mech), self.security.lookup)
         return {"error_code": 0, "mechanisms": mechs}
 
-    def authenticate(self, body: dict) -> dict:
+    def authenticate(self, body: dict[str, Any]) -> dict[str, Any]:
         """SaslAuthenticate: one token of the login. Raises SaslFailed (answer it, then close)."""
         if self._server is None or self.authenticated:
             raise SaslFailed("SaslAuthenticate without a SaslHandshake (or after the login completed)")

@@ -33,7 +33,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from broker.network.authenticator import ListenerSecurity
 from broker.network.peers import listener_ports
@@ -125,7 +125,7 @@ class HeartbeatApis:
         self.authorize = authorize
         self.refused = 0  # heartbeats refused (unauthorized or malformed), for the tests and the logs
 
-    def handle(self, api_key: int, version: int, body: dict, ctx: ConnectionContext) -> dict:
+    def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         if api_key != ApiKey.BROKER_HEARTBEAT:
             return error_body(ErrorCode.UNSUPPORTED_VERSION, "this is a broker's heartbeat listener")
         if not self._authorized(ctx):
@@ -137,7 +137,7 @@ class HeartbeatApis:
             self.refused += 1
             return error_body(ErrorCode.INVALID_REQUEST, f"not a heartbeat of a peer broker: {sender!r}")
         try:
-            EPOCH.check(epoch, "epoch")
+            epoch = EPOCH.check(epoch, "epoch")
             BROKER_ID.check_optional(leader, "leader")
         except WireRangeError as e:
             self.refused += 1
@@ -260,7 +260,7 @@ class HeartbeatThread:
                     raise_for_error(answer)
                     epoch, leader = answer.get("epoch"), answer.get("leader")
                     try:
-                        EPOCH.check(epoch, "epoch")
+                        epoch = EPOCH.check(epoch, "epoch")
                         BROKER_ID.check_optional(leader, "leader")
                     except WireRangeError as e:
                         raise KafkaLiteError(f"malformed heartbeat answer: {e}", ErrorCode.INVALID_REQUEST) from None

@@ -22,7 +22,7 @@ def _checked(message: Any) -> Any:
     return decode(type(message), encode(message))
 
 
-def _rows(body: dict, what: str) -> list[tuple[str, list]]:
+def _rows(body: dict[str, Any], what: str) -> list[tuple[str, list[Any]]]:
     """[[topic, [partition entries]], ...] checked for shape."""
     topics = body.get("topics")
     if not isinstance(topics, list):
@@ -38,7 +38,7 @@ def _rows(body: dict, what: str) -> list[tuple[str, list]]:
     return out
 
 
-def list_offsets_request(body: dict) -> ListOffsetsRequest:
+def list_offsets_request(body: dict[str, Any]) -> ListOffsetsRequest:
     """v0: {"topics": [[topic, [[partition, timestamp(, current leader epoch)], ...]], ...]}."""
     topics = []
     for name, parts in _rows(body, "list offsets"):
@@ -52,7 +52,7 @@ def list_offsets_request(body: dict) -> ListOffsetsRequest:
     return _checked(ListOffsetsRequest(replica_id=-1, topics=tuple(topics)))  # type: ignore[no-any-return]
 
 
-def list_offsets_response(resp: ListOffsetsResponse) -> dict:
+def list_offsets_response(resp: ListOffsetsResponse) -> dict[str, Any]:
     """v0: {"topics": [[topic, [[partition, error code, timestamp, offset], ...]], ...]}."""
     return {
         "topics": [
@@ -63,6 +63,6 @@ def list_offsets_response(resp: ListOffsetsResponse) -> dict:
 
 
 # api key -> (v0 body -> typed request, typed answer -> v0 body)
-LEGACY: dict[int, tuple[Callable[[dict], Any], Callable[[Any], dict]]] = {
+LEGACY: dict[int, tuple[Callable[[dict[str, Any]], Any], Callable[[Any], dict[str, Any]]]] = {
     ApiKey.LIST_OFFSETS: (list_offsets_request, list_offsets_response),
 }

@@ -46,20 +46,22 @@ def parse_peers(spec: str) -> dict[int, tuple[str, int]]:
 PENDING_MAX = 64
 
 
-async def listener_ports(host: str, port: int, client_id: str, security: ClientSecurity | None, timeout: float) -> dict:
+async def listener_ports(
+    host: str, port: int, client_id: str, security: ClientSecurity | None, timeout: float
+) -> dict[str, Any]:
     """Ask a broker's native listener where its broker-only listeners are: its ApiVersions answer names
     `inter_broker_port` and `heartbeat_port` (port numbers only; whoever connects there must still log in
     as a broker). Peers are configured by their native address (`peers`, the coordination's registrations)."""
     conn = BrokerConnection(host, port, client_id, security)
     try:
         await conn.connect(timeout=timeout)
-        answer = await conn.request(ApiKey.API_VERSIONS, {}, timeout=timeout)
+        answer: dict[str, Any] = await conn.request(ApiKey.API_VERSIONS, {}, timeout=timeout)
     finally:
         conn.close()
     return answer
 
 
-def inter_broker_port(answer: dict, host: str, port: int) -> int:
+def inter_broker_port(answer: dict[str, Any], host: str, port: int) -> int:
     ib = answer.get("inter_broker_port")
     if not isinstance(ib, int) or isinstance(ib, bool) or not 0 < ib <= 65535:
         raise KafkaLiteError(f"broker at {host}:{port} names no inter-broker listener", ErrorCode.BROKER_NOT_AVAILABLE)
@@ -93,7 +95,7 @@ class PeerChannel:
         # Called with peer_id each time a connection attempt is refused (see the module docstring).
         self.on_closed = on_closed
         self._conn: BrokerConnection | None = None
-        self._connecting: asyncio.Task | None = None
+        self._connecting: asyncio.Task[None] | None = None
         self._attempting = False  # a connect is in flight (not the backoff after a failed one)
         self._pending: list[tuple[ApiKey, dict[str, Any]]] = []
         self._closing = False
@@ -120,7 +122,9 @@ class PeerChannel:
             if fresh:
                 answer = await listener_ports(self.host, self.port, client_id, self.discovery, 1.0)
                 self._ib_port = inter_broker_port(answer, self.host, self.port)
-            conn = BrokerConnection(self.host, self._ib_port, client_id, self.security)
+            ib_port = self._ib_port
+            assert ib_port is not None  # known, or found just above
+            conn = BrokerConnection(self.host, ib_port, client_id, self.security)
             try:
                 await conn.connect(timeout=1.0)
                 return conn
@@ -194,7 +198,8 @@ class PeerChannel:
             conn = self._ensure()
             if conn is None:
                 raise KafkaLiteError(f"broker {self.peer_id} at {self.host}:{self.port} is unreachable")
-        return await conn.request(api, body, timeout=timeout)
+        answer: dict[str, Any] = await conn.request(api, body, timeout=timeout)
+        return answer
 
     def close(self) -> None:
         self._closing = True

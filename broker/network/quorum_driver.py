@@ -166,7 +166,7 @@ class QuorumDriver:
         }
         # broker -> when (monotonic ms) its process was first seen gone, until it shows life again.
         self._closed_since: dict[int, int] = {}
-        self._commit_waiters: list[tuple[int, asyncio.Future]] = []
+        self._commit_waiters: list[tuple[int, asyncio.Future[Any]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._stopped = False
         self.election_started_ms: int | None = None
@@ -217,7 +217,7 @@ class QuorumDriver:
 
     # --- inputs --------------------------------------------------------------
 
-    def receive(self, wire: list) -> None:
+    def receive(self, wire: list[Any]) -> None:
         try:
             msg = from_wire(wire)
         except (ValueError, TypeError, IndexError) as e:

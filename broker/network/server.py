@@ -19,7 +19,7 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, cast
 
 from broker.network.authenticator import PLAINTEXT, Authenticator, ListenerSecurity, SaslFailed, certificate_principal
 from broker.network.connection_quotas import ConnectionQuotas
@@ -46,11 +46,11 @@ log = logging.getLogger("kafkalite.net")
 INTER_BROKER_LISTENER = "broker"
 RELAY_LISTENER = "relay"
 # A handler result: a body, an awaitable of a body, or None for "no response" (acks=0).
-Response = dict | Awaitable[dict | None] | None
+Response = dict[str, Any] | Awaitable[dict[str, Any] | None] | None
 
 
 class RequestHandler(Protocol):
-    def handle(self, api_key: int, version: int, body: dict, ctx: "ConnectionContext") -> Response: ...
+    def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: "ConnectionContext") -> Response: ...
 
 
 class ConnectionContext:
@@ -100,7 +100,7 @@ class Request:
         version: int,
         correlation_id: int,
         client_id: str | None,
-        body: dict,
+        body: dict[str, Any],
         immediate: bytes | None = None,
     ) -> None:
         self.api_key = api_key
@@ -110,7 +110,7 @@ class Request:
         self.body = body
         self.immediate = immediate
 
-    def encode(self, body: dict) -> bytes | None:
+    def encode(self, body: dict[str, Any]) -> bytes | None:
         """The response frame for a handler's result body (None: nothing to send)."""
         return encode_response(self.correlation_id, body)
 
@@ -229,13 +229,14 @@ class BrokerProtocol(asyncio.Protocol):
         self._ctx = ConnectionContext("?", listener)
         self._login_deadline: asyncio.TimerHandle | None = None
         self._on_close = on_close
-        self._pending: set[asyncio.Future] = set()
+        self._pending: set[asyncio.Future[Any]] = set()
         self._closed = False
         self._closing = False  # a failed login: reading no more, answered and closed after the delay
         # In-order codecs: one slot per request awaiting its answer, written from the head as they fill.
-        self._slots: deque[list] | None = deque() if codec.in_order else None
+        self._slots: deque[list[Any]] | None = deque() if codec.in_order else None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base_transport)  # a stream server's connections are Transports
         self._transport = transport
         transport.set_write_buffer_limits(high=self.HIGH_WATER)
         peer = transport.get_extra_info("peername")
@@ -364,7 +365,7 @@ class BrokerProtocol(asyncio.Protocol):
             log.debug("%s logged in as %s", self._ctx.peer, auth.principal)
         self._answer(req, body)
 
-    def _fail_login(self, req: Request, answer: dict, reason: str) -> None:
+    def _fail_login(self, req: Request, answer: dict[str, Any], reason: str) -> None:
         """Answer a failed login only after connection.failed.authentication.delay.ms, then close (Kafka's
         delayed close): a guesser gets one answer per delay per connection. A timer, never a sleep, so
         the other connections are served meanwhile."""
@@ -411,7 +412,7 @@ class BrokerProtocol(asyncio.Protocol):
             self._pause("queue")  # a client piling up long polls or acks=all produces: stop reading it
         fut.add_done_callback(lambda f: self._complete(req, f, slot))
 
-    def _complete(self, req: Request, fut: asyncio.Future, slot: list | None) -> None:
+    def _complete(self, req: Request, fut: asyncio.Future[Any], slot: list[Any] | None) -> None:
         self._pending.discard(fut)
         if len(self._pending) < self._limits.queued_max_requests:
             self._resume("queue")
@@ -421,19 +422,19 @@ class BrokerProtocol(asyncio.Protocol):
         if exc is not None:
             if not isinstance(exc, (MalformedRequest, KafkaLiteError)):  # a handler bug
                 log.error("error completing request %d from %s: %r", req.correlation_id, self._ctx.peer, exc)
-            body: dict | None = error_body(*error_code_of(exc))
+            body: dict[str, Any] | None = error_body(*error_code_of(exc))
         else:
             body = fut.result()
         self._answer(req, body, slot=slot)
 
-    def _reserve(self) -> list | None:
+    def _reserve(self) -> list[Any] | None:
         if self._slots is None:
             return None
-        slot: list = [False, None]  # [answered, frame]
+        slot: list[Any] = [False, None]  # [answered, frame]
         self._slots.append(slot)
         return slot
 
-    def _answer(self, req: Request, body: Any, frame: bytes | None = None, slot: list | None = None) -> None:
+    def _answer(self, req: Request, body: Any, frame: bytes | None = None, slot: list[Any] | None = None) -> None:
         """Write the answer to `req` (body None: no answer, as for acks=0), in request order if the codec
         asks for it. A codec error in encoding an answer costs this connection, never the broker."""
         if frame is None and body is not None:
@@ -461,7 +462,7 @@ class BrokerProtocol(asyncio.Protocol):
             self._transport.write(frame)
 
 
-def error_body(code: ErrorCode, message: str = "") -> dict:
+def error_body(code: ErrorCode, message: str = "") -> dict[str, Any]:
     return {"error_code": int(code), "error_message": message or code.name}
 
 
@@ -500,7 +501,7 @@ class NetServer:
         self._sock = sock
         self.limits = limits
         self.quotas = quotas
-        self._sweeper: asyncio.Task | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self.security = security
         self._ssl = ssl_context
         self.host, self.port = sock.getsockname()[:2]
@@ -562,7 +563,7 @@ class NetServer:
         await self._server.wait_closed()
 
 
-def as_list(value: Any, what: str) -> list:
+def as_list(value: Any, what: str) -> list[Any]:
     """Body fields must have the expected shape; a wrong one is the client's error, not a crash."""
     if not isinstance(value, list):
         raise BadRequest(f"{what} must be a list")

@@ -148,7 +148,7 @@ class ZooKeeperCoordination:
         self.election_started_ms: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         # Connection: None while disconnected; else when (monotonic ms) the current connection began.
         self._connected_since: int | None = None
         # Role: the controller we know of and its epoch; ours when _epoch_version is set.
@@ -166,7 +166,7 @@ class ZooKeeperCoordination:
         self._log_children: set[str] = set()
         self._last_seq = -1
         self._apply_lock = asyncio.Lock()
-        self._waiters: dict[int, asyncio.Future] = {}
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._watches_set = False
         # Relayed AlterPartition requests: the controller's handler (set by the broker), the newest list of
         # request znodes, and the ones this broker is serving or has served.
@@ -233,7 +233,7 @@ class ZooKeeperCoordination:
     def broker_expires_at(self, broker_id: int, epoch: int, since_ms: int, session_timeout_ms: int) -> int | None:
         return registration_expiry(broker_id in self._registered, self._connected_since, session_timeout_ms)
 
-    def receive(self, wire: list) -> None:
+    def receive(self, wire: list[Any]) -> None:
         raise KafkaLiteError(
             f"broker {self.broker_id} runs coordination=zookeeper and takes no controller-quorum messages "
             "(are brokers of both modes mixed in one cluster?)",
@@ -297,7 +297,7 @@ class ZooKeeperCoordination:
         except RuntimeError:
             pass  # the loop is closed: shutting down
 
-    def _aio(self, async_result: Any) -> asyncio.Future:
+    def _aio(self, async_result: Any) -> asyncio.Future[Any]:
         """A kazoo IAsyncResult as an asyncio future (resolved on the loop)."""
         assert self._loop is not None
         fut = self._loop.create_future()
@@ -324,7 +324,7 @@ class ZooKeeperCoordination:
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task) -> None:
+    def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None and not self._stopped:
             log.warning("ZooKeeper task failed: %r", task.exception())

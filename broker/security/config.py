@@ -250,6 +250,7 @@ class SecurityKeys(ConfigDef):
         """TLS for this broker's SSL/SASL_SSL listeners."""
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=self.ssl_truststore_location)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        assert self.ssl_keystore_location is not None  # validate() requires it with an SSL listener
         ctx.load_cert_chain(self.ssl_keystore_location, password=self.ssl_key_password)
         ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}[
             self.ssl_client_auth

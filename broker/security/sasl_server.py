@@ -13,7 +13,7 @@ import base64
 import binascii
 import hashlib
 import hmac
-from typing import Callable
+from typing import Any, Callable
 
 from scramp import ScramException, ScramMechanism
 
@@ -33,7 +33,7 @@ class SaslServer:
         self._lookup = lookup
         self.username: str | None = None
         self.complete = False
-        self._scram = None
+        self._scram: Any = None  # scramp's server side (scramp ships no type information)
         self._steps = 0
         self._credential: ScramCredential | None = None
         self._client_first = ""

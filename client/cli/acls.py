@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors
@@ -49,7 +51,7 @@ def entry_text(b: AclBinding) -> str:
 
 
 def print_grouped(header: str, bindings: list[AclBinding]) -> None:
-    by_resource: dict[tuple, list[AclBinding]] = {}
+    by_resource: dict[tuple[ResourceType, str, PatternType], list[AclBinding]] = {}
     for b in sorted(bindings):
         by_resource.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(b)
     for (rt, name, pt), rows in by_resource.items():
@@ -88,26 +90,26 @@ def print_grouped(header: str, bindings: list[AclBinding]) -> None:
 @click.option("--force", is_flag=True, help="Remove without asking (always: there is no prompt).")
 @one_line_errors
 def main(
-    bootstrap_server,
-    command_config,
-    add,
-    remove,
-    list_,
-    allow_principal,
-    deny_principal,
-    allow_host,
-    deny_host,
-    principal,
-    operations,
-    topics,
-    groups,
-    transactional_ids,
-    cluster,
-    resource_pattern_type,
-    producer,
-    consumer,
-    idempotent,
-    force,
+    bootstrap_server: str,
+    command_config: Path | None,
+    add: bool,
+    remove: bool,
+    list_: bool,
+    allow_principal: tuple[str, ...],
+    deny_principal: tuple[str, ...],
+    allow_host: tuple[str, ...],
+    deny_host: tuple[str, ...],
+    principal: str | None,
+    operations: tuple[str, ...],
+    topics: tuple[str, ...],
+    groups: tuple[str, ...],
+    transactional_ids: tuple[str, ...],
+    cluster: bool,
+    resource_pattern_type: str | None,
+    producer: bool,
+    consumer: bool,
+    idempotent: bool,
+    force: bool,
 ) -> None:
     """Manage ACLs, as kafka-acls.sh does."""
     if sum((add, remove, list_)) != 1:

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -91,14 +92,15 @@ def _free_port_run(base: int, n: int) -> int:
     return base
 
 
-def _load(data_dir: Path) -> dict:
+def _load(data_dir: Path) -> dict[str, Any]:
     path = data_dir / STATE
     if not path.exists():
         raise click.ClickException(f"no cluster in {data_dir} (run kl-cluster up --data-dir {data_dir})")
-    return json.loads(path.read_text())
+    state: dict[str, Any] = json.loads(path.read_text())
+    return state
 
 
-def _save(data_dir: Path, state: dict) -> None:
+def _save(data_dir: Path, state: dict[str, Any]) -> None:
     tmp = data_dir / (STATE + ".tmp")
     tmp.write_text(json.dumps(state, indent=1))
     os.replace(tmp, data_dir / STATE)
@@ -129,7 +131,7 @@ def _wait_port(port: int, timeout: float) -> bool:
     return False
 
 
-def _start_broker(data_dir: Path, state: dict, bid: str) -> int:
+def _start_broker(data_dir: Path, state: dict[str, Any], bid: str) -> int:
     b = state["brokers"][bid]
     log = open(data_dir / f"broker-{bid}.log", "ab")
     zk = state.get("zookeeper")
@@ -234,7 +236,7 @@ def up(
         _free_port_run(dashboard_port, 1)
     ids = [str(i) for i in range(1, brokers + 1)]
     secret = f"inter.broker.secret.file={write_cluster_secret(data_dir).resolve()}"
-    state = {
+    state: dict[str, Any] = {
         "brokers": {
             i: {
                 "port": base_port + n,
@@ -278,7 +280,7 @@ def up(
 PORT_KINDS = (("native", "port"), ("kafka", "kafka_port"), ("metrics", "metrics_port"))
 
 
-def ports_summary(state: dict) -> str:
+def ports_summary(state: dict[str, Any]) -> str:
     """`# ports: native 9092-9094, kafka 19092-19094, metrics 9192-9194, console 9292`: what the cluster
     listens on. A comment line, after the bootstrap lists, so scripts that read those lines skip it."""
 
@@ -296,7 +298,7 @@ def ports_summary(state: dict) -> str:
     return "# ports: " + ", ".join(parts)
 
 
-def _start_dashboard(data_dir: Path, bootstrap: str, port: int, allow_writes: bool = False) -> dict:
+def _start_dashboard(data_dir: Path, bootstrap: str, port: int, allow_writes: bool = False) -> dict[str, Any]:
     log = open(data_dir / "dashboard.log", "ab")
     cmd = [sys.executable, "-m", "client.dashboard", "--bootstrap-server", bootstrap, "--http-port", str(port)]
     if allow_writes:
@@ -307,7 +309,7 @@ def _start_dashboard(data_dir: Path, bootstrap: str, port: int, allow_writes: bo
     return {"port": port, "pid": proc.pid}
 
 
-def _start_zookeeper(data_dir: Path, port: int) -> dict:
+def _start_zookeeper(data_dir: Path, port: int) -> dict[str, Any]:
     from client.cli.zk_local import LocalZooKeeper
 
     if not port:
@@ -322,7 +324,9 @@ def _start_zookeeper(data_dir: Path, port: int) -> dict:
     return {"port": port, "pid": zk.proc.pid if zk.proc else None}
 
 
-def _poll_metadata(bootstrap: str, timeout: float, body: dict, done: Callable[[dict], bool]) -> bool:
+def _poll_metadata(
+    bootstrap: str, timeout: float, body: dict[str, Any], done: Callable[[dict[str, Any]], bool]
+) -> bool:
     """Ask any broker for Metadata (`body`) every 0.2 s until `done(answer)` or the timeout."""
     import asyncio
 

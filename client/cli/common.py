@@ -39,7 +39,9 @@ def client_config_option(*aliases: str) -> Callable[[Any], Any]:
 command_config_option = client_config_option()
 
 
-def client_kwargs(family: Any, command_config: Path | None = None, props: dict[str, str] | None = None) -> dict:
+def client_kwargs(
+    family: Any, command_config: Path | None = None, props: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Keyword arguments for a client of `family` (client/config.py) from a --command-config file and then
     KEY=VALUE options, validated by the family's schema (one line naming the key when one is wrong)."""
     from net.config_def import read_properties
@@ -51,7 +53,8 @@ def client_kwargs(family: Any, command_config: Path | None = None, props: dict[s
         merged.update(read_properties(command_config))
     merged.update(props or {})
     merged.pop("bootstrap.servers", None)  # the command line's --bootstrap-server says where
-    return family.kwargs_from_properties(merged)
+    kwargs: dict[str, Any] = family.kwargs_from_properties(merged)
+    return kwargs
 
 
 def parse_kv(items: tuple[str, ...], what: str, strip_values: bool = True) -> dict[str, str]:

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors
@@ -58,16 +60,16 @@ def _scram_value(mech: str, value: str) -> tuple[str, int]:
 @click.option("--delete-config", "delete_config", default=None, metavar="K,K2")
 @one_line_errors
 def main(
-    bootstrap_server,
-    command_config,
-    alter,
-    describe,
-    entity_type,
-    entity_name,
-    entity_default,
-    add_config,
-    delete_config,
-):
+    bootstrap_server: str,
+    command_config: Path | None,
+    alter: bool,
+    describe: bool,
+    entity_type: str,
+    entity_name: str | None,
+    entity_default: bool,
+    add_config: str | None,
+    delete_config: str | None,
+) -> None:
     """Describe or change users' SCRAM credentials, users' and clients' quotas, and topics' configs, as
     kafka-configs.sh does."""
     if alter == describe:
@@ -101,7 +103,10 @@ def _users(admin: Admin, alter: bool, name: str | None, add: str | None, delete:
             text = ",".join(f"{m}=iterations={i}" for m, i in mechs)
             click.echo(f"SCRAM credential configs for user-principal '{user}' are {text}")
         return
-    ups, dels = [], []
+    if name is None:  # --entity-default: a credential belongs to one user (it was stored for a user "None")
+        raise click.UsageError("SCRAM credentials need --entity-name; --entity-default does not take them")
+    ups: list[tuple[str, str, str, int]] = []
+    dels: list[tuple[str, str]] = []
     for item in split_configs(add or ""):
         key, sep, value = item.partition("=")
         if key not in SCRAM_MECHANISMS or not sep:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -112,22 +113,22 @@ def legacy_print_flags(**flags: bool) -> dict[str, str]:
 @click.option("--print-timestamp", is_flag=True, help="Same as --property print.timestamp=true.")
 @one_line_errors
 def main(
-    bootstrap_server,
-    command_config,
-    topic,
-    group,
-    from_beginning,
-    partition,
-    offset,
-    max_messages,
-    timeout_ms,
-    formatter,
-    properties,
-    consumer_props,
-    print_key,
-    print_offset,
-    print_partition,
-    print_timestamp,
+    bootstrap_server: str,
+    command_config: Path | None,
+    topic: str,
+    group: str | None,
+    from_beginning: bool,
+    partition: int | None,
+    offset: str | None,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    formatter: str,
+    properties: tuple[str, ...],
+    consumer_props: tuple[str, ...],
+    print_key: bool,
+    print_offset: bool,
+    print_partition: bool,
+    print_timestamp: bool,
 ) -> None:
     """Print messages of a topic to stdout, one per line."""
     if offset is not None and partition is None:
@@ -196,8 +197,10 @@ def consume(
                 parts = [partition]
             consumer.assign([TopicPartition(topic, p) for p in parts])
             if offset not in (None, "earliest", "latest"):
+                assert partition is not None  # main() refuses --offset without --partition
                 consumer.seek(TopicPartition(topic, partition), int(offset))
             elif offset == "latest":
+                assert partition is not None
                 consumer.seek_to_end(TopicPartition(topic, partition))
         out = sys.stdout
         while not stop.requested and (max_messages is None or count < max_messages):
@@ -212,7 +215,7 @@ def consume(
                 writer.write(records, out)
                 out.flush()
             except BrokenPipeError:  # `kl-consume ... | head`: the reader is gone, which is a normal end
-                sys.stdout = None  # type: ignore[assignment]  # nothing more to flush at exit
+                sys.stdout = None  # nothing more to flush at exit
                 break
             count += len(records)
     return count

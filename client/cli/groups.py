@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import click
 
 from client.admin import GroupDescription
@@ -31,7 +34,7 @@ RESET_COLUMNS = (("GROUP", 30), ("TOPIC", 30), ("PARTITION", 10), ("NEW-OFFSET",
 STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 
 
-def table(columns: tuple[tuple[str, int], ...], rows: list[list[object]]) -> str:
+def table(columns: tuple[tuple[str, int], ...], rows: Sequence[Sequence[object]]) -> str:
     """Kafka's left-aligned columns: each at least its minimum width, widened for long values."""
     widths = [max([w, len(name)] + [len(str(r[i])) for r in rows]) for i, (name, w) in enumerate(columns)]
     lines = [[name for name, _ in columns]] + [[str(x) for x in r] for r in rows]
@@ -83,25 +86,25 @@ def parse_states(raw: str | None) -> set[str] | None:
 @click.option("--dry-run", is_flag=True, help="Only show the reset plan (the default).")
 @one_line_errors
 def main(
-    bootstrap_server,
-    command_config,
-    list_,
-    describe,
-    reset_offsets,
-    delete,
-    group,
-    all_groups,
-    offsets,
-    members,
-    verbose,
-    state,
-    topic,
-    all_topics,
-    to_earliest,
-    to_latest,
-    to_offset,
-    execute,
-    dry_run,
+    bootstrap_server: str,
+    command_config: Path | None,
+    list_: bool,
+    describe: bool,
+    reset_offsets: bool,
+    delete: bool,
+    group: str | None,
+    all_groups: bool,
+    offsets: bool,
+    members: bool,
+    verbose: bool,
+    state: str | None,
+    topic: str | None,
+    all_topics: bool,
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    execute: bool,
+    dry_run: bool,
 ) -> None:
     """List, describe, reset and delete consumer groups."""
     actions = [
@@ -135,8 +138,10 @@ def main(
                 else:
                     _describe_offsets(admin, gid)
         elif delete:
+            assert group is not None  # refused above without --group
             _delete(admin, group)
         else:
+            assert group is not None
             _reset(admin, group, topic, all_topics, to_earliest, to_latest, to_offset, execute and not dry_run)
 
 

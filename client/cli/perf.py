@@ -16,6 +16,7 @@ import time
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -64,7 +65,7 @@ class Stats:
         self.latencies.extend(latencies)
         self.window_lat.extend(latencies)
 
-    def _line(self, count: int, elapsed: float, lat: array) -> str:
+    def _line(self, count: int, elapsed: float, lat: array[float]) -> str:
         rate = count / elapsed if elapsed > 0 else 0.0
         mb = rate * self.record_size / (1024 * 1024)
         avg = sum(lat) / len(lat) if lat else 0.0
@@ -80,7 +81,7 @@ class Stats:
             click.echo(self._line(self.window_count, now - self.window_start, self.window_lat) + ".", err=True)
             self.window_start, self.window_count, self.window_lat = now, 0, array("d")
 
-    def summary(self) -> tuple[str, dict]:
+    def summary(self) -> tuple[str, dict[str, Any]]:
         elapsed = time.monotonic() - self.start
         p50, p95, p99, p999 = percentiles(self.latencies, (0.5, 0.95, 0.99, 0.999))
         line = (
@@ -115,14 +116,14 @@ class Throttle:
             await asyncio.sleep(ahead)
 
 
-def _producer_config(props: tuple[str, ...], acks: str, command_config: Path | None = None) -> dict:
+def _producer_config(props: tuple[str, ...], acks: str, command_config: Path | None = None) -> dict[str, Any]:
     """--command-config, then --producer-props, then --acks: the producer's keyword arguments (schema-checked)."""
     return {**client_kwargs(ProducerConfig, command_config, parse_kv(props, "--producer-props")), "acks": acks}
 
 
 async def run_produce(
-    bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float, config: dict
-) -> dict:
+    bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float, config: dict[str, Any]
+) -> dict[str, Any]:
     producer = AsyncProducer(bootstrap, **config)
     await producer.start()
     await producer.partitions_for(topic)
@@ -159,7 +160,9 @@ async def run_produce(
     return result
 
 
-async def run_consume(bootstrap: str, topic: str, num_records: int, timeout_ms: int, config: dict) -> dict:
+async def run_consume(
+    bootstrap: str, topic: str, num_records: int, timeout_ms: int, config: dict[str, Any]
+) -> dict[str, Any]:
     # This process is ours: decoding may pause the GC (see AsyncConsumer).
     consumer = AsyncConsumer(bootstrap, **{"auto_offset_reset": "earliest", "pause_gc_while_decoding": True, **config})
     await consumer.start()
@@ -200,8 +203,8 @@ async def run_consume(bootstrap: str, topic: str, num_records: int, timeout_ms: 
 
 
 async def run_end_to_end(
-    bootstrap: str, topic: str, seconds: float, throughput: float, record_size: int, config: dict
-) -> dict:
+    bootstrap: str, topic: str, seconds: float, throughput: float, record_size: int, config: dict[str, Any]
+) -> dict[str, Any]:
     """Produce at a fixed rate with the send time in each value; a consumer measures arrival."""
     consumer = AsyncConsumer(bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=100)
     await consumer.start()
@@ -251,13 +254,13 @@ async def _partitions(consumer: AsyncConsumer, topic: str) -> list[int]:
     return list(range(n))
 
 
-def _run(coro) -> dict:  # type: ignore[no-untyped-def]
+def _run(coro) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     import uvloop
 
     return uvloop.run(coro)
 
 
-def _emit_json(path: str | None, result: dict) -> None:
+def _emit_json(path: str | None, result: dict[str, Any]) -> None:
     if path:
         with open(path, "w") as f:
             json.dump(result, f)
@@ -287,7 +290,15 @@ def main() -> None:
 @click.option("--json-out", default=None, help="Also write the result as JSON to this file.")
 @one_line_errors
 def produce(
-    bootstrap_server, command_config, topic, num_records, record_size, throughput, acks, props, json_out
+    bootstrap_server: str,
+    command_config: Path | None,
+    topic: str,
+    num_records: int,
+    record_size: int,
+    throughput: float,
+    acks: str,
+    props: tuple[str, ...],
+    json_out: str | None,
 ) -> None:
     """Like kafka-producer-perf-test."""
     config = _producer_config(props, acks, command_config)
@@ -303,7 +314,15 @@ def produce(
 @click.option("--max-poll-records", type=int, default=10000, show_default=True)
 @click.option("--json-out", default=None)
 @one_line_errors
-def consume(bootstrap_server, command_config, topic, num_records, timeout_ms, max_poll_records, json_out) -> None:
+def consume(
+    bootstrap_server: str,
+    command_config: Path | None,
+    topic: str,
+    num_records: int,
+    timeout_ms: int,
+    max_poll_records: int,
+    json_out: str | None,
+) -> None:
     """Like kafka-consumer-perf-test: read from the beginning."""
     config = {**client_kwargs(ConsumerConfig, command_config), "max_poll_records": max_poll_records}
     _emit_json(json_out, _run(run_consume(bootstrap_server, topic, num_records, timeout_ms, config)))
@@ -321,7 +340,15 @@ def consume(bootstrap_server, command_config, topic, num_records, timeout_ms, ma
 @click.option("--json-out", default=None)
 @one_line_errors
 def end_to_end(
-    bootstrap_server, command_config, topic, seconds, throughput, record_size, acks, props, json_out
+    bootstrap_server: str,
+    command_config: Path | None,
+    topic: str,
+    seconds: float,
+    throughput: float,
+    record_size: int,
+    acks: str,
+    props: tuple[str, ...],
+    json_out: str | None,
 ) -> None:
     """Produce at a fixed rate and report end-to-end latency percentiles."""
     if record_size < 8:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import click
 
@@ -120,16 +121,16 @@ class LineReader:
 )
 @one_line_errors
 def main(
-    bootstrap_server,
-    command_config,
-    topic,
-    acks,
-    parse_key,
-    key_separator,
-    partition,
-    compression_codec,
-    props,
-    properties,
+    bootstrap_server: str,
+    command_config: Path | None,
+    topic: str,
+    acks: str | None,
+    parse_key: bool,
+    key_separator: str | None,
+    partition: int | None,
+    compression_codec: str | None,
+    props: tuple[str, ...],
+    properties: tuple[str, ...],
 ) -> None:
     """Read lines from stdin and produce each one as a message."""
     reader_props = {"parse.key": "true"} if parse_key or key_separator is not None else {}

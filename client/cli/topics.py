@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -95,25 +96,25 @@ def format_description(d, only: Callable[[Any, int], bool] | None = None) -> lis
 )
 @one_line_errors
 def main(
-    bootstrap_server,
-    command_config,
-    create,
-    describe,
-    alter,
-    delete,
-    list_,
-    topic,
-    partitions,
-    replication_factor,
-    configs,
-    delete_configs,
-    if_not_exists,
-    if_exists,
-    exclude_internal,
-    under_replicated,
-    unavailable,
-    under_min_isr,
-    at_min_isr,
+    bootstrap_server: str,
+    command_config: Path | None,
+    create: bool,
+    describe: bool,
+    alter: bool,
+    delete: bool,
+    list_: bool,
+    topic: str | None,
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    delete_configs: tuple[str, ...],
+    if_not_exists: bool,
+    if_exists: bool,
+    exclude_internal: bool,
+    under_replicated: bool,
+    unavailable: bool,
+    under_min_isr: bool,
+    at_min_isr: bool,
 ) -> None:
     """Create, delete, describe, alter or list topics."""
     actions = [
@@ -152,6 +153,8 @@ def main(
                 click.echo(name)
         elif create:
             from net.errors import TopicAlreadyExistsError
+
+            assert topic is not None  # refused above without --topic
 
             try:
                 admin.create_topics(

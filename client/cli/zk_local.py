@@ -43,7 +43,7 @@ class LocalZooKeeper:
         self.port = port
         # Loopback by default; a network-namespace lab binds it to its bridge address (bench/netns.py).
         self.host = host
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def connect(self) -> str:

@@ -17,6 +17,7 @@ and the flags (docs/SECURITY.md, "Console").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from client.config import AdminConfig
 
@@ -53,7 +54,7 @@ class Access:
         return f"console mode: open cluster (no login; {rw})"
 
 
-def decide(client_config: dict, read_only: bool, allow_users: tuple[str, ...], allow_writes: bool) -> Access:
+def decide(client_config: dict[str, Any], read_only: bool, allow_users: tuple[str, ...], allow_writes: bool) -> Access:
     """The mode for a command config (client keyword arguments) and the flags, or AccessError."""
     cfg = AdminConfig.from_kwargs(client_config)
     sasl = cfg.security_protocol in SASL_PROTOCOLS

@@ -29,7 +29,8 @@ CONSOLE_SLOT = "<!-- console -->"
 
 
 def watcher_of(request: web.Request) -> ClusterWatcher:
-    return request["watcher"]
+    watcher: ClusterWatcher = request["watcher"]
+    return watcher
 
 
 def json_script(element_id: str, value: Any) -> str:

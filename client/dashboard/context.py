@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -39,7 +40,7 @@ class Console:
     bootstrap: str
     access: Access
     served: Served
-    client_config: dict = field(default_factory=dict)  # from --command-config
+    client_config: dict[str, Any] = field(default_factory=dict)  # from --command-config
     interval_s: float = 1.0
     session_timeout_s: float = 30 * 60
     shared: ClusterWatcher | None = None  # None in login mode: every session has its own

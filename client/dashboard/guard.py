@@ -19,6 +19,7 @@ from typing import Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CSRF_HEADER = "X-CSRF-Token"
@@ -125,8 +126,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def make_guard(
-    served: Served, login_required: Callable[[], bool], session_of: Callable[[web.Request], object], csrf_ok: Callable
-) -> Callable:
+    served: Served,
+    login_required: Callable[[], bool],
+    session_of: Callable[[web.Request], object],
+    csrf_ok: Callable[[str | None, str | None], bool],
+) -> Middleware:
     """The middleware. `session_of(request)` finds (and touches) the request's session and stores what the
     handlers need on the request; `csrf_ok(cookie, token)` checks a token."""
 

@@ -7,6 +7,8 @@ and a wrong password (the broker's SCRAM answer is the same for both, and so is 
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from client.dashboard.context import STATIC, Console, LoginRefused, console_of
@@ -34,7 +36,7 @@ def safe_next(target: str | None) -> str:
     return target
 
 
-def info(request: web.Request, cookie: str | None) -> dict:
+def info(request: web.Request, cookie: str | None) -> dict[str, Any]:
     """What the page needs to know of the console: who is logged in, the CSRF token, whether it may write."""
     console = console_of(request)
     session = request.get("session")

@@ -8,15 +8,17 @@ import asyncio
 import base64
 import json
 import time
+from typing import Any, Awaitable, TypeVar
 
 from client.consumer import AsyncConsumer, TopicPartition
 from client.fetcher import ConsumerRecord
 from net.errors import KafkaLiteError
 
+T = TypeVar("T")
 MAX_LIMIT = 500
 
 
-def render_bytes(data: bytes | None) -> dict:
+def render_bytes(data: bytes | None) -> dict[str, Any]:
     """A key or value as the page shows it: JSON pretty-printed, else text, else hex."""
     if data is None:
         return {"kind": "null", "text": "null"}
@@ -46,7 +48,9 @@ def start_offset(mode: str, log_start: int, end: int, limit: int, offset: int | 
     return max(log_start, end - limit)  # newest
 
 
-def merge_key(r: ConsumerRecord, newest: bool, end: dict, first: dict) -> tuple:
+def merge_key(
+    r: ConsumerRecord, newest: bool, end: dict[TopicPartition, int], first: dict[TopicPartition, int]
+) -> tuple[int, int, int]:
     """Records of several partitions in time order. A producer stamps a whole batch with one time, so ties are
     common: among equal times the partitions take turns (by distance from the end of the read, or from its
     start) rather than one partition's records all coming before another's."""
@@ -65,8 +69,8 @@ async def read_messages(
     timestamp_ms: int | None = None,
     limit: int = 50,
     timeout_s: float = 3.0,
-    client_config: dict | None = None,
-) -> dict:
+    client_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Up to `limit` records of one partition, or of every partition of the topic (`partition` None);
     mode: newest | beginning | offset | timestamp.
 
@@ -78,7 +82,7 @@ async def read_messages(
     consumer = AsyncConsumer(bootstrap, auto_offset_reset="earliest", **settings)
     deadline = time.monotonic() + timeout_s
 
-    async def bounded(aw):  # type: ignore[no-untyped-def]
+    async def bounded(aw: Awaitable[T]) -> T:
         return await asyncio.wait_for(aw, max(0.05, deadline - time.monotonic()))
 
     try:

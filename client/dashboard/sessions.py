@@ -15,6 +15,7 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from client.dashboard.watcher import ClusterWatcher
 
@@ -27,7 +28,7 @@ class Session:
     token: str
     user: str
     watcher: ClusterWatcher
-    client_config: dict  # the clients' keyword arguments this session reads with (messages)
+    client_config: dict[str, Any]  # the clients' keyword arguments this session reads with (messages)
     owns_watcher: bool  # its own client (login mode), else the console's shared one
     last_seen: float = field(default_factory=time.monotonic)
     closed: bool = False
@@ -43,7 +44,7 @@ class SessionStore:
         self.max_sessions = max_sessions
         self._key = secrets.token_bytes(32)
         self._sessions: dict[str, Session] = {}
-        self._reaper: asyncio.Task | None = None
+        self._reaper: asyncio.Task[None] | None = None
 
     @staticmethod
     def new_token() -> str:
@@ -77,7 +78,7 @@ class SessionStore:
         if len(self._sessions) >= self.max_sessions:
             raise TooManySessions(f"{self.max_sessions} sessions are open: try again when one ends")
 
-    def add(self, user: str, watcher: ClusterWatcher, client_config: dict, owns_watcher: bool) -> Session:
+    def add(self, user: str, watcher: ClusterWatcher, client_config: dict[str, Any], owns_watcher: bool) -> Session:
         self.check_room()
         s = Session(self.new_token(), user, watcher, client_config, owns_watcher)
         self._sessions[s.token] = s

@@ -50,7 +50,7 @@ def one_line(e: BaseException) -> str:
     return text[:300]
 
 
-def client_settings(client_config: dict) -> dict:
+def client_settings(client_config: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments of a console client: its name and short timeouts, then the command config's (and a
     session's credentials)."""
     return {"client_id": "kl-dashboard", "request_timeout_ms": int(CALL_TIMEOUT_S * 1000), **client_config}
@@ -69,7 +69,7 @@ def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     return out
 
 
-def counts(topics: list[dict]) -> dict[str, int]:
+def counts(topics: list[dict[str, Any]]) -> dict[str, int]:
     """The Cluster page's figures for these topics."""
     parts = [p for t in topics for p in t["partitions"]]
     return {
@@ -80,7 +80,9 @@ def counts(topics: list[dict]) -> dict[str, int]:
     }
 
 
-def merge_offsets(topics: list[dict], earliest: dict[tuple[str, int], int], latest: dict[tuple[str, int], int]) -> None:
+def merge_offsets(
+    topics: list[dict[str, Any]], earliest: dict[tuple[str, int], int], latest: dict[tuple[str, int], int]
+) -> None:
     """Log start and record counts from ListOffsets; the high watermark too where no scrape gave the leader's
     log end and high watermark together (metrics off): then no log end is shown beside it."""
     for t in topics:
@@ -100,7 +102,7 @@ class ClusterWatcher:
         self,
         bootstrap: str,
         interval_s: float = 1.0,
-        client_config: dict | None = None,
+        client_config: dict[str, Any] | None = None,
         rate_window_s: float = RATE_WINDOW_S,
     ) -> None:
         """`client_config`: client keyword arguments from --command-config (client.id, timeouts, security;
@@ -113,22 +115,22 @@ class ClusterWatcher:
         # The per-broker probes log in as the admin client does (a SASL listener answers nothing before).
         self.security = AdminConfig.from_kwargs(settings).security()
         self.known: dict[int, tuple[str, int]] = {}
-        self.info: dict[int, dict] = {}
+        self.info: dict[int, dict[str, Any]] = {}
         self.up: dict[int, bool] = {}
         self._probes: dict[int, BrokerConnection] = {}
         self._http: aiohttp.ClientSession | None = None
         self.rates = CounterRates(rate_window_s)
         self._scraped_at: dict[int, float] = {}  # monotonic time of each broker's last scrape
-        self.series: deque[dict] = deque(maxlen=int(HISTORY_S / interval_s) + 1)
-        self.timeline: deque[dict] = deque(maxlen=500)
+        self.series: deque[dict[str, Any]] = deque(maxlen=int(HISTORY_S / interval_s) + 1)
+        self.timeline: deque[dict[str, Any]] = deque(maxlen=500)
         self._view: ClusterView | None = None
-        self.groups: dict[str, dict] = {}
+        self.groups: dict[str, dict[str, Any]] = {}
         self._polls = 0
-        self.snapshot: dict = {"ready": False, "errors": []}
+        self.snapshot: dict[str, Any] = {"ready": False, "errors": []}
         self.snapshot_json = json.dumps(self.snapshot)
         self.version = 0
         self._changed = asyncio.Condition()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -167,7 +169,7 @@ class ClusterWatcher:
                 self._publish({**self.snapshot, "errors": [f"poll failed: {one_line(e)}"]})
             await asyncio.sleep(max(0.05, self.interval_s - (time.monotonic() - t0)))
 
-    def _publish(self, snap: dict) -> None:
+    def _publish(self, snap: dict[str, Any]) -> None:
         self.snapshot = snap
         self.snapshot_json = json.dumps(snap, separators=(",", ":"))
         self.version += 1
@@ -184,7 +186,7 @@ class ClusterWatcher:
         now = time.time()
         errors: list[str] = []
         client = self.admin.client
-        md: dict | None = None
+        md: dict[str, Any] | None = None
         try:
             md = await timed(client.request(None, ApiKey.METADATA, {"topics": None}, timeout=CALL_TIMEOUT_S))
             client.metadata.update(md, None)
@@ -278,7 +280,7 @@ class ClusterWatcher:
                 conn.close()
             self._probes.pop(bid, None)
 
-    async def _scrape(self, bid: int) -> dict[str, list]:
+    async def _scrape(self, bid: int) -> dict[str, list[Any]]:
         port = (self.info.get(bid) or {}).get("metrics_port", -1)
         if not self.up.get(bid) or port is None or port < 0 or self._http is None:
             return {}
@@ -291,9 +293,10 @@ class ClusterWatcher:
         except Exception:  # noqa: BLE001 - a scrape that fails is a gap in the charts, not an error
             return {}
 
-    def _topics(self, md: dict | None, scraped: dict[int, dict]) -> list[dict]:
+    def _topics(self, md: dict[str, Any] | None, scraped: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
         if md is None:
-            return self.snapshot.get("topics", [])
+            last: list[dict[str, Any]] = self.snapshot.get("topics", [])
+            return last
         per_part: dict[tuple[str, int, int], dict[str, float]] = {}
         for bid, m in scraped.items():
             for name in ("kafkalite_log_size_bytes", "kafkalite_log_end_offset", "kafkalite_high_watermark"):
@@ -337,7 +340,7 @@ class ClusterWatcher:
             )
         return sorted(out, key=lambda t: t["name"])
 
-    async def _offsets(self, topics: list[dict], errors: list[str]) -> None:
+    async def _offsets(self, topics: list[dict[str, Any]], errors: list[str]) -> None:
         """Log start and high watermark of every partition with a leader (ListOffsets to the leaders)."""
         tps = [
             (t["name"], p["partition"])
@@ -358,7 +361,7 @@ class ClusterWatcher:
             return
         merge_offsets(topics, earliest, latest)
 
-    async def _poll_groups(self, topics: list[dict], errors: list[str]) -> None:
+    async def _poll_groups(self, topics: list[dict[str, Any]], errors: list[str]) -> None:
         client = self.admin.client
         ids: dict[str, tuple[str, str]] = {}
         for bid in sorted(self.known):
@@ -371,7 +374,7 @@ class ClusterWatcher:
             except Exception:  # noqa: BLE001 - a broker failing over: its groups show at the next poll
                 continue
 
-        async def one(gid: str) -> dict | None:
+        async def one(gid: str) -> dict[str, Any] | None:
             try:
                 desc = await timed(self.admin.describe_group(gid))
                 committed = await timed(self.admin.list_group_offsets(gid))
@@ -401,7 +404,7 @@ class ClusterWatcher:
         self.groups = {g["group_id"]: g for g in results if g is not None}
         self._refresh_group_lag(topics)
 
-    def _refresh_group_lag(self, topics: list[dict]) -> None:
+    def _refresh_group_lag(self, topics: list[dict[str, Any]]) -> None:
         hw = {(t["name"], p["partition"]): p["high_watermark"] for t in topics for p in t["partitions"]}
         for g in self.groups.values():
             rows = []
@@ -424,7 +427,7 @@ class ClusterWatcher:
             lags = [r["lag"] for r in rows if r["lag"] is not None]
             g["total_lag"] = sum(lags) if lags else None
 
-    def _rates(self, now: float, scraped: dict[int, dict], visible: set[str]) -> dict:
+    def _rates(self, now: float, scraped: dict[int, dict[str, Any]], visible: set[str]) -> dict[str, Any]:
         """Per-second rates, per broker and per topic, over the last `rates.window_s` seconds of each live
         broker's counters (client/dashboard/rates.py: steady under jittery scrapes, a restart is no spike).
         Only of the `visible` topics (the ones Metadata shows this watcher's user): a broker's /metrics names

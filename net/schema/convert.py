@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import typing
-from functools import cache
+from collections.abc import Callable
+from functools import cache, partial
 from typing import Any, TypeVar
 
 from kio.serial._implicit_defaults import get_implicit_default
@@ -53,7 +54,9 @@ def _plan(src: type, dst: type) -> _Plan:
 
 def _convert(value: Any, dst: type[T]) -> T:
     kwargs = {}
-    for name, nested, array, code_type in _plan(type(value), dst):
+    src: type = type(value)
+    target: type = dst  # (mypy holds type[T] unhashable for the cache)
+    for name, nested, array, code_type in _plan(src, target):
         v = getattr(value, name)
         if code_type is not None:
             v = code_type(v)
@@ -107,7 +110,9 @@ def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, type | None], ..
 
 def _mirror(request: Any, dst: type[T], code: int, message: str | None) -> T:
     kwargs: dict[str, Any] = {}
-    for kind, name, nested in _mirror_plan(type(request), dst):
+    src: type = type(request)
+    target: type = dst
+    for kind, name, nested in _mirror_plan(src, target):
         if kind == "error":
             kwargs[name] = (nested(code) if nested else code) if name == "error_code" else message
         elif kind == "copy":
@@ -115,32 +120,40 @@ def _mirror(request: Any, dst: type[T], code: int, message: str | None) -> T:
         else:
             items = getattr(request, name) or ()
             kwargs[name] = tuple(_mirror(x, nested, code, message) for x in items)  # type: ignore[arg-type]
-    for name, zero in _zeros(dst):  # kio's classes have fields without defaults: Kafka's zero values
+    for name, zero in _zeros(target):  # kio's classes have fields without defaults: Kafka's zero values
         kwargs.setdefault(name, zero())
     return dst(**kwargs)
 
 
 @cache
-def _zeros(cls: type) -> tuple[tuple[str, Any], ...]:
+def _zeros(cls: type) -> tuple[tuple[str, Callable[[], Any]], ...]:
     """(name, a maker of its zero value) for the fields of `cls` without a default."""
     hints = typing.get_type_hints(cls)
-    out = []
+    out: list[tuple[str, Callable[[], Any]]] = []
     for f in dataclasses.fields(cls):
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             continue
         tp = hints[f.name]
         nested, array = _struct_of(tp)
         if unwrap_optional(tp)[1]:
-            out.append((f.name, lambda: None))
+            out.append((f.name, _none))
         elif array:
             out.append((f.name, tuple))
         elif nested is not None:
-            out.append((f.name, lambda c=nested: c(**{n: z() for n, z in _zeros(c)})))
+            out.append((f.name, partial(_zero_struct, nested)))
         elif isinstance(tp, type) and issubclass(tp, enum.Enum):
-            out.append((f.name, lambda e=tp: e(0)))
+            out.append((f.name, partial(tp, 0)))
         else:
-            out.append((f.name, lambda t=tp: get_implicit_default(t)))
+            out.append((f.name, partial(get_implicit_default, tp)))
     return tuple(out)
+
+
+def _none() -> None:
+    return None
+
+
+def _zero_struct(cls: Any) -> Any:
+    return cls(**{name: zero() for name, zero in _zeros(cls)})
 
 
 def error_response(request: Any, response_cls: type[T], code: int, message: str | None = None) -> T:

@@ -13,6 +13,8 @@ docs/COMPATIBILITY.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 
@@ -33,20 +35,20 @@ class Adapter:
     api_key: int
     versions: tuple[int, int]
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         """(native api key, native body) for this Kafka request."""
         raise NotImplementedError
 
-    def response(self, native: dict, req: dict, version: int) -> dict | None:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any] | None:
         """The Kafka response (plain data) for the native answer; None: send nothing."""
         raise NotImplementedError
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         """The response to a request that failed as a whole."""
         raise NotImplementedError
 
 
-def topics_error(req: dict, code: int) -> dict:
+def topics_error(req: dict[str, Any], code: int) -> dict[str, Any]:
     """The answer of a request keyed by "topics" -> "name" -> "partitions" -> "partition_index" (OffsetCommit)
     that failed as a whole: `code` in every partition row."""
     return {
@@ -60,14 +62,14 @@ def topics_error(req: dict, code: int) -> dict:
     }
 
 
-def _rows(native: dict, key: str = "topics") -> list:
+def _rows(native: dict[str, Any], key: str = "topics") -> list[Any]:
     return native.get(key) or []
 
 
 # --- ApiVersions (answered by the codec itself) ------------------------------------------------------
 
 
-def api_versions_response(error_code: int, served: dict[int, tuple[int, int]]) -> dict:
+def api_versions_response(error_code: int, served: dict[int, tuple[int, int]]) -> dict[str, Any]:
     keys = [{"api_key": 18, "min_version": 0, "max_version": 4}]
     keys += [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in served.items()]
     keys.sort(key=lambda r: r["api_key"])
@@ -80,7 +82,7 @@ def api_versions_response(error_code: int, served: dict[int, tuple[int, int]]) -
 class Produce(Adapter):
     api_key, versions = 0, (3, 12)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         if req.get("transactional_id") is not None:
             raise AdapterError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED)
         topics = [
@@ -89,7 +91,7 @@ class Produce(Adapter):
         ]
         return ApiKey.PRODUCE, {"acks": req["acks"], "timeout_ms": req["timeout"], "topics": topics}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "responses": [
                 {
@@ -110,7 +112,7 @@ class Produce(Adapter):
             "throttle_time": native.get("throttle_time_ms", 0),  # a client quota's delay (docs/SECURITY.md)
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {
             "responses": [
                 {
@@ -129,7 +131,7 @@ class Fetch(Adapter):
     # v13+ name topics by id only; fetch sessions (KIP-227) are declined with session id 0.
     api_key, versions = 1, (4, 12)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = [
             [
                 t["topic"],
@@ -153,7 +155,7 @@ class Fetch(Adapter):
             "topics": topics,
         }
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "error_code": 0,
             "session_id": 0,
@@ -179,7 +181,7 @@ class Fetch(Adapter):
             "throttle_time": native.get("throttle_time_ms", 0),
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {
             "error_code": code,
             "session_id": 0,
@@ -200,14 +202,14 @@ class Fetch(Adapter):
 # --- metadata ----------------------------------------------------------------------------------------
 
 
-def _brokers(native: dict, id_key: str) -> list[dict]:
+def _brokers(native: dict[str, Any], id_key: str) -> list[dict[str, Any]]:
     return [{id_key: b[0], "host": b[1], "port": b[2], "rack": b[3] if len(b) > 3 else None} for b in native["brokers"]]
 
 
 class Metadata(Adapter):
     api_key, versions = 3, (0, 12)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = req.get("topics")
         names = None if topics is None or (version == 0 and not topics) else [t["name"] for t in topics]
         return ApiKey.METADATA, {
@@ -216,7 +218,7 @@ class Metadata(Adapter):
             "allow_auto_topic_creation": req.get("allow_auto_topic_creation", version < 4),
         }
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         topics = []
         for t in native["topics"]:
             topic_id = t.get("topic_id")
@@ -247,7 +249,7 @@ class Metadata(Adapter):
             "topics": topics,
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         topics = req.get("topics") or []
         return {
             "brokers": [],
@@ -256,12 +258,12 @@ class Metadata(Adapter):
         }
 
 
-def _kafka_controller(native: dict) -> int:
+def _kafka_controller(native: dict[str, Any]) -> int:
     """The controller a Kafka client is told of must be one it can reach: clients send admin requests to it,
     and librdkafka waits (up to the request timeout) for a controller missing from the broker list. Until
     the active controller's Kafka listener is registered, name the answering broker, which forwards admin
     requests to the controller (KIP-590); Kafka in KRaft mode names a random live broker for that reason."""
-    controller = native.get("controller_id", -1)
+    controller: int = native.get("controller_id", -1)
     listed = {row[0] for row in native.get("brokers") or []}
     if controller in listed:
         return controller
@@ -281,10 +283,10 @@ def _uuid(topic_id: str) -> str:
 class DescribeCluster(Adapter):
     api_key, versions = 60, (0, 1)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.METADATA, {"topics": [], "listener": "kafka", "allow_auto_topic_creation": False}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "error_code": 0,
             "cluster_id": native.get("cluster_id") or "",
@@ -292,26 +294,26 @@ class DescribeCluster(Adapter):
             "brokers": _brokers(native, "broker_id"),
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "error_message": message, "cluster_id": "", "brokers": []}
 
 
 class InitProducerId(Adapter):
     api_key, versions = 22, (0, 4)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         if req.get("transactional_id") is not None:
             raise AdapterError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED)
         return ApiKey.INIT_PRODUCER_ID, {}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "error_code": native.get("error_code", 0),
             "producer_id": native.get("producer_id", -1),
             "producer_epoch": native.get("producer_epoch", -1),
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 

@@ -9,6 +9,8 @@ refused with INVALID_REQUEST.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from broker.network.kafka.adapters import Adapter, AdapterError
 from net.errors import ErrorCode
 from net.protocol import ApiKey
@@ -24,7 +26,7 @@ _STATIC_BROKER = "broker configs are static in Kafka Lite: set them in server.pr
 class CreateTopics(Adapter):
     api_key, versions = 19, (2, 7)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = [
             {
                 "name": t["name"],
@@ -39,7 +41,7 @@ class CreateTopics(Adapter):
         body = {"topics": topics, "validate_only": req.get("validate_only", False), "strict_quota": version >= 6}
         return ApiKey.CREATE_TOPICS, body
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         asked = {t["name"]: t for t in req["topics"]}
         out = []
         for name, code, message in native["topics"]:
@@ -56,7 +58,7 @@ class CreateTopics(Adapter):
             )
         return {"topics": out, "throttle_time": native.get("throttle_time_ms", 0)}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"topics": [{"name": t["name"], "error_code": code, "error_message": message} for t in req["topics"]]}
 
 
@@ -64,15 +66,15 @@ class DeleteTopics(Adapter):
     api_key, versions = 20, (1, 6)
 
     @staticmethod
-    def _names(req: dict) -> list:
+    def _names(req: dict[str, Any]) -> list[Any]:
         if req.get("topics"):
             return [t.get("name") for t in req["topics"]]
         return list(req.get("topic_names") or [])
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.DELETE_TOPICS, {"topics": self._names(req), "strict_quota": version >= 5}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "responses": [
                 {"name": name, "error_code": code, "error_message": message} for name, code, message in native["topics"]
@@ -80,23 +82,23 @@ class DeleteTopics(Adapter):
             "throttle_time": native.get("throttle_time_ms", 0),
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"responses": [{"name": n, "error_code": code, "error_message": message} for n in self._names(req)]}
 
 
 class CreatePartitions(Adapter):
     api_key, versions = 37, (0, 3)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = [{"name": t["name"], "count": t["count"], "assignments": t.get("assignments")} for t in req["topics"]]
         body = {"topics": topics, "validate_only": req.get("validate_only", False), "strict_quota": version >= 3}
         return ApiKey.CREATE_PARTITIONS, body
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         results = [{"name": n, "error_code": c, "error_message": m} for n, c, m in native["topics"]]
         return {"results": results, "throttle_time": native.get("throttle_time_ms", 0)}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"results": [{"name": t["name"], "error_code": code, "error_message": message} for t in req["topics"]]}
 
 
@@ -106,13 +108,13 @@ class ElectLeaders(Adapter):
 
     api_key, versions = 43, (0, 2)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         asked = req.get("topic_partitions")
         topics = None if asked is None else [[t["topic"], list(t["partitions"])] for t in asked]
         # The answer comes once the elections are committed; the request's timeout is not needed for that.
         return ApiKey.ELECT_LEADERS, {"election_type": req.get("election_type", 0), "topics": topics}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         results = [
             {
                 "topic": topic,
@@ -123,7 +125,7 @@ class ElectLeaders(Adapter):
         throttle = native.get("throttle_time_ms", 0)
         return {"error_code": 0, "replica_election_results": results, "throttle_time": throttle}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         results = [
             {
                 "topic": t["topic"],
@@ -136,21 +138,21 @@ class ElectLeaders(Adapter):
         return {"error_code": code, "replica_election_results": results}
 
 
-def _resource(kind: int, name: str, code: int, message: str | None) -> dict:
+def _resource(kind: int, name: str, code: int, message: str | None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "resource_type": kind, "resource_name": name}
 
 
-def _resources(req: dict, kind: int) -> list[str]:
+def _resources(req: dict[str, Any], kind: int) -> list[str]:
     return [r["resource_name"] for r in req["resources"] if r["resource_type"] == kind]
 
 
 class DescribeConfigs(Adapter):
     api_key, versions = 32, (1, 4)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.DESCRIBE_CONFIGS, {"topics": _resources(req, TOPIC), "brokers": _resources(req, BROKER)}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         found = {(TOPIC, r[0]): r for r in native.get("results") or []}
         found.update({(BROKER, str(r[0])): r for r in native.get("brokers") or []})
         docs = req.get("include_documentation", False)
@@ -188,10 +190,10 @@ class DescribeConfigs(Adapter):
         return {"results": results}
 
     @staticmethod
-    def _failed(kind: int, name: str, code: int, message: str | None) -> dict:
+    def _failed(kind: int, name: str, code: int, message: str | None) -> dict[str, Any]:
         return dict(_resource(kind, name, code, message), configs=[])
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {
             "results": [self._failed(r["resource_type"], r["resource_name"], code, message) for r in req["resources"]]
         }
@@ -202,17 +204,17 @@ class _AlterConfigsBase(Adapter):
 
     replace = False
 
-    def changes(self, configs: list[dict]) -> dict:
+    def changes(self, configs: list[dict[str, Any]]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = [
             [r["resource_name"], self.changes(r["configs"])] for r in req["resources"] if r["resource_type"] == TOPIC
         ]
         body = {"topics": topics, "validate_only": req.get("validate_only", False), "replace": self.replace}
         return ApiKey.ALTER_CONFIGS, body
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         done = {name: (code, message) for name, code, message in native.get("topics") or []}
         out = []
         for r in req["resources"]:
@@ -226,7 +228,7 @@ class _AlterConfigsBase(Adapter):
             out.append(_resource(kind, name, code, message))
         return {"responses": out}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {
             "responses": [_resource(r["resource_type"], r["resource_name"], code, message) for r in req["resources"]]
         }
@@ -238,15 +240,15 @@ class AlterConfigs(_AlterConfigsBase):
     api_key, versions = 33, (0, 2)
     replace = True
 
-    def changes(self, configs: list[dict]) -> dict:
+    def changes(self, configs: list[dict[str, Any]]) -> dict[str, Any]:
         return {c["name"]: c["value"] for c in configs}
 
 
 class IncrementalAlterConfigs(_AlterConfigsBase):
     api_key, versions = 44, (0, 1)
 
-    def changes(self, configs: list[dict]) -> dict:
-        out: dict = {}
+    def changes(self, configs: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for c in configs:
             op, value = c["config_operation"], c.get("value")
             if op not in _OPS:
@@ -256,7 +258,7 @@ class IncrementalAlterConfigs(_AlterConfigsBase):
 
 
 # The native AlterConfigs forms of IncrementalAlterConfigs' operations (broker/api.py _alter_configs).
-_OPS = {
+_OPS: dict[Any, Callable[[Any], Any]] = {
     SET: lambda v: v,
     DELETE: lambda v: None,
     APPEND: lambda v: ["append", v],

@@ -65,7 +65,8 @@ def _frame(correlation_id: int, flexible_header: bool, cls: type, body: Any) -> 
     out.write(_CORR.pack(correlation_id))
     if flexible_header:
         out.write(b"\0")  # the response header's tagged fields: none
-    entity_writer(cls)(out, body if isinstance(body, cls) else build(cls, body))
+    entity = body if isinstance(body, cls) else build(cls, body)
+    entity_writer(cls)(out, entity)  # type: ignore[arg-type]  # kio types its writers per entity class
     buf = out.getbuffer()
     _SIZE.pack_into(buf, 0, len(buf) - 4)
     del buf
@@ -84,7 +85,7 @@ class KafkaRequest(Request):
         kafka_version: int,
         correlation_id: int,
         client_id: str | None,
-        kafka_body: dict,
+        kafka_body: dict[str, Any],
         flexible: bool,
     ) -> None:
         native_key, native_body = adapter.request(kafka_body, kafka_version)
@@ -94,10 +95,11 @@ class KafkaRequest(Request):
         self.kafka_body = kafka_body
         self.flexible = flexible
 
-    def encode(self, body: dict) -> bytes | None:
+    def encode(self, body: dict[str, Any]) -> bytes | None:
         a, v = self.adapter, self.kafka_version
         # The whole request failed (native error_body), throttled or not: answered in the error layout, so a
         # refused DescribeAcls says CLUSTER_AUTHORIZATION_FAILED rather than listing nothing.
+        out: dict[str, Any] | None
         if set(body) - {"throttle_time_ms"} <= {"error_code", "error_message"}:
             out = a.error(self.kafka_body, v, body.get("error_code", 0), body.get("error_message"))
         else:
@@ -122,7 +124,7 @@ class TypedKafkaRequest(Request):
     def encode(self, body: Any) -> bytes | None:
         _, response_cls = TYPED[self.api_key]
         if isinstance(body, dict):  # the request failed as a whole (refused, INVALID_REQUEST): Kafka's error response
-            answer = error_response(self.body, response_cls, body.get("error_code", 0), body.get("error_message"))
+            answer: Any = error_response(self.body, response_cls, body.get("error_code", 0), body.get("error_message"))
             if body.get("throttle_time_ms") and hasattr(answer, "throttle_time"):
                 answer.throttle_time = datetime.timedelta(milliseconds=body["throttle_time_ms"])
             body = answer

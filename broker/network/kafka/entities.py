@@ -13,7 +13,7 @@ import datetime
 import typing
 import uuid
 from functools import cache
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
@@ -35,7 +35,8 @@ def _converter(tp: Any) -> tuple[Converter, Any]:
         conv, _ = _converter(item)
         return (lambda v, c=conv: tuple(c(x) for x in v)), ()
     if dataclasses.is_dataclass(tp):
-        return (lambda v, c=tp: build(c, v)), (None if optional else build(tp, {}))
+        entity = cast(type, tp)  # a field's declared type: the dataclass itself, never an instance
+        return (lambda v, c=entity: build(c, v)), (None if optional else build(entity, {}))
     if isinstance(tp, type) and issubclass(tp, datetime.timedelta):
         return (lambda v: v if isinstance(v, datetime.timedelta) else datetime.timedelta(milliseconds=v)), (
             datetime.timedelta(0)
@@ -69,7 +70,7 @@ def _plan(cls: type) -> list[tuple[str, Converter, bool, Any]]:
     return out
 
 
-def build(cls: type, data: dict) -> Any:
+def build(cls: type, data: dict[str, Any]) -> Any:
     """The `cls` entity from a dict of plain values (missing fields: the schema's default, else zero)."""
     kwargs = {}
     for name, conv, has_default, zero in _plan(cls):

@@ -12,6 +12,8 @@ assignment the member does not hold now, which Kafka clients answer by rejoining
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.network.kafka.adapters import Adapter, topics_error
 from net.errors import ErrorCode
 from net.protocol import ApiKey
@@ -28,7 +30,7 @@ def kafka_code(code: int) -> int:
 class FindCoordinator(Adapter):
     api_key, versions = 10, (0, 4)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         if version >= 4:
             return ApiKey.FIND_COORDINATOR, {
                 "keys": list(req["coordinator_keys"]),
@@ -38,7 +40,7 @@ class FindCoordinator(Adapter):
         return ApiKey.FIND_COORDINATOR, {"key": req["key"], "key_type": req.get("key_type", 0), "listener": "kafka"}
 
     @staticmethod
-    def _one(a: dict) -> dict:
+    def _one(a: dict[str, Any]) -> dict[str, Any]:
         return {
             "error_code": a.get("error_code", 0),
             "error_message": a.get("error_message"),
@@ -47,12 +49,12 @@ class FindCoordinator(Adapter):
             "port": a.get("port", -1),
         }
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         if version >= 4:
             return {"coordinators": [dict(self._one(a), key=a["key"]) for a in native["coordinators"]]}
         return self._one(native)
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         one = {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
         if version >= 4:
             return {"coordinators": [dict(one, key=k) for k in req.get("coordinator_keys", ())]}
@@ -62,7 +64,7 @@ class FindCoordinator(Adapter):
 class JoinGroup(Adapter):
     api_key, versions = 11, (0, 9)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         session = req["session_timeout"]
         return ApiKey.JOIN_GROUP, {
             "group_id": req["group_id"],
@@ -73,7 +75,7 @@ class JoinGroup(Adapter):
             "protocols": [[p["name"], p["metadata"]] for p in req["protocols"]],
         }
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "error_code": native.get("error_code", 0),
             "generation_id": native.get("generation_id", -1),
@@ -84,7 +86,7 @@ class JoinGroup(Adapter):
             "members": [{"member_id": m, "metadata": meta} for m, meta in native.get("members") or []],
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {
             "error_code": code,
             "generation_id": -1,
@@ -98,7 +100,7 @@ class JoinGroup(Adapter):
 class SyncGroup(Adapter):
     api_key, versions = 14, (0, 5)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.SYNC_GROUP, {
             "group_id": req["group_id"],
             "generation_id": req["generation_id"],
@@ -106,7 +108,7 @@ class SyncGroup(Adapter):
             "assignments": [[a["member_id"], a["assignment"]] for a in req.get("assignments") or []],
         }
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "error_code": native.get("error_code", 0),
             "protocol_type": req.get("protocol_type"),
@@ -114,21 +116,21 @@ class SyncGroup(Adapter):
             "assignment": native.get("assignment") or b"",
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "assignment": b""}
 
 
 class Heartbeat(Adapter):
     api_key, versions = 12, (0, 4)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         body = {k: req[k] for k in ("group_id", "generation_id", "member_id")}
         return ApiKey.HEARTBEAT, body
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {"error_code": native.get("error_code", 0)}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code}
 
 
@@ -136,22 +138,22 @@ class LeaveGroup(Adapter):
     api_key, versions = 13, (0, 5)
 
     @staticmethod
-    def _members(req: dict) -> list[str]:
+    def _members(req: dict[str, Any]) -> list[str]:
         if req.get("members"):
             return [m["member_id"] for m in req["members"]]
         return [req["member_id"]] if req.get("member_id") else []
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.LEAVE_GROUP, {"group_id": req["group_id"], "members": self._members(req)}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         members = [{"member_id": m, "group_instance_id": None, "error_code": c} for m, c in native.get("members") or []]
         code = native.get("error_code", 0)
         if version < 3 and not code and members:
             code = members[0]["error_code"]  # one member, one code (no members array before v3)
         return {"error_code": code, "members": members}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "members": []}
 
 
@@ -159,7 +161,7 @@ class OffsetCommit(Adapter):
     # v9+ carry KIP-848 member epochs; classic-protocol clients use up to v8.
     api_key, versions = 8, (2, 8)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = [
             [t["name"], [[p["partition_index"], p["committed_offset"], _meta(p)] for p in t["partitions"]]]
             for t in req["topics"]
@@ -171,7 +173,7 @@ class OffsetCommit(Adapter):
             "topics": topics,
         }
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "topics": [
                 {"name": t, "partitions": [{"partition_index": r[0], "error_code": kafka_code(r[1])} for r in rows]}
@@ -179,15 +181,15 @@ class OffsetCommit(Adapter):
             ]
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return topics_error(req, code)
 
 
-def _meta(p: dict) -> str:
+def _meta(p: dict[str, Any]) -> str:
     return p.get("committed_metadata") or ""
 
 
-def _fetched_topics(native: dict) -> list[dict]:
+def _fetched_topics(native: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "name": t,
@@ -199,20 +201,20 @@ def _fetched_topics(native: dict) -> list[dict]:
     ]
 
 
-def _asked(topics: list | None) -> list | None:
+def _asked(topics: list[Any] | None) -> list[Any] | None:
     return None if topics is None else [[t["name"], list(t["partition_indexes"])] for t in topics]
 
 
 class OffsetFetch(Adapter):
     api_key, versions = 9, (1, 8)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         if version >= 8:
             groups = [{"group_id": g["group_id"], "topics": _asked(g.get("topics"))} for g in req["groups"]]
             return ApiKey.OFFSET_FETCH, {"groups": groups}
         return ApiKey.OFFSET_FETCH, {"group_id": req["group_id"], "topics": _asked(req.get("topics"))}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         if version >= 8:
             return {
                 "groups": [
@@ -222,7 +224,7 @@ class OffsetFetch(Adapter):
             }
         return {"error_code": native.get("error_code", 0), "topics": _fetched_topics(native)}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         if version >= 8:
             return {"groups": [{"group_id": g["group_id"], "error_code": code, "topics": []} for g in req["groups"]]}
         return {"error_code": code, "topics": []}
@@ -231,10 +233,10 @@ class OffsetFetch(Adapter):
 class ListGroups(Adapter):
     api_key, versions = 16, (0, 5)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.LIST_GROUPS, {}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         states = set(req.get("states_filter") or ())
         types = {t.lower() for t in req.get("types_filter") or ()}
         groups = [
@@ -244,17 +246,17 @@ class ListGroups(Adapter):
         ]
         return {"error_code": native.get("error_code", 0), "groups": groups}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "groups": []}
 
 
 class DescribeGroups(Adapter):
     api_key, versions = 15, (0, 5)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.DESCRIBE_GROUPS, {"groups": list(req["groups"])}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "groups": [
                 {
@@ -278,7 +280,7 @@ class DescribeGroups(Adapter):
             ]
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {
             "groups": [
                 {"error_code": code, "group_id": g, "group_state": "", "protocol_type": "", "protocol_data": ""}
@@ -290,24 +292,24 @@ class DescribeGroups(Adapter):
 class DeleteGroups(Adapter):
     api_key, versions = 42, (0, 2)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.DELETE_GROUPS, {"groups": list(req["groups_names"])}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {"results": [{"group_id": g, "error_code": code} for g, code, _ in native["results"]]}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"results": [{"group_id": g, "error_code": code} for g in req["groups_names"]]}
 
 
 class OffsetDelete(Adapter):
     api_key, versions = 47, (0, 0)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = [[t["name"], [p["partition_index"] for p in t["partitions"]]] for t in req["topics"]]
         return ApiKey.OFFSET_DELETE, {"group_id": req["group_id"], "topics": topics}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "error_code": native.get("error_code", 0),
             "topics": [
@@ -316,7 +318,7 @@ class OffsetDelete(Adapter):
             ],
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "topics": []}
 
 

@@ -6,6 +6,7 @@ onto the native ones SecurityApis serves (broker/security_api.py)."""
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from broker.network.kafka.adapters import Adapter, AdapterError
 from broker.network.server import Request
@@ -20,13 +21,13 @@ class SaslHandshake(Adapter):
     # SaslAuthenticate when those are advertised too.
     api_key, versions = 17, (0, 1)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.SASL_HANDSHAKE, {"mechanism": req["mechanism"]}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {"error_code": native.get("error_code", 0), "mechanisms": list(native.get("mechanisms") or [])}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "mechanisms": []}
 
 
@@ -40,7 +41,7 @@ class SaslTokenFrame(Request):
     def __init__(self, token: bytes) -> None:
         super().__init__(ApiKey.SASL_AUTHENTICATE, 0, -1, None, {"auth_bytes": token})
 
-    def encode(self, body: dict) -> bytes | None:
+    def encode(self, body: dict[str, Any]) -> bytes | None:
         if body.get("error_code"):
             return None
         token = body.get("auth_bytes") or b""
@@ -50,10 +51,10 @@ class SaslTokenFrame(Request):
 class SaslAuthenticate(Adapter):
     api_key, versions = 36, (0, 2)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.SASL_AUTHENTICATE, {"auth_bytes": bytes(req["auth_bytes"])}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "error_code": native.get("error_code", 0),
             "error_message": native.get("error_message"),
@@ -61,14 +62,14 @@ class SaslAuthenticate(Adapter):
             "session_lifetime": native.get("session_lifetime_ms", 0),
         }
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "error_message": message, "auth_bytes": b"", "session_lifetime": 0}
 
 
 SECURITY_ADAPTERS: list[Adapter] = [SaslHandshake(), SaslAuthenticate()]
 
 
-def _filter_row(f: dict, name_key: str = "resource_name_filter") -> list:
+def _filter_row(f: dict[str, Any], name_key: str = "resource_name_filter") -> list[Any]:
     return [
         f["resource_type_filter"],
         f.get(name_key),
@@ -83,11 +84,11 @@ def _filter_row(f: dict, name_key: str = "resource_name_filter") -> list:
 class DescribeAcls(Adapter):
     api_key, versions = 29, (1, 3)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.DESCRIBE_ACLS, {"filter": _filter_row(req)}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
-        by_resource: dict[tuple, list] = {}
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
+        by_resource: dict[tuple[Any, ...], list[Any]] = {}
         for rt, name, pt, principal, host, op, perm in native.get("bindings") or []:
             acl = {"principal": principal, "host": host, "operation": op, "permission_type": perm}
             by_resource.setdefault((rt, name, pt), []).append(acl)
@@ -97,14 +98,14 @@ class DescribeAcls(Adapter):
         ]
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "resources": resources}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": code, "error_message": message, "resources": []}
 
 
 class CreateAcls(Adapter):
     api_key, versions = 30, (1, 3)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         rows = [
             [
                 c["resource_type"],
@@ -119,11 +120,11 @@ class CreateAcls(Adapter):
         ]
         return ApiKey.CREATE_ACLS, {"creations": rows}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         results = [{"error_code": code, "error_message": msg} for code, msg in native.get("results") or []]
         return {"throttle_time": 0, "results": results}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {
             "throttle_time": 0,
             "results": [{"error_code": code, "error_message": message} for _ in req["creations"]],
@@ -133,10 +134,10 @@ class CreateAcls(Adapter):
 class DeleteAcls(Adapter):
     api_key, versions = 31, (1, 3)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.DELETE_ACLS, {"filters": [_filter_row(f) for f in req["filters"]]}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         results = []
         for code, msg, rows in native.get("results") or []:
             matching = [
@@ -156,8 +157,10 @@ class DeleteAcls(Adapter):
             results.append({"error_code": code, "error_message": msg, "matching_acls": matching})
         return {"throttle_time": 0, "filter_results": results}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
-        rows = [{"error_code": code, "error_message": message, "matching_acls": []} for _ in req["filters"]]
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
+        rows: list[dict[str, Any]] = [
+            {"error_code": code, "error_message": message, "matching_acls": []} for _ in req["filters"]
+        ]
         return {"throttle_time": 0, "filter_results": rows}
 
 
@@ -169,11 +172,11 @@ MECHANISMS_BY_CODE = {v: k for k, v in MECHANISM_CODES.items()}
 class DescribeUserScramCredentials(Adapter):
     api_key, versions = 50, (0, 0)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         users = req.get("users")
         return ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None if users is None else [u["name"] for u in users]}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         results = [
             {
                 "user": user,
@@ -185,14 +188,14 @@ class DescribeUserScramCredentials(Adapter):
         ]
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "results": results}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": code, "error_message": message, "results": []}
 
 
 class AlterUserScramCredentials(Adapter):
     api_key, versions = 51, (0, 0)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         def mech(code: int) -> str:
             return MECHANISMS_BY_CODE.get(code, f"unknown mechanism {code}")
 
@@ -203,11 +206,11 @@ class AlterUserScramCredentials(Adapter):
         ]
         return ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": dels, "upsertions": ups}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         results = [{"user": u, "error_code": c, "error_message": m} for u, c, m in native.get("results") or []]
         return {"throttle_time": 0, "results": results}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         users = {r["name"] for r in (req.get("deletions") or []) + (req.get("upsertions") or [])}
         return {
             "throttle_time": 0,
@@ -219,7 +222,7 @@ class AlterUserScramCredentials(Adapter):
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 
-def quota_filter_matches(components: list[dict], strict: bool, entity: dict[str, str | None]) -> bool:
+def quota_filter_matches(components: list[dict[str, Any]], strict: bool, entity: dict[str, str | None]) -> bool:
     """Whether a quota entity ({type: name, None for the default}) passes a DescribeClientQuotas filter: each
     component names a type the entity has, with that exact name, the default, or any name but the default;
     `strict` also excludes entities with other types."""
@@ -237,17 +240,17 @@ def quota_filter_matches(components: list[dict], strict: bool, entity: dict[str,
     return not strict or set(entity) == {c["entity_type"] for c in components}
 
 
-def _entity(pairs: list) -> list[dict]:
+def _entity(pairs: list[Any]) -> list[dict[str, Any]]:
     return [{"entity_type": t, "entity_name": n} for t, n in pairs]
 
 
 class DescribeClientQuotas(Adapter):
     api_key, versions = 48, (0, 1)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.DESCRIBE_CLIENT_QUOTAS, {"entity": None}  # every entity; the filter is applied below
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         entries = [
             {"entity": _entity(entity), "values": [{"key": k, "value": float(v)} for k, v in sorted(values.items())]}
             for entity, values in native.get("entries") or []
@@ -255,14 +258,14 @@ class DescribeClientQuotas(Adapter):
         ]
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "entries": entries}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": code, "error_message": message, "entries": None}
 
 
 class AlterClientQuotas(Adapter):
     api_key, versions = 49, (0, 1)
 
-    def request(self, req: dict, version: int) -> tuple[int, dict]:
+    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         if req.get("validate_only"):
             raise AdapterError(ErrorCode.INVALID_REQUEST, "validate_only is not supported for client quotas")
         entries = [
@@ -274,12 +277,12 @@ class AlterClientQuotas(Adapter):
         ]
         return ApiKey.ALTER_CLIENT_QUOTAS, {"entries": entries}
 
-    def response(self, native: dict, req: dict, version: int) -> dict:
+    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         rows = native.get("results") or []
         entries = [{"error_code": c, "error_message": m, "entity": _entity(entity)} for entity, c, m in rows]
         return {"throttle_time": 0, "entries": entries}
 
-    def error(self, req: dict, version: int, code: int, message: str | None) -> dict:
+    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         rows = [{"error_code": code, "error_message": message, "entity": e["entity"]} for e in req["entries"]]
         return {"throttle_time": 0, "entries": rows}
 
