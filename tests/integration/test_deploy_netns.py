@@ -227,7 +227,13 @@ def running_hosts(h: Hosts, package: tuple[Path, Path]) -> Iterator[Hosts]:
         for i in HOSTS:
             h.install_and_start(i, *package)
         for i in HOSTS:
-            wait_until(lambda i=i: h.started(i), 120, f"install.sh to start the broker on host {i}", detail=h.logs)
+            wait_until(
+                lambda i=i: h.started(i),
+                120,
+                f"install.sh to start the broker on host {i}",
+                give_up=lambda i=i: None if h.first[i].poll() is None else f"it exited with {h.first[i].returncode}",
+                detail=h.logs,
+            )
         yield h
     finally:
         h.teardown()
