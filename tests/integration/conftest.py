@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.cluster_harness import ClusterHarness
-from tests.integration.spark_support import spark_session_fixture
 from tests.integration.zk_support import require_zookeeper
 
 
@@ -50,13 +49,6 @@ def cluster_factory(tmp_path, request, coordination):
         if failed:
             print(h.dump_logs())
         h.cleanup()
-
-
-@pytest.fixture(scope="session")
-def spark():
-    """One SparkSession per test process (each xdist worker), shared by the Spark modules (test_spark.py,
-    test_spark_streaming.py): its JVM starts once rather than once per module."""
-    yield from spark_session_fixture("kafkalite-tests")
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 
 
 
 def spark_session_fixture(app: str):  # type: ignore[no-untyped-def]
-    """A SparkSession (local[2], 2 shuffle partitions), stopped when the fixture ends."""
+    """A module's SparkSession (local[2], 2 shuffle partitions), stopped after the module."""
     require_spark()
     from pipeline.session import spark_session
 

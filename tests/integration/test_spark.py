@@ -19,7 +19,7 @@ import pytest
 from client import Admin, NewTopic, Producer
 from tests.conftest import ROOT, BrokerProcess
 from tests.integration.cluster_harness import wait_until
-from tests.integration.spark_support import consume_all, require_spark
+from tests.integration.spark_support import consume_all, require_spark, spark_session_fixture
 
 # A hang guard, well above a loaded machine's time: a timeout inside a py4j call leaves the Spark session's
 # gateway unusable, so every later test of the module would fail with it.
@@ -27,6 +27,11 @@ pytestmark = pytest.mark.timeout(300)
 
 TOPIC = "tweets"
 PARTS = 3
+
+
+@pytest.fixture(scope="module")
+def spark():
+    yield from spark_session_fixture("kafkalite-tests")
 
 
 def produce(bootstrap: str, topic: str, n: int, start: int = 0, codec: str = "none", **kw) -> None:

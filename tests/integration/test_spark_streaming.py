@@ -15,13 +15,18 @@ import pytest
 from client import Admin, NewTopic, Producer
 from tests.conftest import BrokerProcess
 from tests.integration.cluster_harness import LoadProducer, wait_until
-from tests.integration.spark_support import consume_all
+from tests.integration.spark_support import consume_all, spark_session_fixture
 
 # A hang guard, well above a loaded machine's time: a timeout inside a py4j call leaves the Spark session's
 # gateway unusable, so every later test of the module would fail with it.
 pytestmark = pytest.mark.timeout(300)
 
 PARTS = 3
+
+
+@pytest.fixture(scope="module")
+def spark():
+    yield from spark_session_fixture("kafkalite-streaming-tests")
 
 
 @pytest.fixture(scope="module")
