@@ -23,7 +23,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from client.admin import NewTopic
 from client.cli.cluster import start_command, write_cluster_secret
@@ -32,6 +32,7 @@ from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
 from net import batch as batch_fmt
 from net.errors import KafkaLiteError
+from tests.waiting import wait_port, wait_until
 
 if TYPE_CHECKING:
     from bench.netns import NetnsLab
@@ -92,22 +93,6 @@ FAST_FAILURE_DETECTION = [
     "controller.quorum.election.timeout.ms=2000",
     "zookeeper.session.timeout.ms=2000",
 ]
-
-
-def wait_until(cond: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> object:
-    deadline = time.monotonic() + timeout
-    last_exc: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            v = cond()
-            if v:
-                return v
-        except Exception as e:  # noqa: BLE001 - conditions probe a cluster in flux
-            last_exc = e
-        time.sleep(interval)
-    raise AssertionError(
-        f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else "")
-    )
 
 
 class Broker:
@@ -181,16 +166,8 @@ class Broker:
             self.wait_listening()
 
     def wait_listening(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc is None or self.proc.poll() is not None:
-                raise RuntimeError(f"broker {self.id} exited with {self.proc and self.proc.returncode}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise TimeoutError(f"broker {self.id} not listening on {self.port} after {timeout}s")
+        assert self.proc is not None, f"broker {self.id} was not started"
+        wait_port(self.port, timeout, self.proc, self.host)
 
     def send_signal(self, sig: int) -> None:
         assert self.proc is not None

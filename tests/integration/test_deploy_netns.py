@@ -227,7 +227,13 @@ def running_hosts(h: Hosts, package: tuple[Path, Path]) -> Iterator[Hosts]:
         for i in HOSTS:
             h.install_and_start(i, *package)
         for i in HOSTS:
-            wait_for(lambda i=i: h.started(i), 120, f"install.sh to start the broker on host {i}\n{h.logs()}")
+            wait_until(
+                lambda i=i: h.started(i),
+                120,
+                f"install.sh to start the broker on host {i}",
+                give_up=lambda i=i: None if h.first[i].poll() is None else f"it exited with {h.first[i].returncode}",
+                detail=h.logs,
+            )
         yield h
     finally:
         h.teardown()
@@ -246,18 +252,6 @@ def zk_hosts(tmp_path_factory: pytest.TempPathFactory, package: tuple[Path, Path
     args = ["--coordination", "zookeeper", "--zookeeper-servers", servers]
     tmp = tmp_path_factory.mktemp("deploy-netns-zk")
     yield from running_hosts(Hosts(tmp, ZK_NET, "z", args), package)
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if cond():
-                return
-        except Exception:  # noqa: BLE001 - brokers may be unreachable while we wait
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def produce_in(h: Hosts, i: int, via: int, topic: str, lines: list[str]) -> None:
@@ -309,7 +303,7 @@ def create_topic(admin: Admin, name: str, replication: int = 3) -> None:
             pass
         return True
 
-    wait_for(create, 60, f"topic {name} to be created")
+    wait_until(create, 60, f"topic {name} to be created")
 
 
 def test_installed_brokers_form_a_cluster_across_hosts_and_fail_over(hosts: Hosts) -> None:
@@ -339,7 +333,7 @@ def test_installed_brokers_form_a_cluster_across_hosts_and_fail_over(hosts: Host
         )
         return cp.returncode == 0
 
-    wait_for(create, 60, "the topic to be created on three brokers")
+    wait_until(create, 60, "the topic to be created on three brokers")
     lines = [f"k{n}:v{n}" for n in range(300)]
     produce_in(h, 1, 2, "orders", lines[:200])
     assert sorted(consume_in(h, 3, 1, "orders", 200)) == sorted(lines[:200])
@@ -357,7 +351,7 @@ def test_installed_brokers_form_a_cluster_across_hosts_and_fail_over(hosts: Host
                 d = admin.describe_topics(["orders"])[0]
                 return all(p.leader in others and victim not in p.isr for p in d.partitions)
 
-            wait_for(moved, 30, "leaders to move off the cut host")
+            wait_until(moved, 30, "leaders to move off the cut host")
             # acks=all goes on with the two hosts left (min.insync.replicas=2)
             produce_in(h, others[0], others[1], "orders", lines[200:])
         finally:
@@ -450,7 +444,7 @@ def test_rolling_upgrade_keeps_every_acknowledged_record(hosts: Hosts, tmp_path:
     thread = threading.Thread(target=produce)
     thread.start()
     try:
-        wait_for(lambda: len(acked) > 200, 30, "the producer to get going")
+        wait_until(lambda: len(acked) > 200, 30, "the producer to get going")
         for i in HOSTS:
             before = len(acked)
             # upgrade.sh: healthy? stop, fenced, install the new wheel, start, back in every ISR
@@ -496,7 +490,7 @@ def test_zookeeper_mode_keeps_a_quorum_and_every_acknowledged_record_when_a_host
 ) -> None:
     h = zk_hosts
     # install.sh ran a server of one ensemble on every host: they elect a leader
-    wait_for(lambda: h.zk_modes() == ["follower", "follower", "leader"], 90, f"a ZooKeeper quorum\n{h.logs()}")
+    wait_until(lambda: h.zk_modes() == ["follower", "follower", "leader"], 90, "a ZooKeeper quorum", detail=h.logs)
     connect = ",".join(f"{ZK_NET}.{i}:{ZK_PORT}" for i in HOSTS)
     for i in HOSTS:
         props = (h.root(i) / "etc/kafkalite/server.properties").read_text().splitlines()
@@ -523,7 +517,7 @@ def test_zookeeper_mode_keeps_a_quorum_and_every_acknowledged_record_when_a_host
         others = [i for i in HOSTS if i != victim]
         h.kill(victim)
         # the two servers left are a quorum of three: they elect a new leader
-        wait_for(lambda: h.zk_modes(others) == ["follower", "leader"], 60, f"a new ZooKeeper leader\n{h.logs()}")
+        wait_until(lambda: h.zk_modes(others) == ["follower", "leader"], 60, "a new ZooKeeper leader", detail=h.logs)
 
         def moved() -> bool:
             return all(
@@ -532,7 +526,7 @@ def test_zookeeper_mode_keeps_a_quorum_and_every_acknowledged_record_when_a_host
                 for p in t.partitions
             )
 
-        wait_for(moved, 60, f"leaders to move off host {victim}")
+        wait_until(moved, 60, f"leaders to move off host {victim}")
         # acks=all goes on with the two brokers left (min.insync.replicas=2) ...
         n = load.acked_count()
         load.wait_acked(n + 300, 60)
@@ -551,8 +545,8 @@ def test_zookeeper_mode_keeps_a_quorum_and_every_acknowledged_record_when_a_host
         # The host comes back (install.sh again, as after a reboot): its server rejoins the ensemble,
         # its broker every ISR.
         h.install_and_start(victim, *package)
-        wait_for(lambda: h.started(victim), 60, f"install.sh to start the broker on host {victim}\n{h.logs()}")
-        wait_for(lambda: h.zk_modes() == ["follower", "follower", "leader"], 60, f"the ensemble whole\n{h.logs()}")
+        wait_until(lambda: h.started(victim), 60, f"install.sh to start the broker on host {victim}", detail=h.logs)
+        wait_until(lambda: h.zk_modes() == ["follower", "follower", "leader"], 60, "the ensemble whole", detail=h.logs)
         h.ok(h.node(victim, "wait-isr.sh", "--until", "in-sync", "--timeout", "90"))
         assert sorted(consume_in(h, victim, victim, "zk-cli", 200)) == sorted(lines)
     finally:

@@ -18,6 +18,7 @@ from client.admin import NewTopic
 from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
 from tests.conftest import ROOT
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 NET = "198.18.7"
@@ -122,18 +123,6 @@ def netns_cluster(tmp_path):
         c.teardown()
 
 
-def wait_for(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if cond():
-                return
-        except Exception:  # noqa: BLE001 - brokers may be unreachable while we wait
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_partitioned_broker_is_fenced_and_catches_up_after_heal(netns_cluster):
     c = netns_cluster
     admin_holder: list[Admin] = []
@@ -144,7 +133,7 @@ def test_partitioned_broker_is_fenced_and_catches_up_after_heal(netns_cluster):
         admin_holder[0].create_topics([NewTopic("np", 3, 3, {"min.insync.replicas": "2"})])
         return True
 
-    wait_for(create, 60, "the cluster to form and create the topic")
+    wait_until(create, 60, "the cluster to form and create the topic")
     admin = admin_holder[0]
     acked: list[tuple[int, int, bytes]] = []
     lock = threading.Lock()
@@ -172,7 +161,7 @@ def test_partitioned_broker_is_fenced_and_catches_up_after_heal(netns_cluster):
 
     t = threading.Thread(target=produce)
     t.start()
-    wait_for(lambda: len(acked) >= 300, 30, "acknowledged writes before the cut")
+    wait_until(lambda: len(acked) >= 300, 30, "acknowledged writes before the cut")
     victim = admin.describe_topics(["np"])[0].partitions[0].leader
     c.cut(victim)
     cut_at = len(acked)
@@ -182,8 +171,8 @@ def test_partitioned_broker_is_fenced_and_catches_up_after_heal(netns_cluster):
             d = admin.describe_topics(["np"])[0]
             return all(p.leader != victim and victim not in p.isr for p in d.partitions)
 
-        wait_for(moved, 30, "leaders to move off the partitioned broker")
-        wait_for(lambda: len(acked) > cut_at + 500, 30, "acknowledged writes on the majority side")
+        wait_until(moved, 30, "leaders to move off the partitioned broker")
+        wait_until(lambda: len(acked) > cut_at + 500, 30, "acknowledged writes on the majority side")
     finally:
         c.heal(victim)
 
@@ -191,8 +180,8 @@ def test_partitioned_broker_is_fenced_and_catches_up_after_heal(netns_cluster):
         d = admin.describe_topics(["np"])[0]
         return all(victim in p.isr for p in d.partitions)
 
-    wait_for(rejoined, 60, "the healed broker to catch up and rejoin every ISR")
-    wait_for(lambda: len(acked) > 1000, 30, "over 1000 acknowledged writes in all")
+    wait_until(rejoined, 60, "the healed broker to catch up and rejoin every ISR")
+    wait_until(lambda: len(acked) > 1000, 30, "over 1000 acknowledged writes in all")
     stop.set()
     t.join()
     producer.flush(60)

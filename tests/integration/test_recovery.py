@@ -18,6 +18,7 @@ from datetime import datetime
 import pytest
 
 from client.sync import Producer
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,13 +39,13 @@ def _log_times(cluster, broker_ids, needle: str, after: float) -> list[float]:
 
 
 def _wait_log(cluster, broker_ids, needle: str, after: float, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = _log_times(cluster, broker_ids, needle, after)
-        if found:
-            return found[0]
-        time.sleep(0.05)
-    raise AssertionError(f"no {needle!r} in the logs of brokers {broker_ids} within {timeout}s")
+    found = wait_until(
+        lambda: _log_times(cluster, broker_ids, needle, after),
+        timeout,
+        f"{needle!r} in the logs of brokers {broker_ids}",
+        0.05,
+    )
+    return found[0]
 
 
 def test_dead_controller_is_replaced_at_once_but_a_paused_one_waits_for_the_timeout(cluster):

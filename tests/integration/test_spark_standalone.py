@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from client import Admin, NewTopic
 from tests.conftest import ROOT, BrokerProcess, free_port
 from tests.integration.spark_support import require_spark, stop_daemons
 from tests.integration.test_spark import produce
+from tests.waiting import wait_until
 
 # A hang guard, well above a loaded machine's time: a timeout inside a py4j call leaves the Spark session's
 # gateway unusable, so every later test of the module would fail with it.
@@ -41,15 +41,15 @@ def start_daemon(args: list[str], log: Path, env: dict) -> subprocess.Popen:
 
 
 def wait_for(pred, timeout: float, what: str, procs: list[subprocess.Popen], logs: list[Path]) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        for p in procs:
-            if p.poll() is not None:
-                pytest.fail(f"{what}: a Spark daemon exited:\n" + "\n".join(f.read_text()[-2000:] for f in logs))
-        time.sleep(0.3)
-    pytest.fail(f"timed out waiting for {what}:\n" + "\n".join(f.read_text()[-2000:] for f in logs))
+    """wait_until, giving up at once if a Spark daemon exits; the daemons' logs say why."""
+    wait_until(
+        pred,
+        timeout,
+        what,
+        0.3,
+        give_up=lambda: next((f"a Spark daemon exited ({p.returncode})" for p in procs if p.poll() is not None), None),
+        detail=lambda: "\n".join(f.read_text()[-2000:] for f in logs),
+    )
 
 
 @pytest.fixture

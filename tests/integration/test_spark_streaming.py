@@ -123,14 +123,14 @@ def test_readmes_shape_default_trigger_with_max_offsets_per_trigger_fills_a_memo
     try:
 
         def wait_for(n: int, timeout: float) -> None:
-            deadline = time.monotonic() + timeout
-            while (got := spark.sql("SELECT count(*) AS n FROM readme_shape").first()["n"]) < n:
-                if not q.isActive:  # the query's own error, at once, rather than a timeout
-                    pytest.fail(f"the streaming query died: {q.exception()}")
-                assert time.monotonic() < deadline, (
-                    f"{got} of {n} records in the memory sink after {timeout}s; {q.status}; {q.lastProgress}"
-                )
-                time.sleep(0.5)
+            wait_until(
+                lambda: spark.sql("SELECT count(*) AS n FROM readme_shape").first()["n"] >= n,
+                timeout,
+                f"{n} records in the memory sink",
+                0.5,
+                give_up=lambda: None if q.isActive else f"the streaming query died: {q.exception()}",
+                detail=lambda: f"{q.status}; {q.lastProgress}",
+            )
 
         wait_for(400, 150)  # a busy machine: each micro-batch starts Python workers
         produce(broker.bootstrap, topic, 400, 100)  # a live query picks up what comes later
