@@ -61,7 +61,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkalite.api")
 # Only brokers send these (the authorization table asks CLUSTER_ACTION; only the inter-broker listener serves them).
-BROKER_APIS = frozenset({ApiKey.QUORUM, ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT})
+BROKER_APIS = frozenset(
+    {
+        ApiKey.QUORUM,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+        ApiKey.UPDATE_METADATA,
+    }
+)
 # The listeners those arrive on: the inter-broker listener, and AlterPartition relayed through ZooKeeper.
 BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})
 _ALLOWED = object()
@@ -160,6 +168,7 @@ class KafkaApis:
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
             ApiKey.BROKER_HEARTBEAT: self.handle_broker_heartbeat,
+            ApiKey.UPDATE_METADATA: self.handle_update_metadata,
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
         elections = LeaderElectionApis(controller, channel)
@@ -666,6 +675,15 @@ class KafkaApis:
         if self.heartbeat_port < 0:
             return error_body(ErrorCode.UNSUPPORTED_VERSION, "this broker takes no heartbeats (not a quorum voter)")
         return {"error_code": 0, "heartbeat_port": self.heartbeat_port}
+
+    async def handle_update_metadata(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        """The controller asks whether this broker has applied the metadata below `applied` (within
+        `timeout_ms`); the answer says how far it got (broker/metadata_propagation.py)."""
+        propagation = self.controller.propagation
+        if propagation is None:
+            return error_body(ErrorCode.BROKER_NOT_AVAILABLE, "this broker is still starting")
+        wait_s = min(_int(body, "timeout_ms"), MAX_FETCH_WAIT_MS) / 1000
+        return {"error_code": 0, "applied": await propagation.applied_here(_int(body, "applied"), wait_s)}
 
     def handle_alter_partition(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         isr = body.get("isr")

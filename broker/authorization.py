@@ -633,6 +633,9 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.BROKER_REGISTRATION: Rule(
         (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.BROKER_REGISTRATION), "broker to controller"
     ),
+    ApiKey.UPDATE_METADATA: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.UPDATE_METADATA), "controller to broker"
+    ),
     ApiKey.BROKER_HEARTBEAT: Rule(
         (Need(CLUSTER, Op.CLUSTER_ACTION, R),),
         _broker_only_api(ApiKey.BROKER_HEARTBEAT),

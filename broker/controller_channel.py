@@ -54,17 +54,24 @@ class ControllerChannel:
     ) -> Awaitable[dict[str, Any]]:
         """A client's metadata change: served here by `local()` when this broker is the active controller (or
         the request was forwarded to it), else forwarded to the controller once (KIP-590), so a client may send
-        it to any broker. Where no controller answers, `local()` runs and its rows say NOT_CONTROLLER."""
+        it to any broker. Where no controller answers, `local()` runs and its rows say NOT_CONTROLLER.
+        The controller answers once every live broker has applied the change (ControllerService.await_published),
+        so the client may ask any broker next."""
         if self.controller.ready or body.get("forwarded"):
-            return local()
+            return self._published(local())
         return self._forward_or_serve(api, body, local)
+
+    async def _published(self, answer: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        body = await answer
+        await self.controller.await_published()
+        return body
 
     async def _forward_or_serve(
         self, api: ApiKey, body: dict[str, Any], local: Callable[[], Awaitable[dict[str, Any]]]
     ) -> dict[str, Any]:
         controller = self.coordination.controller_id
         if controller is None or controller == self.broker_id:
-            return await local()
+            return await self._published(local())
         try:
             return await self.forward(api, body, FORWARD_TIMEOUT_S)
         except (KafkaLiteError, TimeoutError, OSError) as e:

@@ -28,6 +28,7 @@ from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ElectionType
 
 if TYPE_CHECKING:
+    from broker.metadata_propagation import MetadataPropagation
     from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.controller")
@@ -87,6 +88,8 @@ class ControllerService:
         self._ready_epoch = -1  # the epoch in which we last became ready
         # broker -> (incarnation, seq) of the newest AlterPartition taken from it (see alter_partition).
         self._alter_taken: dict[int, tuple[int, int]] = {}
+        # Set by the broker's wiring, which makes the peers after us (broker/server.py).
+        self.propagation: MetadataPropagation | None = None
         quorum.applied_listeners.append(self._on_applied)
         quorum.liveness_listeners.append(self._on_liveness_changed)
 
@@ -294,6 +297,13 @@ class ControllerService:
         return outcomes
 
     # --- requests served by the active controller ----------------------------------------
+
+    async def await_published(self) -> None:
+        """Return once every live broker has applied what this controller committed so far (bounded; see
+        broker/metadata_propagation.py): a client's admin request is answered after this, so whichever broker
+        it asks next knows of the topic, partitions, configs or ACLs it changed."""
+        if self.propagation is not None and self.ready:
+            await self.propagation.visible_everywhere()
 
     async def create_topic(self, name: Any, partitions: int, rf: int, configs: dict[str, str]) -> None:
         await self.run(lambda logic: logic.create_topic(name, partitions, rf, configs))

@@ -158,6 +158,11 @@ class ReplicaManager:
             return
         self._applier = loop.create_task(self._apply_in_slices(steps))
 
+    async def settled(self) -> None:
+        """Return once no partition work is queued: every published change is carried out here."""
+        while self._applier is not None:
+            await asyncio.shield(self._applier)
+
     async def _apply_in_slices(self, steps: Iterator[None]) -> None:
         t0 = time.monotonic()
         n = 0

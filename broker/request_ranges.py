@@ -16,6 +16,7 @@ from typing import Any
 from net.protocol import ApiKey
 from net.wire_types import (
     BROKER_ID,
+    COUNT,
     EPOCH,
     EPOCH_OR_NONE,
     GENERATION,
@@ -23,6 +24,7 @@ from net.wire_types import (
     INT16,
     INT32,
     INT64,
+    OFFSET,
     PARTITION,
     PORT,
     REPLICA_ID,
@@ -48,6 +50,7 @@ TOP_LEVEL: dict[int, dict[str, IntType]] = {
         "seq": INT64,
     },
     ApiKey.BROKER_REGISTRATION: {"broker_id": BROKER_ID, "kafka_port": PORT},
+    ApiKey.UPDATE_METADATA: {"applied": OFFSET, "timeout_ms": COUNT},
     ApiKey.BROKER_HEARTBEAT: {"broker_id": BROKER_ID, "epoch": EPOCH, "leader": BROKER_ID, "incarnation": INCARNATION},
 }
 # Lists of broker ids.

@@ -31,6 +31,7 @@ from broker.group_coordinator import GroupCoordinator
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.metadata_log import METADATA_TOPIC, DiskMetadataLog
+from broker.metadata_propagation import MetadataPropagation
 from broker.metrics import BrokerMetrics
 from broker.metrics_server import MetricsServer
 from broker.metrics_state import StateCollector
@@ -187,6 +188,9 @@ class BrokerServer:
             on_follow=self._follow,
             on_unfollow=self._unfollow,
             on_change=self._on_partition_change,
+        )
+        self.controller.propagation = MetadataPropagation(
+            cfg.broker_id, self.quorum, self.image, self.peers, self.replica_manager.settled
         )
         self.group_coordinator = GroupCoordinator(
             self.replica_manager, cfg.group_config(), cfg.offsets_topic_num_partitions, cfg.offsets_commit_timeout_ms

@@ -59,19 +59,6 @@ class TopicDescription:
         return len(self.partitions[0].replicas) if self.partitions else 0
 
 
-def _filter_wire(f: AclBindingFilter | None) -> list[Any]:
-    f = f or AclBindingFilter()
-    return [
-        int(f.resource_type),
-        f.resource_name,
-        int(f.pattern_type),
-        f.principal,
-        f.host,
-        int(f.operation),
-        int(f.permission),
-    ]
-
-
 def _raise_rows(rows: list[Any]) -> None:
     """Raise the first per-topic error in [[name, code, message], ...]."""
     for name, code, message, *_ in rows:
@@ -252,14 +239,16 @@ class AsyncAdmin:
                 raise error_for(code, message or "")
 
     async def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
-        resp = await self.client.request(None, ApiKey.DESCRIBE_ACLS, {"filter": _filter_wire(acl_filter)})
+        resp = await self.client.request(
+            None, ApiKey.DESCRIBE_ACLS, {"filter": (acl_filter or AclBindingFilter()).to_wire()}
+        )
         if resp.get("error_code"):
             raise error_for(resp["error_code"], resp.get("error_message") or "")
         return [AclBinding.from_wire(r) for r in resp["bindings"]]
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> list[AclBinding]:
         """Delete every binding a filter matches; returns them."""
-        body = {"filters": [_filter_wire(f) for f in filters]}
+        body = {"filters": [f.to_wire() for f in filters]}
         resp = await self._controller_request(ApiKey.DELETE_ACLS, body, "results")
         deleted = []
         for code, message, rows in resp["results"]:

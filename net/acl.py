@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any
 
@@ -58,6 +58,11 @@ WILDCARD = "*"
 ANONYMOUS = "User:ANONYMOUS"
 
 
+def _row(acl: "AclBinding | AclBindingFilter") -> list[Any]:
+    """A binding or filter as its native row: the seven fields in order, the enums as Kafka's codes."""
+    return [int(v) if isinstance(v, IntEnum) else v for v in (getattr(acl, f.name) for f in fields(acl))]
+
+
 @dataclass(frozen=True, order=True)
 class AclBinding:
     resource_type: ResourceType
@@ -69,15 +74,7 @@ class AclBinding:
     permission: AclPermission
 
     def to_wire(self) -> list[Any]:
-        return [
-            int(self.resource_type),
-            self.resource_name,
-            int(self.pattern_type),
-            self.principal,
-            self.host,
-            int(self.operation),
-            int(self.permission),
-        ]
+        return _row(self)
 
     @classmethod
     def from_wire(cls, row: list[Any]) -> "AclBinding":
@@ -133,6 +130,10 @@ class AclBindingFilter:
     host: str | None = None
     operation: AclOperation = AclOperation.ANY
     permission: AclPermission = AclPermission.ANY
+
+    def to_wire(self) -> list[Any]:
+        """The native DescribeAcls / DeleteAcls filter row (the broker reads it back in broker/security_api.py)."""
+        return _row(self)
 
     def matches(self, b: AclBinding) -> bool:
         if self.resource_type not in (ResourceType.ANY, b.resource_type):

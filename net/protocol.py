@@ -24,6 +24,9 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    # Controller to broker: answer once the metadata committed so far is applied here (Kafka's controller push of
+    # metadata in ZooKeeper mode; broker/metadata_propagation.py).
+    UPDATE_METADATA = 6
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10

@@ -136,6 +136,7 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.ALTER_PARTITION: [({"topic": "secret-topic"}, ("whole", CLUSTER_DENIED))],
     ApiKey.BROKER_REGISTRATION: [({"broker_id": 1}, ("whole", CLUSTER_DENIED))],
     ApiKey.BROKER_HEARTBEAT: [({"broker_id": 1}, ("whole", CLUSTER_DENIED))],
+    ApiKey.UPDATE_METADATA: [({"applied": 1, "timeout_ms": 60_000}, ("whole", CLUSTER_DENIED))],
 }
 # What every logged-in client may ask (the login itself, the versions) or is answered filtered.
 OPEN = {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.API_VERSIONS, ApiKey.LIST_GROUPS}
