@@ -1,5 +1,6 @@
 """A seeded nemesis on a 3-broker cluster, in both coordination modes: idempotent acks=all producers and a
-consumer group of two, under SIGKILL, SIGSTOP, network cuts and kill-all of brokers (each broker on its own
+consumer group of two (and, through the Kafka listeners, a confluent-kafka idempotent producer and a kafkajs
+group member), under SIGKILL, SIGSTOP, network cuts and kill-all of brokers (each broker on its own
 network-namespace host, so a cut is a real one: blackhole routes between it and the other brokers, while
 ZooKeeper and the clients still reach it); afterwards every produced value is
 checked (tests/nemesis/runner.py): no acknowledged record lost, none stored twice, each producer's order
@@ -92,9 +93,13 @@ def test_nemesis(netns_cluster, coordination, request):
     seed = request.config.getoption("--seed") or seed
     schedule = make_schedule(seed, duration, [1, 2, 3])
     print(f"nemesis seed {seed} ({coordination}): " + "; ".join(map(str, schedule)))
-    run = run_nemesis(netns_cluster, seed, schedule, producers=3 if SOAK else 2)
+    run = run_nemesis(netns_cluster, seed, schedule, producers=3 if SOAK else 2, kafka_clients=True)
     acked = sum(len(s.acked) for s in run.stats)
     assert acked > 100, f"only {acked} records acknowledged in {run.describe()}"
+    print(
+        f"acknowledged {acked}, of which confluent-kafka {sum(len(c.stats.acked) for c in run.confluent)}; "
+        f"kafkajs was handed {sum(len(k.records) for k in run.kafkajs)}"
+    )
 
 
 @pytest.mark.parametrize("coordination", ["custom"])

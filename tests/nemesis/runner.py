@@ -1,7 +1,9 @@
 """Run a seeded nemesis against a ClusterHarness: idempotent producers and a consumer group under kills,
 pauses, network cuts and kill-all, then heal and check every produced value (tests/integration/cluster_harness.py's
 checker: lost acknowledged records, duplicates, per-producer order, replica divergence read from the
-segment files) plus what the group handed out."""
+segment files) plus what the group handed out. With `kafka_clients`, Kafka's own clients take part through the
+Kafka listeners (tests/nemesis/kafka_clients.py): a confluent-kafka idempotent producer, judged like ours, and
+a kafkajs group member that must be handed every record."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from client.sync import Consumer
 from net.errors import KafkaLiteError
 from tests.integration.cluster_harness import ClusterHarness, LoadProducer, ProducerStats, full_check, wait_until
+from tests.nemesis.kafka_clients import ConfluentLoadProducer, KafkajsMember
 from tests.nemesis.schedule import Fault
 
 TOPIC = "nemesis"
@@ -69,6 +72,8 @@ class NemesisRun:
     stats: list[ProducerStats] = field(default_factory=list)
     members: list[GroupMember] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
+    confluent: list[ConfluentLoadProducer] = field(default_factory=list)
+    kafkajs: list[KafkajsMember] = field(default_factory=list)
 
     def describe(self) -> str:
         return f"seed {self.seed}; faults: " + "; ".join(self.applied or [str(f) for f in self.schedule])
@@ -104,7 +109,13 @@ def apply(h: ClusterHarness, f: Fault, run: NemesisRun) -> None:
 
 
 def run_nemesis(
-    h: ClusterHarness, seed: int, schedule: list[Fault], producers: int = 2, members: int = 2, **producer_config
+    h: ClusterHarness,
+    seed: int,
+    schedule: list[Fault],
+    producers: int = 2,
+    members: int = 2,
+    kafka_clients: bool = False,
+    **producer_config,
 ) -> NemesisRun:
     """Load, faults, heal, check. Raises AssertionError naming the anomaly and the seed."""
     run = NemesisRun(seed, schedule)
@@ -112,8 +123,13 @@ def run_nemesis(
     bs = h.bootstrap()
     cfg = dict(acks="all", enable_idempotence=True, request_timeout_ms=3000, delivery_timeout_ms=30000)
     cfg.update(producer_config)
+    loads: list[LoadProducer | ConfluentLoadProducer]
     loads = [LoadProducer(bs, TOPIC, f"p{seed}x{i}", **cfg).start() for i in range(producers)]
     run.members = [GroupMember(bs, f"g{seed}", f"m{i}").start() for i in range(members)]
+    if kafka_clients:
+        run.confluent = [ConfluentLoadProducer(h.kafka_bootstrap(), TOPIC, f"c{seed}x0").start()]
+        loads += run.confluent
+        run.kafkajs = [KafkajsMember(h.kafka_bootstrap(), TOPIC, f"kjs{seed}")]
     t0 = time.monotonic()
     try:
         for f in schedule:
@@ -132,12 +148,37 @@ def run_nemesis(
     try:
         logged = full_check(h, TOPIC, PARTITIONS, run.stats, min_acked=1)
         check_group(run, logged)
+        for c in run.confluent:
+            assert c.stats.acked, f"confluent-kafka's producer had nothing acknowledged: {c.errors[-3:]}"
+        for k in run.kafkajs:
+            check_handed_everything(k, logged)
     except AssertionError as e:
         raise AssertionError(f"{e}\n  ({run.describe()})") from None
     finally:
         for m in run.members:
             m.stop()
+        for k in run.kafkajs:
+            k.stop()
     return run
+
+
+def check_handed_everything(member: KafkajsMember, logged: dict[int, list]) -> None:
+    """A group of one (a kafkajs consumer) is handed every record of the log, each as logged; a record handed
+    twice is allowed (at least once across its restarts), one never handed is not."""
+    want = {(p, r.offset): r.value for p, recs in logged.items() for r in recs}
+
+    def got() -> dict[tuple[int, int], bytes]:
+        return {(p, off): v for p, off, v in list(member.records)}
+
+    try:
+        wait_until(lambda: not (set(want) - set(got())), 60, "kafkajs handed every record", 0.3)
+    except AssertionError:
+        pass  # reported below, with what is missing
+    seen = got()
+    missing = sorted(set(want) - set(seen))
+    assert not missing, f"kafkajs missed {len(missing)} records, first {missing[:5]}: {member.describe()}"
+    wrong = [k for k, v in seen.items() if k in want and want[k] != v]
+    assert not wrong, f"kafkajs was handed records that differ from the log at {wrong[:5]}"
 
 
 def check_group(run: NemesisRun, logged: dict[int, list]) -> None:
