@@ -111,8 +111,11 @@ class AsyncProducer:
         self._unresolved: dict[str, list[tuple[Any, ...]]] = {}
         self._stash_lock = threading.Lock()
         self._unresolved_since: dict[str, float] = {}
+        # metadata.max.age.ms: the partition counts are refreshed this often, so partitions added to a topic
+        # (CreatePartitions) are written to, as Kafka's producer does.
+        self._counts_checked = time.monotonic()
         self.sender = Sender(
-            cfg, self.acks, self.client, self.accumulator, lambda: bool(self._unresolved), self._resolve_unresolved
+            cfg, self.acks, self.client, self.accumulator, self._metadata_due, self._resolve_unresolved
         )
 
     @property
@@ -169,6 +172,20 @@ class AsyncProducer:
         if self._append(topic, partition, ts, key, value, headers or None, on_delivery) and key is None:
             self._sticky.pop(topic, None)
 
+    async def _refresh_counts(self) -> None:
+        """The topics this producer writes to, asked again: a grown topic's new partitions take records from
+        now on (keyed records are spread over the new count, as in Kafka)."""
+        known = list(self._partition_counts)
+        if not known:
+            return
+        await self.client.refresh_metadata(known)
+        for topic in known:
+            n = self.client.metadata.partition_count(topic)
+            if n and n > self._partition_counts.get(topic, 0):
+                with self._stash_lock:
+                    self._partition_counts[topic] = n
+                    self._sticky.pop(topic, None)
+
     def _new_sticky(self, topic: str, n: int) -> list[int]:
         # KIP-794 (uniform sticky): stay on one partition for batch.size bytes, then move on; also when its
         # batch closes early. Switching only on a full batch would pin a slow, linger.ms=0 producer (every
@@ -207,8 +224,20 @@ class AsyncProducer:
                 self.send(topic, value, key, partition, headers, cb, ts)
             self._partition_counts[topic] = n
 
+    def _metadata_due(self) -> bool:
+        """Records wait for a topic's partition count, or the known counts are older than metadata.max.age.ms."""
+        return bool(self._unresolved) or time.monotonic() - self._counts_checked >= self.client.metadata_max_age
+
     async def _resolve_unresolved(self) -> None:
         topics = list(self._unresolved)
+        if time.monotonic() - self._counts_checked >= self.client.metadata_max_age:
+            self._counts_checked = time.monotonic()
+            try:
+                await self._refresh_counts()
+            except KafkaLiteError as e:
+                log.warning("metadata refresh failed: %s", e)
+        if not topics:
+            return
         try:
             await self.client.refresh_metadata(topics)
         except KafkaLiteError as e:

@@ -39,8 +39,9 @@ class Sender:
         unresolved: Callable[[], bool],
         resolve: Callable[[], Awaitable[None]],
     ) -> None:
-        """`unresolved` says whether records wait for their topic's partition count; `resolve` fetches the
-        metadata for them (the producer's side: it partitions them once the count is known)."""
+        """`unresolved` says whether records wait for their topic's partition count, or the known counts are
+        due for a refresh (metadata.max.age.ms); `resolve` fetches the metadata (the producer's side: it
+        partitions them once the count is known)."""
         self.acks = acks
         self.linger = cfg.linger_ms / 1000
         self.codec = codec_id(cfg.compression_type)

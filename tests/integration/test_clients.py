@@ -77,6 +77,30 @@ def test_null_keys_stick_to_a_partition_per_batch(broker):
     assert runs < 600 / 5  # ...in runs of whole batches, not record by record
 
 
+def test_a_producer_writes_to_partitions_added_while_it_runs(broker):
+    """metadata.max.age.ms: the producer asks for its topics' partitions again, so partitions added by
+    CreatePartitions take records without a restart, as with Kafka's producer."""
+    create(broker.bootstrap, "grows", 1)
+    with Producer(broker.bootstrap, metadata_max_age_ms=300, linger_ms=0) as p:
+        p.send("grows", b"before")
+        p.flush()
+        with Admin(broker.bootstrap) as a:
+            a.create_partitions("grows", 3)
+        deadline = time.monotonic() + 10
+        sent = 0
+        while time.monotonic() < deadline:
+            p.send("grows", b"after", key=f"k{sent}".encode())
+            p.flush()
+            sent += 1
+            if sent >= 30 and len({r.partition for r in consume_n(broker.bootstrap, "grows", range(3), 1 + sent)}) == 3:
+                break
+            time.sleep(0.05)
+    recs = consume_n(broker.bootstrap, "grows", range(3), 1 + sent)
+    assert {r.partition for r in recs} == {0, 1, 2}, (
+        f"{sent} records, all still on {sorted({r.partition for r in recs})}"
+    )
+
+
 def test_long_poll_returns_when_data_arrives(broker):
     create(broker.bootstrap, "lp")
     got = []
