@@ -501,20 +501,23 @@ class KafkaApis:
         results = []
         for t in topics:
             try:
-                if t.get("assignments"):
-                    raise KafkaLiteError("replica assignments are not supported", ErrorCode.INVALID_REQUEST)
-                n = t.get("num_partitions")
-                rf = t.get("replication_factor")
-                n = self.config.num_partitions if n in (None, -1) else n
-                rf = self.config.default_replication_factor if rf in (None, -1) else rf
+                n: Any = t.get("num_partitions")  # shapes are the controller logic's to check
+                rf: Any = t.get("replication_factor")
+                # A manual assignment (Kafka's: num_partitions and replication_factor -1) places the replicas.
+                assignments = t.get("assignments") or None
+                if assignments is None:
+                    n = self.config.num_partitions if n in (None, -1) else n
+                    rf = self.config.default_replication_factor if rf in (None, -1) else rf
                 configs = self._validate_configs(t.get("configs") or {})
                 if validate_only:
                     meter.check()
                     self.controller.check_active()
-                    self.controller.logic.create_topic(t.get("name"), n, rf, configs)
+                    self.controller.logic.create_topic(t.get("name"), n, rf, configs, assignments)
                 else:
                     name = t.get("name")
-                    await meter.mutate(n, partial(self.controller.create_topic, name, n, rf, configs))
+                    count: int = len(assignments) if isinstance(assignments, list) else n
+                    create = partial(self.controller.create_topic, name, n, rf, configs, assignments)
+                    await meter.mutate(count, create)
                 results.append([t.get("name"), 0, None])
             except Exception as e:
                 results.append([t.get("name"), *error_code_of(e)])
@@ -566,17 +569,17 @@ class KafkaApis:
         results = []
         for t in topics:
             try:
-                if t.get("assignments"):
-                    raise KafkaLiteError("replica assignments are not supported", ErrorCode.INVALID_REQUEST)
+                assignments = t.get("assignments") or None  # one replica list per new partition, or placed for us
                 if validate_only:
                     meter.check()
                     self.controller.check_active()
-                    self.controller.logic.create_partitions(t.get("name"), t.get("count"))
+                    self.controller.logic.create_partitions(t.get("name"), t.get("count"), assignments)
                 else:
                     name, count = t.get("name"), t.get("count")
                     info = self.image.topics.get(name) if isinstance(name, str) else None
                     added = count - len(info.partitions) if info is not None and isinstance(count, int) else 0
-                    await meter.mutate(max(0, added), partial(self.controller.create_partitions, name, count))
+                    grow = partial(self.controller.create_partitions, name, count, assignments)
+                    await meter.mutate(max(0, added), grow)
                 results.append([t.get("name"), 0, None])
             except Exception as e:
                 results.append([t.get("name"), *error_code_of(e)])

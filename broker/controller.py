@@ -21,6 +21,7 @@ from net.errors import (
     EligibleLeadersNotAvailableError,
     ErrorCode,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     KafkaLiteError,
     PolicyViolationError,
@@ -218,11 +219,31 @@ class ControllerLogic:
     # --- topics --------------------------------------------------------------
 
     def create_topic(
-        self, name: object, num_partitions: int, replication_factor: int, configs: dict[str, str]
+        self,
+        name: object,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignments: object = None,
     ) -> list[dict[str, Any]]:
+        """`assignments`: Kafka's manual replica assignment, [[partition, [broker, ...]], ...] for partitions
+        0..n-1, with `num_partitions` and `replication_factor` -1; else the controller places the replicas."""
         name = validate_topic_name(name)
         if name in self.image.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise KafkaLiteError(
+                    "a manual replica assignment was given, but num_partitions and replication_factor were not -1",
+                    ErrorCode.INVALID_REQUEST,
+                )
+            by_partition = self._assignment_rows(assignments)
+            if sorted(by_partition) != list(range(len(by_partition))):
+                raise InvalidReplicaAssignmentError(
+                    f"the partitions of a manual assignment must be 0..n-1, got {sorted(by_partition)}"
+                )
+            placed = self._checked_placement([by_partition[p] for p in range(len(by_partition))], None)
+            return self._new_topic_records(name, configs, placed)
         if not isinstance(num_partitions, int) or not 1 <= num_partitions <= MAX_PARTITIONS:
             raise InvalidPartitionsError(f"number of partitions must be between 1 and {MAX_PARTITIONS}")
         live = self.image.live_brokers()
@@ -232,17 +253,63 @@ class ControllerLogic:
             raise InvalidReplicationFactorError(
                 f"replication factor {replication_factor} is larger than the number of available brokers ({len(live)})"
             )
-        records: list[dict[str, Any]] = [
-            {"type": "topic", "name": name, "topic_id": uuid.uuid4().hex, "configs": dict(configs)}
-        ]
         # Spread leaders and replicas round-robin, starting where existing leaderships are fewest.
         start = min(range(len(live)), key=lambda i: (self.image.leaderships(live[i]), live[i]))
         placed = [[live[(start + p + r) % len(live)] for r in range(replication_factor)] for p in range(num_partitions)]
+        return self._new_topic_records(name, configs, placed)
+
+    def _new_topic_records(self, name: str, configs: dict[str, str], placed: list[list[int]]) -> list[dict[str, Any]]:
         self._check_limits(placed)
-        for p, replicas in enumerate(placed):
-            state = PartitionState(p, replicas[0], 0, replicas, list(replicas), 0)
-            records.append(partition_record(name, state))
+        records: list[dict[str, Any]] = [
+            {"type": "topic", "name": name, "topic_id": uuid.uuid4().hex, "configs": dict(configs)}
+        ]
+        return records + self._partition_records(name, 0, placed)
+
+    def _partition_records(self, topic: str, first: int, placed: list[list[int]]) -> list[dict[str, Any]]:
+        """Partitions first.. with these replica lists: the first live replica leads, the live ones are the ISR
+        (every one of them, for a placement made from the live brokers)."""
+        live = set(self.image.live_brokers())
+        records = []
+        for p, replicas in enumerate(placed, start=first):
+            isr = [b for b in replicas if b in live]
+            records.append(partition_record(topic, PartitionState(p, isr[0], 0, list(replicas), isr, 0)))
         return records
+
+    @staticmethod
+    def _assignment_rows(assignments: object) -> dict[int, list[int]]:
+        """[[partition, [broker, ...]], ...] -> {partition: brokers}, the shape checked."""
+        out: dict[int, list[int]] = {}
+        rows = assignments if isinstance(assignments, list) else None
+        for row in rows or [None]:
+            if not (isinstance(row, list) and len(row) == 2 and isinstance(row[0], int) and isinstance(row[1], list)):
+                raise KafkaLiteError("a replica assignment is [partition, [broker id, ...]]", ErrorCode.INVALID_REQUEST)
+            if row[0] in out:
+                raise InvalidReplicaAssignmentError(f"partition {row[0]} is assigned twice")
+            out[row[0]] = row[1]
+        return out
+
+    def _checked_placement(self, placed: list[Any], rf: int | None) -> list[list[int]]:
+        """Kafka's checks of manual replica lists: broker ids, no broker twice, every broker registered, one
+        replication factor (`rf`: the topic's, when it grows), and a live broker in each to lead it."""
+        if not placed or len(placed) > MAX_PARTITIONS:
+            raise InvalidReplicaAssignmentError(f"a manual assignment names 1 to {MAX_PARTITIONS} partitions")
+        live = set(self.image.live_brokers())
+        for p, replicas in enumerate(placed):
+            if not replicas or not all(isinstance(b, int) and not isinstance(b, bool) for b in replicas):
+                raise InvalidReplicaAssignmentError(f"partition {p}'s replicas must be a non-empty list of broker ids")
+            if len(set(replicas)) != len(replicas):
+                raise InvalidReplicaAssignmentError(f"partition {p}'s replicas {replicas} contain a broker twice")
+            unknown = [b for b in replicas if b not in self.image.brokers]
+            if unknown:
+                raise InvalidReplicaAssignmentError(f"partition {p}'s replicas name unknown brokers {unknown}")
+            want = rf if rf is not None else len(placed[0])
+            if len(replicas) != want:
+                raise InvalidReplicaAssignmentError(
+                    f"partition {p} has {len(replicas)} replicas, but the topic's partitions have {want}"
+                )
+            if not live.intersection(replicas):
+                raise InvalidReplicaAssignmentError(f"partition {p}'s replicas {replicas} are all fenced or offline")
+        return [list(r) for r in placed]
 
     def _check_limits(self, placed: list[list[int]]) -> None:
         """POLICY_VIOLATION naming the cap if the new partitions (their replica lists) would pass one."""
@@ -270,9 +337,10 @@ class ControllerLogic:
                     f"broker {b}, above max.broker.partitions={lim.max_broker_partitions}"
                 )
 
-    def create_partitions(self, name: object, total: object) -> list[dict[str, Any]]:
+    def create_partitions(self, name: object, total: object, assignments: object = None) -> list[dict[str, Any]]:
         """Grow a topic to `total` partitions (Kafka's CreatePartitions): the new ones get the topic's replication
-        factor, spread round-robin over the live brokers as at creation. Partitions are never removed."""
+        factor, spread round-robin over the live brokers as at creation, or `assignments` (one replica list per
+        new partition). Partitions are never removed."""
         t = self.image.topics.get(name) if isinstance(name, str) else None
         if t is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
@@ -282,6 +350,15 @@ class ControllerLogic:
                 f"topic {name!r} has {current} partitions; the new count must be above it and at most {MAX_PARTITIONS}"
             )
         rf = len(next(iter(t.partitions.values())).replicas)
+        if assignments:
+            if not isinstance(assignments, list) or len(assignments) != total - current:
+                given = len(assignments) if isinstance(assignments, list) else 0
+                raise InvalidReplicaAssignmentError(
+                    f"adding {total - current} partitions to {name!r}, but {given} replica assignments were given"
+                )
+            placed = self._checked_placement(assignments, rf)
+            self._check_limits(placed)
+            return self._partition_records(t.name, current, placed)
         live = self.image.live_brokers()
         if rf > len(live):
             raise InvalidReplicationFactorError(
@@ -290,10 +367,7 @@ class ControllerLogic:
         start = min(range(len(live)), key=lambda i: (self.image.leaderships(live[i]), live[i]))
         placed = [[live[(start + n + r) % len(live)] for r in range(rf)] for n in range(total - current)]
         self._check_limits(placed)
-        return [
-            partition_record(t.name, PartitionState(p, replicas[0], 0, replicas, list(replicas), 0))
-            for p, replicas in zip(range(current, total), placed, strict=True)
-        ]
+        return self._partition_records(t.name, current, placed)
 
     def delete_topic(self, name: object) -> list[dict[str, Any]]:
         if not isinstance(name, str) or name not in self.image.topics:

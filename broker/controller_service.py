@@ -305,11 +305,13 @@ class ControllerService:
         if self.propagation is not None and self.ready:
             await self.propagation.visible_everywhere()
 
-    async def create_topic(self, name: Any, partitions: int, rf: int, configs: dict[str, str]) -> None:
-        await self.run(lambda logic: logic.create_topic(name, partitions, rf, configs))
+    async def create_topic(
+        self, name: Any, partitions: int, rf: int, configs: dict[str, str], assignments: Any = None
+    ) -> None:
+        await self.run(lambda logic: logic.create_topic(name, partitions, rf, configs, assignments))
 
-    async def create_partitions(self, name: Any, total: Any) -> None:
-        await self.run(lambda logic: logic.create_partitions(name, total))
+    async def create_partitions(self, name: Any, total: Any, assignments: Any = None) -> None:
+        await self.run(lambda logic: logic.create_partitions(name, total, assignments))
 
     async def delete_topic(self, name: Any) -> None:
         await self.run(lambda logic: logic.delete_topic(name))

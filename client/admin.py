@@ -26,6 +26,9 @@ class NewTopic:
     num_partitions: int = -1
     replication_factor: int = -1
     configs: dict[str, str] | None = None
+    # Kafka's manual assignment: partition -> its replicas (the first leads); num_partitions and
+    # replication_factor stay -1.
+    replica_assignments: dict[int, list[int]] | None = None
 
 
 @dataclass
@@ -107,6 +110,7 @@ class AsyncAdmin:
                     "num_partitions": t.num_partitions,
                     "replication_factor": t.replication_factor,
                     "configs": t.configs or {},
+                    "assignments": [[p, list(r)] for p, r in sorted((t.replica_assignments or {}).items())],
                 }
                 for t in topics
             ],
@@ -114,9 +118,12 @@ class AsyncAdmin:
         }
         _raise_rows((await self._controller_request(ApiKey.CREATE_TOPICS, body))["topics"])
 
-    async def create_partitions(self, topic: str, count: int, validate_only: bool = False) -> None:
-        """Grow `topic` to `count` partitions (Kafka's CreatePartitions; partitions are never removed)."""
-        body = {"topics": [{"name": topic, "count": count}], "validate_only": validate_only}
+    async def create_partitions(
+        self, topic: str, count: int, validate_only: bool = False, assignments: list[list[int]] | None = None
+    ) -> None:
+        """Grow `topic` to `count` partitions (Kafka's CreatePartitions; partitions are never removed);
+        `assignments`: the new partitions' replicas, one list each, else the controller places them."""
+        body = {"topics": [{"name": topic, "count": count, "assignments": assignments}], "validate_only": validate_only}
         _raise_rows((await self._controller_request(ApiKey.CREATE_PARTITIONS, body))["topics"])
 
     async def delete_topics(self, names: list[str]) -> None:

@@ -239,8 +239,10 @@ class Admin(_Blocking[AsyncAdmin]):
     def create_topics(self, topics: list[NewTopic], validate_only: bool = False) -> None:
         self._lt.run(self._impl.create_topics(topics, validate_only))
 
-    def create_partitions(self, topic: str, count: int, validate_only: bool = False) -> None:
-        self._lt.run(self._impl.create_partitions(topic, count, validate_only))
+    def create_partitions(
+        self, topic: str, count: int, validate_only: bool = False, assignments: list[list[int]] | None = None
+    ) -> None:
+        self._lt.run(self._impl.create_partitions(topic, count, validate_only, assignments))
 
     def delete_topics(self, names: list[str]) -> None:
         self._lt.run(self._impl.delete_topics(names))

@@ -14,6 +14,17 @@ from client.sync import Admin
 from net.version import version_option
 
 
+def parse_replica_assignment(spec: str) -> list[list[int]]:
+    """kafka-topics.sh's --replica-assignment: `1:2,2:3` is partition 0 on brokers 1 and 2, partition 1 on 2 and 3."""
+    try:
+        lists = [[int(b) for b in part.split(":")] for part in spec.split(",")]
+    except ValueError:
+        raise click.BadParameter(
+            f"{spec!r}: broker ids joined by ':', partitions by ','", param_hint="--replica-assignment"
+        ) from None
+    return lists
+
+
 def _ids(xs: list[int]) -> str:
     return ",".join(str(x) for x in xs)
 
@@ -68,6 +79,13 @@ def format_description(d, only: Callable[[Any, int], bool] | None = None) -> lis
 @click.option("--topic", default=None)
 @click.option("--partitions", type=int, default=None)
 @click.option("--replication-factor", type=int, default=None)
+@click.option(
+    "--replica-assignment",
+    default=None,
+    metavar="B:B,B:B,...",
+    help="With --create or --alter: each partition's replicas (broker ids joined by ':', partitions by ','; the "
+    "first leads), as kafka-topics.sh takes them; with --alter, the existing partitions' lists are skipped.",
+)
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE")
 @click.option("--delete-config", "delete_configs", multiple=True, metavar="KEY")
 @click.option("--if-not-exists", is_flag=True)
@@ -106,6 +124,7 @@ def main(
     topic: str | None,
     partitions: int | None,
     replication_factor: int | None,
+    replica_assignment: str | None,
     configs: tuple[str, ...],
     delete_configs: tuple[str, ...],
     if_not_exists: bool,
@@ -146,6 +165,11 @@ def main(
         raise click.UsageError("give at most one of the partition reports (--under-replicated-partitions, ...)")
     if (create or alter or delete) and not topic:
         raise click.UsageError(f"{actions[0]} requires --topic")
+    assignment = parse_replica_assignment(replica_assignment) if replica_assignment is not None else None
+    if assignment is not None and not (create or alter):
+        raise click.UsageError("--replica-assignment goes with --create or --alter")
+    if assignment is not None and create and (partitions is not None or replication_factor is not None):
+        raise click.UsageError("--replica-assignment replaces --partitions and --replication-factor")
     with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
         if list_:
             # As kafka-topics.sh: internal topics are listed and described unless --exclude-internal.
@@ -157,9 +181,10 @@ def main(
             assert topic is not None  # refused above without --topic
 
             try:
-                admin.create_topics(
-                    [NewTopic(topic, partitions or -1, replication_factor or -1, parse_kv(configs, "--config"))]
-                )
+                new = NewTopic(topic, partitions or -1, replication_factor or -1, parse_kv(configs, "--config"))
+                if assignment is not None:
+                    new.replica_assignments = dict(enumerate(assignment))
+                admin.create_topics([new])
             except TopicAlreadyExistsError:
                 if if_not_exists:
                     return
@@ -181,7 +206,11 @@ def main(
             if partitions is None and not changes:
                 raise click.UsageError("--alter needs --partitions N, --config k=v or --delete-config k")
             if partitions is not None:
-                admin.create_partitions(topic, partitions)  # as kafka-topics.sh --alter --partitions
+                # As kafka-topics.sh --alter --partitions: an assignment lists every partition; the new ones count.
+                new_lists = None
+                if assignment is not None:
+                    new_lists = assignment[len(admin.describe_topics([topic])[0].partitions) :]
+                admin.create_partitions(topic, partitions, assignments=new_lists)
             if changes:
                 admin.alter_configs(topic, changes)
                 click.echo(f"Completed updating config for topic {topic}.")

@@ -228,3 +228,25 @@ def test_command_config_files_and_alter_partitions(broker, tmp_path):
         capture_output=True, text=True, cwd=ROOT, timeout=60,
     )  # fmt: skip
     assert_one_line_error(cp, "unknown admin config")
+
+
+def test_topics_replica_assignment_as_kafka_topics_takes_it(broker):
+    """--replica-assignment on --create and --alter (the existing partitions' lists skipped), and its errors."""
+    bs = ["--bootstrap-server", broker.bootstrap]
+    me = str(broker.broker_id)
+    cp = run("topics", *bs, "--create", "--topic", "placed", "--replica-assignment", f"{me},{me}")
+    assert cp.returncode == 0 and cp.stdout.strip() == "Created topic placed.", cp.stderr
+    cp = run(
+        "topics", *bs, "--alter", "--topic", "placed", "--partitions", "3", "--replica-assignment", f"{me},{me},{me}"
+    )
+    assert cp.returncode == 0, cp.stderr
+    described = run("topics", *bs, "--describe", "--topic", "placed").stdout
+    assert described.count(f"Replicas: {me}\t") == 3, described
+    assert_one_line_error(
+        run("topics", *bs, "--create", "--topic", "x", "--replica-assignment", f"{me}:7"), "INVALID_REPLICA_ASSIGNMENT"
+    )
+    assert_one_line_error(run("topics", *bs, "--create", "--topic", "x", "--replica-assignment", "1:b"), "broker ids")
+    assert_one_line_error(
+        run("topics", *bs, "--create", "--topic", "x", "--partitions", "2", "--replica-assignment", me),
+        "replaces --partitions",
+    )

@@ -150,3 +150,31 @@ def test_auto_create_off_answers_unknown_topic(tmp_path):
         assert "never-made" not in h.admin().list_topics()
     finally:
         h.cleanup()
+
+
+def test_manual_replica_assignments_from_kafka_admin_clients(cluster, admin):
+    """Kafka's replica_assignment (CreateTopics and CreatePartitions): replicas and leaders as asked, and
+    INVALID_REPLICA_ASSIGNMENT for what Kafka refuses, nothing created then."""
+    done(admin.create_topics([NewTopic("placed", 3, replica_assignment=[[3, 1], [1, 2], [2, 3]])]))
+    parts = {p.partition: p for p in cluster.describe("placed")}
+    assert [(parts[p].replicas, parts[p].leader) for p in range(3)] == [([3, 1], 3), ([1, 2], 1), ([2, 3], 2)]
+    for bad in ([[1, 9]], [[1, 1]], [[1, 2], [3]]):
+        with pytest.raises(confluent_kafka.KafkaException, match="INVALID_REPLICA_ASSIGNMENT"):
+            done(admin.create_topics([NewTopic("misplaced", len(bad), replica_assignment=bad)]))
+    assert "misplaced" not in cluster.admin().list_topics()
+    with pytest.raises(confluent_kafka.KafkaException, match="INVALID_REPLICA_ASSIGNMENT"):
+        done(admin.create_partitions([NewPartitions("placed", 5, replica_assignment=[[1, 3]])]))
+    done(admin.create_partitions([NewPartitions("placed", 4, replica_assignment=[[2, 1]])]))
+    parts = {p.partition: p for p in cluster.describe("placed")}
+    assert len(parts) == 4 and (parts[3].replicas, parts[3].leader) == ([2, 1], 2)
+    # kafka-python's admin sends the same fields
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    kp = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap())
+    try:
+        kp.create_topics([KpNewTopic("placed-kp", -1, -1, replica_assignments={0: [2, 3], 1: [3, 2]})])
+    finally:
+        kp.close()
+    parts = {p.partition: p for p in cluster.describe("placed-kp")}
+    assert [(parts[p].replicas, parts[p].leader) for p in range(2)] == [([2, 3], 2), ([3, 2], 3)]

@@ -3,7 +3,13 @@ from __future__ import annotations
 import pytest
 
 from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage
-from net.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
+from net.errors import (
+    ErrorCode,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    KafkaLiteError,
+    TopicAlreadyExistsError,
+)
 
 
 def cluster(n: int = 3) -> tuple[MetadataImage, ControllerLogic]:
@@ -90,3 +96,48 @@ def test_alter_partition_is_fenced_by_leader_and_partition_epoch():
         logic.alter_partition("t", 0, not_leader, p.leader_epoch, p.partition_epoch, [not_leader])
     apply(image, logic.alter_partition("t", 0, p.leader, p.leader_epoch, p.partition_epoch, [p.leader]))
     assert image.topics["t"].partitions[0].isr == [p.leader]
+
+
+def test_manual_replica_assignments_place_replicas_as_asked_or_are_refused_as_kafka_refuses_them():
+    image, logic = cluster(3)
+    apply(image, logic.fence_broker(3))
+    apply(image, logic.create_topic("manual", -1, -1, {}, [[1, [3, 1]], [0, [2, 3]]]))
+    parts = image.topics["manual"].partitions
+    # The first live replica leads; a fenced one is a replica outside the ISR until it is back.
+    assert (parts[0].replicas, parts[0].leader, parts[0].isr) == ([2, 3], 2, [2])
+    assert (parts[1].replicas, parts[1].leader, parts[1].isr) == ([3, 1], 1, [1])
+    refused = {
+        "counts given too": (dict(num_partitions=2, replication_factor=-1), [[0, [1, 2]], [1, [2, 1]]]),
+        "a gap in the partitions": ({}, [[0, [1, 2]], [2, [2, 1]]]),
+        "a partition twice": ({}, [[0, [1, 2]], [0, [2, 1]]]),
+        "a broker twice": ({}, [[0, [1, 1]]]),
+        "an unknown broker": ({}, [[0, [1, 7]]]),
+        "two replication factors": ({}, [[0, [1, 2]], [1, [2]]]),
+        "only fenced brokers": ({}, [[0, [3]]]),
+        "not broker ids": ({}, [[0, ["1"]]]),
+        "no replicas": ({}, [[0, []]]),
+        "not rows": ({}, [7]),
+    }
+    for what, (counts, assignments) in refused.items():
+        args = {"num_partitions": -1, "replication_factor": -1, **counts}
+        with pytest.raises(KafkaLiteError) as e:
+            logic.create_topic("t", args["num_partitions"], args["replication_factor"], {}, assignments)
+        want = (
+            ErrorCode.INVALID_REQUEST
+            if what in ("counts given too", "not rows")
+            else ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        )
+        assert e.value.code == want, what
+    assert "t" not in image.topics
+
+
+def test_manual_assignments_of_new_partitions():
+    image, logic = cluster(3)
+    apply(image, logic.create_topic("grow", 1, 2, {}))
+    with pytest.raises(InvalidReplicaAssignmentError, match="2 partitions .* 1 replica assignments"):
+        logic.create_partitions("grow", 3, [[1, 2]])
+    with pytest.raises(InvalidReplicaAssignmentError, match="has 3 replicas"):
+        logic.create_partitions("grow", 2, [[1, 2, 3]])
+    apply(image, logic.create_partitions("grow", 3, [[3, 1], [2, 3]]))
+    parts = image.topics["grow"].partitions
+    assert [(parts[p].replicas, parts[p].leader) for p in (1, 2)] == [([3, 1], 3), ([2, 3], 2)]

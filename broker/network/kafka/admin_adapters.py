@@ -32,7 +32,7 @@ class CreateTopics(Adapter):
                 "name": t["name"],
                 "num_partitions": t["num_partitions"],
                 "replication_factor": t["replication_factor"],
-                "assignments": [a for a in t.get("assignments") or []],
+                "assignments": [[a["partition_index"], list(a["broker_ids"])] for a in t.get("assignments") or []],
                 "configs": {c["name"]: c["value"] for c in t.get("configs") or [] if c.get("value") is not None},
             }
             for t in req["topics"]
@@ -90,7 +90,12 @@ class CreatePartitions(Adapter):
     api_key, versions = 37, (0, 3)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        topics = [{"name": t["name"], "count": t["count"], "assignments": t.get("assignments")} for t in req["topics"]]
+        topics = [
+            {"name": t["name"], "count": t["count"], "assignments": [list(a["broker_ids"]) for a in t["assignments"]]}
+            if t.get("assignments")
+            else {"name": t["name"], "count": t["count"]}
+            for t in req["topics"]
+        ]
         body = {"topics": topics, "validate_only": req.get("validate_only", False), "strict_quota": version >= 3}
         return ApiKey.CREATE_PARTITIONS, body
 
