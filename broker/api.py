@@ -11,9 +11,10 @@ import logging
 import secrets
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from broker.authorization import Authorization
+from broker.controller_channel import unwrap
 from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
 from broker.metadata import validate_topic_name
@@ -41,6 +42,8 @@ from net.errors import (
     UnknownTopicOrPartitionError,
     error_code_of,
 )
+from net.messages import MessageError
+from net.messages import encode as encode_message
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.schema.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -68,8 +71,12 @@ BROKER_APIS = frozenset(
         ApiKey.BROKER_REGISTRATION,
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.UPDATE_METADATA,
+        ApiKey.ENVELOPE,
     }
 )
+# The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);
+# an envelope carrying any other api is refused.
+FORWARDED_APIS = frozenset({ApiKey.ELECT_LEADERS})
 # The listeners those arrive on: the inter-broker listener, and AlterPartition relayed through ZooKeeper.
 BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})
 _ALLOWED = object()
@@ -169,6 +176,7 @@ class KafkaApis:
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
             ApiKey.BROKER_HEARTBEAT: self.handle_broker_heartbeat,
             ApiKey.UPDATE_METADATA: self.handle_update_metadata,
+            ApiKey.ENVELOPE: self.handle_envelope,
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
         elections = LeaderElectionApis(controller, channel)
@@ -687,6 +695,24 @@ class KafkaApis:
             return error_body(ErrorCode.BROKER_NOT_AVAILABLE, "this broker is still starting")
         wait_s = min(_int(body, "timeout_ms"), MAX_FETCH_WAIT_MS) / 1000
         return {"error_code": 0, "applied": await propagation.applied_here(_int(body, "applied"), wait_s)}
+
+    def handle_envelope(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
+        """A client's typed request another broker forwarded to this controller (KIP-590): served by the api's
+        own handler as that client, its answer sent back typed. The forwarding broker authorized it."""
+        try:
+            request, forwarded = unwrap(body, ctx)
+        except MessageError as e:
+            raise BadRequest(str(e)) from None
+        api = type(request).API_KEY
+        if api not in FORWARDED_APIS:
+            raise BadRequest(f"api {api} is not forwarded to the controller")
+        run = cast(Callable[..., Any], self._ctx_handlers[ApiKey(api)])  # the forwarded apis take the context
+        return self._enveloped(run(request, forwarded))
+
+    @staticmethod
+    async def _enveloped(result: Any) -> dict[str, Any]:
+        answer = await result if inspect.isawaitable(result) else result
+        return answer if isinstance(answer, dict) else {"error_code": 0, "response": encode_message(answer)}
 
     def handle_alter_partition(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         isr = body.get("isr")

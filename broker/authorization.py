@@ -27,6 +27,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from broker.leader_election_api import refused as refused_election
 from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
 from broker.partition import FetchResult
 from broker.replica_manager import ProduceResult
@@ -41,6 +42,7 @@ from net.acl import AclOperation, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 from net.schema.convert import error_response
+from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.list_offsets import ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic, ListOffsetsTopicResponse
 
 log = logging.getLogger("kafkalite.security")
@@ -303,6 +305,16 @@ def _list_offsets(a: Authorization, req: ListOffsetsRequest, ctx: ConnectionCont
         return answer
 
     return Decision(replace(req, topics=tuple(kept)), finish)
+
+
+def _elect_leaders(a: Authorization, req: ElectLeadersRequest, ctx: ConnectionContext) -> Decision:
+    """ALTER on the cluster; without it, CLUSTER_AUTHORIZATION_FAILED at the top and in every partition asked."""
+    if a.authz.cluster(ctx, Op.ALTER):
+        return Decision(req)
+    message = denied_message(Op.ALTER, "the cluster (ElectLeaders)", ctx)
+    if req.topic_partitions is None:  # no partition rows to carry the reason: a whole-request error does
+        return Decision(req, refused=True, answer=error_body(ErrorCode(CLUSTER_DENIED), message))
+    return Decision(req, refused=True, answer=refused_election(req, CLUSTER_DENIED, message))
 
 
 def _metadata(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
@@ -625,7 +637,10 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.ALTER_CLIENT_QUOTAS: Rule(
         (Need(CLUSTER, Op.ALTER_CONFIGS, R),), _cluster(Op.ALTER_CONFIGS, "AlterClientQuotas")
     ),
-    ApiKey.ELECT_LEADERS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "ElectLeaders")),
+    ApiKey.ELECT_LEADERS: Rule((Need(CLUSTER, Op.ALTER, R),), _elect_leaders),
+    ApiKey.ENVELOPE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.ENVELOPE), "broker to controller"
+    ),
     ApiKey.QUORUM: Rule((Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.QUORUM), "broker to broker"),
     ApiKey.ALTER_PARTITION: Rule(
         (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.ALTER_PARTITION), "broker to controller"

@@ -10,10 +10,13 @@ local `ControllerService` when this broker is the controller, else a request to 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
+from broker.network.server import ConnectionContext
 from net.errors import ErrorCode, KafkaLiteError, error_for
+from net.messages import MessageError, decode, encode
 from net.protocol import ApiKey
+from net.schema.messages import MESSAGES
 
 if TYPE_CHECKING:
     from broker.controller_service import ControllerService
@@ -21,8 +24,46 @@ if TYPE_CHECKING:
     from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.api")
+T = TypeVar("T")
 CONTROLLER_REQUEST_TIMEOUT_S = 10.0
 FORWARD_TIMEOUT_S = 30.0  # a client's metadata change forwarded to the controller
+
+
+class ForwardedContext(ConnectionContext):
+    """The context of a typed request another broker forwarded in an ENVELOPE: the connection is the broker's,
+    the principal and client id the client's (for quotas and logs). The sending broker authorized the request;
+    the envelope needed CLUSTER_ACTION."""
+
+    __slots__ = ("_principal",)
+
+    def __init__(self, broker: ConnectionContext, principal: str, client_id: str | None) -> None:
+        super().__init__(broker.peer, broker.listener, broker.auth)
+        self._principal = principal
+        self.client_id = client_id
+
+    @property
+    def principal(self) -> str:
+        return self._principal
+
+
+def envelope(request: Any, ctx: ConnectionContext) -> dict[str, Any]:
+    """A typed request as an ENVELOPE body: its api, its typed native body, and who sent it."""
+    return {
+        "api_key": type(request).API_KEY,
+        "request": encode(request),
+        "principal": ctx.principal,
+        "client_id": ctx.client_id,
+    }
+
+
+def unwrap(body: dict[str, Any], ctx: ConnectionContext) -> tuple[Any, ForwardedContext]:
+    """The typed request an ENVELOPE carries and its context; MessageError for anything else."""
+    api = body.get("api_key")
+    if api not in MESSAGES or not isinstance(body.get("principal"), str):
+        raise MessageError(f"an envelope carries a typed request and its principal (api {api!r})")
+    client_id = body.get("client_id")
+    forwarded = ForwardedContext(ctx, body["principal"], client_id if isinstance(client_id, str) else None)
+    return decode(MESSAGES[api][0], body.get("request")), forwarded
 
 
 class ControllerChannel:
@@ -61,10 +102,35 @@ class ControllerChannel:
             return self._published(local())
         return self._forward_or_serve(api, body, local)
 
-    async def _published(self, answer: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    async def _published(self, answer: Awaitable[T]) -> T:
         body = await answer
         await self.controller.await_published()
         return body
+
+    def serve_or_forward_typed(
+        self, request: Any, ctx: ConnectionContext, local: Callable[[], Awaitable[T]]
+    ) -> Awaitable[T]:
+        """serve_or_forward for a typed request: forwarded in an ENVELOPE (Kafka's, KIP-590) with the client's
+        principal, and answered with the controller's typed answer; `local()` where no controller answers (its
+        rows say NOT_CONTROLLER)."""
+        if self.controller.ready or isinstance(ctx, ForwardedContext):
+            return self._published(local())
+        return self._forward_typed(request, ctx, local)
+
+    async def _forward_typed(self, request: Any, ctx: ConnectionContext, local: Callable[[], Awaitable[T]]) -> T:
+        controller = self.coordination.controller_id
+        if controller is None or controller == self.broker_id:
+            return await self._published(local())
+        api = ApiKey(type(request).API_KEY)
+        try:
+            answer = await self.peers.request(controller, ApiKey.ENVELOPE, envelope(request, ctx), FORWARD_TIMEOUT_S)
+            if answer.get("error_code"):
+                raise error_for(answer["error_code"], answer.get("error_message") or "")
+            response: T = decode(MESSAGES[api][1], answer.get("response"))
+            return response
+        except (KafkaLiteError, MessageError, TimeoutError, OSError) as e:
+            log.info("could not forward %s to controller %d: %s", api.name, controller, e)
+            return await local()
 
     async def _forward_or_serve(
         self, api: ApiKey, body: dict[str, Any], local: Callable[[], Awaitable[dict[str, Any]]]

@@ -40,7 +40,7 @@ TOP_LEVEL: dict[int, dict[str, IntType]] = {
     ApiKey.SYNC_GROUP: {"generation_id": GENERATION},
     ApiKey.HEARTBEAT: {"generation_id": GENERATION},
     ApiKey.OFFSET_COMMIT: {"generation_id": GENERATION},
-    ApiKey.ELECT_LEADERS: {"election_type": INT16},
+    ApiKey.ENVELOPE: {"api_key": INT16},
     ApiKey.ALTER_PARTITION: {
         "partition": PARTITION,
         "leader": BROKER_ID,
@@ -65,7 +65,7 @@ ROWS: dict[int, tuple[IntType | None, ...]] = {
     ApiKey.OFFSET_COMMIT: (INT32, INT64, None),
 }
 # Rows that are bare partition numbers: [[topic, [partition, ...]], ...].
-PARTITION_LISTS = frozenset({ApiKey.OFFSET_FETCH, ApiKey.ELECT_LEADERS, ApiKey.OFFSET_DELETE})
+PARTITION_LISTS = frozenset({ApiKey.OFFSET_FETCH, ApiKey.OFFSET_DELETE})
 TOPIC_MAPS: dict[int, dict[str, IntType]] = {
     ApiKey.CREATE_TOPICS: {"num_partitions": INT32, "replication_factor": INT16},
     ApiKey.CREATE_PARTITIONS: {"count": INT32},  # a count below the current one: INVALID_PARTITIONS per topic

@@ -7,7 +7,7 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 from client.cluster import KafkaLiteClient, PartitionMeta, TopicMeta
 from client.config import AdminConfig
@@ -18,6 +18,10 @@ from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
 from net.protocol import ApiKey, ElectionType
 from net.retry import retry_until
+from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from net.schema.elect_leaders import TopicPartitions as ElectTopic
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -82,17 +86,39 @@ class AsyncAdmin:
     async def _controller_request(self, api: ApiKey, body: dict[str, Any], rows_key: str = "topics") -> dict[str, Any]:
         """Send to the active controller; follow it through NOT_CONTROLLER and elections until the timeout."""
 
-        async def attempt() -> dict[str, Any]:
-            await self.client.refresh_metadata([])  # where the controller is now
-            controller = self.client.metadata.controller_id
-            if controller < 0:
-                raise error_for(ErrorCode.NOT_CONTROLLER, "no active controller (an election may be running)")
+        async def send(controller: int) -> dict[str, Any]:
             resp = await self.client.request(controller, api, body)
             if resp.get("error_code"):
                 raise error_for(resp["error_code"], resp.get("error_message", ""))
             if any(r[1] == ErrorCode.NOT_CONTROLLER for r in resp.get(rows_key, [])):
                 raise error_for(ErrorCode.NOT_CONTROLLER, "controller moved")
             return resp
+
+        return await self._at_controller(send)
+
+    async def _controller_call(self, request: Any) -> Any:
+        """A typed request (net/schema/) to the active controller, followed as _controller_request follows it
+        (NOT_CONTROLLER at the top of the answer)."""
+
+        async def send(controller: int) -> Any:
+            conn = await self.client.connection(controller)
+            answer = await conn.call(request, self.client.request_timeout)
+            if getattr(answer, "error_code", 0) == ErrorCode.NOT_CONTROLLER:
+                raise error_for(ErrorCode.NOT_CONTROLLER, "controller moved")
+            return answer
+
+        return await self._at_controller(send)
+
+    async def _at_controller(self, send: Callable[[int], Awaitable[T]]) -> T:
+        """`send(controller id)` until it answers: the controller looked up again before each attempt,
+        retriable errors and NOT_CONTROLLER retried with backoff until request.timeout.ms."""
+
+        async def attempt() -> T:
+            await self.client.refresh_metadata([])  # where the controller is now
+            controller = self.client.metadata.controller_id
+            if controller < 0:
+                raise error_for(ErrorCode.NOT_CONTROLLER, "no active controller (an election may be running)")
+            return await send(controller)
 
         return await retry_until(
             attempt,
@@ -168,15 +194,20 @@ class AsyncAdmin:
         topics: dict[str, list[int]] = {}
         for topic, partition in partitions or []:
             topics.setdefault(topic, []).append(partition)
-        body = {
-            "election_type": int(ElectionType(election_type)),
-            "topics": None if partitions is None else [[t, ps] for t, ps in topics.items()],
-        }
-        resp = await self._controller_request(ApiKey.ELECT_LEADERS, body)
+        asked = (
+            None if partitions is None else tuple(ElectTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items())
+        )
+        request = ElectLeadersRequest(election_type=int(ElectionType(election_type)), topic_partitions=asked)
+        answer: ElectLeadersResponse = await self._controller_call(request)
+        if answer.error_code:
+            first = next((p.error_message for t in answer.replica_election_results for p in t.partition_result), None)
+            raise error_for(answer.error_code, first or "")
         return {
-            TopicPartition(topic, p): error_for(code, message or "") if code else None
-            for topic, rows in resp["topics"]
-            for p, code, message in rows
+            TopicPartition(t.topic, p.partition_id): error_for(p.error_code, p.error_message or "")
+            if p.error_code
+            else None
+            for t in answer.replica_election_results
+            for p in t.partition_result
         }
 
     # --- consumer groups ---------------------------------------------------------

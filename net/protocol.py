@@ -57,6 +57,8 @@ class ApiKey(IntEnum):
     ALTER_USER_SCRAM_CREDENTIALS = 51
     QUORUM = 52  # the controller quorum's one-way messages (Kafka's Vote/BeginQuorumEpoch range)
     ALTER_PARTITION = 56
+    # A broker to the controller: a client's typed request, forwarded with who sent it (Kafka's Envelope, KIP-590).
+    ENVELOPE = 58
     BROKER_REGISTRATION = 62  # broker to controller: its Kafka-protocol listener, for every broker's Metadata
     # Broker to broker, on the heartbeat listener (broker/network/heartbeat.py); on the native listener it
     # answers only where that listener is.
@@ -84,7 +86,7 @@ class ElectionType(IntEnum):
 
 # The apis whose native body is the typed message of net/schema/ (a msgpack array, net/messages.py), and the
 # first native version that carries it. The version before answers in the old map form for one more release.
-TYPED_SINCE: dict[int, int] = {ApiKey.LIST_OFFSETS: 1}
+TYPED_SINCE: dict[int, int] = {ApiKey.LIST_OFFSETS: 1, ApiKey.ELECT_LEADERS: 1}
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}
 

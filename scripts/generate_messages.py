@@ -40,6 +40,7 @@ OUT = ROOT / "net" / "schema"
 # more, so this is where its versions are said); the other apis' come from their adapters.
 TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     2: (1, 9),  # ListOffsets
+    43: (0, 2),  # ElectLeaders
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -14,6 +14,8 @@ from typing import Any
 
 from net.messages import MessageError, decode, encode
 from net.protocol import ApiKey
+from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from net.schema.elect_leaders import TopicPartitions as ElectLeadersTopic
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
 
 
@@ -22,8 +24,9 @@ def _checked(message: Any) -> Any:
     return decode(type(message), encode(message))
 
 
-def _rows(body: dict[str, Any], what: str) -> list[tuple[str, list[Any]]]:
-    """[[topic, [partition entries]], ...] checked for shape."""
+def _rows(body: dict[str, Any], what: str, entries_are_lists: bool = True) -> list[tuple[str, list[Any]]]:
+    """[[topic, [partition entries]], ...] checked for shape (an entry a list starting with the partition, or
+    with `entries_are_lists` False, the partition itself)."""
     topics = body.get("topics")
     if not isinstance(topics, list):
         raise MessageError("topics must be a list")
@@ -31,7 +34,7 @@ def _rows(body: dict[str, Any], what: str) -> list[tuple[str, list[Any]]]:
     for entry in topics:
         if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[1], list):
             raise MessageError("each topics entry must be [topic, [partition entries]]")
-        for p in entry[1]:
+        for p in entry[1] if entries_are_lists else ():
             if not isinstance(p, list) or not p:
                 raise MessageError(f"each {what} partition entry must be a list starting with the partition")
         out.append((entry[0], entry[1]))
@@ -62,7 +65,34 @@ def list_offsets_response(resp: ListOffsetsResponse) -> dict[str, Any]:
     }
 
 
+def elect_leaders_request(body: dict[str, Any]) -> ElectLeadersRequest:
+    """v0: {"election_type": 0 or 1, "topics": [[topic, [partition, ...]], ...] or nil (every partition)}."""
+    topics = None
+    if body.get("topics") is not None:
+        topics = []
+        for name, parts in _rows(body, "elect leaders", entries_are_lists=False):
+            topics.append(ElectLeadersTopic(topic=name, partitions=tuple(parts)))
+    election_type = body.get("election_type", 0)
+    return _checked(  # type: ignore[no-any-return]
+        ElectLeadersRequest(election_type=election_type, topic_partitions=None if topics is None else tuple(topics))
+    )
+
+
+def elect_leaders_response(resp: ElectLeadersResponse) -> dict[str, Any]:
+    """v0: {"error_code", "topics": [[topic, [[partition, error code, message], ...]], ...]} (and the first
+    message as "error_message" when the request failed as a whole)."""
+    topics = [
+        [t.topic, [[p.partition_id, int(p.error_code), p.error_message] for p in t.partition_result]]
+        for t in resp.replica_election_results
+    ]
+    body: dict[str, Any] = {"error_code": int(resp.error_code), "topics": topics}
+    if resp.error_code:
+        body["error_message"] = next((r[2] for _, rows in topics for r in rows if r[2]), None)
+    return body
+
+
 # api key -> (v0 body -> typed request, typed answer -> v0 body)
 LEGACY: dict[int, tuple[Callable[[dict[str, Any]], Any], Callable[[Any], dict[str, Any]]]] = {
     ApiKey.LIST_OFFSETS: (list_offsets_request, list_offsets_response),
+    ApiKey.ELECT_LEADERS: (elect_leaders_request, elect_leaders_response),
 }

@@ -260,6 +260,8 @@ def native_cases() -> list[tuple[ApiKey, dict, Callable[[dict], list], list]]:
         (ApiKey.BROKER_REGISTRATION, {"broker_id": 1, "kafka_host": "evil.example", "kafka_port": 1}, top, [ANY_ERROR]),
         (ApiKey.BROKER_HEARTBEAT, {"broker_id": 1}, top, [ANY_ERROR]),
         (ApiKey.UPDATE_METADATA, {"applied": 2**40, "timeout_ms": 60_000}, top, [ANY_ERROR]),
+        # an envelope would run a request as anyone it names: brokers only
+        (ApiKey.ENVELOPE, {"api_key": 43, "request": [1, None, 60000], "principal": "User:admin"}, top, [ANY_ERROR]),
         # a second login on a logged-in connection is refused (the principal stays alice)
         (ApiKey.SASL_HANDSHAKE, {"mechanism": MECH}, top, [ANY_ERROR]),
         (ApiKey.SASL_AUTHENTICATE, {"auth_bytes": b"n,,n=admin,r=abc"}, top, [ANY_ERROR]),

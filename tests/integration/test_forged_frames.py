@@ -63,6 +63,7 @@ def forged_bodies(victim: int) -> list[tuple[int, dict]]:
         (ApiKey.BROKER_REGISTRATION, {"broker_id": victim, "kafka_host": "evil.example", "kafka_port": 1}),
         (ApiKey.BROKER_HEARTBEAT, {"broker_id": victim, "incarnation": 1, "epoch": 2**31 - 1, "leader": victim}),
         (ApiKey.UPDATE_METADATA, {"applied": 2**40, "timeout_ms": 60_000}),
+        (ApiKey.ENVELOPE, {"api_key": 43, "request": [1, None, 60000], "principal": "User:admin"}),
         (ApiKey.FETCH, {"replica_id": victim, "max_wait_ms": 0, "topics": [["__cluster_metadata", [[0, 0, 1024]]]]}),
         (ApiKey.CREATE_TOPICS, {"forwarded": True, "topics": [{"name": "forged", "num_partitions": 1,
                                                                 "replication_factor": 1}]}),

@@ -4,6 +4,7 @@ they carry, a body with two shapes is INVALID_REQUEST, and docs/SECURITY.md show
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from broker.security.request_authorizer import RequestAuthorizer
 from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
+from net.schema.elect_leaders import ElectLeadersRequest
+from net.schema.elect_leaders import TopicPartitions as ElectTopic
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.messages import MESSAGES
 
@@ -131,7 +134,16 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [({"deletions": [["admin", "SCRAM-SHA-256"]]}, ("whole", CLUSTER_DENIED))],
     ApiKey.DESCRIBE_CLIENT_QUOTAS: [({}, ("whole", CLUSTER_DENIED))],
     ApiKey.ALTER_CLIENT_QUOTAS: [({"entries": []}, ("whole", CLUSTER_DENIED))],
-    ApiKey.ELECT_LEADERS: [({}, ("whole", CLUSTER_DENIED))],
+    ApiKey.ELECT_LEADERS: [  # typed: refused as a whole, the code at the top and in every partition asked
+        (
+            ElectLeadersRequest(topic_partitions=(ElectTopic(topic="secret-topic", partitions=(0, 1)),)),
+            ("whole", CLUSTER_DENIED),
+        ),
+        (ElectLeadersRequest(election_type=1, topic_partitions=None), ("whole", CLUSTER_DENIED)),
+    ],
+    ApiKey.ENVELOPE: [
+        ({"api_key": int(ApiKey.ELECT_LEADERS), "request": [], "principal": "User:admin"}, ("whole", CLUSTER_DENIED))
+    ],
     ApiKey.QUORUM: [({"m": ["be", 7, 3]}, ("whole", -1))],  # one-way: refused without an answer
     ApiKey.ALTER_PARTITION: [({"topic": "secret-topic"}, ("whole", CLUSTER_DENIED))],
     ApiKey.BROKER_REGISTRATION: [({"broker_id": 1}, ("whole", CLUSTER_DENIED))],
@@ -147,6 +159,16 @@ def test_every_api_key_has_a_rule_and_an_attack_here():
     assert set(ATTACKS) | OPEN == set(ApiKey), "a new api key needs its rule and its attack in this test"
 
 
+def _error_codes(message: object) -> list[int]:
+    """Every error_code in a typed message, nested ones included."""
+    if isinstance(message, (tuple, list)):
+        return [c for m in message for c in _error_codes(m)]
+    if not dataclasses.is_dataclass(message):
+        return []
+    codes = [message.error_code] if hasattr(message, "error_code") else []
+    return codes + [c for f in dataclasses.fields(message) for c in _error_codes(getattr(message, f.name))]
+
+
 def test_an_api_without_a_rule_is_refused():
     a, _ = table()
     d = a.authorize(999, {}, Ctx())
@@ -159,6 +181,11 @@ def test_an_api_without_a_rule_is_refused():
 def test_bodies_reaching_others_resources_are_refused_whatever_keys_they_carry(api, body, expect):
     where, code = expect
     a, _ = table()
+    if not isinstance(body, dict) and where == "whole":  # typed, refused as a whole (in a map without rows to fill)
+        d = a.authorize(api, body, Ctx())
+        codes = [d.answer["error_code"]] if isinstance(d.answer, dict) else _error_codes(d.answer)
+        assert d.refused and codes and set(codes) == {code}
+        return
     if not isinstance(body, dict):  # typed: no key the api does not define can be there
         d = a.authorize(api, body, Ctx())
         assert not d.refused

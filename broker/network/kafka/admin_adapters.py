@@ -107,42 +107,6 @@ class CreatePartitions(Adapter):
         return {"results": [{"name": t["name"], "error_code": code, "error_message": message} for t in req["topics"]]}
 
 
-class ElectLeaders(Adapter):
-    """Preferred or unclean leader elections (v0 has no election_type: preferred). topic_partitions null
-    means every partition; the answer then leaves out those already led as asked, as Kafka's does."""
-
-    api_key, versions = 43, (0, 2)
-
-    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        asked = req.get("topic_partitions")
-        topics = None if asked is None else [[t["topic"], list(t["partitions"])] for t in asked]
-        # The answer comes once the elections are committed; the request's timeout is not needed for that.
-        return ApiKey.ELECT_LEADERS, {"election_type": req.get("election_type", 0), "topics": topics}
-
-    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
-        results = [
-            {
-                "topic": topic,
-                "partition_result": [{"partition_id": p, "error_code": c, "error_message": m} for p, c, m in rows],
-            }
-            for topic, rows in native.get("topics") or []
-        ]
-        throttle = native.get("throttle_time_ms", 0)
-        return {"error_code": 0, "replica_election_results": results, "throttle_time": throttle}
-
-    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
-        results = [
-            {
-                "topic": t["topic"],
-                "partition_result": [
-                    {"partition_id": p, "error_code": code, "error_message": message} for p in t["partitions"]
-                ],
-            }
-            for t in req.get("topic_partitions") or []
-        ]
-        return {"error_code": code, "replica_election_results": results}
-
-
 def _resource(kind: int, name: str, code: int, message: str | None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "resource_type": kind, "resource_name": name}
 
@@ -275,7 +239,6 @@ ADMIN_ADAPTERS: list[Adapter] = [
     CreateTopics(),
     DeleteTopics(),
     CreatePartitions(),
-    ElectLeaders(),
     DescribeConfigs(),
     AlterConfigs(),
     IncrementalAlterConfigs(),
