@@ -22,17 +22,40 @@ from net.security import uses_sasl
 if TYPE_CHECKING:
     from broker.controller import BrokerInfo
 
-# Broker-level defaults for topic configs use Kafka's `log.` prefixed names.
+# Broker-level defaults for topic configs use Kafka's broker names (Kafka's ServerTopicConfigSynonyms): in
+# server.properties they set every topic's default, and DescribeConfigs names them as each topic config's synonym.
 TOPIC_DEFAULT_KEYS = {
     "log.segment.bytes": "segment.bytes",
     "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
     "log.retention.ms": "retention.ms",
     "log.retention.bytes": "retention.bytes",
     "log.index.interval.bytes": "index.interval.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
     "message.max.bytes": "max.message.bytes",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "log.preallocate": "preallocate",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
 }
+# topic config -> its broker synonym (the topic configs without one: throttles and the remote.* keys).
+TOPIC_SYNONYMS = {t: b for b, t in TOPIC_DEFAULT_KEYS.items()}
 
 
 def _paths(v: Any) -> Any:

@@ -42,6 +42,7 @@ from net.batch import (
 from net.errors import (
     CorruptMessageError,
     ErrorCode,
+    InvalidTimestampError,
     KafkaLiteError,
     KafkaStorageError,
     MessageTooLargeError,
@@ -274,10 +275,12 @@ class Log:
         batches = self._analyze(records, leader=True)
         if not batches:
             return _EMPTY
-        buf = bytearray(records)  # the one copy: offsets and epochs are stamped in place
-        self._ensure_files()
         now = self._now_ms()
         append_time = now if self.config.log_append_time else -1
+        if append_time < 0:
+            self._check_timestamps(batches, now)
+        buf = bytearray(records)  # the one copy: offsets and epochs are stamped in place
+        self._ensure_files()
         with self._lock:
             self._check_open()
             first = offset = self.log_end_offset
@@ -296,6 +299,26 @@ class Log:
             self._append(buf, offset - 1, max_ts, max_ts_offset, now)
             self._epochs.assign(leader_epoch, first)
             return LogAppendInfo(first, offset - 1, max_ts, max_ts_offset, append_time, count, len(buf))
+
+    def _check_timestamps(self, batches: list[tuple[int, BatchHeader]], now: int) -> None:
+        """message.timestamp.before/after.max.ms of a CreateTime topic, on each batch's first and largest
+        timestamp (Kafka checks every record; a record between the two passes here too). Two comparisons a
+        batch: nothing is decoded."""
+        c = self.config
+        for _, h in batches:
+            if h.first_timestamp < now - c.message_timestamp_before_max_ms or (
+                h.max_timestamp > now + c.message_timestamp_after_max_ms
+            ):
+                bad = (
+                    h.first_timestamp
+                    if h.first_timestamp < now - c.message_timestamp_before_max_ms
+                    else h.max_timestamp
+                )
+                raise InvalidTimestampError(
+                    f"{self.topic}-{self.partition}: timestamp {bad} is out of range for the broker's time {now} "
+                    f"(message.timestamp.before.max.ms={c.message_timestamp_before_max_ms}, "
+                    f"message.timestamp.after.max.ms={c.message_timestamp_after_max_ms})"
+                )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches replicated from the leader, keeping their offsets and epochs."""
@@ -339,7 +362,10 @@ class Log:
         c = self.config
         if seg.size and (
             seg.size > c.segment_bytes - size
-            or (seg.created_ms is not None and now_ms - seg.created_ms > c.segment_ms)
+            or (
+                seg.created_ms is not None
+                and now_ms - seg.created_ms > c.segment_ms - c.roll_jitter_ms(seg.base_offset)
+            )
             or seg.is_full()
             or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
         ):
