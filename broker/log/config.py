@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator
 
+from net.compression import CODECS
 from net.config_def import INT_MAX, LONG_MAX, Bool, ConfigDef, Float, Int, Str, choice, key
 
 CREATE_TIME = "CreateTime"
@@ -193,20 +194,20 @@ class LogConfig(ConfigDef):
     compression_type: choice(*COMPRESSION_TYPES) = key(  # type: ignore[valid-type]
         "compression.type",
         "producer",
-        "producer: batches are stored with the producer's codec. A codec (or uncompressed) is accepted and "
-        "described, but batches are still stored as produced (no broker-side recompression).",
+        "producer: batches are stored with the producer's codec; a codec (or uncompressed): the leader "
+        "recompresses every batch produced with another one to it before appending.",
     )
     compression_gzip_level: GzipLevel = key(
         "compression.gzip.level",
         -1,
-        "Level of broker-side gzip compression (none in Kafka Lite: accepted and described).",
+        "Level of the broker's gzip recompression when compression.type is gzip.",
         kafka_type="int",
         valid="[1,...,9] or -1",
     )
     compression_lz4_level: Int = key(
         "compression.lz4.level",
         9,
-        "Level of broker-side lz4 compression (none in Kafka Lite: accepted and described).",
+        "Level of the broker's lz4 recompression when compression.type is lz4.",
         ge=1,
         le=17,
         kafka_type="int",
@@ -214,7 +215,7 @@ class LogConfig(ConfigDef):
     compression_zstd_level: Int = key(
         "compression.zstd.level",
         3,
-        "Level of broker-side zstd compression (none in Kafka Lite: accepted and described).",
+        "Level of the broker's zstd recompression when compression.type is zstd.",
         ge=-131072,
         le=22,
         kafka_type="int",
@@ -254,6 +255,23 @@ class LogConfig(ConfigDef):
     def log_append_time(self) -> bool:
         append_time: bool = self.message_timestamp_type == LOG_APPEND_TIME
         return append_time
+
+    @property
+    def stored_codec(self) -> int | None:
+        """The codec compression.type names, which the leader recompresses other batches to; None: producer."""
+        if self.compression_type == "producer":
+            return None
+        return CODECS["none" if self.compression_type == "uncompressed" else self.compression_type]
+
+    @property
+    def compression_level(self) -> int | None:
+        """compression.<codec>.level of the codec compression.type names (snappy has none)."""
+        levels = {
+            "gzip": self.compression_gzip_level,
+            "lz4": self.compression_lz4_level,
+            "zstd": self.compression_zstd_level,
+        }
+        return levels.get(self.compression_type)
 
     def roll_jitter_ms(self, base_offset: int) -> int:
         """The part of segment.jitter.ms taken off segment.ms for the segment at `base_offset`: fixed per

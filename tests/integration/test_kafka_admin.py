@@ -333,3 +333,42 @@ def test_log_append_time_and_timestamp_bounds_act(cluster, admin):
         assert msg.timestamp() == (confluent_kafka.TIMESTAMP_LOG_APPEND_TIME, ts)
     finally:
         consumer.close()
+
+
+def test_compression_type_zstd_topic_recompresses_what_producers_send(cluster, admin):
+    """Created with compression.type=zstd (INVALID_CONFIG before), described so, and an lz4 producer's batches
+    are stored as zstd on every replica; consumers read them back unchanged."""
+    from net.batch import iter_batches
+    from net.compression import CODEC_ZSTD
+
+    done(admin.create_topics([NewTopic("zstd-topic", 1, 3, config={"compression.type": "zstd"})]))
+    wait_until(lambda: len(cluster.describe("zstd-topic")) == 1, 10, "zstd-topic")
+    res = ConfigResource(ConfigResource.Type.TOPIC, "zstd-topic")
+    assert done(admin.describe_configs([res]))[res]["compression.type"].value == "zstd"
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.kafka_bootstrap(), "acks": "all", "compression.type": "lz4", "linger.ms": 50}
+    )
+    values = [b"record-%d-" % i + b"x" * 200 for i in range(50)]
+    for v in values:
+        producer.produce("zstd-topic", v)
+    assert producer.flush(30) == 0
+
+    def codecs_per_replica() -> list[set[int]]:
+        return [
+            {h.codec for seg in (b.data_dir / "zstd-topic-0").glob("*.log") for _, h in iter_batches(seg.read_bytes())}
+            for b in cluster.brokers.values()
+        ]
+
+    wait_until(lambda: codecs_per_replica() == [{CODEC_ZSTD}] * 3, 10, "zstd batches on every replica")
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap(), "group.id": "zstd-reader", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe(["zstd-topic"])
+        got: list[bytes] = []
+        wait_until(
+            lambda: got.extend(m.value() for m in consumer.consume(50, 1) if not m.error()) or len(got) >= 50, 30, ""
+        )
+        assert got == values
+    finally:
+        consumer.close()
