@@ -66,7 +66,10 @@ class ConfigEntry:
         """The native row: [value, is_default, doc, is_sensitive, config_type, config_source, synonyms
         [[name, value, source], ...], read_only]; the first three are the row of Kafka Lite 0.1."""
         synonyms = [[n, v, int(s)] for n, v, s in self.synonyms]
-        default = self.source == ConfigSource.DEFAULT_CONFIG
+        # is_default as Kafka Lite 0.1 meant it: not set on the resource itself (a topic without an override of
+        # the key, whatever the broker's default; a broker key its server.properties does not set)
+        own = ConfigSource.STATIC_BROKER_CONFIG if self.read_only else ConfigSource.DYNAMIC_TOPIC_CONFIG
+        default = self.source != own
         return [
             self.value,
             default,
@@ -110,8 +113,8 @@ def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
     topic_defaults = config.topic_config_defaults().to_props()
     for broker_name, topic_name in TOPIC_DEFAULT_KEYS.items():
         rows[broker_name] = (topic_defaults[topic_name], topic_name in config.topic_defaults, docs[broker_name])
-    for name, (value, doc) in _listener_keys(config).items():
-        rows[name] = (value, True, KeyDoc(name, "list", "", "", doc))
+    for name, (value, text) in _listener_keys(config).items():
+        rows[name] = (value, True, KeyDoc(name, "list", "", "", text))
     voters = docs["peers"]
     rows["controller.quorum.voters"] = (
         config.peers,
@@ -119,16 +122,16 @@ def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
         KeyDoc("controller.quorum.voters", "list", "", "", voters.doc),
     )
     out = []
-    for name, (value, static, doc) in sorted(rows.items()):
+    for name, (value, static, key_doc) in sorted(rows.items()):
         shown = None if name in secret else value
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if static:
             synonyms.append((name, shown, ConfigSource.STATIC_BROKER_CONFIG))
-        if doc.default or not static:
-            synonyms.append((name, None if name in secret else doc.default, ConfigSource.DEFAULT_CONFIG))
+        if key_doc.default or not static:
+            synonyms.append((name, None if name in secret else key_doc.default, ConfigSource.DEFAULT_CONFIG))
         source = ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG
-        kind = config_type(doc.type)
-        out.append(ConfigEntry(name, shown, source, kind, name in secret, True, doc.doc, tuple(synonyms)))
+        kind = config_type(key_doc.type)
+        out.append(ConfigEntry(name, shown, source, kind, name in secret, True, key_doc.doc, tuple(synonyms)))
     return out
 
 
