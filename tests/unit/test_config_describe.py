@@ -41,7 +41,8 @@ def test_broker_configs_under_kafkas_names():
     assert rows["listeners"].value.startswith("NATIVE://127.0.0.1:9000,KAFKA://127.0.0.1:9001")
     assert rows["advertised.listeners"].value == "NATIVE://127.0.0.1:9000,KAFKA://kafka.example:9001"
     assert not {"port", "kafka.port", "host", "peers"} & set(rows)
-    assert rows["num.partitions"].source == S.STATIC_BROKER_CONFIG
+    assert rows["num.partitions"].source == S.STATIC_BROKER_CONFIG and rows["num.partitions"].type == T.INT
+    assert rows["offsets.topic.replication.factor"].type == T.SHORT and rows["log.retention.ms"].type == T.LONG
     assert rows["num.partitions"].synonyms[-1] == ("num.partitions", "1", S.DEFAULT_CONFIG)
     assert rows["log.segment.bytes"].source == S.DEFAULT_CONFIG and rows["log.segment.bytes"].type == T.INT
     assert all(e.read_only for e in rows.values())
