@@ -50,3 +50,26 @@ def test_broker_configs_under_kafkas_names():
     jaas = {e.name: e for e in broker_entries(secret)}["sasl.jaas.config"]
     assert jaas.value is None and jaas.sensitive and jaas.type == T.PASSWORD
     assert all(v is None for _, v, _ in jaas.synonyms)
+
+
+def test_the_kafka_answer_carries_synonyms_and_documentation_only_when_asked():
+    from broker.network.kafka.admin_adapters import DescribeConfigs
+
+    cfg = BrokerConfig.from_props({})
+    rows = {e.name: e.to_wire() for e in topic_entries(cfg, {"retention.ms": "5"}, cfg.topic_config_defaults())}
+    native = {"results": [["t", 0, None, rows]], "brokers": []}
+
+    def ask(synonyms: bool, docs: bool) -> dict:
+        req = {
+            "resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": ["retention.ms"]}],
+            "include_synonyms": synonyms,
+            "include_documentation": docs,
+        }
+        (entry,) = DescribeConfigs().response(native, req, 4)["results"][0]["configs"]
+        return entry
+
+    bare = ask(False, False)
+    assert bare["synonyms"] == [] and bare["documentation"] is None and bare["config_type"] == T.LONG
+    full = ask(True, True)
+    assert [s["name"] for s in full["synonyms"]] == ["retention.ms", "log.retention.ms"]
+    assert "older than this" in full["documentation"]
