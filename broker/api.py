@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from broker.authorization import Authorization
+from broker.config_describe import LIST_KEYS, broker_entries, topic_entries
 from broker.controller_channel import unwrap
 from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
@@ -594,35 +595,24 @@ class KafkaApis:
         return self._metered(meter, results)
 
     def handle_describe_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        """Topics: every key as [value, is_default, doc]; with "brokers": [id, ...], this broker's own configs
-        (only its own: a broker's configs are in its server.properties, as Kafka's static configs are)."""
+        """Topics: every topic config; with "brokers": [id, ...], this broker's own configs (only its own: a
+        broker's configs are in its server.properties, as Kafka's static configs are). Each row as
+        broker/config_describe.py's ConfigEntry.to_wire: value, type, source, synonyms, documentation."""
         results = []
-        topic_docs = {d.name: d.doc for d in self.config.topic_config_defaults().describe_keys()}
         for name in as_list(body.get("topics") or [], "topics"):
             info = self.image.topics.get(name) if isinstance(name, str) else None
             if info is None:
                 results.append([name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {name!r} does not exist", {}])
                 continue
-            props = self.topic_config(name).to_props()
-            rows: dict[str, list[Any]] = {
-                k: [str(v), k not in info.configs, topic_docs.get(k, "")] for k, v in sorted(props.items())
-            }
-            results.append([name, 0, None, rows])
+            entries = topic_entries(self.config, info.configs, self.topic_config(name))
+            results.append([name, 0, None, {e.name: e.to_wire() for e in entries}])
         brokers = []
         for bid in as_list(body.get("brokers") or [], "brokers"):
             if str(bid) != str(self.config.broker_id):
                 msg = f"broker {self.config.broker_id} describes its own configs only (asked for {bid})"
                 brokers.append([bid, int(ErrorCode.INVALID_REQUEST), msg, {}])
                 continue
-            defaults = {d.name: (d.default, d.doc) for d in self.config.describe_keys()}
-            secret = self.config.sensitive_keys()
-            # [value, is_default, doc, is_sensitive]: a secret's value is never sent (Kafka sends null).
-            rows = {
-                k: [None if k in secret else v, v == defaults.get(k, ("", ""))[0], defaults.get(k, ("", ""))[1]]
-                + [k in secret]
-                for k, v in sorted(self.config.to_props().items())
-            }
-            brokers.append([bid, 0, None, rows])
+            brokers.append([bid, 0, None, {e.name: e.to_wire() for e in broker_entries(self.config)}])
         return {"results": results, "brokers": brokers}
 
     def handle_alter_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
@@ -654,6 +644,9 @@ class KafkaApis:
                     if v is None:
                         merged.pop(k, None)
                     elif isinstance(v, list) and len(v) == 2 and v[0] in ("append", "subtract"):
+                        if k in effective and k not in LIST_KEYS:
+                            raise InvalidConfigError(f"config {v[0]} is not allowed for {k!r}: not a list config")
+                        # Kafka's order: the current items, then the appended ones not already there.
                         items = [x for x in str(merged.get(k, effective.get(k, ""))).split(",") if x]
                         if v[0] == "append":
                             items += [x for x in str(v[1]).split(",") if x and x not in items]

@@ -7,6 +7,7 @@ dedicated `kl-broker start` flags. Topic-config defaults use Kafka's broker name
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
@@ -22,17 +23,79 @@ from net.security import uses_sasl
 if TYPE_CHECKING:
     from broker.controller import BrokerInfo
 
-# Broker-level defaults for topic configs use Kafka's `log.` prefixed names.
+# Broker-level defaults for topic configs use Kafka's broker names (Kafka's ServerTopicConfigSynonyms): in
+# server.properties they set every topic's default, and DescribeConfigs names them as each topic config's synonym.
 TOPIC_DEFAULT_KEYS = {
     "log.segment.bytes": "segment.bytes",
     "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
     "log.retention.ms": "retention.ms",
     "log.retention.bytes": "retention.bytes",
     "log.index.interval.bytes": "index.interval.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
     "message.max.bytes": "max.message.bytes",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "log.preallocate": "preallocate",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
 }
+# topic config -> its broker synonym (the topic configs without one: throttles and the remote.* keys).
+TOPIC_SYNONYMS = {t: b for b, t in TOPIC_DEFAULT_KEYS.items()}
+# Kafka's ConfigDef types of the broker keys that are 32-bit (INT) or 16-bit (SHORT) in Kafka, where our
+# schema's integers are all 64-bit: DescribeConfigs' config_type and CONFIGURATION.md give Kafka's.
+KAFKA_INT_KEYS = frozenset(
+    {
+        "broker.id",
+        "num.partitions",
+        "default.replication.factor",
+        "socket.request.max.bytes",
+        "log.flush.offset.checkpoint.interval.ms",
+        "broker.session.timeout.ms",
+        "broker.heartbeat.interval.ms",
+        "controller.quorum.election.timeout.ms",
+        "zookeeper.session.timeout.ms",
+        "leader.imbalance.per.broker.percentage",
+        "producer.id.expiration.ms",
+        "producer.id.expiration.check.interval.ms",
+        "transactional.id.expiration.ms",
+        "num.replica.fetchers",
+        "replica.fetch.wait.max.ms",
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "group.initial.rebalance.delay.ms",
+        "offsets.topic.num.partitions",
+        "offsets.topic.segment.bytes",
+        "offsets.retention.minutes",
+        "offsets.commit.timeout.ms",
+        "offset.metadata.max.bytes",
+        "max.connections",
+        "max.connections.per.ip",
+        "queued.max.requests",
+        "sasl.server.max.receive.size",
+        "connection.failed.authentication.delay.ms",
+        "quota.window.num",
+        "quota.window.size.seconds",
+        "controller.quota.window.num",
+        "controller.quota.window.size.seconds",
+    }
+)
+KAFKA_SHORT_KEYS = frozenset({"offsets.topic.replication.factor"})
 
 
 def _paths(v: Any) -> Any:
@@ -304,7 +367,11 @@ class BrokerConfig(SecurityKeys):
     def describe_keys(cls) -> list[KeyDoc]:
         """The broker keys, then the topic-config defaults under their broker names."""
         topic = {r.name: r for r in LogConfig.describe_keys()}
-        return super().describe_keys() + [
+        own = [
+            replace(r, type="int" if r.name in KAFKA_INT_KEYS else "short" if r.name in KAFKA_SHORT_KEYS else r.type)
+            for r in super().describe_keys()
+        ]
+        return own + [
             KeyDoc(b, topic[t].type, topic[t].default, topic[t].valid, f"Default {t} of topics: {topic[t].doc}")
             for b, t in TOPIC_DEFAULT_KEYS.items()
         ]

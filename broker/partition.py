@@ -121,6 +121,8 @@ class Partition:
         self._load_producer_state()
         log.on_roll = self._on_roll
         self.appended_records = 0
+        # The broker time of the last append_as_leader on a LogAppendTime topic (-1 otherwise), for its answer.
+        self.last_log_append_time = -1
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -292,9 +294,11 @@ class Partition:
             offsets.append(dup)
             if dup is None:
                 keep.append((pos, h))
+        self.last_log_append_time = -1
         if keep:
             blob = records if len(keep) == len(headers) else b"".join(records[p : p + h.size] for p, h in keep)
             info = self.log.append_as_leader(blob, self.leader_epoch)
+            self.last_log_append_time = info.log_append_time
             base = info.first_offset
             it = iter(keep)
             for i, off in enumerate(offsets):

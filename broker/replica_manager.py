@@ -309,7 +309,12 @@ class ReplicaManager:
                 p = self.get_partition(*tp)
                 offsets = p.append_as_leader(records, acks, now)
                 results[tp] = ProduceResult(
-                    0, offsets[0], -1, p.log.log_start_offset, None, offsets if len(offsets) > 1 else None
+                    0,
+                    offsets[0],
+                    p.last_log_append_time,
+                    p.log.log_start_offset,
+                    None,
+                    offsets if len(offsets) > 1 else None,
                 )
                 if acks == -1:
                     pending[tp] = p.log.log_end_offset - 1

@@ -181,6 +181,28 @@ def build(
     return b"".join((_PREFIX.pack(base_offset, length, -1, MAGIC, crc), tail, payload))
 
 
+def recompress(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader, codec: int, level: int | None) -> bytes:
+    """The batch at buf[pos:] with its records section in `codec` (Kafka's broker-side recompression for a
+    topic's compression.type): the varint records are not decoded, only decompressed and compressed again;
+    every header field but the codec bits, the length and the CRC stays."""
+    with memoryview(buf)[pos + HEADER_SIZE : pos + h.size] as section:
+        raw = decompress(h.codec, section) if h.codec != CODEC_NONE else bytes(section)
+    payload = compress(codec, raw, level) if codec != CODEC_NONE else raw
+    tail = _TAIL.pack(
+        (h.attributes & ~CODEC_MASK) | codec,
+        h.last_offset_delta,
+        h.first_timestamp,
+        h.max_timestamp,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+        h.record_count,
+    )
+    crc = crc32c(payload, crc32c(tail))
+    length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
+    return b"".join((_PREFIX.pack(h.base_offset, length, h.leader_epoch, h.magic, crc), tail, payload))
+
+
 def iter_records(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
     """The records of one magic-2 batch as aiokafka records (.offset, .timestamp absolute; .key, .value,
     .headers: a list of (str, bytes)), decompressed and decoded in C."""

@@ -30,15 +30,19 @@ def codec_id(name: str) -> int:
         raise ValueError(f"unknown compression.type {name!r}; expected one of {', '.join(CODECS)}") from None
 
 
-def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
+def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    """`level`: the codec's compression level (Kafka's compression.<codec>.level; gzip -1: its default);
+    None: zstd 3, lz4 and gzip their defaults."""
     if codec == CODEC_ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=3))
+        return bytes(cramjam.zstd.compress(data, level=3 if level is None else level))
     if codec == CODEC_LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        return bytes(cramjam.lz4.compress(data) if level is None else cramjam.lz4.compress(data, level=level))
     if codec == CODEC_SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == CODEC_GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        if level is None or level < 0:
+            return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=level))
     raise ValueError(f"unsupported compression codec {codec}")
 
 

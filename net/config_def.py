@@ -87,11 +87,20 @@ def key(
     ge: float | None = None,
     le: float | None = None,
     sensitive: bool = False,
+    kafka_type: str | None = None,
+    valid: str | None = None,
 ) -> Any:
     """A config key: Kafka's `name`, its default, bounds, and the line the docs show. A `sensitive` key
-    (Kafka's PASSWORD type) is never shown: describe output gives no value and sensitive=true."""
-    extra: dict[str, JsonValue] | None = {"sensitive": True} if sensitive else None
-    return Field(default, alias=name, ge=ge, le=le, description=doc, json_schema_extra=extra)
+    (Kafka's PASSWORD type) is never shown: describe output gives no value and sensitive=true. `kafka_type`
+    names Kafka's ConfigDef type where the Python type does not tell it (an int32 "int" next to the 64-bit
+    "long" every Int is by default, a comma-separated "list" held as a string); `valid` is the valid-values
+    text of a validator the bounds do not express."""
+    extra: dict[str, JsonValue] = {"sensitive": True} if sensitive else {}
+    if kafka_type is not None:
+        extra["kafka_type"] = kafka_type
+    if valid is not None:
+        extra["valid"] = valid
+    return Field(default, alias=name, ge=ge, le=le, description=doc, json_schema_extra=extra or None)
 
 
 @dataclass(frozen=True)
@@ -170,8 +179,17 @@ def format_value(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+def _extra(f: FieldInfo, name: str) -> Any:
+    return f.json_schema_extra.get(name) if isinstance(f.json_schema_extra, dict) else None
+
+
 def _type_name(f: FieldInfo) -> str:
-    """Kafka's ConfigDef type names: boolean, long, double, string, list."""
+    """Kafka's ConfigDef type names: boolean, int, long, double, string, list, password."""
+    if _extra(f, "sensitive"):
+        return "password"
+    declared = _extra(f, "kafka_type")
+    if declared is not None:
+        return str(declared)
     ann = f.annotation
     args = [a for a in getattr(ann, "__args__", ()) if a is not type(None)]
     if getattr(ann, "__origin__", None) is list:
@@ -190,6 +208,9 @@ def _bounds(f: FieldInfo) -> tuple[Any, Any]:
 
 
 def _valid(f: FieldInfo) -> str:
+    declared = _extra(f, "valid")
+    if declared is not None:
+        return str(declared)
     choices = next((m for m in f.metadata if isinstance(m, Choices)), None)
     if choices is not None:
         return "[" + ", ".join(choices.options) + "]"

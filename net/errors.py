@@ -127,6 +127,7 @@ OffsetOutOfRangeError = _error("OFFSET_OUT_OF_RANGE")
 CorruptMessageError = _error("CORRUPT_MESSAGE")
 UnknownTopicOrPartitionError = _error("UNKNOWN_TOPIC_OR_PARTITION")
 MessageTooLargeError = _error("MESSAGE_TOO_LARGE")
+InvalidTimestampError = _error("INVALID_TIMESTAMP")
 
 
 class KafkaStorageError(KafkaLiteError):  # a class statement, not _error(): others subclass it

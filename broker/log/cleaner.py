@@ -86,6 +86,15 @@ class _Cleanable:
     def dirty_bytes(self) -> int:
         return sum(s.size for s, end in zip(self.segments, self.ends) if end > self.first_dirty)
 
+    def overdue(self, now: int, config: LogConfig) -> bool:
+        """max.compaction.lag.ms: a dirty segment entirely older than it makes the log cleanable whatever its
+        dirty ratio (Kafka goes by the segment's first record; its newest is what a segment keeps here, so a
+        segment is due up to its own time span later)."""
+        lag = config.max_compaction_lag_ms
+        return any(
+            end > self.first_dirty and s.largest_timestamp <= now - lag for s, end in zip(self.segments, self.ends)
+        )
+
     @property
     def dirty_ratio(self) -> float:
         total = sum(s.size for s in self.segments)
@@ -164,7 +173,7 @@ class LogCleaner:
             c = self.cleanable(lg, bound, now)
         except OSError:  # a segment deleted meanwhile (retention of a compact,delete log): next pass
             return None
-        if c.dirty_bytes and c.dirty_ratio >= lg.config.min_cleanable_dirty_ratio:
+        if c.dirty_bytes and (c.dirty_ratio >= lg.config.min_cleanable_dirty_ratio or c.overdue(now, lg.config)):
             return c
         return None
 

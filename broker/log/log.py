@@ -32,9 +32,12 @@ from broker.log.swap import abort_swap, begin_swap, commit_point, commit_swap, n
 from net.batch import (
     CRC_OFFSET,
     CRC_START,
+    MAGIC,
     TIMESTAMP_LOG_APPEND,
     BatchHeader,
     InvalidBatch,
+    parse_header,
+    recompress,
     records_of,
     stamp,
     validate,
@@ -42,6 +45,7 @@ from net.batch import (
 from net.errors import (
     CorruptMessageError,
     ErrorCode,
+    InvalidTimestampError,
     KafkaLiteError,
     KafkaStorageError,
     MessageTooLargeError,
@@ -274,10 +278,14 @@ class Log:
         batches = self._analyze(records, leader=True)
         if not batches:
             return _EMPTY
-        buf = bytearray(records)  # the one copy: offsets and epochs are stamped in place
-        self._ensure_files()
+        if self.config.compression_type != "producer":  # names a codec: recompress (the default never does)
+            records, batches = self._recompressed(records, batches, self.config.stored_codec or 0)
         now = self._now_ms()
         append_time = now if self.config.log_append_time else -1
+        if append_time < 0:
+            self._check_timestamps(batches, now)
+        buf = bytearray(records)  # the one copy: offsets and epochs are stamped in place
+        self._ensure_files()
         with self._lock:
             self._check_open()
             first = offset = self.log_end_offset
@@ -296,6 +304,53 @@ class Log:
             self._append(buf, offset - 1, max_ts, max_ts_offset, now)
             self._epochs.assign(leader_epoch, first)
             return LogAppendInfo(first, offset - 1, max_ts, max_ts_offset, append_time, count, len(buf))
+
+    def _recompressed(
+        self, records: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], codec: int
+    ) -> tuple[bytes | bytearray | memoryview, list[tuple[int, BatchHeader]]]:
+        """Kafka's broker-side recompression: every batch not in the topic's codec, recompressed to it (a
+        batch of Kafka Lite 0.1's format stays as it is). max.message.bytes applies to the result."""
+        if all(h.codec == codec or h.magic != MAGIC for _, h in batches):
+            return records, batches
+        level = self.config.compression_level
+        parts, out, pos = [], [], 0
+        for p, h in batches:
+            if h.codec == codec or h.magic != MAGIC:
+                data = bytes(records[p : p + h.size])
+            else:
+                try:
+                    data = recompress(records, p, h, codec, level)
+                except Exception as e:  # a compressed section that does not decompress (cramjam's errors)
+                    raise CorruptMessageError(f"{self.topic}-{self.partition}: batch at byte {p}: {e}") from None
+                if len(data) > self.config.max_message_bytes:
+                    raise MessageTooLargeError(
+                        f"batch of {len(data)} bytes after recompression exceeds max.message.bytes="
+                        f"{self.config.max_message_bytes} of {self.topic}"
+                    )
+            out.append((pos, parse_header(data)))
+            parts.append(data)
+            pos += len(data)
+        return b"".join(parts), out
+
+    def _check_timestamps(self, batches: list[tuple[int, BatchHeader]], now: int) -> None:
+        """message.timestamp.before/after.max.ms of a CreateTime topic, on each batch's first and largest
+        timestamp (Kafka checks every record; a record between the two passes here too). Two comparisons a
+        batch: nothing is decoded."""
+        c = self.config
+        for _, h in batches:
+            if h.first_timestamp < now - c.message_timestamp_before_max_ms or (
+                h.max_timestamp > now + c.message_timestamp_after_max_ms
+            ):
+                bad = (
+                    h.first_timestamp
+                    if h.first_timestamp < now - c.message_timestamp_before_max_ms
+                    else h.max_timestamp
+                )
+                raise InvalidTimestampError(
+                    f"{self.topic}-{self.partition}: timestamp {bad} is out of range for the broker's time {now} "
+                    f"(message.timestamp.before.max.ms={c.message_timestamp_before_max_ms}, "
+                    f"message.timestamp.after.max.ms={c.message_timestamp_after_max_ms})"
+                )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches replicated from the leader, keeping their offsets and epochs."""
@@ -339,7 +394,11 @@ class Log:
         c = self.config
         if seg.size and (
             seg.size > c.segment_bytes - size
-            or (seg.created_ms is not None and now_ms - seg.created_ms > c.segment_ms)
+            or (
+                seg.created_ms is not None
+                and now_ms - seg.created_ms
+                > c.segment_ms - (c.roll_jitter_ms(seg.base_offset) if c.segment_jitter_ms else 0)
+            )
             or seg.is_full()
             or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
         ):

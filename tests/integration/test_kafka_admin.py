@@ -178,3 +178,225 @@ def test_manual_replica_assignments_from_kafka_admin_clients(cluster, admin):
         kp.close()
     parts = {p.partition: p for p in cluster.describe("placed-kp")}
     assert [(parts[p].replicas, parts[p].leader) for p in range(2)] == [([2, 3], 2), ([3, 2], 3)]
+
+
+def test_describe_configs_types_sources_and_synonyms(cluster, admin):
+    """DescribeConfigs as Kafka fills it: ConfigType, ConfigSource, the broker synonym of each topic config,
+    documentation; broker configs under Kafka's names."""
+    done(admin.create_topics([NewTopic("typed", 1, 3, config={"retention.ms": "5000000", "compression.type": "zstd"})]))
+    wait_until(lambda: cluster.admin().describe_configs("typed")["compression.type"] == ("zstd", False), 10, "typed")
+    res = ConfigResource(ConfigResource.Type.TOPIC, "typed")
+    # librdkafka asks with include_synonyms
+    entries = done(admin.describe_configs([res]))[res]
+    retention = entries["retention.ms"]
+    assert retention.source == confluent_kafka.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert [(s.name, s.source) for s in retention.synonyms.values()] == [
+        ("retention.ms", confluent_kafka.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        ("log.retention.ms", confluent_kafka.admin.ConfigSource.DEFAULT_CONFIG.value),
+    ]
+    assert retention.synonyms["log.retention.ms"].value == "604800000"
+    assert entries["compression.type"].value == "zstd"
+    segment = entries["segment.bytes"]
+    assert segment.source == confluent_kafka.admin.ConfigSource.DEFAULT_CONFIG.value and segment.is_default
+    assert list(segment.synonyms) == ["log.segment.bytes"]
+
+    # config_type: kafka-python asks a version that carries it (v3+)
+    kp = kafka.KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap([1]))
+    try:
+        from kafka.admin import ConfigResource as KpResource
+        from kafka.admin import ConfigResourceType
+
+        answers = kp.describe_configs(
+            [KpResource(ConfigResourceType.TOPIC, "typed")], include_synonyms=True, config_filter="all"
+        )
+    finally:
+        kp.close()
+    rows = answers["topic"]["typed"]
+    types = {name: row.get("config_type") for name, row in rows.items()}
+    # Kafka's ConfigType (BOOLEAN, STRING, INT, LONG, DOUBLE, LIST), none UNKNOWN
+    assert types["cleanup.policy"] == "LIST" and types["retention.ms"] == "LONG" and types["segment.bytes"] == "INT"
+    assert types["unclean.leader.election.enable"] == "BOOLEAN" and types["compression.type"] == "STRING"
+    assert types["min.cleanable.dirty.ratio"] == "DOUBLE"
+    assert len(types) == 33 and "UNKNOWN" not in types.values(), types
+
+    # a broker under Kafka's names: listeners, advertised.listeners, log.dirs, the log.* topic defaults
+    broker = ConfigResource(ConfigResource.Type.BROKER, "1")
+    # broker 1's own configs: ask broker 1 (an admin client kept until its answer, not collected before)
+    admin1 = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka_bootstrap([1])})
+    b = done(admin1.describe_configs([broker]))[broker]
+    assert "KAFKA://" in b["listeners"].value and "KAFKA://" in b["advertised.listeners"].value
+    assert "port" not in b and "kafka.port" not in b
+    assert b["num.partitions"].source == confluent_kafka.admin.ConfigSource.STATIC_BROKER_CONFIG.value
+    assert b["default.replication.factor"].value == "3" and b["log.dirs"].value
+    assert b["log.retention.ms"].value == "604800000" and b["log.retention.ms"].is_default
+
+
+def test_incremental_append_and_subtract_keep_kafkas_order(cluster, admin):
+    done(admin.create_topics([NewTopic("order-cfg", 1, 3)]))
+
+    def incremental(op, key: str, value: str) -> None:
+        entry = ConfigEntry(key, value, incremental_operation=op)
+        done(
+            admin.incremental_alter_configs(
+                [ConfigResource(ConfigResource.Type.TOPIC, "order-cfg", incremental_configs=[entry])]
+            )
+        )
+
+    def policy() -> str:
+        return cluster.admin().describe_configs("order-cfg")["cleanup.policy"][0]
+
+    incremental(AlterConfigOpType.APPEND, "cleanup.policy", "compact")
+    # the existing item first, then the appended one, as Kafka does
+    wait_until(lambda: policy() == "delete,compact", 10, "delete,compact")
+    incremental(AlterConfigOpType.APPEND, "cleanup.policy", "delete")  # already there: no duplicate
+    incremental(AlterConfigOpType.SUBTRACT, "cleanup.policy", "delete")
+    wait_until(lambda: policy() == "compact", 10, "compact")
+    incremental(AlterConfigOpType.SUBTRACT, "cleanup.policy", "compact")  # to an empty list: allowed
+    wait_until(lambda: policy() == "", 10, "empty cleanup.policy")
+    # APPEND to a key that is not a list: INVALID_CONFIG
+    with pytest.raises(confluent_kafka.KafkaException, match="INVALID_CONFIG"):
+        incremental(AlterConfigOpType.APPEND, "retention.ms", "5")
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("compression.zstd.level", "23"),
+        ("compression.gzip.level", "0"),
+        ("message.timestamp.after.max.ms", "-1"),
+        ("local.retention.ms", "-3"),
+        ("cleanup.policy", "compact,forever"),
+        ("leader.replication.throttled.replicas", "0-1"),
+        ("message.downconversion.enable", "true"),  # removed in Kafka 4.0
+    ],
+)
+def test_out_of_range_topic_configs_are_refused_naming_the_key(admin, key, value):
+    with pytest.raises(confluent_kafka.KafkaException, match="INVALID_CONFIG") as e:
+        done(admin.create_topics([NewTopic("refused", 1, 1, config={key: value})]))
+    assert key in str(e.value)
+
+
+def test_every_kafka_topic_config_is_accepted_on_create(cluster, admin):
+    every = {
+        "cleanup.policy": "delete,compact",
+        "compression.type": "lz4",
+        "compression.gzip.level": "9",
+        "compression.lz4.level": "17",
+        "compression.zstd.level": "-5",
+        "delete.retention.ms": "1000",
+        "file.delete.delay.ms": "0",
+        "flush.messages": "100000",
+        "flush.ms": "100000",
+        "follower.replication.throttled.replicas": "0:1,0:2",
+        "index.interval.bytes": "100",
+        "leader.replication.throttled.replicas": "*",
+        "local.retention.bytes": "-2",
+        "local.retention.ms": "1000",
+        "max.compaction.lag.ms": "100000",
+        "max.message.bytes": "100000",
+        "message.timestamp.after.max.ms": "0",
+        "message.timestamp.before.max.ms": "100000",
+        "message.timestamp.type": "LogAppendTime",
+        "min.cleanable.dirty.ratio": "0.1",
+        "min.compaction.lag.ms": "1",
+        "min.insync.replicas": "1",
+        "preallocate": "true",
+        "remote.storage.enable": "false",
+        "remote.log.copy.disable": "true",
+        "remote.log.delete.on.disable": "true",
+        "retention.bytes": "100000",
+        "retention.ms": "100000",
+        "segment.bytes": "100000",
+        "segment.index.bytes": "100000",
+        "segment.jitter.ms": "10",
+        "segment.ms": "100000",
+        "unclean.leader.election.enable": "true",
+    }
+    done(admin.create_topics([NewTopic("every-config", 1, 1, config=every)]))
+    described = wait_until(lambda: cluster.admin().describe_configs("every-config"), 10, "every-config")
+    assert {k: described[k][0] for k in every} == every
+
+
+def test_log_append_time_and_timestamp_bounds_act(cluster, admin):
+    """message.timestamp.type=LogAppendTime: records carry the broker's time; message.timestamp.after.max.ms
+    (Kafka 4's default: 1 h) refuses a record from the future with INVALID_TIMESTAMP."""
+    import time
+
+    done(admin.create_topics([NewTopic("appended", 1, 3, config={"message.timestamp.type": "LogAppendTime"})]))
+    done(admin.create_topics([NewTopic("bounded", 1, 3, config={"message.timestamp.before.max.ms": "60000"})]))
+    wait_until(lambda: len(cluster.describe("appended")) == 1 and len(cluster.describe("bounded")) == 1, 10, "topics")
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "acks": "all"})
+    outcomes: dict[str, object] = {}
+
+    def report(name: str):
+        return lambda err, msg: outcomes.__setitem__(name, err or msg)
+
+    before = int(time.time() * 1000)
+    producer.produce("appended", b"v", timestamp=1000, on_delivery=report("appended"))
+    # one batch each (a batch is refused whole, as Kafka refuses it)
+    producer.produce("bounded", b"future", timestamp=before + 2 * 3600_000, on_delivery=report("future"))
+    producer.flush(30)
+    producer.produce("bounded", b"past", timestamp=before - 3600_000, on_delivery=report("past"))
+    producer.flush(30)
+    producer.produce("bounded", b"now", timestamp=before, on_delivery=report("now"))
+    producer.flush(30)
+    after = int(time.time() * 1000)
+    stored = outcomes["appended"]
+    assert isinstance(stored, confluent_kafka.Message), stored
+    kind, ts = stored.timestamp()
+    assert kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME and before <= ts <= after
+    for name in ("future", "past"):
+        err = outcomes[name]
+        assert (
+            isinstance(err, confluent_kafka.KafkaError) and err.code() == confluent_kafka.KafkaError.INVALID_TIMESTAMP
+        )
+    assert isinstance(outcomes["now"], confluent_kafka.Message)
+    # a consumer reads the broker's time too
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap(), "group.id": "lat", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe(["appended"])
+        msg = wait_until(lambda: consumer.poll(1), 30, "the LogAppendTime record")
+        assert msg.timestamp() == (confluent_kafka.TIMESTAMP_LOG_APPEND_TIME, ts)
+    finally:
+        consumer.close()
+
+
+def test_compression_type_zstd_topic_recompresses_what_producers_send(cluster, admin):
+    """Created with compression.type=zstd (INVALID_CONFIG before), described so, and an lz4 producer's batches
+    are stored as zstd on every replica; consumers read them back unchanged."""
+    from net.batch import iter_batches
+    from net.compression import CODEC_ZSTD
+
+    done(admin.create_topics([NewTopic("zstd-topic", 1, 3, config={"compression.type": "zstd"})]))
+    wait_until(lambda: len(cluster.describe("zstd-topic")) == 1, 10, "zstd-topic")
+    res = ConfigResource(ConfigResource.Type.TOPIC, "zstd-topic")
+    assert done(admin.describe_configs([res]))[res]["compression.type"].value == "zstd"
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.kafka_bootstrap(), "acks": "all", "compression.type": "lz4", "linger.ms": 50}
+    )
+    values = [b"record-%d-" % i + b"x" * 200 for i in range(50)]
+    for v in values:
+        producer.produce("zstd-topic", v)
+    assert producer.flush(30) == 0
+
+    def codecs_per_replica() -> list[set[int]]:
+        return [
+            {h.codec for seg in (b.data_dir / "zstd-topic-0").glob("*.log") for _, h in iter_batches(seg.read_bytes())}
+            for b in cluster.brokers.values()
+        ]
+
+    wait_until(lambda: codecs_per_replica() == [{CODEC_ZSTD}] * 3, 10, "zstd batches on every replica")
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap(), "group.id": "zstd-reader", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe(["zstd-topic"])
+        got: list[bytes] = []
+        wait_until(
+            lambda: got.extend(m.value() for m in consumer.consume(50, 1) if not m.error()) or len(got) >= 50, 30, ""
+        )
+        assert got == values
+    finally:
+        consumer.close()

@@ -44,8 +44,10 @@ def test_describe_rows_come_from_the_schema():
     rows = {r.name: r for r in LogConfig.describe_keys()}
     assert set(rows) == set(LogConfig().to_props())
     assert rows["segment.bytes"].valid == "[14,...,2147483647]"
-    assert rows["segment.bytes"].default == "1073741824" and rows["segment.bytes"].type == "long"
-    assert rows["cleanup.policy"].valid == "[delete, compact, compact,delete]"
+    assert rows["segment.bytes"].default == "1073741824" and rows["segment.bytes"].type == "int"
+    assert rows["retention.ms"].type == "long" and rows["cleanup.policy"].type == "list"
+    assert rows["cleanup.policy"].valid == "[compact, delete]"
+    assert rows["compression.gzip.level"].valid == "[1,...,9] or -1"
     assert rows["unclean.leader.election.enable"].type == "boolean"
     assert all(r.doc for r in rows.values()), "every key is documented"
 

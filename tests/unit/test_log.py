@@ -328,3 +328,83 @@ def test_offset_for_max_timestamp_and_the_kip_1005_specs(tmp_path):
     assert lg.offset_for_timestamp(OffsetSpec.LATEST_TIERED) is None
     lg.close()
     assert open_log(tmp_path / "empty").offset_for_timestamp(OffsetSpec.MAX_TIMESTAMP) is None
+
+
+def test_timestamps_out_of_the_topic_bounds_are_refused_with_nothing_appended(tmp_path):
+    from net.errors import InvalidTimestampError
+
+    clock = FakeClock(10_000_000)
+    lg = open_log(tmp_path, clock, message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=500)
+    lg.append_as_leader(batch(1, ts=10_000_000 - 1000, max_ts=10_000_000 + 500), 0)  # at both bounds: taken
+    with pytest.raises(InvalidTimestampError, match="message.timestamp.before.max.ms=1000"):
+        lg.append_as_leader(batch(1, ts=10_000_000 - 1001), 0)
+    with pytest.raises(InvalidTimestampError, match="out of range"):
+        lg.append_as_leader(batch(1) + batch(1, ts=10_000_000, max_ts=10_000_000 + 501), 0)  # one bad: none in
+    assert lg.log_end_offset == 1
+    # LogAppendTime topics take any producer timestamp: the broker's replaces it
+    lat = open_log(tmp_path / "lat", clock, message_timestamp_type="LogAppendTime", message_timestamp_after_max_ms=0)
+    assert lat.append_as_leader(batch(1, ts=10**13), 0).max_timestamp == 10_000_000
+    lg.close()
+    lat.close()
+
+
+def test_segment_jitter_rolls_a_segment_before_segment_ms(tmp_path):
+    clock = FakeClock()
+    plain = open_log(tmp_path / "plain", clock, segment_ms=1000)
+    jittered = open_log(tmp_path / "jittered", clock, segment_ms=1000, segment_jitter_ms=1000)
+    for lg in (plain, jittered):
+        lg.append_as_leader(batch(1), 0)  # segment 0: its jitter is 0; the next one gets one
+    clock.advance(1001)
+    for lg in (plain, jittered):
+        lg.append_as_leader(batch(1), 0)  # both roll at segment.ms: offset 1 starts a segment
+    jitter = jittered.config.roll_jitter_ms(1)
+    assert 0 < jitter < 1000
+    clock.advance(1000 - jitter + 1)  # past segment.ms minus the jitter, not past segment.ms
+    for lg in (plain, jittered):
+        lg.append_as_leader(batch(1), 0)
+    assert [s.base_offset for s in plain.segments] == [0, 1]
+    assert [s.base_offset for s in jittered.segments] == [0, 1, 2]
+    plain.close()
+    jittered.close()
+
+
+@pytest.mark.parametrize("target", ["zstd", "gzip", "lz4", "snappy", "uncompressed"])
+def test_compression_type_recompresses_batches_of_another_codec(tmp_path, target):
+    from net.batch import build, iter_records
+    from net.compression import CODEC_LZ4, CODEC_ZSTD, CODECS
+
+    lg = open_log(tmp_path, compression_type=target)
+    records = [[i, i, b"k%d" % i, b"value-%d" % i * 20, [("h", b"1")]] for i in range(5)]
+    produced = [
+        build(records, 1000, 1004, CODEC_LZ4 if target != "lz4" else CODEC_ZSTD, 77, 3, 10),
+        build(records, 2000, 2004),  # uncompressed
+    ]
+    lg.append_as_leader(b"".join(produced), leader_epoch=4)
+    stored = headers(lg.read(0, 10**6))  # CRCs valid
+    want = CODECS["none" if target == "uncompressed" else target]
+    assert [h.codec for h in stored] == [want, want]
+    first = stored[0]
+    assert (first.producer_id, first.producer_epoch, first.base_sequence, first.leader_epoch) == (77, 3, 10, 4)
+    assert (first.first_timestamp, first.max_timestamp, first.record_count) == (1000, 1004, 5)
+    data = lg.read(0, 10**6)
+    got = [(r.key, r.value, r.timestamp) for h in stored for r in iter_records(data, _pos(data, h), h)]
+    assert got == [(b"k%d" % i, b"value-%d" % i * 20, base + i) for base in (1000, 2000) for i in range(5)]
+    lg.close()
+
+
+def _pos(data: bytes, h) -> int:
+    from net.batch import iter_batches
+
+    return next(p for p, x in iter_batches(data) if x.base_offset == h.base_offset)
+
+
+def test_compression_type_producer_stores_batches_as_produced(tmp_path):
+    from net.batch import build
+    from net.compression import CODEC_LZ4
+
+    lg = open_log(tmp_path)
+    produced = build([[0, 0, None, b"v" * 100, []]], 1000, 1000, CODEC_LZ4)
+    lg.append_as_leader(produced, 0)
+    (h,) = headers(lg.read(0, 10**6))
+    assert h.codec == CODEC_LZ4 and h.size == len(produced)
+    lg.close()

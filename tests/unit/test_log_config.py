@@ -35,7 +35,8 @@ def test_from_props_parses_strings_and_ints():
     )
     assert cfg.segment_bytes == 1024 and cfg.retention_ms == -1
     assert cfg.log_append_time and cfg.unclean_leader_election_enable
-    assert cfg.cleanup_policy == "compact,delete" and cfg.delete_enabled
+    # Kafka's list type keeps the order given (Kafka describes `delete,compact` as written)
+    assert cfg.cleanup_policy == "delete,compact" and cfg.delete_enabled and cfg.compact_enabled
     assert LogConfig.from_props(cfg.to_props()) == cfg
 
 

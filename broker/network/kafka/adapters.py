@@ -13,6 +13,7 @@ docs/COMPATIBILITY.md.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from net.errors import ErrorCode
@@ -101,6 +102,8 @@ class Produce(Adapter):
                             "index": r[0],
                             "error_code": r[1],
                             "base_offset": r[2],
+                            # LogAppendTime topics: the broker's time, which clients report as the records'
+                            "log_append_time": _append_time(r[3]),
                             "log_start_offset": r[4],
                             "error_message": r[5],
                         }
@@ -318,3 +321,8 @@ class InitProducerId(Adapter):
 
 
 CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch(), Metadata(), InitProducerId(), DescribeCluster()]
+
+
+def _append_time(ms: int) -> datetime.datetime | None:
+    """A produce row's log_append_time: null (-1 on the wire) unless the topic stamps LogAppendTime."""
+    return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)

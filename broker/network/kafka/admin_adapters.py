@@ -16,8 +16,6 @@ from net.errors import ErrorCode
 from net.protocol import ApiKey
 
 TOPIC, BROKER = 2, 4
-# DescribeConfigs config_source values (Kafka's ConfigSource)
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _STATIC_BROKER = "broker configs are static in Kafka Lite: set them in server.properties and restart the broker"
@@ -124,7 +122,7 @@ class DescribeConfigs(Adapter):
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         found = {(TOPIC, r[0]): r for r in native.get("results") or []}
         found.update({(BROKER, str(r[0])): r for r in native.get("brokers") or []})
-        docs = req.get("include_documentation", False)
+        docs, synonyms = req.get("include_documentation", False), req.get("include_synonyms", False)
         results = []
         for res in req["resources"]:
             kind, name = res["resource_type"], res["resource_name"]
@@ -134,7 +132,6 @@ class DescribeConfigs(Adapter):
                 continue
             _, code, message, configs = row
             keys = res.get("configuration_keys")
-            source = DYNAMIC_TOPIC_CONFIG if kind == TOPIC else STATIC_BROKER_CONFIG
             results.append(
                 {
                     "error_code": code,
@@ -142,17 +139,7 @@ class DescribeConfigs(Adapter):
                     "resource_type": kind,
                     "resource_name": name,
                     "configs": [
-                        {
-                            "name": k,
-                            "value": v[0],
-                            "read_only": kind == BROKER,
-                            "config_source": DEFAULT_CONFIG if v[1] else source,
-                            "is_sensitive": bool(v[3]) if len(v) > 3 else False,
-                            "synonyms": [],
-                            "documentation": (v[2] if len(v) > 2 else "") if docs else None,
-                        }
-                        for k, v in configs.items()
-                        if not keys or k in keys
+                        _config_entry(k, v, synonyms, docs) for k, v in configs.items() if not keys or k in keys
                     ],
                 }
             )
@@ -166,6 +153,21 @@ class DescribeConfigs(Adapter):
         return {
             "results": [self._failed(r["resource_type"], r["resource_name"], code, message) for r in req["resources"]]
         }
+
+
+def _config_entry(name: str, row: list[Any], synonyms: bool, docs: bool) -> dict[str, Any]:
+    """One native row (broker/config_describe.py ConfigEntry.to_wire) as Kafka's DescribeConfigsResourceResult."""
+    value, _, doc, sensitive, kind, source, syns, read_only = row
+    return {
+        "name": name,
+        "value": value,
+        "read_only": read_only,
+        "config_source": source,
+        "is_sensitive": sensitive,
+        "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in syns] if synonyms else [],
+        "config_type": kind,
+        "documentation": doc if docs else None,
+    }
 
 
 class _AlterConfigsBase(Adapter):

@@ -1,0 +1,170 @@
+"""DescribeConfigs' entries, as Kafka's ConfigHelper builds them: each config with its value, Kafka's ConfigType,
+its ConfigSource, its synonyms (where else the value could come from, most specific first) and its documentation.
+
+A topic config's synonyms are the topic's own override (DYNAMIC_TOPIC_CONFIG), then its broker-level default
+under the broker's name (`log.retention.ms` for `retention.ms`; STATIC_BROKER_CONFIG when server.properties sets
+it) and Kafka's default under that name (DEFAULT_CONFIG). A broker's configs are described under Kafka's names
+where Kafka Lite's key is Kafka's concept: the listener keys (`host`, `port`, `kafka.port`, ...) as `listeners`
+and `advertised.listeners`, `peers` as `controller.quorum.voters`, and the topic defaults as their `log.*` keys.
+Kafka Lite has no dynamic broker configs, so DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG never appear.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from broker.config import TOPIC_DEFAULT_KEYS, TOPIC_SYNONYMS, BrokerConfig
+from broker.log.config import LogConfig
+from net.config_def import KeyDoc
+
+
+class ConfigSource(IntEnum):
+    """Kafka's DescribeConfigsResponse ConfigSource."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(IntEnum):
+    """Kafka's DescribeConfigsResponse ConfigType (KIP-569)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+def config_type(type_name: str) -> ConfigType:
+    """The ConfigType of a schema type name (net/config_def.py: boolean, int, long, double, string, list, password)."""
+    return ConfigType[type_name.upper()] if type_name.upper() in ConfigType.__members__ else ConfigType.UNKNOWN
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None  # None for a secret (Kafka sends null)
+    source: ConfigSource
+    type: ConfigType
+    sensitive: bool
+    read_only: bool
+    doc: str
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
+
+    def to_wire(self) -> list[Any]:
+        """The native row: [value, is_default, doc, is_sensitive, config_type, config_source, synonyms
+        [[name, value, source], ...], read_only]; the first three are the row of Kafka Lite 0.1."""
+        synonyms = [[n, v, int(s)] for n, v, s in self.synonyms]
+        # is_default as Kafka Lite 0.1 meant it: not set on the resource itself (a topic without an override of
+        # the key, whatever the broker's default; a broker key its server.properties does not set)
+        own = ConfigSource.STATIC_BROKER_CONFIG if self.read_only else ConfigSource.DYNAMIC_TOPIC_CONFIG
+        default = self.source != own
+        return [
+            self.value,
+            default,
+            self.doc,
+            self.sensitive,
+            int(self.type),
+            int(self.source),
+            synonyms,
+            self.read_only,
+        ]
+
+
+def topic_entries(config: BrokerConfig, overrides: dict[str, str], effective: LogConfig) -> list[ConfigEntry]:
+    """Every topic config of a topic with these `overrides` and `effective` values, in name order."""
+    kafka_defaults = {d.name: d for d in LogConfig.describe_keys()}
+    out = []
+    for name, value in sorted(effective.to_props().items()):
+        doc = kafka_defaults[name]
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if name in overrides:
+            synonyms.append((name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        broker_name = TOPIC_SYNONYMS.get(name)
+        if broker_name is not None:
+            if name in config.topic_defaults:
+                synonyms.append((broker_name, config.topic_defaults[name], ConfigSource.STATIC_BROKER_CONFIG))
+            synonyms.append((broker_name, doc.default, ConfigSource.DEFAULT_CONFIG))
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        out.append(ConfigEntry(name, value, source, config_type(doc.type), False, False, doc.doc, tuple(synonyms)))
+    return out
+
+
+def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
+    """This broker's configs under Kafka's names, read-only (static: server.properties), in name order."""
+    docs = {d.name: d for d in BrokerConfig.describe_keys()}
+    secret = config.sensitive_keys()
+    values = config.to_props()
+    rows: dict[str, tuple[str, bool, KeyDoc]] = {}  # name -> (value, set statically, doc)
+    for name, value in values.items():
+        if name not in _RENAMED:
+            rows[name] = (value, value != docs[name].default, docs[name])
+    topic_defaults = config.topic_config_defaults().to_props()
+    for broker_name, topic_name in TOPIC_DEFAULT_KEYS.items():
+        rows[broker_name] = (topic_defaults[topic_name], topic_name in config.topic_defaults, docs[broker_name])
+    for name, (value, text) in _listener_keys(config).items():
+        rows[name] = (value, True, KeyDoc(name, "list", "", "", text))
+    voters = docs["peers"]
+    rows["controller.quorum.voters"] = (
+        config.peers,
+        bool(config.peers),
+        KeyDoc("controller.quorum.voters", "list", "", "", voters.doc),
+    )
+    out = []
+    for name, (value, static, key_doc) in sorted(rows.items()):
+        shown = None if name in secret else value
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if static:
+            synonyms.append((name, shown, ConfigSource.STATIC_BROKER_CONFIG))
+        if key_doc.default or not static:
+            synonyms.append((name, None if name in secret else key_doc.default, ConfigSource.DEFAULT_CONFIG))
+        source = ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG
+        kind = config_type(key_doc.type)
+        out.append(ConfigEntry(name, shown, source, kind, name in secret, True, key_doc.doc, tuple(synonyms)))
+    return out
+
+
+# Kafka Lite's listener keys, described as Kafka's listeners / advertised.listeners instead.
+_RENAMED = frozenset(
+    {"host", "port", "advertised.host", "kafka.port", "kafka.host", "kafka.advertised.host", "inter.broker.port"}
+    | {"peers"}
+)
+
+
+def _listener_keys(config: BrokerConfig) -> dict[str, tuple[str, str]]:
+    """`listeners` and `advertised.listeners` in Kafka's NAME://host:port form, with the listener names of
+    listener.security.protocol.map: NATIVE (port), KAFKA (kafka.port), BROKER (inter.broker.port)."""
+    listeners = [f"NATIVE://{config.host}:{config.port}"]
+    advertised = [f"NATIVE://{config.advertised_host or config.host}:{config.port}"]
+    kafka = config.kafka_endpoint()
+    if kafka is not None:
+        listeners.append(f"KAFKA://{config.kafka_host or config.host}:{config.kafka_port}")
+        advertised.append(f"KAFKA://{kafka[0]}:{kafka[1]}")
+    if config.inter_broker_port >= 0:
+        listeners.append(f"BROKER://{config.host}:{config.inter_broker_port}")
+    return {
+        "listeners": (
+            ",".join(listeners),
+            "The broker's listeners as NAME://host:port (Kafka Lite's keys host, port, kafka.host, kafka.port, "
+            "inter.broker.port).",
+        ),
+        "advertised.listeners": (
+            ",".join(advertised),
+            "The addresses clients are told to use (Kafka Lite's keys advertised.host, kafka.advertised.host).",
+        ),
+    }
+
+
+# The topic configs of Kafka's list type: the only ones IncrementalAlterConfigs may APPEND to or SUBTRACT from.
+LIST_KEYS = frozenset(d.name for d in LogConfig.describe_keys() if d.type == "list")

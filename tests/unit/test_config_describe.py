@@ -1,0 +1,75 @@
+"""DescribeConfigs' entries (broker/config_describe.py): Kafka's ConfigType, ConfigSource and synonyms."""
+
+from __future__ import annotations
+
+from broker.config import BrokerConfig
+from broker.config_describe import ConfigSource as S
+from broker.config_describe import ConfigType as T
+from broker.config_describe import broker_entries, topic_entries
+
+
+def _topic(props: dict[str, str], overrides: dict[str, str]) -> dict:
+    cfg = BrokerConfig.from_props(props)
+    return {e.name: e for e in topic_entries(cfg, overrides, cfg.topic_config_defaults().merged(overrides))}
+
+
+def test_a_topic_config_names_its_override_then_the_broker_synonyms():
+    rows = _topic({"log.retention.ms": "1000"}, {"retention.ms": "5000"})
+    r = rows["retention.ms"]
+    assert (r.value, r.source, r.type) == ("5000", S.DYNAMIC_TOPIC_CONFIG, T.LONG)
+    assert r.synonyms == (
+        ("retention.ms", "5000", S.DYNAMIC_TOPIC_CONFIG),
+        ("log.retention.ms", "1000", S.STATIC_BROKER_CONFIG),
+        ("log.retention.ms", "604800000", S.DEFAULT_CONFIG),
+    )
+    assert r.to_wire()[1] is False  # set on the topic
+    # no override: the broker's static default is the source; still a default for the topic (native is_default)
+    rows = _topic({"log.retention.ms": "1000"}, {})
+    r = rows["retention.ms"]
+    assert (r.value, r.source) == ("1000", S.STATIC_BROKER_CONFIG) and r.to_wire()[1] is True
+    # no broker synonym at all (tiered storage, throttles): DEFAULT_CONFIG and no synonyms
+    assert rows["remote.storage.enable"].source == S.DEFAULT_CONFIG and rows["remote.storage.enable"].synonyms == ()
+    assert {e.type for e in rows.values()} >= {T.BOOLEAN, T.STRING, T.INT, T.LONG, T.DOUBLE, T.LIST}
+    assert T.UNKNOWN not in {e.type for e in rows.values()}
+
+
+def test_broker_configs_under_kafkas_names():
+    cfg = BrokerConfig.from_props(
+        {"port": "9000", "kafka.port": "9001", "kafka.advertised.host": "kafka.example", "num.partitions": "3"}
+    )
+    rows = {e.name: e for e in broker_entries(cfg)}
+    assert rows["listeners"].value.startswith("NATIVE://127.0.0.1:9000,KAFKA://127.0.0.1:9001")
+    assert rows["advertised.listeners"].value == "NATIVE://127.0.0.1:9000,KAFKA://kafka.example:9001"
+    assert not {"port", "kafka.port", "host", "peers"} & set(rows)
+    assert rows["num.partitions"].source == S.STATIC_BROKER_CONFIG and rows["num.partitions"].type == T.INT
+    assert rows["offsets.topic.replication.factor"].type == T.SHORT and rows["log.retention.ms"].type == T.LONG
+    assert rows["num.partitions"].synonyms[-1] == ("num.partitions", "1", S.DEFAULT_CONFIG)
+    assert rows["log.segment.bytes"].source == S.DEFAULT_CONFIG and rows["log.segment.bytes"].type == T.INT
+    assert all(e.read_only for e in rows.values())
+    secret = BrokerConfig.from_props({"sasl.jaas.config": 'x required username="a" password="b";'})
+    jaas = {e.name: e for e in broker_entries(secret)}["sasl.jaas.config"]
+    assert jaas.value is None and jaas.sensitive and jaas.type == T.PASSWORD
+    assert all(v is None for _, v, _ in jaas.synonyms)
+
+
+def test_the_kafka_answer_carries_synonyms_and_documentation_only_when_asked():
+    from broker.network.kafka.admin_adapters import DescribeConfigs
+
+    cfg = BrokerConfig.from_props({})
+    rows = {e.name: e.to_wire() for e in topic_entries(cfg, {"retention.ms": "5"}, cfg.topic_config_defaults())}
+    native = {"results": [["t", 0, None, rows]], "brokers": []}
+
+    def ask(synonyms: bool, docs: bool) -> dict:
+        req = {
+            "resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": ["retention.ms"]}],
+            "include_synonyms": synonyms,
+            "include_documentation": docs,
+        }
+        (entry,) = DescribeConfigs().response(native, req, 4)["results"][0]["configs"]
+        return entry
+
+    bare = ask(False, False)
+    assert bare["synonyms"] == [] and bare["documentation"] is None and bare["config_type"] == T.LONG
+    full = ask(True, True)
+    assert [s["name"] for s in full["synonyms"]] == ["retention.ms", "log.retention.ms"]
+    assert "older than this" in full["documentation"]
