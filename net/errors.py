@@ -52,6 +52,7 @@ class ErrorCode(IntEnum):
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SECURITY_DISABLED = 54
     OPERATION_NOT_ATTEMPTED = 55
@@ -162,6 +163,10 @@ NotEnoughReplicasError = _error("NOT_ENOUGH_REPLICAS")
 # An idempotent batch whose sequence is neither the next one nor a retained duplicate (broker/producer_state.py).
 class OutOfOrderSequenceError(KafkaLiteError):
     code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+# An idempotent batch from an older epoch of its producer than the partition has seen (Kafka since 2.7).
+InvalidProducerEpochError = _error("INVALID_PRODUCER_EPOCH")
 
 
 # AlterPartition refusals (broker/controller.py). Not retriable as such: what a leader does with each is

@@ -1,0 +1,118 @@
+"""Kafka's answers where Kafka Lite used to give other ones (issue 27 §1), on one shared broker with both
+listeners: idempotent sequence gaps refused (and our producer's KIP-360 recovery from one), negative and
+past-the-end committed offsets stored and reset by consumers, transactional clients failing at once."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from kio.index import load_response_schema
+from kio.serial import entity_reader
+
+from broker.network.kafka.entities import plain
+from client.sync import Consumer, Producer
+from net import batch as batch_fmt
+from net.errors import ErrorCode
+from net.protocol import ApiKey
+from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.test_kafka_protocol_errors import frame, read_frame
+from tests.integration.test_protocol_errors import RawClient
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    h = ClusterHarness(tmp_path_factory.mktemp("answers"), 1)
+    try:
+        h.start()
+        yield h
+    finally:
+        h.cleanup()
+
+
+def idem(pid: int, seq: int, n: int = 1, epoch: int = 0, tag: str = "r") -> bytes:
+    records = [[i, 0, None, f"{tag}-{seq + i}".encode(), None] for i in range(n)]
+    return batch_fmt.build(records, 1, 1, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def native_produce(h: ClusterHarness, topic: str, blob: bytes) -> tuple[int, int]:
+    """(error code, base offset) of a raw produce on the native listener."""
+    c = RawClient(h[1].port)
+    try:
+        row = c.request(ApiKey.PRODUCE, {"acks": -1, "topics": [[topic, [[0, blob]]]]})["topics"][0][1][0]
+    finally:
+        c.close()
+    return row[1], row[2]
+
+
+def kafka_produce(h: ClusterHarness, topic: str, blob: bytes) -> tuple[int, int]:
+    """(error code, base offset) of a raw Produce v9 on the Kafka listener."""
+    body = {
+        "acks": -1,
+        "timeout": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": blob}]}],
+    }
+    with socket.create_connection(("127.0.0.1", h[1].kafka_port), timeout=10) as s:
+        s.sendall(frame(0, 9, 7, body))
+        resp = plain(entity_reader(load_response_schema(0, 9))(read_frame(s), 5)[0])
+    row = resp["responses"][0]["partition_responses"][0]
+    return row["error_code"], row["base_offset"]
+
+
+def log_end(h: ClusterHarness, topic: str) -> int:
+    with Consumer(h.bootstrap()) as c:
+        return next(iter(c.list_offsets([(topic, 0)], -1).values()))
+
+
+# --- idempotent sequence rules ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("listener", ["native", "kafka"])
+def test_a_sequence_gap_is_refused_and_nothing_appended(cluster, listener):
+    topic = f"gap-{listener}"
+    cluster.create_topic(topic, 1, 1)
+    produce = native_produce if listener == "native" else kafka_produce
+    pid = 7000 if listener == "native" else 7001
+    assert produce(cluster, topic, idem(pid, 0)) == (0, 0)
+    end = log_end(cluster, topic)
+    assert produce(cluster, topic, idem(pid, 5))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # the issue's case
+    assert produce(cluster, topic, idem(pid, 3, epoch=1))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log_end(cluster, topic) == end, "a refused batch was appended"
+    assert produce(cluster, topic, idem(pid, 0)) == (0, 0)  # a retry is still answered with its offset
+    assert produce(cluster, topic, idem(pid, 1)) == (0, 1)  # last + 1 goes in
+    assert produce(cluster, topic, idem(pid, 0, epoch=1)) == (0, 2)  # a new epoch at 0 goes in
+    assert produce(cluster, topic, idem(pid, 2, epoch=0))[0] == ErrorCode.INVALID_PRODUCER_EPOCH  # fenced
+    assert produce(cluster, topic, idem(pid + 100, 41)) == (0, 3)  # an unknown producer starts anywhere
+    assert log_end(cluster, topic) == 4
+
+
+def test_our_producer_bumps_its_epoch_after_a_gap_and_loses_or_duplicates_nothing(cluster):
+    """Another writer with the producer's id moves the broker's sequence past what the producer numbered
+    next: its next batch is refused as out of order, so it bumps its epoch and sends it again from 0."""
+    topic = "bump"
+    cluster.create_topic(topic, 1, 1)
+    with Producer(cluster.bootstrap(), acks="all", linger_ms=0) as p:
+        for i in range(10):
+            p.send(topic, f"mine-{i}".encode(), partition=0)
+        p.flush()
+        sender = p._impl.sender
+        pid, epoch = sender.producer_id, sender.producer_epoch
+        assert native_produce(cluster, topic, idem(pid, 10, n=3, epoch=epoch, tag="foreign")) == (0, 10)
+        for i in range(10, 20):
+            p.send(topic, f"mine-{i}".encode(), partition=0)
+        p.flush()
+        assert sender.producer_epoch == epoch + 1 and sender.producer_id == pid
+        assert not sender.failures
+    with Consumer(cluster.bootstrap(), auto_offset_reset="earliest") as c:
+        c.assign([(topic, 0)])
+        values: list[str] = []
+        deadline = time.monotonic() + 20
+        while len(values) < 23 and time.monotonic() < deadline:
+            values += [r.value.decode() for r in c.poll(500)]
+    mine = [v for v in values if v.startswith("mine-")]
+    assert mine == [f"mine-{i}" for i in range(20)], "acknowledged records lost, duplicated or reordered"
+    assert sorted(v for v in values if v.startswith("foreign")) == ["foreign-10", "foreign-11", "foreign-12"]
+    assert len(values) == 23
