@@ -160,6 +160,12 @@ InvalidRequiredAcksError = _error("INVALID_REQUIRED_ACKS")
 NotEnoughReplicasError = _error("NOT_ENOUGH_REPLICAS")
 
 
+# What a transactional client hears until transactions land (issue 28): TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+# (53), the answer Kafka gives a transactional id it will not serve, which clients treat as fatal (librdkafka's
+# init_transactions fails at once instead of retrying the coordinator lookup until its timeout).
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by Kafka Lite"
+
+
 # An idempotent batch whose sequence is neither the next one nor a retained duplicate (broker/producer_state.py).
 class OutOfOrderSequenceError(KafkaLiteError):
     code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER

@@ -116,3 +116,58 @@ def test_our_producer_bumps_its_epoch_after_a_gap_and_loses_or_duplicates_nothin
     assert mine == [f"mine-{i}" for i in range(20)], "acknowledged records lost, duplicated or reordered"
     assert sorted(v for v in values if v.startswith("foreign")) == ["foreign-10", "foreign-11", "foreign-12"]
     assert len(values) == 23
+
+
+# --- transactional clients fail at once (transactions themselves: issue 28) ---------------------------------
+
+
+def test_confluent_kafka_init_transactions_fails_at_once(cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "transactional.id": "tx-ck"})
+    started = time.monotonic()
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        p.init_transactions(30)
+    took = time.monotonic() - started
+    err = info.value.args[0]
+    assert err.code() == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, err
+    assert err.fatal() and not err.retriable(), err
+    assert "not supported by Kafka Lite" in err.str(), err
+    assert took < 10, f"init_transactions took {took:.1f} s (it retried instead of failing)"
+
+
+def test_kafka_python_init_transactions_fails_at_once(cluster):
+    kafka = pytest.importorskip("kafka")
+    p = kafka.KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap(), transactional_id="tx-kp")
+    try:
+        started = time.monotonic()
+        with pytest.raises(kafka.errors.TransactionalIdAuthorizationFailedError):
+            p.init_transactions()
+        assert time.monotonic() - started < 10
+    finally:
+        p.close(timeout=5)
+
+
+def test_native_find_coordinator_for_a_transaction_and_our_clients_unaffected(cluster):
+    c = RawClient(cluster[1].port)
+    try:
+        body = c.request(ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 1})
+        assert body["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert (
+            c.request(ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 2})["error_code"] == ErrorCode.INVALID_REQUEST
+        )
+    finally:
+        c.close()
+    topic = "tx-others"
+    cluster.create_topic(topic, 1, 1)
+    with Producer(cluster.bootstrap(), acks="all") as p:  # idempotent, no transactional id
+        p.send(topic, b"plain", partition=0)
+        p.flush()
+        assert p.idempotent and not p._impl.sender.failures
+    with Consumer(cluster.bootstrap(), group_id="tx-others", auto_offset_reset="earliest") as c:
+        c.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got += [r.value for r in c.poll(500)]
+        c.commit()
+    assert got == [b"plain"]
