@@ -4,7 +4,10 @@ past-the-end committed offsets stored and reset by consumers, transactional clie
 
 from __future__ import annotations
 
+import json
+import shutil
 import socket
+import subprocess
 import time
 
 import pytest
@@ -16,16 +19,19 @@ from client.sync import Consumer, Producer
 from net import batch as batch_fmt
 from net.errors import ErrorCode
 from net.protocol import ApiKey
-from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.cluster_harness import ROOT, ClusterHarness
 from tests.integration.test_kafka_protocol_errors import frame, read_frame
 from tests.integration.test_protocol_errors import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 
+JS = ROOT / "tests" / "js"
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    h = ClusterHarness(tmp_path_factory.mktemp("answers"), 1)
+    # No initial rebalance delay: kafkajs joins the group three times per test (twice inside its admin).
+    h = ClusterHarness(tmp_path_factory.mktemp("answers"), 1, overrides=["group.initial.rebalance.delay.ms=0"])
     try:
         h.start()
         yield h
@@ -171,3 +177,149 @@ def test_native_find_coordinator_for_a_transaction_and_our_clients_unaffected(cl
             got += [r.value for r in c.poll(500)]
         c.commit()
     assert got == [b"plain"]
+
+
+# --- negative and past-the-end committed offsets ------------------------------------------------------------
+
+
+def fill(cluster: ClusterHarness, topic: str, n: int) -> None:
+    cluster.create_topic(topic, 1, 1)
+    with Producer(cluster.bootstrap(), acks="all") as p:
+        for i in range(n):
+            p.send(topic, f"old-{i}".encode(), partition=0)
+        p.flush()
+
+
+def native_committed(cluster: ClusterHarness, group: str, topic: str) -> int:
+    c = RawClient(cluster[1].port)
+    try:
+        body = c.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": [[topic, [0]]]})
+    finally:
+        c.close()
+    return body["topics"][0][1][0][1]
+
+
+def read_our_way(cluster: ClusterHarness, group: str, topic: str, reset: str, want: int) -> list[str]:
+    """Our consumer in `group`, subscribed: the values it reads until it has `want` of them."""
+    out: list[str] = []
+    with Consumer(cluster.bootstrap(), group_id=group, auto_offset_reset=reset) as c:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(out) < want and time.monotonic() < deadline:
+            out += [r.value.decode() for r in c.poll(300)]
+    return out
+
+
+def test_negative_commits_are_stored_and_a_consumer_applies_its_reset_policy(cluster):
+    topic = "neg"
+    fill(cluster, topic, 5)
+    tp = (topic, 0)
+    with Consumer(cluster.bootstrap(), group_id="neg-ours") as c:
+        c.commit({tp: 3})
+        c.commit({tp: -1})  # INVALID_COMMIT_OFFSET_SIZE before: Kafka validates only the metadata's size
+        assert native_committed(cluster, "neg-ours", topic) == -1
+        assert c.committed(tp) is None  # below 0: no valid position, as Kafka's consumer reads it
+        c.commit({tp: -2})
+        assert native_committed(cluster, "neg-ours", topic) == -2
+    assert read_our_way(cluster, "neg-ours", topic, "earliest", 5) == [f"old-{i}" for i in range(5)]
+
+    # Through the Kafka listener: kafka-python commits -1 (as kafkajs's resetOffsets does), confluent-kafka
+    # then reads the group from the start with auto.offset.reset=earliest.
+    kafka = pytest.importorskip("kafka")
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    kc = kafka.KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap(), group_id="neg-kafka")
+    try:
+        ktp = kafka.TopicPartition(topic, 0)
+        kc.commit({ktp: kafka.structs.OffsetAndMetadata(4, "", -1)})
+        kc.commit({ktp: kafka.structs.OffsetAndMetadata(-1, "", -1)})
+        assert native_committed(cluster, "neg-kafka", topic) == -1
+    finally:
+        kc.close()
+    c = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap(), "group.id": "neg-kafka", "auto.offset.reset": "earliest"}
+    )
+    try:
+        c.subscribe([topic])
+        got: list[str] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            m = c.poll(0.3)
+            if m is not None and m.error() is None:
+                got.append(m.value().decode())
+        assert got == [f"old-{i}" for i in range(5)]
+    finally:
+        c.close()
+
+
+def produce_until_read(cluster: ClusterHarness, topic: str, poll) -> list[str]:
+    """Write a new record every 0.3 s while `poll()` reads (a reset to the end happens at some point of it):
+    the new records it reads, once it has read one."""
+    got: list[str] = []
+    with Producer(cluster.bootstrap(), acks="all", linger_ms=0) as p:
+        deadline = time.monotonic() + 30
+        i = 0
+        while not got and time.monotonic() < deadline:
+            p.send(topic, f"new-{i}".encode(), partition=0)
+            p.flush()
+            i += 1
+            got += poll()
+    return got
+
+
+def test_a_group_committed_past_the_end_resets_and_consumes_new_records(cluster):
+    topic = "past"
+    fill(cluster, topic, 5)
+    for group in ("past-ours", "past-ck"):
+        with Consumer(cluster.bootstrap(), group_id=group) as c:
+            c.commit({(topic, 0): 1000})
+        assert native_committed(cluster, group, topic) == 1000
+
+    with Consumer(cluster.bootstrap(), group_id="past-ours", auto_offset_reset="latest") as c:
+        c.subscribe([topic])
+        got = produce_until_read(cluster, topic, lambda: [r.value.decode() for r in c.poll(300)])
+        c.commit()
+    assert got and all(v.startswith("new-") for v in got), got
+    assert 5 < native_committed(cluster, "past-ours", topic) < 1000
+
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    ck = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap(), "group.id": "past-ck", "auto.offset.reset": "latest"}
+    )
+
+    def poll_ck() -> list[str]:
+        m = ck.poll(0.3)
+        return [m.value().decode()] if m is not None and m.error() is None else []
+
+    try:
+        ck.subscribe([topic])
+        got = produce_until_read(cluster, topic, poll_ck)
+    finally:
+        ck.close()
+    assert got and all(v.startswith("new-") for v in got), got
+
+
+def kafkajs(cluster: ClusterHarness, *args: str) -> list[dict]:
+    node = shutil.which("node")
+    if node is None or not (JS / "node_modules" / "kafkajs").exists():
+        pytest.fail("kafkajs needs node and tests/js/node_modules: cd tests/js && npm ci")
+    r = subprocess.run(
+        [node, str(JS / "kafkajs_offsets.js"), cluster.kafka_bootstrap(), *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def test_kafkajs_reset_offsets_to_earliest_is_stored_and_read_from_the_start(cluster):
+    topic = "kjs-reset"
+    fill(cluster, topic, 5)
+    fetched, read = kafkajs(cluster, topic, "kjs-reset-group", "reset")
+    assert fetched == {"fetched": -2}  # kafkajs's EARLIEST, stored as Kafka stores it (was left at 3)
+    assert read == {"read": [f"old-{i}" for i in range(5)]}
+
+
+def test_kafkajs_group_committed_past_the_end_recovers_and_consumes_new_records(cluster):
+    topic = "kjs-past"
+    fill(cluster, topic, 5)
+    [out] = kafkajs(cluster, topic, "kjs-past-group", "past")
+    assert out["read"] and all(v.startswith("new-") for v in out["read"]), out
