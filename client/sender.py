@@ -185,7 +185,6 @@ class Sender:
                         f"{sum(len(b.records) for b in expired)} records for {tp[0]}-{tp[1]} expired: "
                         f"delivery.timeout.ms={int(self.delivery_timeout * 1000)} passed"
                     ),
-                    behind=live,
                 )
             if not live:
                 continue
@@ -210,14 +209,15 @@ class Sender:
                 self._dispatch(leader, request)
 
     def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
-        """The batches' wire form, stamping new idempotent ones with the next sequences. A new epoch's first
-        batch waits until the batches of the old epoch ahead of it are acknowledged: sent in one request,
-        a retry of the whole request would have them fenced by the newer epoch. `batches` is cut to what
-        is sent (the rest goes back to the front of the queue)."""
+        """The batches' wire form, stamping new idempotent ones with the next sequences. A new batch waits
+        while batches numbered in an older epoch are ahead of it: they go first, alone (sent in one request,
+        a retry of the whole request would have them fenced by the newer epoch), and are renumbered only once
+        the broker proved they were not appended (_renumber_after_gap). `batches` is cut to what is sent
+        (the rest goes back to the front of the queue)."""
         parts = []
         for i, b in enumerate(batches):
             if b.encoded is None and self.idempotent:
-                if i > 0 and self.sequences.stale(tp) and batches[i - 1].producer_epoch != self.producer_epoch:
+                if i > 0 and batches[i - 1].producer_epoch != self.producer_epoch:
                     self.accumulator.requeue_front(tp, batches[i:])
                     del batches[i:]
                     break
@@ -329,8 +329,13 @@ class Sender:
         self.accumulator.requeue_front(tp, batches)
 
     def _forget_numbers(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> None:
-        """Drop the sequence numbers of `batches` and of those queued behind them: encoded again when sent."""
-        for b in [*batches, *(self.accumulator.queues.get(tp) or ())]:
+        """Drop the sequence numbers of `batches` and of those queued behind them: encoded again when sent.
+        Only after OUT_OF_ORDER_SEQUENCE_NUMBER: the broker refused the first of them, so none of them can
+        have been appended (it appends a producer's sequences only contiguously, and recognises a retry of
+        a retained batch), and new numbers cannot duplicate a record."""
+        with self.accumulator.lock:
+            queued = list(self.accumulator.queues.get(tp) or ())
+        for b in [*batches, *queued]:
             b.encoded = None
             b.producer_epoch = -1
 
@@ -399,18 +404,15 @@ class Sender:
             self.wakeup_threadsafe()
         return waiting
 
-    def _fail_batches(
-        self, batches: list[ProducerBatch], err: Exception, behind: list[ProducerBatch] | None = None
-    ) -> None:
-        """Fail `batches` (all of one partition) for good. `behind`: its batches drained after them, not queued."""
+    def _fail_batches(self, batches: list[ProducerBatch], err: Exception) -> None:
+        """Fail `batches` (all of one partition) for good."""
         self.accumulator.release(batches)
         numbered = [b for b in batches if b.producer_epoch >= 0]
         if self.idempotent and numbered and numbered[0].producer_epoch == self.producer_epoch:
-            # Their sequences are a hole the broker will never fill (or may fill, if one was appended): the
-            # partition's next batches start again at 0 in a new epoch rather than being refused as out of order.
-            tp = (numbered[0].topic, numbered[0].partition)
-            self.sequences.restart(tp)
-            self._forget_numbers(tp, behind or [])
+            # Their sequences are a hole the broker will never fill (or, if one was appended, did fill): the
+            # partition's new batches start at 0 in a new epoch. Those numbered already keep their numbers:
+            # they may have been appended; the broker's answer to them decides (_renumber_after_gap).
+            self.sequences.restart((numbered[0].topic, numbered[0].partition))
         for b in batches:
             # A batch whose any attempt may have been appended stays "unknown", whatever the last answer was.
             exc = with_outcome(err, UNKNOWN if b.unknown_cause is not None else NOT_WRITTEN, b.unknown_cause)
