@@ -4,6 +4,7 @@ past-the-end committed offsets stored and reset by consumers, transactional clie
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
@@ -151,6 +152,22 @@ def test_kafka_python_init_transactions_fails_at_once(cluster):
         assert time.monotonic() - started < 10
     finally:
         p.close(timeout=5)
+
+
+def test_aiokafka_transactional_producer_start_fails_at_once(cluster):
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def start() -> None:
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=cluster.kafka_bootstrap(), transactional_id="tx-aio")
+        try:
+            with pytest.raises(aiokafka.errors.TransactionalIdAuthorizationFailed):
+                await asyncio.wait_for(p.start(), 30)
+        finally:
+            await p.stop()
+
+    started = time.monotonic()
+    asyncio.run(start())
+    assert time.monotonic() - started < 10
 
 
 def test_native_find_coordinator_for_a_transaction_and_our_clients_unaffected(cluster):
