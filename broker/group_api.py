@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Awaitable
 from broker.group.records import OFFSETS_TOPIC
 from broker.group_coordinator import now_ms
 from broker.network.server import BadRequest, ConnectionContext, as_list
-from net.errors import ErrorCode, KafkaLiteError, TopicAlreadyExistsError
+from net.errors import TRANSACTIONS_UNSUPPORTED, ErrorCode, KafkaLiteError, TopicAlreadyExistsError
 from net.protocol import ApiKey
 
 if TYPE_CHECKING:
@@ -89,7 +89,13 @@ class GroupApis:
 
     def _find_one(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         key = _str(body, "key")
-        if _int(body, "key_type", 0) != 0:
+        key_type = _int(body, "key_type", 0)
+        if key_type == 1:  # a transaction coordinator: see net/errors.py TRANSACTIONS_UNSUPPORTED
+            return {
+                "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                "error_message": TRANSACTIONS_UNSUPPORTED,
+            }
+        if key_type != 0:
             return {
                 "error_code": int(ErrorCode.INVALID_REQUEST),
                 "error_message": "only group coordinators (key_type 0)",

@@ -284,8 +284,9 @@ class Partition:
             raise CorruptMessageError("produce records are not a whole number of batches")
         offsets: list[int | None] = []
         keep: list[tuple[int, batch_fmt.BatchHeader]] = []
-        for pos, h in headers:
-            dup = self.producer_state.duplicate_of(h) if h.producer_id >= 0 else None
+        # Sequence and epoch rules first: a refused batch refuses the whole append, nothing is written.
+        retained = self.producer_state.check_append([h for _, h in headers])
+        for (pos, h), dup in zip(headers, retained):
             if dup is not None:
                 try:  # a retry is only a duplicate if it is intact; otherwise the log rejects it below
                     batch_fmt.validate(records, pos)

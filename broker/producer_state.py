@@ -21,7 +21,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import msgpack
@@ -29,7 +29,7 @@ from crc32c import crc32c
 
 from broker.log.checkpoint import atomic_write
 from net.batch import BatchHeader
-from net.errors import OutOfOrderSequenceError
+from net.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">HI")  # version, crc32c of the msgpack body
+_MAX_SEQUENCE = 0x7FFFFFFF
 
 __all__ = ["NUM_BATCHES_TO_RETAIN", "OutOfOrderSequenceError", "ProducerStateManager", "snapshot_offsets"]
 
@@ -53,6 +54,38 @@ class _Entry:
         self.epoch = epoch
         self.batches: deque[tuple[int, int, int]] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.last_timestamp = last_timestamp
+
+
+def _retained_offset(entry: _Entry | None, h: BatchHeader) -> int | None:
+    """Where a retained batch with `h`'s epoch and sequence range was appended (Kafka's findDuplicateBatch)."""
+    if entry is None or entry.epoch != h.producer_epoch:
+        return None
+    last_seq = h.base_sequence + h.record_count - 1
+    for first, last, offset in entry.batches:
+        if first == h.base_sequence and last == last_seq:
+            return offset
+    return None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    """Sequences wrap from 2**31 - 1 to 0."""
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _MAX_SEQUENCE)
+
+
+def _check_sequence(h: BatchHeader, epoch: int, last_seq: int) -> None:
+    """Kafka's checkProducerEpoch + checkSequence for a client's batch against its producer's last one."""
+    pid = h.producer_id
+    if h.producer_epoch < epoch:
+        raise InvalidProducerEpochError(f"producer {pid}: epoch {h.producer_epoch} is older than the last seen {epoch}")
+    if h.producer_epoch > epoch:
+        if h.base_sequence != 0:
+            raise OutOfOrderSequenceError(
+                f"producer {pid}: new epoch {h.producer_epoch} must start at sequence 0, not {h.base_sequence}"
+            )
+    elif last_seq >= 0 and not _in_sequence(last_seq, h.base_sequence):
+        raise OutOfOrderSequenceError(
+            f"producer {pid}: sequence {h.base_sequence} does not follow the last appended {last_seq}"
+        )
 
 
 def snapshot_path(dir: Path, offset: int) -> Path:
@@ -79,23 +112,38 @@ class ProducerStateManager:
         self._producers: dict[int, _Entry] = {}
         self.replayed_batches = 0  # headers replayed since the last load: recovery cost, for tests/metrics
 
-    # --- de-duplication --------------------------------------------------------------
+    # --- de-duplication and sequence rules ---------------------------------------------
 
     def duplicate_of(self, h: BatchHeader) -> int | None:
-        """The base offset this batch was already appended at, or None if it is new."""
-        entry = self._producers.get(h.producer_id)
-        if entry is None or entry.epoch != h.producer_epoch:
-            return None
-        last_seq = h.base_sequence + h.record_count - 1
-        for first, last, offset in entry.batches:
-            if first == h.base_sequence and last == last_seq:
-                return offset
-        newest = entry.batches[-1][1] if entry.batches else -1
-        if h.base_sequence <= newest:
-            raise OutOfOrderSequenceError(
-                f"producer {h.producer_id}: sequence {h.base_sequence} is not after the last appended {newest}"
-            )
-        return None
+        """The base offset this batch was already appended at, or None if it is new (and in sequence)."""
+        return self.check_append([h])[0]
+
+    def check_append(self, headers: Sequence[BatchHeader]) -> list[int | None]:
+        """For the batches of one append to this partition, in order: each one's base offset if it is a
+        retry of a retained batch, else None (new). Raises as Kafka's ProducerAppendInfo does, before anything
+        is appended: OutOfOrderSequenceError for a sequence that is not the last one + 1 within the epoch or
+        a new epoch that does not start at 0, InvalidProducerEpochError for an older epoch. A producer id
+        with no state here (never seen, expired, truncated away) may start at any sequence, as in Kafka
+        since KIP-360 (so no UNKNOWN_PRODUCER_ID). Batches earlier in the same append count as appended."""
+        out: list[int | None] = []
+        pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last seq) of new batches so far
+        for h in headers:
+            if h.producer_id < 0:
+                out.append(None)
+                continue
+            entry = self._producers.get(h.producer_id)
+            dup = _retained_offset(entry, h)
+            if dup is not None:
+                out.append(dup)
+                continue
+            last = pending.get(h.producer_id)
+            if last is None and entry is not None:
+                last = (entry.epoch, entry.batches[-1][1] if entry.batches else -1)
+            if last is not None:
+                _check_sequence(h, *last)
+            pending[h.producer_id] = (h.producer_epoch, h.base_sequence + h.record_count - 1)
+            out.append(None)
+        return out
 
     def update(self, h: BatchHeader, base_offset: int) -> None:
         if h.producer_id < 0:

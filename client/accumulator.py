@@ -45,6 +45,7 @@ class ProducerBatch:
         "backoff_from",
         "retry_at",
         "encoded",
+        "producer_epoch",
         "unknown_cause",
     )
 
@@ -64,6 +65,7 @@ class ProducerBatch:
         self.backoff_from = 0
         self.retry_at = 0.0
         self.encoded: bytes | None = None
+        self.producer_epoch = -1  # the idempotent producer epoch `encoded` carries (client/sequences.py)
         # The first error after which this batch may have been appended (client/outcome.py); None while
         # every attempt is known not to have been.
         self.unknown_cause: Exception | None = None

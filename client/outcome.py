@@ -4,13 +4,14 @@ Every error a producer reports for a record carries `exc.outcome`:
 
 - ``"not_written"``: no attempt to send the record reached a broker, or every attempt that did was refused
   in a way that proves nothing was appended (NOT_ENOUGH_REPLICAS, CORRUPT_MESSAGE / INVALID_RECORD,
-  MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS, an unknown topic or partition, authorization; with acks=0/1
+  MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS, an unknown topic or partition, authorization, an idempotent
+  batch's OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_PRODUCER_EPOCH; with acks=0/1
   also NOT_LEADER_OR_FOLLOWER, which the leader checks before appending). Sending it again cannot duplicate.
 - ``"unknown"``: at least one attempt may have been appended: a request timed out or its connection was
   cut after the request was written, or a broker answered with an error it can give after appending
   (NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER with acks=all, whose wait for
-  the replicas ends that way when leadership moves, OUT_OF_ORDER_SEQUENCE_NUMBER, ...). The record may be
-  in the log, possibly readable later; read it back (or use an idempotent key) before re-sending.
+  the replicas ends that way when leadership moves, ...). The record may be in the log, possibly
+  readable later; read it back (or use an idempotent key) before re-sending.
 
 The decision uses the whole history of the record's batch, not only the last attempt: a batch that timed
 out once and was then refused as NOT_ENOUGH_REPLICAS is still "unknown", and the error names the first
@@ -41,6 +42,9 @@ _REFUSED_BEFORE_APPEND = frozenset(
         ErrorCode.INVALID_REQUEST,
         ErrorCode.UNSUPPORTED_VERSION,
         ErrorCode.POLICY_VIOLATION,
+        # The broker checks an idempotent batch's sequence and epoch before appending (broker/producer_state.py).
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
     }
 )
 # Only with acks=0/1: with acks=all the same codes can end the wait for replication, after the append.

@@ -20,6 +20,7 @@ from client.accumulator import ProducerBatch, RecordAccumulator
 from client.cluster import KafkaLiteClient
 from client.config import ProducerConfig
 from client.outcome import NOT_WRITTEN, UNKNOWN, FailedRecord, proves_not_appended, with_outcome
+from client.sequences import Sequences
 from net import batch as batch_fmt
 from net.compression import codec_id
 from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, error_for
@@ -59,12 +60,10 @@ class Sender:
         self._unresolved = unresolved
         self._resolve = resolve
         self._inflight: set[tuple[str, int]] = set()
-        self._sequences: dict[tuple[str, int], int] = {}
+        self.sequences = Sequences()
         # Partitions waiting for a different leader than the one that failed them (None: no leader known).
         self._failed_leader: dict[tuple[str, int], int | None] = {}
         self._watching: set[str] = set()  # topics with a running _refresh_quietly poll
-        self.producer_id = -1
-        self.producer_epoch = -1
         self.failures: list[FailedRecord] = []  # since the last flush
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event  # start() makes both events, in the loop that runs the sender
@@ -82,11 +81,22 @@ class Sender:
         self.accumulator.on_batch_full = self.wakeup_threadsafe
         self.accumulator.on_new_batch = self.wakeup_threadsafe
         if self.idempotent:
-            body = await self.client.request(None, ApiKey.INIT_PRODUCER_ID, {})
-            if body.get("error_code"):
-                raise error_for(body["error_code"], body.get("error_message", ""))
-            self.producer_id, self.producer_epoch = body["producer_id"], body["producer_epoch"]
+            await self._init_producer_id()
         self._task = asyncio.create_task(self._run())
+
+    async def _init_producer_id(self) -> None:
+        body = await self.client.request(None, ApiKey.INIT_PRODUCER_ID, {})
+        if body.get("error_code"):
+            raise error_for(body["error_code"], body.get("error_message", ""))
+        self.sequences.reset(body["producer_id"], body["producer_epoch"])
+
+    @property
+    def producer_id(self) -> int:
+        return self.sequences.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.sequences.epoch
 
     @property
     def started(self) -> bool:
@@ -120,6 +130,8 @@ class Sender:
             try:
                 if self._unresolved():
                     await self._resolve()
+                if self.sequences.bump_requested:  # the epoch is exhausted: a new producer id
+                    await self._init_producer_id()
                 self._send_ready()
             except Exception:
                 log.exception("sender iteration failed")
@@ -154,6 +166,8 @@ class Sender:
                 cb(exc, None)
 
     def _send_ready(self) -> None:
+        if self.sequences.bump_requested:
+            return  # no new sequence numbers until the new producer id (_run asks for it first)
         now = time.monotonic()
         force = bool(self.flushing or self.closing)
         by_leader: dict[int, list[tuple[tuple[str, int], list[ProducerBatch]]]] = {}
@@ -196,14 +210,21 @@ class Sender:
                 self._dispatch(leader, request)
 
     def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
+        """The batches' wire form, stamping new idempotent ones with the next sequences. A new batch waits
+        while batches numbered in an older epoch are ahead of it: they go first, alone (sent in one request,
+        a retry of the whole request would have them fenced by the newer epoch), and are renumbered only once
+        the broker proved they were not appended (_renumber_after_gap). `batches` is cut to what is sent
+        (the rest goes back to the front of the queue)."""
         parts = []
-        for b in batches:
+        for i, b in enumerate(batches):
             if b.encoded is None and self.idempotent:
-                seq = self._sequences.get(tp, 0)
-                b.encoded = batch_fmt.build(
-                    b.records, b.first_ts, b.max_ts, self.codec, self.producer_id, self.producer_epoch, seq
-                )
-                self._sequences[tp] = (seq + len(b.records)) & 0x7FFFFFFF
+                if i > 0 and batches[i - 1].producer_epoch != self.producer_epoch:
+                    self.accumulator.requeue_front(tp, batches[i:])
+                    del batches[i:]
+                    break
+                epoch, seq = self.sequences.stamp(tp, len(b.records))
+                b.encoded = batch_fmt.build(b.records, b.first_ts, b.max_ts, self.codec, self.producer_id, epoch, seq)
+                b.producer_epoch = epoch
             parts.append(b.encode(self.codec))
         return b"".join(parts)
 
@@ -276,6 +297,9 @@ class Sender:
         self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception, reached_broker: bool = True
     ) -> None:
         self._inflight.discard(tp)
+        if self.idempotent and getattr(err, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            self._renumber_after_gap(tp, batches, err)
+            return
         if reached_broker and not proves_not_appended(err, self.acks):
             for b in batches:
                 if b.unknown_cause is None:
@@ -289,6 +313,32 @@ class Sender:
             # The user hears of it through the callbacks and flush(); a CLI prints that as its one line.
             log.warning("produce to %s-%d failed: %s", tp[0], tp[1], err)
             self._fail_batches(batches, err)
+
+    def _renumber_after_gap(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception) -> None:
+        """The broker refused `batches` (never appended) because its last sequence for this producer is not
+        the one before them: a hole it will never fill. Bump the epoch (unless that was done since they were
+        numbered) and send them again at once from sequence 0, as Kafka's idempotent producer does."""
+        if batches[0].producer_epoch == self.producer_epoch:
+            self.sequences.restart(tp)
+        for b in batches:
+            b.attempts += 1
+        if any(b.attempts > self.retries for b in batches):
+            self._fail_batches(batches, err)
+            return
+        log.warning("%s-%d: %s; renumbering %d batches in a new epoch", tp[0], tp[1], err, len(batches))
+        self._forget_numbers(tp, batches)
+        self.accumulator.requeue_front(tp, batches)
+
+    def _forget_numbers(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> None:
+        """Drop the sequence numbers of `batches` and of those queued behind them: encoded again when sent.
+        Only after OUT_OF_ORDER_SEQUENCE_NUMBER: the broker refused the first of them, so none of them can
+        have been appended (it appends a producer's sequences only contiguously, and recognises a retry of
+        a retained batch), and new numbers cannot duplicate a record."""
+        with self.accumulator.lock:
+            queued = list(self.accumulator.queues.get(tp) or ())
+        for b in [*batches, *queued]:
+            b.encoded = None
+            b.producer_epoch = -1
 
     def _retry_later(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception | None) -> None:
         now = time.monotonic()
@@ -356,7 +406,14 @@ class Sender:
         return waiting
 
     def _fail_batches(self, batches: list[ProducerBatch], err: Exception) -> None:
+        """Fail `batches` (all of one partition) for good."""
         self.accumulator.release(batches)
+        numbered = [b for b in batches if b.producer_epoch >= 0]
+        if self.idempotent and numbered and numbered[0].producer_epoch == self.producer_epoch:
+            # Their sequences are a hole the broker will never fill (or, if one was appended, did fill): the
+            # partition's new batches start at 0 in a new epoch. Those numbered already keep their numbers:
+            # they may have been appended; the broker's answer to them decides (_renumber_after_gap).
+            self.sequences.restart((numbered[0].topic, numbered[0].partition))
         for b in batches:
             # A batch whose any attempt may have been appended stays "unknown", whatever the last answer was.
             exc = with_outcome(err, UNKNOWN if b.unknown_cause is not None else NOT_WRITTEN, b.unknown_cause)

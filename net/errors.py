@@ -52,6 +52,7 @@ class ErrorCode(IntEnum):
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SECURITY_DISABLED = 54
     OPERATION_NOT_ATTEMPTED = 55
@@ -161,9 +162,19 @@ InvalidRequiredAcksError = _error("INVALID_REQUIRED_ACKS")
 NotEnoughReplicasError = _error("NOT_ENOUGH_REPLICAS")
 
 
+# What a transactional client hears until transactions land (issue 28): TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+# (53), the answer Kafka gives a transactional id it will not serve, which clients treat as fatal (librdkafka's
+# init_transactions fails at once instead of retrying the coordinator lookup until its timeout).
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by Kafka Lite"
+
+
 # An idempotent batch whose sequence is neither the next one nor a retained duplicate (broker/producer_state.py).
 class OutOfOrderSequenceError(KafkaLiteError):
     code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+# An idempotent batch from an older epoch of its producer than the partition has seen (Kafka since 2.7).
+InvalidProducerEpochError = _error("INVALID_PRODUCER_EPOCH")
 
 
 # AlterPartition refusals (broker/controller.py). Not retriable as such: what a leader does with each is

@@ -312,8 +312,6 @@ class GroupCoordinatorLogic:
                     int(ErrorCode.OFFSET_METADATA_TOO_LARGE),
                     f"metadata is longer than offset.metadata.max.bytes={self.config.offset_metadata_max_bytes}",
                 )
-            elif offset < 0:
-                rows[tp] = (int(ErrorCode.INVALID_COMMIT_OFFSET_SIZE), f"offset {offset} is negative")
             elif owned is not None and tp not in owned:
                 rows[tp] = (
                     int(ErrorCode.PARTITION_NOT_ASSIGNED),

@@ -87,6 +87,19 @@ def test_commit_for_a_partition_not_assigned_is_refused():
     assert lg.fetch_offsets("g", [("t", 0), ("t", 1)])["topics"] == [["t", [[0, 5, "", 0], [1, -1, "", 0]]]]
 
 
+def test_any_int64_offset_is_stored_as_committed_and_only_metadata_is_validated():
+    """Kafka stores -1, -2 or past-the-end offsets as given (kafkajs's resetOffsets commits -2, a consumer
+    recovering from OFFSET_OUT_OF_RANGE commits -1): consumers apply auto.offset.reset to them."""
+    lg = logic(offset_metadata_max_bytes=4)
+    a, _ = stable_group_of_two(lg)
+    for offset in (-1, -2, -(2**63), 2**63 - 1, 0):
+        out = lg.commit("c", P, "g", 2, a, {("t", 0): (offset, "m")}, 5, {"t": 2})
+        assert replies(complete_appends(lg, out, 6))["c"]["topics"][0][1][0][1] == 0, offset
+        assert lg.fetch_offsets("g", [("t", 0)])["topics"] == [["t", [[0, offset, "m", 0]]]]
+    out = lg.commit("c", P, "g", 2, a, {("t", 0): (-1, "12345")}, 5, {"t": 2})
+    assert replies(out)["c"]["topics"][0][1][0][1] == ErrorCode.OFFSET_METADATA_TOO_LARGE
+
+
 def test_offsets_are_visible_only_once_durable():
     lg = logic()
     a, _ = stable_group_of_two(lg)

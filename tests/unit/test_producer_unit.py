@@ -99,13 +99,14 @@ def test_outcome_rule_per_error_and_acks():
         ErrorCode.CORRUPT_MESSAGE,
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.INVALID_REQUIRED_ACKS,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,  # the sequence is checked before the append
+        ErrorCode.INVALID_PRODUCER_EPOCH,
     ):
         assert proves_not_appended(e(code), -1) and proves_not_appended(e(code), 1), code
     for code in (
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         ErrorCode.REQUEST_TIMED_OUT,
         ErrorCode.NETWORK_EXCEPTION,
-        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     ):
         assert not proves_not_appended(e(code), -1) and not proves_not_appended(e(code), 1), code
     # The leader checks leadership before appending with acks=1, but an acks=all wait can end that way.

@@ -16,12 +16,11 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from net.errors import ErrorCode
+from net.errors import TRANSACTIONS_UNSUPPORTED, ErrorCode
 from net.protocol import ApiKey
 
 # Transactions are not supported (docs/COMPATIBILITY.md): a transactional producer gets a fatal error
 # with a message, rather than retrying forever.
-TRANSACTIONS_UNSUPPORTED = "transactions are not supported by Kafka Lite"
 
 
 class AdapterError(Exception):

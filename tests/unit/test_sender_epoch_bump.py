@@ -1,0 +1,99 @@
+"""Our idempotent producer's Sender against the broker's own sequence rules (broker/producer_state.py), sans-IO:
+after a numbered batch fails for good, or the broker refuses one as out of order, the producer bumps its epoch
+(KIP-360) and what it sends next is accepted, with no record appended twice and none acknowledged lost."""
+
+from __future__ import annotations
+
+import time
+
+from broker.producer_state import ProducerStateManager
+from client.accumulator import ProducerBatch
+from client.producer import AsyncProducer
+from net import batch as batch_fmt
+from net.errors import KafkaLiteError, OutOfOrderSequenceError, RequestTimedOutError
+
+TP = ("t", 0)
+
+
+class Broker:
+    """One partition's leader: the producer-state checks and a log of the values appended."""
+
+    def __init__(self) -> None:
+        self.state = ProducerStateManager()
+        self.log: list[bytes] = []
+
+    def produce(self, blob: bytes) -> KafkaLiteError | None:
+        headers = [h for _, h in batch_fmt.iter_batches(blob)]
+        try:
+            retained = self.state.check_append(headers)
+        except KafkaLiteError as e:
+            return e
+        for (pos, h), dup in zip(batch_fmt.iter_batches(blob), retained):
+            if dup is None:
+                self.state.update(h, len(self.log))
+                self.log += [r[3] for r in batch_fmt.records_of(blob, pos, h)]
+        return None
+
+
+def producer(n: int) -> tuple[AsyncProducer, list[ProducerBatch]]:
+    """A producer (never started: no I/O) with `n` one-record batches of TP queued, values b"0".. ."""
+    p = AsyncProducer("127.0.0.1:1", linger_ms=0, batch_size=1)
+    p._publish_count("t", 1)
+    p.sender.sequences.reset(77, 0)
+    for i in range(n):
+        p.send("t", str(i).encode(), partition=0)
+    return p, list(p.accumulator.queues[TP])
+
+
+def send(p: AsyncProducer, broker: Broker, limit: int = 5) -> tuple[list[ProducerBatch], KafkaLiteError | None]:
+    s = p.sender
+    batches = p.accumulator.drain(TP, time.monotonic(), 0, True, limit)
+    err = broker.produce(s._encode(TP, batches))
+    if err is None:
+        s._complete(TP, batches, [0] * len(batches), time.monotonic())
+    else:
+        s._on_partition_error(TP, batches, err)
+    return batches, err
+
+
+def test_a_batch_failed_for_good_then_new_batches_start_a_new_epoch_at_zero():
+    p, _ = producer(3)
+    broker = Broker()
+    assert send(p, broker, limit=1)[1] is None  # "0" at epoch 0, sequence 0
+    [lost] = p.accumulator.drain(TP, time.monotonic(), 0, True, 1)
+    p.sender._encode(TP, [lost])  # numbered (sequence 1), then never delivered
+    p.sender._fail_batches([lost], RequestTimedOutError("delivery.timeout.ms passed"))
+    assert p.sender.producer_epoch == 1
+    sent, err = send(p, broker)
+    assert err is None and sent[0].producer_epoch == 1
+    assert broker.log == [b"0", b"2"]
+    assert [f.value for f in p.sender.failures] == [b"1"]
+
+
+def test_out_of_order_answer_renumbers_in_a_new_epoch_without_duplicates():
+    p, batches = producer(4)
+    broker = Broker()
+    assert send(p, broker, limit=1)[1] is None  # "0"
+    # "1" and "2" go out in one request that times out without reaching the broker; "1" then fails for good
+    # while "2", numbered after it in epoch 0, waits for its retry.
+    b1, b2 = p.accumulator.drain(TP, time.monotonic(), 0, True, 2)
+    p.sender._encode(TP, [b1, b2])
+    p.sender._fail_batches([b1], RequestTimedOutError("delivery.timeout.ms passed"))
+    p.accumulator.requeue_front(TP, [b2])
+    # "2" (old epoch) goes alone: "3", new, is not sent in the same request with it.
+    sent, err = send(p, broker)
+    assert sent == [b2] and isinstance(err, OutOfOrderSequenceError)
+    sent, err = send(p, broker)  # renumbered from 0 in epoch 1, "3" after it
+    assert err is None and [b.producer_epoch for b in sent] == [1, 1]
+    assert broker.log == [b"0", b"2", b"3"]
+    assert [(f.value, f.error.outcome) for f in p.sender.failures] == [(b"1", "not_written")]
+
+
+def test_a_batch_appended_before_its_failure_is_not_sent_again():
+    p, _ = producer(3)
+    broker = Broker()
+    [b0] = p.accumulator.drain(TP, time.monotonic(), 0, True, 1)
+    assert broker.produce(p.sender._encode(TP, [b0])) is None  # appended, but the answer was lost...
+    p.sender._fail_batches([b0], RequestTimedOutError("timed out"))  # ...and it expired: outcome unknown
+    assert send(p, broker)[1] is None
+    assert broker.log == [b"0", b"1", b"2"]  # "0" once
