@@ -238,7 +238,16 @@ class KafkaLiteClient:
         request: dict[str, Any] = {"topics": wanted}
         if self.allow_auto_topic_creation and wanted:
             request["allow_auto_topic_creation"] = True
-        body = await self.request(None, ApiKey.METADATA, request)
+        # Metadata may ask any broker: one whose connection breaks (a broker just killed) is dropped and the next
+        # asked, as Kafka's clients do, rather than failing the refresh (a consumer's start, say).
+        for _ in range(len(self.metadata.brokers) + len(self.bootstrap)):
+            try:
+                body = await self.request(None, ApiKey.METADATA, request)
+                break
+            except NetworkError as e:
+                log.info("metadata request failed, asking another broker: %s", e)
+        else:
+            body = await self.request(None, ApiKey.METADATA, request)
         if body.get("error_code"):
             raise error_for(body["error_code"], body.get("error_message", ""))
         self.metadata.update(body, wanted)
