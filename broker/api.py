@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from broker.authorization import Authorization
+from broker.cluster_apis import ClusterApis
 from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
 from broker.metadata import validate_topic_name
@@ -165,7 +166,14 @@ class KafkaApis:
         # Group requests also need the connection (client id and host are part of a member's identity).
         elections = LeaderElectionApis(controller, channel)
         partitions = PartitionApis(replica_manager, image)
-        self._ctx_handlers = {**groups.handlers, **security.handlers, **elections.handlers, **partitions.handlers}
+        cluster = ClusterApis(config.broker_id, coordination, channel.peers, image)
+        self._ctx_handlers = {
+            **groups.handlers,
+            **security.handlers,
+            **elections.handlers,
+            **partitions.handlers,
+            **cluster.handlers,
+        }
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
     def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:

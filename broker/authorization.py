@@ -602,6 +602,10 @@ RULES: dict[ApiKey, Rule] = {
     ),
     ApiKey.DESCRIBE_PRODUCERS: Rule((Need(TOPIC, Op.READ, E),), _typed_topics(Op.READ, _producers_denied)),
     ApiKey.DESCRIBE_LOG_DIRS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeLogDirs")),
+    ApiKey.DESCRIBE_QUORUM: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeQuorum")),
+    ApiKey.LIST_CONFIG_RESOURCES: Rule(
+        (Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),), _cluster(Op.DESCRIBE_CONFIGS, "ListConfigResources")
+    ),
     ApiKey.METADATA: Rule(
         (Need(TOPIC, Op.DESCRIBE, E), Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster")),
         _metadata,

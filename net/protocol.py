@@ -63,6 +63,8 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_LOG_DIRS = 35
     DESCRIBE_PRODUCERS = 61
+    DESCRIBE_QUORUM = 55
+    LIST_CONFIG_RESOURCES = 74
 
 
 class OffsetSpec(IntEnum):
@@ -91,6 +93,8 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: 0,
     ApiKey.DESCRIBE_LOG_DIRS: 0,
     ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.DESCRIBE_QUORUM: 0,
+    ApiKey.LIST_CONFIG_RESOURCES: 0,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

@@ -45,7 +45,7 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     35: (1, 4),  # DescribeLogDirs
     55: (0, 2),  # DescribeQuorum
     61: (0, 0),  # DescribeProducers
-    74: (0, 1),  # ListConfigResources (Kafka 4.1)
+    74: (1, 1),  # ListConfigResources (Kafka 4.1; v0 is the older ListClientMetricsResources)
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

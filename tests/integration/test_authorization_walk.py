@@ -29,6 +29,8 @@ from net.protocol import ApiKey
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
+from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
+from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.messages import MESSAGES
 from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
@@ -194,6 +196,7 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
     )
     epochs = (OffsetForLeaderTopic(topic=SECRET, partitions=(OffsetForLeaderPartition(partition=0),)),)
     producers = (TopicRequest(name=SECRET, partition_indexes=(0, 1)),)
+    quorum = (TopicData(topic_name="__cluster_metadata", partitions=(PartitionData(),)),)
     return [
         # READ on her own topic is not DELETE
         (ApiKey.DELETE_RECORDS, encode(DeleteRecordsRequest(topics=mine_and_secret)), typed_rows(ApiKey.DELETE_RECORDS),
@@ -203,6 +206,8 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
         (ApiKey.DESCRIBE_PRODUCERS, encode(DescribeProducersRequest(topics=producers)),
          typed_rows(ApiKey.DESCRIBE_PRODUCERS), [TOPIC_DENIED] * 2),
         (ApiKey.DESCRIBE_LOG_DIRS, encode(DescribeLogDirsRequest(topics=None)), top, [CLUSTER_DENIED]),
+        (ApiKey.DESCRIBE_QUORUM, encode(DescribeQuorumRequest(topics=quorum)), top, [CLUSTER_DENIED]),
+        (ApiKey.LIST_CONFIG_RESOURCES, encode(ListConfigResourcesRequest()), top, [CLUSTER_DENIED]),
     ]  # fmt: skip
 
 
@@ -581,6 +586,13 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
         ),
         (35, 4, {"topics": None}, [CLUSTER_DENIED]),
         (61, 0, {"topics": [{"name": SECRET, "partition_indexes": [0]}]}, [TOPIC_DENIED]),
+        (
+            55,
+            2,
+            {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
+            [CLUSTER_DENIED],
+        ),
+        (74, 1, {"resource_types": []}, [CLUSTER_DENIED]),
         (51, 0, {"deletions": [{"name": "admin", "mechanism": 1}], "upsertions": []}, [CLUSTER_DENIED]),
     ]
 

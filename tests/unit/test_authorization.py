@@ -21,6 +21,8 @@ from net.protocol import ApiKey
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
+from net.schema.describe_quorum import DescribeQuorumRequest
+from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.messages import MESSAGES
 from net.schema.offset_for_leader_epoch import (
@@ -119,6 +121,8 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
         )
     ],
     ApiKey.DESCRIBE_LOG_DIRS: [(DescribeLogDirsRequest(topics=None), ("whole", CLUSTER_DENIED))],
+    ApiKey.DESCRIBE_QUORUM: [(DescribeQuorumRequest(), ("whole", CLUSTER_DENIED))],
+    ApiKey.LIST_CONFIG_RESOURCES: [(ListConfigResourcesRequest(), ("whole", CLUSTER_DENIED))],
     ApiKey.METADATA: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
     ApiKey.DESCRIBE_TOPICS: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
     ApiKey.OFFSET_COMMIT: [

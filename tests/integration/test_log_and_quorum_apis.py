@@ -1,5 +1,6 @@
 """Issue 27 §2: DeleteRecords (21) and kl-delete-records, OffsetForLeaderEpoch (23) for clients (KIP-320),
-DescribeProducers (61) and DescribeLogDirs (35), on a 3-broker cluster.
+DescribeProducers (61), DescribeLogDirs (35), DescribeQuorum (55) and ListConfigResources (74), on one 3-broker
+cluster.
 
 DeleteRecords is sent by a real client (confluent-kafka's AdminClient), by kafka-delete-records.sh's
 counterpart and raw on both listeners; the log start offset it moves is kept by every replica (followers learn
@@ -16,6 +17,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,8 @@ from net.errors import ErrorCode
 from net.protocol import ApiKey, ElectionType
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
+from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
+from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -303,3 +307,53 @@ def test_kl_delete_records_takes_kafkas_json_and_prints_kafkas_lines(cluster, tm
         r = run_cli("--bootstrap-server", cluster.bootstrap(), "--offset-json-file", str(spec))
         assert r.returncode == 1 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "Traceback" not in r.stderr
+
+
+def quorum_of(answer) -> tuple:
+    (topic,) = answer.topics
+    (p,) = topic.partitions
+    return topic.topic_name, p
+
+
+def test_describe_quorum_answers_as_kraft_from_every_broker(cluster):
+    """The quorum leader answers; the others forward to it (a client may ask any broker, as with KRaft)."""
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    controller = cluster.controller_id()
+    seen = []
+    for broker in cluster.brokers:
+        for version in (0, 2):
+            name, p = quorum_of(kafka_call(cluster, broker, 55, version, body))
+            assert (name, p.partition_index, int(p.error_code)) == ("__cluster_metadata", 0, 0)
+            assert p.leader_id == controller and p.leader_epoch >= 1 and p.high_watermark > 0
+            voters = {v.replica_id: v for v in p.current_voters}
+            assert set(voters) == {1, 2, 3} and p.observers == ()
+            # the leader's own log is at least the committed end; a voter's known end is never past it
+            assert voters[controller].log_end_offset >= p.high_watermark
+            assert all(0 <= v.log_end_offset <= voters[controller].log_end_offset for v in voters.values())
+            seen.append((p.leader_id, p.leader_epoch))
+            if version == 2:
+                now = time.time() * 1000
+                assert all(now - 60_000 < v.last_fetch_timestamp <= now + 1000 for v in voters.values())
+    assert len(set(seen)) == 1  # one leader and epoch, whoever was asked
+    other = {"topics": [{"topic_name": TOPIC, "partitions": [{"partition_index": 0}]}]}
+    _, p = quorum_of(kafka_call(cluster, controller, 55, 2, other))
+    assert int(p.error_code) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # the native listener, on a broker that is not the leader: forwarded too
+    follower = next(i for i in cluster.brokers if i != controller)
+    request = DescribeQuorumRequest(topics=(TopicData(topic_name="__cluster_metadata", partitions=(PartitionData(),)),))
+    _, p = quorum_of(native_call(cluster, follower, request))
+    assert p.error_code == 0 and p.leader_id == controller and len(p.current_voters) == 3
+
+
+def test_list_config_resources_lists_topics_and_brokers(cluster):
+    def listed(answer) -> set:
+        return {(r.resource_type, r.resource_name) for r in answer.config_resources}
+
+    everything = kafka_call(cluster, 1, 74, 1, {"resource_types": []})
+    assert int(everything.error_code) == 0
+    assert listed(everything) >= {(4, "1"), (4, "2"), (4, "3"), (2, TOPIC), (2, OTHER)}
+    topics = kafka_call(cluster, 2, 74, 1, {"resource_types": [2]})
+    assert {t for t, _ in listed(topics)} == {2} and (2, TOPIC) in listed(topics)
+    assert int(kafka_call(cluster, 1, 74, 1, {"resource_types": [8]}).error_code) == ErrorCode.UNSUPPORTED_VERSION
+    answer = native_call(cluster, 3, ListConfigResourcesRequest(resource_types=(4,)))
+    assert listed(answer) == {(4, "1"), (4, "2"), (4, "3")}
