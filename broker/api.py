@@ -166,7 +166,7 @@ class KafkaApis:
         # Group requests also need the connection (client id and host are part of a member's identity).
         elections = LeaderElectionApis(controller, channel)
         partitions = PartitionApis(replica_manager, image)
-        cluster = ClusterApis(config.broker_id, coordination, channel.peers, image)
+        cluster = ClusterApis(config.broker_id, coordination, channel, image)
         self._ctx_handlers = {
             **groups.handlers,
             **security.handlers,

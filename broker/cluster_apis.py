@@ -42,7 +42,7 @@ from net.schema.list_config_resources import ConfigResource, ListConfigResources
 
 if TYPE_CHECKING:
     from broker.controller import MetadataImage
-    from broker.network.peers import BrokerPeers
+    from broker.controller_channel import ControllerChannel
     from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.api")
@@ -54,11 +54,11 @@ SUPPORTED_CONFIG_RESOURCES = (TOPIC, BROKER, CLIENT_METRICS, GROUP)
 
 class ClusterApis:
     def __init__(
-        self, broker_id: int, coordination: "Coordination", peers: "BrokerPeers", image: "MetadataImage"
+        self, broker_id: int, coordination: "Coordination", channel: "ControllerChannel", image: "MetadataImage"
     ) -> None:
         self.broker_id = broker_id
         self.coordination = coordination
-        self.peers = peers
+        self.channel = channel  # its peers reach the quorum leader
         self.image = image
         self.handlers: dict[ApiKey, Callable[..., object]] = {
             ApiKey.DESCRIBE_QUORUM: self.describe_quorum,
@@ -87,7 +87,8 @@ class ClusterApis:
     async def _forward(self, req: DescribeQuorumRequest, leader: int) -> DescribeQuorumResponse | dict[str, Any]:
         """A client's request, to the quorum leader once (Kafka's brokers forward it to the active controller)."""
         try:
-            answer: Any = await self.peers.request(leader, ApiKey.DESCRIBE_QUORUM, encode(req), FORWARD_TIMEOUT_S)  # type: ignore[arg-type]
+            body: Any = encode(req)  # a typed body: the message's array, as every native typed request
+            answer: Any = await self.channel.peers.request(leader, ApiKey.DESCRIBE_QUORUM, body, FORWARD_TIMEOUT_S)
         except (KafkaLiteError, TimeoutError, OSError) as e:
             log.info("could not forward DescribeQuorum to the quorum leader %d: %s", leader, e)
             return _partition_error(req, ErrorCode.NOT_LEADER_OR_FOLLOWER)

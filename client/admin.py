@@ -263,7 +263,7 @@ class AsyncAdmin:
                 try:
                     by_leader.setdefault(await client.leader_for(*tp), []).append(tp)
                 except KafkaLiteError as e:
-                    (retry if e.retriable else out)[tp] = e  # type: ignore[index]
+                    (retry if e.retriable else out)[tp] = e
             for leader, tps in by_leader.items():
                 topics: dict[str, list[DeleteRecordsPartition]] = {}
                 for t, p in tps:
@@ -278,7 +278,7 @@ class AsyncAdmin:
                 except KafkaLiteError as e:  # the leader is gone or unreachable, or refused the request as a whole
                     for tp in tps:
                         client.invalidate(tp[0])
-                        (retry if e.retriable else out)[tp] = e  # type: ignore[index]
+                        (retry if e.retriable else out)[tp] = e
                     continue
                 for topic in answer.topics:
                     for part in topic.partitions:
@@ -286,12 +286,12 @@ class AsyncAdmin:
                         if not part.error_code:
                             out[tp] = part.low_watermark
                             continue
-                        e = error_for(part.error_code, f"delete records of {tp[0]}-{tp[1]}")
-                        if e.retriable and e.code != ErrorCode.REQUEST_TIMED_OUT:
+                        refused = error_for(part.error_code, f"delete records of {tp[0]}-{tp[1]}")
+                        if refused.retriable and refused.code != ErrorCode.REQUEST_TIMED_OUT:
                             client.invalidate(tp[0])
-                            retry[tp] = e
+                            retry[tp] = refused
                         else:
-                            out[tp] = e
+                            out[tp] = refused
             pending = {tp: pending[tp] for tp in retry}
             wait = backoff.next()
             if not pending or time.monotonic() + wait > deadline:
