@@ -252,6 +252,10 @@ class AsyncAdmin:
         goes to its leader; NOT_LEADER_OR_FOLLOWER, a leader not known yet or a lost connection are retried (the
         metadata asked again) with backoff for up to request.timeout.ms, as Kafka's admin client does."""
         client = self.client
+
+        def again(e: KafkaLiteError) -> bool:  # a partition that does not exist is said at once, not waited for
+            return e.retriable and e.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT)
+
         out: dict[tuple[str, int], int | KafkaLiteError] = {}
         pending = dict(offsets)
         backoff = client.backoff()
@@ -263,7 +267,7 @@ class AsyncAdmin:
                 try:
                     by_leader.setdefault(await client.leader_for(*tp), []).append(tp)
                 except KafkaLiteError as e:
-                    (retry if e.retriable else out)[tp] = e
+                    (retry if again(e) else out)[tp] = e
             for leader, tps in by_leader.items():
                 topics: dict[str, list[DeleteRecordsPartition]] = {}
                 for t, p in tps:
@@ -278,7 +282,7 @@ class AsyncAdmin:
                 except KafkaLiteError as e:  # the leader is gone or unreachable, or refused the request as a whole
                     for tp in tps:
                         client.invalidate(tp[0])
-                        (retry if e.retriable else out)[tp] = e
+                        (retry if again(e) else out)[tp] = e
                     continue
                 for topic in answer.topics:
                     for part in topic.partitions:
@@ -287,7 +291,7 @@ class AsyncAdmin:
                             out[tp] = part.low_watermark
                             continue
                         refused = error_for(part.error_code, f"delete records of {tp[0]}-{tp[1]}")
-                        if refused.retriable and refused.code != ErrorCode.REQUEST_TIMED_OUT:
+                        if again(refused):
                             client.invalidate(tp[0])
                             retry[tp] = refused
                         else:
