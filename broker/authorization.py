@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
+from broker.network.server import INTER_BROKER_LISTENER, BadRequest, ConnectionContext, as_list, error_body
 from broker.partition import FetchResult
 from broker.replica_manager import ProduceResult
 from broker.security.request_authorizer import (
@@ -325,6 +325,14 @@ def _denied_rows(cls: type) -> Callable[[Any], Any]:
     return lambda t: error_response(t, cls, TOPIC_DENIED)
 
 
+def _describe_quorum(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the cluster; a broker forwarding a client's request (whose DESCRIBE it checked) to the quorum
+    leader needs CLUSTER_ACTION, as Kafka's forwarded requests."""
+    if getattr(ctx, "listener", None) == INTER_BROKER_LISTENER and a.broker(ctx):
+        return Decision(req)
+    return a.whole_cluster(Op.DESCRIBE, ctx, req, "DescribeQuorum")
+
+
 def _deleted_records_denied(t: DeleteRecordsTopic) -> DeleteRecordsTopicResult:
     rows = tuple(
         DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=TOPIC_DENIED)
@@ -602,7 +610,11 @@ RULES: dict[ApiKey, Rule] = {
     ),
     ApiKey.DESCRIBE_PRODUCERS: Rule((Need(TOPIC, Op.READ, E),), _typed_topics(Op.READ, _producers_denied)),
     ApiKey.DESCRIBE_LOG_DIRS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeLogDirs")),
-    ApiKey.DESCRIBE_QUORUM: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeQuorum")),
+    ApiKey.DESCRIBE_QUORUM: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R, "or CLUSTER_ACTION, forwarded by a broker"),),
+        _describe_quorum,
+        "a broker forwards a client's request to the quorum leader on the inter-broker listener",
+    ),
     ApiKey.LIST_CONFIG_RESOURCES: Rule(
         (Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),), _cluster(Op.DESCRIBE_CONFIGS, "ListConfigResources")
     ),
