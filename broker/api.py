@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from broker.authorization import Authorization
+from broker.cluster_apis import ClusterApis
 from broker.config_describe import LIST_KEYS, broker_entries, topic_entries
 from broker.controller_channel import unwrap
 from broker.group_api import GroupApis
@@ -30,6 +31,7 @@ from broker.network.server import (
     error_body,
 )
 from broker.partition import FetchSpec
+from broker.partition_apis import PartitionApis
 from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
 from broker.replica_manager import ProduceResult, ReplicaManager
 from broker.request_ranges import check_request
@@ -181,7 +183,15 @@ class KafkaApis:
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
         elections = LeaderElectionApis(controller, channel)
-        self._ctx_handlers = {**groups.handlers, **security.handlers, **elections.handlers}
+        partitions = PartitionApis(replica_manager, image)
+        cluster = ClusterApis(config.broker_id, coordination, channel, image)
+        self._ctx_handlers = {
+            **groups.handlers,
+            **security.handlers,
+            **elections.handlers,
+            **partitions.handlers,
+            **cluster.handlers,
+        }
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
     def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
@@ -314,10 +324,17 @@ class KafkaApis:
                 if len(p) < 3 or not all(isinstance(x, int) for x in p) or p[2] <= 0:
                     raise BadRequest(
                         "fetch partition entry must be [partition, fetch_offset, max_bytes>0, "
-                        "current_leader_epoch?, last_fetched_epoch?] of integers"
+                        "current_leader_epoch?, last_fetched_epoch?, log_start_offset?] of integers"
                     )
                 specs.append(
-                    FetchSpec((topic, p[0]), p[1], p[2], p[3] if len(p) > 3 else -1, p[4] if len(p) > 4 else -1)
+                    FetchSpec(
+                        (topic, p[0]),
+                        p[1],
+                        p[2],
+                        p[3] if len(p) > 3 else -1,
+                        p[4] if len(p) > 4 else -1,
+                        p[5] if len(p) > 5 else -1,
+                    )
                 )
         return self._fetch(specs, max_wait, min_bytes, max_bytes, replica_id)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from broker.leader_election_api import refused as refused_election
-from broker.network.server import BadRequest, ConnectionContext, as_list, error_body
+from broker.network.server import INTER_BROKER_LISTENER, BadRequest, ConnectionContext, as_list, error_body
 from broker.partition import FetchResult
 from broker.replica_manager import ProduceResult
 from broker.security.request_authorizer import (
@@ -42,8 +42,13 @@ from net.acl import AclOperation, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 from net.schema.convert import error_response
+from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecordsTopic, DeleteRecordsTopicResult
+from net.schema.describe_producers import PartitionResponse
+from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
+from net.schema.describe_producers import TopicResponse as DescribeProducersTopicResponse
 from net.schema.elect_leaders import ElectLeadersRequest
-from net.schema.list_offsets import ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic, ListOffsetsTopicResponse
+from net.schema.list_offsets import ListOffsetsTopicResponse
+from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
 
 log = logging.getLogger("kafkalite.security")
 Op = AclOperation
@@ -289,22 +294,58 @@ def _fetch(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> De
     return a.per_topic(body, ctx, Op.READ, lambda p, msg: FetchResult(TOPIC_DENIED).to_wire(p))
 
 
-def _list_offsets(a: Authorization, req: ListOffsetsRequest, ctx: ConnectionContext) -> Decision:
-    """Each topic needs DESCRIBE; a refused topic's partitions are answered TOPIC_AUTHORIZATION_FAILED."""
-    kept: list[ListOffsetsTopic] = []
-    refused: list[ListOffsetsTopic] = []
-    for t in req.topics:
-        (kept if a.authz.topic(ctx, Op.DESCRIBE, t.name) else refused).append(t)
-    if not refused:
+def _typed_topics(
+    op: AclOperation, row: Callable[[Any], Any], name: str = "name", cluster_alt: AclOperation | None = None
+) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """A typed request of `topics` (net/schema/): each topic needs `op` (or `cluster_alt` on the cluster, for the
+    whole request); a refused topic is left out of the handler's request and answered by `row(topic)`, its answer
+    row with TOPIC_AUTHORIZATION_FAILED in each partition."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        if cluster_alt is not None and a.authz.cluster(ctx, cluster_alt):
+            return Decision(req)
+        kept: list[Any] = []
+        refused: list[Any] = []
+        for t in req.topics:
+            (kept if a.authz.topic(ctx, op, getattr(t, name)) else refused).append(t)
+        if not refused:
+            return Decision(req)
+        rows = tuple(row(t) for t in refused)
+
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict):  # a typed answer; a dict is a whole-request error
+                answer.topics = answer.topics + rows
+            return answer
+
+        return Decision(replace(req, topics=tuple(kept)), finish)
+
+    return decide
+
+
+def _denied_rows(cls: type) -> Callable[[Any], Any]:
+    """The answer row of a refused topic: the request's topic mirrored, every partition TOPIC_AUTHORIZATION_FAILED."""
+    return lambda t: error_response(t, cls, TOPIC_DENIED)
+
+
+def _describe_quorum(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the cluster; a broker forwarding a client's request (whose DESCRIBE it checked) to the quorum
+    leader needs CLUSTER_ACTION, as Kafka's forwarded requests."""
+    if getattr(ctx, "listener", None) == INTER_BROKER_LISTENER and a.broker(ctx):
         return Decision(req)
-    rows = tuple(error_response(t, ListOffsetsTopicResponse, TOPIC_DENIED) for t in refused)
+    return a.whole_cluster(Op.DESCRIBE, ctx, req, "DescribeQuorum")
 
-    def finish(answer: Any) -> Any:
-        if isinstance(answer, ListOffsetsResponse):
-            answer.topics = answer.topics + rows
-        return answer
 
-    return Decision(replace(req, topics=tuple(kept)), finish)
+def _deleted_records_denied(t: DeleteRecordsTopic) -> DeleteRecordsTopicResult:
+    rows = tuple(
+        DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=TOPIC_DENIED)
+        for p in t.partitions
+    )
+    return DeleteRecordsTopicResult(name=t.name, partitions=rows)
+
+
+def _producers_denied(t: DescribeProducersTopic) -> DescribeProducersTopicResponse:
+    rows = tuple(PartitionResponse(partition_index=i, error_code=TOPIC_DENIED) for i in t.partition_indexes)
+    return DescribeProducersTopicResponse(name=t.name, partitions=rows)
 
 
 def _elect_leaders(a: Authorization, req: ElectLeadersRequest, ctx: ConnectionContext) -> Decision:
@@ -570,7 +611,25 @@ RULES: dict[ApiKey, Rule] = {
         _fetch,
         "CLUSTER_ACTION only for a follower's fetch, replica_id ≥ 0",
     ),
-    ApiKey.LIST_OFFSETS: Rule((Need(TOPIC, Op.DESCRIBE, E),), _list_offsets),
+    ApiKey.LIST_OFFSETS: Rule(
+        (Need(TOPIC, Op.DESCRIBE, E),), _typed_topics(Op.DESCRIBE, _denied_rows(ListOffsetsTopicResponse))
+    ),
+    ApiKey.DELETE_RECORDS: Rule((Need(TOPIC, Op.DELETE, E),), _typed_topics(Op.DELETE, _deleted_records_denied)),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Rule(
+        (Need(TOPIC, Op.DESCRIBE, E, "or CLUSTER_ACTION on the cluster"),),
+        _typed_topics(Op.DESCRIBE, _denied_rows(OffsetForLeaderTopicResult), "topic", Op.CLUSTER_ACTION),
+        "KIP-320: consumers with DESCRIBE on the topic, brokers with CLUSTER_ACTION",
+    ),
+    ApiKey.DESCRIBE_PRODUCERS: Rule((Need(TOPIC, Op.READ, E),), _typed_topics(Op.READ, _producers_denied)),
+    ApiKey.DESCRIBE_LOG_DIRS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeLogDirs")),
+    ApiKey.DESCRIBE_QUORUM: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R, "or CLUSTER_ACTION, forwarded by a broker"),),
+        _describe_quorum,
+        "a broker forwards a client's request to the quorum leader on the inter-broker listener",
+    ),
+    ApiKey.LIST_CONFIG_RESOURCES: Rule(
+        (Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),), _cluster(Op.DESCRIBE_CONFIGS, "ListConfigResources")
+    ),
     ApiKey.METADATA: Rule(
         (Need(TOPIC, Op.DESCRIBE, E), Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster")),
         _metadata,

@@ -23,6 +23,7 @@ from broker.replication import (
     OutOfRange,
     ProposeIsr,
     UnknownEpoch,
+    leader_end_offset_for_epoch,
     validate_fetch,
 )
 from net import batch as batch_fmt
@@ -34,6 +35,7 @@ from net.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
+    OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
 
@@ -55,6 +57,7 @@ class FetchSpec:
     max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    log_start_offset: int = -1  # a follower's own log start (Kafka's FetchPartition.log_start_offset); -1: unknown
 
 
 @dataclass(slots=True)
@@ -114,6 +117,11 @@ class Partition:
         # Long-polling fetches waiting for data here: one future per fetch, shared by all its partitions.
         self._waiters: set[asyncio.Future[Any]] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future[Any]]] = []
+        # On the leader: each follower's log start offset as its last fetch said (DeleteRecords' low watermark).
+        self.follower_log_starts: dict[int, int] = {}
+        # Called when the log start offset moved (DeleteRecords, or the leader's log start on a follower), so the
+        # owner checkpoints it (log-start-offset-checkpoint) and a restart keeps it.
+        self.on_log_start_moved: Callable[["Partition"], None] | None = None
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._expiration_check_ms = producer_id_expiration_check_interval_ms
         self._next_expiration_check: int | None = None
@@ -192,6 +200,7 @@ class Partition:
         if change == LEADER:
             self.leader_epoch = st.leader_epoch
             self.follower_state = None
+            self.follower_log_starts = {}
             self.leader_state = LeaderState(
                 self.broker_id,
                 list(st.replicas),
@@ -330,6 +339,9 @@ class Partition:
         hw, start, leo = self.high_watermark, lg.log_start_offset, lg.log_end_offset
         if isinstance(decision, Ok):
             self.on_follower_fetch(replica_id, spec.offset, now_ms)
+            if spec.log_start_offset >= 0 and self.follower_log_starts.get(replica_id) != spec.log_start_offset:
+                self.follower_log_starts[replica_id] = spec.log_start_offset
+                self.wake()  # a DeleteRecords waiting for the low watermark looks again
             # At the log end (an idle partition: most of a fetch after a flood) there is nothing to read.
             data = lg.read(spec.offset, spec.max_bytes) if spec.offset != leo else b""
             return FetchResult(0, self.high_watermark, lg.log_start_offset, data, log_end_offset=lg.log_end_offset)
@@ -421,6 +433,70 @@ class Partition:
         for _, fut in waiters:
             if not fut.done():
                 fut.set_exception(exc or NotLeaderOrFollowerError("leadership changed"))
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch on the leader (KIP-101/320): (the largest epoch <= `leader_epoch` this log
+        knows, the offset where it ends: the start of the next epoch, or the log end for the current one); (-1, -1)
+        for an epoch this log cannot say anything of. A client with another leader epoch is fenced (check_leader)."""
+        self.check_leader(current_leader_epoch)
+        if leader_epoch < 0:
+            return -1, -1
+        lg = self.log
+        return leader_end_offset_for_epoch(leader_epoch, self.leader_epoch, lg.end_offset_for_epoch, lg.log_end_offset)
+
+    # --- deleting records (Kafka's DeleteRecords) -----------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """On the leader: records below `offset` (-1: the high watermark) are deleted, i.e. the log start offset
+        moves there (Kafka's Partition.deleteRecordsOnLeader). OFFSET_OUT_OF_RANGE for any other negative offset or
+        one above the high watermark. Returns the offset asked for, which the low watermark must reach."""
+        self.check_leader()
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0 or target > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records of {self.topic}-{self.partition} before offset {offset}: "
+                f"not in [0, {self.high_watermark}] (the high watermark)"
+            )
+        self.advance_log_start_offset(target)
+        return target
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Move the log start up (never down); tells the owner to checkpoint it, and long-polling followers (whose
+        fetch answers carry it) to look again."""
+        if self.log.maybe_increment_log_start_offset(offset):
+            if self.on_log_start_moved is not None:
+                self.on_log_start_moved(self)
+            self.wake()
+
+    def low_watermark(self) -> int:
+        """Kafka's lowWatermarkIfLeader: the lowest log start offset of this leader and the followers in the ISR
+        (one not heard from since it became leader counts as -1)."""
+        low = self.log.log_start_offset
+        for r in self.isr:
+            if r != self.broker_id:
+                low = min(low, self.follower_log_starts.get(r, -1))
+        return low
+
+    async def wait_for_low_watermark(self, offset: int, timeout: float) -> int:
+        """Until every in-sync replica starts at `offset` or later (Kafka's DelayedDeleteRecords); the low watermark.
+        TimeoutError past `timeout`; NOT_LEADER_OR_FOLLOWER if leadership moves meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            self.check_leader()
+            low = self.low_watermark()
+            if low >= offset:
+                return low
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"low watermark of {self.topic}-{self.partition} is {low}, below {offset}")
+            woken = loop.create_future()
+            self.add_data_waiter(woken)
+            try:
+                await asyncio.wait({woken}, timeout=remaining)
+            finally:
+                self.remove_data_waiter(woken)
+                woken.cancel()
 
     # --- follower side -------------------------------------------------------------
 

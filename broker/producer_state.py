@@ -167,6 +167,11 @@ class ProducerStateManager:
     def producer_ids(self) -> set[int]:
         return set(self._producers)
 
+    def active_producers(self) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp) of each producer known here (DescribeProducers)."""
+        ps = self._producers
+        return [(pid, e.epoch, e.batches[-1][1] if e.batches else -1, e.last_timestamp) for pid, e in ps.items()]
+
     # --- expiry (producer.id.expiration.ms) ---------------------------------------------
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:

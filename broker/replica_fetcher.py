@@ -148,8 +148,12 @@ class ReplicaFetcher:
             await asyncio.sleep(self.backoff_s)
             return
         topics: dict[str, list[Any]] = {}
-        for (topic, partition), offset, last_epoch, leader_epoch in specs:
-            topics.setdefault(topic, []).append([partition, offset, self.max_partition_bytes, leader_epoch, last_epoch])
+        for tp, offset, last_epoch, leader_epoch in specs:
+            # The follower's log start rides along (Kafka's FetchPartition.log_start_offset): the leader's
+            # DeleteRecords waits for it (the low watermark).
+            start = sent[tp][0].log.log_start_offset
+            row = [tp[1], offset, self.max_partition_bytes, leader_epoch, last_epoch, start]
+            topics.setdefault(tp[0], []).append(row)
         body = {
             "replica_id": self.broker_id,
             "max_wait_ms": self.max_wait_ms,
@@ -212,7 +216,14 @@ def handle_fetch_row(p: Partition, leader_id: int, row: FetchResult) -> bool:
         )
         p.truncate_to(t.offset)
         return True
-    if not row.records and row.high_watermark <= min(p.high_watermark, fs.high_watermark):
-        return False  # nothing new: an idle partition (after a flood, thousands in every answer)
-    p.append_as_follower(row.records, row.high_watermark)
-    return bool(row.records)
+    moved = False
+    if row.records or row.high_watermark > min(p.high_watermark, fs.high_watermark):
+        p.append_as_follower(row.records, row.high_watermark)
+        moved = bool(row.records)
+    # The leader's log start (DeleteRecords, retention): records below it are gone from the partition, so not
+    # served here either, should this replica lead (Kafka's follower maybeIncrementLogStartOffset). Never past
+    # what this log holds; the next answers carry it again as the log grows.
+    start = min(row.log_start_offset, p.log.log_end_offset)
+    if start > p.log.log_start_offset:
+        p.advance_log_start_offset(start)
+    return moved

@@ -107,6 +107,9 @@ class ReplicaManager:
         self.propose_isr = propose_isr
         self.metrics = metrics
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Log start offsets moved by a leader's answer (followers of a DeleteRecords), waiting to be checkpointed.
+        self._log_starts_dirty = False
+        self._log_start_writer: asyncio.Future[None] | None = None
         # What committed metadata makes of the replicas here (broker/metadata_apply.py, which the replication
         # simulator drives too): the changes still to apply, in commit order, and the task applying them in
         # slices when there are many partitions (apply_image).
@@ -232,6 +235,7 @@ class ReplicaManager:
         # What was committed before a restart stays readable at once, rather than after every ISR
         # member has fetched from this new leader (a follower relearns it from its leader anyway).
         part.high_watermark = min(self.log_manager.checkpointed_high_watermarks.pop((topic, p), 0), lg.log_end_offset)
+        part.on_log_start_moved = self._log_start_moved
         self.partitions[(topic, p)] = part
 
     def _apply_partition(self, image: "MetadataImage", action: ApplyPartitionState) -> None:
@@ -452,7 +456,14 @@ class ReplicaManager:
             s = (
                 spec
                 if budget >= spec.max_bytes
-                else FetchSpec(spec.tp, spec.offset, max(1, budget), spec.current_leader_epoch, spec.last_fetched_epoch)
+                else FetchSpec(
+                    spec.tp,
+                    spec.offset,
+                    max(1, budget),
+                    spec.current_leader_epoch,
+                    spec.last_fetched_epoch,
+                    spec.log_start_offset,
+                )
             )
             r = self.read(s, replica_id)
             if budget <= 0 and r.records:
@@ -482,6 +493,44 @@ class ReplicaManager:
             return 0, found[1], found[0]
         except KafkaLiteError as e:
             return int(e.code), -1, -1
+
+    # --- delete records ------------------------------------------------------
+
+    async def delete_records(self, tp: tuple[str, int], offset: int, timeout_s: float) -> tuple[int, int]:
+        """(error, low watermark) for Kafka's DeleteRecords of one partition: on its leader, the log start moves to
+        `offset` (-1: the high watermark), is checkpointed (a restart keeps it), and the answer waits until every
+        in-sync follower starts there too (so a new leader does as well), REQUEST_TIMED_OUT after `timeout_s`."""
+        try:
+            p = self.get_partition(*tp)
+            target = p.delete_records(offset)
+            await self._checkpoint_log_starts()
+            return 0, await p.wait_for_low_watermark(target, timeout_s)
+        except TimeoutError:
+            return int(ErrorCode.REQUEST_TIMED_OUT), -1
+        except OSError as e:
+            log.error("%s-%d: log start offset checkpoint failed: %s", tp[0], tp[1], e)
+            return int(ErrorCode.KAFKA_STORAGE_ERROR), -1
+        except KafkaLiteError as e:
+            return int(e.code), -1
+
+    def _log_start_moved(self, p: Partition) -> None:
+        """A follower took its leader's new log start: checkpoint it soon (one write for many partitions)."""
+        self._log_starts_dirty = True
+        if self._log_start_writer is None or self._log_start_writer.done():
+            self._log_start_writer = asyncio.ensure_future(self._write_log_starts())
+
+    async def _write_log_starts(self) -> None:
+        while self._log_starts_dirty:
+            self._log_starts_dirty = False
+            try:
+                await self._checkpoint_log_starts()
+            except OSError as e:  # the periodic checkpoint tries again
+                log.error("log start offset checkpoint failed: %s", e)
+                return
+
+    async def _checkpoint_log_starts(self) -> None:
+        """Write the data dirs' log-start-offset-checkpoint (and recovery points) now, off the event loop."""
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.checkpoint)
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}

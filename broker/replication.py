@@ -519,7 +519,7 @@ def validate_fetch(
         if current_leader_epoch > leader_epoch:
             return UnknownEpoch()
     if last_fetched_epoch >= 0:
-        epoch, end = _leader_end_offset_for_epoch(last_fetched_epoch, leader_epoch, epoch_end_offset, log_end_offset)
+        epoch, end = leader_end_offset_for_epoch(last_fetched_epoch, leader_epoch, epoch_end_offset, log_end_offset)
         if epoch < 0 or end < 0:
             return OutOfRange()
         if fetch_offset < log_start_offset:
@@ -533,7 +533,7 @@ def validate_fetch(
     return Ok()
 
 
-def _leader_end_offset_for_epoch(
+def leader_end_offset_for_epoch(
     epoch: int, leader_epoch: int, epoch_end_offset: Callable[[int], tuple[int, int]], log_end_offset: int
 ) -> tuple[int, int]:
     """end_offset_for_epoch as if the leader's epoch cache already held (leader_epoch, log_end_offset).

@@ -60,7 +60,7 @@ ID_LISTS: dict[int, tuple[str, ...]] = {ApiKey.ALTER_PARTITION: ("isr", "silent"
 # the handler, as Kafka does, not refused whole.
 ROWS: dict[int, tuple[IntType | None, ...]] = {
     ApiKey.PRODUCE: (INT32, None),
-    ApiKey.FETCH: (INT32, INT64, INT32, EPOCH_OR_NONE, EPOCH_OR_NONE),
+    ApiKey.FETCH: (INT32, INT64, INT32, EPOCH_OR_NONE, EPOCH_OR_NONE, INT64),
     ApiKey.LIST_OFFSETS: (INT32, INT64, EPOCH_OR_NONE),
     ApiKey.OFFSET_COMMIT: (INT32, INT64, None),
 }

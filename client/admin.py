@@ -3,6 +3,8 @@ partition leaders."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import hashlib
 import os
 import time
@@ -18,6 +20,7 @@ from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
 from net.protocol import ApiKey, ElectionType
 from net.retry import retry_until
+from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
 
@@ -265,6 +268,65 @@ class AsyncAdmin:
 
     async def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         return await self.client.list_offsets(tps, timestamp)
+
+    async def delete_records(
+        self, offsets: dict[tuple[str, int], int], timeout_ms: int = 30000
+    ) -> dict[tuple[str, int], int | KafkaLiteError]:
+        """Kafka's Admin.deleteRecords: records below each offset (-1: the high watermark) are deleted, i.e. the
+        partition's log start moves there. Per partition, its low watermark afterwards or the error. Each partition
+        goes to its leader; NOT_LEADER_OR_FOLLOWER, a leader not known yet or a lost connection are retried (the
+        metadata asked again) with backoff for up to request.timeout.ms, as Kafka's admin client does."""
+        client = self.client
+
+        def again(e: KafkaLiteError) -> bool:  # a partition that does not exist is said at once, not waited for
+            return e.retriable and e.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT)
+
+        out: dict[tuple[str, int], int | KafkaLiteError] = {}
+        pending = dict(offsets)
+        backoff = client.backoff()
+        deadline = time.monotonic() + client.request_timeout
+        while True:
+            retry: dict[tuple[str, int], KafkaLiteError] = {}
+            by_leader: dict[int, list[tuple[str, int]]] = {}
+            for tp in pending:
+                try:
+                    by_leader.setdefault(await client.leader_for(*tp), []).append(tp)
+                except KafkaLiteError as e:
+                    (retry if again(e) else out)[tp] = e
+            for leader, tps in by_leader.items():
+                topics: dict[str, list[DeleteRecordsPartition]] = {}
+                for t, p in tps:
+                    topics.setdefault(t, []).append(DeleteRecordsPartition(partition_index=p, offset=pending[(t, p)]))
+                request = DeleteRecordsRequest(
+                    topics=tuple(DeleteRecordsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()),
+                    timeout=datetime.timedelta(milliseconds=timeout_ms),
+                )
+                try:
+                    conn = await client.connection(leader)
+                    answer = await conn.call(request, timeout=client.request_timeout + timeout_ms / 1000)
+                except KafkaLiteError as e:  # the leader is gone or unreachable, or refused the request as a whole
+                    for tp in tps:
+                        client.invalidate(tp[0])
+                        (retry if again(e) else out)[tp] = e
+                    continue
+                for topic in answer.topics:
+                    for part in topic.partitions:
+                        tp = (topic.name, part.partition_index)
+                        if not part.error_code:
+                            out[tp] = part.low_watermark
+                            continue
+                        refused = error_for(part.error_code, f"delete records of {tp[0]}-{tp[1]}")
+                        if again(refused):
+                            client.invalidate(tp[0])
+                            retry[tp] = refused
+                        else:
+                            out[tp] = refused
+            pending = {tp: pending[tp] for tp in retry}
+            wait = backoff.next()
+            if not pending or time.monotonic() + wait > deadline:
+                out.update(retry)
+                return out
+            await asyncio.sleep(wait)
 
     # --- security: ACLs and SCRAM credentials (Kafka's Admin createAcls, describeAcls, deleteAcls, ...) ------
 

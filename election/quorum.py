@@ -140,6 +140,13 @@ class QuorumNode:
             return None
         return self._tracker.last_fetch_ms.get(node)
 
+    def follower_end(self, node: int) -> int | None:
+        """How far `node`'s log is known to match ours in our current epoch (DescribeQuorum's log_end_offset); None
+        if it has not fetched or we are not controller."""
+        if self._tracker is None:
+            return None
+        return self._tracker.end.get(node)
+
     def voters_seen_in_election(self, epoch: int) -> frozenset[int]:
         """Ids whose ElectionState we had when we won `epoch` (us included); empty if we did not win it."""
         if self._won is not None and self._won[0] == epoch:

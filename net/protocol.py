@@ -64,6 +64,12 @@ class ApiKey(IntEnum):
     # answers only where that listener is.
     BROKER_HEARTBEAT = 63
     DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
+    DELETE_RECORDS = 21
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_LOG_DIRS = 35
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_QUORUM = 55
+    LIST_CONFIG_RESOURCES = 74
 
 
 class OffsetSpec(IntEnum):
@@ -86,7 +92,16 @@ class ElectionType(IntEnum):
 
 # The apis whose native body is the typed message of net/schema/ (a msgpack array, net/messages.py), and the
 # first native version that carries it. The version before answers in the old map form for one more release.
-TYPED_SINCE: dict[int, int] = {ApiKey.LIST_OFFSETS: 1, ApiKey.ELECT_LEADERS: 1}
+TYPED_SINCE: dict[int, int] = {
+    ApiKey.LIST_OFFSETS: 1,
+    ApiKey.ELECT_LEADERS: 1,
+    ApiKey.DELETE_RECORDS: 0,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: 0,
+    ApiKey.DESCRIBE_LOG_DIRS: 0,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.DESCRIBE_QUORUM: 0,
+    ApiKey.LIST_CONFIG_RESOURCES: 0,
+}
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}
 

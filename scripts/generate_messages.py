@@ -40,6 +40,12 @@ OUT = ROOT / "net" / "schema"
 # more, so this is where its versions are said); the other apis' come from their adapters.
 TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     2: (1, 9),  # ListOffsets
+    21: (0, 2),  # DeleteRecords
+    23: (2, 4),  # OffsetForLeaderEpoch (v0-1 are gone from Kafka 4 and from kio)
+    35: (1, 4),  # DescribeLogDirs
+    55: (0, 2),  # DescribeQuorum
+    61: (0, 0),  # DescribeProducers
+    74: (1, 1),  # ListConfigResources (Kafka 4.1; v0 is the older ListClientMetricsResources)
     43: (0, 2),  # ElectLeaders
 }
 

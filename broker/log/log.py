@@ -514,6 +514,25 @@ class Log:
             self.log_start_offset = self.recovery_point = offset
             self._epochs.clear()
 
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to `offset` (Kafka's maybeIncrementLogStartOffset: DeleteRecords on a leader,
+        the leader's log start on a follower). Records below it are no longer served; the segments wholly below it
+        are deleted by the next retention pass. The caller checkpoints it (LogManager.checkpoint) to keep it across
+        a restart. False if the log already starts there or later."""
+        with self._lock:
+            self._check_open()
+            if offset <= self.log_start_offset:
+                return False
+            if offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"cannot start {self.topic}-{self.partition} at {offset}: its log ends at {self.log_end_offset}"
+                )
+            self.log_start_offset = offset
+            self.recovery_point = max(self.recovery_point, offset)
+            self._epochs.truncate_from_start(offset)
+            log.info("%s: log start offset moved to %d", self, offset)
+            return True
+
     def delete_retention_segments(self, now_ms: int | None = None) -> int:
         """Delete the oldest closed segments that are past retention.ms (by their largest timestamp), over
         retention.bytes, or wholly below the log start offset. Returns how many were deleted."""

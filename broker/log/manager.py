@@ -212,7 +212,7 @@ class LogManager:
         with self._lock:
             return list(self._logs.values())
 
-    def _logs_by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
+    def logs_by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
         with self._lock:
             out: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.data_dirs}
             for tp, lg in self._logs.items():
@@ -224,7 +224,7 @@ class LogManager:
     def checkpoint(self) -> None:
         """Write both checkpoint files of every data directory."""
         with self._checkpoint_lock:
-            for d, logs in self._logs_by_dir().items():
+            for d, logs in self.logs_by_dir().items():
                 write_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs.items()})
                 write_checkpoint(d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in logs.items()})
 
@@ -234,7 +234,7 @@ class LogManager:
         Each value is capped at the log's end: a follower may hear of a high watermark above what it has
         fetched so far, and a reader must never take it for records the file does not hold."""
         with self._checkpoint_lock:
-            for d, logs in self._logs_by_dir().items():
+            for d, logs in self.logs_by_dir().items():
                 hws = {
                     tp: min(high_watermarks[tp], lg.log_end_offset) for tp, lg in logs.items() if tp in high_watermarks
                 }
@@ -271,7 +271,7 @@ class LogManager:
         """One log cleaner pass over the compacted logs (in a worker thread: it rewrites segments).
         `high_watermark(tp)` bounds each log's cleaning (None: skip the log); without it, logs are cleaned
         up to their active segment."""
-        return self.cleaner.clean_logs(self._logs_by_dir(), high_watermark)
+        return self.cleaner.clean_logs(self.logs_by_dir(), high_watermark)
 
     def shutdown(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
         """Flush, checkpoint, close; the clean-shutdown marker is written last, only if all of that worked."""

@@ -10,12 +10,16 @@ from net.schema.create_partitions import CreatePartitionsRequest, CreatePartitio
 from net.schema.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from net.schema.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from net.schema.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from net.schema.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from net.schema.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from net.schema.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from net.schema.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from net.schema.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from net.schema.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from net.schema.describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from net.schema.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from net.schema.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
@@ -28,12 +32,14 @@ from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest,
 from net.schema.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from net.schema.join_group import JoinGroupRequest, JoinGroupResponse
 from net.schema.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from net.schema.list_config_resources import ListConfigResourcesRequest, ListConfigResourcesResponse
 from net.schema.list_groups import ListGroupsRequest, ListGroupsResponse
 from net.schema.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from net.schema.metadata import MetadataRequest, MetadataResponse
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from net.schema.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from net.schema.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from net.schema.produce import ProduceRequest, ProduceResponse
 from net.schema.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from net.schema.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
@@ -57,12 +63,15 @@ MESSAGES: dict[int, tuple[type, type]] = {
     17: (SaslHandshakeRequest, SaslHandshakeResponse),
     19: (CreateTopicsRequest, CreateTopicsResponse),
     20: (DeleteTopicsRequest, DeleteTopicsResponse),
+    21: (DeleteRecordsRequest, DeleteRecordsResponse),
     22: (InitProducerIdRequest, InitProducerIdResponse),
+    23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     29: (DescribeAclsRequest, DescribeAclsResponse),
     30: (CreateAclsRequest, CreateAclsResponse),
     31: (DeleteAclsRequest, DeleteAclsResponse),
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
+    35: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     37: (CreatePartitionsRequest, CreatePartitionsResponse),
     42: (DeleteGroupsRequest, DeleteGroupsResponse),
@@ -73,5 +82,8 @@ MESSAGES: dict[int, tuple[type, type]] = {
     49: (AlterClientQuotasRequest, AlterClientQuotasResponse),
     50: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     51: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    55: (DescribeQuorumRequest, DescribeQuorumResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
+    61: (DescribeProducersRequest, DescribeProducersResponse),
+    74: (ListConfigResourcesRequest, ListConfigResourcesResponse),
 }

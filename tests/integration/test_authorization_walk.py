@@ -24,7 +24,19 @@ from client.sync import Producer
 from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
 from net.connection import BrokerConnection
 from net.errors import ErrorCode
+from net.messages import decode, encode
 from net.protocol import ApiKey
+from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
+from net.schema.describe_log_dirs import DescribeLogDirsRequest
+from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
+from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
+from net.schema.list_config_resources import ListConfigResourcesRequest
+from net.schema.messages import MESSAGES
+from net.schema.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 from net.security import ClientSecurity, SaslClient
 from tests.integration.cluster_harness import ClusterHarness, wait_until
 from tests.integration.test_kafka_protocol_errors import frame
@@ -109,6 +121,7 @@ def snapshot(h: ClusterHarness) -> dict:
             "groups": sorted(g[0] for g in a.list_groups()),
             "topics": sorted(a.list_topics(include_internal=True)),
             "secret start": a.list_offsets(parts, -2),
+            "alice-topic start": a.list_offsets([(MY_TOPIC, 0)], -2),
             "secret end": a.list_offsets(parts, -1),
             "secret configs": a.describe_configs(SECRET),
             "secret partitions": [len(t.partitions) for t in a.describe_topics([SECRET])],
@@ -162,6 +175,40 @@ def records() -> bytes:
 
     now = int(time.time() * 1000)
     return batch_fmt.build([(0, 0, None, b"forged", None)], now, now)
+
+
+def typed_rows(api: ApiKey) -> Callable[[Any], list]:
+    """The partition rows' codes of a typed answer (a msgpack array); a refused request is a map with its code."""
+
+    def codes(answer: Any) -> list:
+        if isinstance(answer, dict):
+            return top(answer)
+        return [p.error_code for t in decode(MESSAGES[api][1], answer).topics for p in t.partitions]
+
+    return codes
+
+
+def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
+    """The typed apis (net/schema/): their native body is the message's array."""
+    mine_and_secret = (
+        DeleteRecordsTopic(name=MY_TOPIC, partitions=(DeleteRecordsPartition(partition_index=0, offset=-1),)),
+        DeleteRecordsTopic(name=SECRET, partitions=(DeleteRecordsPartition(partition_index=0, offset=-1),)),
+    )
+    epochs = (OffsetForLeaderTopic(topic=SECRET, partitions=(OffsetForLeaderPartition(partition=0),)),)
+    producers = (TopicRequest(name=SECRET, partition_indexes=(0, 1)),)
+    quorum = (TopicData(topic_name="__cluster_metadata", partitions=(PartitionData(),)),)
+    return [
+        # READ on her own topic is not DELETE
+        (ApiKey.DELETE_RECORDS, encode(DeleteRecordsRequest(topics=mine_and_secret)), typed_rows(ApiKey.DELETE_RECORDS),
+         [TOPIC_DENIED] * 2),
+        (ApiKey.OFFSET_FOR_LEADER_EPOCH, encode(OffsetForLeaderEpochRequest(replica_id=-1, topics=epochs)),
+         typed_rows(ApiKey.OFFSET_FOR_LEADER_EPOCH), [TOPIC_DENIED]),
+        (ApiKey.DESCRIBE_PRODUCERS, encode(DescribeProducersRequest(topics=producers)),
+         typed_rows(ApiKey.DESCRIBE_PRODUCERS), [TOPIC_DENIED] * 2),
+        (ApiKey.DESCRIBE_LOG_DIRS, encode(DescribeLogDirsRequest(topics=None)), top, [CLUSTER_DENIED]),
+        (ApiKey.DESCRIBE_QUORUM, encode(DescribeQuorumRequest(topics=quorum)), top, [CLUSTER_DENIED]),
+        (ApiKey.LIST_CONFIG_RESOURCES, encode(ListConfigResourcesRequest()), top, [CLUSTER_DENIED]),
+    ]  # fmt: skip
 
 
 def native_cases() -> list[tuple[ApiKey, dict, Callable[[dict], list], list]]:
@@ -279,7 +326,7 @@ def test_every_native_api_is_refused_and_changes_nothing(cluster):
     before = snapshot(cluster)
     served = {k for k, _lo, _hi in native(cluster, ApiKey.API_VERSIONS, {})["api_keys"]}
     walked = {ApiKey.API_VERSIONS, ApiKey.LIST_GROUPS, ApiKey.QUORUM}  # checked below, not by their codes
-    for api, body, codes_of, expected in native_cases():
+    for api, body, codes_of, expected in native_cases() + typed_cases():
         answer = native(cluster, api, body)
         check(codes_of(answer), expected, f"{api.name} {body}: {answer}")
         walked.add(api)
@@ -523,6 +570,32 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
             [CLUSTER_DENIED],
         ),
         (50, 0, {"users": None}, [CLUSTER_DENIED]),
+        (
+            21,
+            2,
+            {"timeout": 5000, "topics": [{"name": SECRET, "partitions": [{"partition_index": 0, "offset": -1}]}]},
+            [TOPIC_DENIED],
+        ),
+        (
+            23,
+            4,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {"topic": SECRET, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}
+                ],
+            },
+            [TOPIC_DENIED],
+        ),
+        (35, 4, {"topics": None}, [CLUSTER_DENIED]),
+        (61, 0, {"topics": [{"name": SECRET, "partition_indexes": [0]}]}, [TOPIC_DENIED]),
+        (
+            55,
+            2,
+            {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
+            [CLUSTER_DENIED],
+        ),
+        (74, 1, {"resource_types": []}, [CLUSTER_DENIED]),
         (51, 0, {"deletions": [{"name": "admin", "mechanism": 1}], "upsertions": []}, [CLUSTER_DENIED]),
     ]
 

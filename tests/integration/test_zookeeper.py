@@ -11,8 +11,9 @@ import pytest
 from client.admin import NewTopic
 from client.producer import ProduceError
 from client.sync import Producer
-from net.errors import KafkaLiteError
+from net.errors import ErrorCode, KafkaLiteError
 from tests.integration.cluster_harness import LoadProducer, full_check, read_back, wait_until
+from tests.integration.test_log_and_quorum_apis import kafka_call
 
 pytestmark = pytest.mark.timeout(150)
 TOPIC = "events"
@@ -29,6 +30,10 @@ def _quick_producer(bs: str) -> Producer:
 
 def test_zookeeper_stopped_brokers_keep_serving_admin_fails_fast_then_recovers(cluster):
     cluster.create_topic(TOPIC, 3, 3, {"min.insync.replicas": "2"})
+    # No controller quorum in this mode: DescribeQuorum is UNSUPPORTED_VERSION, as a ZooKeeper-mode Kafka answers.
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    answer = kafka_call(cluster, 1, 55, 2, body)
+    assert int(answer.error_code) == ErrorCode.UNSUPPORTED_VERSION, answer
     load = LoadProducer(cluster.bootstrap(), TOPIC, "P0").start()
     load.wait_acked(200, 20)
     cluster.zk_kill()

@@ -19,10 +19,20 @@ from broker.security.request_authorizer import RequestAuthorizer
 from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
+from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
+from net.schema.describe_log_dirs import DescribeLogDirsRequest
+from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
+from net.schema.describe_quorum import DescribeQuorumRequest
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
+from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.messages import MESSAGES
+from net.schema.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 Op, RT = AclOperation, ResourceType
@@ -90,6 +100,32 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
             ("topics", TOPIC_DENIED),
         )
     ],
+    ApiKey.DELETE_RECORDS: [
+        (
+            DeleteRecordsRequest(
+                topics=(DeleteRecordsTopic(name="secret-topic", partitions=(DeleteRecordsPartition(offset=-1),)),)
+            ),
+            ("topics", TOPIC_DENIED),
+        )
+    ],
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: [
+        (
+            OffsetForLeaderEpochRequest(
+                replica_id=-1,
+                topics=(OffsetForLeaderTopic(topic="secret-topic", partitions=(OffsetForLeaderPartition(),)),),
+            ),
+            ("topics", TOPIC_DENIED),
+        )
+    ],
+    ApiKey.DESCRIBE_PRODUCERS: [
+        (
+            DescribeProducersRequest(topics=(TopicRequest(name="secret-topic", partition_indexes=(0,)),)),
+            ("topics", TOPIC_DENIED),
+        )
+    ],
+    ApiKey.DESCRIBE_LOG_DIRS: [(DescribeLogDirsRequest(topics=None), ("whole", CLUSTER_DENIED))],
+    ApiKey.DESCRIBE_QUORUM: [(DescribeQuorumRequest(), ("whole", CLUSTER_DENIED))],
+    ApiKey.LIST_CONFIG_RESOURCES: [(ListConfigResourcesRequest(), ("whole", CLUSTER_DENIED))],
     ApiKey.METADATA: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
     ApiKey.DESCRIBE_TOPICS: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
     ApiKey.OFFSET_COMMIT: [
@@ -188,6 +224,9 @@ def test_bodies_reaching_others_resources_are_refused_whatever_keys_they_carry(a
         return
     if not isinstance(body, dict):  # typed: no key the api does not define can be there
         d = a.authorize(api, body, Ctx())
+        if where == "whole":
+            assert d.refused and d.answer["error_code"] == code
+            return
         assert not d.refused
         answer = d.complete(MESSAGES[api][1]())
         codes = [p.error_code for t in getattr(answer, where) for p in t.partitions]
@@ -280,6 +319,8 @@ def test_each_rule_asks_only_what_the_table_says_it_needs():
             needs = {(n.resource, n.op) for n in RULES[api].needs}
             if api == ApiKey.INIT_PRODUCER_ID:
                 needs.add((RT.TOPIC, Op.WRITE))  # "or WRITE on any topic"
+            if api == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+                needs.add((RT.CLUSTER, Op.CLUSTER_ACTION))  # "or CLUSTER_ACTION on the cluster" (brokers)
             if api in (ApiKey.METADATA, ApiKey.CREATE_TOPICS):
                 needs.add((RT.CLUSTER, Op.CREATE))  # "or CREATE on the cluster"
             assert authz.asked and authz.asked <= needs, (api, authz.asked, needs)
