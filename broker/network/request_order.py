@@ -15,7 +15,7 @@ apart from Kafka's order:
   earlier produces (and fetches) wait, which keeps a pipelining producer's (max.in.flight) throughput; any
   other request waits until every earlier produce has been answered.
 - Every other request holds the connection until it completes (an OffsetCommit until the offsets are
-  committed, a CreateTopics / CreateAcls until the change is applied here, a JoinGroup while it is parked).
+  committed, a CreateTopics / CreateAcls until its answer is ready, a JoinGroup while it is parked).
 
 Sans-IO: the connection (broker/network/server.py) asks `may_start` for the request at the head of its queue
 and reports `started` / `finished` for each request whose answer it waits for.
