@@ -260,6 +260,7 @@ class BrokerServer:
             INTER_BROKER_LISTENER,
             *self._listener_security("BROKER"),
             limits,
+            ordered=False,  # brokers' independent tasks share a connection here (broker/network/request_order.py)
         )
         if kafka_sock is not None:
             # Kafka's protocol: a second codec in front of the same handlers (broker/network/kafka/).

@@ -37,6 +37,13 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
     return out
 
 
+@dataclass(frozen=True)
+class CoordinatorKey:
+    """The key of a group coordinator's own connection among a client's connections (by broker id)."""
+
+    broker_id: int
+
+
 @dataclass(slots=True)
 class PartitionMeta:
     partition: int
@@ -143,7 +150,7 @@ class KafkaLiteClient:
         self.retry_backoff = retry_backoff_ms / 1000
         self.retry_backoff_max_ms = retry_backoff_max_ms
         self.metadata = ClusterMetadata()
-        self._conns: dict[int | tuple[str, int], BrokerConnection] = {}
+        self._conns: dict[int | tuple[str, int] | CoordinatorKey, BrokerConnection] = {}
         self._connecting: dict[int | tuple[str, int], asyncio.Task[BrokerConnection]] = {}
         self._refresh: asyncio.Task[None] | None = None
         self._wanted_topics: set[str] = set()
@@ -195,10 +202,20 @@ class KafkaLiteClient:
             raise NetworkError(f"broker {broker_id} is not in the cluster metadata")
         return await self._connect(broker_id, *addr)
 
+    async def coordinator_connection(self, broker_id: int) -> BrokerConnection:
+        """A connection of its own to a group coordinator, as Kafka's Java client keeps one: a broker handles a
+        connection's requests in order, so a JoinGroup parked for a rebalance would hold this client's fetches
+        from that broker on a shared connection."""
+        addr = self.metadata.brokers.get(broker_id)
+        if addr is None:
+            raise NetworkError(f"broker {broker_id} is not in the cluster metadata")
+        return await self._connect(CoordinatorKey(broker_id), *addr)
+
     async def any_connection(self) -> BrokerConnection:
-        """A connection to some broker: a known one, else the bootstrap list in random order."""
-        for conn in self._conns.values():
-            if conn.connected:
+        """A connection to some broker: a known one (not a coordinator's, where a parked JoinGroup may hold
+        what follows), else the bootstrap list in random order."""
+        for key, conn in self._conns.items():
+            if conn.connected and not isinstance(key, CoordinatorKey):
                 return conn
         candidates: list[tuple[int | tuple[str, int], tuple[str, int]]] = list(self.metadata.brokers.items())
         random.shuffle(candidates)
@@ -216,9 +233,19 @@ class KafkaLiteClient:
         raise NetworkError("no broker reachable: " + "; ".join(dict.fromkeys(errors)))
 
     async def request(
-        self, broker_id: int | None, api: ApiKey, body: dict[str, Any], timeout: float | None = None
+        self,
+        broker_id: int | None,
+        api: ApiKey,
+        body: dict[str, Any],
+        timeout: float | None = None,
+        coordinator: bool = False,
     ) -> dict[str, Any]:
-        conn = await (self.any_connection() if broker_id is None else self.connection(broker_id))
+        """`api` to `broker_id` (None: any broker); with `coordinator`, on that group coordinator's own
+        connection (`coordinator_connection`)."""
+        if broker_id is None:
+            conn = await self.any_connection()
+        else:
+            conn = await (self.coordinator_connection(broker_id) if coordinator else self.connection(broker_id))
         answer: dict[str, Any] = await conn.request(api, body, timeout=timeout or self.request_timeout)
         return answer
 

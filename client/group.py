@@ -95,7 +95,7 @@ class GroupClient:
 
         async def attempt() -> dict[str, Any]:
             coordinator = await self.ensure_coordinator(until)
-            resp = await self.client.request(coordinator, api, body, timeout=timeout)
+            resp = await self.client.request(coordinator, api, body, timeout=timeout, coordinator=True)
             code = resp.get("error_code", 0)
             if code in COORDINATOR_ERRORS:
                 raise error_for(code, resp.get("error_message") or "")
@@ -313,7 +313,7 @@ class ConsumerCoordinator(GroupClient):
             return
         body = {"group_id": self.group_id, "members": [self.member_id]}
         try:
-            await self.client.request(self.coordinator_id, ApiKey.LEAVE_GROUP, body, timeout=5)
+            await self.client.request(self.coordinator_id, ApiKey.LEAVE_GROUP, body, timeout=5, coordinator=True)
             log.info("group %s: member %s left", self.group_id, self.member_id)
         except KafkaLiteError as e:
             log.info("group %s: leave failed (%s); the session timeout will remove us", self.group_id, e)

@@ -2,10 +2,11 @@
 
 A connection speaks one wire protocol through its codec: the native msgpack frames (`NativeCodec`,
 here) or Kafka's binary protocol (broker/network/kafka/), which decodes into the same handler calls.
-Requests on one connection are dispatched in arrival order (so produce order is kept); a handler may
-return an awaitable (a long-poll fetch, an acks=all produce), whose response is written when it
-completes: tagged by correlation id in the native protocol, in request order where the codec says so
-(Kafka's rule).
+Requests on one connection start in arrival order, and a request starts only once the earlier ones' effects
+are applied (broker/network/request_order.py: Kafka's one request at a time, except that produces overlap
+produces and nothing waits for a fetch's long poll); a handler may return an awaitable (a long-poll fetch,
+an acks=all produce), whose response is written when it completes: tagged by correlation id in the native
+protocol, in request order where the codec says so (Kafka's rule).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from broker.network.authenticator import PLAINTEXT, Authenticator, ListenerSecur
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.memory import ConnectionChurn
 from broker.network.native_legacy import LEGACY
+from broker.network.request_order import RequestOrder, Unordered
 from net.errors import ErrorCode, KafkaLiteError, MalformedRequest, error_code_of
 from net.messages import MessageError, decode
 from net.messages import encode as encode_message
@@ -214,9 +216,13 @@ class BrokerProtocol(asyncio.Protocol):
         security: ListenerSecurity = PLAINTEXT,
         limits: ConnectionLimits = ConnectionLimits(),
         quotas: ConnectionQuotas | None = None,
+        ordered: bool = True,
     ) -> None:
         self._handler = handler
         self._codec = codec
+        # Requests read and not started yet: each starts once the order allows (broker/network/request_order.py).
+        self._waiting: deque[Request] = deque()
+        self._order = RequestOrder() if ordered else Unordered()
         self._limits = limits
         self._quotas = quotas
         self._admitted_ip: str | None = None
@@ -296,7 +302,7 @@ class BrokerProtocol(asyncio.Protocol):
             return
         if self.partial_since is not None and now - self.partial_since > self._limits.partial_request_timeout_s:
             self._reject(f"a request did not arrive whole within {self._limits.partial_request_timeout_s:g}s")
-        elif not self._pending and now - self.last_active > self._limits.max_idle_s:
+        elif not self._pending and not self._waiting and now - self.last_active > self._limits.max_idle_s:
             log.info("closing %s: idle for %.0fs (connections.max.idle.ms)", self._ctx.peer, now - self.last_active)
             self.close()
 
@@ -323,14 +329,30 @@ class BrokerProtocol(asyncio.Protocol):
             self._reject(f"{type(e).__name__} decoding a request")
             return
         self.partial_since = (self.partial_since or self.last_active) if self._codec.buffered else None
-        for req in requests:
-            if self._closed or self._closing:
-                return
+        self._waiting.extend(requests)
+        self._start_next()
+
+    def _start_next(self) -> None:
+        """Start the requests at the head of the queue that the order allows now; the rest wait for the
+        answers they depend on (`_complete` calls this again)."""
+        while self._waiting and not (self._closed or self._closing):
+            req = self._waiting[0]
+            if not self._order.may_start(None if req.immediate is not None else req.api_key):
+                break
+            self._waiting.popleft()
             self._ctx.client_id = req.client_id
             if req.immediate is not None:
                 self._answer(req, None, req.immediate)
             else:
                 self._dispatch(req)
+        self._bound_queue()
+
+    def _bound_queue(self) -> None:
+        # A client piling up requests (long polls, acks=all produces, requests behind them): stop reading it.
+        if len(self._pending) + len(self._waiting) >= self._limits.queued_max_requests:
+            self._pause("queue")
+        else:
+            self._resume("queue")
 
     def _reject(self, reason: str) -> None:
         # Without a parseable header there is no correlation id to answer to: close, as Kafka does.
@@ -408,14 +430,12 @@ class BrokerProtocol(asyncio.Protocol):
         slot = self._reserve()
         fut = asyncio.ensure_future(result)
         self._pending.add(fut)
-        if len(self._pending) >= self._limits.queued_max_requests:
-            self._pause("queue")  # a client piling up long polls or acks=all produces: stop reading it
+        self._order.started(req.api_key)
         fut.add_done_callback(lambda f: self._complete(req, f, slot))
 
     def _complete(self, req: Request, fut: asyncio.Future[Any], slot: list[Any] | None) -> None:
         self._pending.discard(fut)
-        if len(self._pending) < self._limits.queued_max_requests:
-            self._resume("queue")
+        self._order.finished(req.api_key)
         if fut.cancelled() or self._closed:
             return
         exc = fut.exception()
@@ -426,6 +446,7 @@ class BrokerProtocol(asyncio.Protocol):
         else:
             body = fut.result()
         self._answer(req, body, slot=slot)
+        self._start_next()  # after the answer: in-order codecs write it before any later request's
 
     def _reserve(self) -> list[Any] | None:
         if self._slots is None:
@@ -496,9 +517,11 @@ class NetServer:
         ssl_context: ssl.SSLContext | None = None,
         limits: ConnectionLimits = ConnectionLimits(),
         quotas: ConnectionQuotas | None = None,
+        ordered: bool = True,
     ) -> None:
         self._handler = handler
         self._sock = sock
+        self._ordered = ordered
         self.limits = limits
         self.quotas = quotas
         self._sweeper: asyncio.Task[None] | None = None
@@ -542,6 +565,7 @@ class NetServer:
             self.security,
             self.limits,
             self.quotas,
+            self._ordered,
         )
         self._conns.add(proto)
         self._churn.accepted()
