@@ -38,6 +38,7 @@ class ConfluentLoadProducer:
                 "message.timeout.ms": 30000,
                 "retry.backoff.ms": 50,
                 "error_cb": self._error,
+                "log_level": 0,  # its connection failures while brokers are down reach error_cb; no log spam
             }
         )
         self.rate_sleep = rate_sleep
