@@ -109,11 +109,12 @@ def parse(report: Mapping[str, Any], root: str, classify: Callable[[str, str, st
 
 @dataclass(frozen=True)
 class Rule:
-    """A cause: its name, and the pattern its error message (or, with `on_name`, the test's name) matches."""
+    """A cause: its name, and the pattern that the failure's `on` (its error "message", the test's "name" or
+    the test file's "path") matches."""
 
     cause: str
     pattern: re.Pattern[str]
-    on_name: bool = False
+    on: str = "message"
 
 
 def classifier(rules: Sequence[Rule]) -> Callable[[str, str, str], str]:
@@ -121,8 +122,9 @@ def classifier(rules: Sequence[Rule]) -> Callable[[str, str, str], str]:
     that the same error of different tests lands in one group."""
 
     def classify(path: str, test: str, message: str) -> str:
+        fields = {"message": message, "name": test, "path": path}
         for r in rules:
-            if r.pattern.search(test if r.on_name else message):
+            if r.pattern.search(fields[r.on]):
                 return r.cause
         first = message.splitlines()[0] if message else "(no message)"
         return "other: " + re.sub(r"[0-9a-f]{8,}[-\w]*|\d+", "N", first)[:160]

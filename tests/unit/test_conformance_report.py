@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from bench.conformance.jest_report import Rule, classifier, clean, parse
-from bench.conformance.kafkajs import RULES
+from bench.conformance.kafkajs import RULES, kafka_error_rules
 
 ROOT = "/src/kafkajs"
 
@@ -69,8 +69,21 @@ def test_failures_grouped_by_cause_with_colours_and_stack_frames_removed() -> No
 
 
 def test_first_matching_rule_wins_and_name_rules_look_at_the_test_name() -> None:
-    classify = classifier([Rule("by message", re.compile("boom")), Rule("by name", re.compile("SASL"), on_name=True)])
+    classify = classifier([Rule("by message", re.compile("boom")), Rule("by name", re.compile("SASL"), on="name")])
     assert classify("f", "SASL test", "boom") == "by message"
     assert classify("f", "SASL test", "other") == "by name"
     assert classify("f", "plain", "offset 123 at deadbeefcafe0001 gone") == "other: offset N at N gone"
     assert clean("a\n\n  at x (y:1)\nb", lines=5) == "a\nb"
+
+
+def test_a_kafkajs_protocol_error_is_named_by_its_kafka_code(tmp_path) -> None:
+    table = tmp_path / "src" / "protocol" / "error.js"
+    table.parent.mkdir(parents=True)
+    table.write_text(
+        "const errorCodes = [\n  {\n    type: 'INVALID_REQUEST',\n    code: 42,\n    retriable: false,\n"
+        "    message:\n      'This request is malformed, it isn\\'t ok',\n  },\n]\n"
+    )
+    classify = classifier(kafka_error_rules(tmp_path))
+    assert classify("f", "t", "KafkaJSProtocolError: This request is malformed, it isn't ok") == (
+        "Kafka error INVALID_REQUEST (42)"
+    )
