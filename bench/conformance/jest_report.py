@@ -71,7 +71,7 @@ class SuiteReport:
         return [(a, c["passed"], c["failed"], c["skipped"]) for a, c in sorted(acc.items())]
 
 
-def clean(text: str, lines: int = 6) -> str:
+def clean(text: str, lines: int = 12) -> str:
     """The error's first lines without colours, stack frames or blank lines."""
     out = []
     for line in ANSI.sub("", text).splitlines():
@@ -122,7 +122,9 @@ def classifier(rules: Sequence[Rule]) -> Callable[[str, str, str], str]:
     that the same error of different tests lands in one group."""
 
     def classify(path: str, test: str, message: str) -> str:
-        fields = {"message": message, "name": test, "path": path}
+        # "received": what the broker's answer made of it, when the message also quotes what the test expected
+        received = message.rsplit("Received", 1)[-1]
+        fields = {"message": message, "name": test, "path": path, "received": received}
         for r in rules:
             if r.pattern.search(fields[r.on]):
                 return r.cause
@@ -130,6 +132,18 @@ def classifier(rules: Sequence[Rule]) -> Callable[[str, str, str], str]:
         return "other: " + re.sub(r"[0-9a-f]{8,}[-\w]*|\d+", "N", first)[:160]
 
     return classify
+
+
+def summary(message: str, width: int = 240) -> str:
+    """One line for the table: the error's first line, and for an assertion what was expected and received
+    (Jest's `Expected:`/`Received:` lines, or the first changed pair of its diff)."""
+    lines = message.splitlines()
+    if not lines:
+        return ""
+    said = [ln for ln in lines[1:] if re.match(r"(Expected|Received)( value| message| substring)?:", ln)]
+    diff = [ln for ln in lines[1:] if re.match(r"[-+] (?!Expected|Received)", ln)]
+    extra = said[:2] or diff[:2]
+    return " ".join([lines[0], *extra])[:width]
 
 
 def failing_files(report: SuiteReport) -> Iterable[FileResult]:

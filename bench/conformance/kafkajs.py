@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from bench.conformance.jest_report import Rule, SuiteReport, classifier, failing_files, parse
+from bench.conformance.jest_report import Rule, SuiteReport, classifier, failing_files, parse, summary
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
 from client.cli.cluster import _wait_kafka_listeners, start_command, wait_registered, write_cluster_secret
@@ -115,7 +115,15 @@ RULES = (
     Rule("test harness needs docker (scripts/addPartitions.sh, ...)", re.compile(r"docker|addPartitions\.sh")),
     Rule(
         "an api or version Kafka 2.4 serves is not served (KafkaJSServerDoesNotSupportApiKey)",
-        re.compile(r"KafkaJSServerDoesNotSupportApiKey"),
+        re.compile(r"KafkaJSServerDoesNotSupportApiKey|does not support the requested API version"),
+    ),
+    Rule(
+        "CreateTopics refused a topic the test needs (KafkaJSAggregateError: Topic creation errors)",
+        re.compile(r"Topic creation errors"),
+    ),
+    Rule(
+        "a committed offset of -1/-2 is not stored (OffsetCommit of a negative offset; issue 27 §1)",
+        re.compile(r'^- +"offset": "-[12]",$', re.MULTILINE),
     ),
     Rule(
         "test timed out (kafkajs's 90 s per test)", re.compile(r"Exceeded timeout of \d+ ?ms|Timeout - Async callback")
@@ -129,7 +137,7 @@ def kafka_error_rules(dest: Path) -> list[Rule]:
     table = (dest / "src" / "protocol" / "error.js").read_text()
     entry = re.compile(r"type: '(\w+)',\s*code: (-?\d+),[^}]*?message:\s*'((?:[^'\\]|\\.)*)'", re.DOTALL)
     return [
-        Rule(f"Kafka error {name} ({code})", re.compile(re.escape(message.replace("\\'", "'"))))
+        Rule(f"Kafka error {name} ({code})", re.compile(re.escape(message.replace("\\'", "'"))), on="received")
         for name, code, message in entry.findall(table)
     ]
 
@@ -320,8 +328,7 @@ def render(report: SuiteReport, when: str, command: str, minutes: float) -> str:
         lines.append(f"**{cause}** ({len(fails)})")
         lines.append("")
         for f in fails:
-            first = f.message.splitlines()[0] if f.message else ""
-            lines.append(f"- `{f.path}` {f.test}: {first[:200]}".rstrip())
+            lines.append(f"- `{f.path}` {f.test}: {summary(f.message)}".rstrip())
         lines.append("")
     return "\n".join(lines)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bench.conformance.jest_report import Rule, classifier, clean, parse
+from bench.conformance.jest_report import Rule, classifier, clean, parse, summary
 from bench.conformance.kafkajs import RULES, kafka_error_rules
 
 ROOT = "/src/kafkajs"
@@ -87,3 +87,25 @@ def test_a_kafkajs_protocol_error_is_named_by_its_kafka_code(tmp_path) -> None:
     assert classify("f", "t", "KafkaJSProtocolError: This request is malformed, it isn't ok") == (
         "Kafka error INVALID_REQUEST (42)"
     )
+
+
+def test_summary_says_what_was_expected_and_received() -> None:
+    said = 'Error: expect(received).toBe(expected)\nExpected: "A"\nReceived: "B"'
+    assert summary(said) == 'Error: expect(received).toBe(expected) Expected: "A" Received: "B"'
+    diff = (
+        'Error: expect(received).toEqual(expected)\n- Expected  - 1\n+ Received  + 1\nArray [\n-   "offset": "-1",\n'
+        '+   "offset": "5",'
+    )
+    assert summary(diff).endswith('-   "offset": "-1", +   "offset": "5",')
+
+
+def test_a_kafka_error_is_named_by_what_was_received_not_what_was_expected(tmp_path) -> None:
+    table = tmp_path / "src" / "protocol" / "error.js"
+    table.parent.mkdir(parents=True)
+    table.write_text(
+        "[{ type: 'INVALID_REPLICA_ASSIGNMENT', code: 39, message: 'Replica assignment is invalid' },"
+        " { type: 'INVALID_REQUEST', code: 42, message: 'Malformed' }]"
+    )
+    classify = classifier(kafka_error_rules(tmp_path))
+    msg = 'Expected value: "Replica assignment is invalid"\nReceived value: "Malformed"'
+    assert classify("f", "t", msg) == "Kafka error INVALID_REQUEST (42)"
