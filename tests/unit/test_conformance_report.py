@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 from bench.conformance.jest_report import Rule, classifier, clean, parse, summary
 from bench.conformance.kafkajs import RULES, kafka_error_rules
@@ -76,14 +78,20 @@ def test_first_matching_rule_wins_and_name_rules_look_at_the_test_name() -> None
     assert clean("a\n\n  at x (y:1)\nb", lines=5) == "a\nb"
 
 
-def test_a_kafkajs_protocol_error_is_named_by_its_kafka_code(tmp_path) -> None:
-    table = tmp_path / "src" / "protocol" / "error.js"
+def _kafkajs_error_table(root: Path, text: str) -> Callable[[str, str, str], str]:
+    """A classifier from a checkout whose src/protocol/error.js holds `text`."""
+    table = root / "src" / "protocol" / "error.js"
     table.parent.mkdir(parents=True)
-    table.write_text(
+    table.write_text(text)
+    return classifier(kafka_error_rules(root))
+
+
+def test_a_kafkajs_protocol_error_is_named_by_its_kafka_code(tmp_path: Path) -> None:
+    classify = _kafkajs_error_table(
+        tmp_path,
         "const errorCodes = [\n  {\n    type: 'INVALID_REQUEST',\n    code: 42,\n    retriable: false,\n"
-        "    message:\n      'This request is malformed, it isn\\'t ok',\n  },\n]\n"
+        "    message:\n      'This request is malformed, it isn\\'t ok',\n  },\n]\n",
     )
-    classify = classifier(kafka_error_rules(tmp_path))
     assert classify("f", "t", "KafkaJSProtocolError: This request is malformed, it isn't ok") == (
         "Kafka error INVALID_REQUEST (42)"
     )
@@ -99,13 +107,11 @@ def test_summary_says_what_was_expected_and_received() -> None:
     assert summary(diff).endswith('-   "offset": "-1", +   "offset": "5",')
 
 
-def test_a_kafka_error_is_named_by_what_was_received_not_what_was_expected(tmp_path) -> None:
-    table = tmp_path / "src" / "protocol" / "error.js"
-    table.parent.mkdir(parents=True)
-    table.write_text(
+def test_a_kafka_error_is_named_by_what_was_received_not_what_was_expected(tmp_path: Path) -> None:
+    classify = _kafkajs_error_table(
+        tmp_path,
         "[{ type: 'INVALID_REPLICA_ASSIGNMENT', code: 39, message: 'Replica assignment is invalid' },"
-        " { type: 'INVALID_REQUEST', code: 42, message: 'Malformed' }]"
+        " { type: 'INVALID_REQUEST', code: 42, message: 'Malformed' }]",
     )
-    classify = classifier(kafka_error_rules(tmp_path))
     msg = 'Expected value: "Replica assignment is invalid"\nReceived value: "Malformed"'
     assert classify("f", "t", msg) == "Kafka error INVALID_REQUEST (42)"
