@@ -52,7 +52,8 @@ class SecurityKeys(ListenerKeys):
     security_protocol: choice(*SECURITY_PROTOCOLS, normalize=str.upper) = key(  # type: ignore[valid-type]
         "security.protocol",
         "PLAINTEXT",
-        "Security protocol of every listener (native and Kafka) unless listener.security.protocol.map names one.",
+        "Security protocol of the built-in listeners (NATIVE, KAFKA, BROKER) unless listener.security.protocol.map "
+        "names one.",
     )
     listener_security_protocol_map: Str = key(
         "listener.security.protocol.map",

@@ -71,8 +71,9 @@ class ListenerKeys(ConfigDef):
     listener_wire_map: Str = key(
         "listener.wire.map",
         "",
-        "NAME:native|kafka,... (Kafka Lite): the wire each listener speaks, msgpack (native) or Kafka's binary "
-        "protocol (kafka). Default: native for NATIVE and BROKER (which must stay native), kafka for every other.",
+        "NAME:WIRE,... (Kafka Lite), WIRE native or kafka: the wire each listener speaks, msgpack (native) or "
+        "Kafka's binary protocol (kafka). Default: native for NATIVE and BROKER (which must stay native), kafka "
+        "for every other.",
     )
 
 
