@@ -18,6 +18,7 @@ from net.connection import BrokerConnection
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 from tests.integration.cluster_harness import ClusterHarness, wait_until
+from tests.integration.test_ports import KL, free_layout
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
 from confluent_kafka.admin import AdminClient  # noqa: E402
@@ -160,3 +161,29 @@ def test_a_client_listener_refuses_broker_only_requests(cluster):
         assert "inter-broker listener only" in answer["error_message"]
     # Nothing changed: every listener still names the real endpoints.
     assert {h for h, _ in endpoints(cluster, "PLAINTEXT").values()} == {"localhost"}
+
+
+def test_kl_cluster_up_lays_listeners_out_per_broker(tmp_path):
+    """`kl-cluster up --listeners` steps each broker's ports, as kafkajs's compose file gives each broker its
+    own block of three; Metadata on broker 2's listener names both brokers' stepped ports."""
+    base = free_layout(2, kafka=True)
+    lst = base + 300  # PLAINTEXT_HOST and EXTERNAL: base+300/301 on broker 1, base+302/303 on broker 2
+    data = str(tmp_path / "kl")
+    argv = ["up", "--brokers", "2", "--base-port", str(base), "--metrics-base-port", "-1", "--data-dir", data]
+    argv += ["--listeners", f"PLAINTEXT_HOST://:{lst},EXTERNAL://:{lst + 1}", "--listener-port-step", "2"]
+    argv += ["--advertised-listeners", f"PLAINTEXT_HOST://localhost:{lst}"]
+    argv += ["--override", "listener.security.protocol.map=PLAINTEXT_HOST:PLAINTEXT,EXTERNAL:PLAINTEXT"]
+    up = subprocess.run([*KL, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    try:
+        assert up.returncode == 0, up.stderr
+
+        def named(port: int) -> dict[int, tuple[str, int]]:
+            """The brokers as a Kafka client that came in on `port` is told of them."""
+            md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10)
+            return {b.id: (b.host, b.port) for b in md.brokers.values()}
+
+        want = {1: ("localhost", lst), 2: ("localhost", lst + 2)}
+        wait_until(lambda: named(lst + 2) == want, 30, "both brokers' PLAINTEXT_HOST endpoints")
+        assert named(lst + 3) == {1: ("127.0.0.1", lst + 1), 2: ("127.0.0.1", lst + 3)}
+    finally:
+        subprocess.run([*KL, "down", "--data-dir", data], cwd=ROOT, capture_output=True, timeout=60)
