@@ -120,13 +120,14 @@ class BrokerServer:
         # controller.listener.names): the client listeners refuse it (broker/api.py BROKER_LISTENERS).
         self.listeners = cfg.listener_list()
         socks: dict[str, socket.socket] = {}
-        try:
-            for lst in self.listeners:
+        for lst in self.listeners:
+            try:
                 socks[lst.name] = bind_listener(lst.host, lst.port)
-        except OSError:
-            for s in socks.values():
-                s.close()
-            raise
+            except OSError as e:
+                for bound in socks.values():
+                    bound.close()
+                # kl-broker prints "<reason> (<filename>)": name the listener that could not bind.
+                raise OSError(e.errno, e.strerror, f"listener {lst.name} {lst.host}:{lst.port}") from None
         cfg.bind_ports({name: s.getsockname()[1] for name, s in socks.items()})
         broker_sock = socks[BROKER]
         # How this broker connects to the others' inter-broker listener: TLS and/or its SASL login (its own, or

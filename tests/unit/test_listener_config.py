@@ -3,6 +3,7 @@ client of a listener is told, the registration record, and one clear INVALID_CON
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
@@ -154,3 +155,24 @@ def test_a_registration_with_bad_listener_rows_is_refused():
     for bad in ([["A", "h", 1]], [["A", "h", 70000, "kafka"]], [["A", "h", 1, "http"]], [[1, "h", 1, "kafka"]], "x"):
         with pytest.raises(BadRequest):
             registered_listeners(bad)
+
+
+def test_a_listener_that_cannot_bind_is_named_in_one_line(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = subprocess.run(
+            [sys.executable, "-m", "broker.cli", "start", "--port", "0", "--data-dir", str(tmp_path)]
+            + [
+                "--override",
+                f"listeners=EXTERNAL://:{port}",
+                "--override",
+                "listener.security.protocol.map=EXTERNAL:PLAINTEXT",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert run.returncode != 0
+    assert run.stderr.strip().splitlines()[-1] == f"Error: Address already in use (listener EXTERNAL 127.0.0.1:{port})"
