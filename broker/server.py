@@ -281,7 +281,7 @@ class BrokerServer:
                 log.warning(
                     "the %s listener accepts SASL PLAIN without TLS: passwords cross the network in clear "
                     "(use SASL_SSL, or SCRAM only in sasl.enabled.mechanisms)",
-                    srv.listener,
+                    srv.listener.lower() if srv.listener in (NATIVE, KAFKA) else srv.listener,
                 )
         await self.nets[BROKER].start()
         for name, srv in self.nets.items():
