@@ -74,7 +74,7 @@ class GroupApis:
         self, body: dict[str, Any], ctx: ConnectionContext
     ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         """One key, or with "keys" several (Kafka's FindCoordinator v4+): {"coordinators": [answer + "key"]}.
-        With "listener": "kafka" the coordinator is named by its Kafka listener."""
+        The coordinator is named by its endpoint of the request's listener (broker/security/listeners.py)."""
         if "keys" in body:
             keys = as_list(body.get("keys"), "keys")
             answers = [self._find_one(dict(body, key=k), ctx) for k in keys]
