@@ -57,7 +57,12 @@ def cluster(tmp_path_factory, certs):
     )
     try:
         h.start()
-        wait_until(lambda: all(len(endpoints(h, name)) == 3 for name in ADVERTISED), 30, "every listener registered")
+        # Each broker applies the registrations in its own time: wait until every one names every listener.
+        wait_until(
+            lambda: all(len(endpoints(h, name, via)) == 3 for name in ADVERTISED for via in (1, 2, 3)),
+            30,
+            "every listener registered, as every broker sees it",
+        )
         yield h
     finally:
         h.cleanup()
@@ -75,9 +80,9 @@ def native_call(host: str, port: int, api_key: int, body: dict) -> dict:
     return asyncio.run(go())
 
 
-def endpoints(h: ClusterHarness, listener: str) -> dict[int, tuple[str, int]]:
-    """Every broker's endpoint of `listener`, as the native listener names them when asked for it."""
-    md = native_call("127.0.0.1", h[1].port, ApiKey.METADATA, {"topics": [], "listener": listener})
+def endpoints(h: ClusterHarness, listener: str, via: int = 1) -> dict[int, tuple[str, int]]:
+    """Every broker's endpoint of `listener`, as broker `via`'s native listener names them when asked for it."""
+    md = native_call("127.0.0.1", h[via].port, ApiKey.METADATA, {"topics": [], "listener": listener})
     return {b[0]: (b[1], b[2]) for b in md["brokers"]}
 
 
