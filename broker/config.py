@@ -18,6 +18,7 @@ from broker.security.config import SecurityKeys
 from broker.security.listeners import (
     BROKER,
     KAFKA,
+    LISTENER_MECHANISMS,
     NATIVE,
     WIRES,
     Listener,
@@ -308,7 +309,15 @@ class BrokerConfig(SecurityKeys):
         if "log.dir" in props:  # Kafka's single-directory form; log.dirs wins when both are set
             single = props.pop("log.dir")
             props.setdefault("log.dirs", str(single))
-        cfg = cls().merged(props).model_copy(update={"topic_defaults": topic_defaults})
+        per_listener: dict[str, str] = {}  # Kafka's listener.name.<name>.sasl.enabled.mechanisms
+        for k in list(props):
+            if m := LISTENER_MECHANISMS.match(k):
+                per_listener[m.group(1).upper()] = str(props.pop(k))
+        cfg = (
+            cls()
+            .merged(props)
+            .model_copy(update={"topic_defaults": topic_defaults, "listener_mechanisms": per_listener})
+        )
         cfg._short_forms_from_listeners()
         cfg.validate()
         return cfg

@@ -316,7 +316,7 @@ class BrokerServer:
         cfg = self.config
         protocol = cfg.listener_protocol(listener)
         lookup: Callable[[str, str], ScramCredential | None] = self._scram_credential
-        mechanisms = tuple(cfg.enabled_mechanisms())
+        mechanisms = tuple(cfg.enabled_mechanisms(listener))
         if listener == BROKER:
             protocol, by_secret = cfg.broker_protocol()
             if by_secret:

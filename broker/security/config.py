@@ -222,13 +222,16 @@ class SecurityKeys(ListenerKeys):
             out[BROKER] = out[NATIVE]  # brokers keep the native listener's protection unless told otherwise
         return out
 
-    def enabled_mechanisms(self) -> list[str]:
-        mechs = [m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
+    def enabled_mechanisms(self, listener: str | None = None) -> list[str]:
+        """sasl.enabled.mechanisms, or a listener's own (Kafka's listener.name.<name>.sasl.enabled.mechanisms)."""
+        value, key_name = self.sasl_enabled_mechanisms, "sasl.enabled.mechanisms"
+        if listener is not None and listener in self.listener_mechanisms:
+            value = self.listener_mechanisms[listener]
+            key_name = f"listener.name.{listener.lower()}.sasl.enabled.mechanisms"
+        mechs = [m.strip().upper() for m in value.split(",") if m.strip()]
         bad = [m for m in mechs if m not in SASL_MECHANISMS]
         if bad:
-            raise InvalidConfigError(
-                f"sasl.enabled.mechanisms: {', '.join(bad)} not one of {', '.join(SASL_MECHANISMS)}"
-            )
+            raise InvalidConfigError(f"{key_name}: {', '.join(bad)} not one of {', '.join(SASL_MECHANISMS)}")
         return mechs
 
     def super_user_set(self) -> frozenset[str]:
@@ -239,8 +242,11 @@ class SecurityKeys(ListenerKeys):
 
     def validate_security(self) -> None:
         protocols = self.listener_protocols()
-        mechs = self.enabled_mechanisms()
-        if any(uses_sasl(p) for p in protocols.values()) and not mechs:
+        self.enabled_mechanisms()
+        for name in self.listener_mechanisms:
+            if name not in protocols:
+                raise InvalidConfigError(f"listener.name.{name.lower()}.sasl.enabled.mechanisms: no listener {name}")
+        if any(uses_sasl(p) and not self.enabled_mechanisms(n) for n, p in protocols.items()):
             raise InvalidConfigError("a SASL listener needs sasl.enabled.mechanisms")
         if any(uses_ssl(p) for p in protocols.values()) and not self.ssl_keystore_location:
             raise InvalidConfigError("an SSL listener needs ssl.keystore.location (PEM key and certificate chain)")

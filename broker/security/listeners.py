@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic import Field
+
 from net.config_def import ConfigDef, Str, key
 from net.errors import InvalidConfigError
 from net.security import SECURITY_PROTOCOLS
@@ -24,6 +26,7 @@ BUILT_IN = (NATIVE, KAFKA, BROKER)
 # Not a listener: the name of AlterPartition requests relayed through ZooKeeper (from a broker).
 RELAY = "relay"
 WIRES = ("native", "kafka")
+LISTENER_MECHANISMS = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.sasl\.enabled\.mechanisms$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_-]+)://(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]*):(\d+)$")
 
 
@@ -53,6 +56,10 @@ class Listener:
 
 class ListenerKeys(ConfigDef):
     """Mixed into the broker's security keys: the listener set beyond the three built-in ones."""
+
+    # Kafka's per-listener prefix, for the one key read per listener: listener.name.<name>.sasl.enabled.mechanisms
+    # (BrokerConfig.from_props takes them out of the properties; not a key of its own in the schema).
+    listener_mechanisms: dict[str, str] = Field(default_factory=dict)
 
     listeners: Str = key(
         "listeners",

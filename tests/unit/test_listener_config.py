@@ -176,3 +176,22 @@ def test_a_listener_that_cannot_bind_is_named_in_one_line(tmp_path):
         )
     assert run.returncode != 0
     assert run.stderr.strip().splitlines()[-1] == f"Error: Address already in use (listener EXTERNAL 127.0.0.1:{port})"
+
+
+def test_a_listener_may_have_its_own_sasl_mechanisms_with_kafkas_prefix():
+    cfg = BrokerConfig.from_props(
+        {
+            "listeners": "SASL_PLAINTEXT://:0,SASL_SSL://:0",
+            "ssl.keystore.location": "/dev/null",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        }
+    )
+    assert cfg.enabled_mechanisms("SASL_SSL") == ["PLAIN", "SCRAM-SHA-256"]
+    assert cfg.enabled_mechanisms("SASL_PLAINTEXT") == ["SCRAM-SHA-512"]  # the broker-wide setting
+    cfg.to_props()  # the effective config (kl-broker configs) still prints
+    bad = {"listener.name.sasl_ssl.sasl.enabled.mechanisms": "GSSAPI", "listeners": "SASL_SSL://:0"}
+    with pytest.raises(InvalidConfigError, match="listener.name.sasl_ssl.sasl.enabled.mechanisms: GSSAPI"):
+        BrokerConfig.from_props(dict(bad, **{"ssl.keystore.location": "/dev/null"}))
+    with pytest.raises(InvalidConfigError, match="listener.name.other.sasl.enabled.mechanisms: no listener OTHER"):
+        BrokerConfig.from_props({"listener.name.other.sasl.enabled.mechanisms": "PLAIN"})
