@@ -35,6 +35,7 @@ from broker.partition_apis import PartitionApis
 from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
 from broker.replica_manager import ProduceResult, ReplicaManager
 from broker.request_ranges import check_request
+from broker.security.listeners import WIRES, metadata_listener
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security_api import SecurityApis
 from net.errors import (
@@ -103,6 +104,24 @@ def broker_only(api_key: int, body: dict[str, Any]) -> bool:
         or body.get("forwarded") is True
         or (api_key == ApiKey.FETCH and isinstance(body.get("replica_id"), int) and body["replica_id"] >= 0)
     )
+
+
+def registered_listeners(rows: object) -> dict[str, tuple[str, int, str]]:
+    """A BrokerRegistration's listeners, shape and types checked (a bad one is the sender's INVALID_REQUEST)."""
+    out: dict[str, tuple[str, int, str]] = {}
+    for row in as_list(rows, "listeners"):
+        if not (
+            isinstance(row, list)
+            and len(row) == 4
+            and all(isinstance(row[i], str) for i in (0, 1, 3))
+            and isinstance(row[2], int)
+            and not isinstance(row[2], bool)
+            and 0 <= row[2] <= 65535
+            and row[3] in WIRES
+        ):
+            raise BadRequest("each listeners entry must be [name, host, port 0-65535, native|kafka]")
+        out[row[0]] = (row[1], row[2], row[3])
+    return out
 
 
 def _topic_partitions(body: dict[str, Any]) -> list[tuple[str, list[Any]]]:
@@ -376,7 +395,7 @@ class KafkaApis:
             "error_code": 0,
             "api_keys": [[k, lo, hi] for k, (lo, hi) in SUPPORTED_VERSIONS.items()],
         }
-        if ctx.listener == "native":
+        if ctx.wire == "native":
             # Where a peer finds this broker's broker-only listeners (broker/network/peers.py listener_ports):
             # port numbers only, a port scan would show them too; connecting there needs a broker's login.
             answer["inter_broker_port"] = self.inter_broker_port
@@ -425,7 +444,7 @@ class KafkaApis:
             "error_code": 0,
             "cluster_id": image.cluster_id,
             "controller_id": controller if controller is not None else -1,
-            "brokers": self._brokers(body.get("listener")),
+            "brokers": self._brokers(metadata_listener(body, ctx)),
             "topics": topics,
             # The answering broker's own facts, for consoles (kl-dashboard): Kafka's DescribeCluster and
             # broker configs give these; clients that don't know the field ignore it.
@@ -465,13 +484,11 @@ class KafkaApis:
         except KafkaLiteError as e:
             log.info("could not create topic %s automatically yet: %s", name, e)
 
-    def _brokers(self, listener: object) -> list[list[Any]]:
-        """Live brokers as [id, host, port] of the listener the request came in on: the native one, or with
-        "listener": "kafka", each broker's Kafka listener (brokers without one are left out)."""
+    def _brokers(self, listener: str) -> list[list[Any]]:
+        """Live brokers as [id, host, port] of the listener the request came in on (Kafka's rule: brokers
+        without that listener are left out)."""
         live = sorted((b for b in self.image.brokers.values() if not b.fenced), key=lambda b: b.id)
-        if listener != "kafka":
-            return [[b.id, b.host, b.port] for b in live]
-        return [[b.id, *ep] for b in live if (ep := self.config.kafka_endpoint_of(b)) is not None]
+        return [[b.id, *ep] for b in live if (ep := self.config.endpoint_of(b, listener)) is not None]
 
     def _broker_info(self) -> dict[str, Any]:
         return {
@@ -750,13 +767,15 @@ class KafkaApis:
         return self._alter_partition(args)
 
     def handle_broker_registration(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
-        """A broker tells the controller where Kafka clients reach it (Kafka's BrokerRegistration, listeners
-        part): kafka_port -1 = no Kafka listener."""
+        """A broker tells the controller where clients reach it (Kafka's BrokerRegistration, listeners part):
+        kafka_port -1 = no Kafka listener; "listeners" [[name, host, port, wire], ...] its client listeners
+        (absent from brokers older than named listeners)."""
         host = body.get("kafka_host")
         if host is not None and not isinstance(host, str):
             raise BadRequest("kafka_host must be a string or nil")
+        listeners = None if body.get("listeners") is None else registered_listeners(body["listeners"])
         return self._controller_call(
-            self.controller.set_kafka_endpoint(_int(body, "broker_id"), host, _int(body, "kafka_port"))
+            self.controller.set_kafka_endpoint(_int(body, "broker_id"), host, _int(body, "kafka_port"), listeners)
         )
 
     async def _controller_call(self, call: Awaitable[None]) -> dict[str, Any]:

@@ -11,11 +11,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
-from pydantic import BeforeValidator, ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from broker.leader_balance import RebalancePolicy
 from broker.log.config import LogConfig
 from broker.security.config import SecurityKeys
+from broker.security.listeners import (
+    BROKER,
+    KAFKA,
+    LISTENER_MECHANISMS,
+    NATIVE,
+    WIRES,
+    Listener,
+    build_listeners,
+    parse_endpoints,
+    parse_map,
+)
 from net.config_def import Bool, ConfigDef, Int, KeyDoc, Str, choice, key
 from net.errors import InvalidConfigError
 from net.security import uses_sasl
@@ -343,6 +354,8 @@ class BrokerConfig(SecurityKeys):
     )
     # Topic-config defaults (Kafka's log.* keys, TOPIC_DEFAULT_KEYS), as topic config names: LogConfig validates.
     topic_defaults: dict[str, str] = Field(default_factory=dict)
+    # What clients are told of each client listener once bound (bind_ports): name -> (host, port, wire).
+    _advertised: dict[str, tuple[str, int, str]] | None = PrivateAttr(default=None)
 
     @classmethod
     def from_props(cls, props: dict[str, Any]) -> Self:
@@ -359,9 +372,40 @@ class BrokerConfig(SecurityKeys):
         if "log.dir" in props:  # Kafka's single-directory form; log.dirs wins when both are set
             single = props.pop("log.dir")
             props.setdefault("log.dirs", str(single))
-        cfg = cls().merged(props).model_copy(update={"topic_defaults": topic_defaults})
+        per_listener: dict[str, str] = {}  # Kafka's listener.name.<name>.sasl.enabled.mechanisms
+        for k in list(props):
+            if m := LISTENER_MECHANISMS.match(k):
+                per_listener[m.group(1).upper()] = str(props.pop(k))
+        cfg = (
+            cls()
+            .merged(props)
+            .model_copy(update={"topic_defaults": topic_defaults, "listener_mechanisms": per_listener})
+        )
+        cfg._short_forms_from_listeners()
         cfg.validate()
         return cfg
+
+    def _short_forms_from_listeners(self) -> None:
+        """The built-in listeners named in `listeners` / `advertised.listeners` set their short forms (port,
+        kafka.port, inter.broker.port and the advertised hosts), which the rest of the broker reads."""
+        declared = parse_endpoints("listeners", self.listeners)
+        advertised = parse_endpoints("advertised.listeners", self.advertised_listeners)
+        if NATIVE in declared:
+            self.port = declared[NATIVE][1]
+        if KAFKA in declared:
+            self.kafka_port = declared[KAFKA][1]
+            self.kafka_host = declared[KAFKA][0] or self.kafka_host
+        if BROKER in declared:
+            self.inter_broker_port = declared[BROKER][1]
+        if NATIVE in advertised:
+            host, port = advertised[NATIVE]
+            if port not in (0, self.port):
+                raise InvalidConfigError(
+                    "advertised.listeners: NATIVE advertises its own port (peers name it); only its host may differ"
+                )
+            self.advertised_host = host or self.advertised_host
+        if BROKER in advertised:
+            raise InvalidConfigError("advertised.listeners: BROKER is not advertised (peers learn its port)")
 
     @classmethod
     def describe_keys(cls) -> list[KeyDoc]:
@@ -415,6 +459,7 @@ class BrokerConfig(SecurityKeys):
                     '(... required username="broker" password="...";)'
                 )
         self.validate_security()
+        self.listener_list()  # the whole set: names, protocols, wires, ports
 
     def voters(self) -> dict[int, tuple[str, int]]:
         """Every broker of the cluster with its address; this broker alone when no peers are given."""
@@ -424,18 +469,65 @@ class BrokerConfig(SecurityKeys):
             return parse_peers(self.peers)
         return {self.broker_id: (self.advertised_host or self.host, self.port)}
 
+    def listener_list(self) -> list[Listener]:
+        """Every listener of this broker, built-in and named (broker/security/listeners.py)."""
+        adv_kafka = self.kafka_advertised_host or self.advertised_host or self.kafka_host or self.host
+        return build_listeners(
+            parse_endpoints("listeners", self.listeners),
+            {
+                NATIVE: (self.host, self.port, self.advertised_host or self.host),
+                KAFKA: (self.kafka_host or self.host, self.kafka_port, adv_kafka),
+                BROKER: (self.host, self.inter_broker_port, self.host),
+            },
+            parse_endpoints("advertised.listeners", self.advertised_listeners),
+            self.listener_protocols(),
+            parse_map("listener.wire.map", self.listener_wire_map, WIRES, normalize="lower"),
+            self.host,
+        )
+
+    def bind_ports(self, bound: dict[str, int]) -> None:
+        """The ports the listeners got (port 0: any free one): the short forms record theirs, and what clients
+        are told of each client listener is fixed from here on."""
+        if NATIVE in bound:
+            self.port = bound[NATIVE]
+        if KAFKA in bound:
+            self.kafka_port = bound[KAFKA]
+        self._advertised = self._advertise(bound)
+
+    def _advertise(self, bound: dict[str, int]) -> dict[str, tuple[str, int, str]]:
+        return {
+            lst.name: (lst.advertised_host, lst.advertised_port or bound.get(lst.name) or lst.port, lst.wire)
+            for lst in self.listener_list()
+            if not lst.inter_broker
+        }
+
+    def advertised_endpoints(self) -> dict[str, tuple[str, int, str]]:
+        """Client listener name -> (host, port, wire) as clients are told (advertised.listeners)."""
+        return self._advertised if self._advertised is not None else self._advertise({})
+
     def kafka_endpoint(self) -> tuple[str, int] | None:
         """(host, port) Kafka clients are told to use for this broker; None without a Kafka listener."""
-        if self.kafka_port < 0:
-            return None
-        host = self.kafka_advertised_host or self.advertised_host or self.kafka_host or self.host
-        return host, self.kafka_port
+        ep = self.advertised_endpoints().get(KAFKA)
+        return None if ep is None else (ep[0], ep[1])
+
+    def endpoint_of(self, b: "BrokerInfo", listener: str) -> tuple[str, int] | None:
+        """Where the clients of `listener` reach broker `b`: this one as configured now, the others as registered
+        (Kafka's rule: a broker without that listener is left out of the answer)."""
+        if listener == NATIVE:
+            return b.host, b.port
+        if b.id == self.broker_id:
+            ep = self.advertised_endpoints().get(listener)
+            return None if ep is None else (ep[0], ep[1])
+        if listener in b.listeners:
+            host, port, _wire = b.listeners[listener]
+            return host, port
+        if listener == KAFKA and b.kafka_port >= 0 and b.kafka_host is not None:
+            return b.kafka_host, b.kafka_port  # registered by a broker from before named listeners
+        return None
 
     def kafka_endpoint_of(self, b: "BrokerInfo") -> tuple[str, int] | None:
-        """Where Kafka clients reach broker `b`: this one as configured now, the others as registered."""
-        if b.id == self.broker_id:
-            return self.kafka_endpoint()
-        return (b.kafka_host, b.kafka_port) if b.kafka_port >= 0 and b.kafka_host is not None else None
+        """Where Kafka clients of the KAFKA listener reach broker `b`."""
+        return self.endpoint_of(b, KAFKA)
 
     def group_config(self) -> "Any":
         from broker.group.logic import GroupConfig

@@ -138,31 +138,28 @@ def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
 # Kafka Lite's listener keys, described as Kafka's listeners / advertised.listeners instead.
 _RENAMED = frozenset(
     {"host", "port", "advertised.host", "kafka.port", "kafka.host", "kafka.advertised.host", "inter.broker.port"}
-    | {"peers"}
+    | {"peers", "listeners", "advertised.listeners"}
 )
 
 
 def _listener_keys(config: BrokerConfig) -> dict[str, tuple[str, str]]:
-    """`listeners` and `advertised.listeners` in Kafka's NAME://host:port form, with the listener names of
-    listener.security.protocol.map: NATIVE (port), KAFKA (kafka.port), BROKER (inter.broker.port)."""
-    listeners = [f"NATIVE://{config.host}:{config.port}"]
-    advertised = [f"NATIVE://{config.advertised_host or config.host}:{config.port}"]
-    kafka = config.kafka_endpoint()
-    if kafka is not None:
-        listeners.append(f"KAFKA://{config.kafka_host or config.host}:{config.kafka_port}")
-        advertised.append(f"KAFKA://{kafka[0]}:{kafka[1]}")
-    if config.inter_broker_port >= 0:
-        listeners.append(f"BROKER://{config.host}:{config.inter_broker_port}")
+    """`listeners` and `advertised.listeners` in Kafka's NAME://host:port form: every listener of the broker,
+    named ones and the built-in NATIVE (port), KAFKA (kafka.port) and BROKER (inter.broker.port) of the short
+    forms (broker/security/listeners.py); the inter-broker listener is not advertised to clients."""
+    listeners = config.listener_list()
+    bound = ",".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in listeners)
+    advertised = ",".join(
+        f"{lst.name}://{lst.advertised_host}:{lst.advertised_port or lst.port}"
+        for lst in listeners
+        if not lst.inter_broker
+    )
     return {
         "listeners": (
-            ",".join(listeners),
-            "The broker's listeners as NAME://host:port (Kafka Lite's keys host, port, kafka.host, kafka.port, "
-            "inter.broker.port).",
+            bound,
+            "The broker's listeners as NAME://host:port (with the short forms host, port, "
+            "kafka.host, kafka.port, inter.broker.port).",
         ),
-        "advertised.listeners": (
-            ",".join(advertised),
-            "The addresses clients are told to use (Kafka Lite's keys advertised.host, kafka.advertised.host).",
-        ),
+        "advertised.listeners": (advertised, "The addresses clients are told to use, per listener."),
     }
 
 

@@ -57,6 +57,9 @@ class BrokerInfo:
     # None / -1: it has none. Registered with the broker, so every broker's Metadata can name it.
     kafka_host: str | None = None
     kafka_port: int = -1
+    # Every client listener as its clients reach it: name -> (advertised host, port, wire) (the "listeners" of
+    # its registration; empty in records of brokers from before named listeners).
+    listeners: dict[str, tuple[str, int, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -110,6 +113,7 @@ class MetadataImage:
                 record["fenced"],
                 record.get("kafka_host"),
                 record.get("kafka_port", -1),
+                {row[0]: (row[1], row[2], row[3]) for row in record.get("listeners") or ()},
             )
         elif kind == "topic":
             self.topics[record["name"]] = TopicInfo(record["name"], record["topic_id"], {}, dict(record["configs"]))
@@ -438,17 +442,23 @@ class ControllerLogic:
         mine = [t for t in self.image.topics.values() if any(broker_id in p.replicas for p in t.partitions.values())]
         return records + self._elect_offline(mine, live)
 
-    def set_kafka_endpoint(self, broker_id: int, host: str | None, port: int) -> list[dict[str, Any]]:
-        """Record where Kafka clients reach `broker_id` (its BrokerRegistration); nothing if unchanged or unknown
-        (a broker not registered yet: its registration record will carry what it sent since)."""
+    def set_kafka_endpoint(
+        self,
+        broker_id: int,
+        host: str | None,
+        port: int,
+        listeners: dict[str, tuple[str, int, str]] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Record where clients reach `broker_id` (its BrokerRegistration): its Kafka listener and, unless None (a
+        broker from before named listeners), every client listener; nothing if unchanged or unknown (a broker
+        not registered yet: its registration record will carry what it sent since)."""
         b = self.image.brokers.get(broker_id)
-        if b is None or (b.kafka_host, b.kafka_port) == (host, port):
+        if listeners is None:
+            listeners = b.listeners if b is not None else {}
+        if b is None or (b.kafka_host, b.kafka_port, b.listeners) == (host, port, listeners):
             return []
-        return [
-            _broker_record(
-                broker_id, b.host, b.port, b.fenced, BrokerInfo(broker_id, b.host, b.port, b.fenced, host, port)
-            )
-        ]
+        known = BrokerInfo(broker_id, b.host, b.port, b.fenced, host, port, dict(listeners))
+        return [_broker_record(broker_id, b.host, b.port, b.fenced, known)]
 
     def fence_broker(self, broker_id: int) -> list[dict[str, Any]]:
         """Remove a lost broker from every ISR at once and move its leaderships (Kafka's controller does this)."""
@@ -670,4 +680,6 @@ def _broker_record(broker_id: int, host: str, port: int, fenced: bool, known: Br
     record: dict[str, Any] = {"type": "broker", "id": broker_id, "host": host, "port": port, "fenced": fenced}
     if known is not None and known.kafka_port >= 0:
         record["kafka_host"], record["kafka_port"] = known.kafka_host, known.kafka_port
+    if known is not None and known.listeners:
+        record["listeners"] = [[name, *ep] for name, ep in sorted(known.listeners.items())]
     return record

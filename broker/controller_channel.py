@@ -156,12 +156,17 @@ class ControllerChannel:
         if code:
             raise error_for(code, msg or "")
 
-    async def register_kafka_endpoint(self, host: str | None, port: int) -> None:
-        """Kafka's BrokerRegistration of this broker's Kafka listener; raises when it did not commit."""
+    async def register_kafka_endpoint(
+        self, host: str | None, port: int, listeners: dict[str, tuple[str, int, str]] | None = None
+    ) -> None:
+        """Kafka's BrokerRegistration of this broker's Kafka listener and its client listeners (name -> advertised
+        host, port, wire); raises when it did not commit."""
         if self.coordination.controller_id == self.broker_id:
-            await self.controller.set_kafka_endpoint(self.broker_id, host, port)
+            await self.controller.set_kafka_endpoint(self.broker_id, host, port, listeners)
             return
-        body = {"broker_id": self.broker_id, "kafka_host": host, "kafka_port": port}
+        body: dict[str, Any] = {"broker_id": self.broker_id, "kafka_host": host, "kafka_port": port}
+        if listeners is not None:
+            body["listeners"] = [[name, *ep] for name, ep in sorted(listeners.items())]
         resp = await self.peers.request(
             self._remote_controller(), ApiKey.BROKER_REGISTRATION, body, CONTROLLER_REQUEST_TIMEOUT_S
         )

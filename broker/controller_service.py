@@ -316,8 +316,10 @@ class ControllerService:
     async def delete_topic(self, name: Any) -> None:
         await self.run(lambda logic: logic.delete_topic(name))
 
-    async def set_kafka_endpoint(self, broker_id: int, host: str | None, port: int) -> None:
-        await self.run(lambda logic: logic.set_kafka_endpoint(broker_id, host, port))
+    async def set_kafka_endpoint(
+        self, broker_id: int, host: str | None, port: int, listeners: dict[str, tuple[str, int, str]] | None = None
+    ) -> None:
+        await self.run(lambda logic: logic.set_kafka_endpoint(broker_id, host, port, listeners))
 
     async def set_configs(self, name: str, configs: dict[str, str]) -> None:
         await self.run(lambda logic: logic.set_configs(name, configs))

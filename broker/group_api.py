@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Awaitable
 from broker.group.records import OFFSETS_TOPIC
 from broker.group_coordinator import now_ms
 from broker.network.server import BadRequest, ConnectionContext, as_list
+from broker.security.listeners import metadata_listener
 from net.errors import TRANSACTIONS_UNSUPPORTED, ErrorCode, KafkaLiteError, TopicAlreadyExistsError
 from net.protocol import ApiKey
 
@@ -73,7 +74,7 @@ class GroupApis:
         self, body: dict[str, Any], ctx: ConnectionContext
     ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         """One key, or with "keys" several (Kafka's FindCoordinator v4+): {"coordinators": [answer + "key"]}.
-        With "listener": "kafka" the coordinator is named by its Kafka listener."""
+        The coordinator is named by its endpoint of the request's listener (broker/security/listeners.py)."""
         if "keys" in body:
             keys = as_list(body.get("keys"), "keys")
             answers = [self._find_one(dict(body, key=k), ctx) for k in keys]
@@ -110,12 +111,11 @@ class GroupApis:
         b = image.brokers.get(st.leader) if st is not None else None
         if b is None or b.fenced:
             return _not_available("the group's coordinator partition has no leader yet")
-        if body.get("listener") == "kafka":
-            endpoint = self.config.kafka_endpoint_of(b)
-            if endpoint is None:
-                return _not_available(f"the coordinator, broker {b.id}, has no Kafka listener registered yet")
-            return {"error_code": 0, "node_id": b.id, "host": endpoint[0], "port": endpoint[1]}
-        return {"error_code": 0, "node_id": b.id, "host": b.host, "port": b.port}
+        listener = metadata_listener(body, ctx)  # the coordinator as the clients of this listener reach it
+        endpoint = self.config.endpoint_of(b, listener)
+        if endpoint is None:
+            return _not_available(f"the coordinator, broker {b.id}, has no {listener} listener registered yet")
+        return {"error_code": 0, "node_id": b.id, "host": endpoint[0], "port": endpoint[1]}
 
     async def _create_offsets_topic(self) -> dict[str, Any]:
         """Kafka creates __consumer_offsets on the first FindCoordinator; the caller retries meanwhile."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 import time
 import uuid
@@ -42,7 +43,6 @@ from broker.network.kafka.codec import KafkaCodec
 from broker.network.peers import BrokerPeers
 from broker.network.quorum_driver import QuorumDriver, next_incarnation
 from broker.network.server import (
-    INTER_BROKER_LISTENER,
     RELAY_LISTENER,
     ConnectionContext,
     ConnectionLimits,
@@ -60,6 +60,7 @@ from broker.security.acl import AclAuthorizer
 from broker.security.bootstrap import read_bootstrap
 from broker.security.config import SECRET_MECHANISM
 from broker.security.inter_broker import secret_lookup
+from broker.security.listeners import BROKER, KAFKA, NATIVE
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security.scram import ScramCredential
 from broker.security_api import SecurityApis
@@ -84,6 +85,7 @@ class BrokerServer:
         self.net: NetServer | None = None
         self.kafka_net: NetServer | None = None
         self.broker_net: NetServer | None = None  # the inter-broker listener
+        self.nets: dict[str, NetServer] = {}  # every listener by name (NATIVE, KAFKA, BROKER among them)
         self.metrics_server: MetricsServer | None = None
         self.quorum: Coordination | None = None
         # Made by start(); stop() closes whichever exist (a start can fail part way).
@@ -113,15 +115,21 @@ class BrokerServer:
         # Recovery can read whole segments; keep it off the event loop even though nothing listens yet.
         await loop.run_in_executor(None, self.log_manager.startup)
         # The listeners are bound first: the coordination registers our port (port 0 picks one). They serve
-        # nothing until their NetServer starts below, once the handlers exist.
-        sock = bind_listener(cfg.host, cfg.port)
-        cfg.port = sock.getsockname()[1]
-        kafka_sock = bind_listener(cfg.kafka_host or cfg.host, cfg.kafka_port) if cfg.kafka_port >= 0 else None
-        if kafka_sock is not None:
-            cfg.kafka_port = kafka_sock.getsockname()[1]
-        # What brokers send each other arrives on a listener of its own (Kafka's inter.broker.listener.name and
+        # nothing until their NetServer starts below, once the handlers exist. What brokers send each other
+        # arrives on a listener of its own, BROKER (Kafka's inter.broker.listener.name and
         # controller.listener.names): the client listeners refuse it (broker/api.py BROKER_LISTENERS).
-        broker_sock = bind_listener(cfg.host, cfg.inter_broker_port)
+        self.listeners = cfg.listener_list()
+        socks: dict[str, socket.socket] = {}
+        for lst in self.listeners:
+            try:
+                socks[lst.name] = bind_listener(lst.host, lst.port)
+            except OSError as e:
+                for bound in socks.values():
+                    bound.close()
+                # kl-broker prints "<reason> (<filename>)": name the listener that could not bind.
+                raise OSError(e.errno, e.strerror, f"listener {lst.name} {lst.host}:{lst.port}") from None
+        cfg.bind_ports({name: s.getsockname()[1] for name, s in socks.items()})
+        broker_sock = socks[BROKER]
         # How this broker connects to the others' inter-broker listener: TLS and/or its SASL login (its own, or
         # the cluster secret's), after asking their native listener for the port.
         self.inter_broker_security = cfg.inter_broker_security()
@@ -239,41 +247,24 @@ class BrokerServer:
         limits = ConnectionLimits(
             cfg.queued_max_requests, cfg.socket_partial_request_timeout_ms / 1000, cfg.connections_max_idle_ms / 1000
         )
-        conn_quotas = ConnectionQuotas(cfg.max_connections, cfg.max_connections_per_ip)  # both listeners together
-        self.net = NetServer(
-            self.apis,
-            sock,
-            cfg.socket_request_max_bytes,
-            NativeCodec,
-            "native",
-            *self._listener_security("NATIVE"),
-            limits,
-            conn_quotas,
-        )
-        # Not under max.connections: a client flood must not lock brokers out of each other (Kafka exempts
-        # the inter-broker listener likewise, KIP-402); a connection that does not log in is closed.
-        self.broker_net = NetServer(
-            self.apis,
-            broker_sock,
-            cfg.socket_request_max_bytes,
-            NativeCodec,
-            INTER_BROKER_LISTENER,
-            *self._listener_security("BROKER"),
-            limits,
-            ordered=False,  # brokers' independent tasks share a connection here (broker/network/request_order.py)
-        )
-        if kafka_sock is not None:
-            # Kafka's protocol: a second codec in front of the same handlers (broker/network/kafka/).
-            self.kafka_net = NetServer(
+        conn_quotas = ConnectionQuotas(cfg.max_connections, cfg.max_connections_per_ip)  # every client listener
+        for lst in self.listeners:
+            self.nets[lst.name] = NetServer(
                 self.apis,
-                kafka_sock,
+                socks[lst.name],
                 cfg.socket_request_max_bytes,
-                KafkaCodec,
-                "kafka",
-                *self._listener_security("KAFKA"),
+                KafkaCodec if lst.wire == "kafka" else NativeCodec,
+                lst.name,
+                *self._listener_security(lst.name),
                 limits,
-                conn_quotas,
+                # Not under max.connections: a client flood must not lock brokers out of each other (Kafka
+                # exempts the inter-broker listener likewise, KIP-402); a connection that does not log in is closed.
+                None if lst.inter_broker else conn_quotas,
+                # brokers' independent tasks share a connection on BROKER (broker/network/request_order.py)
+                ordered=not lst.inter_broker,
+                wire=lst.wire,
             )
+        self.net, self.kafka_net, self.broker_net = (self.nets.get(n) for n in (NATIVE, KAFKA, BROKER))
         self.metrics.set_gauges(lambda: float(self.replica_manager.under_replicated()), self._offline_partitions)
         self.metrics.registry.register(
             StateCollector(
@@ -286,18 +277,18 @@ class BrokerServer:
                 cfg.metrics_topic_labels,
             )
         )
-        for srv in (self.net, self.kafka_net, self.broker_net):
-            if srv is not None and srv.security.protocol == "SASL_PLAINTEXT" and "PLAIN" in srv.security.mechanisms:
+        for srv in self.nets.values():
+            if srv.security.protocol == "SASL_PLAINTEXT" and "PLAIN" in srv.security.mechanisms:
                 # PLAIN sends the password itself: over a plaintext listener anyone on the path reads it.
                 log.warning(
                     "the %s listener accepts SASL PLAIN without TLS: passwords cross the network in clear "
                     "(use SASL_SSL, or SCRAM only in sasl.enabled.mechanisms)",
-                    srv.listener,
+                    srv.listener.lower() if srv.listener in (NATIVE, KAFKA) else srv.listener,
                 )
-        await self.broker_net.start()
-        await self.net.start()
-        if self.kafka_net is not None:
-            await self.kafka_net.start()
+        await self.nets[BROKER].start()
+        for name, srv in self.nets.items():
+            if name != BROKER:
+                await srv.start()
         self.quorum.start()
         if self.heartbeat is not None:
             self.heartbeat.start()
@@ -321,13 +312,14 @@ class BrokerServer:
         )
 
     def _listener_security(self, listener: str) -> tuple[ListenerSecurity, ssl.SSLContext | None]:
-        """What the NATIVE, KAFKA or BROKER listener requires: its protocol, SASL mechanisms, credentials, TLS.
+        """What a listener requires: its protocol, SASL mechanisms, credentials, TLS (the same TLS and SASL
+        settings for every listener of a protocol).
         BROKER without SASL of its own but with a cluster secret: a SCRAM login over the secret, only."""
         cfg = self.config
         protocol = cfg.listener_protocol(listener)
         lookup: Callable[[str, str], ScramCredential | None] = self._scram_credential
-        mechanisms = tuple(cfg.enabled_mechanisms())
-        if listener == "BROKER":
+        mechanisms = tuple(cfg.enabled_mechanisms(listener))
+        if listener == BROKER:
             protocol, by_secret = cfg.broker_protocol()
             if by_secret:
                 mechanisms, lookup = (SECRET_MECHANISM,), secret_lookup(cfg.cluster_secret() or "")
@@ -429,7 +421,7 @@ class BrokerServer:
         return addr
 
     def _connection_count(self) -> int:
-        return sum(n.connection_count for n in (self.net, self.kafka_net, self.broker_net) if n is not None)
+        return sum(n.connection_count for n in self.nets.values())
 
     def _on_partition_change(self, p: Partition, change: str) -> None:
         self.group_coordinator.on_partition_change(p, change)
@@ -474,23 +466,25 @@ class BrokerServer:
         self.group_coordinator.tick()
 
     async def _register_kafka_endpoint(self) -> None:
-        """Until the cluster metadata names our Kafka listener as configured, tell the controller (Kafka's
-        BrokerRegistration): every broker's Metadata then sends Kafka clients to the right port, in both
-        coordination modes. Idempotent; a failed attempt is retried at the next check."""
+        """Until the cluster metadata names our client listeners as configured, tell the controller (Kafka's
+        BrokerRegistration): every broker's Metadata then sends each listener's clients to the right address,
+        in both coordination modes. Idempotent; a failed attempt is retried at the next check."""
         me = self.image.brokers.get(self.config.broker_id)
         host, port = self.config.kafka_endpoint() or (None, -1)
-        if me is None or me.fenced or (me.kafka_host, me.kafka_port) == (host, port):
+        listeners = self.config.advertised_endpoints()
+        if me is None or me.fenced or (me.kafka_host, me.kafka_port, me.listeners) == (host, port, listeners):
             return
         controller = self.quorum.controller_id
         if controller is None:
             return
         try:
-            await self.channel.register_kafka_endpoint(host, port)
+            await self.channel.register_kafka_endpoint(host, port, listeners)
         except (KafkaLiteError, TimeoutError, OSError) as e:
             # A controller election, a controller not reachable yet: the next check tries again.
-            log.debug("Kafka listener not registered yet: %s", e)
+            log.debug("listeners not registered yet: %s", e)
             return
-        log.info("registered the Kafka listener %s:%d with controller %d", host, port, controller)
+        named = ", ".join(f"{n} {h}:{p}" for n, (h, p, _w) in sorted(listeners.items()))
+        log.info("registered the listeners %s with controller %d", named, controller)
 
     async def _checkpoint(self) -> None:
         # fsync can take long on a busy disk: never on the event loop.
@@ -528,12 +522,8 @@ class BrokerServer:
             await asyncio.get_running_loop().run_in_executor(None, self.heartbeat.stop)
         if self.peers is not None:
             self.peers.close()
-        if self.broker_net is not None:
-            await self.broker_net.stop()
-        if self.net is not None:
-            await self.net.stop()
-        if self.kafka_net is not None:
-            await self.kafka_net.stop()
+        for srv in self.nets.values():
+            await srv.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         if self.group_coordinator is not None:

@@ -27,6 +27,7 @@ from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.memory import ConnectionChurn
 from broker.network.native_legacy import LEGACY
 from broker.network.request_order import RequestOrder, Unordered
+from broker.security.listeners import BROKER, NATIVE, RELAY
 from net.errors import ErrorCode, KafkaLiteError, MalformedRequest, error_code_of
 from net.messages import MessageError, decode
 from net.messages import encode as encode_message
@@ -45,8 +46,8 @@ log = logging.getLogger("kafkalite.net")
 
 # The listener brokers talk to each other on (inter.broker.listener.name, controller.listener.names), and
 # the name of AlterPartition requests relayed through ZooKeeper; every other listener serves clients.
-INTER_BROKER_LISTENER = "broker"
-RELAY_LISTENER = "relay"
+INTER_BROKER_LISTENER = BROKER
+RELAY_LISTENER = RELAY
 # A handler result: a body, an awaitable of a body, or None for "no response" (acks=0).
 Response = dict[str, Any] | Awaitable[dict[str, Any] | None] | None
 
@@ -56,15 +57,19 @@ class RequestHandler(Protocol):
 
 
 class ConnectionContext:
-    """What the handlers know of a request's connection: where from, which listener, who (the principal
-    authenticated by broker/network/authenticator.py) and its client id."""
+    """What the handlers know of a request's connection: where from, which listener (its name, as in
+    `listeners`, and its wire: native or kafka), who (the principal authenticated by
+    broker/network/authenticator.py) and its client id."""
 
-    __slots__ = ("peer", "client_id", "listener", "auth", "throttle")
+    __slots__ = ("peer", "client_id", "listener", "wire", "auth", "throttle")
 
-    def __init__(self, peer: str, listener: str = "native", auth: Authenticator | None = None) -> None:
+    def __init__(
+        self, peer: str, listener: str = NATIVE, auth: Authenticator | None = None, wire: str = "native"
+    ) -> None:
         self.peer = peer
         self.client_id: str | None = None
         self.listener = listener
+        self.wire = wire
         self.auth = auth or Authenticator(PLAINTEXT)
         # Mute the connection for so many ms (a client quota's throttle); the connection sets it.
         self.throttle: Callable[[int], None] = lambda ms: None
@@ -212,11 +217,12 @@ class BrokerProtocol(asyncio.Protocol):
         handler: RequestHandler,
         codec: WireCodec,
         on_close: Callable[["BrokerProtocol"], None],
-        listener: str = "native",
+        listener: str = NATIVE,
         security: ListenerSecurity = PLAINTEXT,
         limits: ConnectionLimits = ConnectionLimits(),
         quotas: ConnectionQuotas | None = None,
         ordered: bool = True,
+        wire: str = "native",
     ) -> None:
         self._handler = handler
         self._codec = codec
@@ -232,7 +238,7 @@ class BrokerProtocol(asyncio.Protocol):
         self.partial_since: float | None = None  # a request started arriving and is not whole yet
         self._transport: asyncio.Transport | None = None
         self._security = security
-        self._ctx = ConnectionContext("?", listener)
+        self._ctx = ConnectionContext("?", listener, wire=wire)
         self._login_deadline: asyncio.TimerHandle | None = None
         self._on_close = on_close
         self._pending: set[asyncio.Future[Any]] = set()
@@ -512,12 +518,13 @@ class NetServer:
         sock: socket.socket,
         max_frame: int,
         codec_factory: Callable[[int], WireCodec] = NativeCodec,
-        listener: str = "native",
+        listener: str = NATIVE,
         security: ListenerSecurity = PLAINTEXT,
         ssl_context: ssl.SSLContext | None = None,
         limits: ConnectionLimits = ConnectionLimits(),
         quotas: ConnectionQuotas | None = None,
         ordered: bool = True,
+        wire: str = "native",
     ) -> None:
         self._handler = handler
         self._sock = sock
@@ -531,6 +538,7 @@ class NetServer:
         self._max_frame = max_frame
         self._codec_factory = codec_factory
         self.listener = listener
+        self.wire = wire
         self._server: asyncio.base_events.Server | None = None
         # Weak: a TLS connection cut before its handshake completed never sees connection_made/_lost (asyncio
         # tells its app protocol nothing), and a strong set kept every one of a handshake flood alive.
@@ -565,7 +573,8 @@ class NetServer:
             self.security,
             self.limits,
             self.quotas,
-            self._ordered,
+            ordered=self._ordered,
+            wire=self.wire,
         )
         self._conns.add(proto)
         self._churn.accepted()

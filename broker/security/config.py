@@ -1,9 +1,10 @@
 """The broker's security keys, with Kafka's names (docs/SECURITY.md, docs/CONFIGURATION.md).
 
-A broker has two listeners, NATIVE (`port`, msgpack) and KAFKA (`kafka.port`, Kafka's protocol). Each
-has a security protocol: `security.protocol` sets both (the short form), `listener.security.protocol.map`
+A broker has the listeners NATIVE (`port`, msgpack), KAFKA (`kafka.port`, Kafka's protocol), BROKER
+(inter-broker) and any others named in `listeners` (broker/security/listeners.py). Each has a security
+protocol: `security.protocol` sets the built-in ones (the short form), `listener.security.protocol.map`
 (`NATIVE:SASL_SSL,KAFKA:SASL_SSL`) sets them one by one as Kafka's map does. Brokers talk to each other
-on NATIVE (`inter.broker.listener.name`), logging in with `sasl.jaas.config` (Kafka's JAAS line) and/or
+on BROKER (`inter.broker.listener.name`), logging in with `sasl.jaas.config` (Kafka's JAAS line) and/or
 their TLS certificate (mutual TLS). TLS material is PEM (Kafka's `ssl.keystore.type=PEM`, KIP-651).
 """
 
@@ -17,7 +18,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from broker.security.acl import parse_super_users
-from net.config_def import Bool, ConfigDef, Int, Str, choice, key
+from broker.security.listeners import BROKER, NATIVE, ListenerKeys, default_protocol, parse_endpoints, parse_map
+from net.config_def import Bool, Int, Str, choice, key
 from net.errors import InvalidConfigError
 from net.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientSecurity, uses_sasl, uses_ssl
 
@@ -44,18 +46,21 @@ def parse_jaas(line: str) -> tuple[str, str]:
     return fields["username"], fields["password"]
 
 
-class SecurityKeys(ConfigDef):
-    """Mixed into BrokerConfig."""
+class SecurityKeys(ListenerKeys):
+    """Mixed into BrokerConfig (with the listener keys of broker/security/listeners.py)."""
 
     security_protocol: choice(*SECURITY_PROTOCOLS, normalize=str.upper) = key(  # type: ignore[valid-type]
         "security.protocol",
         "PLAINTEXT",
-        "Security protocol of every listener (native and Kafka) unless listener.security.protocol.map names one.",
+        "Security protocol of the built-in listeners (NATIVE, KAFKA, BROKER) unless listener.security.protocol.map "
+        "names one.",
     )
     listener_security_protocol_map: Str = key(
         "listener.security.protocol.map",
         "",
-        "LISTENER:PROTOCOL,... for the listeners NATIVE (port) and KAFKA (kafka.port), e.g. NATIVE:SSL,KAFKA:SASL_SSL.",
+        "LISTENER:PROTOCOL,... for the listeners NATIVE (port), KAFKA (kafka.port), BROKER (default: NATIVE's) and "
+        "those of listeners, e.g. NATIVE:SSL,KAFKA:SASL_SSL,EXTERNAL:SASL_SSL. Unnamed: security.protocol for the "
+        "built-in ones; Kafka's defaults for listeners named PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL.",
     )
     # --- the inter-broker listener (issue 25 §3): what brokers send each other, never on a client listener ---
     inter_broker_listener_name: choice("BROKER", "NATIVE", normalize=str.upper) = key(  # type: ignore[valid-type]
@@ -200,29 +205,33 @@ class SecurityKeys(ConfigDef):
         return self.listener_protocols()[listener]
 
     def listener_protocols(self) -> dict[str, str]:
-        out = dict.fromkeys(LISTENERS, self.security_protocol)
-        named: set[str] = set()
-        for item in filter(None, (i.strip() for i in self.listener_security_protocol_map.split(","))):
-            name, sep, proto = item.partition(":")
-            name, proto = name.strip().upper(), proto.strip().upper()
-            if not sep or name not in LISTENERS or proto not in SECURITY_PROTOCOLS:
-                raise InvalidConfigError(
-                    f"listener.security.protocol.map entry {item!r} is not "
-                    f"NATIVE|KAFKA|BROKER:{'|'.join(SECURITY_PROTOCOLS)}"
-                )
-            out[name] = proto
-            named.add(name)
-        if "BROKER" not in named:
-            out["BROKER"] = out["NATIVE"]  # brokers keep the native listener's protection unless told otherwise
+        """Every listener's security protocol (a listener of `listeners` with none is left out: building the
+        listener set refuses it)."""
+        declared = parse_endpoints("listeners", self.listeners)
+        names = list(LISTENERS) + [n for n in declared if n not in LISTENERS]
+        mapped = parse_map("listener.security.protocol.map", self.listener_security_protocol_map, SECURITY_PROTOCOLS)
+        for name in mapped:
+            if name not in names and name not in SECURITY_PROTOCOLS:  # Kafka's default map names the protocols
+                raise InvalidConfigError(f"listener.security.protocol.map names {name}, which is not a listener")
+        out: dict[str, str] = {}
+        for name in names:
+            protocol = mapped.get(name) or default_protocol(name, self.security_protocol)
+            if protocol is not None:
+                out[name] = protocol
+        if BROKER not in mapped:
+            out[BROKER] = out[NATIVE]  # brokers keep the native listener's protection unless told otherwise
         return out
 
-    def enabled_mechanisms(self) -> list[str]:
-        mechs = [m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
+    def enabled_mechanisms(self, listener: str | None = None) -> list[str]:
+        """sasl.enabled.mechanisms, or a listener's own (Kafka's listener.name.<name>.sasl.enabled.mechanisms)."""
+        value, key_name = self.sasl_enabled_mechanisms, "sasl.enabled.mechanisms"
+        if listener is not None and listener in self.listener_mechanisms:
+            value = self.listener_mechanisms[listener]
+            key_name = f"listener.name.{listener.lower()}.sasl.enabled.mechanisms"
+        mechs = [m.strip().upper() for m in value.split(",") if m.strip()]
         bad = [m for m in mechs if m not in SASL_MECHANISMS]
         if bad:
-            raise InvalidConfigError(
-                f"sasl.enabled.mechanisms: {', '.join(bad)} not one of {', '.join(SASL_MECHANISMS)}"
-            )
+            raise InvalidConfigError(f"{key_name}: {', '.join(bad)} not one of {', '.join(SASL_MECHANISMS)}")
         return mechs
 
     def super_user_set(self) -> frozenset[str]:
@@ -233,8 +242,11 @@ class SecurityKeys(ConfigDef):
 
     def validate_security(self) -> None:
         protocols = self.listener_protocols()
-        mechs = self.enabled_mechanisms()
-        if any(uses_sasl(p) for p in protocols.values()) and not mechs:
+        self.enabled_mechanisms()
+        for name in self.listener_mechanisms:
+            if name not in protocols:
+                raise InvalidConfigError(f"listener.name.{name.lower()}.sasl.enabled.mechanisms: no listener {name}")
+        if any(uses_sasl(p) and not self.enabled_mechanisms(n) for n, p in protocols.items()):
             raise InvalidConfigError("a SASL listener needs sasl.enabled.mechanisms")
         if any(uses_ssl(p) for p in protocols.values()) and not self.ssl_keystore_location:
             raise InvalidConfigError("an SSL listener needs ssl.keystore.location (PEM key and certificate chain)")

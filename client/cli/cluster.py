@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -80,6 +81,28 @@ def write_cluster_secret(data_dir: Path) -> Path:
 DEV_OVERRIDES = ("group.initial.rebalance.delay.ms=0",)
 
 
+_ENDPOINT_PORT = re.compile(r"(://[^,]*:)(\d+)(?=\s*(,|$))")
+
+
+def _stepped_listeners(spec: str | None, advertised: str | None, step: int | None, n: int) -> dict[str, str]:
+    """Broker n's `listeners` / `advertised.listeners`: the first broker's with every non-zero port raised by
+    n x step (Kafka's NAME://HOST:PORT format; the broker checks the entries)."""
+    if step is None:
+        step = len([e for e in (spec or "").split(",") if e.strip()])
+
+    def raised(value: str) -> str:
+        return _ENDPOINT_PORT.sub(
+            lambda m: m.group(1) + str(int(m.group(2)) + n * step if int(m.group(2)) else 0), value
+        )
+
+    out = {}
+    if spec:
+        out["listeners"] = raised(spec)
+    if advertised:
+        out["advertised.listeners"] = raised(advertised)
+    return out
+
+
 def _free_port_run(base: int, n: int) -> int:
     """`base` if base..base+n-1 are all free; a clear error otherwise."""
     for p in range(base, base + n):
@@ -149,6 +172,7 @@ def _start_broker(data_dir: Path, state: dict[str, Any], bid: str) -> int:
                 else []
             ),
             *(["--override", f"kafka.port={b['kafka_port']}"] if b.get("kafka_port") else []),
+            *(x for k in ("listeners", "advertised.listeners") if b.get(k) for x in ("--override", f"{k}={b[k]}")),
         ],
         coordination="zookeeper" if zk else None,
         zookeeper=f"127.0.0.1:{zk['port']}" if zk else None,
@@ -189,6 +213,29 @@ def main() -> None:
     default=None,
     help="kafka.port of the first broker, the next ones follow: Kafka clients connect there (default: none).",
 )
+@click.option(
+    "--listeners",
+    "listeners_spec",
+    default=None,
+    metavar="NAME://HOST:PORT,...",
+    help="Kafka's listeners of the first broker; each next broker's ports are --listener-port-step higher "
+    "(port 0: any free one), e.g. kafkajs's layout: PLAINTEXT_HOST://:9092,SSL_HOST://:9093,SASL_SSL_HOST://:9094 "
+    "with --listener-port-step 3 and --override listener.security.protocol.map=... (docs/SECURITY.md).",
+)
+@click.option(
+    "--advertised-listeners",
+    "advertised_spec",
+    default=None,
+    metavar="NAME://HOST:PORT,...",
+    help="advertised.listeners of the first broker, stepped as --listeners.",
+)
+@click.option(
+    "--listener-port-step",
+    type=int,
+    default=None,
+    help="How much higher each broker's listener ports are than the previous one's (default: the number of "
+    "listeners in --listeners).",
+)
 @click.option("--dashboard", is_flag=True, help="Also start kl-dashboard (the web console) and print its URL.")
 @click.option("--dashboard-port", type=int, default=None, help="The console's HTTP port (default: base port + 200).")
 @click.option(
@@ -206,6 +253,9 @@ def up(
     zookeeper_port: int,
     metrics_base_port: int | None,
     kafka_base_port: int | None,
+    listeners_spec: str | None,
+    advertised_spec: str | None,
+    listener_port_step: int | None,
     dashboard: bool,
     dashboard_port: int | None,
     dashboard_allow_writes: bool,
@@ -243,6 +293,7 @@ def up(
                 "pid": None,
                 "metrics_port": metrics_base + n if metrics_base > 0 else None,
                 "kafka_port": kafka_base_port + n if kafka_base_port is not None else None,
+                **_stepped_listeners(listeners_spec, advertised_spec, listener_port_step, n),
             }
             for n, i in enumerate(ids)
         },
