@@ -11,11 +11,10 @@ with `git archive`; elsewhere, make it with
 Its dev dependencies are installed with `npm install` from the npm registry when DIR/node_modules lacks jest.
 
 The cluster is the compose file's, translated key by key (COMPOSE_SETTINGS): brokers 0, 1, 2; Kafka listeners on
-the PLAINTEXT_HOST ports 9092, 9095, 9098 advertised as localhost (kafkajs's testHelpers connect there); the
-topic defaults, ACL authorizer and SCRAM users of scripts/createScramCredentials.sh and server-jaas.conf; the
-topic scripts/waitForKafka.js creates. Each broker has one Kafka listener today, so kafkajs's SSL (9093, 9096,
-9099) and SASL_SSL (9094, 9097, 9100) ports stay closed and their tests fail for that reason, named as such in
-the table, until named listeners (issue 27 §3) let one broker serve all three.
+the PLAINTEXT_HOST ports 9092, 9095, 9098, SSL_HOST 9093, 9096, 9099 and SASL_SSL_HOST 9094, 9097, 9100, all
+advertised as localhost (kafkajs's testHelpers connect there; named listeners, issue 27 §3); the topic defaults,
+ACL authorizer and SCRAM users of scripts/createScramCredentials.sh and server-jaas.conf; the topic
+scripts/waitForKafka.js creates.
 
 Jest runs as kafkajs's `yarn jest` does (KAFKA_VERSION=2.4, KAFKAJS_DEBUG_PROTOCOL_BUFFERS=1, its own
 jest.config.js and 90 s per-test timeout) with `--json --outputFile`; bench/conformance/jest_report.py turns the
@@ -45,6 +44,7 @@ from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
 from client.cli.cluster import _wait_kafka_listeners, start_command, wait_registered, write_cluster_secret
 
+ROOT = Path(__file__).resolve().parents[2]
 REPO_URL = "https://github.com/tulios/kafkajs"
 PINNED_COMMIT = "55b0b416308b9e597a5a6b97b0a6fd6b846255dc"  # master after v2.2.4 (2.2.4 + docs), the newest
 DEFAULT_MIRROR = Path("/work/.mirror/tulios+kafkajs/repo")
@@ -95,7 +95,7 @@ USERS = (
 SETUP_TOPICS = (("test-topic-already-exists", 2, 1),)
 
 _SECURE_PORTS = "|".join(str(p) for _, _, ssl, sasl in BROKERS for p in (ssl, sasl))
-SECURE_PORTS_CLOSED = "SSL/SASL_SSL ports (9093, 9094, ...) closed: one Kafka listener per broker until issue 27 §3"
+SECURE_PORTS_CLOSED = "SSL/SASL_SSL ports (9093, 9094, ...) refused or failing"
 NEGATIVE_OFFSETS = "a committed offset of -1/-2 is not stored (OffsetCommit of a negative offset; issue 27 §1)"
 # The causes: (cause, what the pattern looks at: the error "message", the test's "name" or its file's "path",
 # the pattern, and what Kafka Lite does differently as read off the tests and the brokers' answers). The first
@@ -266,16 +266,27 @@ def compose_cluster(work: Path) -> Iterator[str]:
     if busy:
         raise SystemExit(f"error: kafkajs's ports {busy} are in use (kafkajs's tests connect to fixed ports)")
     secret = write_cluster_secret(work)
+    # SSL_HOST and SASL_SSL_HOST: kafkajs's clients do not verify the broker's certificate (rejectUnauthorized
+    # false), so the brokers serve one of our own (deploy/tls/make-certs.sh), for localhost.
+    certs = work / "certs"
+    subprocess.run([str(ROOT / "deploy/tls/make-certs.sh"), str(certs), "broker", "127.0.0.1", "localhost"],
+                   check=True, capture_output=True)  # fmt: skip
     native = {bid: free_port() for bid, *_ in BROKERS}
     peers = ",".join(f"{bid}@127.0.0.1:{port}" for bid, port in native.items())
     procs = []
     try:
-        for bid, plaintext, _ssl, _sasl in BROKERS:
+        for bid, plaintext, ssl_port, sasl_port in BROKERS:
             overrides = [
                 *COMPOSE_SETTINGS,
                 f"kafka.port={plaintext}",
                 f"kafka.advertised.host={ADVERTISED_HOST}",
                 f"inter.broker.secret.file={secret}",
+                # KAFKA_LISTENERS / KAFKA_ADVERTISED_LISTENERS: SSL_HOST and SASL_SSL_HOST next to PLAINTEXT_HOST
+                # (the protocols: Kafka's default map for the names SSL and SASL_SSL).
+                f"listeners=SSL://:{ssl_port},SASL_SSL://:{sasl_port}",
+                f"advertised.listeners=SSL://{ADVERTISED_HOST}:{ssl_port},SASL_SSL://{ADVERTISED_HOST}:{sasl_port}",
+                f"ssl.keystore.location={certs / 'broker.pem'}",
+                f"ssl.truststore.location={certs / 'ca.pem'}",
             ]
             cmd = start_command(
                 bid,
@@ -354,8 +365,8 @@ def render(report: SuiteReport, when: str, command: str, minutes: float) -> str:
         "",
         f"kafkajs [{PINNED_COMMIT[:12]}]({REPO_URL}/commit/{PINNED_COMMIT}) (2.2.4), its whole jest suite against a "
         "3-broker Kafka Lite cluster laid out as its docker-compose.2_4.yml (bench/conformance/kafkajs.py says how "
-        "each setting maps). Each broker has one Kafka listener today: the PLAINTEXT ports (9092, 9095, 9098) are "
-        "served, the SSL and SASL_SSL ports are not (issue 27 §3), and their tests are counted as failed.",
+        "each setting maps): the PLAINTEXT (9092, 9095, 9098), SSL (9093, 9096, 9099) and SASL_SSL (9094, 9097, "
+        "9100) Kafka listeners of each broker, with kafkajs's PLAIN and SCRAM users.",
         "",
         f"Run {when}, {minutes:.0f} min: `{command}`",
         "",
