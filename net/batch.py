@@ -35,6 +35,10 @@ _LEN = struct.Struct(">i")
 _EPOCH = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
 TIMESTAMP_LOG_APPEND = 0x08
+# Kafka's batch attributes for transactions (KIP-98): a transactional producer's batches carry TRANSACTIONAL;
+# a commit or abort marker is a batch of one control record with both bits set (docs/FORMAT.md).
+TRANSACTIONAL = 0x10
+CONTROL = 0x20
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -74,6 +78,14 @@ class BatchHeader(NamedTuple):
     @property
     def codec(self) -> int:
         return self.attributes & CODEC_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL)
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -142,6 +154,7 @@ def build(
     base_sequence: int = NO_SEQUENCE,
     base_offset: int = 0,
     last_offset_delta: int | None = None,
+    transactional: bool = False,
 ) -> bytes:
     """Encode a batch. Each record is (offset_delta, timestamp_delta, key, value, headers), headers a
     list of (str, bytes) or None; timestamps are first_timestamp + timestamp_delta.
@@ -159,7 +172,7 @@ def build(
             headers = [(k, v) for k, v in headers]
         append(d_off, first_timestamp + d_ts, key, value, headers)
     payload: bytes | memoryview = memoryview(builder.build())[HEADER_SIZE:]
-    attributes = 0
+    attributes = TRANSACTIONAL if transactional else 0
     if codec != CODEC_NONE:
         payload = compress(codec, payload)
         attributes |= codec
@@ -234,3 +247,58 @@ def _create_time_records(buf: bytes | bytearray | memoryview, pos: int, h: Batch
     raw = bytearray(buf[pos : pos + h.size])
     struct.pack_into(">h", raw, CRC_START, h.attributes & ~TIMESTAMP_LOG_APPEND)  # CRC no longer checked
     return iter(DefaultRecordBatch(bytes(raw)))
+
+
+# --- transaction markers (Kafka's EndTransactionMarker in a control batch) ----------------------------
+
+CONTROL_ABORT = 0  # Kafka's ControlRecordType.ABORT
+CONTROL_COMMIT = 1  # Kafka's ControlRecordType.COMMIT
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, type
+_MARKER_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
+
+
+class ControlRecord(NamedTuple):
+    """A control batch's record: a transaction's commit or abort marker and the coordinator epoch that wrote it."""
+
+    commit: bool
+    coordinator_epoch: int
+
+
+def build_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp: int) -> bytes:
+    """A control batch ending `producer_id`'s transaction on one partition, as Kafka's leader writes it:
+    one record, key (version 0, COMMIT or ABORT), value (version 0, coordinator epoch), no sequence."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    raw = bytearray(
+        build(
+            [(0, 0, key, value, None)],
+            timestamp,
+            timestamp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=True,
+        )
+    )
+    # build() sets TRANSACTIONAL only; a control batch also carries CONTROL, and the CRC covers the attributes.
+    h = parse_header(raw)
+    struct.pack_into(">h", raw, CRC_START, h.attributes | CONTROL)
+    struct.pack_into(">I", raw, CRC_OFFSET, crc32c(memoryview(raw)[CRC_START:]))
+    return bytes(raw)
+
+
+def control_record(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> ControlRecord | None:
+    """The marker of the control batch at buf[pos:], or None for a control record of another type (Kafka
+    reserves types beyond COMMIT and ABORT, e.g. KRaft's, and skips them) or a malformed one."""
+    if not h.is_control or h.magic != MAGIC:
+        return None
+    for r in iter_records(buf, pos, h):
+        key = r.key or b""
+        if len(key) < _CONTROL_KEY.size:
+            return None
+        _, kind = _CONTROL_KEY.unpack_from(key)
+        if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+            return None
+        value = r.value or b""
+        epoch = _MARKER_VALUE.unpack_from(value)[1] if len(value) >= _MARKER_VALUE.size else -1
+        return ControlRecord(kind == CONTROL_COMMIT, epoch)
+    return None

@@ -128,3 +128,21 @@ def test_decoding_leaves_the_garbage_collector_alone_unless_asked(monkeypatch):
     assert calls == []  # a library call changes no process-wide state
     assert len(decode_records("t", 0, raw, 0, pause_gc=True)[0]) == 1
     assert calls == ["disable", "enable"]
+
+
+def test_transaction_markers_round_trip_and_read_as_kafka_does() -> None:
+    """A commit / abort marker is one control record in a TRANSACTIONAL|CONTROL batch (KIP-98), which a Kafka
+    client's decoder (aiokafka's, as librdkafka's) takes for a control batch with a valid CRC."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    from net.batch import build, build_marker, control_record, validate
+
+    for commit in (True, False):
+        raw = build_marker(42, 3, commit, 9, 1_000)
+        h = validate(raw)
+        assert (h.is_control, h.is_transactional, h.producer_id, h.producer_epoch) == (True, True, 42, 3)
+        assert control_record(raw, 0, h) == (commit, 9)
+        kafka = DefaultRecordBatch(raw)
+        assert kafka.is_control_batch and kafka.is_transactional and kafka.validate_crc()
+    data = build([(0, 0, b"k", b"v", None)], 1, 1, producer_id=1, producer_epoch=0, base_sequence=0)
+    assert control_record(data, 0, validate(data)) is None  # a data batch is no marker
