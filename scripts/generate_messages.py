@@ -47,6 +47,15 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     61: (0, 0),  # DescribeProducers
     74: (1, 1),  # ListConfigResources (Kafka 4.1; v0 is the older ListClientMetricsResources)
     43: (0, 2),  # ElectLeaders
+    # Transactions (KIP-98, issue 28). InitProducerId v6 is KIP-939's two-phase commit, not served.
+    22: (0, 5),  # InitProducerId
+    24: (0, 5),  # AddPartitionsToTxn (v4+: KIP-890's batched, broker-to-coordinator form)
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 5),  # EndTxn
+    27: (1, 2),  # WriteTxnMarkers (coordinator to leaders; v0 is gone from Kafka 4 and from kio)
+    28: (0, 5),  # TxnOffsetCommit
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 2),  # ListTransactions
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from net.schema.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from net.schema.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from net.schema.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from net.schema.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
@@ -20,11 +22,13 @@ from net.schema.describe_groups import DescribeGroupsRequest, DescribeGroupsResp
 from net.schema.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from net.schema.describe_producers import DescribeProducersRequest, DescribeProducersResponse
 from net.schema.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from net.schema.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from net.schema.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from net.schema.end_txn import EndTxnRequest, EndTxnResponse
 from net.schema.fetch import FetchRequest, FetchResponse
 from net.schema.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from net.schema.heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -35,6 +39,7 @@ from net.schema.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from net.schema.list_config_resources import ListConfigResourcesRequest, ListConfigResourcesResponse
 from net.schema.list_groups import ListGroupsRequest, ListGroupsResponse
 from net.schema.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from net.schema.list_transactions import ListTransactionsRequest, ListTransactionsResponse
 from net.schema.metadata import MetadataRequest, MetadataResponse
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from net.schema.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
@@ -44,6 +49,8 @@ from net.schema.produce import ProduceRequest, ProduceResponse
 from net.schema.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from net.schema.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from net.schema.sync_group import SyncGroupRequest, SyncGroupResponse
+from net.schema.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from net.schema.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 # api key -> (request class, response class)
 MESSAGES: dict[int, tuple[type, type]] = {
@@ -66,6 +73,11 @@ MESSAGES: dict[int, tuple[type, type]] = {
     21: (DeleteRecordsRequest, DeleteRecordsResponse),
     22: (InitProducerIdRequest, InitProducerIdResponse),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    25: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    26: (EndTxnRequest, EndTxnResponse),
+    27: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    28: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     29: (DescribeAclsRequest, DescribeAclsResponse),
     30: (CreateAclsRequest, CreateAclsResponse),
     31: (DeleteAclsRequest, DeleteAclsResponse),
@@ -85,5 +97,7 @@ MESSAGES: dict[int, tuple[type, type]] = {
     55: (DescribeQuorumRequest, DescribeQuorumResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
     61: (DescribeProducersRequest, DescribeProducersResponse),
+    65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    66: (ListTransactionsRequest, ListTransactionsResponse),
     74: (ListConfigResourcesRequest, ListConfigResourcesResponse),
 }
