@@ -340,6 +340,25 @@ class Admin(_Blocking[AsyncAdmin]):
         return self._lt.run(self._impl.delete_records(offsets, timeout_ms))
 
 
+def _with_client(bootstrap_servers: str, config: dict[str, Any], name: str, fn: Any, timeout: float) -> Any:
+    """Run `fn(client)` on a client of its own, on a loop thread of its own, and close both."""
+    from client.cluster import KafkaLiteClient
+    from client.config import AdminConfig
+
+    async def run() -> Any:
+        client = KafkaLiteClient.from_config(bootstrap_servers, AdminConfig.from_kwargs(config))
+        try:
+            return await fn(client)
+        finally:
+            await client.close()
+
+    lt = LoopThread(name)
+    try:
+        return lt.run(run(), timeout + 10)
+    finally:
+        lt.stop()
+
+
 def end_transaction(
     bootstrap_servers: str,
     transactional_id: str,
@@ -351,19 +370,24 @@ def end_transaction(
 ) -> None:
     """Commit or abort, from this process, a transaction another producer left open (client/transactions.py
     end_transaction): the Spark sink's driver commits what its tasks wrote."""
-    from client.cluster import KafkaLiteClient
-    from client.config import AdminConfig
     from client.transactions import end_transaction as end_async
 
-    async def run() -> None:
-        client = KafkaLiteClient.from_config(bootstrap_servers, AdminConfig.from_kwargs(config))
-        try:
-            await end_async(client, transactional_id, producer_id, producer_epoch, commit, timeout)
-        finally:
-            await client.close()
+    _with_client(
+        bootstrap_servers,
+        config,
+        "kl-end-transaction",
+        lambda c: end_async(c, transactional_id, producer_id, producer_epoch, commit, timeout),
+        timeout,
+    )
 
-    lt = LoopThread("kl-end-transaction")
-    try:
-        lt.run(run(), timeout + 10)
-    finally:
-        lt.stop()
+
+def transaction_state(
+    bootstrap_servers: str, transactional_id: str, timeout: float = 60.0, **config: Any
+) -> str | None:
+    """The coordinator's state of a transactional.id (client/transactions.py transaction_state)."""
+    from client.transactions import transaction_state as state_async
+
+    result: str | None = _with_client(
+        bootstrap_servers, config, "kl-transaction-state", lambda c: state_async(c, transactional_id, timeout), timeout
+    )
+    return result

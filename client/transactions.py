@@ -28,6 +28,7 @@ from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.protocol import ApiKey
 from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest
 from net.schema.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.end_txn import EndTxnRequest
 from net.schema.init_producer_id import InitProducerIdRequest
 from net.schema.txn_offset_commit import (
@@ -414,6 +415,22 @@ async def end_transaction(
     manager.state.state = State.IN_TRANSACTION
     manager.state.commit_pending = True
     await manager.end(commit)
+
+
+async def transaction_state(client: "KafkaLiteClient", transactional_id: str, timeout_s: float = 60.0) -> str | None:
+    """The coordinator's state of `transactional_id` (Kafka's names: Empty, Ongoing, PrepareCommit,
+    CompleteCommit, ...) from DescribeTransactions, or None for an id it does not know."""
+    manager = TransactionManager(client, transactional_id, 60_000, int(timeout_s * 1000))
+    answer = await manager._call(DescribeTransactionsRequest(transactional_ids=(transactional_id,)), "describe")
+    for st in answer.transaction_states:
+        if st.transactional_id != transactional_id:
+            continue
+        if st.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+            return None
+        if st.error_code:
+            raise error_for(st.error_code, f"describe transactional.id {transactional_id!r}")
+        return st.transaction_state
+    return None
 
 
 def _error_code(answer: Any) -> int:
