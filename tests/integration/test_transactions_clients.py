@@ -5,7 +5,6 @@ coordinator, a transaction committed from another process, and the CLIs' flags."
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 
@@ -13,7 +12,8 @@ import pytest
 
 from client.sync import Consumer, Producer, end_transaction, transaction_state
 from net.errors import ErrorCode, KafkaLiteError
-from tests.integration.cluster_harness import ClusterHarness, tool
+from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.test_cli import run
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -252,39 +252,23 @@ def test_confluent_kafka_and_kafka_python_interoperate_with_ours(cluster):
 
 def test_the_clis_produce_in_a_transaction_and_read_committed(cluster):
     topic = _topic(cluster, 1)
-    cp = subprocess.run(
-        [tool("kl-produce"), "--bootstrap-server", cluster.bootstrap(), "--topic", topic, "--transactional-id", "cli"],
-        input="a\nb\nc\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bs = ["--bootstrap-server", cluster.bootstrap()]
+    cp = run("produce", *bs, "--topic", topic, "--transactional-id", "cli", stdin="a\nb\nc\n")
     assert cp.returncode == 0, cp.stderr
-    cp = subprocess.run(
-        [
-            tool("kl-consume"),
-            "--bootstrap-server",
-            cluster.bootstrap(),
-            "--topic",
-            topic,
-            "--from-beginning",
-            "--isolation-level",
-            "read_committed",
-            "--max-messages",
-            "3",
-            "--timeout-ms",
-            "20000",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    cp = run(
+        "consume",
+        *bs,
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--isolation-level",
+        "read_committed",
+        "--max-messages",
+        "3",
+        "--timeout-ms",
+        "20000",
     )
     assert cp.returncode == 0, cp.stderr
     assert cp.stdout.split() == ["a", "b", "c"]
-    bad = subprocess.run(
-        [tool("kl-consume"), "--bootstrap-server", cluster.bootstrap(), "--topic", topic, "--isolation-level", "x"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = run("consume", *bs, "--topic", topic, "--isolation-level", "x")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
