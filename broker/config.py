@@ -309,6 +309,46 @@ class BrokerConfig(SecurityKeys):
     offsets_topic_segment_bytes: Int = key(
         "offsets.topic.segment.bytes", 104857600, "segment.bytes of __consumer_offsets.", ge=1
     )
+    # Transactions (KIP-98): the transaction coordinator and its log, Kafka's names and defaults.
+    transaction_state_log_num_partitions: Int = key(
+        "transaction.state.log.num.partitions", 50, "Partitions of __transaction_state.", ge=1
+    )
+    transaction_state_log_replication_factor: Int = key(
+        "transaction.state.log.replication.factor",
+        -1,
+        "Replication factor of __transaction_state (-1: min(3, brokers)).",
+        ge=-1,
+    )
+    transaction_state_log_min_isr: Int = key(
+        "transaction.state.log.min.isr", 2, "min.insync.replicas of __transaction_state (at most its RF).", ge=1
+    )
+    transaction_state_log_segment_bytes: Int = key(
+        "transaction.state.log.segment.bytes", 104857600, "segment.bytes of __transaction_state.", ge=1
+    )
+    transaction_max_timeout_ms: Int = key(
+        "transaction.max.timeout.ms",
+        900000,
+        "Largest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT beyond).",
+        ge=1,
+    )
+    transactional_id_expiration_ms: Int = key(
+        "transactional.id.expiration.ms",
+        604800000,
+        "A transactional id without a transaction for this long is forgotten by its coordinator.",
+        ge=1,
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: Int = key(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        10000,
+        "How often the coordinator aborts transactions open past their timeout.",
+        ge=1,
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: Int = key(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        3600000,
+        "How often the coordinator forgets expired transactional ids.",
+        ge=1,
+    )
     offsets_retention_minutes: Int = key(
         "offsets.retention.minutes", 10080, "Committed offsets of an empty group are kept this long.", ge=1
     )

@@ -189,6 +189,13 @@ class OutOfOrderSequenceError(KafkaLiteError):
 InvalidProducerEpochError = _error("INVALID_PRODUCER_EPOCH")
 
 
+# Transactions (KIP-98): a control batch from a client; an id the coordinator does not know.
+InvalidRecordError = _error("INVALID_RECORD")
+InvalidTxnStateError = _error("INVALID_TXN_STATE")
+ConcurrentTransactionsError = _error("CONCURRENT_TRANSACTIONS")
+ProducerFencedError = _error("PRODUCER_FENCED")
+
+
 # AlterPartition refusals (broker/controller.py). Not retriable as such: what a leader does with each is
 # broker/replication.py's alter_partition_outcome.
 OperationNotAttemptedError = _error("OPERATION_NOT_ATTEMPTED")
@@ -242,7 +249,7 @@ def error_for(code: int, message: str = "") -> KafkaLiteError:
     except ValueError:
         ec = ErrorCode.UNKNOWN_SERVER_ERROR
     for cls in KafkaLiteError.__subclasses__():
-        if cls.code == ec:
+        if cls.__dict__.get("code") == ec:  # a class of that code (not one that only inherits the default)
             return cls(message)
     return KafkaLiteError(message, ec)
 
