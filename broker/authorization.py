@@ -56,6 +56,12 @@ from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.list_offsets import ListOffsetsTopicResponse
 from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
 from net.schema.txn_offset_commit import TxnOffsetCommitResponseTopic
+from net.schema.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
 
 log = logging.getLogger("kafkalite.security")
 Op = AclOperation
@@ -455,25 +461,59 @@ def _add_partitions_to_txn(a: Authorization, req: Any, ctx: ConnectionContext) -
     if req.transactions:
         return Decision(req) if a.broker(ctx) else a.refuse(CLUSTER, Op.CLUSTER_ACTION, "AddPartitionsToTxn v4+", ctx)
     tid = req.v3_and_below_transactional_id
-    if not a.authz.allowed(ctx, Op.WRITE, TXN, tid):
-        return _txn_refused(Op.WRITE, tid, ctx)
-    denied = {t.name for t in req.v3_and_below_topics if not a.authz.topic(ctx, Op.WRITE, t.name)}
-    if not denied:
+    txn_denied = not a.authz.allowed(ctx, Op.WRITE, TXN, tid)
+    denied = (
+        set() if txn_denied else {t.name for t in req.v3_and_below_topics if not a.authz.topic(ctx, Op.WRITE, t.name)}
+    )
+    if not txn_denied and not denied:
         return Decision(req)
+
+    def code(topic: str) -> int:  # the answer names every partition asked, as Kafka's error response does
+        if txn_denied:
+            return int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return TOPIC_DENIED if topic in denied else int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+
     rows = tuple(
         AddPartitionsToTxnTopicResult(
             name=t.name,
             results_by_partition=tuple(
-                AddPartitionsToTxnPartitionResult(
-                    partition_index=p,
-                    partition_error_code=TOPIC_DENIED if t.name in denied else int(ErrorCode.OPERATION_NOT_ATTEMPTED),
-                )
+                AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code(t.name))
                 for p in t.partitions
             ),
         )
         for t in req.v3_and_below_topics
     )
-    return Decision({}, refused=True, answer=AddPartitionsToTxnResponse(results_by_topic_v3_and_below=rows))
+    top = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) if txn_denied else 0  # the v4+ field
+    return Decision(
+        {}, refused=True, answer=AddPartitionsToTxnResponse(error_code=top, results_by_topic_v3_and_below=rows)
+    )
+
+
+def _write_txn_markers(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """Brokers only; anyone else gets CLUSTER_AUTHORIZATION_FAILED in every partition named (Kafka's error
+    response), never an empty answer."""
+    if a.broker(ctx):
+        return Decision(req)
+    a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)  # logged as every broker-only refusal
+    markers = tuple(
+        WritableTxnMarkerResult(
+            producer_id=m.producer_id,
+            topics=tuple(
+                WritableTxnMarkerTopicResult(
+                    name=t.name,
+                    partitions=tuple(
+                        WritableTxnMarkerPartitionResult(partition_index=p, error_code=CLUSTER_DENIED)
+                        for p in t.partition_indexes
+                    ),
+                )
+                for t in m.topics
+            ),
+        )
+        for m in req.markers
+    )
+    if not markers:
+        return a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)
+    return Decision({}, refused=True, answer=WriteTxnMarkersResponse(markers=markers))
 
 
 def _describe_transactions(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
@@ -808,7 +848,7 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.DESCRIBE_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _describe_transactions),
     ApiKey.LIST_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _list_transactions, "those not allowed are left out"),
     ApiKey.WRITE_TXN_MARKERS: Rule(
-        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.WRITE_TXN_MARKERS), "coordinator to leaders"
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _write_txn_markers, "coordinator to leaders"
     ),
     ApiKey.DESCRIBE_ACLS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeAcls")),
     ApiKey.CREATE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "CreateAcls")),

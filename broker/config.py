@@ -273,12 +273,6 @@ class BrokerConfig(SecurityKeys):
     producer_id_expiration_check_interval_ms: Int = key(
         "producer.id.expiration.check.interval.ms", 600000, "How often expired producer ids are removed.", ge=1
     )
-    transactional_id_expiration_ms: Int = key(
-        "transactional.id.expiration.ms",
-        604800000,
-        "Accepted for Kafka configs' sake; there are no transactions.",
-        ge=1,
-    )
     # ReplicaFetcher.add cuts a pending long poll short, so a newly followed partition does not wait it out.
     num_replica_fetchers: Int = key(
         "num.replica.fetchers",

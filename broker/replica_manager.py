@@ -380,7 +380,7 @@ class ReplicaManager:
             # read_committed: nothing past the last stable offset, with the aborted transactions the records
             # returned overlap, so the consumer can drop theirs (Kafka's FetchIsolation.TXN_COMMITTED).
             lso = p.last_stable_offset
-            data = p.log.read(spec.offset, spec.max_bytes, max_offset=lso) if spec.offset < lso else b""
+            data = p.log.read(spec.offset, spec.max_bytes, max_offset=lso)  # out of range: raised, as any fetch
             end = _end_of(data, spec.offset)
             aborted = [[a.producer_id, a.first_offset] for a in p.producer_state.aborted_in(spec.offset, end)]
             return FetchResult(

@@ -429,7 +429,7 @@ async def transaction_state(client: "KafkaLiteClient", transactional_id: str, ti
             return None
         if st.error_code:
             raise error_for(st.error_code, f"describe transactional.id {transactional_id!r}")
-        return st.transaction_state
+        return str(st.transaction_state)
     return None
 
 

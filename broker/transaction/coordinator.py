@@ -192,7 +192,9 @@ class TransactionCoordinator:
             if nxt is not None:
                 await self._write(nxt, tid)
 
-    def verify_partitions(self, tid: str, pid: int, epoch: int, partitions: set[tuple[str, int]]) -> set:
+    def verify_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: set[tuple[str, int]]
+    ) -> set[tuple[str, int]]:
         """KIP-890's verify_only: which of `partitions` are in the ongoing transaction of (pid, epoch)."""
         self.check_owner(tid)
         meta = self._get(tid)
@@ -280,12 +282,13 @@ class TransactionCoordinator:
         except Exception as e:  # noqa: BLE001 - a broker down or moving: retried through the next leader
             log.debug("WriteTxnMarkers to broker %d failed: %s", broker, e)
             return set()
-        written = set()
+        written: set[tuple[str, int]] = set()
         for m in answer.markers:
-            for t in m.topics:
-                for r in t.partitions:
-                    if r.error_code in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) and (t.name, r.partition_index) in tps:
-                        written.add((t.name, r.partition_index))
+            for topic in m.topics:
+                for r in topic.partitions:
+                    tp = (topic.name, r.partition_index)
+                    if r.error_code in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) and tp in tps:
+                        written.add(tp)
         return written
 
     # --- ticks: timeouts and expiry -------------------------------------------------------------
