@@ -8,7 +8,6 @@ import asyncio
 import datetime
 import inspect
 import logging
-import secrets
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
     from broker.controller_service import ControllerService
     from broker.log.config import LogConfig
     from broker.metrics import BrokerMetrics
+    from broker.transaction.api import TransactionApis
     from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.api")
@@ -76,6 +76,7 @@ BROKER_APIS = frozenset(
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.UPDATE_METADATA,
         ApiKey.ENVELOPE,
+        ApiKey.WRITE_TXN_MARKERS,
     }
 )
 # The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);
@@ -152,6 +153,7 @@ class KafkaApis:
         channel: "ControllerChannel",
         groups: GroupApis,
         security: SecurityApis,
+        transactions: "TransactionApis",
         metrics: "BrokerMetrics",
         topic_config: Callable[[str], "LogConfig"],
         authz: RequestAuthorizer,
@@ -192,7 +194,6 @@ class KafkaApis:
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
             ApiKey.DESCRIBE_TOPICS: self.handle_metadata,
-            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.QUORUM: self.handle_quorum,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
@@ -210,7 +211,9 @@ class KafkaApis:
             **elections.handlers,
             **partitions.handlers,
             **cluster.handlers,
+            **transactions.handlers,
         }
+        self.transactions = transactions
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
     def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
@@ -335,6 +338,7 @@ class KafkaApis:
         min_bytes = max(_int(body, "min_bytes", 1), 0)
         max_bytes = _int(body, "max_bytes", 52428800)
         replica_id = _int(body, "replica_id", -1)
+        read_committed = _int(body, "isolation_level", 0) == 1 and replica_id < 0
         if max_bytes <= 0:
             raise BadRequest("max_bytes must be positive")
         specs = []
@@ -353,6 +357,7 @@ class KafkaApis:
                         p[3] if len(p) > 3 else -1,
                         p[4] if len(p) > 4 else -1,
                         p[5] if len(p) > 5 else -1,
+                        read_committed,
                     )
                 )
         return self._fetch(specs, max_wait, min_bytes, max_bytes, replica_id)
@@ -374,7 +379,7 @@ class KafkaApis:
                     err, ts, off = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1, -1
                 else:
                     err, ts, off = self.replica_manager.list_offset(
-                        (t.name, p.partition_index), p.timestamp, p.current_leader_epoch
+                        (t.name, p.partition_index), p.timestamp, p.current_leader_epoch, req.isolation_level == 1
                     )
                 rows.append(
                     ListOffsetsPartitionResponse(
@@ -385,10 +390,6 @@ class KafkaApis:
         return ListOffsetsResponse(topics=tuple(topics))
 
     # --- metadata and admin --------------------------------------------------
-
-    def handle_init_producer_id(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        # Random 62-bit ids need no coordination between brokers; a collision is astronomically unlikely.
-        return {"error_code": 0, "producer_id": secrets.randbits(62), "producer_epoch": 0}
 
     def handle_api_versions(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         answer: dict[str, Any] = {

@@ -41,19 +41,37 @@ from broker.security.request_authorizer import (
 from net.acl import AclOperation, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
+from net.schema.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
 from net.schema.convert import error_response
 from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecordsTopic, DeleteRecordsTopicResult
 from net.schema.describe_producers import PartitionResponse
 from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
 from net.schema.describe_producers import TopicResponse as DescribeProducersTopicResponse
+from net.schema.describe_transactions import TransactionState as DescribedTxnState
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.list_offsets import ListOffsetsTopicResponse
 from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
+from net.schema.txn_offset_commit import TxnOffsetCommitResponseTopic
+from net.schema.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
 
 log = logging.getLogger("kafkalite.security")
 Op = AclOperation
 TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
-_DENIED_CODE = {TOPIC: TOPIC_DENIED, GROUP: GROUP_DENIED, CLUSTER: CLUSTER_DENIED}
+_DENIED_CODE = {
+    TOPIC: TOPIC_DENIED,
+    GROUP: GROUP_DENIED,
+    CLUSTER: CLUSTER_DENIED,
+    TXN: int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+}
 Finish = Callable[[Any], Any]
 
 
@@ -282,6 +300,13 @@ def _group(op: AclOperation) -> Callable[[Authorization, dict[str, Any], Connect
 
 
 def _produce(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """WRITE on each topic; a transactional produce also WRITE on its transactional id (Kafka's rule)."""
+    txn = body.get("transactional_id")
+    if txn is not None:
+        if not isinstance(txn, str):
+            raise BadRequest("field 'transactional_id' must be a string")
+        if not a.authz.allowed(ctx, Op.WRITE, TXN, txn):
+            return a.refuse(TXN, Op.WRITE, f"transactional id {txn}", ctx)
     return a.per_topic(body, ctx, Op.WRITE, lambda p, msg: ProduceResult(TOPIC_DENIED, message=msg).to_wire(p))
 
 
@@ -390,10 +415,137 @@ def _metadata(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) ->
     )
 
 
-def _init_producer_id(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+def _init_producer_id(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """A transactional producer: WRITE on its transactional id; an idempotent one: IDEMPOTENT_WRITE on the
+    cluster or WRITE on any topic (KIP-679)."""
+    tid = getattr(req, "transactional_id", None)
+    if tid is not None:
+        return Decision(req) if a.authz.allowed(ctx, Op.WRITE, TXN, tid) else _txn_refused(Op.WRITE, tid, ctx)
     if a.authz.idempotent_write(ctx):
-        return Decision(body)
+        return Decision(req)
     return a.refuse(CLUSTER, Op.IDEMPOTENT_WRITE, "the cluster (nor WRITE on any topic)", ctx)
+
+
+def _txn_refused(op: AclOperation, tid: str, ctx: ConnectionContext) -> Decision:
+    msg = denied_message(op, f"transactional id {tid}", ctx)
+    return Decision({}, refused=True, answer=error_body(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, msg))
+
+
+def _txn_write(field: str = "transactional_id", group_op: AclOperation | None = None) -> Callable[..., Decision]:
+    """WRITE on the request's transactional id (and `group_op` on its group_id): Kafka's rule for AddOffsetsToTxn,
+    EndTxn and TxnOffsetCommit."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        tid = getattr(req, field)
+        if not a.authz.allowed(ctx, Op.WRITE, TXN, tid):
+            return _txn_refused(Op.WRITE, tid, ctx)
+        if group_op is not None and not a.authz.allowed(ctx, group_op, GROUP, req.group_id):
+            return a.refuse(GROUP, group_op, f"group {req.group_id}", ctx)
+        return Decision(req)
+
+    return decide
+
+
+def _txn_offset_commit(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """WRITE on the transactional id, READ on the group, READ on each topic (Kafka's handleTxnOffsetCommitRequest)."""
+    d = _txn_write(group_op=Op.READ)(a, req, ctx)
+    if d.refused:
+        return d
+    return _typed_topics(Op.READ, _denied_rows(TxnOffsetCommitResponseTopic))(a, req, ctx)
+
+
+def _add_partitions_to_txn(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """A client's (v0-3): WRITE on the transactional id and on every topic added, or nothing is added (the denied
+    topics TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED, as Kafka). A broker's batched form
+    (v4+, KIP-890): CLUSTER_ACTION."""
+    if req.transactions:
+        return Decision(req) if a.broker(ctx) else a.refuse(CLUSTER, Op.CLUSTER_ACTION, "AddPartitionsToTxn v4+", ctx)
+    tid = req.v3_and_below_transactional_id
+    txn_denied = not a.authz.allowed(ctx, Op.WRITE, TXN, tid)
+    denied = (
+        set() if txn_denied else {t.name for t in req.v3_and_below_topics if not a.authz.topic(ctx, Op.WRITE, t.name)}
+    )
+    if not txn_denied and not denied:
+        return Decision(req)
+
+    def code(topic: str) -> int:  # the answer names every partition asked, as Kafka's error response does
+        if txn_denied:
+            return int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return TOPIC_DENIED if topic in denied else int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+
+    rows = tuple(
+        AddPartitionsToTxnTopicResult(
+            name=t.name,
+            results_by_partition=tuple(
+                AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code(t.name))
+                for p in t.partitions
+            ),
+        )
+        for t in req.v3_and_below_topics
+    )
+    top = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) if txn_denied else 0  # the v4+ field
+    return Decision(
+        {}, refused=True, answer=AddPartitionsToTxnResponse(error_code=top, results_by_topic_v3_and_below=rows)
+    )
+
+
+def _write_txn_markers(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """Brokers only; anyone else gets CLUSTER_AUTHORIZATION_FAILED in every partition named (Kafka's error
+    response), never an empty answer."""
+    if a.broker(ctx):
+        return Decision(req)
+    a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)  # logged as every broker-only refusal
+    markers = tuple(
+        WritableTxnMarkerResult(
+            producer_id=m.producer_id,
+            topics=tuple(
+                WritableTxnMarkerTopicResult(
+                    name=t.name,
+                    partitions=tuple(
+                        WritableTxnMarkerPartitionResult(partition_index=p, error_code=CLUSTER_DENIED)
+                        for p in t.partition_indexes
+                    ),
+                )
+                for t in m.topics
+            ),
+        )
+        for m in req.markers
+    )
+    if not markers:
+        return a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)
+    return Decision({}, refused=True, answer=WriteTxnMarkersResponse(markers=markers))
+
+
+def _describe_transactions(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on each transactional id; the others answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    denied = [t for t in req.transactional_ids if not a.authz.allowed(ctx, Op.DESCRIBE, TXN, t)]
+    if not denied:
+        return Decision(req)
+    rows = tuple(
+        DescribedTxnState(error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), transactional_id=t)
+        for t in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.transaction_states = answer.transaction_states + rows
+        return answer
+
+    kept = tuple(t for t in req.transactional_ids if t not in denied)
+    return Decision(replace(req, transactional_ids=kept), finish)
+
+
+def _list_transactions(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """Only the transactional ids the principal may DESCRIBE are listed (Kafka filters them)."""
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.transaction_states = tuple(
+                s for s in answer.transaction_states if a.authz.allowed(ctx, Op.DESCRIBE, TXN, s.transactional_id)
+            )
+        return answer
+
+    return Decision(req, finish)
 
 
 def _itself(item: Any) -> Any:
@@ -605,7 +757,7 @@ def _described_group_row(g: Any, msg: str) -> dict[str, Any]:
 
 R, E = "request", "each"
 RULES: dict[ApiKey, Rule] = {
-    ApiKey.PRODUCE: Rule((Need(TOPIC, Op.WRITE, E),), _produce),
+    ApiKey.PRODUCE: Rule((Need(TOPIC, Op.WRITE, E), Need(TXN, Op.WRITE, R)), _produce, "the transactional id's if any"),
     ApiKey.FETCH: Rule(
         (Need(TOPIC, Op.READ, E), Need(CLUSTER, Op.CLUSTER_ACTION, R)),
         _fetch,
@@ -679,7 +831,24 @@ RULES: dict[ApiKey, Rule] = {
         (Need(TOPIC, Op.ALTER_CONFIGS, E),), _topics_each(Op.ALTER_CONFIGS, _first, _alter_entries)
     ),
     ApiKey.INIT_PRODUCER_ID: Rule(
-        (Need(CLUSTER, Op.IDEMPOTENT_WRITE, R, "or WRITE on any topic (KIP-679)"),), _init_producer_id
+        (Need(CLUSTER, Op.IDEMPOTENT_WRITE, R, "or WRITE on any topic (KIP-679)"), Need(TXN, Op.WRITE, R)),
+        _init_producer_id,
+        "WRITE on the transactional id instead, for a transactional producer",
+    ),
+    ApiKey.ADD_PARTITIONS_TO_TXN: Rule(
+        (Need(TXN, Op.WRITE, R), Need(TOPIC, Op.WRITE, R), Need(CLUSTER, Op.CLUSTER_ACTION, R)),
+        _add_partitions_to_txn,
+        "CLUSTER_ACTION for the brokers' batched form (v4+)",
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: Rule((Need(TXN, Op.WRITE, R), Need(GROUP, Op.READ, R)), _txn_write(group_op=Op.READ)),
+    ApiKey.END_TXN: Rule((Need(TXN, Op.WRITE, R),), _txn_write()),
+    ApiKey.TXN_OFFSET_COMMIT: Rule(
+        (Need(TXN, Op.WRITE, R), Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _txn_offset_commit
+    ),
+    ApiKey.DESCRIBE_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _describe_transactions),
+    ApiKey.LIST_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _list_transactions, "those not allowed are left out"),
+    ApiKey.WRITE_TXN_MARKERS: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _write_txn_markers, "coordinator to leaders"
     ),
     ApiKey.DESCRIBE_ACLS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeAcls")),
     ApiKey.CREATE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "CreateAcls")),

@@ -273,12 +273,6 @@ class BrokerConfig(SecurityKeys):
     producer_id_expiration_check_interval_ms: Int = key(
         "producer.id.expiration.check.interval.ms", 600000, "How often expired producer ids are removed.", ge=1
     )
-    transactional_id_expiration_ms: Int = key(
-        "transactional.id.expiration.ms",
-        604800000,
-        "Accepted for Kafka configs' sake; there are no transactions.",
-        ge=1,
-    )
     # ReplicaFetcher.add cuts a pending long poll short, so a newly followed partition does not wait it out.
     num_replica_fetchers: Int = key(
         "num.replica.fetchers",
@@ -308,6 +302,46 @@ class BrokerConfig(SecurityKeys):
     )
     offsets_topic_segment_bytes: Int = key(
         "offsets.topic.segment.bytes", 104857600, "segment.bytes of __consumer_offsets.", ge=1
+    )
+    # Transactions (KIP-98): the transaction coordinator and its log, Kafka's names and defaults.
+    transaction_state_log_num_partitions: Int = key(
+        "transaction.state.log.num.partitions", 50, "Partitions of __transaction_state.", ge=1
+    )
+    transaction_state_log_replication_factor: Int = key(
+        "transaction.state.log.replication.factor",
+        -1,
+        "Replication factor of __transaction_state (-1: min(3, brokers)).",
+        ge=-1,
+    )
+    transaction_state_log_min_isr: Int = key(
+        "transaction.state.log.min.isr", 2, "min.insync.replicas of __transaction_state (at most its RF).", ge=1
+    )
+    transaction_state_log_segment_bytes: Int = key(
+        "transaction.state.log.segment.bytes", 104857600, "segment.bytes of __transaction_state.", ge=1
+    )
+    transaction_max_timeout_ms: Int = key(
+        "transaction.max.timeout.ms",
+        900000,
+        "Largest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT beyond).",
+        ge=1,
+    )
+    transactional_id_expiration_ms: Int = key(
+        "transactional.id.expiration.ms",
+        604800000,
+        "A transactional id without a transaction for this long is forgotten by its coordinator.",
+        ge=1,
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: Int = key(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        10000,
+        "How often the coordinator aborts transactions open past their timeout.",
+        ge=1,
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: Int = key(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        3600000,
+        "How often the coordinator forgets expired transactional ids.",
+        ge=1,
     )
     offsets_retention_minutes: Int = key(
         "offsets.retention.minutes", 10080, "Committed offsets of an empty group are kept this long.", ge=1

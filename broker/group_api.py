@@ -6,14 +6,21 @@ groups and topics it refused."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from broker.group.records import OFFSETS_TOPIC
 from broker.group_coordinator import now_ms
 from broker.network.server import BadRequest, ConnectionContext, as_list
 from broker.security.listeners import metadata_listener
-from net.errors import TRANSACTIONS_UNSUPPORTED, ErrorCode, KafkaLiteError, TopicAlreadyExistsError
+from broker.transaction.records import TXN_TOPIC
+from net.errors import ErrorCode, KafkaLiteError, TopicAlreadyExistsError
 from net.protocol import ApiKey
+from net.schema.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -49,9 +56,12 @@ class GroupApis:
         coordinator: "GroupCoordinator",
         image: "MetadataImage",
         channel: "ControllerChannel",
+        transaction_partition_for: Callable[[str], int] | None = None,
     ) -> None:
         self.config = config
         self.coordinator = coordinator
+        # FindCoordinator key_type 1: the __transaction_state partition of a transactional id.
+        self.transaction_partition_for = transaction_partition_for
         self.image = image
         self.channel = channel  # creates __consumer_offsets through the active controller
         self.handlers = {
@@ -66,6 +76,7 @@ class GroupApis:
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
             ApiKey.OFFSET_DELETE: self.offset_delete,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
         }
 
     # --- finding the coordinator -------------------------------------------------------------
@@ -91,23 +102,24 @@ class GroupApis:
     def _find_one(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         key = _str(body, "key")
         key_type = _int(body, "key_type", 0)
-        if key_type == 1:  # a transaction coordinator: see net/errors.py TRANSACTIONS_UNSUPPORTED
-            return {
-                "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-                "error_message": TRANSACTIONS_UNSUPPORTED,
-            }
-        if key_type != 0:
+        if key_type == 1 and self.transaction_partition_for is not None:  # a transactional id's coordinator
+            if not key:
+                return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": "transactional id is empty"}
+            topic, partition, create = TXN_TOPIC, self.transaction_partition_for(key), self._create_txn_topic
+        elif key_type != 0:
             return {
                 "error_code": int(ErrorCode.INVALID_REQUEST),
-                "error_message": "only group coordinators (key_type 0)",
+                "error_message": "key_type must be 0 (group) or 1 (transaction)",
             }
-        if not key:
+        elif not key:
             return {"error_code": int(ErrorCode.INVALID_GROUP_ID), "error_message": "group id must be non-empty"}
+        else:
+            topic, partition, create = OFFSETS_TOPIC, self.coordinator.partition_for(key), self._create_offsets_topic
         image = self.image
-        info = image.topics.get(OFFSETS_TOPIC)
+        info = image.topics.get(topic)
         if info is None:
-            return self._create_offsets_topic()
-        st = info.partitions.get(self.coordinator.partition_for(key))
+            return create()
+        st = info.partitions.get(partition)
         b = image.brokers.get(st.leader) if st is not None else None
         if b is None or b.fenced:
             return _not_available("the group's coordinator partition has no leader yet")
@@ -117,6 +129,19 @@ class GroupApis:
             return _not_available(f"the coordinator, broker {b.id}, has no {listener} listener registered yet")
         return {"error_code": 0, "node_id": b.id, "host": endpoint[0], "port": endpoint[1]}
 
+    async def _create_txn_topic(self) -> dict[str, Any]:
+        """Kafka creates __transaction_state on the first FindCoordinator for a transactional id."""
+        cfg = self.config
+        rf = cfg.transaction_state_log_replication_factor
+        if rf < 1:
+            rf = min(3, max(len(cfg.voters()), len(self.image.brokers)))
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+            "min.insync.replicas": str(min(cfg.transaction_state_log_min_isr, rf)),
+        }
+        return await self._create_internal(TXN_TOPIC, cfg.transaction_state_log_num_partitions, rf, configs)
+
     async def _create_offsets_topic(self) -> dict[str, Any]:
         """Kafka creates __consumer_offsets on the first FindCoordinator; the caller retries meanwhile."""
         cfg = self.config
@@ -125,16 +150,44 @@ class GroupApis:
             # The configured peers, or in ZooKeeper mode (where --peers is optional) the registered brokers.
             rf = min(3, max(len(cfg.voters()), len(self.image.brokers)))
         configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)}
-        n = cfg.offsets_topic_num_partitions
+        return await self._create_internal(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, configs)
+
+    async def _create_internal(self, topic: str, n: int, rf: int, configs: dict[str, str]) -> dict[str, Any]:
+        """An internal topic made on first use; the caller retries meanwhile (COORDINATOR_NOT_AVAILABLE)."""
         try:
-            await self.channel.create_topic(OFFSETS_TOPIC, n, rf, configs)
-            log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, n, rf)
+            await self.channel.create_topic(topic, n, rf, configs)
+            log.info("created %s with %d partitions, replication factor %d", topic, n, rf)
         except TopicAlreadyExistsError:
             pass
         except KafkaLiteError as e:
-            log.warning("cannot create %s yet: %s", OFFSETS_TOPIC, e)
-            return _not_available(f"the offsets topic cannot be created yet: {e}")
-        return _not_available("the offsets topic is being created")
+            log.warning("cannot create %s yet: %s", topic, e)
+            return _not_available(f"{topic} cannot be created yet: {e}")
+        return _not_available(f"{topic} is being created")
+
+    # --- transactional offsets ------------------------------------------------------------------
+
+    async def txn_offset_commit(self, req: TxnOffsetCommitRequest, ctx: ConnectionContext) -> TxnOffsetCommitResponse:
+        """Kafka's TxnOffsetCommit: the offsets join the producer's transaction (broker/group_coordinator.py)."""
+        offsets = {
+            (t.name, p.partition_index): (p.committed_offset, p.committed_metadata or "")
+            for t in req.topics
+            for p in t.partitions
+        }
+        code = await self.coordinator.txn_offset_commit(
+            req.group_id, req.producer_id, req.producer_epoch, req.generation_id, req.member_id, offsets
+        )
+        return TxnOffsetCommitResponse(
+            topics=tuple(
+                TxnOffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=tuple(
+                        TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                        for p in t.partitions
+                    ),
+                )
+                for t in req.topics
+            )
+        )
 
     # --- membership ------------------------------------------------------------------------
 

@@ -14,7 +14,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from broker.group.logic import Append, GroupConfig, GroupCoordinatorLogic, Output, Reply
-from broker.group.records import OFFSETS_TOPIC, build_batch, partition_for, read_records
+from broker.group.records import (
+    OFFSETS_TOPIC,
+    Key,
+    OffsetKey,
+    build_batch,
+    build_txn_batch,
+    partition_for,
+    read_log,
+)
+from broker.group.state import OffsetAndMetadata
 from broker.repeated_log import RepeatedConditionLog
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError
@@ -44,6 +53,11 @@ class GroupCoordinator:
         self._tokens = itertools.count(1)
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # TxnOffsetCommit's offsets not yet decided, per __consumer_offsets partition and producer id: a commit
+        # marker of that producer on the partition makes them the group's, an abort drops them (Kafka's
+        # pendingTransactionalOffsetCommits).
+        self.pending_txn: dict[int, dict[int, dict[tuple[str, str, int], OffsetAndMetadata]]] = {}
+        replica_manager.add_marker_listener(self.on_marker)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -68,25 +82,40 @@ class GroupCoordinator:
             if p in self.logic.partitions:
                 log.info("no longer coordinator for %s-%d", OFFSETS_TOPIC, p)
             self._execute(self.logic.unload(p))
+            self.pending_txn.pop(p, None)
 
     async def _load(self, part: "Partition") -> None:
         t0 = time.monotonic()
         lg = part.log
         offset, end = lg.log_start_offset, lg.log_end_offset
-        records = []
+        records: list[tuple[Key, dict[str, Any] | None]] = []
+        pending: dict[int, list[tuple[Key, dict[str, Any] | None]]] = {}  # open transactions' offsets
         while offset < end:
             data = lg.read(offset, LOAD_CHUNK_BYTES, max_offset=end)
             if not data:
                 break
-            last = offset
-            for off, key, value in read_records(data):
-                records.append((key, value))
-                last = off
-            offset = max(last + 1, _next_offset(data, offset))
+            for h, recs, marker in read_log(data):
+                if marker is not None:  # a transaction's end: its offsets count from here, or never
+                    decided = pending.pop(h.producer_id, [])
+                    if marker.commit:
+                        records += decided
+                elif h.is_transactional:
+                    pending.setdefault(h.producer_id, []).extend(recs)
+                else:
+                    records += recs
+            offset = max(offset + 1, _next_offset(data, offset))
             await asyncio.sleep(0)  # a long log must not stall the loop
         if part.leader_state is None:
             return  # lost the leadership while loading; on_partition_change unloaded us
         self.logic.load(part.partition, records, now_ms())
+        self.pending_txn[part.partition] = {
+            pid: {
+                (k.group, k.topic, k.partition): _offset_of(v)
+                for k, v in recs
+                if isinstance(k, OffsetKey) and v is not None
+            }
+            for pid, recs in pending.items()
+        }
         self._loads.pop(part.partition, None)
         log.log(
             logging.INFO if records else logging.DEBUG,
@@ -166,12 +195,87 @@ class GroupCoordinator:
             error = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         self._execute(self.logic.on_append_done(a.append_id, error, now_ms()))
 
+    # --- transactional offsets (TxnOffsetCommit) --------------------------------------------------
+
+    async def txn_offset_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation: int,
+        member_id: str,
+        offsets: dict[tuple[str, int], tuple[int, str]],
+    ) -> int:
+        """Write a transaction's offsets for the group as the producer's transactional records; they stay
+        pending (OffsetFetch does not show them) until the producer's marker on the partition. Returns an error
+        code for the whole commit (0: written)."""
+        p = self.partition_for(group_id)
+        err = self.logic.check_owner(p)
+        if err:
+            return int(err["error_code"])
+        g = self.logic.groups.get(group_id)
+        if generation >= 0 or member_id:  # v3+: the member's generation is checked, as for OffsetCommit
+            if g is None or member_id not in g.members:
+                return int(ErrorCode.UNKNOWN_MEMBER_ID)
+            if generation != g.generation:
+                return int(ErrorCode.ILLEGAL_GENERATION)
+        ts = int(time.time() * 1000)
+        recs: list[tuple[Key, dict[str, Any] | None]] = [
+            (OffsetKey(group_id, t, q), OffsetAndMetadata(off, meta or "", ts).to_value())
+            for (t, q), (off, meta) in offsets.items()
+        ]
+        tp = (OFFSETS_TOPIC, p)
+        try:
+            results, pending = self.replica_manager.append_records(
+                -1, {tp: build_txn_batch(recs, ts, producer_id, producer_epoch)}
+            )
+            if not results[tp].error and pending:
+                await self.replica_manager.wait_for_commit(results, pending, self.commit_timeout_ms / 1000)
+            code = results[tp].error
+        except KafkaLiteError as e:
+            code = int(e.code)
+        if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            return int(ErrorCode.NOT_COORDINATOR)
+        if code:
+            return code
+        mine = self.pending_txn.setdefault(p, {}).setdefault(producer_id, {})
+        for (t, q), (off, meta) in offsets.items():
+            mine[(group_id, t, q)] = OffsetAndMetadata(off, meta or "", ts)
+        return 0
+
+    def on_marker(self, topic: str, partition: int, pid: int, epoch: int, commit: bool, offset: int) -> None:
+        """A transaction's marker committed on a partition this broker leads (ReplicaManager's marker listeners)."""
+        if topic != OFFSETS_TOPIC:
+            return
+        decided = self.pending_txn.get(partition, {}).pop(pid, None)
+        if not commit or not decided:
+            return
+        for (group, t, q), om in decided.items():
+            g = self.logic.groups.get(group)
+            if g is None:
+                g = self.logic._group_for_load(group, partition, now_ms())
+            g.offsets[(t, q)] = om
+
+    def has_pending(self, group_id: str, tps: list[tuple[str, int]] | None = None) -> bool:
+        """Whether an open transaction holds offsets of the group (for those partitions): Kafka's
+        UNSTABLE_OFFSET_COMMIT for an OffsetFetch that asks for stable offsets."""
+        p = self.partition_for(group_id)
+        for offsets in self.pending_txn.get(p, {}).values():
+            for g, t, q in offsets:
+                if g == group_id and (tps is None or (t, q) in tps):
+                    return True
+        return False
+
     def close(self) -> None:
         for t in list(self._loads.values()) + list(self._tasks):
             t.cancel()
         for fut in self._waiting.values():
             if not fut.done():
                 fut.set_result({"error_code": int(ErrorCode.NOT_COORDINATOR), "error_message": "broker shutting down"})
+
+
+def _offset_of(v: dict[str, Any]) -> OffsetAndMetadata:
+    return OffsetAndMetadata(int(v["offset"]), str(v.get("metadata") or ""), int(v.get("commit_ts", 0)))
 
 
 def _next_offset(data: bytes, default: int) -> int:

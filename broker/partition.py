@@ -31,6 +31,7 @@ from net.errors import (
     CorruptMessageError,
     ErrorCode,
     FencedLeaderEpochError,
+    InvalidRecordError,
     KafkaLiteError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
@@ -58,6 +59,7 @@ class FetchSpec:
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
     log_start_offset: int = -1  # a follower's own log start (Kafka's FetchPartition.log_start_offset); -1: unknown
+    read_committed: bool = False  # a consumer's isolation_level 1: up to the last stable offset
 
 
 @dataclass(slots=True)
@@ -70,19 +72,22 @@ class FetchResult:
     diverging_epoch: int = -1
     diverging_end_offset: int = -1
     log_end_offset: int = -1
+    last_stable_offset: int = -1  # -1: the high watermark
+    aborted: list[list[int]] | None = None  # read_committed: [producer id, first offset] of aborted transactions
 
     def to_wire(self, partition: int) -> list[Any]:
         return [
             partition,
             self.error,
             self.high_watermark,
-            self.high_watermark,
+            self.last_stable_offset if self.last_stable_offset >= 0 else self.high_watermark,
             self.log_start_offset,
             self.records,
             self.message,
             self.diverging_epoch,
             self.diverging_end_offset,
             self.log_end_offset,
+            self.aborted or [],
         ]
 
 
@@ -149,15 +154,16 @@ class Partition:
             data = lg.read(offset, 8 * 1024 * 1024)
             if not data:
                 break
-            headers = [h for _, h in batch_fmt.iter_batches(data)]
-            state.replay(headers)
-            offset = headers[-1].next_offset
+            batches = list(batch_fmt.iter_batches(data))
+            state.replay([h for _, h in batches], _markers(data, batches))
+            offset = batches[-1][1].next_offset
         self.producer_state = state
         if state.replayed_batches > 64:  # a long replay (an old data dir, a crash): happen once, not per start
             state.take_snapshot(lg.log_end_offset)
 
     def _on_roll(self, base_offset: int) -> None:
         """Called by the Log after it rolled: the state now covers exactly the batches below `base_offset`."""
+        self.producer_state.trim_aborted(self.log.log_start_offset)
         self.producer_state.take_snapshot(base_offset)
         self.producer_state.delete_snapshots(below=self.log.log_start_offset)
 
@@ -269,16 +275,25 @@ class Partition:
                 f"{self.leader_epoch} has not reached the epoch's start offset {ls.leader_epoch_start_offset} yet"
             )
 
-    def latest_offset(self, current_leader_epoch: int = -1) -> int:
-        """ListOffsets latest: the high watermark, once it is current (check_high_watermark_current)."""
+    def latest_offset(self, current_leader_epoch: int = -1, read_committed: bool = False) -> int:
+        """ListOffsets latest: the high watermark, once it is current (check_high_watermark_current); under
+        read_committed, the last stable offset."""
         self.check_leader(current_leader_epoch)
         self.check_high_watermark_current()
-        return self.high_watermark
+        return self.last_stable_offset if read_committed else self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: below it every transaction is decided (the high watermark, or the first offset of the
+        oldest transaction still open, whichever is lower). read_committed consumers read up to it."""
+        first = self.producer_state.first_unstable_offset()
+        return self.high_watermark if first is None else min(self.high_watermark, first)
 
     # --- leader side ---------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, acks: int, now_ms: int) -> list[int]:
-        """Append a blob of one or more batches; returns each batch's base offset."""
+    def append_as_leader(self, records: bytes, acks: int, now_ms: int, markers: bool = False) -> list[int]:
+        """Append a blob of one or more batches; returns each batch's base offset. Control batches (transaction
+        markers) only with `markers`: WriteTxnMarkers writes them, a client never may."""
         self.check_leader()
         assert self.leader_state is not None
         if acks == -1 and len(self.leader_state.isr) < self.min_insync_replicas:
@@ -291,6 +306,8 @@ class Partition:
             raise CorruptMessageError(str(e)) from None
         if not headers or headers[-1][0] + headers[-1][1].size != len(records):
             raise CorruptMessageError("produce records are not a whole number of batches")
+        if not markers and any(h.is_control for _, h in headers):
+            raise InvalidRecordError("transaction markers cannot be written by clients")
         offsets: list[int | None] = []
         keep: list[tuple[int, batch_fmt.BatchHeader]] = []
         # Sequence and epoch rules first: a refused batch refuses the whole append, nothing is written.
@@ -315,7 +332,7 @@ class Partition:
                 if off is None:
                     _, h = next(it)
                     offsets[i] = base
-                    self.producer_state.update(h, base)
+                    self.producer_state.update(h, base, _marker(records, keep, h))
                     base += h.last_offset_delta + 1
             self.appended_records += sum(h.record_count for _, h in keep)
             self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
@@ -504,9 +521,10 @@ class Partition:
         if records:
             self.log.append_as_follower(records)
             # Followers track producers too, so a retry after this replica becomes leader is still a duplicate.
-            for _, h in batch_fmt.iter_batches(records):
+            for pos, h in batch_fmt.iter_batches(records):
                 if h.producer_id >= 0:
-                    self.producer_state.update(h, h.base_offset)
+                    marker = batch_fmt.control_record(records, pos, h) if h.is_control else None
+                    self.producer_state.update(h, h.base_offset, marker)
         fs = self.follower_state
         if fs is not None:
             fs.on_records_appended(self.log.log_end_offset, max(self.log.latest_epoch, -1))
@@ -545,3 +563,24 @@ class Partition:
         self.follower_state = None
         self._fail_hw_waiters(NotLeaderOrFollowerError(f"{self.topic}-{self.partition} was removed"))
         self.wake()
+
+
+def _markers(data: bytes, batches: list[tuple[int, batch_fmt.BatchHeader]]) -> dict[int, batch_fmt.ControlRecord]:
+    """The transaction markers among `batches` of `data`, by offset."""
+    out = {}
+    for pos, h in batches:
+        if h.is_control and (m := batch_fmt.control_record(data, pos, h)) is not None:
+            out[h.base_offset] = m
+    return out
+
+
+def _marker(
+    records: bytes, kept: list[tuple[int, batch_fmt.BatchHeader]], h: batch_fmt.BatchHeader
+) -> batch_fmt.ControlRecord | None:
+    """The marker of control batch `h` (one of `kept`, positions in `records`), None for a data batch."""
+    if not h.is_control:
+        return None
+    for pos, k in kept:
+        if k is h:
+            return batch_fmt.control_record(records, pos, h)
+    return None

@@ -4,6 +4,12 @@ For each producer id it remembers the last few batches' sequence ranges and
 offsets, so a retried batch is answered with its first offsets instead of
 being appended twice.
 
+For transactions (KIP-98) it also knows each producer's ongoing transaction on the partition (the offset of
+its first transactional batch): the first unstable offset, below which a read_committed consumer may read
+(the last stable offset, LSO), is the lowest of them. A commit or abort marker ends a transaction; an abort
+adds (producer id, first offset, marker offset) to the aborted transactions a read_committed fetch returns
+(Kafka's .txnindex entries, kept here: in the snapshots and rebuilt by the same replay, docs/FORMAT.md).
+
 The state must survive restarts and truncations, however far back a producer's
 last batch lies, without replaying the whole log. As Kafka does, it is written
 to `<20-digit offset>.snapshot` files in the partition directory (the state of
@@ -23,12 +29,13 @@ import struct
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import msgpack
 from crc32c import crc32c
 
 from broker.log.checkpoint import atomic_write
-from net.batch import BatchHeader
+from net.batch import BatchHeader, ControlRecord
 from net.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 log = logging.getLogger(__name__)
@@ -38,22 +45,33 @@ log = logging.getLogger(__name__)
 NUM_BATCHES_TO_RETAIN = 5
 
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2  # 2: ongoing and aborted transactions; 1 is still read
+_READABLE_VERSIONS = (1, 2)
 _HEADER = struct.Struct(">HI")  # version, crc32c of the msgpack body
 _MAX_SEQUENCE = 0x7FFFFFFF
 
-__all__ = ["NUM_BATCHES_TO_RETAIN", "OutOfOrderSequenceError", "ProducerStateManager", "snapshot_offsets"]
+__all__ = ["AbortedTxn", "NUM_BATCHES_TO_RETAIN", "OutOfOrderSequenceError", "ProducerStateManager", "snapshot_offsets"]
 
 
 class _Entry:
-    """One producer id: its epoch, the retained batches (first seq, last seq, base offset), last timestamp."""
+    """One producer id: its epoch, the retained batches (first seq, last seq, base offset), last timestamp,
+    and the first offset of its ongoing transaction here (-1: none)."""
 
-    __slots__ = ("epoch", "batches", "last_timestamp")
+    __slots__ = ("epoch", "batches", "last_timestamp", "txn_first")
 
-    def __init__(self, epoch: int, last_timestamp: int = -1) -> None:
+    def __init__(self, epoch: int, last_timestamp: int = -1, txn_first: int = -1) -> None:
         self.epoch = epoch
         self.batches: deque[tuple[int, int, int]] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.last_timestamp = last_timestamp
+        self.txn_first = txn_first
+
+
+class AbortedTxn(NamedTuple):
+    """An aborted transaction on this partition: Kafka's AbortedTxn (.txnindex entry) without its LSO."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the abort marker's offset
 
 
 def _retained_offset(entry: _Entry | None, h: BatchHeader) -> int | None:
@@ -110,6 +128,7 @@ class ProducerStateManager:
     def __init__(self, dir: Path | None = None) -> None:
         self.dir = Path(dir) if dir is not None else None  # None: no snapshots (in-memory use)
         self._producers: dict[int, _Entry] = {}
+        self.aborted: list[AbortedTxn] = []  # in marker order, so by last offset
         self.replayed_batches = 0  # headers replayed since the last load: recovery cost, for tests/metrics
 
     # --- de-duplication and sequence rules ---------------------------------------------
@@ -132,6 +151,16 @@ class ProducerStateManager:
                 out.append(None)
                 continue
             entry = self._producers.get(h.producer_id)
+            if h.is_control:  # a marker: no sequence, but a fenced epoch may not end a transaction
+                if entry is not None and h.producer_epoch < entry.epoch:
+                    raise InvalidProducerEpochError(
+                        f"producer {h.producer_id}: marker epoch {h.producer_epoch} is older than {entry.epoch}"
+                    )
+                out.append(None)
+                continue
+            if h.base_sequence < 0:  # no sequence (a transactional offset commit's batch): nothing to check
+                out.append(None)
+                continue
             dup = _retained_offset(entry, h)
             if dup is not None:
                 out.append(dup)
@@ -145,21 +174,59 @@ class ProducerStateManager:
             out.append(None)
         return out
 
-    def update(self, h: BatchHeader, base_offset: int) -> None:
+    def update(self, h: BatchHeader, base_offset: int, marker: ControlRecord | None = None) -> None:
+        """A batch appended at `base_offset`; for a control batch, `marker` is its commit or abort record."""
         if h.producer_id < 0:
             return
         entry = self._producers.get(h.producer_id)
+        if h.is_control:
+            if entry is None:
+                entry = self._producers[h.producer_id] = _Entry(h.producer_epoch)
+            elif h.producer_epoch > entry.epoch:  # the coordinator fenced the producer: its sequences restart
+                entry.epoch = h.producer_epoch
+                entry.batches.clear()
+            first, entry.txn_first = entry.txn_first, -1
+            entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+            if marker is not None and not marker.commit and first >= 0:
+                self.aborted.append(AbortedTxn(h.producer_id, first, base_offset))
+            return
         if entry is None or entry.epoch != h.producer_epoch:
-            entry = self._producers[h.producer_id] = _Entry(h.producer_epoch)
-        entry.batches.append((h.base_sequence, h.base_sequence + h.record_count - 1, base_offset))
+            txn_first = entry.txn_first if entry is not None else -1
+            entry = self._producers[h.producer_id] = _Entry(h.producer_epoch, txn_first=txn_first)
+        if h.base_sequence >= 0:
+            entry.batches.append((h.base_sequence, h.base_sequence + h.record_count - 1, base_offset))
         entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+        if h.is_transactional and entry.txn_first < 0:
+            entry.txn_first = base_offset
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
-        """Apply batch headers read back from the log (their base offsets are stamped)."""
+    def replay(self, headers: Iterable[BatchHeader], markers: dict[int, ControlRecord] | None = None) -> None:
+        """Apply batch headers read back from the log (their base offsets are stamped); `markers` holds the
+        control records of its control batches, by offset."""
         for h in headers:
             self.replayed_batches += 1
             if h.producer_id >= 0:
-                self.update(h, h.base_offset)
+                self.update(h, h.base_offset, (markers or {}).get(h.base_offset))
+
+    # --- transactions ---------------------------------------------------------------------
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest ongoing transaction here, or None."""
+        firsts = [e.txn_first for e in self._producers.values() if e.txn_first >= 0]
+        return min(firsts) if firsts else None
+
+    def ongoing_transactions(self) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, first offset) of each ongoing transaction (DescribeProducers, find-hanging)."""
+        return [(pid, e.epoch, e.txn_first) for pid, e in self._producers.items() if e.txn_first >= 0]
+
+    def aborted_in(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions a fetch of [start, end) must report (Kafka's collectAbortedTransactions:
+        those that end at or after `start` and begin before `end`)."""
+        return [a for a in self.aborted if a.last_offset >= start and a.first_offset < end]
+
+    def trim_aborted(self, log_start: int) -> None:
+        """Aborted transactions wholly below the log start are no reader's concern any more."""
+        if self.aborted and self.aborted[0].last_offset < log_start:
+            self.aborted = [a for a in self.aborted if a.last_offset >= log_start]
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -177,7 +244,10 @@ class ProducerStateManager:
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers whose newest batch timestamp is older than `expiration_ms`. Returns how many.
         A forgotten producer's retry is appended again, as in Kafka: expiry is the documented bound."""
-        old = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp > expiration_ms]
+        # A producer with a transaction open here is kept: its marker must still find where the transaction began.
+        old = [
+            pid for pid, e in self._producers.items() if now_ms - e.last_timestamp > expiration_ms and e.txn_first < 0
+        ]
         for pid in old:
             del self._producers[pid]
         return len(old)
@@ -189,8 +259,10 @@ class ProducerStateManager:
             {
                 "offset": offset,
                 "producers": [
-                    [pid, e.epoch, e.last_timestamp, [list(b) for b in e.batches]] for pid, e in self._producers.items()
+                    [pid, e.epoch, e.last_timestamp, [list(b) for b in e.batches], e.txn_first]
+                    for pid, e in self._producers.items()
                 ],
+                "aborted": [list(a) for a in self.aborted],
             }
         )
         return _HEADER.pack(SNAPSHOT_VERSION, crc32c(body)) + body
@@ -207,15 +279,18 @@ class ProducerStateManager:
             raise ValueError("shorter than its header")
         version, crc = _HEADER.unpack_from(data)
         body = data[_HEADER.size :]
-        if version != SNAPSHOT_VERSION:
+        if version not in _READABLE_VERSIONS:
             raise ValueError(f"unknown version {version}")
         if crc32c(body) != crc:
             raise ValueError("CRC mismatch")
         doc = msgpack.unpackb(body)
         mgr = cls(dir)
-        for pid, epoch, ts, batches in doc["producers"]:
-            e = mgr._producers[int(pid)] = _Entry(int(epoch), int(ts))
+        for row in doc["producers"]:
+            pid, epoch, ts, batches = row[:4]
+            txn_first = int(row[4]) if len(row) > 4 else -1  # version 1 had no transactions
+            e = mgr._producers[int(pid)] = _Entry(int(epoch), int(ts), txn_first)
             e.batches.extend((int(a), int(b), int(c)) for a, b, c in batches)
+        mgr.aborted = [AbortedTxn(int(a), int(b), int(c)) for a, b, c in doc.get("aborted", ())]
         return mgr, int(doc["offset"])
 
     @classmethod

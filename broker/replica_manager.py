@@ -28,6 +28,7 @@ from broker.metadata_apply import (
     StopFetching,
 )
 from broker.partition import FetchResult, FetchSpec, NotEnoughReplicasAfterAppendError, Partition
+from net import batch as batch_fmt
 from net.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
@@ -107,6 +108,7 @@ class ReplicaManager:
         self.propose_isr = propose_isr
         self.metrics = metrics
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self._marker_listeners: list[Callable[[str, int, int, int, bool, int], None]] = []
         # Log start offsets moved by a leader's answer (followers of a DeleteRecords), waiting to be checkpointed.
         self._log_starts_dirty = False
         self._log_start_writer: asyncio.Future[None] | None = None
@@ -372,8 +374,18 @@ class ReplicaManager:
             # A consumer sees the high watermark in every answer: while a new leader's lags the epoch start it
             # could be below what the previous leader showed (KIP-207), so it is not shown yet.
             p.check_high_watermark_current()
-            data = p.log.read(spec.offset, spec.max_bytes, max_offset=p.high_watermark)
-            return FetchResult(0, p.high_watermark, p.log.log_start_offset, data)
+            if not spec.read_committed:
+                data = p.log.read(spec.offset, spec.max_bytes, max_offset=p.high_watermark)
+                return FetchResult(0, p.high_watermark, p.log.log_start_offset, data)
+            # read_committed: nothing past the last stable offset, with the aborted transactions the records
+            # returned overlap, so the consumer can drop theirs (Kafka's FetchIsolation.TXN_COMMITTED).
+            lso = p.last_stable_offset
+            data = p.log.read(spec.offset, spec.max_bytes, max_offset=lso)  # out of range: raised, as any fetch
+            end = _end_of(data, spec.offset)
+            aborted = [[a.producer_id, a.first_offset] for a in p.producer_state.aborted_in(spec.offset, end)]
+            return FetchResult(
+                0, p.high_watermark, p.log.log_start_offset, data, last_stable_offset=lso, aborted=aborted
+            )
         except Exception as e:
             result: FetchResult = _error_result(FetchResult, e)
             p2 = self.partitions.get(tp)
@@ -463,6 +475,7 @@ class ReplicaManager:
                     spec.current_leader_epoch,
                     spec.last_fetched_epoch,
                     spec.log_start_offset,
+                    spec.read_committed,
                 )
             )
             r = self.read(s, replica_id)
@@ -474,7 +487,20 @@ class ReplicaManager:
 
     # --- list offsets --------------------------------------------------------
 
-    def list_offset(self, tp: tuple[str, int], timestamp: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:
+    # --- transaction markers -------------------------------------------------
+
+    def add_marker_listener(self, fn: Callable[[str, int, int, int, bool, int], None]) -> None:
+        """fn(topic, partition, producer id, epoch, commit, marker offset), called on the leader once a marker
+        WriteTxnMarkers wrote is committed (the group coordinator completes transactional offsets so)."""
+        self._marker_listeners.append(fn)
+
+    def marker_committed(self, topic: str, partition: int, pid: int, epoch: int, commit: bool, offset: int) -> None:
+        for fn in self._marker_listeners:
+            fn(topic, partition, pid, epoch, commit, offset)
+
+    def list_offset(
+        self, tp: tuple[str, int], timestamp: int, current_leader_epoch: int = -1, read_committed: bool = False
+    ) -> tuple[int, int, int]:
         """(error, timestamp, offset) for Kafka's ListOffsets: -2 (or -4) earliest, -1 latest, -3 the largest
         timestamp, else by time (net/protocol.py OffsetSpec). With a
         `current_leader_epoch`, a leader of another epoch refuses (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH)."""
@@ -484,7 +510,7 @@ class ReplicaManager:
             if timestamp in (OffsetSpec.EARLIEST, OffsetSpec.EARLIEST_LOCAL):
                 return 0, -1, p.log.log_start_offset
             if timestamp == OffsetSpec.LATEST:
-                return 0, -1, p.latest_offset()
+                return 0, -1, p.latest_offset(read_committed=read_committed)
             found = p.log.offset_for_timestamp(timestamp)
             if found is None or found[0] >= p.high_watermark:
                 # "No record at or after that time" may only be said of a current high watermark (Kafka's rule).
@@ -552,3 +578,11 @@ class ReplicaManager:
             except OSError as e:  # a full or failed disk: the next start replays from an older snapshot
                 log.warning("%s: producer-state snapshot at shutdown failed: %s", p, e)
             p.close()
+
+
+def _end_of(data: bytes, start: int) -> int:
+    """The offset after the last whole batch of `data` (`start` for none)."""
+    end = start
+    for _, h in batch_fmt.iter_batches(data):
+        end = h.next_offset
+    return end

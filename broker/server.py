@@ -43,6 +43,7 @@ from broker.network.kafka.codec import KafkaCodec
 from broker.network.peers import BrokerPeers
 from broker.network.quorum_driver import QuorumDriver, next_incarnation
 from broker.network.server import (
+    INTER_BROKER_LISTENER,
     RELAY_LISTENER,
     ConnectionContext,
     ConnectionLimits,
@@ -64,6 +65,8 @@ from broker.security.listeners import BROKER, KAFKA, NATIVE
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security.scram import ScramCredential
 from broker.security_api import SecurityApis
+from broker.transaction.api import TransactionApis
+from broker.transaction.coordinator import TransactionCoordinator
 from election import QuorumConfig
 from election.coordination import Coordination
 from net.errors import KafkaLiteError, MalformedRequest, error_code_of
@@ -75,6 +78,8 @@ TICK_S = 0.1
 METADATA_LOG_CONFIG = {"segment.bytes": "8388608", "retention.ms": "-1", "retention.bytes": "-1"}
 # AlterPartition relayed through ZooKeeper (relay_to_controller): from a broker, by the coordination's path.
 RELAY_CONTEXT = ConnectionContext("zookeeper", RELAY_LISTENER)
+# The transaction coordinator's markers for partitions this broker leads: served in-process, as a broker's.
+INTERNAL_CONTEXT = ConnectionContext("local", INTER_BROKER_LISTENER)
 ENDPOINT_CHECK_S = 0.5  # how soon a started broker's Kafka listener appears in every broker's Metadata
 
 
@@ -93,6 +98,7 @@ class BrokerServer:
         self.alter_partitions: AlterPartitionManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self.heartbeat: HeartbeatThread | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, lane): num.replica.fetchers
@@ -203,6 +209,20 @@ class BrokerServer:
         self.group_coordinator = GroupCoordinator(
             self.replica_manager, cfg.group_config(), cfg.offsets_topic_num_partitions, cfg.offsets_commit_timeout_ms
         )
+        self.txn_coordinator = TransactionCoordinator(
+            cfg.broker_id,
+            self.replica_manager,
+            lambda: self.image,
+            cfg.transaction_state_log_num_partitions,
+            cfg.transaction_max_timeout_ms,
+            cfg.transactional_id_expiration_ms,
+            cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+        )
+        transactions = TransactionApis(
+            self.txn_coordinator, self.replica_manager, lambda: self.image, self.group_coordinator.partition_for
+        )
+        self.txn_coordinator.send_markers = self._send_markers
         self.metrics_server = await MetricsServer.start(
             self.metrics,
             cfg.metrics_host,
@@ -221,7 +241,8 @@ class BrokerServer:
             coordination=self.quorum,
             controller=self.controller,
             channel=self.channel,
-            groups=GroupApis(cfg, self.group_coordinator, self.image, self.channel),
+            groups=GroupApis(cfg, self.group_coordinator, self.image, self.channel, self.txn_coordinator.partition_for),
+            transactions=transactions,
             security=SecurityApis(self.image, self.controller, self.channel, self.authz),
             metrics=self.metrics,
             topic_config=self.topic_config,
@@ -423,8 +444,17 @@ class BrokerServer:
     def _connection_count(self) -> int:
         return sum(n.connection_count for n in self.nets.values())
 
+    async def _send_markers(self, broker_id: int, request: Any) -> Any:
+        """The transaction coordinator's WriteTxnMarkers: served here when this broker leads the partitions,
+        else sent to their leader over the inter-broker listener."""
+        if broker_id == self.config.broker_id:
+            return await self.apis.transactions.write_txn_markers(request, INTERNAL_CONTEXT)
+        return await self.peers.call(broker_id, request, 15.0)
+
     def _on_partition_change(self, p: Partition, change: str) -> None:
         self.group_coordinator.on_partition_change(p, change)
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.on_partition_change(p, change)
 
     def _follow(self, p: Partition) -> None:
         self._unfollow(p)
@@ -464,6 +494,8 @@ class BrokerServer:
         self.controller.tick()
         self.replica_manager.tick()
         self.group_coordinator.tick()
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.tick()
 
     async def _register_kafka_endpoint(self) -> None:
         """Until the cluster metadata names our client listeners as configured, tell the controller (Kafka's
@@ -528,6 +560,8 @@ class BrokerServer:
             await self.metrics_server.stop()
         if self.group_coordinator is not None:
             self.group_coordinator.close()
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.close()
         if self.log_manager is not None and self.replica_manager is not None:
             hws = self.replica_manager.high_watermarks()
             self.replica_manager.close()

@@ -303,9 +303,12 @@ class KafkaLiteClient:
             raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
         return leader
 
-    async def list_offsets(self, tps: Iterable[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
+    async def list_offsets(
+        self, tps: Iterable[tuple[str, int]], timestamp: int, isolation_level: int = 0
+    ) -> dict[tuple[str, int], int]:
         """Kafka's ListOffsets, routed to each partition's leader: EARLIEST (-2), LATEST (-1, the high
-        watermark) or the first offset at/after a timestamp (-1 if none).
+        watermark; with isolation_level 1, read_committed, the last stable offset) or the first offset at/after a
+        timestamp (-1 if none).
 
         A retriable error (OFFSET_NOT_AVAILABLE while a new leader's high watermark catches up, KIP-207;
         NOT_LEADER_OR_FOLLOWER or a lost connection after a failover, whose topic's metadata is then asked
@@ -313,7 +316,7 @@ class KafkaLiteClient:
         an unknown topic or partition, are raised at once."""
         tps = list(tps)
         return await retry_until(
-            lambda: self._list_offsets_once(tps, timestamp),
+            lambda: self._list_offsets_once(tps, timestamp, isolation_level),
             self.backoff(),
             KafkaLiteError,
             # A topic or partition that does not exist is said at once (a CLI's one line), not waited for.
@@ -321,7 +324,9 @@ class KafkaLiteClient:
             deadline=time.monotonic() + self.request_timeout,
         )
 
-    async def _list_offsets_once(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
+    async def _list_offsets_once(
+        self, tps: list[tuple[str, int]], timestamp: int, isolation_level: int = 0
+    ) -> dict[tuple[str, int], int]:
         by_leader: dict[int, list[tuple[str, int]]] = {}
         for tp in tps:
             by_leader.setdefault(await self.leader_for(tp[0], tp[1]), []).append(tp)
@@ -335,7 +340,9 @@ class KafkaLiteClient:
                     ListOffsetsPartition(partition_index=p, timestamp=timestamp, current_leader_epoch=epoch)
                 )
             request = ListOffsetsRequest(
-                replica_id=-1, topics=tuple(ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items())
+                replica_id=-1,
+                isolation_level=isolation_level,
+                topics=tuple(ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()),
             )
             try:
                 conn = await self.connection(leader)

@@ -170,6 +170,21 @@ class ProducerConfig(CommonClientConfig):
         True,
         "Let brokers with auto.create.topics.enable create a topic this producer sends to.",
     )
+    transactional_id: OptStr = key(
+        "transactional.id",
+        None,
+        "Makes the producer transactional (init_transactions, begin/commit/abort_transaction): its records of one "
+        "transaction are visible to read_committed consumers all together or not at all, and a new producer with "
+        "the same id fences the old one. Needs enable.idempotence and acks=all.",
+    )
+    transaction_timeout_ms: Int = key(
+        "transaction.timeout.ms",
+        60000,
+        "How long a transaction may stay open before its coordinator aborts it (at most the brokers' "
+        "transaction.max.timeout.ms).",
+        ge=1,
+        le=INT_MAX,
+    )
 
 
 class ConsumerConfig(CommonClientConfig):
@@ -191,6 +206,12 @@ class ConsumerConfig(CommonClientConfig):
         "max.partition.fetch.bytes", 1048576, "Bytes one fetch may return of one partition.", ge=1
     )
     max_poll_records: Int = key("max.poll.records", 500, "Records one poll() returns at most.", ge=1)
+    isolation_level: choice("read_uncommitted", "read_committed", normalize=str.lower) = key(  # type: ignore[valid-type]
+        "isolation.level",
+        "read_uncommitted",
+        "read_committed: only records of committed transactions (and non-transactional ones), up to the last "
+        "stable offset; read_uncommitted: every record, as soon as it is replicated.",
+    )
     session_timeout_ms: Int = key(
         "session.timeout.ms", 45000, "Without a heartbeat this long, the coordinator removes the member.", ge=1
     )

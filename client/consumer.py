@@ -18,6 +18,7 @@ from client.fetcher import EARLIEST, LATEST, ConsumerRecord, Fetcher, PartitionF
 from client.group import ConsumerCoordinator
 from client.subscription import ConsumerRebalanceListener, GroupSubscription
 from client.topic_partition import TopicPartition
+from client.transactions import ConsumerGroupMetadata
 from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError
 from net.retry import retry_until
 
@@ -107,6 +108,14 @@ class AsyncConsumer:
     @property
     def generation(self) -> int:
         return self._coordinator.generation if self._coordinator is not None else -1
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """What a transactional producer's send_offsets_to_transaction needs of this consumer (Kafka's
+        ConsumerGroupMetadata): the group and, inside it, this member's generation, so that a zombie member's
+        transactional commit is refused."""
+        if self.group_id is None:
+            raise KafkaLiteError("group_metadata() needs a group.id", ErrorCode.INVALID_GROUP_ID)
+        return ConsumerGroupMetadata(self.group_id, self.generation, self.member_id)
 
     def tp(self, topic: str, partition: int) -> TopicPartition:
         return TopicPartition(topic, partition)
@@ -229,7 +238,8 @@ class AsyncConsumer:
 
     async def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
         """Kafka's ListOffsets: EARLIEST (-2), LATEST (-1) or the first offset at/after a timestamp (-1 if none)."""
-        found = await self.client.list_offsets([TopicPartition(*tp) for tp in tps], timestamp)
+        isolation = 1 if self._fetcher.read_committed else 0  # read_committed: LATEST is the last stable offset
+        found = await self.client.list_offsets([TopicPartition(*tp) for tp in tps], timestamp, isolation)
         return {TopicPartition(*tp): off for tp, off in found.items()}
 
     async def list_topics(self) -> dict[str, list[int]]:

@@ -78,6 +78,9 @@ def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[lis
     for pos, h in batch_fmt.iter_batches(data, validate_crc=True):
         if h.next_offset <= position:
             continue
+        if h.attributes & batch_fmt.CONTROL:  # a transaction marker: never a record of the application's
+            position = h.next_offset
+            continue
         if h.magic == batch_fmt.MAGIC and not h.attributes & batch_fmt.TIMESTAMP_LOG_APPEND:
             # Kafka's records, decoded in C by aiokafka: absolute offsets and timestamps as they come.
             batch = [
@@ -117,6 +120,35 @@ def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[lis
     return out, position
 
 
+def committed_only(data: bytes, aborted: list[Any]) -> bytes:
+    """The batches of a read_committed fetch an application may see (Kafka's Fetcher): those of an aborted
+    transaction are dropped, from the aborted transaction's first offset (the broker's `aborted_transactions`:
+    [producer_id, first_offset]) to its producer's abort marker, and so are the markers themselves."""
+    if not aborted and not _has_control(data):
+        return data
+    pending = sorted((int(first), int(pid)) for pid, first in aborted)
+    i = 0
+    aborting: set[int] = set()
+    keep: list[bytes] = []
+    changed = False
+    view = memoryview(data)
+    for pos, h in batch_fmt.iter_batches(data):
+        while i < len(pending) and pending[i][0] <= h.last_offset:
+            aborting.add(pending[i][1])
+            i += 1
+        if h.attributes & batch_fmt.CONTROL:
+            marker = batch_fmt.control_record(data, pos, h)
+            if marker is not None and not marker.commit:
+                aborting.discard(h.producer_id)
+            changed = True
+            continue
+        if h.attributes & batch_fmt.TRANSACTIONAL and h.producer_id in aborting:
+            changed = True
+            continue
+        keep.append(bytes(view[pos : pos + h.size]))
+    return b"".join(keep) if changed else data
+
+
 class PartitionFetchState:
     """One assigned partition: its position, what was fetched ahead, what was decoded and not yet handed out."""
 
@@ -135,7 +167,9 @@ class PartitionFetchState:
     def __init__(self) -> None:
         self.position: int | None = None  # next offset to hand to the application
         self.fetch_position: int | None = None  # next offset to ask the broker for (may run ahead: prefetch)
-        self.buffer: deque[tuple[bytes, int]] = deque()  # raw fetched data waiting to be decoded
+        # Raw fetched data waiting to be decoded: (batches, the offset asked from, the offset after the fetch).
+        # Under read_committed the batches may stop short of that offset: aborted ones and markers are left out.
+        self.buffer: deque[tuple[bytes, int, int]] = deque()
         self.paused = False
         self.high_watermark = -1
         self.log_start_offset = -1
@@ -166,6 +200,7 @@ class Fetcher:
         self.fetch_max_bytes = cfg.fetch_max_bytes
         self.max_partition_fetch_bytes = cfg.max_partition_fetch_bytes
         self.pause_gc_while_decoding = cfg.pause_gc_while_decoding
+        self.read_committed = cfg.isolation_level == "read_committed"
         self.states: dict[TopicPartition, PartitionFetchState] = {}
         self._fetches: dict[int, asyncio.Task[None]] = {}
         self.data_ready = asyncio.Event()
@@ -184,12 +219,13 @@ class Fetcher:
                     continue
                 if not st.buffer:
                     break
-                data, start = st.buffer.popleft()
+                data, start, nxt = st.buffer.popleft()
                 if start != st.position:  # a seek happened since this was fetched
                     continue
-                st.decoded, st.decoded_next = decode_records(
+                st.decoded, decoded_next = decode_records(
                     tp.topic, tp.partition, data, start, self.pause_gc_while_decoding
                 )
+                st.decoded_next = max(decoded_next, nxt)
                 st.decoded_at = 0
                 if not st.decoded:
                     st.position = st.decoded_next
@@ -205,11 +241,12 @@ class Fetcher:
             if st.paused or st.decoded_at < len(st.decoded):
                 continue  # records already decoded are drain()'s to hand out
             while st.buffer:
-                data, start = st.buffer.popleft()
+                data, start, nxt = st.buffer.popleft()
                 if start != st.position:  # a seek happened since this was fetched
                     continue
-                out.append((tp, data, start))
-                st.position = _next_offset(data)
+                if data:
+                    out.append((tp, data, start))
+                st.position = nxt
         return out
 
     def send_fetches(self) -> None:
@@ -254,6 +291,8 @@ class Fetcher:
             "max_bytes": self.fetch_max_bytes,
             "topics": [[t, p] for t, p in topics.items()],
         }
+        if self.read_committed:
+            body["isolation_level"] = 1
         try:
             resp = await self.client.request(
                 leader, ApiKey.FETCH, body, timeout=self.client.request_timeout + self.fetch_max_wait_ms / 1000
@@ -272,13 +311,16 @@ class Fetcher:
             self.data_ready.set()
             return
         for topic, rows in resp.get("topics", []):
-            for partition, err, hw, _lso, log_start, records, message, *_ in rows:
+            for row in rows:
+                partition, err, hw, lso, log_start, records, message = row[:7]
                 tp = TopicPartition(topic, partition)
                 st = self.states.get(tp)
                 if st is None or st.fetch_position != positions.get(tp):
                     continue  # unassigned or sought meanwhile
                 if hw >= 0:  # an error answer carries -1: keep the last known
-                    st.high_watermark, st.log_start_offset = hw, log_start
+                    # Under read_committed the end a consumer can reach (its lag's end) is the last stable offset.
+                    st.high_watermark = lso if self.read_committed and lso >= 0 else hw
+                    st.log_start_offset = log_start
                 if err == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._handle_out_of_range(tp, st)
                 elif err == ErrorCode.OFFSET_NOT_AVAILABLE:
@@ -293,8 +335,11 @@ class Fetcher:
                         self.errors.append(error)
                 elif records:
                     assert st.fetch_position is not None  # equal to the position this fetch asked from
-                    st.buffer.append((records, st.fetch_position))
-                    st.fetch_position = _next_offset(records)
+                    nxt = _next_offset(records)
+                    if self.read_committed:
+                        records = committed_only(records, row[10] if len(row) > 10 and row[10] else [])
+                    st.buffer.append((records, st.fetch_position, nxt))
+                    st.fetch_position = nxt
         self.data_ready.set()
 
     async def _handle_out_of_range(self, tp: TopicPartition, st: PartitionFetchState) -> None:
@@ -320,6 +365,10 @@ class Fetcher:
         self.closed = True
         for t in self._fetches.values():
             t.cancel()
+
+
+def _has_control(data: bytes) -> bool:
+    return any(h.attributes & batch_fmt.CONTROL for _, h in batch_fmt.iter_batches(data))
 
 
 def _next_offset(records: bytes) -> int:

@@ -25,6 +25,7 @@ from client.cluster import KafkaLiteClient
 from client.config import ClientConfigError, ProducerConfig
 from client.outcome import NOT_WRITTEN, FailedRecord
 from client.sender import Sender
+from client.transactions import ConsumerGroupMetadata, State, TransactionManager
 from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, UnknownTopicOrPartitionError
 
 log = logging.getLogger("kafkalite.producer")
@@ -114,8 +115,16 @@ class AsyncProducer:
         # metadata.max.age.ms: the partition counts are refreshed this often, so partitions added to a topic
         # (CreatePartitions) are written to, as Kafka's producer does.
         self._counts_checked = time.monotonic()
+        self._txn: TransactionManager | None = None
+        if cfg.transactional_id is not None:
+            if self.acks != -1 or not cfg.enable_idempotence:
+                # Kafka's rule: a transactional producer is idempotent, so acks=all.
+                raise ClientConfigError("transactional.id needs enable.idempotence=true and acks=all")
+            self._txn = TransactionManager(
+                self.client, cfg.transactional_id, cfg.transaction_timeout_ms, cfg.max_block_ms
+            )
         self.sender = Sender(
-            cfg, self.acks, self.client, self.accumulator, self._metadata_due, self._resolve_unresolved
+            cfg, self.acks, self.client, self.accumulator, self._metadata_due, self._resolve_unresolved, self._txn
         )
 
     @property
@@ -135,6 +144,73 @@ class AsyncProducer:
         await self.client.refresh_metadata([])
         await self.sender.start()
 
+    # --- transactions (KIP-98; client/transactions.py) ------------------------
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise KafkaLiteError("this producer has no transactional.id", ErrorCode.INVALID_TXN_STATE)
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Get this transactional.id's producer id and a new epoch: every older producer with the id is fenced
+        and a transaction it left open is aborted. Once, before the first transaction."""
+        txn = self._transactions()
+        pid, epoch = await txn.init()
+        self.sender.sequences.reset(pid, epoch)
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin()
+
+    async def send_offsets_to_transaction(self, offsets: Any, group_metadata: ConsumerGroupMetadata | str) -> None:
+        """Commit a consumer's positions with this transaction (exactly-once consume-transform-produce):
+        `offsets` maps (topic, partition) to the next offset to read, or is a list of TopicPartitions with
+        offsets; `group_metadata` is the consumer's group_metadata() (or a group id)."""
+        txn = self._transactions()
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not isinstance(offsets, dict):
+            offsets = {(tp.topic, tp.partition): tp.offset for tp in offsets}
+        await txn.send_offsets({(t, p): off for (t, p), off in offsets.items()}, group_metadata)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush the transaction's records, then commit it (EndTxn). If a record failed, the transaction can
+        only be aborted: the error is raised and abort_transaction() must follow, as in Kafka."""
+        txn = self._transactions()
+        if txn.state.state != State.COMMITTING_TRANSACTION:  # else a retry of a commit that timed out
+            txn.state.check_in_transaction("commit_transaction")
+        try:
+            await self.flush(timeout)
+        except KafkaLiteError as e:
+            txn.state.fail(e)
+            raise
+        await txn.end(True)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet are dropped (their callbacks get
+        TransactionAbortedError), those in flight are waited for, then EndTxn(abort)."""
+        txn = self._transactions()
+        txn.state.begin_abort()
+        self.sender.abort_undrained()
+        try:
+            await asyncio.wait_for(self.sender.wait_idle(), timeout)
+        except TimeoutError:
+            raise RequestTimedOutError(f"abort_transaction did not complete within {timeout}s") from None
+        self.sender.failures = []  # records of an aborted transaction: their outcome is the abort
+        await txn.end(False)
+        if txn.epoch_bump_needed:
+            txn.epoch_bump_needed = False
+            txn.state.state = State.ABORTING_TRANSACTION
+            await self.init_transactions()
+
+    @property
+    def transactional_id(self) -> str | None:
+        return self._txn.transactional_id if self._txn is not None else None
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """The producer id and epoch its batches carry (a transactional one's since init_transactions())."""
+        return self.sender.producer_id, self.sender.producer_epoch
+
     # --- the per-message path ------------------------------------------------
 
     def send(
@@ -148,6 +224,8 @@ class AsyncProducer:
         timestamp_ms: int | None = None,
     ) -> None:
         """Queue one record. Errors reach `on_delivery(err, None)`, and flush()/close() raise them."""
+        if self._txn is not None:
+            self._txn.state.check_send()
         if value.__class__ is not bytes:
             value = self.value_serializer(value)
         if key is not None and key.__class__ is not bytes:

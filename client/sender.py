@@ -21,6 +21,7 @@ from client.cluster import KafkaLiteClient
 from client.config import ProducerConfig
 from client.outcome import NOT_WRITTEN, UNKNOWN, FailedRecord, proves_not_appended, with_outcome
 from client.sequences import Sequences
+from client.transactions import TransactionAbortedError, TransactionManager
 from net import batch as batch_fmt
 from net.compression import codec_id
 from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, error_for
@@ -39,6 +40,7 @@ class Sender:
         accumulator: RecordAccumulator,
         unresolved: Callable[[], bool],
         resolve: Callable[[], Awaitable[None]],
+        txn: TransactionManager | None = None,
     ) -> None:
         """`unresolved` says whether records wait for their topic's partition count, or the known counts are
         due for a refresh (metadata.max.age.ms); `resolve` fetches the metadata (the producer's side: it
@@ -53,7 +55,10 @@ class Sender:
         self.delivery_timeout = cfg.delivery_timeout_ms / 1000
         self.request_timeout = cfg.request_timeout_ms / 1000
         self.max_request_size = cfg.max_request_size
-        self.idempotent = cfg.enable_idempotence and acks == -1
+        # A transactional producer is idempotent too (Kafka requires it); its epoch is the coordinator's.
+        self.txn = txn
+        self.idempotent = (cfg.enable_idempotence and acks == -1) or txn is not None
+        self._adding: asyncio.Task[None] | None = None  # AddPartitionsToTxn in flight
         self.max_in_flight = cfg.max_in_flight_requests_per_connection
         self.client = client
         self.accumulator = accumulator
@@ -80,7 +85,7 @@ class Sender:
         self._idle = asyncio.Event()
         self.accumulator.on_batch_full = self.wakeup_threadsafe
         self.accumulator.on_new_batch = self.wakeup_threadsafe
-        if self.idempotent:
+        if self.idempotent and self.txn is None:  # a transactional producer's comes from init_transactions()
             await self._init_producer_id()
         self._task = asyncio.create_task(self._run())
 
@@ -130,7 +135,7 @@ class Sender:
             try:
                 if self._unresolved():
                     await self._resolve()
-                if self.sequences.bump_requested:  # the epoch is exhausted: a new producer id
+                if self.sequences.bump_requested and self.txn is None:  # the epoch is exhausted: a new producer id
                     await self._init_producer_id()
                 self._send_ready()
             except Exception:
@@ -171,8 +176,13 @@ class Sender:
         now = time.monotonic()
         force = bool(self.flushing or self.closing)
         by_leader: dict[int, list[tuple[tuple[str, int], list[ProducerBatch]]]] = {}
+        txn = self.txn
+        unadded: list[tuple[str, int]] = []
         for tp in self.accumulator.pending_partitions():
             if tp in self._inflight:
+                continue
+            if txn is not None and txn.needs(tp):
+                unadded.append(tp)  # AddPartitionsToTxn first: a batch may not start a transaction by itself
                 continue
             batches = self.accumulator.drain(tp, now, self.linger, force, self.max_in_flight)
             if not batches:
@@ -208,6 +218,38 @@ class Sender:
                 self._inflight.add(tp)
             if request:
                 self._dispatch(leader, request)
+        if unadded and (self._adding is None or self._adding.done()):
+            self._adding = asyncio.create_task(self._add_partitions(unadded))
+
+    async def _add_partitions(self, tps: list[tuple[str, int]]) -> None:
+        """Add `tps` to the ongoing transaction; their batches wait for it, and fail with its error."""
+        assert self.txn is not None
+        try:
+            await self.txn.add_partitions(tps)
+        except Exception as e:
+            err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e))
+            log.warning("adding %d partitions to the transaction failed: %s", len(tps), err)
+            self.txn.state.fail(err)
+            for tp in tps:
+                with self.accumulator.lock:
+                    q = self.accumulator.queues.get(tp)
+                    batches = list(q or ())
+                    if q:
+                        q.clear()
+                if batches:
+                    self._fail_batches(batches, err)
+        finally:
+            self.wakeup_threadsafe()
+
+    def abort_undrained(self) -> None:
+        """abort_transaction(): batches not sent yet never will be (Kafka's abortUndrainedBatches)."""
+        err = TransactionAbortedError("the transaction was aborted before this record was sent")
+        with self.accumulator.lock:
+            queued = [(tp, list(q)) for tp, q in self.accumulator.queues.items() if q and tp not in self._inflight]
+            for tp, _ in queued:
+                self.accumulator.queues[tp].clear()
+        for _, batches in queued:
+            self._fail_batches(batches, err, aborted=True)
 
     def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
         """The batches' wire form, stamping new idempotent ones with the next sequences. A new batch waits
@@ -223,7 +265,16 @@ class Sender:
                     del batches[i:]
                     break
                 epoch, seq = self.sequences.stamp(tp, len(b.records))
-                b.encoded = batch_fmt.build(b.records, b.first_ts, b.max_ts, self.codec, self.producer_id, epoch, seq)
+                b.encoded = batch_fmt.build(
+                    b.records,
+                    b.first_ts,
+                    b.max_ts,
+                    self.codec,
+                    self.producer_id,
+                    epoch,
+                    seq,
+                    transactional=self.txn is not None,
+                )
                 b.producer_epoch = epoch
             parts.append(b.encode(self.codec))
         return b"".join(parts)
@@ -240,6 +291,8 @@ class Sender:
             "timeout_ms": int(self.request_timeout * 1000),
             "topics": [[t, parts] for t, parts in topics.items()],
         }
+        if self.txn is not None:
+            body["transactional_id"] = self.txn.transactional_id
         sent = time.monotonic()
         try:
             conn = await self.client.connection(leader)
@@ -297,7 +350,11 @@ class Sender:
         self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception, reached_broker: bool = True
     ) -> None:
         self._inflight.discard(tp)
-        if self.idempotent and getattr(err, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+        if (
+            self.txn is None
+            and self.idempotent
+            and getattr(err, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        ):
             self._renumber_after_gap(tp, batches, err)
             return
         if reached_broker and not proves_not_appended(err, self.acks):
@@ -405,11 +462,18 @@ class Sender:
             self.wakeup_threadsafe()
         return waiting
 
-    def _fail_batches(self, batches: list[ProducerBatch], err: Exception) -> None:
+    def _fail_batches(self, batches: list[ProducerBatch], err: Exception, aborted: bool = False) -> None:
         """Fail `batches` (all of one partition) for good."""
         self.accumulator.release(batches)
         numbered = [b for b in batches if b.producer_epoch >= 0]
-        if self.idempotent and numbered and numbered[0].producer_epoch == self.producer_epoch:
+        if self.txn is not None:
+            # The coordinator owns a transactional producer's epoch: the transaction can only be aborted now,
+            # and the abort bumps the epoch when these batches left a hole in a partition's sequences.
+            if not aborted:
+                self.txn.state.fail(err if isinstance(err, KafkaLiteError) else KafkaLiteError(str(err)))
+            if numbered:
+                self.txn.epoch_bump_needed = True
+        elif self.idempotent and numbered and numbered[0].producer_epoch == self.producer_epoch:
             # Their sequences are a hole the broker will never fill (or, if one was appended, did fill): the
             # partition's new batches start at 0 in a new epoch. Those numbered already keep their numbers:
             # they may have been appended; the broker's answer to them decides (_renumber_after_gap).

@@ -134,6 +134,30 @@ class Producer(_Blocking[AsyncProducer]):
     def partitions_for(self, topic: str) -> list[int]:
         return self._lt.run(self._impl.partitions_for(topic))
 
+    # Transactions (client/transactions.py): Kafka's producer calls.
+    def init_transactions(self) -> None:
+        self._lt.run(self._impl.init_transactions())
+
+    def begin_transaction(self) -> None:
+        self._impl.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any) -> None:
+        self._lt.run(self._impl.send_offsets_to_transaction(offsets, group_metadata))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._lt.run(self._impl.commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._lt.run(self._impl.abort_transaction(timeout))
+
+    @property
+    def transactional_id(self) -> str | None:
+        return self._impl.transactional_id
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        return self._impl.producer_id_and_epoch
+
 
 class Consumer(_Blocking[AsyncConsumer]):
     """Blocking consumer: manual assignment, or a consumer group with subscribe()."""
@@ -165,6 +189,9 @@ class Consumer(_Blocking[AsyncConsumer]):
     @property
     def generation(self) -> int:
         return self._impl.generation
+
+    def group_metadata(self) -> Any:
+        return self._impl.group_metadata()
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         self._lt.run(self._impl.assign(list(partitions)))
@@ -311,3 +338,56 @@ class Admin(_Blocking[AsyncAdmin]):
         self, offsets: dict[tuple[str, int], int], timeout_ms: int = 30000
     ) -> dict[tuple[str, int], int | KafkaLiteError]:
         return self._lt.run(self._impl.delete_records(offsets, timeout_ms))
+
+
+def _with_client(bootstrap_servers: str, config: dict[str, Any], name: str, fn: Any, timeout: float) -> Any:
+    """Run `fn(client)` on a client of its own, on a loop thread of its own, and close both."""
+    from client.cluster import KafkaLiteClient
+    from client.config import AdminConfig
+
+    async def run() -> Any:
+        client = KafkaLiteClient.from_config(bootstrap_servers, AdminConfig.from_kwargs(config))
+        try:
+            return await fn(client)
+        finally:
+            await client.close()
+
+    lt = LoopThread(name)
+    try:
+        return lt.run(run(), timeout + 10)
+    finally:
+        lt.stop()
+
+
+def end_transaction(
+    bootstrap_servers: str,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    timeout: float = 60.0,
+    **config: Any,
+) -> None:
+    """Commit or abort, from this process, a transaction another producer left open (client/transactions.py
+    end_transaction): the Spark sink's driver commits what its tasks wrote."""
+    from client.transactions import end_transaction as end_async
+
+    _with_client(
+        bootstrap_servers,
+        config,
+        "kl-end-transaction",
+        lambda c: end_async(c, transactional_id, producer_id, producer_epoch, commit, timeout),
+        timeout,
+    )
+
+
+def transaction_state(
+    bootstrap_servers: str, transactional_id: str, timeout: float = 60.0, **config: Any
+) -> str | None:
+    """The coordinator's state of a transactional.id (client/transactions.py transaction_state)."""
+    from client.transactions import transaction_state as state_async
+
+    result: str | None = _with_client(
+        bootstrap_servers, config, "kl-transaction-state", lambda c: state_async(c, transactional_id, timeout), timeout
+    )
+    return result

@@ -53,6 +53,17 @@ class ErrorCode(IntEnum):
     POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
+    # Transactions (KIP-98, KIP-890)
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51
+    TRANSACTION_COORDINATOR_FENCED = 52
+    UNKNOWN_PRODUCER_ID = 59
+    INVALID_RECORD = 87
+    PRODUCER_FENCED = 90
+    TRANSACTIONAL_ID_NOT_FOUND = 105
+    TRANSACTION_ABORTABLE = 120
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SECURITY_DISABLED = 54
     OPERATION_NOT_ATTEMPTED = 55
@@ -96,6 +107,7 @@ RETRIABLE = frozenset(
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.REPLICA_NOT_AVAILABLE,
         ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
     }
 )
 
@@ -177,6 +189,13 @@ class OutOfOrderSequenceError(KafkaLiteError):
 InvalidProducerEpochError = _error("INVALID_PRODUCER_EPOCH")
 
 
+# Transactions (KIP-98): a control batch from a client; an id the coordinator does not know.
+InvalidRecordError = _error("INVALID_RECORD")
+InvalidTxnStateError = _error("INVALID_TXN_STATE")
+ConcurrentTransactionsError = _error("CONCURRENT_TRANSACTIONS")
+ProducerFencedError = _error("PRODUCER_FENCED")
+
+
 # AlterPartition refusals (broker/controller.py). Not retriable as such: what a leader does with each is
 # broker/replication.py's alter_partition_outcome.
 OperationNotAttemptedError = _error("OPERATION_NOT_ATTEMPTED")
@@ -230,7 +249,7 @@ def error_for(code: int, message: str = "") -> KafkaLiteError:
     except ValueError:
         ec = ErrorCode.UNKNOWN_SERVER_ERROR
     for cls in KafkaLiteError.__subclasses__():
-        if cls.code == ec:
+        if cls.__dict__.get("code") == ec:  # a class of that code (not one that only inherits the default)
             return cls(message)
     return KafkaLiteError(message, ec)
 

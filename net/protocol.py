@@ -66,10 +66,17 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
     DELETE_RECORDS = 21
     OFFSET_FOR_LEADER_EPOCH = 23
+    WRITE_TXN_MARKERS = 27  # transaction coordinator to partition leaders (brokers only)
     DESCRIBE_LOG_DIRS = 35
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_QUORUM = 55
     LIST_CONFIG_RESOURCES = 74
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 class OffsetSpec(IntEnum):
@@ -101,6 +108,15 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.DESCRIBE_QUORUM: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
+    # Transactions (KIP-98)
+    ApiKey.INIT_PRODUCER_ID: 1,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 0,
+    ApiKey.ADD_OFFSETS_TO_TXN: 0,
+    ApiKey.END_TXN: 0,
+    ApiKey.WRITE_TXN_MARKERS: 0,
+    ApiKey.TXN_OFFSET_COMMIT: 0,
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.LIST_TRANSACTIONS: 0,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

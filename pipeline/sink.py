@@ -10,12 +10,25 @@ wins over it), `partition` (int; else the producer's partitioner), `headers`
 idempotence on, and flushes before it reports success, so a finished job's rows are committed in the topic.
 As with Spark's Kafka sink, delivery is at least once: a task that Spark retries writes its rows again.
 Other `kafka.`-prefixed options are producer configs (security settings included).
+
+`option("exactlyOnce", "true")` goes beyond Spark's own Kafka sink: each task writes its rows in a Kafka
+transaction it leaves open (a two-phase commit, as Flink's Kafka sink does), and the driver commits every
+task's transaction once Spark commits the micro-batch (or the job), or aborts them. A task's transactional.id
+is `<transactionalIdPrefix>-<query id>-<batch id>-<partition>`: a retried or replayed task fences and aborts
+what an earlier attempt left open, and a task of a micro-batch replayed after a driver crash first asks the
+coordinator whether its transaction was committed already (DescribeTransactions) and then writes nothing.
+So, given a replayable source and a deterministic query (Spark's own condition for exactly-once sinks), each
+row is in the topic once for read_committed readers (`kafka.isolation.level=read_committed` on the source).
+A micro-batch must finish within `kafka.transaction.timeout.ms` (default 60000, at most the brokers'
+transaction.max.timeout.ms), or its coordinator aborts it and the query fails at commit.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -25,8 +38,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from client.config import ProducerConfig
-from client.sync import Producer
+from client.config import CommonClientConfig, ProducerConfig
+from client.sync import Producer, end_transaction, transaction_state
 from pipeline import options as opt
 from pipeline.remote import bootstrap_servers, client_kwargs
 from pipeline.segments import LogReadError
@@ -37,6 +50,15 @@ _KEY_TYPES = (BinaryType, StringType)
 @dataclass
 class Written(WriterCommitMessage):
     records: int
+    # exactlyOnce: the task's transaction, left open for the driver to end (None: nothing to end)
+    transactional_id: str | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+# A replayed task's transaction in these states was committed (or is being completed) by its coordinator.
+_COMMITTED_STATES = ("PrepareCommit", "CompleteCommit")
+DEFAULT_PREFIX = "kafkalite-spark"
 
 
 def check_schema(schema: StructType, options: Mapping[str, str]) -> None:
@@ -62,13 +84,66 @@ def _as_bytes(v: object) -> bytes | None:
     return v.encode() if isinstance(v, str) else v  # type: ignore[return-value]
 
 
-def write_rows(options: Mapping[str, str], batches: Iterator[pa.RecordBatch]) -> Written:
-    """One task's rows into the cluster; returns once every one is acknowledged by all in-sync replicas."""
+def exactly_once(options: Mapping[str, str]) -> bool:
+    return opt.bool_option(opt.normalize(options), "exactlyOnce", False)
+
+
+def write_scope(opts: Mapping[str, str]) -> str | None:
+    """A batch write's own replay key, Delta Lake's idempotent-write options: `txnAppId` and `txnVersion`
+    (in foreachBatch: the query's id and the batch id), so a replayed foreachBatch write commits once."""
+    app, version = opts.get("txnappid"), opts.get("txnversion")
+    return f"{app}-{version}" if app and version is not None else None
+
+
+def _task_transactional_id(opts: Mapping[str, str], job: str, streaming: bool) -> str:
+    """This task's transactional.id: the same for every attempt of the same partition of the same micro-batch."""
+    from pyspark import TaskContext
+
+    tc = TaskContext.get()
+    partition = tc.partitionId() if tc is not None else 0
+    prefix = (opts.get("transactionalidprefix") or DEFAULT_PREFIX).strip()
+    scope = job
+    if streaming and tc is not None:
+        # A streaming micro-batch: keyed by the query (its id is stable across restarts from its checkpoint)
+        # and the batch id, so a replay finds what the first run did.
+        batch_id = tc.getLocalProperty("streaming.sql.batchId")
+        query_id = tc.getLocalProperty("sql.streaming.queryId")
+        if query_id and batch_id is not None:
+            scope = f"{query_id}-{batch_id}"
+    return f"{prefix}-{scope}-{partition}"
+
+
+def _common_kwargs(opts: Mapping[str, str]) -> dict[str, Any]:
+    """The connection settings (bootstrap aside) of the kafka.* options, for the driver's own requests."""
+    names = set(CommonClientConfig.kafka_names().values())
+    return {k: v for k, v in client_kwargs(opts, ProducerConfig).items() if k in names}
+
+
+def write_rows(
+    options: Mapping[str, str], batches: Iterator[pa.RecordBatch], job: str = "", streaming: bool = False
+) -> Written:
+    """One task's rows into the cluster; returns once every one is acknowledged by all in-sync replicas.
+    With exactlyOnce, inside a transaction left open for the driver to commit."""
     opts = opt.normalize(options)
     fixed_topic = (opts.get("topic") or "").strip() or None
     settings = {"acks": "all", "enable_idempotence": True, **client_kwargs(opts, ProducerConfig)}
+    bootstrap = bootstrap_servers(opts) or ""
+    txn_id = None
+    if exactly_once(opts):
+        txn_id = _task_transactional_id(opts, job, streaming)
+        state = transaction_state(bootstrap, txn_id, **_common_kwargs(opts))
+        if state in _COMMITTED_STATES:
+            # A replay of a micro-batch whose commit reached this partition's transaction before the driver
+            # died: its rows are in the topic already.
+            for _ in batches:
+                pass
+            return Written(0)
+        settings["transactional_id"] = txn_id
     n = 0
-    with Producer(bootstrap_servers(opts) or "", **settings) as producer:
+    with Producer(bootstrap, **settings) as producer:
+        if txn_id is not None:
+            producer.init_transactions()  # fences an earlier attempt and aborts what it left open
+            producer.begin_transaction()
         for rb in batches:
             cols = {name.lower(): rb.column(i).to_pylist() for i, name in enumerate(rb.schema.names)}
             rows = rb.num_rows
@@ -84,15 +159,45 @@ def write_rows(options: Mapping[str, str], batches: Iterator[pa.RecordBatch]) ->
                 producer.send(topics[i], _as_bytes(values[i]), _as_bytes(keys[i]), parts[i], hd)
             n += rows
         producer.flush()  # raises if any record failed: the task fails and Spark retries it
+        if txn_id is not None:
+            pid, epoch = producer.producer_id_and_epoch
+            # The producer closes without ending the transaction: the driver commits or aborts it.
+            return Written(n, txn_id, pid, epoch)
     return Written(n)
+
+
+def end_transactions(options: Mapping[str, str], messages: list, commit: bool) -> None:
+    """On the driver: end the transactions the tasks of a micro-batch (or job) left open."""
+    opts = opt.normalize(options)
+    bootstrap = bootstrap_servers(opts) or ""
+    kwargs = _common_kwargs(opts)
+    errors = []
+    for m in messages:
+        if not isinstance(m, Written) or m.transactional_id is None:
+            continue
+        try:
+            end_transaction(bootstrap, m.transactional_id, m.producer_id, m.producer_epoch, commit, **kwargs)
+        except Exception as e:  # noqa: BLE001 - abort is best effort: the coordinator's timeout aborts the rest
+            if commit:
+                raise
+            errors.append(e)
 
 
 class KafkaLiteWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = dict(options)
+        # On the driver: one id for every task of this write (txnAppId-txnVersion when given: replay-safe).
+        self.job = write_scope(opt.normalize(self.options)) or uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return write_rows(self.options, iterator)
+        return write_rows(self.options, iterator, self.job)
+
+    def commit(self, messages: list) -> None:
+        """exactlyOnce: every task succeeded; their rows become visible together."""
+        end_transactions(self.options, messages, commit=True)
+
+    def abort(self, messages: list) -> None:
+        end_transactions(self.options, messages, commit=False)
 
 
 class KafkaLiteStreamWriter(DataSourceStreamArrowWriter):
@@ -100,10 +205,13 @@ class KafkaLiteStreamWriter(DataSourceStreamArrowWriter):
         self.options = dict(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return write_rows(self.options, iterator)
+        return write_rows(self.options, iterator, streaming=True)
 
     def commit(self, messages: list, batchId: int) -> None:  # noqa: N803 - Spark's name
-        """Every task flushed before it reported: the micro-batch is in the topic already."""
+        """Every task flushed before it reported: at least once, the micro-batch is in the topic already;
+        exactlyOnce, the driver commits the tasks' transactions now."""
+        end_transactions(self.options, messages, commit=True)
 
     def abort(self, messages: list, batchId: int) -> None:  # noqa: N803
-        """No transactions: what tasks wrote stays (at least once, as Spark's Kafka sink)."""
+        """At least once, what tasks wrote stays (as Spark's Kafka sink); exactlyOnce, it is aborted."""
+        end_transactions(self.options, messages, commit=False)

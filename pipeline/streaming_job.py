@@ -71,8 +71,12 @@ class StreamingHashtags:
                 )
             )
             if self.to_topic:
+                # Exactly once: the batch's counts become visible together, and a batch Spark replays after a
+                # crash (same query id, same batch id) commits once (pipeline/sink.py).
+                query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
                 sink = jobs.as_records(batch_df).write.format("kafkalite").mode("append")
-                sink.options(**self._sink_options()).save()
+                sink = sink.options(**self._sink_options()).option("exactlyOnce", "true")
+                sink.option("txnAppId", f"kl-stream-hashtags-{query_id}").option("txnVersion", str(batch_id)).save()
             for r in rows:
                 self.counts[(str(r["window_start"]), str(r["window_end"]), r["hashtag"])] = r["count"]
         finally:

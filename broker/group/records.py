@@ -76,6 +76,31 @@ def build_batch(records: list[tuple[Key, dict[str, Any] | None]], now_ms: int) -
     return batch_fmt.build(recs, now_ms, now_ms)
 
 
+def build_txn_batch(
+    records: list[tuple[Key, dict[str, Any] | None]], now_ms: int, producer_id: int, producer_epoch: int
+) -> bytes:
+    """A TxnOffsetCommit's offsets: a transactional batch of the producer (no sequence, as Kafka writes it),
+    visible once that producer's commit marker follows it on the partition."""
+    recs = [[i, 0, encode_key(k), encode_value(v), None] for i, (k, v) in enumerate(records)]
+    return batch_fmt.build(
+        recs, now_ms, now_ms, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True
+    )
+
+
+def read_log(data: bytes) -> Iterator[tuple[batch_fmt.BatchHeader, list[tuple[Key, dict[str, Any] | None]], Any]]:
+    """(header, known records, transaction marker or None) of every batch in raw log bytes."""
+    for pos, h in batch_fmt.iter_batches(data):
+        if h.is_control:
+            yield h, [], batch_fmt.control_record(data, pos, h)
+            continue
+        recs = []
+        for _delta, _ts, key, value, _headers in batch_fmt.records_of(data, pos, h):
+            k = decode_key(key) if isinstance(key, bytes) else None
+            if k is not None:
+                recs.append((k, decode_value(value)))
+        yield h, recs, None
+
+
 def read_records(data: bytes) -> Iterator[tuple[int, Key, dict[str, Any] | None]]:
     """(offset, key, value) of every known record in raw log bytes."""
     for pos, h in batch_fmt.iter_batches(data):

@@ -16,6 +16,7 @@ from net.messages import MessageError, decode, encode
 from net.protocol import ApiKey
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectLeadersTopic
+from net.schema.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
 
 
@@ -91,8 +92,18 @@ def elect_leaders_response(resp: ElectLeadersResponse) -> dict[str, Any]:
     return body
 
 
+def init_producer_id_request(body: dict[str, Any]) -> InitProducerIdRequest:
+    """Version 0 had no fields: an idempotent producer's id."""
+    return InitProducerIdRequest()
+
+
+def init_producer_id_response(resp: InitProducerIdResponse) -> dict[str, Any]:
+    return {"error_code": resp.error_code, "producer_id": resp.producer_id, "producer_epoch": resp.producer_epoch}
+
+
 # api key -> (v0 body -> typed request, typed answer -> v0 body)
 LEGACY: dict[int, tuple[Callable[[dict[str, Any]], Any], Callable[[Any], dict[str, Any]]]] = {
     ApiKey.LIST_OFFSETS: (list_offsets_request, list_offsets_response),
     ApiKey.ELECT_LEADERS: (elect_leaders_request, elect_leaders_response),
+    ApiKey.INIT_PRODUCER_ID: (init_producer_id_request, init_producer_id_response),
 }

@@ -190,7 +190,7 @@ class PeerChannel:
             self.dropped += 1
             return False
 
-    async def request(self, api: ApiKey, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def _connected(self, timeout: float) -> BrokerConnection:
         conn = self._ensure()
         if conn is None:
             if self._connecting is not None:
@@ -198,8 +198,16 @@ class PeerChannel:
             conn = self._ensure()
             if conn is None:
                 raise KafkaLiteError(f"broker {self.peer_id} at {self.host}:{self.port} is unreachable")
+        return conn
+
+    async def request(self, api: ApiKey, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        conn = await self._connected(timeout)
         answer: dict[str, Any] = await conn.request(api, body, timeout=timeout)
         return answer
+
+    async def call(self, request: Any, timeout: float) -> Any:
+        """A typed request (net/schema/) and its typed answer."""
+        return await (await self._connected(timeout)).call(request, timeout)
 
     def close(self) -> None:
         self._closing = True
@@ -240,6 +248,9 @@ class BrokerPeers:
 
     async def request(self, broker_id: int, api: ApiKey, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         return await self.channel(broker_id).request(api, body, timeout)
+
+    async def call(self, broker_id: int, request: Any, timeout: float) -> Any:
+        return await self.channel(broker_id).call(request, timeout)
 
     def close(self) -> None:
         for ch in self._channels.values():

@@ -107,6 +107,12 @@ def legacy_print_flags(**flags: bool) -> dict[str, str]:
     metavar="KEY=VALUE",
     help="Consumer configs (Kafka's names: fetch.max.wait.ms, isolation.level, ...); they win over --consumer.config.",
 )
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_committed", "read_uncommitted"]),
+    default=None,
+    help="read_committed: only records of committed transactions (Kafka's default for this tool is read_uncommitted).",
+)
 @click.option("--print-key", is_flag=True, help="Same as --property print.key=true.")
 @click.option("--print-offset", is_flag=True, help="Same as --property print.offset=true.")
 @click.option("--print-partition", is_flag=True, help="Same as --property print.partition=true.")
@@ -125,6 +131,7 @@ def main(
     formatter: str,
     properties: tuple[str, ...],
     consumer_props: tuple[str, ...],
+    isolation_level: str | None,
     print_key: bool,
     print_offset: bool,
     print_partition: bool,
@@ -149,6 +156,8 @@ def main(
     }
     if group:
         config["group_id"] = group  # as in Kafka, --group wins over a group.id in the properties
+    if isolation_level is not None:
+        config["isolation_level"] = isolation_level
     if config.get("group_id") is not None and partition is not None:
         raise click.UsageError("--group cannot be combined with --partition (the group assigns partitions)")
     if from_beginning and config.get("auto_offset_reset") not in (None, "earliest"):

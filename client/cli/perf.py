@@ -122,11 +122,25 @@ def _producer_config(props: tuple[str, ...], acks: str, command_config: Path | N
 
 
 async def run_produce(
-    bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float, config: dict[str, Any]
+    bootstrap: str,
+    topic: str,
+    num_records: int,
+    record_size: int,
+    throughput: float,
+    config: dict[str, Any],
+    transaction_duration_ms: int | None = None,
 ) -> dict[str, Any]:
+    """With a transactional.id in `config`, the records go in transactions committed every
+    `transaction_duration_ms` (kafka-producer-perf-test's --transaction-duration-ms; default 3000)."""
     producer = AsyncProducer(bootstrap, **config)
     await producer.start()
     await producer.partitions_for(topic)
+    transactional = producer.transactional_id is not None
+    txn_s = (transaction_duration_ms or 3000) / 1000
+    if transactional:
+        await producer.init_transactions()
+        producer.begin_transaction()
+    txn_start = time.monotonic()
     stats = Stats(record_size)
 
     def on_batch(b: ProducerBatch, _sent: float) -> None:
@@ -152,7 +166,14 @@ async def run_produce(
                 await asyncio.sleep(0.001)
             await throttle.wait(sent)
             stats.maybe_report()
-        await producer.flush()
+            if transactional and time.monotonic() - txn_start >= txn_s:
+                await producer.commit_transaction()
+                producer.begin_transaction()
+                txn_start = time.monotonic()
+        if transactional:
+            await producer.commit_transaction()
+        else:
+            await producer.flush()
     finally:
         await producer.close()
     line, result = stats.summary()
@@ -287,6 +308,14 @@ def main() -> None:
     metavar="KEY=VALUE",
     help="Producer configs, kafka-producer-perf-test's name for them (kl-produce's is --producer-property).",
 )
+@click.option("--transactional-id", default=None, help="Produce in transactions with this transactional.id.")
+@click.option(
+    "--transaction-duration-ms",
+    type=int,
+    default=None,
+    help="Commit a transaction this often (default 3000 with --transactional-id; implies the default id "
+    "performance-producer-default-transactional-id without it).",
+)
 @click.option("--json-out", default=None, help="Also write the result as JSON to this file.")
 @one_line_errors
 def produce(
@@ -298,11 +327,20 @@ def produce(
     throughput: float,
     acks: str,
     props: tuple[str, ...],
+    transactional_id: str | None,
+    transaction_duration_ms: int | None,
     json_out: str | None,
 ) -> None:
     """Like kafka-producer-perf-test."""
     config = _producer_config(props, acks, command_config)
-    _emit_json(json_out, _run(run_produce(bootstrap_server, topic, num_records, record_size, throughput, config)))
+    if transaction_duration_ms is not None and transactional_id is None and "transactional_id" not in config:
+        transactional_id = "performance-producer-default-transactional-id"  # kafka-producer-perf-test's default
+    if transactional_id is not None:
+        config["transactional_id"] = transactional_id
+    if config.get("transactional_id") is not None and acks not in ("all", "-1"):
+        raise click.UsageError("a transactional producer needs --acks all")
+    run = run_produce(bootstrap_server, topic, num_records, record_size, throughput, config, transaction_duration_ms)
+    _emit_json(json_out, _run(run))
 
 
 @main.command()

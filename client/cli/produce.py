@@ -119,6 +119,12 @@ class LineReader:
     help="The line reader's: parse.key, key.separator, parse.headers, headers.delimiter, headers.separator, "
     "headers.key.separator, null.marker, ignore.error.",
 )
+@click.option(
+    "--transactional-id",
+    default=None,
+    help="Write every line of the input in one transaction with this transactional.id, committed at the end "
+    "(aborted if a record fails).",
+)
 @one_line_errors
 def main(
     bootstrap_server: str,
@@ -131,6 +137,7 @@ def main(
     compression_codec: str | None,
     props: tuple[str, ...],
     properties: tuple[str, ...],
+    transactional_id: str | None,
 ) -> None:
     """Read lines from stdin and produce each one as a message."""
     reader_props = {"parse.key": "true"} if parse_key or key_separator is not None else {}
@@ -144,12 +151,26 @@ def main(
         config["acks"] = acks
     if compression_codec is not None:
         config["compression_type"] = compression_codec
+    if transactional_id is not None:
+        config["transactional_id"] = transactional_id
     with Producer(bootstrap_server, **config) as producer:
         producer.partitions_for(topic)  # an unknown topic fails now, with its name, not after max.block.ms
-        for n, line in enumerate(sys.stdin, 1):
-            key, value, headers = reader.read(n, line.rstrip("\n"))
-            producer.send(topic, value, key=key, partition=partition, headers=headers or None)
-        producer.flush()
+        transactional = producer.transactional_id is not None
+        if transactional:
+            producer.init_transactions()
+            producer.begin_transaction()
+        try:
+            for n, line in enumerate(sys.stdin, 1):
+                key, value, headers = reader.read(n, line.rstrip("\n"))
+                producer.send(topic, value, key=key, partition=partition, headers=headers or None)
+            if transactional:
+                producer.commit_transaction()
+            else:
+                producer.flush()
+        except BaseException:
+            if transactional:
+                producer.abort_transaction()  # nothing of this input becomes visible to read_committed readers
+            raise
 
 
 if __name__ == "__main__":

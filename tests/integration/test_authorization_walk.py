@@ -26,17 +26,24 @@ from net.connection import BrokerConnection
 from net.errors import ErrorCode
 from net.messages import decode, encode
 from net.protocol import ApiKey
+from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest
+from net.schema.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
+from net.schema.describe_transactions import DescribeTransactionsRequest
+from net.schema.end_txn import EndTxnRequest
 from net.schema.list_config_resources import ListConfigResourcesRequest
+from net.schema.list_transactions import ListTransactionsRequest
 from net.schema.messages import MESSAGES
 from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from net.schema.txn_offset_commit import TxnOffsetCommitRequest
+from net.schema.write_txn_markers import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from net.security import ClientSecurity, SaslClient
 from tests.integration.cluster_harness import ClusterHarness, wait_until
 from tests.integration.test_kafka_protocol_errors import frame
@@ -208,6 +215,26 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
         (ApiKey.DESCRIBE_LOG_DIRS, encode(DescribeLogDirsRequest(topics=None)), top, [CLUSTER_DENIED]),
         (ApiKey.DESCRIBE_QUORUM, encode(DescribeQuorumRequest(topics=quorum)), top, [CLUSTER_DENIED]),
         (ApiKey.LIST_CONFIG_RESOURCES, encode(ListConfigResourcesRequest()), top, [CLUSTER_DENIED]),
+        # transactions: another principal's transactional id, a broker's api
+        (ApiKey.ADD_PARTITIONS_TO_TXN, encode(AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="victim-txn",
+            v3_and_below_topics=(AddPartitionsToTxnTopic(name=MY_TOPIC, partitions=(0,)),))),
+         lambda a: [p.partition_error_code for t in decode(MESSAGES[ApiKey.ADD_PARTITIONS_TO_TXN][1], a)
+                    .results_by_topic_v3_and_below for p in t.results_by_partition], [TXN_DENIED]),
+        (ApiKey.ADD_OFFSETS_TO_TXN, encode(AddOffsetsToTxnRequest(transactional_id="victim-txn", group_id=MINE)),
+         top, [TXN_DENIED]),
+        (ApiKey.END_TXN, encode(EndTxnRequest(transactional_id="victim-txn", committed=True)), top, [TXN_DENIED]),
+        (ApiKey.TXN_OFFSET_COMMIT, encode(TxnOffsetCommitRequest(transactional_id="victim-txn", group_id=MINE)),
+         top, [TXN_DENIED]),
+        (ApiKey.DESCRIBE_TRANSACTIONS, encode(DescribeTransactionsRequest(transactional_ids=("victim-txn",))),
+         lambda a: [st.error_code for st in decode(MESSAGES[ApiKey.DESCRIBE_TRANSACTIONS][1], a).transaction_states],
+         [TXN_DENIED]),
+        (ApiKey.LIST_TRANSACTIONS, encode(ListTransactionsRequest()),  # answered, with nothing she may not see
+         lambda a: [len(decode(MESSAGES[ApiKey.LIST_TRANSACTIONS][1], a).transaction_states)], [0]),
+        (ApiKey.WRITE_TXN_MARKERS, encode(WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+            producer_id=1, topics=(WritableTxnMarkerTopic(name=SECRET, partition_indexes=(0,)),)),))),
+         lambda a: [p.error_code for m in decode(MESSAGES[ApiKey.WRITE_TXN_MARKERS][1], a).markers
+                    for t in m.topics for p in t.partitions], [CLUSTER_DENIED]),
     ]  # fmt: skip
 
 
@@ -381,7 +408,10 @@ def leaf_codes(x: Any) -> list[int]:
     inner = [c for v in x.values() if isinstance(v, list) for c in leaf_codes(v)]
     if inner:
         return inner
-    return [x["error_code"]] if "error_code" in x else []
+    for key in ("error_code", "partition_error_code"):  # AddPartitionsToTxn's rows name it so
+        if key in x:
+            return [x[key]]
+    return []
 
 
 def kafka_cases() -> list[tuple[int, int, dict, list]]:
@@ -548,6 +578,45 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
         (37, 3, {"topics": [{"name": SECRET, "count": 5, "assignments": None}], "timeout": 5000}, [TOPIC_DENIED]),
         (42, 2, {"groups_names": [VICTIM]}, [GROUP_DENIED]),
         (43, 2, {"election_type": 1, "topic_partitions": None, "timeout": 5000}, [CLUSTER_DENIED]),
+        (22, 4, {"transactional_id": "victim-txn", "transaction_timeout": 60000}, [TXN_DENIED]),
+        (
+            24,
+            3,
+            {
+                "v3_and_below_transactional_id": "victim-txn",
+                "v3_and_below_topics": [{"name": MY_TOPIC, "partitions": [0]}],
+            },
+            [TXN_DENIED],
+        ),
+        (25, 3, {"transactional_id": "victim-txn", "group_id": MINE}, [TXN_DENIED]),
+        (26, 3, {"transactional_id": "victim-txn", "committed": True}, [TXN_DENIED]),
+        (
+            27,
+            1,
+            {
+                "markers": [
+                    {
+                        "producer_id": 1,
+                        "producer_epoch": 0,
+                        "transaction_result": True,
+                        "topics": [{"name": SECRET, "partition_indexes": [0]}],
+                        "coordinator_epoch": 0,
+                    }
+                ]
+            },
+            [ANY_ERROR],
+        ),
+        (
+            28,
+            3,
+            {
+                "transactional_id": "victim-txn",
+                "group_id": MINE,
+                "topics": [{"name": MY_TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+            },
+            [TXN_DENIED],
+        ),
+        (65, 0, {"transactional_ids": ["victim-txn"]}, [TXN_DENIED]),
         (44, 1, {"resources": [{"resource_type": 2, "resource_name": SECRET, "configs": configs}]}, [TOPIC_DENIED]),
         (
             47,
@@ -615,7 +684,9 @@ def test_every_kafka_api_is_refused_and_changes_nothing(cluster):
         assert SECRET not in [t["name"] for t in wire.call(3, 12, {"topics": None})["topics"]]
         # open to every client in Kafka: the cluster's brokers (no ACL names them)
         assert wire.call(60, 1, {})["error_code"] == 0
-        walked |= {16, 60}
+        # a listing: answered, without what she may not describe
+        assert wire.call(66, 1, {})["error_code"] == 0
+        walked |= {16, 60, 66}
     finally:
         wire.close()
     # a second login on a logged-in connection is refused (and the connection closed)

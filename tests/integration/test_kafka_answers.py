@@ -1,6 +1,6 @@
 """Kafka's answers where Kafka Lite used to give other ones (issue 27 §1), on one shared broker with both
 listeners: idempotent sequence gaps refused (and our producer's KIP-360 recovery from one), negative and
-past-the-end committed offsets stored and reset by consumers, transactional clients failing at once."""
+past-the-end committed offsets stored and reset by consumers, aiokafka's transactions."""
 
 from __future__ import annotations
 
@@ -125,75 +125,54 @@ def test_our_producer_bumps_its_epoch_after_a_gap_and_loses_or_duplicates_nothin
     assert len(values) == 23
 
 
-# --- transactional clients fail at once (transactions themselves: issue 28) ---------------------------------
+# --- transactions through a third Kafka client (issue 28; the others: test_transactions_clients.py) ---
 
 
-def test_confluent_kafka_init_transactions_fails_at_once(cluster):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    p = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "transactional.id": "tx-ck"})
-    started = time.monotonic()
-    with pytest.raises(confluent_kafka.KafkaException) as info:
-        p.init_transactions(30)
-    took = time.monotonic() - started
-    err = info.value.args[0]
-    assert err.code() == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, err
-    assert err.fatal() and not err.retriable(), err
-    assert "not supported by Kafka Lite" in err.str(), err
-    assert took < 10, f"init_transactions took {took:.1f} s (it retried instead of failing)"
-
-
-def test_kafka_python_init_transactions_fails_at_once(cluster):
-    kafka = pytest.importorskip("kafka")
-    p = kafka.KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap(), transactional_id="tx-kp")
-    try:
-        started = time.monotonic()
-        with pytest.raises(kafka.errors.TransactionalIdAuthorizationFailedError):
-            p.init_transactions()
-        assert time.monotonic() - started < 10
-    finally:
-        p.close(timeout=5)
-
-
-def test_aiokafka_transactional_producer_start_fails_at_once(cluster):
+def test_aiokafka_transactions_commit_abort_and_read_committed(cluster):
     aiokafka = pytest.importorskip("aiokafka")
+    topic = "tx-aio"
+    cluster.create_topic(topic, 1, 1)
 
-    async def start() -> None:
+    async def run() -> list[bytes]:
         p = aiokafka.AIOKafkaProducer(bootstrap_servers=cluster.kafka_bootstrap(), transactional_id="tx-aio")
+        await asyncio.wait_for(p.start(), 30)
         try:
-            with pytest.raises(aiokafka.errors.TransactionalIdAuthorizationFailed):
-                await asyncio.wait_for(p.start(), 30)
+            async with p.transaction():
+                await p.send_and_wait(topic, b"committed", partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"aborted", partition=0)
+            await p.abort_transaction()
         finally:
             await p.stop()
+        c = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=cluster.kafka_bootstrap(), isolation_level="read_committed", auto_offset_reset="earliest"
+        )
+        await c.start()
+        try:
+            c.assign([aiokafka.TopicPartition(topic, 0)])
+            got = await c.getmany(timeout_ms=3000)
+            return [m.value for ms in got.values() for m in ms]
+        finally:
+            await c.stop()
 
-    started = time.monotonic()
-    asyncio.run(start())
-    assert time.monotonic() - started < 10
+    assert asyncio.run(run()) == [b"committed"]
 
 
-def test_native_find_coordinator_for_a_transaction_and_our_clients_unaffected(cluster):
+def test_native_find_coordinator_for_a_transaction(cluster):
     c = RawClient(cluster[1].port)
     try:
-        body = c.request(ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 1})
-        assert body["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        assert (
-            c.request(ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 2})["error_code"] == ErrorCode.INVALID_REQUEST
-        )
+        deadline = time.monotonic() + 30
+        while True:  # __transaction_state is created on first use: COORDINATOR_NOT_AVAILABLE meanwhile
+            body = c.request(ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 1})
+            if body["error_code"] == 0 or time.monotonic() > deadline:
+                break
+            assert body["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE, body
+            time.sleep(0.2)
+        assert body["error_code"] == 0 and body["node_id"] == 1, body
+        bad = c.request(ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 2})
+        assert bad["error_code"] == ErrorCode.INVALID_REQUEST
     finally:
         c.close()
-    topic = "tx-others"
-    cluster.create_topic(topic, 1, 1)
-    with Producer(cluster.bootstrap(), acks="all") as p:  # idempotent, no transactional id
-        p.send(topic, b"plain", partition=0)
-        p.flush()
-        assert p.idempotent and not p._impl.sender.failures
-    with Consumer(cluster.bootstrap(), group_id="tx-others", auto_offset_reset="earliest") as c:
-        c.subscribe([topic])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while not got and time.monotonic() < deadline:
-            got += [r.value for r in c.poll(500)]
-        c.commit()
-    assert got == [b"plain"]
 
 
 # --- negative and past-the-end committed offsets ------------------------------------------------------------

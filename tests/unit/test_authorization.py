@@ -19,26 +19,44 @@ from broker.security.request_authorizer import RequestAuthorizer
 from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
+from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest
+from net.schema.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest
+from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
+from net.schema.end_txn import EndTxnRequest
+from net.schema.init_producer_id import InitProducerIdRequest
 from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.list_transactions import ListTransactionsRequest
+from net.schema.list_transactions import TransactionState as ListedTxn
 from net.schema.messages import MESSAGES
 from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from net.schema.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from net.schema.write_txn_markers import WriteTxnMarkersRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 Op, RT = AclOperation, ResourceType
 TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+TXN_DENIED = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 # Keys no api defines, and the batched shapes' keys, added to every body: none may change what is checked.
 NOISE = {"groups": [], "keys": [], "x-unknown": {"group_id": "alice-group"}}
 
@@ -55,6 +73,8 @@ class Image:
             allow("User:alice", Op.READ, RT.TOPIC, "alice-topic"),
             allow("User:victim", Op.ALL, RT.GROUP, "victim-group"),
             allow("User:victim", Op.ALL, RT.TOPIC, "secret-topic"),
+            allow("User:alice", Op.WRITE, RT.TRANSACTIONAL_ID, "alice-txn"),
+            allow("User:victim", Op.ALL, RT.TRANSACTIONAL_ID, "victim-txn"),
         }
     )
     topics: dict = field(default_factory=lambda: {"alice-topic": object(), "secret-topic": object()})
@@ -162,7 +182,48 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
         ({"brokers": ["1"]}, ("brokers", CLUSTER_DENIED)),
     ],
     ApiKey.ALTER_CONFIGS: [({"topics": [["secret-topic", {"retention.ms": "1"}]]}, ("topics", TOPIC_DENIED))],
-    ApiKey.INIT_PRODUCER_ID: [({}, ("whole", CLUSTER_DENIED))],
+    ApiKey.INIT_PRODUCER_ID: [
+        (InitProducerIdRequest(), ("whole", CLUSTER_DENIED)),
+        (InitProducerIdRequest(transactional_id="victim-txn"), ("whole", TXN_DENIED)),
+    ],
+    # Transactions: another principal's transactional id, group or topic.
+    ApiKey.ADD_PARTITIONS_TO_TXN: [
+        (
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id="victim-txn",
+                v3_and_below_topics=(AddPartitionsToTxnTopic(name="alice-topic", partitions=(0,)),),
+            ),
+            ("whole", TXN_DENIED),
+        ),
+        (  # a broker's batched form (v4+) from a client
+            AddPartitionsToTxnRequest(transactions=(AddPartitionsToTxnTransaction(transactional_id="alice-txn"),)),
+            ("whole", CLUSTER_DENIED),
+        ),
+    ],
+    ApiKey.ADD_OFFSETS_TO_TXN: [
+        (AddOffsetsToTxnRequest(transactional_id="victim-txn", group_id="alice-group"), ("whole", TXN_DENIED)),
+        (AddOffsetsToTxnRequest(transactional_id="alice-txn", group_id="victim-group"), ("whole", GROUP_DENIED)),
+    ],
+    ApiKey.END_TXN: [(EndTxnRequest(transactional_id="victim-txn", committed=True), ("whole", TXN_DENIED))],
+    ApiKey.TXN_OFFSET_COMMIT: [
+        (TxnOffsetCommitRequest(transactional_id="victim-txn", group_id="alice-group"), ("whole", TXN_DENIED)),
+        (TxnOffsetCommitRequest(transactional_id="alice-txn", group_id="victim-group"), ("whole", GROUP_DENIED)),
+        (
+            TxnOffsetCommitRequest(
+                transactional_id="alice-txn",
+                group_id="alice-group",
+                topics=(
+                    TxnOffsetCommitRequestTopic(name="secret-topic", partitions=(TxnOffsetCommitRequestPartition(),)),
+                ),
+            ),
+            ("topics", TOPIC_DENIED),
+        ),
+    ],
+    ApiKey.DESCRIBE_TRANSACTIONS: [
+        (DescribeTransactionsRequest(transactional_ids=("victim-txn",)), ("transaction_states", TXN_DENIED))
+    ],
+    ApiKey.LIST_TRANSACTIONS: [(ListTransactionsRequest(), ("filtered", TXN_DENIED))],  # victim-txn left out
+    ApiKey.WRITE_TXN_MARKERS: [(WriteTxnMarkersRequest(), ("whole", CLUSTER_DENIED))],
     ApiKey.DESCRIBE_ACLS: [({"filter": [1, None, 1, None, None, 1, 1]}, ("whole", CLUSTER_DENIED))],
     ApiKey.CREATE_ACLS: [({"creations": []}, ("whole", CLUSTER_DENIED))],
     ApiKey.DELETE_ACLS: [({"filters": []}, ("whole", CLUSTER_DENIED))],
@@ -228,8 +289,13 @@ def test_bodies_reaching_others_resources_are_refused_whatever_keys_they_carry(a
             assert d.refused and d.answer["error_code"] == code
             return
         assert not d.refused
+        if where == "filtered":  # a listing: what the principal may not describe is left out
+            listed = MESSAGES[api][1](transaction_states=(ListedTxn(transactional_id="victim-txn"),))
+            assert d.complete(listed).transaction_states == ()
+            return
         answer = d.complete(MESSAGES[api][1]())
-        codes = [p.error_code for t in getattr(answer, where) for p in t.partitions]
+        rows = getattr(answer, where)
+        codes = [p.error_code for t in rows for p in (t.partitions if hasattr(t, "partitions") else [t])]
         assert codes and all(c == code for c in codes)
         assert "secret-topic" not in repr(d.body)
         return
@@ -317,6 +383,8 @@ def test_each_rule_asks_only_what_the_table_says_it_needs():
             a, authz = table(auto_create=True)
             a.authorize(api, dict(body, allow_auto_topic_creation=True) if isinstance(body, dict) else body, Ctx())
             needs = {(n.resource, n.op) for n in RULES[api].needs}
+            if api == ApiKey.LIST_TRANSACTIONS:
+                continue  # it filters the answer: asked per listed id, none in an empty answer
             if api == ApiKey.INIT_PRODUCER_ID:
                 needs.add((RT.TOPIC, Op.WRITE))  # "or WRITE on any topic"
             if api == ApiKey.OFFSET_FOR_LEADER_EPOCH:

@@ -125,7 +125,9 @@ def test_produce_becomes_the_native_produce_and_its_answer_the_kafka_response():
     assert resp["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.INVALID_REQUEST
 
 
-def test_transactional_produce_is_refused_without_a_handler_call():
+def test_a_transactional_produce_carries_its_transactional_id_to_the_handler():
+    """Kafka's Produce names the transactional id (the handler's ACL check is WRITE on it): it reaches the native
+    body; a plain produce has none."""
     body = {
         "transactional_id": "tx",
         "acks": -1,
@@ -133,9 +135,9 @@ def test_transactional_produce_is_refused_without_a_handler_call():
         "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b""}]}],
     }
     (req,) = KafkaCodec(1 << 20).feed(frame(0, 9, 3, body))
-    _, resp = answer(req.immediate, 0, 9, True)
-    p = resp["responses"][0]["partition_responses"][0]
-    assert p["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert req.immediate is None and req.body["transactional_id"] == "tx"
+    (plain,) = KafkaCodec(1 << 20).feed(frame(0, 9, 4, dict(body, transactional_id=None)))
+    assert "transactional_id" not in plain.body
 
 
 def test_unknown_api_and_unsupported_versions_are_answered_not_dropped():

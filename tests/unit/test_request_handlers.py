@@ -27,6 +27,8 @@ from broker.replica_manager import ReplicaManager
 from broker.security.acl import AclAuthorizer
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security_api import SecurityApis
+from broker.transaction.api import TransactionApis
+from broker.transaction.coordinator import TransactionCoordinator
 from net import batch as batch_fmt
 from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
 from net.consumer_protocol import Assignment, Subscription
@@ -112,6 +114,12 @@ class Broker:
             topic_config=self.topic_config,
             authz=authz,
             quotas=ClientQuotaManager(lambda: image.client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds),
+            transactions=TransactionApis(
+                TransactionCoordinator(1, self.replicas, lambda: image, 1, 900_000, 604_800_000, 10_000, 3_600_000),
+                self.replicas,
+                lambda: image,
+                self.groups.partition_for,
+            ),
         )
         self.ctx = ConnectionContext("127.0.0.1:5000")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from net.errors import TRANSACTIONS_UNSUPPORTED, ErrorCode
+from net.errors import ErrorCode
 from net.protocol import ApiKey
 
 # Transactions are not supported (docs/COMPATIBILITY.md): a transactional producer gets a fatal error
@@ -83,13 +83,14 @@ class Produce(Adapter):
     api_key, versions = 0, (3, 12)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        if req.get("transactional_id") is not None:
-            raise AdapterError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED)
         topics = [
             [t["name"], [[p["index"], p["records"] if p["records"] is not None else b""] for p in t["partition_data"]]]
             for t in req["topic_data"]
         ]
-        return ApiKey.PRODUCE, {"acks": req["acks"], "timeout_ms": req["timeout"], "topics": topics}
+        body = {"acks": req["acks"], "timeout_ms": req["timeout"], "topics": topics}
+        if req.get("transactional_id") is not None:
+            body["transactional_id"] = req["transactional_id"]
+        return ApiKey.PRODUCE, body
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
@@ -151,6 +152,7 @@ class Fetch(Adapter):
         ]
         return ApiKey.FETCH, {
             "replica_id": -1,  # a Kafka listener serves consumers; followers use the native protocol
+            "isolation_level": req.get("isolation_level", 0),
             "max_wait_ms": req["max_wait"],
             "min_bytes": req["min_bytes"],
             "max_bytes": max(req.get("max_bytes", 0x7FFFFFFF), 1),
@@ -171,7 +173,9 @@ class Fetch(Adapter):
                             "high_watermark": r[2],
                             "last_stable_offset": r[3],
                             "log_start_offset": r[4],
-                            "aborted_transactions": [],
+                            "aborted_transactions": [
+                                {"producer_id": a[0], "first_offset": a[1]} for a in (r[10] if len(r) > 10 else ())
+                            ],
                             "preferred_read_replica": -1,
                             "records": r[5],
                         }
@@ -300,26 +304,7 @@ class DescribeCluster(Adapter):
         return {"error_code": code, "error_message": message, "cluster_id": "", "brokers": []}
 
 
-class InitProducerId(Adapter):
-    api_key, versions = 22, (0, 4)
-
-    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        if req.get("transactional_id") is not None:
-            raise AdapterError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED)
-        return ApiKey.INIT_PRODUCER_ID, {}
-
-    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
-        return {
-            "error_code": native.get("error_code", 0),
-            "producer_id": native.get("producer_id", -1),
-            "producer_epoch": native.get("producer_epoch", -1),
-        }
-
-    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
-        return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
-
-
-CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch(), Metadata(), InitProducerId(), DescribeCluster()]
+CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch(), Metadata(), DescribeCluster()]
 
 
 def _append_time(ms: int) -> datetime.datetime | None:

@@ -1,0 +1,335 @@
+"""TransactionCoordinator: drives the transaction state (broker/transaction/state.py) in the broker.
+
+It follows the leadership of `__transaction_state` partitions as the GroupCoordinator follows
+`__consumer_offsets`: becoming a partition's leader loads that partition's transactional ids (and completes
+any transaction it finds half-ended: a coordinator died between PrepareCommit and CompleteCommit); losing it
+unloads them. A transition is an acks=all append to the partition, answered once committed. Ending a
+transaction writes its commit or abort marker on every partition in it through WriteTxnMarkers to each
+partition's leader (Kafka's TransactionMarkerChannelManager), retried until each has it, in-process when
+this broker leads the partition. A tick aborts transactions open past their timeout and forgets ids unused
+for transactional.id.expiration.ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from broker.transaction import state as st
+from broker.transaction.records import TXN_TOPIC, build_batch, decode, encode, partition_for, read_records
+from broker.transaction.state import TransactionMetadata, TxnError, TxnState
+from net import batch as batch_fmt
+from net.errors import ErrorCode, KafkaLiteError
+from net.schema.write_txn_markers import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+
+if TYPE_CHECKING:
+    from broker.controller import MetadataImage
+    from broker.partition import Partition
+    from broker.replica_manager import ReplicaManager
+
+log = logging.getLogger("kafkalite.transaction")
+LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+MARKER_RETRY_S = 0.2
+WRITE_TIMEOUT_S = 10.0
+
+SendMarkers = Callable[[int, WriteTxnMarkersRequest], Awaitable[WriteTxnMarkersResponse]]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        broker_id: int,
+        replica_manager: "ReplicaManager",
+        image: Callable[[], "MetadataImage"],
+        num_partitions: int,
+        max_timeout_ms: int,
+        id_expiration_ms: int,
+        abort_interval_ms: int,
+        expire_interval_ms: int,
+    ) -> None:
+        self.broker_id = broker_id
+        self.replica_manager = replica_manager
+        self._image = image
+        self.num_partitions = num_partitions
+        self.max_timeout_ms = max_timeout_ms
+        self.id_expiration_ms = id_expiration_ms
+        self.abort_interval_ms = abort_interval_ms
+        self.expire_interval_ms = expire_interval_ms
+        self.send_markers: SendMarkers | None = None  # set by the broker: WriteTxnMarkers to a leader (or here)
+        self.txns: dict[str, TransactionMetadata] = {}
+        self.epochs: dict[int, int] = {}  # loaded partition -> coordinator epoch (its leader epoch)
+        self._loading: dict[int, asyncio.Task[None]] = {}
+        self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._next_abort_check = 0
+        self._next_expire_check = 0
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    # --- leadership of __transaction_state -----------------------------------------------------
+
+    def on_partition_change(self, part: "Partition", change: str) -> None:
+        if part.topic != TXN_TOPIC:
+            return
+        p = part.partition
+        if change == "leader":
+            self._unload(p)
+            self._loading[p] = asyncio.ensure_future(self._load(part))
+        elif change in ("follower", "offline", "removed"):
+            self._unload(p)
+
+    def _unload(self, p: int) -> None:
+        task = self._loading.pop(p, None)
+        if task is not None:
+            task.cancel()
+        if self.epochs.pop(p, None) is not None:
+            log.info("no longer transaction coordinator for %s-%d", TXN_TOPIC, p)
+        for tid in [t for t in self.txns if self.partition_for(t) == p]:
+            del self.txns[tid]
+
+    async def _load(self, part: "Partition") -> None:
+        lg = part.log
+        offset, end = lg.log_start_offset, lg.log_end_offset
+        found: dict[str, TransactionMetadata | None] = {}
+        while offset < end:
+            data = lg.read(offset, LOAD_CHUNK_BYTES, max_offset=end)
+            if not data:
+                break
+            for key, value in read_records(data):
+                d = decode(key, value)
+                if d is not None:
+                    found[d[0]] = d[1]
+            nxt = offset
+            for _, h in batch_fmt.iter_batches(data):
+                nxt = h.next_offset
+            offset = max(nxt, offset + 1)
+            await asyncio.sleep(0)
+        if part.leader_state is None:
+            return
+        for tid, meta in found.items():
+            if meta is not None:
+                self.txns[tid] = meta
+        self.epochs[part.partition] = part.leader_epoch
+        self._loading.pop(part.partition, None)
+        log.info("loaded %s-%d: %d transactional ids", TXN_TOPIC, part.partition, len(self.txns))
+        for meta in list(self.txns.values()):
+            if self.partition_for(meta.transactional_id) == part.partition and meta.state in (
+                TxnState.PREPARE_COMMIT,
+                TxnState.PREPARE_ABORT,
+            ):
+                self._spawn(self._finish_quietly(meta.transactional_id))  # the previous coordinator died mid-way
+
+    def check_owner(self, transactional_id: str) -> None:
+        p = self.partition_for(transactional_id)
+        if p in self._loading:
+            raise TxnError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{TXN_TOPIC}-{p} is loading")
+        if p not in self.epochs:
+            raise TxnError(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} is not the coordinator of {p}")
+
+    # --- writing the state ---------------------------------------------------------------------
+
+    async def _write(self, meta: TransactionMetadata | None, tid: str) -> None:
+        """Make `meta` durable in __transaction_state (acks=all), then current. NOT_COORDINATOR if the
+        partition's leadership moved meanwhile."""
+        p = self.partition_for(tid)
+        epoch = self.epochs.get(p)
+        tp = (TXN_TOPIC, p)
+        results, pending = self.replica_manager.append_records(-1, {tp: build_batch([encode(meta, tid)], now_ms())})
+        if not results[tp].error and pending:
+            await self.replica_manager.wait_for_commit(results, pending, WRITE_TIMEOUT_S)
+        err = results[tp].error
+        if err or self.epochs.get(p) != epoch:
+            code = ErrorCode.NOT_COORDINATOR if err in (0, ErrorCode.NOT_LEADER_OR_FOLLOWER) else ErrorCode(err)
+            if code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT):
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            raise TxnError(code, f"writing {tid!r} to {TXN_TOPIC}-{p}: {results[tp].message or code.name}")
+        if meta is None:
+            self.txns.pop(tid, None)
+        else:
+            self.txns[tid] = meta
+
+    # --- the requests ------------------------------------------------------------------------
+
+    async def init_producer_id(self, tid: str, timeout_ms: int, expected: tuple[int, int]) -> tuple[int, int]:
+        self.check_owner(tid)
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            raise TxnError(
+                ErrorCode.INVALID_TRANSACTION_TIMEOUT,
+                f"transaction.timeout.ms {timeout_ms} is not in (0, {self.max_timeout_ms}]: transaction.max.timeout.ms",
+            )
+        async with self._locks[tid]:
+            meta = self.txns.get(tid)
+            if meta is not None and meta.state == TxnState.ONGOING:
+                # A new producer with this id: the old one's transaction is aborted (and the old one fenced).
+                await self._end(meta, st.fence_for_abort(meta, now_ms()))
+                meta = self.txns.get(tid)
+            elif meta is not None and meta.state in st.PREPARING:
+                raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{tid!r}: a transaction is being completed")
+            nxt = st.init_producer(meta, tid, timeout_ms, secrets.randbits(62), now_ms(), expected)
+            await self._write(nxt, tid)
+            return nxt.producer_id, nxt.producer_epoch
+
+    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: set[tuple[str, int]]) -> None:
+        self.check_owner(tid)
+        async with self._locks[tid]:
+            meta = self._get(tid)
+            nxt = st.add_partitions(meta, pid, epoch, partitions, now_ms())
+            if nxt is not None:
+                await self._write(nxt, tid)
+
+    def verify_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: set[tuple[str, int]]
+    ) -> set[tuple[str, int]]:
+        """KIP-890's verify_only: which of `partitions` are in the ongoing transaction of (pid, epoch)."""
+        self.check_owner(tid)
+        meta = self._get(tid)
+        st.check_producer(meta, pid, epoch)
+        return partitions & meta.partitions if meta.state == TxnState.ONGOING else set()
+
+    async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
+        self.check_owner(tid)
+        async with self._locks[tid]:
+            meta = self._get(tid)
+            prepared = st.end_transaction(meta, pid, epoch, commit, now_ms())
+            if prepared is not None:
+                await self._end(meta, prepared)
+
+    def _get(self, tid: str) -> TransactionMetadata:
+        meta = self.txns.get(tid)
+        if meta is None:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"no producer id is known for {tid!r}")
+        return meta
+
+    async def _end(self, meta: TransactionMetadata, prepared: TransactionMetadata) -> None:
+        """Write Prepare*, every marker, then Complete*."""
+        await self._write(prepared, meta.transactional_id)
+        await self._write_markers(prepared)
+        await self._write(st.complete(prepared, now_ms()), meta.transactional_id)
+
+    async def _finish_quietly(self, tid: str) -> None:
+        try:
+            async with self._locks[tid]:
+                meta = self.txns.get(tid)
+                if meta is not None and meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    await self._write_markers(meta)
+                    await self._write(st.complete(meta, now_ms()), tid)
+        except (TxnError, KafkaLiteError) as e:
+            log.warning("completing the transaction of %r failed: %s", tid, e)
+
+    async def _write_markers(self, meta: TransactionMetadata) -> None:
+        """A marker on every partition of the transaction, each through its current leader, until all have one
+        (a deleted topic's partitions need none). Leadership of our own partition lost: NOT_COORDINATOR."""
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        left = set(meta.partitions)
+        p = self.partition_for(meta.transactional_id)
+        while left:
+            if p not in self.epochs:
+                raise TxnError(ErrorCode.NOT_COORDINATOR, "lost the coordinator's partition while writing markers")
+            image = self._image()
+            by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+            for t, q in list(left):
+                info = image.topics.get(t)
+                ps = info.partitions.get(q) if info is not None else None
+                if ps is None:
+                    left.discard((t, q))  # the topic is gone: no reader needs its marker
+                elif ps.leader >= 0:
+                    by_leader[ps.leader].append((t, q))
+            done = await asyncio.gather(
+                *(self._markers_to(b, tps, meta, commit, self.epochs.get(p, -1)) for b, tps in by_leader.items())
+            )
+            for written in done:
+                left -= written
+            if left:
+                await asyncio.sleep(MARKER_RETRY_S)
+
+    async def _markers_to(
+        self, broker: int, tps: list[tuple[str, int]], meta: TransactionMetadata, commit: bool, coordinator_epoch: int
+    ) -> set[tuple[str, int]]:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for t, q in tps:
+            by_topic[t].append(q)
+        request = WriteTxnMarkersRequest(
+            markers=(
+                WritableTxnMarker(
+                    producer_id=meta.producer_id,
+                    producer_epoch=meta.producer_epoch,
+                    transaction_result=commit,
+                    topics=tuple(
+                        WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()
+                    ),
+                    coordinator_epoch=coordinator_epoch,
+                ),
+            )
+        )
+        assert self.send_markers is not None
+        try:
+            answer = await self.send_markers(broker, request)
+        except Exception as e:  # noqa: BLE001 - a broker down or moving: retried through the next leader
+            log.debug("WriteTxnMarkers to broker %d failed: %s", broker, e)
+            return set()
+        written: set[tuple[str, int]] = set()
+        for m in answer.markers:
+            for topic in m.topics:
+                for r in topic.partitions:
+                    tp = (topic.name, r.partition_index)
+                    if r.error_code in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) and tp in tps:
+                        written.add(tp)
+        return written
+
+    # --- ticks: timeouts and expiry -------------------------------------------------------------
+
+    def tick(self) -> None:
+        now = now_ms()
+        if now >= self._next_abort_check:
+            self._next_abort_check = now + self.abort_interval_ms
+            for meta in list(self.txns.values()):
+                if st.timed_out(meta, now):
+                    log.info("aborting %r: open for more than %d ms", meta.transactional_id, meta.timeout_ms)
+                    self._spawn(self._abort_timed_out(meta.transactional_id))
+        if now >= self._next_expire_check:
+            self._next_expire_check = now + self.expire_interval_ms
+            for meta in list(self.txns.values()):
+                if st.expired(meta, now, self.id_expiration_ms):
+                    self._spawn(self._expire(meta.transactional_id))
+
+    async def _abort_timed_out(self, tid: str) -> None:
+        try:
+            async with self._locks[tid]:
+                meta = self.txns.get(tid)
+                if meta is not None and st.timed_out(meta, now_ms()):
+                    await self._end(meta, st.fence_for_abort(meta, now_ms()))
+        except (TxnError, KafkaLiteError) as e:
+            log.warning("aborting the timed-out transaction of %r failed: %s", tid, e)
+
+    async def _expire(self, tid: str) -> None:
+        try:
+            async with self._locks[tid]:
+                meta = self.txns.get(tid)
+                if meta is not None and st.expired(meta, now_ms(), self.id_expiration_ms):
+                    await self._write(None, tid)
+        except (TxnError, KafkaLiteError) as e:
+            log.debug("expiring %r failed: %s", tid, e)
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def close(self) -> None:
+        for t in [*self._loading.values(), *self._tasks]:
+            t.cancel()

@@ -1,0 +1,102 @@
+"""The kafkalite sink's exactlyOnce mode (issue 28 §4): a streaming query's driver SIGKILLed while a micro-batch's
+tasks are writing, restarted from its checkpoint: the output topic holds every input record exactly once for
+read_committed readers, though the log holds the killed batch's aborted writes too."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from client import Admin, NewTopic, Producer
+from client.sync import Consumer
+from tests.conftest import ROOT, BrokerProcess
+from tests.integration.spark_support import require_spark
+
+pytestmark = pytest.mark.timeout(400)
+N = 300
+
+
+def values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    """Every value up to the end a consumer with `isolation` can reach (the LSO under read_committed)."""
+    with Consumer(bootstrap, auto_offset_reset="earliest", isolation_level=isolation) as c:
+        tps = [(topic, p) for p in range(2)]
+        c.assign(tps)
+        ends = c.list_offsets(tps, -1)
+        out: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(c.position(tp) < end for tp, end in ends.items()):
+            out += [r.value for r in c.poll(300)]
+        return out
+
+
+def start_query(bootstrap: str, checkpoint: str, log) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.spark_eos_query", bootstrap, "eos-in", "eos-out", checkpoint],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its JVM and Python workers die with it
+    )
+
+
+def test_a_query_killed_mid_batch_and_restarted_writes_every_record_once(tmp_path):
+    require_spark()
+    broker = BrokerProcess(tmp_path / "data", extra=["--override", "transaction.state.log.num.partitions=2"])
+    broker.start()
+    bootstrap = broker.bootstrap
+    log = open(tmp_path / "query.log", "wb")
+    try:
+        with Admin(bootstrap) as a:
+            a.create_topics([NewTopic("eos-in", 2, 1), NewTopic("eos-out", 2, 1)])
+        with Producer(bootstrap, acks="all") as p:
+            for i in range(N):
+                p.send("eos-in", f"r{i}".encode())
+            p.flush()
+        checkpoint = str(tmp_path / "checkpoint")
+        q = start_query(bootstrap, checkpoint, log)
+        try:
+            # Kill the driver while a micro-batch's records are in the log but not committed yet.
+            deadline = time.monotonic() + 180
+            while True:
+                assert q.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
+                raw, committed = (
+                    values(bootstrap, "eos-out", "read_uncommitted"),
+                    values(bootstrap, "eos-out", "read_committed"),
+                )
+                if len(raw) > len(committed) and committed:
+                    break
+                assert time.monotonic() < deadline, "no micro-batch was ever caught mid-write"
+                time.sleep(0.05)
+            os.killpg(q.pid, signal.SIGKILL)
+        finally:
+            if q.poll() is None:
+                os.killpg(q.pid, signal.SIGKILL)
+            q.wait(30)
+        killed_at = len(values(bootstrap, "eos-out", "read_committed"))
+        assert killed_at < N, "the query finished before it was killed"
+        q = start_query(bootstrap, checkpoint, log)
+        try:
+            deadline = time.monotonic() + 240
+            while len(values(bootstrap, "eos-out", "read_committed")) < N:
+                assert q.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the restarted query did not catch up"
+                time.sleep(1)
+            time.sleep(2)  # a duplicate would land after the last record: give it the time of a batch
+        finally:
+            os.killpg(q.pid, signal.SIGTERM)
+            q.wait(60)
+        got = Counter(values(bootstrap, "eos-out", "read_committed"))
+        assert set(got) == {f"r{i}".encode() for i in range(N)}, "records lost"
+        assert max(got.values()) == 1, f"records written twice: {[v for v, n in got.items() if n > 1][:5]}"
+        raw = values(bootstrap, "eos-out", "read_uncommitted")
+        assert len(raw) > N, "the kill left no aborted write behind: it was not mid-batch"
+    finally:
+        log.close()
+        broker.cleanup()

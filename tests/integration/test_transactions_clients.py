@@ -1,0 +1,274 @@
+"""Transactions as clients use them (issue 28 §3), on one shared 3-broker cluster: Kafka Lite's own producer and
+consumer, confluent-kafka (librdkafka) and kafka-python against each other: commit, abort, abort then commit,
+offsets sent in a transaction, a zombie fenced, a transaction left open past its timeout aborted by the
+coordinator, a transaction committed from another process, and the CLIs' flags."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from client.sync import Consumer, Producer, end_transaction, transaction_state
+from net.errors import ErrorCode, KafkaLiteError
+from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.test_cli import run
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    h = ClusterHarness(
+        tmp_path_factory.mktemp("txn-clients"),
+        3,
+        overrides=[
+            "group.initial.rebalance.delay.ms=0",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+            "transaction.state.log.num.partitions=4",
+        ],
+    )
+    try:
+        h.start()
+        yield h
+    finally:
+        h.cleanup()
+
+
+def _topic(cluster: ClusterHarness, partitions: int = 2) -> str:
+    name = f"txn-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(name, partitions, 3, {"min.insync.replicas": "2"})
+    return name
+
+
+def read_all(bootstrap: str, topic: str, isolation: str, expect: int | None = None, partitions: int = 2) -> list[bytes]:
+    """Every value of `topic` a consumer with `isolation` sees, read from the start until it is quiet."""
+    with Consumer(bootstrap, auto_offset_reset="earliest", isolation_level=isolation) as c:
+        c.assign([(topic, p) for p in range(partitions)])
+        got: list[bytes] = []
+        quiet_until = time.monotonic() + 3
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            batch = c.poll(300)
+            got += [r.value for r in batch]
+            if batch:
+                quiet_until = time.monotonic() + 1.5
+            if (expect is not None and len(got) >= expect and time.monotonic() > quiet_until - 1) or (
+                time.monotonic() > quiet_until
+            ):
+                break
+    return sorted(got)
+
+
+def values(tag: str, n: int) -> list[bytes]:
+    return [f"{tag}-{i}".encode() for i in range(n)]
+
+
+def test_commit_abort_and_abort_then_commit_with_our_client(cluster):
+    topic = _topic(cluster)
+    with Producer(cluster.bootstrap(), transactional_id=f"ours-{topic}", linger_ms=1) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for v in values("committed", 20):
+            p.send(topic, v)
+        p.commit_transaction()
+        p.begin_transaction()
+        for v in values("aborted", 20):
+            p.send(topic, v)
+        p.flush()  # the aborted records are in the log: only the marker hides them
+        p.abort_transaction()
+        p.begin_transaction()
+        for v in values("retried", 20):
+            p.send(topic, v)
+        p.commit_transaction()
+    committed = sorted(values("committed", 20) + values("retried", 20))
+    assert read_all(cluster.bootstrap(), topic, "read_committed", 40) == committed
+    everything = read_all(cluster.bootstrap(), topic, "read_uncommitted", 60)
+    assert everything == sorted(committed + values("aborted", 20)), "markers leaked or records missing"
+
+
+def test_calls_out_of_order_fail_with_a_clear_error_and_nothing_is_sent(cluster):
+    topic = _topic(cluster)
+    with Producer(cluster.bootstrap(), transactional_id=f"order-{topic}") as p:
+        with pytest.raises(KafkaLiteError, match="UNINITIALIZED"):
+            p.begin_transaction()
+        p.init_transactions()
+        with pytest.raises(KafkaLiteError, match="begin_transaction"):
+            p.send(topic, b"outside")
+    assert read_all(cluster.bootstrap(), topic, "read_uncommitted") == []
+
+
+def test_a_zombie_is_fenced_by_a_new_producer_with_the_same_id(cluster):
+    topic = _topic(cluster)
+    txn_id = f"zombie-{topic}"
+    with Producer(cluster.bootstrap(), transactional_id=txn_id) as old:
+        old.init_transactions()
+        old.begin_transaction()
+        old.send(topic, b"zombie")
+        old.flush()
+        with Producer(cluster.bootstrap(), transactional_id=txn_id) as new:
+            new.init_transactions()  # aborts the old one's transaction and fences it
+            new.begin_transaction()
+            new.send(topic, b"new")
+            new.commit_transaction()
+        with pytest.raises(KafkaLiteError) as e:
+            old.commit_transaction()
+        assert e.value.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+    assert read_all(cluster.bootstrap(), topic, "read_committed", 1) == [b"new"]
+
+
+def test_a_transaction_left_open_past_its_timeout_is_aborted_by_the_coordinator(cluster):
+    topic = _topic(cluster)
+    txn_id = f"timeout-{topic}"
+    with Producer(cluster.bootstrap(), transactional_id=txn_id, transaction_timeout_ms=1000) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for v in values("late", 5):
+            p.send(topic, v)
+        p.flush()
+        deadline = time.monotonic() + 20
+        while transaction_state(cluster.bootstrap(), txn_id) not in ("CompleteAbort", "Empty"):
+            assert time.monotonic() < deadline, "the coordinator did not abort the expired transaction"
+            time.sleep(0.2)
+        with pytest.raises(KafkaLiteError) as e:
+            p.commit_transaction()
+        assert e.value.code in (
+            ErrorCode.PRODUCER_FENCED,
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            ErrorCode.INVALID_TXN_STATE,
+        )
+    assert read_all(cluster.bootstrap(), topic, "read_committed") == []
+
+
+def test_a_transaction_is_committed_from_another_process(cluster):
+    """The Spark sink's two phases: a task writes and leaves its transaction open, the driver commits it."""
+    topic = _topic(cluster)
+    txn_id = f"resume-{topic}"
+    with Producer(cluster.bootstrap(), transactional_id=txn_id) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for v in values("resumed", 10):
+            p.send(topic, v)
+        p.flush()
+        pid, epoch = p.producer_id_and_epoch
+    assert transaction_state(cluster.bootstrap(), txn_id) == "Ongoing"
+    assert read_all(cluster.bootstrap(), topic, "read_committed") == []
+    end_transaction(cluster.bootstrap(), txn_id, pid, epoch, commit=True)
+    assert transaction_state(cluster.bootstrap(), txn_id) == "CompleteCommit"
+    end_transaction(cluster.bootstrap(), txn_id, pid, epoch, commit=True)  # a repeated commit is answered as done
+    assert read_all(cluster.bootstrap(), topic, "read_committed", 10) == sorted(values("resumed", 10))
+
+
+def test_offsets_sent_in_a_transaction_commit_with_it_and_never_with_an_abort(cluster):
+    src, dst = _topic(cluster, 1), _topic(cluster, 1)
+    group = f"g-{src}"
+    with Producer(cluster.bootstrap()) as p:
+        for v in values("in", 10):
+            p.send(src, v, partition=0)
+        p.flush()
+    with (
+        Consumer(cluster.bootstrap(), group_id=group, auto_offset_reset="earliest", enable_auto_commit=False) as c,
+        Producer(cluster.bootstrap(), transactional_id=f"ctp-{src}") as p,
+    ):
+        c.subscribe([src])
+        got: list = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            got += c.poll(500)
+        assert len(got) == 10
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(dst, b"out-aborted")
+        p.send_offsets_to_transaction({(src, 0): 5}, c.group_metadata())
+        p.abort_transaction()
+        assert c.committed((src, 0)) in (None, -1), "an aborted transaction's offsets were committed"
+        p.begin_transaction()
+        p.send(dst, b"out-committed")
+        p.send_offsets_to_transaction({(src, 0): 10}, c.group_metadata())
+        p.commit_transaction()
+        deadline = time.monotonic() + 10
+        while c.committed((src, 0)) != 10:
+            assert time.monotonic() < deadline, "the committed transaction's offsets never became visible"
+            time.sleep(0.2)
+    assert read_all(cluster.bootstrap(), dst, "read_committed", 1, partitions=1) == [b"out-committed"]
+
+
+def test_confluent_kafka_and_kafka_python_interoperate_with_ours(cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = _topic(cluster)
+    kafka = cluster.kafka_bootstrap()
+    p = confluent_kafka.Producer({"bootstrap.servers": kafka, "transactional.id": f"ck-{topic}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for v in values("ck-aborted", 5):
+        p.produce(topic, v)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    for v in values("ck-committed", 5):
+        p.produce(topic, v)
+    p.commit_transaction(30)
+    # ours reads librdkafka's transactions
+    assert read_all(cluster.bootstrap(), topic, "read_committed", 5) == sorted(values("ck-committed", 5))
+    # kafka-python's transactional producer
+    from kafka import KafkaProducer
+
+    kp = KafkaProducer(bootstrap_servers=kafka, transactional_id=f"kp-{topic}", enable_idempotence=True)
+    kp.init_transactions()
+    kp.begin_transaction()
+    kp.send(topic, b"kp-aborted")
+    kp.abort_transaction()
+    kp.begin_transaction()
+    kp.send(topic, b"kp-committed")
+    kp.commit_transaction()
+    kp.close()
+    # librdkafka's read_committed consumer reads ours
+    with Producer(cluster.bootstrap(), transactional_id=f"ours-x-{topic}") as ours:
+        ours.init_transactions()
+        ours.begin_transaction()
+        ours.send(topic, b"ours-aborted")
+        ours.flush()
+        ours.abort_transaction()
+        ours.begin_transaction()
+        ours.send(topic, b"ours-committed")
+        ours.commit_transaction()
+    c = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": kafka,
+            "group.id": f"ck-{topic}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.assign([confluent_kafka.TopicPartition(topic, q, 0) for q in range(2)])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 7 and time.monotonic() < deadline:
+        seen += [m.value() for m in c.consume(100, 0.5) if m.error() is None]
+    c.close()
+    assert sorted(seen) == sorted([*values("ck-committed", 5), b"kp-committed", b"ours-committed"])
+
+
+def test_the_clis_produce_in_a_transaction_and_read_committed(cluster):
+    topic = _topic(cluster, 1)
+    bs = ["--bootstrap-server", cluster.bootstrap()]
+    cp = run("produce", *bs, "--topic", topic, "--transactional-id", "cli", stdin="a\nb\nc\n")
+    assert cp.returncode == 0, cp.stderr
+    cp = run(
+        "consume",
+        *bs,
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--isolation-level",
+        "read_committed",
+        "--max-messages",
+        "3",
+        "--timeout-ms",
+        "20000",
+    )
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.split() == ["a", "b", "c"]
+    bad = run("consume", *bs, "--topic", topic, "--isolation-level", "x")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
