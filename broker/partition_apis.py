@@ -4,7 +4,8 @@
   answer waits until the in-sync followers start there too (the low watermark, Kafka's DelayedDeleteRecords).
 - OffsetForLeaderEpoch (23, KIP-320): where an epoch ends in the leader's log, so a consumer detects that the
   log it read was truncated by a leader change.
-- DescribeProducers (61): the idempotent producers the leader's producer state knows.
+- DescribeProducers (61): the idempotent and transactional producers the leader's producer state knows, with
+  the first offset of each one's open transaction.
 - DescribeLogDirs (35): every data directory with its partitions' sizes and their lag behind the high watermark.
 
 Every partition is answered by its leader only (NOT_LEADER_OR_FOLLOWER elsewhere; UNKNOWN_TOPIC_OR_PARTITION
@@ -139,14 +140,15 @@ class PartitionApis:
                 row = PartitionResponse(partition_index=index)
                 try:
                     part = self.leader_of(t.name, index)
+                    open_txns = {pid: first for pid, _epoch, first in part.producer_state.ongoing_transactions()}
                     row.active_producers = tuple(
                         ProducerState(
                             producer_id=pid,
                             producer_epoch=epoch,
                             last_sequence=last_seq,
                             last_timestamp=last_ts,
-                            coordinator_epoch=-1,  # no transactions: no coordinator
-                            current_txn_start_offset=-1,
+                            coordinator_epoch=-1,  # the markers' coordinator epoch is not kept per producer
+                            current_txn_start_offset=open_txns.get(pid, -1),  # kafka-transactions find-hanging
                         )
                         for pid, epoch, last_seq, last_ts in part.producer_state.active_producers()
                     )

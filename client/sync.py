@@ -340,7 +340,7 @@ class Admin(_Blocking[AsyncAdmin]):
         return self._lt.run(self._impl.delete_records(offsets, timeout_ms))
 
 
-def _with_client(bootstrap_servers: str, config: dict[str, Any], name: str, fn: Any, timeout: float) -> Any:
+def with_client(bootstrap_servers: str, config: dict[str, Any], name: str, fn: Any, timeout: float) -> Any:
     """Run `fn(client)` on a client of its own, on a loop thread of its own, and close both."""
     from client.cluster import KafkaLiteClient
     from client.config import AdminConfig
@@ -372,7 +372,7 @@ def end_transaction(
     end_transaction): the Spark sink's driver commits what its tasks wrote."""
     from client.transactions import end_transaction as end_async
 
-    _with_client(
+    with_client(
         bootstrap_servers,
         config,
         "kl-end-transaction",
@@ -387,7 +387,7 @@ def transaction_state(
     """The coordinator's state of a transactional.id (client/transactions.py transaction_state)."""
     from client.transactions import transaction_state as state_async
 
-    result: str | None = _with_client(
+    result: str | None = with_client(
         bootstrap_servers, config, "kl-transaction-state", lambda c: state_async(c, transactional_id, timeout), timeout
     )
     return result

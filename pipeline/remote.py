@@ -172,8 +172,10 @@ def fetch_range(
                     continue
                 if h.base_offset >= r.end:
                     break
-                batches.append((h, bpos))
                 pos = h.next_offset
+                if h.attributes & fmt.CONTROL:  # a transaction marker, never a record (as Kafka's consumers)
+                    continue
+                batches.append((h, bpos))
             if batches:
                 yield data, batches
             if pos >= r.end or (batches and batches[-1][0].base_offset >= r.end):

@@ -433,6 +433,8 @@ def read_slice_raw(sl: Slice) -> Iterator[tuple[bytes, list[tuple[fmt.BatchHeade
             yield pending_buf, pending
             pending = []
         pending_buf = buf
+        if h.attributes & fmt.CONTROL:  # a transaction marker is no record of the topic's (docs/FORMAT.md §11)
+            continue
         pending.append((h, off))
     if pending:
         yield pending_buf, pending

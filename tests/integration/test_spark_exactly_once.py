@@ -100,3 +100,38 @@ def test_a_query_killed_mid_batch_and_restarted_writes_every_record_once(tmp_pat
     finally:
         log.close()
         broker.cleanup()
+
+
+def test_batch_reads_skip_markers_and_read_committed_skips_aborted_records(tmp_path):
+    """Through the brokers with kafka.isolation.level=read_committed: committed records only; from the segment
+    files (every record, as read_uncommitted): the aborted ones too, never a transaction marker."""
+    require_spark()
+    from tests.integration.spark_support import spark_session_fixture
+
+    broker = BrokerProcess(tmp_path / "data", extra=["--override", "transaction.state.log.num.partitions=1"])
+    broker.start()
+    sessions = spark_session_fixture("kafkalite-eos-batch")
+    spark = next(sessions)
+    try:
+        with Admin(broker.bootstrap) as a:
+            a.create_topics([NewTopic("txn-read", 1, 1)])
+        with Producer(broker.bootstrap, transactional_id="spark-read") as p:
+            p.init_transactions()
+            p.begin_transaction()
+            p.send("txn-read", b"kept")
+            p.commit_transaction()
+            p.begin_transaction()
+            p.send("txn-read", b"dropped")
+            p.flush()
+            p.abort_transaction()
+        live = spark.read.format("kafkalite").option("kafka.bootstrap.servers", broker.bootstrap)
+        live = live.option("subscribe", "txn-read")
+        committed = live.option("kafka.isolation.level", "read_committed").load().collect()
+        assert [bytes(r["value"]) for r in committed] == [b"kept"]
+        everything = live.load().collect()
+        assert sorted(bytes(r["value"]) for r in everything) == [b"dropped", b"kept"]  # no marker rows
+        files = spark.read.format("kafkalite").option("path", str(tmp_path / "data")).option("subscribe", "txn-read")
+        assert sorted(bytes(r["value"]) for r in files.load().collect()) == [b"dropped", b"kept"]
+    finally:
+        next(sessions, None)
+        broker.cleanup()

@@ -272,3 +272,43 @@ def test_the_clis_produce_in_a_transaction_and_read_committed(cluster):
     assert cp.stdout.split() == ["a", "b", "c"]
     bad = run("consume", *bs, "--topic", topic, "--isolation-level", "x")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
+
+
+def test_kl_transactions_lists_describes_and_finds_open_transactions(cluster):
+    topic = _topic(cluster, 1)
+    bs = ["--bootstrap-server", cluster.bootstrap()]
+    with Producer(cluster.bootstrap(), transactional_id=f"cli-{topic}") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"open", partition=0)
+        p.flush()
+        pid, epoch = p.producer_id_and_epoch
+        listed = run("transactions", *bs, "list")
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.split("\n")[0].split() == [
+            "TransactionalId",
+            "Coordinator",
+            "ProducerId",
+            "TransactionState",
+        ]
+        assert any(r.split()[0] == f"cli-{topic}" and r.split()[3] == "Ongoing" for r in listed.stdout.splitlines())
+        described = run("transactions", *bs, "describe", "--transactional-id", f"cli-{topic}")
+        assert described.returncode == 0, described.stderr
+        row = described.stdout.splitlines()[1].split()
+        assert row[1:5] == [f"cli-{topic}", str(pid), str(epoch), "Ongoing"] and row[-1] == f"{topic}-0"
+        producers = run("transactions", *bs, "describe-producers", "--topic", topic, "--partition", "0")
+        assert producers.returncode == 0, producers.stderr
+        mine = [r.split() for r in producers.stdout.splitlines()[1:] if r.split()[0] == str(pid)]
+        assert mine and mine[0][-1] == "0"  # the open transaction starts at offset 0
+        found = []
+        for broker in (1, 2, 3):  # the partition's leader reports the open transaction, the others nothing
+            hanging = run(
+                "transactions", *bs, "find-hanging", "--broker-id", str(broker), "--max-transaction-timeout", "0"
+            )
+            assert hanging.returncode == 0, hanging.stderr
+            found += [r.split() for r in hanging.stdout.splitlines()[1:] if r.split()[:3] == [topic, "0", str(pid)]]
+        assert len(found) == 1 and found[0][5] == "0", found
+        p.commit_transaction()
+    missing = run("transactions", *bs, "describe", "--transactional-id", "no-such-id")
+    assert missing.returncode != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
+    assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
