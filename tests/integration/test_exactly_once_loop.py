@@ -1,0 +1,149 @@
+"""Exactly once through faults (issue 28 §4): a confluent-kafka consume-transform-produce loop (read_committed
+input, transactional output, the consumer's offsets sent in each transaction) while the input's leader, the
+output's leader and the transaction coordinator are SIGKILLed in turn and restarted: every input record
+appears exactly once in the output, read with read_committed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from client.sync import Consumer, Producer, with_client
+from client.transactions import KEY_TYPE_TRANSACTION, find_coordinator
+from net.errors import KafkaLiteError
+from tests.integration.cluster_harness import ClusterHarness
+
+pytestmark = pytest.mark.timeout(300)
+N = 3000
+TXN_ID = "eos-loop"
+
+
+def _retrying(ask: Callable[[], int]) -> int:
+    """A restarted broker may not know the cluster yet: ask again until someone answers."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return ask()
+        except KafkaLiteError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def leader_of(cluster: ClusterHarness, topic: str) -> int:
+    return _retrying(lambda: next(p.leader for p in cluster.describe(topic) if p.partition == 0))
+
+
+def coordinator_of(cluster: ClusterHarness) -> int:
+    return _retrying(
+        lambda: with_client(
+            cluster.bootstrap(), {}, "find-coordinator", lambda c: find_coordinator(c, TXN_ID, KEY_TYPE_TRANSACTION), 30
+        )
+    )
+
+
+def test_consume_transform_produce_is_exactly_once_through_leader_and_coordinator_kills(cluster_factory):
+    ck = pytest.importorskip("confluent_kafka")
+    cluster: ClusterHarness = cluster_factory(
+        3, overrides=["transaction.state.log.num.partitions=3", "group.initial.rebalance.delay.ms=0"]
+    )
+    cluster.create_topic("eos-in", 1, 3, {"min.insync.replicas": "2"})
+    cluster.create_topic("eos-out", 1, 3, {"min.insync.replicas": "2"})
+    with Producer(cluster.bootstrap(), acks="all") as p:
+        for i in range(N):
+            p.send("eos-in", f"r{i}".encode(), partition=0)
+        p.flush()
+    kafka = cluster.kafka_bootstrap()
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": kafka,
+            "group.id": "eos-loop",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["eos-in"])
+    producer = ck.Producer({"bootstrap.servers": kafka, "transactional.id": TXN_ID, "transaction.timeout.ms": 20000})
+    producer.init_transactions(60)
+    done = threading.Event()
+    progress = {"committed": 0, "kills": []}
+
+    def killer() -> None:
+        """At a quarter, a half and three quarters of the input: kill a leader or the coordinator, restart it."""
+        for share, what in ((0.25, "input leader"), (0.5, "output leader"), (0.75, "transaction coordinator")):
+            while progress["committed"] < share * N and not done.is_set():
+                time.sleep(0.05)
+            if done.is_set():
+                return
+            victim = {
+                "input leader": lambda: leader_of(cluster, "eos-in"),
+                "output leader": lambda: leader_of(cluster, "eos-out"),
+                "transaction coordinator": lambda: coordinator_of(cluster),
+            }[what]()
+            cluster.kill(victim)
+            progress["kills"].append((what, victim))
+            time.sleep(2)
+            cluster.restart(victim)
+
+    def finish_after(e: Exception) -> bool:
+        """librdkafka's rules after a failed transactional call: retry the commit while the error is retriable,
+        abort when the transaction requires it (False: aborted), fail on a fatal error."""
+        while True:
+            err = e.args[0]
+            if err.txn_requires_abort():
+                producer.abort_transaction(30)
+                return False
+            if not err.retriable():
+                raise e
+            try:
+                producer.commit_transaction(30)
+                return True
+            except ck.KafkaException as again:
+                e = again
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 240
+    try:
+        while progress["committed"] < N:
+            assert time.monotonic() < deadline, f"stuck at {progress}"
+            due = sum(1 for share in (0.25, 0.5, 0.75) if progress["committed"] >= share * N)
+            while len(progress["kills"]) < due and time.monotonic() < deadline:
+                time.sleep(0.05)  # the loop goes on only once the fault is there: it runs through it
+            msgs = [m for m in consumer.consume(100, 1.0) if m.error() is None]
+            if not msgs:
+                continue
+            try:
+                producer.begin_transaction()
+                for m in msgs:
+                    producer.produce("eos-out", m.value(), partition=0)
+                producer.send_offsets_to_transaction(
+                    consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+                )
+                producer.commit_transaction(30)
+                progress["committed"] += len(msgs)
+            except ck.KafkaException as e:
+                if not finish_after(e):  # aborted: read again from the group's committed offsets
+                    for tp in consumer.committed(consumer.assignment(), 30):
+                        consumer.seek(ck.TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                progress["committed"] = sum(max(tp.offset, 0) for tp in consumer.committed(consumer.assignment(), 30))
+    finally:
+        done.set()
+        t.join(30)
+        consumer.close()
+    assert [k[0] for k in progress["kills"]] == ["input leader", "output leader", "transaction coordinator"]
+    with Consumer(cluster.bootstrap(), auto_offset_reset="earliest", isolation_level="read_committed") as c:
+        c.assign([("eos-out", 0)])
+        end = c.list_offsets([("eos-out", 0)], -1)[("eos-out", 0)]
+        got: list[bytes] = []
+        wait = time.monotonic() + 60
+        while c.position(("eos-out", 0)) < end and time.monotonic() < wait:
+            got += [r.value for r in c.poll(500)]
+    counts = Counter(got)
+    assert set(counts) == {f"r{i}".encode() for i in range(N)}, f"lost: {N - len(counts)}"
+    assert max(counts.values()) == 1, f"duplicated: {[v for v, n in counts.items() if n > 1][:5]}"
