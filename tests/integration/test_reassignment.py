@@ -81,7 +81,8 @@ def test_a_partition_moves_under_load_and_nothing_acknowledged_is_lost(cluster):
     load = LoadProducer(cluster.bootstrap(), TOPIC, "reassign").start()
     load.wait_acked(200, 30)
     # asked of a broker that may not be the controller: forwarded
-    assert alter(cluster, next(b for b in cluster.brokers if b != cluster.controller_id()), {(TOPIC, 0): target}) == {(TOPIC, 0): 0}
+    other = next(b for b in cluster.brokers if b != cluster.controller_id())
+    assert alter(cluster, other, {(TOPIC, 0): target}) == {(TOPIC, 0): 0}
     wait_until(lambda: sorted(state(cluster, TOPIC, 0).replicas) == sorted(target), 60, "reassignment completed")
     load.wait_acked(load.acked_count() + 100, 30)
     stats = load.stop()
@@ -92,7 +93,7 @@ def test_a_partition_moves_under_load_and_nothing_acknowledged_is_lost(cluster):
     # nothing acknowledged lost: every acked offset holds its value on the new replicas once the HW passed it
     top = max(o for _, o, _ in stats.acked)
     for b in target:
-        wait_until(lambda: max(cluster[b].read_partition(TOPIC, 0), default=-1) >= top, 30, f"broker {b} caught up")
+        wait_until(lambda b=b: max(cluster[b].read_partition(TOPIC, 0), default=-1) >= top, 30, f"{b} caught up")
         log = cluster[b].read_partition(TOPIC, 0)
         missing = [(o, v) for _, o, v in stats.acked if log.get(o, (0, None))[1] != v]
         assert missing == [], f"broker {b} lacks acknowledged records {missing[:5]}"
