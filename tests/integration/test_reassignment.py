@@ -6,6 +6,7 @@ requests get Kafka's per-partition codes and the brokers stay up."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -136,3 +137,48 @@ def test_bad_reassignments_get_kafkas_codes(cluster):
     assert codes[("nope", 0)] == int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     assert alter(cluster, b, {("bad", 0): [a, a]}) == {("bad", 0): int(ErrorCode.INVALID_REPLICA_ASSIGNMENT)}
     assert all(b.alive for b in cluster.brokers.values())
+
+
+def test_kl_reassign_partitions_generate_execute_verify_list(cluster, tmp_path):
+    from click.testing import CliRunner
+
+    from client.cli.reassign_partitions import main
+
+    cluster.create_topic("cli", 2, 2)
+    ids = sorted(cluster.brokers)
+    run = CliRunner()
+    boot = ["--bootstrap-server", cluster.bootstrap()]
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "cli"}]}))
+    out = run.invoke(main, [*boot, "--topics-to-move-json-file", str(topics), "--broker-list", f"{ids[1]},{ids[2]}",
+                            "--generate"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert (
+        lines[0] == "Current partition replica assignment"
+        and lines[3] == "Proposed partition reassignment configuration"
+    )
+    proposed = json.loads(lines[4])
+    assert {tuple(sorted(r["replicas"])) for r in proposed["partitions"]} == {(ids[1], ids[2])}
+    plan = tmp_path / "plan.json"
+    plan.write_text(lines[4])
+    out = run.invoke(main, [*boot, "--reassignment-json-file", str(plan), "--execute", "--throttle", "1000000"])
+    assert out.exit_code == 0, out.output
+    assert "Successfully started partition reassignments for cli-0,cli-1" in out.output
+
+    def verified() -> bool:
+        v = run.invoke(main, [*boot, "--reassignment-json-file", str(plan), "--verify"])
+        return v.exit_code == 0 and v.output.count("is completed.") == 2
+
+    wait_until(verified, 60, "kl-reassign-partitions --verify: every partition completed")
+    listed = run.invoke(main, [*boot, "--list"])
+    assert listed.exit_code == 0 and "No partition reassignments found." in listed.output
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": "cli", "partition": 0, "replicas": [ids[0], 99]}]})
+    )
+    out = run.invoke(main, [*boot, "--reassignment-json-file", str(bad), "--execute"])
+    assert out.exit_code != 0 and "INVALID_REPLICA_ASSIGNMENT" in out.output and "Traceback" not in out.output
+    out = run.invoke(main, [*boot, "--reassignment-json-file", str(plan), "--cancel"])
+    assert out.exit_code != 0 and "NO_REASSIGNMENT_IN_PROGRESS" in out.output
+    assert run.invoke(main, [*boot, "--verify"]).exit_code != 0  # no file: one line, rc != 0
