@@ -182,3 +182,30 @@ def test_kl_reassign_partitions_generate_execute_verify_list(cluster, tmp_path):
     out = run.invoke(main, [*boot, "--reassignment-json-file", str(plan), "--cancel"])
     assert out.exit_code != 0 and "NO_REASSIGNMENT_IN_PROGRESS" in out.output
     assert run.invoke(main, [*boot, "--verify"]).exit_code != 0  # no file: one line, rc != 0
+
+
+def test_a_reassignment_survives_controller_failover(cluster):
+    cluster.create_topic("durable", 1, 2)
+    original = list(state(cluster, "durable", 0).replicas)
+    spare = next(b for b in sorted(cluster.brokers) if b not in original)
+    cluster.kill(spare)  # the new replica cannot catch up yet: the reassignment stays in progress
+    target = [original[1], spare]
+    wait_until(lambda: alter(cluster, original[1], {("durable", 0): target}) == {("durable", 0): 0}, 30, "started")
+    # The controller is killed and started again (with the spare down, a majority needs it back): the controller
+    # elected then rebuilt its state from the metadata log, and still knows the reassignment.
+    old_controller = cluster.controller_id()
+    if old_controller != spare:
+        cluster.kill(old_controller)
+        cluster.restart(old_controller)
+        wait_until(lambda: cluster.controller_id() in original, 60, "a controller again")
+        wait_until(lambda: ("durable", 0) in _ongoing_or_empty(cluster, original[0]), 60, "listed after failover")
+    cluster.restart(spare)
+    wait_until(lambda: list(state(cluster, "durable", 0).replicas) == target, 60, "completed after failover")
+    assert sorted(state(cluster, "durable", 0).isr) == sorted(target)
+
+
+def _ongoing_or_empty(cluster: ClusterHarness, broker: int) -> dict:
+    try:
+        return ongoing(cluster, broker)
+    except (AssertionError, OSError):
+        return {}  # no controller yet (NOT_CONTROLLER) or the broker is between connections
