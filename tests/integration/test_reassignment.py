@@ -209,3 +209,18 @@ def _ongoing_or_empty(cluster: ClusterHarness, broker: int) -> dict:
         return ongoing(cluster, broker)
     except (AssertionError, OSError):
         return {}  # no controller yet (NOT_CONTROLLER) or the broker is between connections
+
+
+def test_both_apis_on_the_kafka_listener(cluster):
+    """Raw Kafka frames (kio-encoded), as a Kafka client sends them: Alter v0 and v1, List v0."""
+    from tests.integration.test_log_and_quorum_apis import kafka_call
+
+    broker = sorted(cluster.brokers)[0]
+    for version in (0, 1):
+        body = {"timeout": 5000, "topics": [{"name": "nope", "partitions": [{"partition_index": 0, "replicas": [1]}]}]}
+        answer = kafka_call(cluster, broker, 45, version, body)
+        assert answer.error_code == 0
+        (row,) = answer.responses[0].partitions
+        assert row.error_code == int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    listed = kafka_call(cluster, broker, 46, 0, {"timeout": 5000, "topics": None})
+    assert listed.error_code == 0 and isinstance(listed.topics, tuple)
