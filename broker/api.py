@@ -32,6 +32,7 @@ from broker.network.server import (
 from broker.partition import FetchSpec
 from broker.partition_apis import PartitionApis
 from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
+from broker.reassignment_api import ReassignmentApis
 from broker.replica_manager import ProduceResult, ReplicaManager
 from broker.request_ranges import check_request
 from broker.security.listeners import WIRES, metadata_listener
@@ -81,7 +82,9 @@ BROKER_APIS = frozenset(
 )
 # The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);
 # an envelope carrying any other api is refused.
-FORWARDED_APIS = frozenset({ApiKey.ELECT_LEADERS})
+FORWARDED_APIS = frozenset(
+    {ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS}
+)
 # The listeners those arrive on: the inter-broker listener, and AlterPartition relayed through ZooKeeper.
 BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})
 _ALLOWED = object()
@@ -203,12 +206,14 @@ class KafkaApis:
         }
         # Group requests also need the connection (client id and host are part of a member's identity).
         elections = LeaderElectionApis(controller, channel)
+        reassignments = ReassignmentApis(controller, channel)
         partitions = PartitionApis(replica_manager, image)
         cluster = ClusterApis(config.broker_id, coordination, channel, image)
         self._ctx_handlers = {
             **groups.handlers,
             **security.handlers,
             **elections.handlers,
+            **reassignments.handlers,
             **partitions.handlers,
             **cluster.handlers,
             **transactions.handlers,

@@ -30,6 +30,7 @@ from typing import Any, Callable
 from broker.leader_election_api import refused as refused_election
 from broker.network.server import INTER_BROKER_LISTENER, BadRequest, ConnectionContext, as_list, error_body
 from broker.partition import FetchResult
+from broker.reassignment_api import refused_alter
 from broker.replica_manager import ProduceResult
 from broker.security.request_authorizer import (
     CLUSTER_DENIED,
@@ -46,6 +47,7 @@ from net.schema.add_partitions_to_txn import (
     AddPartitionsToTxnResponse,
     AddPartitionsToTxnTopicResult,
 )
+from net.schema.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from net.schema.convert import error_response
 from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecordsTopic, DeleteRecordsTopicResult
 from net.schema.describe_producers import PartitionResponse
@@ -371,6 +373,14 @@ def _deleted_records_denied(t: DeleteRecordsTopic) -> DeleteRecordsTopicResult:
 def _producers_denied(t: DescribeProducersTopic) -> DescribeProducersTopicResponse:
     rows = tuple(PartitionResponse(partition_index=i, error_code=TOPIC_DENIED) for i in t.partition_indexes)
     return DescribeProducersTopicResponse(name=t.name, partitions=rows)
+
+
+def _alter_reassignments(a: Authorization, req: AlterPartitionReassignmentsRequest, ctx: ConnectionContext) -> Decision:
+    """ALTER on the cluster; without it, CLUSTER_AUTHORIZATION_FAILED at the top and in every partition asked."""
+    if a.authz.cluster(ctx, Op.ALTER):
+        return Decision(req)
+    message = denied_message(Op.ALTER, "the cluster (AlterPartitionReassignments)", ctx)
+    return Decision(req, refused=True, answer=refused_alter(req, CLUSTER_DENIED, message))
 
 
 def _elect_leaders(a: Authorization, req: ElectLeadersRequest, ctx: ConnectionContext) -> Decision:
@@ -866,6 +876,10 @@ RULES: dict[ApiKey, Rule] = {
         (Need(CLUSTER, Op.ALTER_CONFIGS, R),), _cluster(Op.ALTER_CONFIGS, "AlterClientQuotas")
     ),
     ApiKey.ELECT_LEADERS: Rule((Need(CLUSTER, Op.ALTER, R),), _elect_leaders),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Rule((Need(CLUSTER, Op.ALTER, R),), _alter_reassignments),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "ListPartitionReassignments")
+    ),
     ApiKey.ENVELOPE: Rule(
         (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.ENVELOPE), "broker to controller"
     ),

@@ -9,7 +9,7 @@ epochs are handed out exactly once, in log order.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from broker.leader_balance import preferred_can_lead, preferred_replica
@@ -24,6 +24,7 @@ from net.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     KafkaLiteError,
+    NoReassignmentInProgressError,
     PolicyViolationError,
     PreferredLeaderNotAvailableError,
     ResourceNotFoundError,
@@ -70,6 +71,22 @@ class PartitionState:
     replicas: list[int]
     isr: list[int]
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455): `replicas` is then target + the original replicas not in it, and
+    # these say which of them are being added (not in the original) and removed (not in the target).
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.adding_replicas]
+
+    @property
+    def target_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.removing_replicas]
 
 
 @dataclass
@@ -127,6 +144,8 @@ class MetadataImage:
                     list(record["replicas"]),
                     list(record["isr"]),
                     record["partition_epoch"],
+                    list(record.get("adding_replicas") or ()),
+                    list(record.get("removing_replicas") or ()),
                 )
         elif kind == "remove_topic":
             self.topics.pop(record["name"], None)
@@ -172,7 +191,7 @@ class MetadataImage:
 
 
 def partition_record(topic: str, p: PartitionState) -> dict[str, Any]:
-    return {
+    record = {
         "type": "partition",
         "topic": topic,
         "partition": p.partition,
@@ -182,6 +201,9 @@ def partition_record(topic: str, p: PartitionState) -> dict[str, Any]:
         "isr": list(p.isr),
         "partition_epoch": p.partition_epoch,
     }
+    if p.reassigning:  # left out otherwise: the records of partitions never reassigned keep their shape
+        record["adding_replicas"], record["removing_replicas"] = list(p.adding_replicas), list(p.removing_replicas)
+    return record
 
 
 class AlterPartitionError(KafkaLiteError):
@@ -219,6 +241,8 @@ class ControllerLogic:
         # (topic, partition, old leader, new leader) of AlterPartition requests answered by moving leadership
         # (see alter_partition); the driver reports them and answers the leader accordingly.
         self.leader_moves: list[tuple[str, int, int, int]] = []
+        # (topic, partition, final replicas) of reassignments an AlterPartition completed (the leader epoch moved).
+        self.reassignments_completed: list[tuple[str, int, list[int]]] = []
 
     # --- topics --------------------------------------------------------------
 
@@ -477,19 +501,16 @@ class ControllerLogic:
                         # Like Kafka, never empty the ISR: the last member stays, so only it (or an
                         # unclean election) can lead again and nothing it acknowledged is lost.
                         isr = _isr_without(p.isr, broker_id) or list(p.isr)
-                        new = PartitionState(
-                            p.partition, NO_LEADER, p.leader_epoch + 1, p.replicas, isr, p.partition_epoch + 1
+                        new = replace(
+                            p,
+                            leader=NO_LEADER,
+                            leader_epoch=p.leader_epoch + 1,
+                            isr=isr,
+                            partition_epoch=p.partition_epoch + 1,
                         )
                     records.append(partition_record(t.name, new))
                 elif broker_id in p.isr and len(p.isr) > 1:
-                    new = PartitionState(
-                        p.partition,
-                        p.leader,
-                        p.leader_epoch,
-                        p.replicas,
-                        _isr_without(p.isr, broker_id),
-                        p.partition_epoch + 1,
-                    )
+                    new = replace(p, isr=_isr_without(p.isr, broker_id), partition_epoch=p.partition_epoch + 1)
                     records.append(partition_record(t.name, new))
         return records
 
@@ -511,7 +532,7 @@ class ControllerLogic:
                 return None
         leader = min(candidates, key=lambda r: (self.image.leaderships(r), r))
         isr = [leader] if unclean else [r for r in p.isr if r not in exclude]
-        new = PartitionState(p.partition, leader, p.leader_epoch + 1, p.replicas, isr, p.partition_epoch + 1)
+        new = replace(p, leader=leader, leader_epoch=p.leader_epoch + 1, isr=isr, partition_epoch=p.partition_epoch + 1)
         if unclean:
             self.unclean_elections.append((t.name, p.partition, leader, list(p.isr)))
         return new
@@ -559,7 +580,7 @@ class ControllerLogic:
                 raise PreferredLeaderNotAvailableError(
                     f"{topic}-{partition}: its preferred replica {preferred} is {state}"
                 )
-            new = PartitionState(p.partition, preferred, p.leader_epoch + 1, p.replicas, p.isr, p.partition_epoch + 1)
+            new = replace(p, leader=preferred, leader_epoch=p.leader_epoch + 1, partition_epoch=p.partition_epoch + 1)
             return [partition_record(t.name, new)]
         if p.leader != NO_LEADER:
             raise ElectionNotNeededError(f"{topic}-{partition} has a leader (broker {p.leader})")
@@ -567,6 +588,103 @@ class ControllerLogic:
         if elected is None:
             raise EligibleLeadersNotAvailableError(f"{topic}-{partition}: none of its replicas {p.replicas} is alive")
         return [partition_record(t.name, elected)]
+
+    # --- partition reassignments (Kafka's AlterPartitionReassignments / ListPartitionReassignments, KIP-455) ---
+
+    def alter_reassignments(
+        self, requests: list[tuple[object, object, object]], allow_rf_change: bool = True
+    ) -> tuple[list[dict[str, Any]], dict[tuple[str, int], KafkaLiteError | None]]:
+        """(topic, partition, target replicas or None to cancel) -> the records, and each partition's outcome
+        (None: done). A partition named twice is judged once, on its first row."""
+        records: list[dict[str, Any]] = []
+        outcomes: dict[tuple[str, int], KafkaLiteError | None] = {}
+        for topic, partition, target in requests:
+            key = (str(topic), partition if isinstance(partition, int) else -1)
+            if key in outcomes:
+                continue
+            try:
+                records += self.reassign(topic, partition, target, allow_rf_change)
+                outcomes[key] = None
+            except KafkaLiteError as e:
+                outcomes[key] = e
+        return records, outcomes
+
+    def reassign(
+        self, topic: object, partition: object, target: object, allow_rf_change: bool = True
+    ) -> list[dict[str, Any]]:
+        """Start (or replace) a reassignment towards `target`, or cancel the one in progress (`target` None).
+        While it runs the replicas are target + the original ones not in it, so the new replicas are created
+        and catch up from the leader; it completes once every target replica is in the ISR
+        (_complete_reassignment), at once when they already are (a reorder or a pure removal)."""
+        t = self.image.topics.get(topic) if isinstance(topic, str) else None
+        p = t.partitions.get(partition) if t is not None and isinstance(partition, int) else None
+        if t is None or p is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        original = p.original_replicas
+        if target is None:
+            if not p.reassigning:
+                raise NoReassignmentInProgressError(f"{topic}-{partition} has no reassignment in progress")
+            reverted = self._with_replicas(p, original, [], [])
+            if reverted is None:
+                raise InvalidReplicaAssignmentError(
+                    f"{topic}-{partition}: no replica of its original assignment {original} is in the ISR {p.isr}"
+                )
+            return [partition_record(t.name, reverted)]
+        if not isinstance(target, (list, tuple)):
+            raise InvalidReplicaAssignmentError(f"{topic}-{partition}: the target replicas must be a list")
+        wanted = self._checked_placement([list(target)], None)[0]
+        if not allow_rf_change and len(wanted) != len(original):
+            raise InvalidReplicationFactorError(
+                f"{topic}-{partition}: the target {wanted} changes the replication factor {len(original)}"
+            )
+        if wanted == p.replicas and not p.reassigning:
+            return []  # already placed so: nothing to do, as in Kafka
+        replicas = wanted + [r for r in original if r not in wanted]
+        adding = [r for r in wanted if r not in original]
+        removing = [r for r in original if r not in wanted]
+        moving = self._with_replicas(p, replicas, adding, removing)
+        if moving is None:  # the leader and every ISR member are being dropped from a replaced reassignment
+            raise InvalidReplicaAssignmentError(f"{topic}-{partition}: no replica of {replicas} is in the ISR {p.isr}")
+        return [partition_record(t.name, self._complete_reassignment(moving) or moving)]
+
+    def _with_replicas(
+        self, p: PartitionState, replicas: list[int], adding: list[int], removing: list[int]
+    ) -> PartitionState | None:
+        """`p` with a new replica set: the ISR keeps its members that remain, the leader stays if it remains,
+        else the first remaining ISR member in replica order leads (a clean election). The leader epoch moves
+        in every case: a leader's LeaderState knows its replica set only from the start of its epoch, as the
+        followers it waits for and takes into the ISR. None: no ISR member remains."""
+        isr = [r for r in p.isr if r in replicas]
+        if not isr:
+            return None
+        leader = p.leader if p.leader in isr else next(r for r in replicas if r in isr)
+        return replace(
+            p,
+            leader=leader,
+            leader_epoch=p.leader_epoch + 1,
+            replicas=list(replicas),
+            isr=isr,
+            partition_epoch=p.partition_epoch + 1,
+            adding_replicas=list(adding),
+            removing_replicas=list(removing),
+        )
+
+    def _complete_reassignment(self, p: PartitionState) -> PartitionState | None:
+        """Once every target replica is in the ISR, the final replica set: the removed replicas leave (they stop
+        and delete their logs when they apply it), the leader moves to the first target replica if it is one of
+        them. None: not reassigning, or not caught up yet."""
+        if not p.reassigning or not set(p.target_replicas) <= set(p.isr):
+            return None
+        return self._with_replicas(p, p.target_replicas, [], [])
+
+    def list_reassignments(self, partitions: list[tuple[str, int]] | None) -> list[tuple[str, PartitionState]]:
+        """The reassignments in progress, of `partitions` (None: all); unknown ones are left out, as Kafka does."""
+        found = []
+        for t in self.image.topics.values():
+            for p in t.partitions.values():
+                if p.reassigning and (partitions is None or (t.name, p.partition) in partitions):
+                    found.append((t.name, p))
+        return sorted(found, key=lambda row: (row[0], row[1].partition))
 
     # --- ISR changes from partition leaders -------------------------------------
 
@@ -610,7 +728,11 @@ class ControllerLogic:
         if moved is not None:
             self.leader_moves.append((topic, partition, leader_id, moved.leader))
             return [partition_record(topic, moved)]
-        new = PartitionState(p.partition, p.leader, p.leader_epoch, p.replicas, isr, p.partition_epoch + 1)
+        new = replace(p, isr=isr, partition_epoch=p.partition_epoch + 1)
+        done = self._complete_reassignment(new)
+        if done is not None:
+            self.reassignments_completed.append((topic, partition, list(done.replicas)))
+            return [partition_record(topic, done)]
         return [partition_record(topic, new)]
 
     def _move_isolated_leader(

@@ -296,6 +296,30 @@ class ControllerService:
             log.info("%s leader election asked for: elected %s", election_type.name, ", ".join(elected))
         return outcomes
 
+    # --- partition reassignments (KIP-455) ---------------------------------------------------
+
+    async def alter_reassignments(
+        self, requests: list[tuple[Any, Any, Any]], allow_rf_change: bool = True
+    ) -> dict[tuple[str, int], KafkaLiteError | None]:
+        """Kafka's AlterPartitionReassignments: each partition's outcome (None: started or cancelled, committed)."""
+        outcomes: dict[tuple[str, int], KafkaLiteError | None] = {}
+
+        def compute(logic: ControllerLogic) -> list[dict[str, Any]]:
+            records, found = logic.alter_reassignments(requests, allow_rf_change)
+            outcomes.update(found)
+            return records
+
+        await self.run(compute)
+        for (t, p), e in sorted(outcomes.items()):
+            target = next((r[2] for r in requests if (r[0], r[1]) == (t, p)), None)
+            if e is None:
+                log.info("%s-%d: reassignment %s", t, p, "cancelled" if target is None else f"to {target}")
+        return outcomes
+
+    def list_reassignments(self, partitions: list[tuple[str, int]] | None) -> list[tuple[str, Any]]:
+        self.check_active()
+        return self.logic.list_reassignments(partitions)
+
     # --- requests served by the active controller ----------------------------------------
 
     async def await_published(self) -> None:
@@ -370,9 +394,17 @@ class ControllerService:
                 self._alter_taken[leader] = key
             check_broker_incarnation(leader, incarnation, self.quorum.broker_incarnation(leader))
             logic.leader_moves.clear()
+            logic.reassignments_completed.clear()
             return logic.alter_partition(topic, partition, leader, leader_epoch, partition_epoch, isr, silent)
 
         await self.run(compute)
+        done, self.logic.reassignments_completed = self.logic.reassignments_completed, []
+        for t, p, replicas in done:
+            log.info("%s-%d: reassignment completed, replicas %s", t, p, replicas)
+            # Committed with a new leader epoch (the replica set changed): the leader learns it from metadata.
+            raise AlterPartitionError(
+                f"{t}-{p}: reassignment completed; new leader epoch", ErrorCode.FENCED_LEADER_EPOCH
+            )
         moves, self.logic.leader_moves = self.logic.leader_moves, []
         for t, p, old, new in moves:
             log.warning(

@@ -20,9 +20,20 @@ from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
 from net.protocol import ApiKey, ElectionType
 from net.retry import retry_until
+from net.schema.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
+from net.schema.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+from net.schema.list_partition_reassignments import ListPartitionReassignmentsTopics as ListReassignTopic
 
 T = TypeVar("T")
 
@@ -211,6 +222,57 @@ class AsyncAdmin:
             else None
             for t in answer.replica_election_results
             for p in t.partition_result
+        }
+
+    async def alter_partition_reassignments(
+        self, targets: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, KafkaLiteError | None]:
+        """Kafka's Admin.alterPartitionReassignments (KIP-455): move each partition to its target replicas, or
+        cancel its reassignment in progress (None). Each partition's outcome: None (started or cancelled) or its
+        error (InvalidReplicaAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError)."""
+        topics: dict[str, list[ReassignablePartition]] = {}
+        for (topic, partition), replicas in targets.items():
+            topics.setdefault(topic, []).append(
+                ReassignablePartition(partition_index=partition, replicas=None if replicas is None else tuple(replicas))
+            )
+        request = AlterPartitionReassignmentsRequest(
+            topics=tuple(ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items())
+        )
+        answer: AlterPartitionReassignmentsResponse = await self._controller_call(request)
+        if answer.error_code:
+            raise error_for(answer.error_code, answer.error_message or "")
+        return {
+            TopicPartition(t.name, p.partition_index): error_for(p.error_code, p.error_message or "")
+            if p.error_code
+            else None
+            for t in answer.responses
+            for p in t.partitions
+        }
+
+    async def list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        """Kafka's Admin.listPartitionReassignments: (replicas, adding, removing) of each reassignment in
+        progress, of `partitions` (None: all)."""
+        asked: tuple[ListReassignTopic, ...] | None = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            asked = tuple(ListReassignTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())
+        answer: ListPartitionReassignmentsResponse = await self._controller_call(
+            ListPartitionReassignmentsRequest(topics=asked)
+        )
+        if answer.error_code:
+            raise error_for(answer.error_code, answer.error_message or "")
+        return {
+            TopicPartition(t.name, p.partition_index): (
+                list(p.replicas),
+                list(p.adding_replicas),
+                list(p.removing_replicas),
+            )
+            for t in answer.topics
+            for p in t.partitions
         }
 
     # --- consumer groups ---------------------------------------------------------

@@ -288,6 +288,16 @@ class Admin(_Blocking[AsyncAdmin]):
     ) -> dict[TopicPartition, KafkaLiteError | None]:
         return self._lt.run(self._impl.elect_leaders(election_type, partitions))
 
+    def alter_partition_reassignments(
+        self, targets: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, KafkaLiteError | None]:
+        return self._lt.run(self._impl.alter_partition_reassignments(targets))
+
+    def list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        return self._lt.run(self._impl.list_partition_reassignments(partitions))
+
     def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
         return self._lt.run(self._impl.describe_topics(names))
 

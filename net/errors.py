@@ -79,6 +79,7 @@ class ErrorCode(IntEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
     ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     OFFSET_NOT_AVAILABLE = 78
     UNSTABLE_OFFSET_COMMIT = 88
@@ -157,6 +158,7 @@ InvalidTopicError = _error("INVALID_TOPIC_EXCEPTION")
 InvalidPartitionsError = _error("INVALID_PARTITIONS")
 InvalidReplicationFactorError = _error("INVALID_REPLICATION_FACTOR")
 InvalidReplicaAssignmentError = _error("INVALID_REPLICA_ASSIGNMENT")
+NoReassignmentInProgressError = _error("NO_REASSIGNMENT_IN_PROGRESS")
 NotLeaderOrFollowerError = _error("NOT_LEADER_OR_FOLLOWER")
 FencedLeaderEpochError = _error("FENCED_LEADER_EPOCH")
 UnknownLeaderEpochError = _error("UNKNOWN_LEADER_EPOCH")

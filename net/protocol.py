@@ -77,6 +77,8 @@ class ApiKey(IntEnum):
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 class OffsetSpec(IntEnum):
@@ -117,6 +119,8 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.TXN_OFFSET_COMMIT: 0,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

@@ -47,6 +47,8 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     61: (0, 0),  # DescribeProducers
     74: (1, 1),  # ListConfigResources (Kafka 4.1; v0 is the older ListClientMetricsResources)
     43: (0, 2),  # ElectLeaders
+    45: (0, 1),  # AlterPartitionReassignments (KIP-455; v1 adds allow_replication_factor_change)
+    46: (0, 0),  # ListPartitionReassignments
     # Transactions (KIP-98, issue 28). InitProducerId v6 is KIP-939's two-phase commit, not served.
     22: (0, 5),  # InitProducerId
     24: (0, 5),  # AddPartitionsToTxn (v4+: KIP-890's batched, broker-to-coordinator form)

@@ -6,6 +6,10 @@ from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTx
 from net.schema.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from net.schema.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from net.schema.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from net.schema.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from net.schema.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from net.schema.create_acls import CreateAclsRequest, CreateAclsResponse
 from net.schema.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -39,6 +43,10 @@ from net.schema.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from net.schema.list_config_resources import ListConfigResourcesRequest, ListConfigResourcesResponse
 from net.schema.list_groups import ListGroupsRequest, ListGroupsResponse
 from net.schema.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from net.schema.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from net.schema.list_transactions import ListTransactionsRequest, ListTransactionsResponse
 from net.schema.metadata import MetadataRequest, MetadataResponse
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitResponse
@@ -89,6 +97,8 @@ MESSAGES: dict[int, tuple[type, type]] = {
     42: (DeleteGroupsRequest, DeleteGroupsResponse),
     43: (ElectLeadersRequest, ElectLeadersResponse),
     44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
+    46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     47: (OffsetDeleteRequest, OffsetDeleteResponse),
     48: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
     49: (AlterClientQuotasRequest, AlterClientQuotasResponse),

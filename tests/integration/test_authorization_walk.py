@@ -28,6 +28,11 @@ from net.messages import decode, encode
 from net.protocol import ApiKey
 from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest
 from net.schema.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from net.schema.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
@@ -35,6 +40,7 @@ from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, Top
 from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.end_txn import EndTxnRequest
 from net.schema.list_config_resources import ListConfigResourcesRequest
+from net.schema.list_partition_reassignments import ListPartitionReassignmentsRequest
 from net.schema.list_transactions import ListTransactionsRequest
 from net.schema.messages import MESSAGES
 from net.schema.offset_for_leader_epoch import (
@@ -204,6 +210,7 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
     epochs = (OffsetForLeaderTopic(topic=SECRET, partitions=(OffsetForLeaderPartition(partition=0),)),)
     producers = (TopicRequest(name=SECRET, partition_indexes=(0, 1)),)
     quorum = (TopicData(topic_name="__cluster_metadata", partitions=(PartitionData(),)),)
+    moves = (ReassignableTopic(name=SECRET, partitions=(ReassignablePartition(partition_index=0, replicas=(1, 2)),)),)
     return [
         # READ on her own topic is not DELETE
         (ApiKey.DELETE_RECORDS, encode(DeleteRecordsRequest(topics=mine_and_secret)), typed_rows(ApiKey.DELETE_RECORDS),
@@ -235,6 +242,10 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
             producer_id=1, topics=(WritableTxnMarkerTopic(name=SECRET, partition_indexes=(0,)),)),))),
          lambda a: [p.error_code for m in decode(MESSAGES[ApiKey.WRITE_TXN_MARKERS][1], a).markers
                     for t in m.topics for p in t.partitions], [CLUSTER_DENIED]),
+        # [throttle, allow_rf_change, error_code, message, [[topic, [[partition, code, message]]]]]
+        (ApiKey.ALTER_PARTITION_REASSIGNMENTS, encode(AlterPartitionReassignmentsRequest(topics=moves)),
+         lambda r: [r[2]] + [p[1] for t in r[4] for p in t[1]], [CLUSTER_DENIED] * 2),
+        (ApiKey.LIST_PARTITION_REASSIGNMENTS, encode(ListPartitionReassignmentsRequest()), top, [CLUSTER_DENIED]),
     ]  # fmt: skip
 
 
@@ -665,6 +676,13 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
             [CLUSTER_DENIED],
         ),
         (74, 1, {"resource_types": []}, [CLUSTER_DENIED]),
+        (
+            45,
+            1,
+            {"timeout": 5000, "topics": [{"name": SECRET, "partitions": [{"partition_index": 0, "replicas": [1, 2]}]}]},
+            [CLUSTER_DENIED],
+        ),
+        (46, 0, {"timeout": 5000, "topics": None}, [CLUSTER_DENIED]),
         (51, 0, {"deletions": [{"name": "admin", "mechanism": 1}], "upsertions": []}, [CLUSTER_DENIED]),
     ]
 

@@ -25,6 +25,11 @@ from net.schema.add_partitions_to_txn import (
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTransaction,
 )
+from net.schema.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
@@ -36,6 +41,7 @@ from net.schema.end_txn import EndTxnRequest
 from net.schema.init_producer_id import InitProducerIdRequest
 from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.list_partition_reassignments import ListPartitionReassignmentsRequest
 from net.schema.list_transactions import ListTransactionsRequest
 from net.schema.list_transactions import TransactionState as ListedTxn
 from net.schema.messages import MESSAGES
@@ -238,6 +244,19 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
         ),
         (ElectLeadersRequest(election_type=1, topic_partitions=None), ("whole", CLUSTER_DENIED)),
     ],
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: [  # typed: the code at the top and in every partition asked
+        (
+            AlterPartitionReassignmentsRequest(
+                topics=(
+                    ReassignableTopic(
+                        name="secret-topic", partitions=(ReassignablePartition(partition_index=0, replicas=(1, 2)),)
+                    ),
+                )
+            ),
+            ("whole", CLUSTER_DENIED),
+        ),
+    ],
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: [(ListPartitionReassignmentsRequest(), ("whole", CLUSTER_DENIED))],
     ApiKey.ENVELOPE: [
         ({"api_key": int(ApiKey.ELECT_LEADERS), "request": [], "principal": "User:admin"}, ("whole", CLUSTER_DENIED))
     ],
