@@ -129,6 +129,9 @@ class ProducerStateManager:
         self.dir = Path(dir) if dir is not None else None  # None: no snapshots (in-memory use)
         self._producers: dict[int, _Entry] = {}
         self.aborted: list[AbortedTxn] = []  # in marker order, so by last offset
+        # producer id -> first offset of its open transaction here: the LSO is asked at every fetch, so it is
+        # kept apart from the (many) idempotent producers' entries.
+        self._open: dict[int, int] = {}
         self.replayed_batches = 0  # headers replayed since the last load: recovery cost, for tests/metrics
 
     # --- de-duplication and sequence rules ---------------------------------------------
@@ -186,6 +189,7 @@ class ProducerStateManager:
                 entry.epoch = h.producer_epoch
                 entry.batches.clear()
             first, entry.txn_first = entry.txn_first, -1
+            self._open.pop(h.producer_id, None)
             entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
             if marker is not None and not marker.commit and first >= 0:
                 self.aborted.append(AbortedTxn(h.producer_id, first, base_offset))
@@ -198,6 +202,7 @@ class ProducerStateManager:
         entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
         if h.is_transactional and entry.txn_first < 0:
             entry.txn_first = base_offset
+            self._open[h.producer_id] = base_offset
 
     def replay(self, headers: Iterable[BatchHeader], markers: dict[int, ControlRecord] | None = None) -> None:
         """Apply batch headers read back from the log (their base offsets are stamped); `markers` holds the
@@ -211,8 +216,7 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest ongoing transaction here, or None."""
-        firsts = [e.txn_first for e in self._producers.values() if e.txn_first >= 0]
-        return min(firsts) if firsts else None
+        return min(self._open.values()) if self._open else None
 
     def ongoing_transactions(self) -> list[tuple[int, int, int]]:
         """(producer id, epoch, first offset) of each ongoing transaction (DescribeProducers, find-hanging)."""
@@ -291,6 +295,7 @@ class ProducerStateManager:
             e = mgr._producers[int(pid)] = _Entry(int(epoch), int(ts), txn_first)
             e.batches.extend((int(a), int(b), int(c)) for a, b, c in batches)
         mgr.aborted = [AbortedTxn(int(a), int(b), int(c)) for a, b, c in doc.get("aborted", ())]
+        mgr._open = {pid: e.txn_first for pid, e in mgr._producers.items() if e.txn_first >= 0}
         return mgr, int(doc["offset"])
 
     @classmethod

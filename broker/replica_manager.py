@@ -374,12 +374,12 @@ class ReplicaManager:
             # A consumer sees the high watermark in every answer: while a new leader's lags the epoch start it
             # could be below what the previous leader showed (KIP-207), so it is not shown yet.
             p.check_high_watermark_current()
+            lso = p.last_stable_offset  # answered at either isolation level, as Kafka does
             if not spec.read_committed:
                 data = p.log.read(spec.offset, spec.max_bytes, max_offset=p.high_watermark)
-                return FetchResult(0, p.high_watermark, p.log.log_start_offset, data)
+                return FetchResult(0, p.high_watermark, p.log.log_start_offset, data, last_stable_offset=lso)
             # read_committed: nothing past the last stable offset, with the aborted transactions the records
             # returned overlap, so the consumer can drop theirs (Kafka's FetchIsolation.TXN_COMMITTED).
-            lso = p.last_stable_offset
             data = p.log.read(spec.offset, spec.max_bytes, max_offset=lso)  # out of range: raised, as any fetch
             end = _end_of(data, spec.offset)
             aborted = [[a.producer_id, a.first_offset] for a in p.producer_state.aborted_in(spec.offset, end)]

@@ -148,3 +148,40 @@ def _headers(lg: Log):
         for _, h in iter_batches(data):
             yield h
             off = h.next_offset
+
+
+def test_open_and_aborted_transactions_give_the_lso_and_survive_a_snapshot(tmp_path):
+    """A transactional producer's first batch opens its transaction (the first unstable offset); a commit marker
+    closes it, an abort marker also records (pid, first, marker offset); both are kept in the snapshot."""
+    from broker.producer_state import AbortedTxn, ProducerStateManager
+    from net.batch import build, build_marker, control_record, parse_header
+
+    def data(pid: int, seq: int, base: int):
+        raw = build(
+            [(0, 0, None, b"v", None)], 1, 1, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True
+        )
+        return parse_header(raw)._replace(base_offset=base)
+
+    def marker(pid: int, commit: bool, base: int):
+        raw = build_marker(pid, 0, commit, 3, 1)
+        h = parse_header(raw)
+        return h._replace(base_offset=base), control_record(raw, 0, h)
+
+    m = ProducerStateManager(tmp_path)
+    m.update(data(1, 0, 10), 10)
+    m.update(data(2, 0, 11), 11)
+    m.update(data(1, 1, 12), 12)
+    assert m.first_unstable_offset() == 10
+    h, rec = marker(1, False, 13)
+    assert m.check_append([h]) == [None]
+    m.update(h, 13, rec)
+    assert m.first_unstable_offset() == 11 and m.aborted == [AbortedTxn(1, 10, 13)]
+    assert m.aborted_in(0, 11) == [AbortedTxn(1, 10, 13)] and m.aborted_in(14, 20) == []
+    m.take_snapshot(14)
+    loaded, at = ProducerStateManager.load(tmp_path, 0, 14)
+    assert at == 14 and loaded.first_unstable_offset() == 11 and loaded.aborted == [AbortedTxn(1, 10, 13)]
+    h, rec = marker(2, True, 14)
+    loaded.update(h, 14, rec)
+    assert loaded.first_unstable_offset() is None and len(loaded.aborted) == 1
+    loaded.trim_aborted(14)
+    assert loaded.aborted == []

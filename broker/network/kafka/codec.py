@@ -128,8 +128,31 @@ class TypedKafkaRequest(Request):
             if body.get("throttle_time_ms") and hasattr(answer, "throttle_time"):
                 answer.throttle_time = datetime.timedelta(milliseconds=body["throttle_time_ms"])
             body = answer
+        if self.kafka_version < _FENCED_SINCE.get(self.api_key, 0):
+            _older_fencing_code(body)
         kio_cls = load_response_schema(self.api_key, self.kafka_version)
         return _frame(self.correlation_id, self.flexible, kio_cls, to_kio(body, kio_cls))
+
+
+# KIP-588: PRODUCER_FENCED (90) only from these versions on; an older client is told INVALID_PRODUCER_EPOCH (47),
+# as Kafka's KafkaApis does (InitProducerId < 4, AddPartitionsToTxn / AddOffsetsToTxn / EndTxn / TxnOffsetCommit < 2).
+_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 2}
+
+
+def _older_fencing_code(message: Any) -> None:
+    """Every PRODUCER_FENCED in a typed answer (nested rows included) becomes INVALID_PRODUCER_EPOCH."""
+    if isinstance(message, (tuple, list)):
+        for m in message:
+            _older_fencing_code(m)
+        return
+    if not hasattr(message, "__dataclass_fields__"):
+        return
+    for name in message.__dataclass_fields__:
+        value = getattr(message, name)
+        if name.endswith("error_code") and value == ErrorCode.PRODUCER_FENCED:
+            setattr(message, name, int(ErrorCode.INVALID_PRODUCER_EPOCH))
+        elif isinstance(value, (tuple, list)) or hasattr(value, "__dataclass_fields__"):
+            _older_fencing_code(value)
 
 
 class KafkaCodec(FramedCodec):
