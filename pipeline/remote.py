@@ -156,6 +156,12 @@ def fetch_range(
             pos = lost_to
             continue
         if not chunks:
+            moved = consumer.position(tp)
+            if moved > pos:  # only aborted records and markers were read (read_committed): none to hand out
+                pos, last_progress = moved, time.monotonic()
+                if pos >= r.end:
+                    return
+                continue
             if time.monotonic() - last_progress > timeout_s:
                 _check_exists(consumer, r, fail_on_data_loss)
                 raise LogReadError(

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -124,11 +125,17 @@ def test_batch_reads_skip_markers_and_read_committed_skips_aborted_records(tmp_p
             p.send("txn-read", b"dropped")
             p.flush()
             p.abort_transaction()
-        live = spark.read.format("kafkalite").option("kafka.bootstrap.servers", broker.bootstrap)
-        live = live.option("subscribe", "txn-read")
-        committed = live.option("kafka.isolation.level", "read_committed").load().collect()
+
+        def live() -> Any:  # a reader of its own each time: a DataFrameReader's options accumulate
+            return (
+                spark.read.format("kafkalite")
+                .option("kafka.bootstrap.servers", broker.bootstrap)
+                .option("subscribe", "txn-read")
+            )
+
+        committed = live().option("kafka.isolation.level", "read_committed").load().collect()
         assert [bytes(r["value"]) for r in committed] == [b"kept"]
-        everything = live.load().collect()
+        everything = live().load().collect()
         assert sorted(bytes(r["value"]) for r in everything) == [b"dropped", b"kept"]  # no marker rows
         files = spark.read.format("kafkalite").option("path", str(tmp_path / "data")).option("subscribe", "txn-read")
         assert sorted(bytes(r["value"]) for r in files.load().collect()) == [b"dropped", b"kept"]
