@@ -291,11 +291,12 @@ class GroupApis:
             for entry in as_list(body.get("groups"), "groups"):
                 if not isinstance(entry, dict):
                     raise BadRequest("each groups entry must be a map with group_id and topics")
-                out.append(dict(self._offset_fetch_one(entry), group_id=entry.get("group_id")))
+                stable = bool(body.get("require_stable"))
+                out.append(dict(self._offset_fetch_one(entry, stable), group_id=entry.get("group_id")))
             return {"error_code": 0, "groups": out}
-        return self._offset_fetch_one(body)
+        return self._offset_fetch_one(body, bool(body.get("require_stable")))
 
-    def _offset_fetch_one(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _offset_fetch_one(self, body: dict[str, Any], require_stable: bool) -> dict[str, Any]:
         group_id: Any = body.get("group_id")  # a string once owner_error() passed it
         err = self.coordinator.owner_error(group_id)
         if err:
@@ -307,7 +308,15 @@ class GroupApis:
                 if not all(isinstance(p, int) for p in parts):
                     raise BadRequest("offset fetch partitions must be integers")
                 tps += [(topic, p) for p in parts]
-        return self.coordinator.logic.fetch_offsets(group_id, tps)
+        answer = self.coordinator.logic.fetch_offsets(group_id, tps)
+        if require_stable:
+            # KIP-447: an offset an open transaction is about to replace is not answered; the client retries
+            # once the transaction's marker has decided it.
+            for topic, rows in answer["topics"]:
+                for row in rows:
+                    if self.coordinator.has_pending(group_id, [(topic, row[0])]):
+                        row[1:] = [-1, "", int(ErrorCode.UNSTABLE_OFFSET_COMMIT)]
+        return answer
 
     # --- admin ------------------------------------------------------------------------------
 

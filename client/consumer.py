@@ -59,6 +59,8 @@ class AsyncConsumer:
         self.auto_offset_reset = cfg.auto_offset_reset
         self.max_poll_records = cfg.max_poll_records
         self._fetcher = Fetcher(self.client, cfg, self._reset)
+        if self._coordinator is not None:
+            self._coordinator.require_stable = self._fetcher.read_committed
         # The assigned partitions and their positions, shared with the fetcher (Kafka's SubscriptionState).
         self._states = self._fetcher.states
 

@@ -60,6 +60,9 @@ class GroupClient:
         self.member_id = ""
         self.generation = -1
         self.rejoin_needed = True
+        # KIP-447: a read_committed consumer asks for stable offsets only, waiting out a transaction that is
+        # about to replace one (UNSTABLE_OFFSET_COMMIT), so it never resumes from an offset about to move.
+        self.require_stable = False
 
     # --- coordinator discovery ---------------------------------------------------------------
 
@@ -161,10 +164,25 @@ class GroupClient:
                 by_topic.setdefault(t, []).append(p)
             topics = [[t, ps] for t, ps in by_topic.items()]
         deadline = time.monotonic() + self.client.request_timeout
-        resp = await self.request(ApiKey.OFFSET_FETCH, {"group_id": self.group_id, "topics": topics}, deadline)
-        if resp.get("error_code"):
-            raise group_error(resp["error_code"], self.group_id, "read", resp.get("error_message") or "")
-        return {(t, row[0]): row[1] for t, rows in resp.get("topics", []) for row in rows}
+        body = {"group_id": self.group_id, "topics": topics, "require_stable": self.require_stable}
+
+        async def attempt() -> dict[TP, int]:
+            resp = await self.request(ApiKey.OFFSET_FETCH, body, deadline)
+            if resp.get("error_code"):
+                raise group_error(resp["error_code"], self.group_id, "read", resp.get("error_message") or "")
+            for t, rows in resp.get("topics", []):
+                for row in rows:
+                    if len(row) > 3 and row[3]:
+                        raise error_for(row[3], f"committed offset of {t}-{row[0]} refused (error {row[3]})")
+            return {(t, row[0]): row[1] for t, rows in resp.get("topics", []) for row in rows}
+
+        return await retry_until(
+            attempt,
+            self.client.backoff(),
+            KafkaLiteError,
+            lambda e: e.code == ErrorCode.UNSTABLE_OFFSET_COMMIT,
+            deadline,
+        )
 
 
 class ConsumerCoordinator(GroupClient):

@@ -117,6 +117,7 @@ class TransactionState:
     def __init__(self) -> None:
         self.state = State.UNINITIALIZED
         self.partitions: set[TopicPartition] = set()  # added to the ongoing transaction
+        self.groups: set[str] = set()  # groups whose offsets were added (AddOffsetsToTxn)
         self.last_error: KafkaLiteError | None = None  # why the state is ABORTABLE_ERROR or FATAL_ERROR
         self.commit_pending = False  # EndTxn(commit) sent: a retry of commit_transaction() resends it
 
@@ -140,6 +141,7 @@ class TransactionState:
 
     def initialized(self) -> None:
         self.partitions.clear()
+        self.groups.clear()
         self._move(State.READY, "init_transactions")
 
     def begin(self) -> None:
@@ -169,6 +171,7 @@ class TransactionState:
 
     def completed(self) -> None:
         self.partitions.clear()
+        self.groups.clear()
         self.commit_pending = False
         self._move(State.READY, "end the transaction")
 
@@ -346,6 +349,7 @@ class TransactionManager:
         answer = await self._call(add, "AddOffsetsToTxn")
         if answer.error_code:
             self._raise(answer.error_code, "AddOffsetsToTxn")
+        self.state.groups.add(group.group_id)  # the coordinator now holds a transaction: it must be ended
         by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
         for (t, p), off in sorted(offsets.items()):
             by_topic.setdefault(t, []).append(TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=off))
@@ -380,7 +384,7 @@ class TransactionManager:
             self.state.begin_commit()
         else:
             self.state.begin_abort()
-        if not self.state.partitions and not self.state.commit_pending:
+        if not self.state.partitions and not self.state.groups and not self.state.commit_pending:
             # Nothing was added: the coordinator holds no transaction (Kafka's producer sends no EndTxn).
             self.state.completed()
             return

@@ -4,20 +4,22 @@ It follows the leadership of `__transaction_state` partitions as the GroupCoordi
 `__consumer_offsets`: becoming a partition's leader loads that partition's transactional ids (and completes
 any transaction it finds half-ended: a coordinator died between PrepareCommit and CompleteCommit); losing it
 unloads them. A transition is an acks=all append to the partition, answered once committed. Ending a
-transaction writes its commit or abort marker on every partition in it through WriteTxnMarkers to each
-partition's leader (Kafka's TransactionMarkerChannelManager), retried until each has it, in-process when
-this broker leads the partition. A tick aborts transactions open past their timeout and forgets ids unused
+transaction is answered once its Prepare* state is committed; then, in the background, its commit or abort
+marker goes on every partition in it through WriteTxnMarkers to each partition's leader (Kafka's
+TransactionMarkerChannelManager), retried until each has it, in-process when this broker leads the
+partition, and Complete* is written. A tick aborts transactions open past their timeout and forgets ids unused
 for transactional.id.expiration.ms.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.transaction import state as st
@@ -41,6 +43,7 @@ log = logging.getLogger("kafkalite.transaction")
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 MARKER_RETRY_S = 0.2
 WRITE_TIMEOUT_S = 10.0
+LOCK_WAIT_S = 5.0  # how long a request waits for the previous transaction's completion
 
 SendMarkers = Callable[[int, WriteTxnMarkersRequest], Awaitable[WriteTxnMarkersResponse]]
 
@@ -172,7 +175,7 @@ class TransactionCoordinator:
                 ErrorCode.INVALID_TRANSACTION_TIMEOUT,
                 f"transaction.timeout.ms {timeout_ms} is not in (0, {self.max_timeout_ms}]: transaction.max.timeout.ms",
             )
-        async with self._locks[tid]:
+        async with self._locked(tid):
             meta = self.txns.get(tid)
             if meta is not None and meta.state == TxnState.ONGOING:
                 # A new producer with this id: the old one's transaction is aborted (and the old one fenced).
@@ -186,7 +189,7 @@ class TransactionCoordinator:
 
     async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: set[tuple[str, int]]) -> None:
         self.check_owner(tid)
-        async with self._locks[tid]:
+        async with self._locked(tid):
             meta = self._get(tid)
             nxt = st.add_partitions(meta, pid, epoch, partitions, now_ms())
             if nxt is not None:
@@ -202,12 +205,31 @@ class TransactionCoordinator:
         return partitions & meta.partitions if meta.state == TxnState.ONGOING else set()
 
     async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
+        """Answered once Prepare* is durable, as Kafka does: the outcome is decided then. The markers and
+        Complete* follow in the background; until they are written, requests for this id wait their turn
+        (`_locked`) or get CONCURRENT_TRANSACTIONS."""
         self.check_owner(tid)
-        async with self._locks[tid]:
+        async with self._locked(tid):
             meta = self._get(tid)
             prepared = st.end_transaction(meta, pid, epoch, commit, now_ms())
-            if prepared is not None:
-                await self._end(meta, prepared)
+            if prepared is None:
+                return
+            await self._write(prepared, tid)
+        self._spawn(self._finish_quietly(tid))
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, tid: str) -> AsyncIterator[None]:
+        """The id's lock, waited for at most LOCK_WAIT_S: a transaction being completed that long (its
+        markers waiting for a partition leader) answers CONCURRENT_TRANSACTIONS, which clients retry."""
+        lock = self._locks[tid]
+        try:
+            await asyncio.wait_for(lock.acquire(), LOCK_WAIT_S)
+        except TimeoutError:
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{tid!r}: a transaction is being completed") from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def _get(self, tid: str) -> TransactionMetadata:
         meta = self.txns.get(tid)
@@ -222,14 +244,23 @@ class TransactionCoordinator:
         await self._write(st.complete(prepared, now_ms()), meta.transactional_id)
 
     async def _finish_quietly(self, tid: str) -> None:
-        try:
-            async with self._locks[tid]:
+        """Markers and Complete* for a Prepare* state, retried until written or until this broker is no longer
+        the id's coordinator (the next one loads Prepare* and finishes it)."""
+        async with self._locks[tid]:
+            while True:
                 meta = self.txns.get(tid)
-                if meta is not None and meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                if meta is None or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    return
+                try:
                     await self._write_markers(meta)
                     await self._write(st.complete(meta, now_ms()), tid)
-        except (TxnError, KafkaLiteError) as e:
-            log.warning("completing the transaction of %r failed: %s", tid, e)
+                    return
+                except (TxnError, KafkaLiteError) as e:
+                    if self.partition_for(tid) not in self.epochs:
+                        log.info("completing the transaction of %r is left to the next coordinator: %s", tid, e)
+                        return
+                    log.warning("completing the transaction of %r failed, retrying: %s", tid, e)
+                await asyncio.sleep(MARKER_RETRY_S)
 
     async def _write_markers(self, meta: TransactionMetadata) -> None:
         """A marker on every partition of the transaction, each through its current leader, until all have one

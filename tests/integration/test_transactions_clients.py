@@ -5,6 +5,7 @@ coordinator, a transaction committed from another process, and the CLIs' flags."
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -155,8 +156,10 @@ def test_a_transaction_is_committed_from_another_process(cluster):
     assert transaction_state(cluster.bootstrap(), txn_id) == "Ongoing"
     assert read_all(cluster.bootstrap(), topic, "read_committed") == []
     end_transaction(cluster.bootstrap(), txn_id, pid, epoch, commit=True)
-    assert transaction_state(cluster.bootstrap(), txn_id) == "CompleteCommit"
+    # Answered once PrepareCommit is durable (as Kafka): the markers may still be on their way.
+    assert transaction_state(cluster.bootstrap(), txn_id) in ("PrepareCommit", "CompleteCommit")
     end_transaction(cluster.bootstrap(), txn_id, pid, epoch, commit=True)  # a repeated commit is answered as done
+    assert transaction_state(cluster.bootstrap(), txn_id) == "CompleteCommit"  # ... once the markers are written
     assert read_all(cluster.bootstrap(), topic, "read_committed", 10) == sorted(values("resumed", 10))
 
 
@@ -192,6 +195,42 @@ def test_offsets_sent_in_a_transaction_commit_with_it_and_never_with_an_abort(cl
             assert time.monotonic() < deadline, "the committed transaction's offsets never became visible"
             time.sleep(0.2)
     assert read_all(cluster.bootstrap(), dst, "read_committed", 1, partitions=1) == [b"out-committed"]
+
+
+def test_read_committed_consumers_wait_for_offsets_an_open_transaction_holds(cluster):
+    """KIP-447: while a transaction holds offsets of a group, OffsetFetch with require_stable answers
+    UNSTABLE_OFFSET_COMMIT, so a read_committed consumer (ours, librdkafka's) never resumes from the offset
+    the transaction is about to replace; read_uncommitted ones get the committed offset at once."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    src = _topic(cluster, 1)
+    group = f"g-{src}"
+    with (
+        Consumer(cluster.bootstrap(), group_id=group, enable_auto_commit=False) as c,
+        Producer(cluster.bootstrap(), transactional_id=f"stable-{src}") as p,
+    ):
+        c.assign([(src, 0)])
+        c.commit({(src, 0): 3})
+        p.init_transactions()
+        p.begin_transaction()
+        p.send_offsets_to_transaction({(src, 0): 7}, c.group_metadata())
+        assert c.committed((src, 0)) == 3  # read_uncommitted: not held
+        ck = confluent_kafka.Consumer(
+            {"bootstrap.servers": cluster.kafka_bootstrap(), "group.id": group, "isolation.level": "read_committed"}
+        )
+        try:
+            tp = confluent_kafka.TopicPartition(src, 0)
+            with pytest.raises(confluent_kafka.KafkaException):  # retried until its timeout, never answered 3
+                ck.committed([tp], timeout=2)
+            with Consumer(cluster.bootstrap(), group_id=group, isolation_level="read_committed") as rc:
+                waited = threading.Thread(target=lambda: (time.sleep(1.0), p.commit_transaction()))
+                waited.start()
+                t0 = time.monotonic()
+                assert rc.committed((src, 0)) == 7  # waited for the commit, not answered 3
+                assert time.monotonic() - t0 >= 0.5
+                waited.join()
+            assert ck.committed([tp], timeout=10)[0].offset == 7
+        finally:
+            ck.close()
 
 
 def test_confluent_kafka_and_kafka_python_interoperate_with_ours(cluster):

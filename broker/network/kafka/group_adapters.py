@@ -209,10 +209,15 @@ class OffsetFetch(Adapter):
     api_key, versions = 9, (1, 8)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
+        stable = bool(req.get("require_stable"))  # v7+ (KIP-447)
         if version >= 8:
             groups = [{"group_id": g["group_id"], "topics": _asked(g.get("topics"))} for g in req["groups"]]
-            return ApiKey.OFFSET_FETCH, {"groups": groups}
-        return ApiKey.OFFSET_FETCH, {"group_id": req["group_id"], "topics": _asked(req.get("topics"))}
+            return ApiKey.OFFSET_FETCH, {"groups": groups, "require_stable": stable}
+        return ApiKey.OFFSET_FETCH, {
+            "group_id": req["group_id"],
+            "topics": _asked(req.get("topics")),
+            "require_stable": stable,
+        }
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         if version >= 8:
