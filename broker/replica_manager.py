@@ -562,6 +562,11 @@ class ReplicaManager:
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
 
+    def last_stable_offsets(self) -> dict[tuple[str, int], int]:
+        """Each partition's LSO (its high watermark, or its oldest open transaction's first offset): the log
+        cleaner's bound, as Kafka's firstUncleanableDirtyOffset."""
+        return {tp: p.last_stable_offset for tp, p in self.partitions.items()}
+
     def under_replicated(self) -> int:
         return sum(
             1

@@ -185,3 +185,108 @@ def test_clean_restart_reads_the_files_and_a_v2_snapshot_list_moves_to_them(tmp_
     migrated = [t._replace(last_stable_offset=-1) for t in expected]  # their LSO was not kept: unknown
     assert p.log.collect_aborted_txns(0, end) == migrated
     assert sum(txn_files(d).values(), []) == migrated
+
+
+# --- the log cleaner and transactions (Kafka's CleanedTransactionMetadata) ----------------------------------
+
+
+def compacted_partition(d: Path, clock) -> Partition:  # type: ignore[no-untyped-def]
+    from tests.unit.test_log_support import config
+
+    cfg = config(cleanup_policy="compact", delete_retention_ms=10_000, min_cleanable_dirty_ratio=0.01)
+    p = Partition("t", 0, Log(d, "t", 0, cfg, clean_shutdown=True, clock=clock), 1, 1, 30_000, lambda *a: None)
+    p.apply_state(PartitionState(0, 1, 0, [1], [1]), NOW)
+    return p
+
+
+def kv(key: bytes, value: bytes, pid: int = -1, seq: int = -1) -> bytes:
+    return build([(0, 0, key, value, None)], NOW, NOW, producer_id=pid, producer_epoch=0, base_sequence=seq,
+                 transactional=pid >= 0)  # fmt: skip
+
+
+def contents(p: Partition) -> list[tuple[int, object, object]]:
+    """(offset, key, value) of every record from the log start, markers as (offset, "COMMIT"/"ABORT", pid)."""
+    from net.batch import control_record, iter_batches, records_of
+
+    out: list[tuple[int, object, object]] = []
+    offset = p.log.log_start_offset
+    while offset < p.log.log_end_offset:
+        data = p.log.read(offset, 10**6)
+        if not data:
+            break
+        for pos, h in iter_batches(data, validate_crc=True):
+            if h.is_control:
+                m = control_record(data, pos, h)
+                out.append((h.base_offset, "COMMIT" if m and m.commit else "ABORT", h.producer_id))
+            else:
+                out += [(h.base_offset + r[0], r[2], r[3]) for r in records_of(data, pos, h)]
+            offset = h.next_offset
+    return out
+
+
+def test_cleaner_drops_aborted_records_keeps_markers_until_delete_retention_and_open_transactions(tmp_path):
+    from broker.log.cleaner import LogCleaner
+    from tests.unit.test_log_support import FakeClock
+
+    clock = FakeClock(NOW)
+    p = compacted_partition(tmp_path / "t-0", clock)
+    cleaner = LogCleaner(clock)
+
+    def step(*batches: bytes, marker: tuple[int, bool] | None = None) -> None:
+        for b in batches:
+            p.append_as_leader(b, 1, NOW)
+        if marker is not None:
+            end_txn(p, *marker)
+        p.log.roll()
+
+    def clean() -> None:
+        assert len(cleaner.clean_logs({p.log.dir.parent: {("t", 0): p.log}}, lambda tp: p.last_stable_offset)) == 1
+
+    step(kv(b"a", b"1"))  # 0
+    step(kv(b"a", b"aborted", 2, 0), kv(b"b", b"aborted", 2, 1), marker=(2, False))  # 1, 2, abort at 3
+    step(kv(b"c", b"committed", 3, 0), marker=(3, True))  # 4, commit at 5
+    step(kv(b"d", b"open", 4, 0))  # 6: producer 4's transaction stays open: the LSO is 6
+    step(kv(b"a", b"2"))  # 7, above the LSO: not cleanable yet, so it cannot supersede a=1
+    assert p.last_stable_offset == 6
+    clean()
+    assert contents(p) == [
+        (0, b"a", b"1"),  # an aborted a=aborted never supersedes it
+        (3, "ABORT", 2),  # its transaction's batches went in this cleaning: kept
+        (4, b"c", b"committed"),
+        (5, "COMMIT", 3),
+        (6, b"d", b"open"),
+        (7, b"a", b"2"),
+    ]
+    assert sum(txn_files(p.log.dir).values(), []) == [AbortedTxn(2, 1, 3, 4)]  # kept with its marker
+    assert p.log.collect_aborted_txns(0, 8) == [AbortedTxn(2, 1, 3, 4)]
+
+    end_txn(p, 4, True)  # 8: the LSO moves to the end
+    step(kv(b"c", b"plain"))  # 9: c's committed record is superseded
+    clean()  # the abort marker is alone now: delete.retention.ms starts; c=committed goes
+    assert contents(p) == [(3, "ABORT", 2), (5, "COMMIT", 3), (6, b"d", b"open"), (7, b"a", b"2"), (8, "COMMIT", 4),
+                           (9, b"c", b"plain")]  # fmt: skip
+    clock.advance(9_000)
+    step(kv(b"x", b"1"))
+    clean()  # 9 s: both still there (the commit marker's transaction emptied only in the last cleaning)
+    assert [r[0] for r in contents(p)][:2] == [3, 5]
+    clock.advance(2_000)
+    step(kv(b"y", b"1"))
+    clean()  # 11 s after the abort marker was found alone, 2 s after the commit marker was
+    assert [r[0] for r in contents(p)][:2] == [5, 6]
+    assert txn_files(p.log.dir) == {} and p.log.collect_aborted_txns(0, 20) == []
+    clock.advance(9_000)
+    step(kv(b"z", b"1"))
+    clean()
+    assert [r[0] for r in contents(p)][:1] == [6]  # the transaction of 4 still has d=open: its marker stays
+    assert (8, "COMMIT", 4) in contents(p)
+
+
+def test_a_committed_transactional_batch_stays_transactional_when_the_cleaner_rebuilds_it():
+    from broker.log.cleaner import rebuild_batch
+    from net.batch import parse_header
+
+    raw = build([(0, 0, b"a", b"1", None), (1, 0, b"b", b"2", None)], NOW, NOW, producer_id=5, producer_epoch=1,
+                base_sequence=0, transactional=True)  # fmt: skip
+    h = parse_header(raw)
+    out = parse_header(rebuild_batch(h, [(1, 0, b"b", b"2", None)]))
+    assert out.is_transactional and not out.is_control and (out.producer_id, out.last_offset_delta) == (5, 1)
