@@ -298,15 +298,16 @@ class ProducerStateManager:
 
     @classmethod
     def load(
-        cls, dir: Path, log_start: int, log_end: int, at_most: int | None = None
+        cls, dir: Path, log_start: int, log_end: int, at_most: int | None = None, read_only: bool = False
     ) -> tuple[ProducerStateManager, int]:
         """The newest readable snapshot at an offset in [log_start, min(log_end, at_most)] and the offset to
         replay from; with none, an empty state and `log_start`. Snapshots above the log end (data since
-        truncated) and unreadable ones are deleted, with a warning for the latter."""
+        truncated) and unreadable ones are deleted, with a warning for the latter, unless `read_only` (a
+        reader of a live broker's files, pipeline/segments.py)."""
         limit = log_end if at_most is None else min(log_end, at_most)
         for off in reversed(snapshot_offsets(dir)):
             path = snapshot_path(dir, off)
-            if off > log_end:
+            if off > log_end and not read_only:
                 path.unlink(missing_ok=True)
                 continue
             if off > limit:
@@ -319,6 +320,8 @@ class ProducerStateManager:
                     raise ValueError(f"holds offset {at}")
                 return mgr, off
             except (OSError, ValueError, KeyError, TypeError, msgpack.UnpackException) as e:
+                if read_only:
+                    continue  # being replaced by the broker, or damaged: an older one will do
                 log.warning("%s: ignoring unreadable producer-state snapshot (%s)", path, e)
                 path.unlink(missing_ok=True)
         return cls(dir), log_start
