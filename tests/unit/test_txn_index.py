@@ -290,3 +290,17 @@ def test_a_committed_transactional_batch_stays_transactional_when_the_cleaner_re
     h = parse_header(raw)
     out = parse_header(rebuild_batch(h, [(1, 0, b"b", b"2", None)]))
     assert out.is_transactional and not out.is_control and (out.producer_id, out.last_offset_delta) == (5, 1)
+
+
+def test_retention_by_time_deletes_a_segment_with_its_txnindex(tmp_path):
+    from tests.unit.test_log_support import config
+
+    p = open_partition(tmp_path / "t-0")
+    _, expected = aborted_history(p)
+    p.log.update_config(config(segment_bytes=1024, retention_ms=1000))
+    p.log.roll()
+    assert len(txn_files(p.log.dir)) == 2
+    closed = len(p.log.segments) - 1
+    assert p.log.delete_retention_segments(now_ms=NOW + 2000) == closed
+    assert txn_files(p.log.dir) == {} and list(p.log.dir.glob("*.txnindex*")) == []
+    assert p.log.collect_aborted_txns(0, p.log.log_end_offset) == []
