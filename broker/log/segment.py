@@ -167,6 +167,9 @@ class LogSegment:
         if pos != self.size or (len(self.time_index) and ts_off >= next_offset):
             self.needs_recovery = True
         self.next_offset = next_offset
+        if not self.needs_recovery and self.txn_index.last_offset >= next_offset:
+            # Aborts whose markers are past the data: a truncation whose index rewrite was lost. Never served.
+            self.txn_index.truncate_to(next_offset)
         self._bytes_since_index_entry = self.size - start
         if self.size and self.created_ms is None:
             # Kafka rolls a reloaded segment by its first batch's timestamp; without one, count from now.

@@ -20,6 +20,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from broker.log.checkpoint import atomic_write
 from broker.log.index import CorruptIndexError
 from net.errors import KafkaStorageError
 
@@ -128,11 +129,6 @@ class TransactionIndex:
         self._entries = keep
         self._rewrite()
 
-    def keep_only(self, entries: list[AbortedTxn]) -> None:
-        """Replace the entries (recovery's rebuild, or a migration)."""
-        self._entries = list(entries)
-        self._rewrite()
-
     def reset(self) -> None:
         """Empty the index and remove its file: the segment is being recovered and the replay rebuilds it."""
         self._entries = []
@@ -143,9 +139,9 @@ class TransactionIndex:
             self.path.unlink(missing_ok=True)
             return
         try:
-            with open(self.path, "r+b" if self.path.exists() else "wb") as f:
-                f.truncate(0)
-                f.write(b"".join(t.to_bytes() for t in self._entries))
+            # Atomic (tmp, fsync, rename): a truncation can reach segments below the recovery point, which a
+            # restart after a crash would not recover, so a half-written file must never be seen.
+            atomic_write(self.path, b"".join(t.to_bytes() for t in self._entries))
         except OSError as e:
             raise KafkaStorageError(f"error writing {self.path}: {e.strerror}") from e
         self._dirty = True

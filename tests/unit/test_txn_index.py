@@ -304,3 +304,20 @@ def test_retention_by_time_deletes_a_segment_with_its_txnindex(tmp_path):
     assert p.log.delete_retention_segments(now_ms=NOW + 2000) == closed
     assert txn_files(p.log.dir) == {} and list(p.log.dir.glob("*.txnindex*")) == []
     assert p.log.collect_aborted_txns(0, p.log.log_end_offset) == []
+
+
+def test_an_entry_past_its_segments_data_is_dropped_at_load(tmp_path):
+    """A truncation whose .txnindex rewrite was lost (power loss) leaves an abort whose marker is gone: it must
+    never be served (it would hide the producer's later batches), so the segment's load drops it."""
+    p = open_partition(tmp_path / "t-0")
+    _, expected = aborted_history(p)
+    p.take_producer_snapshot()
+    p.log.flush()
+    p.log.close()
+    seg = p.log.segments[-1]
+    stale = AbortedTxn(9, seg.next_offset - 1, seg.next_offset + 5, seg.next_offset + 6)
+    with open(seg.txn_index.path, "ab") as f:
+        f.write(stale.to_bytes())
+    p = open_partition(p.log.dir, recovery_point=p.log.recovery_point, clean=True)
+    assert p.log.collect_aborted_txns(0, p.log.log_end_offset + 10) == expected
+    assert stale not in sum(txn_files(p.log.dir).values(), [])
