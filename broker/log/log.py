@@ -129,6 +129,9 @@ class Log:
         # The first segment whose `.txnindex` the loader emptied (recovered): the owner's producer-state replay
         # from there rebuilds them (take_txn_rebuild_from, append_aborted_txn).
         self._txn_rebuild_from: int | None = None
+        # The segments whose .txnindex has entries, in order (None: to be listed again): a read_committed fetch
+        # walks only these, not every segment after its offset.
+        self._txn_segments: list[LogSegment] | None = None
         # Taken around creating deferred files, before `_lock` (never the other way round): the file work runs
         # outside `_lock`, so reads and appends of the log are not held up by it.
         self._files_lock = threading.Lock()
@@ -193,6 +196,7 @@ class Log:
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
+        self._txn_segments = None
 
     # --- state -------------------------------------------------------------------
 
@@ -493,16 +497,22 @@ class Log:
         with self._lock:
             self._check_open()
             i = bisect_right(self._bases, txn.last_offset) - 1
-            if i < 0:
+            if i < 0 or not self._segments[i].txn_index.append(txn):
                 return False
-            return self._segments[i].txn_index.append(txn)
+            self._txn_segments = None
+            return True
 
     def collect_aborted_txns(self, start: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions a read of [start, upper_bound) overlaps (Kafka's Log.collectAbortedTransactions):
         from the segment holding `start` on, until an entry's LSO shows no later abort can concern the read."""
         out: list[AbortedTxn] = []
         with self._lock:
-            for seg in self._segments[max(0, bisect_right(self._bases, start) - 1) :]:
+            if self._txn_segments is None:
+                self._txn_segments = [seg for seg in self._segments if seg.txn_index.entries]
+            first = self._bases[max(0, bisect_right(self._bases, start) - 1)]
+            for seg in self._txn_segments:
+                if seg.base_offset < first:
+                    continue  # before the segment holding `start`: as Kafka, not looked at
                 found, complete = seg.txn_index.collect(start, upper_bound)
                 out.extend(found)
                 if complete:  # else a later marker may end a transaction that began before upper_bound
@@ -657,6 +667,7 @@ class Log:
             assert i is not None
             segments = self._segments[:i] + [new] + self._segments[i + len(old) :]
             self._segments, self._bases = segments, [s.base_offset for s in segments]
+            self._txn_segments = None
             commit_swap(old, new)
         for seg in old:
             seg.delete()  # nobody reads them any more: readers take the lock and see the new list
@@ -674,6 +685,7 @@ class Log:
     def _invalidate_cleaning(self) -> None:
         """Under the lock, before segments are truncated or deleted: a cleaning may be reading them."""
         self._generation += 1
+        self._txn_segments = None
         self._abort_pending_swap()
 
     def _note_truncation(self, log_end_offset: int) -> None:
