@@ -149,13 +149,21 @@ class Partition:
             if lg.on_disk:  # a log whose files are still to be created has no snapshot to drop
                 self.producer_state.delete_snapshots(above=-1)
             return
-        state, offset = ProducerStateManager.load(lg.dir, lg.log_start_offset, lg.log_end_offset)
+        # A recovered segment's .txnindex was emptied by the loader: replay from a snapshot at or below it, so
+        # that every abort marker from there on is met again and written back (Kafka's recoverSegment).
+        rebuild_from = lg.take_txn_rebuild_from()
+        upto = lg.log_end_offset if rebuild_from is None else max(lg.log_start_offset, rebuild_from)
+        state, offset = ProducerStateManager.load(lg.dir, lg.log_start_offset, lg.log_end_offset, upto)
+        for txn in state.legacy_aborted:  # a version-2 snapshot: its aborted list goes to the .txnindex files
+            lg.append_aborted_txn(txn)
+        state.legacy_aborted = []
         while offset < lg.log_end_offset:
             data = lg.read(offset, 8 * 1024 * 1024)
             if not data:
                 break
             batches = list(batch_fmt.iter_batches(data))
-            state.replay([h for _, h in batches], _markers(data, batches))
+            for txn in state.replay([h for _, h in batches], _markers(data, batches)):
+                lg.append_aborted_txn(txn)  # a no-op for an abort its .txnindex holds already
             offset = batches[-1][1].next_offset
         self.producer_state = state
         if state.replayed_batches > 64:  # a long replay (an old data dir, a crash): happen once, not per start
@@ -163,7 +171,6 @@ class Partition:
 
     def _on_roll(self, base_offset: int) -> None:
         """Called by the Log after it rolled: the state now covers exactly the batches below `base_offset`."""
-        self.producer_state.trim_aborted(self.log.log_start_offset)
         self.producer_state.take_snapshot(base_offset)
         self.producer_state.delete_snapshots(below=self.log.log_start_offset)
 
@@ -332,7 +339,9 @@ class Partition:
                 if off is None:
                     _, h = next(it)
                     offsets[i] = base
-                    self.producer_state.update(h, base, _marker(records, keep, h))
+                    txn = self.producer_state.update(h, base, _marker(records, keep, h))
+                    if txn is not None:  # an abort: into its segment's .txnindex (Kafka's LogSegment.updateTxnIndex)
+                        self.log.append_aborted_txn(txn)
                     base += h.last_offset_delta + 1
             self.appended_records += sum(h.record_count for _, h in keep)
             self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
@@ -524,7 +533,9 @@ class Partition:
             for pos, h in batch_fmt.iter_batches(records):
                 if h.producer_id >= 0:
                     marker = batch_fmt.control_record(records, pos, h) if h.is_control else None
-                    self.producer_state.update(h, h.base_offset, marker)
+                    txn = self.producer_state.update(h, h.base_offset, marker)
+                    if txn is not None:
+                        self.log.append_aborted_txn(txn)
         fs = self.follower_state
         if fs is not None:
             fs.on_records_appended(self.log.log_end_offset, max(self.log.latest_epoch, -1))

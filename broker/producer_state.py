@@ -6,9 +6,11 @@ being appended twice.
 
 For transactions (KIP-98) it also knows each producer's ongoing transaction on the partition (the offset of
 its first transactional batch): the first unstable offset, below which a read_committed consumer may read
-(the last stable offset, LSO), is the lowest of them. A commit or abort marker ends a transaction; an abort
-adds (producer id, first offset, marker offset) to the aborted transactions a read_committed fetch returns
-(Kafka's .txnindex entries, kept here: in the snapshots and rebuilt by the same replay, docs/FORMAT.md).
+(the last stable offset, LSO), is the lowest of them. A commit or abort marker ends a transaction; `update`
+answers an abort as Kafka's AbortedTxn (producer id, first offset, marker offset, LSO after it), which the
+Partition writes to the `.txnindex` of the segment holding the marker (broker/log/txn_index.py). The aborted
+transactions are not in the snapshots (version 3); a version-2 snapshot's list is read once, to fill the
+`.txnindex` files of a data dir written before they existed (`legacy_aborted`).
 
 The state must survive restarts and truncations, however far back a producer's
 last batch lies, without replaying the whole log. As Kafka does, it is written
@@ -29,12 +31,12 @@ import struct
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 import msgpack
 from crc32c import crc32c
 
 from broker.log.checkpoint import atomic_write
+from broker.log.txn_index import AbortedTxn
 from net.batch import BatchHeader, ControlRecord
 from net.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
@@ -45,8 +47,10 @@ log = logging.getLogger(__name__)
 NUM_BATCHES_TO_RETAIN = 5
 
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 2  # 2: ongoing and aborted transactions; 1 is still read
-_READABLE_VERSIONS = (1, 2)
+# 3: ongoing transactions (aborted ones are in the .txnindex files). 2 (ongoing and aborted transactions)
+# and 1 (no transactions) are still read.
+SNAPSHOT_VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)
 _HEADER = struct.Struct(">HI")  # version, crc32c of the msgpack body
 _MAX_SEQUENCE = 0x7FFFFFFF
 
@@ -64,14 +68,6 @@ class _Entry:
         self.batches: deque[tuple[int, int, int]] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.last_timestamp = last_timestamp
         self.txn_first = txn_first
-
-
-class AbortedTxn(NamedTuple):
-    """An aborted transaction on this partition: Kafka's AbortedTxn (.txnindex entry) without its LSO."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the abort marker's offset
 
 
 def _retained_offset(entry: _Entry | None, h: BatchHeader) -> int | None:
@@ -128,7 +124,9 @@ class ProducerStateManager:
     def __init__(self, dir: Path | None = None) -> None:
         self.dir = Path(dir) if dir is not None else None  # None: no snapshots (in-memory use)
         self._producers: dict[int, _Entry] = {}
-        self.aborted: list[AbortedTxn] = []  # in marker order, so by last offset
+        # Read from a version-2 snapshot only: its aborted transactions, for the Partition to put in the
+        # .txnindex files (their LSO unknown: -1). Emptied once taken.
+        self.legacy_aborted: list[AbortedTxn] = []
         # producer id -> first offset of its open transaction here: the LSO is asked at every fetch, so it is
         # kept apart from the (many) idempotent producers' entries.
         self._open: dict[int, int] = {}
@@ -177,10 +175,11 @@ class ProducerStateManager:
             out.append(None)
         return out
 
-    def update(self, h: BatchHeader, base_offset: int, marker: ControlRecord | None = None) -> None:
-        """A batch appended at `base_offset`; for a control batch, `marker` is its commit or abort record."""
+    def update(self, h: BatchHeader, base_offset: int, marker: ControlRecord | None = None) -> AbortedTxn | None:
+        """A batch appended at `base_offset`; for a control batch, `marker` is its commit or abort record.
+        Returns the transaction an abort marker ended (for the `.txnindex`), else None."""
         if h.producer_id < 0:
-            return
+            return None
         entry = self._producers.get(h.producer_id)
         if h.is_control:
             if entry is None:
@@ -192,8 +191,10 @@ class ProducerStateManager:
             self._open.pop(h.producer_id, None)
             entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
             if marker is not None and not marker.commit and first >= 0:
-                self.aborted.append(AbortedTxn(h.producer_id, first, base_offset))
-            return
+                # Kafka's lastStableOffset(completedTxn): the oldest other open transaction, or just past the marker.
+                lso = self.first_unstable_offset()
+                return AbortedTxn(h.producer_id, first, base_offset, base_offset + 1 if lso is None else lso)
+            return None
         if entry is None or entry.epoch != h.producer_epoch:
             txn_first = entry.txn_first if entry is not None else -1
             entry = self._producers[h.producer_id] = _Entry(h.producer_epoch, txn_first=txn_first)
@@ -203,14 +204,21 @@ class ProducerStateManager:
         if h.is_transactional and entry.txn_first < 0:
             entry.txn_first = base_offset
             self._open[h.producer_id] = base_offset
+        return None
 
-    def replay(self, headers: Iterable[BatchHeader], markers: dict[int, ControlRecord] | None = None) -> None:
+    def replay(
+        self, headers: Iterable[BatchHeader], markers: dict[int, ControlRecord] | None = None
+    ) -> list[AbortedTxn]:
         """Apply batch headers read back from the log (their base offsets are stamped); `markers` holds the
-        control records of its control batches, by offset."""
+        control records of its control batches, by offset. Returns the aborts met, in order."""
+        aborted = []
         for h in headers:
             self.replayed_batches += 1
             if h.producer_id >= 0:
-                self.update(h, h.base_offset, (markers or {}).get(h.base_offset))
+                txn = self.update(h, h.base_offset, (markers or {}).get(h.base_offset))
+                if txn is not None:
+                    aborted.append(txn)
+        return aborted
 
     # --- transactions ---------------------------------------------------------------------
 
@@ -221,16 +229,6 @@ class ProducerStateManager:
     def ongoing_transactions(self) -> list[tuple[int, int, int]]:
         """(producer id, epoch, first offset) of each ongoing transaction (DescribeProducers, find-hanging)."""
         return [(pid, e.epoch, e.txn_first) for pid, e in self._producers.items() if e.txn_first >= 0]
-
-    def aborted_in(self, start: int, end: int) -> list[AbortedTxn]:
-        """The aborted transactions a fetch of [start, end) must report (Kafka's collectAbortedTransactions:
-        those that end at or after `start` and begin before `end`)."""
-        return [a for a in self.aborted if a.last_offset >= start and a.first_offset < end]
-
-    def trim_aborted(self, log_start: int) -> None:
-        """Aborted transactions wholly below the log start are no reader's concern any more."""
-        if self.aborted and self.aborted[0].last_offset < log_start:
-            self.aborted = [a for a in self.aborted if a.last_offset >= log_start]
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -266,7 +264,6 @@ class ProducerStateManager:
                     [pid, e.epoch, e.last_timestamp, [list(b) for b in e.batches], e.txn_first]
                     for pid, e in self._producers.items()
                 ],
-                "aborted": [list(a) for a in self.aborted],
             }
         )
         return _HEADER.pack(SNAPSHOT_VERSION, crc32c(body)) + body
@@ -294,19 +291,26 @@ class ProducerStateManager:
             txn_first = int(row[4]) if len(row) > 4 else -1  # version 1 had no transactions
             e = mgr._producers[int(pid)] = _Entry(int(epoch), int(ts), txn_first)
             e.batches.extend((int(a), int(b), int(c)) for a, b, c in batches)
-        mgr.aborted = [AbortedTxn(int(a), int(b), int(c)) for a, b, c in doc.get("aborted", ())]
+        if version == 2:  # its aborted transactions, for the .txnindex files (version 3 has none)
+            mgr.legacy_aborted = [AbortedTxn(int(a), int(b), int(c), -1) for a, b, c in doc.get("aborted", ())]
         mgr._open = {pid: e.txn_first for pid, e in mgr._producers.items() if e.txn_first >= 0}
         return mgr, int(doc["offset"])
 
     @classmethod
-    def load(cls, dir: Path, log_start: int, log_end: int) -> tuple[ProducerStateManager, int]:
-        """The newest readable snapshot at an offset in [log_start, log_end] and the offset to replay from;
-        with none, an empty state and `log_start`. Snapshots above the log end (data since truncated) and
-        unreadable ones are deleted, with a warning for the latter."""
+    def load(
+        cls, dir: Path, log_start: int, log_end: int, at_most: int | None = None, read_only: bool = False
+    ) -> tuple[ProducerStateManager, int]:
+        """The newest readable snapshot at an offset in [log_start, min(log_end, at_most)] and the offset to
+        replay from; with none, an empty state and `log_start`. Snapshots above the log end (data since
+        truncated) and unreadable ones are deleted, with a warning for the latter, unless `read_only` (a
+        reader of a live broker's files, pipeline/segments.py)."""
+        limit = log_end if at_most is None else min(log_end, at_most)
         for off in reversed(snapshot_offsets(dir)):
             path = snapshot_path(dir, off)
-            if off > log_end:
+            if off > log_end and not read_only:
                 path.unlink(missing_ok=True)
+                continue
+            if off > limit:
                 continue
             if off < log_start:
                 break
@@ -316,6 +320,8 @@ class ProducerStateManager:
                     raise ValueError(f"holds offset {at}")
                 return mgr, off
             except (OSError, ValueError, KeyError, TypeError, msgpack.UnpackException) as e:
+                if read_only:
+                    continue  # being replaced by the broker, or damaged: an older one will do
                 log.warning("%s: ignoring unreadable producer-state snapshot (%s)", path, e)
                 path.unlink(missing_ok=True)
         return cls(dir), log_start

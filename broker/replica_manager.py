@@ -382,7 +382,8 @@ class ReplicaManager:
             # returned overlap, so the consumer can drop theirs (Kafka's FetchIsolation.TXN_COMMITTED).
             data = p.log.read(spec.offset, spec.max_bytes, max_offset=lso)  # out of range: raised, as any fetch
             end = _end_of(data, spec.offset)
-            aborted = [[a.producer_id, a.first_offset] for a in p.producer_state.aborted_in(spec.offset, end)]
+            # From the segments' .txnindex files (entries cached in memory), as Kafka's collectAbortedTransactions.
+            aborted = [[a.producer_id, a.first_offset] for a in p.log.collect_aborted_txns(spec.offset, end)]
             return FetchResult(
                 0, p.high_watermark, p.log.log_start_offset, data, last_stable_offset=lso, aborted=aborted
             )
@@ -560,6 +561,11 @@ class ReplicaManager:
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    def last_stable_offsets(self) -> dict[tuple[str, int], int]:
+        """Each partition's LSO (its high watermark, or its oldest open transaction's first offset): the log
+        cleaner's bound, as Kafka's firstUncleanableDirtyOffset."""
+        return {tp: p.last_stable_offset for tp, p in self.partitions.items()}
 
     def under_replicated(self) -> int:
         return sum(

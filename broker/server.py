@@ -533,12 +533,11 @@ class BrokerServer:
             log.info("retention deleted %s segments", deleted)
 
     async def _clean_compacted(self) -> None:
-        # High watermarks are read here, on the loop that moves them; the cleaner never cleans past one,
-        # since a record above it may still be truncated away.
-        high_watermarks = self.replica_manager.high_watermarks()
-        await asyncio.get_running_loop().run_in_executor(
-            None, self.log_manager.clean_compacted_logs, high_watermarks.get
-        )
+        # Last stable offsets are read here, on the loop that moves them; the cleaner never cleans past one:
+        # a record above the high watermark may still be truncated away, and an open transaction's records
+        # may still be aborted (or committed, making its marker's fate unknown).
+        bounds = self.replica_manager.last_stable_offsets()
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.clean_compacted_logs, bounds.get)
 
     async def stop(self) -> None:
         log.info("shutting down")

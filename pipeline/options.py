@@ -16,6 +16,8 @@ Pure (no Spark): the data source calls `plan_read(options)` on the driver; error
 - `includeHeaders`: `true` adds `headers array<struct<key:string,value:binary>>`.
 - `minPartitions`: at least this many Spark partitions (big slices cut at batch boundaries).
 - `maxRecordsPerPartition`: cut slices so that none holds more records than this.
+- `kafka.isolation.level`: `read_uncommitted` (default) or `read_committed`: up to the last stable offset,
+  without the records of aborted transactions (their `.txnindex` files, docs/FORMAT.md §11).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pipeline import segments as seg
 from pipeline.segments import LogReadError
@@ -70,6 +72,15 @@ def bool_option(opts: Mapping[str, str], name: str, default: bool) -> bool:
     if v not in ("true", "false"):
         raise LogReadError(f"option {name} must be true or false, got {raw!r}")
     return v == "true"
+
+
+def read_committed_option(opts: Mapping[str, str]) -> bool:
+    """`kafka.isolation.level`, as Kafka's consumer spells it."""
+    raw = _opt(opts, "kafka.isolation.level")
+    v = (raw or "read_uncommitted").strip().lower()
+    if v not in ("read_uncommitted", "read_committed"):
+        raise LogReadError(f"option kafka.isolation.level must be read_uncommitted or read_committed, got {raw!r}")
+    return v == "read_committed"
 
 
 def positive_int(opts: Mapping[str, str], name: str) -> int | None:
@@ -330,6 +341,7 @@ def plan_read(options: Mapping[str, str], warn: bool = True) -> ReadPlan:
     max_records = positive_int(opts, "maxRecordsPerPartition")
     start_default, start_over = offsets_option(opts, "startingOffsets", EARLIEST)
     end_default, end_over = offsets_option(opts, "endingOffsets", LATEST)
+    read_committed = read_committed_option(opts)
 
     replicas = seg.find_replicas(dirs)
     if not replicas and not any((d / seg.LOG_START_OFFSET_CHECKPOINT).exists() for d in dirs):
@@ -343,9 +355,13 @@ def plan_read(options: Mapping[str, str], warn: bool = True) -> ReadPlan:
     check_offsets_named(chosen, start_over, end_over)
 
     plans: list[tuple[PartitionPlan, seg.ReplicaSummary]] = []
+    aborted: dict[tuple[str, int], tuple[tuple[int, int, int], ...]] = {}
     for topic in sorted(chosen):
         for p in chosen[topic]:
             best = seg.choose_replica(replicas[(topic, p)])
+            if read_committed:  # readable up to the last stable offset, as a read_committed consumer
+                lso, aborted[(topic, p)] = seg.read_committed_view(best, best.log_start)
+                best = replace(best, committed=lso)
             if warn and best.committed_source == seg.COMMITTED_LOG_END:
                 log.warning(
                     "%s-%d: no %s in %s: reading up to the log end (%d), which may include records not committed yet",
@@ -381,7 +397,9 @@ def plan_read(options: Mapping[str, str], warn: bool = True) -> ReadPlan:
         total = sum(_range_bytes(pp, best) for pp, best in plans)
         max_bytes = max(1, min(max_bytes, -(-total // min_parts)))
     for pp, best in plans:
-        pp.slices = seg.plan_slices(best, pp.start, pp.end, max_bytes, max_records)
+        pp.slices = seg.plan_slices(
+            best, pp.start, pp.end, max_bytes, max_records, aborted.get((pp.topic, pp.partition), ())
+        )
     return ReadPlan([pp for pp, _ in plans], headers, fail_on_loss)
 
 

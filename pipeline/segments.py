@@ -13,6 +13,9 @@ Planning (the Spark driver) and reading (a Spark task) are split on purpose:
 - `plan_slices` turns one replica and an offset range into `Slice`s (one per segment, or per byte
   range of a big segment), each a self-contained task description;
 - `read_slice` reads one slice: whole, CRC-valid batches only, offsets in the slice's range only.
+- `read_committed_view` (`kafka.isolation.level=read_committed`): the last stable offset of a replica, from its
+  producer-state snapshot and the batch headers after it, and its aborted transactions, from its `.txnindex`
+  files (docs/FORMAT.md §11); a slice planned with them skips the aborted transactions' batches.
 
 The committed offset of a replica is, in order of preference:
 
@@ -30,15 +33,18 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import msgpack
 
 from broker.controller import MetadataImage
 from broker.log.checkpoint import CorruptCheckpointError, read_checkpoint
+from broker.log.index import CorruptIndexError
 from broker.log.manager import DELETE_SUFFIX, HW_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, parse_log_dir_name
 from broker.log.segment import iter_headers
+from broker.log.txn_index import TXN_INDEX_SUFFIX, decode_entries
+from broker.producer_state import ProducerStateManager
 from net import batch as fmt
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
@@ -323,6 +329,9 @@ class Slice:
     # A rolled segment read through its end: every byte up to end_pos must be a valid batch.
     read_to_end: bool
     inode: int = 0
+    # read_committed: (producer id, first offset, abort marker offset) of the aborted transactions overlapping
+    # the slice; their batches are skipped.
+    aborted: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def size(self) -> int:
@@ -335,8 +344,22 @@ def plan_slices(
     end_offset: int,
     max_slice_bytes: int = DEFAULT_MAX_SLICE_BYTES,
     max_slice_records: int | None = None,
+    aborted: tuple[tuple[int, int, int], ...] = (),
 ) -> list[Slice]:
-    """Slices covering offsets [start_offset, end_offset) of the chosen replica, in offset order."""
+    """Slices covering offsets [start_offset, end_offset) of the chosen replica, in offset order; each carries
+    the `aborted` transactions that overlap it (read_committed)."""
+    slices = _plan_slices(summary, start_offset, end_offset, max_slice_bytes, max_slice_records)
+    if not aborted:
+        return slices
+    return [
+        replace(sl, aborted=tuple(a for a in aborted if a[2] >= sl.start_offset and a[1] < sl.end_offset))
+        for sl in slices
+    ]
+
+
+def _plan_slices(
+    summary: ReplicaSummary, start_offset: int, end_offset: int, max_slice_bytes: int, max_slice_records: int | None
+) -> list[Slice]:
     rep = summary.replica
     start_offset = max(start_offset, summary.log_start)
     end_offset = min(end_offset, summary.committed)
@@ -428,6 +451,9 @@ def read_slice_raw(sl: Slice) -> Iterator[tuple[bytes, list[tuple[fmt.BatchHeade
     and errors as read_slice. pipeline/columnar.py decodes them a buffer at a time."""
     pending: list[tuple[fmt.BatchHeader, int]] = []
     pending_buf = b""
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for pid, first, last in sl.aborted:
+        aborted.setdefault(pid, []).append((first, last))
     for h, buf, off in _slice_batches(sl):
         if buf is not pending_buf and pending:
             yield pending_buf, pending
@@ -435,9 +461,62 @@ def read_slice_raw(sl: Slice) -> Iterator[tuple[bytes, list[tuple[fmt.BatchHeade
         pending_buf = buf
         if h.attributes & fmt.CONTROL:  # a transaction marker is no record of the topic's (docs/FORMAT.md §11)
             continue
+        if aborted and h.is_transactional and _is_aborted(h, aborted):
+            continue  # read_committed: an aborted transaction's batch
         pending.append((h, off))
     if pending:
         yield pending_buf, pending
+
+
+def _is_aborted(h: fmt.BatchHeader, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    return any(first <= h.base_offset < last for first, last in aborted.get(h.producer_id, ()))
+
+
+# --- read_committed -------------------------------------------------------------------------------------
+
+
+def read_committed_view(summary: ReplicaSummary, start: int) -> tuple[int, tuple[tuple[int, int, int], ...]]:
+    """What a read_committed reader of the replica may read from `start`: (its last stable offset at its committed
+    offset: the first offset of the oldest transaction open there, or that offset; the aborted transactions, as
+    (producer id, first offset, marker offset), that overlap [start, that LSO)). Read-only, like everything here:
+    the broker's producer-state snapshot (the open transactions at its offset, docs/FORMAT.md §8) and the batch
+    headers after it, and the `.txnindex` files (§11)."""
+    rep = summary.replica
+    part_dir = Path(rep.data_dir) / rep.name
+    end = summary.committed
+    state, at = ProducerStateManager.load(part_dir, summary.log_start, end, read_only=True)
+    for i, seg in enumerate(rep.segments):
+        next_base = rep.segments[i + 1].base_offset if i + 1 < len(rep.segments) else None
+        if (next_base is not None and next_base <= at) or seg.base_offset >= end:
+            continue
+        try:
+            fd = os.open(seg.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise SegmentChangedError(f"segment {seg.path} was deleted while planning; run the query again") from None
+        try:
+            for _, h in _whole_batches(fd, seg.size):
+                if h.base_offset >= end:
+                    break
+                if h.next_offset > at:
+                    state.update(h, h.base_offset)  # a marker (commit or abort) ends its producer's transaction
+        finally:
+            os.close(fd)
+    first_open = state.first_unstable_offset()
+    lso = end if first_open is None else max(summary.log_start, min(end, first_open))
+    aborted = []
+    for seg in rep.segments:
+        path = seg.path[: -len(".log")] + TXN_INDEX_SUFFIX
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue  # no aborted transaction ends in this segment
+        try:
+            entries = decode_entries(data, path)
+        except CorruptIndexError as e:
+            raise LogReadError(f"{e}: read it through the brokers, or restart its broker to rebuild it") from None
+        aborted += [(t.producer_id, t.first_offset, t.last_offset) for t in entries if t.last_offset >= start]
+    return lso, tuple(a for a in aborted if a[1] < lso)
 
 
 def _slice_batches(sl: Slice) -> Iterator[tuple[fmt.BatchHeader, bytes, int]]:

@@ -14,6 +14,12 @@ compacted log whose dirty ratio reached min.cleanable.dirty.ratio, filthiest fir
 4. Each group's new segment replaces the old ones through Log.replace_segments (`.cleaned`, `.swap`).
 5. The checkpoint (`cleaner-offset-checkpoint` in each data dir) moves to the map's end.
 
+Transactions, as Kafka's cleaner (its CleanedTransactionMetadata): the batches of aborted transactions (the
+segments' `.txnindex`) count for no key and are removed; a commit or abort marker stays while any batch of its
+transaction remains, and once one finds it alone it goes delete.retention.ms later. An abort marker kept
+keeps its `.txnindex` entry in the cleaned segment. Nothing at or above the last stable offset is cleaned
+(the caller's bound), so an open transaction's records are never touched.
+
 Records are decoded here, and only here, on the broker side: compaction needs their keys.
 """
 
@@ -34,12 +40,14 @@ from broker.log.checkpoint import CorruptCheckpointError, read_checkpoint, write
 from broker.log.config import LogConfig
 from broker.log.log import Log, set_log_append_time
 from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+from broker.log.txn_index import AbortedTxn
 from net.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_LOG_APPEND,
     BatchHeader,
     build,
+    control_record,
     parse_header,
     records_of,
     stamp,
@@ -101,6 +109,54 @@ class _Cleanable:
         return self.dirty_bytes / total if total else 0.0
 
 
+class _Transactions:
+    """Kafka's CleanedTransactionMetadata: which batches of a pass over [start, end) belong to aborted
+    transactions, and which markers no batch of their transaction follows any more. Fed every batch in
+    offset order."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset)  # not yet begun in the pass
+        self._next = 0
+        self._aborted: dict[int, list[Any]] = {}  # producer id -> [its aborted txn, a batch of it was seen]
+        self._committed: set[int] = set()  # producers with a (not aborted) transactional batch since their marker
+
+    def _begin_up_to(self, offset: int) -> None:
+        while self._next < len(self._pending) and self._pending[self._next].first_offset <= offset:
+            txn = self._pending[self._next]
+            self._aborted.setdefault(txn.producer_id, [txn, False])
+            self._next += 1
+
+    def is_aborted(self, h: BatchHeader) -> bool:
+        """A data batch: True if it belongs to an aborted transaction (it goes, and counts for no key)."""
+        self._begin_up_to(h.last_offset)
+        if not h.is_transactional:
+            return False
+        state = self._aborted.get(h.producer_id)
+        if state is not None:
+            state[1] = True
+            return True
+        self._committed.add(h.producer_id)
+        return False
+
+    def on_marker(self, h: BatchHeader, data: bytes) -> tuple[bool, AbortedTxn | None]:
+        """A control batch: (whether no batch of its transaction was seen in this pass, so that it may go
+        once delete.retention.ms has passed; the aborted transaction to keep in the cleaned `.txnindex`)."""
+        self._begin_up_to(h.last_offset)
+        if h.record_count == 0:
+            return True, None  # an empty control batch (Kafka's cleaner leaves these): nothing to keep
+        marker = control_record(data, 0, h)
+        if marker is None:
+            return False, None  # a control record of another type: kept, as Kafka does
+        if marker.commit:
+            seen = h.producer_id in self._committed
+            self._committed.discard(h.producer_id)
+            return not seen, None
+        state = self._aborted.pop(h.producer_id, None)
+        if state is not None and state[1]:
+            return False, state[0]  # its batches went in this pass: the marker stays, and so does its entry
+        return True, None
+
+
 class LogCleaner:
     def __init__(self, clock: Callable[[], float] = time.time, max_map_keys: int = DEFAULT_MAX_MAP_KEYS) -> None:
         self._clock = clock
@@ -112,6 +168,9 @@ class LogCleaner:
         # (end of a cleaned range, when it was cleaned in ms), oldest first: when each tombstone was first
         # cleaned. In memory only: after a restart every tombstone gets a fresh delete.retention.ms.
         self._cleaned_at: dict[Log, list[tuple[int, int]]] = {}
+        # marker offset -> when a cleaning first found no batch of its transaction (ms): it goes
+        # delete.retention.ms later. In memory only, like the tombstones' times.
+        self._lone_markers: dict[Log, dict[int, int]] = {}
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -219,6 +278,8 @@ class LogCleaner:
         """Drop the state of logs that were deleted; returns the data dirs whose checkpoint named them."""
         for gone in [lg for lg in self._cleaned_at if lg not in present]:
             del self._cleaned_at[gone]
+        for gone in [lg for lg in self._lone_markers if lg not in present]:
+            del self._lone_markers[gone]
         dropped = [lg for lg in self._checkpoints if lg not in present]
         for lg in dropped:
             del self._checkpoints[lg]
@@ -236,6 +297,9 @@ class LogCleaner:
                 self._checkpoints[lg] = point
                 changed = True
             self._cleaned_at[lg] = [(min(end, point), at) for end, at in self._cleaned_at.get(lg, [])]
+            markers = self._lone_markers.get(lg, {})
+            for offset in [o for o in markers if o >= point]:
+                del markers[offset]
         return changed
 
     def _write_checkpoint(self, d: Path, logs: dict[TopicPartition, Log]) -> None:
@@ -275,25 +339,35 @@ class LogCleaner:
     def clean(self, lg: Log, c: _Cleanable, now: int) -> CleanStats:
         """Clean `lg` as planned in `c`. Raises CleanerAborted if the log changed meanwhile; groups
         swapped before that stay (each swap is complete on its own), the checkpoint does not move."""
-        offset_map, end = self._build_offset_map(c)
+        offset_map, end = self._build_offset_map(lg, c)
         # Rewrite from the log start: the clean part may hold older records of keys in the map.
         n = sum(1 for e in c.ends if e <= end)
         drop_tombstones_below = min(self.tombstone_horizon(lg, now), c.first_dirty)
         stats = CleanStats(lg.topic, lg.partition, c.first_dirty, end)
+        if not n:
+            return stats
+        txns = _Transactions(lg.collect_aborted_txns(c.segments[0].base_offset, end))
         for group in group_segments(c.segments[:n], c.ends[:n], lg.config):
-            self._clean_group(lg, group, offset_map, drop_tombstones_below, c.generation, stats)
+            self._clean_group(lg, group, offset_map, drop_tombstones_below, txns, c.generation, stats)
         return stats
 
-    def _build_offset_map(self, c: _Cleanable) -> tuple[dict[Hashable, int], int]:
+    def _build_offset_map(self, lg: Log, c: _Cleanable) -> tuple[dict[Hashable, int], int]:
         """key -> offset of its latest record in the dirty part, and the offset the map covers up to
-        (a segment boundary: with max_map_keys reached, the rest waits for the next pass, as in Kafka)."""
+        (a segment boundary: with max_map_keys reached, the rest waits for the next pass, as in Kafka).
+        Markers and the records of aborted transactions count for no key."""
         offset_map: dict[Hashable, int] = {}
         end = c.first_dirty
+        txns = _Transactions(lg.collect_aborted_txns(c.first_dirty, c.ends[-1] if c.ends else c.first_dirty))
         for seg, seg_end in zip(c.segments, c.ends):
             if seg_end <= c.first_dirty:
                 continue
             for h, data in self._batches(seg):
                 if h.last_offset < c.first_dirty:
+                    continue
+                if h.is_control:
+                    txns.on_marker(h, data)  # ends its transaction: the producer's later batches are new ones
+                    continue
+                if txns.is_aborted(h):
                     continue
                 for rec in records_of(data, 0, h):
                     offset, key = h.base_offset + rec[0], _map_key(rec[2])
@@ -310,6 +384,7 @@ class LogCleaner:
         group: list[LogSegment],
         offset_map: dict[Hashable, int],
         drop_tombstones_below: int,
+        txns: _Transactions,
         generation: int,
         stats: CleanStats,
     ) -> None:
@@ -317,7 +392,7 @@ class LogCleaner:
             raise CleanerAborted("the log was closed")
         new = lg.new_cleaned_segment(group[0].base_offset)
         try:
-            removed = self._copy_retained(group, new, offset_map, drop_tombstones_below, stats)
+            removed = self._copy_retained(lg, group, new, offset_map, drop_tombstones_below, txns, stats)
             if len(group) == 1 and not removed:
                 new.delete()  # the same segment again: not worth a swap
                 stats.bytes_after += group[0].size
@@ -338,10 +413,12 @@ class LogCleaner:
 
     def _copy_retained(
         self,
+        lg: Log,
         group: list[LogSegment],
         new: LogSegment,
         offset_map: dict[Hashable, int],
         drop_tombstones_below: int,
+        txns: _Transactions,
         stats: CleanStats,
     ) -> int:
         """Append what survives of `group` to `new`; returns the number of records removed."""
@@ -349,6 +426,21 @@ class LogCleaner:
         for seg in group:
             stats.bytes_before += seg.size
             for h, data in self._batches(seg):
+                if h.is_control:
+                    alone, txn = txns.on_marker(h, data)
+                    if alone and self._marker_expired(lg, h.base_offset):
+                        removed += h.record_count
+                        stats.records_read += h.record_count
+                        continue
+                    if txn is not None:
+                        new.txn_index.append(txn)
+                    new.append(h.last_offset, h.max_timestamp, h.last_offset, data)
+                    stats.records_read += h.record_count
+                    continue
+                if txns.is_aborted(h):  # the whole batch goes: no reader may see it
+                    removed += h.record_count
+                    stats.records_read += h.record_count
+                    continue
                 records = records_of(data, 0, h)
                 kept = [r for r in records if _keep(h.base_offset + r[0], r, offset_map, drop_tombstones_below)]
                 stats.records_read += len(records)
@@ -360,6 +452,17 @@ class LogCleaner:
                 new.append(h.last_offset, parse_header(data).max_timestamp, h.last_offset, data)
         stats.records_removed += removed
         return removed
+
+    def _marker_expired(self, lg: Log, offset: int) -> bool:
+        """A marker no batch of its transaction follows: True once delete.retention.ms has passed since a
+        cleaning first found it so (Kafka's delete horizon), so a reader from the start meanwhile sees it."""
+        now = self._now_ms()
+        markers = self._lone_markers.setdefault(lg, {})
+        first = markers.setdefault(offset, now)
+        if now - first < lg.config.delete_retention_ms:
+            return False
+        del markers[offset]
+        return True
 
     def _batches(self, seg: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
         for h, data in read_batches(seg.path, seg.size):
@@ -465,6 +568,7 @@ def rebuild_batch(h: BatchHeader, kept: list[_Record]) -> bytes:
             h.base_sequence,
             h.base_offset,
             last_offset_delta=h.last_offset_delta,
+            transactional=h.is_transactional,  # a committed transaction's batch stays one
         )
     )
     stamp(out, h.base_offset, h.leader_epoch)

@@ -5,7 +5,9 @@
 3. open every segment in base-offset order;
 4. after an unclean shutdown, recover (re-validate, rebuild indexes, truncate a torn tail) every segment from
    the one holding the recovery point on, and any segment whose indexes fail their sanity check; segments
-   after a corruption in the unflushed part are deleted, since they were written after data that is gone;
+   after a corruption in the unflushed part are deleted, since they were written after data that is gone.
+   A recovered segment's `.txnindex` is emptied here and rebuilt by the Partition's producer-state replay
+   (`txn_rebuild_from`);
 5. derive the log start offset, the recovery point and the leader-epoch cache's bounds.
 """
 
@@ -31,6 +33,7 @@ from broker.log.segment import (
     filename_prefix,
 )
 from broker.log.swap import finish_interrupted_swaps, is_offset
+from broker.log.txn_index import TXN_INDEX_SUFFIX
 from net.batch import BatchHeader
 
 log = logging.getLogger("kafkalite.log")
@@ -46,7 +49,7 @@ def open_segment(dir: Path, base: int, config: LogConfig, clock: Callable[[], fl
 def create_segment(dir: Path, base: int, config: LogConfig, clock: Callable[[], float]) -> LogSegment:
     """A new, empty segment at `base`; stale files of that name (from a crash mid-delete) are removed first."""
     prefix = dir / filename_prefix(base)
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         stale = prefix.with_suffix(suffix)
         if stale.exists():
             log.warning("%s: removing stale %s before creating a segment there", dir.name, stale.name)
@@ -59,6 +62,9 @@ class LoadedLog:
     segments: list[LogSegment]  # never empty
     log_start_offset: int
     recovery_point: int
+    # The base offset of the first segment recovered: its `.txnindex` and every later one's are to be rebuilt
+    # by the producer-state replay (the aborts need the producers' open transactions); None: none recovered.
+    txn_rebuild_from: int | None = None
 
 
 class LogLoader:
@@ -77,10 +83,14 @@ class LogLoader:
         if not clean_shutdown:
             first_unflushed = max(0, bisect_right(bases, recovery_point) - 1)
         i = 0
+        rebuild_from: int | None = None
         while i < len(segments):
             seg = segments[i]
             if i >= first_unflushed or seg.needs_recovery:
                 truncated = seg.recover(self.config.max_message_bytes, self._recover_epoch)
+                seg.txn_index.reset()
+                if rebuild_from is None:
+                    rebuild_from = seg.base_offset
                 log.info(
                     "%s: recovered segment %s (%d bytes of torn or invalid tail truncated)",
                     self.name,
@@ -107,7 +117,7 @@ class LogLoader:
         point = leo if clean_shutdown else min(max(recovery_point, segments[0].base_offset), leo)
         self.epochs.truncate_from_end(leo)
         self.epochs.truncate_from_start(start)
-        return LoadedLog(segments, start, point)
+        return LoadedLog(segments, start, point, rebuild_from)
 
     def _segment_bases(self) -> list[int]:
         """Base offsets of the `.log` files, sorted; leftovers and orphaned indexes are deleted on the way."""
@@ -119,7 +129,7 @@ class LogLoader:
                 os.unlink(entry.path)
             elif name.endswith(LOG_SUFFIX) and is_offset(name[: -len(LOG_SUFFIX)]):
                 bases.append(int(name[: -len(LOG_SUFFIX)]))
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 indexes.append(entry)
         have = {filename_prefix(b) for b in bases}
         for entry in indexes:

@@ -29,6 +29,7 @@ from broker.log.epoch import LeaderEpochFileCache
 from broker.log.loader import LogLoader, create_segment
 from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 from broker.log.swap import abort_swap, begin_swap, commit_point, commit_swap, new_cleaned_segment
+from broker.log.txn_index import AbortedTxn
 from net.batch import (
     CRC_OFFSET,
     CRC_START,
@@ -125,6 +126,12 @@ class Log:
         # The Partition's producer-state snapshot at each roll (Kafka's ProducerStateManager.takeSnapshot).
         self.on_roll: Callable[[int], None] | None = None
         self.log_start_offset = self.recovery_point = 0  # set by _load
+        # The first segment whose `.txnindex` the loader emptied (recovered): the owner's producer-state replay
+        # from there rebuilds them (take_txn_rebuild_from, append_aborted_txn).
+        self._txn_rebuild_from: int | None = None
+        # The segments whose .txnindex has entries, in order (None: to be listed again): a read_committed fetch
+        # walks only these, not every segment after its offset.
+        self._txn_segments: list[LogSegment] | None = None
         # Taken around creating deferred files, before `_lock` (never the other way round): the file work runs
         # outside `_lock`, so reads and appends of the log are not held up by it.
         self._files_lock = threading.Lock()
@@ -151,6 +158,7 @@ class Log:
         for seg in loaded.segments:
             self._add_segment(seg)
         self.log_start_offset, self.recovery_point = loaded.log_start_offset, loaded.recovery_point
+        self._txn_rebuild_from = loaded.txn_rebuild_from
 
     def _create_segment(self, base: int) -> LogSegment:
         return create_segment(self.dir, base, self.config, self._clock)
@@ -188,6 +196,7 @@ class Log:
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
+        self._txn_segments = None
 
     # --- state -------------------------------------------------------------------
 
@@ -473,6 +482,43 @@ class Log:
                         return found
             return None
 
+    # --- aborted transactions (the segments' .txnindex files) -----------------------
+
+    def take_txn_rebuild_from(self) -> int | None:
+        """Once, after loading: the offset from which aborts must be re-added to the `.txnindex` files (the
+        first recovered segment's base offset), or None."""
+        with self._lock:
+            point, self._txn_rebuild_from = self._txn_rebuild_from, None
+            return point
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> bool:
+        """Record an abort in the `.txnindex` of the segment holding its marker; False if it is there already
+        (a replay over an index that has it) or its segment is gone."""
+        with self._lock:
+            self._check_open()
+            i = bisect_right(self._bases, txn.last_offset) - 1
+            if i < 0 or not self._segments[i].txn_index.append(txn):
+                return False
+            self._txn_segments = None
+            return True
+
+    def collect_aborted_txns(self, start: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read of [start, upper_bound) overlaps (Kafka's Log.collectAbortedTransactions):
+        from the segment holding `start` on, until an entry's LSO shows no later abort can concern the read."""
+        out: list[AbortedTxn] = []
+        with self._lock:
+            if self._txn_segments is None:
+                self._txn_segments = [seg for seg in self._segments if seg.txn_index.entries]
+            first = self._bases[max(0, bisect_right(self._bases, start) - 1)]
+            for seg in self._txn_segments:
+                if seg.base_offset < first:
+                    continue  # before the segment holding `start`: as Kafka, not looked at
+                found, complete = seg.txn_index.collect(start, upper_bound)
+                out.extend(found)
+                if complete:  # else a later marker may end a transaction that began before upper_bound
+                    break
+        return out
+
     # --- truncation and retention ------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -621,6 +667,7 @@ class Log:
             assert i is not None
             segments = self._segments[:i] + [new] + self._segments[i + len(old) :]
             self._segments, self._bases = segments, [s.base_offset for s in segments]
+            self._txn_segments = None
             commit_swap(old, new)
         for seg in old:
             seg.delete()  # nobody reads them any more: readers take the lock and see the new list
@@ -638,6 +685,7 @@ class Log:
     def _invalidate_cleaning(self) -> None:
         """Under the lock, before segments are truncated or deleted: a cleaning may be reading them."""
         self._generation += 1
+        self._txn_segments = None
         self._abort_pending_swap()
 
     def _note_truncation(self, log_end_offset: int) -> None:

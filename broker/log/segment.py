@@ -1,4 +1,5 @@
-"""LogSegment: one `<base>.log` file of stamped record batches plus its two sparse indexes.
+"""LogSegment: one `<base>.log` file of stamped record batches plus its two sparse indexes and its aborted
+transactions (`.txnindex`, broker/log/txn_index.py).
 
 The segment never decodes records: it only reads batch headers (and, during
 recovery, checks the CRC). Data is written with os.write on an unbuffered fd,
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from broker.log.file_handles import CachedFile, create_file
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from net.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -122,6 +124,9 @@ class LogSegment:
         self.offset_index = OffsetIndex(index_path, base_offset, max_index_size, create)
         time_index_path = segment_file(self.dir, base_offset, TIME_INDEX_SUFFIX, file_suffix)
         self.time_index = TimeIndex(time_index_path, base_offset, max_index_size, create)
+        # Aborted transactions whose abort marker is in this segment (created at the first one, as Kafka's).
+        txn_index_path = segment_file(self.dir, base_offset, TXN_INDEX_SUFFIX, file_suffix)
+        self.txn_index = TransactionIndex(txn_index_path, base_offset)
         self.next_offset = base_offset
         self.max_timestamp = -1  # the largest batch max timestamp seen, -1 if none
         self.offset_of_max_timestamp = base_offset
@@ -162,6 +167,9 @@ class LogSegment:
         if pos != self.size or (len(self.time_index) and ts_off >= next_offset):
             self.needs_recovery = True
         self.next_offset = next_offset
+        if not self.needs_recovery and self.txn_index.last_offset >= next_offset:
+            # Aborts whose markers are past the data: a truncation whose index rewrite was lost. Never served.
+            self.txn_index.truncate_to(next_offset)
         self._bytes_since_index_entry = self.size - start
         if self.size and self.created_ms is None:
             # Kafka rolls a reloaded segment by its first batch's timestamp; without one, count from now.
@@ -173,6 +181,7 @@ class LogSegment:
     def sanity_check(self) -> None:
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check(self.size)
+        self.txn_index.sanity_check()
         if len(self.offset_index):
             # The last entry must point at a batch holding its offset: catches overwritten index bytes.
             offset, position = self.offset_index.last_entry()
@@ -401,6 +410,7 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to(h.base_offset)
         self.time_index.truncate_to(h.base_offset)
+        self.txn_index.truncate_to(h.base_offset)
         with self._log.fd() as fd:
             os.ftruncate(fd, position)
         self.size = position
@@ -421,6 +431,7 @@ class LogSegment:
                 os.fsync(fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError as e:
             if self._log.closed or e.errno == errno.EBADF:
                 return  # closed or deleted by retention while a flush thread held it: nothing left to sync
@@ -453,6 +464,7 @@ class LogSegment:
         last, so a `.log.swap` on disk means its indexes were renamed first. Works on a closed segment."""
         for index in (self.offset_index, self.time_index):
             index.rename(_resuffixed(index.path, old, new))
+        self.txn_index.rename(_resuffixed(self.txn_index.path, old, new))
         path = _resuffixed(self.path, old, new)
         os.rename(self.path, path)
         self.path = path
@@ -464,6 +476,7 @@ class LogSegment:
         self._log.close()
         for p in (self.path, self.offset_index.path, self.time_index.path):
             p.unlink(missing_ok=True)
+        self.txn_index.delete()
 
 
 def _resuffixed(path: Path, old: str, new: str) -> Path:

@@ -33,8 +33,12 @@ from broker.log.segment import (
     LogSegment,
     segment_file,
 )
+from broker.log.txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger("kafkalite.log")
+
+
+_SEGMENT_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def is_offset(stem: str) -> bool:
@@ -50,7 +54,7 @@ def base_of(name: str) -> int | None:
 
 def new_cleaned_segment(dir: Path, base_offset: int, config: LogConfig, clock: Callable[[], float]) -> LogSegment:
     """Step 1: an empty segment with `.cleaned` files for the cleaner to fill (an aborted run's are removed)."""
-    for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for kind in _SEGMENT_FILES:
         segment_file(dir, base_offset, kind, CLEANED_SUFFIX).unlink(missing_ok=True)
     return LogSegment(dir, base_offset, config.index_interval_bytes, config.segment_index_bytes, clock, CLEANED_SUFFIX)
 
@@ -111,7 +115,7 @@ def _complete_swap(dir: Path, base: int, config: LogConfig, clock: Callable[[], 
     replaced = 0
     for name in os.listdir(dir):
         b = base_of(name)
-        if b is not None and base <= b < end and name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+        if b is not None and base <= b < end and name.endswith(_SEGMENT_FILES):
             os.unlink(dir / name)
             replaced += 1
     seg.change_file_suffixes(SWAP_SUFFIX, "")

@@ -105,7 +105,8 @@ def test_a_query_killed_mid_batch_and_restarted_writes_every_record_once(tmp_pat
 
 def test_batch_reads_skip_markers_and_read_committed_skips_aborted_records(tmp_path):
     """Through the brokers with kafka.isolation.level=read_committed: committed records only; from the segment
-    files (every record, as read_uncommitted): the aborted ones too, never a transaction marker."""
+    files (every record, as read_uncommitted): the aborted ones too, never a transaction marker; from the segment
+    files read_committed: committed records only."""
     require_spark()
     from tests.integration.spark_support import spark_session_fixture
 
@@ -139,6 +140,10 @@ def test_batch_reads_skip_markers_and_read_committed_skips_aborted_records(tmp_p
         assert sorted(bytes(r["value"]) for r in everything) == [b"dropped", b"kept"]  # no marker rows
         files = spark.read.format("kafkalite").option("path", str(tmp_path / "data")).option("subscribe", "txn-read")
         assert sorted(bytes(r["value"]) for r in files.load().collect()) == [b"dropped", b"kept"]
+        # The segment files read_committed: the aborted transaction is skipped by its .txnindex entry.
+        files = spark.read.format("kafkalite").option("path", str(tmp_path / "data")).option("subscribe", "txn-read")
+        committed_files = files.option("kafka.isolation.level", "read_committed").load().collect()
+        assert [bytes(r["value"]) for r in committed_files] == [b"kept"]
     finally:
         next(sessions, None)
         broker.cleanup()

@@ -28,6 +28,7 @@ def cluster(tmp_path_factory):
             "group.initial.rebalance.delay.ms=0",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
             "transaction.state.log.num.partitions=4",
+            "log.cleaner.backoff.ms=500",  # the compaction test's passes come quickly
         ],
     )
     try:
@@ -351,3 +352,165 @@ def test_kl_transactions_lists_describes_and_finds_open_transactions(cluster):
     missing = run("transactions", *bs, "describe", "--transactional-id", "no-such-id")
     assert missing.returncode != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
     assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+
+
+def _replica_batches(cluster: ClusterHarness, topic: str) -> dict[int, list[tuple]]:
+    """Each broker's batches of `topic`-0 from its files: (producer id, is control, values)."""
+    from net import batch as fmt
+
+    out: dict[int, list[tuple]] = {}
+    for b in cluster.brokers.values():
+        rows: list[tuple] = []
+        for seg in sorted((b.data_dir / f"{topic}-0").glob("*.log")):
+            data = seg.read_bytes()
+            try:
+                for pos, h in fmt.iter_batches(data, validate_crc=True):
+                    vals = () if h.is_control else tuple(r[3] for r in fmt.records_of(data, pos, h))
+                    rows.append((h.producer_id, h.is_control, vals))
+            except fmt.InvalidBatch:
+                pass  # a tail being written, or a file swapped while read: the next look sees it whole
+        out[b.id] = rows
+    return out
+
+
+def _wait_replicas(cluster: ClusterHarness, topic: str, ok, what: str, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(ok(rows) for rows in _replica_batches(cluster, topic).values()):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: {_replica_batches(cluster, topic)}")
+
+
+def test_the_cleaner_removes_aborted_records_and_lone_markers_and_spares_an_open_transaction(cluster):
+    """A compacted topic on every replica's cleaner: an aborted transaction's records go (the abort marker stays
+    while they are there), an open transaction's records and everything after its start stay (cleaning stops at
+    the LSO), and once it commits the abort marker, alone, goes (delete.retention.ms=0)."""
+    topic = f"txn-compact-{uuid.uuid4().hex[:8]}"
+    configs = {"cleanup.policy": "compact", "segment.bytes": "200", "min.cleanable.dirty.ratio": "0.01"}
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2", "delete.retention.ms": "0", **configs})
+    bs = cluster.bootstrap()
+
+    def values(rows: list[tuple]) -> list[bytes]:
+        return [v for _, control, vals in rows if not control for v in vals]
+
+    with Producer(bs, linger_ms=0) as plain, Producer(bs, transactional_id=f"a-{topic}") as a:
+        with Producer(bs, transactional_id=f"b-{topic}") as b, Producer(bs, transactional_id=f"c-{topic}") as c:
+            for txn in (a, b, c):
+                txn.init_transactions()
+            a.begin_transaction()
+            a.send(topic, b"committed", key=b"k1", partition=0)
+            a.commit_transaction()
+            b.begin_transaction()
+            b.send(topic, b"aborted", key=b"k1", partition=0)
+            b.send(topic, b"aborted", key=b"k2", partition=0)
+            b.flush()
+            b.abort_transaction()
+            aborted_pid = b.producer_id_and_epoch[0]
+            for i in range(3):  # rolls: the transactions above end up in closed segments
+                plain.send(topic, b"filler-%d" % i, key=b"f%d" % i, partition=0)
+                plain.flush()
+            c.begin_transaction()
+            c.send(topic, b"open", key=b"k3", partition=0)
+            c.flush()
+            for i in range(3):  # above the LSO: k1=late must not supersede k1=committed yet
+                plain.send(topic, b"late" if i == 0 else b"more-%d" % i, key=b"k1" if i == 0 else b"m%d" % i,
+                           partition=0)  # fmt: skip
+                plain.flush()
+
+            def aborted_gone(rows: list[tuple]) -> bool:
+                return b"aborted" not in values(rows)
+
+            _wait_replicas(cluster, topic, aborted_gone, "the aborted records were not removed")
+            for rows in _replica_batches(cluster, topic).values():
+                assert b"committed" in values(rows) and b"open" in values(rows) and b"late" in values(rows)
+                assert (aborted_pid, True, ()) in rows, "the abort marker went with its transaction's records"
+            c.commit_transaction()
+            for i in range(3):  # more closed segments after the commit: the next passes clean up to them
+                plain.send(topic, b"after-%d" % i, key=b"g%d" % i, partition=0)
+                plain.flush()
+
+            def settled(rows: list[tuple]) -> bool:
+                return (aborted_pid, True, ()) not in rows and b"committed" not in values(rows)
+
+            _wait_replicas(cluster, topic, settled, "the lone abort marker or the superseded record stayed")
+    for rows in _replica_batches(cluster, topic).values():
+        assert b"open" in values(rows) and b"late" in values(rows)
+    assert _txn_index_entries(cluster, topic) == {1: [], 2: [], 3: []}
+    assert read_all(bs, topic, "read_committed", partitions=1).count(b"open") == 1
+
+
+def _txn_index_entries(cluster: ClusterHarness, topic: str) -> dict[int, list]:
+    """Each broker's aborted transactions of `topic`-0, from its `.txnindex` files (Kafka's layout)."""
+    from broker.log.txn_index import decode_entries
+
+    out = {}
+    for b in cluster.brokers.values():
+        files = sorted((b.data_dir / f"{topic}-0").glob("*.txnindex"))
+        out[b.id] = [t for f in files for t in decode_entries(f.read_bytes(), f)]
+    return out
+
+
+def test_aborted_data_stays_hidden_after_every_broker_is_sigkilled(cluster):
+    """The aborted transaction is in each replica's .txnindex (written by the leader at the marker, by the
+    followers as they replicate it); after SIGKILL and restart of every broker (the active segments are
+    recovered, their .txnindex rebuilt from the markers) read_committed still skips the aborted records, with
+    our consumer and with librdkafka's. This test restarts the shared cluster: it runs last."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = _topic(cluster, 1)
+    with Producer(cluster.bootstrap(), transactional_id=f"kill-{topic}", linger_ms=1) as p:
+        p.init_transactions()
+        for tag, commit in (("before", True), ("aborted", False), ("after", True)):
+            p.begin_transaction()
+            for v in values(tag, 10):
+                p.send(topic, v, partition=0)
+            p.flush()
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+        pid = p.producer_id_and_epoch[0]
+    committed = sorted(values("before", 10) + values("after", 10))
+    assert read_all(cluster.bootstrap(), topic, "read_committed", 20, partitions=1) == committed
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(len(e) == 1 for e in _txn_index_entries(cluster, topic).values()):
+        time.sleep(0.2)  # the followers replicate the marker
+    entries = _txn_index_entries(cluster, topic)
+    assert all(len(e) == 1 for e in entries.values()), entries
+    assert {(e[0].producer_id, e[0].first_offset, e[0].last_offset) for e in entries.values()} == {(pid, 11, 21)}
+
+    for b in cluster.brokers:  # offsets: 0-9 before, 10 its commit, 11-20 aborted, 21 the abort marker
+        cluster.kill(b)
+    for b in cluster.brokers.values():
+        b.start(wait=False)
+    for b in cluster.brokers.values():
+        b.wait_listening()
+    cluster.wait_all_registered()
+    cluster.wait_full_isr(topic, 1)
+
+    assert {tuple(e) for es in _txn_index_entries(cluster, topic).values() for e in es} == {tuple(entries[1][0])}, (
+        "the rebuilt .txnindex differs"
+    )
+    assert read_all(cluster.bootstrap(), topic, "read_committed", 20, partitions=1) == committed
+    assert read_all(cluster.bootstrap(), topic, "read_uncommitted", 30, partitions=1) == sorted(
+        committed + values("aborted", 10)
+    )
+    c = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap(),
+            "group.id": f"ck-{topic}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 20 and time.monotonic() < deadline:
+            seen += [m.value() for m in c.consume(100, 0.5) if m.error() is None]
+        seen += [m.value() for m in c.consume(100, 1.0) if m.error() is None]  # nothing aborted comes later
+    finally:
+        c.close()
+    assert sorted(seen) == committed

@@ -24,16 +24,21 @@ def idem(pid: int, seq: int, n: int = 1, ts: int = NOW, value: bytes = b"v" * 20
     )
 
 
-def open_partition(d: Path, segment_bytes: int = 1024, **kw: int) -> Partition:
-    lg = Log(d, "t", 0, config(segment_bytes=segment_bytes))
+def open_partition(
+    d: Path, segment_bytes: int = 1024, recovery_point: int = 0, clean: bool = False, **kw: int
+) -> Partition:
+    lg = Log(d, "t", 0, config(segment_bytes=segment_bytes), recovery_point=recovery_point, clean_shutdown=clean)
     p = Partition("t", 0, lg, 1, 1, 30_000, lambda *a: None, **kw)
     p.apply_state(PartitionState(0, 1, 0, [1], [1]), NOW)
     return p
 
 
-def reopen(p: Partition, **kw: int) -> Partition:
+def reopen(p: Partition, clean: bool = False, **kw: int) -> Partition:
+    """As after SIGKILL of a broker that flushed its rolled segments (LogManager.flush_dirty): only the active
+    segment is recovered; `clean`: after a clean shutdown (take_producer_snapshot first), nothing is."""
+    p.log.flush(None if clean else p.log.active_segment.base_offset)
     p.log.close()
-    return open_partition(p.log.dir, **kw)
+    return open_partition(p.log.dir, recovery_point=p.log.recovery_point, clean=clean, **kw)
 
 
 def test_snapshot_round_trip(tmp_path):
@@ -83,7 +88,7 @@ def test_retry_far_back_is_a_duplicate_after_reopen_and_recovery_reads_one_segme
     assert p.producer_state.replayed_batches <= 2  # the active segment's batches, not the whole log
 
     p.take_producer_snapshot()  # clean shutdown
-    p = reopen(p)
+    p = reopen(p, clean=True)
     assert p.producer_state.replayed_batches == 0
     assert p.append_as_leader(first, 1, NOW) == [base]
     assert len(p.producer_state) == 31
@@ -152,8 +157,9 @@ def _headers(lg: Log):
 
 def test_open_and_aborted_transactions_give_the_lso_and_survive_a_snapshot(tmp_path):
     """A transactional producer's first batch opens its transaction (the first unstable offset); a commit marker
-    closes it, an abort marker also records (pid, first, marker offset); both are kept in the snapshot."""
-    from broker.producer_state import AbortedTxn, ProducerStateManager
+    closes it; an abort marker is answered as Kafka's AbortedTxn (first offset, marker, LSO after it) for the
+    .txnindex. The open transactions are in the snapshot (version 3), the aborted ones are not."""
+    from broker.producer_state import SNAPSHOT_VERSION, AbortedTxn, ProducerStateManager
     from net.batch import build, build_marker, control_record, parse_header
 
     def data(pid: int, seq: int, base: int):
@@ -168,20 +174,39 @@ def test_open_and_aborted_transactions_give_the_lso_and_survive_a_snapshot(tmp_p
         return h._replace(base_offset=base), control_record(raw, 0, h)
 
     m = ProducerStateManager(tmp_path)
-    m.update(data(1, 0, 10), 10)
+    assert m.update(data(1, 0, 10), 10) is None
     m.update(data(2, 0, 11), 11)
     m.update(data(1, 1, 12), 12)
     assert m.first_unstable_offset() == 10
     h, rec = marker(1, False, 13)
     assert m.check_append([h]) == [None]
-    m.update(h, 13, rec)
-    assert m.first_unstable_offset() == 11 and m.aborted == [AbortedTxn(1, 10, 13)]
-    assert m.aborted_in(0, 11) == [AbortedTxn(1, 10, 13)] and m.aborted_in(14, 20) == []
+    # Producer 2's transaction (from 11) is still open: the LSO after the abort is 11.
+    assert m.update(h, 13, rec) == AbortedTxn(1, 10, 13, 11)
+    assert m.first_unstable_offset() == 11
     m.take_snapshot(14)
+    assert int.from_bytes(snapshot_path(tmp_path, 14).read_bytes()[:2], "big") == SNAPSHOT_VERSION == 3
     loaded, at = ProducerStateManager.load(tmp_path, 0, 14)
-    assert at == 14 and loaded.first_unstable_offset() == 11 and loaded.aborted == [AbortedTxn(1, 10, 13)]
+    assert at == 14 and loaded.first_unstable_offset() == 11 and loaded.legacy_aborted == []
     h, rec = marker(2, True, 14)
-    loaded.update(h, 14, rec)
-    assert loaded.first_unstable_offset() is None and len(loaded.aborted) == 1
-    loaded.trim_aborted(14)
-    assert loaded.aborted == []
+    assert loaded.update(h, 14, rec) is None  # a commit
+    assert loaded.first_unstable_offset() is None
+    h, rec = marker(2, False, 15)
+    assert loaded.update(h, 15, rec) is None  # an abort with no transaction open: nothing was aborted
+    loaded.update(data(2, 1, 16), 16)
+    h, rec = marker(2, False, 17)
+    assert loaded.replay([h._replace(base_offset=17)], {17: rec}) == [AbortedTxn(2, 16, 17, 18)]
+
+
+def test_version_2_snapshot_is_read_and_hands_over_its_aborted_list(tmp_path):
+    """One release on, a version-2 snapshot (aborted transactions inside) still loads; its aborted list is
+    handed to the Partition for the .txnindex files, with the LSO unknown (-1)."""
+    import msgpack
+    from crc32c import crc32c
+
+    from broker.producer_state import AbortedTxn
+
+    body = msgpack.packb({"offset": 20, "producers": [[1, 0, NOW, [[0, 0, 10]], 15]], "aborted": [[2, 3, 9]]})
+    snapshot_path(tmp_path, 20).write_bytes((2).to_bytes(2, "big") + crc32c(body).to_bytes(4, "big") + body)
+    loaded, at = ProducerStateManager.load(tmp_path, 0, 30)
+    assert at == 20 and loaded.first_unstable_offset() == 15
+    assert loaded.legacy_aborted == [AbortedTxn(2, 3, 9, -1)]

@@ -338,3 +338,46 @@ def test_paths_json_list_as_load_passes_it(tmp_path):
     fill(lg, 1)
     lg.close()
     assert len(read_all({"paths": json.dumps([str(d)]), "subscribe": "tweets"})) == 10
+
+
+def test_read_committed_skips_aborted_transactions_and_stops_at_the_last_stable_offset(tmp_path):
+    """kafka.isolation.level=read_committed over segment files: the aborted transactions from the .txnindex
+    files are skipped, markers never shown, and the read stops at the first offset of a transaction still open
+    (from the producer-state snapshot and the headers after it); read_uncommitted still reads everything."""
+    from broker.controller import PartitionState
+    from broker.partition import Partition
+
+    d = tmp_path / "d1"
+    lg = make_log(d, segment_bytes=400)
+    p = Partition("tweets", 0, lg, 1, 1, 30_000, lambda *a: None)
+    p.apply_state(PartitionState(0, 1, 0, [1], [1]), T0)
+
+    def txn(pid: int, seq: int, values: list[str]) -> None:
+        recs = [(i, 0, b"k", v.encode(), None) for i, v in enumerate(values)]
+        raw = fmt.build(recs, T0, T0, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+        p.append_as_leader(raw, 1, T0)
+
+    def end(pid: int, commit: bool) -> None:
+        p.append_as_leader(fmt.build_marker(pid, 0, commit, 1, T0), 1, T0, markers=True)
+
+    txn(1, 0, ["c1", "c2"])
+    end(1, True)
+    txn(2, 0, ["a1", "a2", "a3"])  # aborted, across segments with producer 3's committed records
+    txn(3, 0, ["c3"])
+    txn(2, 3, ["a4"])
+    end(2, False)
+    end(3, True)
+    append(lg, 2, start=100)  # plain records k100, k101
+    txn(4, 0, ["open"])  # still open: the LSO
+    append(lg, 1, start=200)  # after the LSO: not read committed
+    p.take_producer_snapshot()
+    lg.close()
+    assert len(list((d / "tweets-0").glob("*.txnindex"))) == 1
+
+    base = {"path": str(d), "subscribe": "tweets"}
+    committed = [r[4] for r in read_all({**base, "kafka.isolation.level": "read_committed"})]
+    assert committed == [b"c1", b"c2", b"c3", b"v100", b"v101"]
+    everything = [r[4] for r in read_all(base)]
+    assert everything == [b"c1", b"c2", b"a1", b"a2", b"a3", b"c3", b"a4", b"v100", b"v101", b"open", b"v200"]
+    with pytest.raises(seg.LogReadError, match="kafka.isolation.level"):
+        opt.plan_read({**base, "kafka.isolation.level": "committed"})
