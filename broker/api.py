@@ -491,10 +491,14 @@ class KafkaApis:
             log.info("could not create topic %s automatically yet: %s", name, e)
 
     def _brokers(self, listener: str) -> list[list[Any]]:
-        """Live brokers as [id, host, port] of the listener the request came in on (Kafka's rule: brokers
-        without that listener are left out)."""
-        live = sorted((b for b in self.image.brokers.values() if not b.fenced), key=lambda b: b.id)
-        return [[b.id, *ep] for b in live if (ep := self.config.endpoint_of(b, listener)) is not None]
+        """Listed brokers (MetadataImage.listed_brokers) as [id, host, port] of the listener the request came in
+        on (Kafka's rule: brokers without that listener are left out)."""
+        cfg = self.config
+        session_ms = (
+            cfg.zookeeper_session_timeout_ms if cfg.coordination == "zookeeper" else cfg.broker_session_timeout_ms
+        )
+        listed = self.image.listed_brokers(session_ms / 1000)
+        return [[b.id, *ep] for b in listed if (ep := cfg.endpoint_of(b, listener)) is not None]
 
     def _broker_info(self) -> dict[str, Any]:
         return {

@@ -8,6 +8,7 @@ epochs are handed out exactly once, in log order.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -116,6 +117,8 @@ class MetadataImage:
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         self.offset = -1  # last applied metadata offset
         self._leader_counts: dict[int, int] | None = None  # leadership_counts(), until the next record
+        # When this broker saw each broker fenced (time.monotonic(); local, not replicated): see listed_brokers.
+        self.fenced_since: dict[int, float] = {}
 
     def apply(self, offset: int, record: dict[str, Any]) -> None:
         self._leader_counts = None
@@ -123,6 +126,11 @@ class MetadataImage:
         if kind == "cluster":
             self.cluster_id = record["cluster_id"]
         elif kind == "broker":
+            was = self.brokers.get(record["id"])
+            if not record["fenced"]:
+                self.fenced_since.pop(record["id"], None)
+            elif was is not None and not was.fenced:
+                self.fenced_since[record["id"]] = time.monotonic()
             self.brokers[record["id"]] = BrokerInfo(
                 record["id"],
                 record["host"],
@@ -174,6 +182,22 @@ class MetadataImage:
 
     def live_brokers(self) -> list[int]:
         return sorted(b.id for b in self.brokers.values() if not b.fenced)
+
+    def listed_brokers(self, session_timeout_s: float) -> list[BrokerInfo]:
+        """The brokers Metadata names: the live ones, and a fenced one until a session timeout has passed
+        since its fencing. Kafka fences a broker that stopped only when its session expires, so its clients
+        keep a crashed broker listed that long; Kafka Lite fences at once (leaders move at once), but a broker
+        that comes back within the timeout never leaves a client's list (librdkafka forgets, and stops using,
+        brokers a Metadata answer leaves out). No leader is ever a fenced broker."""
+        now = time.monotonic()
+        return sorted(
+            (
+                b
+                for b in self.brokers.values()
+                if not b.fenced or now - self.fenced_since.get(b.id, -1e9) < session_timeout_s
+            ),
+            key=lambda b: b.id,
+        )
 
     def leaderships(self, broker_id: int) -> int:
         return self.leadership_counts().get(broker_id, 0)

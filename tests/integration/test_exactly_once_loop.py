@@ -5,7 +5,6 @@ appears exactly once in the output, read with read_committed."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import Counter
@@ -18,13 +17,7 @@ from client.transactions import KEY_TYPE_TRANSACTION, find_coordinator
 from net.errors import KafkaLiteError
 from tests.integration.cluster_harness import ClusterHarness
 
-pytestmark = [
-    pytest.mark.timeout(300),
-    # Known open bug (issue 28 §4, not resolved): after the first kill librdkafka's send_offsets_to_transaction can
-    # block past its own timeout (seen: 10+ minutes, the group's member expired, the coordinator then aborted the
-    # open transaction); until that is understood this run is opt-in, so it cannot hang the suite.
-    pytest.mark.skipif(os.environ.get("KL_SOAK") != "1", reason="KL_SOAK=1: known to hang (issue 28 §4, open)"),
-]
+pytestmark = pytest.mark.timeout(300)
 N = 3000
 TXN_ID = "eos-loop"
 

@@ -141,3 +141,25 @@ def test_manual_assignments_of_new_partitions():
     apply(image, logic.create_partitions("grow", 3, [[3, 1], [2, 3]]))
     parts = image.topics["grow"].partitions
     assert [(parts[p].replicas, parts[p].leader) for p in (1, 2)] == [([3, 1], 3), ([2, 3], 2)]
+
+
+def test_a_fenced_broker_stays_listed_for_a_session_timeout_but_leads_nothing(monkeypatch):
+    """Metadata keeps naming a broker fenced less than a session timeout ago (as Kafka, whose clients see a
+    crashed broker until its session expires), so a client never forgets a broker that restarts at once."""
+    import broker.controller as controller
+
+    clock = [1000.0]
+    monkeypatch.setattr(controller.time, "monotonic", lambda: clock[0])
+    image, logic = cluster(3)
+    apply(image, logic.create_topic("t", 3, 3, {}))
+    apply(image, logic.fence_broker(2))
+    assert image.live_brokers() == [1, 3]
+    assert [b.id for b in image.listed_brokers(9.0)] == [1, 2, 3]
+    assert all(p.leader != 2 for p in image.topics["t"].partitions.values())
+    clock[0] += 9.5
+    assert [b.id for b in image.listed_brokers(9.0)] == [1, 3]
+    apply(image, logic.register_broker(2, "127.0.0.1", 9002))  # back: live and listed again
+    assert image.live_brokers() == [1, 2, 3]
+    apply(image, logic.fence_broker(2))
+    clock[0] += 1.0
+    assert [b.id for b in image.listed_brokers(9.0)] == [1, 2, 3]  # a new fencing starts a new timeout
