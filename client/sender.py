@@ -231,11 +231,7 @@ class Sender:
             log.warning("adding %d partitions to the transaction failed: %s", len(tps), err)
             self.txn.state.fail(err)
             for tp in tps:
-                with self.accumulator.lock:
-                    q = self.accumulator.queues.get(tp)
-                    batches = list(q or ())
-                    if q:
-                        q.clear()
+                batches = self.accumulator.take_all(tp)
                 if batches:
                     self._fail_batches(batches, err)
         finally:
@@ -244,11 +240,11 @@ class Sender:
     def abort_undrained(self) -> None:
         """abort_transaction(): batches not sent yet never will be (Kafka's abortUndrainedBatches)."""
         err = TransactionAbortedError("the transaction was aborted before this record was sent")
-        with self.accumulator.lock:
-            queued = [(tp, list(q)) for tp, q in self.accumulator.queues.items() if q and tp not in self._inflight]
-            for tp, _ in queued:
-                self.accumulator.queues[tp].clear()
-        for _, batches in queued:
+        # No record joins meanwhile: the transaction state refuses send() once the abort began.
+        queued = [
+            self.accumulator.take_all(tp) for tp in self.accumulator.pending_partitions() if tp not in self._inflight
+        ]
+        for batches in queued:
             self._fail_batches(batches, err, aborted=True)
 
     def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
