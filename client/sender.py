@@ -21,7 +21,7 @@ from client.cluster import KafkaLiteClient
 from client.config import ProducerConfig
 from client.outcome import NOT_WRITTEN, UNKNOWN, FailedRecord, proves_not_appended, with_outcome
 from client.sequences import Sequences
-from client.transactions import TransactionAbortedError, TransactionManager
+from client.transactions import IllegalTransactionStateError, TransactionAbortedError, TransactionManager
 from net import batch as batch_fmt
 from net.compression import codec_id
 from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, error_for
@@ -229,13 +229,20 @@ class Sender:
         except Exception as e:
             err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e))
             log.warning("adding %d partitions to the transaction failed: %s", len(tps), err)
-            self.txn.state.fail(err)
+            if not isinstance(err, IllegalTransactionStateError):  # else the transaction ended first: none sent
+                self.txn.state.fail(err)
             for tp in tps:
                 batches = self.accumulator.take_all(tp)
                 if batches:
                     self._fail_batches(batches, err)
         finally:
             self.wakeup_threadsafe()
+
+    async def wait_adding(self) -> None:
+        """Until the AddPartitionsToTxn in flight (if any) has its answer: an abort must not end the transaction
+        before it, or the partitions join the next one (or a transaction the producer believes ended)."""
+        if self._adding is not None and not self._adding.done():
+            await asyncio.wait([self._adding])
 
     def abort_undrained(self) -> None:
         """abort_transaction(): batches not sent yet never will be (Kafka's abortUndrainedBatches)."""
