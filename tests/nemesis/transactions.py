@@ -67,7 +67,9 @@ class Txn:
 
 
 class TxnClient(Protocol):
-    """The calls the workload makes, on either client."""
+    """The calls the workload makes, on either client; ERRORS: the exceptions after which it is recreated."""
+
+    ERRORS: tuple[type[BaseException], ...]
 
     def init(self) -> None: ...
     def begin(self) -> None: ...
@@ -195,7 +197,6 @@ class TxnProducer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"txn-{name}", daemon=True)
         self._client: TxnClient | None = None
-        self._errors: tuple[type[BaseException], ...] = ()
 
     # --- the producer's life ---
 
@@ -205,7 +206,6 @@ class TxnProducer:
         while True:
             try:
                 c = self.make()
-                self._errors = type(c).ERRORS  # type: ignore[attr-defined]
                 self.generations += 1
             except (KafkaLiteError, KafkaException) as e:
                 self.errors.append(f"create: {e}")
@@ -214,7 +214,7 @@ class TxnProducer:
             try:
                 c.init()
                 return c
-            except self._errors as e:  # the coordinator down or moving: until the faults heal
+            except c.ERRORS as e:  # the coordinator down or moving: until the faults heal
                 self.errors.append(f"init_transactions: {e}")
                 self._close(c)
                 time.sleep(0.3)
@@ -253,7 +253,7 @@ class TxnProducer:
                     i += 1
             if intent != COMMITTED and self.rnd.random() < 0.7:
                 c.flush()  # the records reach the log: only the abort marker hides them
-        except self._errors as e:
+        except c.ERRORS as e:
             txn.outcome, txn.note = ABORTED, f"send: {e}"  # never asked to commit
             self._restart(c, e)
             return
@@ -273,7 +273,7 @@ class TxnProducer:
             else:
                 c.abort()
                 txn.outcome, txn.note = ABORTED, "intended"
-        except self._errors as e:
+        except c.ERRORS as e:
             txn.outcome = UNKNOWN if intent == COMMITTED else ABORTED
             txn.note = f"{'commit' if intent == COMMITTED else 'abort'}: {e}"
             self._restart(c, e)
