@@ -71,6 +71,7 @@ def test_transactional_nemesis(netns_cluster, coordination, request):
     v = run.verdict
     assert v is not None
     print(f"{run.describe()}\n{v.summary()}")
+    print("; ".join(f"{p.name}: {dict(p.counts())} by {p.generations} producers" for p in run.producers))
     assert v.committed_visible >= 20, f"only {v.committed_visible} transactions committed: {run.describe()}"
     assert v.outcomes[ABORTED] >= 5, f"only {v.outcomes[ABORTED]} transactions aborted: {run.describe()}"
     assert v.aborted_in_log >= 1, "no aborted transaction reached the log: the abort check judged nothing"
