@@ -173,6 +173,20 @@ class RecordAccumulator:
                 b.closed = True
             return out
 
+    def take_all(self, tp: tuple[str, int]) -> list[ProducerBatch]:
+        """Every queued batch of `tp`, taken out to be failed (an abort, a failed AddPartitionsToTxn). The
+        open one goes too: left in `open`, the next record would join a batch no queue holds, never to be
+        sent, and a flush would not wait for it (a committed transaction silently missing records)."""
+        with self.lock:
+            q = self.queues.get(tp)
+            out = list(q or ())
+            if q:
+                q.clear()
+            b = self.open.pop(tp, None)
+            if b is not None:
+                b.closed = True
+            return out
+
     def requeue_front(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> None:
         with self.lock:
             q = self.queues.setdefault(tp, deque())

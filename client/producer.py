@@ -192,7 +192,7 @@ class AsyncProducer:
         txn.state.begin_abort()
         self.sender.abort_undrained()
         try:
-            await asyncio.wait_for(self.sender.wait_idle(), timeout)
+            await asyncio.wait_for(self._abort_drained(), timeout)
         except TimeoutError:
             raise RequestTimedOutError(f"abort_transaction did not complete within {timeout}s") from None
         self.sender.failures = []  # records of an aborted transaction: their outcome is the abort
@@ -201,6 +201,10 @@ class AsyncProducer:
             txn.epoch_bump_needed = False
             txn.state.state = State.ABORTING_TRANSACTION
             await self.init_transactions()
+
+    async def _abort_drained(self) -> None:
+        await self.sender.wait_idle()
+        await self.sender.wait_adding()
 
     @property
     def transactional_id(self) -> str | None:

@@ -21,7 +21,7 @@ from client.cluster import KafkaLiteClient
 from client.config import ProducerConfig
 from client.outcome import NOT_WRITTEN, UNKNOWN, FailedRecord, proves_not_appended, with_outcome
 from client.sequences import Sequences
-from client.transactions import TransactionAbortedError, TransactionManager
+from client.transactions import IllegalTransactionStateError, TransactionAbortedError, TransactionManager
 from net import batch as batch_fmt
 from net.compression import codec_id
 from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, error_for
@@ -229,26 +229,29 @@ class Sender:
         except Exception as e:
             err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e))
             log.warning("adding %d partitions to the transaction failed: %s", len(tps), err)
-            self.txn.state.fail(err)
+            if not isinstance(err, IllegalTransactionStateError):  # else the transaction ended first: none sent
+                self.txn.state.fail(err)
             for tp in tps:
-                with self.accumulator.lock:
-                    q = self.accumulator.queues.get(tp)
-                    batches = list(q or ())
-                    if q:
-                        q.clear()
+                batches = self.accumulator.take_all(tp)
                 if batches:
                     self._fail_batches(batches, err)
         finally:
             self.wakeup_threadsafe()
 
+    async def wait_adding(self) -> None:
+        """Until the AddPartitionsToTxn in flight (if any) has its answer: an abort must not end the transaction
+        before it, or the partitions join the next one (or a transaction the producer believes ended)."""
+        if self._adding is not None and not self._adding.done():
+            await asyncio.wait([self._adding])
+
     def abort_undrained(self) -> None:
         """abort_transaction(): batches not sent yet never will be (Kafka's abortUndrainedBatches)."""
         err = TransactionAbortedError("the transaction was aborted before this record was sent")
-        with self.accumulator.lock:
-            queued = [(tp, list(q)) for tp, q in self.accumulator.queues.items() if q and tp not in self._inflight]
-            for tp, _ in queued:
-                self.accumulator.queues[tp].clear()
-        for _, batches in queued:
+        # No record joins meanwhile: the transaction state refuses send() once the abort began.
+        queued = [
+            self.accumulator.take_all(tp) for tp in self.accumulator.pending_partitions() if tp not in self._inflight
+        ]
+        for batches in queued:
             self._fail_batches(batches, err, aborted=True)
 
     def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:

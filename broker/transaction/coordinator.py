@@ -238,10 +238,16 @@ class TransactionCoordinator:
         return meta
 
     async def _end(self, meta: TransactionMetadata, prepared: TransactionMetadata) -> None:
-        """Write Prepare*, every marker, then Complete*."""
+        """Write Prepare*, every marker, then Complete*. Once Prepare* is durable the outcome is decided: if the
+        markers or Complete* fail, they are finished in the background, else the id stayed in Prepare* (every
+        InitProducerId answered CONCURRENT_TRANSACTIONS) until this coordinator's partition moved."""
         await self._write(prepared, meta.transactional_id)
-        await self._write_markers(prepared)
-        await self._write(st.complete(prepared, now_ms()), meta.transactional_id)
+        try:
+            await self._write_markers(prepared)
+            await self._write(st.complete(prepared, now_ms()), meta.transactional_id)
+        except (TxnError, KafkaLiteError):
+            self._spawn(self._finish_quietly(meta.transactional_id))
+            raise
 
     async def _finish_quietly(self, tid: str) -> None:
         """Markers and Complete* for a Prepare* state, retried until written or until this broker is no longer
@@ -346,6 +352,9 @@ class TransactionCoordinator:
                     await self._end(meta, st.fence_for_abort(meta, now_ms()))
         except (TxnError, KafkaLiteError) as e:
             log.warning("aborting the timed-out transaction of %r failed: %s", tid, e)
+        except Exception:
+            log.exception("aborting the timed-out transaction of %r failed", tid)
+            raise
 
     async def _expire(self, tid: str) -> None:
         try:

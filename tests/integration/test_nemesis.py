@@ -23,15 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.netns import NetnsLab, available
-from tests.integration.cluster_harness import (
-    FAST_FAILURE_DETECTION,
-    ClusterHarness,
-    LoadProducer,
-    full_check,
-    wait_until,
-)
-from tests.integration.zk_support import require_zookeeper
+from tests.integration.cluster_harness import ClusterHarness, LoadProducer, full_check, wait_until
+from tests.nemesis.netns_cluster import netns_harness
 from tests.nemesis.runner import run_nemesis
 from tests.nemesis.schedule import KINDS, make_schedule
 
@@ -55,25 +48,8 @@ def coordination(request) -> str:
 
 @pytest.fixture
 def netns_cluster(tmp_path: Path, coordination: str, request) -> Iterator[ClusterHarness]:
-    """Three brokers on three network-namespace hosts (ZooKeeper, in that mode, on the bridge)."""
-    if not available():
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("network namespaces need root and iproute2 (CI must run the nemesis)")
-        pytest.skip("network namespaces need root and iproute2")
-    if coordination == "zookeeper":
-        require_zookeeper()
-    lab = NetnsLab(PREFIX, SUBNET, 3).setup()
-    # Short sessions: the schedules' cuts and pauses (a few seconds) must reach fencing and elections.
-    h = ClusterHarness(tmp_path / "nemesis", 3, FAST_FAILURE_DETECTION, coordination=coordination, lab=lab)
-    try:
-        h.start()
+    with netns_harness(tmp_path / "nemesis", coordination, request, PREFIX, SUBNET) as h:
         yield h
-    finally:
-        failed = any(getattr(getattr(request.node, f"rep_{w}", None), "failed", False) for w in ("setup", "call"))
-        if failed:
-            print(h.dump_logs())
-        h.cleanup()
-        lab.teardown()
 
 
 def test_schedules_are_seeded_and_cover_every_fault():

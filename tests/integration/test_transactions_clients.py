@@ -90,6 +90,23 @@ def test_commit_abort_and_abort_then_commit_with_our_client(cluster):
     assert everything == sorted(committed + values("aborted", 20)), "markers leaked or records missing"
 
 
+def test_records_after_an_abort_of_unsent_ones_are_committed(cluster):
+    """An abort drops records still lingering (linger.ms), then the next transaction writes to the same
+    partition: its records are sent and committed (they once joined the dropped batch: committed, never sent)."""
+    topic = _topic(cluster, 1)
+    with Producer(cluster.bootstrap(), transactional_id=f"linger-{topic}", linger_ms=60000) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for v in values("dropped", 5):
+            p.send(topic, v, partition=0)
+        p.abort_transaction()
+        p.begin_transaction()
+        for v in values("kept", 5):
+            p.send(topic, v, partition=0)
+        p.commit_transaction()
+    assert read_all(cluster.bootstrap(), topic, "read_committed", 5, partitions=1) == sorted(values("kept", 5))
+
+
 def test_calls_out_of_order_fail_with_a_clear_error_and_nothing_is_sent(cluster):
     topic = _topic(cluster)
     with Producer(cluster.bootstrap(), transactional_id=f"order-{topic}") as p:

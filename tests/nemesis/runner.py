@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from client.sync import Consumer
@@ -21,23 +22,16 @@ TOPIC = "nemesis"
 PARTITIONS = 3
 
 
-class GroupMember:
-    """A consumer-group member in a thread: keeps what it is handed, commits after each poll."""
+class PollingConsumer:
+    """A consumer polling in a thread, keeping every record it is handed (and committing after each poll when
+    `commit`), going on through the errors of rebalances, coordinator and leader moves under the faults."""
 
-    def __init__(self, bootstrap: str, group: str, name: str) -> None:
+    def __init__(self, consumer: Consumer, name: str, commit: bool = False) -> None:
         self.name = name
         self.records: list = []
         self.errors: list[str] = []
-        self.consumer = Consumer(
-            bootstrap,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            session_timeout_ms=6000,
-            heartbeat_interval_ms=500,
-            request_timeout_ms=5000,
-        )
-        self.consumer.subscribe([TOPIC])
+        self.consumer = consumer
+        self.commit = commit
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"member-{name}", daemon=True)
 
@@ -46,13 +40,13 @@ class GroupMember:
             try:
                 recs = self.consumer.poll(300)
                 self.records.extend(recs)
-                if recs:
+                if recs and self.commit:
                     self.consumer.commit()
-            except KafkaLiteError as e:  # rebalances and coordinator moves under faults: keep going
+            except KafkaLiteError as e:
                 self.errors.append(str(e))
                 time.sleep(0.1)
 
-    def start(self) -> GroupMember:
+    def start(self) -> PollingConsumer:
         self._thread.start()
         return self
 
@@ -63,6 +57,23 @@ class GroupMember:
             self.consumer.close(5)
         except KafkaLiteError:
             pass
+
+
+class GroupMember(PollingConsumer):
+    """A consumer-group member in a thread: keeps what it is handed, commits after each poll."""
+
+    def __init__(self, bootstrap: str, group: str, name: str) -> None:
+        consumer = Consumer(
+            bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+            request_timeout_ms=5000,
+        )
+        consumer.subscribe([TOPIC])
+        super().__init__(consumer, name, commit=True)
 
 
 @dataclass
@@ -108,6 +119,24 @@ def apply(h: ClusterHarness, f: Fault, run: NemesisRun) -> None:
         raise ValueError(f"unknown fault {f.kind}")
 
 
+def play(h: ClusterHarness, schedule: list[Fault], apply_fault: Callable[[Fault], None], until_s: float = 0) -> None:
+    """Each fault at its time (from now), then, a second after the last (or at `until_s`), heal everything."""
+    t0 = time.monotonic()
+    try:
+        for f in schedule:
+            time.sleep(max(0.0, f.at_s - (time.monotonic() - t0)))
+            apply_fault(f)
+        time.sleep(max(1.0, until_s - (time.monotonic() - t0)))
+    finally:
+        if h.lab is not None:
+            h.lab.heal_all()
+        for b in h.brokers.values():  # heal whatever is left
+            if b.paused:
+                b.resume()
+            if not b.alive:
+                b.start()
+
+
 def run_nemesis(
     h: ClusterHarness,
     seed: int,
@@ -130,20 +159,7 @@ def run_nemesis(
         run.confluent = [ConfluentLoadProducer(h.kafka_bootstrap(), TOPIC, f"c{seed}x0").start()]
         loads += run.confluent
         run.kafkajs = [KafkajsMember(h.kafka_bootstrap(), TOPIC, f"kjs{seed}")]
-    t0 = time.monotonic()
-    try:
-        for f in schedule:
-            time.sleep(max(0.0, f.at_s - (time.monotonic() - t0)))
-            apply(h, f, run)
-        time.sleep(1.0)
-    finally:
-        if h.lab is not None:
-            h.lab.heal_all()
-        for b in h.brokers.values():  # heal whatever is left
-            if b.paused:
-                b.resume()
-            if not b.alive:
-                b.start()
+    play(h, schedule, lambda f: apply(h, f, run))
     run.stats = [lp.stop() for lp in loads]
     try:
         logged = full_check(h, TOPIC, PARTITIONS, run.stats, min_acked=1)

@@ -7,6 +7,9 @@ import random
 from dataclasses import dataclass
 
 KINDS = ("kill", "pause", "cut", "kill-all")
+# The transactional nemesis (tests/nemesis/txn_runner.py) also kills whichever broker coordinates a
+# transactional.id when the fault starts (found with FindCoordinator key_type 1); `broker` is the fallback.
+TXN_KINDS = (*KINDS, "kill-coordinator")
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,12 @@ class Fault:
 
 
 def make_schedule(
-    seed: int, duration_s: float, brokers: list[int], kill_all: bool = True, cuts: bool = True
+    seed: int,
+    duration_s: float,
+    brokers: list[int],
+    kill_all: bool = True,
+    cuts: bool = True,
+    kinds: tuple[str, ...] = KINDS,
 ) -> list[Fault]:
     """Faults one after another (each healed before the next starts), until `duration_s`. A pause or a cut
     lasts longer than the broker session timeout (2 s in the nemesis' clusters: FAST_FAILURE_DETECTION) half
@@ -35,8 +43,8 @@ def make_schedule(
     t = rnd.uniform(1.0, 2.0)
     used_kill_all = not kill_all
     while t < duration_s:
-        kinds = [k for k in KINDS if (k != "kill-all" or not used_kill_all) and (k != "cut" or cuts)]
-        kind = rnd.choice(kinds)
+        allowed = [k for k in kinds if (k != "kill-all" or not used_kill_all) and (k != "cut" or cuts)]
+        kind = rnd.choice(allowed)
         used_kill_all = used_kill_all or kind == "kill-all"
         dur = rnd.uniform(0.5, 4.0) if kind in ("pause", "cut") else rnd.uniform(0.5, 2.5)
         out.append(Fault(round(t, 2), kind, rnd.choice(brokers), round(dur, 2)))

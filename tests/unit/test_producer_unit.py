@@ -29,6 +29,19 @@ def test_accumulator_closes_batches_at_batch_size():
     assert sum(len(b.records) for b in batches + rest) == 20
 
 
+def test_taking_a_partitions_batches_closes_its_open_one():
+    """An abort takes the queued batches of a partition, the open one too: a record sent afterwards (the next
+    transaction) starts a new, queued batch. (Found by the transactional nemesis: left open, the old batch took
+    the record into no queue, flush did not wait for it and commit_transaction committed without it.)"""
+    acc = RecordAccumulator(batch_size=1000, buffer_memory=10**6)
+    acc.append("t", 0, 1, None, b"aborted", None, None)
+    taken = acc.take_all(("t", 0))
+    assert [r[3] for b in taken for r in b.records] == [b"aborted"] and not acc.has_pending()
+    acc.append("t", 0, 2, None, b"next", None, None)
+    assert acc.pending_partitions() == [("t", 0)]
+    assert [r[3] for b in acc.queues[("t", 0)] for r in b.records] == [b"next"]
+
+
 def test_parse_acks_and_bootstrap():
     assert [parse_acks(a) for a in ("all", "-1", "0", "1", 1)] == [-1, -1, 0, 1, 1]
     with pytest.raises(ValueError):
