@@ -500,8 +500,9 @@ def _add_partitions_to_txn(a: Authorization, req: Any, ctx: ConnectionContext) -
 
 
 def _write_txn_markers(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
-    """Brokers only; anyone else gets CLUSTER_AUTHORIZATION_FAILED in every partition named (Kafka's error
-    response), never an empty answer."""
+    """CLUSTER_ACTION: a transaction coordinator's broker, or an admin aborting a hanging transaction (kl-transactions
+    abort, on a client listener as in Kafka); anyone else gets CLUSTER_AUTHORIZATION_FAILED in every partition named
+    (Kafka's error response), never an empty answer."""
     if a.broker(ctx):
         return Decision(req)
     a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)  # logged as every broker-only refusal
