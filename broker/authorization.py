@@ -859,7 +859,9 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.DESCRIBE_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _describe_transactions),
     ApiKey.LIST_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _list_transactions, "those not allowed are left out"),
     ApiKey.WRITE_TXN_MARKERS: Rule(
-        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _write_txn_markers, "coordinator to leaders"
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),),
+        _write_txn_markers,
+        "coordinator to leaders; an admin's kl-transactions abort",
     ),
     ApiKey.DESCRIBE_ACLS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeAcls")),
     ApiKey.CREATE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "CreateAcls")),
