@@ -195,17 +195,23 @@ def test_a_late_produce_after_the_coordinator_aborted_on_timeout_is_refused(clus
 
 
 def test_confluent_kafka_transactions_pass_verification(cluster):
+    """librdkafka pipelines up to 5 produces per connection: the ones behind a produce waiting for its
+    verification append after it, in order (an overtaking one would be OUT_OF_ORDER_SEQUENCE_NUMBER)."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     topic = _topic(cluster)
-    p = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "transactional.id": f"ck-{topic}"})
+    conf = {"bootstrap.servers": cluster.kafka_bootstrap(), "transactional.id": f"ck-{topic}", "linger.ms": 0,
+            "batch.size": 512}  # fmt: skip
+    p = confluent_kafka.Producer(conf)
     p.init_transactions(30)
-    for n in range(3):  # each transaction's first batch per partition is verified again
+    n, per_txn = 3, 600
+    for t in range(n):  # each transaction's first batch per partition is verified again
         p.begin_transaction()
-        for i in range(10):
-            p.produce(topic, f"ck-{n}-{i}".encode(), partition=i % 2)
-        p.commit_transaction(30)
-    got = read_committed(cluster, topic, 0, 15) + read_committed(cluster, topic, 1, 15)
-    assert sorted(got) == sorted(f"ck-{n}-{i}".encode() for n in range(3) for i in range(10))
+        for i in range(per_txn):
+            p.produce(topic, f"ck-{t}-{i}".encode(), partition=i % 2)
+        p.commit_transaction(60)
+    half = n * per_txn // 2
+    got = read_committed(cluster, topic, 0, half) + read_committed(cluster, topic, 1, half)
+    assert sorted(got) == sorted(f"ck-{t}-{i}".encode() for t in range(n) for i in range(per_txn))
 
 
 def test_without_verification_a_late_produce_hangs_until_kl_transactions_abort(unverified):
