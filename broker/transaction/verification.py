@@ -105,21 +105,20 @@ class TransactionVerifier:
         if transactional_id is None:
             return {}
         out: dict[TopicPartition, FirstBatch] = {}
-        now = int(time.monotonic() * 1000)  # the partitions' tick clock (producer expiry)
         for tp, records in entries.items():
             p = self._partitions.get(tp)
-            if p is None or p.leader_state is None:
-                continue  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
-            try:
-                for _, h in batch_fmt.iter_batches(records):
-                    if h.is_transactional and not h.is_control:
-                        state = p.producer_state
-                        if not state.has_ongoing_transaction(h.producer_id):
-                            guard = state.verification_guard(h.producer_id, h.producer_epoch, now)
-                            out[tp] = FirstBatch(h.producer_id, h.producer_epoch, guard)
-                        break  # one producer per produce; another's batch finds no guard and is refused
-            except batch_fmt.InvalidBatch:
-                continue  # the append refuses it as CORRUPT_MESSAGE
+            if p is None or p.leader_state is None or len(records) < batch_fmt.HEADER_SIZE:
+                continue  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION / CORRUPT_MESSAGE
+            # The first batch's header only: a producer's batches in one produce are all of one producer, and a
+            # transactional batch after a non-transactional one finds no guard at the append and is refused.
+            h = batch_fmt.parse_header(records)
+            if not h.is_transactional or h.is_control:
+                continue
+            state = p.producer_state
+            if not state.has_ongoing_transaction(h.producer_id):
+                now = int(time.monotonic() * 1000)  # the partitions' tick clock (producer expiry)
+                guard = state.verification_guard(h.producer_id, h.producer_epoch, now)
+                out[tp] = FirstBatch(h.producer_id, h.producer_epoch, guard)
         return out
 
     async def verify(
