@@ -38,6 +38,7 @@ from broker.request_ranges import check_request
 from broker.security.listeners import WIRES, metadata_listener
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security_api import SecurityApis
+from broker.transaction.verification import NO_GUARDS, FirstBatch
 from net.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -69,6 +70,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkalite.api")
 # Only brokers send these (the authorization table asks CLUSTER_ACTION; only the inter-broker listener serves them).
+# WriteTxnMarkers is not among them: as in Kafka, an admin with CLUSTER_ACTION may send it on a client listener
+# to abort a hanging transaction (Admin.abortTransaction, kl-transactions abort).
 BROKER_APIS = frozenset(
     {
         ApiKey.QUORUM,
@@ -77,7 +80,6 @@ BROKER_APIS = frozenset(
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.UPDATE_METADATA,
         ApiKey.ENVELOPE,
-        ApiKey.WRITE_TXN_MARKERS,
     }
 )
 # The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);
@@ -325,11 +327,57 @@ class KafkaApis:
                 if len(p) != 2 or not isinstance(p[1], bytes):
                     raise BadRequest("produce partition entry must be [partition, records bytes]")
                 entries[(topic, p[0])] = p[1]
-        results, pending = self.replica_manager.append_records(acks, entries)
+        verifier = self.transactions.verifier
+        if verifier is None:  # transaction.partition.verification.enable=false
+            results, pending = self.replica_manager.append_records(acks, entries)
+        else:
+            tid = body.get("transactional_id")  # its type was checked by the authorization table
+            first = verifier.first_batches(tid, entries)
+            prior = ctx.appending
+            if first or (prior is not None and not prior.done()):
+                gate = ctx.appending = asyncio.get_running_loop().create_future()
+                return self._verified_produce(ctx, gate, prior, tid, first, acks, entries, timeout_ms)
+            results, pending = self.replica_manager.append_records(acks, entries, NO_GUARDS)
         if acks == 0:
             return None  # Kafka sends no response to acks=0
         if pending:
             return self._await_commit(results, pending, timeout_ms)
+        return {"topics": _group(results)}
+
+    async def _verified_produce(
+        self,
+        ctx: ConnectionContext,
+        gate: "asyncio.Future[None]",
+        prior: "asyncio.Future[None] | None",
+        tid: str | None,
+        first: "dict[tuple[str, int], FirstBatch]",
+        acks: int,
+        entries: dict[tuple[str, int], bytes],
+        timeout_ms: int,
+    ) -> dict[str, Any] | None:
+        """A produce whose transactional first batches the coordinator verifies (KIP-890), or one behind such a
+        produce on its connection: appended once verified and once the earlier produce has appended."""
+        verifier = self.transactions.verifier
+        assert verifier is not None
+        try:
+            # The question is asked before the earlier produce has appended: the two waits overlap.
+            guards, refused = await verifier.verify(tid, first) if first and tid is not None else ({}, {})
+            if prior is not None:
+                await asyncio.wait({prior})  # never cancels it
+            kept = {tp: r for tp, r in entries.items() if tp not in refused}
+            results, pending = self.replica_manager.append_records(acks, kept, guards)
+        finally:
+            gate.set_result(None)
+            if ctx.appending is gate:
+                ctx.appending = None
+        for tp, code in refused.items():
+            message = "the partition is not part of the producer's ongoing transaction (KIP-890 verification)"
+            results[tp] = ProduceResult(code, message=message if code == ErrorCode.INVALID_TXN_STATE else None)
+        results = {tp: results[tp] for tp in entries}  # the request's order
+        if acks == 0:
+            return None
+        if pending:
+            await self.replica_manager.wait_for_commit(results, pending, max(timeout_ms, 1) / 1000)
         return {"topics": _group(results)}
 
     async def _await_commit(

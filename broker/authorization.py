@@ -500,8 +500,9 @@ def _add_partitions_to_txn(a: Authorization, req: Any, ctx: ConnectionContext) -
 
 
 def _write_txn_markers(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
-    """Brokers only; anyone else gets CLUSTER_AUTHORIZATION_FAILED in every partition named (Kafka's error
-    response), never an empty answer."""
+    """CLUSTER_ACTION: a transaction coordinator's broker, or an admin aborting a hanging transaction (kl-transactions
+    abort, on a client listener as in Kafka); anyone else gets CLUSTER_AUTHORIZATION_FAILED in every partition named
+    (Kafka's error response), never an empty answer."""
     if a.broker(ctx):
         return Decision(req)
     a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)  # logged as every broker-only refusal
@@ -858,7 +859,9 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.DESCRIBE_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _describe_transactions),
     ApiKey.LIST_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _list_transactions, "those not allowed are left out"),
     ApiKey.WRITE_TXN_MARKERS: Rule(
-        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _write_txn_markers, "coordinator to leaders"
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),),
+        _write_txn_markers,
+        "coordinator to leaders; an admin's kl-transactions abort",
     ),
     ApiKey.DESCRIBE_ACLS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeAcls")),
     ApiKey.CREATE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "CreateAcls")),

@@ -343,6 +343,13 @@ class BrokerConfig(SecurityKeys):
         "How often the coordinator forgets expired transactional ids.",
         ge=1,
     )
+    transaction_partition_verification_enable: Bool = key(
+        "transaction.partition.verification.enable",
+        True,
+        "KIP-890: a partition leader asks the transaction coordinator whether a transaction's first batch on the "
+        "partition belongs to an ongoing transaction before appending it (INVALID_TXN_STATE otherwise), so a late "
+        "produce cannot leave a hanging transaction.",
+    )
     offsets_retention_minutes: Int = key(
         "offsets.retention.minutes", 10080, "Committed offsets of an empty group are kept this long.", ge=1
     )

@@ -8,6 +8,7 @@ the committed metadata says) and drives the sans-IO replication state
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -298,9 +299,17 @@ class Partition:
 
     # --- leader side ---------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, acks: int, now_ms: int, markers: bool = False) -> list[int]:
+    def append_as_leader(
+        self,
+        records: bytes,
+        acks: int,
+        now_ms: int,
+        markers: bool = False,
+        guards: Mapping[int, object] | None = None,
+    ) -> list[int]:
         """Append a blob of one or more batches; returns each batch's base offset. Control batches (transaction
-        markers) only with `markers`: WriteTxnMarkers writes them, a client never may."""
+        markers) only with `markers`: WriteTxnMarkers writes them, a client never may. `guards`: a client's
+        produce with transaction verification on (ProducerStateManager.check_append, KIP-890)."""
         self.check_leader()
         assert self.leader_state is not None
         if acks == -1 and len(self.leader_state.isr) < self.min_insync_replicas:
@@ -318,7 +327,7 @@ class Partition:
         offsets: list[int | None] = []
         keep: list[tuple[int, batch_fmt.BatchHeader]] = []
         # Sequence and epoch rules first: a refused batch refuses the whole append, nothing is written.
-        retained = self.producer_state.check_append([h for _, h in headers])
+        retained = self.producer_state.check_append([h for _, h in headers], guards)
         for (pos, h), dup in zip(headers, retained):
             if dup is not None:
                 try:  # a retry is only a duplicate if it is intact; otherwise the log rejects it below

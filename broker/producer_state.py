@@ -29,7 +29,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import msgpack
@@ -38,7 +38,7 @@ from crc32c import crc32c
 from broker.log.checkpoint import atomic_write
 from broker.log.txn_index import AbortedTxn
 from net.batch import BatchHeader, ControlRecord
-from net.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from net.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,19 @@ class _Entry:
         self.batches: deque[tuple[int, int, int]] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.last_timestamp = last_timestamp
         self.txn_first = txn_first
+
+
+class _Verification:
+    """A transaction's first batch here being verified with its coordinator (KIP-890, Kafka's
+    VerificationStateEntry): the batch may be appended only with this `guard`, which a marker for the producer
+    (the transaction ended meanwhile) or the transaction's first append retires."""
+
+    __slots__ = ("epoch", "guard", "started_ms")
+
+    def __init__(self, epoch: int, started_ms: int) -> None:
+        self.epoch = epoch
+        self.guard = object()
+        self.started_ms = started_ms
 
 
 def _retained_offset(entry: _Entry | None, h: BatchHeader) -> int | None:
@@ -130,6 +143,9 @@ class ProducerStateManager:
         # producer id -> first offset of its open transaction here: the LSO is asked at every fetch, so it is
         # kept apart from the (many) idempotent producers' entries.
         self._open: dict[int, int] = {}
+        # producer id -> its transaction's first batch here being verified (KIP-890); in memory only, as Kafka's:
+        # a verification lost to a restart is refused at the append and retried by the client.
+        self._verifying: dict[int, _Verification] = {}
         self.replayed_batches = 0  # headers replayed since the last load: recovery cost, for tests/metrics
 
     # --- de-duplication and sequence rules ---------------------------------------------
@@ -138,13 +154,19 @@ class ProducerStateManager:
         """The base offset this batch was already appended at, or None if it is new (and in sequence)."""
         return self.check_append([h])[0]
 
-    def check_append(self, headers: Sequence[BatchHeader]) -> list[int | None]:
+    def check_append(
+        self, headers: Sequence[BatchHeader], guards: Mapping[int, object] | None = None
+    ) -> list[int | None]:
         """For the batches of one append to this partition, in order: each one's base offset if it is a
         retry of a retained batch, else None (new). Raises as Kafka's ProducerAppendInfo does, before anything
         is appended: OutOfOrderSequenceError for a sequence that is not the last one + 1 within the epoch or
         a new epoch that does not start at 0, InvalidProducerEpochError for an older epoch. A producer id
         with no state here (never seen, expired, truncated away) may start at any sequence, as in Kafka
-        since KIP-360 (so no UNKNOWN_PRODUCER_ID). Batches earlier in the same append count as appended."""
+        since KIP-360 (so no UNKNOWN_PRODUCER_ID). Batches earlier in the same append count as appended.
+
+        With `guards` (transaction.partition.verification.enable, a client's produce): a transactional batch of a
+        producer with no transaction open here must hold its producer's current verification guard
+        (verification_guard, then the coordinator said yes), else InvalidTxnStateError (KIP-890)."""
         out: list[int | None] = []
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last seq) of new batches so far
         for h in headers:
@@ -166,6 +188,13 @@ class ProducerStateManager:
             if dup is not None:
                 out.append(dup)
                 continue
+            if guards is not None and h.is_transactional and h.producer_id not in self._open:
+                v = self._verifying.get(h.producer_id)
+                if v is None or guards.get(h.producer_id) is not v.guard:
+                    raise InvalidTxnStateError(
+                        f"producer {h.producer_id}: the batch is not part of an ongoing transaction its coordinator "
+                        "knows of on this partition"
+                    )
             last = pending.get(h.producer_id)
             if last is None and entry is not None:
                 last = (entry.epoch, entry.batches[-1][1] if entry.batches else -1)
@@ -189,6 +218,7 @@ class ProducerStateManager:
                 entry.batches.clear()
             first, entry.txn_first = entry.txn_first, -1
             self._open.pop(h.producer_id, None)
+            self._verifying.pop(h.producer_id, None)  # a verification started before the marker is stale
             entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
             if marker is not None and not marker.commit and first >= 0:
                 # Kafka's lastStableOffset(completedTxn): the oldest other open transaction, or just past the marker.
@@ -204,6 +234,7 @@ class ProducerStateManager:
         if h.is_transactional and entry.txn_first < 0:
             entry.txn_first = base_offset
             self._open[h.producer_id] = base_offset
+            self._verifying.pop(h.producer_id, None)  # from now on the open transaction vouches for its batches
         return None
 
     def replay(
@@ -225,6 +256,17 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest ongoing transaction here, or None."""
         return min(self._open.values()) if self._open else None
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        return producer_id in self._open
+
+    def verification_guard(self, producer_id: int, epoch: int, now_ms: int) -> object:
+        """The guard a transaction's first batch here must hold once its coordinator has verified it (KIP-890).
+        Produces of one epoch verifying at once share it; a newer epoch's replaces an older one's."""
+        v = self._verifying.get(producer_id)
+        if v is None or epoch > v.epoch:
+            v = self._verifying[producer_id] = _Verification(epoch, now_ms)
+        return v.guard
 
     def ongoing_transactions(self) -> list[tuple[int, int, int]]:
         """(producer id, epoch, first offset) of each ongoing transaction (DescribeProducers, find-hanging)."""
@@ -252,6 +294,10 @@ class ProducerStateManager:
         ]
         for pid in old:
             del self._producers[pid]
+        # Verifications never answered (a coordinator that did not reply): forgotten as producers are.
+        stale = [pid for pid, v in self._verifying.items() if now_ms - v.started_ms > expiration_ms]
+        for pid in stale:
+            del self._verifying[pid]
         return len(old)
 
     # --- snapshots -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -51,6 +51,7 @@ log = logging.getLogger("kafkalite.replica")
 # event loop's time (apply_image): __consumer_offsets (50) and ordinary topics are applied at once.
 APPLY_AT_ONCE = 256
 APPLY_SLICE_S = 0.02
+_NO_GUARD: Mapping[int, object] = {}  # never written: a partition's produce that verified nothing
 
 
 def now_ms() -> int:
@@ -302,9 +303,14 @@ class ReplicaManager:
     # --- produce -------------------------------------------------------------
 
     def append_records(
-        self, acks: int, entries: dict[tuple[str, int], bytes]
+        self,
+        acks: int,
+        entries: dict[tuple[str, int], bytes],
+        guards: Mapping[tuple[str, int], Mapping[int, object]] | None = None,
     ) -> tuple[dict[tuple[str, int], ProduceResult], dict[tuple[str, int], int]]:
-        """Append to each partition; returns the results and, for acks=all, the offsets to wait for."""
+        """Append to each partition; returns the results and, for acks=all, the offsets to wait for. `guards`
+        (a client's produce, transaction verification on): per partition, the verification guards its
+        transactions' first batches hold (broker/transaction/verification.py); None: nothing is verified."""
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, got {acks}")
         results: dict[tuple[str, int], ProduceResult] = {}
@@ -313,7 +319,8 @@ class ReplicaManager:
         for tp, records in entries.items():
             try:
                 p = self.get_partition(*tp)
-                offsets = p.append_as_leader(records, acks, now)
+                verified = None if guards is None else guards.get(tp, _NO_GUARD)
+                offsets = p.append_as_leader(records, acks, now, guards=verified)
                 results[tp] = ProduceResult(
                     0,
                     offsets[0],

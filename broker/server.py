@@ -67,6 +67,7 @@ from broker.security.scram import ScramCredential
 from broker.security_api import SecurityApis
 from broker.transaction.api import TransactionApis
 from broker.transaction.coordinator import TransactionCoordinator
+from broker.transaction.verification import VERIFY_TIMEOUT_S, TransactionVerifier
 from election import QuorumConfig
 from election.coordination import Coordination
 from net.errors import KafkaLiteError, MalformedRequest, error_code_of
@@ -223,6 +224,13 @@ class BrokerServer:
             self.txn_coordinator, self.replica_manager, lambda: self.image, self.group_coordinator.partition_for
         )
         self.txn_coordinator.send_markers = self._send_markers
+        if cfg.transaction_partition_verification_enable:
+            transactions.verifier = TransactionVerifier(
+                self.replica_manager.partitions,
+                lambda: self.image,
+                cfg.transaction_state_log_num_partitions,
+                self._send_verification,
+            )
         self.metrics_server = await MetricsServer.start(
             self.metrics,
             cfg.metrics_host,
@@ -450,6 +458,13 @@ class BrokerServer:
         if broker_id == self.config.broker_id:
             return await self.apis.transactions.write_txn_markers(request, INTERNAL_CONTEXT)
         return await self.peers.call(broker_id, request, 15.0)
+
+    async def _send_verification(self, broker_id: int, request: Any) -> Any:
+        """A partition leader's KIP-890 question to a transactional id's coordinator: here, or over the
+        inter-broker listener (AddPartitionsToTxn v4+ is a broker's request)."""
+        if broker_id == self.config.broker_id:
+            return await self.apis.transactions.add_partitions_to_txn(request, INTERNAL_CONTEXT)
+        return await self.peers.call(broker_id, request, VERIFY_TIMEOUT_S)
 
     def _on_partition_change(self, p: Partition, change: str) -> None:
         self.group_coordinator.on_partition_change(p, change)

@@ -66,7 +66,7 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
     DELETE_RECORDS = 21
     OFFSET_FOR_LEADER_EPOCH = 23
-    WRITE_TXN_MARKERS = 27  # transaction coordinator to partition leaders (brokers only)
+    WRITE_TXN_MARKERS = 27  # transaction coordinator (or an admin with ClusterAction) to partition leaders
     DESCRIBE_LOG_DIRS = 35
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_QUORUM = 55

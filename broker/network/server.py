@@ -61,7 +61,7 @@ class ConnectionContext:
     `listeners`, and its wire: native or kafka), who (the principal authenticated by
     broker/network/authenticator.py) and its client id."""
 
-    __slots__ = ("peer", "client_id", "listener", "wire", "auth", "throttle")
+    __slots__ = ("peer", "client_id", "listener", "wire", "auth", "throttle", "appending")
 
     def __init__(
         self, peer: str, listener: str = NATIVE, auth: Authenticator | None = None, wire: str = "native"
@@ -73,6 +73,10 @@ class ConnectionContext:
         self.auth = auth or Authenticator(PLAINTEXT)
         # Mute the connection for so many ms (a client quota's throttle); the connection sets it.
         self.throttle: Callable[[int], None] = lambda ms: None
+        # Resolved once this connection's latest produce has appended: a produce waiting on its transaction
+        # coordinator (broker/transaction/verification.py) holds the later produces' appends, which keeps
+        # their order (sequence numbers) while produces overlap (broker/network/request_order.py).
+        self.appending: asyncio.Future[None] | None = None
 
     @property
     def principal(self) -> str:

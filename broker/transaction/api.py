@@ -4,9 +4,11 @@
   transactional one its id's producer id and a new epoch from the transaction coordinator.
 - AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), DescribeTransactions (65), ListTransactions (66):
   the coordinator of the transactional id (broker/transaction/coordinator.py).
-- WriteTxnMarkers (27, brokers only): a coordinator's commit or abort markers, appended by each partition's
-  leader as a control batch and answered once replicated (acks=all); listeners (the group coordinator, for
-  transactional offsets) hear of each one committed.
+- WriteTxnMarkers (27, CLUSTER_ACTION): a coordinator's commit or abort markers (or an admin's abort of a hanging
+  transaction, kl-transactions abort), appended by each partition's leader as a control batch and answered once
+  replicated (acks=all); listeners (the group coordinator, for transactional offsets) hear of each one committed.
+- AddPartitionsToTxn v4+ `verify_only` (a broker's): whether partitions are in a producer's ongoing transaction,
+  asked by partition leaders before a transaction's first batch there (broker/transaction/verification.py).
 
 Authorization is decided before these run (broker/authorization.py): WRITE on the transactional id, WRITE on
 the topics added, READ on the group, DESCRIBE for the describe apis, CLUSTER_ACTION for WriteTxnMarkers.
@@ -24,6 +26,7 @@ from broker.group.records import OFFSETS_TOPIC
 from broker.network.server import ConnectionContext
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.transaction.state import TransactionMetadata, TxnError, TxnState
+from broker.transaction.verification import TransactionVerifier
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
@@ -73,6 +76,9 @@ class TransactionApis:
         self.replica_manager = replica_manager
         self._image = image
         self.offsets_partition_for = offsets_partition_for
+        # KIP-890's check of a produce's transactional first batches, for the produce path (broker/api.py);
+        # None: transaction.partition.verification.enable=false. Set by the broker.
+        self.verifier: TransactionVerifier | None = None
         self.handlers: dict[ApiKey, Callable[..., object]] = {
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,

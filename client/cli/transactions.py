@@ -4,11 +4,17 @@
     kl-transactions --bootstrap-server B describe --transactional-id ID
     kl-transactions --bootstrap-server B describe-producers --topic T --partition P
     kl-transactions --bootstrap-server B find-hanging --broker-id N [--max-transaction-timeout MIN]
+    kl-transactions --bootstrap-server B abort --topic T --partition P --start-offset O
+    kl-transactions --bootstrap-server B abort --topic T --partition P --producer-id I --producer-epoch E
+        --coordinator-epoch C
 
 `list` asks every broker for the transactional ids it coordinates (ListTransactions), `describe` the id's
 coordinator (DescribeTransactions), `describe-producers` the partition's leader (DescribeProducers), and
 `find-hanging` every partition the broker leads for an open transaction older than the largest transaction
-timeout (default 15 minutes, Kafka's transaction.max.timeout.ms).
+timeout (default 15 minutes, Kafka's transaction.max.timeout.ms). `abort` ends a hanging transaction as Kafka's
+Admin.abortTransaction does: an abort marker written by the partition's leader (WriteTxnMarkers, which needs
+ClusterAction on the cluster), for the producer whose open transaction starts at the offset (DescribeProducers)
+or the one named.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from net.errors import ErrorCode, error_for
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.list_transactions import ListTransactionsRequest
+from net.schema.write_txn_markers import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from net.version import version_option
 
 TIMEOUT_S = 30.0
@@ -66,17 +73,22 @@ async def _describe(client: KafkaLiteClient, tid: str) -> list[Any]:
     return [node, tid, st.producer_id, st.producer_epoch, st.transaction_state, timeout_ms, start, duration, parts]
 
 
-async def _producers(client: KafkaLiteClient, topic: str, partition: int) -> list[list[Any]]:
+async def _active_producers(client: KafkaLiteClient, topic: str, partition: int) -> Any:
+    """The partition leader's DescribeProducers rows."""
     leader = await client.leader_for(topic, partition)
     request = DescribeProducersRequest(topics=(TopicRequest(name=topic, partition_indexes=(partition,)),))
     answer = await (await client.connection(leader)).call(request, TIMEOUT_S)
     (row,) = answer.topics[0].partitions
     if row.error_code:
         raise error_for(row.error_code, f"{topic}-{partition}: {row.error_message or ErrorCode(row.error_code).name}")
+    return row.active_producers
+
+
+async def _producers(client: KafkaLiteClient, topic: str, partition: int) -> list[list[Any]]:
     return [
         [p.producer_id, p.producer_epoch, p.coordinator_epoch, p.last_sequence, p.last_timestamp,
          p.current_txn_start_offset if p.current_txn_start_offset >= 0 else "None"]
-        for p in row.active_producers
+        for p in await _active_producers(client, topic, partition)
     ]  # fmt: skip
 
 
@@ -107,6 +119,32 @@ async def _hanging(client: KafkaLiteClient, broker: int, max_minutes: int) -> li
                     rows.append([t.name, row.partition_index, p.producer_id, p.producer_epoch, p.coordinator_epoch,
                                  p.current_txn_start_offset, p.last_timestamp, age_min])  # fmt: skip
     return rows
+
+
+async def _open_at(client: KafkaLiteClient, topic: str, partition: int, start_offset: int) -> tuple[int, int, int]:
+    """(producer id, epoch, coordinator epoch) of the producer whose open transaction on the partition starts at
+    `start_offset` (Kafka's TransactionsCommand: an unknown coordinator epoch is 0)."""
+    for p in await _active_producers(client, topic, partition):
+        if p.current_txn_start_offset == start_offset:
+            return p.producer_id, p.producer_epoch, max(p.coordinator_epoch, 0)
+    raise ValueError(f"no open transaction starts at offset {start_offset} of {topic}-{partition}")
+
+
+async def _abort(client: KafkaLiteClient, topic: str, partition: int, producer: tuple[int, int, int]) -> None:
+    """An abort marker for `producer` (id, epoch, coordinator epoch) on the partition, by its leader."""
+    pid, epoch, coordinator_epoch = producer
+    leader = await client.leader_for(topic, partition)
+    marker = WritableTxnMarker(
+        producer_id=pid,
+        producer_epoch=epoch,
+        transaction_result=False,
+        topics=(WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),),
+        coordinator_epoch=coordinator_epoch,
+    )
+    answer = await (await client.connection(leader)).call(WriteTxnMarkersRequest(markers=(marker,)), TIMEOUT_S)
+    code = answer.markers[0].topics[0].partitions[0].error_code
+    if code:
+        raise error_for(code, f"aborting producer {pid}'s transaction on {topic}-{partition}: {ErrorCode(code).name}")
 
 
 @click.group()
@@ -170,6 +208,47 @@ def find_hanging(ctx: click.Context, broker_id: int, max_transaction_timeout: in
     headers = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
                "LastTimestamp", "Duration(min)"]  # fmt: skip
     click.echo(_table(headers, rows))
+
+
+@main.command()
+@click.option("--topic", required=True)
+@click.option("--partition", type=int, required=True)
+@click.option("--start-offset", type=int, help="The first offset of the open transaction to abort.")
+@click.option(
+    "--producer-id", type=int, help="With --producer-epoch and --coordinator-epoch, instead of --start-offset."
+)
+@click.option("--producer-epoch", type=int)
+@click.option("--coordinator-epoch", type=int)
+@click.pass_context
+@one_line_errors
+def abort(
+    ctx: click.Context,
+    topic: str,
+    partition: int,
+    start_offset: int | None,
+    producer_id: int | None,
+    producer_epoch: int | None,
+    coordinator_epoch: int | None,
+) -> None:
+    """Abort a hanging transaction on a partition (needs ClusterAction on the cluster)."""
+    explicit = (producer_id, producer_epoch, coordinator_epoch)
+    if start_offset is None and None in explicit:
+        raise click.UsageError("give --start-offset, or all of --producer-id, --producer-epoch and --coordinator-epoch")
+    if start_offset is not None and explicit != (None, None, None):
+        raise click.UsageError(
+            "--start-offset and --producer-id/--producer-epoch/--coordinator-epoch exclude each other"
+        )
+
+    async def run(client: KafkaLiteClient) -> tuple[int, int, int]:
+        if start_offset is not None:
+            producer = await _open_at(client, topic, partition, start_offset)
+        else:
+            producer = (producer_id, producer_epoch, coordinator_epoch)  # type: ignore[assignment]
+        await _abort(client, topic, partition, producer)
+        return producer
+
+    pid, epoch, _ = _run(ctx, run)
+    click.echo(f"Aborted the transaction of producer {pid} (epoch {epoch}) on {topic}-{partition}")
 
 
 if __name__ == "__main__":

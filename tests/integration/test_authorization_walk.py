@@ -738,3 +738,31 @@ def test_described_acls_are_refused_not_empty_on_both_listeners(cluster):
     finally:
         with cluster.admin() as a:
             a.alter_client_quotas([("user", "alice")], {"request_percentage": None})
+
+
+def test_kl_transactions_abort_needs_cluster_action(cluster, tmp_path):
+    """WriteTxnMarkers on a client listener (Kafka's Admin.abortTransaction): alice, without CLUSTER_ACTION, gets one
+    clear line and no marker is written; the admin (a super user) aborts."""
+    from tests.integration.test_cli import assert_one_line_error, run
+
+    def login(user: str, password: str) -> str:
+        path = tmp_path / f"{user}.properties"
+        lines = ["security.protocol=SASL_PLAINTEXT", f"sasl.mechanism={MECH}"]
+        path.write_text("\n".join([*lines, f"sasl.username={user}", f"sasl.password={password}"]) + "\n")
+        return str(path)
+
+    def abort(user: str, password: str) -> Any:
+        return run("transactions", "--bootstrap-server", cluster.bootstrap(), "--command-config",
+                   login(user, password), "abort", "--topic", MY_TOPIC, "--partition", "0", "--producer-id", "4242",
+                   "--producer-epoch", "0", "--coordinator-epoch", "0")  # fmt: skip
+
+    def end_offset() -> int:
+        with cluster.admin() as a:
+            return a.list_offsets([(MY_TOPIC, 0)], -1)[(MY_TOPIC, 0)]
+
+    before = end_offset()
+    assert_one_line_error(abort("alice", "alice-secret"), "CLUSTER_AUTHORIZATION_FAILED")
+    assert end_offset() == before
+    cp = abort("admin", "a-secret")
+    assert cp.returncode == 0, cp.stderr
+    assert end_offset() == before + 1  # the abort marker

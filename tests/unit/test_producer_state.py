@@ -210,3 +210,41 @@ def test_version_2_snapshot_is_read_and_hands_over_its_aborted_list(tmp_path):
     loaded, at = ProducerStateManager.load(tmp_path, 0, 30)
     assert at == 20 and loaded.first_unstable_offset() == 15
     assert loaded.legacy_aborted == [AbortedTxn(2, 3, 9, -1)]
+
+
+def test_a_transactions_first_batch_needs_a_current_verification_guard():
+    """KIP-890: with guards (verification on), a transactional batch of a producer with no transaction open here is
+    appended only with the guard verification_guard gave; a marker in between retires it, the first append makes
+    the open transaction vouch for the later batches, and a newer epoch's guard replaces an older one's."""
+    from net.batch import build_marker, control_record
+    from net.errors import InvalidTxnStateError
+
+    def txn(pid: int, seq: int, epoch: int = 0):
+        raw = build([(0, 0, None, b"v", None)], 1, 1, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                    transactional=True)  # fmt: skip
+        return parse_header(raw)
+
+    m = ProducerStateManager()
+    with pytest.raises(InvalidTxnStateError):  # nothing verified (a request without a transactional id)
+        m.check_append([txn(1, 0)], {})
+    assert m.check_append([txn(1, 0)]) == [None]  # verification off: the old behaviour
+    guard = m.verification_guard(1, 0, now_ms=0)
+    assert m.verification_guard(1, 0, now_ms=5) is guard  # produces verifying at once share it
+    with pytest.raises(InvalidTxnStateError):
+        m.check_append([txn(1, 0)], {1: object()})  # someone else's guard
+    assert m.check_append([txn(1, 0), txn(1, 1)], {1: guard}) == [None, None]
+    m.update(txn(1, 0), 0)
+    assert m.has_ongoing_transaction(1)
+    assert m.check_append([txn(1, 1)], {}) == [None]  # the open transaction vouches for its later batches
+    # A marker ends the transaction; a verification started before it no longer lets a batch in.
+    stale = m.verification_guard(2, 0, now_ms=0)
+    marker = build_marker(2, 0, False, 0, 1)
+    m.update(parse_header(marker), 1, control_record(marker, 0, parse_header(marker)))
+    with pytest.raises(InvalidTxnStateError):
+        m.check_append([txn(2, 0)], {2: stale})
+    older = m.verification_guard(3, 0, now_ms=0)
+    newer = m.verification_guard(3, 1, now_ms=0)
+    assert newer is not older and m.verification_guard(3, 0, now_ms=0) is newer
+    m.remove_expired(now_ms=10_000, expiration_ms=1_000)  # an unanswered verification is forgotten
+    with pytest.raises(InvalidTxnStateError):
+        m.check_append([txn(3, 0, epoch=1)], {3: newer})

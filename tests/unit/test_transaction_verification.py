@@ -1,0 +1,123 @@
+"""KIP-890 verification in the produce path (broker/transaction/verification.py, broker/api.py), called as the network
+layer calls the handlers: a real ReplicaManager, a real transaction coordinator on `__transaction_state` answering
+AddPartitionsToTxn `verify_only` in-process (as the broker does when it is the coordinator), a real verifier."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from broker.network.server import ConnectionContext
+from broker.transaction.records import TXN_TOPIC
+from broker.transaction.state import TxnError
+from broker.transaction.verification import TransactionVerifier
+from net import batch as batch_fmt
+from net.errors import ErrorCode
+from net.protocol import SUPPORTED_VERSIONS, ApiKey
+from tests.unit.test_request_handlers import TOPIC, Broker, topic_records
+
+TID = "verified-txn"
+
+
+class VerifyingBroker(Broker):
+    """Broker 1 alone, also leading `__transaction_state` (one partition) and verifying transactional produces;
+    every verification question it asks is counted."""
+
+    def __init__(self, tmp_path: Any) -> None:
+        super().__init__(tmp_path)
+        for offset, record in enumerate(topic_records(TXN_TOPIC, 1), start=1000):
+            self.image.apply(offset, record)
+        txns = self.apis.transactions
+        self.coordinator = txns.coordinator
+        groups = self.groups
+
+        def on_change(p: Any, change: str) -> None:
+            groups.on_partition_change(p, change)
+            self.coordinator.on_partition_change(p, change)
+
+        self.replicas.on_change = on_change
+        self.asked: list[Any] = []
+
+        async def send(broker_id: int, request: Any) -> Any:
+            assert broker_id == 1
+            self.asked.append(request)
+            return await txns.add_partitions_to_txn(request, ConnectionContext("local", "BROKER"))
+
+        txns.verifier = TransactionVerifier(self.replicas.partitions, lambda: self.image, 1, send)
+
+    async def begin(self, partitions: set[tuple[str, int]]) -> tuple[int, int]:
+        """A transactional producer's InitProducerId and AddPartitionsToTxn, once the coordinator has loaded."""
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                pid, epoch = await self.coordinator.init_producer_id(TID, 60_000, (-1, -1))
+                break
+            except TxnError:
+                assert time.monotonic() < deadline, "the coordinator never loaded"
+                await asyncio.sleep(0.01)
+        await self.coordinator.add_partitions(TID, pid, epoch, partitions)
+        return pid, epoch
+
+    def produce_call(self, pid: int, epoch: int, *entries: tuple[int, int]) -> Any:
+        """A transactional produce of one record per (partition, sequence), started as the network layer starts
+        it: the handler's answer, or the awaitable of it."""
+        parts = [
+            [p, batch_fmt.build([(0, 0, None, b"v", None)], 1, 1, producer_id=pid, producer_epoch=epoch,
+                                base_sequence=seq, transactional=True)]
+            for p, seq in entries
+        ]  # fmt: skip
+        body = {"acks": -1, "timeout_ms": 5000, "topics": [[TOPIC, parts]], "transactional_id": TID}
+        return self.apis.handle(ApiKey.PRODUCE, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1], body, self.ctx)
+
+
+async def _answer(result: Any) -> dict[int, list]:
+    answer = await result if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future) else result
+    [[_t, rows]] = answer["topics"]
+    return {row[0]: row for row in rows}
+
+
+def test_only_a_transactions_first_batch_per_partition_asks_the_coordinator(tmp_path):
+    b = VerifyingBroker(tmp_path)
+
+    async def scenario() -> None:
+        b.start()
+        pid, epoch = await b.begin({(TOPIC, 0)})
+        rows = await _answer(b.produce_call(pid, epoch, (0, 0)))
+        assert rows[0][1] == 0 and len(b.asked) == 1
+        assert b.asked[0].transactions[0].verify_only
+        rows = await _answer(b.produce_call(pid, epoch, (0, 1)))  # the open transaction vouches for it
+        assert rows[0][1] == 0 and len(b.asked) == 1
+        rows = await _answer(b.produce_call(pid, epoch, (1, 0)))  # never added to the transaction: refused
+        assert rows[1][1] == ErrorCode.INVALID_TXN_STATE and len(b.asked) == 2
+        assert b.replicas.partitions[(TOPIC, 1)].log.log_end_offset == 0
+        rows = await _answer(b.produce_call(pid, epoch + 1, (1, 0)))  # an epoch the coordinator does not know
+        assert rows[1][1] == ErrorCode.INVALID_PRODUCER_EPOCH and len(b.asked) == 3
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        b.close()
+
+
+def test_a_produce_behind_one_being_verified_appends_after_it(tmp_path):
+    """A produce joining partition 0 to the transaction waits for the coordinator with partition 1's next batch in
+    it; the connection's next produce (partition 1's batch after that) must not overtake it, or its sequence would
+    be out of order."""
+    b = VerifyingBroker(tmp_path)
+
+    async def scenario() -> None:
+        b.start()
+        pid, epoch = await b.begin({(TOPIC, 0), (TOPIC, 1)})
+        assert (await _answer(b.produce_call(pid, epoch, (1, 0))))[1][1] == 0
+        first = b.produce_call(pid, epoch, (0, 0), (1, 1))  # partition 0's first batch: verified
+        second = b.produce_call(pid, epoch, (1, 2))  # needs no verification, but comes after
+        rows_first, rows_second = await asyncio.gather(_answer(first), _answer(second))
+        assert rows_first[0][1] == 0 and rows_first[1][1] == 0 and rows_second[1][1] == 0, (rows_first, rows_second)
+        assert rows_first[1][2] < rows_second[1][2]
+        assert b.apis.transactions.verifier is not None and len(b.asked) == 2
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        b.close()
