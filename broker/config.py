@@ -87,6 +87,7 @@ KAFKA_INT_KEYS = frozenset(
         "transactional.id.expiration.ms",
         "num.replica.fetchers",
         "replica.fetch.wait.max.ms",
+        "replica.fetch.max.bytes",
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
         "group.initial.rebalance.delay.ms",
@@ -286,6 +287,13 @@ class BrokerConfig(SecurityKeys):
     )
     replica_fetch_wait_max_ms: Int = key(
         "replica.fetch.wait.max.ms", 500, "Longest a follower's fetch waits at the leader for new data.", ge=0
+    )
+    replica_fetch_max_bytes: Int = key(
+        "replica.fetch.max.bytes",
+        1048576,
+        "Bytes a follower asks for per partition in one fetch (a larger first batch still comes whole); also "
+        "the step in which a replication throttle's rate may be overshot.",
+        ge=0,
     )
     group_min_session_timeout_ms: Int = key(
         "group.min.session.timeout.ms", 6000, "Smallest session.timeout.ms a group member may ask for.", ge=1

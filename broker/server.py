@@ -475,6 +475,7 @@ class BrokerServer:
                 p.leader,
                 self.peers.request,
                 self.config.replica_fetch_wait_max_ms,
+                self.config.replica_fetch_max_bytes,
                 quota=self.follower_quota,
             )
         f.add(p)

@@ -186,6 +186,8 @@ class AsyncAdmin:
         """name -> (value, Kafka's ConfigSource) of a broker's configs, asked of that broker (None: the cluster
         default's dynamic configs, asked of any broker)."""
         name = "" if broker is None else str(broker)
+        if broker is not None and broker not in self.client.metadata.brokers:
+            await self.client.refresh_metadata([])  # to learn where it listens
         resp = await self.client.request(broker, ApiKey.DESCRIBE_CONFIGS, {"topics": [], "brokers": [name]})
         _, code, message, configs = resp["brokers"][0]
         if code:
