@@ -14,6 +14,8 @@ what Kafka's quota allows: a first burst of rate x (replication.quota.window.num
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -57,9 +59,11 @@ def moved(admin: Admin, topic: str) -> bool:
 
 
 def reassign(bootstrap: str, plan: Path, *args: str) -> None:
-    """kl-reassign-partitions, in this process: the move is timed, not the start of an interpreter."""
-    kl_reassign.main(["--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan), *args],
-                     standalone_mode=False)  # fmt: skip
+    """kl-reassign-partitions, in this process (the move is timed, not the start of an interpreter), its lines
+    kept out of the bench's output."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        kl_reassign.main(["--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan), *args],
+                         standalone_mode=False)  # fmt: skip
 
 
 def move(bootstrap: str, work: Path, topic: str, throttle: list[str]) -> float:
@@ -136,6 +140,10 @@ def main() -> None:
             f"(min-max) of {args.runs} runs on the shared 2-core machine.",
             "",
             md_table(["move", "seconds", "MB/s", "floor (s)"], rows),
+            "",
+            "Kafka's sampled rate lets the first burst through at full speed and then holds the throttled "
+            "partition until the samples holding it expire, so a move longer than the window averages the rate "
+            "(the MB/s column against the rate set), in steps of about a window.",
         ]
     )
     replace_section(args.out, START, END, body)
