@@ -112,7 +112,14 @@ def broker_entries(config: BrokerConfig, dynamic: dict[str, dict[str, str]] | No
     static_entries = _static_broker_entries(config)
     own = (dynamic or {}).get(str(config.broker_id), {})
     default = (dynamic or {}).get(DEFAULT_BROKER, {})
-    return [_dynamic_entry(e, own, default) if e.name in DYNAMIC_BROKER_KEYS else e for e in static_entries]
+    out = [_dynamic_entry(e, own, default) if e.name in DYNAMIC_BROKER_KEYS else e for e in static_entries]
+    # Keys that are no broker config, stored as Kafka stores them (broker/dynamic_config.py): described too.
+    known = {e.name for e in out}
+    extra = {**{k: v for k, v in default.items() if k not in known}, **{k: v for k, v in own.items() if k not in known}}
+    for name in sorted(extra):
+        empty = ConfigEntry(name, None, ConfigSource.UNKNOWN, ConfigType.STRING, False, True, "", ())
+        out.append(_dynamic_entry(empty, own, default))
+    return sorted(out, key=lambda e: e.name)
 
 
 def default_broker_entries(default: dict[str, str]) -> list[ConfigEntry]:
@@ -121,7 +128,7 @@ def default_broker_entries(default: dict[str, str]) -> list[ConfigEntry]:
     out = []
     for name, value in sorted(default.items()):
         source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-        kind = config_type(docs[name].type) if name in docs else ConfigType.UNKNOWN
+        kind = config_type(docs[name].type) if name in docs else ConfigType.STRING
         doc = docs[name].doc if name in docs else ""
         out.append(ConfigEntry(name, value, source, kind, False, False, doc, ((name, value, source),)))
     return out

@@ -98,6 +98,8 @@ def test_dynamic_broker_configs_are_described_with_their_source_and_synonyms():
     assert (default_only.value, default_only.source) == ("50", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
     follower = {e.name: e for e in broker_entries(cfg, both)}["follower.replication.throttled.rate"]
     assert follower.source == S.DEFAULT_CONFIG and follower.to_wire()[1] is True
+    stored = {e.name: e for e in broker_entries(cfg, {"2": {"cleanup.policy": "delete"}})}["cleanup.policy"]
+    assert (stored.value, stored.source, stored.read_only) == ("delete", S.DYNAMIC_BROKER_CONFIG, False)
     assert [(e.name, e.value, e.source) for e in default_broker_entries({rate: "50"})] == [
         (rate, "50", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
     ]
