@@ -86,7 +86,11 @@ def main(
             _topics(admin, alter, entity_name, add_config, delete_config)
             return
         if entity_type == "brokers":
-            _brokers(admin, alter, None if entity_default else entity_name, add_config, delete_config)
+            if not alter and not entity_name and not entity_default:  # every broker, then the cluster default
+                for broker in admin.broker_ids():
+                    _brokers(admin, False, str(broker), None, None)
+            _brokers(admin, alter, None if entity_default or not entity_name else entity_name, add_config,
+                     delete_config)  # fmt: skip
             return
         adds = split_configs(add_config or "")
         dels = split_configs(delete_config or "")

@@ -202,6 +202,14 @@ def test_kl_configs_sets_describes_and_deletes_a_broker_throttle(cluster):
         f"  {FOLLOWER_RATE}=600000 sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:{FOLLOWER_RATE}=600000}}",
         f"  {LEADER_RATE}=500000 sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:{LEADER_RATE}=500000}}",
     ]
+    out = run.invoke(kl_configs, [*boot, "--entity-type", "brokers", "--describe"])  # every broker, the default
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    heads = [n for n, line in enumerate(lines) if not line.startswith("  ")]
+    assert [lines[n] for n in heads] == [f"Dynamic configs for broker {b} are:" for b in (1, 2, 3)] + [
+        "Default configs for brokers in the cluster are:"
+    ]
+    assert lines[heads[1] + 1].startswith(f"  {FOLLOWER_RATE}=600000") and heads[2] == heads[1] + 3
     out = run.invoke(kl_configs, [*boot, "--entity-type", "brokers", "--entity-name", "2", "--alter",
                                   "--delete-config", f"{LEADER_RATE},{FOLLOWER_RATE}"])  # fmt: skip
     assert out.exit_code == 0, out.output
