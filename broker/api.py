@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from broker.authorization import Authorization
 from broker.cluster_apis import ClusterApis
-from broker.config_describe import LIST_KEYS, broker_entries, topic_entries
+from broker.config_describe import LIST_KEYS, broker_entries, default_broker_entries, topic_entries
 from broker.controller_channel import unwrap
+from broker.dynamic_config import DEFAULT_BROKER, altered, broker_resource
 from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
 from broker.metadata import validate_topic_name
@@ -700,22 +701,54 @@ class KafkaApis:
             results.append([name, 0, None, {e.name: e.to_wire() for e in entries}])
         brokers = []
         for bid in as_list(body.get("brokers") or [], "brokers"):
+            if str(bid) == DEFAULT_BROKER:  # the cluster default: its dynamic configs, as Kafka describes it
+                entries = default_broker_entries(self.image.broker_configs.get(DEFAULT_BROKER, {}))
+                brokers.append([bid, 0, None, {e.name: e.to_wire() for e in entries}])
+                continue
             if str(bid) != str(self.config.broker_id):
                 msg = f"broker {self.config.broker_id} describes its own configs only (asked for {bid})"
                 brokers.append([bid, int(ErrorCode.INVALID_REQUEST), msg, {}])
                 continue
-            brokers.append([bid, 0, None, {e.name: e.to_wire() for e in broker_entries(self.config)}])
+            entries = broker_entries(self.config, self.image.broker_configs)
+            brokers.append([bid, 0, None, {e.name: e.to_wire() for e in entries}])
         return {"results": results, "brokers": brokers}
 
     def handle_alter_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
-        entries = as_list(body.get("topics"), "topics")
-        for entry in entries:
+        """ "topics": [[topic, changes], ...], and "brokers": [[broker id or "" (the cluster default), changes],
+        ...], a broker's dynamic configs (broker/dynamic_config.py)."""
+        entries = as_list(body.get("topics") or [], "topics")
+        broker_changes = as_list(body.get("brokers") or [], "brokers")
+        for entry in entries + broker_changes:
             if not isinstance(entry, list) or len(entry) != 2:
-                raise BadRequest("each alter entry must be [topic, {config: value or nil}]")
+                raise BadRequest("each alter entry must be [topic or broker, {config: value or nil}]")
         validate_only, replace = bool(body.get("validate_only", False)), body.get("replace") is True
-        return self.channel.serve_or_forward(
-            ApiKey.ALTER_CONFIGS, body, lambda: self._alter_configs(entries, validate_only, replace)
-        )
+
+        async def alter() -> dict[str, Any]:
+            answer = await self._alter_configs(entries, validate_only, replace)
+            answer["brokers"] = await self._alter_broker_configs(broker_changes, validate_only, replace)
+            return answer
+
+        return self.channel.serve_or_forward(ApiKey.ALTER_CONFIGS, body, alter)
+
+    async def _alter_broker_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> list[Any]:
+        """Each broker resource's dynamic configs, changed as the topics' are (with "replace": the given keys
+        become its whole set), written to the metadata log for every broker to apply."""
+        results = []
+        static = frozenset(d.name for d in self.config.describe_keys())
+        for name, changes in entries:
+            try:
+                broker = broker_resource(name)
+                if not isinstance(changes, dict):
+                    raise InvalidConfigError("configs must be a map of name to value")
+                current = {} if replace else self.image.broker_configs.get(broker, {})
+                configs = altered(current, changes, static)
+                self.controller.check_active()
+                if not validate_only:
+                    await self.controller.set_broker_configs(broker, configs)
+                results.append([name, 0, None])
+            except Exception as e:
+                results.append([name, *error_code_of(e)])
+        return results
 
     async def _alter_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> dict[str, Any]:
         """Incremental: a value sets the key, nil deletes the override (back to the default), ["append", v] /

@@ -577,9 +577,27 @@ def _topic_maps(body: dict[str, Any]) -> None:
 
 
 def _alter_entries(body: dict[str, Any]) -> None:
-    for entry in as_list(body.get("topics"), "topics"):
+    for entry in as_list(body.get("topics") or [], "topics") + as_list(body.get("brokers") or [], "brokers"):
         if not isinstance(entry, list) or len(entry) != 2:
-            raise BadRequest("each alter entry must be [topic, {config: value or nil}]")
+            raise BadRequest("each alter entry must be [topic or broker, {config: value or nil}]")
+
+
+def _alter_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """Topics: ALTER_CONFIGS on each; brokers' dynamic configs: ALTER_CONFIGS on the cluster, as Kafka's."""
+    body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
+    topics = _topics_each(Op.ALTER_CONFIGS, _first, _alter_entries)(a, body, ctx)
+    cluster_ok = a.authz.cluster(ctx, Op.ALTER_CONFIGS) if body["brokers"] else True
+    brokers = a.per_item(
+        topics.body,
+        "brokers",
+        _first,
+        lambda b: cluster_ok,
+        lambda b, msg: [b, CLUSTER_DENIED, msg],
+        lambda b: "the cluster",
+        Op.ALTER_CONFIGS,
+        ctx,
+    )
+    return Decision(brokers.body, _then(topics.finish, brokers.finish))
 
 
 def _topics_each(
@@ -839,7 +857,9 @@ RULES: dict[ApiKey, Rule] = {
         "the cluster for a broker's own configs, refused in their rows",
     ),
     ApiKey.ALTER_CONFIGS: Rule(
-        (Need(TOPIC, Op.ALTER_CONFIGS, E),), _topics_each(Op.ALTER_CONFIGS, _first, _alter_entries)
+        (Need(TOPIC, Op.ALTER_CONFIGS, E), Need(CLUSTER, Op.ALTER_CONFIGS, R)),
+        _alter_configs,
+        "the cluster for brokers' dynamic configs, refused in their rows",
     ),
     ApiKey.INIT_PRODUCER_ID: Rule(
         (Need(CLUSTER, Op.IDEMPOTENT_WRITE, R, "or WRITE on any topic (KIP-679)"), Need(TXN, Op.WRITE, R)),

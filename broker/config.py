@@ -27,7 +27,7 @@ from broker.security.listeners import (
     parse_endpoints,
     parse_map,
 )
-from net.config_def import Bool, ConfigDef, Int, KeyDoc, Str, choice, key
+from net.config_def import LONG_MAX, Bool, ConfigDef, Int, KeyDoc, Str, choice, key
 from net.errors import InvalidConfigError
 from net.security import uses_sasl
 
@@ -87,6 +87,7 @@ KAFKA_INT_KEYS = frozenset(
         "transactional.id.expiration.ms",
         "num.replica.fetchers",
         "replica.fetch.wait.max.ms",
+        "replica.fetch.max.bytes",
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
         "group.initial.rebalance.delay.ms",
@@ -104,6 +105,8 @@ KAFKA_INT_KEYS = frozenset(
         "quota.window.size.seconds",
         "controller.quota.window.num",
         "controller.quota.window.size.seconds",
+        "replication.quota.window.num",
+        "replication.quota.window.size.seconds",
     }
 )
 KAFKA_SHORT_KEYS = frozenset({"offsets.topic.replication.factor"})
@@ -285,6 +288,13 @@ class BrokerConfig(SecurityKeys):
     replica_fetch_wait_max_ms: Int = key(
         "replica.fetch.wait.max.ms", 500, "Longest a follower's fetch waits at the leader for new data.", ge=0
     )
+    replica_fetch_max_bytes: Int = key(
+        "replica.fetch.max.bytes",
+        1048576,
+        "Bytes a follower asks for per partition in one fetch (a larger first batch still comes whole); also "
+        "the step in which a replication throttle's rate may be overshot.",
+        ge=0,
+    )
     group_min_session_timeout_ms: Int = key(
         "group.min.session.timeout.ms", 6000, "Smallest session.timeout.ms a group member may ask for.", ge=1
     )
@@ -385,6 +395,29 @@ class BrokerConfig(SecurityKeys):
     )
     controller_quota_window_size_seconds: Int = key(
         "controller.quota.window.size.seconds", 1, "Length of one controller-mutation-quota sample.", ge=1
+    )
+    # Replication throttles (KIP-73, broker/replication_quota.py): dynamic broker configs (kl-configs --entity-type
+    # brokers; broker/dynamic_config.py), which a value here is the static default of.
+    leader_replication_throttled_rate: Int = key(
+        "leader.replication.throttled.rate",
+        LONG_MAX,
+        "Bytes/s this broker, as leader, serves to the replicas its topics' leader.replication.throttled.replicas "
+        "name (those not in the ISR); dynamic, per broker or as the cluster default.",
+        ge=0,
+    )
+    follower_replication_throttled_rate: Int = key(
+        "follower.replication.throttled.rate",
+        LONG_MAX,
+        "Bytes/s this broker, as follower, fetches for the replicas its topics' "
+        "follower.replication.throttled.replicas name (those not in the ISR); dynamic, per broker or as the "
+        "cluster default.",
+        ge=0,
+    )
+    replication_quota_window_num: Int = key(
+        "replication.quota.window.num", 11, "Samples a replication throttle's rate is measured over.", ge=1
+    )
+    replication_quota_window_size_seconds: Int = key(
+        "replication.quota.window.size.seconds", 1, "Length of one replication-throttle sample.", ge=1
     )
     log_segment_open_files_max: Int = key(
         "log.segment.open.files.max",

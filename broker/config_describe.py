@@ -6,16 +6,19 @@ under the broker's name (`log.retention.ms` for `retention.ms`; STATIC_BROKER_CO
 it) and Kafka's default under that name (DEFAULT_CONFIG). A broker's configs are described under Kafka's names
 where Kafka Lite's key is Kafka's concept: the listener keys (`host`, `port`, `kafka.port`, ...) as `listeners`
 and `advertised.listeners`, `peers` as `controller.quorum.voters`, and the topic defaults as their `log.*` keys.
-Kafka Lite has no dynamic broker configs, so DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG never appear.
+The dynamic broker configs (broker/dynamic_config.py: the replication throttle rates) are not read-only; their
+source is the most specific of DYNAMIC_BROKER_CONFIG (this broker's), DYNAMIC_DEFAULT_BROKER_CONFIG (the cluster
+default's), STATIC_BROKER_CONFIG and DEFAULT_CONFIG, each one present a synonym, as Kafka describes them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any
 
 from broker.config import TOPIC_DEFAULT_KEYS, TOPIC_SYNONYMS, BrokerConfig
+from broker.dynamic_config import DEFAULT_BROKER, DYNAMIC_BROKER_KEYS
 from broker.log.config import LogConfig
 from net.config_def import KeyDoc
 
@@ -67,9 +70,11 @@ class ConfigEntry:
         [[name, value, source], ...], read_only]; the first three are the row of Kafka Lite 0.1."""
         synonyms = [[n, v, int(s)] for n, v, s in self.synonyms]
         # is_default as Kafka Lite 0.1 meant it: not set on the resource itself (a topic without an override of
-        # the key, whatever the broker's default; a broker key its server.properties does not set)
-        own = ConfigSource.STATIC_BROKER_CONFIG if self.read_only else ConfigSource.DYNAMIC_TOPIC_CONFIG
-        default = self.source != own
+        # the key, whatever the broker's default; a broker key its server.properties does not set, nor a dynamic
+        # config)
+        default = self.source in (ConfigSource.DEFAULT_CONFIG, ConfigSource.UNKNOWN) or (
+            self.source == ConfigSource.STATIC_BROKER_CONFIG and not self.read_only
+        )
         return [
             self.value,
             default,
@@ -101,8 +106,45 @@ def topic_entries(config: BrokerConfig, overrides: dict[str, str], effective: Lo
     return out
 
 
-def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
-    """This broker's configs under Kafka's names, read-only (static: server.properties), in name order."""
+def broker_entries(config: BrokerConfig, dynamic: dict[str, dict[str, str]] | None = None) -> list[ConfigEntry]:
+    """This broker's configs under Kafka's names, in name order: read-only (static: server.properties) but for
+    the dynamic ones, which `dynamic` (the metadata image's broker_configs) may set."""
+    static_entries = _static_broker_entries(config)
+    own = (dynamic or {}).get(str(config.broker_id), {})
+    default = (dynamic or {}).get(DEFAULT_BROKER, {})
+    out = [_dynamic_entry(e, own, default) if e.name in DYNAMIC_BROKER_KEYS else e for e in static_entries]
+    # Keys that are no broker config, stored as Kafka stores them (broker/dynamic_config.py): described too.
+    known = {e.name for e in out}
+    extra = {**{k: v for k, v in default.items() if k not in known}, **{k: v for k, v in own.items() if k not in known}}
+    for name in sorted(extra):
+        empty = ConfigEntry(name, None, ConfigSource.UNKNOWN, ConfigType.STRING, False, True, "", ())
+        out.append(_dynamic_entry(empty, own, default))
+    return sorted(out, key=lambda e: e.name)
+
+
+def default_broker_entries(default: dict[str, str]) -> list[ConfigEntry]:
+    """The cluster default broker resource (""): the dynamic configs set on it, as Kafka describes it."""
+    docs = {d.name: d for d in BrokerConfig.describe_keys()}
+    out = []
+    for name, value in sorted(default.items()):
+        source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        kind = config_type(docs[name].type) if name in docs else ConfigType.STRING
+        doc = docs[name].doc if name in docs else ""
+        out.append(ConfigEntry(name, value, source, kind, False, False, doc, ((name, value, source),)))
+    return out
+
+
+def _dynamic_entry(static: ConfigEntry, own: dict[str, str], default: dict[str, str]) -> ConfigEntry:
+    """A dynamic key's entry: its dynamic values in front of the static synonyms, the first one its value."""
+    synonyms = [(static.name, own[static.name], ConfigSource.DYNAMIC_BROKER_CONFIG)] if static.name in own else []
+    if static.name in default:
+        synonyms.append((static.name, default[static.name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    synonyms += static.synonyms
+    value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (static.value, static.source)
+    return replace(static, value=value, source=source, read_only=False, synonyms=tuple(synonyms))
+
+
+def _static_broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
     docs = {d.name: d for d in BrokerConfig.describe_keys()}
     secret = config.sensitive_keys()
     values = config.to_props()

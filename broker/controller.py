@@ -115,6 +115,9 @@ class MetadataImage:
         self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}
         self.acls: set[AclBinding] = set()
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        # Dynamic broker configs (broker/dynamic_config.py): broker id as a string, or "" for the cluster
+        # default -> {config: value}.
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self.offset = -1  # last applied metadata offset
         self._leader_counts: dict[int, int] | None = None  # leadership_counts(), until the next record
         # When this broker saw each broker fenced (time.monotonic(); local, not replicated): see listed_brokers.
@@ -161,6 +164,11 @@ class MetadataImage:
             t = self.topics.get(record["topic"])
             if t is not None:
                 t.configs = dict(record["configs"])
+        elif kind == "broker_config":
+            if record["configs"]:
+                self.broker_configs[record["broker"]] = dict(record["configs"])
+            else:
+                self.broker_configs.pop(record["broker"], None)
         elif kind == "leader_change":
             self.controller_id = record.get("leader", -1)
         elif kind == "user_scram_credential":
@@ -435,6 +443,11 @@ class ControllerLogic:
         live = set(self.image.live_brokers())
         records: list[dict[str, Any]] = [{"type": "config", "topic": name, "configs": dict(configs)}]
         return records + self._elect_offline([changed], live)
+
+    def set_broker_configs(self, broker: str, configs: dict[str, str]) -> list[dict[str, Any]]:
+        """A broker's whole set of dynamic configs ("" : the cluster default's), validated by the caller
+        (broker/dynamic_config.py); an empty set removes it."""
+        return [{"type": "broker_config", "broker": broker, "configs": dict(configs)}]
 
     # --- security: credentials, ACLs, quotas (validated by the callers; these only make the records) --------
 

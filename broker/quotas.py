@@ -53,9 +53,16 @@ class Rate:
         if not self._windows or now - self._windows[-1][0] >= self.sample_s:
             self._windows.append([now, 0.0])
         self._windows[-1][1] += amount
+        return self.measure(now)
+
+    def measure(self, now: float) -> float:
+        """The rate (per second) at `now`, recording nothing: a quota that is checked before the work it meters
+        (the replication quotas) asks this, and it falls as the samples holding a burst age out."""
         horizon = now - self.samples * self.sample_s
         while self._windows and self._windows[0][0] < horizon:
             self._windows.popleft()
+        if not self._windows:
+            return 0.0
         # Measured over the elapsed time but never less than all samples but one (Kafka's Rate rule), so a new
         # client's first burst is not divided by a tiny elapsed time.
         elapsed = max(now - self._windows[0][0], (self.samples - 1) * self.sample_s, self.sample_s)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Awaitable, Callable
 
 from broker.partition import FetchResult, Partition
+from broker.replication_quota import ReplicationQuota
 from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.protocol import ApiKey
 from net.retry import Backoff
@@ -84,6 +86,7 @@ class ReplicaFetcher:
         max_wait_ms: int = 500,
         max_partition_bytes: int = 1048576,
         backoff_s: float = 0.1,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
@@ -95,6 +98,8 @@ class ReplicaFetcher:
         # maximum), spread ±20% so that the followers of a leader that failed do not all come back at once.
         self._retry = Backoff(backoff_s * 1000, backoff_s * 1000)
         self.followed = FollowedPartitions()
+        # The follower's replication throttle (broker/replication_quota.py), shared by the broker's fetchers.
+        self.quota = quota
         self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
 
@@ -142,8 +147,24 @@ class ReplicaFetcher:
                 log.exception("replica fetcher for leader %d failed", self.leader_id)
                 await asyncio.sleep(self._retry.next())
 
+    def _unthrottled(
+        self, specs: list[tuple[tuple[str, int], int, int, int]], sent: dict[tuple[str, int], tuple[Partition, int]]
+    ) -> list[tuple[tuple[str, int], int, int, int]]:
+        """While the follower quota is exceeded, its throttled partitions that are not in the ISR are left out of
+        the fetch (Kafka's shouldFollowerThrottle); an in-sync one is always fetched, so acks=all never waits on
+        a throttle."""
+        q = self.quota
+        if q is None or not q.exceeded(time.monotonic()):
+            return specs
+        kept = [s for s in specs if not (q.is_throttled(*s[0]) and self.broker_id not in sent[s[0]][0].isr)]
+        for s in specs:
+            if s not in kept:
+                del sent[s[0]]
+        return kept
+
     async def _fetch_once(self) -> None:
         specs, sent = self.followed.next_fetch(asyncio.get_running_loop().time())
+        specs = self._unthrottled(specs, sent)
         if not sent:
             await asyncio.sleep(self.backoff_s)
             return
@@ -169,6 +190,8 @@ class ReplicaFetcher:
             for row in rows:
                 partition, err, hw, _lso, start, records, message, div_epoch, div_end, leo, *_ = row
                 p = self.followed.answered(sent, (topic, partition))
+                if records and self.quota is not None and self.quota.is_throttled(topic, partition):
+                    self.quota.record(len(records), time.monotonic())
                 if p is not None:
                     self._handle(p, err, hw, start, leo, records, message, div_epoch, div_end)
                     if err and err != ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -28,6 +28,7 @@ from broker.metadata_apply import (
     StopFetching,
 )
 from broker.partition import FetchResult, FetchSpec, NotEnoughReplicasAfterAppendError, Partition
+from broker.replication_quota import ReplicationQuota
 from net import batch as batch_fmt
 from net.errors import (
     ErrorCode,
@@ -126,6 +127,8 @@ class ReplicaManager:
         self.on_unfollow = on_unfollow
         # Every leader/follower/offline/removed change, for services that follow leadership (groups).
         self.on_change = on_change
+        # The leader's replication throttle (broker/replication_quota.py); None: none (the simulator, tests).
+        self.leader_quota: ReplicationQuota | None = None
 
     # --- applying committed metadata ---------------------------------------------
 
@@ -423,6 +426,8 @@ class ReplicaManager:
             urgent = any(r.error or r.diverging_epoch >= 0 for r in results.values())
             remaining = deadline - time.monotonic()
             if total >= min_bytes or urgent or remaining <= 0:
+                if replica_id >= 0 and total:
+                    self._record_throttled(results)
                 if self.metrics is not None and total:
                     self.metrics.fetch_bytes.labels(
                         self.metrics.broker_label, "replica" if replica_id >= 0 else "consumer"
@@ -468,9 +473,32 @@ class ReplicaManager:
             or p.log.log_start_offset != read.log_start_offset
         )
 
+    def _throttle(self, replica_id: int) -> "Callable[[tuple[str, int]], bool] | None":
+        """For a follower's fetch while the leader's replication quota is exceeded: which partitions are answered
+        without records (throttled ones whose follower is not in the ISR, Kafka's shouldLeaderThrottle)."""
+        q = self.leader_quota
+        if replica_id < 0 or q is None or not q.exceeded(time.monotonic()):
+            return None
+
+        def held_back(tp: tuple[str, int]) -> bool:
+            p = self.partitions.get(tp)
+            isr = p.leader_state.isr if p is not None and p.leader_state is not None else []
+            return q.is_throttled(*tp) and replica_id not in isr
+
+        return held_back
+
+    def _record_throttled(self, results: dict[tuple[str, int], FetchResult]) -> None:
+        """The bytes of throttled partitions a follower's fetch carries count against the leader's quota
+        (Kafka's sizeOfThrottledPartitions), whether their follower is in sync or not."""
+        q = self.leader_quota
+        if q is not None and q.limited:
+            throttled = sum(len(r.records) for tp, r in results.items() if r.records and q.is_throttled(*tp))
+            q.record(throttled, time.monotonic())
+
     def _read_all(self, specs: list[FetchSpec], max_bytes: int, replica_id: int) -> dict[tuple[str, int], FetchResult]:
         results = {}
         budget = max_bytes
+        held_back = self._throttle(replica_id)
         for spec in specs:
             # As in Kafka, the first partition may return one oversized batch so a reader never stalls.
             s = (
@@ -486,8 +514,8 @@ class ReplicaManager:
                     spec.read_committed,
                 )
             )
-            r = self.read(s, replica_id)
-            if budget <= 0 and r.records:
+            r = self.read(s, replica_id)  # read even when held back: the follower's fetch offset still counts
+            if (budget <= 0 or (held_back is not None and held_back(spec.tp))) and r.records:
                 r.records = b""
             budget -= len(r.records)
             results[spec.tp] = r

@@ -21,6 +21,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from broker import dynamic_config
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.api import KafkaApis
 from broker.config import BrokerConfig
@@ -56,6 +57,7 @@ from broker.partition import Partition
 from broker.quotas import ClientQuotaManager
 from broker.replica_fetcher import ReplicaFetcher
 from broker.replica_manager import ReplicaManager
+from broker.replication_quota import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, ReplicationQuota
 from broker.request_ranges import check_request
 from broker.security.acl import AclAuthorizer
 from broker.security.bootstrap import read_bootstrap
@@ -103,6 +105,7 @@ class BrokerServer:
         self.heartbeat: HeartbeatThread | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, lane): num.replica.fetchers
+        self.follower_quota: ReplicationQuota | None = None  # the replica fetchers' throttle, made at start
 
     async def start(self) -> None:
         """Build every part complete, in dependency order, then open the listeners to requests."""
@@ -204,6 +207,10 @@ class BrokerServer:
             on_unfollow=self._unfollow,
             on_change=self._on_partition_change,
         )
+        # Replication throttles (KIP-73): the rates are dynamic broker configs read from the metadata image at
+        # each check, the throttled replicas the topics' configs.
+        self.replica_manager.leader_quota = self._replication_quota(LEADER_RATE, LEADER_REPLICAS)
+        self.follower_quota = self._replication_quota(FOLLOWER_RATE, FOLLOWER_REPLICAS)
         self.controller.propagation = MetadataPropagation(
             cfg.broker_id, self.quorum, self.image, self.peers, self.replica_manager.settled
         )
@@ -479,9 +486,29 @@ class BrokerServer:
         f = self._fetchers.get((p.leader, lane))
         if f is None:
             f = self._fetchers[(p.leader, lane)] = ReplicaFetcher(
-                self.config.broker_id, p.leader, self.peers.request, self.config.replica_fetch_wait_max_ms
+                self.config.broker_id,
+                p.leader,
+                self.peers.request,
+                self.config.replica_fetch_wait_max_ms,
+                self.config.replica_fetch_max_bytes,
+                quota=self.follower_quota,
             )
         f.add(p)
+
+    def _replication_quota(self, rate_key: str, replicas_key: str) -> ReplicationQuota:
+        cfg = self.config
+        static = int(getattr(cfg, rate_key.replace(".", "_")))
+
+        def rate() -> int:
+            return dynamic_config.effective(self.image.broker_configs, cfg.broker_id, rate_key, static)[0]
+
+        def replicas(topic: str) -> str:
+            t = self.image.topics.get(topic)
+            return t.configs.get(replicas_key, "") if t is not None else ""
+
+        return ReplicationQuota(
+            cfg.broker_id, rate, replicas, cfg.replication_quota_window_num, cfg.replication_quota_window_size_seconds
+        )
 
     def _unfollow(self, p: Partition) -> None:
         for f in self._fetchers.values():

@@ -173,6 +173,32 @@ class AsyncAdmin:
         body = {"topics": [[topic, changes]], "validate_only": validate_only}
         _raise_rows((await self._controller_request(ApiKey.ALTER_CONFIGS, body))["topics"])
 
+    async def alter_broker_configs(
+        self, broker: int | None, changes: dict[str, str | None], validate_only: bool = False
+    ) -> None:
+        """A broker's dynamic configs (None: the cluster default), Kafka's AlterConfigs on a BROKER resource:
+        a value sets the key, None deletes it."""
+        name = "" if broker is None else str(broker)
+        body = {"topics": [], "brokers": [[name, changes]], "validate_only": validate_only}
+        _raise_rows((await self._controller_request(ApiKey.ALTER_CONFIGS, body)).get("brokers") or [])
+
+    async def describe_broker_configs(self, broker: int | None) -> dict[str, tuple[str | None, int]]:
+        """name -> (value, Kafka's ConfigSource) of a broker's configs, asked of that broker (None: the cluster
+        default's dynamic configs, asked of any broker)."""
+        name = "" if broker is None else str(broker)
+        if broker is not None and broker not in self.client.metadata.brokers:
+            await self.client.refresh_metadata([])  # to learn where it listens
+        resp = await self.client.request(broker, ApiKey.DESCRIBE_CONFIGS, {"topics": [], "brokers": [name]})
+        _, code, message, configs = resp["brokers"][0]
+        if code:
+            raise error_for(code, message or f"broker {name!r}")
+        return {k: (v[0], v[5]) for k, v in configs.items()}
+
+    async def broker_ids(self) -> list[int]:
+        """The ids of the cluster's live brokers (Kafka's describeCluster nodes)."""
+        await self.client.refresh_metadata([])
+        return sorted(self.client.metadata.brokers)
+
     async def describe_configs(self, topic: str) -> dict[str, tuple[str, bool]]:
         resp = await self.client.request(None, ApiKey.DESCRIBE_CONFIGS, {"topics": [topic]})
         name, code, message, configs = resp["results"][0]

@@ -280,6 +280,17 @@ class Admin(_Blocking[AsyncAdmin]):
     def describe_configs(self, topic: str) -> dict[str, tuple[str, bool]]:
         return self._lt.run(self._impl.describe_configs(topic))
 
+    def broker_ids(self) -> list[int]:
+        return self._lt.run(self._impl.broker_ids())
+
+    def alter_broker_configs(
+        self, broker: int | None, changes: dict[str, str | None], validate_only: bool = False
+    ) -> None:
+        self._lt.run(self._impl.alter_broker_configs(broker, changes, validate_only))
+
+    def describe_broker_configs(self, broker: int | None) -> dict[str, tuple[str | None, int]]:
+        return self._lt.run(self._impl.describe_broker_configs(broker))
+
     def list_topics(self, include_internal: bool = False) -> list[str]:
         return self._lt.run(self._impl.list_topics(include_internal))
 

@@ -226,14 +226,16 @@ class LogConfig(ConfigDef):
     leader_replication_throttled_replicas: ThrottledReplicas = key(
         "leader.replication.throttled.replicas",
         "",
-        "Accepted and described; Kafka Lite has no replication throttles.",
+        "Replicas whose fetches their leader serves under the leader's leader.replication.throttled.rate, while "
+        "they are not in the ISR: partition:broker of the leader, or * for all.",
         kafka_type="list",
         valid=_THROTTLED_VALID,
     )
     follower_replication_throttled_replicas: ThrottledReplicas = key(
         "follower.replication.throttled.replicas",
         "",
-        "Accepted and described; Kafka Lite has no replication throttles.",
+        "Replicas that fetch under their broker's follower.replication.throttled.rate, while they are not in the "
+        "ISR: partition:broker of the follower, or * for all.",
         kafka_type="list",
         valid=_THROTTLED_VALID,
     )

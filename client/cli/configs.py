@@ -1,4 +1,5 @@
-"""kl-configs: Kafka's kafka-configs.sh for users (SCRAM credentials) and topics, same flags and output.
+"""kl-configs: Kafka's kafka-configs.sh for users (SCRAM credentials, quotas), clients (quotas), topics and brokers
+(dynamic configs: the replication throttle rates), same flags and output.
 
     kl-configs --bootstrap-server B --command-config admin.properties --alter --entity-type users \\
         --entity-name alice --add-config 'SCRAM-SHA-256=[password=alice-secret]'
@@ -53,9 +54,13 @@ def _scram_value(mech: str, value: str) -> tuple[str, int]:
 @command_config_option
 @click.option("--alter", is_flag=True, help="Add or delete configs of the entity.")
 @click.option("--describe", is_flag=True, help="Describe the entity's configs.")
-@click.option("--entity-type", type=click.Choice(["users", "clients", "topics"]), required=True)
+@click.option("--entity-type", type=click.Choice(["users", "clients", "topics", "brokers"]), required=True)
 @click.option("--entity-name", default=None)
-@click.option("--entity-default", is_flag=True, help="users/clients: the default entity (<default>).")
+@click.option(
+    "--entity-default",
+    is_flag=True,
+    help="users/clients: the default entity (<default>); brokers: the cluster default.",
+)
 @click.option("--add-config", "add_config", default=None, metavar="K=V,K2=[a=b,c=d]")
 @click.option("--delete-config", "delete_config", default=None, metavar="K,K2")
 @one_line_errors
@@ -70,15 +75,22 @@ def main(
     add_config: str | None,
     delete_config: str | None,
 ) -> None:
-    """Describe or change users' SCRAM credentials, users' and clients' quotas, and topics' configs, as
-    kafka-configs.sh does."""
+    """Describe or change users' SCRAM credentials, users' and clients' quotas, topics' configs and brokers'
+    dynamic configs, as kafka-configs.sh does."""
     if alter == describe:
         raise click.UsageError("give exactly one of --alter, --describe")
     if alter and not entity_name and not entity_default:
-        raise click.UsageError("--alter needs --entity-name (or --entity-default for users and clients)")
+        raise click.UsageError("--alter needs --entity-name (or --entity-default for users, clients and brokers)")
     with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
         if entity_type == "topics":
             _topics(admin, alter, entity_name, add_config, delete_config)
+            return
+        if entity_type == "brokers":
+            if not alter and not entity_name and not entity_default:  # every broker, then the cluster default
+                for broker in admin.broker_ids():
+                    _brokers(admin, False, str(broker), None, None)
+            _brokers(admin, alter, None if entity_default or not entity_name else entity_name, add_config,
+                     delete_config)  # fmt: skip
             return
         adds = split_configs(add_config or "")
         dels = split_configs(delete_config or "")
@@ -156,15 +168,8 @@ def _describe_quotas(admin: Admin, entity_type: str, name: str | None) -> None:
         click.echo(f"Quota configs for {'user-principal' if kind == 'user' else 'client-id'} '{who}' are {text}")
 
 
-def _topics(admin: Admin, alter: bool, name: str | None, add: str | None, delete: str | None) -> None:
-    if not alter:
-        names = [name] if name else admin.list_topics()
-        for topic in names:
-            overrides = {k: v for k, (v, is_default) in admin.describe_configs(topic).items() if not is_default}
-            click.echo(f"Dynamic configs for topic {topic} are:")
-            for k, v in sorted(overrides.items()):
-                click.echo(f"  {k}={v} sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:{k}={v}}}")
-        return
+def _changes(add: str | None, delete: str | None) -> dict[str, str | None]:
+    """--add-config k=v,... and --delete-config k,... as one change set (None: delete)."""
     changes: dict[str, str | None] = {}
     for item in split_configs(add or ""):
         k, sep, v = item.partition("=")
@@ -175,7 +180,40 @@ def _topics(admin: Admin, alter: bool, name: str | None, add: str | None, delete
         changes[k] = None
     if not changes:
         raise click.UsageError("--alter needs --add-config or --delete-config")
-    admin.alter_configs(str(name), changes)
+    return changes
+
+
+_SOURCES = {2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+
+
+def _brokers(admin: Admin, alter: bool, name: str | None, add: str | None, delete: str | None) -> None:
+    """A broker's dynamic configs (`name` None: the cluster default), Kafka's lines."""
+    if name is not None and not name.isdigit():
+        raise click.UsageError(f"--entity-name of a broker is its id, got {name!r}")
+    broker = None if name is None else int(name)
+    if alter:
+        admin.alter_broker_configs(broker, _changes(add, delete))
+        click.echo("Completed updating default config for brokers in the cluster." if broker is None
+                   else f"Completed updating config for broker {broker}.")  # fmt: skip
+        return
+    configs = admin.describe_broker_configs(broker)
+    click.echo("Default configs for brokers in the cluster are:" if broker is None
+               else f"Dynamic configs for broker {broker} are:")  # fmt: skip
+    for k, (v, source) in sorted(configs.items()):
+        if source in _SOURCES:
+            click.echo(f"  {k}={v} sensitive=false synonyms={{{_SOURCES[source]}:{k}={v}}}")
+
+
+def _topics(admin: Admin, alter: bool, name: str | None, add: str | None, delete: str | None) -> None:
+    if not alter:
+        names = [name] if name else admin.list_topics()
+        for topic in names:
+            overrides = {k: v for k, (v, is_default) in admin.describe_configs(topic).items() if not is_default}
+            click.echo(f"Dynamic configs for topic {topic} are:")
+            for k, v in sorted(overrides.items()):
+                click.echo(f"  {k}={v} sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:{k}={v}}}")
+        return
+    admin.alter_configs(str(name), _changes(add, delete))
     click.echo(f"Completed updating config for topic {name}.")
 
 

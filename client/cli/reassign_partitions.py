@@ -3,7 +3,8 @@
 --generate proposes an assignment of the topics in --topics-to-move-json-file over --broker-list; --execute
 starts the reassignment of --reassignment-json-file (AlterPartitionReassignments, served by the active
 controller); --verify says which of its partitions are done; --list shows those in progress; --cancel reverts
-them. --throttle is accepted; replication throttles are not applied yet (docs/COMPATIBILITY.md).
+them. --execute --throttle B sets Kafka's replication throttles on what moves and --verify clears them once it is
+done (client/cli/reassign_throttles.py); --replica-alter-log-dirs-throttle is not served (one log dir per broker).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import click
 
 from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors
+from client.cli.reassign_throttles import clear_throttles, set_throttles
 from client.config import AdminConfig
 from client.sync import Admin
 from client.topic_partition import TopicPartition
@@ -111,7 +113,12 @@ def propose(current: dict[TopicPartition, list[int]], brokers: list[int]) -> dic
 @click.option("--verify", is_flag=True, help="Say which partitions of --reassignment-json-file are done.")
 @click.option("--list", "list_", is_flag=True, help="List the reassignments in progress.")
 @click.option("--cancel", is_flag=True, help="Cancel the reassignments of --reassignment-json-file.")
-@click.option("--throttle", type=int, default=-1, help="Replication throttle in bytes/s (accepted, not applied).")
+@click.option(
+    "--throttle",
+    type=int,
+    default=-1,
+    help="With --execute: the replication throttle in bytes/s on the brokers and replicas that move.",
+)
 @click.option("--timeout", type=int, default=10000, help="ms to wait for the reassignment to start.")
 @one_line_errors
 def main(
@@ -167,6 +174,8 @@ def main(
             click.echo(assignment_json({tp: r for tp, r in current.items() if tp in wanted}))
             click.echo("")
             click.echo("Save this to use as the --reassignment-json-file option during rollback")
+            if throttle >= 0:
+                set_throttles(admin, current, wanted, throttle)
             _finish(admin.alter_partition_reassignments(dict(wanted)), "start", "started")
         elif action == "cancel":
             _finish(admin.alter_partition_reassignments(dict.fromkeys(wanted)), "cancel", "cancelled")
@@ -185,6 +194,8 @@ def main(
                 click.echo(f"Reassignment of partition {_name(tp)} {state}.")
             if unfinished:
                 raise SystemExit(1)
+            click.echo("")
+            clear_throttles(admin, wanted)
         else:
             ongoing = admin.list_partition_reassignments(None)
             if not ongoing:

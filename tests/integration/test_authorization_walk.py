@@ -63,6 +63,7 @@ TXN_DENIED = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 INVALID = int(ErrorCode.INVALID_REQUEST)
 NOISE = {"groups": [], "keys": [], "x-unknown": {"group_id": MINE, "topics": [[MY_TOPIC, [0]]]}}
 ANY_ERROR = -1  # broker-only apis: refused, whichever code the listener gives them
+THROTTLE = "leader.replication.throttled.rate"
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +138,8 @@ def snapshot(h: ClusterHarness) -> dict:
             "alice-topic start": a.list_offsets([(MY_TOPIC, 0)], -2),
             "secret end": a.list_offsets(parts, -1),
             "secret configs": a.describe_configs(SECRET),
+            "broker configs": a.describe_broker_configs(1),
+            "default broker configs": a.describe_broker_configs(None),
             "secret partitions": [len(t.partitions) for t in a.describe_topics([SECRET])],
             "acls": sorted(map(repr, a.describe_acls())),
             "credentials": a.describe_user_scram_credentials(),
@@ -326,6 +329,12 @@ def native_cases() -> list[tuple[ApiKey, dict, Callable[[dict], list], list]]:
             items("topics", 1),
             [TOPIC_DENIED],
         ),
+        (  # brokers' dynamic configs (a replication throttle), one broker's and the cluster default's
+            ApiKey.ALTER_CONFIGS,
+            {"topics": [[SECRET, {"retention.ms": "1"}]], "brokers": [["1", {THROTTLE: "1"}], ["", {THROTTLE: "1"}]]},
+            lambda r: [x[1] for x in r["topics"] + r["brokers"]],
+            [TOPIC_DENIED, CLUSTER_DENIED, CLUSTER_DENIED],
+        ),
         (ApiKey.ELECT_LEADERS, {"election_type": 1, "topics": None}, top, [CLUSTER_DENIED]),
         (ApiKey.DESCRIBE_CLIENT_QUOTAS, {}, top, [CLUSTER_DENIED]),
         (
@@ -435,6 +444,7 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
     }
     offset_topics = [{"name": MY_TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 999}]}]
     configs = [{"name": "retention.ms", "value": "1", "config_operation": 0}]
+    throttle = [{"name": THROTTLE, "value": "1", "config_operation": 0}]
     return [
         (
             0,
@@ -586,6 +596,7 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
             [TOPIC_DENIED, CLUSTER_DENIED],
         ),
         (33, 2, {"resources": [{"resource_type": 2, "resource_name": SECRET, "configs": configs}]}, [TOPIC_DENIED]),
+        (33, 2, {"resources": [{"resource_type": 4, "resource_name": "1", "configs": throttle}]}, [CLUSTER_DENIED]),
         (37, 3, {"topics": [{"name": SECRET, "count": 5, "assignments": None}], "timeout": 5000}, [TOPIC_DENIED]),
         (42, 2, {"groups_names": [VICTIM]}, [GROUP_DENIED]),
         (43, 2, {"election_type": 1, "topic_partitions": None, "timeout": 5000}, [CLUSTER_DENIED]),
@@ -629,6 +640,12 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
         ),
         (65, 0, {"transactional_ids": ["victim-txn"]}, [TXN_DENIED]),
         (44, 1, {"resources": [{"resource_type": 2, "resource_name": SECRET, "configs": configs}]}, [TOPIC_DENIED]),
+        (
+            44,
+            1,
+            {"resources": [{"resource_type": 4, "resource_name": name, "configs": throttle} for name in ("1", "")]},
+            [CLUSTER_DENIED, CLUSTER_DENIED],
+        ),
         (
             47,
             0,

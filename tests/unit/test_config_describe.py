@@ -5,7 +5,7 @@ from __future__ import annotations
 from broker.config import BrokerConfig
 from broker.config_describe import ConfigSource as S
 from broker.config_describe import ConfigType as T
-from broker.config_describe import broker_entries, topic_entries
+from broker.config_describe import broker_entries, default_broker_entries, topic_entries
 
 
 def _topic(props: dict[str, str], overrides: dict[str, str]) -> dict:
@@ -45,7 +45,9 @@ def test_broker_configs_under_kafkas_names():
     assert rows["offsets.topic.replication.factor"].type == T.SHORT and rows["log.retention.ms"].type == T.LONG
     assert rows["num.partitions"].synonyms[-1] == ("num.partitions", "1", S.DEFAULT_CONFIG)
     assert rows["log.segment.bytes"].source == S.DEFAULT_CONFIG and rows["log.segment.bytes"].type == T.INT
-    assert all(e.read_only for e in rows.values())
+    dynamic = {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
+    assert all(e.read_only for e in rows.values() if e.name not in dynamic)
+    assert not any(rows[k].read_only for k in dynamic)
     secret = BrokerConfig.from_props({"sasl.jaas.config": 'x required username="a" password="b";'})
     jaas = {e.name: e for e in broker_entries(secret)}["sasl.jaas.config"]
     assert jaas.value is None and jaas.sensitive and jaas.type == T.PASSWORD
@@ -73,3 +75,31 @@ def test_the_kafka_answer_carries_synonyms_and_documentation_only_when_asked():
     full = ask(True, True)
     assert [s["name"] for s in full["synonyms"]] == ["retention.ms", "log.retention.ms"]
     assert "older than this" in full["documentation"]
+
+
+def test_dynamic_broker_configs_are_described_with_their_source_and_synonyms():
+    """A throttle rate set on this broker wins over the cluster default, which wins over server.properties;
+    each one present is a synonym, as Kafka's DescribeConfigs shows a dynamic broker config."""
+    cfg = BrokerConfig.from_props({"broker.id": "2", "leader.replication.throttled.rate": "7"})
+    rate = "leader.replication.throttled.rate"
+    plain = {e.name: e for e in broker_entries(cfg, {})}[rate]
+    assert (plain.value, plain.source, plain.read_only) == ("7", S.STATIC_BROKER_CONFIG, False)
+    both = {"2": {rate: "100"}, "": {rate: "50"}, "3": {rate: "1"}}
+    r = {e.name: e for e in broker_entries(cfg, both)}[rate]
+    assert (r.value, r.source, r.type) == ("100", S.DYNAMIC_BROKER_CONFIG, T.LONG)
+    assert [(v, s) for _, v, s in r.synonyms] == [
+        ("100", S.DYNAMIC_BROKER_CONFIG),
+        ("50", S.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("7", S.STATIC_BROKER_CONFIG),
+        ("9223372036854775807", S.DEFAULT_CONFIG),
+    ]
+    assert r.to_wire()[1] is False  # set dynamically: not a default
+    default_only = {e.name: e for e in broker_entries(cfg, {"": {rate: "50"}})}[rate]
+    assert (default_only.value, default_only.source) == ("50", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    follower = {e.name: e for e in broker_entries(cfg, both)}["follower.replication.throttled.rate"]
+    assert follower.source == S.DEFAULT_CONFIG and follower.to_wire()[1] is True
+    stored = {e.name: e for e in broker_entries(cfg, {"2": {"cleanup.policy": "delete"}})}["cleanup.policy"]
+    assert (stored.value, stored.source, stored.read_only) == ("delete", S.DYNAMIC_BROKER_CONFIG, False)
+    assert [(e.name, e.value, e.source) for e in default_broker_entries({rate: "50"})] == [
+        (rate, "50", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    ]

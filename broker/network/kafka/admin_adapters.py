@@ -18,7 +18,6 @@ from net.protocol import ApiKey
 TOPIC, BROKER = 2, 4
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-_STATIC_BROKER = "broker configs are static in Kafka Lite: set them in server.properties and restart the broker"
 
 
 class CreateTopics(Adapter):
@@ -171,7 +170,8 @@ def _config_entry(name: str, row: list[Any], synonyms: bool, docs: bool) -> dict
 
 
 class _AlterConfigsBase(Adapter):
-    """Topic resources go to the native AlterConfigs; broker and other resources are answered here."""
+    """Topic and broker resources go to the native AlterConfigs (a broker's dynamic configs: "brokers"); other
+    resources are answered here."""
 
     replace = False
 
@@ -182,18 +182,25 @@ class _AlterConfigsBase(Adapter):
         topics = [
             [r["resource_name"], self.changes(r["configs"])] for r in req["resources"] if r["resource_type"] == TOPIC
         ]
-        body = {"topics": topics, "validate_only": req.get("validate_only", False), "replace": self.replace}
+        brokers = [
+            [r["resource_name"], self.changes(r["configs"])] for r in req["resources"] if r["resource_type"] == BROKER
+        ]
+        body = {
+            "topics": topics,
+            "brokers": brokers,
+            "validate_only": req.get("validate_only", False),
+            "replace": self.replace,
+        }
         return ApiKey.ALTER_CONFIGS, body
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
-        done = {name: (code, message) for name, code, message in native.get("topics") or []}
+        done = {(TOPIC, name): (code, message) for name, code, message in native.get("topics") or []}
+        done.update({(BROKER, str(name)): (code, message) for name, code, message in native.get("brokers") or []})
         out = []
         for r in req["resources"]:
             kind, name = r["resource_type"], r["resource_name"]
-            if kind == TOPIC:
-                code, message = done.get(name, (int(ErrorCode.UNKNOWN_SERVER_ERROR), "no answer"))
-            elif kind == BROKER:
-                code, message = int(ErrorCode.INVALID_REQUEST), _STATIC_BROKER
+            if kind in (TOPIC, BROKER):
+                code, message = done.get((kind, name), (int(ErrorCode.UNKNOWN_SERVER_ERROR), "no answer"))
             else:
                 code, message = int(ErrorCode.INVALID_REQUEST), f"resource type {kind} is not supported"
             out.append(_resource(kind, name, code, message))
