@@ -136,7 +136,9 @@ def default_broker_entries(default: dict[str, str]) -> list[ConfigEntry]:
 
 def _dynamic_entry(static: ConfigEntry, own: dict[str, str], default: dict[str, str]) -> ConfigEntry:
     """A dynamic key's entry: its dynamic values in front of the static synonyms, the first one its value."""
-    synonyms = [(static.name, own[static.name], ConfigSource.DYNAMIC_BROKER_CONFIG)] if static.name in own else []
+    synonyms: list[tuple[str, str | None, ConfigSource]] = (
+        [(static.name, own[static.name], ConfigSource.DYNAMIC_BROKER_CONFIG)] if static.name in own else []
+    )
     if static.name in default:
         synonyms.append((static.name, default[static.name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
     synonyms += static.synonyms
