@@ -14,6 +14,7 @@ generator whose acknowledgements are recorded, and a checker for what was acknow
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -288,6 +290,15 @@ class ClusterHarness:
             b.wait_listening()
         self.wait_all_registered()
         return self
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator["ClusterHarness"]:
+        """Started, and cleaned up whatever happens: a module fixture is `with ClusterHarness(...).running()
+        as h: yield h`."""
+        try:
+            yield self.start()
+        finally:
+            self.cleanup()
 
     def __getitem__(self, broker_id: int) -> Broker:
         return self.brokers[broker_id]

@@ -32,18 +32,14 @@ DELAY_S = 0.1  # connection.failed.authentication.delay.ms: Kafka's default, not
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    h = ClusterHarness(
+    with ClusterHarness(
         tmp_path_factory.mktemp("hardening"),
         1,
         overrides=["security.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN"],
         extra_args=["--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]"],
         client_config=LOGIN,
-    )
-    try:
-        h.start()
+    ).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 def native_frame(api: int, body: object, corr: int = 1) -> bytes:
@@ -228,7 +224,7 @@ def tls_broker(tmp_path_factory):
 
     certs = tmp_path_factory.mktemp("certs")
     subprocess.run([str(ROOT / "deploy/tls/make-certs.sh"), str(certs), "broker", "127.0.0.1"], check=True)
-    h = ClusterHarness(
+    with ClusterHarness(
         tmp_path_factory.mktemp("tlsflood"),
         1,
         overrides=[
@@ -238,12 +234,8 @@ def tls_broker(tmp_path_factory):
         ],
         extra_args=["--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]"],
         client_config={**LOGIN, "security_protocol": "SASL_SSL", "ssl_ca_location": str(certs / "ca.pem")},
-    )
-    try:
-        h.start()
+    ).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 FLOOD = 2000

@@ -21,14 +21,10 @@ ConfigResource, ConfigEntry, AlterConfigOpType = (
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    h = ClusterHarness(
+    with ClusterHarness(
         tmp_path_factory.mktemp("kadmin"), 3, overrides=["num.partitions=4", "default.replication.factor=3"]
-    )
-    try:
-        h.start()
+    ).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 @pytest.fixture(scope="module")

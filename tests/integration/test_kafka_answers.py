@@ -32,12 +32,10 @@ JS = ROOT / "tests" / "js"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     # No initial rebalance delay: kafkajs joins the group three times per test (twice inside its admin).
-    h = ClusterHarness(tmp_path_factory.mktemp("answers"), 1, overrides=["group.initial.rebalance.delay.ms=0"])
-    try:
-        h.start()
+    with ClusterHarness(
+        tmp_path_factory.mktemp("answers"), 1, overrides=["group.initial.rebalance.delay.ms=0"]
+    ).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 def idem(pid: int, seq: int, n: int = 1, epoch: int = 0, tag: str = "r") -> bytes:

@@ -41,12 +41,8 @@ def need(tool: str, install: str) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    h = ClusterHarness(tmp_path_factory.mktemp("kclients"), 3, overrides=["min.insync.replicas=2"])
-    try:
-        h.start()
+    with ClusterHarness(tmp_path_factory.mktemp("kclients"), 3, overrides=["min.insync.replicas=2"]).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 def check(records: list[tuple], prefix: str, n: int = N) -> None:

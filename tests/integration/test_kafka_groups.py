@@ -28,12 +28,8 @@ PER_PARTITION = 400
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    h = ClusterHarness(tmp_path_factory.mktemp("kgroups"), 3)
-    try:
-        h.start()
+    with ClusterHarness(tmp_path_factory.mktemp("kgroups"), 3).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 def fill(h: ClusterHarness, topic: str, partitions: int) -> set[bytes]:

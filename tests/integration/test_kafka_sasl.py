@@ -30,7 +30,7 @@ MAX_RECEIVE = 65536  # sasl.server.max.receive.size here
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    h = ClusterHarness(
+    with ClusterHarness(
         tmp_path_factory.mktemp("ksasl"),
         1,
         overrides=[
@@ -45,12 +45,8 @@ def broker(tmp_path_factory):
             "sasl_username": "admin",
             "sasl_password": "admin-secret",
         },
-    )
-    try:
-        h.start()
+    ).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 def kcat_login(h: ClusterHarness, mechanism: str, password: str = "admin-secret") -> list[str]:

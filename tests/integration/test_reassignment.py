@@ -26,12 +26,8 @@ TOPIC = "moving"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    h = ClusterHarness(tmp_path_factory.mktemp("reassign"), 3)
-    try:
-        h.start()
+    with ClusterHarness(tmp_path_factory.mktemp("reassign"), 3).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 def call(h: ClusterHarness, broker: int, request):

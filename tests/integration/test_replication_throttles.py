@@ -37,7 +37,7 @@ DYNAMIC_BROKER_CONFIG = 2
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    h = ClusterHarness(
+    with ClusterHarness(
         tmp_path_factory.mktemp("throttles"),
         3,
         overrides=[
@@ -45,12 +45,8 @@ def cluster(tmp_path_factory):
             f"replication.quota.window.size.seconds={SAMPLE_S}",
             f"replica.fetch.max.bytes={FETCH_MAX}",
         ],
-    )
-    try:
-        h.start()
+    ).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 def fill(h: ClusterHarness, topic: str, payload: int) -> None:

@@ -32,24 +32,16 @@ TXN_OVERRIDES = [
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """Three brokers, verification on (the default): the coordinator is mostly another broker than the leader."""
-    h = ClusterHarness(tmp_path_factory.mktemp("verify"), 3, overrides=TXN_OVERRIDES)
-    try:
-        h.start()
+    with ClusterHarness(tmp_path_factory.mktemp("verify"), 3, overrides=TXN_OVERRIDES).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 @pytest.fixture(scope="module")
 def unverified(tmp_path_factory):
     """One broker with transaction.partition.verification.enable=false: Kafka before 3.6."""
     overrides = [*TXN_OVERRIDES, "transaction.partition.verification.enable=false"]
-    h = ClusterHarness(tmp_path_factory.mktemp("unverified"), 1, overrides=overrides)
-    try:
-        h.start()
+    with ClusterHarness(tmp_path_factory.mktemp("unverified"), 1, overrides=overrides).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 def _topic(h: ClusterHarness, partitions: int = 2) -> str:

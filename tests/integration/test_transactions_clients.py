@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    h = ClusterHarness(
+    with ClusterHarness(
         tmp_path_factory.mktemp("txn-clients"),
         3,
         overrides=[
@@ -30,12 +30,8 @@ def cluster(tmp_path_factory):
             "transaction.state.log.num.partitions=4",
             "log.cleaner.backoff.ms=500",  # the compaction test's passes come quickly
         ],
-    )
-    try:
-        h.start()
+    ).running() as h:
         yield h
-    finally:
-        h.cleanup()
 
 
 def _topic(cluster: ClusterHarness, partitions: int = 2) -> str:
