@@ -8,6 +8,7 @@ the committed metadata says) and drives the sans-IO replication state
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -420,14 +421,17 @@ class Partition:
         if self.leader_state is not None:
             self._handle(self.leader_state.on_follower_fetch(replica_id, fetch_offset, self.log.log_end_offset, now_ms))
 
-    def tick(self, now_ms: int) -> None:
+    def tick(self, now_ms: int, wall_ms: int | None = None) -> None:
+        """`now_ms`: the broker's monotonic tick clock. Producer expiry compares wall-clock time (`wall_ms`,
+        default now) with the batches' timestamps, as Kafka's removeExpiredProducers does."""
         if self.leader_state is not None:
             self._handle(self.leader_state.tick(now_ms, self.log.log_end_offset))
         if self._next_expiration_check is None:
             self._next_expiration_check = now_ms + self._expiration_check_ms
         elif now_ms >= self._next_expiration_check:
             self._next_expiration_check = now_ms + self._expiration_check_ms
-            self.producer_state.remove_expired(now_ms, self.producer_id_expiration_ms)
+            wall = int(time.time() * 1000) if wall_ms is None else wall_ms
+            self.producer_state.remove_expired(wall, self.producer_id_expiration_ms)
 
     def _handle(self, actions: list[Any]) -> None:
         for a in actions:

@@ -116,7 +116,7 @@ class TransactionVerifier:
                 continue
             state = p.producer_state
             if not state.has_ongoing_transaction(h.producer_id):
-                now = int(time.monotonic() * 1000)  # the partitions' tick clock (producer expiry)
+                now = int(time.time() * 1000)  # wall clock, as producer expiry (Partition.tick) compares it
                 guard = state.verification_guard(h.producer_id, h.producer_epoch, now)
                 out[tp] = FirstBatch(h.producer_id, h.producer_epoch, guard)
         return out

@@ -545,7 +545,7 @@ class Simulation(EventLoop):
         elif what == _TICK:
             # ReplicaManager.tick: the ISR expiration check of every partition this broker leads.
             for part in b.parts.values():
-                part.tick(self.now)
+                part.tick(self.now, wall_ms=self.now)  # the simulated clock stamps the batches too
                 self._check_waiters(b, part)
             self._timer(b, p.tick_ms, _TICK)
         elif what == _FETCH:
