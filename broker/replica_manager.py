@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from broker.long_lived import freeze_long_lived
 from broker.metadata_apply import (
     FOLLOWER,
     LEADER,
@@ -180,11 +181,15 @@ class ReplicaManager:
                         break
                 else:
                     return
+                # The replicas this slice made live as long as their partitions: out of the full collections
+                # with them, or each full collection walks the whole flood again (broker/long_lived.py).
+                freeze_long_lived()
                 await asyncio.sleep(0)  # let requests, fetches and quorum messages in
         except Exception:
             log.exception("applying committed metadata failed")
         finally:
             self._applier = None
+            freeze_long_lived()
             log.info("applied %d partition changes in slices over %.2fs", n, time.monotonic() - t0)
 
     def _apply_pending(self, image: "MetadataImage") -> Iterator[None]:
