@@ -43,22 +43,24 @@ APPLIED = re.compile(r"applied (\d+) partition changes in slices")
 # Written under the table: where the time goes, from the brokers' profiles (--profile) and asyncio's debug mode
 # (PYTHONASYNCIODEBUG=1: callbacks and slices that held the event loop over 100 ms).
 WHERE_TIME_GOES = (
-    "Where the time goes (cProfile of the brokers, `--profile`, and asyncio's debug mode, `PYTHONASYNCIODEBUG=1`, "
-    "one run each on the shared machine, 2026-11-26; timings of one pass measured in-process, best of 20): the "
-    "creation syscalls are off the event loop: each broker's 5,000 directories and 15,000 segment files are "
-    "created by a worker thread (broker/log/deferred_files.py; the window above lasts until they exist), and "
-    "the apply merges a topic's configs once and logs a flood's per-partition lines at DEBUG only. What is left: "
-    '(1) the follower fetches, which without fetch sessions (KIP-227; docs/ARCHITECTURE.md "Not there yet") '
-    "name every partition of their lane, so each acks=all round of the probe, woken by its one partition, costs "
-    "a pass over ~1,667 idle partitions on each side: 19 ms on the leader (44 ms before its idle fast path, and "
-    "a woken round no longer reads them all a second time), 1.5 ms on the follower (12 ms before), 1.9 ms to "
-    "range-check the request (3.8 ms before), plus msgpack's decoding and encoding of both; (2) the creation "
-    "itself, in 20 ms slices: about 90 us of Python per replica (a Log with a placeholder segment and its two "
-    "indexes, a Partition), during which full garbage collections of 60-300 ms (measured in-process) come as "
-    "the new objects pile up; the debug mode saw slices holding the loop up to 0.8 s on the loaded machine. "
-    "The 5,001 metadata records are one atomic proposal, replicated 1,000 records per quorum fetch. The next "
-    "levers: incremental fetch sessions for the replica fetcher, and keeping a flood's long-lived objects out "
-    "of the full collections (`gc.freeze()` after a large apply)."
+    "Where the time went (2026-11-27; each broker's garbage collections timed by a gc callback, its event loop's "
+    "lags by a 10 ms ticker, its follower fetches timed at both ends, one run each against main on the shared "
+    "machine): not the fetches or the slices but CPython's full garbage collections. Each replica is ~100 "
+    "long-lived objects (Partition, Log, segment, indexes, replication state); a full collection walks every one, "
+    "and the churn of fetch rounds set one off every few seconds per broker: during the flood main paused 26-30 "
+    "times over the three brokers, 0.2-2.6 s each (14-22 s of pauses in a 30-46 s window at load 8-9), and "
+    "after it one pause every ~1.5 s somewhere in the cluster, 0.3-1.4 s each. An acks=all record waits for all "
+    "three brokers of its ISR, so nearly every probe met someone's pause: the idle cluster after the flood "
+    "answered at p50 0.6-5 s with each broker at 15% CPU, its follower fetches timing out at 0.5 s as they "
+    "should. The fix (broker/long_lived.py): each slice of a large metadata apply, and the broker's start, "
+    "collects the young generations and `gc.freeze()`s what survives, out of reach of the full collections (a "
+    "JVM broker's old generation): the same flood made 1-2 full collections of under 60 ms, the idle cluster "
+    "after it 4-7 of under 90 ms in 10 s, and a 5,000-partition apply measured in-process took 1.3-1.5 s of CPU "
+    "instead of 3.0-3.6 s, its full collections 0 ms instead of 0.5 s and the first one after it 0 ms instead "
+    "of 0.3-0.6 s. What is left is the follower fetches naming every partition of their lane (no fetch "
+    "sessions, KIP-227): each round over ~417 idle partitions per lane (num.replica.fetchers=4) costs a few ms "
+    "on each side; on a machine loaded 8-15 the 5,001-record creation can also miss the controller's 10 s "
+    "commit (main and this branch alike: `creation failed` above)."
 )
 
 
