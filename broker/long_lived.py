@@ -10,9 +10,11 @@ brokers avoid this with a generational collector that leaves the old generation 
 collections; `gc.freeze()` is CPython's way to say "these are old": it moves every tracked object to a
 permanent generation that no collection scans (O(1)), as Instagram did for its forked workers.
 
-Frozen objects are still freed by reference counting when the broker drops them (a deleted topic); only a
-reference cycle among frozen objects that becomes garbage later is never reclaimed. The young generations are
-collected first, so what is frozen is what is still referenced, and freezes come only after large changes.
+Frozen objects are still freed by reference counting when the broker drops them, but a reference cycle among
+them is not: a removed replica left ~50 objects behind (measured: 600 removed, 29,960 unreachable). So an apply
+that removed replicas ends with `reclaim_frozen`: thaw, one full collection, freeze again (one pause per such
+apply, where main paused like that every few seconds). The young generations are collected before each
+freeze, so what is frozen is what is still referenced.
 """
 
 from __future__ import annotations
@@ -25,4 +27,11 @@ def freeze_long_lived() -> None:
     of reach of the full collections. Called after the broker built a large body of state: its startup (logs
     recovered, metadata replayed) and each slice of a large metadata apply (broker/replica_manager.py)."""
     gc.collect(1)
+    gc.freeze()
+
+
+def reclaim_frozen() -> None:
+    """Replicas were removed: thaw everything, collect the cycles they left, and freeze the survivors again."""
+    gc.unfreeze()
+    gc.collect()
     gc.freeze()
