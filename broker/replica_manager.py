@@ -118,8 +118,8 @@ class ReplicaManager:
         # slices when there are many partitions (apply_image).
         self.metadata_applier = MetadataApplier(broker_id, self._role_of, self._hosted_partitions)
         self._applier: asyncio.Task[None] | None = None
-        # A replica was removed since the last apply ended: its frozen objects may hold cycles (broker/long_lived.py)
-        self._removed_since_freeze = False
+        # Replicas removed since the last reclaim: their frozen objects may hold cycles (broker/long_lived.py).
+        self._removed_since_reclaim = 0
         # tick(): every partition every this many 100 ms ticks, at most a tenth of the lag time, at most 1 s.
         self._tick_stride = max(1, min(10, replica_lag_time_max_ms // 1000))
         self._tick_count = 0
@@ -278,16 +278,18 @@ class ReplicaManager:
 
     def _reclaim_removed(self) -> None:
         """Removed replicas were frozen with the rest: what reference counting did not free of them is cycles
-        that only a full collection over the thawed objects reclaims, one pause per apply that removed some."""
-        if self._removed_since_freeze:
-            self._removed_since_freeze = False
+        that only a full collection over the thawed objects reclaims. Once APPLY_AT_ONCE replicas were removed
+        (a large deletion at once, small ones in time): one full pause per so many, not per deleted topic, and
+        at most so many replicas' cycles (~50 objects each) kept meanwhile."""
+        if self._removed_since_reclaim >= APPLY_AT_ONCE:
+            self._removed_since_reclaim = 0
             reclaim_frozen()
 
     def _remove(self, topic: str, partition: int, delete: bool) -> None:
         part = self.partitions.pop((topic, partition), None)
         if part is None:
             return
-        self._removed_since_freeze = True
+        self._removed_since_reclaim += 1
         self.on_unfollow(part)
         self.on_change(part, "removed")
         part.close()
