@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from broker.long_lived import freeze_long_lived, reclaim_frozen
 from broker.metadata_apply import (
     FOLLOWER,
     LEADER,
@@ -119,6 +120,8 @@ class ReplicaManager:
         # slices when there are many partitions (apply_image).
         self.metadata_applier = MetadataApplier(broker_id, self._role_of, self._hosted_partitions)
         self._applier: asyncio.Task[None] | None = None
+        # Replicas removed since the last reclaim: their frozen objects may hold cycles (broker/long_lived.py).
+        self._removed_since_reclaim = 0
         # tick(): every partition every this many 100 ms ticks, at most a tenth of the lag time, at most 1 s.
         self._tick_stride = max(1, min(10, replica_lag_time_max_ms // 1000))
         self._tick_count = 0
@@ -164,6 +167,7 @@ class ReplicaManager:
         if loop is None or size <= APPLY_AT_ONCE:
             for _ in steps:
                 pass
+            self._reclaim_removed()
             return
         self._applier = loop.create_task(self._apply_in_slices(steps))
 
@@ -184,11 +188,16 @@ class ReplicaManager:
                         break
                 else:
                     return
+                # The replicas this slice made live as long as their partitions: out of the full collections
+                # with them, or each full collection walks the whole flood again (broker/long_lived.py).
+                freeze_long_lived()
                 await asyncio.sleep(0)  # let requests, fetches and quorum messages in
         except Exception:
             log.exception("applying committed metadata failed")
         finally:
             self._applier = None
+            freeze_long_lived()
+            self._reclaim_removed()
             log.info("applied %d partition changes in slices over %.2fs", n, time.monotonic() - t0)
 
     def _apply_pending(self, image: "MetadataImage") -> Iterator[None]:
@@ -271,10 +280,20 @@ class ReplicaManager:
         if change in (LEADER, FOLLOWER, OFFLINE):
             self.on_change(part, change)
 
+    def _reclaim_removed(self) -> None:
+        """Removed replicas were frozen with the rest: what reference counting did not free of them is cycles
+        that only a full collection over the thawed objects reclaims. Once APPLY_AT_ONCE replicas were removed
+        (a large deletion at once, small ones in time): one full pause per so many, not per deleted topic, and
+        at most so many replicas' cycles (~50 objects each) kept meanwhile."""
+        if self._removed_since_reclaim >= APPLY_AT_ONCE:
+            self._removed_since_reclaim = 0
+            reclaim_frozen()
+
     def _remove(self, topic: str, partition: int, delete: bool) -> None:
         part = self.partitions.pop((topic, partition), None)
         if part is None:
             return
+        self._removed_since_reclaim += 1
         self.on_unfollow(part)
         self.on_change(part, "removed")
         part.close()

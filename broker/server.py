@@ -32,6 +32,7 @@ from broker.group_api import GroupApis
 from broker.group_coordinator import GroupCoordinator
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
+from broker.long_lived import freeze_long_lived
 from broker.metadata_log import METADATA_TOPIC, DiskMetadataLog
 from broker.metadata_propagation import MetadataPropagation
 from broker.metrics import BrokerMetrics
@@ -338,6 +339,7 @@ class BrokerServer:
             asyncio.create_task(self._every(TICK_S, self._tick)),
             asyncio.create_task(self._every(ENDPOINT_CHECK_S, self._register_kafka_endpoint)),
         ]
+        freeze_long_lived()  # the recovered logs and everything built above live as long as the broker
         log.info(
             "started on %s:%d, %s coordination, %d configured peers, in %.2fs",
             cfg.host,

@@ -18,10 +18,15 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from broker.long_lived import freeze_long_lived
+
 if TYPE_CHECKING:
     from broker.log.log import Log
 
 log = logging.getLogger("kafkalite.log")
+# Logs given their files between two freezes of what they made (broker/long_lived.py): as many as an apply applies
+# at once (broker/replica_manager.py APPLY_AT_ONCE).
+FREEZE_EVERY = 256
 
 
 class DeferredFileCreator:
@@ -63,17 +68,25 @@ class DeferredFileCreator:
 
     def _run(self) -> None:
         created, t0 = 0, None  # of the current burst: from its first log until the queue is empty
+        unfrozen = 0  # logs whose files (segments, indexes) were made since the last freeze
         while True:
             lg = self._queue.get()
             if lg is None or self._stopped:
                 return
             t0 = time.monotonic() if t0 is None else t0
             try:
-                created += lg.create_files()
+                made = lg.create_files()
+                created += made
+                unfrozen += made
             except OSError as e:  # a full or read-only disk: the first write retries and answers the error
                 log.error("cannot create the files of %s: %s", lg, e)
             with self._idle:
                 self._pending -= 1
+                if unfrozen >= FREEZE_EVERY or (unfrozen and self._pending == 0):
+                    # What a flood's files made lives as long as its logs: out of the full collections, as the
+                    # apply's slices do (broker/long_lived.py), or each one walks them all again.
+                    freeze_long_lived()
+                    unfrozen = 0
                 if self._pending == 0:
                     log.info("created the files of %d deferred logs in %.2fs", created, time.monotonic() - t0)
                     created, t0 = 0, None
