@@ -83,18 +83,23 @@ def _transactional(bootstrap: str, topic: str, n: int, per_txn: int, out: mp.Que
     p.init_transactions(60)  # type: ignore[attr-defined]
     p.list_topics(topic, timeout=30)  # type: ignore[attr-defined]
     failed: list[object] = []
-    commits: list[float] = []
+    commits: list[float] = []  # commit_transaction() once the records are acknowledged: EndTxn alone
+    totals: list[float] = []  # from the last send to the commit's return: flush (acks=all) + EndTxn
     t0 = time.perf_counter()
     for first in range(0, n, per_txn):
         p.begin_transaction()  # type: ignore[attr-defined]
         _send_all(p, topic, first, min(per_txn, n - first), failed)
+        f0 = time.perf_counter()
+        p.flush(60)  # type: ignore[attr-defined]  (commit_transaction would flush first anyway)
         c0 = time.perf_counter()
-        p.commit_transaction(60)  # type: ignore[attr-defined]  (flushes, then EndTxn: the commit's latency)
-        commits.append((time.perf_counter() - c0) * 1000)
+        p.commit_transaction(60)  # type: ignore[attr-defined]
+        c1 = time.perf_counter()
+        commits.append((c1 - c0) * 1000)
+        totals.append((c1 - f0) * 1000)
     elapsed = time.perf_counter() - t0
     if failed:
         raise RuntimeError(f"{len(failed)} transactional deliveries failed, first: {failed[0]}")
-    out.put({"msgs": n / elapsed, "commits_ms": commits})
+    out.put({"msgs": n / elapsed, "commits_ms": commits, "totals_ms": totals})
 
 
 def _consume(bootstrap: str, topic: str, n: int, isolation: str, out: mp.Queue) -> None:
@@ -142,6 +147,8 @@ def measure(n: int) -> dict[str, float]:
             if k == PER_TXN[0]:  # many commits: the latency figures
                 r["commit_p50"] = statistics.median(t["commits_ms"])
                 r["commit_p99"] = _percentile(t["commits_ms"], 0.99)
+                r["total_p50"] = statistics.median(t["totals_ms"])
+                r["total_p99"] = _percentile(t["totals_ms"], 0.99)
         for isolation in ("read_uncommitted", "read_committed"):
             r[isolation] = _in_process(_consume, kafka, f"txn{PER_TXN[0]}", n, isolation)["msgs"]
     return r
@@ -175,6 +182,7 @@ def render(runs: list[dict[str, float]], cmd: str, n: int, outside: list[float])
     ]
     big = statistics.median(ratio(f"txn{PER_TXN[-1]}", "idempotent"))
     p99 = statistics.median(col("commit_p99"))
+    total99 = statistics.median(col("total_p99"))
     targets = [
         [
             f"Transactional at {PER_TXN[-1]:,} per transaction ≥ {TARGET_RATIO:.0%} of idempotent",
@@ -182,9 +190,17 @@ def render(runs: list[dict[str, float]], cmd: str, n: int, outside: list[float])
             "**MET**" if big >= TARGET_RATIO else "**MISSED**",
         ],
         [
-            f"commit_transaction p99 ≤ {TARGET_COMMIT_P99_MS:.0f} ms ({PER_TXN[0]} records per transaction)",
+            f"commit p99 ≤ {TARGET_COMMIT_P99_MS:.0f} ms: commit_transaction() after flush(), i.e. EndTxn "
+            f"({PER_TXN[0]} records per transaction)",
             f"{p99:.1f} ms (p50 {statistics.median(col('commit_p50')):.1f} ms)",
             "**MET**" if p99 <= TARGET_COMMIT_P99_MS else "**MISSED**",
+        ],
+        [
+            f"the same with the flush: from the transaction's last send to the commit's return (the records' "
+            f"acks=all round trip, each partition's first batch verified with the coordinator, KIP-890), ≤ "
+            f"{TARGET_COMMIT_P99_MS:.0f} ms",
+            f"{total99:.1f} ms (p50 {statistics.median(col('total_p50')):.1f} ms)",
+            "**MET**" if total99 <= TARGET_COMMIT_P99_MS else "**MISSED**",
         ],
     ]
     return "\n".join(
