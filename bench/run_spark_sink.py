@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.run_kafka_clients import PARTITIONS, RECORD_SIZE, create, three_brokers
-from bench.run_single_broker import OutsideLoad, machine_info
+from bench.run_single_broker import _machine_busy_s, machine_info
 from bench.sections import bench_parser, md_table, median_range, replace_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +146,7 @@ def measure_run(spark: Any, bootstrap: str, run: str, n: int, work: Path, flip: 
     return r
 
 
-def render(runs: list[dict[str, float]], cmd: str, n: int, outside: list[float], loads: list[float]) -> str:
+def render(runs: list[dict[str, float]], cmd: str, n: int, busy: list[float], loads: list[tuple[float, float]]) -> str:
     m = machine_info()
 
     def col(key: str) -> list[float]:
@@ -199,11 +199,12 @@ def render(runs: list[dict[str, float]], cmd: str, n: int, outside: list[float],
             "coordinator for its transaction's state (a replay check), then InitProducerId and AddPartitionsToTxn "
             "once, no round trip per record.",
             "",
-            "Load: 1-minute load average at each run's start: "
-            + ", ".join(f"{v:.1f}" for v in loads)
-            + "; CPU used by processes outside this benchmark during each run: "
-            + ", ".join(f"{c:.2f}" for c in outside)
-            + " cores (the machine is shared).",
+            "Load (the machine is shared with other sessions; these figures include this benchmark's brokers, "
+            "JVM and Python workers): 1-minute load average at each run's start and end: "
+            + ", ".join(f"{a:.1f}–{b:.1f}" for a, b in loads)
+            + f"; cores busy during each run (of {m['nproc']}): "
+            + ", ".join(f"{c:.2f}" for c in busy)
+            + ".",
         ]
     )
 
@@ -217,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.session import spark_session
 
     runs: list[dict[str, float]] = []
-    outside: list[float] = []
-    loads: list[float] = []
+    busy: list[float] = []
+    loads: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="kl-bench-spark-sink-") as tmp, three_brokers() as (native, _kafka):
         spark = spark_session("local[2]", "bench-spark-sink", {"spark.driver.memory": "2g"})
         spark.dataSource.register(TimedKafkaLiteDataSource)
@@ -226,14 +227,14 @@ def main(argv: list[str] | None = None) -> int:
             # Warm-up (not reported): Spark's Python workers started, every code path run once.
             measure_run(spark, native, "warmup", min(args.num_records, 20_000), Path(tmp), False)
             for run in range(args.runs):
-                loads.append(os.getloadavg()[0])
-                load = OutsideLoad()
+                load0, busy0, t0 = os.getloadavg()[0], _machine_busy_s(), time.monotonic()
                 runs.append(measure_run(spark, native, str(run), args.num_records, Path(tmp), run % 2 == 1))
-                outside.append(load.cores())
+                loads.append((load0, os.getloadavg()[0]))
+                busy.append((_machine_busy_s() - busy0) / (time.monotonic() - t0))
                 print(f"run {run + 1}: " + ", ".join(f"{k} {v:,.1f}" for k, v in runs[-1].items()), flush=True)
         finally:
             spark.stop()
-    replace_section(args.out, START_MARK, END_MARK, render(runs, cmd, args.num_records, outside, loads))
+    replace_section(args.out, START_MARK, END_MARK, render(runs, cmd, args.num_records, busy, loads))
     print(f"wrote {args.out}")
     return 0
 
