@@ -1,6 +1,6 @@
 """The `kafkalite` Spark sink, exactly once vs at least once (issue 28 §5), same run, interleaved.
 
-    .venv/bin/python -m bench.run_spark_sink [--runs 3] [--num-records 500000] [--out docs/BENCHMARKS.md]
+    .venv/bin/python -m bench.run_spark_sink [--runs 3] [--num-records 200000] [--out docs/BENCHMARKS.md]
 
 One fresh 3-broker kl-cluster (RF=3, min.insync.replicas=2) and one Spark session (local[2]) for the whole
 benchmark; per run, fresh 8-partition topics, and in turn (the order of the two modes alternates run by run):
@@ -210,7 +210,7 @@ def render(runs: list[dict[str, float]], cmd: str, n: int, busy: list[float], lo
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = bench_parser(__doc__, 500_000).parse_args(argv)
+    args = bench_parser(__doc__, 200_000).parse_args(argv)
     cmd = " ".join([".venv/bin/python -m bench.run_spark_sink", *(sys.argv[1:] if argv is None else argv)])
     # Python workers import bench.spark_sink_timed by name: bench/ is not an installed package.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
