@@ -39,7 +39,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from client.config import CommonClientConfig, ProducerConfig
-from client.sync import Producer, end_transaction, transaction_state
+from client.sync import Producer, transaction_state
+from client.sync import end_transactions as end_transactions_of
 from pipeline import options as opt
 from pipeline.remote import bootstrap_servers, client_kwargs
 from pipeline.segments import LogReadError
@@ -167,20 +168,19 @@ def write_rows(
 
 
 def end_transactions(options: Mapping[str, str], messages: list, commit: bool) -> None:
-    """On the driver: end the transactions the tasks of a micro-batch (or job) left open."""
+    """On the driver: end the transactions the tasks of a micro-batch (or job) left open, all at once (one client,
+    the EndTxn requests concurrent): the commit costs about one round trip to the coordinators, not one per task."""
     opts = opt.normalize(options)
-    bootstrap = bootstrap_servers(opts) or ""
-    kwargs = _common_kwargs(opts)
-    errors = []
-    for m in messages:
-        if not isinstance(m, Written) or m.transactional_id is None:
-            continue
-        try:
-            end_transaction(bootstrap, m.transactional_id, m.producer_id, m.producer_epoch, commit, **kwargs)
-        except Exception as e:  # noqa: BLE001 - abort is best effort: the coordinator's timeout aborts the rest
-            if commit:
-                raise
-            errors.append(e)
+    open_txns = [
+        (m.transactional_id, m.producer_id, m.producer_epoch)
+        for m in messages
+        if isinstance(m, Written) and m.transactional_id is not None
+    ]
+    outcomes = end_transactions_of(bootstrap_servers(opts) or "", open_txns, commit, **_common_kwargs(opts))
+    failed = [e for e in outcomes if e is not None]
+    # An abort is best effort: the coordinator's timeout aborts what is left.
+    if commit and failed:
+        raise failed[0]
 
 
 class KafkaLiteWriter(DataSourceArrowWriter):
