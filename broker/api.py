@@ -499,7 +499,7 @@ class KafkaApis:
             "error_code": 0,
             "cluster_id": image.cluster_id,
             "controller_id": controller if controller is not None else -1,
-            "brokers": self._brokers(metadata_listener(body, ctx)),
+            "brokers": self._brokers(metadata_listener(body, ctx), ctx.wire == "kafka"),
             "topics": topics,
             # The answering broker's own facts, for consoles (kl-dashboard): Kafka's DescribeCluster and
             # broker configs give these; clients that don't know the field ignore it.
@@ -539,14 +539,20 @@ class KafkaApis:
         except KafkaLiteError as e:
             log.info("could not create topic %s automatically yet: %s", name, e)
 
-    def _brokers(self, listener: str) -> list[list[Any]]:
-        """Listed brokers (MetadataImage.listed_brokers) as [id, host, port] of the listener the request came in
-        on (Kafka's rule: brokers without that listener are left out)."""
+    def _brokers(self, listener: str, as_kafka: bool) -> list[list[Any]]:
+        """Brokers as [id, host, port] of the listener the request came in on (Kafka's rule: brokers without that
+        listener are left out). Kafka clients get Kafka's list (MetadataImage.listed_brokers: a broker fenced
+        less than a session timeout ago is still named, as Kafka names a crashed broker until its session
+        expires); native clients get the unfenced brokers only, which is how they (and kl-cluster) tell that a
+        restarted broker is back."""
         cfg = self.config
-        session_ms = (
-            cfg.zookeeper_session_timeout_ms if cfg.coordination == "zookeeper" else cfg.broker_session_timeout_ms
-        )
-        listed = self.image.listed_brokers(session_ms / 1000)
+        if as_kafka:
+            session_ms = (
+                cfg.zookeeper_session_timeout_ms if cfg.coordination == "zookeeper" else cfg.broker_session_timeout_ms
+            )
+            listed = self.image.listed_brokers(session_ms / 1000)
+        else:
+            listed = sorted((b for b in self.image.brokers.values() if not b.fenced), key=lambda b: b.id)
         return [[b.id, *ep] for b in listed if (ep := cfg.endpoint_of(b, listener)) is not None]
 
     def _broker_info(self) -> dict[str, Any]:

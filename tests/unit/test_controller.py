@@ -144,8 +144,9 @@ def test_manual_assignments_of_new_partitions():
 
 
 def test_a_fenced_broker_stays_listed_for_a_session_timeout_but_leads_nothing(monkeypatch):
-    """Metadata keeps naming a broker fenced less than a session timeout ago (as Kafka, whose clients see a
-    crashed broker until its session expires), so a client never forgets a broker that restarts at once."""
+    """Kafka listeners' Metadata keeps naming a broker fenced less than a session timeout ago (as Kafka, whose
+    clients see a crashed broker until its session expires), so a client never forgets a broker that restarts at
+    once."""
     import broker.controller as controller
 
     clock = [1000.0]
