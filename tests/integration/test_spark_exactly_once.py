@@ -63,19 +63,23 @@ def test_a_query_killed_mid_batch_and_restarted_writes_every_record_once(tmp_pat
         checkpoint = str(tmp_path / "checkpoint")
         q = start_query(bootstrap, checkpoint, log)
         try:
-            # Kill the driver while a micro-batch's records are in the log but not committed yet.
-            deadline = time.monotonic() + 180
-            while True:
-                assert q.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
-                raw, committed = (
-                    values(bootstrap, "eos-out", "read_uncommitted"),
-                    values(bootstrap, "eos-out", "read_committed"),
-                )
-                if len(raw) > len(committed) and committed:
-                    break
-                assert time.monotonic() < deadline, "no micro-batch was ever caught mid-write"
-                time.sleep(0.05)
-            os.killpg(q.pid, signal.SIGKILL)
+            # Kill the driver while a micro-batch's records are in the log but not committed yet: the high
+            # watermark above the last stable offset, after a first batch committed. Asked with ListOffsets, a
+            # round trip, since the window (the tasks' writes to the driver's commit) lasts about 100 ms.
+            tps = [("eos-out", p) for p in range(2)]
+            with (
+                Consumer(bootstrap, isolation_level="read_uncommitted") as hw,
+                Consumer(bootstrap, isolation_level="read_committed") as lso,
+            ):
+                deadline = time.monotonic() + 180
+                while True:
+                    assert q.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
+                    stable = sum(lso.list_offsets(tps, -1).values())
+                    if sum(hw.list_offsets(tps, -1).values()) > stable > 0:
+                        break
+                    assert time.monotonic() < deadline, "no micro-batch was ever caught mid-write"
+                    time.sleep(0.01)
+                os.killpg(q.pid, signal.SIGKILL)
         finally:
             if q.poll() is None:
                 os.killpg(q.pid, signal.SIGKILL)
