@@ -377,7 +377,10 @@ def test_first_message_to_a_new_group_within_4_s(tmp_path, brokers):
         # 3 s and more before the fix (the initial rebalance delay), ~0.3 s now; creating __consumer_offsets
         # on the fresh cluster adds ~0.3 s more.
         assert min(groups) - min(plain) < 2.0, (groups, plain)
-        assert fresh - min(plain) < 2.0, (fresh, plain)
+        # The fresh cluster's first group also waits for __consumer_offsets' 50 partitions to be created, and
+        # the client's KIP-580 backoff (100, 200, 400, 800 ms) rounds that wait up: 2.2 s more than a plain
+        # consumer once on a loaded CI machine. A 3 s rebalance delay coming back still fails this.
+        assert fresh - min(plain) < 3.0, (fresh, plain)
 
 
 def test_topics_partition_reports(tmp_path):
