@@ -16,10 +16,11 @@ from broker.authorization import Authorization
 from broker.cluster_apis import ClusterApis
 from broker.config_describe import LIST_KEYS, broker_entries, default_broker_entries, topic_entries
 from broker.controller_channel import unwrap
+from broker.describe_topic_partitions import DescribeTopicPartitionsApi
 from broker.dynamic_config import DEFAULT_BROKER, altered, broker_resource
 from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
-from broker.metadata import validate_topic_name
+from broker.metadata import missing_topic_code, validate_topic_name
 from broker.metrics import package_version
 from broker.mutation_quota import ControllerMutationQuota, MutationMeter
 from broker.network.server import (
@@ -199,7 +200,6 @@ class KafkaApis:
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
-            ApiKey.DESCRIBE_TOPICS: self.handle_metadata,
             ApiKey.QUORUM: self.handle_quorum,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
@@ -212,6 +212,7 @@ class KafkaApis:
         reassignments = ReassignmentApis(controller, channel)
         partitions = PartitionApis(replica_manager, image)
         cluster = ClusterApis(config.broker_id, coordination, channel, image)
+        topic_partitions = DescribeTopicPartitionsApi(image, config.max_request_partition_size_limit)
         self._ctx_handlers = {
             **groups.handlers,
             **security.handlers,
@@ -219,9 +220,12 @@ class KafkaApis:
             **reassignments.handlers,
             **partitions.handlers,
             **cluster.handlers,
+            **topic_partitions.handlers,
             **transactions.handlers,
         }
         self.transactions = transactions
+        # Native v0 of these apis was another api's map (broker/network/native_legacy.py MAP_FORM_APIS).
+        self._map_form_handlers = {ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.handle_metadata}
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
     def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
@@ -278,6 +282,8 @@ class KafkaApis:
 
     def _handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
         handler = self._handlers.get(api_key)  # type: ignore[call-overload]
+        if isinstance(body, dict) and api_key in self._map_form_handlers:
+            handler = self._map_form_handlers[api_key]  # type: ignore[index]
         ctx_handler = self._ctx_handlers.get(api_key)  # type: ignore[call-overload]
         if handler is None and ctx_handler is None:
             return error_body(ErrorCode.UNSUPPORTED_VERSION, f"unknown api key {api_key}")
@@ -469,7 +475,7 @@ class KafkaApis:
         for name in names:
             info = image.topics.get(name) if isinstance(name, str) else None
             if info is None:
-                code = self._missing_topic_code(name)
+                code = missing_topic_code(name)
                 if auto_create and isinstance(name, str):  # CREATE was checked by the table
                     code = self._auto_create(name)
                 topics.append({"error_code": code, "name": name, "partitions": []})
@@ -505,16 +511,6 @@ class KafkaApis:
             # broker configs give these; clients that don't know the field ignore it.
             "broker_info": self._broker_info(),
         }
-
-    @staticmethod
-    def _missing_topic_code(name: object) -> int:
-        """A topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION, one that never could is INVALID_TOPIC_EXCEPTION
-        (Kafka's Metadata answer), so a consumer waiting for a topic does not wait for an impossible one."""
-        try:
-            validate_topic_name(name)
-        except KafkaLiteError as e:
-            return int(e.code)
-        return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
     def _auto_create(self, name: str) -> int:
         """Kafka's auto.create.topics.enable: start creating `name` (num.partitions, default.replication.factor)

@@ -48,11 +48,14 @@ from net.schema.add_partitions_to_txn import (
     AddPartitionsToTxnTopicResult,
 )
 from net.schema.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from net.schema.base import ZERO_UUID
 from net.schema.convert import error_response
 from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecordsTopic, DeleteRecordsTopicResult
 from net.schema.describe_producers import PartitionResponse
 from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
 from net.schema.describe_producers import TopicResponse as DescribeProducersTopicResponse
+from net.schema.describe_topic_partitions import DescribeTopicPartitionsResponseTopic
+from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
 from net.schema.describe_transactions import TransactionState as DescribedTxnState
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.list_offsets import ListOffsetsTopicResponse
@@ -423,6 +426,46 @@ def _metadata(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) ->
         Op.DESCRIBE,
         ctx,
     )
+
+
+def _describe_topic_partitions(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """KIP-966, as Kafka's DescribeTopicPartitionsRequestHandler: the request as sent is checked first (a cursor
+    names one of the topics asked and a partition >= 0, else INVALID_REQUEST); then DESCRIBE on each topic. A
+    listing of every topic leaves out the ones it may not describe, before the handler fills its page; a named
+    one it may not describe is answered TOPIC_AUTHORIZATION_FAILED (without its id), after the page. Every
+    answered topic carries the operations this principal may do on it. Native v0 is a Metadata request."""
+    if isinstance(req, dict):
+        return _metadata(a, req, ctx)
+    authz = a.authz
+    cursor = req.cursor
+    names = [t.name for t in req.topics]
+    if cursor is not None and (cursor.partition_index < 0 or (names and cursor.topic_name not in names)):
+        why = f"the cursor {cursor.topic_name}-{cursor.partition_index} is not a partition of the topics asked"
+        return Decision(req, refused=True, answer=error_body(ErrorCode.INVALID_REQUEST, why))
+    kept: list[Any] = []
+    refused: list[str] = []
+    if names:
+        for t in req.topics:
+            if authz.topic(ctx, Op.DESCRIBE, t.name):
+                kept.append(t)
+            else:
+                refused.append(t.name)
+    else:
+        kept = [DescribeTopicRequest(name=n) for n in sorted(authz.image.topics) if authz.topic(ctx, Op.DESCRIBE, n)]
+    denied = tuple(
+        DescribeTopicPartitionsResponseTopic(error_code=TOPIC_DENIED, name=n, topic_id=ZERO_UUID)
+        for n in dict.fromkeys(refused)
+    )
+
+    def finish(answer: Any) -> Any:
+        if isinstance(answer, dict):  # the request failed as a whole
+            return answer
+        for t in answer.topics:
+            t.topic_authorized_operations = authz.authorized_operations(ctx, TOPIC, t.name)
+        answer.topics = answer.topics + denied
+        return answer
+
+    return Decision(replace(req, topics=tuple(kept)), finish)
 
 
 def _init_producer_id(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
@@ -816,7 +859,11 @@ RULES: dict[ApiKey, Rule] = {
         _metadata,
         "all topics: those it may not describe are left out; automatic creation needs CREATE",
     ),
-    ApiKey.DESCRIBE_TOPICS: Rule((Need(TOPIC, Op.DESCRIBE, E),), _metadata),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rule(
+        (Need(TOPIC, Op.DESCRIBE, E),),
+        _describe_topic_partitions,
+        "topics it may not describe are left out of a listing of every topic; native v0 is a Metadata request",
+    ),
     ApiKey.OFFSET_COMMIT: Rule((Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _offset_commit),
     ApiKey.OFFSET_FETCH: Rule(
         (Need(GROUP, Op.DESCRIBE, E), Need(TOPIC, Op.DESCRIBE, E)),

@@ -186,6 +186,13 @@ class BrokerConfig(SecurityKeys):
         "(with num.partitions and default.replication.factor), as Kafka does; consumers never create topics.",
     )
     num_partitions: Int = key("num.partitions", 1, "Partitions of an automatically created topic.", ge=1)
+    max_request_partition_size_limit: Int = key(
+        "max.request.partition.size.limit",
+        2000,
+        "The most partitions one DescribeTopicPartitions answer holds (a client asking for more gets this many and "
+        "a cursor to the rest), as in Kafka.",
+        ge=1,
+    )
     default_replication_factor: Int = key(
         "default.replication.factor", 1, "Replication factor of an automatically created topic.", ge=1
     )

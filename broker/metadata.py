@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from net.errors import InvalidTopicError
+from net.errors import ErrorCode, InvalidTopicError
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LEN = 249
@@ -20,3 +20,13 @@ def validate_topic_name(name: object) -> str:
     if not LEGAL_TOPIC.match(name):
         raise InvalidTopicError(f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'")
     return name
+
+
+def missing_topic_code(name: object) -> int:
+    """Kafka's answer for a topic the metadata does not have (Metadata, DescribeTopicPartitions): a consumer waiting
+    for a topic retries UNKNOWN_TOPIC_OR_PARTITION, but not INVALID_TOPIC_EXCEPTION, for a name no topic could have."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as e:
+        return int(e.code)
+    return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -63,7 +63,7 @@ class ApiKey(IntEnum):
     # Broker to broker, on the heartbeat listener (broker/network/heartbeat.py); on the native listener it
     # answers only where that listener is.
     BROKER_HEARTBEAT = 63
-    DESCRIBE_TOPICS = 75  # Kafka's DescribeTopicPartitions
+    DESCRIBE_TOPIC_PARTITIONS = 75  # Kafka's DescribeTopicPartitions
     DELETE_RECORDS = 21
     OFFSET_FOR_LEADER_EPOCH = 23
     WRITE_TXN_MARKERS = 27  # transaction coordinator (or an admin with ClusterAction) to partition leaders
@@ -110,6 +110,8 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.DESCRIBE_QUORUM: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
+    # v0 was a Metadata request under this key (its map body and answer), served as before for one more release.
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 1,
     # Transactions (KIP-98)
     ApiKey.INIT_PRODUCER_ID: 1,
     ApiKey.ADD_PARTITIONS_TO_TXN: 0,

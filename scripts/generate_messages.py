@@ -46,6 +46,7 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     55: (0, 2),  # DescribeQuorum
     61: (0, 0),  # DescribeProducers
     74: (1, 1),  # ListConfigResources (Kafka 4.1; v0 is the older ListClientMetricsResources)
+    75: (0, 0),  # DescribeTopicPartitions (KIP-966, Kafka 3.8)
     43: (0, 2),  # ElectLeaders
     45: (0, 1),  # AlterPartitionReassignments (KIP-455; v1 adds allow_replication_factor_change)
     46: (0, 0),  # ListPartitionReassignments

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable, Protocol, cast
 from broker.network.authenticator import PLAINTEXT, Authenticator, ListenerSecurity, SaslFailed, certificate_principal
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.memory import ConnectionChurn
-from broker.network.native_legacy import LEGACY
+from broker.network.native_legacy import LEGACY, MAP_FORM_APIS
 from broker.network.request_order import RequestOrder, Unordered
 from broker.security.listeners import BROKER, NATIVE, RELAY
 from net.errors import ErrorCode, KafkaLiteError, MalformedRequest, error_code_of
@@ -186,6 +186,8 @@ class NativeCodec(FramedCodec):
         try:
             if version >= since:
                 return TypedNativeRequest(api_key, version, corr, client_id, decode(MESSAGES[api_key][0], body))
+            if api_key in MAP_FORM_APIS:  # the old version was another api's map: its own handler serves it
+                return Request(api_key, version, corr, client_id, body)
             return LegacyNativeRequest(api_key, version, corr, client_id, LEGACY[api_key][0](body))
         except MessageError as e:  # a field out of its type: refused before any handler, as Kafka's INVALID_REQUEST
             answer = encode_response(corr, error_body(ErrorCode.INVALID_REQUEST, str(e)))

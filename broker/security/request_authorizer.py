@@ -28,6 +28,20 @@ TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLU
 TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+# Kafka's AclEntry.supportedOperations: what `authorized_operations` can name, per resource type.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    CLUSTER: (
+        Op.CREATE,
+        Op.CLUSTER_ACTION,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+        Op.IDEMPOTENT_WRITE,
+        Op.ALTER,
+        Op.DESCRIBE,
+    ),
+}
 
 
 class ConnectionContext(Protocol):
@@ -63,6 +77,15 @@ class RequestAuthorizer:
         if not ok:
             log.info("denied %s %s on %s:%s to %s from %s", op.name, rt.name, rt.name, name, ctx.principal, ctx.host)
         return ok
+
+    def authorized_operations(self, ctx: ConnectionContext, rt: ResourceType, name: str) -> int:
+        """Kafka's `*_authorized_operations`: a bit (1 << operation code) for each operation of the resource type
+        this principal may do (all of them without an authorizer). Asked quietly: a describe is not a denial."""
+        ops = SUPPORTED_OPERATIONS[rt]
+        if self.authorizer is not None:
+            acls, authorize = self.image.acls, self.authorizer.authorize
+            ops = tuple(op for op in ops if authorize(acls, ctx.principal, ctx.host, op, rt, name))
+        return sum(1 << int(op) for op in ops)
 
     def cluster(self, ctx: ConnectionContext, op: AclOperation) -> bool:
         return self.allowed(ctx, op, CLUSTER, CLUSTER_NAME)

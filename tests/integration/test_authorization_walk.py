@@ -25,7 +25,7 @@ from net.acl import AclBinding, AclOperation, AclPermission, PatternType, Resour
 from net.connection import BrokerConnection
 from net.errors import ErrorCode
 from net.messages import decode, encode
-from net.protocol import ApiKey
+from net.protocol import TYPED_SINCE, ApiKey
 from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest
 from net.schema.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from net.schema.alter_partition_reassignments import (
@@ -37,6 +37,8 @@ from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsReque
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
+from net.schema.describe_topic_partitions import Cursor, DescribeTopicPartitionsRequest
+from net.schema.describe_topic_partitions import TopicRequest as DescribeTopic
 from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.end_txn import EndTxnRequest
 from net.schema.list_config_resources import ListConfigResourcesRequest
@@ -167,7 +169,9 @@ def native(h: ClusterHarness, api: int, body: dict, answer: bool = True) -> dict
                 conn.send(api, body, expect_response=False)
                 await asyncio.sleep(0.2)
                 return None
-            return await conn.request(api, body, timeout=15)
+            # a typed body (a message's array) goes in the api's typed version
+            version = TYPED_SINCE.get(api, 0) if isinstance(body, list) else 0
+            return await conn.request(api, body, version, timeout=15)
         finally:
             conn.close()
 
@@ -225,6 +229,12 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
         (ApiKey.DESCRIBE_LOG_DIRS, encode(DescribeLogDirsRequest(topics=None)), top, [CLUSTER_DENIED]),
         (ApiKey.DESCRIBE_QUORUM, encode(DescribeQuorumRequest(topics=quorum)), top, [CLUSTER_DENIED]),
         (ApiKey.LIST_CONFIG_RESOURCES, encode(ListConfigResourcesRequest()), top, [CLUSTER_DENIED]),
+        # a cursor on her own topic does not let the secret one through
+        (ApiKey.DESCRIBE_TOPIC_PARTITIONS, encode(DescribeTopicPartitionsRequest(
+            topics=(DescribeTopic(name=SECRET), DescribeTopic(name="no-such-topic")),
+            cursor=Cursor(topic_name=SECRET, partition_index=0))),
+         lambda a: [t.error_code for t in decode(MESSAGES[ApiKey.DESCRIBE_TOPIC_PARTITIONS][1], a).topics
+                    if t.name == SECRET or t.partitions], [TOPIC_DENIED]),
         # transactions: another principal's transactional id, a broker's api
         (ApiKey.ADD_PARTITIONS_TO_TXN, encode(AddPartitionsToTxnRequest(
             v3_and_below_transactional_id="victim-txn",
@@ -274,7 +284,13 @@ def native_cases() -> list[tuple[ApiKey, dict, Callable[[dict], list], list]]:
             items("topics", "error_code"),
             [TOPIC_DENIED, TOPIC_DENIED],
         ),
-        (ApiKey.DESCRIBE_TOPICS, {"topics": [SECRET], **NOISE}, items("topics", "error_code"), [TOPIC_DENIED]),
+        # native v0 of DescribeTopicPartitions is a Metadata request (its typed v1 is in typed_cases)
+        (
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            {"topics": [SECRET], **NOISE},
+            items("topics", "error_code"),
+            [TOPIC_DENIED],
+        ),  # fmt: skip
         (ApiKey.OFFSET_COMMIT, commit, top, [GROUP_DENIED]),  # the frame of the issue
         (ApiKey.OFFSET_COMMIT, dict(commit, groups=None, keys=[VICTIM]), top, [GROUP_DENIED]),
         (ApiKey.OFFSET_COMMIT, {"group_id": MINE, "topics": [[SECRET, [[0, 999]]]], **NOISE}, rows(), [TOPIC_DENIED]),
@@ -380,6 +396,17 @@ def test_every_native_api_is_refused_and_changes_nothing(cluster):
     # filtered rather than refused: every topic, every group, her group's offsets on every topic
     assert VICTIM not in [g[0] for g in native(cluster, ApiKey.LIST_GROUPS, NOISE)["groups"]]
     assert SECRET not in [t["name"] for t in native(cluster, ApiKey.METADATA, {"topics": None})["topics"]]
+    # every topic, a page at a time: hers only, with what she may do on it (READ, and DESCRIBE that READ implies)
+    listed = decode(
+        MESSAGES[ApiKey.DESCRIBE_TOPIC_PARTITIONS][1],
+        native(
+            cluster,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            encode(DescribeTopicPartitionsRequest(response_partition_limit=1)),
+        ),
+    )
+    assert [(t.name, t.topic_authorized_operations) for t in listed.topics] == [
+        (MY_TOPIC, 1 << AclOperation.READ | 1 << AclOperation.DESCRIBE)] and listed.next_cursor is None  # fmt: skip
     fetched = native(cluster, ApiKey.OFFSET_FETCH, {"group_id": MINE, "topics": None})
     assert fetched["error_code"] == 0 and [t for t, _ in fetched["topics"]] == [MY_TOPIC]
     native(cluster, ApiKey.QUORUM, {"m": ["be", 2**31 - 1, 1]}, answer=False)  # one-way: no answer either way
@@ -693,6 +720,12 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
             [CLUSTER_DENIED],
         ),
         (74, 1, {"resource_types": []}, [CLUSTER_DENIED]),
+        (
+            75,
+            0,
+            {"topics": [{"name": SECRET}], "response_partition_limit": 10, "cursor": None},
+            [TOPIC_DENIED],
+        ),
         (
             45,
             1,

@@ -408,3 +408,101 @@ def test_list_config_resources_lists_topics_and_brokers(cluster):
     assert int(kafka_call(cluster, 1, 74, 1, {"resource_types": [8]}).error_code) == ErrorCode.UNSUPPORTED_VERSION
     answer = native_call(cluster, 3, ListConfigResourcesRequest(resource_types=(4,)))
     assert listed(answer) == {(4, "1"), (4, "2"), (4, "3")}
+
+
+# --- DescribeTopicPartitions (75, KIP-966) ----------------------------------------------------------------------
+
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS: all of them, no ACLs
+
+
+def _page(admin, topics: list[str], limit: int, cursor: dict | None = None) -> tuple[list, dict | None]:
+    answer = admin.describe_topic_partitions(topics, response_partition_limit=limit, cursor=cursor)
+    rows = [(t["name"], p["partition_index"]) for t in answer["topics"] for p in t["partitions"]]
+    return rows, answer["next_cursor"]
+
+
+def test_describe_topic_partitions_pages_through_topics_with_kafka_python(cluster):
+    """kafka-python's describe_topic_partitions (the api Kafka's AdminClient 3.7+ describes topics with): the pages
+    hold at most the limit, in topic then partition order, and the cursors walk every partition exactly once."""
+    from kafka.admin import KafkaAdminClient
+
+    cluster.create_topic("dtp-a", 3, 2)
+    cluster.create_topic("dtp-b", 2, 3)
+    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{cluster[2].kafka_port}", client_id="dtp-test")
+    try:
+        first = admin.describe_topic_partitions(["dtp-b", "dtp-a", "dtp-a"], response_partition_limit=2000)
+        assert first["next_cursor"] is None and [t["name"] for t in first["topics"]] == ["dtp-a", "dtp-b"]
+        with cluster.admin() as ours:
+            described = {t.name: t for t in ours.describe_topics(["dtp-a", "dtp-b"])}
+        for t in first["topics"]:
+            mine = described[t["name"]]
+            assert t["error_code"] == 0 and not t["is_internal"]
+            assert str(t["topic_id"]).replace("-", "") == mine.topic_id.replace("-", "")
+            assert t["topic_authorized_operations"] == TOPIC_OPERATIONS
+            got = [(p["partition_index"], p["leader_id"], p["replica_nodes"], p["isr_nodes"]) for p in t["partitions"]]
+            assert got == [(p.partition, p.leader, p.replicas, p.isr) for p in mine.partitions], t
+        # pages of 2: a0 a1 | a2 b0 | b1
+        rows, cursor = _page(admin, ["dtp-a", "dtp-b"], 2)
+        assert rows == [("dtp-a", 0), ("dtp-a", 1)] and cursor == {"topic_name": "dtp-a", "partition_index": 2}
+        rows, cursor = _page(admin, ["dtp-a", "dtp-b"], 2, cursor)
+        assert rows == [("dtp-a", 2), ("dtp-b", 0)] and cursor == {"topic_name": "dtp-b", "partition_index": 1}
+        rows, cursor = _page(admin, ["dtp-a", "dtp-b"], 2, cursor)
+        assert rows == [("dtp-b", 1)] and cursor is None
+        # a page full at the end of a topic: the cursor names the next topic's start
+        rows, cursor = _page(admin, ["dtp-a", "dtp-b"], 3)
+        assert rows == [("dtp-a", 0), ("dtp-a", 1), ("dtp-a", 2)]
+        assert cursor == {"topic_name": "dtp-b", "partition_index": 0}
+        # every topic (none named): this cluster's, in name order, from the cursor on
+        everything = admin.describe_topic_partitions([], cursor={"topic_name": "dtp-a", "partition_index": 1})
+        names = [t["name"] for t in everything["topics"]]
+        with cluster.admin() as ours:
+            every = ours.list_topics(include_internal=True)
+        assert names == sorted(n for n in every if n >= "dtp-a") and names[:2] == ["dtp-a", "dtp-b"]
+        assert [p["partition_index"] for p in everything["topics"][0]["partitions"]] == [1, 2]
+        # a topic that does not exist, a name no topic could have
+        missing = admin.describe_topic_partitions(["no-such-topic", "bad/name"])
+        codes = {t["name"]: (t["error_code"], t["partitions"]) for t in missing["topics"]}
+        assert codes == {"no-such-topic": (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []),
+                         "bad/name": (ErrorCode.INVALID_TOPIC_EXCEPTION, [])}  # fmt: skip
+    finally:
+        admin.close()
+
+
+def test_describe_topic_partitions_refuses_a_cursor_outside_the_request(cluster):
+    """The cursor must name a topic asked and a partition >= 0 (Kafka's INVALID_REQUEST, on every topic row); a limit
+    of 0 or below is one partition, as Kafka's max(min(limit, config), 1)."""
+    cluster.create_topic("dtp-c", 2, 1)
+    body = {"topics": [{"name": "dtp-c"}], "response_partition_limit": 10}
+    for cursor in ({"topic_name": "dr", "partition_index": 0}, {"topic_name": "dtp-c", "partition_index": -1}):
+        answer = kafka_call(cluster, 1, 75, 0, dict(body, cursor=cursor))
+        assert [(t.name, int(t.error_code), t.partitions) for t in answer.topics] == [
+            ("dtp-c", ErrorCode.INVALID_REQUEST, ())
+        ]
+    for limit in (0, -5):
+        answer = kafka_call(cluster, 1, 75, 0, dict(body, response_partition_limit=limit))
+        assert [len(t.partitions) for t in answer.topics] == [1]
+        assert (answer.next_cursor.topic_name, answer.next_cursor.partition_index) == ("dtp-c", 1)
+
+
+def test_describe_topic_partitions_on_the_native_listener_typed_and_in_its_old_form(cluster):
+    """Native v1 carries the typed message; native v0 (a Metadata request under key 75 before) still answers in
+    Metadata's map for one more release."""
+    from net.schema.describe_topic_partitions import DescribeTopicPartitionsRequest
+    from net.schema.describe_topic_partitions import TopicRequest as DescribeTopic
+
+    answer = native_call(cluster, 3, DescribeTopicPartitionsRequest(topics=(DescribeTopic(name=OTHER),)))
+    (topic,) = answer.topics
+    assert topic.error_code == 0 and [p.partition_index for p in topic.partitions] == [0]
+    assert sorted(topic.partitions[0].replica_nodes) == [1, 2, 3]
+
+    async def old_form():
+        conn = BrokerConnection("127.0.0.1", cluster[3].port, client_id="dtp-test")
+        await conn.connect()
+        try:
+            return await conn.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, {"topics": [OTHER]}, version=0)
+        finally:
+            conn.close()
+
+    old = asyncio.run(old_form())
+    assert [t["name"] for t in old["topics"]] == [OTHER] and len(old["brokers"]) == 3
+    assert old["topics"][0]["partitions"][0][1] == 0  # [error, partition, leader, epoch, replicas, isr, offline]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +153,7 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.DESCRIBE_QUORUM: [(DescribeQuorumRequest(), ("whole", CLUSTER_DENIED))],
     ApiKey.LIST_CONFIG_RESOURCES: [(ListConfigResourcesRequest(), ("whole", CLUSTER_DENIED))],
     ApiKey.METADATA: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
-    ApiKey.DESCRIBE_TOPICS: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
     ApiKey.OFFSET_COMMIT: [
         # the frame of issue 25: a "groups" key made the group check disappear
         (
@@ -387,6 +387,39 @@ def test_all_topics_and_all_groups_are_filtered_not_refused():
     d = a.authorize(ApiKey.OFFSET_FETCH, {"group_id": "alice-group", "topics": None}, Ctx())
     answer = d.complete({"error_code": 0, "topics": [["alice-topic", []], ["secret-topic", [[0, 5, "", 0]]]]})
     assert [t[0] for t in answer["topics"]] == ["alice-topic"]
+
+
+def test_describe_topic_partitions_hides_counts_and_names_as_kafka():
+    """KIP-966 (typed): a listing of every topic is filtered before the handler pages it, a named topic she may not
+    describe is refused after the page (without its id), every answered topic carries her operations, and a cursor
+    outside the request is INVALID_REQUEST before anything is authorized."""
+    from net.schema.base import ZERO_UUID
+    from net.schema.describe_topic_partitions import (
+        Cursor,
+        DescribeTopicPartitionsRequest,
+        DescribeTopicPartitionsResponse,
+        DescribeTopicPartitionsResponseTopic,
+        TopicRequest,
+    )
+
+    a, _ = table()
+    d = a.authorize(ApiKey.DESCRIBE_TOPIC_PARTITIONS, DescribeTopicPartitionsRequest(), Ctx())
+    assert [t.name for t in d.body.topics] == ["alice-topic"]
+    asked = DescribeTopicPartitionsRequest(topics=(TopicRequest(name="secret-topic"), TopicRequest(name="alice-topic")))
+    d = a.authorize(ApiKey.DESCRIBE_TOPIC_PARTITIONS, asked, Ctx())
+    assert [t.name for t in d.body.topics] == ["alice-topic"]
+    answer = d.complete(
+        DescribeTopicPartitionsResponse(topics=(DescribeTopicPartitionsResponseTopic(name="alice-topic"),))
+    )
+    mine, secret = answer.topics
+    assert mine.topic_authorized_operations == 1 << Op.READ | 1 << Op.DESCRIBE  # READ implies DESCRIBE
+    assert (secret.name, secret.error_code, secret.topic_id) == ("secret-topic", TOPIC_DENIED, ZERO_UUID)
+    assert secret.topic_authorized_operations == -(2**31)  # Kafka's "not given"
+    admin = a.authorize(ApiKey.DESCRIBE_TOPIC_PARTITIONS, asked, Ctx("User:admin"))
+    assert len(admin.body.topics) == 2
+    for cursor in (Cursor(topic_name="other", partition_index=0), Cursor(topic_name="alice-topic", partition_index=-1)):
+        d = a.authorize(ApiKey.DESCRIBE_TOPIC_PARTITIONS, replace(asked, cursor=cursor), Ctx())
+        assert d.refused and d.answer["error_code"] == ErrorCode.INVALID_REQUEST
 
 
 def test_automatic_creation_needs_create():
