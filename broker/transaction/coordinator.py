@@ -198,10 +198,14 @@ class TransactionCoordinator:
     def verify_partitions(
         self, tid: str, pid: int, epoch: int, partitions: set[tuple[str, int]]
     ) -> set[tuple[str, int]]:
-        """KIP-890's verify_only: which of `partitions` are in the ongoing transaction of (pid, epoch)."""
+        """KIP-890's verify_only: which of `partitions` are in the ongoing transaction of (pid, epoch). While the
+        transaction is being completed (Prepare*), CONCURRENT_TRANSACTIONS, as Kafka's coordinator answers: the
+        leader turns it into a retriable produce error, so a produce racing the commit is retried, not refused."""
         self.check_owner(tid)
         meta = self._get(tid)
         st.check_producer(meta, pid, epoch)
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{tid!r} has a transaction being completed")
         return partitions & meta.partitions if meta.state == TxnState.ONGOING else set()
 
     async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> None:

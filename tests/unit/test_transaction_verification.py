@@ -5,12 +5,13 @@ AddPartitionsToTxn `verify_only` in-process (as the broker does when it is the c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
 from broker.network.server import ConnectionContext
 from broker.transaction.records import TXN_TOPIC
-from broker.transaction.state import TxnError
+from broker.transaction.state import TxnError, TxnState
 from broker.transaction.verification import TransactionVerifier
 from net import batch as batch_fmt
 from net.errors import ErrorCode
@@ -93,6 +94,12 @@ def test_only_a_transactions_first_batch_per_partition_asks_the_coordinator(tmp_
         assert b.replicas.partitions[(TOPIC, 1)].log.log_end_offset == 0
         rows = await _answer(b.produce_call(pid, epoch + 1, (1, 0)))  # an epoch the coordinator does not know
         assert rows[1][1] == ErrorCode.INVALID_PRODUCER_EPOCH and len(b.asked) == 3
+        # the transaction being completed (Prepare*): Kafka's CONCURRENT_TRANSACTIONS, a retriable produce error
+        meta = b.coordinator.txns[TID]
+        b.coordinator.txns[TID] = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT)
+        rows = await _answer(b.produce_call(pid, epoch, (1, 0)))
+        assert rows[1][1] == ErrorCode.NOT_ENOUGH_REPLICAS and len(b.asked) == 4
+        assert b.replicas.partitions[(TOPIC, 1)].log.log_end_offset == 0
 
     try:
         asyncio.run(scenario())
