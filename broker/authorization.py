@@ -39,7 +39,7 @@ from broker.security.request_authorizer import (
     RequestAuthorizer,
     denied_message,
 )
-from net.acl import AclOperation, ResourceType
+from net.acl import CLUSTER_NAME, AclOperation, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 from net.schema.add_partitions_to_txn import (
@@ -468,6 +468,49 @@ def _describe_topic_partitions(a: Authorization, req: Any, ctx: ConnectionContex
     return Decision(replace(req, topics=tuple(kept)), finish)
 
 
+def _with_operations(
+    decide: Callable[[Authorization, Any, ConnectionContext], Decision],
+    rows_key: str,
+    name_key: str,
+    rt: ResourceType,
+    flag: str,
+    field: str,
+    denied: int,
+) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """Kafka's `*_authorized_operations`, asked for with `flag` (Metadata's include_topic_authorized_operations,
+    DescribeGroups' include_authorized_operations): each answered row the principal may see (not `denied`) gets
+    the operations it may do on its resource, once the rule's own rows are in; a request not asking gets none
+    (clients read Kafka's -2147483648, "not given"). Metadata's include_cluster_authorized_operations likewise."""
+
+    def decided(a: Authorization, body: Any, ctx: ConnectionContext) -> Decision:
+        d = decide(a, body, ctx)
+        asked, cluster = body.get(flag) is True, body.get("include_cluster_authorized_operations") is True
+        if d.refused or not (asked or cluster):
+            return d
+        authz = a.authz
+
+        def operations(answer: Any) -> Any:
+            if not isinstance(answer, dict) or not isinstance(answer.get(rows_key), list):
+                return answer
+            if asked:
+                rows = [
+                    r
+                    if r.get("error_code") == denied
+                    else dict(r, **{field: authz.authorized_operations(ctx, rt, r[name_key])})
+                    for r in answer[rows_key]
+                ]
+                answer = dict(answer, **{rows_key: rows})
+            if cluster:
+                answer = dict(
+                    answer, cluster_authorized_operations=authz.authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+                )
+            return answer
+
+        return Decision(d.body, _then(d.finish, operations))
+
+    return decided
+
+
 def _init_producer_id(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
     """A transactional producer: WRITE on its transactional id; an idempotent one: IDEMPOTENT_WRITE on the
     cluster or WRITE on any topic (KIP-679)."""
@@ -856,7 +899,15 @@ RULES: dict[ApiKey, Rule] = {
     ),
     ApiKey.METADATA: Rule(
         (Need(TOPIC, Op.DESCRIBE, E), Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster")),
-        _metadata,
+        _with_operations(
+            _metadata,
+            "topics",
+            "name",
+            TOPIC,
+            "include_topic_authorized_operations",
+            "topic_authorized_operations",
+            TOPIC_DENIED,
+        ),
         "all topics: those it may not describe are left out; automatic creation needs CREATE",
     ),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rule(
@@ -879,7 +930,15 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.SYNC_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
     ApiKey.DESCRIBE_GROUPS: Rule(
         (Need(GROUP, Op.DESCRIBE, E),),
-        _groups_each(Op.DESCRIBE, _described_group_row, "groups"),
+        _with_operations(
+            _groups_each(Op.DESCRIBE, _described_group_row, "groups"),
+            "groups",
+            "group_id",
+            GROUP,
+            "include_authorized_operations",
+            "authorized_operations",
+            GROUP_DENIED,
+        ),
     ),
     ApiKey.LIST_GROUPS: Rule(
         (Need(CLUSTER, Op.DESCRIBE, R, "else the groups it may DESCRIBE"),),

@@ -816,3 +816,52 @@ def test_kl_transactions_abort_needs_cluster_action(cluster, tmp_path):
     cp = abort("admin", "a-secret")
     assert cp.returncode == 0, cp.stderr
     assert end_offset() == before + 1  # the abort marker
+
+
+def test_authorized_operations_are_what_each_principal_may_do(cluster):
+    """Asked with include_authorized_operations (confluent-kafka's describe_topics, describe_consumer_groups and
+    describe_cluster; Kafka's Metadata, DescribeGroups and DescribeCluster fields), each principal is told what the
+    ACLs let it do, as Kafka computes it (READ implies DESCRIBE); not asked, nothing is said."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    def client(user: str, password: str) -> AdminClient:
+        return AdminClient(
+            {
+                "bootstrap.servers": f"127.0.0.1:{cluster[1].kafka_port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": MECH,
+                "sasl.username": user,
+                "sasl.password": password,
+            }
+        )
+
+    def names(ops) -> list[str] | None:
+        return None if ops is None else sorted(op.name for op in ops)
+
+    alice_admin, root = client("alice", "alice-secret"), client("admin", "a-secret")
+    topic = alice_admin.describe_topics(TopicCollection([MY_TOPIC]), include_authorized_operations=True)
+    assert names(topic[MY_TOPIC].result(30).authorized_operations) == ["DESCRIBE", "READ"]
+    plain = alice_admin.describe_topics(TopicCollection([MY_TOPIC]))[MY_TOPIC].result(30)
+    assert not plain.authorized_operations  # not asked: Kafka's "not given"
+    group = alice_admin.describe_consumer_groups([MINE], include_authorized_operations=True)[MINE].result(30)
+    assert names(group.authorized_operations) == ["DELETE", "DESCRIBE", "READ"]
+    # none on the cluster: 0, not Kafka's "not given" (confluent-kafka shows both as None, so read the wire)
+    wire = KafkaWire(cluster)
+    try:
+        asked = {"include_cluster_authorized_operations": True}
+        assert wire.call(60, 1, asked)["cluster_authorized_operations"] == 0
+        assert wire.call(60, 1, {})["cluster_authorized_operations"] == -(2**31)
+        meta = wire.call(3, 10, {"topics": [{"name": MY_TOPIC}], "allow_auto_topic_creation": False, **asked})
+        assert meta["cluster_authorized_operations"] == 0 and meta["topics"][0]["topic_authorized_operations"] == -(
+            2**31
+        )
+    finally:
+        wire.close()
+    everything = ["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ", "WRITE"]
+    secret = root.describe_topics(TopicCollection([SECRET]), include_authorized_operations=True)[SECRET].result(30)
+    assert names(secret.authorized_operations) == everything
+    cluster_ops = names(root.describe_cluster(include_authorized_operations=True).result(30).authorized_operations)
+    assert cluster_ops is not None and {"ALTER", "CLUSTER_ACTION", "DESCRIBE", "IDEMPOTENT_WRITE"} <= set(cluster_ops)
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED|not authorized"):  # no operations for a refusal
+        alice_admin.describe_topics(TopicCollection([SECRET]), include_authorized_operations=True)[SECRET].result(30)

@@ -212,6 +212,10 @@ def _brokers(native: dict[str, Any], id_key: str) -> list[dict[str, Any]]:
     return [{id_key: b[0], "host": b[1], "port": b[2], "rack": b[3] if len(b) > 3 else None} for b in native["brokers"]]
 
 
+# Kafka's "authorized operations not asked for" (Integer.MIN_VALUE in *_authorized_operations fields).
+NOT_GIVEN = -(2**31)
+
+
 class Metadata(Adapter):
     api_key, versions = 3, (0, 12)
 
@@ -222,6 +226,9 @@ class Metadata(Adapter):
             "topics": names,
             "listener": "kafka",
             "allow_auto_topic_creation": req.get("allow_auto_topic_creation", version < 4),
+            # v8+: the operations the principal may do (broker/authorization.py fills them in, when asked)
+            "include_topic_authorized_operations": req.get("include_topic_authorized_operations", False),
+            "include_cluster_authorized_operations": req.get("include_cluster_authorized_operations", False),
         }
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
@@ -234,6 +241,7 @@ class Metadata(Adapter):
                     "name": t["name"],
                     "topic_id": _uuid(topic_id) if topic_id else None,
                     "is_internal": t.get("is_internal", False),
+                    "topic_authorized_operations": t.get("topic_authorized_operations", NOT_GIVEN),
                     "partitions": [
                         {
                             "error_code": p[0],
@@ -253,6 +261,7 @@ class Metadata(Adapter):
             "cluster_id": native.get("cluster_id"),
             "controller_id": _kafka_controller(native),
             "topics": topics,
+            "cluster_authorized_operations": native.get("cluster_authorized_operations", NOT_GIVEN),
         }
 
     def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
@@ -290,7 +299,12 @@ class DescribeCluster(Adapter):
     api_key, versions = 60, (0, 1)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        return ApiKey.METADATA, {"topics": [], "listener": "kafka", "allow_auto_topic_creation": False}
+        return ApiKey.METADATA, {
+            "topics": [],
+            "listener": "kafka",
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": req.get("include_cluster_authorized_operations", False),
+        }
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
@@ -298,6 +312,7 @@ class DescribeCluster(Adapter):
             "cluster_id": native.get("cluster_id") or "",
             "controller_id": _kafka_controller(native),
             "brokers": _brokers(native, "broker_id"),
+            "cluster_authorized_operations": native.get("cluster_authorized_operations", NOT_GIVEN),
         }
 
     def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.network.kafka.adapters import Adapter, topics_error
+from broker.network.kafka.adapters import NOT_GIVEN, Adapter, topics_error
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 
@@ -259,7 +259,11 @@ class DescribeGroups(Adapter):
     api_key, versions = 15, (0, 5)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        return ApiKey.DESCRIBE_GROUPS, {"groups": list(req["groups"])}
+        return ApiKey.DESCRIBE_GROUPS, {
+            "groups": list(req["groups"]),
+            # v3+ (broker/authorization.py fills the operations in, when asked)
+            "include_authorized_operations": req.get("include_authorized_operations", False),
+        }
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
@@ -280,6 +284,7 @@ class DescribeGroups(Adapter):
                         }
                         for m in g.get("members") or []
                     ],
+                    "authorized_operations": g.get("authorized_operations", NOT_GIVEN),
                 }
                 for g in native["groups"]
             ]
