@@ -43,30 +43,34 @@ ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 
 
-def free_ports(n: int) -> list[int]:
-    """n distinct free loopback ports (held open together so they differ)."""
-    socks = []
+def port_range() -> tuple[int, int]:
+    """Where test servers' ports come from: below the kernel's ephemeral range, which every outgoing connection
+    takes its local port from (a port found free there can be taken by a client's connect() before the server
+    binds it: "address already in use" on a loaded run), and split between the xdist workers so that two
+    workers never pick the same one."""
     try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    low, high = 10000, max(ephemeral, 12000)
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker.startswith("gw") and worker[2:].isdigit() and count > 1:
+        span = (high - low) // count
+        low, high = low + int(worker[2:]) * span, low + (int(worker[2:]) + 1) * span
+    return low, high
 
 
 def free_port_runs(*lengths: int) -> list[int]:
     """The first port of each of several runs of consecutive free loopback ports, the runs disjoint (for
-    kl-cluster's --base-port, --kafka-base-port, ...)."""
+    kl-cluster's --base-port, --kafka-base-port, ...), from `port_range()`."""
     import random
 
     rng = random.Random()
+    low, high = port_range()
     while True:
         starts, taken = [], set()
         for n in lengths:
-            start = rng.randrange(20000, 60000 - n)
+            start = rng.randrange(low, high - n)
             ports = set(range(start, start + n))
             if ports & taken:
                 break
@@ -85,6 +89,11 @@ def free_port_runs(*lengths: int) -> list[int]:
             taken |= ports
         if len(starts) == len(lengths):
             return starts
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free loopback ports, from `port_range()`."""
+    return free_port_runs(*([1] * n))
 
 
 # The failure-detection timeouts before issue 24 (the defaults are now Kafka's patient 9 s / 2 s, broker/config.py),

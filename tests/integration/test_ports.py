@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.cluster_harness import HOST, wait_until
+from tests.integration.cluster_harness import HOST, port_range, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 KL = [sys.executable, "-m", "client.cli.cluster"]
@@ -21,7 +21,8 @@ KL = [sys.executable, "-m", "client.cli.cluster"]
 def free_layout(brokers: int, kafka: bool = False) -> int:
     """A base port B with B.., B+100.. (metrics), B+200 (console) and, with `kafka`, B+300.. free."""
     while True:
-        base = random.randrange(20000, 60000)
+        low, high = port_range()
+        base = random.randrange(low, high - 400)
         ports = [base + off + n for off in (0, 100, *((300,) if kafka else ())) for n in range(brokers)] + [base + 200]
         socks = []
         try:
