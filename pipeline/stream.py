@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from net.errors import KafkaLiteError
 from pipeline import options as opt
@@ -62,7 +62,7 @@ def max_rows(limit: ReadLimit) -> int | None:
     """The record cap of the ReadLimit Spark hands to latestOffset: None for no cap.
 
     Spark passes back the limit getDefaultReadLimit gave (ReadMaxRows for maxOffsetsPerTrigger), or
-    ReadAllAvailable (Trigger.Once, availableNow). The limits are dataclasses whose fields are snake_case
+    ReadAllAvailable (Trigger.Once). The limits are dataclasses whose fields are snake_case
     (`max_rows`) in every PySpark the source supports (4.2, 4.3); their docstrings' `maxRows` is wrong."""
     if isinstance(limit, ReadAllAvailable):
         return None
@@ -72,12 +72,14 @@ def max_rows(limit: ReadLimit) -> int | None:
     raise LogReadError(f"the kafkalite source does not support the read limit {limit!r}")
 
 
-class KafkaLiteStreamReader(DataSourceStreamReader):
+class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = opt.normalize(options)
         self.spec = opt.stream_spec(self.options)
         self.include_headers = self.spec.include_headers
         self._view: BrokerView | None = None
+        # Trigger.AvailableNow: the ends of the partitions when the query started, which no micro-batch passes
+        self._target: dict[TP, int] | None = None
 
     def __getstate__(self) -> dict:
         # Spark pickles the reader to its tasks: the driver's broker connections stay behind.
@@ -136,12 +138,20 @@ class KafkaLiteStreamReader(DataSourceStreamReader):
         n = self.spec.max_offsets_per_trigger
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow, as Spark's Kafka source: what is there now is read, in micro-batches of at most
+        maxOffsetsPerTrigger records, and nothing that comes later; then the query ends."""
+        self._target = self.view.offsets(self._partitions(), LATEST)
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         tps = self._partitions()
         latest = self.view.offsets(tps, LATEST)
         begin = from_json(start)
         new = [tp for tp in tps if tp not in begin]
         begin.update(self.view.offsets(new, EARLIEST))  # new partitions are read from their start
+        if self._target is not None:  # a partition that appeared since the query started is not read
+            target = self._target
+            latest = {tp: min(off, max(target.get(tp, begin[tp]), begin[tp])) for tp, off in latest.items()}
         cap = max_rows(limit)
         if cap is not None:
             latest = rate_limit(begin, latest, cap)

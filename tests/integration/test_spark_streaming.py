@@ -147,6 +147,31 @@ def test_readmes_shape_default_trigger_with_max_offsets_per_trigger_fills_a_memo
     assert batches and max(batches) <= cap and len(batches) >= 400 // cap, batches
 
 
+def test_available_now_reads_what_was_there_in_capped_micro_batches(spark, broker, tmp_path):
+    """Trigger.AvailableNow with maxOffsetsPerTrigger, as Spark's Kafka source: the 400 records there when the query
+    started, in micro-batches of at most the cap, then the query ends; the 50 produced while it runs are not read."""
+    topic, cap = "avail-now", 100
+    create(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, 0, 400)
+    sizes: list[int] = []
+    values: list[int] = []
+
+    def each(batch, _batch_id) -> None:  # type: ignore[no-untyped-def]
+        rows = batch.selectExpr("CAST(value AS STRING) AS v").collect()
+        if not sizes:
+            produce(broker.bootstrap, topic, 400, 50)  # arrives after the query started
+        sizes.append(len(rows))
+        values.extend(int(r["v"][1:]) for r in rows)
+
+    df = stream(spark, broker.bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=str(cap))
+    q = df.writeStream.foreachBatch(each).option("checkpointLocation", str(tmp_path / "ckpt"))
+    q = q.trigger(availableNow=True).start()
+    assert q.awaitTermination(180), "the availableNow query did not end"
+    assert q.exception() is None, q.exception()
+    assert sorted(values) == list(range(400)), "a record repeated, missing, or read though produced later"
+    assert len(sizes) >= 400 // cap and max(sizes) <= cap, sizes
+
+
 def test_starting_offsets_json_latest_and_timestamp(spark, broker, tmp_path):
     topic = "live-start"
     create(broker.bootstrap, topic, partitions=2)
