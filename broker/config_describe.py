@@ -87,6 +87,13 @@ class ConfigEntry:
         ]
 
 
+# Broker keys whose Kafka default is null, the value coming from a coarser key (`log.retention.hours`=168,
+# `log.roll.hours`, `log.roll.jitter.hours`, `log.flush.scheduler.interval.ms`): Kafka's ConfigHelper lists a topic
+# config's synonyms from its broker key on, so with none of them set the topic config has no DEFAULT_CONFIG synonym
+# (retention.ms: `synonyms=[]`, where compression.type has `compression.type=producer`).
+KAFKA_UNSET_BY_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms"})
+
+
 def topic_entries(config: BrokerConfig, overrides: dict[str, str], effective: LogConfig) -> list[ConfigEntry]:
     """Every topic config of a topic with these `overrides` and `effective` values, in name order."""
     kafka_defaults = {d.name: d for d in LogConfig.describe_keys()}
@@ -100,7 +107,8 @@ def topic_entries(config: BrokerConfig, overrides: dict[str, str], effective: Lo
         if broker_name is not None:
             if name in config.topic_defaults:
                 synonyms.append((broker_name, config.topic_defaults[name], ConfigSource.STATIC_BROKER_CONFIG))
-            synonyms.append((broker_name, doc.default, ConfigSource.DEFAULT_CONFIG))
+            if broker_name not in KAFKA_UNSET_BY_DEFAULT:
+                synonyms.append((broker_name, doc.default, ConfigSource.DEFAULT_CONFIG))
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         out.append(ConfigEntry(name, value, source, config_type(doc.type), False, False, doc.doc, tuple(synonyms)))
     return out

@@ -186,11 +186,12 @@ def test_describe_configs_types_sources_and_synonyms(cluster, admin):
     entries = done(admin.describe_configs([res]))[res]
     retention = entries["retention.ms"]
     assert retention.source == confluent_kafka.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    # Kafka's log.retention.ms has no default of its own (log.retention.hours gives it): no DEFAULT_CONFIG synonym
     assert [(s.name, s.source) for s in retention.synonyms.values()] == [
         ("retention.ms", confluent_kafka.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
-        ("log.retention.ms", confluent_kafka.admin.ConfigSource.DEFAULT_CONFIG.value),
     ]
-    assert retention.synonyms["log.retention.ms"].value == "604800000"
+    roll = entries["segment.ms"]  # log.roll.ms likewise (log.roll.hours)
+    assert roll.source == confluent_kafka.admin.ConfigSource.DEFAULT_CONFIG.value and not roll.synonyms
     assert entries["compression.type"].value == "zstd"
     segment = entries["segment.bytes"]
     assert segment.source == confluent_kafka.admin.ConfigSource.DEFAULT_CONFIG.value and segment.is_default

@@ -17,11 +17,14 @@ def test_a_topic_config_names_its_override_then_the_broker_synonyms():
     rows = _topic({"log.retention.ms": "1000"}, {"retention.ms": "5000"})
     r = rows["retention.ms"]
     assert (r.value, r.source, r.type) == ("5000", S.DYNAMIC_TOPIC_CONFIG, T.LONG)
+    # Kafka's log.retention.ms has no default of its own (log.retention.hours=168 gives it): no DEFAULT_CONFIG row
     assert r.synonyms == (
         ("retention.ms", "5000", S.DYNAMIC_TOPIC_CONFIG),
         ("log.retention.ms", "1000", S.STATIC_BROKER_CONFIG),
-        ("log.retention.ms", "604800000", S.DEFAULT_CONFIG),
     )
+    compression = _topic({}, {})["compression.type"]  # a broker key with a default: its DEFAULT_CONFIG row
+    assert compression.synonyms == (("compression.type", "producer", S.DEFAULT_CONFIG),)
+    assert _topic({}, {})["retention.ms"].synonyms == ()  # as Kafka: kafkajs's describeConfigs test expects []
     assert r.to_wire()[1] is False  # set on the topic
     # no override: the broker's static default is the source; still a default for the topic (native is_default)
     rows = _topic({"log.retention.ms": "1000"}, {})
@@ -58,12 +61,12 @@ def test_the_kafka_answer_carries_synonyms_and_documentation_only_when_asked():
     from broker.network.kafka.admin_adapters import DescribeConfigs
 
     cfg = BrokerConfig.from_props({})
-    rows = {e.name: e.to_wire() for e in topic_entries(cfg, {"retention.ms": "5"}, cfg.topic_config_defaults())}
+    rows = {e.name: e.to_wire() for e in topic_entries(cfg, {"segment.bytes": "5"}, cfg.topic_config_defaults())}
     native = {"results": [["t", 0, None, rows]], "brokers": []}
 
     def ask(synonyms: bool, docs: bool) -> dict:
         req = {
-            "resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": ["retention.ms"]}],
+            "resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": ["segment.bytes"]}],
             "include_synonyms": synonyms,
             "include_documentation": docs,
         }
@@ -71,10 +74,10 @@ def test_the_kafka_answer_carries_synonyms_and_documentation_only_when_asked():
         return entry
 
     bare = ask(False, False)
-    assert bare["synonyms"] == [] and bare["documentation"] is None and bare["config_type"] == T.LONG
+    assert bare["synonyms"] == [] and bare["documentation"] is None and bare["config_type"] == T.INT
     full = ask(True, True)
-    assert [s["name"] for s in full["synonyms"]] == ["retention.ms", "log.retention.ms"]
-    assert "older than this" in full["documentation"]
+    assert [s["name"] for s in full["synonyms"]] == ["segment.bytes", "log.segment.bytes"]
+    assert "segment file" in full["documentation"]
 
 
 def test_dynamic_broker_configs_are_described_with_their_source_and_synonyms():
