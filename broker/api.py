@@ -93,6 +93,9 @@ FORWARDED_APIS = frozenset(
 BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})
 _ALLOWED = object()
 MAX_FETCH_WAIT_MS = 60_000
+# How long a Kafka client's Metadata waits for a starting broker's first metadata image (see handle_metadata);
+# catching up takes well under a second, unless no controller can be reached.
+METADATA_CATCH_UP_WAIT_S = 5.0
 
 
 def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
@@ -463,7 +466,25 @@ class KafkaApis:
             answer["heartbeat_port"] = self.heartbeat_port
         return answer
 
-    def handle_metadata(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+    def handle_metadata(
+        self, body: dict[str, Any], ctx: ConnectionContext
+    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        if ctx.wire == "kafka" and self.image.offset < 0:
+            return self._metadata_once_published(body, ctx)
+        return self._metadata(body, ctx)
+
+    async def _metadata_once_published(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        """A Kafka client's Metadata to a broker that has not published its first image yet (it listens while it
+        catches up with the metadata log; Kafka opens its client listeners only after that catch-up) waits for
+        it, at most METADATA_CATCH_UP_WAIT_S. The empty image would name no broker and no topic, and librdkafka
+        decommissions every broker a Metadata answer leaves out: a transactional producer whose group
+        coordinator it forgot that way hangs in send_offsets_to_transaction (librdkafka issue 5511)."""
+        deadline = time.monotonic() + METADATA_CATCH_UP_WAIT_S
+        while self.image.offset < 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return self._metadata(body, ctx)
+
+    def _metadata(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         names = body.get("topics")
         image = self.image
         if names is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Awaitable, Callable
 
 import pytest
@@ -359,3 +360,37 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(broker):
         assert answer["error_code"] == ErrorCode.SECURITY_DISABLED
 
     run(broker, scenario)
+
+
+def test_a_kafka_clients_metadata_waits_for_the_first_published_image(tmp_path):
+    """A starting broker listens while it catches up with the metadata log (Kafka opens its client listeners only
+    after that). Until its first image is published a Kafka client's Metadata waits: an answer from the empty
+    image would name no broker, and librdkafka forgets every broker a Metadata answer leaves out. A native
+    client (kl-cluster, the test harness) is answered at once, from what the broker has."""
+    b = Broker(tmp_path)
+    published = b.image
+    b.apis.image = starting = MetadataImage()
+    b.apis.coordination = SimpleNamespace(controller_id=1, controller_epoch=1)  # type: ignore[assignment]
+    kafka = ConnectionContext("127.0.0.1:5000", listener="NATIVE", wire="kafka")
+    native = ConnectionContext("127.0.0.1:5001")
+    body = {"topics": [TOPIC]}
+
+    async def scenario() -> None:
+        answer = b.apis.handle(ApiKey.METADATA, 0, body, native)
+        assert answer["brokers"] == [] and answer["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        waiting = asyncio.ensure_future(b.apis.handle(ApiKey.METADATA, 0, body, kafka))
+        await asyncio.sleep(0.3)
+        assert not waiting.done(), "a Kafka client was answered from the empty image of a starting broker"
+        for offset in range(published.offset + 1):  # the broker catches up: its first image is published
+            starting.apply(offset, published_records[offset])
+        answer = await asyncio.wait_for(waiting, 2)
+        assert [row[0] for row in answer["brokers"]] == [1]
+        [topic] = answer["topics"]
+        assert topic["error_code"] == 0 and len(topic["partitions"]) == 2
+
+    published_records = [{"type": "broker", "id": 1, "host": "127.0.0.1", "port": 9092, "fenced": False}]
+    published_records += topic_records(TOPIC, 2) + topic_records(OFFSETS_TOPIC, 1)
+    try:
+        asyncio.run(scenario())
+    finally:
+        b.close()
