@@ -398,7 +398,7 @@ def _wait_replicas(cluster: ClusterHarness, topic: str, ok, what: str, timeout: 
 def test_the_cleaner_removes_aborted_records_and_lone_markers_and_spares_an_open_transaction(cluster):
     """A compacted topic on every replica's cleaner: an aborted transaction's records go (the abort marker stays
     while they are there), an open transaction's records and everything after its start stay (cleaning stops at
-    the LSO), and once it commits the abort marker, alone, goes (delete.retention.ms=0)."""
+    the LSO), and the abort marker, alone, goes (delete.retention.ms=0)."""
     topic = f"txn-compact-{uuid.uuid4().hex[:8]}"
     configs = {"cleanup.policy": "compact", "segment.bytes": "200", "min.cleanable.dirty.ratio": "0.01"}
     cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2", "delete.retention.ms": "0", **configs})
@@ -431,13 +431,20 @@ def test_the_cleaner_removes_aborted_records_and_lone_markers_and_spares_an_open
                            partition=0)  # fmt: skip
                 plain.flush()
 
+            orphans: list[list[tuple]] = []
+
             def aborted_gone(rows: list[tuple]) -> bool:
+                # Never an aborted record without its abort marker: a read_committed reader would take it as
+                # committed. Once the records are gone the marker is alone, and delete.retention.ms=0 lets the next
+                # pass (below the LSO) take it, so it may already be gone here too.
+                if b"aborted" in values(rows) and (aborted_pid, True, ()) not in rows:
+                    orphans.append(rows)
                 return b"aborted" not in values(rows)
 
             _wait_replicas(cluster, topic, aborted_gone, "the aborted records were not removed")
+            assert not orphans, f"aborted records without their abort marker: {orphans[0]}"
             for rows in _replica_batches(cluster, topic).values():
                 assert b"committed" in values(rows) and b"open" in values(rows) and b"late" in values(rows)
-                assert (aborted_pid, True, ()) in rows, "the abort marker went with its transaction's records"
             c.commit_transaction()
             for i in range(3):  # more closed segments after the commit: the next passes clean up to them
                 plain.send(topic, b"after-%d" % i, key=b"g%d" % i, partition=0)
