@@ -149,8 +149,13 @@ def test_a_late_produce_after_an_abort_is_refused_and_nothing_hangs(cluster):
     with Producer(cluster.bootstrap(), transactional_id=tid, linger_ms=1) as p:
         pid, epoch = aborted_transaction(p, topic)
         # A produce of the aborted transaction arriving late, on a partition it never added: the coordinator knows
-        # no ongoing transaction with it, so the leader refuses it (Kafka: INVALID_TXN_STATE).
-        row = raw_produce(cluster, topic, 1, pid, epoch, tid)
+        # no ongoing transaction with it, so the leader refuses it (Kafka: INVALID_TXN_STATE). While the abort's
+        # markers are still being written (PrepareAbort) the coordinator says CONCURRENT_TRANSACTIONS, which the
+        # leader answers NOT_ENOUGH_REPLICAS, and a producer retries, as Kafka's do.
+        deadline = time.monotonic() + 15
+        while (row := raw_produce(cluster, topic, 1, pid, epoch, tid))[1] == ErrorCode.NOT_ENOUGH_REPLICAS:
+            assert time.monotonic() < deadline, f"still NOT_ENOUGH_REPLICAS after 15 s: {row}"
+            time.sleep(0.1)
         assert row[1] == ErrorCode.INVALID_TXN_STATE, row
         # The producer goes on: its next transaction commits on both partitions (their first batches verified).
         p.begin_transaction()
