@@ -221,7 +221,9 @@ def render(runs: list[dict[str, float]], cmd: str, n: int, outside: list[float])
             "",
             md_table(["Target", "Measured", "Status"], targets),
             "",
-            "CPU used by processes outside this benchmark during each run: "
+            # kl-cluster daemonizes its brokers, so they are not this script's children: their CPU shows here too
+            "CPU used by processes other than this script and its clients during each run (the three brokers "
+            "included: kl-cluster runs them as daemons): "
             + ", ".join(f"run {i + 1}: {c:.2f} cores" for i, c in enumerate(outside))
             + ".",
         ]
