@@ -148,8 +148,9 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "DescribeConfigs entries differ from Kafka's (keys, config_source, synonyms; issue 27 §1, §2)",
         "path",
         r"describeConfigs\.spec\.js$",
-        "compression.type (default producer) is missing, synonyms are empty, and the full list lacks keys Kafka "
-        "2.4 describes.",
+        "the full list of a topic's configs lacks keys Kafka 2.4 describes and Kafka 4 removed "
+        "(message.format.version, message.downconversion.enable, message.timestamp.difference.max.ms; KIP-724, "
+        "KIP-937); Kafka Lite describes Kafka 4's.",
     ),
     (
         "test harness needs docker (scripts/addPartitions.sh, ...)",
@@ -168,8 +169,8 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "CreateTopics refused a topic the test needs (KafkaJSAggregateError: Topic creation errors)",
         "message",
         r"Topic creation errors",
-        "explicit replica assignments (INVALID_REQUEST) and the topic config message.timestamp.difference.max.ms "
-        "(INVALID_CONFIG); issue 27 §2.",
+        "the topic config message.timestamp.difference.max.ms (INVALID_CONFIG): Kafka 4 removed it (KIP-937; "
+        "message.timestamp.before.max.ms and after.max.ms replace it), and refuses it too.",
     ),
     (NEGATIVE_OFFSETS, "message", r'(?m)^- +"offset": "-[12]",$', ""),
     ("test timed out (kafkajs's 90 s per test)", "message", r"Exceeded timeout of \d+ ?ms|Async callback was not", ""),
