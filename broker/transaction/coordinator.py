@@ -77,6 +77,8 @@ class TransactionCoordinator:
         self.epochs: dict[int, int] = {}  # loaded partition -> coordinator epoch (its leader epoch)
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # Complete* appended to the log, durable not yet: (the state, its write). Requests for the id act on it.
+        self._completing: dict[str, tuple[TransactionMetadata, asyncio.Future[None]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._next_abort_check = 0
         self._next_expire_check = 0
@@ -104,6 +106,7 @@ class TransactionCoordinator:
             log.info("no longer transaction coordinator for %s-%d", TXN_TOPIC, p)
         for tid in [t for t in self.txns if self.partition_for(t) == p]:
             del self.txns[tid]
+            self._completing.pop(tid, None)
 
     async def _load(self, part: "Partition") -> None:
         lg = part.log
@@ -146,25 +149,46 @@ class TransactionCoordinator:
 
     # --- writing the state ---------------------------------------------------------------------
 
-    async def _write(self, meta: TransactionMetadata | None, tid: str) -> None:
-        """Make `meta` durable in __transaction_state (acks=all), then current. NOT_COORDINATOR if the
-        partition's leadership moved meanwhile."""
+    def _append(
+        self, meta: TransactionMetadata | None, tid: str, behind: "asyncio.Future[None] | None" = None
+    ) -> "asyncio.Future[None]":
+        """Append `meta` to __transaction_state now (acks=all); the future completes once it is durable, and
+        `meta` is current from then on. NOT_COORDINATOR if the partition's leadership moved meanwhile.
+        `behind`: the earlier write (a Complete* appended just before) that must be durable first; it is, once
+        this one is (one log, one high watermark), but its outcome decides whether this one applies."""
         p = self.partition_for(tid)
         epoch = self.epochs.get(p)
         tp = (TXN_TOPIC, p)
         results, pending = self.replica_manager.append_records(-1, {tp: build_batch([encode(meta, tid)], now_ms())})
-        if not results[tp].error and pending:
-            await self.replica_manager.wait_for_commit(results, pending, WRITE_TIMEOUT_S)
-        err = results[tp].error
-        if err or self.epochs.get(p) != epoch:
-            code = ErrorCode.NOT_COORDINATOR if err in (0, ErrorCode.NOT_LEADER_OR_FOLLOWER) else ErrorCode(err)
-            if code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT):
-                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            raise TxnError(code, f"writing {tid!r} to {TXN_TOPIC}-{p}: {results[tp].message or code.name}")
-        if meta is None:
-            self.txns.pop(tid, None)
-        else:
-            self.txns[tid] = meta
+
+        async def durable() -> None:
+            if not results[tp].error and pending:
+                await self.replica_manager.wait_for_commit(results, pending, WRITE_TIMEOUT_S)
+            err = results[tp].error
+            if err or self.epochs.get(p) != epoch:
+                code = ErrorCode.NOT_COORDINATOR if err in (0, ErrorCode.NOT_LEADER_OR_FOLLOWER) else ErrorCode(err)
+                if code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT):
+                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                raise TxnError(code, f"writing {tid!r} to {TXN_TOPIC}-{p}: {results[tp].message or code.name}")
+            if behind is not None:
+                await behind  # its error is ours: this state was computed from it
+            if meta is None:
+                self.txns.pop(tid, None)
+            else:
+                self.txns[tid] = meta
+
+        return asyncio.ensure_future(durable())
+
+    async def _write(self, meta: TransactionMetadata | None, tid: str) -> None:
+        """Make `meta` durable in __transaction_state, then current (behind a Complete* being written)."""
+        completing = self._completing.get(tid)
+        await self._append(meta, tid, completing[1] if completing is not None else None)
+
+    def _current(self, tid: str) -> TransactionMetadata | None:
+        """The state a request for `tid` acts on, under its lock: a Complete* appended and not yet durable
+        counts (the request's own write goes behind it and is answered only once both are durable)."""
+        completing = self._completing.get(tid)
+        return completing[0] if completing is not None else self.txns.get(tid)
 
     # --- the requests ------------------------------------------------------------------------
 
@@ -176,11 +200,11 @@ class TransactionCoordinator:
                 f"transaction.timeout.ms {timeout_ms} is not in (0, {self.max_timeout_ms}]: transaction.max.timeout.ms",
             )
         async with self._locked(tid):
-            meta = self.txns.get(tid)
+            meta = self._current(tid)
             if meta is not None and meta.state == TxnState.ONGOING:
                 # A new producer with this id: the old one's transaction is aborted (and the old one fenced).
                 await self._end(meta, st.fence_for_abort(meta, now_ms()))
-                meta = self.txns.get(tid)
+                meta = self._current(tid)
             elif meta is not None and meta.state in st.PREPARING:
                 raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{tid!r}: a transaction is being completed")
             nxt = st.init_producer(meta, tid, timeout_ms, secrets.randbits(62), now_ms(), expected)
@@ -202,7 +226,9 @@ class TransactionCoordinator:
         transaction is being completed (Prepare*), CONCURRENT_TRANSACTIONS, as Kafka's coordinator answers: the
         leader turns it into a retriable produce error, so a produce racing the commit is retried, not refused."""
         self.check_owner(tid)
-        meta = self._get(tid)
+        meta = self.txns.get(tid)  # the durable state: an ongoing transaction's partitions are durable in it
+        if meta is None:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"no producer id is known for {tid!r}")
         st.check_producer(meta, pid, epoch)
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{tid!r} has a transaction being completed")
@@ -236,7 +262,7 @@ class TransactionCoordinator:
             lock.release()
 
     def _get(self, tid: str) -> TransactionMetadata:
-        meta = self.txns.get(tid)
+        meta = self._current(tid)
         if meta is None:
             raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"no producer id is known for {tid!r}")
         return meta
@@ -255,22 +281,46 @@ class TransactionCoordinator:
 
     async def _finish_quietly(self, tid: str) -> None:
         """Markers and Complete* for a Prepare* state, retried until written or until this broker is no longer
-        the id's coordinator (the next one loads Prepare* and finishes it)."""
-        async with self._locks[tid]:
-            while True:
-                meta = self.txns.get(tid)
-                if meta is None or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                    return
-                try:
-                    await self._write_markers(meta)
-                    await self._write(st.complete(meta, now_ms()), tid)
-                    return
-                except (TxnError, KafkaLiteError) as e:
-                    if self.partition_for(tid) not in self.epochs:
-                        log.info("completing the transaction of %r is left to the next coordinator: %s", tid, e)
+        the id's coordinator (the next one loads Prepare* and finishes it).
+
+        The id's lock is held until Complete* is appended, not until it is durable: the next request for the
+        id (the producer's next AddPartitionsToTxn, already waiting) appends its state right behind it and is
+        answered once both are durable, one replication round instead of two. Nothing is answered earlier than
+        before: the markers are durable before Complete* is appended, Complete* before the next state applies."""
+        while True:
+            async with self._locks[tid]:
+                while True:
+                    meta = self._current(tid)
+                    if meta is None or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                         return
-                    log.warning("completing the transaction of %r failed, retrying: %s", tid, e)
-                await asyncio.sleep(MARKER_RETRY_S)
+                    try:
+                        await self._write_markers(meta)
+                        completed = st.complete(meta, now_ms())
+                        durable = self._append(completed, tid)
+                        break
+                    except (TxnError, KafkaLiteError) as e:
+                        if not self._retrying(tid, e):
+                            return
+                    await asyncio.sleep(MARKER_RETRY_S)
+                self._completing[tid] = (completed, durable)
+            try:
+                await durable
+                return
+            except (TxnError, KafkaLiteError) as e:
+                if not self._retrying(tid, e):
+                    return
+            finally:
+                if tid in self._completing and self._completing[tid][1] is durable:
+                    del self._completing[tid]
+            await asyncio.sleep(MARKER_RETRY_S)
+
+    def _retrying(self, tid: str, e: Exception) -> bool:
+        """Whether completing `tid` is retried after `e`: not once this broker is no longer its coordinator."""
+        if self.partition_for(tid) not in self.epochs:
+            log.info("completing the transaction of %r is left to the next coordinator: %s", tid, e)
+            return False
+        log.warning("completing the transaction of %r failed, retrying: %s", tid, e)
+        return True
 
     async def _write_markers(self, meta: TransactionMetadata) -> None:
         """A marker on every partition of the transaction, each through its current leader, until all have one

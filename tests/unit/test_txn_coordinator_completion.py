@@ -22,12 +22,19 @@ class CompleteFailsOnce(TransactionCoordinator):
         self.written: list[TxnState | None] = []
         self.markers: list[TxnState] = []
 
-    async def _write(self, meta: TransactionMetadata | None, tid: str) -> None:
-        if meta is not None and meta.state == TxnState.COMPLETE_ABORT and meta.state not in self.written:
-            self.written.append(meta.state)
-            raise TxnError(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "ISR shrank below min.insync.replicas")
-        self.written.append(meta.state if meta else None)
-        self.txns[tid] = meta  # type: ignore[assignment]
+    def _append(
+        self, meta: TransactionMetadata | None, tid: str, behind: "asyncio.Future[None] | None" = None
+    ) -> "asyncio.Future[None]":
+        async def durable() -> None:
+            if meta is not None and meta.state == TxnState.COMPLETE_ABORT and meta.state not in self.written:
+                self.written.append(meta.state)
+                raise TxnError(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "ISR shrank below min.insync.replicas")
+            self.written.append(meta.state if meta else None)
+            if behind is not None:
+                await behind
+            self.txns[tid] = meta  # type: ignore[assignment]
+
+        return asyncio.ensure_future(durable())
 
     async def _write_markers(self, meta: TransactionMetadata) -> None:
         self.markers.append(meta.state)
@@ -49,3 +56,98 @@ async def _abort_then_init() -> None:
     assert c.markers == [TxnState.PREPARE_ABORT, TxnState.PREPARE_ABORT]  # written again: idempotent on leaders
     pid, epoch = await c.init_producer_id("t", 1000, (-1, -1))  # no CONCURRENT_TRANSACTIONS
     assert (pid, epoch) == (7, 2)
+
+
+class HeldWrites(TransactionCoordinator):
+    """Its __transaction_state writes are appended in order and become durable only when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__(1, None, lambda: None, 1, 900_000, 604_800_000, 10, 3_600_000)  # type: ignore[arg-type]
+        self.epochs[0] = 0
+        self.log: list[tuple[TxnState | None, asyncio.Future[None]]] = []  # appended, with its commit
+
+    def _append(
+        self, meta: TransactionMetadata | None, tid: str, behind: "asyncio.Future[None] | None" = None
+    ) -> "asyncio.Future[None]":
+        committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.log.append((meta.state if meta else None, committed))
+
+        async def durable() -> None:
+            await committed
+            if behind is not None:
+                await behind
+            self.txns[tid] = meta  # type: ignore[assignment]
+
+        return asyncio.ensure_future(durable())
+
+    async def _write_markers(self, meta: TransactionMetadata) -> None:
+        pass
+
+    def commit(self, i: int, error: TxnError | None = None) -> None:
+        committed = self.log[i][1]
+        if error is None:
+            committed.set_result(None)
+        else:
+            committed.set_exception(error)
+
+
+async def _until(cond: object) -> None:
+    for _ in range(2000):  # the completion's retry waits MARKER_RETRY_S
+        if cond():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition not reached")
+
+
+def test_the_next_transaction_is_appended_behind_complete_and_answered_once_both_are_durable():
+    asyncio.run(_next_behind_complete())
+
+
+async def _next_behind_complete() -> None:
+    c = HeldWrites()
+    c.txns["t"] = TransactionMetadata("t", 7, 0, 60_000, TxnState.ONGOING, {("orders", 0)}, start_ms=1, update_ms=1)
+    end = asyncio.ensure_future(c.end_txn("t", 7, 0, True))
+    await _until(lambda: len(c.log) == 1)
+    c.commit(0)  # PrepareCommit durable: EndTxn answered, the markers and Complete* follow
+    await end
+    await _until(lambda: len(c.log) == 2)
+    assert c.log[1][0] == TxnState.COMPLETE_COMMIT
+    add = asyncio.ensure_future(c.add_partitions("t", 7, 0, {("orders", 1)}))
+    await _until(lambda: len(c.log) == 3)  # appended while Complete* is not durable yet
+    assert c.log[2][0] == TxnState.ONGOING
+    assert c.txns["t"].state == TxnState.PREPARE_COMMIT  # nothing applies before it is durable
+    c.commit(2)
+    await asyncio.sleep(0.01)
+    assert not add.done(), "answered before the Complete* it was computed from is durable"
+    c.commit(1)
+    await add
+    assert c.txns["t"].state == TxnState.ONGOING and c.txns["t"].partitions == {("orders", 1)}
+
+
+def test_a_next_transaction_behind_a_failed_complete_is_refused_and_the_transaction_completed():
+    asyncio.run(_next_behind_failed_complete())
+
+
+async def _next_behind_failed_complete() -> None:
+    c = HeldWrites()
+    c.txns["t"] = TransactionMetadata("t", 7, 0, 60_000, TxnState.ONGOING, {("orders", 0)}, start_ms=1, update_ms=1)
+    end = asyncio.ensure_future(c.end_txn("t", 7, 0, True))
+    await _until(lambda: len(c.log) == 1)
+    c.commit(0)
+    await end
+    await _until(lambda: len(c.log) == 2)
+    add = asyncio.ensure_future(c.add_partitions("t", 7, 0, {("orders", 1)}))
+    await _until(lambda: len(c.log) == 3)
+    c.commit(1, TxnError(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "ISR shrank"))
+    c.commit(2)
+    try:
+        await add
+    except TxnError as e:
+        assert e.code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    else:
+        raise AssertionError("AddPartitionsToTxn answered behind a Complete* that failed")
+    assert c.txns["t"].state == TxnState.PREPARE_COMMIT
+    await _until(lambda: len(c.log) == 4)  # the completion is retried: markers again, Complete* again
+    assert c.log[3][0] == TxnState.COMPLETE_COMMIT
+    c.commit(3)
+    await _until(lambda: c.txns["t"].state == TxnState.COMPLETE_COMMIT)
