@@ -99,12 +99,9 @@ async def _until(cond: object) -> None:
     raise AssertionError("condition not reached")
 
 
-def test_the_next_transaction_is_appended_behind_complete_and_answered_once_both_are_durable():
-    asyncio.run(_next_behind_complete())
-
-
-async def _next_behind_complete() -> None:
-    c = HeldWrites()
+async def _committed_then_next(c: HeldWrites) -> "asyncio.Future[None]":
+    """A transaction committed (PrepareCommit durable, Complete* appended), then the producer's next
+    AddPartitionsToTxn: its state appended, nothing durable past PrepareCommit."""
     c.txns["t"] = TransactionMetadata("t", 7, 0, 60_000, TxnState.ONGOING, {("orders", 0)}, start_ms=1, update_ms=1)
     end = asyncio.ensure_future(c.end_txn("t", 7, 0, True))
     await _until(lambda: len(c.log) == 1)
@@ -115,6 +112,16 @@ async def _next_behind_complete() -> None:
     add = asyncio.ensure_future(c.add_partitions("t", 7, 0, {("orders", 1)}))
     await _until(lambda: len(c.log) == 3)  # appended while Complete* is not durable yet
     assert c.log[2][0] == TxnState.ONGOING
+    return add
+
+
+def test_the_next_transaction_is_appended_behind_complete_and_answered_once_both_are_durable():
+    asyncio.run(_next_behind_complete())
+
+
+async def _next_behind_complete() -> None:
+    c = HeldWrites()
+    add = await _committed_then_next(c)
     assert c.txns["t"].state == TxnState.PREPARE_COMMIT  # nothing applies before it is durable
     c.commit(2)
     await asyncio.sleep(0.01)
@@ -130,14 +137,7 @@ def test_a_next_transaction_behind_a_failed_complete_is_refused_and_the_transact
 
 async def _next_behind_failed_complete() -> None:
     c = HeldWrites()
-    c.txns["t"] = TransactionMetadata("t", 7, 0, 60_000, TxnState.ONGOING, {("orders", 0)}, start_ms=1, update_ms=1)
-    end = asyncio.ensure_future(c.end_txn("t", 7, 0, True))
-    await _until(lambda: len(c.log) == 1)
-    c.commit(0)
-    await end
-    await _until(lambda: len(c.log) == 2)
-    add = asyncio.ensure_future(c.add_partitions("t", 7, 0, {("orders", 1)}))
-    await _until(lambda: len(c.log) == 3)
+    add = await _committed_then_next(c)
     c.commit(1, TxnError(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "ISR shrank"))
     c.commit(2)
     try:
