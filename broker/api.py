@@ -18,6 +18,7 @@ from broker.config_describe import LIST_KEYS, broker_entries, default_broker_ent
 from broker.controller_channel import unwrap
 from broker.describe_topic_partitions import DescribeTopicPartitionsApi
 from broker.dynamic_config import DEFAULT_BROKER, altered, broker_resource
+from broker.fetch_session import FINAL_EPOCH, NO_SESSION, FetchContext, FetchSessionCache
 from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
 from broker.metadata import missing_topic_code, validate_topic_name
@@ -149,6 +150,22 @@ def _topic_partitions(body: dict[str, Any]) -> list[tuple[str, list[Any]]]:
     return out
 
 
+def _partition_lists(value: Any) -> list[tuple[str, list[int]]]:
+    """[[topic, [partition, ...]], ...] (absent: none) with shapes checked."""
+    out = []
+    for entry in as_list(value if value is not None else [], "forgotten"):
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], str)
+            or not isinstance(entry[1], list)
+            or not all(type(q) is int for q in entry[1])
+        ):
+            raise BadRequest("each forgotten entry must be [topic, [partition numbers]]")
+        out.append((entry[0], entry[1]))
+    return out
+
+
 class KafkaApis:
     """The request handlers of both listeners (Kafka's KafkaApis): each gets the services it uses."""
 
@@ -178,6 +195,9 @@ class KafkaApis:
         # This broker's heartbeat listener (broker/network/heartbeat.py; -1: none, ZooKeeper mode or alone).
         self.heartbeat_port = heartbeat_port
         self.replica_manager = replica_manager
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms
+        )
         self.image = image
         self.coordination = coordination
         self.controller = controller
@@ -423,13 +443,29 @@ class KafkaApis:
                         read_committed,
                     )
                 )
-        return self._fetch(specs, max_wait, min_bytes, max_bytes, replica_id)
+        if replica_id < 0:
+            return self._fetch(FetchContext(specs), max_wait, min_bytes, max_bytes, replica_id)
+        # A follower's fetch: in its fetch session (KIP-227, broker/fetch_session.py). A body without a session
+        # epoch (an older follower) is sessionless, as a full fetch with the final epoch is.
+        forgotten = [(t, q) for t, qs in _partition_lists(body.get("forgotten")) for q in qs]
+        context = self.fetch_sessions.new_context(
+            replica_id,
+            _int(body, "session_id", NO_SESSION),
+            _int(body, "session_epoch", FINAL_EPOCH),
+            specs,
+            forgotten,
+            time.monotonic(),
+        )
+        return self._fetch(context, max_wait, min_bytes, max_bytes, replica_id)
 
     async def _fetch(
-        self, specs: list[Any], max_wait: int, min_bytes: int, max_bytes: int, replica_id: int
+        self, context: FetchContext, max_wait: int, min_bytes: int, max_bytes: int, replica_id: int
     ) -> dict[str, Any]:
-        results = await self.replica_manager.fetch_messages(specs, max_wait, min_bytes, max_bytes, replica_id)
-        return {"topics": _group(results)}
+        results = await self.replica_manager.fetch_messages(context.specs, max_wait, min_bytes, max_bytes, replica_id)
+        answer: dict[str, Any] = {"topics": _group(context.answer(results))}
+        if replica_id >= 0:
+            answer["session_id"] = context.session_id
+        return answer
 
     def handle_list_offsets(self, req: ListOffsetsRequest, ctx: ConnectionContext) -> ListOffsetsResponse:
         """Kafka's ListOffsets: per partition, the earliest (-2) or latest (-1) offset or the first at or after a

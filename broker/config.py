@@ -302,6 +302,20 @@ class BrokerConfig(SecurityKeys):
         "the step in which a replication throttle's rate may be overshot.",
         ge=0,
     )
+    # KIP-227 (broker/fetch_session.py): a follower's fetch names only the partitions whose position moved.
+    max_incremental_fetch_session_cache_slots: Int = key(
+        "max.incremental.fetch.session.cache.slots",
+        1000,
+        "Incremental fetch sessions (KIP-227) a leader holds for its followers' fetchers; 0: every follower "
+        "fetch names every partition it follows.",
+        ge=0,
+    )
+    min_incremental_fetch_session_eviction_ms: Int = key(
+        "min.incremental.fetch.session.eviction.ms",
+        120000,
+        "How long a fetch session must have been idle before a new one may take its slot.",
+        ge=0,
+    )
     group_min_session_timeout_ms: Int = key(
         "group.min.session.timeout.ms", 6000, "Smallest session.timeout.ms a group member may ask for.", ge=1
     )

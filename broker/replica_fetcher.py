@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
+from broker.fetch_session import FetchSessionHandler
 from broker.partition import FetchResult, Partition
 from broker.replication_quota import ReplicationQuota
 from net.errors import ErrorCode, KafkaLiteError, error_for
@@ -98,6 +99,7 @@ class ReplicaFetcher:
         # maximum), spread ±20% so that the followers of a leader that failed do not all come back at once.
         self._retry = Backoff(backoff_s * 1000, backoff_s * 1000)
         self.followed = FollowedPartitions()
+        self.session = FetchSessionHandler()  # with this leader (KIP-227)
         # The follower's replication throttle (broker/replication_quota.py), shared by the broker's fetchers.
         self.quota = quota
         self._task: asyncio.Task[None] | None = None
@@ -168,26 +170,47 @@ class ReplicaFetcher:
         if not sent:
             await asyncio.sleep(self.backoff_s)
             return
+        # The follower's log start rides along (Kafka's FetchPartition.log_start_offset): the leader's
+        # DeleteRecords waits for it (the low watermark).
+        rows = {
+            tp: (offset, self.max_partition_bytes, leader_epoch, last_epoch, sent[tp][0].log.log_start_offset)
+            for tp, offset, last_epoch, leader_epoch in specs
+        }
+        fetch = self.session.build(rows)  # in a fetch session, only what moved goes on the wire (KIP-227)
         topics: dict[str, list[Any]] = {}
-        for tp, offset, last_epoch, leader_epoch in specs:
-            # The follower's log start rides along (Kafka's FetchPartition.log_start_offset): the leader's
-            # DeleteRecords waits for it (the low watermark).
-            start = sent[tp][0].log.log_start_offset
-            row = [tp[1], offset, self.max_partition_bytes, leader_epoch, last_epoch, start]
-            topics.setdefault(tp[0], []).append(row)
+        for (topic, partition), (offset, max_bytes, leader_epoch, last_epoch, start) in fetch.send.items():
+            topics.setdefault(topic, []).append([partition, offset, max_bytes, leader_epoch, last_epoch, start])
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in fetch.forgotten:
+            forgotten.setdefault(topic, []).append(partition)
         body = {
             "replica_id": self.broker_id,
             "max_wait_ms": self.max_wait_ms,
             "min_bytes": 1,
             "max_bytes": 16 * 1024 * 1024,
+            "session_id": fetch.session_id,
+            "session_epoch": fetch.epoch,
             "topics": [[t, parts] for t, parts in topics.items()],
+            "forgotten": [[t, parts] for t, parts in forgotten.items()],
         }
-        resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.max_wait_ms / 1000 + 10)
-        if resp.get("error_code"):
-            raise error_for(resp["error_code"], resp.get("error_message", ""))
+        try:
+            resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.max_wait_ms / 1000 + 10)
+        except BaseException:
+            self.session.reset()  # failed or abandoned: the leader may have applied it, so start over
+            raise
+        code = resp.get("error_code")
+        if code:
+            self.session.reset()
+            if code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                log.debug(
+                    "fetch session with leader %d: %s; fetching in full", self.leader_id, resp.get("error_message")
+                )
+                return  # a leader that restarted or evicted the session: the next fetch, at once, is a full one
+            raise error_for(code, resp.get("error_message", ""))
+        self.session.answered(fetch, int(resp.get("session_id") or 0))
         answered = asyncio.get_running_loop().time()
-        for topic, rows in resp.get("topics", []):
-            for row in rows:
+        for topic, rows_ in resp.get("topics", []):
+            for row in rows_:
                 partition, err, hw, _lso, start, records, message, div_epoch, div_end, leo, *_ = row
                 p = self.followed.answered(sent, (topic, partition))
                 if records and self.quota is not None and self.quota.is_throttled(topic, partition):

@@ -71,6 +71,7 @@ from typing import Any
 
 from broker.controller import MetadataImage, PartitionState, check_broker_incarnation
 from broker.controller_service import ControllerService
+from broker.fetch_session import FetchSessionCache, FetchSessionError, FetchSessionHandler, SessionFetch
 from broker.log.config import LogConfig
 from broker.log.log import Log
 from broker.metadata_apply import (
@@ -262,13 +263,19 @@ class AlterIsrResult:
 class Fetch:
     src: int
     req: int
+    # In a fetch session (broker/fetch_session.py): only the rows that changed, and the partitions to forget.
+    session_id: int
+    session_epoch: int
     specs: tuple[tuple[int, int, int, int], ...]  # (partition, fetch offset, current leader epoch, last fetched epoch)
+    forgotten: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class FetchAnswer:
     req: int
     rows: tuple[tuple[int, PartitionFetch], ...]  # (partition, Partition.read_for_follower's answer)
+    session_id: int = 0
+    error: int = 0  # a fetch session error (the whole fetch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +395,9 @@ class _Fetcher:
 
     leader: int
     followed: FollowedPartitions = field(default_factory=FollowedPartitions)
+    session: FetchSessionHandler = field(default_factory=FetchSessionHandler)  # with this leader (KIP-227)
     req: int | None = None  # the request in flight
+    fetch: SessionFetch | None = None  # ... as its session built it
     sent: dict[tuple[str, int], tuple[Partition, int]] = field(default_factory=dict)
     scheduled: bool = False  # a _FETCH timer is pending
 
@@ -411,6 +420,7 @@ class SimBroker:
         self.parts: dict[int, Partition] = {}  # broker/partition.py's Partition over broker/log/log.py's Log
         self.waiters: dict[int, list[_Waiter]] = {}
         self.fetchers: dict[int, _Fetcher] = {}
+        self.fetch_sessions = FetchSessionCache(max_slots=4)  # the followers' sessions with this leader (KIP-227)
         self.attempts = AlterPartitionAttempts()  # AlterPartition requests without a verdict (per process)
         self.crash_pending = False
         self.catch_up_to: int | None = None  # after a restart: the metadata log end to reach before acting
@@ -421,6 +431,7 @@ class SimBroker:
         self.up, self.paused, self.deferred = True, False, []
         self.image, self.applied = MetadataImage(), 0
         self.parts, self.waiters, self.fetchers = {}, {}, {}
+        self.fetch_sessions = FetchSessionCache(max_slots=4)
         self.attempts = AlterPartitionAttempts()
         self.crash_pending = False
         self.catch_up_to = None
@@ -558,6 +569,7 @@ class Simulation(EventLoop):
             f = b.fetchers.get(leader)
             if f is not None and f.req == req:
                 f.req = None  # NetworkError: the fetcher backs off and fetches again
+                f.session.reset()  # the leader may have applied the lost fetch
                 self._schedule_fetch(b, f, p.fetch_idle_ms)
         elif what == _ALTER_TIMEOUT:
             self._alter_timed_out(b, arg)
@@ -806,15 +818,39 @@ class Simulation(EventLoop):
             self._schedule_fetch(b, f, self.params.fetch_idle_ms)
             return
         f.req = self._next_req()
-        rows = tuple((p, offset, leader_epoch, last_epoch) for (_, p), offset, last_epoch, leader_epoch in specs)
-        self._send(b.id, f.leader, Fetch(b.id, f.req, rows))
+        max_bytes = self.params.fetch_max_records * BATCH_BYTES
+        f.fetch = f.session.build(
+            {tp: (offset, max_bytes, leader_epoch, last_epoch, -1) for tp, offset, last_epoch, leader_epoch in specs}
+        )
+        rows = tuple((p, r[0], r[2], r[3]) for (_, p), r in f.fetch.send.items())
+        forgotten = tuple(p for _, p in f.fetch.forgotten)
+        self._send(b.id, f.leader, Fetch(b.id, f.req, f.fetch.session_id, f.fetch.epoch, rows, forgotten))
         self._timer(b, self.params.rpc_timeout_ms, _FETCH_TIMEOUT, (f.leader, f.req))
 
     def _serve_fetch(self, b: SimBroker, msg: Fetch) -> None:
-        """ReplicaManager.read for a follower: Partition.read_for_follower."""
+        """KafkaApis.handle_fetch's session (broker/fetch_session.py), then ReplicaManager.read for a follower:
+        Partition.read_for_follower, for every partition of the session."""
         rows = []
         max_bytes = self.params.fetch_max_records * BATCH_BYTES
-        for p, offset, current_epoch, last_epoch in msg.specs:
+        try:
+            ctx = b.fetch_sessions.new_context(
+                msg.src,
+                msg.session_id,
+                msg.session_epoch,
+                [FetchSpec((TOPIC, p), o, max_bytes, ce, le) for p, o, ce, le in msg.specs],
+                [(TOPIC, p) for p in msg.forgotten],
+                float(self.now),
+            )
+        except FetchSessionError as e:
+            self._send(b.id, msg.src, FetchAnswer(msg.req, (), error=int(e.code)))
+            return
+        for spec in ctx.specs:
+            p, offset, current_epoch, last_epoch = (
+                spec.tp[1],
+                spec.offset,
+                spec.current_leader_epoch,
+                spec.last_fetched_epoch,
+            )
             part = b.parts.get(p)
             if part is None:
                 rows.append((p, PartitionFetch(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))))
@@ -824,13 +860,21 @@ class Simulation(EventLoop):
                 spec = FetchSpec((TOPIC, p), offset, max_bytes, current_epoch, last_epoch)
                 rows.append((p, part.read_for_follower(spec, msg.src, self.now)))
                 self._check_waiters(b, part)
-        self._send(b.id, msg.src, FetchAnswer(msg.req, tuple(rows)))
+        answer = ctx.answer({(TOPIC, p): row for p, row in rows})
+        self._send(
+            b.id, msg.src, FetchAnswer(msg.req, tuple((tp[1], row) for tp, row in answer.items()), ctx.session_id)
+        )
 
     def _on_fetch_result(self, b: SimBroker, leader: int, msg: FetchAnswer) -> None:
         f = b.fetchers.get(leader)
         if f is None or f.req != msg.req:
             return  # not the request in flight (timed out, duplicated, or the fetcher is gone)
         f.req = None
+        if msg.error or f.fetch is None:
+            f.session.reset()  # a session the leader lost (it restarted) or an epoch out of turn: fetch in full
+            self._schedule_fetch(b, f, 1)
+            return
+        f.session.answered(f.fetch, msg.session_id)
         got = False
         for partition, row in msg.rows:
             part = f.followed.answered(f.sent, (TOPIC, partition))
