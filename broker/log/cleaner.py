@@ -66,6 +66,9 @@ log = logging.getLogger("kafkalite.log.cleaner")
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 # Kafka bounds its offset map by log.cleaner.dedupe.buffer.size; a dict of this many keys is about as big.
 DEFAULT_MAX_MAP_KEYS = 1_000_000
+# Batch headers read per pass to learn the delete horizons of logs the cleaner has not cleaned since it started
+# (~3 us each): a restart's scan of large compacted logs is spread over passes instead of one long burst.
+DEFAULT_SCAN_BATCHES_PER_PASS = 200_000
 _READ_CHUNK = 1024 * 1024
 
 TopicPartition = tuple[str, int]
@@ -170,6 +173,50 @@ class _Transactions:
         return True, None
 
 
+@dataclass(slots=True)
+class HorizonScan:
+    """Where reading a log's delete horizons from its batch headers has got to, and the earliest so far: the
+    earliest of a marker, or of a batch that still holds a tombstone."""
+
+    base: int = -1  # the base offset of the segment being read
+    position: int = 0  # the next batch's position in it
+    earliest: int | None = None
+
+    def advance(self, segments: Sequence[LogSegment], budget: int) -> tuple[bool, int]:
+        """Read on through `segments` (closed ones: no batch moves under a position) for at most `budget`
+        batches; (whether all were read, how many batches were). Segments retention or truncation took away
+        meanwhile are simply not there; ones compaction replaced are not (it starts the scan afresh)."""
+        done = 0
+        for seg in segments:
+            if seg.base_offset < self.base:
+                continue
+            if seg.base_offset > self.base:
+                self.base, self.position = seg.base_offset, 0
+            fd = os.open(seg.path, os.O_RDONLY)  # a private fd, as read_batches
+            try:
+                for pos, h in iter_headers(fd, self.position, seg.size):
+                    if done == budget or pos + h.size > seg.size:
+                        self.position = pos
+                        return False, done
+                    done += 1
+                    self._consider(fd, pos, h)
+                self.position = seg.size
+            finally:
+                os.close(fd)
+        return True, done
+
+    def _consider(self, fd: int, pos: int, h: BatchHeader) -> None:
+        horizon = h.delete_horizon_ms
+        if horizon is None or (self.earliest is not None and horizon >= self.earliest):
+            return
+        if not h.is_control:
+            data = os.pread(fd, h.size, pos)
+            validate(data)
+            if all(r[3] is not None for r in records_of(data, 0, h)):
+                return  # its tombstones went, its other records stay: nothing waits for its horizon
+        self.earliest = horizon
+
+
 class _Retention:
     """What one cleaning keeps of each batch, as Kafka's cleaner's RecordFilter: a record unless a later record
     of its key supersedes it or it has no key; tombstones and lone markers until their batch's delete horizon,
@@ -239,17 +286,25 @@ class _Retention:
 
 
 class LogCleaner:
-    def __init__(self, clock: Callable[[], float] = time.time, max_map_keys: int = DEFAULT_MAX_MAP_KEYS) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        max_map_keys: int = DEFAULT_MAX_MAP_KEYS,
+        scan_batches_per_pass: int = DEFAULT_SCAN_BATCHES_PER_PASS,
+    ) -> None:
         self._clock = clock
         self.max_map_keys = max_map_keys
+        self.scan_batches_per_pass = scan_batches_per_pass
+        self._scan_budget = 0  # what is left of it in this pass
         self._run_lock = threading.Lock()  # one pass at a time; shutdown waits for it
         self._stopping = threading.Event()
         # Both keyed by Log object, not name: a deleted and re-created topic starts dirty again.
         self._checkpoints: dict[Log, int] = {}  # first dirty offset
         # The earliest delete horizon of a tombstone or lone marker in the log's cleanable range (None: none),
         # so that the log is cleaned when it passes. Only a summary of what the batches hold: absent (after a
-        # restart, an aborted cleaning) means unknown, and the batches' headers are read again.
+        # restart, an aborted cleaning) means unknown, and the batches' headers are read again (_scans).
         self._horizons: dict[Log, int | None] = {}
+        self._scans: dict[Log, HorizonScan] = {}
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -281,6 +336,7 @@ class LogCleaner:
             if self._stopping.is_set():
                 return []
             now = self._now_ms()
+            self._scan_budget = self.scan_batches_per_pass
             stale_dirs = self._forget_deleted({lg for logs in logs_by_dir.values() for lg in logs.values()})
             todo = []
             for d, logs in logs_by_dir.items():
@@ -318,13 +374,20 @@ class LogCleaner:
         return None
 
     def _horizon_passed(self, lg: Log, c: _Cleanable, now: int) -> bool:
-        if lg not in self._horizons:
+        if lg in self._horizons:
+            horizon = self._horizons[lg]
+        else:  # unknown: read on from the headers, as far as this pass's budget goes
+            scan = self._scans.setdefault(lg, HorizonScan())
             try:
-                self._horizons[lg] = earliest_delete_horizon(c.segments)
+                finished, done = scan.advance(c.segments, self._scan_budget)
             except InvalidBatch as e:  # the cleaning itself would fail on it too: left to the dirty ratio
                 log.warning("%s: delete horizons not read: %s", lg, e)
-                self._horizons[lg] = None
-        horizon = self._horizons[lg]
+                finished, done = True, 0
+            self._scan_budget -= done
+            if finished:
+                self._horizons[lg] = scan.earliest
+                del self._scans[lg]
+            horizon = scan.earliest  # part of the log read: what it holds may be due already
         return horizon is not None and horizon <= now
 
     def _clean_and_checkpoint(
@@ -332,6 +395,7 @@ class LogCleaner:
     ) -> CleanStats | None:
         # Groups swapped before a failure stay: what the log holds is unknown until its headers are read again.
         self._horizons.pop(lg, None)
+        self._scans.pop(lg, None)  # segments it read may be replaced
         try:
             # Kafka's currentTime: when this log's cleaning starts, not the pass (a pass may take long).
             stats = self.clean(lg, c, self._now_ms())
@@ -369,8 +433,9 @@ class LogCleaner:
 
     def _forget_deleted(self, present: set[Log]) -> set[Path]:
         """Drop the state of logs that were deleted; returns the data dirs whose checkpoint named them."""
-        for gone in [lg for lg in self._horizons if lg not in present]:
-            del self._horizons[gone]
+        for state in (self._horizons, self._scans):
+            for gone in [lg for lg in state if lg not in present]:
+                del state[gone]
         dropped = [lg for lg in self._checkpoints if lg not in present]
         for lg in dropped:
             del self._checkpoints[lg]
@@ -556,30 +621,6 @@ def _batch_bytes(buf: bytes, off: int) -> int:
     if len(buf) - off < LOG_OVERHEAD:
         return HEADER_SIZE
     return max(HEADER_SIZE, int.from_bytes(buf[off + 8 : off + 12], "big", signed=True) + LOG_OVERHEAD)
-
-
-def earliest_delete_horizon(segments: Sequence[LogSegment]) -> int | None:
-    """The earliest delete horizon of a marker or of a batch still holding a tombstone in `segments`: what
-    the cleaner knew before a restart, from the headers (and the records of flagged data batches only)."""
-    earliest: int | None = None
-    for seg in segments:
-        fd = os.open(seg.path, os.O_RDONLY)  # a private fd, as read_batches
-        try:
-            for pos, h in iter_headers(fd, 0, seg.size):
-                horizon = h.delete_horizon_ms
-                if horizon is None or (earliest is not None and horizon >= earliest):
-                    continue
-                if pos + h.size > seg.size:
-                    break
-                if not h.is_control:
-                    data = os.pread(fd, h.size, pos)
-                    validate(data)
-                    if all(r[3] is not None for r in records_of(data, 0, h)):
-                        continue  # its tombstones went, its other records stay: nothing waits for the time
-                earliest = horizon
-        finally:
-            os.close(fd)
-    return earliest
 
 
 def _map_key(key: object) -> Hashable | None:

@@ -17,8 +17,8 @@ from broker.log.cleaner import (
     CLEANER_CHECKPOINT,
     CleanerAborted,
     CleanStats,
+    HorizonScan,
     LogCleaner,
-    earliest_delete_horizon,
     rebuild_batch,
 )
 from broker.log.log import Log
@@ -275,6 +275,30 @@ def test_a_tombstone_goes_when_its_horizon_passes_without_any_new_write(tmp_path
     lg.close()
 
 
+def test_a_follower_keeps_the_delete_horizon_its_leader_wrote(tmp_path):
+    """Followers append the leader's bytes, flag included; their own cleaner keeps the horizon it finds (Kafka's
+    rule: a batch with one is never given another), so the tombstone goes at the same time on every replica."""
+    clock = FakeClock()
+    t0 = clock.ms
+    leader = open_log(tmp_path / "leader", clock, delete_retention_ms=10_000, min_cleanable_dirty_ratio=0.01)
+    leader.append_as_leader(kv_batch([(b"gone", b"v"), (b"kept", b"v")]), 0)
+    leader.append_as_leader(kv_batch([(b"gone", None)]), 0)
+    leader.roll()
+    clean(LogCleaner(clock), leader)
+    clock.advance(4_000)
+    follower = open_log(tmp_path / "follower", clock, delete_retention_ms=10_000, min_cleanable_dirty_ratio=0.01)
+    replicate(follower, leader)
+    follower.roll()
+    cleaner = LogCleaner(clock)
+    (stats,) = clean(cleaner, follower)
+    assert stats.delete_horizon_ms == t0 + 10_000
+    assert [b[:2] for b in stored_batches(follower)] == [(0, None), (2, t0 + 10_000)]
+    clock.advance(6_000)
+    assert len(clean(cleaner, follower)) == 1 and read_all(follower) == [(1, b"kept", b"v")]
+    for lg in (leader, follower):
+        lg.close()
+
+
 def compacted_manager(d: Path, clock: FakeClock) -> LogManager:
     cfg = config(
         cleanup_policy="compact", segment_bytes=400, delete_retention_ms=10_000, min_cleanable_dirty_ratio=0.01
@@ -318,6 +342,29 @@ def test_a_tombstones_delete_horizon_survives_a_broker_restart(tmp_path):
     m.shutdown()
 
 
+def test_after_a_restart_the_horizons_are_read_a_budget_of_batches_per_pass(tmp_path):
+    """A restarted cleaner reads the headers of a log it knows nothing of a few batches per pass (not all at
+    once: a large log would hold the GIL for seconds), and cleans it as soon as what it read is due."""
+    clock = FakeClock()
+    d = tmp_path / "data"
+    m = compacted_manager(d, clock)
+    lg = m.get_or_create_log("t", 0)
+    for i in range(8):
+        lg.append_as_leader(kv_batch([(b"k%d" % i, b"v")]), 0)  # 0-7
+    lg.append_as_leader(kv_batch([(b"gone", b"v")]), 0)  # 8, superseded
+    lg.append_as_leader(kv_batch([(b"gone", None)]), 0)  # 9, the last batch of 9 kept
+    lg.roll()
+    assert len(m.clean_compacted_logs()) == 1
+    m.shutdown()
+    clock.advance(10_000)
+    m = compacted_manager(d, clock)
+    m.cleaner.scan_batches_per_pass = 3
+    assert [len(m.clean_compacted_logs()) for _ in range(3)] == [0, 0, 1]
+    assert (9, b"gone", None) not in read_all(m.get_log("t", 0))
+    assert m.clean_compacted_logs() == []
+    m.shutdown()
+
+
 def test_after_a_restart_a_flagged_batch_whose_tombstones_went_needs_no_cleaning(tmp_path):
     """Kafka keeps the flag on a batch that lost its tombstones and kept other records; the horizons read after
     a restart skip it, so an idle log is not cleaned again for nothing."""
@@ -335,7 +382,8 @@ def test_after_a_restart_a_flagged_batch_whose_tombstones_went_needs_no_cleaning
     m.shutdown()
     clock.advance(10**6)
     m = compacted_manager(d, clock)
-    assert earliest_delete_horizon(m.get_log("t", 0).segments) is None
+    scan = HorizonScan()
+    assert scan.advance(m.get_log("t", 0).segments[:-1], 100) == (True, 1) and scan.earliest is None
     assert m.clean_compacted_logs() == []
     m.shutdown()
 
