@@ -195,7 +195,9 @@ class HorizonScan:
             fd = os.open(seg.path, os.O_RDONLY)  # a private fd, as read_batches
             try:
                 for pos, h in iter_headers(fd, self.position, seg.size):
-                    if done == budget or pos + h.size > seg.size:
+                    if pos + h.size > seg.size:
+                        break  # a torn tail (the cleaning would fail on it): the segment's end
+                    if done == budget:
                         self.position = pos
                         return False, done
                     done += 1
