@@ -39,6 +39,10 @@ TIMESTAMP_LOG_APPEND = 0x08
 # a commit or abort marker is a batch of one control record with both bits set (docs/FORMAT.md).
 TRANSACTIONAL = 0x10
 CONTROL = 0x20
+# Kafka's attribute bit 6 (KIP-534): the log cleaner set it when it first kept a tombstone or a lone transaction
+# marker of this batch, and firstTimestamp (Kafka's baseTimestamp) then holds the delete horizon: the time from
+# which a cleaning may remove them. The records' timestamp deltas count from it, so their timestamps stay.
+DELETE_HORIZON = 0x40
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -86,6 +90,14 @@ class BatchHeader(NamedTuple):
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """Kafka's RecordBatch.deleteHorizonMs: the base timestamp of a batch with the delete-horizon flag, else
+        None (magic 2 only, as in Kafka; the cleaner never flags Kafka Lite 0.1's batches, it rewrites them)."""
+        if self.attributes & DELETE_HORIZON and self.magic == MAGIC:
+            return self.first_timestamp
+        return None
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -155,24 +167,36 @@ def build(
     base_offset: int = 0,
     last_offset_delta: int | None = None,
     transactional: bool = False,
+    control: bool = False,
+    delete_horizon: int | None = None,
 ) -> bytes:
     """Encode a batch. Each record is (offset_delta, timestamp_delta, key, value, headers), headers a
     list of (str, bytes) or None; timestamps are first_timestamp + timestamp_delta.
 
     `last_offset_delta` defaults to len(records) - 1; the log cleaner passes the original batch's, so a
-    batch that lost its last records to compaction still ends where it did."""
+    batch that lost its last records to compaction still ends where it did. With `delete_horizon` (the log
+    cleaner's, KIP-534) the batch carries DELETE_HORIZON and that time as its base timestamp; the records'
+    deltas are written from it, so every record keeps its timestamp."""
     # aiokafka's builder writes the varint records in C; the header is ours (the cleaner's offsets and
     # timestamps, our compression level), so only its records section is kept.
+    base = first_timestamp if delete_horizon is None else delete_horizon
     builder = DefaultRecordBatchBuilder(2, CODEC_NONE, 0, -1, -1, -1, _NO_LIMIT)
     append = builder.append
+    # The builder counts deltas from its first record's timestamp. When the base is not that (a delete
+    # horizon), an anchor record at the base goes first and is cut from the section afterwards.
+    anchored = bool(records) and first_timestamp + records[0][1] != base
+    if anchored:
+        append(0, base, None, None, _NO_HEADERS)
     for d_off, d_ts, key, value, headers in records:
         if not headers:
             headers = _NO_HEADERS
         elif type(headers[0]) is not tuple:  # the codec takes (key, value) tuples only
             headers = [(k, v) for k, v in headers]
         append(d_off, first_timestamp + d_ts, key, value, headers)
-    payload: bytes | memoryview = memoryview(builder.build())[HEADER_SIZE:]
-    attributes = TRANSACTIONAL if transactional else 0
+    payload: bytes | memoryview = memoryview(builder.build())[HEADER_SIZE + (_ANCHOR_SIZE if anchored else 0) :]
+    attributes = (TRANSACTIONAL if transactional else 0) | (CONTROL if control else 0)
+    if delete_horizon is not None:
+        attributes |= DELETE_HORIZON
     if codec != CODEC_NONE:
         payload = compress(codec, payload)
         attributes |= codec
@@ -182,7 +206,7 @@ def build(
     tail = _TAIL.pack(
         attributes,
         last_offset_delta,
-        first_timestamp,
+        base,
         max_timestamp,
         producer_id,
         producer_epoch,
@@ -192,6 +216,17 @@ def build(
     crc = crc32c(payload, crc32c(tail))
     length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
     return b"".join((_PREFIX.pack(base_offset, length, -1, MAGIC, crc), tail, payload))
+
+
+def _anchor_size() -> int:
+    """The encoded size of build()'s anchor record (offset delta 0, timestamp delta 0, no key, value or
+    headers): 7 bytes, measured rather than assumed."""
+    builder = DefaultRecordBatchBuilder(2, CODEC_NONE, 0, -1, -1, -1, _NO_LIMIT)
+    builder.append(0, 0, None, None, _NO_HEADERS)
+    return len(builder.build()) - HEADER_SIZE
+
+
+_ANCHOR_SIZE = _anchor_size()
 
 
 def recompress(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader, codec: int, level: int | None) -> bytes:
@@ -269,21 +304,15 @@ def build_marker(producer_id: int, producer_epoch: int, commit: bool, coordinato
     one record, key (version 0, COMMIT or ABORT), value (version 0, coordinator epoch), no sequence."""
     key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
     value = _MARKER_VALUE.pack(0, coordinator_epoch)
-    raw = bytearray(
-        build(
-            [(0, 0, key, value, None)],
-            timestamp,
-            timestamp,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            transactional=True,
-        )
+    return build(
+        [(0, 0, key, value, None)],
+        timestamp,
+        timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
     )
-    # build() sets TRANSACTIONAL only; a control batch also carries CONTROL, and the CRC covers the attributes.
-    h = parse_header(raw)
-    struct.pack_into(">h", raw, CRC_START, h.attributes | CONTROL)
-    struct.pack_into(">I", raw, CRC_OFFSET, crc32c(memoryview(raw)[CRC_START:]))
-    return bytes(raw)
 
 
 def control_record(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> ControlRecord | None:

@@ -8,7 +8,7 @@ compacted log whose dirty ratio reached min.cleanable.dirty.ratio, filthiest fir
 2. An offset map, key -> offset of the key's latest record, built from the dirty part.
 3. Every closed segment from the log start to the map's end is rewritten, in groups of consecutive
    segments that fit in one, keeping each record unless a later record has its key, it has no key, or
-   it is a tombstone first cleaned more than delete.retention.ms ago. Kept records keep their offsets;
+   it is a tombstone whose batch's delete horizon has passed. Kept records keep their offsets;
    a batch that lost some records is re-encoded keeping its base offset, leader epoch, producer fields
    and last offset delta; a batch that lost them all is gone.
 4. Each group's new segment replaces the old ones through Log.replace_segments (`.cleaned`, `.swap`).
@@ -16,9 +16,15 @@ compacted log whose dirty ratio reached min.cleanable.dirty.ratio, filthiest fir
 
 Transactions, as Kafka's cleaner (its CleanedTransactionMetadata): the batches of aborted transactions (the
 segments' `.txnindex`) count for no key and are removed; a commit or abort marker stays while any batch of its
-transaction remains, and once one finds it alone it goes delete.retention.ms later. An abort marker kept
-keeps its `.txnindex` entry in the cleaned segment. Nothing at or above the last stable offset is cleaned
-(the caller's bound), so an open transaction's records are never touched.
+transaction remains. An abort marker kept keeps its `.txnindex` entry in the cleaned segment. Nothing at or
+above the last stable offset is cleaned (the caller's bound), so an open transaction's records are never touched.
+
+The delete horizon (Kafka's KIP-534), kept in the log itself so that a restart neither resets nor forgets it:
+when a cleaning first keeps a tombstone, or a marker no batch of its transaction remains with, it rewrites that
+batch with the DELETE_HORIZON attribute and the cleaning's start + delete.retention.ms as its base timestamp
+(record timestamps unchanged, net/batch.py). A later cleaning at or after that time removes the tombstones and
+the marker. A log whose earliest such horizon has passed is cleaned even when it is not dirty enough (beyond
+Kafka, whose idle logs keep them until new writes make them dirty), so removal needs no new writes.
 
 Records are decoded here, and only here, on the broker side: compaction needs their keys.
 """
@@ -39,13 +45,14 @@ import msgpack
 from broker.log.checkpoint import CorruptCheckpointError, read_checkpoint, write_checkpoint
 from broker.log.config import LogConfig
 from broker.log.log import Log, set_log_append_time
-from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment, iter_headers
 from broker.log.txn_index import AbortedTxn
 from net.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_LOG_APPEND,
     BatchHeader,
+    InvalidBatch,
     build,
     control_record,
     parse_header,
@@ -59,6 +66,9 @@ log = logging.getLogger("kafkalite.log.cleaner")
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 # Kafka bounds its offset map by log.cleaner.dedupe.buffer.size; a dict of this many keys is about as big.
 DEFAULT_MAX_MAP_KEYS = 1_000_000
+# Batch headers read per pass to learn the delete horizons of logs the cleaner has not cleaned since it started
+# (~3 us each): a restart's scan of large compacted logs is spread over passes instead of one long burst.
+DEFAULT_SCAN_BATCHES_PER_PASS = 200_000
 _READ_CHUNK = 1024 * 1024
 
 TopicPartition = tuple[str, int]
@@ -81,6 +91,12 @@ class CleanStats:
     records_read: int = 0
     records_removed: int = 0
     groups_swapped: int = 0
+    # The earliest delete horizon among the tombstones and lone markers the cleaned range keeps (None: none).
+    delete_horizon_ms: int | None = None
+
+    def keeps_until(self, horizon: int) -> None:
+        if self.delete_horizon_ms is None or horizon < self.delete_horizon_ms:
+            self.delete_horizon_ms = horizon
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +156,10 @@ class _Transactions:
 
     def on_marker(self, h: BatchHeader, data: bytes) -> tuple[bool, AbortedTxn | None]:
         """A control batch: (whether no batch of its transaction was seen in this pass, so that it may go
-        once delete.retention.ms has passed; the aborted transaction to keep in the cleaned `.txnindex`)."""
+        once its delete horizon has passed; the aborted transaction to keep in the cleaned `.txnindex`)."""
         self._begin_up_to(h.last_offset)
         if h.record_count == 0:
-            return True, None  # an empty control batch (Kafka's cleaner leaves these): nothing to keep
+            return True, None  # an empty control batch (an emptied one, as Kafka's cleaner leaves): nothing to keep
         marker = control_record(data, 0, h)
         if marker is None:
             return False, None  # a control record of another type: kept, as Kafka does
@@ -157,20 +173,140 @@ class _Transactions:
         return True, None
 
 
+@dataclass(slots=True)
+class HorizonScan:
+    """Where reading a log's delete horizons from its batch headers has got to, and the earliest so far: the
+    earliest of a marker, or of a batch that still holds a tombstone."""
+
+    base: int = -1  # the base offset of the segment being read
+    position: int = 0  # the next batch's position in it
+    earliest: int | None = None
+
+    def advance(self, segments: Sequence[LogSegment], budget: int) -> tuple[bool, int]:
+        """Read on through `segments` (closed ones: no batch moves under a position) for at most `budget`
+        batches; (whether all were read, how many batches were). Segments retention or truncation took away
+        meanwhile are simply not there; ones compaction replaced are not (it starts the scan afresh)."""
+        done = 0
+        for seg in segments:
+            if seg.base_offset < self.base:
+                continue
+            if seg.base_offset > self.base:
+                self.base, self.position = seg.base_offset, 0
+            fd = os.open(seg.path, os.O_RDONLY)  # a private fd, as read_batches
+            try:
+                for pos, h in iter_headers(fd, self.position, seg.size):
+                    if pos + h.size > seg.size:
+                        break  # a torn tail (the cleaning would fail on it): the segment's end
+                    if done == budget:
+                        self.position = pos
+                        return False, done
+                    done += 1
+                    self._consider(fd, pos, h)
+                self.position = seg.size
+            finally:
+                os.close(fd)
+        return True, done
+
+    def _consider(self, fd: int, pos: int, h: BatchHeader) -> None:
+        horizon = h.delete_horizon_ms
+        if horizon is None or (self.earliest is not None and horizon >= self.earliest):
+            return
+        if not h.is_control:
+            data = os.pread(fd, h.size, pos)
+            validate(data)
+            if all(r[3] is not None for r in records_of(data, 0, h)):
+                return  # its tombstones went, its other records stay: nothing waits for its horizon
+        self.earliest = horizon
+
+
+class _Retention:
+    """What one cleaning keeps of each batch, as Kafka's cleaner's RecordFilter: a record unless a later record
+    of its key supersedes it or it has no key; tombstones and lone markers until their batch's delete horizon,
+    which it sets (now + delete.retention.ms) on the batches where it keeps them for the first time. Each
+    method returns the batch to write: `data` itself if unchanged, a rebuilt batch, or None if nothing stays."""
+
+    def __init__(
+        self, offset_map: dict[Hashable, int], txns: _Transactions, now: int, retention_ms: int, stats: CleanStats
+    ) -> None:
+        self._map = offset_map
+        self._txns = txns
+        self._now = now
+        self._new_horizon = now + retention_ms
+        self._stats = stats
+
+    def marker(self, h: BatchHeader, data: bytes, new: LogSegment) -> bytes | None:
+        """A control batch; an abort marker kept for its transaction's batches keeps its entry in `new`'s
+        `.txnindex`."""
+        self._stats.records_read += h.record_count
+        alone, txn = self._txns.on_marker(h, data)
+        if alone:
+            horizon = h.delete_horizon_ms
+            if h.record_count == 0 or (horizon is not None and horizon <= self._now):
+                self._stats.records_removed += h.record_count
+                return None
+            if horizon is None:  # found alone for the first time: it stays until then
+                horizon = self._new_horizon
+                data = rebuild_batch(h, records_of(data, 0, h), horizon)
+            self._stats.keeps_until(horizon)
+        if txn is not None:
+            new.txn_index.append(txn)
+        return data
+
+    def data(self, h: BatchHeader, data: bytes) -> bytes | None:
+        stats = self._stats
+        if self._txns.is_aborted(h):  # the whole batch goes: no reader may see it
+            stats.records_read += h.record_count
+            stats.records_removed += h.record_count
+            return None
+        records = records_of(data, 0, h)
+        horizon = h.delete_horizon_ms
+        kept = [r for r in records if self._keep(h.base_offset + r[0], r, horizon)]
+        stats.records_read += len(records)
+        stats.records_removed += len(records) - len(kept)
+        if not kept:
+            return None  # the whole batch goes; a fetch at its offsets returns the next batch
+        new_horizon = None
+        if any(r[3] is None for r in kept):
+            if horizon is None:
+                horizon = new_horizon = self._new_horizon
+            stats.keeps_until(horizon)
+        if len(kept) < len(records) or new_horizon is not None:
+            return rebuild_batch(h, kept, new_horizon)
+        return data
+
+    def _keep(self, offset: int, record: _Record, horizon: int | None) -> bool:
+        key = _map_key(record[2])
+        if key is None:
+            return False  # Kafka's cleaner drops keyless records; appends to compacted topics refuse them
+        latest = self._map.get(key)
+        if latest is not None and offset < latest:
+            return False
+        # A tombstone stays until its batch's delete horizon, delete.retention.ms after the cleaning that first
+        # kept it (and removed the older records of its key), so a consumer reading from the start meanwhile
+        # sees the delete.
+        return record[3] is not None or horizon is None or self._now < horizon
+
+
 class LogCleaner:
-    def __init__(self, clock: Callable[[], float] = time.time, max_map_keys: int = DEFAULT_MAX_MAP_KEYS) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        max_map_keys: int = DEFAULT_MAX_MAP_KEYS,
+        scan_batches_per_pass: int = DEFAULT_SCAN_BATCHES_PER_PASS,
+    ) -> None:
         self._clock = clock
         self.max_map_keys = max_map_keys
+        self.scan_batches_per_pass = scan_batches_per_pass
+        self._scan_budget = 0  # what is left of it in this pass
         self._run_lock = threading.Lock()  # one pass at a time; shutdown waits for it
         self._stopping = threading.Event()
         # Both keyed by Log object, not name: a deleted and re-created topic starts dirty again.
         self._checkpoints: dict[Log, int] = {}  # first dirty offset
-        # (end of a cleaned range, when it was cleaned in ms), oldest first: when each tombstone was first
-        # cleaned. In memory only: after a restart every tombstone gets a fresh delete.retention.ms.
-        self._cleaned_at: dict[Log, list[tuple[int, int]]] = {}
-        # marker offset -> when a cleaning first found no batch of its transaction (ms): it goes
-        # delete.retention.ms later. In memory only, like the tombstones' times.
-        self._lone_markers: dict[Log, dict[int, int]] = {}
+        # The earliest delete horizon of a tombstone or lone marker in the log's cleanable range (None: none),
+        # so that the log is cleaned when it passes. Only a summary of what the batches hold: absent (after a
+        # restart, an aborted cleaning) means unknown, and the batches' headers are read again (_scans).
+        self._horizons: dict[Log, int | None] = {}
+        self._scans: dict[Log, HorizonScan] = {}
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -202,6 +338,7 @@ class LogCleaner:
             if self._stopping.is_set():
                 return []
             now = self._now_ms()
+            self._scan_budget = self.scan_batches_per_pass
             stale_dirs = self._forget_deleted({lg for logs in logs_by_dir.values() for lg in logs.values()})
             todo = []
             for d, logs in logs_by_dir.items():
@@ -230,17 +367,40 @@ class LogCleaner:
             return None
         try:
             c = self.cleanable(lg, bound, now)
+            if c.dirty_bytes and (c.dirty_ratio >= lg.config.min_cleanable_dirty_ratio or c.overdue(now, lg.config)):
+                return c
+            if c.segments and self._horizon_passed(lg, c, now):
+                return c  # tombstones or markers to remove, whether anything was written since or not
         except OSError:  # a segment deleted meanwhile (retention of a compact,delete log): next pass
             return None
-        if c.dirty_bytes and (c.dirty_ratio >= lg.config.min_cleanable_dirty_ratio or c.overdue(now, lg.config)):
-            return c
         return None
+
+    def _horizon_passed(self, lg: Log, c: _Cleanable, now: int) -> bool:
+        if lg in self._horizons:
+            horizon = self._horizons[lg]
+        else:  # unknown: read on from the headers, as far as this pass's budget goes
+            scan = self._scans.setdefault(lg, HorizonScan())
+            try:
+                finished, done = scan.advance(c.segments, self._scan_budget)
+            except InvalidBatch as e:  # the cleaning itself would fail on it too: left to the dirty ratio
+                log.warning("%s: delete horizons not read: %s", lg, e)
+                finished, done = True, 0
+            self._scan_budget -= done
+            if finished:
+                self._horizons[lg] = scan.earliest
+                del self._scans[lg]
+            horizon = scan.earliest  # part of the log read: what it holds may be due already
+        return horizon is not None and horizon <= now
 
     def _clean_and_checkpoint(
         self, d: Path, logs: dict[TopicPartition, Log], lg: Log, c: _Cleanable, now: int
     ) -> CleanStats | None:
+        # Groups swapped before a failure stay: what the log holds is unknown until its headers are read again.
+        self._horizons.pop(lg, None)
+        self._scans.pop(lg, None)  # segments it read may be replaced
         try:
-            stats = self.clean(lg, c, now)
+            # Kafka's currentTime: when this log's cleaning starts, not the pass (a pass may take long).
+            stats = self.clean(lg, c, self._now_ms())
         except CleanerAborted as e:
             log.info("%s: cleaning aborted: %s", lg, e)
             return None
@@ -250,8 +410,7 @@ class LogCleaner:
             log.exception("%s: cleaning failed", lg)
             return None
         self._checkpoints[lg] = stats.end_offset
-        # The time the old records of its keys went, not the pass start: tombstones must not go early.
-        self._record_cleaning(lg, stats.end_offset, self._now_ms(), lg.config.delete_retention_ms)
+        self._horizons[lg] = stats.delete_horizon_ms
         self._write_checkpoint(d, logs)
         log.info(
             "%s: cleaned [%d, %d): %d of %d records removed, %d -> %d bytes",
@@ -276,10 +435,9 @@ class LogCleaner:
 
     def _forget_deleted(self, present: set[Log]) -> set[Path]:
         """Drop the state of logs that were deleted; returns the data dirs whose checkpoint named them."""
-        for gone in [lg for lg in self._cleaned_at if lg not in present]:
-            del self._cleaned_at[gone]
-        for gone in [lg for lg in self._lone_markers if lg not in present]:
-            del self._lone_markers[gone]
+        for state in (self._horizons, self._scans):
+            for gone in [lg for lg in state if lg not in present]:
+                del state[gone]
         dropped = [lg for lg in self._checkpoints if lg not in present]
         for lg in dropped:
             del self._checkpoints[lg]
@@ -292,32 +450,16 @@ class LogCleaner:
             point = lg.take_truncation_point()
             if point is None:
                 continue
-            # What follows the truncation point is new data: dirty, never cleaned.
+            # What follows the truncation point is new data: dirty, never cleaned. (The log's earliest delete
+            # horizon stays: a truncation only takes batches away, so it can only be early, costing one pass.)
             if lg in self._checkpoints and self._checkpoints[lg] > point:
                 self._checkpoints[lg] = point
                 changed = True
-            self._cleaned_at[lg] = [(min(end, point), at) for end, at in self._cleaned_at.get(lg, [])]
-            markers = self._lone_markers.get(lg, {})
-            for offset in [o for o in markers if o >= point]:
-                del markers[offset]
         return changed
 
     def _write_checkpoint(self, d: Path, logs: dict[TopicPartition, Log]) -> None:
         offsets = {tp: self._checkpoints[lg] for tp, lg in logs.items() if lg in self._checkpoints}
         write_checkpoint(Path(d) / CLEANER_CHECKPOINT, offsets)
-
-    def _record_cleaning(self, lg: Log, end: int, now: int, retention_ms: int) -> None:
-        # Entries older than delete.retention.ms only matter through the largest end among them; folding
-        # the others into it can only make tombstones stay longer, never go sooner.
-        history = self._cleaned_at.get(lg, [])
-        matured = [e for e in history if e[1] <= now - retention_ms]
-        recent = [e for e in history if e[1] > now - retention_ms]
-        self._cleaned_at[lg] = matured[-1:] + recent + [(end, now)]
-
-    def tombstone_horizon(self, lg: Log, now: int) -> int:
-        """Tombstones below this offset were first cleaned more than delete.retention.ms ago."""
-        limit = now - lg.config.delete_retention_ms
-        return max((end for end, at in self._cleaned_at.get(lg, ()) if at <= limit), default=-1)
 
     # --- one log -------------------------------------------------------------------------
 
@@ -337,18 +479,19 @@ class LogCleaner:
         return _Cleanable(segments[:n], [s.base_offset for s in segments[1 : n + 1]], first_dirty, generation)
 
     def clean(self, lg: Log, c: _Cleanable, now: int) -> CleanStats:
-        """Clean `lg` as planned in `c`. Raises CleanerAborted if the log changed meanwhile; groups
-        swapped before that stay (each swap is complete on its own), the checkpoint does not move."""
+        """Clean `lg` as planned in `c`, at time `now` (delete horizons are set from it and compared with
+        it). Raises CleanerAborted if the log changed meanwhile; groups swapped before that stay (each swap
+        is complete on its own), the checkpoint does not move."""
         offset_map, end = self._build_offset_map(lg, c)
         # Rewrite from the log start: the clean part may hold older records of keys in the map.
         n = sum(1 for e in c.ends if e <= end)
-        drop_tombstones_below = min(self.tombstone_horizon(lg, now), c.first_dirty)
         stats = CleanStats(lg.topic, lg.partition, c.first_dirty, end)
         if not n:
             return stats
         txns = _Transactions(lg.collect_aborted_txns(c.segments[0].base_offset, end))
+        retention = _Retention(offset_map, txns, now, lg.config.delete_retention_ms, stats)
         for group in group_segments(c.segments[:n], c.ends[:n], lg.config):
-            self._clean_group(lg, group, offset_map, drop_tombstones_below, txns, c.generation, stats)
+            self._clean_group(lg, group, retention, c.generation, stats)
         return stats
 
     def _build_offset_map(self, lg: Log, c: _Cleanable) -> tuple[dict[Hashable, int], int]:
@@ -379,21 +522,14 @@ class LogCleaner:
         return offset_map, end
 
     def _clean_group(
-        self,
-        lg: Log,
-        group: list[LogSegment],
-        offset_map: dict[Hashable, int],
-        drop_tombstones_below: int,
-        txns: _Transactions,
-        generation: int,
-        stats: CleanStats,
+        self, lg: Log, group: list[LogSegment], retention: _Retention, generation: int, stats: CleanStats
     ) -> None:
         if lg.closed:  # deleted or shutting down: its directory may be gone already
             raise CleanerAborted("the log was closed")
         new = lg.new_cleaned_segment(group[0].base_offset)
         try:
-            removed = self._copy_retained(lg, group, new, offset_map, drop_tombstones_below, txns, stats)
-            if len(group) == 1 and not removed:
+            changed = self._copy_retained(group, new, retention, stats)
+            if len(group) == 1 and not changed:
                 new.delete()  # the same segment again: not worth a swap
                 stats.bytes_after += group[0].size
                 return
@@ -411,58 +547,19 @@ class LogCleaner:
             raise CleanerAborted("the log was truncated, lost segments to retention or closed")
         stats.groups_swapped += 1
 
-    def _copy_retained(
-        self,
-        lg: Log,
-        group: list[LogSegment],
-        new: LogSegment,
-        offset_map: dict[Hashable, int],
-        drop_tombstones_below: int,
-        txns: _Transactions,
-        stats: CleanStats,
-    ) -> int:
-        """Append what survives of `group` to `new`; returns the number of records removed."""
-        removed = 0
+    def _copy_retained(self, group: list[LogSegment], new: LogSegment, retention: _Retention, stats: CleanStats) -> int:
+        """Append what survives of `group` to `new`; returns how many batches changed (lost records or were
+        given a delete horizon)."""
+        changed = 0
         for seg in group:
             stats.bytes_before += seg.size
             for h, data in self._batches(seg):
-                if h.is_control:
-                    alone, txn = txns.on_marker(h, data)
-                    if alone and self._marker_expired(lg, h.base_offset):
-                        removed += h.record_count
-                        stats.records_read += h.record_count
-                        continue
-                    if txn is not None:
-                        new.txn_index.append(txn)
-                    new.append(h.last_offset, h.max_timestamp, h.last_offset, data)
-                    stats.records_read += h.record_count
-                    continue
-                if txns.is_aborted(h):  # the whole batch goes: no reader may see it
-                    removed += h.record_count
-                    stats.records_read += h.record_count
-                    continue
-                records = records_of(data, 0, h)
-                kept = [r for r in records if _keep(h.base_offset + r[0], r, offset_map, drop_tombstones_below)]
-                stats.records_read += len(records)
-                if len(kept) < len(records):
-                    removed += len(records) - len(kept)
-                    if not kept:
-                        continue  # the whole batch goes; a fetch at its offsets returns the next batch
-                    data = rebuild_batch(h, kept)
-                new.append(h.last_offset, parse_header(data).max_timestamp, h.last_offset, data)
-        stats.records_removed += removed
-        return removed
-
-    def _marker_expired(self, lg: Log, offset: int) -> bool:
-        """A marker no batch of its transaction follows: True once delete.retention.ms has passed since a
-        cleaning first found it so (Kafka's delete horizon), so a reader from the start meanwhile sees it."""
-        now = self._now_ms()
-        markers = self._lone_markers.setdefault(lg, {})
-        first = markers.setdefault(offset, now)
-        if now - first < lg.config.delete_retention_ms:
-            return False
-        del markers[offset]
-        return True
+                kept = retention.marker(h, data, new) if h.is_control else retention.data(h, data)
+                if kept is not data:
+                    changed += 1
+                if kept is not None:
+                    new.append(h.last_offset, parse_header(kept).max_timestamp, h.last_offset, kept)
+        return changed
 
     def _batches(self, seg: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
         for h, data in read_batches(seg.path, seg.size):
@@ -536,23 +633,15 @@ def _map_key(key: object) -> Hashable | None:
     return ("msgpack", msgpack.packb(key, use_bin_type=True))
 
 
-def _keep(offset: int, record: _Record, offset_map: dict[Hashable, int], drop_tombstones_below: int) -> bool:
-    key = _map_key(record[2])
-    if key is None:
-        return False  # Kafka's cleaner drops keyless records; appends to compacted topics refuse them
-    latest = offset_map.get(key)
-    if latest is not None and offset < latest:
-        return False
-    # A tombstone stays delete.retention.ms after the cleaning that first saw it (and removed the older
-    # records of its key), so a consumer reading from the start within that time sees the delete.
-    return record[3] is not None or offset >= drop_tombstones_below
-
-
-def rebuild_batch(h: BatchHeader, kept: list[_Record]) -> bytes:
-    """Re-encode the kept records of batch `h` with its codec. Offsets, timestamps, leader epoch and
-    producer fields stay, and so does lastOffsetDelta: the batch still ends where it did, so the next
-    fetch offset (base + lastOffsetDelta + 1) is unchanged even if its last record went."""
-    shift = kept[0][1]  # firstTimestamp becomes the first kept record's, as the format says
+def rebuild_batch(h: BatchHeader, kept: Sequence[_Record], delete_horizon: int | None = None) -> bytes:
+    """Re-encode the kept records of batch `h` with its codec. Offsets, timestamps, leader epoch, producer
+    fields and the control flag stay, and so does lastOffsetDelta: the batch still ends where it did, so the
+    next fetch offset (base + lastOffsetDelta + 1) is unchanged even if its last record went. The batch keeps
+    its delete horizon, or gets `delete_horizon` (Kafka's MemoryRecords.filterTo)."""
+    horizon = h.delete_horizon_ms if delete_horizon is None else delete_horizon
+    # Without a horizon firstTimestamp becomes the first kept record's, as the format says; with one it is
+    # the horizon and build() counts the deltas from it.
+    shift = kept[0][1] if horizon is None else 0
     records = [[r[0], r[1] - shift, r[2], r[3], r[4]] for r in kept]
     first_ts = h.first_timestamp + shift
     log_append_time = bool(h.attributes & TIMESTAMP_LOG_APPEND)
@@ -569,6 +658,8 @@ def rebuild_batch(h: BatchHeader, kept: list[_Record]) -> bytes:
             h.base_offset,
             last_offset_delta=h.last_offset_delta,
             transactional=h.is_transactional,  # a committed transaction's batch stays one
+            control=h.is_control,
+            delete_horizon=horizon,
         )
     )
     stamp(out, h.base_offset, h.leader_epoch)

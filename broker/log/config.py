@@ -158,7 +158,8 @@ class LogConfig(ConfigDef):
     delete_retention_ms: Int = key(
         "delete.retention.ms",
         86400000,
-        "How long a tombstone stays after its first cleaning, so that consumers see it.",
+        "How long a tombstone or a lone transaction marker stays after the cleaning that first keeps it (the "
+        "delete horizon written in its batch), so that consumers reading from the start see it.",
         ge=0,
         le=LONG_MAX,
     )

@@ -146,3 +146,57 @@ def test_transaction_markers_round_trip_and_read_as_kafka_does() -> None:
         assert kafka.is_control_batch and kafka.is_transactional and kafka.validate_crc()
     data = build([(0, 0, b"k", b"v", None)], 1, 1, producer_id=1, producer_epoch=0, base_sequence=0)
     assert control_record(data, 0, validate(data)) is None  # a data batch is no marker
+
+
+def test_a_delete_horizon_batch_keeps_its_record_timestamps_for_every_kafka_decoder() -> None:
+    """KIP-534: attribute bit 6 set, the base timestamp holding the delete horizon, the records' deltas counted
+    from it (negative here), so every record's timestamp is what it was. Read back by our decoder, aiokafka's C
+    one (our consumer's) and kafka-python's pure-Python one; the CRC covers the new attributes."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+    from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
+
+    from client.fetcher import decode_records
+
+    recs = [[0, 0, b"gone", None, None], [2, 7, b"kept", b"v", [("h", b"x")]]]
+    horizon = 1_700_000_086_400_000
+    for codec in (0, CODEC_ZSTD):
+        raw = bytearray(batch_fmt.build(recs, 5_000, 5_007, codec, last_offset_delta=3, delete_horizon=horizon))
+        batch_fmt.stamp(raw, 40, 2)
+        h = batch_fmt.validate(raw)
+        assert h.attributes & batch_fmt.DELETE_HORIZON == 0x40 and h.codec == codec
+        assert (h.delete_horizon_ms, h.first_timestamp, h.max_timestamp) == (horizon, horizon, 5_007)
+        assert [(r[0], h.first_timestamp + r[1], r[2], r[3]) for r in batch_fmt.records_of(raw, 0, h)] == [
+            (0, 5_000, b"gone", None),
+            (2, 5_007, b"kept", b"v"),
+        ]
+        expected = [(40, 5_000, b"gone", None), (42, 5_007, b"kept", b"v")]
+        assert [(r.offset, r.timestamp, r.key, r.value) for r in DefaultRecordBatch(bytes(raw))] == expected
+        theirs = KafkaPythonBatch(bytes(raw))
+        assert theirs.validate_crc() and [(r.offset, r.timestamp, r.key, r.value) for r in theirs] == expected
+        ours = decode_records("t", 0, bytes(raw), 0)[0]
+        assert [(r.offset, r.timestamp, r.key, r.value) for r in ours] == expected
+    plain = batch_fmt.validate(batch_fmt.build(recs, 5_000, 5_007))
+    assert plain.delete_horizon_ms is None and not plain.attributes & batch_fmt.DELETE_HORIZON
+
+
+def test_build_counts_deltas_from_the_base_even_when_the_first_record_is_not_at_it() -> None:
+    """aiokafka's builder counts from its first record; build() anchors it at the batch's base timestamp."""
+    raw = batch_fmt.build([[0, 3, b"a", b"1", None], [1, -2, b"b", b"2", None]], 100, 103)
+    h = batch_fmt.validate(raw)
+    assert h.first_timestamp == 100 and [100 + r[1] for r in batch_fmt.records_of(raw, 0, h)] == [103, 98]
+
+
+def test_a_marker_with_a_delete_horizon_stays_a_marker() -> None:
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    raw = batch_fmt.build_marker(42, 3, False, 9, 1_000)
+    h = batch_fmt.validate(raw)
+    flagged = batch_fmt.build(
+        batch_fmt.records_of(raw, 0, h), 1_000, 1_000, producer_id=42, producer_epoch=3, transactional=True,
+        control=True, delete_horizon=9_999,
+    )  # fmt: skip
+    fh = batch_fmt.validate(flagged)
+    assert (fh.is_control, fh.is_transactional, fh.delete_horizon_ms, fh.max_timestamp) == (True, True, 9_999, 1_000)
+    assert batch_fmt.control_record(flagged, 0, fh) == (False, 9)
+    kafka = DefaultRecordBatch(flagged)
+    assert kafka.is_control_batch and kafka.validate_crc() and [r.timestamp for r in kafka] == [1_000]

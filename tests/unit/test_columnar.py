@@ -75,6 +75,22 @@ def test_log_append_time_gives_every_record_the_batch_max_timestamp():
     assert [ts.timestamp() * 1000 for ts in got["timestamp"]] == [2000, 2000]
 
 
+def test_a_cleaned_batch_with_a_delete_horizon_gives_each_record_its_own_timestamp():
+    """KIP-534: the base timestamp is the delete horizon and the deltas (negative) count from it: both Spark
+    readers (compiled and per record) give the records their timestamps, tombstones as null values."""
+    recs = [[0, 0, b"gone", None, None], [2, 9, b"kept", b"v", None]]
+    raw = fmt.build(recs, 1_700_000_000_000, 1_700_000_000_009, last_offset_delta=2, delete_horizon=1_800_000_000_000)
+    h = fmt.validate(raw)
+    chunks = [(raw, [(h, 0)])]
+    for got in (
+        columns(columnar_batches("t", 0, chunks, 0, 3, arrow_schema(False), 10)),
+        columns(arrow_batches("t", 0, records_in(chunks, 0, 3), False)),
+    ):
+        assert got["offset"] == [0, 2] and got["key"] == [b"gone", b"kept"] and got["value"] == [None, b"v"]
+        assert [round(ts.timestamp() * 1000) for ts in got["timestamp"]] == [1_700_000_000_000, 1_700_000_000_009]
+        assert got["timestampType"] == [0, 0]
+
+
 def test_a_record_running_past_its_batch_is_an_error():
     raw = bytearray(fmt.build([[0, 0, b"key", b"value" * 10, None]], 1, 1))
     raw[fmt.HEADER_SIZE] = 0x7E  # the record's length varint: 63 bytes, more than the batch holds

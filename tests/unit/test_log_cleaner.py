@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,14 @@ from crc32c import crc32c
 import broker.log.log as log_module
 import broker.log.swap as swap_module
 from broker.log.checkpoint import read_checkpoint
-from broker.log.cleaner import CLEANER_CHECKPOINT, CleanerAborted, CleanStats, LogCleaner, rebuild_batch
+from broker.log.cleaner import (
+    CLEANER_CHECKPOINT,
+    CleanerAborted,
+    CleanStats,
+    HorizonScan,
+    LogCleaner,
+    rebuild_batch,
+)
 from broker.log.log import Log
 from broker.log.manager import LogManager
 from broker.log.segment import LogSegment
@@ -20,6 +28,7 @@ from net.batch import (
     CRC_OFFSET,
     CRC_START,
     TIMESTAMP_LOG_APPEND,
+    BatchHeader,
     build,
     iter_batches,
     parse_header,
@@ -48,20 +57,27 @@ def clean(cleaner: LogCleaner, lg: Log) -> list[CleanStats]:
     return cleaner.clean_logs({lg.dir.parent: {TP: lg}})
 
 
-def read_all(lg: Log) -> list[Record]:
-    """Every record from the log start to the end, the way a consumer walks a compacted log."""
-    out: list[Record] = []
+def walk(lg: Log) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    """(data, position, header) of every batch from the log start to the end, the way a consumer walks it."""
     offset = lg.log_start_offset
     while offset < lg.log_end_offset:
         data = lg.read(offset, 10**6)
         if not data:
             break
         for pos, h in iter_batches(data, validate_crc=True):
-            out += [
-                (h.base_offset + r[0], r[2], r[3]) for r in records_of(data, pos, h) if h.base_offset + r[0] >= offset
-            ]
+            yield data, pos, h
             offset = h.next_offset
-    return out
+
+
+def read_all(lg: Log) -> list[Record]:
+    """Every record from the log start to the end."""
+    start = lg.log_start_offset  # a batch may begin below it (DeleteRecords)
+    return [
+        (h.base_offset + r[0], r[2], r[3])
+        for data, pos, h in walk(lg)
+        for r in records_of(data, pos, h)
+        if h.base_offset + r[0] >= start
+    ]
 
 
 def latest_per_key(records: list[Record]) -> list[Record]:
@@ -204,6 +220,174 @@ def test_tombstones_stay_for_delete_retention_ms_after_their_first_cleaning(tmp_
     lg.close()
 
 
+def stored_batches(lg: Log) -> list[tuple[int, int | None, list[tuple[int, bytes | None, int]]]]:
+    """(base offset, delete horizon, [(offset, key, timestamp), ...]) of every batch from the log start."""
+    return [
+        (h.base_offset, h.delete_horizon_ms, [(h.base_offset + r[0], r[2], h.first_timestamp + r[1]) for r in recs])
+        for data, pos, h in walk(lg)
+        for recs in [records_of(data, pos, h)]
+    ]
+
+
+def test_the_first_cleaning_to_keep_a_tombstone_sets_its_batchs_delete_horizon_once(tmp_path):
+    """KIP-534: the batch gets the flag and now + delete.retention.ms as base timestamp, its records keep their
+    timestamps; a batch without a tombstone is left as it is; a later cleaning keeps the horizon it finds."""
+    clock = FakeClock()
+    t0 = clock.ms
+    lg = open_log(tmp_path, clock, delete_retention_ms=10_000, min_cleanable_dirty_ratio=0.01)
+    cleaner = LogCleaner(clock)
+    lg.append_as_leader(kv_batch([(b"gone", b"v"), (b"kept", b"v")], ts=1_000), 0)  # 0, 1
+    lg.append_as_leader(kv_batch([(b"gone", None), (b"x", b"1")], ts=2_000), 0)  # 2 (a tombstone), 3
+    lg.roll()
+    (stats,) = clean(cleaner, lg)
+    assert stats.delete_horizon_ms == t0 + 10_000
+    assert stored_batches(lg) == [
+        (0, None, [(1, b"kept", 1_001)]),
+        (2, t0 + 10_000, [(2, b"gone", 2_000), (3, b"x", 2_001)]),
+    ]
+    clock.advance(5_000)
+    lg.append_as_leader(kv_batch([(b"x", b"2")], ts=3_000), 0)  # supersedes x=1: the flagged batch is rebuilt
+    lg.roll()
+    (stats,) = clean(cleaner, lg)
+    assert stored_batches(lg)[1:] == [(2, t0 + 10_000, [(2, b"gone", 2_000)]), (4, None, [(4, b"x", 3_000)])]
+    assert stats.delete_horizon_ms == t0 + 10_000
+    lg.close()
+
+
+def test_a_tombstone_goes_when_its_horizon_passes_without_any_new_write(tmp_path):
+    """A log whose earliest delete horizon has passed is cleaned though nothing made it dirty, once."""
+    clock = FakeClock()
+    lg = open_log(tmp_path, clock, delete_retention_ms=10_000, min_cleanable_dirty_ratio=0.5)
+    cleaner = LogCleaner(clock)
+    lg.append_as_leader(kv_batch([(b"gone", b"v"), (b"kept", b"v")]), 0)
+    lg.append_as_leader(kv_batch([(b"gone", None)]), 0)
+    lg.roll()
+    assert len(clean(cleaner, lg)) == 1
+    clock.advance(9_999)
+    assert clean(cleaner, lg) == []  # not dirty, and the horizon is 1 ms away
+    assert (2, b"gone", None) in read_all(lg)
+    clock.advance(1)
+    (stats,) = clean(cleaner, lg)
+    assert read_all(lg) == [(1, b"kept", b"v")] and stats.records_removed == 1
+    assert stats.delete_horizon_ms is None
+    clock.advance(10**6)
+    assert clean(cleaner, lg) == []  # nothing waits for a time any more: no more passes
+    lg.close()
+
+
+def test_a_follower_keeps_the_delete_horizon_its_leader_wrote(tmp_path):
+    """Followers append the leader's bytes, flag included; their own cleaner keeps the horizon it finds (Kafka's
+    rule: a batch with one is never given another), so the tombstone goes at the same time on every replica."""
+    clock = FakeClock()
+    t0 = clock.ms
+    leader = open_log(tmp_path / "leader", clock, delete_retention_ms=10_000, min_cleanable_dirty_ratio=0.01)
+    leader.append_as_leader(kv_batch([(b"gone", b"v"), (b"kept", b"v")]), 0)
+    leader.append_as_leader(kv_batch([(b"gone", None)]), 0)
+    leader.roll()
+    clean(LogCleaner(clock), leader)
+    clock.advance(4_000)
+    follower = open_log(tmp_path / "follower", clock, delete_retention_ms=10_000, min_cleanable_dirty_ratio=0.01)
+    replicate(follower, leader)
+    follower.roll()
+    cleaner = LogCleaner(clock)
+    (stats,) = clean(cleaner, follower)
+    assert stats.delete_horizon_ms == t0 + 10_000
+    assert [b[:2] for b in stored_batches(follower)] == [(0, None), (2, t0 + 10_000)]
+    clock.advance(6_000)
+    assert len(clean(cleaner, follower)) == 1 and read_all(follower) == [(1, b"kept", b"v")]
+    for lg in (leader, follower):
+        lg.close()
+
+
+def compacted_manager(d: Path, clock: FakeClock) -> LogManager:
+    cfg = config(
+        cleanup_policy="compact", segment_bytes=400, delete_retention_ms=10_000, min_cleanable_dirty_ratio=0.01
+    )
+    m = LogManager([d], cfg, clock=clock, topic_config=lambda topic: cfg)
+    m.startup()
+    return m
+
+
+def test_a_tombstones_delete_horizon_survives_a_broker_restart(tmp_path):
+    """The horizon is in the batch, so a restart between the first and the second cleaning neither resets it
+    (the tombstone is still read until then) nor makes it wait for new writes (it goes at the horizon)."""
+    clock = FakeClock()
+    t0 = clock.ms
+    d = tmp_path / "data"
+    m = compacted_manager(d, clock)
+    lg = m.get_or_create_log("t", 0)
+    lg.append_as_leader(kv_batch([(b"gone", b"v"), (b"kept", b"v")]), 0)
+    lg.append_as_leader(kv_batch([(b"gone", None)]), 0)
+    lg.roll()
+    assert len(m.clean_compacted_logs()) == 1
+    assert stored_batches(lg)[1][:2] == (2, t0 + 10_000)
+    m.shutdown()
+
+    clock.advance(9_000)
+    m = compacted_manager(d, clock)  # a new cleaner: nothing of the first one's memory
+    lg = m.get_log("t", 0)
+    lg.append_as_leader(kv_batch([(b"more", b"v")]), 0)
+    lg.roll()
+    assert len(m.clean_compacted_logs()) == 1  # a second cleaning, 1 s before the horizon
+    assert read_all(lg) == [(1, b"kept", b"v"), (2, b"gone", None), (3, b"more", b"v")]
+    assert stored_batches(lg)[1][:2] == (2, t0 + 10_000)  # kept, not reset
+    m.shutdown()
+
+    clock.advance(1_000)
+    m = compacted_manager(d, clock)
+    lg = m.get_log("t", 0)
+    assert len(m.clean_compacted_logs()) == 1  # nothing written: the horizon, read from the batches, passed
+    assert read_all(lg) == [(1, b"kept", b"v"), (3, b"more", b"v")]
+    assert m.clean_compacted_logs() == []
+    m.shutdown()
+
+
+def test_after_a_restart_the_horizons_are_read_a_budget_of_batches_per_pass(tmp_path):
+    """A restarted cleaner reads the headers of a log it knows nothing of a few batches per pass (not all at
+    once: a large log would hold the GIL for seconds), and cleans it as soon as what it read is due."""
+    clock = FakeClock()
+    d = tmp_path / "data"
+    m = compacted_manager(d, clock)
+    lg = m.get_or_create_log("t", 0)
+    for i in range(8):
+        lg.append_as_leader(kv_batch([(b"k%d" % i, b"v")]), 0)  # 0-7
+    lg.append_as_leader(kv_batch([(b"gone", b"v")]), 0)  # 8, superseded
+    lg.append_as_leader(kv_batch([(b"gone", None)]), 0)  # 9, the last batch of 9 kept
+    lg.roll()
+    assert len(m.clean_compacted_logs()) == 1
+    m.shutdown()
+    clock.advance(10_000)
+    m = compacted_manager(d, clock)
+    m.cleaner.scan_batches_per_pass = 3
+    assert [len(m.clean_compacted_logs()) for _ in range(3)] == [0, 0, 1]
+    assert (9, b"gone", None) not in read_all(m.get_log("t", 0))
+    assert m.clean_compacted_logs() == []
+    m.shutdown()
+
+
+def test_after_a_restart_a_flagged_batch_whose_tombstones_went_needs_no_cleaning(tmp_path):
+    """Kafka keeps the flag on a batch that lost its tombstones and kept other records; the horizons read after
+    a restart skip it, so an idle log is not cleaned again for nothing."""
+    clock = FakeClock()
+    d = tmp_path / "data"
+    m = compacted_manager(d, clock)
+    lg = m.get_or_create_log("t", 0)
+    lg.append_as_leader(kv_batch([(b"gone", b"v")]), 0)
+    lg.append_as_leader(kv_batch([(b"gone", None), (b"kept", b"v")]), 0)
+    lg.roll()
+    assert len(m.clean_compacted_logs()) == 1
+    clock.advance(10_000)
+    assert len(m.clean_compacted_logs()) == 1
+    assert stored_batches(lg) == [(1, clock.ms, [(2, b"kept", 1_001)])]  # the flag stays, the tombstone went
+    m.shutdown()
+    clock.advance(10**6)
+    m = compacted_manager(d, clock)
+    scan = HorizonScan()
+    assert scan.advance(m.get_log("t", 0).segments[:-1], 100) == (True, 1) and scan.earliest is None
+    assert m.clean_compacted_logs() == []
+    m.shutdown()
+
+
 def test_keyless_records_are_dropped_by_the_cleaner(tmp_path):
     clock = FakeClock()
     lg = open_log(tmp_path, clock, cleanup_policy="delete")  # written before the topic became compacted
@@ -314,6 +498,16 @@ def test_rebuilt_batch_keeps_log_append_time():
     h = parse_header(original)
     new = parse_header(rebuild_batch(h, [(1, 0, b"b", b"2", [])]))
     assert new.attributes & TIMESTAMP_LOG_APPEND and new.max_timestamp == 99_999
+
+
+def test_rebuilt_batch_with_a_delete_horizon_keeps_log_append_time_and_create_times():
+    original = bytearray(build([[0, 0, b"a", None, []], [1, 4, b"b", b"2", []]], 10, 14))
+    log_module.set_log_append_time(original, 0, parse_header(original), 99_999)
+    out = rebuild_batch(parse_header(original), [(0, 0, b"a", None, []), (1, 4, b"b", b"2", [])], 500_000)
+    new = parse_header(out)
+    assert new.attributes & TIMESTAMP_LOG_APPEND and new.max_timestamp == 99_999
+    assert new.delete_horizon_ms == 500_000 and [500_000 + r[1] for r in records_of(out, 0, new)] == [10, 14]
+    assert list(iter_batches(out, validate_crc=True))
 
 
 # --- appends -----------------------------------------------------------------------------

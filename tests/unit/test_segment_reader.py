@@ -381,3 +381,52 @@ def test_read_committed_skips_aborted_transactions_and_stops_at_the_last_stable_
     assert everything == [b"c1", b"c2", b"a1", b"a2", b"a3", b"c3", b"a4", b"v100", b"v101", b"open", b"v200"]
     with pytest.raises(seg.LogReadError, match="kafka.isolation.level"):
         opt.plan_read({**base, "kafka.isolation.level": "committed"})
+
+
+def test_a_cleaned_log_with_delete_horizon_batches_reads_with_its_own_timestamps(tmp_path):
+    """The Spark segment reader over a log the cleaner flagged (KIP-534): a tombstone's batch and a lone abort
+    marker carry the delete horizon as base timestamp; rows keep their records' timestamps, the tombstone reads
+    as a null value, the marker never shows, read_committed and read_uncommitted alike."""
+    from broker.controller import PartitionState
+    from broker.log.cleaner import LogCleaner
+    from broker.partition import Partition
+    from tests.unit.test_log_support import FakeClock
+
+    clock = FakeClock(T0 + 10**6)
+    d = tmp_path / "d1"
+    cfg = LogConfig(segment_bytes=200, index_interval_bytes=0, cleanup_policy="compact", min_cleanable_dirty_ratio=0.01)
+    lg = Log(d / "tweets-0", "tweets", 0, cfg, clean_shutdown=True, clock=clock)
+    p = Partition("tweets", 0, lg, 1, 1, 30_000, lambda *a: None)
+    p.apply_state(PartitionState(0, 1, 0, [1], [1]), T0)
+
+    def put(key: bytes, value: bytes | None, ts: int, pid: int = -1) -> None:
+        raw = fmt.build([(0, 0, key, value, None)], ts, ts, producer_id=pid, producer_epoch=0,
+                        base_sequence=0 if pid >= 0 else -1, transactional=pid >= 0)  # fmt: skip
+        p.append_as_leader(raw, 1, T0)
+
+    put(b"gone", b"old", T0 + 1)
+    put(b"gone", None, T0 + 2)
+    put(b"aborted", b"never", T0 + 3, pid=7)
+    p.append_as_leader(fmt.build_marker(7, 0, False, 1, T0 + 4), 1, T0, markers=True)
+    put(b"kept", b"v", T0 + 5)
+    lg.roll()
+    cleaner = LogCleaner(clock)
+    for i in range(2):  # the second cleaning finds the abort marker alone
+        assert len(cleaner.clean_logs({d: {("tweets", 0): lg}}, lambda tp: p.last_stable_offset)) == 1
+        put(b"more-%d" % i, b"x", T0 + 10 + i)
+        lg.roll()
+    flagged = [(h.is_control, h.delete_horizon_ms) for _, h in fmt.iter_batches(lg.read(0, 10**6))]
+    horizon = clock.ms + 86_400_000
+    assert flagged[:2] == [(False, horizon), (True, horizon)]
+    lg.close()
+
+    for isolation in ("read_committed", "read_uncommitted"):
+        plan = opt.plan_read({"path": str(d), "subscribe": "tweets", "kafka.isolation.level": isolation})
+        t = pa.Table.from_batches([rb for sl in plan.slices for rb in record_batches(sl, False)]).to_pydict()
+        rows = list(zip(t["offset"], t["key"], t["value"], [round(ts.timestamp() * 1000) for ts in t["timestamp"]]))
+        assert rows == [
+            (1, b"gone", None, T0 + 2),
+            (4, b"kept", b"v", T0 + 5),
+            (5, b"more-0", b"x", T0 + 10),
+            (6, b"more-1", b"x", T0 + 11),
+        ], isolation

@@ -281,6 +281,57 @@ def test_cleaner_drops_aborted_records_keeps_markers_until_delete_retention_and_
     assert (8, "COMMIT", 4) in contents(p)
 
 
+def test_a_lone_markers_delete_horizon_is_in_its_batch_and_survives_a_restart(tmp_path):
+    """The cleaning that first finds a marker alone flags its control batch (KIP-534: base timestamp = now +
+    delete.retention.ms, its record's timestamp unchanged); a cleaner started afresh keeps that horizon, and
+    removes the marker once it has passed without any new write."""
+    from broker.log.cleaner import LogCleaner
+    from net.batch import iter_batches
+    from tests.unit.test_log_support import FakeClock
+
+    clock = FakeClock(NOW)
+    d = tmp_path / "t-0"
+    p = compacted_partition(d, clock)
+
+    def clean(cleaner: LogCleaner, p: Partition) -> int:
+        return len(cleaner.clean_logs({d.parent: {("t", 0): p.log}}, lambda tp: p.last_stable_offset))
+
+    def marker_batch(p: Partition) -> tuple[int, int | None, int] | None:
+        """(offset, delete horizon, record timestamp) of the control batch, if it is still there."""
+        for _, h in iter_batches(p.log.read(0, 10**6), validate_crc=True):
+            if h.is_control:
+                return h.base_offset, h.delete_horizon_ms, h.max_timestamp
+        return None
+
+    p.append_as_leader(kv(b"a", b"aborted", 2, 0), 1, NOW)  # 0
+    end_txn(p, 2, False)  # 1
+    p.append_as_leader(kv(b"b", b"1"), 1, NOW)  # 2
+    p.log.roll()
+    first = LogCleaner(clock)
+    assert clean(first, p) == 1  # the aborted record goes; its marker stays for it, not flagged yet
+    assert [r[0] for r in contents(p)] == [1, 2] and marker_batch(p) == (1, None, NOW)
+    clock.advance(1_000)
+    p.append_as_leader(kv(b"c", b"1"), 1, NOW)
+    p.log.roll()
+    assert clean(first, p) == 1  # alone now: flagged
+    assert marker_batch(p) == (1, NOW + 1_000 + 10_000, NOW)
+    p.log.close()
+
+    clock.advance(9_000)
+    p = compacted_partition(d, clock)  # a restart: a new partition, log and cleaner
+    second = LogCleaner(clock)
+    p.append_as_leader(kv(b"d", b"1"), 1, NOW)
+    p.log.roll()
+    assert clean(second, p) == 1  # 1 s before the horizon: kept, and the horizon with it
+    assert marker_batch(p) == (1, NOW + 11_000, NOW)
+    assert [r[0] for r in contents(p)][:1] == [1]
+    clock.advance(1_000)
+    assert clean(second, p) == 1  # nothing written: the horizon passed
+    assert marker_batch(p) is None and [r[0] for r in contents(p)] == [2, 3, 4]
+    assert clean(second, p) == 0
+    p.log.close()
+
+
 def test_a_committed_transactional_batch_stays_transactional_when_the_cleaner_rebuilds_it():
     from broker.log.cleaner import rebuild_batch
     from net.batch import parse_header
