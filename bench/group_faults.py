@@ -10,30 +10,48 @@ SESSION_MS. One broker is SIGKILLed:
   partitions of the topic too). The group's members, generation and assignment are in `__consumer_offsets`,
   so the new coordinator loads them and the members carry on: no member may rejoin (no revocation or
   assignment after the kill). Figure as above; target 3 s.
+
+Back-to-back (issue 29 §3), `python -m bench.group_faults --back-to-back [--runs 3] [--seed 1] [--client
+own|confluent|both]`: three brokers on three network-namespace hosts (bench/netns.py, 198.18.21.0/24; needs
+root), the same producer and a classic group of 3 in the root namespace, and for --duration (60 s) a fault
+every --interval (5 s), drawn by a seeded RNG among: a partition leader (not the coordinator) SIGKILLed and
+restarted, the coordinator SIGKILLed and restarted, the coordinator SIGSTOPped for 2-4 s, the coordinator
+isolated (every packet to and from its host dropped) for 2-4 s. Each fault ends before the next one starts.
+Figures per run: the longest gap between records consumed by the group (any partition), the longest gap on
+one partition, and whether every record was consumed (none lost) and how many twice.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
+import random
 import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 from bench.run_cluster import Cluster
 from bench.run_groups import MemberProc, SteadyProducer, wait_for
-from bench.timeline import EVENTS, first, log_rows
+from bench.timeline import EVENTS, first, log_rows, print_rows
 
 SESSION_MS = 10000  # Kafka's consumer default before 3.0; the current 45 s only stretches the target
 TOPIC = "group-faults"
 PARTITIONS = 6
 
 
-async def _coordinator(bootstrap: str, group: str) -> int:
+async def _coordinator(bootstrap: str, group: str, timeout_ms: int = 5000) -> int:
     from client.admin import AsyncAdmin
     from net.protocol import ApiKey
 
-    admin = AsyncAdmin(bootstrap, request_timeout_ms=5000)
+    admin = AsyncAdmin(bootstrap, request_timeout_ms=timeout_ms)
     try:
         body = await admin.client.request(None, ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0})
         if body.get("error_code"):
@@ -43,10 +61,10 @@ async def _coordinator(bootstrap: str, group: str) -> int:
         await admin.close()
 
 
-async def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
+async def _leaders(bootstrap: str, topic: str, timeout_ms: int = 5000) -> dict[int, int]:
     from client.admin import AsyncAdmin
 
-    admin = AsyncAdmin(bootstrap, request_timeout_ms=5000)
+    admin = AsyncAdmin(bootstrap, request_timeout_ms=timeout_ms)
     try:
         return {p.partition: p.leader for p in (await admin.describe_topics([topic]))[0].partitions}
     finally:
@@ -130,3 +148,266 @@ def group_fault_once(kill_coordinator: bool, run: int) -> tuple[float, list[tupl
         for m in members:
             m.stop()
         c.down()
+
+
+# --- back-to-back faults (issue 29 §3) ----------------------------------------------------------------------
+
+B2B_SUBNET, B2B_PREFIX, KAFKA_PORT = "198.18.21.0/24", "klg", 9093
+FAULTS = ("leader-kill", "coordinator-kill", "coordinator-pause", "coordinator-isolate")
+GAP_TARGET_S = 10.0
+
+
+def longest_gap(times: list[float], start: float, end: float) -> tuple[float, float]:
+    """(length, start) of the longest stretch of [start, end] without a receipt."""
+    inside = [start] + sorted(t for t in times if start < t < end) + [end]
+    return max(((b - a, a) for a, b in zip(inside, inside[1:])), default=(0.0, start))
+
+
+def receipt_ranges(members: list[MemberProc]) -> dict[int, list[tuple[int, int]]]:
+    """Per partition, the (first, last) offset runs every member received (bench/group_member.py's R lines)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for m in members:
+        for _, kind, nums in m.events():
+            if kind == "R" and len(nums) >= 4:
+                out.setdefault(nums[0], []).append((nums[2], nums[3]))
+    return out
+
+
+def loss_and_repeats(ranges: dict[int, list[tuple[int, int]]], ends: dict[int, int]) -> tuple[int, int]:
+    """(offsets below each partition's end never received, receipts beyond the first of an offset)."""
+    lost = repeated = 0
+    for p, end in ends.items():
+        seen: set[int] = set()
+        total = 0
+        for a, b in ranges.get(p, []):
+            total += b - a + 1
+            seen.update(range(a, b + 1))
+        lost += sum(1 for o in range(end) if o not in seen)
+        repeated += total - len(seen)
+    return lost, repeated
+
+
+class FaultDriver:
+    """Injects the faults, one at a time, on a NetnsZkCluster (built-in controller quorum), and heals each
+    before the next. `events` gets (wall time, text) per step, for the timeline."""
+
+    def __init__(self, cluster: object, group: str, seed: int) -> None:
+        self.c = cluster
+        self.group = group
+        self.rng = random.Random(seed)
+        self.events: list[tuple[float, str]] = []
+        self.coordinator = 0
+        self.leaders: dict[int, int] = {}
+
+    def _note(self, text: str) -> None:
+        self.events.append((time.time(), f"bench: {text}"))
+        print(f"    {time.strftime('%H:%M:%S')} {text}", flush=True)
+
+    def _refresh(self) -> None:
+        """Who coordinates the group and leads the partitions now; the last answer if the cluster is slow."""
+        try:
+            self.coordinator = asyncio.run(_coordinator(self.c.bootstrap, self.group, 1500))
+        except Exception:  # noqa: BLE001 - a cluster in a fault: keep the last known
+            pass
+        try:
+            self.leaders = asyncio.run(_leaders(self.c.bootstrap, TOPIC, 1500))
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _kill_restart(self, victim: int, down_s: float) -> None:
+        os.kill(self.c.broker_pid(victim), signal.SIGKILL)
+        self.c.procs[victim].wait(10)
+        time.sleep(down_s)
+        self.c.start_broker(victim)
+        self._note(f"broker {victim} restarted")
+
+    def inject(self, kind: str) -> Callable[[], None]:
+        """Start one fault; return what ends it (run at the latest before the next fault)."""
+        self._refresh()
+        coord = self.coordinator
+        if kind == "leader-kill":
+            others = sorted({b for b in self.leaders.values() if b not in (coord, -1)})
+            victim = self.rng.choice(others) if others else self.rng.choice([b for b in (1, 2, 3) if b != coord])
+            down = self.rng.uniform(0.5, 1.5)
+            self._note(f"{kind}: broker {victim} SIGKILLed (coordinator {coord}), restart in {down:.1f} s")
+            return lambda: self._kill_restart(victim, down)
+        if kind == "coordinator-kill":
+            down = self.rng.uniform(0.5, 1.5)
+            self._note(f"{kind}: broker {coord} SIGKILLed, restart in {down:.1f} s")
+            return lambda: self._kill_restart(coord, down)
+        hold = self.rng.uniform(2.0, 4.0)
+        if kind == "coordinator-pause":
+            pid = self.c.broker_pid(coord)
+            os.kill(pid, signal.SIGSTOP)
+            self._note(f"{kind}: broker {coord} SIGSTOPped for {hold:.1f} s")
+
+            def cont() -> None:
+                time.sleep(hold)
+                os.kill(pid, signal.SIGCONT)
+                self._note(f"broker {coord} SIGCONTed")
+
+            return cont
+        self.c.lab.isolate(coord)
+        self._note(f"{kind}: broker {coord} isolated for {hold:.1f} s")
+
+        def rejoin() -> None:
+            time.sleep(hold)
+            self.c.lab.rejoin(coord)
+            self._note(f"broker {coord} rejoined the network")
+
+        return rejoin
+
+    def run(self, duration: float, interval: float) -> None:
+        start = time.time()
+        slot = start
+        while slot + interval <= start + duration + 0.001:
+            time.sleep(max(0.0, slot - time.time()))
+            kind = self.rng.choice(FAULTS)
+            end = self.inject(kind)
+            healer = threading.Thread(target=end, daemon=True)
+            healer.start()
+            slot += interval
+            healer.join(max(0.1, slot - time.time()))
+            healer.join()  # a restart that takes longer than the slot delays the next fault, never overlaps it
+
+
+def back_to_back_once(seed: int, client: str, duration: float, interval: float, timeline: bool) -> dict[str, float]:
+    from bench.netns import NetnsLab  # noqa: F401 - the lab NetnsZkCluster runs on
+    from bench.run_recovery import NetnsZkCluster, create_topic
+
+    root = Path(tempfile.mkdtemp(prefix="kl-bench-b2b-"))
+    c = NetnsZkCluster(
+        root, ["group.initial.rebalance.delay.ms=0"], B2B_SUBNET, B2B_PREFIX, zookeeper=False, kafka_port=KAFKA_PORT
+    ).start()
+    producer = None
+    members: list[MemberProc] = []
+    try:
+        asyncio.run(create_topic(c.bootstrap, TOPIC, PARTITIONS))
+        producer = SteadyProducer(c, TOPIC, PARTITIONS)
+        group = f"b2b-{client}-{seed}"
+        os.environ["KL_MEMBER_LOG"] = "1"
+        target = SimpleNamespace(bootstrap=c.kafka_bootstrap if client == "confluent" else c.bootstrap)
+        members = [
+            MemberProc(target, group, TOPIC, "timeline", session_timeout_ms=SESSION_MS, client=client)  # type: ignore[arg-type]
+            for _ in range(3)
+        ]
+        wait_for(lambda: all(len(m.owned()) == 2 for m in members), 90, "three members with two partitions each")
+        wait_for(lambda: all(any(m.receipts(p) for m in members) for p in range(PARTITIONS)), 30, "every partition")
+        time.sleep(2)
+        driver = FaultDriver(c, group, seed)
+        began = time.time()
+        driver.run(duration, interval)
+        ended = time.time()
+        # After the last fault: the group must be consuming every partition again; then drain and count.
+        wait_for(
+            lambda: all(any(t > ended for m in members for t in m.receipts(p)) for p in range(PARTITIONS)),
+            90,
+            "every partition consumed after the faults",
+        )
+        settled = time.time()
+        producer.stop()
+        producer = None
+        ends = {}
+        for _ in range(100):
+            try:
+                ends = asyncio.run(_end_offsets(c.bootstrap))
+                break
+            except Exception:  # noqa: BLE001 - retried
+                time.sleep(0.3)
+
+        def drained() -> bool:
+            got = receipt_ranges(members)
+            return all(max((b for _, b in got.get(p, [])), default=-1) >= end - 1 for p, end in ends.items())
+
+        wait_for(drained, 90, "the group to consume up to the end of every partition")
+        everything = [t for m in members for p in range(PARTITIONS) for t in m.receipts(p)]
+        gap, gap_at = longest_gap(everything, began, settled)
+        part_gaps = [
+            longest_gap([t for m in members for t in m.receipts(p)], began, settled) for p in range(PARTITIONS)
+        ]
+        part_gap, part_at = max(part_gaps)
+        lost, repeated = loss_and_repeats(receipt_ranges(members), ends)
+        rows = log_rows(
+            c.logs(),
+            began,
+            driver.events
+            + [(gap_at, f"GAP START ({gap:.1f} s, group)"), (gap_at + gap, "GAP END (group)")]
+            + [(part_at, f"GAP START ({part_gap:.1f} s, one partition)"), (part_at + part_gap, "GAP END (partition)")]
+            + [
+                (t, f"member {i}: {kind} {nums}")
+                for i, m in enumerate(members)
+                for t, kind, nums in m.events()
+                if kind in "AV"
+            ]
+            + [(t, f"member {i}: {text}") for i, m in enumerate(members) for t, text in _member_log(m)],
+            needles=(*EVENTS, "group", "coordinator", "__consumer_offsets"),
+        )
+        if timeline:
+            print_rows(rows)
+        return {
+            "gap_s": gap,
+            "partition_gap_s": part_gap,
+            "lost": float(lost),
+            "repeated": float(repeated),
+            "records": float(sum(ends.values())),
+            "faults": float(sum(1 for _, t in driver.events if "SIG" in t or "isolated" in t)),
+        }
+    finally:
+        if producer is not None:
+            producer.stop()
+        for m in members:
+            m.stop()
+        c.stop()
+        if not os.environ.get("KL_BENCH_KEEP"):
+            subprocess.run(["rm", "-rf", str(root)])
+        else:
+            print(f"kept {root}", flush=True)
+
+
+async def _end_offsets(bootstrap: str) -> dict[int, int]:
+    from client.admin import AsyncAdmin
+
+    admin = AsyncAdmin(bootstrap, request_timeout_ms=3000)
+    try:
+        ends = await admin.list_offsets([(TOPIC, p) for p in range(PARTITIONS)], -1)
+        return {p: ends[(TOPIC, p)] for p in range(PARTITIONS)}
+    finally:
+        await admin.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.netns import available
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--back-to-back", action="store_true", required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1, help="run i uses seed + i")
+    ap.add_argument("--client", choices=["own", "confluent", "both"], default="both")
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--interval", type=float, default=5.0)
+    ap.add_argument("--timeline", action="store_true", help="print each run's merged timeline")
+    a = ap.parse_args(argv)
+    if not available():
+        print("back-to-back: needs root and iproute2 (network namespaces isolate the coordinator)", file=sys.stderr)
+        return 2
+    clients = ["own", "confluent"] if a.client == "both" else [a.client]
+    for client in clients:
+        runs = []
+        for i in range(a.runs):
+            print(f"{client} run {i + 1}/{a.runs} (seed {a.seed + i}) ...", flush=True)
+            r = back_to_back_once(a.seed + i, client, a.duration, a.interval, a.timeline)
+            print("  " + ", ".join(f"{k}={v:,.2f}" for k, v in r.items()), flush=True)
+            runs.append(r)
+        gaps = [r["gap_s"] for r in runs]
+        print(
+            f"{client}: longest group gap median {statistics.median(gaps):.2f} s ({min(gaps):.2f}-{max(gaps):.2f}), "
+            f"target <= {GAP_TARGET_S:g}: {'MET' if max(gaps) <= GAP_TARGET_S else 'MISSED'}; longest partition gap "
+            f"median {statistics.median(r['partition_gap_s'] for r in runs):.2f} s; lost "
+            f"{sum(r['lost'] for r in runs):.0f}; repeated {sum(r['repeated'] for r in runs):.0f}",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -41,7 +41,7 @@ from typing import Any
 from bench.group_faults import SESSION_MS, group_fault_once
 from bench.netns import NetnsLab, available
 from bench.peers._common import free_port
-from bench.run_cluster import Cluster, failover_only_run, tool
+from bench.run_cluster import Cluster, failover_only_run, installed_env, tool
 from bench.run_single_broker import machine_info
 from bench.sections import bench_parser, md_table, median_range, replace_section
 from bench.timeline import first, log_rows, phase_lines, print_rows, trace_client
@@ -224,18 +224,28 @@ async def kill_all_once(down_s: float = 1.0) -> tuple[float, list[tuple[float, s
 
 
 class NetnsZkCluster:
-    """Three ZooKeeper-mode brokers on three network-namespace hosts (bench/netns.py), ZooKeeper on the
-    bridge, every broker and the client (in the root namespace) reaching it; `lab.cut(i, j)` cuts two brokers
-    apart. tests/integration/test_recovery.py uses it too."""
+    """Three brokers on three network-namespace hosts (bench/netns.py), the client in the root namespace;
+    `lab.cut(i, j)` cuts two brokers apart, `lab.isolate(i)` one from everything. With `zookeeper` (the
+    default) ZooKeeper-mode brokers and ZooKeeper on the bridge, every broker reaching it; otherwise the
+    built-in controller quorum among the three. `kafka_port` also opens each broker's Kafka listener.
+    tests/integration/test_recovery.py and bench/group_faults.py use it."""
 
     PORT = 9092
 
     def __init__(
-        self, root: Path, overrides: list[str] | None = None, subnet: str = NETNS_SUBNET, prefix: str = NETNS_PREFIX
+        self,
+        root: Path,
+        overrides: list[str] | None = None,
+        subnet: str = NETNS_SUBNET,
+        prefix: str = NETNS_PREFIX,
+        zookeeper: bool = True,
+        kafka_port: int | None = None,
     ) -> None:
         self.root = root
         self.lab = NetnsLab(prefix, subnet, 3)
-        self.overrides = list(overrides or [])
+        self.overrides = list(overrides or []) + ([f"kafka.port={kafka_port}"] if kafka_port else [])
+        self.kafka_port = kafka_port
+        self.use_zookeeper = zookeeper
         self.procs: dict[int, subprocess.Popen] = {}
         self.zk: Any = None
 
@@ -243,44 +253,62 @@ class NetnsZkCluster:
     def bootstrap(self) -> str:
         return ",".join(f"{self.lab.addr(i)}:{self.PORT}" for i in range(1, 4))
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        return ",".join(f"{self.lab.addr(i)}:{self.kafka_port}" for i in range(1, 4))
+
     def start(self) -> NetnsZkCluster:
-        from client.cli.cluster import start_command
         from client.cli.zk_local import LocalZooKeeper
 
         self.root.mkdir(parents=True, exist_ok=True)
         self.lab.setup()
         try:
-            self.zk = LocalZooKeeper(self.root / "zookeeper", free_port(), host=self.lab.gateway).start()
+            if self.use_zookeeper:
+                self.zk = LocalZooKeeper(self.root / "zookeeper", free_port(), host=self.lab.gateway).start()
             for i in range(1, 4):
-                cmd = start_command(
-                    i,
-                    self.PORT,
-                    self.root / f"broker-{i}",
-                    host=self.lab.addr(i),
-                    extra=[x for o in self.overrides for x in ("--override", o)],
-                    coordination="zookeeper",
-                    zookeeper=self.zk.connect,
-                )
-                with open(self.root / f"broker-{i}.log", "ab") as log:
-                    self.procs[i] = self.lab.popen(
-                        i,
-                        cmd,
-                        cwd=ROOT,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        env={**os.environ, "PYTHONPATH": str(ROOT)},
-                    )
-            deadline = time.monotonic() + 60
+                self.start_broker(i)
             for i in range(1, 4):
-                while not _listening(self.lab.addr(i), self.PORT):
-                    if time.monotonic() > deadline or self.procs[i].poll() is not None:
-                        raise RuntimeError(f"broker {i} did not start; see {self.root}/broker-{i}.log")
-                    time.sleep(0.05)
+                self.wait_listening(i, 60)
         except Exception:
             self.stop()
             raise
         return self
+
+    def start_broker(self, i: int) -> None:
+        from client.cli.cluster import start_command
+
+        peers = None if self.use_zookeeper else ",".join(f"{j}@{self.lab.addr(j)}:{self.PORT}" for j in range(1, 4))
+        cmd = start_command(
+            i,
+            self.PORT,
+            self.root / f"broker-{i}",
+            host=self.lab.addr(i),
+            peers=peers,
+            extra=[x for o in self.overrides for x in ("--override", o)],
+            coordination="zookeeper" if self.use_zookeeper else None,
+            zookeeper=self.zk.connect if self.use_zookeeper else None,
+        )
+        with open(self.root / f"broker-{i}.log", "ab") as log:
+            self.procs[i] = self.lab.popen(
+                i,
+                cmd,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=installed_env({"PYTHONPATH": str(ROOT)}),
+            )
+
+    def wait_listening(self, i: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not _listening(self.lab.addr(i), self.PORT):
+            if time.monotonic() > deadline or self.procs[i].poll() is not None:
+                raise RuntimeError(f"broker {i} did not start; see {self.root}/broker-{i}.log")
+            time.sleep(0.05)
+
+    def broker_pid(self, i: int) -> int:
+        """The broker's own pid (`ip netns exec` execs it, so the same as the Popen's)."""
+        return self.procs[i].pid
 
     def logs(self) -> list[Path]:
         return sorted(self.root.glob("broker-*.log"))
