@@ -14,10 +14,23 @@ import struct
 from typing import Any, Iterator, NamedTuple, Sequence
 
 import msgpack
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 
 from net.compression import CODEC_MASK, CODEC_NONE, compress, decompress
+
+_codec: Any = None
+
+
+def _records_codec() -> Any:
+    """aiokafka's C record codec (`aiokafka.record.default_records`), imported on first use: `import aiokafka`
+    loads its whole client too (0.1-0.4 s of CPU), and a restarting broker must listen before it needs it."""
+    global _codec
+    if _codec is None:
+        from aiokafka.record import default_records
+
+        _codec = default_records
+    return _codec
+
 
 MAGIC = 2  # Kafka's record batch v2
 LEGACY_MAGIC = 1  # Kafka Lite 0.1: the v2 header with msgpack records (read, never written)
@@ -163,7 +176,7 @@ def build(
     batch that lost its last records to compaction still ends where it did."""
     # aiokafka's builder writes the varint records in C; the header is ours (the cleaner's offsets and
     # timestamps, our compression level), so only its records section is kept.
-    builder = DefaultRecordBatchBuilder(2, CODEC_NONE, 0, -1, -1, -1, _NO_LIMIT)
+    builder = _records_codec().DefaultRecordBatchBuilder(2, CODEC_NONE, 0, -1, -1, -1, _NO_LIMIT)
     append = builder.append
     for d_off, d_ts, key, value, headers in records:
         if not headers:
@@ -219,7 +232,7 @@ def recompress(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader, co
 def iter_records(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
     """The records of one magic-2 batch as aiokafka records (.offset, .timestamp absolute; .key, .value,
     .headers: a list of (str, bytes)), decompressed and decoded in C."""
-    return iter(DefaultRecordBatch(bytes(buf[pos : pos + h.size])))
+    return iter(_records_codec().DefaultRecordBatch(bytes(buf[pos : pos + h.size])))
 
 
 def records_of(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Sequence[Any]:
@@ -246,7 +259,7 @@ def records_of(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) ->
 def _create_time_records(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
     raw = bytearray(buf[pos : pos + h.size])
     struct.pack_into(">h", raw, CRC_START, h.attributes & ~TIMESTAMP_LOG_APPEND)  # CRC no longer checked
-    return iter(DefaultRecordBatch(bytes(raw)))
+    return iter(_records_codec().DefaultRecordBatch(bytes(raw)))
 
 
 # --- transaction markers (Kafka's EndTransactionMarker in a control batch) ----------------------------
