@@ -79,6 +79,14 @@ def _member_log(m: MemberProc) -> list[tuple[float, str]]:
         return []
     out = []
     for line in lines:
+        if line.startswith("%"):  # librdkafka's "%7|<wall time>|CGRP|<client>| [thrd:...]: <message>"
+            fields = line.split("|", 4)
+            if len(fields) == 5:
+                try:
+                    out.append((float(fields[1]), f"rdkafka {fields[2]}: {fields[4].partition(': ')[2]}"))
+                except ValueError:
+                    pass
+            continue
         head, _, rest = line.partition(" ")
         try:
             out.append((float(head), rest.split(" ", 1)[-1]))
@@ -198,6 +206,8 @@ class FaultDriver:
         self.events: list[tuple[float, str]] = []
         self.coordinator = 0
         self.leaders: dict[int, int] = {}
+        self.restarts: list[float] = []  # s from a restart to its broker listening
+        self.count = 0
 
     def _note(self, text: str) -> None:
         self.events.append((time.time(), f"bench: {text}"))
@@ -220,6 +230,18 @@ class FaultDriver:
         time.sleep(down_s)
         self.c.start_broker(victim)
         self._note(f"broker {victim} restarted")
+        # Waited for on a thread of its own: the next fault may come before a slow start is over.
+        threading.Thread(target=self._note_listening, args=(victim, time.time()), daemon=True).start()
+
+    def _note_listening(self, broker: int, spawned: float) -> None:
+        from bench.run_recovery import _listening
+
+        while time.time() - spawned < 60:
+            if _listening(self.c.lab.addr(broker), self.c.PORT):
+                self._note(f"broker {broker} listening again, {time.time() - spawned:.2f} s after its restart")
+                self.restarts.append(time.time() - spawned)
+                return
+            time.sleep(0.02)
 
     def inject(self, kind: str) -> Callable[[], None]:
         """Start one fault; return what ends it (run at the latest before the next fault)."""
@@ -263,6 +285,7 @@ class FaultDriver:
         while slot + interval <= start + duration + 0.001:
             time.sleep(max(0.0, slot - time.time()))
             kind = self.rng.choice(FAULTS)
+            self.count += 1
             end = self.inject(kind)
             healer = threading.Thread(target=end, daemon=True)
             healer.start()
@@ -350,7 +373,9 @@ def back_to_back_once(seed: int, client: str, duration: float, interval: float, 
             "lost": float(lost),
             "repeated": float(repeated),
             "records": float(sum(ends.values())),
-            "faults": float(sum(1 for _, t in driver.events if "SIG" in t or "isolated" in t)),
+            "faults": float(driver.count),
+            "rejoins": float(sum(1 for m in members for t, kind, _ in m.events() if kind == "A" and t > began)),
+            "restart_to_listening_s": max(driver.restarts, default=float("nan")),
         }
     finally:
         if producer is not None:

@@ -109,6 +109,8 @@ def run_confluent(args: argparse.Namespace) -> None:
             "session.timeout.ms": args.session_timeout_ms,
             "heartbeat.interval.ms": min(3000, args.session_timeout_ms // 3),
             "partition.assignment.strategy": args.strategy,
+            # KL_MEMBER_LOG: librdkafka's group and protocol decisions on stderr, for the bench's timeline.
+            **({"debug": "cgrp"} if os.environ.get("KL_MEMBER_LOG") else {}),
         }
     )
     stop = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,10 @@ from broker.group.records import GroupKey, Key, OffsetKey
 from broker.group.state import Group, GroupState, Member, OffsetAndMetadata
 from net.consumer_protocol import Subscription
 from net.errors import ErrorCode
+
+# Kafka's GroupCoordinator logs the same moments at INFO: a rebalance starting, a generation formed, a member
+# timed out. What the logic decides is visible without a clock or a socket.
+log = logging.getLogger("kafkalite.group")
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +468,13 @@ class GroupCoordinatorLogic:
                 if m.join_token is not None or m.sync_token is not None:
                     continue  # parked: the rebalance's own deadline governs it
                 if now_ms - m.last_heartbeat_ms > m.session_timeout_ms:
+                    log.info(
+                        "group %s: member %s timed out (no heartbeat for %d ms, session.timeout.ms=%d)",
+                        g.group_id,
+                        m.member_id,
+                        now_ms - m.last_heartbeat_ms,
+                        m.session_timeout_ms,
+                    )
                     out += self._remove_member(g, m.member_id, now_ms)
             if g.state == GroupState.PREPARING_REBALANCE:
                 out += self._maybe_complete_join(g, now_ms)
@@ -480,6 +492,8 @@ class GroupCoordinatorLogic:
             g.join_not_before_ms = now_ms + self.config.initial_rebalance_delay_ms
         else:
             g.join_not_before_ms = now_ms
+        if g.state != GroupState.PREPARING_REBALANCE:
+            log.info("group %s: preparing to rebalance (generation %d, %s)", g.group_id, g.generation, g.state.value)
         g.state = GroupState.PREPARING_REBALANCE
         g.rebalance_deadline_ms = now_ms + g.rebalance_timeout_ms()
         return out + self._maybe_complete_join(g, now_ms)
@@ -491,9 +505,17 @@ class GroupCoordinatorLogic:
         elif now_ms < g.rebalance_deadline_ms:
             return []
         # Members that did not rejoin within the rebalance timeout (max.poll.interval.ms) are out.
-        for mid in [mid for mid, m in g.members.items() if m.join_token is None]:
+        late = [mid for mid, m in g.members.items() if m.join_token is None]
+        for mid in late:
             del g.members[mid]
         g.generation += 1
+        log.info(
+            "group %s: generation %d with %d members%s",
+            g.group_id,
+            g.generation,
+            len(g.members),
+            f" ({len(late)} dropped: not rejoined within the rebalance timeout)" if late else "",
+        )
         out: list[Output] = []
         if not g.members:
             g.state, g.protocol, g.leader, g.empty_since_ms = GroupState.EMPTY, None, None, now_ms
