@@ -12,7 +12,7 @@ SESSION_MS. One broker is SIGKILLed:
   assignment after the kill). Figure as above; target 3 s.
 
 Back-to-back (issue 29 §3), `python -m bench.group_faults --back-to-back [--runs 3] [--seed 1] [--client
-own|confluent|both]`: three brokers on three network-namespace hosts (bench/netns.py, 198.18.21.0/24; needs
+own|confluent|both]`: three brokers on three network-namespace hosts (bench/netns.py, 198.18.23.0/24; needs
 root), the same producer and a classic group of 3 in the root namespace, and for --duration (60 s) a fault
 every --interval (5 s), drawn by a seeded RNG among: a partition leader (not the coordinator) SIGKILLed and
 restarted, the coordinator SIGKILLed and restarted, the coordinator SIGSTOPped for 2-4 s, the coordinator
@@ -159,7 +159,7 @@ def group_fault_once(kill_coordinator: bool, run: int) -> tuple[float, list[tupl
 
 # --- back-to-back faults (issue 29 §3) ----------------------------------------------------------------------
 
-B2B_SUBNET, B2B_PREFIX, KAFKA_PORT = "198.18.21.0/24", "klg", 9093
+B2B_SUBNET, B2B_PREFIX, KAFKA_PORT = "198.18.23.0/24", "klg", 9093
 FAULTS = ("leader-kill", "coordinator-kill", "coordinator-pause", "coordinator-isolate")
 GAP_TARGET_S = 10.0
 
