@@ -170,6 +170,38 @@ def longest_gap(times: list[float], start: float, end: float) -> tuple[float, fl
     return max(((b - a, a) for a, b in zip(inside, inside[1:])), default=(0.0, start))
 
 
+def no_majority(down: list[list[float]], brokers: int = 3) -> list[tuple[float, float]]:
+    """The stretches during which more than a minority of the brokers was down (killed and not listening yet,
+    paused, or isolated), merged, in time order."""
+    edges = sorted([(a, 1) for _, a, _ in down] + [(b, -1) for _, _, b in down])
+    out: list[tuple[float, float]] = []
+    count, since = 0, 0.0
+    for t, step in edges:
+        before = count
+        count += step
+        if before <= brokers // 2 < count:
+            since = t
+        elif count <= brokers // 2 < before:
+            out.append((since, t))
+    return out
+
+
+def longest_gap_with_majority(times: list[float], start: float, end: float, down: list[list[float]]) -> float:
+    """The longest stretch without a receipt during which a majority of the brokers was up all along."""
+    inside = [start] + sorted(t for t in times if start < t < end) + [end]
+    blocked = no_majority(down)
+    best = 0.0
+    for a, b in zip(inside, inside[1:]):
+        cuts = [(max(a, x), min(b, y)) for x, y in blocked if x < b and y > a]
+        pieces, at = [], a
+        for x, y in cuts:
+            pieces.append(x - at)
+            at = y
+        pieces.append(b - at)
+        best = max(best, *pieces)
+    return best
+
+
 def receipt_ranges(members: list[MemberProc]) -> dict[int, list[tuple[int, int]]]:
     """Per partition, the (first, last) offset runs every member received (bench/group_member.py's R lines)."""
     out: dict[int, list[tuple[int, int]]] = {}
@@ -207,6 +239,13 @@ class FaultDriver:
         self.leaders: dict[int, int] = {}
         self.restarts: list[float] = []  # s from a restart to its broker listening
         self.count = 0
+        # [broker, from, to]: killed until listening again, paused until continued, isolated until back
+        self.down: list[list[float]] = []
+
+    def _down(self, broker: int) -> list[float]:
+        span = [float(broker), time.time(), float("inf")]
+        self.down.append(span)
+        return span
 
     def _note(self, text: str) -> None:
         self.events.append((time.time(), f"bench: {text}"))
@@ -224,21 +263,23 @@ class FaultDriver:
             pass
 
     def _kill_restart(self, victim: int, down_s: float) -> None:
+        span = self._down(victim)
         os.kill(self.c.broker_pid(victim), signal.SIGKILL)
         self.c.procs[victim].wait(10)
         time.sleep(down_s)
         self.c.start_broker(victim)
         self._note(f"broker {victim} restarted")
         # Waited for on a thread of its own: the next fault may come before a slow start is over.
-        threading.Thread(target=self._note_listening, args=(victim, time.time()), daemon=True).start()
+        threading.Thread(target=self._note_listening, args=(victim, time.time(), span), daemon=True).start()
 
-    def _note_listening(self, broker: int, spawned: float) -> None:
+    def _note_listening(self, broker: int, spawned: float, span: list[float]) -> None:
         from bench.run_recovery import _listening
 
         while time.time() - spawned < 60:
             if _listening(self.c.lab.addr(broker), self.c.PORT):
                 self._note(f"broker {broker} listening again, {time.time() - spawned:.2f} s after its restart")
                 self.restarts.append(time.time() - spawned)
+                span[2] = time.time()
                 return
             time.sleep(0.02)
 
@@ -259,21 +300,25 @@ class FaultDriver:
         hold = self.rng.uniform(2.0, 4.0)
         if kind == "coordinator-pause":
             pid = self.c.broker_pid(coord)
+            span = self._down(coord)
             os.kill(pid, signal.SIGSTOP)
             self._note(f"{kind}: broker {coord} SIGSTOPped for {hold:.1f} s")
 
             def cont() -> None:
                 time.sleep(hold)
                 os.kill(pid, signal.SIGCONT)
+                span[2] = time.time()
                 self._note(f"broker {coord} SIGCONTed")
 
             return cont
+        span = self._down(coord)
         self.c.lab.isolate(coord)
         self._note(f"{kind}: broker {coord} isolated for {hold:.1f} s")
 
         def rejoin() -> None:
             time.sleep(hold)
             self.c.lab.rejoin(coord)
+            span[2] = time.time()
             self._note(f"broker {coord} rejoined the network")
 
         return rejoin
@@ -344,6 +389,7 @@ def back_to_back_once(seed: int, client: str, duration: float, interval: float, 
         wait_for(drained, 90, "the group to consume up to the end of every partition")
         everything = [t for m in members for p in range(PARTITIONS) for t in m.receipts(p)]
         gap, gap_at = longest_gap(everything, began, settled)
+        majority_gap = longest_gap_with_majority(everything, began, settled, driver.down)
         part_gaps = [
             longest_gap([t for m in members for t in m.receipts(p)], began, settled) for p in range(PARTITIONS)
         ]
@@ -368,6 +414,7 @@ def back_to_back_once(seed: int, client: str, duration: float, interval: float, 
             print_rows(rows)
         return {
             "gap_s": gap,
+            "majority_up_gap_s": majority_gap,
             "partition_gap_s": part_gap,
             "lost": float(lost),
             "repeated": float(repeated),
@@ -421,6 +468,12 @@ def render(results: dict[str, list[dict[str, float]]], cmd: str, duration: float
                 median_range(gaps, ".1f"),
                 f"<= {GAP_TARGET_S:g} (every run)",
                 status,
+            ),
+            (
+                "  longest gap while a majority of the brokers was up all along (s)",
+                median_range([r["majority_up_gap_s"] for r in runs], ".1f"),
+                "",
+                "",
             ),
             ("  longest gap on one partition (s)", median_range([r["partition_gap_s"] for r in runs], ".1f"), "", ""),
             (
