@@ -519,6 +519,28 @@ def render(results: dict[str, list[dict[str, float]]], cmd: str, duration: float
         "",
         md_table(["Figure", "Measured", "Target", "Status"], rows),
         "",
+        "What the timelines (`--timeline`: broker logs, members' logs and librdkafka's `cgrp` debug on one clock) "
+        "showed, and what changed:",
+        "",
+        "- librdkafka times its session out itself when no heartbeat is answered for session.timeout.ms (two "
+        "isolations of successive coordinators in a row do it) and rejoins without its member id. The coordinator "
+        "then waited for the three abandoned ids to time out on its side too before it formed the next generation: "
+        "15.4 s without consumption in the seed-1 confluent run (30 s version), 5.2 s once a new member joining "
+        "over the connection an existing member last used replaces it at once (broker/group/logic.py "
+        "`_drop_replaced`; tests/unit/test_group_logic.py, tests/integration/test_groups.py).",
+        "- A SIGKILLed broker took 4-5 s to listen again, most of it compiling its modules (the sandbox runs with "
+        "PYTHONDONTWRITEBYTECODE): the bench now runs brokers with their bytecode cached, as an installed package "
+        "runs, and the broker imports aiokafka's record codec, javaproperties and scramp on first use (642 modules "
+        "at start before, 545 now). Restarts still take 1-10 s to listen on this shared machine (the imports are "
+        "~1 s of CPU, see the broker start section), and the longest gaps are where a restarting broker overlaps "
+        "a paused or isolated one: no majority, so acks=all writes with min.insync.replicas=2 stop, and so does "
+        "consumption.",
+        "- A broker back after a restart re-enters the ISR one AlterPartition commit at a time (about 60 ms each, "
+        "the 50 `__consumer_offsets` partitions before the topic's): seconds during which a fault on the leader "
+        "leaves an ISR of one and stops writes. Not changed here.",
+        "- Isolating a leader stops its partitions for the isolation (2-4 s, below broker.session.timeout.ms: it is "
+        "not fenced), and the clients' connections to it resume on TCP's retransmission backoff, up to ~2 s later.",
+        "",
     ]
     return "\n".join(lines)
 
