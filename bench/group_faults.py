@@ -273,10 +273,10 @@ class FaultDriver:
         threading.Thread(target=self._note_listening, args=(victim, time.time(), span), daemon=True).start()
 
     def _note_listening(self, broker: int, spawned: float, span: list[float]) -> None:
-        from bench.run_recovery import _listening
+        from bench.netns_cluster import listening
 
         while time.time() - spawned < 60:
-            if _listening(self.c.lab.addr(broker), self.c.PORT):
+            if listening(self.c.lab.addr(broker), self.c.PORT):
                 self._note(f"broker {broker} listening again, {time.time() - spawned:.2f} s after its restart")
                 self.restarts.append(time.time() - spawned)
                 span[2] = time.time()
@@ -339,8 +339,7 @@ class FaultDriver:
 
 
 def back_to_back_once(seed: int, client: str, duration: float, interval: float, timeline: bool) -> dict[str, float]:
-    from bench.netns import NetnsLab  # noqa: F401 - the lab NetnsZkCluster runs on
-    from bench.run_recovery import NetnsZkCluster, create_topic
+    from bench.netns_cluster import NetnsZkCluster, create_topic
 
     root = Path(tempfile.mkdtemp(prefix="kl-bench-b2b-"))
     c = NetnsZkCluster(
