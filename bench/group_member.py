@@ -4,9 +4,13 @@
 
 throughput: consume until nothing arrives for --idle-s, then write {"count", "first", "last"} (wall
             times of the first and last record) as JSON to OUT.
-timeline:   until SIGTERM, append one line per partition per poll, "<wall time> R <partition> <records>",
-            plus "<wall time> A|V <partitions>" on assignment and revocation, flushed every poll, so a
-            SIGKILL loses nothing already received.
+timeline:   until SIGTERM, append one line per run of consecutive offsets of a partition per poll,
+            "<wall time> R <partition> <records> <first offset> <last offset>", plus "<wall time> A|V
+            <partitions>" on assignment and revocation, flushed every poll, so a SIGKILL loses nothing
+            already received.
+
+--client confluent runs the same member on confluent-kafka (librdkafka, the client most Kafka users run)
+against the brokers' Kafka listeners: BOOTSTRAP is then their Kafka bootstrap.
 """
 
 from __future__ import annotations
@@ -18,9 +22,22 @@ import logging
 import os
 import signal
 import time
-from collections import Counter
+from collections.abc import Iterable
 
 from client.consumer import AsyncConsumer
+
+
+def receipt_lines(now: float, records: Iterable[tuple[int, int]]) -> str:
+    """'<now> R <partition> <count> <first> <last>' per run of consecutive offsets of a partition, from
+    (partition, offset) pairs in the order received: what the bench checks for lost and repeated records."""
+    runs: dict[int, list[list[int]]] = {}
+    for p, o in records:
+        mine = runs.setdefault(p, [])
+        if mine and mine[-1][1] + 1 == o:
+            mine[-1][1] = o
+        else:
+            mine.append([o, o])
+    return "".join(f"{now:.6f} R {p} {b - a + 1} {a} {b}\n" for p in sorted(runs) for a, b in runs[p])
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -59,14 +76,54 @@ async def run(args: argparse.Namespace) -> None:
             count += len(records)
             last, idle_since = now, time.monotonic()
             if args.mode == "timeline":
-                per = Counter(r.partition for r in records)
-                out.write("".join(f"{now:.6f} R {p} {n}\n" for p, n in sorted(per.items())))
+                out.write(receipt_lines(now, ((r.partition, r.offset) for r in records)))
         elif args.mode == "throughput" and count and time.monotonic() - idle_since > args.idle_s:
             break
     if args.mode == "throughput":
         out.write(json.dumps({"count": count, "first": first, "last": last}) + "\n")
     out.close()
     await consumer.close()
+
+
+def run_confluent(args: argparse.Namespace) -> None:
+    """The timeline member on confluent-kafka: same output, eager `range` unless --strategy says otherwise."""
+    from confluent_kafka import Consumer
+
+    out = open(args.out, "a", buffering=1)
+
+    def on_assign(consumer: Consumer, tps: list) -> None:
+        out.write(
+            f"{time.time():.6f} A {' '.join(str(tp.partition) for tp in sorted(tps, key=lambda t: t.partition))}\n"
+        )
+
+    def on_revoke(consumer: Consumer, tps: list) -> None:
+        out.write(
+            f"{time.time():.6f} V {' '.join(str(tp.partition) for tp in sorted(tps, key=lambda t: t.partition))}\n"
+        )
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": args.session_timeout_ms,
+            "heartbeat.interval.ms": min(3000, args.session_timeout_ms // 3),
+            "partition.assignment.strategy": args.strategy,
+            # KL_MEMBER_LOG: librdkafka's group and protocol decisions on stderr, for the bench's timeline.
+            **({"debug": "cgrp"} if os.environ.get("KL_MEMBER_LOG") else {}),
+        }
+    )
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
+    out.write(f"{time.time():.6f} J\n")
+    while not stop:
+        msgs = consumer.consume(num_messages=10000, timeout=0.1)
+        got = [(m.partition(), m.offset()) for m in msgs if m.error() is None]
+        if got:
+            out.write(receipt_lines(time.time(), got))
+    consumer.close()
+    out.close()
 
 
 def main() -> None:
@@ -79,9 +136,14 @@ def main() -> None:
     ap.add_argument("--strategy", default="range")
     ap.add_argument("--session-timeout-ms", type=int, default=45000)
     ap.add_argument("--idle-s", type=float, default=3.0)
+    ap.add_argument("--client", choices=["own", "confluent"], default="own")
+    args = ap.parse_args()
+    if args.client == "confluent":
+        run_confluent(args)
+        return
     import uvloop
 
-    uvloop.run(run(ap.parse_args()))
+    uvloop.run(run(args))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ class NetnsLab:
         self.hosts = hosts
         self.bridge = f"{self.tag}br"
         self._cuts: set[tuple[int, int]] = set()
+        self._isolated: set[int] = set()
         self._made: list[tuple[str, str]] = []  # ("ns"|"link", name), for teardown
 
     # --- names and addresses ---
@@ -95,6 +96,8 @@ class NetnsLab:
         return self
 
     def teardown(self) -> None:
+        for i in list(self._isolated):  # the root namespace's routes outlive the lab's namespaces
+            self.rejoin(i)
         for kind, name in reversed(self._made):
             if kind == "ns":
                 _ip("netns", "del", name, check=False)
@@ -138,3 +141,22 @@ class NetnsLab:
     def heal_all(self) -> None:
         for i, j in list(self._cuts):
             self.heal(i, j)
+
+    def isolate(self, i: int) -> None:
+        """Host i loses the network: nothing it sends reaches another host or the root namespace (clients,
+        through the bridge), nothing they send reaches it. Its connections hang, as behind a dead switch port:
+        no reset, no error, only timeouts. Undo with `rejoin(i)`."""
+        for j in range(1, self.hosts + 1):
+            if j != i:
+                self.cut(i, j)
+        _ip("-n", self.ns(i), "route", "add", "blackhole", f"{self.gateway}/32")
+        _ip("route", "add", "blackhole", f"{self.addr(i)}/32")  # the root namespace's own route to host i only
+        self._isolated.add(i)
+
+    def rejoin(self, i: int) -> None:
+        self._isolated.discard(i)
+        _ip("route", "del", "blackhole", f"{self.addr(i)}/32", check=False)
+        _ip("-n", self.ns(i), "route", "del", "blackhole", f"{self.gateway}/32", check=False)
+        for j in range(1, self.hosts + 1):
+            if j != i:
+                self.heal(i, j)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.group_faults import SESSION_MS, group_fault_once
-from bench.netns import NetnsLab, available
-from bench.peers._common import free_port
+from bench.netns import available
+from bench.netns_cluster import NetnsZkCluster, create_topic
+from bench.netns_cluster import listening as is_listening
 from bench.run_cluster import Cluster, failover_only_run, tool
 from bench.run_single_broker import machine_info
 from bench.sections import bench_parser, md_table, median_range, replace_section
@@ -60,7 +60,6 @@ TARGETS_S = {
 }
 REJOINS = "member rejoins (revocations and assignments after the kill)"
 SCENARIOS = tuple(TARGETS_S)
-NETNS_SUBNET, NETNS_PREFIX = "198.18.20.0/24", "klr"
 
 
 @dataclass
@@ -148,14 +147,6 @@ def _seen(t: float) -> bool:
     return t == t  # not NaN
 
 
-def _listening(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
 # --- kill-all ---------------------------------------------------------------------------------------------
 
 
@@ -183,7 +174,7 @@ async def kill_all_once(down_s: float = 1.0) -> tuple[float, list[tuple[float, s
         deadline = time.monotonic() + 60
         while len(listening) < len(ids) and time.monotonic() < deadline:
             for bid in ids:
-                if bid not in listening and _listening("127.0.0.1", state["brokers"][bid]["port"]):
+                if bid not in listening and is_listening("127.0.0.1", state["brokers"][bid]["port"]):
                     listening[bid] = time.time()
             await asyncio.sleep(0.01)
         _, err = restart.communicate(timeout=60)
@@ -221,117 +212,6 @@ async def kill_all_once(down_s: float = 1.0) -> tuple[float, list[tuple[float, s
 
 
 # --- ZooKeeper mode, a leader cut off from its followers ----------------------------------------------
-
-
-class NetnsZkCluster:
-    """Three ZooKeeper-mode brokers on three network-namespace hosts (bench/netns.py), ZooKeeper on the
-    bridge, every broker and the client (in the root namespace) reaching it; `lab.cut(i, j)` cuts two brokers
-    apart. tests/integration/test_recovery.py uses it too."""
-
-    PORT = 9092
-
-    def __init__(
-        self, root: Path, overrides: list[str] | None = None, subnet: str = NETNS_SUBNET, prefix: str = NETNS_PREFIX
-    ) -> None:
-        self.root = root
-        self.lab = NetnsLab(prefix, subnet, 3)
-        self.overrides = list(overrides or [])
-        self.procs: dict[int, subprocess.Popen] = {}
-        self.zk: Any = None
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"{self.lab.addr(i)}:{self.PORT}" for i in range(1, 4))
-
-    def start(self) -> NetnsZkCluster:
-        from client.cli.cluster import start_command
-        from client.cli.zk_local import LocalZooKeeper
-
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.lab.setup()
-        try:
-            self.zk = LocalZooKeeper(self.root / "zookeeper", free_port(), host=self.lab.gateway).start()
-            for i in range(1, 4):
-                cmd = start_command(
-                    i,
-                    self.PORT,
-                    self.root / f"broker-{i}",
-                    host=self.lab.addr(i),
-                    extra=[x for o in self.overrides for x in ("--override", o)],
-                    coordination="zookeeper",
-                    zookeeper=self.zk.connect,
-                )
-                with open(self.root / f"broker-{i}.log", "ab") as log:
-                    self.procs[i] = self.lab.popen(
-                        i,
-                        cmd,
-                        cwd=ROOT,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        env={**os.environ, "PYTHONPATH": str(ROOT)},
-                    )
-            deadline = time.monotonic() + 60
-            for i in range(1, 4):
-                while not _listening(self.lab.addr(i), self.PORT):
-                    if time.monotonic() > deadline or self.procs[i].poll() is not None:
-                        raise RuntimeError(f"broker {i} did not start; see {self.root}/broker-{i}.log")
-                    time.sleep(0.05)
-        except Exception:
-            self.stop()
-            raise
-        return self
-
-    def logs(self) -> list[Path]:
-        return sorted(self.root.glob("broker-*.log"))
-
-    def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait(10)
-        if self.zk is not None:
-            self.zk.stop()
-        self.lab.teardown()
-
-
-async def wait_partition(bootstrap: str, topic: str, want: Any, timeout: float) -> Any:
-    """Poll topic metadata until want(partitions) is truthy; return it."""
-    from client.admin import AsyncAdmin
-
-    deadline = time.monotonic() + timeout
-    last_err: Exception | None = None
-    while time.monotonic() < deadline:
-        admin = AsyncAdmin(bootstrap, request_timeout_ms=3000)
-        try:
-            parts = (await admin.describe_topics([topic]))[0].partitions
-            got = want(parts)
-            if got:
-                return got
-        except Exception as e:  # noqa: BLE001 - a cluster in flux
-            last_err = e
-        finally:
-            await admin.close()
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"{topic}: condition not met within {timeout} s (last error: {last_err})")
-
-
-async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from client.admin import AsyncAdmin, NewTopic
-
-    deadline = time.monotonic() + 60
-    while True:
-        admin = AsyncAdmin(bootstrap, request_timeout_ms=5000)
-        try:
-            await admin.create_topics([NewTopic(topic, partitions, 3, {"min.insync.replicas": "2"})])
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
-        finally:
-            await admin.close()
-    await wait_partition(bootstrap, topic, lambda ps: all(p.leader > 0 and len(p.isr) == 3 for p in ps), 60)
 
 
 async def zk_leader_cut_once() -> tuple[float, list[tuple[float, str]], dict[str, float]]:

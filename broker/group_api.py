@@ -49,6 +49,12 @@ def _host(ctx: ConnectionContext) -> str:
     return "/" + ctx.peer.rsplit(":", 1)[0]  # Kafka's HOST column shows "/1.2.3.4"
 
 
+def _conn(ctx: ConnectionContext) -> str:
+    """The request's client connection, as the group logic tells members apart by it (its listener and the
+    client's address and port: unique while the connection lives)."""
+    return f"{ctx.listener} {ctx.peer}"
+
+
 class GroupApis:
     def __init__(
         self,
@@ -213,6 +219,7 @@ class GroupApis:
             _str(body, "protocol_type", "consumer"),
             protocols,
             now_ms(),
+            _conn(ctx),
         )
 
     def sync_group(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
@@ -240,7 +247,7 @@ class GroupApis:
         if err:
             return err
         return self.coordinator.logic.heartbeat(
-            group_id, _int(body, "generation_id"), _str(body, "member_id"), now_ms()
+            group_id, _int(body, "generation_id"), _str(body, "member_id"), now_ms(), _conn(ctx)
         )
 
     def leave_group(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
@@ -282,6 +289,7 @@ class GroupApis:
             offsets,
             now_ms(),
             known,
+            _conn(ctx),
         )
 
     def offset_fetch(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:

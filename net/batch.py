@@ -10,14 +10,28 @@ replicated and read (`LEGACY_MAGIC`), never written. See docs/FORMAT.md.
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any, Iterator, NamedTuple, Sequence
 
 import msgpack
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 
 from net.compression import CODEC_MASK, CODEC_NONE, compress, decompress
+
+_codec: Any = None
+
+
+def _records_codec() -> Any:
+    """aiokafka's C record codec (`aiokafka.record.default_records`), imported on first use: `import aiokafka`
+    loads its whole client too (0.1-0.4 s of CPU), and a restarting broker must listen before it needs it."""
+    global _codec
+    if _codec is None:
+        from aiokafka.record import default_records
+
+        _codec = default_records
+    return _codec
+
 
 MAGIC = 2  # Kafka's record batch v2
 LEGACY_MAGIC = 1  # Kafka Lite 0.1: the v2 header with msgpack records (read, never written)
@@ -180,7 +194,7 @@ def build(
     # aiokafka's builder writes the varint records in C; the header is ours (the cleaner's offsets and
     # timestamps, our compression level), so only its records section is kept.
     base = first_timestamp if delete_horizon is None else delete_horizon
-    builder = DefaultRecordBatchBuilder(2, CODEC_NONE, 0, -1, -1, -1, _NO_LIMIT)
+    builder = _records_codec().DefaultRecordBatchBuilder(2, CODEC_NONE, 0, -1, -1, -1, _NO_LIMIT)
     append = builder.append
     # The builder counts deltas from its first record's timestamp. When the base is not that (a delete
     # horizon), an anchor record at the base goes first and is cut from the section afterwards.
@@ -193,7 +207,7 @@ def build(
         elif type(headers[0]) is not tuple:  # the codec takes (key, value) tuples only
             headers = [(k, v) for k, v in headers]
         append(d_off, first_timestamp + d_ts, key, value, headers)
-    payload: bytes | memoryview = memoryview(builder.build())[HEADER_SIZE + (_ANCHOR_SIZE if anchored else 0) :]
+    payload: bytes | memoryview = memoryview(builder.build())[HEADER_SIZE + (_anchor_size() if anchored else 0) :]
     attributes = (TRANSACTIONAL if transactional else 0) | (CONTROL if control else 0)
     if delete_horizon is not None:
         attributes |= DELETE_HORIZON
@@ -218,15 +232,13 @@ def build(
     return b"".join((_PREFIX.pack(base_offset, length, -1, MAGIC, crc), tail, payload))
 
 
+@functools.cache
 def _anchor_size() -> int:
     """The encoded size of build()'s anchor record (offset delta 0, timestamp delta 0, no key, value or
     headers): 7 bytes, measured rather than assumed."""
-    builder = DefaultRecordBatchBuilder(2, CODEC_NONE, 0, -1, -1, -1, _NO_LIMIT)
+    builder = _records_codec().DefaultRecordBatchBuilder(2, CODEC_NONE, 0, -1, -1, -1, _NO_LIMIT)
     builder.append(0, 0, None, None, _NO_HEADERS)
     return len(builder.build()) - HEADER_SIZE
-
-
-_ANCHOR_SIZE = _anchor_size()
 
 
 def recompress(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader, codec: int, level: int | None) -> bytes:
@@ -254,7 +266,7 @@ def recompress(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader, co
 def iter_records(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
     """The records of one magic-2 batch as aiokafka records (.offset, .timestamp absolute; .key, .value,
     .headers: a list of (str, bytes)), decompressed and decoded in C."""
-    return iter(DefaultRecordBatch(bytes(buf[pos : pos + h.size])))
+    return iter(_records_codec().DefaultRecordBatch(bytes(buf[pos : pos + h.size])))
 
 
 def records_of(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Sequence[Any]:
@@ -281,7 +293,7 @@ def records_of(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) ->
 def _create_time_records(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Any]:
     raw = bytearray(buf[pos : pos + h.size])
     struct.pack_into(">h", raw, CRC_START, h.attributes & ~TIMESTAMP_LOG_APPEND)  # CRC no longer checked
-    return iter(DefaultRecordBatch(bytes(raw)))
+    return iter(_records_codec().DefaultRecordBatch(bytes(raw)))
 
 
 # --- transaction markers (Kafka's EndTransactionMarker in a control batch) ----------------------------

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self
 
-import javaproperties
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.fields import FieldInfo
 
@@ -254,6 +253,8 @@ def read_properties(path: Path) -> dict[str, str]:
     try:
         # UTF-8, not Java's ISO-8859-1: a Python user's file is UTF-8; \uXXXX escapes work either way.
         with open(path, encoding="utf-8") as f:
+            import javaproperties  # here, not at the top: it pulls in xml, urllib and email, ~0.1 s of start
+
             return dict(javaproperties.load(f))
     except OSError as e:
         raise InvalidConfigError(f"cannot read config file {path}: {e.strerror}") from None

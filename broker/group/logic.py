@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,10 @@ from broker.group.records import GroupKey, Key, OffsetKey
 from broker.group.state import Group, GroupState, Member, OffsetAndMetadata
 from net.consumer_protocol import Subscription
 from net.errors import ErrorCode
+
+# Kafka's GroupCoordinator logs the same moments at INFO: a rebalance starting, a generation formed, a member
+# timed out. What the logic decides is visible without a clock or a socket.
+log = logging.getLogger("kafkalite.group")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +159,9 @@ class GroupCoordinatorLogic:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         now_ms: int,
+        conn: str = "",
     ) -> list[Output]:
+        """`conn` names the client connection the request came over (see `_drop_replaced`)."""
         if not group_id:
             return [Reply(token, _err(ErrorCode.INVALID_GROUP_ID, "group id must be a non-empty string"))]
         c = self.config
@@ -183,6 +190,7 @@ class GroupCoordinatorLogic:
             msg = f"member {member_id} is not in group {group_id} (it was removed); rejoin as a new member"
             return [Reply(token, _err(ErrorCode.UNKNOWN_MEMBER_ID, msg))]
         if m is None:
+            out += self._drop_replaced(g, conn)
             member_id = f"{client_id}-{uuid.uuid4()}"
             m = Member(member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocols, now_ms)
             g.members[member_id] = m
@@ -198,9 +206,11 @@ class GroupCoordinatorLogic:
             )
             m.last_heartbeat_ms = now_ms
             if g.state == GroupState.STABLE and unchanged and member_id != g.leader:
+                m.conn = conn or m.conn
                 # Nothing changed for this follower: hand back the current generation (Kafka does the same).
                 return out + [Reply(token, self._join_body(g, m))]
         m.join_token = token
+        m.conn = conn or m.conn
         if g.state == GroupState.PREPARING_REBALANCE:
             return out + self._maybe_complete_join(g, now_ms)
         return out + self._prepare_rebalance(g, now_ms)
@@ -236,12 +246,13 @@ class GroupCoordinatorLogic:
         self._appends[aid] = _PendingAppend("sync", group_id, g.generation)
         return out + [Append(aid, g.partition, [(GroupKey(group_id), g.to_value())])]
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str, now_ms: int) -> dict[str, Any]:
+    def heartbeat(self, group_id: str, generation: int, member_id: str, now_ms: int, conn: str = "") -> dict[str, Any]:
         g = self.groups.get(group_id)
         m = g.members.get(member_id) if g is not None else None
         if g is None or m is None:
             return _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}")
         m.last_heartbeat_ms = now_ms
+        m.conn = conn or m.conn
         if g.state == GroupState.PREPARING_REBALANCE:
             return _err(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing; rejoin")
         if generation != g.generation:
@@ -273,6 +284,7 @@ class GroupCoordinatorLogic:
         offsets: dict[tuple[str, int], tuple[int, str]],
         now_ms: int,
         known_partitions: dict[str, int],
+        conn: str = "",
     ) -> list[Output]:
         """`known_partitions`: topic -> partition count, from the broker's metadata."""
         g = self.groups.get(group_id)
@@ -301,6 +313,7 @@ class GroupCoordinatorLogic:
                 msg = "the group is completing a rebalance; commit after it"
                 return [Reply(token, self._commit_error_body(offsets, ErrorCode.REBALANCE_IN_PROGRESS, msg))]
             m.last_heartbeat_ms = now_ms
+            m.conn = conn or m.conn
             owned = self._committable(g, m)
         rows: dict[tuple[str, int], tuple[int, str | None]] = {}
         accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -463,6 +476,13 @@ class GroupCoordinatorLogic:
                 if m.join_token is not None or m.sync_token is not None:
                     continue  # parked: the rebalance's own deadline governs it
                 if now_ms - m.last_heartbeat_ms > m.session_timeout_ms:
+                    log.info(
+                        "group %s: member %s timed out (no heartbeat for %d ms, session.timeout.ms=%d)",
+                        g.group_id,
+                        m.member_id,
+                        now_ms - m.last_heartbeat_ms,
+                        m.session_timeout_ms,
+                    )
                     out += self._remove_member(g, m.member_id, now_ms)
             if g.state == GroupState.PREPARING_REBALANCE:
                 out += self._maybe_complete_join(g, now_ms)
@@ -480,6 +500,8 @@ class GroupCoordinatorLogic:
             g.join_not_before_ms = now_ms + self.config.initial_rebalance_delay_ms
         else:
             g.join_not_before_ms = now_ms
+        if g.state != GroupState.PREPARING_REBALANCE:
+            log.info("group %s: preparing to rebalance (generation %d, %s)", g.group_id, g.generation, g.state.value)
         g.state = GroupState.PREPARING_REBALANCE
         g.rebalance_deadline_ms = now_ms + g.rebalance_timeout_ms()
         return out + self._maybe_complete_join(g, now_ms)
@@ -491,9 +513,17 @@ class GroupCoordinatorLogic:
         elif now_ms < g.rebalance_deadline_ms:
             return []
         # Members that did not rejoin within the rebalance timeout (max.poll.interval.ms) are out.
-        for mid in [mid for mid, m in g.members.items() if m.join_token is None]:
+        late = [mid for mid, m in g.members.items() if m.join_token is None]
+        for mid in late:
             del g.members[mid]
         g.generation += 1
+        log.info(
+            "group %s: generation %d with %d members%s",
+            g.group_id,
+            g.generation,
+            len(g.members),
+            f" ({len(late)} dropped: not rejoined within the rebalance timeout)" if late else "",
+        )
         out: list[Output] = []
         if not g.members:
             g.state, g.protocol, g.leader, g.empty_since_ms = GroupState.EMPTY, None, None, now_ms
@@ -535,6 +565,25 @@ class GroupCoordinatorLogic:
             out += self._prepare_rebalance(g, now_ms)
         elif g.state == GroupState.PREPARING_REBALANCE:
             out += self._maybe_complete_join(g, now_ms)
+        return out
+
+    def _drop_replaced(self, g: Group, conn: str) -> list[Output]:
+        """A new member (no member id) joining over the connection an existing member last used replaces it:
+        one client connection is one consumer, and a consumer that rejoins without its member id has given
+        that id up (librdkafka does after its own session timeout, any client after UNKNOWN_MEMBER_ID). Left
+        in the group, the abandoned member would hold the rebalance until its session times out on this side
+        too (seconds of a group consuming nothing, after a coordinator failover most of all); it is dropped
+        without a rebalance of its own, since the new member's join starts or joins one."""
+        if not conn:
+            return []
+        out: list[Output] = []
+        for old in [x for x in g.members.values() if x.conn == conn]:
+            del g.members[old.member_id]
+            log.info("group %s: member %s replaced by a new member on its connection", g.group_id, old.member_id)
+            for tok in (old.join_token, old.sync_token):
+                if tok is not None:
+                    msg = f"member {old.member_id} was replaced by a new member on its connection"
+                    out.append(Reply(tok, _err(ErrorCode.UNKNOWN_MEMBER_ID, msg)))
         return out
 
     def _fail_syncs(self, g: Group, code: ErrorCode, message: str) -> list[Output]:

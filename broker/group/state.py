@@ -43,6 +43,9 @@ class Member:
     # Requests parked until the rebalance step completes (tokens are the driver's, opaque here).
     join_token: Any = None
     sync_token: Any = None
+    # The client connection its latest join, heartbeat or commit came over (the driver's opaque name for it,
+    # "" unknown: loaded from the log). Never stored: a new coordinator learns it from the next request.
+    conn: str = ""
 
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")

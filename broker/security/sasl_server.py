@@ -15,8 +15,6 @@ import hashlib
 import hmac
 from typing import Any, Callable
 
-from scramp import ScramException, ScramMechanism
-
 from broker.security.scram import ScramCredential
 from net.errors import SaslAuthenticationError
 
@@ -55,6 +53,11 @@ class SaslServer:
         self._steps += 1
         if self.mechanism == "PLAIN":
             return self._plain(token)
+        from scramp import (
+            ScramException,
+            ScramMechanism,
+        )  # scramp (and asn1crypto under it) on first login: ~0.1 s off every start
+
         try:
             if self._steps == 1:
                 self._scram = ScramMechanism(self.mechanism).make_server(self._auth_info, s_nonce=self._s_nonce)

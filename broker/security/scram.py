@@ -13,8 +13,6 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-from scramp import ScramMechanism
-
 from net.errors import InvalidRequestError
 from net.security import SCRAM_MECHANISMS
 
@@ -38,6 +36,9 @@ class ScramCredential:
 
     def check_password(self, password: str) -> bool:
         """True when `password` derives this credential's StoredKey (PLAIN logins)."""
+        # scramp (and asn1crypto under it) on the first SCRAM login only: ~0.1 s less at every start
+        from scramp import ScramMechanism
+
         _, stored, _, _ = ScramMechanism(self.mechanism).make_auth_info(
             password, iteration_count=self.iterations, salt=self.salt
         )
@@ -71,6 +72,9 @@ def make_credential(
         raise InvalidRequestError(f"iterations must be within {MIN_ITERATIONS}..{MAX_ITERATIONS}, not {iterations}")
     if not password:
         raise InvalidRequestError("the password must not be empty")
+    # scramp (and asn1crypto under it) on the first SCRAM login only: ~0.1 s less at every start
+    from scramp import ScramMechanism
+
     salt_, stored, server, n = ScramMechanism(mechanism).make_auth_info(password, iteration_count=iterations, salt=salt)
     return ScramCredential(mechanism, salt_, stored, server, n)
 

@@ -390,3 +390,59 @@ def test_kl_groups_cli(broker_factory):
     r = run("client.cli.groups", "--bootstrap-server", b.bootstrap, "--delete", "--group", "cg")
     assert r.returncode == 0 and "was successful" in r.stdout
     assert "cg" not in run("client.cli.groups", "--bootstrap-server", b.bootstrap, "--list").stdout.split()
+
+
+def test_a_member_rejoining_without_its_id_on_its_connection_is_not_waited_for(broker_factory):
+    """A client that gave its member id up (librdkafka does after its own session timeout, when its coordinator
+    was out of reach) rejoins without it over the same connection. The coordinator replaces the old member at
+    once: the new generation does not wait out the abandoned member's session (issue 29 §3)."""
+    import asyncio
+
+    from client.admin import AsyncAdmin
+    from net.protocol import ApiKey
+
+    b = broker_factory(extra=["--override", "group.initial.rebalance.delay.ms=0"])
+    session_ms = 8000
+
+    async def scenario() -> tuple[float, dict, dict]:
+        admin = AsyncAdmin(b.bootstrap, request_timeout_ms=30000)  # one broker: one connection for all requests
+        try:
+
+            async def ask(api: ApiKey, body: dict) -> dict:
+                return await admin.client.request(None, api, body)
+
+            deadline = time.monotonic() + 30
+            while (await ask(ApiKey.FIND_COORDINATOR, {"key": "gconn", "key_type": 0})).get("error_code"):
+                assert time.monotonic() < deadline, "no coordinator for gconn"
+                await asyncio.sleep(0.1)
+            join = {
+                "group_id": "gconn",
+                "session_timeout_ms": session_ms,
+                "rebalance_timeout_ms": session_ms,
+                "protocol_type": "consumer",
+                "protocols": [["range", b""]],
+            }
+            while True:
+                first = await ask(ApiKey.JOIN_GROUP, {**join, "member_id": ""})
+                if first["error_code"] != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    break
+                await asyncio.sleep(0.1)
+            assert first["error_code"] == 0 and first["generation_id"] == 1, first
+            old = first["member_id"]
+            sync = {"group_id": "gconn", "generation_id": 1, "member_id": old, "assignments": [[old, b""]]}
+            assert (await ask(ApiKey.SYNC_GROUP, sync))["error_code"] == 0
+            beat = {"group_id": "gconn", "generation_id": 1, "member_id": old}
+            assert (await ask(ApiKey.HEARTBEAT, beat))["error_code"] == 0
+            t0 = time.monotonic()
+            second = await ask(ApiKey.JOIN_GROUP, {**join, "member_id": ""})
+            took = time.monotonic() - t0
+            described = await ask(ApiKey.DESCRIBE_GROUPS, {"groups": ["gconn"]})
+            return took, second, described
+        finally:
+            await admin.close()
+
+    took, second, described = asyncio.run(scenario())
+    assert second["error_code"] == 0 and second["generation_id"] == 2, second
+    assert [m[0] for m in second["members"]] == [second["member_id"]]  # the old member is gone, not waited for
+    assert took < session_ms / 1000 / 2, f"the second join took {took:.1f} s: it waited for the abandoned member"
+    assert [m[0] for m in described["groups"][0]["members"]] == [second["member_id"]]

@@ -144,7 +144,7 @@ def test_zookeeper_leader_cut_from_its_followers_hands_over_and_rejoins(tmp_path
     import shutil
 
     from bench.netns import available
-    from bench.run_recovery import NetnsZkCluster, create_topic, wait_partition
+    from bench.netns_cluster import NetnsZkCluster, create_topic, wait_partition
     from client.consumer import TopicPartition
     from client.sync import Consumer
     from tests.integration.zk_support import require_zookeeper

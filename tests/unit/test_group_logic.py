@@ -227,3 +227,35 @@ def test_revoking_member_may_commit_what_it_gave_up_but_not_what_another_owns():
     body = replies(complete_appends(lg, out, 15))["c"]
     rows = {p: code for p, code, _ in body["topics"][0][1]}
     assert rows == {0: 0, 1: ErrorCode.PARTITION_NOT_ASSIGNED}
+
+
+def test_a_new_member_on_an_existing_members_connection_replaces_it_without_waiting_for_its_session():
+    # A consumer that gave its member id up (librdkafka after its own session timeout: a coordinator out of
+    # reach for a while) rejoins without it over the same connection. The group must not wait the abandoned
+    # member's session timeout on the coordinator's side before it forms the next generation.
+    lg = logic()
+    a, b = stable_group_of_two(lg)
+    assert lg.heartbeat("g", 2, a, 10, conn="kafka 10.0.0.1:50001")["error_code"] == 0
+    assert lg.heartbeat("g", 2, b, 10, conn="kafka 10.0.0.2:50002")["error_code"] == 0
+    out = lg.join(
+        "n", P, "g", "", "c", "/10.0.0.1", 1000, 5000, "consumer", [("range", SUB)], 20, "kafka 10.0.0.1:50001"
+    )
+    assert a not in lg.groups["g"].members  # replaced at once, not after 1000 ms
+    assert "n" not in replies(out)  # b is still to rejoin
+    assert lg.heartbeat("g", 2, b, 30)["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    r = replies(join(lg, "b2", b, now=40))
+    assert r["n"]["generation_id"] == r["b2"]["generation_id"] == 3  # 20 ms after the join, not a session later
+    assert {r["n"]["member_id"], b} == set(lg.groups["g"].members)
+
+
+def test_a_new_member_on_another_connection_replaces_nobody():
+    lg = logic()
+    a, b = stable_group_of_two(lg)
+    assert lg.heartbeat("g", 2, a, 10, conn="kafka 10.0.0.1:50001")["error_code"] == 0
+    out = lg.join(
+        "n", P, "g", "", "c", "/10.0.0.1", 1000, 5000, "consumer", [("range", SUB)], 20, "kafka 10.0.0.1:50009"
+    )
+    assert replies(out) == {} and {a, b} < set(lg.groups["g"].members)
+    # a stays until it rejoins or its session (1000 ms) runs out
+    assert replies(lg.tick(500)) == {}
+    assert a in lg.groups["g"].members
