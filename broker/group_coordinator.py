@@ -214,7 +214,14 @@ class GroupCoordinator:
         if err:
             return int(err["error_code"])
         g = self.logic.groups.get(group_id)
-        if generation >= 0 or member_id:  # v3+: the member's generation is checked, as for OffsetCommit
+        if g is not None and g.consumer is not None:
+            # A consumer-protocol member (KIP-848) commits with its member epoch; TxnOffsetCommit has no
+            # STALE_MEMBER_EPOCH for its clients, so Kafka answers a stale epoch ILLEGAL_GENERATION.
+            refused = self.logic.check_member_epoch(group_id, member_id, generation)
+            if refused is not None:
+                code = refused[0]
+                return int(ErrorCode.ILLEGAL_GENERATION if code == ErrorCode.STALE_MEMBER_EPOCH else code)
+        elif generation >= 0 or member_id:  # v3+: the member's generation is checked, as for OffsetCommit
             if g is None or member_id not in g.members:
                 return int(ErrorCode.UNKNOWN_MEMBER_ID)
             if generation != g.generation:

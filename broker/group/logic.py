@@ -20,9 +20,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.group.records import GroupKey, Key, OffsetKey
+from broker.group.consumer_logic import ConsumerGroupConfig, ConsumerGroupLogic, Heartbeat
+from broker.group.records import ConsumerGroupKey, GroupKey, Key, OffsetKey
 from broker.group.state import Group, GroupState, Member, OffsetAndMetadata
-from net.consumer_protocol import Subscription
+from net.consumer_protocol import Assignment, Subscription
 from net.errors import ErrorCode
 
 
@@ -35,6 +36,7 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
+    consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)  # group.consumer.*
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,8 @@ class GroupCoordinatorLogic:
         self.partitions: dict[int, str] = {}  # offsets partition -> loading | loaded
         self._appends: dict[int, _PendingAppend] = {}
         self._ids = itertools.count(1)
+        # The consumer group protocol (KIP-848): groups of type "consumer", in the same `groups`.
+        self.consumer = ConsumerGroupLogic(self.groups, self._ids, self.config.consumer)
 
     # --- partition ownership (the driver follows the leadership of __consumer_offsets) -----------
 
@@ -105,6 +109,11 @@ class GroupCoordinatorLogic:
                     self.groups.pop(key.group, None)
                 else:
                     self._group_for_load(key.group, partition, now_ms).load_value(value, now_ms)
+            elif isinstance(key, ConsumerGroupKey):
+                self.consumer.load_record(self._group_for_load(key.group, partition, now_ms), key, value, now_ms)
+        for g in self.groups.values():
+            if g.partition == partition:
+                self.consumer.finish_load(g, now_ms)
         self.partitions[partition] = PARTITION_LOADED
 
     def _group_for_load(self, group_id: str, partition: int, now_ms: int) -> Group:
@@ -123,6 +132,7 @@ class GroupCoordinatorLogic:
                     if tok is not None:
                         out.append(Reply(tok, _err(ErrorCode.NOT_COORDINATOR, "the group coordinator moved")))
             del self.groups[g.group_id]
+        out += self.consumer.unload(partition)
         for pa in list(self._appends.values()):
             if pa.group_id not in self.groups and pa.token is not None:
                 # The append may still commit; the client retries on the new coordinator either way.
@@ -172,12 +182,22 @@ class GroupCoordinatorLogic:
             g = self.groups[group_id] = Group(group_id, partition, empty_since_ms=now_ms)
         if g.state == GroupState.DEAD:
             return [Reply(token, _err(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group is being deleted"))]
+        if g.consumer is not None:
+            if g.consumer.members:
+                # Kafka 4 can move members between the protocols online; Kafka Lite cannot (yet).
+                msg = f"group {group_id} is a consumer-protocol (KIP-848) group; join it with group.protocol=consumer"
+                return [Reply(token, _err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, msg))]
+            # An empty consumer group becomes a classic one, keeping its offsets (as Kafka's does).
+            out0: list[Output] = [self._convert_to_classic(g)]
+        else:
+            out0 = []
         others = {k: v for k, v in g.members.items() if k != member_id}
         probe = Group(group_id, partition, protocol_type=g.protocol_type, members=others)
         if not probe.supports(protocol_type, protocols):
             msg = f"protocol type {protocol_type!r} or strategies {[n for n, _ in protocols]} match no other member's"
             return [Reply(token, _err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, msg))]
         out: list[Output] = []
+        out += out0
         m = g.members.get(member_id) if member_id else None
         if member_id and m is None:
             msg = f"member {member_id} is not in group {group_id} (it was removed); rejoin as a new member"
@@ -261,6 +281,42 @@ class GroupCoordinatorLogic:
                 rows.append([mid, int(ErrorCode.UNKNOWN_MEMBER_ID)])
         return {"error_code": 0, "members": rows}, out
 
+    # --- the consumer group protocol (KIP-848) ------------------------------------------------------
+
+    def consumer_heartbeat(
+        self, token: Any, partition: int, hb: Heartbeat, topics: dict[str, int], now_ms: int
+    ) -> list[Output]:
+        """ConsumerGroupHeartbeat: broker/group/consumer_logic.py decides; `topics`: topic -> partition count."""
+        return self.consumer.heartbeat(token, partition, hb, topics, now_ms)
+
+    def _convert_to_classic(self, g: Group) -> Append:
+        """An empty consumer group joined by a classic member: its consumer records go, its offsets stay."""
+        recs = ConsumerGroupLogic.tombstones(g)
+        g.consumer = None
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("convert", g.group_id)
+        return Append(aid, g.partition, recs)
+
+    def _describe_consumer_group(self, g: Group) -> dict[str, Any]:
+        """A consumer group in the native DescribeGroups shape: each member's assignment as the consumer
+        protocol's Assignment bytes, so that tools reading classic groups read these too."""
+        cg = g.consumer
+        assert cg is not None
+        members = []
+        for m in cg.members.values():
+            parts = frozenset((t, p) for t, ps in m.assigned.items() for p in ps)
+            members.append([m.member_id, m.client_id, m.client_host, b"", Assignment(parts).encode()])
+        return {
+            "error_code": 0,
+            "group_id": g.group_id,
+            "state": cg.state().value,
+            "protocol_type": "consumer",
+            "protocol": cg.assignor,
+            "generation": cg.group_epoch,
+            "group_type": "consumer",
+            "members": members,
+        }
+
     # --- offsets -------------------------------------------------------------------------------
 
     def commit(
@@ -276,7 +332,13 @@ class GroupCoordinatorLogic:
     ) -> list[Output]:
         """`known_partitions`: topic -> partition count, from the broker's metadata."""
         g = self.groups.get(group_id)
-        if generation < 0 and not member_id:
+        if g is not None and g.consumer is not None:
+            # A consumer-protocol group: `generation` is the member epoch (OffsetCommit v9+), checked as Kafka does.
+            refused = self.consumer.validate_offset_request(g, member_id, generation)
+            if refused is not None:
+                return [Reply(token, self._commit_error_body(offsets, *refused))]
+            owned = None  # Kafka checks a consumer-protocol member's epoch, not which partitions it commits
+        elif generation < 0 and not member_id:
             # A commit from outside the group protocol (kl-groups --reset-offsets, manual assignment).
             if g is not None and g.members:
                 msg = f"group {group_id} has active members ({g.state.value}); stop them before changing its offsets"
@@ -328,6 +390,14 @@ class GroupCoordinatorLogic:
         ]
         return [Append(aid, g.partition, recs)]
 
+    def check_member_epoch(self, group_id: str, member_id: str, member_epoch: int) -> tuple[ErrorCode, str] | None:
+        """A consumer-protocol member's epoch on an OffsetFetch v9+ or TxnOffsetCommit (KIP-848); None: fine
+        (also for a fetch from outside the group, or of a classic group)."""
+        g = self.groups.get(group_id)
+        if g is None or g.consumer is None or (member_epoch < 0 and not member_id):
+            return None
+        return self.consumer.validate_offset_request(g, member_id, member_epoch)
+
     def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None) -> dict[str, Any]:
         g = self.groups.get(group_id)
         offsets = g.offsets if g is not None else {}
@@ -344,17 +414,28 @@ class GroupCoordinatorLogic:
 
     # --- admin ---------------------------------------------------------------------------------
 
-    def list_groups(self) -> list[list[Any]]:
-        return [
-            [g.group_id, g.protocol_type or "consumer", g.state.value]
+    def list_groups(self) -> tuple[list[list[Any]], list[str]]:
+        """[group id, protocol type, state] of every group served here, and each one's group type ("classic" or
+        "consumer", KIP-848) in a list of its own (the rows' shape is what native clients of every version read)."""
+        groups = [
+            g
             for g in sorted(self.groups.values(), key=lambda g: g.group_id)
             if self.partitions.get(g.partition) == PARTITION_LOADED and g.state != GroupState.DEAD
         ]
+        return [[g.group_id, g.protocol_type or "consumer", self._state_name(g)] for g in groups], [
+            g.group_type for g in groups
+        ]
+
+    @staticmethod
+    def _state_name(g: Group) -> str:
+        return g.state.value if g.consumer is None else g.consumer.state().value
 
     def describe(self, group_id: str) -> dict[str, Any]:
         g = self.groups.get(group_id)
         if g is None:
             return {"error_code": 0, "group_id": group_id, "state": GroupState.DEAD.value, "members": []}
+        if g.consumer is not None:
+            return self._describe_consumer_group(g)
         return {
             "error_code": 0,
             "group_id": group_id,
@@ -372,8 +453,9 @@ class GroupCoordinatorLogic:
         g = self.groups.get(group_id)
         if g is None or g.state == GroupState.DEAD:
             return [Reply(token, _err(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist"))]
-        if g.members:
-            msg = f"group {group_id} is not empty ({len(g.members)} members, {g.state.value})"
+        if not g.is_empty():
+            n = len(g.members) + len(g.consumer.members if g.consumer else ())
+            msg = f"group {group_id} is not empty ({n} members, {self._state_name(g)})"
             return [Reply(token, _err(ErrorCode.NON_EMPTY_GROUP, msg))]
         g.state = GroupState.DEAD
         aid = next(self._ids)
@@ -386,7 +468,7 @@ class GroupCoordinatorLogic:
         g = self.groups.get(group_id)
         if g is None or g.state == GroupState.DEAD:
             return [Reply(token, _err(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist"))]
-        subscribed: set[str] = set()
+        subscribed: set[str] = set(g.consumer.subscribed_topics()) if g.consumer is not None else set()
         for m in g.members.values():
             with contextlib.suppress(ValueError):
                 subscribed |= set(Subscription.decode(m.metadata_for(g.protocol)).topics)
@@ -410,7 +492,7 @@ class GroupCoordinatorLogic:
     def on_append_done(self, append_id: int, error: int, now_ms: int) -> list[Output]:
         pa = self._appends.pop(append_id, None)
         if pa is None:
-            return []
+            return self.consumer.on_append_done(append_id, error) or []
         g = self.groups.get(pa.group_id)
         if pa.kind == "commit":
             token, rows = pa.token if pa.token is not None else (None, {})
@@ -466,9 +548,10 @@ class GroupCoordinatorLogic:
                     out += self._remove_member(g, m.member_id, now_ms)
             if g.state == GroupState.PREPARING_REBALANCE:
                 out += self._maybe_complete_join(g, now_ms)
-            elif g.state == GroupState.EMPTY and g.offsets:
+            elif g.state == GroupState.EMPTY and g.is_empty() and g.offsets:
                 out += self._maybe_expire(g, now_ms)
-        return out
+        loaded = {p for p, st in self.partitions.items() if st == PARTITION_LOADED}
+        return out + self.consumer.tick(now_ms, loaded)
 
     # --- internals ---------------------------------------------------------------------------------
 
@@ -589,7 +672,7 @@ class GroupCoordinatorLogic:
 
 def _tombstones(g: Group) -> list[tuple[Key, dict[str, Any] | None]]:
     recs: list[tuple[Key, dict[str, Any] | None]] = [(OffsetKey(g.group_id, t, p), None) for t, p in g.offsets]
-    return recs + [(GroupKey(g.group_id), None)]
+    return recs + ConsumerGroupLogic.tombstones(g) + [(GroupKey(g.group_id), None)]
 
 
 def _group_rows(rows: dict[tuple[str, int], tuple[int, str | None]]) -> list[Any]:
