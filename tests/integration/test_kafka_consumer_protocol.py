@@ -1,0 +1,229 @@
+"""The consumer group protocol (KIP-848) with confluent-kafka (`group.protocol=consumer`) on the Kafka listener: two
+and three members split the partitions (server-side assignment, incremental on_assign / on_revoke) with no record
+consumed twice, a member leaving hands its partitions over, committed offsets (OffsetCommit v9, member epochs)
+survive the members, the admin apis see a "consumer" group, and a SIGKILL of the group's coordinator keeps the
+group: the members carry on at the new coordinator with their epochs and partitions, without rejoining.
+One 3-broker cluster (RF=3, min.insync.replicas=2) for the module; heartbeats every 500 ms."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from broker.group.records import OFFSETS_TOPIC, partition_for
+from client.sync import Producer as KLProducer
+from tests.integration.cluster_harness import ClusterHarness, wait_until
+
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
+admin_mod = pytest.importorskip("confluent_kafka.admin")
+
+OFFSETS_PARTITIONS = 3
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    overrides = [
+        "group.consumer.heartbeat.interval.ms=500",
+        "group.consumer.session.timeout.ms=10000",
+        f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
+    ]
+    with ClusterHarness(tmp_path_factory.mktemp("kip848"), 3, overrides=overrides).running() as h:
+        yield h
+
+
+def produce(h: ClusterHarness, topic: str, per_partition: int, tag: str) -> set[bytes]:
+    values = set()
+    with KLProducer(h.bootstrap(), acks="all") as p:
+        for part in range(PARTITIONS):
+            for i in range(per_partition):
+                v = f"{tag}-{part}-{i}".encode()
+                p.send(topic, v, partition=part)
+                values.add(v)
+        p.flush()
+    return values
+
+
+class Member(threading.Thread):
+    """A confluent-kafka consumer of the new protocol, committing synchronously after each batch and before it
+    gives partitions up (on_revoke), so the next owner starts where it stopped."""
+
+    def __init__(self, h: ClusterHarness, group: str, topic: str, name: str, seen: list, lock: threading.Lock):
+        super().__init__(daemon=True, name=name)
+        self.h, self.group, self.topic, self.seen, self.lock = h, group, topic, seen, lock
+        self.stop = threading.Event()
+        self.events: list[tuple[str, frozenset[int]]] = []
+        self.assigned: frozenset[int] = frozenset()
+        self.member_id = ""
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as e:  # reported by the test
+            self.error = e
+
+    def _commit(self, c) -> None:
+        try:
+            c.commit(asynchronous=False)
+        except confluent_kafka.KafkaException as e:
+            if e.args[0].code() != confluent_kafka.KafkaError._NO_OFFSET:
+                raise
+
+    def _run(self) -> None:
+        c = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": self.h.kafka_bootstrap(),
+                "group.id": self.group,
+                "group.protocol": "consumer",
+                "client.id": self.name,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+
+        def on_assign(_c, ps):
+            self.events.append(("assign", frozenset(p.partition for p in ps)))
+
+        def on_revoke(_c, ps):
+            self.events.append(("revoke", frozenset(p.partition for p in ps)))
+            self._commit(c)
+
+        c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        while not self.stop.is_set():
+            msgs = [m for m in c.consume(500, 0.2) if m.error() is None]
+            if msgs:
+                with self.lock:
+                    self.seen.extend(m.value() for m in msgs)
+                self._commit(c)
+            self.assigned = frozenset(p.partition for p in c.assignment())
+            self.member_id = c.memberid() or self.member_id
+        c.close()  # leaves the group (member epoch -1): its partitions go to the others
+
+
+def start(h, group, topic, name, seen, lock) -> Member:
+    m = Member(h, group, topic, name, seen, lock)
+    m.start()
+    return m
+
+
+def split_evenly(members: list[Member]) -> bool:
+    """Every partition owned by exactly one member, and the members within one partition of each other."""
+    owned = [m.assigned for m in members]
+    together = frozenset().union(*owned)
+    sizes = [len(o) for o in owned]
+    return sum(sizes) == PARTITIONS and len(together) == PARTITIONS and max(sizes) - min(sizes) <= 1
+
+
+def check_errors(members: list[Member]) -> None:
+    for m in members:
+        assert m.error is None, f"{m.name}: {m.error!r}"
+
+
+def describe(h: ClusterHarness, group: str):
+    admin = admin_mod.AdminClient({"bootstrap.servers": h.kafka_bootstrap()})
+    return admin.describe_consumer_groups([group])[group].result(timeout=30)
+
+
+def test_members_split_hand_over_and_keep_their_offsets(cluster):
+    h, topic, group = cluster, "cg-split", "cg-split-group"
+    h.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    values = produce(h, topic, 200, "a")
+    seen: list[bytes] = []
+    lock = threading.Lock()
+    members = [start(h, group, topic, "m1", seen, lock)]
+    try:
+        wait_until(lambda: members[0].assigned == frozenset(range(PARTITIONS)), timeout=60, what="m1 assigned")
+        for name in ("m2", "m3"):
+            members.append(start(h, group, topic, name, seen, lock))
+            wait_until(lambda: split_evenly(members) or check_errors(members), timeout=60, what=f"{name} split")
+        wait_until(lambda: set(seen) >= values, timeout=60, what="every record consumed")
+        check_errors(members)
+        # Incremental: m1 gave up only what moved (never everything at once), and each member's callbacks
+        # add up to what it owns.
+        first_revoke = next(ps for kind, ps in members[0].events if kind == "revoke")
+        assert 0 < len(first_revoke) < PARTITIONS
+        for m in members:
+            owned: frozenset[int] = frozenset()
+            for kind, ps in m.events:
+                assert (ps <= owned) if kind == "revoke" else not (ps & owned), (m.name, m.events)
+                owned = owned - ps if kind == "revoke" else owned | ps
+            assert owned == m.assigned, (m.name, m.events)
+
+        d = describe(h, group)
+        assert d.type == confluent_kafka.ConsumerGroupType.CONSUMER and d.partition_assignor == "uniform"
+        assert d.state == confluent_kafka.ConsumerGroupState.STABLE
+        assert sorted(len(x.assignment.topic_partitions) for x in d.members) == [2, 2, 2]
+        assert {x.client_id for x in d.members} == {"m1", "m2", "m3"}
+        admin = admin_mod.AdminClient({"bootstrap.servers": h.kafka_bootstrap()})
+        listed = admin.list_consumer_groups(types={confluent_kafka.ConsumerGroupType.CONSUMER}).result(timeout=30)
+        assert group in {g.group_id for g in listed.valid}
+
+        # m3 leaves: its two partitions go to m1 and m2, which consume what comes next.
+        members[2].stop.set()
+        members[2].join(30)
+        wait_until(lambda: split_evenly(members[:2]) or check_errors(members), timeout=60, what="m3's partitions moved")
+        more = produce(h, topic, 100, "b")
+        wait_until(lambda: set(seen) >= values | more, timeout=60, what="records after m3 left consumed")
+        check_errors(members)
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.join(30)
+    with lock:
+        assert len(seen) == len(set(seen)), "a record was consumed twice"
+    # The group is empty now; its committed offsets are where a new member starts.
+    assert describe(h, group).state == confluent_kafka.ConsumerGroupState.EMPTY
+    later = produce(h, topic, 10, "c")
+    fresh: list[bytes] = []
+    m4 = start(h, group, topic, "m4", fresh, lock)
+    try:
+        wait_until(lambda: set(fresh) >= later or check_errors([m4]), timeout=60, what="m4 consumed the new records")
+    finally:
+        m4.stop.set()
+        m4.join(30)
+    assert set(fresh) == later, "a member of the group read records the group had committed past"
+
+
+def coordinator_of(h: ClusterHarness, group: str) -> int:
+    p = partition_for(group, OFFSETS_PARTITIONS)
+    return next(x.leader for x in h.describe(OFFSETS_TOPIC) if x.partition == p)
+
+
+def test_the_group_survives_a_sigkill_of_its_coordinator(cluster):
+    h, topic, group = cluster, "cg-failover", "cg-failover-group"
+    h.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    values = produce(h, topic, 50, "a")
+    seen: list[bytes] = []
+    lock = threading.Lock()
+    members = [start(h, group, topic, name, seen, lock) for name in ("f1", "f2")]
+    victim = None
+    try:
+        wait_until(lambda: split_evenly(members) or check_errors(members), timeout=60, what="two members split")
+        wait_until(lambda: set(seen) >= values, timeout=60, what="first records consumed")
+        before = describe(h, group)
+        callbacks = [list(m.events) for m in members]
+        victim = coordinator_of(h, group)
+        h.kill(victim)
+        wait_until(lambda: coordinator_of(h, group) != victim, timeout=60, what="a new coordinator")
+        more = produce(h, topic, 50, "b")
+        wait_until(lambda: set(seen) >= values | more or check_errors(members), timeout=90, what="consumed after kill")
+        after = describe(h, group)
+        # The new coordinator loaded the group: the same members at the same epochs, nobody rejoined.
+        assert {m.member_id for m in after.members} == {m.member_id for m in before.members}
+        assert {m.member_id for m in after.members} == {m.member_id for m in members}
+        assert after.state == confluent_kafka.ConsumerGroupState.STABLE
+        assert [m.events for m in members] == callbacks, "a member lost or gave up partitions over the failover"
+        assert all(m.assigned for m in members) and split_evenly(members)
+        check_errors(members)
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.join(30)
+        if victim is not None:
+            h.restart(victim)
+    with lock:
+        assert len(seen) == len(set(seen)), "a record was consumed twice"
