@@ -14,10 +14,11 @@ assignment on its own, one heartbeat at a time, without the others stopping:
 - A member that misses heartbeats for the session timeout, or does not revoke within its rebalance timeout,
   is fenced: removed, and its partitions go to the others with the next group epoch.
 
-Requests and ticks go in with `now_ms`; Reply and Append come out (the classic logic's, broker/group/logic.py,
-which owns the groups and routes to this). Every state change is written to __consumer_offsets as Kafka's
-coordinator records (records.py) before the heartbeat that caused it is answered, so a new coordinator loads
-the group with its epochs and assignments, and members carry on without rejoining.
+Requests and ticks go in with `now_ms`; Reply and Append come out (broker/group/outputs.py). The classic
+logic (broker/group/logic.py) owns the groups, one per id of either kind, and routes to this. Every state
+change is written to __consumer_offsets as Kafka's coordinator records (records.py) before the heartbeat that
+caused it is answered, so a new coordinator loads the group with its epochs and assignments, and members
+carry on without rejoining.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from broker.group.assignors import ASSIGNORS, assignor_name
 from broker.group.consumer_state import (
@@ -42,6 +43,7 @@ from broker.group.consumer_state import (
     minus,
     union,
 )
+from broker.group.outputs import Append, Output, Reply
 from broker.group.records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
@@ -51,10 +53,8 @@ from broker.group.records import (
     ConsumerGroupKey,
     Key,
 )
+from broker.group.state import Group, GroupState
 from net.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from broker.group.state import Group
 
 Records = list[tuple[Key, dict[str, Any] | None]]
 
@@ -116,7 +116,7 @@ def _key(record_type: int, group: str, member: str | None = None) -> ConsumerGro
 
 
 class ConsumerGroupLogic:
-    def __init__(self, groups: dict[str, "Group"], ids: Iterator[int], config: ConsumerGroupConfig) -> None:
+    def __init__(self, groups: dict[str, Group], ids: Iterator[int], config: ConsumerGroupConfig) -> None:
         self.groups = groups  # shared with the classic logic: one group per id, of either kind
         self.config = config
         self._ids = ids
@@ -125,10 +125,10 @@ class ConsumerGroupLogic:
 
     # --- ConsumerGroupHeartbeat -----------------------------------------------------------------
 
-    def heartbeat(self, token: Any, partition: int, hb: Heartbeat, topics: Mapping[str, int], now_ms: int) -> list[Any]:
+    def heartbeat(
+        self, token: Any, partition: int, hb: Heartbeat, topics: Mapping[str, int], now_ms: int
+    ) -> list[Output]:
         """`topics`: every topic's partition count, from the broker's metadata."""
-        from broker.group.logic import Append, Reply  # the classic logic's outputs (it imports this module)
-
         records: Records = []
         try:
             result = self._heartbeat(partition, hb, topics, now_ms, records)
@@ -217,10 +217,10 @@ class ConsumerGroupLogic:
             )
             raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR, msg)
 
-    def _group(self, partition: int, gid: str, member_epoch: int, now_ms: int, records: Records) -> "Group":
-        from broker.group.state import Group
-
+    def _group(self, partition: int, gid: str, member_epoch: int, now_ms: int, records: Records) -> Group:
         g = self.groups.get(gid)
+        if g is not None and g.state == GroupState.DEAD:
+            raise HeartbeatError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group is being deleted")
         if g is not None and g.consumer is None:
             if g.members:
                 msg = f"Group {gid} is not a consumer group (it has classic-protocol members)."
@@ -238,7 +238,7 @@ class ConsumerGroupLogic:
             records.append((_key(CONSUMER_GROUP_METADATA, gid), self._metadata_value(g.consumer)))
         return g
 
-    def _join(self, g: "Group", hb: Heartbeat, now_ms: int, records: Records) -> tuple[ConsumerMember, bool]:
+    def _join(self, g: Group, hb: Heartbeat, now_ms: int, records: Records) -> tuple[ConsumerMember, bool]:
         cg = g.consumer
         assert cg is not None
         if hb.instance_id is not None:
@@ -262,7 +262,7 @@ class ConsumerGroupLogic:
         return m, True
 
     def _replace_static(
-        self, g: "Group", prior: ConsumerMember, hb: Heartbeat, now_ms: int, records: Records
+        self, g: Group, prior: ConsumerMember, hb: Heartbeat, now_ms: int, records: Records
     ) -> ConsumerMember:
         """A static member back within its session: the new member id takes the old one's place, epoch and
         partitions, without a new group epoch (Kafka's static membership)."""
@@ -307,7 +307,7 @@ class ConsumerGroupLogic:
                 )
                 raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, msg)
 
-    def _update_subscription(self, g: "Group", m: ConsumerMember, hb: Heartbeat, records: Records, new: bool) -> bool:
+    def _update_subscription(self, g: Group, m: ConsumerMember, hb: Heartbeat, records: Records, new: bool) -> bool:
         """Take the heartbeat's changed fields; True if the subscription changed (a new group epoch)."""
         before = m.subscription_value()
         changed = False
@@ -337,7 +337,7 @@ class ConsumerGroupLogic:
             records.append((_key(CONSUMER_GROUP_MEMBER_METADATA, g.group_id, m.member_id), m.subscription_value()))
         return changed
 
-    def _leave(self, g: "Group", hb: Heartbeat, now_ms: int, records: Records) -> HeartbeatResult:
+    def _leave(self, g: Group, hb: Heartbeat, now_ms: int, records: Records) -> HeartbeatResult:
         cg = g.consumer
         assert cg is not None
         m = cg.members.get(hb.member_id)
@@ -387,7 +387,7 @@ class ConsumerGroupLogic:
             subscribed |= self._subscribed(m, topics)
         return tuple(sorted((t, topics[t]) for t in subscribed))
 
-    def _assign(self, g: "Group", topics: Mapping[str, int], records: Records) -> None:
+    def _assign(self, g: Group, topics: Mapping[str, int], records: Records) -> None:
         """A new target assignment for the group epoch, with the assignor most members ask for (else the
         configured default)."""
         cg = g.consumer
@@ -411,7 +411,7 @@ class ConsumerGroupLogic:
             (_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, g.group_id), {"assignment_epoch": cg.target_epoch})
         )
 
-    def _reconcile(self, g: "Group", m: ConsumerMember, owned: TopicPartitions | None, now_ms: int) -> None:
+    def _reconcile(self, g: Group, m: ConsumerMember, owned: TopicPartitions | None, now_ms: int) -> None:
         """Kafka's CurrentAssignmentBuilder: move `m` one step towards its target assignment."""
         cg = g.consumer
         assert cg is not None
@@ -457,7 +457,7 @@ class ConsumerGroupLogic:
 
     # --- removal, timers --------------------------------------------------------------------------
 
-    def _remove(self, g: "Group", m: ConsumerMember, now_ms: int) -> Records:
+    def _remove(self, g: Group, m: ConsumerMember, now_ms: int) -> Records:
         """Fence or remove a member: its records go, and the group gets a new epoch (its partitions move)."""
         cg = g.consumer
         assert cg is not None
@@ -480,12 +480,10 @@ class ConsumerGroupLogic:
             (_key(CONSUMER_GROUP_MEMBER_METADATA, gid, mid), None),
         ]
 
-    def tick(self, now_ms: int, loaded: set[int]) -> list[Any]:
+    def tick(self, now_ms: int, loaded: set[int]) -> list[Output]:
         """Fence members whose session ended (no heartbeat for group.consumer.session.timeout.ms) or that did
         not revoke within their rebalance timeout."""
-        from broker.group.logic import Append
-
-        out: list[Any] = []
+        out: list[Output] = []
         for g in list(self.groups.values()):
             cg = g.consumer
             if cg is None or g.partition not in loaded:
@@ -502,10 +500,8 @@ class ConsumerGroupLogic:
                 out.append(Append(aid, g.partition, records))
         return out
 
-    def on_append_done(self, append_id: int, error: int) -> list[Any] | None:
+    def on_append_done(self, append_id: int, error: int) -> list[Output] | None:
         """None: not one of ours."""
-        from broker.group.logic import Reply
-
         pa = self._appends.pop(append_id, None)
         if pa is None:
             return None
@@ -517,12 +513,10 @@ class ConsumerGroupLogic:
             return [Reply(pa.token, HeartbeatResult(error, msg))]
         return [Reply(pa.token, pa.result)]
 
-    def unload(self, partition: int) -> list[Any]:
+    def unload(self, partition: int) -> list[Output]:
         """Heartbeats of the partition's groups waiting for their writes: told to find the new coordinator (the
         write may still land; the member's next heartbeat there says)."""
-        from broker.group.logic import Reply
-
-        out = []
+        out: list[Output] = []
         for pa in self._appends.values():
             if pa.partition == partition and pa.token is not None:
                 msg = "the group coordinator moved"
@@ -533,7 +527,7 @@ class ConsumerGroupLogic:
     # --- offsets of consumer-protocol members -----------------------------------------------------
 
     @staticmethod
-    def validate_offset_request(g: "Group", member_id: str, member_epoch: int) -> tuple[ErrorCode, str] | None:
+    def validate_offset_request(g: Group, member_id: str, member_epoch: int) -> tuple[ErrorCode, str] | None:
         """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch: a member commits (and fetches)
         with its current member epoch; STALE_MEMBER_EPOCH otherwise. None: allowed."""
         cg = g.consumer
@@ -557,7 +551,7 @@ class ConsumerGroupLogic:
 
     # --- loading ----------------------------------------------------------------------------------
 
-    def load_record(self, g: "Group", key: ConsumerGroupKey, value: dict[str, Any] | None, now_ms: int) -> None:
+    def load_record(self, g: Group, key: ConsumerGroupKey, value: dict[str, Any] | None, now_ms: int) -> None:
         """Replay one of a consumer group's records (in offset order: the latest per key wins)."""
         if key.record_type == CONSUMER_GROUP_METADATA:
             if value is None:
@@ -569,6 +563,8 @@ class ConsumerGroupLogic:
             g.consumer.subscribed_metadata = tuple((str(t), int(n)) for t, n in value.get("subscribed_metadata") or [])
             return
         if g.consumer is None:
+            if value is None:
+                return  # a tombstone of a group that is not a consumer group (any more)
             g.consumer = ConsumerGroup(assignor=self.config.assignors[0])
         cg = g.consumer
         if key.record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
@@ -594,7 +590,7 @@ class ConsumerGroupLogic:
             m.load_assignment(value)
 
     @staticmethod
-    def finish_load(g: "Group", now_ms: int) -> None:
+    def finish_load(g: Group, now_ms: int) -> None:
         """After the replay: members get a full session from now to reach us, and the partition owners
         are rebuilt from the members' current assignments."""
         cg = g.consumer
@@ -623,7 +619,7 @@ class ConsumerGroupLogic:
         )
 
     @staticmethod
-    def tombstones(g: "Group") -> Records:
+    def tombstones(g: Group) -> Records:
         """A deleted group's records (its offsets are the caller's)."""
         cg = g.consumer
         if cg is None:

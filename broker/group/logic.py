@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.group.consumer_logic import ConsumerGroupConfig, ConsumerGroupLogic, Heartbeat
+from broker.group.outputs import Append, Output, Reply
 from broker.group.records import ConsumerGroupKey, GroupKey, Key, OffsetKey
 from broker.group.state import Group, GroupState, Member, OffsetAndMetadata
 from net.consumer_protocol import Assignment, Subscription
@@ -38,24 +39,6 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)  # group.consumer.*
 
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    token: Any
-    body: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Append:
-    """Write `records` to __consumer_offsets partition `partition` (acks=all) and report the outcome with
-    on_append_done(append_id, error_code)."""
-
-    append_id: int
-    partition: int
-    records: list[tuple[Key, dict[str, Any] | None]]
-
-
-Output = Reply | Append
 
 PARTITION_LOADING = "loading"
 PARTITION_LOADED = "loaded"

@@ -108,6 +108,13 @@ def start(h, group, topic, name, seen, lock) -> Member:
     return m
 
 
+def stop_all(members: list[Member]) -> None:
+    for m in members:
+        m.stop.set()
+    for m in members:
+        m.join(30)
+
+
 def split_evenly(members: list[Member]) -> bool:
     """Every partition owned by exactly one member, and the members within one partition of each other."""
     owned = [m.assigned for m in members]
@@ -168,10 +175,7 @@ def test_members_split_hand_over_and_keep_their_offsets(cluster):
         wait_until(lambda: set(seen) >= values | more, timeout=60, what="records after m3 left consumed")
         check_errors(members)
     finally:
-        for m in members:
-            m.stop.set()
-        for m in members:
-            m.join(30)
+        stop_all(members)
     with lock:
         assert len(seen) == len(set(seen)), "a record was consumed twice"
     # The group is empty now; its committed offsets are where a new member starts.
@@ -182,8 +186,7 @@ def test_members_split_hand_over_and_keep_their_offsets(cluster):
     try:
         wait_until(lambda: set(fresh) >= later or check_errors([m4]), timeout=60, what="m4 consumed the new records")
     finally:
-        m4.stop.set()
-        m4.join(30)
+        stop_all([m4])
     assert set(fresh) == later, "a member of the group read records the group had committed past"
 
 
@@ -219,10 +222,7 @@ def test_the_group_survives_a_sigkill_of_its_coordinator(cluster):
         assert all(m.assigned for m in members) and split_evenly(members)
         check_errors(members)
     finally:
-        for m in members:
-            m.stop.set()
-        for m in members:
-            m.join(30)
+        stop_all(members)
         if victim is not None:
             h.restart(victim)
     with lock:
