@@ -227,3 +227,37 @@ def test_the_group_survives_a_sigkill_of_its_coordinator(cluster):
             h.restart(victim)
     with lock:
         assert len(seen) == len(set(seen)), "a record was consumed twice"
+
+
+def test_a_regex_subscription_is_matched_on_the_broker(cluster):
+    """librdkafka sends a `^...` subscription as ConsumerGroupHeartbeat's subscribed_topic_regex: the coordinator
+    matches it against the topics (a topic made later joins the assignment at the next group epoch)."""
+    h, group = cluster, "cg-regex-group"
+    h.create_topic("cg-rx-one", 2, 3)
+    c = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": h.kafka_bootstrap(),
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        c.subscribe(["^cg-rx-.*"])
+
+        def assigned() -> set[tuple[str, int]]:
+            c.consume(10, 0.2)
+            return {(p.topic, p.partition) for p in c.assignment()}
+
+        wait_until(lambda: assigned() == {("cg-rx-one", 0), ("cg-rx-one", 1)}, timeout=60, what="regex assignment")
+        h.create_topic("cg-rx-two", 1, 3)
+        h.create_topic("cg-other", 1, 3)  # matches nothing
+        want = {("cg-rx-one", 0), ("cg-rx-one", 1), ("cg-rx-two", 0)}
+        wait_until(lambda: assigned() == want, timeout=60, what="a new matching topic assigned")
+        d = describe(h, group)
+        assert d.members[0].assignment and {tp.topic for tp in d.members[0].assignment.topic_partitions} == {
+            "cg-rx-one",
+            "cg-rx-two",
+        }
+    finally:
+        c.close()
