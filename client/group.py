@@ -104,6 +104,28 @@ class GroupClient:
                 raise error_for(code, resp.get("error_message") or "")
             return resp
 
+        resp: dict[str, Any] = await self._at_coordinator(attempt, until)
+        return resp
+
+    async def call(self, request: Any, row_error: Callable[[Any], tuple[int, str | None]]) -> Any:
+        """A typed request (net/schema/) to the coordinator, found again through moves as `request` does; the
+        answer's group row error (`row_error`) that names a coordinator problem is retried too."""
+        deadline = time.monotonic() + self.client.request_timeout
+
+        async def attempt() -> Any:
+            coordinator = await self.ensure_coordinator(deadline)
+            conn = await self.client.coordinator_connection(coordinator)
+            answer = await conn.call(request, self.client.request_timeout)
+            code, message = row_error(answer)
+            if code in COORDINATOR_ERRORS:
+                raise error_for(code, message or "")
+            return answer
+
+        return await self._at_coordinator(attempt, deadline)
+
+    async def _at_coordinator(self, attempt: Callable[[], Any], deadline: float) -> Any:
+        """`attempt()` until it answers or the deadline passes; a coordinator error looks the coordinator up again."""
+
         def moved(e: KafkaLiteError) -> None:
             if e.code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:  # loading: the same coordinator, soon ready
                 self.coordinator_dead(str(e))

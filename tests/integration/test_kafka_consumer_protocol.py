@@ -7,13 +7,15 @@ One 3-broker cluster (RF=3, min.insync.replicas=2) for the module; heartbeats ev
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
 
 from broker.group.records import OFFSETS_TOPIC, partition_for
 from client.sync import Producer as KLProducer
-from tests.integration.cluster_harness import ClusterHarness, wait_until
+from tests.integration.cluster_harness import ROOT, ClusterHarness, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
 admin_mod = pytest.importorskip("confluent_kafka.admin")
@@ -261,3 +263,41 @@ def test_a_regex_subscription_is_matched_on_the_broker(cluster):
         }
     finally:
         c.close()
+
+
+def kl_groups(h: ClusterHarness, *args: str) -> str:
+    r = subprocess.run(
+        [sys.executable, "-m", "client.cli.groups", "--bootstrap-server", h.bootstrap(), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_kl_groups_describes_a_consumer_group_with_kafkas_columns(cluster):
+    h, topic, group = cluster, "cg-cli", "cg-cli-group"
+    h.create_topic(topic, 2, 3)
+    seen: list[bytes] = []
+    m = start(h, group, topic, "cli-member", seen, threading.Lock())
+    try:
+        wait_until(lambda: m.assigned == {0, 1} or check_errors([m]), timeout=60, what="assigned")
+        lines = kl_groups(h, "--describe", "--group", group, "--members", "--verbose").split("\n")
+        header = lines[1].split()
+        assert header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                          "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]  # fmt: skip
+        row = lines[2].split()
+        assert row[0] == group and row[1] == m.member_id and row[3] == "cli-member" and row[4] == "2"
+        assert row[6] == row[8] == f"{topic}(0,1)" and row[5] == row[7] and int(row[5]) >= 1
+        lines = kl_groups(h, "--describe", "--group", group, "--state", "--verbose").split("\n")
+        assert lines[1].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                                    "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]  # fmt: skip
+        row = lines[2].split()
+        assert row[0] == group and row[3:] == ["uniform", "Stable", row[5], row[5], "1"]
+        assert any(
+            line.split() == [group, "Stable"] for line in kl_groups(h, "--list", "--state", "stable").split("\n")
+        )
+    finally:
+        stop_all([m])
