@@ -1,4 +1,5 @@
-"""The consumer group protocol (KIP-848) with confluent-kafka (`group.protocol=consumer`) on the Kafka listener: two
+"""The consumer group protocol (KIP-848) with confluent-kafka (`group.protocol=consumer`) on the Kafka listener, and
+Kafka Lite's own consumer (`group_protocol="consumer"`) on the native one in the same group: two
 and three members split the partitions (server-side assignment, incremental on_assign / on_revoke) with no record
 consumed twice, a member leaving hands its partitions over, committed offsets (OffsetCommit v9, member epochs)
 survive the members, the admin apis see a "consumer" group, and a SIGKILL of the group's coordinator keeps the
@@ -14,6 +15,8 @@ import threading
 import pytest
 
 from broker.group.records import OFFSETS_TOPIC, partition_for
+from client.subscription import ConsumerRebalanceListener
+from client.sync import Consumer as KLConsumer
 from client.sync import Producer as KLProducer
 from tests.integration.cluster_harness import ROOT, ClusterHarness, wait_until
 
@@ -33,6 +36,13 @@ def cluster(tmp_path_factory):
     ]
     with ClusterHarness(tmp_path_factory.mktemp("kip848"), 3, overrides=overrides).running() as h:
         yield h
+
+
+def fresh_topic(h: ClusterHarness, topic: str, per_partition: int) -> tuple[set[bytes], list[bytes], threading.Lock]:
+    """A topic of PARTITIONS partitions with records in each; the list members add what they consume to, and
+    its lock."""
+    h.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    return produce(h, topic, per_partition, "a"), [], threading.Lock()
 
 
 def produce(h: ClusterHarness, topic: str, per_partition: int, tag: str) -> set[bytes]:
@@ -110,14 +120,14 @@ def start(h, group, topic, name, seen, lock) -> Member:
     return m
 
 
-def stop_all(members: list[Member]) -> None:
+def stop_all(members: list) -> None:
     for m in members:
         m.stop.set()
     for m in members:
         m.join(30)
 
 
-def split_evenly(members: list[Member]) -> bool:
+def split_evenly(members: list) -> bool:
     """Every partition owned by exactly one member, and the members within one partition of each other."""
     owned = [m.assigned for m in members]
     together = frozenset().union(*owned)
@@ -125,7 +135,7 @@ def split_evenly(members: list[Member]) -> bool:
     return sum(sizes) == PARTITIONS and len(together) == PARTITIONS and max(sizes) - min(sizes) <= 1
 
 
-def check_errors(members: list[Member]) -> None:
+def check_errors(members: list) -> None:
     for m in members:
         assert m.error is None, f"{m.name}: {m.error!r}"
 
@@ -137,10 +147,7 @@ def describe(h: ClusterHarness, group: str):
 
 def test_members_split_hand_over_and_keep_their_offsets(cluster):
     h, topic, group = cluster, "cg-split", "cg-split-group"
-    h.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
-    values = produce(h, topic, 200, "a")
-    seen: list[bytes] = []
-    lock = threading.Lock()
+    values, seen, lock = fresh_topic(h, topic, 200)
     members = [start(h, group, topic, "m1", seen, lock)]
     try:
         wait_until(lambda: members[0].assigned == frozenset(range(PARTITIONS)), timeout=60, what="m1 assigned")
@@ -199,10 +206,7 @@ def coordinator_of(h: ClusterHarness, group: str) -> int:
 
 def test_the_group_survives_a_sigkill_of_its_coordinator(cluster):
     h, topic, group = cluster, "cg-failover", "cg-failover-group"
-    h.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
-    values = produce(h, topic, 50, "a")
-    seen: list[bytes] = []
-    lock = threading.Lock()
+    values, seen, lock = fresh_topic(h, topic, 50)
     members = [start(h, group, topic, name, seen, lock) for name in ("f1", "f2")]
     victim = None
     try:
@@ -301,3 +305,125 @@ def test_kl_groups_describes_a_consumer_group_with_kafkas_columns(cluster):
         )
     finally:
         stop_all([m])
+
+
+class OwnMember(threading.Thread):
+    """Kafka Lite's own consumer with group_protocol="consumer", on the native listener, committing after each
+    poll (and before it gives partitions up: auto-commit's commit on revocation is off, so the listener does)."""
+
+    def __init__(self, h: ClusterHarness, group: str, topic: str, name: str, seen: list, lock: threading.Lock):
+        super().__init__(daemon=True, name=name)
+        self.h, self.group, self.topic, self.seen, self.lock = h, group, topic, seen, lock
+        self.stop = threading.Event()
+        self.assigned: frozenset[int] = frozenset()
+        self.events: list[tuple[str, frozenset[int]]] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            c = KLConsumer(
+                self.h.bootstrap(),
+                group_id=self.group,
+                group_protocol="consumer",
+                client_id=self.name,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+            )
+            outer = self
+
+            class Listener(ConsumerRebalanceListener):
+                def on_partitions_revoked(self, revoked):
+                    outer.events.append(("revoke", frozenset(tp.partition for tp in revoked)))
+                    c.commit({tp: c.position(tp) for tp in revoked})
+
+                def on_partitions_assigned(self, assigned):
+                    outer.events.append(("assign", frozenset(tp.partition for tp in assigned)))
+
+            c.subscribe([self.topic], listener=Listener())
+            while not self.stop.is_set():
+                records = c.poll(200)
+                if records:
+                    with self.lock:
+                        self.seen.extend(r.value for r in records)
+                    c.commit()
+                self.assigned = frozenset(tp.partition for tp in c.assignment())
+            c.close()
+        except BaseException as e:  # reported by the test
+            self.error = e
+
+
+def test_kafka_lites_own_consumer_speaks_the_consumer_protocol_beside_confluent_kafka(cluster):
+    h, topic, group = cluster, "cg-own", "cg-own-group"
+    values, seen, lock = fresh_topic(h, topic, 100)
+    members: list = [OwnMember(h, group, topic, "own1", seen, lock)]
+    members[0].start()
+    try:
+        wait_until(lambda: members[0].assigned == frozenset(range(PARTITIONS)) or check_errors(members), 60, "own1")
+        members.append(OwnMember(h, group, topic, "own2", seen, lock))
+        members[1].start()
+        members.append(start(h, group, topic, "confluent3", seen, lock))
+        wait_until(lambda: split_evenly(members) or check_errors(members), timeout=60, what="three members split")
+        wait_until(lambda: set(seen) >= values, timeout=60, what="every record consumed")
+        assert members[0].events[0] == ("assign", frozenset(range(PARTITIONS)))
+        assert any(kind == "revoke" and 0 < len(ps) < PARTITIONS for kind, ps in members[0].events)
+        d = describe(h, group)
+        assert {m.client_id for m in d.members} == {"own1", "own2", "confluent3"}
+        members[0].stop.set()  # own1 leaves (member epoch -1): its partitions move to the two others
+        members[0].join(30)
+        wait_until(
+            lambda: split_evenly(members[1:]) or check_errors(members), timeout=60, what="own1's partitions moved"
+        )
+        more = produce(h, topic, 50, "b")
+        wait_until(
+            lambda: set(seen) >= values | more or check_errors(members), timeout=60, what="consumed after own1 left"
+        )
+        check_errors(members)
+    finally:
+        stop_all(members)
+    with lock:
+        assert len(seen) == len(set(seen)), "a record was consumed twice"
+
+
+def drain(h: ClusterHarness, group: str, topic: str, protocol: str, want: set[bytes]) -> list[bytes]:
+    """One confluent-kafka member of `group` speaking `protocol` reads until it has `want`, commits, leaves."""
+    c = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": h.kafka_bootstrap(),
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    got: list[bytes] = []
+    try:
+        c.subscribe([topic])
+
+        def read() -> bool:
+            msgs = [m for m in c.consume(500, 0.3) if m.error() is None]
+            got.extend(m.value() for m in msgs)
+            if msgs:
+                c.commit(asynchronous=False)
+            return set(got) >= want
+
+        wait_until(read, timeout=60, what=f"a {protocol} member read its records")
+    finally:
+        c.close()
+    return got
+
+
+def test_a_group_changes_protocol_when_its_members_restart_keeping_its_offsets(cluster):
+    """An empty group of either kind becomes the other when a member of the other protocol joins (Kafka's
+    offline upgrade and downgrade): the committed offsets stay, so nothing is read twice."""
+    h, topic, group = cluster, "cg-upgrade", "cg-upgrade-group"
+    values, _, _ = fresh_topic(h, topic, 20)
+    first = drain(h, group, topic, "classic", values)
+    assert describe(h, group).type == confluent_kafka.ConsumerGroupType.CLASSIC
+    more = produce(h, topic, 10, "b")
+    second = drain(h, group, topic, "consumer", more)
+    assert set(second) == more, "the consumer-protocol member re-read what the classic members committed"
+    assert describe(h, group).type == confluent_kafka.ConsumerGroupType.CONSUMER
+    last = produce(h, topic, 5, "c")
+    third = drain(h, group, topic, "classic", last)
+    assert set(third) == last, "the classic member re-read what the consumer-protocol member committed"
+    assert len(first) == len(set(first)) == len(values)
