@@ -23,10 +23,11 @@ carry on without rejoining.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
+
+import re2  # type: ignore[import-untyped]  # google-re2: KIP-848's regexes are RE2's, matched in linear time
 
 from broker.group.assignors import ASSIGNORS, assignor_name
 from broker.group.consumer_state import (
@@ -115,13 +116,17 @@ def _key(record_type: int, group: str, member: str | None = None) -> ConsumerGro
     return ConsumerGroupKey(record_type, group, member)
 
 
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the member's error (INVALID_REGULAR_EXPRESSION), not a log line
+
+
 class ConsumerGroupLogic:
     def __init__(self, groups: dict[str, Group], ids: Iterator[int], config: ConsumerGroupConfig) -> None:
         self.groups = groups  # shared with the classic logic: one group per id, of either kind
         self.config = config
         self._ids = ids
         self._appends: dict[int, _PendingAppend] = {}
-        self._regexes: dict[str, re.Pattern[str]] = {}
+        self._regexes: dict[str, Any] = {}  # pattern -> compiled RE2
 
     # --- ConsumerGroupHeartbeat -----------------------------------------------------------------
 
@@ -356,17 +361,19 @@ class ConsumerGroupLogic:
 
     # --- assignment and reconciliation ------------------------------------------------------------
 
-    def _regex(self, pattern: str) -> re.Pattern[str]:
-        """KIP-848's regexes are RE2/J; Python's `re` reads their common subset the same (it lacks RE2's
-        \\p{..} Unicode classes and possessive forms, and has backreferences RE2 refuses)."""
+    def _regex(self, pattern: str) -> Any:
+        """KIP-848's regexes are RE2/J's, as Kafka matches them: RE2 (google-re2) reads the same syntax (no
+        backreferences or lookarounds) and matches in time linear in the topic name, so a member's pattern cannot
+        stall the coordinator."""
         rx = self._regexes.get(pattern)
         if rx is None:
             try:
-                rx = re.compile(pattern)
-            except re.error as e:
+                rx = re2.compile(pattern, _RE2_OPTIONS)
+            except re2.error as e:
+                why = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
                 raise HeartbeatError(
                     ErrorCode.INVALID_REGULAR_EXPRESSION,
-                    f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {e}.",
+                    f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {why}.",
                 ) from None
             if len(self._regexes) > 1000:
                 self._regexes.clear()

@@ -4,6 +4,7 @@ reconciliation (revocation before assignment), session expiry, fencing, static m
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 
 from broker.group.assignors import range_, uniform
@@ -307,7 +308,15 @@ def test_regex_subscriptions_and_new_partitions_bump_the_group_epoch():
     epoch = h.lg.groups["g"].consumer.group_epoch
     h.beat(a, 10, topics=dict(TOPICS, u=3))  # u gained a partition
     assert h.lg.groups["g"].consumer.group_epoch == epoch + 1 and ("u", 2) in a.partitions()
-    assert h.beat(Client("b", topics=(), regex="t("), 20).error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    r = h.beat(Client("b", topics=(), regex="t("), 20)
+    assert r.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION and "missing )" in r.error_message
+    # RE2's syntax, as Kafka's RE2/J: no backreferences; and a pattern that backtracks exponentially in Python's
+    # `re` is matched in linear time (a member cannot stall the coordinator with it).
+    assert h.beat(Client("c", topics=(), regex=r"(t)\1"), 30).error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    slow = Client("d", topics=(), regex="(a+)+$")
+    t0 = time.monotonic()
+    assert h.beat(slow, 40, topics=dict(TOPICS, **{"a" * 40 + "b": 1})).error_code == 0
+    assert time.monotonic() - t0 < 1.0 and slow.partitions() == set()
 
 
 def test_bad_heartbeats_are_refused_with_kafkas_errors():
