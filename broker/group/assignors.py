@@ -49,22 +49,37 @@ def uniform(
                 m = min(eligible, key=lambda x: (load[x], x))
                 owner[(topic, p)] = m
                 load[m] += 1
-    # Balance: move a partition from a member to an eligible one with at least two fewer, until none can move.
-    # Moves strictly reduce the spread, so this ends; it moves as few partitions as a greedy pass can.
-    moved = True
-    while moved:
-        moved = False
-        for tp in sorted(owner, key=lambda tp: (-load[owner[tp]], tp)):
-            m = owner[tp]
-            eligible = [x for x in members if tp[0] in subscriptions[x] and load[x] <= load[m] - 2]
-            if eligible:
-                to = min(eligible, key=lambda x: (load[x], x))
+    # Balance: move a partition from the most loaded member that has one to move to an eligible member with at
+    # least two fewer, until none can move. Each move lowers the sum of squared loads, so this ends; it moves as
+    # few partitions as a greedy pass can (the sticky part above kept the rest).
+    held: dict[str, list[tuple[str, int]]] = {m: [] for m in members}
+    for tp in sorted(owner):
+        held[owner[tp]].append(tp)
+    subscribers = {t: [m for m in members if t in subscriptions[m]] for t in partition_counts}
+    while _move_one(members, held, load, subscribers, owner):
+        pass
+    return _by_member(members, owner)
+
+
+def _move_one(
+    members: list[str],
+    held: dict[str, list[tuple[str, int]]],
+    load: dict[str, int],
+    subscribers: dict[str, list[str]],
+    owner: dict[tuple[str, int], str],
+) -> bool:
+    for m in sorted(members, key=lambda x: (-load[x], x)):
+        for i, tp in enumerate(held[m]):
+            lighter = [x for x in subscribers[tp[0]] if load[x] <= load[m] - 2]
+            if lighter:
+                to = min(lighter, key=lambda x: (load[x], x))
+                held[m].pop(i)
+                held[to].append(tp)
                 owner[tp] = to
                 load[m] -= 1
                 load[to] += 1
-                moved = True
-                break
-    return _by_member(members, owner)
+                return True
+    return False
 
 
 def range_(

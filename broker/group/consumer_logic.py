@@ -201,6 +201,10 @@ class ConsumerGroupLogic:
             raise HeartbeatError(ErrorCode.INVALID_REQUEST, f"MemberEpoch {hb.member_epoch} is invalid.")
         if not hb.member_id and (hb.member_epoch != JOIN_EPOCH or hb.member_id_from_client):
             raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if hb.rebalance_timeout_ms < -1 or hb.rebalance_timeout_ms == 0:
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, f"RebalanceTimeoutMs {hb.rebalance_timeout_ms} is invalid.")
+        if hb.owned is not None and any(p < 0 for ps in hb.owned.values() for p in ps):
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "TopicPartitions names a negative partition.")
         if hb.member_epoch == LEAVE_STATIC_EPOCH and hb.instance_id is None:
             raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null when leaving as a static member.")
         if hb.member_epoch == JOIN_EPOCH:

@@ -8,6 +8,8 @@ One 3-broker cluster (RF=3, min.insync.replicas=2) for the module; heartbeats ev
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import subprocess
 import sys
 import threading
@@ -18,6 +20,9 @@ from broker.group.records import OFFSETS_TOPIC, partition_for
 from client.subscription import ConsumerRebalanceListener
 from client.sync import Consumer as KLConsumer
 from client.sync import Producer as KLProducer
+from net.connection import BrokerConnection
+from net.errors import ErrorCode
+from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from tests.integration.cluster_harness import ROOT, ClusterHarness, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
@@ -427,3 +432,45 @@ def test_a_group_changes_protocol_when_its_members_restart_keeping_its_offsets(c
     third = drain(h, group, topic, "classic", last)
     assert set(third) == last, "the classic member re-read what the consumer-protocol member committed"
     assert len(first) == len(set(first)) == len(values)
+
+
+def test_bad_heartbeats_are_answered_with_kafkas_errors_and_the_coordinator_goes_on(cluster):
+    """ConsumerGroupHeartbeats a broker must refuse, on the native listener (typed), at the group's coordinator:
+    each answered with its error, nothing kept, and the same connection then joins the group."""
+    h, group = cluster, "cg-bad-input"
+    h.create_topic("cg-bad-topic", 2, 3)
+    with h.admin() as a:
+        a.describe_group(group)  # FindCoordinator: __consumer_offsets exists from here on
+    coordinator = h[coordinator_of(h, group)]
+
+    def hb(**kw) -> ConsumerGroupHeartbeatRequest:
+        base = dict(group_id=group, member_id="m-1", member_epoch=0, rebalance_timeout=datetime.timedelta(seconds=30),
+                    subscribed_topic_names=("cg-bad-topic",), topic_partitions=())  # fmt: skip
+        return ConsumerGroupHeartbeatRequest(**{**base, **kw})
+
+    cases = [
+        (hb(group_id=""), ErrorCode.INVALID_GROUP_ID),
+        (hb(member_epoch=-7), ErrorCode.INVALID_REQUEST),
+        (hb(rebalance_timeout=datetime.timedelta(milliseconds=-5)), ErrorCode.INVALID_REQUEST),
+        (hb(topic_partitions=None), ErrorCode.INVALID_REQUEST),  # a join owns nothing, and says so
+        (hb(subscribed_topic_names=None, subscribed_topic_regex="cg-("), ErrorCode.INVALID_REGULAR_EXPRESSION),
+        (hb(server_assignor="sticky"), ErrorCode.UNSUPPORTED_ASSIGNOR),
+        (hb(member_epoch=3), ErrorCode.UNKNOWN_MEMBER_ID),
+        (hb(instance_id=""), ErrorCode.INVALID_REQUEST),
+    ]
+
+    async def go() -> list[tuple[int, int]]:
+        conn = BrokerConnection(coordinator.host, coordinator.port, "bad-input")
+        await conn.connect(5)
+        try:
+            out = [((await conn.call(req, 10)).error_code, int(want)) for req, want in cases]
+            joined = await conn.call(hb(), 10)
+            out.append((joined.error_code, 0))
+            out.append((joined.member_epoch > 0, True))
+            return out
+        finally:
+            conn.close()
+
+    for got, want in asyncio.run(go()):
+        assert got == want
+    assert describe(h, group).type == confluent_kafka.ConsumerGroupType.CONSUMER
