@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from broker.group.state import Group
     from broker.group_coordinator import GroupCoordinator
 
-CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1's member_type: 0 classic, 1 consumer (KIP-1099)
+# ConsumerGroupDescribe v1's member_type (KIP-1099): a classic member of a consumer group (online migration), or not.
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
 
 
 class ConsumerGroupApis:
@@ -139,7 +140,7 @@ class ConsumerGroupApis:
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=self._assignment(m.assigned),
                 target_assignment=self._assignment(cg.target.get(m.member_id, {})),
-                member_type=CONSUMER_MEMBER_TYPE,
+                member_type=CLASSIC_MEMBER_TYPE if m.classic_protocols is not None else CONSUMER_MEMBER_TYPE,
             )
             for m in cg.members.values()
         )

@@ -216,6 +216,7 @@ class GroupApis:
             _str(body, "protocol_type", "consumer"),
             protocols,
             now_ms(),
+            {t: len(info.partitions) for t, info in self.image.topics.items()},  # for a consumer group's member
         )
 
     def sync_group(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:

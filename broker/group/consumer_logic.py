@@ -44,6 +44,7 @@ from broker.group.consumer_state import (
     minus,
     union,
 )
+from broker.group.migration import MigrationError, as_assignment, by_topic, upgrade
 from broker.group.outputs import Append, Output, Reply
 from broker.group.records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -55,6 +56,7 @@ from broker.group.records import (
     Key,
 )
 from broker.group.state import Group, GroupState
+from net.consumer_protocol import Subscription
 from net.errors import ErrorCode
 
 Records = list[tuple[Key, dict[str, Any] | None]]
@@ -109,7 +111,11 @@ class HeartbeatError(Exception):
 class _PendingAppend:
     token: Any
     partition: int
-    result: HeartbeatResult | None = field(default=None)
+    result: HeartbeatResult | dict[str, Any] | None = field(default=None)  # a classic JoinGroup's: a dict
+
+
+def _classic_err(code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"error_code": int(code), "error_message": message}
 
 
 def _key(record_type: int, group: str, member: str | None = None) -> ConsumerGroupKey:
@@ -167,20 +173,7 @@ class ConsumerGroupLogic:
             self._check_epoch(m, hb)
         m.last_heartbeat_ms = now_ms
         bump |= self._update_subscription(g, m, hb, records, bump)
-        # A subscribed topic appeared, went, or gained partitions: a new assignment is due.
-        metadata = self._subscribed_metadata(cg, topics)
-        if metadata != cg.subscribed_metadata:
-            cg.subscribed_metadata = metadata
-            bump = True
-        if bump:
-            cg.group_epoch += 1
-            records.append((_key(CONSUMER_GROUP_METADATA, gid), self._metadata_value(cg)))
-        if cg.group_epoch > cg.target_epoch:
-            self._assign(g, topics, records)
-        before = (m.member_epoch, m.state, m.assigned, m.pending_revocation)
-        self._reconcile(g, m, hb.owned, now_ms)
-        if before != (m.member_epoch, m.state, m.assigned, m.pending_revocation):
-            records.append((_key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id), m.assignment_value()))
+        before = self._advance(g, m, bump, hb.owned, topics, now_ms, records)
         full = hb.member_epoch == JOIN_EPOCH or (
             hb.rebalance_timeout_ms != -1 and hb.subscribed_topic_names is not None and hb.owned is not None
         )
@@ -188,8 +181,38 @@ class ConsumerGroupLogic:
             member_id=m.member_id,
             member_epoch=m.member_epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
-            assignment=dict(m.assigned) if full or before[2] != m.assigned else None,
+            assignment=dict(m.assigned) if full or before != m.assigned else None,
         )
+
+    def _advance(
+        self,
+        g: Group,
+        m: ConsumerMember,
+        bump: bool,
+        owned: TopicPartitions | None,
+        topics: Mapping[str, int],
+        now_ms: int,
+        records: Records,
+    ) -> TopicPartitions:
+        """A new group epoch if asked or if a subscribed topic appeared, went or gained partitions; a new target
+        assignment if the epoch moved; then `m` one step towards its target. Returns what `m` had before."""
+        cg = g.consumer
+        assert cg is not None
+        metadata = self._subscribed_metadata(cg, topics)
+        if metadata != cg.subscribed_metadata:
+            cg.subscribed_metadata = metadata
+            bump = True
+        if bump:
+            cg.group_epoch += 1
+            records.append((_key(CONSUMER_GROUP_METADATA, g.group_id), self._metadata_value(cg)))
+        if cg.group_epoch > cg.target_epoch:
+            self._assign(g, topics, records)
+        before = (m.member_epoch, m.state, m.assigned, m.pending_revocation)
+        self._reconcile(g, m, owned, now_ms)
+        if before != (m.member_epoch, m.state, m.assigned, m.pending_revocation):
+            key = _key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, g.group_id, m.member_id)
+            records.append((key, m.assignment_value()))
+        return before[2]
 
     def _validate(self, hb: Heartbeat) -> None:
         """Kafka's checks of a heartbeat's fields (INVALID_REQUEST and the others it names)."""
@@ -231,6 +254,14 @@ class ConsumerGroupLogic:
         if g is not None and g.state == GroupState.DEAD:
             raise HeartbeatError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group is being deleted")
         if g is not None and g.consumer is None:
+            if g.members and member_epoch == JOIN_EPOCH:
+                # Kafka 4's online upgrade: the classic members become members of a consumer group and keep
+                # their partitions; they go on speaking the classic protocol.
+                try:
+                    records += upgrade(g, self.config.assignors[0])
+                except MigrationError as e:
+                    raise HeartbeatError(e.code, str(e)) from None
+                return g
             if g.members:
                 msg = f"Group {gid} is not a consumer group (it has classic-protocol members)."
                 raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, msg)
@@ -362,6 +393,116 @@ class ConsumerGroupLogic:
         else:
             records += self._remove(g, m, now_ms)
         return HeartbeatResult(member_id=m.member_id, member_epoch=hb.member_epoch)
+
+    # --- classic members of a consumer group (online migration, broker/group/migration.py) -----------
+
+    def classic_join(
+        self,
+        token: Any,
+        g: Group,
+        member_id: str,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocols: list[tuple[str, bytes]],
+        topics: Mapping[str, int],
+        now_ms: int,
+    ) -> list[Output]:
+        """A classic member's JoinGroup to a consumer group: one step of its reconciliation, answered at once with
+        its member epoch as the generation (it leads nobody: the coordinator assigns)."""
+        cg = g.consumer
+        assert cg is not None
+        m = cg.members.get(member_id) if member_id else None
+        if member_id and m is None:
+            msg = f"member {member_id} is not in group {g.group_id} (it was removed); rejoin as a new member"
+            return [Reply(token, _classic_err(ErrorCode.UNKNOWN_MEMBER_ID, msg))]
+        if m is not None and m.classic_protocols is None:
+            msg = f"member {member_id} uses the consumer group protocol; it cannot JoinGroup"
+            return [Reply(token, _classic_err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, msg))]
+        try:
+            sub = Subscription.decode(protocols[0][1])
+        except ValueError as e:
+            return [Reply(token, _classic_err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"subscription: {e}"))]
+        records: Records = []
+        new = m is None
+        if m is None:
+            if len(cg.members) >= self.config.max_size:
+                msg = f"The consumer group has reached its maximum capacity of {self.config.max_size} members."
+                return [Reply(token, _classic_err(ErrorCode.GROUP_MAX_SIZE_REACHED, msg))]
+            m = ConsumerMember(f"{client_id}-{uuid.uuid4()}", client_id, client_host)
+            cg.members[m.member_id] = m
+        changed = tuple(sorted(sub.topics)) != m.subscribed_topic_names
+        m.subscribed_topic_names = tuple(sorted(sub.topics))
+        m.classic_protocols, m.classic_session_timeout_ms = list(protocols), session_timeout_ms
+        m.rebalance_timeout_ms, m.last_heartbeat_ms = rebalance_timeout_ms, now_ms
+        records.append((_key(CONSUMER_GROUP_MEMBER_METADATA, g.group_id, m.member_id), m.subscription_value()))
+        # An eager member revoked everything before it rejoined; a cooperative one names what it still owns.
+        self._advance(g, m, new or changed, by_topic(sub.owned), topics, now_ms, records)
+        body = {
+            "error_code": 0,
+            "generation_id": m.member_epoch,
+            "protocol_type": "consumer",
+            "protocol_name": protocols[0][0],
+            "leader": "",
+            "member_id": m.member_id,
+            "members": [],
+        }
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend(token, g.partition, body)
+        return [Append(aid, g.partition, records)]
+
+    def classic_sync(self, g: Group, member_id: str, generation: int, now_ms: int) -> dict[str, Any]:
+        """A classic member's SyncGroup: the partitions it may own now (never one another member still owns)."""
+        m = self._classic_member(g, member_id, generation)
+        if isinstance(m, dict):
+            return m
+        m.last_heartbeat_ms = now_ms
+        return {"error_code": 0, "assignment": as_assignment(m.assigned)}
+
+    def classic_heartbeat(self, g: Group, member_id: str, generation: int, now_ms: int) -> dict[str, Any]:
+        """REBALANCE_IN_PROGRESS while the member has a reconciliation step to take (it rejoins to take it)."""
+        m = self._classic_member(g, member_id, generation)
+        if isinstance(m, dict):
+            return m
+        m.last_heartbeat_ms = now_ms
+        cg = g.consumer
+        assert cg is not None
+        if cg.group_epoch != cg.target_epoch or m.member_epoch != cg.target_epoch or m.state != MemberState.STABLE:
+            return _classic_err(ErrorCode.REBALANCE_IN_PROGRESS, "the group's assignment changed; rejoin")
+        return {"error_code": 0}
+
+    def classic_leave(self, g: Group, member_ids: list[str], now_ms: int) -> tuple[dict[str, Any], Records]:
+        cg = g.consumer
+        assert cg is not None
+        rows, records = [], []
+        for mid in member_ids:
+            m = cg.members.get(mid)
+            if m is None:
+                rows.append([mid, int(ErrorCode.UNKNOWN_MEMBER_ID)])
+            else:
+                records += self._remove(g, m, now_ms)
+                rows.append([mid, 0])
+        return {"error_code": 0, "members": rows}, records
+
+    @staticmethod
+    def _classic_member(g: Group, member_id: str, generation: int) -> ConsumerMember | dict[str, Any]:
+        cg = g.consumer
+        assert cg is not None
+        m = cg.members.get(member_id)
+        if m is None or m.classic_protocols is None:
+            return _classic_err(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not a classic member of {g.group_id}"
+            )
+        if generation != m.member_epoch:
+            msg = f"generation {generation} is not member {member_id}'s epoch {m.member_epoch}; rejoin"
+            return _classic_err(ErrorCode.ILLEGAL_GENERATION, msg)
+        return m
+
+    def downgrade_due(self, g: Group) -> bool:
+        """Whether the group's members all speak the classic protocol now (Kafka 4 makes it classic again)."""
+        cg = g.consumer
+        return cg is not None and bool(cg.members) and all(m.classic_protocols is not None for m in cg.members.values())
 
     # --- assignment and reconciliation ------------------------------------------------------------
 
@@ -501,7 +642,8 @@ class ConsumerGroupLogic:
                 continue
             records: Records = []
             for m in list(cg.members.values()):
-                expired = now_ms - m.last_heartbeat_ms > self.config.session_timeout_ms
+                session = m.classic_session_timeout_ms if m.classic_protocols is not None else None
+                expired = now_ms - m.last_heartbeat_ms > (session or self.config.session_timeout_ms)
                 stuck = m.revocation_deadline_ms is not None and now_ms > m.revocation_deadline_ms
                 if expired or stuck:
                     records += self._remove(g, m, now_ms)
@@ -521,7 +663,8 @@ class ConsumerGroupLogic:
         if error:
             # The state may not be durable: the member retries (the coordinator may have moved).
             msg = f"the group's state could not be written: {ErrorCode(error).name}"
-            return [Reply(pa.token, HeartbeatResult(error, msg))]
+            body = _classic_err(ErrorCode(error), msg) if isinstance(pa.result, dict) else HeartbeatResult(error, msg)
+            return [Reply(pa.token, body)]
         return [Reply(pa.token, pa.result)]
 
     def unload(self, partition: int) -> list[Output]:
@@ -531,7 +674,9 @@ class ConsumerGroupLogic:
         for pa in self._appends.values():
             if pa.partition == partition and pa.token is not None:
                 msg = "the group coordinator moved"
-                out.append(Reply(pa.token, HeartbeatResult(int(ErrorCode.NOT_COORDINATOR), msg)))
+                code = ErrorCode.NOT_COORDINATOR
+                body = _classic_err(code, msg) if isinstance(pa.result, dict) else HeartbeatResult(int(code), msg)
+                out.append(Reply(pa.token, body))
                 pa.token = None
         return out
 
@@ -553,6 +698,9 @@ class ConsumerGroupLogic:
         m = cg.members.get(member_id)
         if m is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {g.group_id}"
+        if member_epoch != m.member_epoch and m.classic_protocols is not None:
+            # A classic member's generation is its member epoch; it knows ILLEGAL_GENERATION (it rejoins).
+            return ErrorCode.ILLEGAL_GENERATION, f"generation {member_epoch} is not the member's epoch {m.member_epoch}"
         if member_epoch != m.member_epoch:
             return (
                 ErrorCode.STALE_MEMBER_EPOCH,

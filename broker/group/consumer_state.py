@@ -81,6 +81,10 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: TopicPartitions = field(default_factory=dict)
     pending_revocation: TopicPartitions = field(default_factory=dict)
+    # A classic-protocol member of a consumer group (Kafka 4's online migration): its JoinGroup protocols and
+    # session timeout; it keeps speaking JoinGroup / SyncGroup / Heartbeat (None: a consumer-protocol member).
+    classic_protocols: list[tuple[str, bytes]] | None = None
+    classic_session_timeout_ms: int = 0
     # Not persisted: the session timer restarts when a coordinator loads the group.
     last_heartbeat_ms: int = 0
     revocation_deadline_ms: int | None = None  # the rebalance timeout, while it has partitions to give up
@@ -96,6 +100,12 @@ class ConsumerMember:
             "subscribed_topic_regex": self.subscribed_topic_regex,
             "server_assignor": self.server_assignor,
             "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "classic_member_metadata": None
+            if self.classic_protocols is None
+            else {
+                "session_timeout_ms": self.classic_session_timeout_ms,
+                "supported_protocols": [[n, m] for n, m in self.classic_protocols],
+            },
         }
 
     def load_subscription(self, v: dict[str, Any]) -> None:
@@ -107,6 +117,10 @@ class ConsumerMember:
         self.subscribed_topic_regex = v.get("subscribed_topic_regex")
         self.server_assignor = v.get("server_assignor")
         self.rebalance_timeout_ms = int(v.get("rebalance_timeout_ms") or 300000)
+        classic = v.get("classic_member_metadata")
+        if isinstance(classic, dict):
+            self.classic_protocols = [(str(n), bytes(m)) for n, m in classic.get("supported_protocols") or []]
+            self.classic_session_timeout_ms = int(classic.get("session_timeout_ms") or 0)
 
     def assignment_value(self) -> dict[str, Any]:
         """ConsumerGroupCurrentMemberAssignment's value (record type 8)."""

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.group.consumer_logic import ConsumerGroupConfig, ConsumerGroupLogic, Heartbeat
+from broker.group.migration import downgrade
 from broker.group.outputs import Append, Output, Reply
 from broker.group.records import ConsumerGroupKey, GroupKey, Key, OffsetKey
 from broker.group.state import Group, GroupState, Member, OffsetAndMetadata
-from net.consumer_protocol import Assignment, Subscription
+from net.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscription
 from net.errors import ErrorCode
 
 
@@ -147,7 +148,9 @@ class GroupCoordinatorLogic:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         now_ms: int,
+        topics: dict[str, int] | None = None,
     ) -> list[Output]:
+        """`topics` (topic -> partition count): for a classic member joining a consumer group."""
         if not group_id:
             return [Reply(token, _err(ErrorCode.INVALID_GROUP_ID, "group id must be a non-empty string"))]
         c = self.config
@@ -167,9 +170,14 @@ class GroupCoordinatorLogic:
             return [Reply(token, _err(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group is being deleted"))]
         if g.consumer is not None:
             if g.consumer.members:
-                # Kafka 4 can move members between the protocols online; Kafka Lite cannot (yet).
-                msg = f"group {group_id} is a consumer-protocol (KIP-848) group; join it with group.protocol=consumer"
-                return [Reply(token, _err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, msg))]
+                if protocol_type != PROTOCOL_TYPE:
+                    msg = f"group {group_id} is a consumer group; protocol type {protocol_type!r} cannot join it"
+                    return [Reply(token, _err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, msg))]
+                # A classic member of a consumer group (Kafka 4's online migration, broker/group/migration.py).
+                return self.consumer.classic_join(
+                    token, g, member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                    protocols, topics or {}, now_ms,
+                )  # fmt: skip
             # An empty consumer group becomes a classic one, keeping its offsets (as Kafka's does).
             out0: list[Output] = [self._convert_to_classic(g)]
         else:
@@ -212,6 +220,8 @@ class GroupCoordinatorLogic:
         self, token: Any, group_id: str, generation: int, member_id: str, assignments: dict[str, bytes], now_ms: int
     ) -> list[Output]:
         g = self.groups.get(group_id)
+        if g is not None and g.consumer is not None:
+            return [Reply(token, self.consumer.classic_sync(g, member_id, generation, now_ms))]
         m = g.members.get(member_id) if g is not None else None
         if g is None or m is None:
             return [Reply(token, _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}"))]
@@ -241,6 +251,8 @@ class GroupCoordinatorLogic:
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, now_ms: int) -> dict[str, Any]:
         g = self.groups.get(group_id)
+        if g is not None and g.consumer is not None:
+            return self.consumer.classic_heartbeat(g, member_id, generation, now_ms)
         m = g.members.get(member_id) if g is not None else None
         if g is None or m is None:
             return _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}")
@@ -255,6 +267,9 @@ class GroupCoordinatorLogic:
         g = self.groups.get(group_id)
         if g is None:
             return _err(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} has no members"), []
+        if g.consumer is not None:
+            body, records = self.consumer.classic_leave(g, member_ids, now_ms)
+            return body, self._consumer_append(g, records) + self._maybe_downgrade(g, now_ms)
         rows, out = [], []
         for mid in member_ids:
             if mid in g.members:
@@ -270,7 +285,29 @@ class GroupCoordinatorLogic:
         self, token: Any, partition: int, hb: Heartbeat, topics: dict[str, int], now_ms: int
     ) -> list[Output]:
         """ConsumerGroupHeartbeat: broker/group/consumer_logic.py decides; `topics`: topic -> partition count."""
-        return self.consumer.heartbeat(token, partition, hb, topics, now_ms)
+        out = self.consumer.heartbeat(token, partition, hb, topics, now_ms)
+        g = self.groups.get(hb.group_id)
+        return out + (self._maybe_downgrade(g, now_ms) if g is not None else [])
+
+    def _maybe_downgrade(self, g: Group, now_ms: int) -> list[Output]:
+        """The last consumer-protocol member left a group of classic members: it is a classic group again (Kafka
+        4's online downgrade), its members keep their partitions until the rebalance that starts now."""
+        if not self.consumer.downgrade_due(g):
+            return []
+        records = ConsumerGroupLogic.tombstones(g)
+        downgrade(g, now_ms)
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("convert", g.group_id)
+        return [Append(aid, g.partition, [*records, (GroupKey(g.group_id), g.to_value())])] + self._prepare_rebalance(
+            g, now_ms
+        )
+
+    def _consumer_append(self, g: Group, records: list[tuple[Key, dict[str, Any] | None]]) -> list[Output]:
+        if not records:
+            return []
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("convert", g.group_id)
+        return [Append(aid, g.partition, records)]
 
     def _convert_to_classic(self, g: Group) -> Append:
         """An empty consumer group joined by a classic member: its consumer records go, its offsets stay."""
@@ -534,7 +571,11 @@ class GroupCoordinatorLogic:
             elif g.state == GroupState.EMPTY and g.is_empty() and g.offsets:
                 out += self._maybe_expire(g, now_ms)
         loaded = {p for p, st in self.partitions.items() if st == PARTITION_LOADED}
-        return out + self.consumer.tick(now_ms, loaded)
+        out += self.consumer.tick(now_ms, loaded)
+        for g in list(self.groups.values()):
+            if g.consumer is not None and g.partition in loaded:
+                out += self._maybe_downgrade(g, now_ms)
+        return out
 
     # --- internals ---------------------------------------------------------------------------------
 

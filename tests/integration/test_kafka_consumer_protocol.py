@@ -66,9 +66,19 @@ class Member(threading.Thread):
     """A confluent-kafka consumer of the new protocol, committing synchronously after each batch and before it
     gives partitions up (on_revoke), so the next owner starts where it stopped."""
 
-    def __init__(self, h: ClusterHarness, group: str, topic: str, name: str, seen: list, lock: threading.Lock):
+    def __init__(
+        self,
+        h: ClusterHarness,
+        group: str,
+        topic: str,
+        name: str,
+        seen: list,
+        lock: threading.Lock,
+        protocol: str = "consumer",
+    ):
         super().__init__(daemon=True, name=name)
         self.h, self.group, self.topic, self.seen, self.lock = h, group, topic, seen, lock
+        self.protocol = protocol  # "classic": a cooperative-sticky member of the classic protocol
         self.stop = threading.Event()
         self.events: list[tuple[str, frozenset[int]]] = []
         self.assigned: frozenset[int] = frozenset()
@@ -93,10 +103,11 @@ class Member(threading.Thread):
             {
                 "bootstrap.servers": self.h.kafka_bootstrap(),
                 "group.id": self.group,
-                "group.protocol": "consumer",
+                "group.protocol": self.protocol,
                 "client.id": self.name,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                **({"partition.assignment.strategy": "cooperative-sticky"} if self.protocol == "classic" else {}),
             }
         )
 
@@ -474,3 +485,33 @@ def test_bad_heartbeats_are_answered_with_kafkas_errors_and_the_coordinator_goes
     for got, want in asyncio.run(go()):
         assert got == want
     assert describe(h, group).type == confluent_kafka.ConsumerGroupType.CONSUMER
+
+
+def test_a_classic_group_is_upgraded_and_downgraded_online(cluster):
+    """Kafka 4's online migration: a consumer-protocol member joins a group of classic (cooperative-sticky)
+    members without stopping them, the group becomes a consumer group, they split the partitions with no record
+    read twice; when it leaves, the classic members have a classic group again and take its partitions."""
+    h, topic, group = cluster, "cg-migrate", "cg-migrate-group"
+    values, seen, lock = fresh_topic(h, topic, 50)
+    classic = Member(h, group, topic, "classic1", seen, lock, protocol="classic")
+    classic.start()
+    members: list = [classic]
+    try:
+        wait_until(lambda: classic.assigned == frozenset(range(PARTITIONS)) or check_errors(members), 60, "classic")
+        assert describe(h, group).type == confluent_kafka.ConsumerGroupType.CLASSIC
+        members.append(start(h, group, topic, "consumer1", seen, lock))
+        wait_until(lambda: split_evenly(members) or check_errors(members), timeout=60, what="an online upgrade")
+        d = describe(h, group)
+        assert d.type == confluent_kafka.ConsumerGroupType.CONSUMER and len(d.members) == 2
+        wait_until(lambda: set(seen) >= values, timeout=60, what="every record consumed")
+        members[1].stop.set()
+        members[1].join(30)
+        wait_until(lambda: classic.assigned == frozenset(range(PARTITIONS)) or check_errors(members), 60, "downgrade")
+        assert describe(h, group).type == confluent_kafka.ConsumerGroupType.CLASSIC
+        more = produce(h, topic, 20, "b")
+        wait_until(lambda: set(seen) >= values | more or check_errors(members), timeout=60, what="consumed after")
+        check_errors(members)
+    finally:
+        stop_all(members)
+    with lock:
+        assert len(seen) == len(set(seen)), "a record was consumed twice"

@@ -12,6 +12,8 @@ from broker.group.consumer_logic import ConsumerGroupConfig, Heartbeat, Heartbea
 from broker.group.consumer_state import ConsumerGroupState, MemberState
 from broker.group.logic import Append, GroupConfig, GroupCoordinatorLogic, Reply
 from broker.group.records import ConsumerGroupKey, OffsetKey
+from broker.group.state import GroupState
+from net.consumer_protocol import Assignment, Subscription
 from net.errors import ErrorCode
 
 P = 3  # the offsets partition of group "g"
@@ -335,11 +337,81 @@ def test_bad_heartbeats_are_refused_with_kafkas_errors():
     assert h.beat(Client("b"), 1).error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
 
 
-def test_classic_and_consumer_groups_do_not_mix():
+def classic_join(lg, member_id, owned=frozenset(), now=0, topics=("t",)):
+    """A cooperative classic member's JoinGroup (and SyncGroup): (member id, generation, assignment)."""
+    sub = Subscription(tuple(topics), frozenset(owned)).encode()
+    h = Harness(lg)
+    tok = next(_tokens)
+    out = lg.join(tok, P, "g", member_id, "c", "/h", 10000, 10000, "consumer", [("cooperative-sticky", sub)], now,
+                  dict(TOPICS))  # fmt: skip
+    replies = h.run(out)
+    if not replies:  # a classic group's first join is parked until the rebalance completes
+        replies = h.run(lg.tick(now + 10_000))
+    (join,) = [r.body for r in replies]
+    assert join["error_code"] == 0, join
+    mid, gen = join["member_id"], join["generation_id"]
+    assignments = {}
+    if join["leader"] == mid:  # a classic group: the leader assigns
+        assignments = {m: Assignment(frozenset(("t", p) for p in range(6))).encode() for m, _ in join["members"]}
+    (sync,) = [r.body for r in h.run(lg.sync(next(_tokens), "g", gen, mid, assignments, now))]
+    assert sync["error_code"] == 0, sync
+    return mid, gen, Assignment.decode(sync["assignment"]).partitions
+
+
+def test_a_consumer_member_upgrades_a_classic_group_online_and_its_leaving_downgrades_it():
+    lg = GroupCoordinatorLogic(GroupConfig(initial_rebalance_delay_ms=0, consumer=ConsumerGroupConfig(
+        session_timeout_ms=SESSION, heartbeat_interval_ms=100)))  # fmt: skip
+    lg.begin_loading(P)
+    lg.load(P, [], 0)
+    h = Harness(lg)
+    cid, gen, owned = classic_join(lg, "")
+    assert owned == {("t", p) for p in range(6)} and lg.groups["g"].consumer is None
+    tok = next(_tokens)
+    (r,) = h.run(lg.commit(tok, P, "g", gen, cid, {("t", 0): (3, "")}, 5, dict(TOPICS)))
+    assert r.body["topics"][0][1][0][1] == 0
+    # A consumer-protocol member joins: the group is a consumer group now, the classic member keeps its six.
+    new = Client("new")
+    r = h.beat(new, 10)
+    cg = lg.groups["g"].consumer
+    assert r.error_code == 0 and cg is not None and new.owned == {}
+    assert cg.members[cid].assigned == {"t": frozenset(range(6))} and cg.group_epoch == gen + 1
+    assert lg.heartbeat("g", gen, cid, 20)["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    # The classic member rejoins owning its six: it is told to keep three (its sync), and revokes the others.
+    _, gen2, kept = classic_join(lg, cid, owned, now=30)
+    assert gen2 == gen and len(kept) == 3 and kept < owned
+    assert lg.heartbeat("g", gen2, cid, 40)["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    assert h.beat(new, 50).assignment is None  # not released yet
+    _, gen3, kept3 = classic_join(lg, cid, kept, now=60)  # it owns only those three now
+    assert gen3 == cg.target_epoch and kept3 == kept
+    assert lg.heartbeat("g", gen3, cid, 70)["error_code"] == 0
+    h.beat(new, 80)
+    assert {("t", p) for (p,) in [(p,) for p in new.owned["t"]]} == owned - kept
+    # Its commits carry its member epoch as the generation; an old one is ILLEGAL_GENERATION (it knows that one).
+    (r,) = h.run(lg.commit(next(_tokens), P, "g", gen3, cid, {("t", 1): (4, "")}, 90, dict(TOPICS)))
+    assert r.body["topics"][0][1][0][1] == 0
+    assert gen3 == gen + 1
+    (r,) = h.run(lg.commit(next(_tokens), P, "g", gen, cid, {("t", 1): (4, "")}, 90, dict(TOPICS)))
+    assert r.body["topics"][0][1][0][1] == ErrorCode.ILLEGAL_GENERATION
+    # The consumer-protocol member leaves: a group of classic members only is a classic group again, rebalancing.
+    r = h.beat(new, 100, epoch=-1)
+    g = lg.groups["g"]
+    assert r.error_code == 0 and g.consumer is None and g.state == GroupState.PREPARING_REBALANCE
+    assert set(g.members) == {cid} and g.offsets[("t", 0)].offset == 3
+    _, gen4, final = classic_join(lg, cid, kept, now=110)
+    assert gen4 > gen3 and final == {("t", p) for p in range(6)}
+    # The records written replay to the same classic group.
+    lg2 = logic()
+    lg2.begin_loading(P)
+    lg2.load(P, list(h.log), 200)
+    assert lg2.groups["g"].consumer is None and set(lg2.groups["g"].members) == {cid}
+    assert lg2.groups["g"].offsets[("t", 1)].offset == 4
+
+
+def test_other_protocol_types_do_not_join_a_consumer_group():
     h = Harness(logic())
     h.beat(Client("a"), 0)
     tok = next(_tokens)
-    (r,) = h.run(h.lg.join(tok, P, "g", "", "c", "/h", 10000, 10000, "consumer", [("range", b"")], 0))
+    (r,) = h.run(h.lg.join(tok, P, "g", "", "c", "/h", 10000, 10000, "connect", [("x", b"")], 0))
     assert r.body["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     assert h.lg.list_groups() == ([["g", "consumer", "Stable"]], ["consumer"])
     described = h.lg.describe("g")
