@@ -337,10 +337,10 @@ def test_bad_heartbeats_are_refused_with_kafkas_errors():
     assert h.beat(Client("b"), 1).error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
 
 
-def classic_join(lg, member_id, owned=frozenset(), now=0, topics=("t",)):
+def classic_join(h, member_id, owned=frozenset(), now=0, topics=("t",)):
     """A cooperative classic member's JoinGroup (and SyncGroup): (member id, generation, assignment)."""
     sub = Subscription(tuple(topics), frozenset(owned)).encode()
-    h = Harness(lg)
+    lg = h.lg
     tok = next(_tokens)
     out = lg.join(tok, P, "g", member_id, "c", "/h", 10000, 10000, "consumer", [("cooperative-sticky", sub)], now,
                   dict(TOPICS))  # fmt: skip
@@ -364,7 +364,7 @@ def test_a_consumer_member_upgrades_a_classic_group_online_and_its_leaving_downg
     lg.begin_loading(P)
     lg.load(P, [], 0)
     h = Harness(lg)
-    cid, gen, owned = classic_join(lg, "")
+    cid, gen, owned = classic_join(h, "")
     assert owned == {("t", p) for p in range(6)} and lg.groups["g"].consumer is None
     tok = next(_tokens)
     (r,) = h.run(lg.commit(tok, P, "g", gen, cid, {("t", 0): (3, "")}, 5, dict(TOPICS)))
@@ -377,13 +377,20 @@ def test_a_consumer_member_upgrades_a_classic_group_online_and_its_leaving_downg
     assert cg.members[cid].assigned == {"t": frozenset(range(6))} and cg.group_epoch == gen + 1
     assert lg.heartbeat("g", gen, cid, 20)["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
     # The classic member rejoins owning its six: it is told to keep three (its sync), and revokes the others.
-    _, gen2, kept = classic_join(lg, cid, owned, now=30)
+    _, gen2, kept = classic_join(h, cid, owned, now=30)
     assert gen2 == gen and len(kept) == 3 and kept < owned
     assert lg.heartbeat("g", gen2, cid, 40)["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
     assert h.beat(new, 50).assignment is None  # not released yet
-    _, gen3, kept3 = classic_join(lg, cid, kept, now=60)  # it owns only those three now
+    _, gen3, kept3 = classic_join(h, cid, kept, now=60)  # it owns only those three now
     assert gen3 == cg.target_epoch and kept3 == kept
     assert lg.heartbeat("g", gen3, cid, 70)["error_code"] == 0
+    # A new coordinator loads the upgraded group: the classic member is still one, at its epoch.
+    mid_way = logic()
+    mid_way.begin_loading(P)
+    mid_way.load(P, list(h.log), 75)
+    loaded = mid_way.groups["g"].consumer.members[cid]
+    assert loaded.classic_protocols == cg.members[cid].classic_protocols and loaded.member_epoch == gen3
+    assert mid_way.heartbeat("g", gen3, cid, 76)["error_code"] == 0 and mid_way.groups["g"].members == {}
     h.beat(new, 80)
     assert {("t", p) for (p,) in [(p,) for p in new.owned["t"]]} == owned - kept
     # Its commits carry its member epoch as the generation; an old one is ILLEGAL_GENERATION (it knows that one).
@@ -397,7 +404,7 @@ def test_a_consumer_member_upgrades_a_classic_group_online_and_its_leaving_downg
     g = lg.groups["g"]
     assert r.error_code == 0 and g.consumer is None and g.state == GroupState.PREPARING_REBALANCE
     assert set(g.members) == {cid} and g.offsets[("t", 0)].offset == 3
-    _, gen4, final = classic_join(lg, cid, kept, now=110)
+    _, gen4, final = classic_join(h, cid, kept, now=110)
     assert gen4 > gen3 and final == {("t", p) for p in range(6)}
     # The records written replay to the same classic group.
     lg2 = logic()
