@@ -557,6 +557,10 @@ class KafkaApis:
                     ],
                 }
             )
+        for tid in body.get("topic_ids") or ():  # ids no topic has (the known ones came as names)
+            topics.append(
+                {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": tid, "partitions": []}
+            )
         controller = self.coordination.controller_id
         return {
             "error_code": 0,

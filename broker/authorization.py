@@ -49,6 +49,7 @@ from net.schema.add_partitions_to_txn import (
 )
 from net.schema.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from net.schema.base import ZERO_UUID
+from net.schema.consumer_group_describe import DescribedGroup as ConsumerDescribedGroup
 from net.schema.convert import error_response
 from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecordsTopic, DeleteRecordsTopicResult
 from net.schema.describe_producers import PartitionResponse
@@ -304,6 +305,37 @@ def _group(op: AclOperation) -> Callable[[Authorization, dict[str, Any], Connect
     return decide
 
 
+def _consumer_group_heartbeat(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """READ on the group (a typed ConsumerGroupHeartbeat)."""
+    return a.whole_group(Op.READ, req.group_id, ctx, {}) or Decision(req)
+
+
+def _consumer_group_describe(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on each group; the others answered GROUP_AUTHORIZATION_FAILED in their rows. Asked for, each
+    described group gets the operations the principal may do on it."""
+    authz = a.authz
+    denied = [g for g in req.group_ids if not authz.group(ctx, Op.DESCRIBE, g)]
+    rows = tuple(
+        ConsumerDescribedGroup(
+            group_id=g, error_code=GROUP_DENIED, error_message=denied_message(Op.DESCRIBE, f"group {g}", ctx)
+        )
+        for g in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if isinstance(answer, dict):
+            return answer
+        if req.include_authorized_operations:
+            for row in answer.groups:
+                if not row.error_code:
+                    row.authorized_operations = authz.authorized_operations(ctx, GROUP, row.group_id)
+        answer.groups = answer.groups + rows
+        return answer
+
+    kept = tuple(g for g in req.group_ids if g not in denied)
+    return Decision(replace(req, group_ids=kept), finish)
+
+
 def _produce(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
     """WRITE on each topic; a transactional produce also WRITE on its transactional id (Kafka's rule)."""
     txn = body.get("transactional_id")
@@ -409,6 +441,16 @@ def _metadata(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) ->
             return dict(answer, topics=[t for t in answer["topics"] if authz.topic(ctx, Op.DESCRIBE, t.get("name"))])
 
         return Decision(body, hide)
+    if body.get("topic_ids"):
+        # Topics named by id (Kafka's Metadata v10+): checked, and answered, by the names they have.
+        by_id = {info.topic_id: name for name, info in authz.image.topics.items()}
+        ids = as_list(body["topic_ids"], "topic_ids")
+        if not all(isinstance(i, str) for i in ids):
+            raise BadRequest("topic_ids must be strings")
+        resolved = [by_id[i] for i in ids if i in by_id]
+        body = dict(
+            body, topics=list(body.get("topics") or []) + resolved, topic_ids=[i for i in ids if i not in by_id]
+        )
     creating = a.auto_create_topics and body.get("allow_auto_topic_creation") is True
 
     def allowed(n: Any) -> bool:
@@ -842,7 +884,9 @@ def _list_groups(a: Authorization, body: dict[str, Any], ctx: ConnectionContext)
     def visible(answer: Any) -> Any:
         if not isinstance(answer, dict) or not isinstance(answer.get("groups"), list):
             return answer
-        return dict(answer, groups=[g for g in answer["groups"] if authz.group(ctx, Op.DESCRIBE, g[0])])
+        types = answer.get("group_types") or ["classic"] * len(answer["groups"])
+        kept = [(g, t) for g, t in zip(answer["groups"], types) if authz.group(ctx, Op.DESCRIBE, g[0])]
+        return dict(answer, groups=[g for g, _ in kept], group_types=[t for _, t in kept])
 
     return Decision(body, visible)
 
@@ -928,6 +972,10 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
     ApiKey.LEAVE_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
     ApiKey.SYNC_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _consumer_group_heartbeat),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Rule(
+        (Need(GROUP, Op.DESCRIBE, E),), _consumer_group_describe, "those not allowed answered in their rows"
+    ),
     ApiKey.DESCRIBE_GROUPS: Rule(
         (Need(GROUP, Op.DESCRIBE, E),),
         _with_operations(

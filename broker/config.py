@@ -325,6 +325,31 @@ class BrokerConfig(SecurityKeys):
     group_initial_rebalance_delay_ms: Int = key(
         "group.initial.rebalance.delay.ms", 3000, "How long a new group waits for more members to join.", ge=0
     )
+    # The consumer group protocol (KIP-848): the broker, not the member, sets these.
+    group_consumer_session_timeout_ms: Int = key(
+        "group.consumer.session.timeout.ms",
+        45000,
+        "A consumer-protocol member that sends no heartbeat for this long is fenced and its partitions move.",
+        ge=1,
+    )
+    group_consumer_heartbeat_interval_ms: Int = key(
+        "group.consumer.heartbeat.interval.ms",
+        5000,
+        "How often consumer-protocol members heartbeat; each heartbeat is a step of their reconciliation.",
+        ge=1,
+    )
+    group_consumer_max_size: Int = key(
+        "group.consumer.max.size",
+        2147483647,
+        "Most members a consumer-protocol group takes (GROUP_MAX_SIZE_REACHED beyond).",
+        ge=1,
+    )
+    group_consumer_assignors: Str = key(
+        "group.consumer.assignors",
+        "uniform,range",
+        "Server-side assignors consumer-protocol members may choose (group.remote.assignor); the first is the "
+        "default. Names or Kafka's class names.",
+    )
     offsets_topic_num_partitions: Int = key(
         "offsets.topic.num.partitions", 50, "Partitions of __consumer_offsets.", ge=1
     )
@@ -537,6 +562,11 @@ class BrokerConfig(SecurityKeys):
             )
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise InvalidConfigError("group.min.session.timeout.ms must be <= group.max.session.timeout.ms")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise InvalidConfigError(
+                "group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms"
+            )
+        self.consumer_assignors()  # names an assignor that exists
         if self.offsets_topic_replication_factor == 0:
             raise InvalidConfigError("offsets.topic.replication.factor must be >= 1, or -1 for min(3, brokers)")
         if self.peers:
@@ -624,7 +654,19 @@ class BrokerConfig(SecurityKeys):
         """Where Kafka clients of the KAFKA listener reach broker `b`."""
         return self.endpoint_of(b, KAFKA)
 
+    def consumer_assignors(self) -> tuple[str, ...]:
+        from broker.group.assignors import ASSIGNORS, assignor_name
+
+        names = [n for n in self.group_consumer_assignors.split(",") if n.strip()]
+        unknown = [n.strip() for n in names if assignor_name(n) is None]
+        if unknown or not names:
+            raise InvalidConfigError(
+                f"group.consumer.assignors: {', '.join(unknown) or 'empty'} is not one of {', '.join(ASSIGNORS)}"
+            )
+        return tuple(dict.fromkeys(assignor_name(n) or "" for n in names))
+
     def group_config(self) -> "Any":
+        from broker.group.consumer_logic import ConsumerGroupConfig
         from broker.group.logic import GroupConfig
 
         return GroupConfig(
@@ -633,6 +675,12 @@ class BrokerConfig(SecurityKeys):
             initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
             offsets_retention_ms=self.offsets_retention_minutes * 60_000,
             offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+            consumer=ConsumerGroupConfig(
+                session_timeout_ms=self.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
+                max_size=self.group_consumer_max_size,
+                assignors=self.consumer_assignors(),
+            ),
         )
 
     def rebalance_policy(self) -> RebalancePolicy:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from broker.consumer_group_api import ConsumerGroupApis
 from broker.group.records import OFFSETS_TOPIC
 from broker.group_coordinator import now_ms
 from broker.network.server import BadRequest, ConnectionContext, as_list
@@ -83,6 +84,8 @@ class GroupApis:
             ApiKey.DELETE_GROUPS: self.delete_groups,
             ApiKey.OFFSET_DELETE: self.offset_delete,
             ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
+            # The consumer group protocol (KIP-848), typed.
+            **ConsumerGroupApis(coordinator, image).handlers,
         }
 
     # --- finding the coordinator -------------------------------------------------------------
@@ -219,6 +222,7 @@ class GroupApis:
             _str(body, "protocol_type", "consumer"),
             protocols,
             now_ms(),
+            {t: len(info.partitions) for t, info in self.image.topics.items()},  # for a consumer group's member
             _conn(ctx),
         )
 
@@ -316,6 +320,11 @@ class GroupApis:
                 if not all(isinstance(p, int) for p in parts):
                     raise BadRequest("offset fetch partitions must be integers")
                 tps += [(topic, p) for p in parts]
+        refused = self.coordinator.logic.check_member_epoch(
+            group_id, body.get("member_id") or "", body.get("member_epoch", -1)
+        )
+        if refused is not None:  # OffsetFetch v9 of a consumer-protocol member (KIP-848): its epoch is checked
+            return {"error_code": int(refused[0]), "error_message": refused[1], "topics": []}
         answer = self.coordinator.logic.fetch_offsets(group_id, tps)
         if require_stable:
             # KIP-447: an offset an open transaction is about to replace is not answered; the client retries
@@ -329,7 +338,8 @@ class GroupApis:
     # --- admin ------------------------------------------------------------------------------
 
     def list_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        return {"error_code": 0, "groups": self.coordinator.logic.list_groups()}
+        groups, types = self.coordinator.logic.list_groups()
+        return {"error_code": 0, "groups": groups, "group_types": types}
 
     def describe_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         out = []

@@ -13,7 +13,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker.group.logic import Append, GroupConfig, GroupCoordinatorLogic, Output, Reply
+from broker.group.logic import GroupConfig, GroupCoordinatorLogic
+from broker.group.outputs import Append, Output, Reply
 from broker.group.records import (
     OFFSETS_TOPIC,
     Key,
@@ -214,7 +215,15 @@ class GroupCoordinator:
         if err:
             return int(err["error_code"])
         g = self.logic.groups.get(group_id)
-        if generation >= 0 or member_id:  # v3+: the member's generation is checked, as for OffsetCommit
+        if g is not None and g.consumer is not None:
+            # A consumer-protocol member (KIP-848) commits with its member epoch; TxnOffsetCommit has no
+            # STALE_MEMBER_EPOCH for its clients, so Kafka answers a stale epoch ILLEGAL_GENERATION.
+            refused = self.logic.check_member_epoch(group_id, member_id, generation)
+            if refused is not None:
+                refused_code = refused[0]
+                stale = refused_code == ErrorCode.STALE_MEMBER_EPOCH
+                return int(ErrorCode.ILLEGAL_GENERATION if stale else refused_code)
+        elif generation >= 0 or member_id:  # v3+: the member's generation is checked, as for OffsetCommit
             if g is None or member_id not in g.members:
                 return int(ErrorCode.UNKNOWN_MEMBER_ID)
             if generation != g.generation:
@@ -231,7 +240,7 @@ class GroupCoordinator:
             )
             if not results[tp].error and pending:
                 await self.replica_manager.wait_for_commit(results, pending, self.commit_timeout_ms / 1000)
-            code = results[tp].error
+            code: int = results[tp].error
         except KafkaLiteError as e:
             code = int(e.code)
         if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):

@@ -26,6 +26,7 @@ from net.schema.alter_partition_reassignments import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
@@ -55,6 +56,9 @@ class MemberDescription:
     client_id: str
     host: str
     assignment: frozenset[tuple[str, int]]
+    # A consumer-protocol member's (KIP-848): its epoch and the partitions it is moving towards.
+    member_epoch: int | None = None
+    target_assignment: frozenset[tuple[str, int]] | None = None
 
 
 @dataclass
@@ -66,6 +70,10 @@ class GroupDescription:
     members: list[MemberDescription]
     # (id, host, port) of the broker coordinating the group, when known.
     coordinator: tuple[int, str, int] | None = None
+    # "classic", or "consumer" (KIP-848) with its group epoch and target assignment epoch.
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
 
 
 @dataclass
@@ -331,9 +339,34 @@ class AsyncAdmin:
             members.append(MemberDescription(mid, cid, host, tps))
         address = self.client.metadata.brokers.get(gc.coordinator_id) if gc.coordinator_id is not None else None
         coordinator = (gc.coordinator_id, *address) if gc.coordinator_id is not None and address else None
-        return GroupDescription(
+        desc = GroupDescription(
             g["group_id"], g["state"], g.get("protocol_type", ""), g.get("protocol", ""), members, coordinator
         )
+        if g.get("group_type") == "consumer":
+            await self._describe_consumer_group(gc, desc)
+        return desc
+
+    async def _describe_consumer_group(self, gc: GroupClient, desc: GroupDescription) -> None:
+        """A consumer-protocol group (KIP-848): its epochs and each member's, from ConsumerGroupDescribe."""
+        answer = await gc.call(
+            ConsumerGroupDescribeRequest(group_ids=(desc.group_id,)),
+            lambda a: (a.groups[0].error_code, a.groups[0].error_message) if a.groups else (0, None),
+        )
+        g = answer.groups[0]
+        if g.error_code:
+            raise group_error(g.error_code, desc.group_id, "describe", g.error_message or "")
+
+        def tps(a: Any) -> frozenset[tuple[str, int]]:
+            return frozenset((t.topic_name, p) for t in a.topic_partitions for p in t.partitions)
+
+        desc.group_type, desc.state, desc.protocol = "consumer", g.group_state, g.assignor_name
+        desc.group_epoch, desc.target_assignment_epoch = g.group_epoch, g.assignment_epoch
+        desc.members = [
+            MemberDescription(
+                m.member_id, m.client_id, m.client_host, tps(m.assignment), m.member_epoch, tps(m.target_assignment)
+            )  # fmt: skip
+            for m in g.members
+        ]
 
     async def list_group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         return {

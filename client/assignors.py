@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from net.consumer_protocol import Subscription
+from net.consumer_protocol import Subscription, range_split
 
 TP = tuple[str, int]
 Assignments = dict[str, set[TP]]
@@ -36,16 +36,8 @@ class RangeAssignor:
     def assign(self, partitions: dict[str, int], subscriptions: dict[str, Subscription]) -> Assignments:
         out: Assignments = {m: set() for m in subscriptions}
         for topic in sorted(partitions):
-            members = _subscribers(topic, subscriptions)
-            if not members:
-                continue
-            n = partitions[topic]
-            per, extra = divmod(n, len(members))
-            start = 0
-            for i, m in enumerate(members):
-                count = per + (1 if i < extra else 0)
-                out[m].update((topic, p) for p in range(start, start + count))
-                start += count
+            for m, parts in range_split(partitions[topic], _subscribers(topic, subscriptions)):
+                out[m].update((topic, p) for p in parts)
         return out
 
 

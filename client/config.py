@@ -219,6 +219,17 @@ class ConsumerConfig(CommonClientConfig):
     max_poll_interval_ms: Int = key(
         "max.poll.interval.ms", 300000, "A member that does not poll this long leaves its group.", ge=1
     )
+    group_protocol: choice("classic", "consumer", normalize=str.lower) = key(  # type: ignore[valid-type]
+        "group.protocol",
+        "classic",
+        "classic: JoinGroup / SyncGroup, the members assign (partition.assignment.strategy); consumer: the "
+        "consumer group protocol (KIP-848), the coordinator assigns and members reconcile one by one.",
+    )
+    group_remote_assignor: OptStr = key(
+        "group.remote.assignor",
+        None,
+        "With group.protocol=consumer: the coordinator's assignor to ask for (uniform, range); none: its default.",
+    )
     partition_assignment_strategy: Names = key(
         "partition.assignment.strategy",
         ["range", "cooperative-sticky"],

@@ -15,8 +15,9 @@ from client.assignors import assignors_for
 from client.cluster import KafkaLiteClient
 from client.config import ConsumerConfig
 from client.fetcher import EARLIEST, LATEST, ConsumerRecord, Fetcher, PartitionFetchState, decode_records
-from client.group import ConsumerCoordinator
-from client.subscription import ConsumerRebalanceListener, GroupSubscription
+from client.group import ConsumerCoordinator, GroupClient
+from client.group_member import ConsumerGroupMember
+from client.subscription import ConsumerProtocolSubscription, ConsumerRebalanceListener, GroupSubscription
 from client.topic_partition import TopicPartition
 from client.transactions import ConsumerGroupMetadata
 from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError
@@ -43,8 +44,14 @@ class AsyncConsumer:
         self.enable_auto_commit = cfg.enable_auto_commit
         self.auto_commit_interval_ms = cfg.auto_commit_interval_ms
         self.metadata_max_age_ms = cfg.metadata_max_age_ms
-        self._coordinator = (
-            ConsumerCoordinator(
+        self._coordinator: ConsumerCoordinator | ConsumerGroupMember | None = None
+        if cfg.group_id is not None and cfg.group_protocol == "consumer":
+            # KIP-848: the coordinator assigns; session and heartbeat timing are the broker's group.consumer.*.
+            self._coordinator = ConsumerGroupMember(
+                self.client, cfg.group_id, cfg.max_poll_interval_ms, cfg.group_remote_assignor
+            )
+        elif cfg.group_id is not None:
+            self._coordinator = ConsumerCoordinator(
                 self.client,
                 cfg.group_id,
                 assignors_for(cfg.partition_assignment_strategy),
@@ -52,9 +59,6 @@ class AsyncConsumer:
                 cfg.max_poll_interval_ms,
                 cfg.heartbeat_interval_ms,
             )
-            if cfg.group_id is not None
-            else None
-        )
         self._subscription: GroupSubscription | None = None
         self.auto_offset_reset = cfg.auto_offset_reset
         self.max_poll_records = cfg.max_poll_records
@@ -87,11 +91,12 @@ class AsyncConsumer:
             topics = [topics]
         if self._subscription is not None:
             self._subscription.coordinator.rejoin_needed = True
-        self._subscription = GroupSubscription(
+        kind = ConsumerProtocolSubscription if isinstance(self._coordinator, ConsumerGroupMember) else GroupSubscription
+        self._subscription = kind(
             self,
             self._add_partitions,
             self._remove_partitions,
-            self._coordinator,
+            self._coordinator,  # type: ignore[arg-type]  # each kind gets its own: the isinstance above
             list(topics) if topics is not None else None,
             pattern,
             listener,
@@ -179,7 +184,7 @@ class AsyncConsumer:
         off = (await self._need_group().fetch_committed([key])).get(key, -1)
         return off if off >= 0 else None
 
-    def _need_group(self) -> ConsumerCoordinator:
+    def _need_group(self) -> GroupClient:
         if self._coordinator is None:
             raise KafkaLiteError("committing offsets needs a group_id")
         return self._coordinator

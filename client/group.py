@@ -104,6 +104,28 @@ class GroupClient:
                 raise error_for(code, resp.get("error_message") or "")
             return resp
 
+        resp: dict[str, Any] = await self._at_coordinator(attempt, until)
+        return resp
+
+    async def call(self, request: Any, row_error: Callable[[Any], tuple[int, str | None]]) -> Any:
+        """A typed request (net/schema/) to the coordinator, found again through moves as `request` does; the
+        answer's group row error (`row_error`) that names a coordinator problem is retried too."""
+        deadline = time.monotonic() + self.client.request_timeout
+
+        async def attempt() -> Any:
+            coordinator = await self.ensure_coordinator(deadline)
+            conn = await self.client.coordinator_connection(coordinator)
+            answer = await conn.call(request, self.client.request_timeout)
+            code, message = row_error(answer)
+            if code in COORDINATOR_ERRORS:
+                raise error_for(code, message or "")
+            return answer
+
+        return await self._at_coordinator(attempt, deadline)
+
+    async def _at_coordinator(self, attempt: Callable[[], Any], deadline: float) -> Any:
+        """`attempt()` until it answers or the deadline passes; a coordinator error looks the coordinator up again."""
+
         def moved(e: KafkaLiteError) -> None:
             if e.code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:  # loading: the same coordinator, soon ready
                 self.coordinator_dead(str(e))
@@ -122,15 +144,15 @@ class GroupClient:
         by_topic: dict[str, list[Any]] = {}
         for (t, p), (off, meta) in offsets.items():
             by_topic.setdefault(t, []).append([p, off, meta])
-        body = {
-            "group_id": self.group_id,
-            "generation_id": self.generation if use_generation else -1,
-            "member_id": self.member_id if use_generation else "",
-            "topics": [[t, rows] for t, rows in by_topic.items()],
-        }
         deadline = time.monotonic() + self.client.request_timeout
 
         async def attempt() -> None:
+            body = {  # the generation (a consumer-protocol member's epoch) as it is now, at each attempt
+                "group_id": self.group_id,
+                "generation_id": self.generation if use_generation else -1,
+                "member_id": self.member_id if use_generation else "",
+                "topics": [[t, rows] for t, rows in by_topic.items()],
+            }
             resp = await self.request(ApiKey.OFFSET_COMMIT, body, deadline)
             errors = [(t, p, code, msg) for t, rows in resp.get("topics", []) for p, code, msg in rows if code]
             if not errors:
@@ -145,14 +167,19 @@ class GroupClient:
             raise error_for(code, f"commit of {t}-{p} failed: {msg or ErrorCode(code).name}")
 
         # A row's coordinator error: find the coordinator again and commit again, until the deadline. (`request`
-        # retries its own coordinator errors until the same deadline, so one it raises ends here too.)
+        # retries its own coordinator errors until the same deadline, so one it raises ends here too.) A stale
+        # member epoch (KIP-848) is retried with the epoch the member's heartbeat has learned meanwhile.
+        def moved(e: KafkaLiteError) -> None:
+            if e.code != ErrorCode.STALE_MEMBER_EPOCH:
+                self.coordinator_dead(e.code.name)
+
         await retry_until(
             attempt,
             self.client.backoff(),
             KafkaLiteError,
-            _coordinator_error,
+            lambda e: _coordinator_error(e) or e.code == ErrorCode.STALE_MEMBER_EPOCH,
             deadline,
-            before_retry=lambda e: self.coordinator_dead(e.code.name),
+            before_retry=moved,
         )
 
     async def fetch_committed(self, tps: list[TP] | None) -> dict[TP, int]:

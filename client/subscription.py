@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from client.group import CommitFailedError, ConsumerCoordinator, JoinResult
+from client.group_member import ConsumerGroupMember
 from client.topic_partition import TopicPartition
 from net.errors import ErrorCode, KafkaLiteError
 
@@ -130,13 +131,17 @@ class GroupSubscription:
             await self._revoke(revoked)
             self.coordinator.rejoin_needed = True  # the follow-up rebalance hands them over
         if added:
-            self._add_partitions(added)
-            committed = await self.coordinator.fetch_committed(sorted(added))
-            for tp in added:
-                off = committed.get(tp, -1)
-                if off >= 0:
-                    self.consumer.seek(tp, off)
-            await _call(self.listener.on_partitions_assigned, set(added))
+            await self._take(added)
+
+    async def _take(self, added: set[TopicPartition]) -> None:
+        """Newly assigned partitions: fetched from the group's committed offsets, then the listener is told."""
+        self._add_partitions(added)
+        committed = await self.coordinator.fetch_committed(sorted(added))
+        for tp in added:
+            off = committed.get(tp, -1)
+            if off >= 0:
+                self.consumer.seek(tp, off)
+        await _call(self.listener.on_partitions_assigned, set(added))
 
     async def _revoke(self, tps: set[TopicPartition]) -> None:
         if self.enable_auto_commit:
@@ -219,6 +224,12 @@ class GroupSubscription:
     async def close(self) -> None:
         if self._join is not None:
             self._join.cancel()
+        await self._give_up_all()
+        self.coordinator.stop()
+        await self.coordinator.leave_group()
+
+    async def _give_up_all(self) -> None:
+        """Before leaving: the last commit (with auto-commit), then the listener hears of the revocation."""
         if self.enable_auto_commit and self.consumer.assignment() and not self.coordinator.rejoin_needed:
             try:
                 await self.commit(self.consumer.positions(self.consumer.assignment()))
@@ -226,11 +237,57 @@ class GroupSubscription:
                 log.warning("group %s: final commit failed: %s", self.coordinator.group_id, e)
         if self.consumer.assignment():
             await _call(self.listener.on_partitions_revoked, set(self.consumer.assignment()))
-        self.coordinator.stop()
-        await self.coordinator.leave_group()
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> None:
     result = fn(*args)
     if inspect.isawaitable(result):
         await result
+
+
+class ConsumerProtocolSubscription(GroupSubscription):
+    """subscribe() with `group_protocol="consumer"` (KIP-848): the coordinator assigns; on the application's turn
+    the member gives up what is no longer assigned (committing first, with auto-commit), takes up what is new,
+    and heartbeats at once so that the coordinator moves on. A pattern is sent as the subscription's regex and
+    matched by the coordinator."""
+
+    coordinator: ConsumerGroupMember  # type: ignore[assignment]
+
+    async def on_poll(self, deadline: float) -> None:
+        m = self.coordinator
+        await self._check_metadata()
+        m.topics, m.regex = list(self.topics), self.pattern.pattern if self.pattern is not None else None
+        m.rejoin_needed = False  # no rejoins in this protocol: a failed commit does not stop the auto-commits
+        m.start()
+        if m.error is not None:
+            err, m.error = m.error, None
+            raise err
+        if m.partitions_lost:
+            m.partitions_lost = False
+            if self.consumer.assignment():
+                await self._lose(set(self.consumer.assignment()))
+            m.owned = frozenset()
+        if m.assigned is None and not self.consumer.assignment():
+            await m.wait_assignment(deadline)  # nothing to fetch before the first assignment: wait for it
+        await self._reconcile()
+        await self._maybe_auto_commit()
+
+    async def _reconcile(self) -> None:
+        m = self.coordinator
+        m.assignment_changed.clear()
+        if m.assigned is None:
+            return
+        current = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        revoked, added = current - m.assigned, m.assigned - current
+        if revoked:
+            await self._revoke({self.consumer.tp(*tp) for tp in revoked})
+        if added:
+            await self._take({self.consumer.tp(*tp) for tp in added})
+        if revoked or added:
+            m.owned = frozenset(m.assigned)
+            m.heartbeat_now()
+
+    async def close(self) -> None:
+        self.coordinator.rejoin_needed = False
+        await self._give_up_all()
+        await self.coordinator.leave()

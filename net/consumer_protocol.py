@@ -162,3 +162,14 @@ def _map(data: bytes) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise ValueError("consumer protocol data must be a map")
     return d
+
+
+def range_split(partitions: int, members: list[str]) -> Iterable[tuple[str, range]]:
+    """Kafka's range assignment of one topic: consecutive ranges of its partitions to `members` in order, the
+    first ones one more when they do not divide evenly (the client's RangeAssignor and the broker's `range`)."""
+    per, extra = divmod(partitions, len(members)) if members else (0, 0)
+    start = 0
+    for i, m in enumerate(members):
+        count = per + (1 if i < extra else 0)
+        yield m, range(start, start + count)
+        start += count

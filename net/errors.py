@@ -88,6 +88,15 @@ class ErrorCode(IntEnum):
     THROTTLING_QUOTA_EXCEEDED = 89
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
+    UNKNOWN_TOPIC_ID = 100
+    # The consumer group protocol (KIP-848)
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
     # Kafka Lite's own, outside Kafka's range: an offset commit for a partition the member does not own.
     PARTITION_NOT_ASSIGNED = 1001
 

@@ -59,6 +59,9 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     28: (0, 5),  # TxnOffsetCommit
     65: (0, 0),  # DescribeTransactions
     66: (0, 2),  # ListTransactions
+    # The consumer group protocol (KIP-848, issue 29). v1: the member id is the client's (KIP-1082), regexes.
+    68: (0, 1),  # ConsumerGroupHeartbeat
+    69: (0, 1),  # ConsumerGroupDescribe (v1 adds the member type)
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -21,9 +21,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.group.records import GroupKey, Key, OffsetKey
+from broker.group.consumer_logic import ConsumerGroupConfig, ConsumerGroupLogic, Heartbeat
+from broker.group.migration import downgrade
+from broker.group.outputs import Append, Output, Reply
+from broker.group.records import ConsumerGroupKey, GroupKey, Key, OffsetKey
 from broker.group.state import Group, GroupState, Member, OffsetAndMetadata
-from net.consumer_protocol import Subscription
+from net.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscription
 from net.errors import ErrorCode
 
 # Kafka's GroupCoordinator logs the same moments at INFO: a rebalance starting, a generation formed, a member
@@ -40,25 +43,8 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
+    consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)  # group.consumer.*
 
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    token: Any
-    body: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Append:
-    """Write `records` to __consumer_offsets partition `partition` (acks=all) and report the outcome with
-    on_append_done(append_id, error_code)."""
-
-    append_id: int
-    partition: int
-    records: list[tuple[Key, dict[str, Any] | None]]
-
-
-Output = Reply | Append
 
 PARTITION_LOADING = "loading"
 PARTITION_LOADED = "loaded"
@@ -84,6 +70,8 @@ class GroupCoordinatorLogic:
         self.partitions: dict[int, str] = {}  # offsets partition -> loading | loaded
         self._appends: dict[int, _PendingAppend] = {}
         self._ids = itertools.count(1)
+        # The consumer group protocol (KIP-848): groups of type "consumer", in the same `groups`.
+        self.consumer = ConsumerGroupLogic(self.groups, self._ids, self.config.consumer)
 
     # --- partition ownership (the driver follows the leadership of __consumer_offsets) -----------
 
@@ -110,6 +98,11 @@ class GroupCoordinatorLogic:
                     self.groups.pop(key.group, None)
                 else:
                     self._group_for_load(key.group, partition, now_ms).load_value(value, now_ms)
+            elif isinstance(key, ConsumerGroupKey):
+                self.consumer.load_record(self._group_for_load(key.group, partition, now_ms), key, value, now_ms)
+        for g in self.groups.values():
+            if g.partition == partition:
+                self.consumer.finish_load(g, now_ms)
         self.partitions[partition] = PARTITION_LOADED
 
     def _group_for_load(self, group_id: str, partition: int, now_ms: int) -> Group:
@@ -128,6 +121,7 @@ class GroupCoordinatorLogic:
                     if tok is not None:
                         out.append(Reply(tok, _err(ErrorCode.NOT_COORDINATOR, "the group coordinator moved")))
             del self.groups[g.group_id]
+        out += self.consumer.unload(partition)
         for pa in list(self._appends.values()):
             if pa.group_id not in self.groups and pa.token is not None:
                 # The append may still commit; the client retries on the new coordinator either way.
@@ -159,9 +153,11 @@ class GroupCoordinatorLogic:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         now_ms: int,
+        topics: dict[str, int] | None = None,
         conn: str = "",
     ) -> list[Output]:
-        """`conn` names the client connection the request came over (see `_drop_replaced`)."""
+        """`topics` (topic -> partition count): for a classic member joining a consumer group. `conn` names the
+        client connection the request came over (see `_drop_replaced`)."""
         if not group_id:
             return [Reply(token, _err(ErrorCode.INVALID_GROUP_ID, "group id must be a non-empty string"))]
         c = self.config
@@ -179,12 +175,27 @@ class GroupCoordinatorLogic:
             g = self.groups[group_id] = Group(group_id, partition, empty_since_ms=now_ms)
         if g.state == GroupState.DEAD:
             return [Reply(token, _err(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group is being deleted"))]
+        if g.consumer is not None:
+            if g.consumer.members:
+                if protocol_type != PROTOCOL_TYPE:
+                    msg = f"group {group_id} is a consumer group; protocol type {protocol_type!r} cannot join it"
+                    return [Reply(token, _err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, msg))]
+                # A classic member of a consumer group (Kafka 4's online migration, broker/group/migration.py).
+                return self.consumer.classic_join(
+                    token, g, member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                    protocols, topics or {}, now_ms,
+                )  # fmt: skip
+            # An empty consumer group becomes a classic one, keeping its offsets (as Kafka's does).
+            out0: list[Output] = [self._convert_to_classic(g)]
+        else:
+            out0 = []
         others = {k: v for k, v in g.members.items() if k != member_id}
         probe = Group(group_id, partition, protocol_type=g.protocol_type, members=others)
         if not probe.supports(protocol_type, protocols):
             msg = f"protocol type {protocol_type!r} or strategies {[n for n, _ in protocols]} match no other member's"
             return [Reply(token, _err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, msg))]
         out: list[Output] = []
+        out += out0
         m = g.members.get(member_id) if member_id else None
         if member_id and m is None:
             msg = f"member {member_id} is not in group {group_id} (it was removed); rejoin as a new member"
@@ -219,6 +230,8 @@ class GroupCoordinatorLogic:
         self, token: Any, group_id: str, generation: int, member_id: str, assignments: dict[str, bytes], now_ms: int
     ) -> list[Output]:
         g = self.groups.get(group_id)
+        if g is not None and g.consumer is not None:
+            return [Reply(token, self.consumer.classic_sync(g, member_id, generation, now_ms))]
         m = g.members.get(member_id) if g is not None else None
         if g is None or m is None:
             return [Reply(token, _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}"))]
@@ -248,6 +261,8 @@ class GroupCoordinatorLogic:
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, now_ms: int, conn: str = "") -> dict[str, Any]:
         g = self.groups.get(group_id)
+        if g is not None and g.consumer is not None:
+            return self.consumer.classic_heartbeat(g, member_id, generation, now_ms)
         m = g.members.get(member_id) if g is not None else None
         if g is None or m is None:
             return _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}")
@@ -263,6 +278,9 @@ class GroupCoordinatorLogic:
         g = self.groups.get(group_id)
         if g is None:
             return _err(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} has no members"), []
+        if g.consumer is not None:
+            body, records = self.consumer.classic_leave(g, member_ids, now_ms)
+            return body, self._consumer_append(g, records) + self._maybe_downgrade(g, now_ms)
         rows, out = [], []
         for mid in member_ids:
             if mid in g.members:
@@ -271,6 +289,64 @@ class GroupCoordinatorLogic:
             else:
                 rows.append([mid, int(ErrorCode.UNKNOWN_MEMBER_ID)])
         return {"error_code": 0, "members": rows}, out
+
+    # --- the consumer group protocol (KIP-848) ------------------------------------------------------
+
+    def consumer_heartbeat(
+        self, token: Any, partition: int, hb: Heartbeat, topics: dict[str, int], now_ms: int
+    ) -> list[Output]:
+        """ConsumerGroupHeartbeat: broker/group/consumer_logic.py decides; `topics`: topic -> partition count."""
+        out = self.consumer.heartbeat(token, partition, hb, topics, now_ms)
+        g = self.groups.get(hb.group_id)
+        return out + (self._maybe_downgrade(g, now_ms) if g is not None else [])
+
+    def _maybe_downgrade(self, g: Group, now_ms: int) -> list[Output]:
+        """The last consumer-protocol member left a group of classic members: it is a classic group again (Kafka
+        4's online downgrade), its members keep their partitions until the rebalance that starts now."""
+        if not self.consumer.downgrade_due(g):
+            return []
+        records = ConsumerGroupLogic.tombstones(g)
+        downgrade(g, now_ms)
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("convert", g.group_id)
+        return [Append(aid, g.partition, [*records, (GroupKey(g.group_id), g.to_value())])] + self._prepare_rebalance(
+            g, now_ms
+        )
+
+    def _consumer_append(self, g: Group, records: list[tuple[Key, dict[str, Any] | None]]) -> list[Output]:
+        if not records:
+            return []
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("convert", g.group_id)
+        return [Append(aid, g.partition, records)]
+
+    def _convert_to_classic(self, g: Group) -> Append:
+        """An empty consumer group joined by a classic member: its consumer records go, its offsets stay."""
+        recs = ConsumerGroupLogic.tombstones(g)
+        g.consumer = None
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("convert", g.group_id)
+        return Append(aid, g.partition, recs)
+
+    def _describe_consumer_group(self, g: Group) -> dict[str, Any]:
+        """A consumer group in the native DescribeGroups shape: each member's assignment as the consumer
+        protocol's Assignment bytes, so that tools reading classic groups read these too."""
+        cg = g.consumer
+        assert cg is not None
+        members = []
+        for m in cg.members.values():
+            parts = frozenset((t, p) for t, ps in m.assigned.items() for p in ps)
+            members.append([m.member_id, m.client_id, m.client_host, b"", Assignment(parts).encode()])
+        return {
+            "error_code": 0,
+            "group_id": g.group_id,
+            "state": cg.state().value,
+            "protocol_type": "consumer",
+            "protocol": cg.assignor,
+            "generation": cg.group_epoch,
+            "group_type": "consumer",
+            "members": members,
+        }
 
     # --- offsets -------------------------------------------------------------------------------
 
@@ -288,7 +364,13 @@ class GroupCoordinatorLogic:
     ) -> list[Output]:
         """`known_partitions`: topic -> partition count, from the broker's metadata."""
         g = self.groups.get(group_id)
-        if generation < 0 and not member_id:
+        if g is not None and g.consumer is not None:
+            # A consumer-protocol group: `generation` is the member epoch (OffsetCommit v9+), checked as Kafka does.
+            refused = self.consumer.validate_offset_request(g, member_id, generation)
+            if refused is not None:
+                return [Reply(token, self._commit_error_body(offsets, *refused))]
+            owned = None  # Kafka checks a consumer-protocol member's epoch, not which partitions it commits
+        elif generation < 0 and not member_id:
             # A commit from outside the group protocol (kl-groups --reset-offsets, manual assignment).
             if g is not None and g.members:
                 msg = f"group {group_id} has active members ({g.state.value}); stop them before changing its offsets"
@@ -341,6 +423,14 @@ class GroupCoordinatorLogic:
         ]
         return [Append(aid, g.partition, recs)]
 
+    def check_member_epoch(self, group_id: str, member_id: str, member_epoch: int) -> tuple[ErrorCode, str] | None:
+        """A consumer-protocol member's epoch on an OffsetFetch v9+ or TxnOffsetCommit (KIP-848); None: fine
+        (also for a fetch from outside the group, or of a classic group)."""
+        g = self.groups.get(group_id)
+        if g is None or g.consumer is None or (member_epoch < 0 and not member_id):
+            return None
+        return self.consumer.validate_offset_request(g, member_id, member_epoch)
+
     def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None) -> dict[str, Any]:
         g = self.groups.get(group_id)
         offsets = g.offsets if g is not None else {}
@@ -357,17 +447,28 @@ class GroupCoordinatorLogic:
 
     # --- admin ---------------------------------------------------------------------------------
 
-    def list_groups(self) -> list[list[Any]]:
-        return [
-            [g.group_id, g.protocol_type or "consumer", g.state.value]
+    def list_groups(self) -> tuple[list[list[Any]], list[str]]:
+        """[group id, protocol type, state] of every group served here, and each one's group type ("classic" or
+        "consumer", KIP-848) in a list of its own (the rows' shape is what native clients of every version read)."""
+        groups = [
+            g
             for g in sorted(self.groups.values(), key=lambda g: g.group_id)
             if self.partitions.get(g.partition) == PARTITION_LOADED and g.state != GroupState.DEAD
         ]
+        return [[g.group_id, g.protocol_type or "consumer", self._state_name(g)] for g in groups], [
+            g.group_type for g in groups
+        ]
+
+    @staticmethod
+    def _state_name(g: Group) -> str:
+        return g.state.value if g.consumer is None else g.consumer.state().value
 
     def describe(self, group_id: str) -> dict[str, Any]:
         g = self.groups.get(group_id)
         if g is None:
             return {"error_code": 0, "group_id": group_id, "state": GroupState.DEAD.value, "members": []}
+        if g.consumer is not None:
+            return self._describe_consumer_group(g)
         return {
             "error_code": 0,
             "group_id": group_id,
@@ -385,8 +486,9 @@ class GroupCoordinatorLogic:
         g = self.groups.get(group_id)
         if g is None or g.state == GroupState.DEAD:
             return [Reply(token, _err(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist"))]
-        if g.members:
-            msg = f"group {group_id} is not empty ({len(g.members)} members, {g.state.value})"
+        if not g.is_empty():
+            n = len(g.members) + len(g.consumer.members if g.consumer else ())
+            msg = f"group {group_id} is not empty ({n} members, {self._state_name(g)})"
             return [Reply(token, _err(ErrorCode.NON_EMPTY_GROUP, msg))]
         g.state = GroupState.DEAD
         aid = next(self._ids)
@@ -399,7 +501,7 @@ class GroupCoordinatorLogic:
         g = self.groups.get(group_id)
         if g is None or g.state == GroupState.DEAD:
             return [Reply(token, _err(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist"))]
-        subscribed: set[str] = set()
+        subscribed: set[str] = set(g.consumer.subscribed_topics()) if g.consumer is not None else set()
         for m in g.members.values():
             with contextlib.suppress(ValueError):
                 subscribed |= set(Subscription.decode(m.metadata_for(g.protocol)).topics)
@@ -423,7 +525,7 @@ class GroupCoordinatorLogic:
     def on_append_done(self, append_id: int, error: int, now_ms: int) -> list[Output]:
         pa = self._appends.pop(append_id, None)
         if pa is None:
-            return []
+            return self.consumer.on_append_done(append_id, error) or []
         g = self.groups.get(pa.group_id)
         if pa.kind == "commit":
             token, rows = pa.token if pa.token is not None else (None, {})
@@ -486,8 +588,13 @@ class GroupCoordinatorLogic:
                     out += self._remove_member(g, m.member_id, now_ms)
             if g.state == GroupState.PREPARING_REBALANCE:
                 out += self._maybe_complete_join(g, now_ms)
-            elif g.state == GroupState.EMPTY and g.offsets:
+            elif g.state == GroupState.EMPTY and g.is_empty() and g.offsets:
                 out += self._maybe_expire(g, now_ms)
+        loaded = {p for p, st in self.partitions.items() if st == PARTITION_LOADED}
+        out += self.consumer.tick(now_ms, loaded)
+        for g in list(self.groups.values()):
+            if g.consumer is not None and g.partition in loaded:
+                out += self._maybe_downgrade(g, now_ms)
         return out
 
     # --- internals ---------------------------------------------------------------------------------
@@ -638,7 +745,7 @@ class GroupCoordinatorLogic:
 
 def _tombstones(g: Group) -> list[tuple[Key, dict[str, Any] | None]]:
     recs: list[tuple[Key, dict[str, Any] | None]] = [(OffsetKey(g.group_id, t, p), None) for t, p in g.offsets]
-    return recs + [(GroupKey(g.group_id), None)]
+    return recs + ConsumerGroupLogic.tombstones(g) + [(GroupKey(g.group_id), None)]
 
 
 def _group_rows(rows: dict[tuple[str, int], tuple[int, str | None]]) -> list[Any]:

@@ -2,6 +2,10 @@
 
 Key ["o", group, topic, partition] -> {"offset", "metadata", "commit_ts"}: a committed offset.
 Key ["g", group]                   -> the group's generation, protocol, leader and members.
+Key [type, group(, member)]        -> a consumer group's (KIP-848) state, one of Kafka's coordinator record
+                                      types by its key version: 3 ConsumerGroupMetadata, 5 ..MemberMetadata,
+                                      6 ..TargetAssignmentMetadata, 7 ..TargetAssignmentMember,
+                                      8 ..CurrentMemberAssignment; values carry Kafka's field names.
 A None value is a tombstone: the offset or the group was deleted (or expired). The latest record per
 key wins, which is what makes the topic compactable.
 """
@@ -37,12 +41,33 @@ class GroupKey:
     group: str
 
 
-Key = OffsetKey | GroupKey
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    """A consumer group (KIP-848) record: Kafka's record type (its key version) and the member it is about."""
+
+    record_type: int
+    group: str
+    member: str | None = None
+
+
+# Kafka's coordinator record types of a consumer group (the key versions of its CoordinatorRecord schemas).
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+_CONSUMER_GROUP_TYPES = frozenset({3, 5, 6, 7, 8})
+
+Key = OffsetKey | GroupKey | ConsumerGroupKey
 
 
 def encode_key(key: Key) -> bytes:
     if isinstance(key, OffsetKey):
         return msgpack.packb(["o", key.group, key.topic, key.partition])
+    if isinstance(key, ConsumerGroupKey):
+        if key.member is None:
+            return msgpack.packb([key.record_type, key.group])
+        return msgpack.packb([key.record_type, key.group, key.member])
     return msgpack.packb(["g", key.group])
 
 
@@ -56,6 +81,8 @@ def decode_key(data: bytes) -> Key | None:
         return OffsetKey(k[1], k[2], k[3])
     if isinstance(k, list) and len(k) == 2 and k[0] == "g":
         return GroupKey(k[1])
+    if isinstance(k, list) and len(k) in (2, 3) and k[0] in _CONSUMER_GROUP_TYPES and isinstance(k[1], str):
+        return ConsumerGroupKey(k[0], k[1], k[2] if len(k) == 3 else None)
     return None
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from broker.group.consumer_state import ConsumerGroup
 from net.consumer_protocol import PROTOCOL_TYPE, Assignment
 
 
@@ -92,6 +93,16 @@ class Group:
     # group.initial.rebalance.delay.ms: the first rebalance of an empty group waits for more members.
     join_not_before_ms: int = 0
     empty_since_ms: int = 0
+    # Set when the group speaks the consumer group protocol (KIP-848): its members are there, not in
+    # `members` (Kafka's group type "consumer"); the offsets are the group's either way.
+    consumer: ConsumerGroup | None = None
+
+    @property
+    def group_type(self) -> str:
+        return "classic" if self.consumer is None else "consumer"
+
+    def is_empty(self) -> bool:
+        return not self.members and (self.consumer is None or not self.consumer.members)
 
     def to_value(self) -> dict[str, Any]:
         return {

@@ -28,10 +28,20 @@ OFFSETS_COLUMNS = (
 )
 MEMBERS_COLUMNS = (("GROUP", 15), ("CONSUMER-ID", 15), ("HOST", 15), ("CLIENT-ID", 15), ("#PARTITIONS", 15))
 STATE_COLUMNS = (("GROUP", 15), ("COORDINATOR (ID)", 25), ("ASSIGNMENT-STRATEGY", 20), ("STATE", 20), ("#MEMBERS", 0))
+# Kafka 4's --verbose columns: a consumer-protocol group's (KIP-848) epochs ("-" for a classic group's state).
+STATE_VERBOSE_COLUMNS = (*STATE_COLUMNS[:4], ("GROUP-EPOCH", 15), ("TARGET-ASSIGNMENT-EPOCH", 25), ("#MEMBERS", 0))
+CONSUMER_MEMBERS_VERBOSE_COLUMNS = (
+    *MEMBERS_COLUMNS,
+    ("CURRENT-EPOCH", 15),
+    ("CURRENT-ASSIGNMENT", 20),
+    ("TARGET-EPOCH", 15),
+    ("TARGET-ASSIGNMENT", 0),
+)
 LIST_STATE_COLUMNS = (("GROUP", 15), ("STATE", 0))
 RESET_COLUMNS = (("GROUP", 30), ("TOPIC", 30), ("PARTITION", 10), ("NEW-OFFSET", 0))
-# The classic protocol's states (ListGroups' and DescribeGroups' names); --state takes them in any case.
-STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+# The groups' states (ListGroups' and DescribeGroups' names: the classic protocol's, then the consumer
+# protocol's, KIP-848); --state takes them in any case.
+STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
 
 
 def table(columns: tuple[tuple[str, int], ...], rows: Sequence[Sequence[object]]) -> str:
@@ -66,7 +76,12 @@ def parse_states(raw: str | None) -> set[str] | None:
 @click.option("--all-groups", is_flag=True, help="With --describe: every group.")
 @click.option("--offsets", is_flag=True, help="With --describe: offsets and lag per partition (the default).")
 @click.option("--members", is_flag=True, help="With --describe: the members and how many partitions each has.")
-@click.option("--verbose", is_flag=True, help="With --describe --members: each member's partitions too.")
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="With --describe --members: each member's partitions too (and a consumer-protocol member's epochs and "
+    "target assignment); with --describe --state: a consumer-protocol group's epochs.",
+)
 @click.option(
     "--state",
     "state",
@@ -117,8 +132,8 @@ def main(
         raise click.UsageError(f"--describe takes one of --offsets, --members, --state, not {' and '.join(views)}")
     if not describe and (offsets or members or all_groups or (state is not None and not list_)):
         raise click.UsageError("--offsets, --members, --all-groups and --state go with --describe (--state: --list)")
-    if verbose and not members:
-        raise click.UsageError("--verbose goes with --describe --members")
+    if verbose and not members and state is None:
+        raise click.UsageError("--verbose goes with --describe --members or --describe --state")
     if describe and bool(group) == all_groups:
         raise click.UsageError("--describe needs --group G or --all-groups")
     if actions[0] in ("reset", "delete") and not group:
@@ -134,7 +149,7 @@ def main(
                 if members:
                     _describe_members(admin, gid, verbose)
                 elif state is not None:
-                    _describe_state(admin, gid)
+                    _describe_state(admin, gid, verbose)
                 else:
                     _describe_offsets(admin, gid)
         elif delete:
@@ -167,7 +182,7 @@ def _warn_state(desc: GroupDescription) -> None:
     """Kafka's notes on stderr before a group's table."""
     if not desc.members:
         click.echo(f"\nConsumer group '{desc.group_id}' has no active members.", err=True)
-    elif desc.state in ("PreparingRebalance", "CompletingRebalance"):
+    elif desc.state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
         click.echo(f"\nWarning: Consumer group '{desc.group_id}' is rebalancing.", err=True)
 
 
@@ -210,20 +225,32 @@ def _assignment(tps: frozenset[tuple[str, int]]) -> str:
 
 def _describe_members(admin: Admin, group: str, verbose: bool) -> None:
     desc = _describe_group(admin, group)
-    columns = MEMBERS_COLUMNS + ((("ASSIGNMENT", 0),) if verbose else ())
-    rows = [
-        [group, m.member_id, m.host, m.client_id, len(m.assignment)] + ([_assignment(m.assignment)] if verbose else [])
-        for m in sorted(desc.members, key=lambda m: m.member_id)
-    ]
+    consumer = desc.group_type == "consumer"
+    columns: tuple[tuple[str, int], ...] = MEMBERS_COLUMNS
+    if verbose:
+        columns = CONSUMER_MEMBERS_VERBOSE_COLUMNS if consumer else MEMBERS_COLUMNS + (("ASSIGNMENT", 0),)
+    rows = []
+    for m in sorted(desc.members, key=lambda m: m.member_id):
+        row: list[object] = [group, m.member_id, m.host, m.client_id, len(m.assignment)]
+        if verbose and consumer:
+            target = m.target_assignment or frozenset()
+            row += [m.member_epoch, _assignment(m.assignment), desc.target_assignment_epoch, _assignment(target)]
+        elif verbose:
+            row.append(_assignment(m.assignment))
+        rows.append(row)
     _warn_state(desc)
     if rows:
         click.echo("\n" + table(columns, rows))
 
 
-def _describe_state(admin: Admin, group: str) -> None:
+def _describe_state(admin: Admin, group: str, verbose: bool) -> None:
     desc = _describe_group(admin, group)
     coordinator = f"{desc.coordinator[1]}:{desc.coordinator[2]}  ({desc.coordinator[0]})" if desc.coordinator else "-"
-    click.echo("\n" + table(STATE_COLUMNS, [[group, coordinator, desc.protocol or "", desc.state, len(desc.members)]]))
+    row: list[object] = [group, coordinator, desc.protocol or "", desc.state]
+    if verbose:
+        row += ["-" if desc.group_epoch is None else desc.group_epoch]
+        row += ["-" if desc.target_assignment_epoch is None else desc.target_assignment_epoch]
+    click.echo("\n" + table(STATE_VERBOSE_COLUMNS if verbose else STATE_COLUMNS, [[*row, len(desc.members)]]))
 
 
 def _delete(admin: Admin, group: str) -> None:

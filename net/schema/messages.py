@@ -11,6 +11,8 @@ from net.schema.alter_partition_reassignments import (
     AlterPartitionReassignmentsResponse,
 )
 from net.schema.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
+from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from net.schema.create_acls import CreateAclsRequest, CreateAclsResponse
 from net.schema.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from net.schema.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -110,6 +112,8 @@ MESSAGES: dict[int, tuple[type, type]] = {
     61: (DescribeProducersRequest, DescribeProducersResponse),
     65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     66: (ListTransactionsRequest, ListTransactionsResponse),
+    68: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    69: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     74: (ListConfigResourcesRequest, ListConfigResourcesResponse),
     75: (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
 }

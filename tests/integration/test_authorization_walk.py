@@ -10,6 +10,7 @@ test_security.py's). The walk fails if an api is served that it does not cover."
 from __future__ import annotations
 
 import asyncio
+import datetime
 import socket
 import struct
 import time
@@ -33,6 +34,8 @@ from net.schema.alter_partition_reassignments import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
+from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
@@ -251,6 +254,12 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
          [TXN_DENIED]),
         (ApiKey.LIST_TRANSACTIONS, encode(ListTransactionsRequest()),  # answered, with nothing she may not see
          lambda a: [len(decode(MESSAGES[ApiKey.LIST_TRANSACTIONS][1], a).transaction_states)], [0]),
+        (ApiKey.CONSUMER_GROUP_HEARTBEAT, encode(ConsumerGroupHeartbeatRequest(
+            group_id=VICTIM, member_id="m", member_epoch=0, subscribed_topic_names=(SECRET,), topic_partitions=(),
+            rebalance_timeout=datetime.timedelta(seconds=30))), top, [GROUP_DENIED]),
+        (ApiKey.CONSUMER_GROUP_DESCRIBE, encode(ConsumerGroupDescribeRequest(group_ids=(VICTIM,))),
+         lambda a: [g.error_code for g in decode(MESSAGES[ApiKey.CONSUMER_GROUP_DESCRIBE][1], a).groups],
+         [GROUP_DENIED]),
         (ApiKey.WRITE_TXN_MARKERS, encode(WriteTxnMarkersRequest(markers=(WritableTxnMarker(
             producer_id=1, topics=(WritableTxnMarkerTopic(name=SECRET, partition_indexes=(0,)),)),))),
          lambda a: [p.error_code for m in decode(MESSAGES[ApiKey.WRITE_TXN_MARKERS][1], a).markers
@@ -666,6 +675,20 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
             [TXN_DENIED],
         ),
         (65, 0, {"transactional_ids": ["victim-txn"]}, [TXN_DENIED]),
+        (
+            68,
+            1,
+            {
+                "group_id": VICTIM,
+                "member_id": "m",
+                "member_epoch": 0,
+                "rebalance_timeout": 30000,
+                "subscribed_topic_names": [SECRET],
+                "topic_partitions": [],
+            },
+            [GROUP_DENIED],
+        ),
+        (69, 1, {"group_ids": [VICTIM], "include_authorized_operations": True}, [GROUP_DENIED]),
         (44, 1, {"resources": [{"resource_type": 2, "resource_name": SECRET, "configs": configs}]}, [TOPIC_DENIED]),
         (
             44,

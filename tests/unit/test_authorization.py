@@ -30,6 +30,8 @@ from net.schema.alter_partition_reassignments import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
+from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
@@ -229,6 +231,12 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
         (DescribeTransactionsRequest(transactional_ids=("victim-txn",)), ("transaction_states", TXN_DENIED))
     ],
     ApiKey.LIST_TRANSACTIONS: [(ListTransactionsRequest(), ("filtered", TXN_DENIED))],  # victim-txn left out
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: [
+        (ConsumerGroupHeartbeatRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED))
+    ],
+    ApiKey.CONSUMER_GROUP_DESCRIBE: [
+        (ConsumerGroupDescribeRequest(group_ids=("victim-group",)), ("groups", GROUP_DENIED))
+    ],
     ApiKey.WRITE_TXN_MARKERS: [(WriteTxnMarkersRequest(), ("whole", CLUSTER_DENIED))],
     ApiKey.DESCRIBE_ACLS: [({"filter": [1, None, 1, None, None, 1, 1]}, ("whole", CLUSTER_DENIED))],
     ApiKey.CREATE_ACLS: [({"creations": []}, ("whole", CLUSTER_DENIED))],

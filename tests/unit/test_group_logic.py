@@ -238,7 +238,7 @@ def test_a_new_member_on_an_existing_members_connection_replaces_it_without_wait
     assert lg.heartbeat("g", 2, a, 10, conn="kafka 10.0.0.1:50001")["error_code"] == 0
     assert lg.heartbeat("g", 2, b, 10, conn="kafka 10.0.0.2:50002")["error_code"] == 0
     out = lg.join(
-        "n", P, "g", "", "c", "/10.0.0.1", 1000, 5000, "consumer", [("range", SUB)], 20, "kafka 10.0.0.1:50001"
+        "n", P, "g", "", "c", "/10.0.0.1", 1000, 5000, "consumer", [("range", SUB)], 20, conn="kafka 10.0.0.1:50001"
     )
     assert a not in lg.groups["g"].members  # replaced at once, not after 1000 ms
     assert "n" not in replies(out)  # b is still to rejoin
@@ -253,7 +253,7 @@ def test_a_new_member_on_another_connection_replaces_nobody():
     a, b = stable_group_of_two(lg)
     assert lg.heartbeat("g", 2, a, 10, conn="kafka 10.0.0.1:50001")["error_code"] == 0
     out = lg.join(
-        "n", P, "g", "", "c", "/10.0.0.1", 1000, 5000, "consumer", [("range", SUB)], 20, "kafka 10.0.0.1:50009"
+        "n", P, "g", "", "c", "/10.0.0.1", 1000, 5000, "consumer", [("range", SUB)], 20, conn="kafka 10.0.0.1:50009"
     )
     assert replies(out) == {} and {a, b} < set(lg.groups["g"].members)
     # a stays until it rejoins or its session (1000 ms) runs out

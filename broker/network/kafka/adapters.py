@@ -222,8 +222,14 @@ class Metadata(Adapter):
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = req.get("topics")
         names = None if topics is None or (version == 0 and not topics) else [t["name"] for t in topics]
+        # v10+ may name a topic by id alone (a KIP-848 consumer resolving its assignment's topic ids): the ids
+        # are resolved to names before authorization (broker/authorization.py), unknown ones UNKNOWN_TOPIC_ID.
+        ids = [_hex(t.get("topic_id")) for t in topics or () if t.get("name") is None and t.get("topic_id")]
+        if names is not None and ids:
+            names = [n for n in names if n is not None]
         return ApiKey.METADATA, {
             "topics": names,
+            **({"topic_ids": [i for i in ids if i]} if ids and names is not None else {}),
             "listener": "kafka",
             "allow_auto_topic_creation": req.get("allow_auto_topic_creation", version < 4),
             # v8+: the operations the principal may do (broker/authorization.py fills them in, when asked)
@@ -284,6 +290,12 @@ def _kafka_controller(native: dict[str, Any]) -> int:
         return controller
     me = (native.get("broker_info") or {}).get("broker_id", -1)
     return me if me in listed else -1
+
+
+def _hex(topic_id: Any) -> str:
+    """A Kafka topic id (a UUID, or its text) as the metadata image keeps it: 32 hex digits; "" for the zero id."""
+    h = str(topic_id).replace("-", "").lower()
+    return "" if len(h) != 32 or not h.strip("0") else h
 
 
 def _uuid(topic_id: str) -> str:

@@ -158,8 +158,9 @@ class LeaveGroup(Adapter):
 
 
 class OffsetCommit(Adapter):
-    # v9+ carry KIP-848 member epochs; classic-protocol clients use up to v8.
-    api_key, versions = 8, (2, 8)
+    # v9+ carry KIP-848 member epochs (generation_id_or_member_epoch): a consumer-protocol member's commit is
+    # checked against its epoch (STALE_MEMBER_EPOCH), a classic member's against its generation, as before.
+    api_key, versions = 8, (2, 9)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = [
@@ -206,12 +207,21 @@ def _asked(topics: list[Any] | None) -> list[Any] | None:
 
 
 class OffsetFetch(Adapter):
-    api_key, versions = 9, (1, 8)
+    # v9: a consumer-protocol member fetches with its member id and epoch (KIP-848), checked as for a commit.
+    api_key, versions = 9, (1, 9)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         stable = bool(req.get("require_stable"))  # v7+ (KIP-447)
         if version >= 8:
-            groups = [{"group_id": g["group_id"], "topics": _asked(g.get("topics"))} for g in req["groups"]]
+            groups = [
+                {
+                    "group_id": g["group_id"],
+                    "topics": _asked(g.get("topics")),
+                    "member_id": g.get("member_id") or "",
+                    "member_epoch": g.get("member_epoch", -1),
+                }
+                for g in req["groups"]
+            ]
             return ApiKey.OFFSET_FETCH, {"groups": groups, "require_stable": stable}
         return ApiKey.OFFSET_FETCH, {
             "group_id": req["group_id"],
@@ -244,15 +254,24 @@ class ListGroups(Adapter):
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         states = set(req.get("states_filter") or ())
         types = {t.lower() for t in req.get("types_filter") or ()}
+        # States and types compare case-insensitively, as Kafka 4's do (KIP-848's group types "classic", "consumer").
+        states = {s.lower() for s in states}
         groups = [
-            {"group_id": g, "protocol_type": ptype, "group_state": state, "group_type": "classic"}
-            for g, ptype, state in native.get("groups") or []
-            if (not states or state in states) and (not types or "classic" in types)
+            {"group_id": g, "protocol_type": ptype, "group_state": state, "group_type": gtype}
+            for (g, ptype, state), gtype in _with_types(native)
+            if (not states or state.lower() in states) and (not types or gtype in types)
         ]
         return {"error_code": native.get("error_code", 0), "groups": groups}
 
     def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "groups": []}
+
+
+def _with_types(native: dict[str, Any]) -> list[tuple[list[Any], str]]:
+    """Each native ListGroups row with its group type (a list beside the rows; none: all classic)."""
+    rows = native.get("groups") or []
+    types = native.get("group_types") or ["classic"] * len(rows)
+    return list(zip(rows, types))
 
 
 class DescribeGroups(Adapter):
@@ -265,10 +284,24 @@ class DescribeGroups(Adapter):
             "include_authorized_operations": req.get("include_authorized_operations", False),
         }
 
+    @staticmethod
+    def _not_classic(g: dict[str, Any], version: int) -> dict[str, Any]:
+        """Kafka 4 describes a consumer-protocol group through ConsumerGroupDescribe only; the DescribeGroups
+        versions served here (before v6's GROUP_ID_NOT_FOUND) answer it as a Dead group, as Kafka's do."""
+        return {
+            "group_id": g["group_id"],
+            "error_code": 0,
+            "group_state": "Dead",
+            "protocol_type": "",
+            "protocol_data": "",
+        }
+
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         return {
             "groups": [
-                {
+                self._not_classic(g, version)
+                if g.get("group_type") == "consumer"
+                else {
                     "error_code": g.get("error_code", 0),
                     "group_id": g["group_id"],
                     "group_state": g.get("state", "Dead"),
