@@ -20,7 +20,7 @@ from broker.describe_topic_partitions import DescribeTopicPartitionsApi
 from broker.dynamic_config import DEFAULT_BROKER, altered, broker_resource
 from broker.group_api import GroupApis
 from broker.leader_election_api import LeaderElectionApis
-from broker.metadata import missing_topic_code, validate_topic_name
+from broker.metadata import missing_topic_code, resolve_topic_ids, validate_topic_name
 from broker.metrics import package_version
 from broker.mutation_quota import ControllerMutationQuota, MutationMeter
 from broker.network.server import (
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from broker.controller_service import ControllerService
     from broker.log.config import LogConfig
     from broker.metrics import BrokerMetrics
+    from broker.share.api import ShareApis
     from broker.transaction.api import TransactionApis
     from election.coordination import Coordination
 
@@ -171,6 +172,7 @@ class KafkaApis:
         metrics_port: int = -1,
         heartbeat_port: int = -1,
         inter_broker_port: int = -1,
+        share: "ShareApis | None" = None,
     ) -> None:
         self.config = config
         # This broker's inter-broker listener (INTER_BROKER_LISTENER), named to peers in ApiVersions.
@@ -225,6 +227,7 @@ class KafkaApis:
             **cluster.handlers,
             **topic_partitions.handlers,
             **transactions.handlers,
+            **(share.handlers if share is not None else {}),
         }
         self.transactions = transactions
         # Native v0 of these apis was another api's map (broker/network/native_legacy.py MAP_FORM_APIS).
@@ -299,6 +302,8 @@ class KafkaApis:
         # The one authorization point of both client listeners: the handler gets the body the table shaped
         # and checked, without the items it refused, whose rows the decision adds to the answer. Authorization
         # goes first so a secured cluster answers a user without ClusterAction CLUSTER_AUTHORIZATION_FAILED.
+        if api_key == ApiKey.METADATA and isinstance(body, dict) and "topic_ids" in body:
+            body = resolve_topic_ids(body, {t.topic_id: name for name, t in self.image.topics.items()})
         decision = self.authorization.authorize(api_key, body, ctx)
         if decision.refused:
             return decision.answer

@@ -60,6 +60,11 @@ from net.schema.describe_transactions import TransactionState as DescribedTxnSta
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.list_offsets import ListOffsetsTopicResponse
 from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
+from net.schema.share_acknowledge import PartitionData as ShareAckPartition
+from net.schema.share_acknowledge import ShareAcknowledgeTopicResponse
+from net.schema.share_fetch import PartitionData as ShareFetchPartition
+from net.schema.share_fetch import ShareFetchableTopicResponse
+from net.schema.share_group_describe import DescribedGroup as DescribedShareGroup
 from net.schema.txn_offset_commit import TxnOffsetCommitResponseTopic
 from net.schema.write_txn_markers import (
     WritableTxnMarkerPartitionResult,
@@ -302,6 +307,75 @@ def _group(op: AclOperation) -> Callable[[Authorization, dict[str, Any], Connect
         return a.whole_group(op, _name(body, "group_id"), ctx, body) or Decision(body)
 
     return decide
+
+
+def _typed_group(op: AclOperation) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """A typed request about one group (`group_id`): the share group apis (KIP-932)."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        return a.whole_group(op, req.group_id or "", ctx, {}) or Decision(req)
+
+    return decide
+
+
+def _share_topics(row: Callable[[Any, int], Any]) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """ShareFetch / ShareAcknowledge: READ on the group, and READ on each topic (named by id; an id of no topic
+    is the handler's UNKNOWN_TOPIC_ID); a refused topic is left out and answered by `row(topic, code)`."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        refused_group = a.whole_group(Op.READ, req.group_id or "", ctx, {})
+        if refused_group is not None:
+            return refused_group
+        names = {t.topic_id: name for name, t in a.authz.image.topics.items()}
+        kept: list[Any] = []
+        refused: list[Any] = []
+        for t in req.topics:
+            name = names.get(t.topic_id.hex if t.topic_id is not None else "")
+            (refused if name is not None and not a.authz.topic(ctx, Op.READ, name) else kept).append(t)
+        if not refused:
+            return Decision(req)
+        rows = tuple(row(t, TOPIC_DENIED) for t in refused)
+
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict):
+                answer.responses = answer.responses + rows
+            return answer
+
+        return Decision(replace(req, topics=tuple(kept)), finish)
+
+    return decide
+
+
+def _share_fetch_denied(t: Any, code: int) -> Any:
+    return ShareFetchableTopicResponse(
+        topic_id=t.topic_id,
+        partitions=tuple(ShareFetchPartition(partition_index=p.partition_index, error_code=code) for p in t.partitions),
+    )
+
+
+def _share_ack_denied(t: Any, code: int) -> Any:
+    return ShareAcknowledgeTopicResponse(
+        topic_id=t.topic_id,
+        partitions=tuple(ShareAckPartition(partition_index=p.partition_index, error_code=code) for p in t.partitions),
+    )
+
+
+def _share_group_describe(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on each group; the others answered GROUP_AUTHORIZATION_FAILED."""
+    denied = [g for g in req.group_ids if not a.authz.group(ctx, Op.DESCRIBE, g)]
+    if not denied:
+        return Decision(req)
+    rows = tuple(
+        DescribedShareGroup(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=g, group_state="Dead")
+        for g in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.groups = answer.groups + rows
+        return answer
+
+    return Decision(replace(req, group_ids=tuple(g for g in req.group_ids if g not in denied)), finish)
 
 
 def _produce(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
@@ -925,6 +999,14 @@ RULES: dict[ApiKey, Rule] = {
         (Need(GROUP, Op.DESCRIBE, E), Need(TXN, Op.DESCRIBE, E)), _find_coordinator, "each key of a batched request"
     ),
     ApiKey.JOIN_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.SHARE_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
+    ApiKey.SHARE_GROUP_DESCRIBE: Rule((Need(GROUP, Op.DESCRIBE, E),), _share_group_describe),
+    ApiKey.SHARE_FETCH: Rule(
+        (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _share_topics(_share_fetch_denied), "topics by id"
+    ),
+    ApiKey.SHARE_ACKNOWLEDGE: Rule(
+        (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _share_topics(_share_ack_denied), "topics by id"
+    ),
     ApiKey.HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
     ApiKey.LEAVE_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
     ApiKey.SYNC_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),

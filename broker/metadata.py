@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from net.errors import ErrorCode, InvalidTopicError
 
@@ -30,3 +31,14 @@ def missing_topic_code(name: object) -> int:
     except InvalidTopicError as e:
         return int(e.code)
     return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def resolve_topic_ids(body: dict[str, Any], topic_ids: dict[str, str]) -> dict[str, Any]:
+    """A Metadata request naming topics by id (`topic_ids`, hex): the names of the known ones join `topics`, so the
+    request is authorized and answered by name; an unknown id is answered UNKNOWN_TOPIC_ID by the Kafka listener."""
+    ids = body.get("topic_ids")
+    if not isinstance(ids, list):
+        return body
+    names = [topic_ids[i] for i in ids if isinstance(i, str) and i in topic_ids]
+    rest = {k: v for k, v in body.items() if k != "topic_ids"}
+    return dict(rest, topics=[*(body.get("topics") or []), *names])

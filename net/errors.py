@@ -86,6 +86,14 @@ class ErrorCode(IntEnum):
     THROTTLING_QUOTA_EXCEEDED = 89
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
+    # Share groups (KIP-932)
+    FENCED_MEMBER_EPOCH = 110
+    UNKNOWN_TOPIC_ID = 100
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
+    SHARE_SESSION_LIMIT_REACHED = 133
     # Kafka Lite's own, outside Kafka's range: an offset commit for a partition the member does not own.
     PARTITION_NOT_ASSIGNED = 1001
 

@@ -79,6 +79,11 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    # Share groups (KIP-932): membership at the group coordinator, records at the partitions' leaders.
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 class OffsetSpec(IntEnum):
@@ -123,6 +128,10 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.LIST_TRANSACTIONS: 0,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.SHARE_GROUP_HEARTBEAT: 0,
+    ApiKey.SHARE_GROUP_DESCRIBE: 0,
+    ApiKey.SHARE_FETCH: 0,
+    ApiKey.SHARE_ACKNOWLEDGE: 0,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

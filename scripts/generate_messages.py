@@ -59,6 +59,11 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     28: (0, 5),  # TxnOffsetCommit
     65: (0, 0),  # DescribeTransactions
     66: (0, 2),  # ListTransactions
+    # Share groups (KIP-932, Kafka 4.1: v0 was the early-access form, gone from kio)
+    76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
+    78: (1, 2),  # ShareFetch (v2: KIP-1222's acquire mode and RENEW)
+    79: (1, 2),  # ShareAcknowledge
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

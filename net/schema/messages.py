@@ -57,6 +57,10 @@ from net.schema.offset_for_leader_epoch import OffsetForLeaderEpochRequest, Offs
 from net.schema.produce import ProduceRequest, ProduceResponse
 from net.schema.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from net.schema.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from net.schema.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
+from net.schema.share_fetch import ShareFetchRequest, ShareFetchResponse
+from net.schema.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+from net.schema.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 from net.schema.sync_group import SyncGroupRequest, SyncGroupResponse
 from net.schema.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from net.schema.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -112,4 +116,8 @@ MESSAGES: dict[int, tuple[type, type]] = {
     66: (ListTransactionsRequest, ListTransactionsResponse),
     74: (ListConfigResourcesRequest, ListConfigResourcesResponse),
     75: (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
+    76: (ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
+    77: (ShareGroupDescribeRequest, ShareGroupDescribeResponse),
+    78: (ShareFetchRequest, ShareFetchResponse),
+    79: (ShareAcknowledgeRequest, ShareAcknowledgeResponse),
 }

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -50,6 +52,12 @@ from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from net.schema.share_acknowledge import AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest
+from net.schema.share_fetch import FetchPartition as ShareFetchPartition
+from net.schema.share_fetch import FetchTopic as ShareFetchTopic
+from net.schema.share_fetch import ShareFetchRequest
+from net.schema.share_group_describe import ShareGroupDescribeRequest
+from net.schema.share_group_heartbeat import ShareGroupHeartbeatRequest
 from net.schema.txn_offset_commit import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
@@ -71,6 +79,9 @@ def allow(principal: str, op: AclOperation, rt: ResourceType, name: str) -> AclB
     return AclBinding(rt, name, PatternType.LITERAL, principal, "*", op, AclPermission.ALLOW)
 
 
+ALICE_TOPIC_ID, SECRET_TOPIC_ID = uuid.uuid4(), uuid.uuid4()
+
+
 @dataclass
 class Image:
     acls: set = field(
@@ -83,7 +94,12 @@ class Image:
             allow("User:victim", Op.ALL, RT.TRANSACTIONAL_ID, "victim-txn"),
         }
     )
-    topics: dict = field(default_factory=lambda: {"alice-topic": object(), "secret-topic": object()})
+    topics: dict = field(
+        default_factory=lambda: {
+            "alice-topic": SimpleNamespace(topic_id=ALICE_TOPIC_ID.hex),
+            "secret-topic": SimpleNamespace(topic_id=SECRET_TOPIC_ID.hex),
+        }
+    )
 
 
 @dataclass
@@ -230,6 +246,32 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ],
     ApiKey.LIST_TRANSACTIONS: [(ListTransactionsRequest(), ("filtered", TXN_DENIED))],  # victim-txn left out
     ApiKey.WRITE_TXN_MARKERS: [(WriteTxnMarkersRequest(), ("whole", CLUSTER_DENIED))],
+    ApiKey.SHARE_GROUP_HEARTBEAT: [
+        (ShareGroupHeartbeatRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED))
+    ],
+    ApiKey.SHARE_GROUP_DESCRIBE: [(ShareGroupDescribeRequest(group_ids=("victim-group",)), ("groups", GROUP_DENIED))],
+    ApiKey.SHARE_FETCH: [
+        (ShareFetchRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED)),
+        (
+            ShareFetchRequest(
+                group_id="alice-group",
+                member_id="m",
+                topics=(ShareFetchTopic(topic_id=SECRET_TOPIC_ID, partitions=(ShareFetchPartition(),)),),
+            ),
+            ("responses", TOPIC_DENIED),
+        ),
+    ],
+    ApiKey.SHARE_ACKNOWLEDGE: [
+        (ShareAcknowledgeRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED)),
+        (
+            ShareAcknowledgeRequest(
+                group_id="alice-group",
+                member_id="m",
+                topics=(AcknowledgeTopic(topic_id=SECRET_TOPIC_ID, partitions=(AcknowledgePartition(),)),),
+            ),
+            ("responses", TOPIC_DENIED),
+        ),
+    ],
     ApiKey.DESCRIBE_ACLS: [({"filter": [1, None, 1, None, None, 1, 1]}, ("whole", CLUSTER_DENIED))],
     ApiKey.CREATE_ACLS: [({"creations": []}, ("whole", CLUSTER_DENIED))],
     ApiKey.DELETE_ACLS: [({"filters": []}, ("whole", CLUSTER_DENIED))],

@@ -221,9 +221,13 @@ class Metadata(Adapter):
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         topics = req.get("topics")
-        names = None if topics is None or (version == 0 and not topics) else [t["name"] for t in topics]
+        names = None if topics is None or (version == 0 and not topics) else [t["name"] for t in topics if t["name"]]
+        # v10+ may name a topic by id alone (the group protocols' assignments carry ids): the broker resolves them
+        # (broker/metadata.py resolve_topic_ids) before the request is authorized by name.
+        ids = [t["topic_id"].hex for t in topics or () if not t.get("name") and t.get("topic_id") and t["topic_id"].int]
         return ApiKey.METADATA, {
             "topics": names,
+            **({"topic_ids": ids} if ids else {}),
             "listener": "kafka",
             "allow_auto_topic_creation": req.get("allow_auto_topic_creation", version < 4),
             # v8+: the operations the principal may do (broker/authorization.py fills them in, when asked)
@@ -256,6 +260,11 @@ class Metadata(Adapter):
                     ],
                 }
             )
+        found = {t["topic_id"].replace("-", "") for t in native["topics"] if t.get("topic_id")}
+        for t in req.get("topics") or ():
+            tid = t.get("topic_id")
+            if not t.get("name") and tid and tid.int and tid.hex not in found:
+                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": str(tid)})
         return {
             "brokers": _brokers(native, "node_id"),
             "cluster_id": native.get("cluster_id"),

@@ -1,0 +1,134 @@
+"""SharePartitionManager: the share-partitions this broker leads (Kafka's SharePartitionManager).
+
+A share-partition (broker/share/partition.py) exists for each (share group, topic partition) that a member
+fetched from this broker while it leads the partition. Its first use reads the group's persisted state (the
+persister, broker/share/persister.py; none: a new share-partition starts at `share.auto.offset.reset`), every
+change that must survive is written back, and a leadership that moves away drops it: the next leader reads the
+persisted state again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+from broker.share.partition import SharePartition, StateBatch
+
+if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
+
+log = logging.getLogger("kafkalite.share")
+
+Key = tuple[str, str, int]  # group id, topic, partition
+
+
+class Persister(Protocol):
+    """Where share-partition state lives across leaders (Kafka's Persister: Read/WriteShareGroupState)."""
+
+    async def read(self, key: Key) -> tuple[int, int, list[StateBatch]] | None:
+        """(state epoch, start offset, state batches), or None if the group never had state for the partition."""
+        ...
+
+    async def write(self, key: Key, state_epoch: int, start_offset: int, batches: list[StateBatch]) -> None: ...
+
+
+class SharePartitionManager:
+    def __init__(
+        self,
+        replica_manager: "ReplicaManager",
+        lock_duration_ms: int,
+        delivery_count_limit: int,
+        max_record_locks: int,
+        auto_offset_reset: str,
+        persister: Persister | None = None,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.lock_duration_ms = lock_duration_ms
+        self.delivery_count_limit = delivery_count_limit
+        self.max_record_locks = max_record_locks
+        self.auto_offset_reset = auto_offset_reset
+        self.persister = persister
+        self.partitions: dict[Key, SharePartition] = {}
+        self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
+        self._writes: dict[Key, asyncio.Task[None]] = {}
+        self._rewrite: set[Key] = set()
+
+    async def get(self, key: Key) -> SharePartition:
+        """The share-partition, loaded from the persister on its first use here. The caller checked leadership."""
+        sp = self.partitions.get(key)
+        if sp is not None:
+            return sp
+        fut = self._loading.get(key)
+        if fut is None:
+            fut = self._loading[key] = asyncio.ensure_future(self._load(key))
+            fut.add_done_callback(lambda _f: self._loading.pop(key, None))
+        return await asyncio.shield(fut)
+
+    async def _load(self, key: Key) -> SharePartition:
+        _, topic, partition = key
+        p = self.replica_manager.get_partition(topic, partition)
+        state = await self.persister.read(key) if self.persister is not None else None
+        log_start = p.log.log_start_offset
+        if state is None:
+            start = log_start if self.auto_offset_reset == "earliest" else p.high_watermark
+            sp = self._new(start)
+            sp.dirty = True  # the start offset chosen now is the group's from now on
+        else:
+            epoch, start, batches = state
+            sp = self._new(start)
+            sp.restore(start, batches)
+            sp.state_epoch = epoch
+        sp.reset_start(log_start)
+        self.partitions[key] = sp
+        if sp.dirty:
+            self.written(key)
+        return sp
+
+    def _new(self, start: int) -> SharePartition:
+        return SharePartition(start, self.lock_duration_ms, self.delivery_count_limit, self.max_record_locks)
+
+    def written(self, key: Key) -> None:
+        """Write the share-partition's state if it changed; one write per key at a time, the latest state last."""
+        sp = self.partitions.get(key)
+        if sp is None or self.persister is None or not sp.dirty:
+            return
+        if key in self._writes:
+            self._rewrite.add(key)
+            return
+        self._writes[key] = asyncio.ensure_future(self._write(key))
+
+    async def _write(self, key: Key) -> None:
+        try:
+            while True:
+                sp = self.partitions.get(key)
+                if sp is None or self.persister is None:
+                    return
+                start, batches = sp.snapshot()
+                try:
+                    await self.persister.write(key, sp.state_epoch, start, batches)
+                except Exception as e:  # the next change (or tick) writes again
+                    log.warning("share state of %s not written: %s", key, e)
+                    sp.dirty = True
+                    return
+                if key not in self._rewrite:
+                    return
+                self._rewrite.discard(key)
+        finally:
+            self._writes.pop(key, None)
+
+    def release_member(self, group_id: str, member_id: str) -> None:
+        for key, sp in self.partitions.items():
+            if key[0] == group_id and sp.release_member(member_id):
+                self.written(key)
+
+    def tick(self, now_ms: int) -> None:
+        for key, sp in self.partitions.items():
+            sp.tick(now_ms)
+            if sp.dirty:
+                self.written(key)
+
+    def drop_partition(self, topic: str, partition: int) -> None:
+        """Leadership of the topic partition moved away: its share-partitions are the next leader's."""
+        for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
+            del self.partitions[key]
