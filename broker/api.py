@@ -83,6 +83,8 @@ BROKER_APIS = frozenset(
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.UPDATE_METADATA,
         ApiKey.ENVELOPE,
+        ApiKey.READ_SHARE_GROUP_STATE,
+        ApiKey.WRITE_SHARE_GROUP_STATE,
     }
 )
 # The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);

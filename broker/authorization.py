@@ -999,6 +999,12 @@ RULES: dict[ApiKey, Rule] = {
         (Need(GROUP, Op.DESCRIBE, E), Need(TXN, Op.DESCRIBE, E)), _find_coordinator, "each key of a batched request"
     ),
     ApiKey.JOIN_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.READ_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _cluster(Op.CLUSTER_ACTION, "ReadShareGroupState"), "brokers only"
+    ),
+    ApiKey.WRITE_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _cluster(Op.CLUSTER_ACTION, "WriteShareGroupState"), "brokers only"
+    ),
     ApiKey.SHARE_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
     ApiKey.SHARE_GROUP_DESCRIBE: Rule((Need(GROUP, Op.DESCRIBE, E),), _share_group_describe),
     ApiKey.SHARE_FETCH: Rule(

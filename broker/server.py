@@ -241,7 +241,16 @@ class BrokerServer:
                 cfg.transaction_state_log_num_partitions,
                 self._send_verification,
             )
-        self.share = ShareApis(cfg, self.group_coordinator, self.replica_manager, lambda: self.image)
+        self.share = ShareApis(
+            cfg,
+            cfg.broker_id,
+            self.group_coordinator,
+            self.replica_manager,
+            lambda: self.image,
+            self.peers.call,
+            self.channel.create_topic,
+            lambda: max(len(cfg.voters()), len(self.image.brokers)),
+        )
         self.metrics_server = await MetricsServer.start(
             self.metrics,
             cfg.metrics_host,
@@ -611,6 +620,8 @@ class BrokerServer:
             await self.metrics_server.stop()
         if self.group_coordinator is not None:
             self.group_coordinator.close()
+        if self.share is not None:
+            self.share.close()
         if self.txn_coordinator is not None:
             self.txn_coordinator.close()
         if self.log_manager is not None and self.replica_manager is not None:

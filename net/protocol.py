@@ -84,6 +84,9 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    # A share-partition's leader to the share coordinator (the leader of its __share_group_state partition).
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
 
 
 class OffsetSpec(IntEnum):
@@ -132,6 +135,8 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,
     ApiKey.SHARE_ACKNOWLEDGE: 0,
+    ApiKey.READ_SHARE_GROUP_STATE: 0,
+    ApiKey.WRITE_SHARE_GROUP_STATE: 0,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

@@ -64,6 +64,9 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     77: (1, 1),  # ShareGroupDescribe
     78: (1, 2),  # ShareFetch (v2: KIP-1222's acquire mode and RENEW)
     79: (1, 2),  # ShareAcknowledge
+    # The share coordinator's state RPCs, leaders to the coordinator on the inter-broker listener
+    84: (0, 0),  # ReadShareGroupState
+    85: (0, 0),  # WriteShareGroupState
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

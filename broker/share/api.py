@@ -1,19 +1,25 @@
-"""ShareApis: the share group apis of the client listeners (KIP-932), typed end to end (net/schema/).
+"""ShareApis: the share group apis (KIP-932), typed end to end (net/schema/).
 
 - ShareGroupHeartbeat (76), ShareGroupDescribe (77): at the group coordinator (broker/share/group_api.py).
 - ShareFetch (78), ShareAcknowledge (79): at the partitions' leaders (broker/share/fetch_api.py).
+- ReadShareGroupState (84), WriteShareGroupState (85): at the share coordinator, from the leaders
+  (broker/share/state_api.py; the leaders' side is broker/share/persister.py).
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
-from broker.share.fetch_api import ShareFetchApis
 from broker.share.config import ShareKeys
+from broker.share.coordinator import ShareCoordinator
+from broker.share.fetch_api import ShareFetchApis
 from broker.share.group_api import ShareGroupApis
-from broker.share.manager import Persister, SharePartitionManager
+from broker.share.manager import SharePartitionManager
+from broker.share.persister import ShareStatePersister
 from broker.share.sessions import ShareSessionCache
+from broker.share.state_api import ShareStateApis
+from broker.share.state_records import SHARE_STATE_TOPIC
 
 if TYPE_CHECKING:
     from broker.controller import MetadataImage
@@ -21,21 +27,33 @@ if TYPE_CHECKING:
     from broker.partition import Partition
     from broker.replica_manager import ReplicaManager
 
-MAX_SHARE_SESSIONS = 2000  # Kafka's max.share.session.cache.size... per broker
+MAX_SHARE_SESSIONS = 2000  # Kafka's max.share.session.cache.size per broker
 
 
 class ShareApis:
     def __init__(
         self,
         config: ShareKeys,
-        coordinator: "GroupCoordinator",
+        broker_id: int,
+        group_coordinator: "GroupCoordinator",
         replica_manager: "ReplicaManager",
         image: Callable[[], "MetadataImage"],
-        persister: Persister | None = None,
+        call: Callable[[int, object, float], Awaitable[object]],
+        create_topic: Callable[[str, int, int, dict[str, str]], Awaitable[None]],
+        brokers: Callable[[], int],
     ) -> None:
+        self.config = config
         self.groups = ShareGroupApis(
-            coordinator, image, config.group_share_session_timeout_ms, config.group_share_heartbeat_interval_ms
+            group_coordinator, image, config.group_share_session_timeout_ms, config.group_share_heartbeat_interval_ms
         )
+        self.coordinator = ShareCoordinator(
+            replica_manager,
+            config.share_coordinator_state_topic_num_partitions,
+            config.share_coordinator_write_timeout_ms,
+        )
+        self._create_topic = create_topic
+        self._brokers = brokers
+        persister = ShareStatePersister(broker_id, self.coordinator, image, call, self._create_state_topic)
         self.manager = SharePartitionManager(
             replica_manager,
             config.group_share_record_lock_duration_ms,
@@ -47,7 +65,19 @@ class ShareApis:
         # A session idle as long as a member's session timeout belongs to a member the coordinator dropped.
         sessions = ShareSessionCache(MAX_SHARE_SESSIONS, config.group_share_session_timeout_ms)
         self.fetch = ShareFetchApis(self.manager, replica_manager, image, sessions)
-        self.handlers = {**self.groups.handlers, **self.fetch.handlers}
+        self.handlers = {**self.groups.handlers, **self.fetch.handlers, **ShareStateApis(self.coordinator).handlers}
+
+    async def _create_state_topic(self) -> None:
+        """Kafka's share coordinator makes __share_group_state on first use, as __consumer_offsets."""
+        cfg = self.config
+        rf = cfg.share_coordinator_state_topic_replication_factor
+        if rf < 1:
+            rf = min(3, max(1, self._brokers()))
+        configs = {
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(min(cfg.share_coordinator_state_topic_min_isr, rf)),
+        }
+        await self._create_topic(SHARE_STATE_TOPIC, cfg.share_coordinator_state_topic_num_partitions, rf, configs)
 
     def tick(self) -> None:
         """The broker's 100 ms tick: member sessions, acquisition locks, idle share sessions."""
@@ -56,5 +86,9 @@ class ShareApis:
         self.fetch.evict_idle()
 
     def on_partition_change(self, p: "Partition", change: str) -> None:
+        self.coordinator.on_partition_change(p, change)
         if change != "leader":
             self.manager.drop_partition(p.topic, p.partition)
+
+    def close(self) -> None:
+        self.coordinator.close()

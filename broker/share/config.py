@@ -44,3 +44,19 @@ class ShareKeys(ConfigDef):
         "Where a share group starts reading a partition it has no state for (Kafka's group config; this is its "
         "default for every share group).",
     )
+    # The share coordinator's log (Kafka's share.coordinator.state.topic.*)
+    share_coordinator_state_topic_num_partitions: Int = key(
+        "share.coordinator.state.topic.num.partitions", 50, "Partitions of __share_group_state.", ge=1
+    )
+    share_coordinator_state_topic_replication_factor: Int = key(
+        "share.coordinator.state.topic.replication.factor",
+        -1,
+        "Replication factor of __share_group_state (-1: min(3, brokers)).",
+        ge=-1,
+    )
+    share_coordinator_state_topic_min_isr: Int = key(
+        "share.coordinator.state.topic.min.isr", 2, "min.insync.replicas of __share_group_state.", ge=1
+    )
+    share_coordinator_write_timeout_ms: Int = key(
+        "share.coordinator.write.timeout.ms", 5000, "How long a share-group state write waits for replication.", ge=1
+    )

@@ -165,7 +165,7 @@ class ShareFetchApis:
                 )
                 total += sum(a.last_offset - a.first_offset + 1 for a in acquired)
                 rows[key] = row
-                self.manager.written((group_id, topic, partition))
+                self.manager.write_soon((group_id, topic, partition))
         return total
 
     def _acquire(
@@ -248,7 +248,14 @@ class ShareFetchApis:
             except AcknowledgeError as e:  # Kafka answers the partition's first failure; the others still apply
                 if code == ErrorCode.NONE:
                     code, msg = e.code, str(e)
-        self.manager.written(key)
+        try:
+            await self.manager.written(key)  # acknowledged once durable, as Kafka answers after its persister
+        except KafkaLiteError as e:
+            if code == ErrorCode.NONE:
+                code, msg = e.code, f"acknowledgement not persisted: {e}"
+        except Exception as e:
+            if code == ErrorCode.NONE:
+                code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, f"acknowledgement not persisted: {e}"
         return code, msg
 
     async def share_acknowledge(self, req: ShareAcknowledgeRequest, ctx: ConnectionContext) -> ShareAcknowledgeResponse:

@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from broker.share.partition import SharePartition, StateBatch
+from net.errors import ErrorCode, KafkaLiteError
 
 if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
@@ -52,7 +53,7 @@ class SharePartitionManager:
         self.partitions: dict[Key, SharePartition] = {}
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
         self._writes: dict[Key, asyncio.Task[None]] = {}
-        self._rewrite: set[Key] = set()
+        self._waiters: dict[Key, list[asyncio.Future[None]]] = {}
 
     async def get(self, key: Key) -> SharePartition:
         """The share-partition, loaded from the persister on its first use here. The caller checked leadership."""
@@ -73,36 +74,52 @@ class SharePartitionManager:
         if state is None:
             start = log_start if self.auto_offset_reset == "earliest" else p.high_watermark
             sp = self._new(start)
+            sp.state_epoch = 1
             sp.dirty = True  # the start offset chosen now is the group's from now on
         else:
             epoch, start, batches = state
             sp = self._new(start)
             sp.restore(start, batches)
-            sp.state_epoch = epoch
+            # A new leader's epoch: the coordinator refuses the old leader's writes from now on.
+            sp.state_epoch = epoch + 1
+            sp.dirty = True
         sp.reset_start(log_start)
         self.partitions[key] = sp
         if sp.dirty:
-            self.written(key)
+            try:
+                await self.written(key)  # the start offset chosen (or the new state epoch) holds before any delivery
+            except BaseException:
+                self.partitions.pop(key, None)  # loaded again by the next request
+                raise
         return sp
 
     def _new(self, start: int) -> SharePartition:
         return SharePartition(start, self.lock_duration_ms, self.delivery_count_limit, self.max_record_locks)
 
-    def written(self, key: Key) -> None:
-        """Write the share-partition's state if it changed; one write per key at a time, the latest state last."""
+    def written(self, key: Key) -> "asyncio.Future[None]":
+        """Write the share-partition's state if it changed. The future is done once the state as of this call is
+        durable (or the write failed); one write per key at a time, the latest state last."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         sp = self.partitions.get(key)
-        if sp is None or self.persister is None or not sp.dirty:
-            return
-        if key in self._writes:
-            self._rewrite.add(key)
-            return
-        self._writes[key] = asyncio.ensure_future(self._write(key))
+        if sp is None or self.persister is None or (not sp.dirty and key not in self._writes):
+            fut.set_result(None)
+            return fut
+        self._waiters.setdefault(key, []).append(fut)
+        if key not in self._writes:
+            self._writes[key] = asyncio.ensure_future(self._write(key))
+        return fut
+
+    def write_soon(self, key: Key) -> None:
+        """`written` for a change nobody waits for (acquisitions, expired locks): a failure is logged there."""
+        self.written(key).add_done_callback(_retrieved)
 
     async def _write(self, key: Key) -> None:
         try:
-            while True:
+            while self._waiters.get(key):
+                waiters = self._waiters.pop(key)
                 sp = self.partitions.get(key)
                 if sp is None or self.persister is None:
+                    _finish(waiters, KafkaLiteError("the share-partition moved", ErrorCode.NOT_LEADER_OR_FOLLOWER))
                     return
                 start, batches = sp.snapshot()
                 try:
@@ -110,25 +127,39 @@ class SharePartitionManager:
                 except Exception as e:  # the next change (or tick) writes again
                     log.warning("share state of %s not written: %s", key, e)
                     sp.dirty = True
-                    return
-                if key not in self._rewrite:
-                    return
-                self._rewrite.discard(key)
+                    _finish(waiters, e)
+                    continue
+                _finish(waiters, None)
         finally:
             self._writes.pop(key, None)
 
     def release_member(self, group_id: str, member_id: str) -> None:
         for key, sp in self.partitions.items():
             if key[0] == group_id and sp.release_member(member_id):
-                self.written(key)
+                self.write_soon(key)
 
     def tick(self, now_ms: int) -> None:
         for key, sp in self.partitions.items():
             sp.tick(now_ms)
             if sp.dirty:
-                self.written(key)
+                self.write_soon(key)
 
     def drop_partition(self, topic: str, partition: int) -> None:
         """Leadership of the topic partition moved away: its share-partitions are the next leader's."""
         for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
             del self.partitions[key]
+
+
+def _finish(waiters: list["asyncio.Future[None]"], error: BaseException | None) -> None:
+    for w in waiters:
+        if w.done():
+            continue
+        if error is None:
+            w.set_result(None)
+        else:
+            w.set_exception(error)
+
+
+def _retrieved(fut: "asyncio.Future[None]") -> None:
+    if not fut.cancelled():
+        fut.exception()  # already logged by _write

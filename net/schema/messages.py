@@ -55,6 +55,7 @@ from net.schema.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from net.schema.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from net.schema.produce import ProduceRequest, ProduceResponse
+from net.schema.read_share_group_state import ReadShareGroupStateRequest, ReadShareGroupStateResponse
 from net.schema.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from net.schema.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from net.schema.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
@@ -63,6 +64,7 @@ from net.schema.share_group_describe import ShareGroupDescribeRequest, ShareGrou
 from net.schema.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 from net.schema.sync_group import SyncGroupRequest, SyncGroupResponse
 from net.schema.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from net.schema.write_share_group_state import WriteShareGroupStateRequest, WriteShareGroupStateResponse
 from net.schema.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 # api key -> (request class, response class)
@@ -120,4 +122,6 @@ MESSAGES: dict[int, tuple[type, type]] = {
     77: (ShareGroupDescribeRequest, ShareGroupDescribeResponse),
     78: (ShareFetchRequest, ShareFetchResponse),
     79: (ShareAcknowledgeRequest, ShareAcknowledgeResponse),
+    84: (ReadShareGroupStateRequest, ReadShareGroupStateResponse),
+    85: (WriteShareGroupStateRequest, WriteShareGroupStateResponse),
 }

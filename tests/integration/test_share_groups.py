@@ -158,3 +158,47 @@ def test_released_records_are_redelivered_rejected_never_and_the_delivery_limit_
     finally:
         c.close()
     assert deliveries == {b"accept": 1, b"release": 2, b"reject": 1, b"forever": 3}
+
+
+def test_acknowledged_state_survives_a_sigkill_of_the_share_partition_leader(cluster):
+    topic = _topic(cluster, 1)
+    group = f"g-{topic}"
+    values = [f"k{i}".encode() for i in range(30)]
+    _produce(cluster, topic, values, 1)
+    first = _consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit", "max.poll.records": "10"})
+    accepted: list[bytes] = []
+    rejected: list[bytes] = []
+    try:
+        end = time.monotonic() + 30
+        while not accepted and time.monotonic() < end:
+            for i, m in enumerate(_poll(first)):
+                kind = AcknowledgeType.REJECT if i % 3 == 0 else AcknowledgeType.ACCEPT
+                first.acknowledge(m, kind)
+                (rejected if kind == AcknowledgeType.REJECT else accepted).append(m.value())
+        first.commit_sync(10)  # answered once the share coordinator has the state replicated
+    finally:
+        first.close()
+    assert accepted and rejected
+    victim = cluster.describe(topic)[0].leader
+    cluster.kill(victim)
+    try:
+        others = [i for i in cluster.brokers if i != victim]
+        wait_leader = time.monotonic() + 30
+        while time.monotonic() < wait_leader:
+            parts = cluster.describe(topic, others)
+            if parts and parts[0].leader in others:
+                break
+            time.sleep(0.2)
+        second = _consumer(cluster, group, topic)
+        try:
+            rest = set(values) - set(accepted) - set(rejected)
+            got = _drain(second, len(rest), deadline_s=60)
+            got += _drain(second, 1, deadline_s=2)  # nothing accepted or rejected comes back late either
+        finally:
+            second.close()
+        # The new leader read the group's state: what was accepted or rejected is never delivered again, and the
+        # rest is (without the state it would start again from the earliest offset and deliver all 30).
+        assert sorted(got) == sorted(rest)
+    finally:
+        cluster.restart(victim)
+        cluster.wait_all_registered()

@@ -52,6 +52,7 @@ from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from net.schema.read_share_group_state import ReadShareGroupStateRequest
 from net.schema.share_acknowledge import AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest
 from net.schema.share_fetch import FetchPartition as ShareFetchPartition
 from net.schema.share_fetch import FetchTopic as ShareFetchTopic
@@ -63,6 +64,7 @@ from net.schema.txn_offset_commit import (
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
+from net.schema.write_share_group_state import WriteShareGroupStateRequest
 from net.schema.write_txn_markers import WriteTxnMarkersRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -249,6 +251,8 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.SHARE_GROUP_HEARTBEAT: [
         (ShareGroupHeartbeatRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED))
     ],
+    ApiKey.READ_SHARE_GROUP_STATE: [(ReadShareGroupStateRequest(group_id="victim-group"), ("whole", CLUSTER_DENIED))],
+    ApiKey.WRITE_SHARE_GROUP_STATE: [(WriteShareGroupStateRequest(group_id="victim-group"), ("whole", CLUSTER_DENIED))],
     ApiKey.SHARE_GROUP_DESCRIBE: [(ShareGroupDescribeRequest(group_ids=("victim-group",)), ("groups", GROUP_DENIED))],
     ApiKey.SHARE_FETCH: [
         (ShareFetchRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED)),

@@ -3,6 +3,9 @@ counts, members that go away, and the durable snapshot."""
 
 from __future__ import annotations
 
+import uuid
+import zlib
+
 import pytest
 
 from broker.share.partition import (
@@ -13,6 +16,7 @@ from broker.share.partition import (
     SharePartition,
     StateBatch,
 )
+from broker.share.state_records import ShareSnapshot, build_batch, partition_for, read_records
 from net.errors import ErrorCode
 
 LOCK_MS = 30_000
@@ -173,3 +177,15 @@ def test_the_log_start_moving_past_the_start_offset():
     p.acquire("m1", [0, 1, 2], 3, 100, now_ms=0)
     p.reset_start(2)
     assert p.start_offset == 2 and set(p.records) == {2}
+
+
+def test_share_snapshot_records_round_trip_and_the_latest_per_key_wins():
+    key = ("g", uuid.uuid4().hex, 3)
+    older = ShareSnapshot(1, 10, [StateBatch(10, 12, RecordState.AVAILABLE, 2)])
+    newer = ShareSnapshot(2, 13, [StateBatch(14, 14, RecordState.ARCHIVED, 5)], leader_epoch=4)
+    data = build_batch(key, older, 1) + build_batch(key, newer, 2) + build_batch(("g", "other", 0), None, 3)
+    got = list(read_records(data))
+    assert got == [(key, older), (key, newer), (("g", "other", 0), None)]
+    # Kafka's key string decides the coordinator: the same in every process, spread over the partitions
+    assert partition_for(key, 50) == zlib.crc32(f"g:{key[1]}:3".encode()) % 50
+    assert len({partition_for(("g", "t", p), 50) for p in range(100)}) > 20
