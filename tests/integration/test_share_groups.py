@@ -5,6 +5,9 @@ share-partition's leader."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -202,3 +205,48 @@ def test_acknowledged_state_survives_a_sigkill_of_the_share_partition_leader(clu
     finally:
         cluster.restart(victim)
         cluster.wait_all_registered()
+
+
+HOLDER = """
+import sys
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "share.acknowledgement.mode": "explicit"})
+c.subscribe([sys.argv[3]])
+held = 0
+while True:
+    msgs = list(c.poll(0.5))
+    held += len(msgs)
+    if msgs:
+        print(held, flush=True)  # acquired and never acknowledged: this process is killed holding them
+        break
+import time
+time.sleep(600)
+"""
+
+
+def test_records_of_a_member_killed_while_holding_them_are_redelivered(cluster):
+    topic = _topic(cluster, 1)
+    group = f"g-{topic}"
+    values = [f"d{i}".encode() for i in range(15)]
+    _produce(cluster, topic, values, 1)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, cluster.kafka_bootstrap(), group, topic], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        held = int(proc.stdout.readline())
+        assert held >= 1
+        proc.send_signal(signal.SIGKILL)  # no leave, no release: only the acquisition locks bring them back
+        proc.wait(10)
+        t0 = time.monotonic()
+        survivor = _consumer(cluster, group, topic)
+        try:
+            got = _drain(survivor, len(values), deadline_s=LOCK_MS / 1000 + 30)
+        finally:
+            survivor.close()
+        assert sorted(got) == sorted(values)
+        assert time.monotonic() - t0 >= LOCK_MS / 1000 * 0.5  # not before the dead member's locks ran out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
