@@ -54,6 +54,7 @@ from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecord
 from net.schema.describe_producers import PartitionResponse
 from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
 from net.schema.describe_producers import TopicResponse as DescribeProducersTopicResponse
+from net.schema.describe_share_group_offsets import DescribeShareGroupOffsetsResponseGroup
 from net.schema.describe_topic_partitions import DescribeTopicPartitionsResponseTopic
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
 from net.schema.describe_transactions import TransactionState as DescribedTxnState
@@ -358,6 +359,27 @@ def _share_ack_denied(t: Any, code: int) -> Any:
         topic_id=t.topic_id,
         partitions=tuple(ShareAckPartition(partition_index=p.partition_index, error_code=code) for p in t.partitions),
     )
+
+
+def _share_group_offsets(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DescribeShareGroupOffsets: DESCRIBE on each group (the others answered GROUP_AUTHORIZATION_FAILED), and only
+    the topics it may DESCRIBE are answered (Kafka leaves the others out)."""
+    denied = [g for g in req.groups if not a.authz.group(ctx, Op.DESCRIBE, g.group_id)]
+    rows = tuple(
+        DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        )
+        for g in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            for g in answer.groups:
+                g.topics = tuple(t for t in g.topics if a.authz.topic(ctx, Op.DESCRIBE, t.topic_name))
+            answer.groups = answer.groups + rows
+        return answer
+
+    return Decision(replace(req, groups=tuple(g for g in req.groups if g not in denied)), finish)
 
 
 def _share_group_describe(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
@@ -1006,6 +1028,11 @@ RULES: dict[ApiKey, Rule] = {
         (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _cluster(Op.CLUSTER_ACTION, "WriteShareGroupState"), "brokers only"
     ),
     ApiKey.SHARE_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Rule(
+        (Need(GROUP, Op.DESCRIBE, E), Need(TOPIC, Op.DESCRIBE, E)),
+        _share_group_offsets,
+        "topics it may not describe are left out",
+    ),
     ApiKey.SHARE_GROUP_DESCRIBE: Rule((Need(GROUP, Op.DESCRIBE, E),), _share_group_describe),
     ApiKey.SHARE_FETCH: Rule(
         (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _share_topics(_share_fetch_denied), "topics by id"

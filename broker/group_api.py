@@ -64,6 +64,9 @@ class GroupApis:
         self.transaction_partition_for = transaction_partition_for
         self.image = image
         self.channel = channel  # creates __consumer_offsets through the active controller
+        # The groups of the other group types this broker coordinates, for ListGroups: each gives rows
+        # [group_id, protocol_type, state, group_type] (share groups: broker/share/group_api.py).
+        self.other_groups: list[Callable[[], list[list[Any]]]] = []
         self.handlers = {
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.JOIN_GROUP: self.join_group,
@@ -321,7 +324,10 @@ class GroupApis:
     # --- admin ------------------------------------------------------------------------------
 
     def list_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        return {"error_code": 0, "groups": self.coordinator.logic.list_groups()}
+        rows = self.coordinator.logic.list_groups()
+        if body.get("group_types") is True:  # rows of every group type, each naming its type (ListGroups v5)
+            rows = [[*r, "classic"] for r in rows] + [row for listed in self.other_groups for row in listed()]
+        return {"error_code": 0, "groups": rows}
 
     def describe_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         out = []

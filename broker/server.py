@@ -262,6 +262,8 @@ class BrokerServer:
             AclAuthorizer(cfg.super_user_set(), cfg.allow_everyone_if_no_acl_found) if cfg.authorizer == "acl" else None
         )
         self.authz = RequestAuthorizer(acl_authorizer, self.image)
+        groups = GroupApis(cfg, self.group_coordinator, self.image, self.channel, self.txn_coordinator.partition_for)
+        groups.other_groups.append(self.share.groups.listed)
         self.apis = KafkaApis(
             cfg,
             replica_manager=self.replica_manager,
@@ -269,7 +271,7 @@ class BrokerServer:
             coordination=self.quorum,
             controller=self.controller,
             channel=self.channel,
-            groups=GroupApis(cfg, self.group_coordinator, self.image, self.channel, self.txn_coordinator.partition_for),
+            groups=groups,
             transactions=transactions,
             security=SecurityApis(self.image, self.controller, self.channel, self.authz),
             metrics=self.metrics,

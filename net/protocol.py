@@ -87,6 +87,7 @@ class ApiKey(IntEnum):
     # A share-partition's leader to the share coordinator (the leader of its __share_group_state partition).
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 
 class OffsetSpec(IntEnum):
@@ -137,6 +138,7 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.SHARE_ACKNOWLEDGE: 0,
     ApiKey.READ_SHARE_GROUP_STATE: 0,
     ApiKey.WRITE_SHARE_GROUP_STATE: 0,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

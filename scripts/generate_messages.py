@@ -67,6 +67,7 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     # The share coordinator's state RPCs, leaders to the coordinator on the inter-broker listener
     84: (0, 0),  # ReadShareGroupState
     85: (0, 0),  # WriteShareGroupState
+    90: (0, 1),  # DescribeShareGroupOffsets (v1: lag)
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

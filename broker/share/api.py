@@ -2,6 +2,7 @@
 
 - ShareGroupHeartbeat (76), ShareGroupDescribe (77): at the group coordinator (broker/share/group_api.py).
 - ShareFetch (78), ShareAcknowledge (79): at the partitions' leaders (broker/share/fetch_api.py).
+- DescribeShareGroupOffsets (90): at the group coordinator (broker/share/offsets_api.py).
 - ReadShareGroupState (84), WriteShareGroupState (85): at the share coordinator, from the leaders
   (broker/share/state_api.py; the leaders' side is broker/share/persister.py).
 """
@@ -16,6 +17,7 @@ from broker.share.coordinator import ShareCoordinator
 from broker.share.fetch_api import ShareFetchApis
 from broker.share.group_api import ShareGroupApis
 from broker.share.manager import SharePartitionManager
+from broker.share.offsets_api import ShareOffsetsApis
 from broker.share.persister import ShareStatePersister
 from broker.share.sessions import ShareSessionCache
 from broker.share.state_api import ShareStateApis
@@ -65,7 +67,12 @@ class ShareApis:
         # A session idle as long as a member's session timeout belongs to a member the coordinator dropped.
         sessions = ShareSessionCache(MAX_SHARE_SESSIONS, config.group_share_session_timeout_ms)
         self.fetch = ShareFetchApis(self.manager, replica_manager, image, sessions)
-        self.handlers = {**self.groups.handlers, **self.fetch.handlers, **ShareStateApis(self.coordinator).handlers}
+        self.handlers = {
+            **self.groups.handlers,
+            **self.fetch.handlers,
+            **ShareStateApis(self.coordinator).handlers,
+            **ShareOffsetsApis(self.groups, persister, image).handlers,
+        }
 
     async def _create_state_topic(self) -> None:
         """Kafka's share coordinator makes __share_group_state on first use, as __consumer_offsets."""

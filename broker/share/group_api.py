@@ -56,7 +56,7 @@ class ShareGroupApis:
             ApiKey.SHARE_GROUP_DESCRIBE: self.describe,
         }
 
-    def _not_here(self, group_id: str) -> tuple[ErrorCode, str] | None:
+    def not_here(self, group_id: str) -> tuple[ErrorCode, str] | None:
         """NOT_COORDINATOR (or loading) unless this broker coordinates the group; a classic group of that id
         refuses a share member (Kafka: one group type per id)."""
         logic = self.coordinator.logic
@@ -73,7 +73,7 @@ class ShareGroupApis:
             return ShareGroupHeartbeatResponse(
                 error_code=int(ErrorCode.INVALID_GROUP_ID), error_message="GroupId can't be empty."
             )
-        refused = self._not_here(req.group_id)
+        refused = self.not_here(req.group_id)
         if refused is not None:
             return ShareGroupHeartbeatResponse(error_code=int(refused[0]), error_message=refused[1])
         image = self._image()
@@ -111,7 +111,7 @@ class ShareGroupApis:
         image = self._image()
         groups = []
         for gid in req.group_ids:
-            refused = self._not_here(gid)
+            refused = self.not_here(gid)
             g = self.membership.groups.get(gid)
             if refused is not None or g is None:
                 code, msg = refused or (ErrorCode.GROUP_ID_NOT_FOUND, f"group {gid} is not a share group")
@@ -148,6 +148,15 @@ class ShareGroupApis:
                 )
             )
         return ShareGroupDescribeResponse(groups=tuple(groups))
+
+    def listed(self) -> list[list[object]]:
+        """ListGroups' rows of the share groups this broker coordinates: [group_id, "share", state, "share"]."""
+        logic = self.coordinator.logic
+        return [
+            [gid, "share", g.state, "share"]
+            for gid, g in sorted(self.membership.groups.items())
+            if logic.check_owner(self.coordinator.partition_for(gid)) is None
+        ]
 
     def tick(self) -> None:
         self.membership.tick(now_ms())

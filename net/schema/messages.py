@@ -26,6 +26,7 @@ from net.schema.describe_groups import DescribeGroupsRequest, DescribeGroupsResp
 from net.schema.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from net.schema.describe_producers import DescribeProducersRequest, DescribeProducersResponse
 from net.schema.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from net.schema.describe_share_group_offsets import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
 from net.schema.describe_topic_partitions import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from net.schema.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from net.schema.describe_user_scram_credentials import (
@@ -124,4 +125,5 @@ MESSAGES: dict[int, tuple[type, type]] = {
     79: (ShareAcknowledgeRequest, ShareAcknowledgeResponse),
     84: (ReadShareGroupStateRequest, ReadShareGroupStateResponse),
     85: (WriteShareGroupStateRequest, WriteShareGroupStateResponse),
+    90: (DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse),
 }

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
 from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.test_cli import assert_one_line_error, run
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -250,3 +251,43 @@ def test_records_of_a_member_killed_while_holding_them_are_redelivered(cluster):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_kl_share_groups_lists_and_describes_a_share_group(cluster):
+    topic = _topic(cluster, 2)
+    group = f"g-{topic}"
+    _produce(cluster, topic, [f"c{i}".encode() for i in range(10)], 2)
+    members = [_consumer(cluster, group, topic, **{"client.id": f"cli-{i}"}) for i in range(2)]
+    try:
+        got = []
+        end = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < end:
+            for c in members:
+                got += [m.value() for m in _poll(c, 0.2)]
+        for c in members:
+            _poll(c, 0.2)  # the last poll's implicit acknowledgements go out with this one
+        boot = ["--bootstrap-server", cluster.bootstrap()]
+        listed = run("share_groups", *boot, "--list")
+        assert listed.returncode == 0, listed.stderr
+        assert group in listed.stdout.split()
+        with_state = run("share_groups", *boot, "--list", "--state", "stable")
+        assert [ln.split() for ln in with_state.stdout.splitlines() if group in ln] == [[group, "Stable"]]
+        state = run("share_groups", *boot, "--describe", "--group", group, "--state")
+        assert state.returncode == 0, state.stderr
+        header, row = [ln for ln in state.stdout.splitlines() if ln.strip()]
+        assert header.split()[:2] == ["GROUP", "COORDINATOR"] and row.split()[0] == group
+        assert row.split()[-2:] == ["Stable", "2"]
+        described = run("share_groups", *boot, "--describe", "--group", group, "--members")
+        rows = [ln.split() for ln in described.stdout.splitlines() if ln.startswith(group)]
+        assert sorted(r[3] for r in rows) == ["cli-0", "cli-1"]
+        assert all(r[4] == "2" and r[5] == f"{topic}:0,1" for r in rows)  # every member shares both partitions
+        offsets = run("share_groups", *boot, "--describe", "--group", group)
+        assert offsets.returncode == 0, offsets.stderr
+        parts = [ln.split() for ln in offsets.stdout.splitlines() if ln.startswith(group)]
+        # every record accepted: each start offset is the partition's end, no lag
+        assert sorted((p[2], p[3], p[4]) for p in parts) == [("0", "5", "0"), ("1", "5", "0")]
+    finally:
+        for c in members:
+            c.close()
+    missing = run("share_groups", "--bootstrap-server", cluster.bootstrap(), "--describe", "--group", "no-such-group")
+    assert_one_line_error(missing, "does not exist")

@@ -36,6 +36,10 @@ from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsReque
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest
+from net.schema.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
 from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
@@ -253,6 +257,12 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ],
     ApiKey.READ_SHARE_GROUP_STATE: [(ReadShareGroupStateRequest(group_id="victim-group"), ("whole", CLUSTER_DENIED))],
     ApiKey.WRITE_SHARE_GROUP_STATE: [(WriteShareGroupStateRequest(group_id="victim-group"), ("whole", CLUSTER_DENIED))],
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [
+        (
+            DescribeShareGroupOffsetsRequest(groups=(DescribeShareGroupOffsetsRequestGroup(group_id="victim-group"),)),
+            ("groups", GROUP_DENIED),
+        )
+    ],
     ApiKey.SHARE_GROUP_DESCRIBE: [(ShareGroupDescribeRequest(group_ids=("victim-group",)), ("groups", GROUP_DENIED))],
     ApiKey.SHARE_FETCH: [
         (ShareFetchRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED)),

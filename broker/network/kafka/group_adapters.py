@@ -239,15 +239,18 @@ class ListGroups(Adapter):
     api_key, versions = 16, (0, 5)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        return ApiKey.LIST_GROUPS, {}
+        # Every group type, filtered below: a client before v5 sees share groups too, as Kafka lists them.
+        return ApiKey.LIST_GROUPS, {"group_types": True}
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         states = set(req.get("states_filter") or ())
         types = {t.lower() for t in req.get("types_filter") or ()}
         groups = [
-            {"group_id": g, "protocol_type": ptype, "group_state": state, "group_type": "classic"}
-            for g, ptype, state in native.get("groups") or []
-            if (not states or state in states) and (not types or "classic" in types)
+            {"group_id": row[0], "protocol_type": row[1], "group_state": row[2], "group_type": gtype}
+            for row in native.get("groups") or []
+            if (gtype := row[3])
+            and (not states or row[2] in states)
+            and (not types or gtype in types)
         ]
         return {"error_code": native.get("error_code", 0), "groups": groups}
 
