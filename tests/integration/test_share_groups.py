@@ -291,3 +291,36 @@ def test_kl_share_groups_lists_and_describes_a_share_group(cluster):
             c.close()
     missing = run("share_groups", "--bootstrap-server", cluster.bootstrap(), "--describe", "--group", "no-such-group")
     assert_one_line_error(missing, "does not exist")
+
+
+def _group_coordinator(cluster: ClusterHarness, group: str) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap()})
+    # the coordinator of a group id is the leader of its __consumer_offsets partition, whatever the group's type
+    desc = a.describe_consumer_groups([group])[group].result(10)
+    return desc.coordinator.id
+
+
+def test_members_keep_consuming_through_a_sigkill_of_the_group_coordinator(cluster):
+    topic = _topic(cluster, 2)
+    group = f"g-{topic}"
+    c = _consumer(cluster, group, topic)
+    try:
+        _produce(cluster, topic, [f"a{i}".encode() for i in range(10)], 2)
+        before = _drain(c, 10)
+        assert len(before) == 10
+        victim = _group_coordinator(cluster, group)
+        cluster.kill(victim)
+        try:
+            after_values = [f"b{i}".encode() for i in range(10)]
+            _produce(cluster, topic, after_values, 2)
+            # the member's heartbeats find the new coordinator, which knows no member: it joins again (epoch 0)
+            # and keeps its partitions; the records produced after the kill all come
+            got = _drain(c, 10, deadline_s=60)
+            assert sorted(got) == sorted(after_values)
+        finally:
+            cluster.restart(victim)
+            cluster.wait_all_registered()
+    finally:
+        c.close()
