@@ -60,13 +60,18 @@ from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRe
 from net.schema.describe_transactions import TransactionState as DescribedTxnState
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.list_offsets import ListOffsetsTopicResponse
+from net.schema.messages import MESSAGES
 from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
+from net.schema.read_share_group_state import PartitionResult as ReadPartitionResult
+from net.schema.read_share_group_state import ReadStateResult
 from net.schema.share_acknowledge import PartitionData as ShareAckPartition
 from net.schema.share_acknowledge import ShareAcknowledgeTopicResponse
 from net.schema.share_fetch import PartitionData as ShareFetchPartition
 from net.schema.share_fetch import ShareFetchableTopicResponse
 from net.schema.share_group_describe import DescribedGroup as DescribedShareGroup
 from net.schema.txn_offset_commit import TxnOffsetCommitResponseTopic
+from net.schema.write_share_group_state import PartitionResult as WritePartitionResult
+from net.schema.write_share_group_state import WriteStateResult
 from net.schema.write_txn_markers import (
     WritableTxnMarkerPartitionResult,
     WritableTxnMarkerResult,
@@ -359,6 +364,26 @@ def _share_ack_denied(t: Any, code: int) -> Any:
         topic_id=t.topic_id,
         partitions=tuple(ShareAckPartition(partition_index=p.partition_index, error_code=code) for p in t.partitions),
     )
+
+
+def _share_state(result: Callable[..., Any], row: Callable[..., Any]) -> Callable[..., Decision]:
+    """Read/WriteShareGroupState: brokers only (CLUSTER_ACTION); refused, each partition asked is answered
+    CLUSTER_AUTHORIZATION_FAILED in the api's own rows (its answer has no request-level code)."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        if a.broker(ctx):
+            return Decision(req)
+        rows = tuple(
+            result(
+                topic_id=t.topic_id,
+                partitions=tuple(row(partition=p.partition, error_code=CLUSTER_DENIED) for p in t.partitions),
+            )
+            for t in req.topics
+        )
+        answer = MESSAGES[ApiKey(req.API_KEY)][1](results=rows)
+        return Decision({}, refused=True, answer=answer)
+
+    return decide
 
 
 def _share_group_offsets(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
@@ -765,7 +790,8 @@ def _alter_entries(body: dict[str, Any]) -> None:
 
 
 def _alter_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """Topics: ALTER_CONFIGS on each; brokers' dynamic configs: ALTER_CONFIGS on the cluster, as Kafka's."""
+    """Topics: ALTER_CONFIGS on each; brokers' dynamic configs: ALTER_CONFIGS on the cluster; groups: ALTER_CONFIGS
+    on each, as Kafka's."""
     body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
     topics = _topics_each(Op.ALTER_CONFIGS, _first, _alter_entries)(a, body, ctx)
     cluster_ok = a.authz.cluster(ctx, Op.ALTER_CONFIGS) if body["brokers"] else True
@@ -779,7 +805,19 @@ def _alter_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContex
         Op.ALTER_CONFIGS,
         ctx,
     )
-    return Decision(brokers.body, _then(topics.finish, brokers.finish))
+    groups = _groups_configs(a, brokers.body, ctx, Op.ALTER_CONFIGS, lambda g, msg: [g, GROUP_DENIED, msg])
+    return Decision(groups.body, _then(_then(topics.finish, brokers.finish), groups.finish))
+
+
+def _groups_configs(
+    a: Authorization, body: dict[str, Any], ctx: ConnectionContext, op: AclOperation, row: Callable[[Any, str], Any]
+) -> Decision:
+    """A config request's `groups` (resource type GROUP): `op` on each group, as Kafka's."""
+    if not body.get("groups"):
+        return Decision(body)
+    name = _first if op == Op.ALTER_CONFIGS else (lambda g: g)  # [group, changes] or a group id
+    allowed = lambda g: isinstance(g, str) and a.authz.group(ctx, op, g)  # noqa: E731
+    return a.per_item(body, "groups", name, allowed, row, lambda g: f"group {g}", op, ctx)
 
 
 def _topics_each(
@@ -802,7 +840,8 @@ def _topics_each(
 
 
 def _describe_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """Topics: DESCRIBE_CONFIGS on each; a broker's own configs: DESCRIBE_CONFIGS on the cluster."""
+    """Topics: DESCRIBE_CONFIGS on each; a broker's own configs: DESCRIBE_CONFIGS on the cluster; groups:
+    DESCRIBE_CONFIGS on each."""
     body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
     op = Op.DESCRIBE_CONFIGS
     topics = a.per_item(
@@ -827,7 +866,8 @@ def _describe_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionCon
         op,
         ctx,
     )
-    return Decision(brokers.body, _then(topics.finish, brokers.finish))
+    groups = _groups_configs(a, brokers.body, ctx, op, lambda g, msg: [g, GROUP_DENIED, msg, {}])
+    return Decision(groups.body, _then(_then(topics.finish, brokers.finish), groups.finish))
 
 
 def _find_coordinator(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
@@ -1022,10 +1062,10 @@ RULES: dict[ApiKey, Rule] = {
     ),
     ApiKey.JOIN_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
     ApiKey.READ_SHARE_GROUP_STATE: Rule(
-        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _cluster(Op.CLUSTER_ACTION, "ReadShareGroupState"), "brokers only"
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(ReadStateResult, ReadPartitionResult), "brokers only"
     ),
     ApiKey.WRITE_SHARE_GROUP_STATE: Rule(
-        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _cluster(Op.CLUSTER_ACTION, "WriteShareGroupState"), "brokers only"
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(WriteStateResult, WritePartitionResult), "brokers only"
     ),
     ApiKey.SHARE_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Rule(
@@ -1073,12 +1113,16 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.DELETE_TOPICS: Rule((Need(TOPIC, Op.DELETE, E),), _topics_each(Op.DELETE, _itself)),
     ApiKey.CREATE_PARTITIONS: Rule((Need(TOPIC, Op.ALTER, E),), _topics_each(Op.ALTER, _named, _topic_maps)),
     ApiKey.DESCRIBE_CONFIGS: Rule(
-        (Need(TOPIC, Op.DESCRIBE_CONFIGS, E), Need(CLUSTER, Op.DESCRIBE_CONFIGS, R)),
+        (
+            Need(TOPIC, Op.DESCRIBE_CONFIGS, E),
+            Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),
+            Need(GROUP, Op.DESCRIBE_CONFIGS, E),
+        ),
         _describe_configs,
         "the cluster for a broker's own configs, refused in their rows",
     ),
     ApiKey.ALTER_CONFIGS: Rule(
-        (Need(TOPIC, Op.ALTER_CONFIGS, E), Need(CLUSTER, Op.ALTER_CONFIGS, R)),
+        (Need(TOPIC, Op.ALTER_CONFIGS, E), Need(CLUSTER, Op.ALTER_CONFIGS, R), Need(GROUP, Op.ALTER_CONFIGS, E)),
         _alter_configs,
         "the cluster for brokers' dynamic configs, refused in their rows",
     ),

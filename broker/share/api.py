@@ -16,6 +16,7 @@ from broker.share.config import ShareKeys
 from broker.share.coordinator import ShareCoordinator
 from broker.share.fetch_api import ShareFetchApis
 from broker.share.group_api import ShareGroupApis
+from broker.share.group_configs import GroupConfigs
 from broker.share.manager import SharePartitionManager
 from broker.share.offsets_api import ShareOffsetsApis
 from broker.share.persister import ShareStatePersister
@@ -45,9 +46,8 @@ class ShareApis:
         brokers: Callable[[], int],
     ) -> None:
         self.config = config
-        self.groups = ShareGroupApis(
-            group_coordinator, image, config.group_share_session_timeout_ms, config.group_share_heartbeat_interval_ms
-        )
+        configs = GroupConfigs(config, lambda: image().group_configs)
+        self.groups = ShareGroupApis(group_coordinator, image, configs)
         self.coordinator = ShareCoordinator(
             replica_manager,
             config.share_coordinator_state_topic_num_partitions,
@@ -57,12 +57,7 @@ class ShareApis:
         self._brokers = brokers
         persister = ShareStatePersister(broker_id, self.coordinator, image, call, self._create_state_topic)
         self.manager = SharePartitionManager(
-            replica_manager,
-            config.group_share_record_lock_duration_ms,
-            config.group_share_delivery_count_limit,
-            config.group_share_partition_max_record_locks,
-            config.share_auto_offset_reset,
-            persister,
+            replica_manager, configs, config.group_share_partition_max_record_locks, persister
         )
         # A session idle as long as a member's session timeout belongs to a member the coordinator dropped.
         sessions = ShareSessionCache(MAX_SHARE_SESSIONS, config.group_share_session_timeout_ms)

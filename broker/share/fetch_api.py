@@ -61,7 +61,6 @@ class ShareFetchApis:
         self.replica_manager = replica_manager
         self._image = image
         self.sessions = sessions
-        self.lock_timeout = datetime.timedelta(milliseconds=manager.lock_duration_ms)
         self.handlers = {ApiKey.SHARE_FETCH: self.share_fetch, ApiKey.SHARE_ACKNOWLEDGE: self.share_acknowledge}
 
     # --- sessions ------------------------------------------------------------------------------
@@ -109,7 +108,7 @@ class ShareFetchApis:
                     )
         if req.share_session_epoch == FINAL_EPOCH:
             self._close(group_id, member_id)
-            return self._fetch_response(rows)
+            return self._fetch_response(group_id, rows)
         for t in req.topics:
             for p in t.partitions:
                 session.partitions.add((str(t.topic_id), p.partition_index))
@@ -122,7 +121,7 @@ class ShareFetchApis:
             acquired = await self._acquire_all(group_id, member_id, session, names, budget, req.max_bytes, rows)
             remaining = deadline - time.monotonic()
             if acquired or remaining <= 0 or any(r.error_code for r in rows.values()):
-                return self._fetch_response(rows)
+                return self._fetch_response(group_id, rows)
             await self._wait_for_records(session, names, min(remaining, WAKE_CHECK_S))
 
     async def _acquire_all(
@@ -214,12 +213,15 @@ class ShareFetchApis:
                 p.remove_data_waiter(woken)
             woken.cancel()
 
-    def _fetch_response(self, rows: dict[tuple[uuid.UUID, int], PartitionData]) -> ShareFetchResponse:
+    def _lock_timeout(self, group_id: str) -> datetime.timedelta:
+        return datetime.timedelta(milliseconds=self.manager.configs.lock_duration_ms(group_id))
+
+    def _fetch_response(self, group_id: str, rows: dict[tuple[uuid.UUID, int], PartitionData]) -> ShareFetchResponse:
         by_topic: dict[uuid.UUID, list[PartitionData]] = {}
         for (tid, _), row in sorted(rows.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
             by_topic.setdefault(tid, []).append(row)
         return ShareFetchResponse(
-            acquisition_lock_timeout=self.lock_timeout,
+            acquisition_lock_timeout=self._lock_timeout(group_id),
             responses=tuple(
                 ShareFetchableTopicResponse(topic_id=tid, partitions=tuple(ps)) for tid, ps in by_topic.items()
             ),
@@ -285,7 +287,7 @@ class ShareFetchApis:
             topics.append(ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=tuple(parts)))
         if req.share_session_epoch == FINAL_EPOCH:
             self._close(group_id, member_id)
-        return ShareAcknowledgeResponse(acquisition_lock_timeout=self.lock_timeout, responses=tuple(topics))
+        return ShareAcknowledgeResponse(acquisition_lock_timeout=self._lock_timeout(group_id), responses=tuple(topics))
 
 
 def _topic_names(image: "MetadataImage") -> dict[str, str]:

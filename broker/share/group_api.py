@@ -12,6 +12,7 @@ import uuid
 from typing import TYPE_CHECKING, Callable
 
 from broker.network.server import ConnectionContext
+from broker.share.group_configs import GroupConfigs
 from broker.share.membership import ASSIGNOR, ShareGroupMembership
 from net.errors import ErrorCode
 from net.protocol import ApiKey
@@ -44,13 +45,12 @@ class ShareGroupApis:
         self,
         coordinator: "GroupCoordinator",
         image: Callable[[], "MetadataImage"],
-        session_timeout_ms: int,
-        heartbeat_interval_ms: int,
+        configs: GroupConfigs,
     ) -> None:
         self.coordinator = coordinator
         self._image = image
-        self.membership = ShareGroupMembership(session_timeout_ms)
-        self.heartbeat_interval = datetime.timedelta(milliseconds=heartbeat_interval_ms)
+        self.configs = configs  # each group's session timeout and heartbeat interval
+        self.membership = ShareGroupMembership(configs.session_timeout_ms)
         self.handlers = {
             ApiKey.SHARE_GROUP_HEARTBEAT: self.heartbeat,
             ApiKey.SHARE_GROUP_DESCRIBE: self.describe,
@@ -103,7 +103,7 @@ class ShareGroupApis:
             error_message=r.message,
             member_id=req.member_id if not r.error else None,
             member_epoch=r.member_epoch,
-            heartbeat_interval=self.heartbeat_interval,
+            heartbeat_interval=datetime.timedelta(milliseconds=self.configs.heartbeat_interval_ms(req.group_id)),
             assignment=assignment,
         )
 

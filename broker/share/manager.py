@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Protocol
 
+from broker.share.group_configs import GroupConfigs
 from broker.share.partition import SharePartition, StateBatch
 from net.errors import ErrorCode, KafkaLiteError
 
@@ -38,17 +39,13 @@ class SharePartitionManager:
     def __init__(
         self,
         replica_manager: "ReplicaManager",
-        lock_duration_ms: int,
-        delivery_count_limit: int,
+        configs: GroupConfigs,
         max_record_locks: int,
-        auto_offset_reset: str,
         persister: Persister | None = None,
     ) -> None:
         self.replica_manager = replica_manager
-        self.lock_duration_ms = lock_duration_ms
-        self.delivery_count_limit = delivery_count_limit
+        self.configs = configs  # each group's lock duration, delivery count limit and auto offset reset
         self.max_record_locks = max_record_locks
-        self.auto_offset_reset = auto_offset_reset
         self.persister = persister
         self.partitions: dict[Key, SharePartition] = {}
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
@@ -59,6 +56,9 @@ class SharePartitionManager:
         """The share-partition, loaded from the persister on its first use here. The caller checked leadership."""
         sp = self.partitions.get(key)
         if sp is not None:
+            # the group's configs may have changed (IncrementalAlterConfigs on the group): they apply from now on
+            sp.lock_duration_ms = self.configs.lock_duration_ms(key[0])
+            sp.delivery_count_limit = self.configs.delivery_count_limit(key[0])
             return sp
         fut = self._loading.get(key)
         if fut is None:
@@ -67,18 +67,18 @@ class SharePartitionManager:
         return await asyncio.shield(fut)
 
     async def _load(self, key: Key) -> SharePartition:
-        _, topic, partition = key
+        group, topic, partition = key
         p = self.replica_manager.get_partition(topic, partition)
         state = await self.persister.read(key) if self.persister is not None else None
         log_start = p.log.log_start_offset
         if state is None:
-            start = log_start if self.auto_offset_reset == "earliest" else p.high_watermark
-            sp = self._new(start)
+            start = log_start if self.configs.auto_offset_reset(group) == "earliest" else p.high_watermark
+            sp = self._new(group, start)
             sp.state_epoch = 1
             sp.dirty = True  # the start offset chosen now is the group's from now on
         else:
             epoch, start, batches = state
-            sp = self._new(start)
+            sp = self._new(group, start)
             sp.restore(start, batches)
             # A new leader's epoch: the coordinator refuses the old leader's writes from now on.
             sp.state_epoch = epoch + 1
@@ -93,8 +93,9 @@ class SharePartitionManager:
                 raise
         return sp
 
-    def _new(self, start: int) -> SharePartition:
-        return SharePartition(start, self.lock_duration_ms, self.delivery_count_limit, self.max_record_locks)
+    def _new(self, group: str, start: int) -> SharePartition:
+        c = self.configs
+        return SharePartition(start, c.lock_duration_ms(group), c.delivery_count_limit(group), self.max_record_locks)
 
     def written(self, key: Key) -> "asyncio.Future[None]":
         """Write the share-partition's state if it changed. The future is done once the state as of this call is

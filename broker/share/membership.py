@@ -15,6 +15,7 @@ does not depend on it (it lives with the partitions).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from net.errors import ErrorCode
 
@@ -57,8 +58,9 @@ class HeartbeatResult:
 class ShareGroupMembership:
     """Every share group this coordinator knows, by group id."""
 
-    def __init__(self, session_timeout_ms: int) -> None:
-        self.session_timeout_ms = session_timeout_ms
+    def __init__(self, session_timeout_ms: int | Callable[[str], int]) -> None:
+        # one timeout for all groups, or each group's own (its share.session.timeout.ms)
+        self.session_timeout_of = session_timeout_ms if callable(session_timeout_ms) else lambda _g: session_timeout_ms
         self.groups: dict[str, ShareGroup] = {}
 
     def heartbeat(
@@ -119,8 +121,9 @@ class ShareGroupMembership:
         """Members whose session timed out are removed; returns them as (group, member)."""
         gone: list[tuple[str, str]] = []
         for group in self.groups.values():
+            timeout = self.session_timeout_of(group.group_id)
             for m in list(group.members.values()):
-                if now_ms - m.last_heartbeat_ms > self.session_timeout_ms:
+                if now_ms - m.last_heartbeat_ms > timeout:
                     del group.members[m.member_id]
                     group.epoch += 1
                     gone.append((group.group_id, m.member_id))

@@ -310,6 +310,7 @@ def test_members_keep_consuming_through_a_sigkill_of_the_group_coordinator(clust
         _produce(cluster, topic, [f"a{i}".encode() for i in range(10)], 2)
         before = _drain(c, 10)
         assert len(before) == 10
+        c.commit_sync(10)  # the last poll's implicit acknowledgements, durable before the kill
         victim = _group_coordinator(cluster, group)
         cluster.kill(victim)
         try:
@@ -322,5 +323,55 @@ def test_members_keep_consuming_through_a_sigkill_of_the_group_coordinator(clust
         finally:
             cluster.restart(victim)
             cluster.wait_all_registered()
+    finally:
+        c.close()
+
+
+def test_a_group_config_set_by_incremental_alter_configs_applies_to_that_group_only(cluster):
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    topic = _topic(cluster, 1)
+    group = f"g-{topic}"
+    _produce(cluster, topic, [f"old{i}".encode() for i in range(5)], 1)
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap()})
+    res = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "latest", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(15)
+    described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
+    (configs,) = [f.result(15) for f in described.values()]
+    assert configs["share.auto.offset.reset"].value == "latest"
+    assert configs["share.record.lock.duration.ms"].value == str(LOCK_MS)  # the broker's, not overridden
+    bad = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry("share.delivery.count.limit", "99", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(Exception, match="INVALID_CONFIG|not in"):
+        for f in admin.incremental_alter_configs([bad]).values():
+            f.result(15)
+
+    c = _consumer(cluster, group, topic)
+    try:
+        # the group starts at the end (its own config), though the brokers' default is earliest
+        boot = ["--bootstrap-server", cluster.bootstrap()]
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            assert _poll(c, 0.3) == []
+            out = run("share_groups", *boot, "--describe", "--group", group).stdout
+            if any(ln.split()[:4] == [group, topic, "0", "5"] for ln in out.splitlines()):
+                break
+        else:
+            raise AssertionError("the share-partition never started at offset 5")
+        new = [f"new{i}".encode() for i in range(5)]
+        _produce(cluster, topic, new, 1)
+        assert sorted(_drain(c, 5)) == sorted(new)
     finally:
         c.close()

@@ -56,7 +56,8 @@ from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
-from net.schema.read_share_group_state import ReadShareGroupStateRequest
+from net.schema.read_share_group_state import PartitionData as ReadStatePartition
+from net.schema.read_share_group_state import ReadShareGroupStateRequest, ReadStateData
 from net.schema.share_acknowledge import AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest
 from net.schema.share_fetch import FetchPartition as ShareFetchPartition
 from net.schema.share_fetch import FetchTopic as ShareFetchTopic
@@ -68,7 +69,8 @@ from net.schema.txn_offset_commit import (
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
-from net.schema.write_share_group_state import WriteShareGroupStateRequest
+from net.schema.write_share_group_state import PartitionData as WriteStatePartition
+from net.schema.write_share_group_state import WriteShareGroupStateRequest, WriteStateData
 from net.schema.write_txn_markers import WriteTxnMarkersRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,8 +210,12 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.DESCRIBE_CONFIGS: [
         ({"topics": ["secret-topic"]}, ("results", TOPIC_DENIED)),
         ({"brokers": ["1"]}, ("brokers", CLUSTER_DENIED)),
+        ({"groups": ["victim-group"]}, ("groups", GROUP_DENIED)),
     ],
-    ApiKey.ALTER_CONFIGS: [({"topics": [["secret-topic", {"retention.ms": "1"}]]}, ("topics", TOPIC_DENIED))],
+    ApiKey.ALTER_CONFIGS: [
+        ({"topics": [["secret-topic", {"retention.ms": "1"}]]}, ("topics", TOPIC_DENIED)),
+        ({"groups": [["victim-group", {"share.auto.offset.reset": "earliest"}]]}, ("groups", GROUP_DENIED)),
+    ],
     ApiKey.INIT_PRODUCER_ID: [
         (InitProducerIdRequest(), ("whole", CLUSTER_DENIED)),
         (InitProducerIdRequest(transactional_id="victim-txn"), ("whole", TXN_DENIED)),
@@ -255,8 +261,24 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.SHARE_GROUP_HEARTBEAT: [
         (ShareGroupHeartbeatRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED))
     ],
-    ApiKey.READ_SHARE_GROUP_STATE: [(ReadShareGroupStateRequest(group_id="victim-group"), ("whole", CLUSTER_DENIED))],
-    ApiKey.WRITE_SHARE_GROUP_STATE: [(WriteShareGroupStateRequest(group_id="victim-group"), ("whole", CLUSTER_DENIED))],
+    ApiKey.READ_SHARE_GROUP_STATE: [  # brokers only: every partition asked refused in the api's own rows
+        (
+            ReadShareGroupStateRequest(
+                group_id="victim-group",
+                topics=(ReadStateData(topic_id=SECRET_TOPIC_ID, partitions=(ReadStatePartition(),)),),
+            ),
+            ("whole", CLUSTER_DENIED),
+        )
+    ],
+    ApiKey.WRITE_SHARE_GROUP_STATE: [
+        (
+            WriteShareGroupStateRequest(
+                group_id="victim-group",
+                topics=(WriteStateData(topic_id=SECRET_TOPIC_ID, partitions=(WriteStatePartition(),)),),
+            ),
+            ("whole", CLUSTER_DENIED),
+        )
+    ],
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [
         (
             DescribeShareGroupOffsetsRequest(groups=(DescribeShareGroupOffsetsRequestGroup(group_id="victim-group"),)),

@@ -248,9 +248,7 @@ class ListGroups(Adapter):
         groups = [
             {"group_id": row[0], "protocol_type": row[1], "group_state": row[2], "group_type": gtype}
             for row in native.get("groups") or []
-            if (gtype := row[3])
-            and (not states or row[2] in states)
-            and (not types or gtype in types)
+            if (gtype := row[3]) and (not states or row[2] in states) and (not types or gtype in types)
         ]
         return {"error_code": native.get("error_code", 0), "groups": groups}
 
