@@ -111,10 +111,10 @@ class ShareFetchApis:
             return self._fetch_response(group_id, rows)
         for t in req.topics:
             for p in t.partitions:
-                session.partitions.add((str(t.topic_id), p.partition_index))
+                session.partitions.add((str(t.topic_id or uuid.UUID(int=0)), p.partition_index))
         for f in req.forgotten_topics_data:
             for i in f.partitions:
-                session.partitions.discard((str(f.topic_id), i))
+                session.partitions.discard((str(f.topic_id or uuid.UUID(int=0)), i))
         deadline = time.monotonic() + req.max_wait.total_seconds()
         budget = req.max_records if req.max_records > 0 else 500
         while True:

@@ -141,6 +141,11 @@ class SharePartition:
         change: a record not acquired by this member is INVALID_RECORD_STATE (Kafka's rule), nothing changed."""
         if last < first or (len(types) != 1 and len(types) != last - first + 1):
             raise AcknowledgeError(ErrorCode.INVALID_REQUEST, "acknowledge types do not match the offsets")
+        if first < self.start_offset or last >= self.end_offset:  # checked first: a range is never walked blindly
+            raise AcknowledgeError(
+                ErrorCode.INVALID_RECORD_STATE,
+                f"offsets {first}-{last} are not in flight ({self.start_offset}-{self.end_offset - 1})",
+            )
         kinds = []
         for i, o in enumerate(range(first, last + 1)):
             t = types[0] if len(types) == 1 else types[i]

@@ -189,3 +189,13 @@ def test_share_snapshot_records_round_trip_and_the_latest_per_key_wins():
     # Kafka's key string decides the coordinator: the same in every process, spread over the partitions
     assert partition_for(key, 50) == zlib.crc32(f"g:{key[1]}:3".encode()) % 50
     assert len({partition_for(("g", "t", p), 50) for p in range(100)}) > 20
+
+
+def test_an_acknowledgement_outside_the_records_in_flight_is_refused_at_once():
+    p = sp(10)
+    p.acquire("m1", [10, 11], 12, 100, now_ms=0)
+    for first, last in [(0, 2**62), (9, 11), (11, 12), (2**62, 2**62)]:
+        with pytest.raises(AcknowledgeError) as e:
+            p.acknowledge("m1", first, last, [AckType.ACCEPT], now_ms=1)  # a range of 2**62 is not walked
+        assert e.value.code == ErrorCode.INVALID_RECORD_STATE
+    assert p.acquired_count() == 2
