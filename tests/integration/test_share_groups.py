@@ -327,6 +327,17 @@ def test_members_keep_consuming_through_a_sigkill_of_the_group_coordinator(clust
         c.close()
 
 
+def _set_group_config(cluster: ClusterHarness, group: str, name: str, value: str) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap()})
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    for f in admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])]
+    ).values():
+        f.result(15)
+
+
 def test_a_group_config_set_by_incremental_alter_configs_applies_to_that_group_only(cluster):
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -375,3 +386,68 @@ def test_a_group_config_set_by_incremental_alter_configs_applies_to_that_group_o
         assert sorted(_drain(c, 5)) == sorted(new)
     finally:
         c.close()
+
+
+def test_our_share_consumer_shares_a_group_with_confluent_kafkas(cluster):
+    from client import ShareConsumer as OurShareConsumer
+
+    topic = _topic(cluster, 2)
+    group = f"g-{topic}"
+    values = [f"o{i}".encode() for i in range(40)]
+    _produce(cluster, topic, values, 2)
+    theirs = _consumer(cluster, group, topic, **{"max.poll.records": "5"})
+    ours = OurShareConsumer(cluster.bootstrap(), group, max_poll_records=5)
+    ours.subscribe([topic])
+    got: dict[str, list[bytes]] = {"theirs": [], "ours": []}
+    try:
+        end = time.monotonic() + 60
+        while len(got["theirs"]) + len(got["ours"]) < len(values) and time.monotonic() < end:
+            got["theirs"] += [m.value() for m in _poll(theirs, 0.2)]
+            got["ours"] += [r.value for r in ours.poll(200)]
+        for _ in range(3):  # anything delivered twice would come now
+            got["theirs"] += [m.value() for m in _poll(theirs, 0.2)]
+            got["ours"] += [r.value for r in ours.poll(200)]
+    finally:
+        ours.close()
+        theirs.close()
+    counts = Counter(got["theirs"] + got["ours"])
+    assert set(counts) == set(values) and max(counts.values()) == 1
+    assert got["theirs"] and got["ours"], {k: len(v) for k, v in got.items()}
+
+
+def test_our_share_consumer_rejects_releases_and_its_records_return_when_it_closes(cluster):
+    from client import ShareConsumer as OurShareConsumer
+
+    topic = _topic(cluster, 1)
+    group = f"g-{topic}"
+    values = [f"e{i}".encode() for i in range(6)]
+    _produce(cluster, topic, values, 1)
+    _set_group_config(cluster, group, "share.record.lock.duration.ms", "60000")  # a lock cannot be what frees them
+    first = OurShareConsumer(cluster.bootstrap(), group, acknowledgement_mode="explicit")
+    first.subscribe([topic])
+    try:
+        held: list = []
+        end = time.monotonic() + 30
+        while len(held) < len(values) and time.monotonic() < end:
+            held += first.poll(300)
+        assert sorted(r.value for r in held) == sorted(values)
+        by_value = {r.value: r for r in held}
+        first.acknowledge(by_value[b"e0"], 3)  # REJECT: never again
+        first.acknowledge(by_value[b"e1"], 1)  # ACCEPT
+        first.acknowledge(by_value[b"e2"], 2)  # RELEASE: redelivered
+        first.commit()
+    finally:
+        first.close()  # e3-e5 acquired, never acknowledged: released by the closing share session, not by a lock
+    second = OurShareConsumer(cluster.bootstrap(), group)
+    second.subscribe([topic])
+    try:
+        t0 = time.monotonic()
+        again: list = []
+        end = time.monotonic() + 30
+        while len(again) < 4 and time.monotonic() < end:
+            again += second.poll(300)
+        assert sorted(r.value for r in again) == [b"e2", b"e3", b"e4", b"e5"]
+        assert time.monotonic() - t0 < 30
+        assert second.poll(1000) == []  # e0 rejected, e1 accepted: nothing more
+    finally:
+        second.close()
