@@ -125,7 +125,18 @@ class SharePartitionManager:
                 start, batches = sp.snapshot()
                 try:
                     await self.persister.write(key, sp.state_epoch, start, batches)
-                except Exception as e:  # the next change (or tick) writes again
+                except KafkaLiteError as e:
+                    if e.code == ErrorCode.FENCED_STATE_EPOCH:
+                        # Another leader has written since this state was read: ours is stale. Forget it; the
+                        # next request here reads the group's state again.
+                        log.info("share state of %s is another leader's now: reloading on next use", key)
+                        self.partitions.pop(key, None)
+                    else:  # the next change (or tick) writes again
+                        log.warning("share state of %s not written: %s", key, e)
+                        sp.dirty = True
+                    _finish(waiters, e)
+                    continue
+                except Exception as e:  # a connection that broke: the next change (or tick) writes again
                     log.warning("share state of %s not written: %s", key, e)
                     sp.dirty = True
                     _finish(waiters, e)
