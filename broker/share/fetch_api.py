@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from broker.controller import MetadataImage
     from broker.replica_manager import ReplicaManager
 
-WAKE_CHECK_S = 0.25  # how often a waiting ShareFetch looks again for records whose locks ran out meanwhile
+WAKE_CHECK_S = 0.25
+MAX_WAIT_S = 60.0  # how often a waiting ShareFetch looks again for records whose locks ran out meanwhile
 
 
 def now_ms() -> int:
@@ -115,7 +116,8 @@ class ShareFetchApis:
         for f in req.forgotten_topics_data:
             for i in f.partitions:
                 session.partitions.discard((str(f.topic_id or uuid.UUID(int=0)), i))
-        deadline = time.monotonic() + req.max_wait.total_seconds()
+        # as Fetch's (broker/api.py MAX_FETCH_WAIT_MS): a forged max_wait of days does not hold a request that long
+        deadline = time.monotonic() + min(req.max_wait.total_seconds(), MAX_WAIT_S)
         budget = req.max_records if req.max_records > 0 else 500
         while True:
             acquired = await self._acquire_all(group_id, member_id, session, names, budget, req.max_bytes, rows)

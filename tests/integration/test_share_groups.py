@@ -451,3 +451,66 @@ def test_our_share_consumer_rejects_releases_and_its_records_return_when_it_clos
         assert second.poll(1000) == []  # e0 rejected, e1 accepted: nothing more
     finally:
         second.close()
+
+
+def test_forged_share_requests_get_their_errors_at_once(cluster):
+    """Bad input on the native listener: each answered with Kafka's error, quickly, and nothing stalls."""
+    import asyncio
+    import datetime
+
+    from net.connection import BrokerConnection
+    from net.errors import ErrorCode, KafkaLiteError
+    from net.schema.share_acknowledge import ShareAcknowledgeRequest
+    from net.schema.share_fetch import AcknowledgementBatch, FetchPartition, FetchTopic, ShareFetchRequest
+    from net.schema.share_group_heartbeat import ShareGroupHeartbeatRequest
+
+    topic = _topic(cluster, 1)
+    _produce(cluster, topic, [b"x"] * 3, 1)
+    leader = cluster.describe(topic)[0].leader
+
+    async def go() -> None:
+        from client.cluster import KafkaLiteClient
+        from client.transactions import KEY_TYPE_GROUP, find_coordinator
+
+        kc = KafkaLiteClient(cluster.bootstrap(), "forger", 10000, 60000)
+        await kc.refresh_metadata([topic])
+        tid = uuid.UUID(kc.metadata.topics[topic].topic_id)
+        conn = BrokerConnection(cluster[leader].host, cluster[leader].port, "forger")
+        await conn.connect(timeout=10)
+        try:
+            huge = (AcknowledgementBatch(first_offset=0, last_offset=2**62, acknowledge_types=(1,)),)
+            part = FetchPartition(partition_index=0, acknowledgement_batches=huge)
+            base = dict(group_id=f"forged-{topic}", member_id="m", max_wait=datetime.timedelta(0), max_records=10)
+            t0 = time.monotonic()
+            a = await conn.call(ShareAcknowledgeRequest(group_id="g", member_id="m", share_session_epoch=5), 10)
+            assert a.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+            a = await conn.call(ShareFetchRequest(**base, topics=(FetchTopic(topic_id=tid, partitions=(part,)),)), 10)
+            assert a.error_code == ErrorCode.INVALID_REQUEST  # acknowledgements in a session's first request
+            opened = FetchTopic(topic_id=tid, partitions=(FetchPartition(partition_index=0),))
+            a = await conn.call(ShareFetchRequest(**base, topics=(opened,)), 10)
+            assert a.error_code == 0
+            a = await conn.call(
+                ShareFetchRequest(
+                    **base, share_session_epoch=1, topics=(FetchTopic(topic_id=tid, partitions=(part,)),)
+                ),
+                10,
+            )
+            (row,) = a.responses[0].partitions
+            assert row.acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE  # 2**62 offsets: refused, not walked
+            coordinator = None
+            for _ in range(100):  # __consumer_offsets is made on the first FindCoordinator
+                try:
+                    coordinator = await find_coordinator(kc, f"forged-{topic}", KEY_TYPE_GROUP)
+                    break
+                except KafkaLiteError:
+                    await asyncio.sleep(0.2)
+            assert coordinator is not None
+            hb = ShareGroupHeartbeatRequest(group_id=f"forged-{topic}", member_id="m", member_epoch=7)
+            a = await (await kc.coordinator_connection(coordinator)).call(hb, 10)
+            assert a.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+            assert time.monotonic() - t0 < 10
+        finally:
+            conn.close()
+            await kc.close()
+
+    asyncio.run(go())
