@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from broker.authorization import Authorization
 from broker.cluster_apis import ClusterApis
-from broker.config_describe import LIST_KEYS, broker_entries, default_broker_entries, topic_entries
+from broker.config_describe import LIST_KEYS, broker_entries, default_broker_entries, group_entries, topic_entries
 from broker.controller_channel import unwrap
 from broker.describe_topic_partitions import DescribeTopicPartitionsApi
 from broker.dynamic_config import DEFAULT_BROKER, altered, broker_resource
@@ -41,6 +41,7 @@ from broker.request_ranges import check_request
 from broker.security.listeners import WIRES, metadata_listener
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security_api import SecurityApis
+from broker.share.group_configs import altered as altered_group_configs
 from broker.transaction.verification import NO_GUARDS, FirstBatch
 from net.errors import (
     ErrorCode,
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from broker.controller_service import ControllerService
     from broker.log.config import LogConfig
     from broker.metrics import BrokerMetrics
+    from broker.share.api import ShareApis
     from broker.transaction.api import TransactionApis
     from election.coordination import Coordination
 
@@ -83,6 +85,8 @@ BROKER_APIS = frozenset(
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.UPDATE_METADATA,
         ApiKey.ENVELOPE,
+        ApiKey.READ_SHARE_GROUP_STATE,
+        ApiKey.WRITE_SHARE_GROUP_STATE,
     }
 )
 # The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);
@@ -188,6 +192,7 @@ class KafkaApis:
         metrics_port: int = -1,
         heartbeat_port: int = -1,
         inter_broker_port: int = -1,
+        share: "ShareApis | None" = None,
     ) -> None:
         self.config = config
         # This broker's inter-broker listener (INTER_BROKER_LISTENER), named to peers in ApiVersions.
@@ -245,6 +250,7 @@ class KafkaApis:
             **cluster.handlers,
             **topic_partitions.handlers,
             **transactions.handlers,
+            **(share.handlers if share is not None else {}),
         }
         self.transactions = transactions
         # Native v0 of these apis was another api's map (broker/network/native_legacy.py MAP_FORM_APIS).
@@ -774,24 +780,51 @@ class KafkaApis:
                 continue
             entries = broker_entries(self.config, self.image.broker_configs)
             brokers.append([bid, 0, None, {e.name: e.to_wire() for e in entries}])
-        return {"results": results, "brokers": brokers}
+        groups = []
+        for gid in as_list(body.get("groups") or [], "groups"):
+            entries = group_entries(self.config, self.image.group_configs.get(str(gid), {}))
+            groups.append([gid, 0, None, {e.name: e.to_wire() for e in entries}])
+        return {"results": results, "brokers": brokers, **({"groups": groups} if "groups" in body else {})}
 
     def handle_alter_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         """ "topics": [[topic, changes], ...], and "brokers": [[broker id or "" (the cluster default), changes],
         ...], a broker's dynamic configs (broker/dynamic_config.py)."""
         entries = as_list(body.get("topics") or [], "topics")
         broker_changes = as_list(body.get("brokers") or [], "brokers")
-        for entry in entries + broker_changes:
+        group_changes = as_list(body.get("groups") or [], "groups")
+        for entry in entries + broker_changes + group_changes:
             if not isinstance(entry, list) or len(entry) != 2:
-                raise BadRequest("each alter entry must be [topic or broker, {config: value or nil}]")
+                raise BadRequest("each alter entry must be [topic, broker or group, {config: value or nil}]")
         validate_only, replace = bool(body.get("validate_only", False)), body.get("replace") is True
 
         async def alter() -> dict[str, Any]:
             answer = await self._alter_configs(entries, validate_only, replace)
             answer["brokers"] = await self._alter_broker_configs(broker_changes, validate_only, replace)
+            if "groups" in body:  # the rows of groups refused by the authorization join these
+                answer["groups"] = await self._alter_group_configs(group_changes, validate_only, replace)
             return answer
 
         return self.channel.serve_or_forward(ApiKey.ALTER_CONFIGS, body, alter)
+
+    async def _alter_group_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> list[Any]:
+        """Groups' own configs (resource type GROUP: share.auto.offset.reset and the other share group configs,
+        broker/share/group_configs.py), written to the metadata log; any group id, existing or not, as Kafka."""
+        results = []
+        for name, changes in entries:
+            try:
+                if not isinstance(name, str) or not name:
+                    raise InvalidConfigError("a group config needs a group id")
+                if not isinstance(changes, dict):
+                    raise InvalidConfigError("configs must be a map of name to value")
+                current = {} if replace else self.image.group_configs.get(name, {})
+                configs = altered_group_configs(current, changes)
+                self.controller.check_active()
+                if not validate_only and configs != self.image.group_configs.get(name, {}):
+                    await self.controller.set_group_configs(name, configs)
+                results.append([name, 0, None])
+            except Exception as e:
+                results.append([name, *error_code_of(e)])
+        return results
 
     async def _alter_broker_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> list[Any]:
         """Each broker resource's dynamic configs, changed as the topics' are (with "replace": the given keys

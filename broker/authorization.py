@@ -55,13 +55,24 @@ from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecord
 from net.schema.describe_producers import PartitionResponse
 from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
 from net.schema.describe_producers import TopicResponse as DescribeProducersTopicResponse
+from net.schema.describe_share_group_offsets import DescribeShareGroupOffsetsResponseGroup
 from net.schema.describe_topic_partitions import DescribeTopicPartitionsResponseTopic
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
 from net.schema.describe_transactions import TransactionState as DescribedTxnState
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.list_offsets import ListOffsetsTopicResponse
+from net.schema.messages import MESSAGES
 from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
+from net.schema.read_share_group_state import PartitionResult as ReadPartitionResult
+from net.schema.read_share_group_state import ReadStateResult
+from net.schema.share_acknowledge import PartitionData as ShareAckPartition
+from net.schema.share_acknowledge import ShareAcknowledgeTopicResponse
+from net.schema.share_fetch import PartitionData as ShareFetchPartition
+from net.schema.share_fetch import ShareFetchableTopicResponse
+from net.schema.share_group_describe import DescribedGroup as DescribedShareGroup
 from net.schema.txn_offset_commit import TxnOffsetCommitResponseTopic
+from net.schema.write_share_group_state import PartitionResult as WritePartitionResult
+from net.schema.write_share_group_state import WriteStateResult
 from net.schema.write_txn_markers import (
     WritableTxnMarkerPartitionResult,
     WritableTxnMarkerResult,
@@ -305,11 +316,6 @@ def _group(op: AclOperation) -> Callable[[Authorization, dict[str, Any], Connect
     return decide
 
 
-def _consumer_group_heartbeat(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
-    """READ on the group (a typed ConsumerGroupHeartbeat)."""
-    return a.whole_group(Op.READ, req.group_id, ctx, {}) or Decision(req)
-
-
 def _consumer_group_describe(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
     """DESCRIBE on each group; the others answered GROUP_AUTHORIZATION_FAILED in their rows. Asked for, each
     described group gets the operations the principal may do on it."""
@@ -334,6 +340,116 @@ def _consumer_group_describe(a: Authorization, req: Any, ctx: ConnectionContext)
 
     kept = tuple(g for g in req.group_ids if g not in denied)
     return Decision(replace(req, group_ids=kept), finish)
+
+
+def _typed_group(op: AclOperation) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """A typed request about one group (`group_id`): the consumer and share group heartbeats (KIP-848, KIP-932)."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        return a.whole_group(op, req.group_id or "", ctx, {}) or Decision(req)
+
+    return decide
+
+
+def _share_topics(row: Callable[[Any, int], Any]) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """ShareFetch / ShareAcknowledge: READ on the group, and READ on each topic (named by id; an id of no topic
+    is the handler's UNKNOWN_TOPIC_ID); a refused topic is left out and answered by `row(topic, code)`."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        refused_group = a.whole_group(Op.READ, req.group_id or "", ctx, {})
+        if refused_group is not None:
+            return refused_group
+        names = {t.topic_id: name for name, t in a.authz.image.topics.items()}
+        kept: list[Any] = []
+        refused: list[Any] = []
+        for t in req.topics:
+            name = names.get(t.topic_id.hex if t.topic_id is not None else "")
+            (refused if name is not None and not a.authz.topic(ctx, Op.READ, name) else kept).append(t)
+        if not refused:
+            return Decision(req)
+        rows = tuple(row(t, TOPIC_DENIED) for t in refused)
+
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict):
+                answer.responses = answer.responses + rows
+            return answer
+
+        return Decision(replace(req, topics=tuple(kept)), finish)
+
+    return decide
+
+
+def _share_fetch_denied(t: Any, code: int) -> Any:
+    return ShareFetchableTopicResponse(
+        topic_id=t.topic_id,
+        partitions=tuple(ShareFetchPartition(partition_index=p.partition_index, error_code=code) for p in t.partitions),
+    )
+
+
+def _share_ack_denied(t: Any, code: int) -> Any:
+    return ShareAcknowledgeTopicResponse(
+        topic_id=t.topic_id,
+        partitions=tuple(ShareAckPartition(partition_index=p.partition_index, error_code=code) for p in t.partitions),
+    )
+
+
+def _share_state(result: Callable[..., Any], row: Callable[..., Any]) -> Callable[..., Decision]:
+    """Read/WriteShareGroupState: brokers only (CLUSTER_ACTION); refused, each partition asked is answered
+    CLUSTER_AUTHORIZATION_FAILED in the api's own rows (its answer has no request-level code)."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        if a.broker(ctx):
+            return Decision(req)
+        rows = tuple(
+            result(
+                topic_id=t.topic_id,
+                partitions=tuple(row(partition=p.partition, error_code=CLUSTER_DENIED) for p in t.partitions),
+            )
+            for t in req.topics
+        )
+        answer = MESSAGES[ApiKey(req.API_KEY)][1](results=rows)
+        return Decision({}, refused=True, answer=answer)
+
+    return decide
+
+
+def _share_group_offsets(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DescribeShareGroupOffsets: DESCRIBE on each group (the others answered GROUP_AUTHORIZATION_FAILED), and only
+    the topics it may DESCRIBE are answered (Kafka leaves the others out)."""
+    denied = [g for g in req.groups if not a.authz.group(ctx, Op.DESCRIBE, g.group_id)]
+    rows = tuple(
+        DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        )
+        for g in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            for g in answer.groups:
+                g.topics = tuple(t for t in g.topics if a.authz.topic(ctx, Op.DESCRIBE, t.topic_name))
+            answer.groups = answer.groups + rows
+        return answer
+
+    return Decision(replace(req, groups=tuple(g for g in req.groups if g not in denied)), finish)
+
+
+def _share_group_describe(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on each group; the others answered GROUP_AUTHORIZATION_FAILED."""
+    denied = [g for g in req.group_ids if not a.authz.group(ctx, Op.DESCRIBE, g)]
+    if not denied:
+        return Decision(req)
+    rows = tuple(
+        DescribedShareGroup(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=g, group_state="Dead")
+        for g in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.groups = answer.groups + rows
+        return answer
+
+    return Decision(replace(req, group_ids=tuple(g for g in req.group_ids if g not in denied)), finish)
 
 
 def _produce(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
@@ -711,7 +827,8 @@ def _alter_entries(body: dict[str, Any]) -> None:
 
 
 def _alter_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """Topics: ALTER_CONFIGS on each; brokers' dynamic configs: ALTER_CONFIGS on the cluster, as Kafka's."""
+    """Topics: ALTER_CONFIGS on each; brokers' dynamic configs: ALTER_CONFIGS on the cluster; groups: ALTER_CONFIGS
+    on each, as Kafka's."""
     body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
     topics = _topics_each(Op.ALTER_CONFIGS, _first, _alter_entries)(a, body, ctx)
     cluster_ok = a.authz.cluster(ctx, Op.ALTER_CONFIGS) if body["brokers"] else True
@@ -725,7 +842,19 @@ def _alter_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContex
         Op.ALTER_CONFIGS,
         ctx,
     )
-    return Decision(brokers.body, _then(topics.finish, brokers.finish))
+    groups = _groups_configs(a, brokers.body, ctx, Op.ALTER_CONFIGS, lambda g, msg: [g, GROUP_DENIED, msg])
+    return Decision(groups.body, _then(_then(topics.finish, brokers.finish), groups.finish))
+
+
+def _groups_configs(
+    a: Authorization, body: dict[str, Any], ctx: ConnectionContext, op: AclOperation, row: Callable[[Any, str], Any]
+) -> Decision:
+    """A config request's `groups` (resource type GROUP): `op` on each group, as Kafka's."""
+    if not body.get("groups"):
+        return Decision(body)
+    name = _first if op == Op.ALTER_CONFIGS else (lambda g: g)  # [group, changes] or a group id
+    allowed = lambda g: isinstance(g, str) and a.authz.group(ctx, op, g)  # noqa: E731
+    return a.per_item(body, "groups", name, allowed, row, lambda g: f"group {g}", op, ctx)
 
 
 def _topics_each(
@@ -748,7 +877,8 @@ def _topics_each(
 
 
 def _describe_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """Topics: DESCRIBE_CONFIGS on each; a broker's own configs: DESCRIBE_CONFIGS on the cluster."""
+    """Topics: DESCRIBE_CONFIGS on each; a broker's own configs: DESCRIBE_CONFIGS on the cluster; groups:
+    DESCRIBE_CONFIGS on each."""
     body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
     op = Op.DESCRIBE_CONFIGS
     topics = a.per_item(
@@ -773,7 +903,8 @@ def _describe_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionCon
         op,
         ctx,
     )
-    return Decision(brokers.body, _then(topics.finish, brokers.finish))
+    groups = _groups_configs(a, brokers.body, ctx, op, lambda g, msg: [g, GROUP_DENIED, msg, {}])
+    return Decision(groups.body, _then(_then(topics.finish, brokers.finish), groups.finish))
 
 
 def _find_coordinator(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
@@ -969,10 +1100,29 @@ RULES: dict[ApiKey, Rule] = {
         (Need(GROUP, Op.DESCRIBE, E), Need(TXN, Op.DESCRIBE, E)), _find_coordinator, "each key of a batched request"
     ),
     ApiKey.JOIN_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.READ_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(ReadStateResult, ReadPartitionResult), "brokers only"
+    ),
+    ApiKey.WRITE_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(WriteStateResult, WritePartitionResult), "brokers only"
+    ),
+    ApiKey.SHARE_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Rule(
+        (Need(GROUP, Op.DESCRIBE, E), Need(TOPIC, Op.DESCRIBE, E)),
+        _share_group_offsets,
+        "topics it may not describe are left out",
+    ),
+    ApiKey.SHARE_GROUP_DESCRIBE: Rule((Need(GROUP, Op.DESCRIBE, E),), _share_group_describe),
+    ApiKey.SHARE_FETCH: Rule(
+        (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _share_topics(_share_fetch_denied), "topics by id"
+    ),
+    ApiKey.SHARE_ACKNOWLEDGE: Rule(
+        (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _share_topics(_share_ack_denied), "topics by id"
+    ),
     ApiKey.HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
     ApiKey.LEAVE_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
     ApiKey.SYNC_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _consumer_group_heartbeat),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
     ApiKey.CONSUMER_GROUP_DESCRIBE: Rule(
         (Need(GROUP, Op.DESCRIBE, E),), _consumer_group_describe, "those not allowed answered in their rows"
     ),
@@ -1006,12 +1156,16 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.DELETE_TOPICS: Rule((Need(TOPIC, Op.DELETE, E),), _topics_each(Op.DELETE, _itself)),
     ApiKey.CREATE_PARTITIONS: Rule((Need(TOPIC, Op.ALTER, E),), _topics_each(Op.ALTER, _named, _topic_maps)),
     ApiKey.DESCRIBE_CONFIGS: Rule(
-        (Need(TOPIC, Op.DESCRIBE_CONFIGS, E), Need(CLUSTER, Op.DESCRIBE_CONFIGS, R)),
+        (
+            Need(TOPIC, Op.DESCRIBE_CONFIGS, E),
+            Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),
+            Need(GROUP, Op.DESCRIBE_CONFIGS, E),
+        ),
         _describe_configs,
         "the cluster for a broker's own configs, refused in their rows",
     ),
     ApiKey.ALTER_CONFIGS: Rule(
-        (Need(TOPIC, Op.ALTER_CONFIGS, E), Need(CLUSTER, Op.ALTER_CONFIGS, R)),
+        (Need(TOPIC, Op.ALTER_CONFIGS, E), Need(CLUSTER, Op.ALTER_CONFIGS, R), Need(GROUP, Op.ALTER_CONFIGS, E)),
         _alter_configs,
         "the cluster for brokers' dynamic configs, refused in their rows",
     ),

@@ -27,6 +27,7 @@ from broker.security.listeners import (
     parse_endpoints,
     parse_map,
 )
+from broker.share.config import ShareKeys
 from net.config_def import LONG_MAX, Bool, ConfigDef, Int, KeyDoc, Str, choice, key
 from net.errors import InvalidConfigError
 from net.security import uses_sasl
@@ -127,7 +128,7 @@ def optional_port(name: str, what: str) -> Any:
     return key(name, -1, f"Port of {what}; -1 (default): none; 0: any free port.", ge=-1, le=65535)
 
 
-class BrokerConfig(SecurityKeys):
+class BrokerConfig(ShareKeys, SecurityKeys):
     # Not frozen: a broker started on port 0 records the port it was given (BrokerServer.start).
     model_config = ConfigDict(**ConfigDef.model_config | {"frozen": False, "validate_assignment": True})
     FAMILY: ClassVar[str] = "broker"

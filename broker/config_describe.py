@@ -20,6 +20,7 @@ from typing import Any
 from broker.config import TOPIC_DEFAULT_KEYS, TOPIC_SYNONYMS, BrokerConfig
 from broker.dynamic_config import DEFAULT_BROKER, DYNAMIC_BROKER_KEYS
 from broker.log.config import LogConfig
+from broker.share.group_configs import GROUP_KEYS
 from net.config_def import KeyDoc
 
 
@@ -32,6 +33,7 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_GROUP_CONFIG = 8  # KIP-848 / KIP-932: a group's own config
 
 
 class ConfigType(IntEnum):
@@ -217,3 +219,21 @@ def _listener_keys(config: BrokerConfig) -> dict[str, tuple[str, str]]:
 
 # The topic configs of Kafka's list type: the only ones IncrementalAlterConfigs may APPEND to or SUBTRACT from.
 LIST_KEYS = frozenset(d.name for d in LogConfig.describe_keys() if d.type == "list")
+
+
+def group_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
+    """A group's configs (broker/share/group_configs.py), in name order: its own override (DYNAMIC_GROUP_CONFIG,
+    Kafka's source 8), else the broker's value of the same meaning (its synonym)."""
+    props = config.to_props()
+    out = []
+    for name, key in sorted(GROUP_KEYS.items()):
+        default = props[key.broker_key]
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if name in overrides:
+            synonyms.append((name, overrides[name], ConfigSource.DYNAMIC_GROUP_CONFIG))
+        synonyms.append((key.broker_key, default, ConfigSource.DEFAULT_CONFIG))
+        value = overrides.get(name, default)
+        out.append(
+            ConfigEntry(name, value, synonyms[0][2], config_type(key.type), False, False, key.doc, tuple(synonyms))
+        )
+    return out

@@ -118,6 +118,8 @@ class MetadataImage:
         # Dynamic broker configs (broker/dynamic_config.py): broker id as a string, or "" for the cluster
         # default -> {config: value}.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Groups' own configs (KIP-932's GroupConfig, broker/share/group_configs.py): group id -> {config: value}.
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.offset = -1  # last applied metadata offset
         self._leader_counts: dict[int, int] | None = None  # leadership_counts(), until the next record
         # When this broker saw each broker fenced (time.monotonic(); local, not replicated): see listed_brokers.
@@ -164,6 +166,11 @@ class MetadataImage:
             t = self.topics.get(record["topic"])
             if t is not None:
                 t.configs = dict(record["configs"])
+        elif kind == "group_config":
+            if record["configs"]:
+                self.group_configs[record["group"]] = dict(record["configs"])
+            else:
+                self.group_configs.pop(record["group"], None)
         elif kind == "broker_config":
             if record["configs"]:
                 self.broker_configs[record["broker"]] = dict(record["configs"])
@@ -443,6 +450,10 @@ class ControllerLogic:
         live = set(self.image.live_brokers())
         records: list[dict[str, Any]] = [{"type": "config", "topic": name, "configs": dict(configs)}]
         return records + self._elect_offline([changed], live)
+
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> list[dict[str, Any]]:
+        """A group's whole set of config overrides (none: the record removes them)."""
+        return [{"type": "group_config", "group": group, "configs": dict(configs)}]
 
     def set_broker_configs(self, broker: str, configs: dict[str, str]) -> list[dict[str, Any]]:
         """A broker's whole set of dynamic configs ("" : the cluster default's), validated by the caller

@@ -348,6 +348,9 @@ class ControllerService:
     async def set_configs(self, name: str, configs: dict[str, str]) -> None:
         await self.run(lambda logic: logic.set_configs(name, configs))
 
+    async def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        await self.run(lambda logic: logic.set_group_configs(group, configs))
+
     async def set_broker_configs(self, broker: str, configs: dict[str, str]) -> None:
         await self.run(lambda logic: logic.set_broker_configs(broker, configs))
 

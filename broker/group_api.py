@@ -71,6 +71,9 @@ class GroupApis:
         self.transaction_partition_for = transaction_partition_for
         self.image = image
         self.channel = channel  # creates __consumer_offsets through the active controller
+        # The groups of the other group types this broker coordinates, for ListGroups: each gives rows
+        # [group_id, protocol_type, state, group_type] (share groups: broker/share/group_api.py).
+        self.other_groups: list[Callable[[], list[list[Any]]]] = []
         self.handlers = {
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.JOIN_GROUP: self.join_group,
@@ -339,6 +342,10 @@ class GroupApis:
 
     def list_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         groups, types = self.coordinator.logic.list_groups()
+        for listed in self.other_groups:  # the other group types' coordinators (share groups, KIP-932)
+            for *row, group_type in listed():
+                groups.append(row)
+                types.append(group_type)
         return {"error_code": 0, "groups": groups, "group_types": types}
 
     def describe_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:

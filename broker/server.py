@@ -68,6 +68,7 @@ from broker.security.listeners import BROKER, KAFKA, NATIVE
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.security.scram import ScramCredential
 from broker.security_api import SecurityApis
+from broker.share.api import ShareApis
 from broker.transaction.api import TransactionApis
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.transaction.verification import VERIFY_TIMEOUT_S, TransactionVerifier
@@ -102,6 +103,7 @@ class BrokerServer:
         self.alter_partitions: AlterPartitionManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.share: ShareApis | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.heartbeat: HeartbeatThread | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -239,6 +241,16 @@ class BrokerServer:
                 cfg.transaction_state_log_num_partitions,
                 self._send_verification,
             )
+        self.share = ShareApis(
+            cfg,
+            cfg.broker_id,
+            self.group_coordinator,
+            self.replica_manager,
+            lambda: self.image,
+            self.peers.call,
+            self.channel.create_topic,
+            lambda: max(len(cfg.voters()), len(self.image.brokers)),
+        )
         self.metrics_server = await MetricsServer.start(
             self.metrics,
             cfg.metrics_host,
@@ -250,6 +262,8 @@ class BrokerServer:
             AclAuthorizer(cfg.super_user_set(), cfg.allow_everyone_if_no_acl_found) if cfg.authorizer == "acl" else None
         )
         self.authz = RequestAuthorizer(acl_authorizer, self.image)
+        groups = GroupApis(cfg, self.group_coordinator, self.image, self.channel, self.txn_coordinator.partition_for)
+        groups.other_groups.append(self.share.groups.listed)
         self.apis = KafkaApis(
             cfg,
             replica_manager=self.replica_manager,
@@ -257,7 +271,7 @@ class BrokerServer:
             coordination=self.quorum,
             controller=self.controller,
             channel=self.channel,
-            groups=GroupApis(cfg, self.group_coordinator, self.image, self.channel, self.txn_coordinator.partition_for),
+            groups=groups,
             transactions=transactions,
             security=SecurityApis(self.image, self.controller, self.channel, self.authz),
             metrics=self.metrics,
@@ -269,6 +283,7 @@ class BrokerServer:
             metrics_port=self.metrics_server.port if self.metrics_server is not None else -1,
             heartbeat_port=heartbeat_sock.getsockname()[1] if heartbeat_sock is not None else -1,
             inter_broker_port=broker_sock.getsockname()[1],
+            share=self.share,
         )
         if heartbeat_sock is not None and self.heartbeat_board is not None:
             self.heartbeat = HeartbeatThread(
@@ -477,6 +492,8 @@ class BrokerServer:
 
     def _on_partition_change(self, p: Partition, change: str) -> None:
         self.group_coordinator.on_partition_change(p, change)
+        if self.share is not None:
+            self.share.on_partition_change(p, change)
         if self.txn_coordinator is not None:
             self.txn_coordinator.on_partition_change(p, change)
 
@@ -540,6 +557,8 @@ class BrokerServer:
         self.group_coordinator.tick()
         if self.txn_coordinator is not None:
             self.txn_coordinator.tick()
+        if self.share is not None:
+            self.share.tick()
 
     async def _register_kafka_endpoint(self) -> None:
         """Until the cluster metadata names our client listeners as configured, tell the controller (Kafka's
@@ -603,6 +622,8 @@ class BrokerServer:
             await self.metrics_server.stop()
         if self.group_coordinator is not None:
             self.group_coordinator.close()
+        if self.share is not None:
+            self.share.close()
         if self.txn_coordinator is not None:
             self.txn_coordinator.close()
         if self.log_manager is not None and self.replica_manager is not None:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Coroutine, Generic, Iterable, Protocol, TypeVa
 from client.admin import AsyncAdmin, GroupDescription, NewTopic, TopicDescription
 from client.consumer import AsyncConsumer, ConsumerRecord, TopicPartition
 from client.producer import AsyncProducer
+from client.share_consumer import AsyncShareConsumer
 from net.acl import AclBinding, AclBindingFilter
 from net.errors import KafkaLiteError
 from net.protocol import ElectionType
@@ -257,6 +258,30 @@ class _ThreadedListener:
 
     def on_partitions_lost(self, tps: set[TopicPartition]) -> Any:
         return self._run("on_partitions_lost", tps)
+
+
+class ShareConsumer(_Blocking[AsyncShareConsumer]):
+    """Blocking share consumer (KIP-932): a member of a share group; each record goes to one member at a time."""
+
+    def __init__(self, bootstrap_servers: str, group_id: str, **config: Any) -> None:
+        super().__init__(lambda: AsyncShareConsumer(bootstrap_servers, group_id, **config), "kl-share-consumer")
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self._lt.run(_call(self._impl.subscribe, topics))
+
+    def poll(self, timeout_ms: int = 1000) -> list[ConsumerRecord]:
+        return self._lt.run(self._impl.poll(timeout_ms))
+
+    def acknowledge(self, record: ConsumerRecord, kind: int = 1) -> None:
+        """ACCEPT (1), RELEASE (2) or REJECT (3); sent with the next poll or commit."""
+        self._lt.run(_call(self._impl.acknowledge, record, kind))
+
+    def commit(self) -> None:
+        self._lt.run(self._impl.commit())
+
+    @property
+    def member_id(self) -> str:
+        return self._impl.member_id
 
 
 class Admin(_Blocking[AsyncAdmin]):

@@ -97,6 +97,12 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
     INVALID_REGULAR_EXPRESSION = 128
+    # Share groups (KIP-932)
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
+    SHARE_SESSION_LIMIT_REACHED = 133
     # Kafka Lite's own, outside Kafka's range: an offset commit for a partition the member does not own.
     PARTITION_NOT_ASSIGNED = 1001
 

@@ -62,6 +62,15 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     # The consumer group protocol (KIP-848, issue 29). v1: the member id is the client's (KIP-1082), regexes.
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe (v1 adds the member type)
+    # Share groups (KIP-932, Kafka 4.1: v0 was the early-access form, gone from kio)
+    76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
+    78: (1, 2),  # ShareFetch (v2: KIP-1222's acquire mode and RENEW)
+    79: (1, 2),  # ShareAcknowledge
+    # The share coordinator's state RPCs, leaders to the coordinator on the inter-broker listener
+    84: (0, 0),  # ReadShareGroupState
+    85: (0, 0),  # WriteShareGroupState
+    90: (0, 1),  # DescribeShareGroupOffsets (v1: lag)
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -60,6 +60,7 @@ MODULE_SECONDS = {
     "tests/integration/test_replication_throttles.py": 25,
     "tests/integration/test_compaction_horizon.py": 30,  # 27 November 2026, fourth session
     "tests/integration/test_kafka_consumer_protocol.py": 45,  # 27 November 2026, fourth session
+    "tests/integration/test_share_groups.py": 60,  # 27 November 2026, fourth session
 }
 # Modules not in the table: an integration test starts brokers (seconds), a unit test mostly does not.
 PER_TEST_SECONDS = {"integration": 3.0}

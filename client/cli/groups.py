@@ -51,15 +51,15 @@ def table(columns: tuple[tuple[str, int], ...], rows: Sequence[Sequence[object]]
     return "\n".join(" ".join(v.ljust(widths[i]) for i, v in enumerate(line)).rstrip() for line in lines)
 
 
-def parse_states(raw: str | None) -> set[str] | None:
-    """--state's filter: comma-separated state names, any case; '' (the flag alone) means every state."""
-    if not raw:
+def parse_states(raw: str | None, states: Sequence[str] = STATES) -> set[str] | None:
+    """--state's filter: comma-separated names of `states`, any case; '' (the flag alone) means every state."""
+    if not raw or not raw.strip():
         return None
-    by_lower = {s.lower(): s for s in STATES}
+    by_lower = {s.lower(): s for s in states}
     wanted = set()
     for name in raw.split(","):
         if name.strip().lower() not in by_lower:
-            raise click.UsageError(f"--state: unknown state {name.strip()!r} (states: {', '.join(STATES)})")
+            raise click.UsageError(f"--state: unknown state {name.strip()!r} (states: {', '.join(states)})")
         wanted.add(by_lower[name.strip().lower()])
     return wanted
 

@@ -28,6 +28,7 @@ from net.schema.describe_groups import DescribeGroupsRequest, DescribeGroupsResp
 from net.schema.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from net.schema.describe_producers import DescribeProducersRequest, DescribeProducersResponse
 from net.schema.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from net.schema.describe_share_group_offsets import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
 from net.schema.describe_topic_partitions import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from net.schema.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from net.schema.describe_user_scram_credentials import (
@@ -57,10 +58,16 @@ from net.schema.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from net.schema.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from net.schema.produce import ProduceRequest, ProduceResponse
+from net.schema.read_share_group_state import ReadShareGroupStateRequest, ReadShareGroupStateResponse
 from net.schema.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from net.schema.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from net.schema.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
+from net.schema.share_fetch import ShareFetchRequest, ShareFetchResponse
+from net.schema.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+from net.schema.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 from net.schema.sync_group import SyncGroupRequest, SyncGroupResponse
 from net.schema.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from net.schema.write_share_group_state import WriteShareGroupStateRequest, WriteShareGroupStateResponse
 from net.schema.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 # api key -> (request class, response class)
@@ -116,4 +123,11 @@ MESSAGES: dict[int, tuple[type, type]] = {
     69: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     74: (ListConfigResourcesRequest, ListConfigResourcesResponse),
     75: (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
+    76: (ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
+    77: (ShareGroupDescribeRequest, ShareGroupDescribeResponse),
+    78: (ShareFetchRequest, ShareFetchResponse),
+    79: (ShareAcknowledgeRequest, ShareAcknowledgeResponse),
+    84: (ReadShareGroupStateRequest, ReadShareGroupStateResponse),
+    85: (WriteShareGroupStateRequest, WriteShareGroupStateResponse),
+    90: (DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse),
 }

@@ -14,6 +14,7 @@ import datetime
 import socket
 import struct
 import time
+import uuid
 from typing import Any, Callable
 
 import pytest
@@ -40,6 +41,10 @@ from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsReque
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
+from net.schema.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
 from net.schema.describe_topic_partitions import Cursor, DescribeTopicPartitionsRequest
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopic
 from net.schema.describe_transactions import DescribeTransactionsRequest
@@ -53,7 +58,15 @@ from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from net.schema.read_share_group_state import PartitionData as ReadPartition
+from net.schema.read_share_group_state import ReadShareGroupStateRequest, ReadStateData
+from net.schema.share_acknowledge import ShareAcknowledgeRequest
+from net.schema.share_fetch import ShareFetchRequest
+from net.schema.share_group_describe import ShareGroupDescribeRequest
+from net.schema.share_group_heartbeat import ShareGroupHeartbeatRequest
 from net.schema.txn_offset_commit import TxnOffsetCommitRequest
+from net.schema.write_share_group_state import PartitionData as WritePartition
+from net.schema.write_share_group_state import WriteShareGroupStateRequest, WriteStateData
 from net.schema.write_txn_markers import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from net.security import ClientSecurity, SaslClient
 from tests.integration.cluster_harness import ClusterHarness, wait_until
@@ -69,6 +82,7 @@ INVALID = int(ErrorCode.INVALID_REQUEST)
 NOISE = {"groups": [], "keys": [], "x-unknown": {"group_id": MINE, "topics": [[MY_TOPIC, [0]]]}}
 ANY_ERROR = -1  # broker-only apis: refused, whichever code the listener gives them
 THROTTLE = "leader.replication.throttled.rate"
+ANY_ID = uuid.UUID(int=1)  # a topic id for the share coordinator's apis, refused before any lookup
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +214,11 @@ def records() -> bytes:
     return batch_fmt.build([(0, 0, None, b"forged", None)], now, now)
 
 
+def state_rows(api: ApiKey) -> Callable[[Any], list]:
+    """The partition codes of a Read/WriteShareGroupState answer (its rows are `results`)."""
+    return lambda a: [p.error_code for r in decode(MESSAGES[api][1], a).results for p in r.partitions]
+
+
 def typed_rows(api: ApiKey) -> Callable[[Any], list]:
     """The partition rows' codes of a typed answer (a msgpack array); a refused request is a map with its code."""
 
@@ -268,6 +287,24 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
         (ApiKey.ALTER_PARTITION_REASSIGNMENTS, encode(AlterPartitionReassignmentsRequest(topics=moves)),
          lambda r: [r[2]] + [p[1] for t in r[4] for p in t[1]], [CLUSTER_DENIED] * 2),
         (ApiKey.LIST_PARTITION_REASSIGNMENTS, encode(ListPartitionReassignmentsRequest()), top, [CLUSTER_DENIED]),
+        # share groups (KIP-932): another principal's group; the share coordinator's apis are brokers'
+        (ApiKey.SHARE_GROUP_HEARTBEAT, encode(ShareGroupHeartbeatRequest(group_id=VICTIM, member_id="m",
+         subscribed_topic_names=(MY_TOPIC,))), top, [GROUP_DENIED]),
+        (ApiKey.SHARE_GROUP_DESCRIBE, encode(ShareGroupDescribeRequest(group_ids=(VICTIM,))),
+         lambda a: [g.error_code for g in decode(MESSAGES[ApiKey.SHARE_GROUP_DESCRIBE][1], a).groups], [GROUP_DENIED]),
+        (ApiKey.SHARE_FETCH, encode(ShareFetchRequest(group_id=VICTIM, member_id="m")), top, [GROUP_DENIED]),
+        (ApiKey.SHARE_ACKNOWLEDGE,
+         encode(ShareAcknowledgeRequest(group_id=VICTIM, member_id="m", share_session_epoch=1)), top, [GROUP_DENIED]),
+        (ApiKey.READ_SHARE_GROUP_STATE, encode(ReadShareGroupStateRequest(group_id=MINE, topics=(ReadStateData(
+            topic_id=ANY_ID, partitions=(ReadPartition(),)),))), state_rows(ApiKey.READ_SHARE_GROUP_STATE),
+         [CLUSTER_DENIED]),
+        (ApiKey.WRITE_SHARE_GROUP_STATE, encode(WriteShareGroupStateRequest(group_id=MINE, topics=(WriteStateData(
+            topic_id=ANY_ID, partitions=(WritePartition(),)),))), state_rows(ApiKey.WRITE_SHARE_GROUP_STATE),
+         [CLUSTER_DENIED]),
+        (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, encode(DescribeShareGroupOffsetsRequest(
+            groups=(DescribeShareGroupOffsetsRequestGroup(group_id=VICTIM),))),
+         lambda a: [g.error_code for g in decode(MESSAGES[ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS][1], a).groups],
+         [GROUP_DENIED]),
     ]  # fmt: skip
 
 
@@ -743,6 +780,44 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
             [CLUSTER_DENIED],
         ),
         (74, 1, {"resource_types": []}, [CLUSTER_DENIED]),
+        # share groups (KIP-932)
+        (76, 1, {"group_id": VICTIM, "member_id": "m", "subscribed_topic_names": [MY_TOPIC]}, [GROUP_DENIED]),
+        (77, 1, {"group_ids": [VICTIM]}, [GROUP_DENIED]),
+        (78, 1, {"group_id": VICTIM, "member_id": "m", "max_records": 1, "batch_size": 1}, [GROUP_DENIED]),
+        (79, 1, {"group_id": VICTIM, "member_id": "m", "share_session_epoch": 1}, [GROUP_DENIED]),
+        (
+            84,
+            0,
+            {"group_id": MINE, "topics": [{"topic_id": ANY_ID, "partitions": [{"partition": 0}]}]},
+            [CLUSTER_DENIED],
+        ),
+        (
+            85,
+            0,
+            {"group_id": MINE, "topics": [{"topic_id": ANY_ID, "partitions": [{"partition": 0}]}]},
+            [CLUSTER_DENIED],
+        ),
+        (90, 1, {"groups": [{"group_id": VICTIM, "topics": None}]}, [GROUP_DENIED]),
+        (
+            32,
+            4,
+            {"resources": [{"resource_type": 32, "resource_name": VICTIM, "configuration_keys": None}]},
+            [GROUP_DENIED],
+        ),
+        (
+            44,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": 32,
+                        "resource_name": VICTIM,
+                        "configs": [{"name": "share.auto.offset.reset", "value": "earliest", "config_operation": 0}],
+                    }
+                ]
+            },
+            [GROUP_DENIED],
+        ),
         (
             75,
             0,

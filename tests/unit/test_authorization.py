@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -36,6 +38,10 @@ from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsReque
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest
+from net.schema.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
 from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
@@ -52,11 +58,21 @@ from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from net.schema.read_share_group_state import PartitionData as ReadStatePartition
+from net.schema.read_share_group_state import ReadShareGroupStateRequest, ReadStateData
+from net.schema.share_acknowledge import AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest
+from net.schema.share_fetch import FetchPartition as ShareFetchPartition
+from net.schema.share_fetch import FetchTopic as ShareFetchTopic
+from net.schema.share_fetch import ShareFetchRequest
+from net.schema.share_group_describe import ShareGroupDescribeRequest
+from net.schema.share_group_heartbeat import ShareGroupHeartbeatRequest
 from net.schema.txn_offset_commit import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
+from net.schema.write_share_group_state import PartitionData as WriteStatePartition
+from net.schema.write_share_group_state import WriteShareGroupStateRequest, WriteStateData
 from net.schema.write_txn_markers import WriteTxnMarkersRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +89,9 @@ def allow(principal: str, op: AclOperation, rt: ResourceType, name: str) -> AclB
     return AclBinding(rt, name, PatternType.LITERAL, principal, "*", op, AclPermission.ALLOW)
 
 
+ALICE_TOPIC_ID, SECRET_TOPIC_ID = uuid.uuid4(), uuid.uuid4()
+
+
 @dataclass
 class Image:
     acls: set = field(
@@ -85,7 +104,12 @@ class Image:
             allow("User:victim", Op.ALL, RT.TRANSACTIONAL_ID, "victim-txn"),
         }
     )
-    topics: dict = field(default_factory=lambda: {"alice-topic": object(), "secret-topic": object()})
+    topics: dict = field(
+        default_factory=lambda: {
+            "alice-topic": SimpleNamespace(topic_id=ALICE_TOPIC_ID.hex),
+            "secret-topic": SimpleNamespace(topic_id=SECRET_TOPIC_ID.hex),
+        }
+    )
 
 
 @dataclass
@@ -188,8 +212,12 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.DESCRIBE_CONFIGS: [
         ({"topics": ["secret-topic"]}, ("results", TOPIC_DENIED)),
         ({"brokers": ["1"]}, ("brokers", CLUSTER_DENIED)),
+        ({"groups": ["victim-group"]}, ("groups", GROUP_DENIED)),
     ],
-    ApiKey.ALTER_CONFIGS: [({"topics": [["secret-topic", {"retention.ms": "1"}]]}, ("topics", TOPIC_DENIED))],
+    ApiKey.ALTER_CONFIGS: [
+        ({"topics": [["secret-topic", {"retention.ms": "1"}]]}, ("topics", TOPIC_DENIED)),
+        ({"groups": [["victim-group", {"share.auto.offset.reset": "earliest"}]]}, ("groups", GROUP_DENIED)),
+    ],
     ApiKey.INIT_PRODUCER_ID: [
         (InitProducerIdRequest(), ("whole", CLUSTER_DENIED)),
         (InitProducerIdRequest(transactional_id="victim-txn"), ("whole", TXN_DENIED)),
@@ -238,6 +266,56 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
         (ConsumerGroupDescribeRequest(group_ids=("victim-group",)), ("groups", GROUP_DENIED))
     ],
     ApiKey.WRITE_TXN_MARKERS: [(WriteTxnMarkersRequest(), ("whole", CLUSTER_DENIED))],
+    ApiKey.SHARE_GROUP_HEARTBEAT: [
+        (ShareGroupHeartbeatRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED))
+    ],
+    ApiKey.READ_SHARE_GROUP_STATE: [  # brokers only: every partition asked refused in the api's own rows
+        (
+            ReadShareGroupStateRequest(
+                group_id="victim-group",
+                topics=(ReadStateData(topic_id=SECRET_TOPIC_ID, partitions=(ReadStatePartition(),)),),
+            ),
+            ("whole", CLUSTER_DENIED),
+        )
+    ],
+    ApiKey.WRITE_SHARE_GROUP_STATE: [
+        (
+            WriteShareGroupStateRequest(
+                group_id="victim-group",
+                topics=(WriteStateData(topic_id=SECRET_TOPIC_ID, partitions=(WriteStatePartition(),)),),
+            ),
+            ("whole", CLUSTER_DENIED),
+        )
+    ],
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [
+        (
+            DescribeShareGroupOffsetsRequest(groups=(DescribeShareGroupOffsetsRequestGroup(group_id="victim-group"),)),
+            ("groups", GROUP_DENIED),
+        )
+    ],
+    ApiKey.SHARE_GROUP_DESCRIBE: [(ShareGroupDescribeRequest(group_ids=("victim-group",)), ("groups", GROUP_DENIED))],
+    ApiKey.SHARE_FETCH: [
+        (ShareFetchRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED)),
+        (
+            ShareFetchRequest(
+                group_id="alice-group",
+                member_id="m",
+                topics=(ShareFetchTopic(topic_id=SECRET_TOPIC_ID, partitions=(ShareFetchPartition(),)),),
+            ),
+            ("responses", TOPIC_DENIED),
+        ),
+    ],
+    ApiKey.SHARE_ACKNOWLEDGE: [
+        (ShareAcknowledgeRequest(group_id="victim-group", member_id="m"), ("whole", GROUP_DENIED)),
+        (
+            ShareAcknowledgeRequest(
+                group_id="alice-group",
+                member_id="m",
+                topics=(AcknowledgeTopic(topic_id=SECRET_TOPIC_ID, partitions=(AcknowledgePartition(),)),),
+            ),
+            ("responses", TOPIC_DENIED),
+        ),
+    ],
     ApiKey.DESCRIBE_ACLS: [({"filter": [1, None, 1, None, None, 1, 1]}, ("whole", CLUSTER_DENIED))],
     ApiKey.CREATE_ACLS: [({"creations": []}, ("whole", CLUSTER_DENIED))],
     ApiKey.DELETE_ACLS: [({"filters": []}, ("whole", CLUSTER_DENIED))],

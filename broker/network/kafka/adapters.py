@@ -262,6 +262,11 @@ class Metadata(Adapter):
                     ],
                 }
             )
+        found = {t["topic_id"].replace("-", "") for t in native["topics"] if t.get("topic_id")}
+        for t in req.get("topics") or ():
+            tid = t.get("topic_id")
+            if not t.get("name") and tid and tid.int and tid.hex not in found:
+                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": str(tid)})
         return {
             "brokers": _brokers(native, "node_id"),
             "cluster_id": native.get("cluster_id"),

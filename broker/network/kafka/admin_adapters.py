@@ -15,7 +15,7 @@ from broker.network.kafka.adapters import Adapter, AdapterError
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource.Type
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -116,11 +116,14 @@ class DescribeConfigs(Adapter):
     api_key, versions = 32, (1, 4)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        return ApiKey.DESCRIBE_CONFIGS, {"topics": _resources(req, TOPIC), "brokers": _resources(req, BROKER)}
+        body = {"topics": _resources(req, TOPIC), "brokers": _resources(req, BROKER)}
+        groups = _resources(req, GROUP)
+        return ApiKey.DESCRIBE_CONFIGS, {**body, "groups": groups} if groups else body
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         found = {(TOPIC, r[0]): r for r in native.get("results") or []}
         found.update({(BROKER, str(r[0])): r for r in native.get("brokers") or []})
+        found.update({(GROUP, str(r[0])): r for r in native.get("groups") or []})
         docs, synonyms = req.get("include_documentation", False), req.get("include_synonyms", False)
         results = []
         for res in req["resources"]:
@@ -170,8 +173,8 @@ def _config_entry(name: str, row: list[Any], synonyms: bool, docs: bool) -> dict
 
 
 class _AlterConfigsBase(Adapter):
-    """Topic and broker resources go to the native AlterConfigs (a broker's dynamic configs: "brokers"); other
-    resources are answered here."""
+    """Topic, broker and group resources go to the native AlterConfigs (a broker's dynamic configs: "brokers", a
+    group's configs: "groups"); other resources are answered here."""
 
     replace = False
 
@@ -185,21 +188,26 @@ class _AlterConfigsBase(Adapter):
         brokers = [
             [r["resource_name"], self.changes(r["configs"])] for r in req["resources"] if r["resource_type"] == BROKER
         ]
+        groups = [
+            [r["resource_name"], self.changes(r["configs"])] for r in req["resources"] if r["resource_type"] == GROUP
+        ]
         body = {
             "topics": topics,
             "brokers": brokers,
             "validate_only": req.get("validate_only", False),
             "replace": self.replace,
+            **({"groups": groups} if groups else {}),
         }
         return ApiKey.ALTER_CONFIGS, body
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         done = {(TOPIC, name): (code, message) for name, code, message in native.get("topics") or []}
         done.update({(BROKER, str(name)): (code, message) for name, code, message in native.get("brokers") or []})
+        done.update({(GROUP, str(name)): (code, message) for name, code, message in native.get("groups") or []})
         out = []
         for r in req["resources"]:
             kind, name = r["resource_type"], r["resource_name"]
-            if kind in (TOPIC, BROKER):
+            if kind in (TOPIC, BROKER, GROUP):
                 code, message = done.get((kind, name), (int(ErrorCode.UNKNOWN_SERVER_ERROR), "no answer"))
             else:
                 code, message = int(ErrorCode.INVALID_REQUEST), f"resource type {kind} is not supported"

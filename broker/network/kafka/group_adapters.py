@@ -249,7 +249,8 @@ class ListGroups(Adapter):
     api_key, versions = 16, (0, 5)
 
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        return ApiKey.LIST_GROUPS, {}
+        # Every group type, filtered below: a client before v5 sees share groups too, as Kafka lists them.
+        return ApiKey.LIST_GROUPS, {"group_types": True}
 
     def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
         states = set(req.get("states_filter") or ())

@@ -1,0 +1,132 @@
+"""A share group's own configs (Kafka's GroupConfig, KIP-932): set by IncrementalAlterConfigs / AlterConfigs on the
+GROUP resource (type 32), kept in the metadata log (`group_config` records), each overriding the broker's
+default of the same meaning for that group only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from broker.share.config import ShareKeys
+from net.errors import InvalidConfigError
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    name: str
+    type: str  # net/config_def.py's type names: int, string
+    doc: str
+    broker_key: str  # the broker config whose value is the default (a synonym in DescribeConfigs)
+    check: Callable[[str], None]
+
+
+def _int_between(lo: int, hi: int) -> Callable[[str], None]:
+    def check(v: str) -> None:
+        try:
+            n = int(v)
+        except ValueError:
+            raise InvalidConfigError(f"{v!r} is not an integer") from None
+        if not lo <= n <= hi:
+            raise InvalidConfigError(f"{n} is not in [{lo}, {hi}]")
+
+    return check
+
+
+def _one_of(*values: str) -> Callable[[str], None]:
+    def check(v: str) -> None:
+        if v not in values:
+            raise InvalidConfigError(f"{v!r} is not one of {', '.join(values)}")
+
+    return check
+
+
+GROUP_KEYS: dict[str, GroupKey] = {
+    k.name: k
+    for k in (
+        GroupKey(
+            "share.auto.offset.reset",
+            "string",
+            "Where the share group starts on a partition it has no state for: latest or earliest.",
+            "share.auto.offset.reset",
+            _one_of("latest", "earliest"),
+        ),
+        GroupKey(
+            "share.record.lock.duration.ms",
+            "int",
+            "How long a record a member acquired stays locked to it.",
+            "group.share.record.lock.duration.ms",
+            _int_between(1000, 3600000),
+        ),
+        GroupKey(
+            "share.delivery.count.limit",
+            "int",
+            "How many times a record is delivered before it is archived.",
+            "group.share.delivery.count.limit",
+            _int_between(2, 10),
+        ),
+        GroupKey(
+            "share.session.timeout.ms",
+            "int",
+            "How long a member may go without a heartbeat.",
+            "group.share.session.timeout.ms",
+            _int_between(1, 2**31 - 1),
+        ),
+        GroupKey(
+            "share.heartbeat.interval.ms",
+            "int",
+            "How often members heartbeat.",
+            "group.share.heartbeat.interval.ms",
+            _int_between(1, 2**31 - 1),
+        ),
+    )
+}
+
+
+def altered(current: dict[str, str], changes: dict[str, Any]) -> dict[str, str]:
+    """The group's overrides after `changes` (a value sets a key, None deletes it, back to the broker's default);
+    an unknown key or a bad value is INVALID_CONFIG and changes nothing."""
+    out = dict(current)
+    for name, value in changes.items():
+        key = GROUP_KEYS.get(str(name))
+        if key is None:
+            raise InvalidConfigError(f"unknown group config {name!r} (group configs: {', '.join(sorted(GROUP_KEYS))})")
+        if value is None:
+            out.pop(key.name, None)
+            continue
+        if not isinstance(value, str):
+            raise InvalidConfigError(f"{name}: append and subtract apply to list configs only")
+        try:
+            key.check(value)
+        except InvalidConfigError as e:
+            raise InvalidConfigError(f"invalid value for group config {name}: {e}") from None
+        out[key.name] = value
+    return out
+
+
+class GroupConfigs:
+    """A group's effective share configs: its overrides (the metadata image's), else the broker's."""
+
+    def __init__(self, config: ShareKeys, overrides: Callable[[], dict[str, dict[str, str]]]) -> None:
+        props = config.to_props()  # the broker's config does not change while it runs
+        self.defaults = {k.name: str(props[k.broker_key]) for k in GROUP_KEYS.values()}
+        self._overrides = overrides
+
+    def _get(self, group: str, name: str) -> str:
+        own = self._overrides().get(group)
+        return own[name] if own and name in own else self.defaults[name]
+
+    def session_timeout_ms(self, group: str) -> int:
+        return int(self._get(group, "share.session.timeout.ms"))
+
+    def heartbeat_interval_ms(self, group: str) -> int:
+        return int(self._get(group, "share.heartbeat.interval.ms"))
+
+    def auto_offset_reset(self, group: str) -> str:
+        return self._get(group, "share.auto.offset.reset")
+
+    def lock_duration_ms(self, group: str) -> int:
+        return int(self._get(group, "share.record.lock.duration.ms"))
+
+    def delivery_count_limit(self, group: str) -> int:
+        return int(self._get(group, "share.delivery.count.limit"))
