@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from broker.leader_balance import RebalancePolicy
-from broker.log.config import LogConfig
+from broker.log.config import LogConfig, log_config_for
 from broker.security.config import SecurityKeys
 from broker.security.listeners import (
     BROKER,
@@ -692,4 +692,4 @@ class BrokerConfig(ShareKeys, SecurityKeys):
         )
 
     def topic_config_defaults(self) -> LogConfig:
-        return LogConfig.from_props(self.topic_defaults)
+        return log_config_for(self.topic_defaults)

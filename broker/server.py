@@ -30,7 +30,7 @@ from broker.controller_channel import ControllerChannel
 from broker.controller_service import ControllerService
 from broker.group_api import GroupApis
 from broker.group_coordinator import GroupCoordinator
-from broker.log.config import LogConfig
+from broker.log.config import LogConfig, log_config_for
 from broker.log.manager import LogManager
 from broker.long_lived import freeze_long_lived
 from broker.metadata_log import METADATA_TOPIC, DiskMetadataLog
@@ -436,8 +436,7 @@ class BrokerServer:
 
     def topic_config(self, topic: str) -> LogConfig:
         info = self.image.topics.get(topic)
-        base = self.config.topic_config_defaults()
-        return base if info is None else base.merged(info.configs)
+        return log_config_for(self.config.topic_defaults, info.configs if info is not None else None)
 
     def _topic_config_or_none(self, topic: str) -> LogConfig | None:
         if topic == METADATA_TOPIC:

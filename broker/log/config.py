@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, ClassVar
 
@@ -281,3 +282,17 @@ class LogConfig(ConfigDef):
         segment (a hash, not a draw, so a restart does not change it), below segment.ms as Kafka's is."""
         bound = min(self.segment_jitter_ms, self.segment_ms)
         return (base_offset * 2654435761) % bound if bound > 0 else 0
+
+
+def log_config_for(defaults: dict[str, str], overrides: dict[str, str] | None = None) -> LogConfig:
+    """The LogConfig of `defaults` (the broker's log.* values under topic names) with a topic's `overrides`,
+    validated once per distinct pair: a flood of 5,000 partitions asked for its topic's config per partition,
+    and two pydantic validations each were a second of a broker's event loop (issue 25 §4). LogConfig is
+    frozen, so sharing one object is safe."""
+    return _log_config_for(tuple(sorted(defaults.items())), tuple(sorted((overrides or {}).items())))
+
+
+@functools.lru_cache(maxsize=1024)
+def _log_config_for(defaults: tuple[tuple[str, str], ...], overrides: tuple[tuple[str, str], ...]) -> LogConfig:
+    base = LogConfig.from_props(dict(defaults))
+    return base.merged(dict(overrides)) if overrides else base

@@ -198,6 +198,7 @@ class LogManager:
         if lg is None:
             return False
         lg.close()  # after it, a deferred log's files are never created: on_disk is final
+        self.file_creator.discard(lg)
         if not lg.on_disk:
             log.info("deleted log for %s-%d (it had no files yet)", topic, partition)
             return True

@@ -126,7 +126,7 @@ class LogSegment:
         self.time_index = TimeIndex(time_index_path, base_offset, max_index_size, create)
         # Aborted transactions whose abort marker is in this segment (created at the first one, as Kafka's).
         txn_index_path = segment_file(self.dir, base_offset, TXN_INDEX_SUFFIX, file_suffix)
-        self.txn_index = TransactionIndex(txn_index_path, base_offset)
+        self.txn_index = TransactionIndex(txn_index_path, base_offset, read=create)
         self.next_offset = base_offset
         self.max_timestamp = -1  # the largest batch max timestamp seen, -1 if none
         self.offset_of_max_timestamp = base_offset
@@ -138,7 +138,8 @@ class LogSegment:
         if self.size and not self.offset_index.existed:
             log.warning("missing index file %s; the segment will be recovered", self.offset_index.path)
             self.needs_recovery = True
-        self._load_state()
+        if create:  # a placeholder has no files: nothing to read (5,000 of them in a flood: issue 25 §4)
+            self._load_state()
 
     # --- state -----------------------------------------------------------------
 

@@ -71,10 +71,11 @@ def collect(entries: list[AbortedTxn], fetch_offset: int, upper_bound: int) -> t
 
 
 class TransactionIndex:
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, path: Path, base_offset: int, read: bool = True) -> None:
+        """`read=False`: the index of a segment whose files do not exist yet (a placeholder), empty."""
         self.path = Path(path)
         self.base_offset = base_offset
-        self._entries: list[AbortedTxn] | None = None  # read at first use
+        self._entries: list[AbortedTxn] | None = None if read else []  # read at first use
         self._dirty = False  # appended since the last flush
 
     @property

@@ -144,38 +144,40 @@ def test_produce_keeps_going_during_a_flood_of_partitions_with_open_files_bounde
     before = {b.id: open_files(b) for b in cluster.brokers.values()}
     most = dict(before)
     n0 = len(latencies)
+    t0 = time.monotonic()
     with Admin(cluster.bootstrap(), client_id="flooder", request_timeout_ms=120000) as flooder:
         flooder.create_topics([NewTopic("flood", FLOOD, 3)])
-
-    def applied() -> bool:
-        for b in cluster.brokers.values():
-            most[b.id] = max(most[b.id], open_files(b))
-        return all("applied" in b.logs()[marks[b.id] :] for b in cluster.brokers.values())
-
-    wait_until(applied, 300, "every broker applying the flood", interval=0.2)
-    stop.set()
-    t.join(90)
-    during = latencies[n0:]
-    print(
-        f"flood of {FLOOD}: {len(during)} acks, p99 {sorted(during)[int(0.99 * len(during))] * 1000:.0f} ms, "
-        f"max {max(during) * 1000:.0f} ms; open files before {before}, most {most}"
-    )
-    assert not failures, failures[:3]
-    assert len(during) > 50  # acknowledgements kept coming during the flood
-    # Bounded: every record acknowledged well within the producer's request timeout (30 s), i.e. no retry
-    # after a timed-out request, as issue 25 saw (35 s).
-    assert max(during) < 15.0
-    assert controller_epochs(cluster) == epochs
 
     def hosted(b) -> int:
         return sum(1 for d in os.listdir(b.data_dir) if d.startswith("flood-"))
 
+    def applied() -> bool:
+        """Every broker applied the flood and its file creator made every partition's directory (in a worker
+        thread, broker/log/deferred_files.py): the flood's whole work, as bench/run_floods.py times it."""
+        for b in cluster.brokers.values():
+            most[b.id] = max(most[b.id], open_files(b))
+        return all("applied" in b.logs()[marks[b.id] :] and hosted(b) == FLOOD for b in cluster.brokers.values())
+
+    wait_until(applied, 300, "every broker applying the flood and creating its directories", interval=0.2)
+    window = time.monotonic() - t0
+    stop.set()
+    t.join(90)
+    during = latencies[n0:]
+    print(
+        f"flood of {FLOOD} over {window:.1f} s: {len(during)} acks, "
+        f"p99 {sorted(during)[int(0.99 * len(during))] * 1000:.0f} ms, max {max(during) * 1000:.0f} ms; "
+        f"open files before {before}, most {most}"
+    )
+    assert not failures, failures[:3]
+    # Acknowledgements kept coming during the flood: at least a third of the probe's rate (one per 20 ms).
+    assert len(during) >= min(50, window / 0.02 / 3), (len(during), window)
+    assert max(during) < 15.0
+    assert controller_epochs(cluster) == epochs
+
     for b in cluster.brokers.values():
-        # RF 3 on 3 brokers: every broker has every partition, its directory made by the file creator's thread
-        # (broker/log/deferred_files.py) soon after it was applied...
-        wait_until(lambda b=b: hosted(b) == FLOOD, 120, f"broker {b.id} creating the flood's directories")
+        # RF 3 on 3 brokers: every broker has every partition's directory, and not every file open.
         most[b.id] = max(most[b.id], open_files(b))
-        assert most[b.id] <= before[b.id] + FILES_MAX, (b.id, before[b.id], most[b.id])  # ...not every file open
+        assert most[b.id] <= before[b.id] + FILES_MAX, (b.id, before[b.id], most[b.id])
     # A partition of the flood takes records like any other, on every replica.
     with Producer(cluster.bootstrap(), acks="all") as p:
         p.send("flood", b"after the flood", partition=FLOOD - 1)
