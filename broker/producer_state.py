@@ -314,13 +314,11 @@ class ProducerStateManager:
         )
         return _HEADER.pack(SNAPSHOT_VERSION, crc32c(body)) + body
 
-    def take_snapshot(self, offset: int, sync: bool = True) -> None:
-        """Write the state, which covers every batch below `offset`, to `<offset>.snapshot` (atomically).
-        `sync=False`: not fsynced, for a snapshot that only saves work (load() checks the CRC and falls back to an
-        older snapshot or the log start when a power loss tore it)."""
+    def take_snapshot(self, offset: int) -> None:
+        """Write the state, which covers every batch below `offset`, to `<offset>.snapshot` (atomically)."""
         if self.dir is None:
             return
-        atomic_write(snapshot_path(self.dir, offset), self._encode(offset), sync)
+        atomic_write(snapshot_path(self.dir, offset), self._encode(offset))
 
     @classmethod
     def _decode(cls, data: bytes, dir: Path | None) -> tuple[ProducerStateManager, int]:

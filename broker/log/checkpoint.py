@@ -42,12 +42,8 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, text: str | bytes, sync: bool = True) -> None:
-    """Write tmp, fsync, rename over `path`, fsync the directory: a crash leaves the old or the new file.
-
-    `sync=False` leaves out both fsyncs (Kafka's `takeSnapshot(sync=false)`): a running process and a process
-    crash still see the old or the new file, a power loss may leave the new name with torn content. Only for
-    files whose reader checks them (a CRC) and falls back when one is unreadable."""
+def atomic_write(path: Path, text: str | bytes) -> None:
+    """Write tmp, fsync, rename over `path`, fsync the directory: a crash leaves the old or the new file."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     data = text.encode() if isinstance(text, str) else text
@@ -56,13 +52,11 @@ def atomic_write(path: Path, text: str | bytes, sync: bool = True) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    if sync:
-        fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _read(path: Path, parse: Callable[[list[str]], T], fields: int) -> list[T] | None:
