@@ -38,6 +38,9 @@ from net.batch import BatchHeader
 
 log = logging.getLogger("kafkalite.log")
 
+# At most this many recovered batch headers are kept for the producer-state replay (~200 bytes each); past it the
+# replay reads the segments again.
+RECOVERED_HEADERS_MAX = 200_000
 # Left behind by an interrupted delete or compaction once finish_interrupted_swaps has run: never data.
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")
 
@@ -65,6 +68,11 @@ class LoadedLog:
     # The base offset of the first segment recovered: its `.txnindex` and every later one's are to be rebuilt
     # by the producer-state replay (the aborts need the producers' open transactions); None: none recovered.
     txn_rebuild_from: int | None = None
+    # Every batch header of the recovered segments, from the first one recovered (its base offset) to the log end,
+    # when all segments from there on were recovered: the producer-state replay that follows takes them rather
+    # than reading those segments a second time (Kafka's recoverSegment replays while it recovers). None when
+    # none were recovered, a segment after a recovered one was not, or there were more than RECOVERED_HEADERS_MAX.
+    recovered_batches: tuple[int, list[BatchHeader]] | None = None
 
 
 class LogLoader:
@@ -84,13 +92,22 @@ class LogLoader:
             first_unflushed = max(0, bisect_right(bases, recovery_point) - 1)
         i = 0
         rebuild_from: int | None = None
+        headers: list[BatchHeader] | None = []  # of the recovered segments (LoadedLog.recovered_batches)
+
+        def on_batch(h: BatchHeader) -> None:
+            self._recover_epoch(h)
+            if headers is not None:
+                headers.append(h)
+
         while i < len(segments):
             seg = segments[i]
             if i >= first_unflushed or seg.needs_recovery:
-                truncated = seg.recover(self.config.max_message_bytes, self._recover_epoch)
+                truncated = seg.recover(self.config.max_message_bytes, on_batch)
                 seg.txn_index.reset()
                 if rebuild_from is None:
                     rebuild_from = seg.base_offset
+                if headers is not None and len(headers) > RECOVERED_HEADERS_MAX:
+                    headers = None
                 log.info(
                     "%s: recovered segment %s (%d bytes of torn or invalid tail truncated)",
                     self.name,
@@ -107,6 +124,8 @@ class LogLoader:
                     for later in segments[i + 1 :]:
                         later.delete()
                     del segments[i + 1 :]
+            elif rebuild_from is not None:
+                headers = None  # a segment kept as it was after a recovered one: the headers leave a gap
             i += 1
         if not segments:
             segments.append(create_segment(self.dir, log_start_offset or 0, self.config, self.clock))
@@ -117,7 +136,8 @@ class LogLoader:
         point = leo if clean_shutdown else min(max(recovery_point, segments[0].base_offset), leo)
         self.epochs.truncate_from_end(leo)
         self.epochs.truncate_from_start(start)
-        return LoadedLog(segments, start, point, rebuild_from)
+        recovered = (rebuild_from, headers) if rebuild_from is not None and headers is not None else None
+        return LoadedLog(segments, start, point, rebuild_from, recovered)
 
     def _segment_bases(self) -> list[int]:
         """Base offsets of the `.log` files, sorted; leftovers and orphaned indexes are deleted on the way."""

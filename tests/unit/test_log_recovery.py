@@ -169,3 +169,32 @@ def test_epoch_cache_rebuilt_from_batches(tmp_path):
     lg = reopen(tmp_path)
     assert lg.leader_epoch_entries == entries
     lg.close()
+
+
+def test_recovered_batch_headers_are_handed_to_the_replay_once_and_only_while_they_reach_the_log_end(tmp_path):
+    """The recovery's headers (LoadedLog.recovered_batches) spare the producer-state replay a second read of the
+    recovered segments: they must be exactly the batches a read from that offset finds, from the first recovered
+    segment on, and none once the log changed."""
+    lg, spans = make_log(tmp_path)
+    first_unflushed = lg.segments[2].base_offset
+    lg.close()
+    lg = reopen(tmp_path, recovery_point=first_unflushed)  # segments 2.. are recovered, 0-1 kept as they were
+    on_disk, offset = [], first_unflushed  # read as the replay reads without them
+    while offset < lg.log_end_offset:
+        on_disk += headers(lg.read(offset, 10**6))
+        offset = on_disk[-1].next_offset
+    assert len(on_disk) > 5 and on_disk[-1].next_offset == lg.log_end_offset
+    assert lg.take_recovered_batches(first_unflushed - 1) is None  # below the first recovered segment
+    lg.close()
+    lg = reopen(tmp_path, recovery_point=first_unflushed)
+    inside = spans[-3][0] + 1  # within a batch: from the batch holding it, as a read from there
+    want = [h for h in on_disk if h.last_offset >= inside]
+    got = lg.take_recovered_batches(inside)
+    assert got == want and got[0].base_offset == spans[-3][0]
+    assert lg.take_recovered_batches(inside) is None  # once
+    lg.close()
+    lg = reopen(tmp_path, recovery_point=first_unflushed)
+    lg.append_as_leader(batch(1), 9)
+    assert lg.take_recovered_batches(first_unflushed) is None  # the log moved on: they no longer reach its end
+    lg.close()
+    assert reopen(tmp_path, clean=True).take_recovered_batches(0) is None  # nothing recovered
