@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,9 +39,34 @@ from net.batch import BatchHeader
 
 log = logging.getLogger("kafkalite.log")
 
-# At most this many recovered batch headers are kept for the producer-state replay (~200 bytes each); past it the
-# replay reads the segments again.
-RECOVERED_HEADERS_MAX = 200_000
+
+class HeaderBudget:
+    """How many recovered batch headers the logs of this process hold for their producer-state replay (~350 bytes
+    each), bounded: a broker recovering thousands of large segments at once keeps none past the bound, and those
+    logs' replays read their segments again as before. A log returns its share when the headers are taken or
+    dropped (broker/log/log.py)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def available(self) -> int:
+        return self.limit - self.held
+
+    def take(self, n: int) -> bool:
+        with self._lock:
+            if self.held + n > self.limit:
+                return False
+            self.held += n
+            return True
+
+    def give_back(self, n: int) -> None:
+        with self._lock:
+            self.held -= n
+
+
+RECOVERED_HEADERS = HeaderBudget(100_000)  # ~35 MB at most; 100 partitions of 1.6 MB need ~19,000
 # Left behind by an interrupted delete or compaction once finish_interrupted_swaps has run: never data.
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")
 
@@ -71,7 +97,7 @@ class LoadedLog:
     # Every batch header of the recovered segments, from the first one recovered (its base offset) to the log end,
     # when all segments from there on were recovered: the producer-state replay that follows takes them rather
     # than reading those segments a second time (Kafka's recoverSegment replays while it recovers). None when
-    # none were recovered, a segment after a recovered one was not, or there were more than RECOVERED_HEADERS_MAX.
+    # none were recovered, a segment after a recovered one was not, or RECOVERED_HEADERS had no room for them.
     recovered_batches: tuple[int, list[BatchHeader]] | None = None
 
 
@@ -93,11 +119,15 @@ class LogLoader:
         i = 0
         rebuild_from: int | None = None
         headers: list[BatchHeader] | None = []  # of the recovered segments (LoadedLog.recovered_batches)
+        room = RECOVERED_HEADERS.available()
 
         def on_batch(h: BatchHeader) -> None:
+            nonlocal headers
             self._recover_epoch(h)
             if headers is not None:
                 headers.append(h)
+                if len(headers) > room:
+                    headers = None  # no room: the replay reads the segments
 
         while i < len(segments):
             seg = segments[i]
@@ -106,8 +136,6 @@ class LogLoader:
                 seg.txn_index.reset()
                 if rebuild_from is None:
                     rebuild_from = seg.base_offset
-                if headers is not None and len(headers) > RECOVERED_HEADERS_MAX:
-                    headers = None
                 log.info(
                     "%s: recovered segment %s (%d bytes of torn or invalid tail truncated)",
                     self.name,
@@ -136,7 +164,9 @@ class LogLoader:
         point = leo if clean_shutdown else min(max(recovery_point, segments[0].base_offset), leo)
         self.epochs.truncate_from_end(leo)
         self.epochs.truncate_from_start(start)
-        recovered = (rebuild_from, headers) if rebuild_from is not None and headers is not None else None
+        recovered = None
+        if rebuild_from is not None and headers is not None and RECOVERED_HEADERS.take(len(headers)):
+            recovered = (rebuild_from, headers)
         return LoadedLog(segments, start, point, rebuild_from, recovered)
 
     def _segment_bases(self) -> list[int]:

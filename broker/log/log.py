@@ -26,7 +26,7 @@ from crc32c import crc32c
 from broker.log.checkpoint import LeaderEpochCheckpoint
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochFileCache
-from broker.log.loader import LogLoader, create_segment
+from broker.log.loader import RECOVERED_HEADERS, LogLoader, create_segment
 from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 from broker.log.swap import abort_swap, begin_swap, commit_point, commit_swap, new_cleaned_segment
 from broker.log.txn_index import AbortedTxn
@@ -396,7 +396,7 @@ class Log:
     def _append(
         self, data: bytes | bytearray | memoryview, last_offset: int, max_ts: int, max_ts_offset: int, now_ms: int
     ) -> None:
-        self._recovered_batches = None  # they no longer reach the log end
+        self._drop_recovered_batches()  # they no longer reach the log end
         seg = self._maybe_roll(len(data), last_offset, now_ms)
         seg.append(last_offset, max_ts, max_ts_offset, data)
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
@@ -500,7 +500,8 @@ class Log:
         the recovery read them, or None (not recovered from there, or the log changed since): the producer-state
         replay then reads the log."""
         with self._lock:
-            recovered, self._recovered_batches = self._recovered_batches, None
+            recovered = self._recovered_batches
+            self._drop_recovered_batches()
         if recovered is None or from_offset < recovered[0]:
             return None
         return [h for h in recovered[1] if h.base_offset + h.last_offset_delta >= from_offset]
@@ -682,7 +683,7 @@ class Log:
             segments = self._segments[:i] + [new] + self._segments[i + len(old) :]
             self._segments, self._bases = segments, [s.base_offset for s in segments]
             self._txn_segments = None
-            self._recovered_batches = None
+            self._drop_recovered_batches()
             commit_swap(old, new)
         for seg in old:
             seg.delete()  # nobody reads them any more: readers take the lock and see the new list
@@ -700,9 +701,15 @@ class Log:
     def _invalidate_cleaning(self) -> None:
         """Under the lock, before segments are truncated or deleted: a cleaning may be reading them."""
         self._generation += 1
-        self._recovered_batches = None  # the recovery's headers no longer describe the segments
+        self._drop_recovered_batches()  # the recovery's headers no longer describe the segments
         self._txn_segments = None
         self._abort_pending_swap()
+
+    def _drop_recovered_batches(self) -> None:
+        """Under the lock (or while loading): forget the recovery's headers, their share of the budget back."""
+        if self._recovered_batches is not None:
+            RECOVERED_HEADERS.give_back(len(self._recovered_batches[1]))
+            self._recovered_batches = None
 
     def _note_truncation(self, log_end_offset: int) -> None:
         if self._truncated_to is None or log_end_offset < self._truncated_to:
@@ -743,6 +750,7 @@ class Log:
                 return
             self._closed = True
             self._abort_pending_swap()
+            self._drop_recovered_batches()
             for seg in self._segments:
                 seg.close()
 

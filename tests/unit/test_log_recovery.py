@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from broker.log.loader import RECOVERED_HEADERS
 from broker.log.log import Log
 from broker.log.segment import LogSegment
 from tests.unit.test_log_support import batch, config, headers
@@ -198,3 +199,23 @@ def test_recovered_batch_headers_are_handed_to_the_replay_once_and_only_while_th
     assert lg.take_recovered_batches(first_unflushed) is None  # the log moved on: they no longer reach its end
     lg.close()
     assert reopen(tmp_path, clean=True).take_recovered_batches(0) is None  # nothing recovered
+    assert RECOVERED_HEADERS.held == 0  # every log gave its share back (taken, changed or closed)
+
+
+def test_recovered_batch_headers_are_bounded_process_wide(tmp_path, monkeypatch):
+    """Thousands of large recovered segments must not all keep their headers until their partitions are made:
+    past the budget a log keeps none and its replay reads the segments; a taken or closed log frees its share."""
+    lg, _ = make_log(tmp_path)
+    lg.close()
+    kept = reopen(tmp_path)  # everything recovered: its headers are held
+    held = RECOVERED_HEADERS.held
+    assert held > 10
+    monkeypatch.setattr(RECOVERED_HEADERS, "limit", held + 5)  # room for a few more only
+    other = reopen(tmp_path)  # same files, another Log: no room for its headers
+    assert other.take_recovered_batches(0) is None and RECOVERED_HEADERS.held == held
+    other.close()
+    kept.close()  # closed without taking them: the share comes back
+    assert RECOVERED_HEADERS.held == 0
+    again = reopen(tmp_path)  # room again
+    assert again.take_recovered_batches(0) is not None and RECOVERED_HEADERS.held == 0
+    again.close()
