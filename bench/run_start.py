@@ -217,7 +217,8 @@ def render(figures: dict[str, list[float]], partitions: int, records: int, cmd: 
             "file created and fsynced per partition). Left: pydantic's config models (~0.05 s; they validate the "
             "configuration at start), prometheus_client (~0.02 s: its package imports http.server and urllib along "
             "with the metric classes the broker counts with), aiokafka's client imported for its record codec, the "
-            "recovery's per-batch Python work, and the load of a shared machine, which stretches all of it.",
+            "recovery's per-batch Python work, and the load of a shared machine, which stretches all of it (single "
+            "restarts during bursts of the other helpers' runs took up to 1.1-1.2 s).",
             "",
         ]
     )
