@@ -1,6 +1,16 @@
 """kl-broker: run a broker process."""
 
+# ruff: noqa: E402  (the collector is paused before the imports below)
 from __future__ import annotations
+
+import gc
+
+# No cyclic garbage collection while the broker's modules are imported and, in `start`, until the broker has
+# started: the imports build hundreds of thousands of objects that live as long as the process, and each
+# young-generation collection walks them again, ~15% of the imports' CPU on a restart (issue 29 §3). Resumed at
+# the end of this module and after the start (which ends with one collection and gc.freeze(): long_lived.py).
+_GC_WAS_ENABLED = gc.isenabled()
+gc.disable()
 
 import asyncio
 import logging
@@ -28,14 +38,20 @@ def _setup_logging(broker_id: int, level: str) -> None:
 
 
 async def _run(cfg: BrokerConfig) -> None:
-    from broker.server import BrokerServer
+    enabled = gc.isenabled()
+    gc.disable()  # until started: see the top of this module
+    try:
+        from broker.server import BrokerServer
 
-    server = BrokerServer(cfg)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await server.start()
+        server = BrokerServer(cfg)
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await server.start()
+    finally:
+        if enabled:
+            gc.enable()
     await stop.wait()
     await server.stop()
 
@@ -246,6 +262,9 @@ def configs(config_file: Path | None, overrides: tuple[str, ...], keys: bool) ->
             value = "null"
         click.echo(f"  {name}={value} sensitive={str(name in secret).lower()} synonyms={{{source}:{name}={value}}}")
 
+
+if _GC_WAS_ENABLED:
+    gc.enable()  # the module's imports are done (see the top)
 
 if __name__ == "__main__":
     main()

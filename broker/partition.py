@@ -159,6 +159,17 @@ class Partition:
         for txn in state.legacy_aborted:  # a version-2 snapshot: its aborted list goes to the .txnindex files
             lg.append_aborted_txn(txn)
         state.legacy_aborted = []
+        recovered = lg.take_recovered_batches(offset)
+        if recovered is not None:
+            # The batches the loader's recovery just read (an unclean start): replayed without reading the
+            # segments again, only the control batches' markers are read (0.05-0.1 s of 100 partitions' start).
+            markers: dict[int, batch_fmt.ControlRecord] = {}
+            for h in recovered:
+                if h.is_control:
+                    markers |= _markers(lg.read(h.base_offset, h.size), [(0, h)])
+            for txn in state.replay(recovered, markers):
+                lg.append_aborted_txn(txn)  # a no-op for an abort its .txnindex holds already
+            offset = lg.log_end_offset
         while offset < lg.log_end_offset:
             data = lg.read(offset, 8 * 1024 * 1024)
             if not data:
@@ -168,7 +179,12 @@ class Partition:
                 lg.append_aborted_txn(txn)  # a no-op for an abort its .txnindex holds already
             offset = batches[-1][1].next_offset
         self.producer_state = state
-        if state.replayed_batches > 64:  # a long replay (an old data dir, a crash): happen once, not per start
+        # A long replay (an old data dir, a lost snapshot) happens once, not per start: a snapshot at the end saves
+        # the next start from it. Not after a recovery's replay: the next unclean start replays from the recovered
+        # segment's base again (its .txnindex is rebuilt), whatever newer snapshot there is, and a clean shutdown
+        # or a roll writes its own. Writing one there (a file created and fsynced per partition) held up every
+        # partition's leadership after an unclean restart, 0.1-0.2 s for 100 partitions.
+        if state.replayed_batches > 64 and rebuild_from is None:
             state.take_snapshot(lg.log_end_offset)
 
     def _on_roll(self, base_offset: int) -> None:

@@ -41,7 +41,6 @@ from broker.metrics_state import StateCollector
 from broker.network.authenticator import ListenerSecurity
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.heartbeat import HeartbeatBoard, HeartbeatThread
-from broker.network.kafka.codec import KafkaCodec
 from broker.network.peers import BrokerPeers
 from broker.network.quorum_driver import QuorumDriver, next_incarnation
 from broker.network.server import (
@@ -51,6 +50,7 @@ from broker.network.server import (
     ConnectionLimits,
     NativeCodec,
     NetServer,
+    WireCodec,
     bind_listener,
     error_body,
 )
@@ -86,6 +86,15 @@ RELAY_CONTEXT = ConnectionContext("zookeeper", RELAY_LISTENER)
 # The transaction coordinator's markers for partitions this broker leads: served in-process, as a broker's.
 INTERNAL_CONTEXT = ConnectionContext("local", INTER_BROKER_LISTENER)
 ENDPOINT_CHECK_S = 0.5  # how soon a started broker's Kafka listener appears in every broker's Metadata
+
+
+def _codec(wire: str) -> Callable[[int], WireCodec]:
+    if wire == "kafka":
+        # Imported for a Kafka listener only: it brings kio (Kafka's message schemas), ~15 ms of every start.
+        from broker.network.kafka.codec import KafkaCodec
+
+        return KafkaCodec
+    return NativeCodec
 
 
 class BrokerServer:
@@ -305,7 +314,7 @@ class BrokerServer:
                 self.apis,
                 socks[lst.name],
                 cfg.socket_request_max_bytes,
-                KafkaCodec if lst.wire == "kafka" else NativeCodec,
+                _codec(lst.wire),
                 lst.name,
                 *self._listener_security(lst.name),
                 limits,

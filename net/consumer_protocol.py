@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import msgpack
-from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
-from kio.schema.consumer_protocol_subscription.v3 import data as subscription_v3
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i32
+
+# kio (its serializer and these schemas) is imported on first use, not with this module: a broker imports this
+# module at start and needs kio only when a group's member metadata is read or written (~10 ms of a restart).
 
 PROTOCOL_TYPE = "consumer"
 VERSION = 3
@@ -41,6 +40,8 @@ def _schema(kind: str, version: int) -> Any:
 
 
 def _write(version: int, entity: Any) -> bytes:
+    from kio.serial import entity_writer
+
     out = io.BytesIO()
     out.write(_VERSION.pack(version))
     entity_writer(type(entity))(out, entity)
@@ -53,6 +54,8 @@ def _read(kind: str, data: bytes) -> Any:
     (version,) = _VERSION.unpack_from(data)
     if version < 0:
         raise ValueError(f"consumer protocol {kind} version {version}")
+    from kio.serial import entity_reader
+
     cls, _ = _schema(kind, version)
     try:
         entity, _ = entity_reader(cls)(data, 2)
@@ -97,10 +100,12 @@ class Subscription:
     rack_id: str | None = None
 
     def encode(self) -> bytes:
-        _, tp = _schema("subscription", VERSION)
+        from kio.static.primitive import i32
+
+        subscription, tp = _schema("subscription", VERSION)
         return _write(
             VERSION,
-            subscription_v3.ConsumerProtocolSubscription(
+            subscription(
                 topics=tuple(self.topics),
                 user_data=self.user_data,
                 owned_partitions=tuple(tp(topic=t, partitions=tuple(ps)) for t, ps in _group(self.owned)),
@@ -134,10 +139,10 @@ class Assignment:
     user_data: bytes | None = None
 
     def encode(self) -> bytes:
-        _, tp = _schema("assignment", VERSION)
+        assignment, tp = _schema("assignment", VERSION)
         return _write(
             VERSION,
-            assignment_v3.ConsumerProtocolAssignment(
+            assignment(
                 assigned_partitions=tuple(tp(topic=t, partitions=tuple(ps)) for t, ps in _group(self.partitions)),
                 user_data=self.user_data,
             ),

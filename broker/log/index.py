@@ -18,6 +18,8 @@ import sys
 from abc import ABC, abstractmethod
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from broker.log.file_handles import CachedFile, create_file
@@ -44,6 +46,7 @@ class _IndexFile(ABC):
         self.existed = create_file(self.path) if create else False
         self._handle = CachedFile(self.path, os.O_RDWR | os.O_APPEND)
         self._dirty = False
+        self._pending: bytearray | None = None  # entries held back by buffered(), written at its end
         size = os.stat(self.path).st_size if self.existed else 0
         # A torn last entry is reported by sanity_check; the whole entries are still usable until then.
         self._torn = size % self.entry_size
@@ -84,9 +87,28 @@ class _IndexFile(ABC):
 
     def _write(self, entry: bytes) -> None:
         self._dirty = True
+        if self._pending is not None:
+            self._pending += entry
+            return
         with self._handle.fd() as fd:
             if os.write(fd, entry) != len(entry):  # never partial for 8-12 bytes on a local fs
                 raise OSError(errno.EIO, f"short write to {self.path}")
+
+    @contextmanager
+    def buffered(self) -> Iterator[None]:
+        """Appends inside are written to the file in one write at the end (also when the block raises, so the
+        file holds what memory holds): a segment's recovery rebuilds hundreds of entries, one syscall each
+        otherwise (~0.1 s of a 100-partition restart). Only appends may happen inside."""
+        self._pending = bytearray()
+        try:
+            yield
+        finally:
+            data, self._pending = self._pending, None
+            if data:
+                with self._handle.fd() as fd:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
 
     def _truncate_entries(self, i: int) -> None:
         if i < len(self) or self._torn:
@@ -101,6 +123,8 @@ class _IndexFile(ABC):
         if self._handle.is_open or os.stat(self.path).st_size:
             with self._handle.fd() as fd:
                 os.ftruncate(fd, 0)
+        if self._pending is not None:
+            self._pending.clear()
         self._clear()
         self._torn = 0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,34 @@ from net.batch import BatchHeader
 
 log = logging.getLogger("kafkalite.log")
 
+
+class HeaderBudget:
+    """How many recovered batch headers the logs of this process hold for their producer-state replay (~350 bytes
+    each), bounded: a broker recovering thousands of large segments at once keeps none past the bound, and those
+    logs' replays read their segments again as before. A log returns its share when the headers are taken or
+    dropped (broker/log/log.py)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def available(self) -> int:
+        return self.limit - self.held
+
+    def take(self, n: int) -> bool:
+        with self._lock:
+            if self.held + n > self.limit:
+                return False
+            self.held += n
+            return True
+
+    def give_back(self, n: int) -> None:
+        with self._lock:
+            self.held -= n
+
+
+RECOVERED_HEADERS = HeaderBudget(100_000)  # ~35 MB at most; 100 partitions of 1.6 MB need ~19,000
 # Left behind by an interrupted delete or compaction once finish_interrupted_swaps has run: never data.
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")
 
@@ -65,6 +94,11 @@ class LoadedLog:
     # The base offset of the first segment recovered: its `.txnindex` and every later one's are to be rebuilt
     # by the producer-state replay (the aborts need the producers' open transactions); None: none recovered.
     txn_rebuild_from: int | None = None
+    # Every batch header of the recovered segments, from the first one recovered (its base offset) to the log end,
+    # when all segments from there on were recovered: the producer-state replay that follows takes them rather
+    # than reading those segments a second time (Kafka's recoverSegment replays while it recovers). None when
+    # none were recovered, a segment after a recovered one was not, or RECOVERED_HEADERS had no room for them.
+    recovered_batches: tuple[int, list[BatchHeader]] | None = None
 
 
 class LogLoader:
@@ -84,10 +118,21 @@ class LogLoader:
             first_unflushed = max(0, bisect_right(bases, recovery_point) - 1)
         i = 0
         rebuild_from: int | None = None
+        headers: list[BatchHeader] | None = []  # of the recovered segments (LoadedLog.recovered_batches)
+        room = RECOVERED_HEADERS.available()
+
+        def on_batch(h: BatchHeader) -> None:
+            nonlocal headers
+            self._recover_epoch(h)
+            if headers is not None:
+                headers.append(h)
+                if len(headers) > room:
+                    headers = None  # no room: the replay reads the segments
+
         while i < len(segments):
             seg = segments[i]
             if i >= first_unflushed or seg.needs_recovery:
-                truncated = seg.recover(self.config.max_message_bytes, self._recover_epoch)
+                truncated = seg.recover(self.config.max_message_bytes, on_batch)
                 seg.txn_index.reset()
                 if rebuild_from is None:
                     rebuild_from = seg.base_offset
@@ -107,6 +152,8 @@ class LogLoader:
                     for later in segments[i + 1 :]:
                         later.delete()
                     del segments[i + 1 :]
+            elif rebuild_from is not None:
+                headers = None  # a segment kept as it was after a recovered one: the headers leave a gap
             i += 1
         if not segments:
             segments.append(create_segment(self.dir, log_start_offset or 0, self.config, self.clock))
@@ -117,7 +164,10 @@ class LogLoader:
         point = leo if clean_shutdown else min(max(recovery_point, segments[0].base_offset), leo)
         self.epochs.truncate_from_end(leo)
         self.epochs.truncate_from_start(start)
-        return LoadedLog(segments, start, point, rebuild_from)
+        recovered = None
+        if rebuild_from is not None and headers is not None and RECOVERED_HEADERS.take(len(headers)):
+            recovered = (rebuild_from, headers)
+        return LoadedLog(segments, start, point, rebuild_from, recovered)
 
     def _segment_bases(self) -> list[int]:
         """Base offsets of the `.log` files, sorted; leftovers and orphaned indexes are deleted on the way."""

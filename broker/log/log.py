@@ -26,7 +26,7 @@ from crc32c import crc32c
 from broker.log.checkpoint import LeaderEpochCheckpoint
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochFileCache
-from broker.log.loader import LogLoader, create_segment
+from broker.log.loader import RECOVERED_HEADERS, LogLoader, create_segment
 from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 from broker.log.swap import abort_swap, begin_swap, commit_point, commit_swap, new_cleaned_segment
 from broker.log.txn_index import AbortedTxn
@@ -129,6 +129,8 @@ class Log:
         # The first segment whose `.txnindex` the loader emptied (recovered): the owner's producer-state replay
         # from there rebuilds them (take_txn_rebuild_from, append_aborted_txn).
         self._txn_rebuild_from: int | None = None
+        # The loader's recovered batch headers, for that replay (take_recovered_batches); dropped at any change.
+        self._recovered_batches: tuple[int, list[BatchHeader]] | None = None
         # The segments whose .txnindex has entries, in order (None: to be listed again): a read_committed fetch
         # walks only these, not every segment after its offset.
         self._txn_segments: list[LogSegment] | None = None
@@ -159,6 +161,7 @@ class Log:
             self._add_segment(seg)
         self.log_start_offset, self.recovery_point = loaded.log_start_offset, loaded.recovery_point
         self._txn_rebuild_from = loaded.txn_rebuild_from
+        self._recovered_batches = loaded.recovered_batches
 
     def _create_segment(self, base: int) -> LogSegment:
         return create_segment(self.dir, base, self.config, self._clock)
@@ -393,6 +396,7 @@ class Log:
     def _append(
         self, data: bytes | bytearray | memoryview, last_offset: int, max_ts: int, max_ts_offset: int, now_ms: int
     ) -> None:
+        self._drop_recovered_batches()  # they no longer reach the log end
         seg = self._maybe_roll(len(data), last_offset, now_ms)
         seg.append(last_offset, max_ts, max_ts_offset, data)
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
@@ -490,6 +494,17 @@ class Log:
         with self._lock:
             point, self._txn_rebuild_from = self._txn_rebuild_from, None
             return point
+
+    def take_recovered_batches(self, from_offset: int) -> list[BatchHeader] | None:
+        """Once, after loading: the headers of every batch from the one holding `from_offset` to the log end, as
+        the recovery read them, or None (not recovered from there, or the log changed since): the producer-state
+        replay then reads the log."""
+        with self._lock:
+            recovered = self._recovered_batches
+            self._drop_recovered_batches()
+        if recovered is None or from_offset < recovered[0]:
+            return None
+        return [h for h in recovered[1] if h.base_offset + h.last_offset_delta >= from_offset]
 
     def append_aborted_txn(self, txn: AbortedTxn) -> bool:
         """Record an abort in the `.txnindex` of the segment holding its marker; False if it is there already
@@ -668,6 +683,7 @@ class Log:
             segments = self._segments[:i] + [new] + self._segments[i + len(old) :]
             self._segments, self._bases = segments, [s.base_offset for s in segments]
             self._txn_segments = None
+            self._drop_recovered_batches()
             commit_swap(old, new)
         for seg in old:
             seg.delete()  # nobody reads them any more: readers take the lock and see the new list
@@ -685,8 +701,15 @@ class Log:
     def _invalidate_cleaning(self) -> None:
         """Under the lock, before segments are truncated or deleted: a cleaning may be reading them."""
         self._generation += 1
+        self._drop_recovered_batches()  # the recovery's headers no longer describe the segments
         self._txn_segments = None
         self._abort_pending_swap()
+
+    def _drop_recovered_batches(self) -> None:
+        """Under the lock (or while loading): forget the recovery's headers, their share of the budget back."""
+        if self._recovered_batches is not None:
+            RECOVERED_HEADERS.give_back(len(self._recovered_batches[1]))
+            self._recovered_batches = None
 
     def _note_truncation(self, log_end_offset: int) -> None:
         if self._truncated_to is None or log_end_offset < self._truncated_to:
@@ -727,6 +750,7 @@ class Log:
                 return
             self._closed = True
             self._abort_pending_swap()
+            self._drop_recovered_batches()
             for seg in self._segments:
                 seg.close()
 

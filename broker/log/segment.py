@@ -342,7 +342,7 @@ class LogSegment:
         `max_message_bytes` only sizes the read buffer: a batch larger than the current limit but with a
         good CRC was accepted under an older config and is kept.
         """
-        with self._log.fd() as fd:
+        with self._log.fd() as fd, self.offset_index.buffered(), self.time_index.buffered():
             return self._recover(fd, max_message_bytes, on_batch)
 
     def _recover(self, fd: int, max_message_bytes: int, on_batch: Callable[[BatchHeader], None] | None) -> int:

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class AddOffsetsToTxnRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AddOffsetsToTxnRequest(Struct):
+    """AddOffsetsToTxnRequest, versions 0-4."""
+
     API_KEY: ClassVar[int] = 25
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
     transactional_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 4)})
@@ -24,9 +26,19 @@ class AddOffsetsToTxnRequest:
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 4)})
     """The unique group identifier."""
 
+    def __init__(
+        self, *, transactional_id: str = "", producer_id: int = 0, producer_epoch: int = 0, group_id: str = ""
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.group_id = group_id
 
-@dataclass(slots=True, kw_only=True)
-class AddOffsetsToTxnResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AddOffsetsToTxnResponse(Struct):
+    """AddOffsetsToTxnResponse, versions 0-4."""
+
     API_KEY: ClassVar[int] = 25
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
     throttle_time: datetime.timedelta = field(
@@ -37,3 +49,7 @@ class AddOffsetsToTxnResponse:
     """
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 4)})
     """The response error code, or 0 if there was no error."""
+
+    def __init__(self, *, throttle_time: datetime.timedelta = datetime.timedelta(0), error_code: int = 0) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code

@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class AddPartitionsToTxnTopic:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AddPartitionsToTxnTopic(Struct):
+    """A struct of AddPartitionsToTxnRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The name of the topic."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 5)})
     """The partition indexes to add to the transaction."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[int, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class AddPartitionsToTxnTransaction:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AddPartitionsToTxnTransaction(Struct):
+    """A struct of AddPartitionsToTxnRequest."""
+
     transactional_id: str = field(default="", metadata={"kafka_type": "string", "versions": (4, 5)})
     """The transactional id corresponding to the transaction."""
     producer_id: int = field(default=0, metadata={"kafka_type": "int64", "versions": (4, 5)})
@@ -32,9 +40,26 @@ class AddPartitionsToTxnTransaction:
     topics: tuple[AddPartitionsToTxnTopic, ...] = field(default=(), metadata={"versions": (4, 5)})
     """The partitions to add to the transaction."""
 
+    def __init__(
+        self,
+        *,
+        transactional_id: str = "",
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        verify_only: bool = False,
+        topics: tuple[AddPartitionsToTxnTopic, ...] = (),
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.verify_only = verify_only
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class AddPartitionsToTxnRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AddPartitionsToTxnRequest(Struct):
+    """AddPartitionsToTxnRequest, versions 0-5."""
+
     API_KEY: ClassVar[int] = 24
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     transactions: tuple[AddPartitionsToTxnTransaction, ...] = field(default=(), metadata={"versions": (4, 5)})
@@ -47,17 +72,40 @@ class AddPartitionsToTxnRequest:
     v3_and_below_topics: tuple[AddPartitionsToTxnTopic, ...] = field(default=(), metadata={"versions": (0, 3)})
     """The partitions to add to the transaction."""
 
+    def __init__(
+        self,
+        *,
+        transactions: tuple[AddPartitionsToTxnTransaction, ...] = (),
+        v3_and_below_transactional_id: str = "",
+        v3_and_below_producer_id: int = 0,
+        v3_and_below_producer_epoch: int = 0,
+        v3_and_below_topics: tuple[AddPartitionsToTxnTopic, ...] = (),
+    ) -> None:
+        self.transactions = transactions
+        self.v3_and_below_transactional_id = v3_and_below_transactional_id
+        self.v3_and_below_producer_id = v3_and_below_producer_id
+        self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
+        self.v3_and_below_topics = v3_and_below_topics
 
-@dataclass(slots=True, kw_only=True)
-class AddPartitionsToTxnPartitionResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AddPartitionsToTxnPartitionResult(Struct):
+    """A struct of AddPartitionsToTxnResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 5)})
     """The partition indexes."""
     partition_error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 5)})
     """The response error code."""
 
+    def __init__(self, *, partition_index: int = 0, partition_error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.partition_error_code = partition_error_code
 
-@dataclass(slots=True, kw_only=True)
-class AddPartitionsToTxnTopicResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AddPartitionsToTxnTopicResult(Struct):
+    """A struct of AddPartitionsToTxnResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The topic name."""
     results_by_partition: tuple[AddPartitionsToTxnPartitionResult, ...] = field(
@@ -65,17 +113,33 @@ class AddPartitionsToTxnTopicResult:
     )
     """The results for each partition."""
 
+    def __init__(
+        self, *, name: str = "", results_by_partition: tuple[AddPartitionsToTxnPartitionResult, ...] = ()
+    ) -> None:
+        self.name = name
+        self.results_by_partition = results_by_partition
 
-@dataclass(slots=True, kw_only=True)
-class AddPartitionsToTxnResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AddPartitionsToTxnResult(Struct):
+    """A struct of AddPartitionsToTxnResponse."""
+
     transactional_id: str = field(default="", metadata={"kafka_type": "string", "versions": (4, 5)})
     """The transactional id corresponding to the transaction."""
     topic_results: tuple[AddPartitionsToTxnTopicResult, ...] = field(default=(), metadata={"versions": (4, 5)})
     """The results for each topic."""
 
+    def __init__(
+        self, *, transactional_id: str = "", topic_results: tuple[AddPartitionsToTxnTopicResult, ...] = ()
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.topic_results = topic_results
 
-@dataclass(slots=True, kw_only=True)
-class AddPartitionsToTxnResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AddPartitionsToTxnResponse(Struct):
+    """AddPartitionsToTxnResponse, versions 0-5."""
+
     API_KEY: ClassVar[int] = 24
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     throttle_time: datetime.timedelta = field(
@@ -92,3 +156,16 @@ class AddPartitionsToTxnResponse:
         default=(), metadata={"versions": (0, 3)}
     )
     """The results for each topic."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        results_by_transaction: tuple[AddPartitionsToTxnResult, ...] = (),
+        results_by_topic_v3_and_below: tuple[AddPartitionsToTxnTopicResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.results_by_transaction = results_by_transaction
+        self.results_by_topic_v3_and_below = results_by_topic_v3_and_below

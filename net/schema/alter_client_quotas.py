@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class EntityData:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class EntityData(Struct):
+    """A struct of AlterClientQuotasRequest."""
+
     entity_type: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The entity type."""
     entity_name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The name of the entity, or null if the default."""
 
+    def __init__(self, *, entity_type: str = "", entity_name: str | None = None) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
 
-@dataclass(slots=True, kw_only=True)
-class OpData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OpData(Struct):
+    """A struct of AlterClientQuotasRequest."""
+
     key: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The quota configuration key."""
     value: float = field(default=0.0, metadata={"kafka_type": "float64", "versions": (0, 1)})
@@ -28,17 +36,30 @@ class OpData:
     remove: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (0, 1)})
     """Whether the quota configuration value should be removed, otherwise set."""
 
+    def __init__(self, *, key: str = "", value: float = 0.0, remove: bool = False) -> None:
+        self.key = key
+        self.value = value
+        self.remove = remove
 
-@dataclass(slots=True, kw_only=True)
-class EntryData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class EntryData(Struct):
+    """A struct of AlterClientQuotasRequest."""
+
     entity: tuple[EntityData, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The quota entity to alter."""
     ops: tuple[OpData, ...] = field(default=(), metadata={"versions": (0, 1)})
     """An individual quota configuration entry to alter."""
 
+    def __init__(self, *, entity: tuple[EntityData, ...] = (), ops: tuple[OpData, ...] = ()) -> None:
+        self.entity = entity
+        self.ops = ops
 
-@dataclass(slots=True, kw_only=True)
-class AlterClientQuotasRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterClientQuotasRequest(Struct):
+    """AlterClientQuotasRequest, versions 0-1."""
+
     API_KEY: ClassVar[int] = 49
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     entries: tuple[EntryData, ...] = field(default=(), metadata={"versions": (0, 1)})
@@ -46,17 +67,29 @@ class AlterClientQuotasRequest:
     validate_only: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (0, 1)})
     """Whether the alteration should be validated, but not performed."""
 
+    def __init__(self, *, entries: tuple[EntryData, ...] = (), validate_only: bool = False) -> None:
+        self.entries = entries
+        self.validate_only = validate_only
 
-@dataclass(slots=True, kw_only=True)
-class AlterClientQuotasResponseEntityData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterClientQuotasResponseEntityData(Struct):
+    """A struct of AlterClientQuotasResponse."""
+
     entity_type: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The entity type."""
     entity_name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The name of the entity, or null if the default."""
 
+    def __init__(self, *, entity_type: str = "", entity_name: str | None = None) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
 
-@dataclass(slots=True, kw_only=True)
-class AlterClientQuotasResponseEntryData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterClientQuotasResponseEntryData(Struct):
+    """A struct of AlterClientQuotasResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 1)})
     """The error code, or `0` if the quota alteration succeeded."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
@@ -64,9 +97,22 @@ class AlterClientQuotasResponseEntryData:
     entity: tuple[AlterClientQuotasResponseEntityData, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The quota entity to alter."""
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = None,
+        entity: tuple[AlterClientQuotasResponseEntityData, ...] = (),
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entity = entity
 
-@dataclass(slots=True, kw_only=True)
-class AlterClientQuotasResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterClientQuotasResponse(Struct):
+    """AlterClientQuotasResponse, versions 0-1."""
+
     API_KEY: ClassVar[int] = 49
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     throttle_time: datetime.timedelta = field(
@@ -77,3 +123,12 @@ class AlterClientQuotasResponse:
     """
     entries: tuple[AlterClientQuotasResponseEntryData, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The quota configuration entries to alter."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        entries: tuple[AlterClientQuotasResponseEntryData, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.entries = entries

@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class AlterableConfig:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterableConfig(Struct):
+    """A struct of AlterConfigsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The configuration key name."""
     value: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 2)})
     """The value to set for the configuration key."""
 
+    def __init__(self, *, name: str = "", value: str | None = None) -> None:
+        self.name = name
+        self.value = value
 
-@dataclass(slots=True, kw_only=True)
-class AlterConfigsResource:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterConfigsResource(Struct):
+    """A struct of AlterConfigsRequest."""
+
     resource_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (0, 2)})
     """The resource type."""
     resource_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
@@ -28,9 +36,18 @@ class AlterConfigsResource:
     configs: tuple[AlterableConfig, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The configurations."""
 
+    def __init__(
+        self, *, resource_type: int = 0, resource_name: str = "", configs: tuple[AlterableConfig, ...] = ()
+    ) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configs = configs
 
-@dataclass(slots=True, kw_only=True)
-class AlterConfigsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterConfigsRequest(Struct):
+    """AlterConfigsRequest, versions 0-2."""
+
     API_KEY: ClassVar[int] = 33
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     resources: tuple[AlterConfigsResource, ...] = field(default=(), metadata={"versions": (0, 2)})
@@ -38,9 +55,15 @@ class AlterConfigsRequest:
     validate_only: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (0, 2)})
     """True if we should validate the request, but not change the configurations."""
 
+    def __init__(self, *, resources: tuple[AlterConfigsResource, ...] = (), validate_only: bool = False) -> None:
+        self.resources = resources
+        self.validate_only = validate_only
 
-@dataclass(slots=True, kw_only=True)
-class AlterConfigsResourceResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterConfigsResourceResponse(Struct):
+    """A struct of AlterConfigsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 2)})
     """The resource error code."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 2)})
@@ -50,9 +73,19 @@ class AlterConfigsResourceResponse:
     resource_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The resource name."""
 
+    def __init__(
+        self, *, error_code: int = 0, error_message: str | None = None, resource_type: int = 0, resource_name: str = ""
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
 
-@dataclass(slots=True, kw_only=True)
-class AlterConfigsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterConfigsResponse(Struct):
+    """AlterConfigsResponse, versions 0-2."""
+
     API_KEY: ClassVar[int] = 33
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     throttle_time: datetime.timedelta = field(
@@ -63,3 +96,12 @@ class AlterConfigsResponse:
     """
     responses: tuple[AlterConfigsResourceResponse, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The responses for each resource."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        responses: tuple[AlterConfigsResourceResponse, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.responses = responses

@@ -8,26 +8,40 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ReassignablePartition:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReassignablePartition(Struct):
+    """A struct of AlterPartitionReassignmentsRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 1)})
     """The partition index."""
     replicas: tuple[int, ...] | None = field(default=None, metadata={"kafka_type": "int32", "versions": (0, 1)})
 
+    def __init__(self, *, partition_index: int = 0, replicas: tuple[int, ...] | None = None) -> None:
+        self.partition_index = partition_index
+        self.replicas = replicas
 
-@dataclass(slots=True, kw_only=True)
-class ReassignableTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReassignableTopic(Struct):
+    """A struct of AlterPartitionReassignmentsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The topic name."""
     partitions: tuple[ReassignablePartition, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The partitions to reassign."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[ReassignablePartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class AlterPartitionReassignmentsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterPartitionReassignmentsRequest(Struct):
+    """AlterPartitionReassignmentsRequest, versions 0-1."""
+
     API_KEY: ClassVar[int] = 45
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     timeout: datetime.timedelta = field(
@@ -37,9 +51,22 @@ class AlterPartitionReassignmentsRequest:
     topics: tuple[ReassignableTopic, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The topics to reassign."""
 
+    def __init__(
+        self,
+        *,
+        timeout: datetime.timedelta = datetime.timedelta(milliseconds=60000),
+        allow_replication_factor_change: bool = True,
+        topics: tuple[ReassignableTopic, ...] = (),
+    ) -> None:
+        self.timeout = timeout
+        self.allow_replication_factor_change = allow_replication_factor_change
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class ReassignablePartitionResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReassignablePartitionResponse(Struct):
+    """A struct of AlterPartitionReassignmentsResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 1)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 1)})
@@ -47,17 +74,30 @@ class ReassignablePartitionResponse:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The error message for this partition, or null if there was no error."""
 
+    def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class ReassignableTopicResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReassignableTopicResponse(Struct):
+    """A struct of AlterPartitionReassignmentsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The topic name."""
     partitions: tuple[ReassignablePartitionResponse, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The responses to partitions to reassign."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[ReassignablePartitionResponse, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class AlterPartitionReassignmentsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterPartitionReassignmentsResponse(Struct):
+    """AlterPartitionReassignmentsResponse, versions 0-1."""
+
     API_KEY: ClassVar[int] = 45
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     throttle_time: datetime.timedelta = field(
@@ -73,3 +113,18 @@ class AlterPartitionReassignmentsResponse:
     """The top-level error message, or null if there was no error."""
     responses: tuple[ReassignableTopicResponse, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The responses to topics to reassign."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        allow_replication_factor_change: bool = True,
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: tuple[ReassignableTopicResponse, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.allow_replication_factor_change = allow_replication_factor_change
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = responses

@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ScramCredentialDeletion:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ScramCredentialDeletion(Struct):
+    """A struct of AlterUserScramCredentialsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
     mechanism: int = field(default=0, metadata={"kafka_type": "int8", "versions": (0, 0)})
     """The SCRAM mechanism."""
 
+    def __init__(self, *, name: str = "", mechanism: int = 0) -> None:
+        self.name = name
+        self.mechanism = mechanism
 
-@dataclass(slots=True, kw_only=True)
-class ScramCredentialUpsertion:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ScramCredentialUpsertion(Struct):
+    """A struct of AlterUserScramCredentialsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
     mechanism: int = field(default=0, metadata={"kafka_type": "int8", "versions": (0, 0)})
@@ -32,9 +40,26 @@ class ScramCredentialUpsertion:
     salted_password: bytes = field(default=b"", metadata={"kafka_type": "bytes", "versions": (0, 0)})
     """The salted password."""
 
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        mechanism: int = 0,
+        iterations: int = 0,
+        salt: bytes = b"",
+        salted_password: bytes = b"",
+    ) -> None:
+        self.name = name
+        self.mechanism = mechanism
+        self.iterations = iterations
+        self.salt = salt
+        self.salted_password = salted_password
 
-@dataclass(slots=True, kw_only=True)
-class AlterUserScramCredentialsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterUserScramCredentialsRequest(Struct):
+    """AlterUserScramCredentialsRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 51
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     deletions: tuple[ScramCredentialDeletion, ...] = field(default=(), metadata={"versions": (0, 0)})
@@ -42,9 +67,20 @@ class AlterUserScramCredentialsRequest:
     upsertions: tuple[ScramCredentialUpsertion, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The SCRAM credentials to update/insert."""
 
+    def __init__(
+        self,
+        *,
+        deletions: tuple[ScramCredentialDeletion, ...] = (),
+        upsertions: tuple[ScramCredentialUpsertion, ...] = (),
+    ) -> None:
+        self.deletions = deletions
+        self.upsertions = upsertions
 
-@dataclass(slots=True, kw_only=True)
-class AlterUserScramCredentialsResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterUserScramCredentialsResult(Struct):
+    """A struct of AlterUserScramCredentialsResponse."""
+
     user: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
@@ -52,9 +88,16 @@ class AlterUserScramCredentialsResult:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 0)})
     """The error message, if any."""
 
+    def __init__(self, *, user: str = "", error_code: int = 0, error_message: str | None = None) -> None:
+        self.user = user
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class AlterUserScramCredentialsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterUserScramCredentialsResponse(Struct):
+    """AlterUserScramCredentialsResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 51
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     throttle_time: datetime.timedelta = field(
@@ -65,3 +108,12 @@ class AlterUserScramCredentialsResponse:
     """
     results: tuple[AlterUserScramCredentialsResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The results for deletions and alterations, one per affected user."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        results: tuple[AlterUserScramCredentialsResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.results = results

@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class TopicPartitions:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicPartitions(Struct):
+    """A struct of ConsumerGroupHeartbeatRequest."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 1)})
     """The topic ID."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 1)})
     """The partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[int, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ConsumerGroupHeartbeatRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ConsumerGroupHeartbeatRequest(Struct):
+    """ConsumerGroupHeartbeatRequest, versions 0-1."""
+
     API_KEY: ClassVar[int] = 68
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
@@ -49,25 +57,63 @@ class ConsumerGroupHeartbeatRequest:
     topic_partitions: tuple[TopicPartitions, ...] | None = field(default=None, metadata={"versions": (0, 1)})
     """null if it didn't change since the last heartbeat; the partitions owned by the member."""
 
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        member_id: str = "",
+        member_epoch: int = 0,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout: datetime.timedelta = datetime.timedelta(milliseconds=-1),
+        subscribed_topic_names: tuple[str, ...] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        topic_partitions: tuple[TopicPartitions, ...] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.instance_id = instance_id
+        self.rack_id = rack_id
+        self.rebalance_timeout = rebalance_timeout
+        self.subscribed_topic_names = subscribed_topic_names
+        self.subscribed_topic_regex = subscribed_topic_regex
+        self.server_assignor = server_assignor
+        self.topic_partitions = topic_partitions
 
-@dataclass(slots=True, kw_only=True)
-class ConsumerGroupHeartbeatResponseTopicPartitions:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ConsumerGroupHeartbeatResponseTopicPartitions(Struct):
+    """A struct of ConsumerGroupHeartbeatResponse."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 1)})
     """The topic ID."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 1)})
     """The partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[int, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class Assignment:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class Assignment(Struct):
+    """A struct of ConsumerGroupHeartbeatResponse."""
+
     topic_partitions: tuple[ConsumerGroupHeartbeatResponseTopicPartitions, ...] = field(
         default=(), metadata={"versions": (0, 1)}
     )
     """The partitions assigned to the member that can be used immediately."""
 
+    def __init__(self, *, topic_partitions: tuple[ConsumerGroupHeartbeatResponseTopicPartitions, ...] = ()) -> None:
+        self.topic_partitions = topic_partitions
 
-@dataclass(slots=True, kw_only=True)
-class ConsumerGroupHeartbeatResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ConsumerGroupHeartbeatResponse(Struct):
+    """ConsumerGroupHeartbeatResponse, versions 0-1."""
+
     API_KEY: ClassVar[int] = 68
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     throttle_time: datetime.timedelta = field(
@@ -92,3 +138,22 @@ class ConsumerGroupHeartbeatResponse:
     """The heartbeat interval in milliseconds."""
     assignment: Assignment | None = field(default=None, metadata={"versions": (0, 1)})
     """null if not provided; the assignment otherwise."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        member_id: str | None = None,
+        member_epoch: int = 0,
+        heartbeat_interval: datetime.timedelta = datetime.timedelta(0),
+        assignment: Assignment | None = None,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.heartbeat_interval = heartbeat_interval
+        self.assignment = assignment

@@ -16,8 +16,6 @@ from collections.abc import Callable
 from functools import cache, partial
 from typing import Any, TypeVar
 
-from kio.serial._implicit_defaults import get_implicit_default
-
 from net.messages import unwrap_optional
 
 __all__ = ["from_kio", "to_kio"]
@@ -144,6 +142,9 @@ def _zeros(cls: type) -> tuple[tuple[str, Callable[[], Any]], ...]:
         elif isinstance(tp, type) and issubclass(tp, enum.Enum):
             out.append((f.name, partial(tp, 0)))
         else:
+            # kio on first use: a broker imports this module at start, and kio only for its Kafka listener.
+            from kio.serial._implicit_defaults import get_implicit_default
+
             out.append((f.name, partial(get_implicit_default, tp)))
     return tuple(out)
 

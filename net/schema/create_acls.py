@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class AclCreation:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AclCreation(Struct):
+    """A struct of CreateAclsRequest."""
+
     resource_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The type of the resource."""
     resource_name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 3)})
@@ -28,25 +30,57 @@ class AclCreation:
     permission_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The permission type for the ACL (allow, deny, etc.)."""
 
+    def __init__(
+        self,
+        *,
+        resource_type: int = 0,
+        resource_name: str = "",
+        resource_pattern_type: int = 3,
+        principal: str = "",
+        host: str = "",
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.resource_pattern_type = resource_pattern_type
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
 
-@dataclass(slots=True, kw_only=True)
-class CreateAclsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreateAclsRequest(Struct):
+    """CreateAclsRequest, versions 1-3."""
+
     API_KEY: ClassVar[int] = 30
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)
     creations: tuple[AclCreation, ...] = field(default=(), metadata={"versions": (1, 3)})
     """The ACLs that we want to create."""
 
+    def __init__(self, *, creations: tuple[AclCreation, ...] = ()) -> None:
+        self.creations = creations
 
-@dataclass(slots=True, kw_only=True)
-class AclCreationResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AclCreationResult(Struct):
+    """A struct of CreateAclsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The result error, or zero if there was no error."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 3)})
     """The result message, or null if there was no error."""
 
+    def __init__(self, *, error_code: int = 0, error_message: str | None = None) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class CreateAclsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreateAclsResponse(Struct):
+    """CreateAclsResponse, versions 1-3."""
+
     API_KEY: ClassVar[int] = 30
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)
     throttle_time: datetime.timedelta = field(
@@ -57,3 +91,9 @@ class CreateAclsResponse:
     """
     results: tuple[AclCreationResult, ...] = field(default=(), metadata={"versions": (1, 3)})
     """The results for each ACL creation."""
+
+    def __init__(
+        self, *, throttle_time: datetime.timedelta = datetime.timedelta(0), results: tuple[AclCreationResult, ...] = ()
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.results = results

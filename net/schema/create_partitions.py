@@ -8,16 +8,23 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class CreatePartitionsAssignment:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatePartitionsAssignment(Struct):
+    """A struct of CreatePartitionsRequest."""
+
     broker_ids: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 3)})
 
+    def __init__(self, *, broker_ids: tuple[int, ...] = ()) -> None:
+        self.broker_ids = broker_ids
 
-@dataclass(slots=True, kw_only=True)
-class CreatePartitionsTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatePartitionsTopic(Struct):
+    """A struct of CreatePartitionsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 3)})
     """The topic name."""
     count: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 3)})
@@ -25,9 +32,18 @@ class CreatePartitionsTopic:
     assignments: tuple[CreatePartitionsAssignment, ...] | None = field(default=None, metadata={"versions": (0, 3)})
     """The new partition assignments."""
 
+    def __init__(
+        self, *, name: str = "", count: int = 0, assignments: tuple[CreatePartitionsAssignment, ...] | None = None
+    ) -> None:
+        self.name = name
+        self.count = count
+        self.assignments = assignments
 
-@dataclass(slots=True, kw_only=True)
-class CreatePartitionsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatePartitionsRequest(Struct):
+    """CreatePartitionsRequest, versions 0-3."""
+
     API_KEY: ClassVar[int] = 37
     VERSIONS: ClassVar[tuple[int, int]] = (0, 3)
     topics: tuple[CreatePartitionsTopic, ...] = field(default=(), metadata={"versions": (0, 3)})
@@ -39,9 +55,22 @@ class CreatePartitionsRequest:
     validate_only: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (0, 3)})
     """If true, then validate the request, but don't actually increase the number of partitions."""
 
+    def __init__(
+        self,
+        *,
+        topics: tuple[CreatePartitionsTopic, ...] = (),
+        timeout: datetime.timedelta = datetime.timedelta(0),
+        validate_only: bool = False,
+    ) -> None:
+        self.topics = topics
+        self.timeout = timeout
+        self.validate_only = validate_only
 
-@dataclass(slots=True, kw_only=True)
-class CreatePartitionsTopicResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatePartitionsTopicResult(Struct):
+    """A struct of CreatePartitionsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 3)})
     """The topic name."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 3)})
@@ -49,9 +78,16 @@ class CreatePartitionsTopicResult:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 3)})
     """The result message, or null if there was no error."""
 
+    def __init__(self, *, name: str = "", error_code: int = 0, error_message: str | None = None) -> None:
+        self.name = name
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class CreatePartitionsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatePartitionsResponse(Struct):
+    """CreatePartitionsResponse, versions 0-3."""
+
     API_KEY: ClassVar[int] = 37
     VERSIONS: ClassVar[tuple[int, int]] = (0, 3)
     throttle_time: datetime.timedelta = field(
@@ -62,3 +98,12 @@ class CreatePartitionsResponse:
     """
     results: tuple[CreatePartitionsTopicResult, ...] = field(default=(), metadata={"versions": (0, 3)})
     """The partition creation results for each topic."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        results: tuple[CreatePartitionsTopicResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.results = results

@@ -8,26 +8,40 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class CreatableReplicaAssignment:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatableReplicaAssignment(Struct):
+    """A struct of CreateTopicsRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 7)})
     """The partition index."""
     broker_ids: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (2, 7)})
 
+    def __init__(self, *, partition_index: int = 0, broker_ids: tuple[int, ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.broker_ids = broker_ids
 
-@dataclass(slots=True, kw_only=True)
-class CreatableTopicConfig:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatableTopicConfig(Struct):
+    """A struct of CreateTopicsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 7)})
     """The configuration name."""
     value: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (2, 7)})
     """The configuration value."""
 
+    def __init__(self, *, name: str = "", value: str | None = None) -> None:
+        self.name = name
+        self.value = value
 
-@dataclass(slots=True, kw_only=True)
-class CreatableTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatableTopic(Struct):
+    """A struct of CreateTopicsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 7)})
     """The topic name."""
     num_partitions: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 7)})
@@ -43,9 +57,26 @@ class CreatableTopic:
     configs: tuple[CreatableTopicConfig, ...] = field(default=(), metadata={"versions": (2, 7)})
     """The custom topic configurations to set."""
 
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        num_partitions: int = 0,
+        replication_factor: int = 0,
+        assignments: tuple[CreatableReplicaAssignment, ...] = (),
+        configs: tuple[CreatableTopicConfig, ...] = (),
+    ) -> None:
+        self.name = name
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.assignments = assignments
+        self.configs = configs
 
-@dataclass(slots=True, kw_only=True)
-class CreateTopicsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreateTopicsRequest(Struct):
+    """CreateTopicsRequest, versions 2-7."""
+
     API_KEY: ClassVar[int] = 19
     VERSIONS: ClassVar[tuple[int, int]] = (2, 7)
     topics: tuple[CreatableTopic, ...] = field(default=(), metadata={"versions": (2, 7)})
@@ -56,9 +87,22 @@ class CreateTopicsRequest:
     validate_only: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (2, 7)})
     """If true, check that the topics can be created as specified, but don't create anything."""
 
+    def __init__(
+        self,
+        *,
+        topics: tuple[CreatableTopic, ...] = (),
+        timeout: datetime.timedelta = datetime.timedelta(milliseconds=60000),
+        validate_only: bool = False,
+    ) -> None:
+        self.topics = topics
+        self.timeout = timeout
+        self.validate_only = validate_only
 
-@dataclass(slots=True, kw_only=True)
-class CreatableTopicConfigs:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatableTopicConfigs(Struct):
+    """A struct of CreateTopicsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (5, 7)})
     """The configuration name."""
     value: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (5, 7)})
@@ -70,9 +114,26 @@ class CreatableTopicConfigs:
     is_sensitive: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (5, 7)})
     """True if this configuration is sensitive."""
 
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        value: str | None = None,
+        read_only: bool = False,
+        config_source: int = -1,
+        is_sensitive: bool = False,
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.read_only = read_only
+        self.config_source = config_source
+        self.is_sensitive = is_sensitive
 
-@dataclass(slots=True, kw_only=True)
-class CreatableTopicResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreatableTopicResult(Struct):
+    """A struct of CreateTopicsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 7)})
     """The topic name."""
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (7, 7)})
@@ -89,9 +150,32 @@ class CreatableTopicResult:
     configs: tuple[CreatableTopicConfigs, ...] | None = field(default=None, metadata={"versions": (5, 7)})
     """Configuration of the topic."""
 
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        topic_id: uuid.UUID | None = None,
+        error_code: int = 0,
+        error_message: str | None = None,
+        topic_config_error_code: int = 0,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: tuple[CreatableTopicConfigs, ...] | None = None,
+    ) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topic_config_error_code = topic_config_error_code
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.configs = configs
 
-@dataclass(slots=True, kw_only=True)
-class CreateTopicsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CreateTopicsResponse(Struct):
+    """CreateTopicsResponse, versions 2-7."""
+
     API_KEY: ClassVar[int] = 19
     VERSIONS: ClassVar[tuple[int, int]] = (2, 7)
     throttle_time: datetime.timedelta = field(
@@ -102,3 +186,12 @@ class CreateTopicsResponse:
     """
     topics: tuple[CreatableTopicResult, ...] = field(default=(), metadata={"versions": (2, 7)})
     """Results for each topic we tried to create."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        topics: tuple[CreatableTopicResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.topics = topics

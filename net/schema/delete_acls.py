@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DeleteAclsFilter:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteAclsFilter(Struct):
+    """A struct of DeleteAclsRequest."""
+
     resource_type_filter: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The resource type."""
     resource_name_filter: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 3)})
@@ -28,17 +30,43 @@ class DeleteAclsFilter:
     permission_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The permission type."""
 
+    def __init__(
+        self,
+        *,
+        resource_type_filter: int = 0,
+        resource_name_filter: str | None = None,
+        pattern_type_filter: int = 3,
+        principal_filter: str | None = None,
+        host_filter: str | None = None,
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
 
-@dataclass(slots=True, kw_only=True)
-class DeleteAclsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteAclsRequest(Struct):
+    """DeleteAclsRequest, versions 1-3."""
+
     API_KEY: ClassVar[int] = 31
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)
     filters: tuple[DeleteAclsFilter, ...] = field(default=(), metadata={"versions": (1, 3)})
     """The filters to use when deleting ACLs."""
 
+    def __init__(self, *, filters: tuple[DeleteAclsFilter, ...] = ()) -> None:
+        self.filters = filters
 
-@dataclass(slots=True, kw_only=True)
-class DeleteAclsMatchingAcl:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteAclsMatchingAcl(Struct):
+    """A struct of DeleteAclsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The deletion error code, or 0 if the deletion succeeded."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 3)})
@@ -58,9 +86,34 @@ class DeleteAclsMatchingAcl:
     permission_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The ACL permission type."""
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = None,
+        resource_type: int = 0,
+        resource_name: str = "",
+        pattern_type: int = 3,
+        principal: str = "",
+        host: str = "",
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
 
-@dataclass(slots=True, kw_only=True)
-class DeleteAclsFilterResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteAclsFilterResult(Struct):
+    """A struct of DeleteAclsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 3)})
     """The error code, or 0 if the filter succeeded."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 3)})
@@ -68,9 +121,22 @@ class DeleteAclsFilterResult:
     matching_acls: tuple[DeleteAclsMatchingAcl, ...] = field(default=(), metadata={"versions": (1, 3)})
     """The ACLs which matched this filter."""
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = None,
+        matching_acls: tuple[DeleteAclsMatchingAcl, ...] = (),
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.matching_acls = matching_acls
 
-@dataclass(slots=True, kw_only=True)
-class DeleteAclsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteAclsResponse(Struct):
+    """DeleteAclsResponse, versions 1-3."""
+
     API_KEY: ClassVar[int] = 31
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)
     throttle_time: datetime.timedelta = field(
@@ -81,3 +147,12 @@ class DeleteAclsResponse:
     """
     filter_results: tuple[DeleteAclsFilterResult, ...] = field(default=(), metadata={"versions": (1, 3)})
     """The results for each filter."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        filter_results: tuple[DeleteAclsFilterResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.filter_results = filter_results

@@ -8,26 +8,39 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DeleteGroupsRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteGroupsRequest(Struct):
+    """DeleteGroupsRequest, versions 0-2."""
+
     API_KEY: ClassVar[int] = 42
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     groups_names: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (0, 2)})
 
+    def __init__(self, *, groups_names: tuple[str, ...] = ()) -> None:
+        self.groups_names = groups_names
 
-@dataclass(slots=True, kw_only=True)
-class DeletableGroupResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeletableGroupResult(Struct):
+    """A struct of DeleteGroupsResponse."""
+
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The group id."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 2)})
     """The deletion error, or 0 if the deletion succeeded."""
 
+    def __init__(self, *, group_id: str = "", error_code: int = 0) -> None:
+        self.group_id = group_id
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class DeleteGroupsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteGroupsResponse(Struct):
+    """DeleteGroupsResponse, versions 0-2."""
+
     API_KEY: ClassVar[int] = 42
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     throttle_time: datetime.timedelta = field(
@@ -38,3 +51,12 @@ class DeleteGroupsResponse:
     """
     results: tuple[DeletableGroupResult, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The deletion results."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        results: tuple[DeletableGroupResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.results = results

@@ -8,27 +8,41 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DeleteRecordsPartition:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteRecordsPartition(Struct):
+    """A struct of DeleteRecordsRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 2)})
     """The partition index."""
     offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 2)})
     """The deletion offset. -1 means that records should be truncated to the high watermark."""
 
+    def __init__(self, *, partition_index: int = 0, offset: int = 0) -> None:
+        self.partition_index = partition_index
+        self.offset = offset
 
-@dataclass(slots=True, kw_only=True)
-class DeleteRecordsTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteRecordsTopic(Struct):
+    """A struct of DeleteRecordsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The topic name."""
     partitions: tuple[DeleteRecordsPartition, ...] = field(default=(), metadata={"versions": (0, 2)})
     """Each partition that we want to delete records from."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[DeleteRecordsPartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DeleteRecordsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteRecordsRequest(Struct):
+    """DeleteRecordsRequest, versions 0-2."""
+
     API_KEY: ClassVar[int] = 21
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     topics: tuple[DeleteRecordsTopic, ...] = field(default=(), metadata={"versions": (0, 2)})
@@ -38,9 +52,17 @@ class DeleteRecordsRequest:
     )
     """How long to wait for the deletion to complete, in milliseconds."""
 
+    def __init__(
+        self, *, topics: tuple[DeleteRecordsTopic, ...] = (), timeout: datetime.timedelta = datetime.timedelta(0)
+    ) -> None:
+        self.topics = topics
+        self.timeout = timeout
 
-@dataclass(slots=True, kw_only=True)
-class DeleteRecordsPartitionResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteRecordsPartitionResult(Struct):
+    """A struct of DeleteRecordsResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 2)})
     """The partition index."""
     low_watermark: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 2)})
@@ -48,17 +70,30 @@ class DeleteRecordsPartitionResult:
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 2)})
     """The deletion error code, or 0 if the deletion succeeded."""
 
+    def __init__(self, *, partition_index: int = 0, low_watermark: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.low_watermark = low_watermark
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class DeleteRecordsTopicResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteRecordsTopicResult(Struct):
+    """A struct of DeleteRecordsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The topic name."""
     partitions: tuple[DeleteRecordsPartitionResult, ...] = field(default=(), metadata={"versions": (0, 2)})
     """Each partition that we wanted to delete records from."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[DeleteRecordsPartitionResult, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DeleteRecordsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteRecordsResponse(Struct):
+    """DeleteRecordsResponse, versions 0-2."""
+
     API_KEY: ClassVar[int] = 21
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     throttle_time: datetime.timedelta = field(
@@ -69,3 +104,12 @@ class DeleteRecordsResponse:
     """
     topics: tuple[DeleteRecordsTopicResult, ...] = field(default=(), metadata={"versions": (0, 2)})
     """Each topic that we wanted to delete records from."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        topics: tuple[DeleteRecordsTopicResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.topics = topics

@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DeleteTopicState:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteTopicState(Struct):
+    """A struct of DeleteTopicsRequest."""
+
     name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (6, 6)})
     """The topic name."""
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (6, 6)})
     """The unique topic ID."""
 
+    def __init__(self, *, name: str | None = None, topic_id: uuid.UUID | None = None) -> None:
+        self.name = name
+        self.topic_id = topic_id
 
-@dataclass(slots=True, kw_only=True)
-class DeleteTopicsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteTopicsRequest(Struct):
+    """DeleteTopicsRequest, versions 1-6."""
+
     API_KEY: ClassVar[int] = 20
     VERSIONS: ClassVar[tuple[int, int]] = (1, 6)
     topics: tuple[DeleteTopicState, ...] = field(default=(), metadata={"versions": (6, 6)})
@@ -31,9 +39,22 @@ class DeleteTopicsRequest:
     )
     """The length of time in milliseconds to wait for the deletions to complete."""
 
+    def __init__(
+        self,
+        *,
+        topics: tuple[DeleteTopicState, ...] = (),
+        topic_names: tuple[str, ...] = (),
+        timeout: datetime.timedelta = datetime.timedelta(0),
+    ) -> None:
+        self.topics = topics
+        self.topic_names = topic_names
+        self.timeout = timeout
 
-@dataclass(slots=True, kw_only=True)
-class DeletableTopicResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeletableTopicResult(Struct):
+    """A struct of DeleteTopicsResponse."""
+
     name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 6)})
     """The topic name."""
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (6, 6)})
@@ -43,9 +64,24 @@ class DeletableTopicResult:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (5, 6)})
     """The error message, or null if there was no error."""
 
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        topic_id: uuid.UUID | None = None,
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class DeleteTopicsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteTopicsResponse(Struct):
+    """DeleteTopicsResponse, versions 1-6."""
+
     API_KEY: ClassVar[int] = 20
     VERSIONS: ClassVar[tuple[int, int]] = (1, 6)
     throttle_time: datetime.timedelta = field(
@@ -56,3 +92,12 @@ class DeleteTopicsResponse:
     """
     responses: tuple[DeletableTopicResult, ...] = field(default=(), metadata={"versions": (1, 6)})
     """The results for each topic we tried to delete."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        responses: tuple[DeletableTopicResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.responses = responses

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DescribeAclsRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeAclsRequest(Struct):
+    """DescribeAclsRequest, versions 1-3."""
+
     API_KEY: ClassVar[int] = 29
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)
     resource_type_filter: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
@@ -30,9 +32,30 @@ class DescribeAclsRequest:
     permission_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The permission type to match."""
 
+    def __init__(
+        self,
+        *,
+        resource_type_filter: int = 0,
+        resource_name_filter: str | None = None,
+        pattern_type_filter: int = 3,
+        principal_filter: str | None = None,
+        host_filter: str | None = None,
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
 
-@dataclass(slots=True, kw_only=True)
-class AclDescription:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AclDescription(Struct):
+    """A struct of DescribeAclsResponse."""
+
     principal: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 3)})
     """The ACL principal."""
     host: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 3)})
@@ -42,9 +65,17 @@ class AclDescription:
     permission_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The ACL permission type."""
 
+    def __init__(self, *, principal: str = "", host: str = "", operation: int = 0, permission_type: int = 0) -> None:
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
 
-@dataclass(slots=True, kw_only=True)
-class DescribeAclsResource:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeAclsResource(Struct):
+    """A struct of DescribeAclsResponse."""
+
     resource_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 3)})
     """The resource type."""
     resource_name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 3)})
@@ -54,9 +85,24 @@ class DescribeAclsResource:
     acls: tuple[AclDescription, ...] = field(default=(), metadata={"versions": (1, 3)})
     """The ACLs."""
 
+    def __init__(
+        self,
+        *,
+        resource_type: int = 0,
+        resource_name: str = "",
+        pattern_type: int = 3,
+        acls: tuple[AclDescription, ...] = (),
+    ) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.acls = acls
 
-@dataclass(slots=True, kw_only=True)
-class DescribeAclsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeAclsResponse(Struct):
+    """DescribeAclsResponse, versions 1-3."""
+
     API_KEY: ClassVar[int] = 29
     VERSIONS: ClassVar[tuple[int, int]] = (1, 3)
     throttle_time: datetime.timedelta = field(
@@ -71,3 +117,16 @@ class DescribeAclsResponse:
     """The error message, or null if there was no error."""
     resources: tuple[DescribeAclsResource, ...] = field(default=(), metadata={"versions": (1, 3)})
     """Each Resource that is referenced in an ACL."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        resources: tuple[DescribeAclsResource, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resources = resources

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ComponentData:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ComponentData(Struct):
+    """A struct of DescribeClientQuotasRequest."""
+
     entity_type: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The entity type that the filter component applies to."""
     match_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (0, 1)})
@@ -20,9 +22,16 @@ class ComponentData:
     match: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The string to match against, or null if unused for the match type."""
 
+    def __init__(self, *, entity_type: str = "", match_type: int = 0, match: str | None = None) -> None:
+        self.entity_type = entity_type
+        self.match_type = match_type
+        self.match = match
 
-@dataclass(slots=True, kw_only=True)
-class DescribeClientQuotasRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeClientQuotasRequest(Struct):
+    """DescribeClientQuotasRequest, versions 0-1."""
+
     API_KEY: ClassVar[int] = 48
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     components: tuple[ComponentData, ...] = field(default=(), metadata={"versions": (0, 1)})
@@ -30,33 +39,57 @@ class DescribeClientQuotasRequest:
     strict: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (0, 1)})
     """Whether the match is strict, i.e. should exclude entities with unspecified entity types."""
 
+    def __init__(self, *, components: tuple[ComponentData, ...] = (), strict: bool = False) -> None:
+        self.components = components
+        self.strict = strict
 
-@dataclass(slots=True, kw_only=True)
-class EntityData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class EntityData(Struct):
+    """A struct of DescribeClientQuotasResponse."""
+
     entity_type: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The entity type."""
     entity_name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The entity name, or null if the default."""
 
+    def __init__(self, *, entity_type: str = "", entity_name: str | None = None) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
 
-@dataclass(slots=True, kw_only=True)
-class ValueData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ValueData(Struct):
+    """A struct of DescribeClientQuotasResponse."""
+
     key: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The quota configuration key."""
     value: float = field(default=0.0, metadata={"kafka_type": "float64", "versions": (0, 1)})
     """The quota configuration value."""
 
+    def __init__(self, *, key: str = "", value: float = 0.0) -> None:
+        self.key = key
+        self.value = value
 
-@dataclass(slots=True, kw_only=True)
-class EntryData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class EntryData(Struct):
+    """A struct of DescribeClientQuotasResponse."""
+
     entity: tuple[EntityData, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The quota entity description."""
     values: tuple[ValueData, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The quota values for the entity."""
 
+    def __init__(self, *, entity: tuple[EntityData, ...] = (), values: tuple[ValueData, ...] = ()) -> None:
+        self.entity = entity
+        self.values = values
 
-@dataclass(slots=True, kw_only=True)
-class DescribeClientQuotasResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeClientQuotasResponse(Struct):
+    """DescribeClientQuotasResponse, versions 0-1."""
+
     API_KEY: ClassVar[int] = 48
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     throttle_time: datetime.timedelta = field(
@@ -71,3 +104,16 @@ class DescribeClientQuotasResponse:
     """The error message, or `null` if the quota description succeeded."""
     entries: tuple[EntryData, ...] | None = field(default=None, metadata={"versions": (0, 1)})
     """A result entry."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        entries: tuple[EntryData, ...] | None = None,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entries = entries

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DescribeClusterRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeClusterRequest(Struct):
+    """DescribeClusterRequest, versions 0-1."""
+
     API_KEY: ClassVar[int] = 60
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     include_cluster_authorized_operations: bool = field(
@@ -22,9 +24,15 @@ class DescribeClusterRequest:
     endpoint_type: int = field(default=1, metadata={"kafka_type": "int8", "versions": (1, 1)})
     """The endpoint type to describe. 1=brokers, 2=controllers."""
 
+    def __init__(self, *, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1) -> None:
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.endpoint_type = endpoint_type
 
-@dataclass(slots=True, kw_only=True)
-class DescribeClusterBroker:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeClusterBroker(Struct):
+    """A struct of DescribeClusterResponse."""
+
     broker_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 1)})
     """The broker ID."""
     host: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
@@ -34,9 +42,17 @@ class DescribeClusterBroker:
     rack: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The rack of the broker, or null if it has not been assigned to a rack."""
 
+    def __init__(self, *, broker_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+        self.rack = rack
 
-@dataclass(slots=True, kw_only=True)
-class DescribeClusterResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeClusterResponse(Struct):
+    """DescribeClusterResponse, versions 0-1."""
+
     API_KEY: ClassVar[int] = 60
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     throttle_time: datetime.timedelta = field(
@@ -59,3 +75,24 @@ class DescribeClusterResponse:
     cluster_authorized_operations: int = field(
         default=-2147483648, metadata={"kafka_type": "int32", "versions": (0, 1)}
     )
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        endpoint_type: int = 1,
+        cluster_id: str = "",
+        controller_id: int = -1,
+        brokers: tuple[DescribeClusterBroker, ...] = (),
+        cluster_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.endpoint_type = endpoint_type
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.brokers = brokers
+        self.cluster_authorized_operations = cluster_authorized_operations

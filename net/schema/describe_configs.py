@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DescribeConfigsResource:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeConfigsResource(Struct):
+    """A struct of DescribeConfigsRequest."""
+
     resource_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 4)})
     """The resource type."""
     resource_name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 4)})
@@ -21,9 +23,18 @@ class DescribeConfigsResource:
         default=(), metadata={"kafka_type": "string", "versions": (1, 4)}
     )
 
+    def __init__(
+        self, *, resource_type: int = 0, resource_name: str = "", configuration_keys: tuple[str, ...] | None = ()
+    ) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configuration_keys = configuration_keys
 
-@dataclass(slots=True, kw_only=True)
-class DescribeConfigsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeConfigsRequest(Struct):
+    """DescribeConfigsRequest, versions 1-4."""
+
     API_KEY: ClassVar[int] = 32
     VERSIONS: ClassVar[tuple[int, int]] = (1, 4)
     resources: tuple[DescribeConfigsResource, ...] = field(default=(), metadata={"versions": (1, 4)})
@@ -33,9 +44,22 @@ class DescribeConfigsRequest:
     include_documentation: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (3, 4)})
     """True if we should include configuration documentation."""
 
+    def __init__(
+        self,
+        *,
+        resources: tuple[DescribeConfigsResource, ...] = (),
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+    ) -> None:
+        self.resources = resources
+        self.include_synonyms = include_synonyms
+        self.include_documentation = include_documentation
 
-@dataclass(slots=True, kw_only=True)
-class DescribeConfigsSynonym:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeConfigsSynonym(Struct):
+    """A struct of DescribeConfigsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 4)})
     """The synonym name."""
     value: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 4)})
@@ -43,9 +67,16 @@ class DescribeConfigsSynonym:
     source: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 4)})
     """The synonym source."""
 
+    def __init__(self, *, name: str = "", value: str | None = None, source: int = 0) -> None:
+        self.name = name
+        self.value = value
+        self.source = source
 
-@dataclass(slots=True, kw_only=True)
-class DescribeConfigsResourceResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeConfigsResourceResult(Struct):
+    """A struct of DescribeConfigsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 4)})
     """The configuration name."""
     value: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 4)})
@@ -65,9 +96,32 @@ class DescribeConfigsResourceResult:
     documentation: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (3, 4)})
     """The configuration documentation."""
 
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        value: str | None = None,
+        read_only: bool = False,
+        config_source: int = -1,
+        is_sensitive: bool = False,
+        synonyms: tuple[DescribeConfigsSynonym, ...] = (),
+        config_type: int = 0,
+        documentation: str | None = None,
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.read_only = read_only
+        self.config_source = config_source
+        self.is_sensitive = is_sensitive
+        self.synonyms = synonyms
+        self.config_type = config_type
+        self.documentation = documentation
 
-@dataclass(slots=True, kw_only=True)
-class DescribeConfigsResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeConfigsResult(Struct):
+    """A struct of DescribeConfigsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 4)})
     """The error code, or 0 if we were able to successfully describe the configurations."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 4)})
@@ -79,9 +133,26 @@ class DescribeConfigsResult:
     configs: tuple[DescribeConfigsResourceResult, ...] = field(default=(), metadata={"versions": (1, 4)})
     """Each listed configuration."""
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = None,
+        resource_type: int = 0,
+        resource_name: str = "",
+        configs: tuple[DescribeConfigsResourceResult, ...] = (),
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configs = configs
 
-@dataclass(slots=True, kw_only=True)
-class DescribeConfigsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeConfigsResponse(Struct):
+    """DescribeConfigsResponse, versions 1-4."""
+
     API_KEY: ClassVar[int] = 32
     VERSIONS: ClassVar[tuple[int, int]] = (1, 4)
     throttle_time: datetime.timedelta = field(
@@ -92,3 +163,12 @@ class DescribeConfigsResponse:
     """
     results: tuple[DescribeConfigsResult, ...] = field(default=(), metadata={"versions": (1, 4)})
     """The results for each resource."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        results: tuple[DescribeConfigsResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.results = results

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DescribeGroupsRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeGroupsRequest(Struct):
+    """DescribeGroupsRequest, versions 0-5."""
+
     API_KEY: ClassVar[int] = 15
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     groups: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (0, 5)})
@@ -20,9 +22,15 @@ class DescribeGroupsRequest:
     include_authorized_operations: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (3, 5)})
     """Whether to include authorized operations."""
 
+    def __init__(self, *, groups: tuple[str, ...] = (), include_authorized_operations: bool = False) -> None:
+        self.groups = groups
+        self.include_authorized_operations = include_authorized_operations
 
-@dataclass(slots=True, kw_only=True)
-class DescribedGroupMember:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribedGroupMember(Struct):
+    """A struct of DescribeGroupsResponse."""
+
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The member id."""
     group_instance_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (4, 5)})
@@ -35,9 +43,28 @@ class DescribedGroupMember:
     member_assignment: bytes = field(default=b"", metadata={"kafka_type": "bytes", "versions": (0, 5)})
     """The current assignment provided by the group leader."""
 
+    def __init__(
+        self,
+        *,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        member_metadata: bytes = b"",
+        member_assignment: bytes = b"",
+    ) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.member_metadata = member_metadata
+        self.member_assignment = member_assignment
 
-@dataclass(slots=True, kw_only=True)
-class DescribedGroup:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribedGroup(Struct):
+    """A struct of DescribeGroupsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 5)})
     """The describe error, or 0 if there was no error."""
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
@@ -52,9 +79,30 @@ class DescribedGroup:
     """The group members."""
     authorized_operations: int = field(default=-2147483648, metadata={"kafka_type": "int32", "versions": (3, 5)})
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        group_id: str = "",
+        group_state: str = "",
+        protocol_type: str = "",
+        protocol_data: str = "",
+        members: tuple[DescribedGroupMember, ...] = (),
+        authorized_operations: int = -2147483648,
+    ) -> None:
+        self.error_code = error_code
+        self.group_id = group_id
+        self.group_state = group_state
+        self.protocol_type = protocol_type
+        self.protocol_data = protocol_data
+        self.members = members
+        self.authorized_operations = authorized_operations
 
-@dataclass(slots=True, kw_only=True)
-class DescribeGroupsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeGroupsResponse(Struct):
+    """DescribeGroupsResponse, versions 0-5."""
+
     API_KEY: ClassVar[int] = 15
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     throttle_time: datetime.timedelta = field(
@@ -65,3 +113,9 @@ class DescribeGroupsResponse:
     """
     groups: tuple[DescribedGroup, ...] = field(default=(), metadata={"versions": (0, 5)})
     """Each described group."""
+
+    def __init__(
+        self, *, throttle_time: datetime.timedelta = datetime.timedelta(0), groups: tuple[DescribedGroup, ...] = ()
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.groups = groups

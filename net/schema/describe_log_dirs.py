@@ -8,27 +8,40 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DescribableLogDirTopic:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribableLogDirTopic(Struct):
+    """A struct of DescribeLogDirsRequest."""
+
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 4)})
     """The topic name."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (1, 4)})
     """The partition indexes."""
 
+    def __init__(self, *, topic: str = "", partitions: tuple[int, ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DescribeLogDirsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeLogDirsRequest(Struct):
+    """DescribeLogDirsRequest, versions 1-4."""
+
     API_KEY: ClassVar[int] = 35
     VERSIONS: ClassVar[tuple[int, int]] = (1, 4)
     topics: tuple[DescribableLogDirTopic, ...] | None = field(default=None, metadata={"versions": (1, 4)})
     """Each topic that we want to describe log directories for, or null for all topics."""
 
+    def __init__(self, *, topics: tuple[DescribableLogDirTopic, ...] | None = None) -> None:
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class DescribeLogDirsPartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeLogDirsPartition(Struct):
+    """A struct of DescribeLogDirsResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 4)})
     """The partition index."""
     partition_size: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 4)})
@@ -42,17 +55,33 @@ class DescribeLogDirsPartition:
     future.
     """
 
+    def __init__(
+        self, *, partition_index: int = 0, partition_size: int = 0, offset_lag: int = 0, is_future_key: bool = False
+    ) -> None:
+        self.partition_index = partition_index
+        self.partition_size = partition_size
+        self.offset_lag = offset_lag
+        self.is_future_key = is_future_key
 
-@dataclass(slots=True, kw_only=True)
-class DescribeLogDirsTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeLogDirsTopic(Struct):
+    """A struct of DescribeLogDirsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 4)})
     """The topic name."""
     partitions: tuple[DescribeLogDirsPartition, ...] = field(default=(), metadata={"versions": (1, 4)})
     """The partitions."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[DescribeLogDirsPartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DescribeLogDirsResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeLogDirsResult(Struct):
+    """A struct of DescribeLogDirsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 4)})
     """The error code, or 0 if there was no error."""
     log_dir: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 4)})
@@ -68,9 +97,26 @@ class DescribeLogDirsResult:
     stored in remote storage.
     """
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        log_dir: str = "",
+        topics: tuple[DescribeLogDirsTopic, ...] = (),
+        total_bytes: int = -1,
+        usable_bytes: int = -1,
+    ) -> None:
+        self.error_code = error_code
+        self.log_dir = log_dir
+        self.topics = topics
+        self.total_bytes = total_bytes
+        self.usable_bytes = usable_bytes
 
-@dataclass(slots=True, kw_only=True)
-class DescribeLogDirsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeLogDirsResponse(Struct):
+    """DescribeLogDirsResponse, versions 1-4."""
+
     API_KEY: ClassVar[int] = 35
     VERSIONS: ClassVar[tuple[int, int]] = (1, 4)
     throttle_time: datetime.timedelta = field(
@@ -83,3 +129,14 @@ class DescribeLogDirsResponse:
     """The error code, or 0 if there was no error."""
     results: tuple[DescribeLogDirsResult, ...] = field(default=(), metadata={"versions": (1, 4)})
     """The log directories."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        results: tuple[DescribeLogDirsResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.results = results

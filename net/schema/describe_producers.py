@@ -8,26 +8,39 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class TopicRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicRequest(Struct):
+    """A struct of DescribeProducersRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     partition_indexes: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 0)})
 
+    def __init__(self, *, name: str = "", partition_indexes: tuple[int, ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
 
-@dataclass(slots=True, kw_only=True)
-class DescribeProducersRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeProducersRequest(Struct):
+    """DescribeProducersRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 61
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     topics: tuple[TopicRequest, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The topics to list producers for."""
 
+    def __init__(self, *, topics: tuple[TopicRequest, ...] = ()) -> None:
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class ProducerState:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ProducerState(Struct):
+    """A struct of DescribeProducersResponse."""
+
     producer_id: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 0)})
     """The producer id."""
     producer_epoch: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
@@ -40,9 +53,28 @@ class ProducerState:
     """The current epoch of the producer group."""
     current_txn_start_offset: int = field(default=-1, metadata={"kafka_type": "int64", "versions": (0, 0)})
 
+    def __init__(
+        self,
+        *,
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        last_sequence: int = -1,
+        last_timestamp: int = -1,
+        coordinator_epoch: int = 0,
+        current_txn_start_offset: int = -1,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.last_sequence = last_sequence
+        self.last_timestamp = last_timestamp
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_start_offset = current_txn_start_offset
 
-@dataclass(slots=True, kw_only=True)
-class PartitionResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionResponse(Struct):
+    """A struct of DescribeProducersResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
@@ -52,17 +84,38 @@ class PartitionResponse:
     active_producers: tuple[ProducerState, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The active producers for the partition."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        active_producers: tuple[ProducerState, ...] = (),
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.active_producers = active_producers
 
-@dataclass(slots=True, kw_only=True)
-class TopicResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicResponse(Struct):
+    """A struct of DescribeProducersResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     partitions: tuple[PartitionResponse, ...] = field(default=(), metadata={"versions": (0, 0)})
     """Each partition in the response."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[PartitionResponse, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DescribeProducersResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeProducersResponse(Struct):
+    """DescribeProducersResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 61
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     throttle_time: datetime.timedelta = field(
@@ -73,3 +126,9 @@ class DescribeProducersResponse:
     """
     topics: tuple[TopicResponse, ...] = field(default=(), metadata={"versions": (0, 0)})
     """Each topic in the response."""
+
+    def __init__(
+        self, *, throttle_time: datetime.timedelta = datetime.timedelta(0), topics: tuple[TopicResponse, ...] = ()
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.topics = topics

@@ -8,33 +8,51 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class PartitionData:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionData(Struct):
+    """A struct of DescribeQuorumRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 2)})
     """The partition index."""
 
+    def __init__(self, *, partition_index: int = 0) -> None:
+        self.partition_index = partition_index
 
-@dataclass(slots=True, kw_only=True)
-class TopicData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicData(Struct):
+    """A struct of DescribeQuorumRequest."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The topic name."""
     partitions: tuple[PartitionData, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The partitions to describe."""
 
+    def __init__(self, *, topic_name: str = "", partitions: tuple[PartitionData, ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DescribeQuorumRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeQuorumRequest(Struct):
+    """DescribeQuorumRequest, versions 0-2."""
+
     API_KEY: ClassVar[int] = 55
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     topics: tuple[TopicData, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The topics to describe."""
 
+    def __init__(self, *, topics: tuple[TopicData, ...] = ()) -> None:
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class ReplicaState:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReplicaState(Struct):
+    """A struct of DescribeQuorumResponse."""
+
     replica_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 2)})
     """The ID of the replica."""
     replica_directory_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (2, 2)})
@@ -47,9 +65,26 @@ class ReplicaState:
     """
     last_caught_up_timestamp: int = field(default=-1, metadata={"kafka_type": "int64", "versions": (1, 2)})
 
+    def __init__(
+        self,
+        *,
+        replica_id: int = 0,
+        replica_directory_id: uuid.UUID | None = None,
+        log_end_offset: int = 0,
+        last_fetch_timestamp: int = -1,
+        last_caught_up_timestamp: int = -1,
+    ) -> None:
+        self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
+        self.log_end_offset = log_end_offset
+        self.last_fetch_timestamp = last_fetch_timestamp
+        self.last_caught_up_timestamp = last_caught_up_timestamp
 
-@dataclass(slots=True, kw_only=True)
-class DescribeQuorumResponsePartitionData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeQuorumResponsePartitionData(Struct):
+    """A struct of DescribeQuorumResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 2)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 2)})
@@ -67,17 +102,48 @@ class DescribeQuorumResponsePartitionData:
     observers: tuple[ReplicaState, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The observers of the partition."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        leader_id: int = 0,
+        leader_epoch: int = 0,
+        high_watermark: int = 0,
+        current_voters: tuple[ReplicaState, ...] = (),
+        observers: tuple[ReplicaState, ...] = (),
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.high_watermark = high_watermark
+        self.current_voters = current_voters
+        self.observers = observers
 
-@dataclass(slots=True, kw_only=True)
-class DescribeQuorumResponseTopicData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeQuorumResponseTopicData(Struct):
+    """A struct of DescribeQuorumResponse."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The topic name."""
     partitions: tuple[DescribeQuorumResponsePartitionData, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The partition data."""
 
+    def __init__(
+        self, *, topic_name: str = "", partitions: tuple[DescribeQuorumResponsePartitionData, ...] = ()
+    ) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class Listener:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class Listener(Struct):
+    """A struct of DescribeQuorumResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 2)})
     """The name of the endpoint."""
     host: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 2)})
@@ -85,17 +151,30 @@ class Listener:
     port: int = field(default=0, metadata={"kafka_type": "uint16", "versions": (2, 2)})
     """The port."""
 
+    def __init__(self, *, name: str = "", host: str = "", port: int = 0) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
 
-@dataclass(slots=True, kw_only=True)
-class Node:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class Node(Struct):
+    """A struct of DescribeQuorumResponse."""
+
     node_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 2)})
     """The ID of the associated node."""
     listeners: tuple[Listener, ...] = field(default=(), metadata={"versions": (2, 2)})
     """The listeners of this controller."""
 
+    def __init__(self, *, node_id: int = 0, listeners: tuple[Listener, ...] = ()) -> None:
+        self.node_id = node_id
+        self.listeners = listeners
 
-@dataclass(slots=True, kw_only=True)
-class DescribeQuorumResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeQuorumResponse(Struct):
+    """DescribeQuorumResponse, versions 0-2."""
+
     API_KEY: ClassVar[int] = 55
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 2)})
@@ -106,3 +185,16 @@ class DescribeQuorumResponse:
     """The response from the describe quorum API."""
     nodes: tuple[Node, ...] = field(default=(), metadata={"versions": (2, 2)})
     """The nodes in the quorum."""
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = None,
+        topics: tuple[DescribeQuorumResponseTopicData, ...] = (),
+        nodes: tuple[Node, ...] = (),
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topics = topics
+        self.nodes = nodes

@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DescribeShareGroupOffsetsRequestTopic:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeShareGroupOffsetsRequestTopic(Struct):
+    """A struct of DescribeShareGroupOffsetsRequest."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The topic name."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 1)})
     """The partitions."""
 
+    def __init__(self, *, topic_name: str = "", partitions: tuple[int, ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DescribeShareGroupOffsetsRequestGroup:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeShareGroupOffsetsRequestGroup(Struct):
+    """A struct of DescribeShareGroupOffsetsRequest."""
+
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The group identifier."""
     topics: tuple[DescribeShareGroupOffsetsRequestTopic, ...] | None = field(
@@ -28,17 +36,30 @@ class DescribeShareGroupOffsetsRequestGroup:
     )
     """The topics to describe offsets for, or null for all topic-partitions."""
 
+    def __init__(
+        self, *, group_id: str = "", topics: tuple[DescribeShareGroupOffsetsRequestTopic, ...] | None = None
+    ) -> None:
+        self.group_id = group_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class DescribeShareGroupOffsetsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeShareGroupOffsetsRequest(Struct):
+    """DescribeShareGroupOffsetsRequest, versions 0-1."""
+
     API_KEY: ClassVar[int] = 90
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     groups: tuple[DescribeShareGroupOffsetsRequestGroup, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The groups to describe offsets for."""
 
+    def __init__(self, *, groups: tuple[DescribeShareGroupOffsetsRequestGroup, ...] = ()) -> None:
+        self.groups = groups
 
-@dataclass(slots=True, kw_only=True)
-class DescribeShareGroupOffsetsResponsePartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeShareGroupOffsetsResponsePartition(Struct):
+    """A struct of DescribeShareGroupOffsetsResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 1)})
     """The partition index."""
     start_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 1)})
@@ -52,9 +73,28 @@ class DescribeShareGroupOffsetsResponsePartition:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The partition-level error message, or null if there was no error."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        start_offset: int = 0,
+        leader_epoch: int = 0,
+        lag: int = -1,
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.start_offset = start_offset
+        self.leader_epoch = leader_epoch
+        self.lag = lag
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class DescribeShareGroupOffsetsResponseTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeShareGroupOffsetsResponseTopic(Struct):
+    """A struct of DescribeShareGroupOffsetsResponse."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The topic name."""
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 1)})
@@ -63,9 +103,22 @@ class DescribeShareGroupOffsetsResponseTopic:
         default=(), metadata={"versions": (0, 1)}
     )
 
+    def __init__(
+        self,
+        *,
+        topic_name: str = "",
+        topic_id: uuid.UUID | None = None,
+        partitions: tuple[DescribeShareGroupOffsetsResponsePartition, ...] = (),
+    ) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DescribeShareGroupOffsetsResponseGroup:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeShareGroupOffsetsResponseGroup(Struct):
+    """A struct of DescribeShareGroupOffsetsResponse."""
+
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The group identifier."""
     topics: tuple[DescribeShareGroupOffsetsResponseTopic, ...] = field(default=(), metadata={"versions": (0, 1)})
@@ -75,9 +128,24 @@ class DescribeShareGroupOffsetsResponseGroup:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The group-level error message, or null if there was no error."""
 
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        topics: tuple[DescribeShareGroupOffsetsResponseTopic, ...] = (),
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.topics = topics
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class DescribeShareGroupOffsetsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeShareGroupOffsetsResponse(Struct):
+    """DescribeShareGroupOffsetsResponse, versions 0-1."""
+
     API_KEY: ClassVar[int] = 90
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     throttle_time: datetime.timedelta = field(
@@ -88,3 +156,12 @@ class DescribeShareGroupOffsetsResponse:
     """
     groups: tuple[DescribeShareGroupOffsetsResponseGroup, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The results for each group."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        groups: tuple[DescribeShareGroupOffsetsResponseGroup, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.groups = groups

@@ -8,25 +8,38 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class TopicRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicRequest(Struct):
+    """A struct of DescribeTopicPartitionsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
 
+    def __init__(self, *, name: str = "") -> None:
+        self.name = name
 
-@dataclass(slots=True, kw_only=True)
-class Cursor:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class Cursor(Struct):
+    """A struct of DescribeTopicPartitionsRequest."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The name for the first topic to process."""
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index to start with."""
 
+    def __init__(self, *, topic_name: str = "", partition_index: int = 0) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
 
-@dataclass(slots=True, kw_only=True)
-class DescribeTopicPartitionsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeTopicPartitionsRequest(Struct):
+    """DescribeTopicPartitionsRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 75
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     topics: tuple[TopicRequest, ...] = field(default=(), metadata={"versions": (0, 0)})
@@ -35,9 +48,22 @@ class DescribeTopicPartitionsRequest:
     cursor: Cursor | None = field(default=None, metadata={"versions": (0, 0)})
     """The first topic and partition index to fetch details for."""
 
+    def __init__(
+        self,
+        *,
+        topics: tuple[TopicRequest, ...] = (),
+        response_partition_limit: int = 2000,
+        cursor: Cursor | None = None,
+    ) -> None:
+        self.topics = topics
+        self.response_partition_limit = response_partition_limit
+        self.cursor = cursor
 
-@dataclass(slots=True, kw_only=True)
-class DescribeTopicPartitionsResponsePartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeTopicPartitionsResponsePartition(Struct):
+    """A struct of DescribeTopicPartitionsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
     """The partition error, or 0 if there was no error."""
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
@@ -54,9 +80,34 @@ class DescribeTopicPartitionsResponsePartition:
     last_known_elr: tuple[int, ...] | None = field(default=None, metadata={"kafka_type": "int32", "versions": (0, 0)})
     offline_replicas: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 0)})
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        partition_index: int = 0,
+        leader_id: int = 0,
+        leader_epoch: int = -1,
+        replica_nodes: tuple[int, ...] = (),
+        isr_nodes: tuple[int, ...] = (),
+        eligible_leader_replicas: tuple[int, ...] | None = None,
+        last_known_elr: tuple[int, ...] | None = None,
+        offline_replicas: tuple[int, ...] = (),
+    ) -> None:
+        self.error_code = error_code
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replica_nodes = replica_nodes
+        self.isr_nodes = isr_nodes
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.last_known_elr = last_known_elr
+        self.offline_replicas = offline_replicas
 
-@dataclass(slots=True, kw_only=True)
-class DescribeTopicPartitionsResponseTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeTopicPartitionsResponseTopic(Struct):
+    """A struct of DescribeTopicPartitionsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
     """The topic error, or 0 if there was no error."""
     name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 0)})
@@ -69,17 +120,42 @@ class DescribeTopicPartitionsResponseTopic:
     """Each partition in the topic."""
     topic_authorized_operations: int = field(default=-2147483648, metadata={"kafka_type": "int32", "versions": (0, 0)})
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        name: str | None = None,
+        topic_id: uuid.UUID | None = None,
+        is_internal: bool = False,
+        partitions: tuple[DescribeTopicPartitionsResponsePartition, ...] = (),
+        topic_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.error_code = error_code
+        self.name = name
+        self.topic_id = topic_id
+        self.is_internal = is_internal
+        self.partitions = partitions
+        self.topic_authorized_operations = topic_authorized_operations
 
-@dataclass(slots=True, kw_only=True)
-class DescribeTopicPartitionsResponseCursor:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeTopicPartitionsResponseCursor(Struct):
+    """A struct of DescribeTopicPartitionsResponse."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The name for the first topic to process."""
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index to start with."""
 
+    def __init__(self, *, topic_name: str = "", partition_index: int = 0) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
 
-@dataclass(slots=True, kw_only=True)
-class DescribeTopicPartitionsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeTopicPartitionsResponse(Struct):
+    """DescribeTopicPartitionsResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 75
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     throttle_time: datetime.timedelta = field(
@@ -92,3 +168,14 @@ class DescribeTopicPartitionsResponse:
     """Each topic in the response."""
     next_cursor: DescribeTopicPartitionsResponseCursor | None = field(default=None, metadata={"versions": (0, 0)})
     """The next topic and partition index to fetch details for."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = (),
+        next_cursor: DescribeTopicPartitionsResponseCursor | None = None,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.topics = topics
+        self.next_cursor = next_cursor

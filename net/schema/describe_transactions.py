@@ -8,26 +8,39 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DescribeTransactionsRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeTransactionsRequest(Struct):
+    """DescribeTransactionsRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 65
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     transactional_ids: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (0, 0)})
 
+    def __init__(self, *, transactional_ids: tuple[str, ...] = ()) -> None:
+        self.transactional_ids = transactional_ids
 
-@dataclass(slots=True, kw_only=True)
-class TopicData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicData(Struct):
+    """A struct of DescribeTransactionsResponse."""
+
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition ids included in the current transaction."""
 
+    def __init__(self, *, topic: str = "", partitions: tuple[int, ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class TransactionState:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TransactionState(Struct):
+    """A struct of DescribeTransactionsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
     """The error code."""
     transactional_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
@@ -51,9 +64,32 @@ class TransactionState:
     or abort, this will include only partitions which do not have markers.
     """
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        transactional_id: str = "",
+        transaction_state: str = "",
+        transaction_timeout: datetime.timedelta = datetime.timedelta(0),
+        transaction_start_time: datetime.datetime = EPOCH,
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        topics: tuple[TopicData, ...] = (),
+    ) -> None:
+        self.error_code = error_code
+        self.transactional_id = transactional_id
+        self.transaction_state = transaction_state
+        self.transaction_timeout = transaction_timeout
+        self.transaction_start_time = transaction_start_time
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class DescribeTransactionsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeTransactionsResponse(Struct):
+    """DescribeTransactionsResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 65
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     throttle_time: datetime.timedelta = field(
@@ -64,3 +100,12 @@ class DescribeTransactionsResponse:
     """
     transaction_states: tuple[TransactionState, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The current state of the transaction."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        transaction_states: tuple[TransactionState, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.transaction_states = transaction_states

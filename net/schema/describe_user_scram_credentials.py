@@ -8,33 +8,51 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class UserName:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class UserName(Struct):
+    """A struct of DescribeUserScramCredentialsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
 
+    def __init__(self, *, name: str = "") -> None:
+        self.name = name
 
-@dataclass(slots=True, kw_only=True)
-class DescribeUserScramCredentialsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeUserScramCredentialsRequest(Struct):
+    """DescribeUserScramCredentialsRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 50
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     users: tuple[UserName, ...] | None = field(default=None, metadata={"versions": (0, 0)})
     """The users to describe, or null/empty to describe all users."""
 
+    def __init__(self, *, users: tuple[UserName, ...] | None = None) -> None:
+        self.users = users
 
-@dataclass(slots=True, kw_only=True)
-class CredentialInfo:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class CredentialInfo(Struct):
+    """A struct of DescribeUserScramCredentialsResponse."""
+
     mechanism: int = field(default=0, metadata={"kafka_type": "int8", "versions": (0, 0)})
     """The SCRAM mechanism."""
     iterations: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The number of iterations used in the SCRAM credential."""
 
+    def __init__(self, *, mechanism: int = 0, iterations: int = 0) -> None:
+        self.mechanism = mechanism
+        self.iterations = iterations
 
-@dataclass(slots=True, kw_only=True)
-class DescribeUserScramCredentialsResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeUserScramCredentialsResult(Struct):
+    """A struct of DescribeUserScramCredentialsResponse."""
+
     user: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The user name."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
@@ -44,9 +62,24 @@ class DescribeUserScramCredentialsResult:
     credential_infos: tuple[CredentialInfo, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The mechanism and related information associated with the user's SCRAM credentials."""
 
+    def __init__(
+        self,
+        *,
+        user: str = "",
+        error_code: int = 0,
+        error_message: str | None = None,
+        credential_infos: tuple[CredentialInfo, ...] = (),
+    ) -> None:
+        self.user = user
+        self.error_code = error_code
+        self.error_message = error_message
+        self.credential_infos = credential_infos
 
-@dataclass(slots=True, kw_only=True)
-class DescribeUserScramCredentialsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribeUserScramCredentialsResponse(Struct):
+    """DescribeUserScramCredentialsResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 50
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     throttle_time: datetime.timedelta = field(
@@ -61,3 +94,16 @@ class DescribeUserScramCredentialsResponse:
     """The message-level error message, if any."""
     results: tuple[DescribeUserScramCredentialsResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The results for descriptions, one per user."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        results: tuple[DescribeUserScramCredentialsResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.results = results

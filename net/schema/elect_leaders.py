@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class TopicPartitions:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicPartitions(Struct):
+    """A struct of ElectLeadersRequest."""
+
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The name of a topic."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 2)})
     """The partitions of this topic whose leader should be elected."""
 
+    def __init__(self, *, topic: str = "", partitions: tuple[int, ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ElectLeadersRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ElectLeadersRequest(Struct):
+    """ElectLeadersRequest, versions 0-2."""
+
     API_KEY: ClassVar[int] = 43
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     election_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (1, 2)})
@@ -33,9 +41,22 @@ class ElectLeadersRequest:
         default=datetime.timedelta(milliseconds=60000), metadata={"kafka_type": "timedelta_i32", "versions": (0, 2)}
     )
 
+    def __init__(
+        self,
+        *,
+        election_type: int = 0,
+        topic_partitions: tuple[TopicPartitions, ...] | None = None,
+        timeout: datetime.timedelta = datetime.timedelta(milliseconds=60000),
+    ) -> None:
+        self.election_type = election_type
+        self.topic_partitions = topic_partitions
+        self.timeout = timeout
 
-@dataclass(slots=True, kw_only=True)
-class PartitionResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionResult(Struct):
+    """A struct of ElectLeadersResponse."""
+
     partition_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 2)})
     """The partition id."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 2)})
@@ -43,17 +64,30 @@ class PartitionResult:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 2)})
     """The result message, or null if there was no error."""
 
+    def __init__(self, *, partition_id: int = 0, error_code: int = 0, error_message: str | None = None) -> None:
+        self.partition_id = partition_id
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class ReplicaElectionResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReplicaElectionResult(Struct):
+    """A struct of ElectLeadersResponse."""
+
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The topic name."""
     partition_result: tuple[PartitionResult, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The results for each partition."""
 
+    def __init__(self, *, topic: str = "", partition_result: tuple[PartitionResult, ...] = ()) -> None:
+        self.topic = topic
+        self.partition_result = partition_result
 
-@dataclass(slots=True, kw_only=True)
-class ElectLeadersResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ElectLeadersResponse(Struct):
+    """ElectLeadersResponse, versions 0-2."""
+
     API_KEY: ClassVar[int] = 43
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     throttle_time: datetime.timedelta = field(
@@ -68,3 +102,14 @@ class ElectLeadersResponse:
     """The election results, or an empty array if the requester did not have permission and the request asks for all
     partitions.
     """
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        replica_election_results: tuple[ReplicaElectionResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.replica_election_results = replica_election_results

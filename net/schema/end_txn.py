@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class EndTxnRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class EndTxnRequest(Struct):
+    """EndTxnRequest, versions 0-5."""
+
     API_KEY: ClassVar[int] = 26
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     transactional_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
@@ -24,9 +26,19 @@ class EndTxnRequest:
     committed: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (0, 5)})
     """True if the transaction was committed, false if it was aborted."""
 
+    def __init__(
+        self, *, transactional_id: str = "", producer_id: int = 0, producer_epoch: int = 0, committed: bool = False
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.committed = committed
 
-@dataclass(slots=True, kw_only=True)
-class EndTxnResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class EndTxnResponse(Struct):
+    """EndTxnResponse, versions 0-5."""
+
     API_KEY: ClassVar[int] = 26
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     throttle_time: datetime.timedelta = field(
@@ -40,3 +52,16 @@ class EndTxnResponse:
     producer_id: int = field(default=-1, metadata={"kafka_type": "int64", "versions": (5, 5)})
     producer_epoch: int = field(default=-1, metadata={"kafka_type": "int16", "versions": (5, 5)})
     """The current epoch associated with the producer."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class FetchPartition:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class FetchPartition(Struct):
+    """A struct of FetchRequest."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (4, 12)})
     """The partition index."""
     current_leader_epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (9, 12)})
@@ -28,25 +30,56 @@ class FetchPartition:
     partition_max_bytes: int = field(default=0, metadata={"kafka_type": "int32", "versions": (4, 12)})
     """The maximum bytes to fetch from this partition. See KIP-74 for cases where this limit may not be honored."""
 
+    def __init__(
+        self,
+        *,
+        partition: int = 0,
+        current_leader_epoch: int = -1,
+        fetch_offset: int = 0,
+        last_fetched_epoch: int = -1,
+        log_start_offset: int = -1,
+        partition_max_bytes: int = 0,
+    ) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.fetch_offset = fetch_offset
+        self.last_fetched_epoch = last_fetched_epoch
+        self.log_start_offset = log_start_offset
+        self.partition_max_bytes = partition_max_bytes
 
-@dataclass(slots=True, kw_only=True)
-class FetchTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class FetchTopic(Struct):
+    """A struct of FetchRequest."""
+
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (4, 12)})
     """The name of the topic to fetch."""
     partitions: tuple[FetchPartition, ...] = field(default=(), metadata={"versions": (4, 12)})
     """The partitions to fetch."""
 
+    def __init__(self, *, topic: str = "", partitions: tuple[FetchPartition, ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ForgottenTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ForgottenTopic(Struct):
+    """A struct of FetchRequest."""
+
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (7, 12)})
     """The topic name."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (7, 12)})
     """The partitions indexes to forget."""
 
+    def __init__(self, *, topic: str = "", partitions: tuple[int, ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class FetchRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class FetchRequest(Struct):
+    """FetchRequest, versions 4-12."""
+
     API_KEY: ClassVar[int] = 1
     VERSIONS: ClassVar[tuple[int, int]] = (4, 12)
     cluster_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (12, 12), "tag": 0})
@@ -78,41 +111,94 @@ class FetchRequest:
     rack_id: str = field(default="", metadata={"kafka_type": "string", "versions": (11, 12)})
     """Rack ID of the consumer making this request."""
 
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = None,
+        replica_id: int = -1,
+        max_wait: datetime.timedelta = datetime.timedelta(0),
+        min_bytes: int = 0,
+        max_bytes: int = 2147483647,
+        isolation_level: int = 0,
+        session_id: int = 0,
+        session_epoch: int = -1,
+        topics: tuple[FetchTopic, ...] = (),
+        forgotten_topics_data: tuple[ForgottenTopic, ...] = (),
+        rack_id: str = "",
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.max_wait = max_wait
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.topics = topics
+        self.forgotten_topics_data = forgotten_topics_data
+        self.rack_id = rack_id
 
-@dataclass(slots=True, kw_only=True)
-class EpochEndOffset:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class EpochEndOffset(Struct):
+    """A struct of FetchResponse."""
+
     epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (12, 12)})
     """The largest epoch."""
     end_offset: int = field(default=-1, metadata={"kafka_type": "int64", "versions": (12, 12)})
     """The end offset of the epoch."""
 
+    def __init__(self, *, epoch: int = -1, end_offset: int = -1) -> None:
+        self.epoch = epoch
+        self.end_offset = end_offset
 
-@dataclass(slots=True, kw_only=True)
-class LeaderIdAndEpoch:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class LeaderIdAndEpoch(Struct):
+    """A struct of FetchResponse."""
+
     leader_id: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (12, 12)})
     """The ID of the current leader or -1 if the leader is unknown."""
     leader_epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (12, 12)})
     """The latest known leader epoch."""
 
+    def __init__(self, *, leader_id: int = -1, leader_epoch: int = -1) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
 
-@dataclass(slots=True, kw_only=True)
-class SnapshotId:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class SnapshotId(Struct):
+    """A struct of FetchResponse."""
+
     end_offset: int = field(default=-1, metadata={"kafka_type": "int64", "versions": (12, 12)})
     """The end offset of the epoch."""
     epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (12, 12)})
     """The largest epoch."""
 
+    def __init__(self, *, end_offset: int = -1, epoch: int = -1) -> None:
+        self.end_offset = end_offset
+        self.epoch = epoch
 
-@dataclass(slots=True, kw_only=True)
-class AbortedTransaction:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AbortedTransaction(Struct):
+    """A struct of FetchResponse."""
+
     producer_id: int = field(default=0, metadata={"kafka_type": "int64", "versions": (4, 12)})
     """The producer id associated with the aborted transaction."""
     first_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (4, 12)})
     """The first offset in the aborted transaction."""
 
+    def __init__(self, *, producer_id: int = 0, first_offset: int = 0) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
 
-@dataclass(slots=True, kw_only=True)
-class PartitionData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionData(Struct):
+    """A struct of FetchResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (4, 12)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (4, 12)})
@@ -141,17 +227,52 @@ class PartitionData:
     records: bytes | None = field(default=None, metadata={"kafka_type": "records", "versions": (4, 12)})
     """The record data."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        error_code: int = 0,
+        high_watermark: int = 0,
+        last_stable_offset: int = -1,
+        log_start_offset: int = -1,
+        diverging_epoch: EpochEndOffset = FACTORY,
+        current_leader: LeaderIdAndEpoch = FACTORY,
+        snapshot_id: SnapshotId = FACTORY,
+        aborted_transactions: tuple[AbortedTransaction, ...] | None = None,
+        preferred_read_replica: int = -1,
+        records: bytes | None = None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.diverging_epoch = EpochEndOffset() if diverging_epoch is FACTORY else diverging_epoch
+        self.current_leader = LeaderIdAndEpoch() if current_leader is FACTORY else current_leader
+        self.snapshot_id = SnapshotId() if snapshot_id is FACTORY else snapshot_id
+        self.aborted_transactions = aborted_transactions
+        self.preferred_read_replica = preferred_read_replica
+        self.records = records
 
-@dataclass(slots=True, kw_only=True)
-class FetchableTopicResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class FetchableTopicResponse(Struct):
+    """A struct of FetchResponse."""
+
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (4, 12)})
     """The topic name."""
     partitions: tuple[PartitionData, ...] = field(default=(), metadata={"versions": (4, 12)})
     """The topic partitions."""
 
+    def __init__(self, *, topic: str = "", partitions: tuple[PartitionData, ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class FetchResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class FetchResponse(Struct):
+    """FetchResponse, versions 4-12."""
+
     API_KEY: ClassVar[int] = 1
     VERSIONS: ClassVar[tuple[int, int]] = (4, 12)
     throttle_time: datetime.timedelta = field(
@@ -166,3 +287,16 @@ class FetchResponse:
     """The fetch session ID, or 0 if this is not part of a fetch session."""
     responses: tuple[FetchableTopicResponse, ...] = field(default=(), metadata={"versions": (4, 12)})
     """The response topics."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        session_id: int = 0,
+        responses: tuple[FetchableTopicResponse, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.session_id = session_id
+        self.responses = responses

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class FindCoordinatorRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class FindCoordinatorRequest(Struct):
+    """FindCoordinatorRequest, versions 0-4."""
+
     API_KEY: ClassVar[int] = 10
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
     key: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 3)})
@@ -21,9 +23,16 @@ class FindCoordinatorRequest:
     """The coordinator key type. (group, transaction, share)."""
     coordinator_keys: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (4, 4)})
 
+    def __init__(self, *, key: str = "", key_type: int = 0, coordinator_keys: tuple[str, ...] = ()) -> None:
+        self.key = key
+        self.key_type = key_type
+        self.coordinator_keys = coordinator_keys
 
-@dataclass(slots=True, kw_only=True)
-class Coordinator:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class Coordinator(Struct):
+    """A struct of FindCoordinatorResponse."""
+
     key: str = field(default="", metadata={"kafka_type": "string", "versions": (4, 4)})
     """The coordinator key."""
     node_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (4, 4)})
@@ -37,9 +46,28 @@ class Coordinator:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (4, 4)})
     """The error message, or null if there was no error."""
 
+    def __init__(
+        self,
+        *,
+        key: str = "",
+        node_id: int = 0,
+        host: str = "",
+        port: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
+        self.key = key
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class FindCoordinatorResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class FindCoordinatorResponse(Struct):
+    """FindCoordinatorResponse, versions 0-4."""
+
     API_KEY: ClassVar[int] = 10
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
     throttle_time: datetime.timedelta = field(
@@ -60,3 +88,22 @@ class FindCoordinatorResponse:
     """The host name."""
     port: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 3)})
     """The port."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        coordinators: tuple[Coordinator, ...] = (),
+        error_code: int = 0,
+        error_message: str | None = None,
+        node_id: int = 0,
+        host: str = "",
+        port: int = 0,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.coordinators = coordinators
+        self.error_code = error_code
+        self.error_message = error_message
+        self.node_id = node_id
+        self.host = host
+        self.port = port

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class HeartbeatRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class HeartbeatRequest(Struct):
+    """HeartbeatRequest, versions 0-4."""
+
     API_KEY: ClassVar[int] = 12
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 4)})
@@ -23,9 +25,19 @@ class HeartbeatRequest:
     """The member ID."""
     group_instance_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (3, 4)})
 
+    def __init__(
+        self, *, group_id: str = "", generation_id: int = 0, member_id: str = "", group_instance_id: str | None = None
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
 
-@dataclass(slots=True, kw_only=True)
-class HeartbeatResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class HeartbeatResponse(Struct):
+    """HeartbeatResponse, versions 0-4."""
+
     API_KEY: ClassVar[int] = 12
     VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
     throttle_time: datetime.timedelta = field(
@@ -36,3 +48,7 @@ class HeartbeatResponse:
     """
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 4)})
     """The error code, or 0 if there was no error."""
+
+    def __init__(self, *, throttle_time: datetime.timedelta = datetime.timedelta(0), error_code: int = 0) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code

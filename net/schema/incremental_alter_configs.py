@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class AlterableConfig:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterableConfig(Struct):
+    """A struct of IncrementalAlterConfigsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The configuration key name."""
     config_operation: int = field(default=0, metadata={"kafka_type": "int8", "versions": (0, 1)})
@@ -20,9 +22,16 @@ class AlterableConfig:
     value: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
     """The value to set for the configuration key."""
 
+    def __init__(self, *, name: str = "", config_operation: int = 0, value: str | None = None) -> None:
+        self.name = name
+        self.config_operation = config_operation
+        self.value = value
 
-@dataclass(slots=True, kw_only=True)
-class AlterConfigsResource:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterConfigsResource(Struct):
+    """A struct of IncrementalAlterConfigsRequest."""
+
     resource_type: int = field(default=0, metadata={"kafka_type": "int8", "versions": (0, 1)})
     """The resource type."""
     resource_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
@@ -30,9 +39,18 @@ class AlterConfigsResource:
     configs: tuple[AlterableConfig, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The configurations."""
 
+    def __init__(
+        self, *, resource_type: int = 0, resource_name: str = "", configs: tuple[AlterableConfig, ...] = ()
+    ) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configs = configs
 
-@dataclass(slots=True, kw_only=True)
-class IncrementalAlterConfigsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class IncrementalAlterConfigsRequest(Struct):
+    """IncrementalAlterConfigsRequest, versions 0-1."""
+
     API_KEY: ClassVar[int] = 44
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     resources: tuple[AlterConfigsResource, ...] = field(default=(), metadata={"versions": (0, 1)})
@@ -40,9 +58,15 @@ class IncrementalAlterConfigsRequest:
     validate_only: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (0, 1)})
     """True if we should validate the request, but not change the configurations."""
 
+    def __init__(self, *, resources: tuple[AlterConfigsResource, ...] = (), validate_only: bool = False) -> None:
+        self.resources = resources
+        self.validate_only = validate_only
 
-@dataclass(slots=True, kw_only=True)
-class AlterConfigsResourceResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterConfigsResourceResponse(Struct):
+    """A struct of IncrementalAlterConfigsResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 1)})
     """The resource error code."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 1)})
@@ -52,9 +76,19 @@ class AlterConfigsResourceResponse:
     resource_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The resource name."""
 
+    def __init__(
+        self, *, error_code: int = 0, error_message: str | None = None, resource_type: int = 0, resource_name: str = ""
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
 
-@dataclass(slots=True, kw_only=True)
-class IncrementalAlterConfigsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class IncrementalAlterConfigsResponse(Struct):
+    """IncrementalAlterConfigsResponse, versions 0-1."""
+
     API_KEY: ClassVar[int] = 44
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     throttle_time: datetime.timedelta = field(
@@ -65,3 +99,12 @@ class IncrementalAlterConfigsResponse:
     """
     responses: tuple[AlterConfigsResourceResponse, ...] = field(default=(), metadata={"versions": (0, 1)})
     """The responses for each resource."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        responses: tuple[AlterConfigsResourceResponse, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.responses = responses

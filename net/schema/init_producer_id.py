@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class InitProducerIdRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class InitProducerIdRequest(Struct):
+    """InitProducerIdRequest, versions 0-5."""
+
     API_KEY: ClassVar[int] = 22
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     transactional_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 5)})
@@ -29,9 +31,24 @@ class InitProducerIdRequest:
     will return an error if they do not match.
     """
 
+    def __init__(
+        self,
+        *,
+        transactional_id: str | None = None,
+        transaction_timeout: datetime.timedelta = datetime.timedelta(0),
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout = transaction_timeout
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
 
-@dataclass(slots=True, kw_only=True)
-class InitProducerIdResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class InitProducerIdResponse(Struct):
+    """InitProducerIdResponse, versions 0-5."""
+
     API_KEY: ClassVar[int] = 22
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     throttle_time: datetime.timedelta = field(
@@ -45,3 +62,16 @@ class InitProducerIdResponse:
     producer_id: int = field(default=-1, metadata={"kafka_type": "int64", "versions": (0, 5)})
     producer_epoch: int = field(default=0, metadata={"kafka_type": "int16", "versions": (0, 5)})
     """The current epoch associated with the producer id."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = 0,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch

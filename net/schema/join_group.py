@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class JoinGroupRequestProtocol:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class JoinGroupRequestProtocol(Struct):
+    """A struct of JoinGroupRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 9)})
     """The protocol name."""
     metadata: bytes = field(default=b"", metadata={"kafka_type": "bytes", "versions": (0, 9)})
     """The protocol metadata."""
 
+    def __init__(self, *, name: str = "", metadata: bytes = b"") -> None:
+        self.name = name
+        self.metadata = metadata
 
-@dataclass(slots=True, kw_only=True)
-class JoinGroupRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class JoinGroupRequest(Struct):
+    """JoinGroupRequest, versions 0-9."""
+
     API_KEY: ClassVar[int] = 11
     VERSIONS: ClassVar[tuple[int, int]] = (0, 9)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 9)})
@@ -42,18 +50,48 @@ class JoinGroupRequest:
     reason: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (8, 9)})
     """The reason why the member (re-)joins the group."""
 
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        session_timeout: datetime.timedelta = datetime.timedelta(0),
+        rebalance_timeout: datetime.timedelta = datetime.timedelta(milliseconds=-1),
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        protocol_type: str = "",
+        protocols: tuple[JoinGroupRequestProtocol, ...] = (),
+        reason: str | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.session_timeout = session_timeout
+        self.rebalance_timeout = rebalance_timeout
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocols = protocols
+        self.reason = reason
 
-@dataclass(slots=True, kw_only=True)
-class JoinGroupResponseMember:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class JoinGroupResponseMember(Struct):
+    """A struct of JoinGroupResponse."""
+
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 9)})
     """The group member ID."""
     group_instance_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (5, 9)})
     metadata: bytes = field(default=b"", metadata={"kafka_type": "bytes", "versions": (0, 9)})
     """The group member metadata."""
 
+    def __init__(self, *, member_id: str = "", group_instance_id: str | None = None, metadata: bytes = b"") -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.metadata = metadata
 
-@dataclass(slots=True, kw_only=True)
-class JoinGroupResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class JoinGroupResponse(Struct):
+    """JoinGroupResponse, versions 0-9."""
+
     API_KEY: ClassVar[int] = 11
     VERSIONS: ClassVar[tuple[int, int]] = (0, 9)
     throttle_time: datetime.timedelta = field(
@@ -78,3 +116,26 @@ class JoinGroupResponse:
     """The member ID assigned by the group coordinator."""
     members: tuple[JoinGroupResponseMember, ...] = field(default=(), metadata={"versions": (0, 9)})
     """The group members."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        generation_id: int = -1,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        leader: str = "",
+        skip_assignment: bool = False,
+        member_id: str = "",
+        members: tuple[JoinGroupResponseMember, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.generation_id = generation_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.leader = leader
+        self.skip_assignment = skip_assignment
+        self.member_id = member_id
+        self.members = members

@@ -8,20 +8,29 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class MemberIdentity:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class MemberIdentity(Struct):
+    """A struct of LeaveGroupRequest."""
+
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (3, 5)})
     """The member ID to remove from the group."""
     group_instance_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (3, 5)})
     reason: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (5, 5)})
     """The reason why the member left the group."""
 
+    def __init__(self, *, member_id: str = "", group_instance_id: str | None = None, reason: str | None = None) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.reason = reason
 
-@dataclass(slots=True, kw_only=True)
-class LeaveGroupRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class LeaveGroupRequest(Struct):
+    """LeaveGroupRequest, versions 0-5."""
+
     API_KEY: ClassVar[int] = 13
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
@@ -31,9 +40,16 @@ class LeaveGroupRequest:
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The member ID to remove from the group."""
 
+    def __init__(self, *, group_id: str = "", members: tuple[MemberIdentity, ...] = (), member_id: str = "") -> None:
+        self.group_id = group_id
+        self.members = members
+        self.member_id = member_id
 
-@dataclass(slots=True, kw_only=True)
-class MemberResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class MemberResponse(Struct):
+    """A struct of LeaveGroupResponse."""
+
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (3, 5)})
     """The member ID to remove from the group."""
     group_instance_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (3, 5)})
@@ -41,9 +57,16 @@ class MemberResponse:
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (3, 5)})
     """The error code, or 0 if there was no error."""
 
+    def __init__(self, *, member_id: str = "", group_instance_id: str | None = None, error_code: int = 0) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class LeaveGroupResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class LeaveGroupResponse(Struct):
+    """LeaveGroupResponse, versions 0-5."""
+
     API_KEY: ClassVar[int] = 13
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     throttle_time: datetime.timedelta = field(
@@ -56,3 +79,14 @@ class LeaveGroupResponse:
     """The error code, or 0 if there was no error."""
     members: tuple[MemberResponse, ...] = field(default=(), metadata={"versions": (3, 5)})
     """List of leaving member responses."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        members: tuple[MemberResponse, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.members = members

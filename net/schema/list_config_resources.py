@@ -8,27 +8,40 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ListConfigResourcesRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListConfigResourcesRequest(Struct):
+    """ListConfigResourcesRequest, versions 1-1."""
+
     API_KEY: ClassVar[int] = 74
     VERSIONS: ClassVar[tuple[int, int]] = (1, 1)
     resource_types: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int8", "versions": (1, 1)})
     """The list of resource type. If the list is empty, it uses default supported config resource types."""
 
+    def __init__(self, *, resource_types: tuple[int, ...] = ()) -> None:
+        self.resource_types = resource_types
 
-@dataclass(slots=True, kw_only=True)
-class ConfigResource:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ConfigResource(Struct):
+    """A struct of ListConfigResourcesResponse."""
+
     resource_name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 1)})
     """The resource name."""
     resource_type: int = field(default=16, metadata={"kafka_type": "int8", "versions": (1, 1)})
     """The resource type."""
 
+    def __init__(self, *, resource_name: str = "", resource_type: int = 16) -> None:
+        self.resource_name = resource_name
+        self.resource_type = resource_type
 
-@dataclass(slots=True, kw_only=True)
-class ListConfigResourcesResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListConfigResourcesResponse(Struct):
+    """ListConfigResourcesResponse, versions 1-1."""
+
     API_KEY: ClassVar[int] = 74
     VERSIONS: ClassVar[tuple[int, int]] = (1, 1)
     throttle_time: datetime.timedelta = field(
@@ -41,3 +54,14 @@ class ListConfigResourcesResponse:
     """The error code, or 0 if there was no error."""
     config_resources: tuple[ConfigResource, ...] = field(default=(), metadata={"versions": (1, 1)})
     """Each config resource in the response."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        config_resources: tuple[ConfigResource, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.config_resources = config_resources

@@ -8,20 +8,28 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ListGroupsRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListGroupsRequest(Struct):
+    """ListGroupsRequest, versions 0-5."""
+
     API_KEY: ClassVar[int] = 16
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     states_filter: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (4, 5)})
     types_filter: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (5, 5)})
     """The types of the groups we want to list. If empty, all groups are returned with their type."""
 
+    def __init__(self, *, states_filter: tuple[str, ...] = (), types_filter: tuple[str, ...] = ()) -> None:
+        self.states_filter = states_filter
+        self.types_filter = types_filter
 
-@dataclass(slots=True, kw_only=True)
-class ListedGroup:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListedGroup(Struct):
+    """A struct of ListGroupsResponse."""
+
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The group ID."""
     protocol_type: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
@@ -31,9 +39,19 @@ class ListedGroup:
     group_type: str = field(default="", metadata={"kafka_type": "string", "versions": (5, 5)})
     """The group type name."""
 
+    def __init__(
+        self, *, group_id: str = "", protocol_type: str = "", group_state: str = "", group_type: str = ""
+    ) -> None:
+        self.group_id = group_id
+        self.protocol_type = protocol_type
+        self.group_state = group_state
+        self.group_type = group_type
 
-@dataclass(slots=True, kw_only=True)
-class ListGroupsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListGroupsResponse(Struct):
+    """ListGroupsResponse, versions 0-5."""
+
     API_KEY: ClassVar[int] = 16
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     throttle_time: datetime.timedelta = field(
@@ -46,3 +64,14 @@ class ListGroupsResponse:
     """The error code, or 0 if there was no error."""
     groups: tuple[ListedGroup, ...] = field(default=(), metadata={"versions": (0, 5)})
     """Each group in the response."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        groups: tuple[ListedGroup, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.groups = groups

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ListOffsetsPartition:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListOffsetsPartition(Struct):
+    """A struct of ListOffsetsRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 9)})
     """The partition index."""
     current_leader_epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (4, 9)})
@@ -20,17 +22,30 @@ class ListOffsetsPartition:
     timestamp: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 9)})
     """The current timestamp."""
 
+    def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0) -> None:
+        self.partition_index = partition_index
+        self.current_leader_epoch = current_leader_epoch
+        self.timestamp = timestamp
 
-@dataclass(slots=True, kw_only=True)
-class ListOffsetsTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListOffsetsTopic(Struct):
+    """A struct of ListOffsetsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 9)})
     """The topic name."""
     partitions: tuple[ListOffsetsPartition, ...] = field(default=(), metadata={"versions": (1, 9)})
     """Each partition in the request."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[ListOffsetsPartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ListOffsetsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListOffsetsRequest(Struct):
+    """ListOffsetsRequest, versions 1-9."""
+
     API_KEY: ClassVar[int] = 2
     VERSIONS: ClassVar[tuple[int, int]] = (1, 9)
     replica_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 9)})
@@ -45,9 +60,18 @@ class ListOffsetsRequest:
     topics: tuple[ListOffsetsTopic, ...] = field(default=(), metadata={"versions": (1, 9)})
     """Each topic in the request."""
 
+    def __init__(
+        self, *, replica_id: int = 0, isolation_level: int = 0, topics: tuple[ListOffsetsTopic, ...] = ()
+    ) -> None:
+        self.replica_id = replica_id
+        self.isolation_level = isolation_level
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class ListOffsetsPartitionResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListOffsetsPartitionResponse(Struct):
+    """A struct of ListOffsetsResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 9)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 9)})
@@ -59,17 +83,40 @@ class ListOffsetsPartitionResponse:
     leader_epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (4, 9)})
     """The leader epoch associated with the returned offset."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        error_code: int = 0,
+        timestamp: int = -1,
+        offset: int = -1,
+        leader_epoch: int = -1,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.timestamp = timestamp
+        self.offset = offset
+        self.leader_epoch = leader_epoch
 
-@dataclass(slots=True, kw_only=True)
-class ListOffsetsTopicResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListOffsetsTopicResponse(Struct):
+    """A struct of ListOffsetsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 9)})
     """The topic name."""
     partitions: tuple[ListOffsetsPartitionResponse, ...] = field(default=(), metadata={"versions": (1, 9)})
     """Each partition in the response."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[ListOffsetsPartitionResponse, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ListOffsetsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListOffsetsResponse(Struct):
+    """ListOffsetsResponse, versions 1-9."""
+
     API_KEY: ClassVar[int] = 2
     VERSIONS: ClassVar[tuple[int, int]] = (1, 9)
     throttle_time: datetime.timedelta = field(
@@ -80,3 +127,12 @@ class ListOffsetsResponse:
     """
     topics: tuple[ListOffsetsTopicResponse, ...] = field(default=(), metadata={"versions": (1, 9)})
     """Each topic in the response."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        topics: tuple[ListOffsetsTopicResponse, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.topics = topics

@@ -8,18 +8,26 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ListPartitionReassignmentsTopics:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListPartitionReassignmentsTopics(Struct):
+    """A struct of ListPartitionReassignmentsRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     partition_indexes: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 0)})
 
+    def __init__(self, *, name: str = "", partition_indexes: tuple[int, ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
 
-@dataclass(slots=True, kw_only=True)
-class ListPartitionReassignmentsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListPartitionReassignmentsRequest(Struct):
+    """ListPartitionReassignmentsRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 46
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     timeout: datetime.timedelta = field(
@@ -28,9 +36,20 @@ class ListPartitionReassignmentsRequest:
     topics: tuple[ListPartitionReassignmentsTopics, ...] | None = field(default=None, metadata={"versions": (0, 0)})
     """The topics to list partition reassignments for, or null to list everything."""
 
+    def __init__(
+        self,
+        *,
+        timeout: datetime.timedelta = datetime.timedelta(milliseconds=60000),
+        topics: tuple[ListPartitionReassignmentsTopics, ...] | None = None,
+    ) -> None:
+        self.timeout = timeout
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class OngoingPartitionReassignment:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OngoingPartitionReassignment(Struct):
+    """A struct of ListPartitionReassignmentsResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The index of the partition."""
     replicas: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 0)})
@@ -38,17 +57,38 @@ class OngoingPartitionReassignment:
     adding_replicas: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 0)})
     removing_replicas: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 0)})
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        replicas: tuple[int, ...] = (),
+        adding_replicas: tuple[int, ...] = (),
+        removing_replicas: tuple[int, ...] = (),
+    ) -> None:
+        self.partition_index = partition_index
+        self.replicas = replicas
+        self.adding_replicas = adding_replicas
+        self.removing_replicas = removing_replicas
 
-@dataclass(slots=True, kw_only=True)
-class OngoingTopicReassignment:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OngoingTopicReassignment(Struct):
+    """A struct of ListPartitionReassignmentsResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     partitions: tuple[OngoingPartitionReassignment, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The ongoing reassignments for each partition."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[OngoingPartitionReassignment, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ListPartitionReassignmentsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListPartitionReassignmentsResponse(Struct):
+    """ListPartitionReassignmentsResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 46
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     throttle_time: datetime.timedelta = field(
@@ -63,3 +103,16 @@ class ListPartitionReassignmentsResponse:
     """The top-level error message, or null if there was no error."""
     topics: tuple[OngoingTopicReassignment, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The ongoing reassignments for each topic."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        topics: tuple[OngoingTopicReassignment, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topics = topics

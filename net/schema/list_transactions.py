@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ListTransactionsRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListTransactionsRequest(Struct):
+    """ListTransactionsRequest, versions 0-2."""
+
     API_KEY: ClassVar[int] = 66
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     state_filters: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (0, 2)})
@@ -23,9 +25,24 @@ class ListTransactionsRequest:
     """
     transactional_id_pattern: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (2, 2)})
 
+    def __init__(
+        self,
+        *,
+        state_filters: tuple[str, ...] = (),
+        producer_id_filters: tuple[int, ...] = (),
+        duration_filter: int = -1,
+        transactional_id_pattern: str | None = None,
+    ) -> None:
+        self.state_filters = state_filters
+        self.producer_id_filters = producer_id_filters
+        self.duration_filter = duration_filter
+        self.transactional_id_pattern = transactional_id_pattern
 
-@dataclass(slots=True, kw_only=True)
-class TransactionState:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TransactionState(Struct):
+    """A struct of ListTransactionsResponse."""
+
     transactional_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The transactional id."""
     producer_id: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 2)})
@@ -33,9 +50,16 @@ class TransactionState:
     transaction_state: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 2)})
     """The current transaction state of the producer."""
 
+    def __init__(self, *, transactional_id: str = "", producer_id: int = 0, transaction_state: str = "") -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.transaction_state = transaction_state
 
-@dataclass(slots=True, kw_only=True)
-class ListTransactionsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ListTransactionsResponse(Struct):
+    """ListTransactionsResponse, versions 0-2."""
+
     API_KEY: ClassVar[int] = 66
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     throttle_time: datetime.timedelta = field(
@@ -49,3 +73,16 @@ class ListTransactionsResponse:
     unknown_state_filters: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (0, 2)})
     transaction_states: tuple[TransactionState, ...] = field(default=(), metadata={"versions": (0, 2)})
     """The current state of the transaction for the transactional id."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        unknown_state_filters: tuple[str, ...] = (),
+        transaction_states: tuple[TransactionState, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.unknown_state_filters = unknown_state_filters
+        self.transaction_states = transaction_states

@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class MetadataRequestTopic:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class MetadataRequestTopic(Struct):
+    """A struct of MetadataRequest."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (10, 12)})
     """The topic id."""
     name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 12)})
     """The topic name."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, name: str | None = None) -> None:
+        self.topic_id = topic_id
+        self.name = name
 
-@dataclass(slots=True, kw_only=True)
-class MetadataRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class MetadataRequest(Struct):
+    """MetadataRequest, versions 0-12."""
+
     API_KEY: ClassVar[int] = 3
     VERSIONS: ClassVar[tuple[int, int]] = (0, 12)
     topics: tuple[MetadataRequestTopic, ...] | None = field(default=None, metadata={"versions": (0, 12)})
@@ -35,9 +43,24 @@ class MetadataRequest:
     )
     """Whether to include topic authorized operations."""
 
+    def __init__(
+        self,
+        *,
+        topics: tuple[MetadataRequestTopic, ...] | None = None,
+        allow_auto_topic_creation: bool = True,
+        include_cluster_authorized_operations: bool = False,
+        include_topic_authorized_operations: bool = False,
+    ) -> None:
+        self.topics = topics
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.include_topic_authorized_operations = include_topic_authorized_operations
 
-@dataclass(slots=True, kw_only=True)
-class MetadataResponseBroker:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class MetadataResponseBroker(Struct):
+    """A struct of MetadataResponse."""
+
     node_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 12)})
     """The broker ID."""
     host: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 12)})
@@ -47,9 +70,17 @@ class MetadataResponseBroker:
     rack: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 12)})
     """The rack of the broker, or null if it has not been assigned to a rack."""
 
+    def __init__(self, *, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
 
-@dataclass(slots=True, kw_only=True)
-class MetadataResponsePartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class MetadataResponsePartition(Struct):
+    """A struct of MetadataResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 12)})
     """The partition error, or 0 if there was no error."""
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 12)})
@@ -62,9 +93,30 @@ class MetadataResponsePartition:
     isr_nodes: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (0, 12)})
     offline_replicas: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (5, 12)})
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        partition_index: int = 0,
+        leader_id: int = 0,
+        leader_epoch: int = -1,
+        replica_nodes: tuple[int, ...] = (),
+        isr_nodes: tuple[int, ...] = (),
+        offline_replicas: tuple[int, ...] = (),
+    ) -> None:
+        self.error_code = error_code
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replica_nodes = replica_nodes
+        self.isr_nodes = isr_nodes
+        self.offline_replicas = offline_replicas
 
-@dataclass(slots=True, kw_only=True)
-class MetadataResponseTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class MetadataResponseTopic(Struct):
+    """A struct of MetadataResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 12)})
     """The topic error, or 0 if there was no error."""
     name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 12)})
@@ -81,9 +133,28 @@ class MetadataResponseTopic:
     """Each partition in the topic."""
     topic_authorized_operations: int = field(default=-2147483648, metadata={"kafka_type": "int32", "versions": (8, 12)})
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        name: str | None = None,
+        topic_id: uuid.UUID | None = None,
+        is_internal: bool = False,
+        partitions: tuple[MetadataResponsePartition, ...] = (),
+        topic_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.error_code = error_code
+        self.name = name
+        self.topic_id = topic_id
+        self.is_internal = is_internal
+        self.partitions = partitions
+        self.topic_authorized_operations = topic_authorized_operations
 
-@dataclass(slots=True, kw_only=True)
-class MetadataResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class MetadataResponse(Struct):
+    """MetadataResponse, versions 0-12."""
+
     API_KEY: ClassVar[int] = 3
     VERSIONS: ClassVar[tuple[int, int]] = (0, 12)
     throttle_time: datetime.timedelta = field(
@@ -102,3 +173,20 @@ class MetadataResponse:
     cluster_authorized_operations: int = field(
         default=-2147483648, metadata={"kafka_type": "int32", "versions": (8, 10)}
     )
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        brokers: tuple[MetadataResponseBroker, ...] = (),
+        cluster_id: str | None = None,
+        controller_id: int = -1,
+        topics: tuple[MetadataResponseTopic, ...] = (),
+        cluster_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.brokers = brokers
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.topics = topics
+        self.cluster_authorized_operations = cluster_authorized_operations

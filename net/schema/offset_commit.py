@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class OffsetCommitRequestPartition:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetCommitRequestPartition(Struct):
+    """A struct of OffsetCommitRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 9)})
     """The partition index."""
     committed_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (2, 9)})
@@ -21,17 +23,38 @@ class OffsetCommitRequestPartition:
     committed_metadata: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (2, 9)})
     """Any associated metadata the client wants to keep."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        committed_leader_epoch: int = -1,
+        committed_metadata: str | None = None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.committed_metadata = committed_metadata
 
-@dataclass(slots=True, kw_only=True)
-class OffsetCommitRequestTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetCommitRequestTopic(Struct):
+    """A struct of OffsetCommitRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 9)})
     """The topic name."""
     partitions: tuple[OffsetCommitRequestPartition, ...] = field(default=(), metadata={"versions": (2, 9)})
     """Each partition to commit offsets for."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[OffsetCommitRequestPartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class OffsetCommitRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetCommitRequest(Struct):
+    """OffsetCommitRequest, versions 2-9."""
+
     API_KEY: ClassVar[int] = 8
     VERSIONS: ClassVar[tuple[int, int]] = (2, 9)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 9)})
@@ -46,25 +69,56 @@ class OffsetCommitRequest:
     topics: tuple[OffsetCommitRequestTopic, ...] = field(default=(), metadata={"versions": (2, 9)})
     """The topics to commit offsets for."""
 
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        generation_id_or_member_epoch: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        retention_time: datetime.timedelta = datetime.timedelta(milliseconds=-1),
+        topics: tuple[OffsetCommitRequestTopic, ...] = (),
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.retention_time = retention_time
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class OffsetCommitResponsePartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetCommitResponsePartition(Struct):
+    """A struct of OffsetCommitResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 9)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (2, 9)})
     """The error code, or 0 if there was no error."""
 
+    def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class OffsetCommitResponseTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetCommitResponseTopic(Struct):
+    """A struct of OffsetCommitResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 9)})
     """The topic name."""
     partitions: tuple[OffsetCommitResponsePartition, ...] = field(default=(), metadata={"versions": (2, 9)})
     """The responses for each partition in the topic."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[OffsetCommitResponsePartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class OffsetCommitResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetCommitResponse(Struct):
+    """OffsetCommitResponse, versions 2-9."""
+
     API_KEY: ClassVar[int] = 8
     VERSIONS: ClassVar[tuple[int, int]] = (2, 9)
     throttle_time: datetime.timedelta = field(
@@ -75,3 +129,12 @@ class OffsetCommitResponse:
     """
     topics: tuple[OffsetCommitResponseTopic, ...] = field(default=(), metadata={"versions": (2, 9)})
     """The responses for each topic."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        topics: tuple[OffsetCommitResponseTopic, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.topics = topics

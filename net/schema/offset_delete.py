@@ -8,25 +8,38 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class OffsetDeleteRequestPartition:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetDeleteRequestPartition(Struct):
+    """A struct of OffsetDeleteRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
 
+    def __init__(self, *, partition_index: int = 0) -> None:
+        self.partition_index = partition_index
 
-@dataclass(slots=True, kw_only=True)
-class OffsetDeleteRequestTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetDeleteRequestTopic(Struct):
+    """A struct of OffsetDeleteRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     partitions: tuple[OffsetDeleteRequestPartition, ...] = field(default=(), metadata={"versions": (0, 0)})
     """Each partition to delete offsets for."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[OffsetDeleteRequestPartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class OffsetDeleteRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetDeleteRequest(Struct):
+    """OffsetDeleteRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 47
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
@@ -34,25 +47,43 @@ class OffsetDeleteRequest:
     topics: tuple[OffsetDeleteRequestTopic, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The topics to delete offsets for."""
 
+    def __init__(self, *, group_id: str = "", topics: tuple[OffsetDeleteRequestTopic, ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class OffsetDeleteResponsePartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetDeleteResponsePartition(Struct):
+    """A struct of OffsetDeleteResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
     """The error code, or 0 if there was no error."""
 
+    def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class OffsetDeleteResponseTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetDeleteResponseTopic(Struct):
+    """A struct of OffsetDeleteResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     partitions: tuple[OffsetDeleteResponsePartition, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The responses for each partition in the topic."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[OffsetDeleteResponsePartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class OffsetDeleteResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetDeleteResponse(Struct):
+    """OffsetDeleteResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 47
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
@@ -65,3 +96,14 @@ class OffsetDeleteResponse:
     """
     topics: tuple[OffsetDeleteResponseTopic, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The responses for each topic."""
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        topics: tuple[OffsetDeleteResponseTopic, ...] = (),
+    ) -> None:
+        self.error_code = error_code
+        self.throttle_time = throttle_time
+        self.topics = topics

@@ -8,18 +8,26 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchRequestTopics:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchRequestTopics(Struct):
+    """A struct of OffsetFetchRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (8, 9)})
     """The topic name."""
     partition_indexes: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (8, 9)})
 
+    def __init__(self, *, name: str = "", partition_indexes: tuple[int, ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchRequestGroup:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchRequestGroup(Struct):
+    """A struct of OffsetFetchRequest."""
+
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (8, 9)})
     """The group ID."""
     member_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (9, 9)})
@@ -29,16 +37,37 @@ class OffsetFetchRequestGroup:
     topics: tuple[OffsetFetchRequestTopics, ...] | None = field(default=None, metadata={"versions": (8, 9)})
     """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics."""
 
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        member_id: str | None = None,
+        member_epoch: int = -1,
+        topics: tuple[OffsetFetchRequestTopics, ...] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchRequestTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchRequestTopic(Struct):
+    """A struct of OffsetFetchRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 7)})
     """The topic name."""
     partition_indexes: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (1, 7)})
 
+    def __init__(self, *, name: str = "", partition_indexes: tuple[int, ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchRequest(Struct):
+    """OffsetFetchRequest, versions 1-9."""
+
     API_KEY: ClassVar[int] = 9
     VERSIONS: ClassVar[tuple[int, int]] = (1, 9)
     groups: tuple[OffsetFetchRequestGroup, ...] = field(default=(), metadata={"versions": (8, 9)})
@@ -50,9 +79,24 @@ class OffsetFetchRequest:
     require_stable: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (7, 9)})
     """Whether broker should hold on returning unstable offsets but set a retriable error code for the partitions."""
 
+    def __init__(
+        self,
+        *,
+        groups: tuple[OffsetFetchRequestGroup, ...] = (),
+        group_id: str = "",
+        topics: tuple[OffsetFetchRequestTopic, ...] | None = None,
+        require_stable: bool = False,
+    ) -> None:
+        self.groups = groups
+        self.group_id = group_id
+        self.topics = topics
+        self.require_stable = require_stable
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchResponsePartitions:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchResponsePartitions(Struct):
+    """A struct of OffsetFetchResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (8, 9)})
     """The partition index."""
     committed_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (8, 9)})
@@ -63,26 +107,58 @@ class OffsetFetchResponsePartitions:
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (8, 9)})
     """The partition-level error code, or 0 if there was no error."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        committed_leader_epoch: int = -1,
+        metadata: str | None = None,
+        error_code: int = 0,
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.metadata = metadata
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchResponseTopics:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchResponseTopics(Struct):
+    """A struct of OffsetFetchResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (8, 9)})
     """The topic name."""
     partitions: tuple[OffsetFetchResponsePartitions, ...] = field(default=(), metadata={"versions": (8, 9)})
     """The responses per partition."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[OffsetFetchResponsePartitions, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchResponseGroup:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchResponseGroup(Struct):
+    """A struct of OffsetFetchResponse."""
+
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (8, 9)})
     """The group ID."""
     topics: tuple[OffsetFetchResponseTopics, ...] = field(default=(), metadata={"versions": (8, 9)})
     """The responses per topic."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (8, 9)})
 
+    def __init__(
+        self, *, group_id: str = "", topics: tuple[OffsetFetchResponseTopics, ...] = (), error_code: int = 0
+    ) -> None:
+        self.group_id = group_id
+        self.topics = topics
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchResponsePartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchResponsePartition(Struct):
+    """A struct of OffsetFetchResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 7)})
     """The partition index."""
     committed_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 7)})
@@ -93,17 +169,40 @@ class OffsetFetchResponsePartition:
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 7)})
     """The error code, or 0 if there was no error."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        committed_leader_epoch: int = -1,
+        metadata: str | None = None,
+        error_code: int = 0,
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.metadata = metadata
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchResponseTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchResponseTopic(Struct):
+    """A struct of OffsetFetchResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 7)})
     """The topic name."""
     partitions: tuple[OffsetFetchResponsePartition, ...] = field(default=(), metadata={"versions": (1, 7)})
     """The responses per partition."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[OffsetFetchResponsePartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class OffsetFetchResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetFetchResponse(Struct):
+    """OffsetFetchResponse, versions 1-9."""
+
     API_KEY: ClassVar[int] = 9
     VERSIONS: ClassVar[tuple[int, int]] = (1, 9)
     throttle_time: datetime.timedelta = field(
@@ -117,3 +216,16 @@ class OffsetFetchResponse:
     topics: tuple[OffsetFetchResponseTopic, ...] = field(default=(), metadata={"versions": (1, 7)})
     """The responses per topic."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (2, 7)})
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        groups: tuple[OffsetFetchResponseGroup, ...] = (),
+        topics: tuple[OffsetFetchResponseTopic, ...] = (),
+        error_code: int = 0,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.groups = groups
+        self.topics = topics
+        self.error_code = error_code

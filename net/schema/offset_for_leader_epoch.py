@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class OffsetForLeaderPartition:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetForLeaderPartition(Struct):
+    """A struct of OffsetForLeaderEpochRequest."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 4)})
     """The partition index."""
     current_leader_epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (2, 4)})
@@ -23,17 +25,30 @@ class OffsetForLeaderPartition:
     leader_epoch: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 4)})
     """The epoch to look up an offset for."""
 
+    def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, leader_epoch: int = 0) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.leader_epoch = leader_epoch
 
-@dataclass(slots=True, kw_only=True)
-class OffsetForLeaderTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetForLeaderTopic(Struct):
+    """A struct of OffsetForLeaderEpochRequest."""
+
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 4)})
     """The topic name."""
     partitions: tuple[OffsetForLeaderPartition, ...] = field(default=(), metadata={"versions": (2, 4)})
     """Each partition to get offsets for."""
 
+    def __init__(self, *, topic: str = "", partitions: tuple[OffsetForLeaderPartition, ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class OffsetForLeaderEpochRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetForLeaderEpochRequest(Struct):
+    """OffsetForLeaderEpochRequest, versions 2-4."""
+
     API_KEY: ClassVar[int] = 23
     VERSIONS: ClassVar[tuple[int, int]] = (2, 4)
     replica_id: int = field(default=-2, metadata={"kafka_type": "int32", "versions": (3, 4)})
@@ -41,9 +56,15 @@ class OffsetForLeaderEpochRequest:
     topics: tuple[OffsetForLeaderTopic, ...] = field(default=(), metadata={"versions": (2, 4)})
     """Each topic to get offsets for."""
 
+    def __init__(self, *, replica_id: int = -2, topics: tuple[OffsetForLeaderTopic, ...] = ()) -> None:
+        self.replica_id = replica_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class EpochEndOffset:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class EpochEndOffset(Struct):
+    """A struct of OffsetForLeaderEpochResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (2, 4)})
     """The error code 0, or if there was no error."""
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (2, 4)})
@@ -53,17 +74,33 @@ class EpochEndOffset:
     end_offset: int = field(default=-1, metadata={"kafka_type": "int64", "versions": (2, 4)})
     """The end offset of the epoch."""
 
+    def __init__(
+        self, *, error_code: int = 0, partition: int = 0, leader_epoch: int = -1, end_offset: int = -1
+    ) -> None:
+        self.error_code = error_code
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.end_offset = end_offset
 
-@dataclass(slots=True, kw_only=True)
-class OffsetForLeaderTopicResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetForLeaderTopicResult(Struct):
+    """A struct of OffsetForLeaderEpochResponse."""
+
     topic: str = field(default="", metadata={"kafka_type": "string", "versions": (2, 4)})
     """The topic name."""
     partitions: tuple[EpochEndOffset, ...] = field(default=(), metadata={"versions": (2, 4)})
     """Each partition in the topic we fetched offsets for."""
 
+    def __init__(self, *, topic: str = "", partitions: tuple[EpochEndOffset, ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class OffsetForLeaderEpochResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class OffsetForLeaderEpochResponse(Struct):
+    """OffsetForLeaderEpochResponse, versions 2-4."""
+
     API_KEY: ClassVar[int] = 23
     VERSIONS: ClassVar[tuple[int, int]] = (2, 4)
     throttle_time: datetime.timedelta = field(
@@ -74,3 +111,12 @@ class OffsetForLeaderEpochResponse:
     """
     topics: tuple[OffsetForLeaderTopicResult, ...] = field(default=(), metadata={"versions": (2, 4)})
     """Each topic we fetched offsets for."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        topics: tuple[OffsetForLeaderTopicResult, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.topics = topics

@@ -8,27 +8,41 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class PartitionProduceData:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionProduceData(Struct):
+    """A struct of ProduceRequest."""
+
     index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (3, 12)})
     """The partition index."""
     records: bytes | None = field(default=None, metadata={"kafka_type": "records", "versions": (3, 12)})
     """The record data to be produced."""
 
+    def __init__(self, *, index: int = 0, records: bytes | None = None) -> None:
+        self.index = index
+        self.records = records
 
-@dataclass(slots=True, kw_only=True)
-class TopicProduceData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicProduceData(Struct):
+    """A struct of ProduceRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (3, 12)})
     """The topic name."""
     partition_data: tuple[PartitionProduceData, ...] = field(default=(), metadata={"versions": (3, 12)})
     """Each partition to produce to."""
 
+    def __init__(self, *, name: str = "", partition_data: tuple[PartitionProduceData, ...] = ()) -> None:
+        self.name = name
+        self.partition_data = partition_data
 
-@dataclass(slots=True, kw_only=True)
-class ProduceRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ProduceRequest(Struct):
+    """ProduceRequest, versions 3-12."""
+
     API_KEY: ClassVar[int] = 0
     VERSIONS: ClassVar[tuple[int, int]] = (3, 12)
     transactional_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (3, 12)})
@@ -43,24 +57,51 @@ class ProduceRequest:
     topic_data: tuple[TopicProduceData, ...] = field(default=(), metadata={"versions": (3, 12)})
     """Each topic to produce to."""
 
+    def __init__(
+        self,
+        *,
+        transactional_id: str | None = None,
+        acks: int = 0,
+        timeout: datetime.timedelta = datetime.timedelta(0),
+        topic_data: tuple[TopicProduceData, ...] = (),
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout = timeout
+        self.topic_data = topic_data
 
-@dataclass(slots=True, kw_only=True)
-class BatchIndexAndErrorMessage:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class BatchIndexAndErrorMessage(Struct):
+    """A struct of ProduceResponse."""
+
     batch_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (8, 12)})
     """The batch index of the record that caused the batch to be dropped."""
     batch_index_error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (8, 12)})
 
+    def __init__(self, *, batch_index: int = 0, batch_index_error_message: str | None = None) -> None:
+        self.batch_index = batch_index
+        self.batch_index_error_message = batch_index_error_message
 
-@dataclass(slots=True, kw_only=True)
-class LeaderIdAndEpoch:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class LeaderIdAndEpoch(Struct):
+    """A struct of ProduceResponse."""
+
     leader_id: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (10, 12)})
     """The ID of the current leader or -1 if the leader is unknown."""
     leader_epoch: int = field(default=-1, metadata={"kafka_type": "int32", "versions": (10, 12)})
     """The latest known leader epoch."""
 
+    def __init__(self, *, leader_id: int = -1, leader_epoch: int = -1) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
 
-@dataclass(slots=True, kw_only=True)
-class PartitionProduceResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionProduceResponse(Struct):
+    """A struct of ProduceResponse."""
+
     index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (3, 12)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (3, 12)})
@@ -80,17 +121,46 @@ class PartitionProduceResponse:
         default_factory=lambda: LeaderIdAndEpoch(), metadata={"versions": (10, 12), "tag": 0}
     )
 
+    def __init__(
+        self,
+        *,
+        index: int = 0,
+        error_code: int = 0,
+        base_offset: int = 0,
+        log_append_time: datetime.datetime | None = None,
+        log_start_offset: int = -1,
+        record_errors: tuple[BatchIndexAndErrorMessage, ...] = (),
+        error_message: str | None = None,
+        current_leader: LeaderIdAndEpoch = FACTORY,
+    ) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
+        self.record_errors = record_errors
+        self.error_message = error_message
+        self.current_leader = LeaderIdAndEpoch() if current_leader is FACTORY else current_leader
 
-@dataclass(slots=True, kw_only=True)
-class TopicProduceResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicProduceResponse(Struct):
+    """A struct of ProduceResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (3, 12)})
     """The topic name."""
     partition_responses: tuple[PartitionProduceResponse, ...] = field(default=(), metadata={"versions": (3, 12)})
     """Each partition that we produced to within the topic."""
 
+    def __init__(self, *, name: str = "", partition_responses: tuple[PartitionProduceResponse, ...] = ()) -> None:
+        self.name = name
+        self.partition_responses = partition_responses
 
-@dataclass(slots=True, kw_only=True)
-class NodeEndpoint:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class NodeEndpoint(Struct):
+    """A struct of ProduceResponse."""
+
     node_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (10, 12)})
     """The ID of the associated node."""
     host: str = field(default="", metadata={"kafka_type": "string", "versions": (10, 12)})
@@ -100,9 +170,17 @@ class NodeEndpoint:
     rack: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (10, 12)})
     """The rack of the node, or null if it has not been assigned to a rack."""
 
+    def __init__(self, *, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
 
-@dataclass(slots=True, kw_only=True)
-class ProduceResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ProduceResponse(Struct):
+    """ProduceResponse, versions 3-12."""
+
     API_KEY: ClassVar[int] = 0
     VERSIONS: ClassVar[tuple[int, int]] = (3, 12)
     responses: tuple[TopicProduceResponse, ...] = field(default=(), metadata={"versions": (3, 12)})
@@ -112,3 +190,14 @@ class ProduceResponse:
     )
     node_endpoints: tuple[NodeEndpoint, ...] = field(default=(), metadata={"versions": (10, 12), "tag": 0})
     """Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors NOT_LEADER_OR_FOLLOWER."""
+
+    def __init__(
+        self,
+        *,
+        responses: tuple[TopicProduceResponse, ...] = (),
+        throttle_time: datetime.timedelta = datetime.timedelta(milliseconds=0),
+        node_endpoints: tuple[NodeEndpoint, ...] = (),
+    ) -> None:
+        self.responses = responses
+        self.throttle_time = throttle_time
+        self.node_endpoints = node_endpoints

@@ -8,27 +8,41 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class PartitionData:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionData(Struct):
+    """A struct of ReadShareGroupStateRequest."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     leader_epoch: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The leader epoch of the share-partition."""
 
+    def __init__(self, *, partition: int = 0, leader_epoch: int = 0) -> None:
+        self.partition = partition
+        self.leader_epoch = leader_epoch
 
-@dataclass(slots=True, kw_only=True)
-class ReadStateData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReadStateData(Struct):
+    """A struct of ReadShareGroupStateRequest."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
     """The topic identifier."""
     partitions: tuple[PartitionData, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The data for the partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionData, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ReadShareGroupStateRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReadShareGroupStateRequest(Struct):
+    """ReadShareGroupStateRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 84
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
@@ -36,9 +50,15 @@ class ReadShareGroupStateRequest:
     topics: tuple[ReadStateData, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The data for the topics."""
 
+    def __init__(self, *, group_id: str = "", topics: tuple[ReadStateData, ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class StateBatch:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class StateBatch(Struct):
+    """A struct of ReadShareGroupStateResponse."""
+
     first_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 0)})
     """The first offset of this state batch."""
     last_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 0)})
@@ -48,9 +68,19 @@ class StateBatch:
     delivery_count: int = field(default=0, metadata={"kafka_type": "int16", "versions": (0, 0)})
     """The delivery count."""
 
+    def __init__(
+        self, *, first_offset: int = 0, last_offset: int = 0, delivery_state: int = 0, delivery_count: int = 0
+    ) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.delivery_state = delivery_state
+        self.delivery_count = delivery_count
 
-@dataclass(slots=True, kw_only=True)
-class PartitionResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionResult(Struct):
+    """A struct of ReadShareGroupStateResponse."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
@@ -64,18 +94,46 @@ class PartitionResult:
     state_batches: tuple[StateBatch, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The state batches for this share-partition."""
 
+    def __init__(
+        self,
+        *,
+        partition: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        state_epoch: int = 0,
+        start_offset: int = 0,
+        state_batches: tuple[StateBatch, ...] = (),
+    ) -> None:
+        self.partition = partition
+        self.error_code = error_code
+        self.error_message = error_message
+        self.state_epoch = state_epoch
+        self.start_offset = start_offset
+        self.state_batches = state_batches
 
-@dataclass(slots=True, kw_only=True)
-class ReadStateResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReadStateResult(Struct):
+    """A struct of ReadShareGroupStateResponse."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
     """The topic identifier."""
     partitions: tuple[PartitionResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The results for the partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionResult, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ReadShareGroupStateResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReadShareGroupStateResponse(Struct):
+    """ReadShareGroupStateResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 84
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     results: tuple[ReadStateResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The read results."""
+
+    def __init__(self, *, results: tuple[ReadStateResult, ...] = ()) -> None:
+        self.results = results

@@ -8,19 +8,26 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class SaslAuthenticateRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class SaslAuthenticateRequest(Struct):
+    """SaslAuthenticateRequest, versions 0-2."""
+
     API_KEY: ClassVar[int] = 36
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     auth_bytes: bytes = field(default=b"", metadata={"kafka_type": "bytes", "versions": (0, 2)})
     """The SASL authentication bytes from the client, as defined by the SASL mechanism."""
 
+    def __init__(self, *, auth_bytes: bytes = b"") -> None:
+        self.auth_bytes = auth_bytes
 
-@dataclass(slots=True, kw_only=True)
-class SaslAuthenticateResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class SaslAuthenticateResponse(Struct):
+    """SaslAuthenticateResponse, versions 0-2."""
+
     API_KEY: ClassVar[int] = 36
     VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 2)})
@@ -32,3 +39,16 @@ class SaslAuthenticateResponse:
     session_lifetime: datetime.timedelta = field(
         default=datetime.timedelta(milliseconds=0), metadata={"kafka_type": "timedelta_i64", "versions": (1, 2)}
     )
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = None,
+        auth_bytes: bytes = b"",
+        session_lifetime: datetime.timedelta = datetime.timedelta(milliseconds=0),
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.auth_bytes = auth_bytes
+        self.session_lifetime = session_lifetime

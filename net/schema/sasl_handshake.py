@@ -8,22 +8,33 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class SaslHandshakeRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class SaslHandshakeRequest(Struct):
+    """SaslHandshakeRequest, versions 0-1."""
+
     API_KEY: ClassVar[int] = 17
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     mechanism: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 1)})
     """The SASL mechanism chosen by the client."""
 
+    def __init__(self, *, mechanism: str = "") -> None:
+        self.mechanism = mechanism
 
-@dataclass(slots=True, kw_only=True)
-class SaslHandshakeResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class SaslHandshakeResponse(Struct):
+    """SaslHandshakeResponse, versions 0-1."""
+
     API_KEY: ClassVar[int] = 17
     VERSIONS: ClassVar[tuple[int, int]] = (0, 1)
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 1)})
     """The error code, or 0 if there was no error."""
     mechanisms: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (0, 1)})
     """The mechanisms enabled in the server."""
+
+    def __init__(self, *, error_code: int = 0, mechanisms: tuple[str, ...] = ()) -> None:
+        self.error_code = error_code
+        self.mechanisms = mechanisms

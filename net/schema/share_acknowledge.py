@@ -8,36 +8,59 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class AcknowledgementBatch:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AcknowledgementBatch(Struct):
+    """A struct of ShareAcknowledgeRequest."""
+
     first_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 2)})
     """First offset of batch of records to acknowledge."""
     last_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 2)})
     """Last offset (inclusive) of batch of records to acknowledge."""
     acknowledge_types: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int8", "versions": (1, 2)})
 
+    def __init__(self, *, first_offset: int = 0, last_offset: int = 0, acknowledge_types: tuple[int, ...] = ()) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.acknowledge_types = acknowledge_types
 
-@dataclass(slots=True, kw_only=True)
-class AcknowledgePartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AcknowledgePartition(Struct):
+    """A struct of ShareAcknowledgeRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The partition index."""
     acknowledgement_batches: tuple[AcknowledgementBatch, ...] = field(default=(), metadata={"versions": (1, 2)})
     """Record batches to acknowledge."""
 
+    def __init__(
+        self, *, partition_index: int = 0, acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+    ) -> None:
+        self.partition_index = partition_index
+        self.acknowledgement_batches = acknowledgement_batches
 
-@dataclass(slots=True, kw_only=True)
-class AcknowledgeTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AcknowledgeTopic(Struct):
+    """A struct of ShareAcknowledgeRequest."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (1, 2)})
     """The unique topic ID."""
     partitions: tuple[AcknowledgePartition, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The partitions containing records to acknowledge."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[AcknowledgePartition, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ShareAcknowledgeRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareAcknowledgeRequest(Struct):
+    """ShareAcknowledgeRequest, versions 1-2."""
+
     API_KEY: ClassVar[int] = 79
     VERSIONS: ClassVar[tuple[int, int]] = (1, 2)
     group_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 2)})
@@ -53,17 +76,40 @@ class ShareAcknowledgeRequest:
     topics: tuple[AcknowledgeTopic, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The topics containing records to acknowledge."""
 
+    def __init__(
+        self,
+        *,
+        group_id: str | None = None,
+        member_id: str | None = None,
+        share_session_epoch: int = 0,
+        is_renew_ack: bool = False,
+        topics: tuple[AcknowledgeTopic, ...] = (),
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class LeaderIdAndEpoch:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class LeaderIdAndEpoch(Struct):
+    """A struct of ShareAcknowledgeResponse."""
+
     leader_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The ID of the current leader or -1 if the leader is unknown."""
     leader_epoch: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The latest known leader epoch."""
 
+    def __init__(self, *, leader_id: int = 0, leader_epoch: int = 0) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
 
-@dataclass(slots=True, kw_only=True)
-class PartitionData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionData(Struct):
+    """A struct of ShareAcknowledgeResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 2)})
@@ -73,17 +119,38 @@ class PartitionData:
     current_leader: LeaderIdAndEpoch = field(default_factory=lambda: LeaderIdAndEpoch(), metadata={"versions": (1, 2)})
     """The current leader of the partition."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        current_leader: LeaderIdAndEpoch = FACTORY,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.current_leader = LeaderIdAndEpoch() if current_leader is FACTORY else current_leader
 
-@dataclass(slots=True, kw_only=True)
-class ShareAcknowledgeTopicResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareAcknowledgeTopicResponse(Struct):
+    """A struct of ShareAcknowledgeResponse."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (1, 2)})
     """The unique topic ID."""
     partitions: tuple[PartitionData, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The topic partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionData, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class NodeEndpoint:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class NodeEndpoint(Struct):
+    """A struct of ShareAcknowledgeResponse."""
+
     node_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The ID of the associated node."""
     host: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 2)})
@@ -93,9 +160,17 @@ class NodeEndpoint:
     rack: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 2)})
     """The rack of the node, or null if it has not been assigned to a rack."""
 
+    def __init__(self, *, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
 
-@dataclass(slots=True, kw_only=True)
-class ShareAcknowledgeResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareAcknowledgeResponse(Struct):
+    """ShareAcknowledgeResponse, versions 1-2."""
+
     API_KEY: ClassVar[int] = 79
     VERSIONS: ClassVar[tuple[int, int]] = (1, 2)
     throttle_time: datetime.timedelta = field(
@@ -115,3 +190,20 @@ class ShareAcknowledgeResponse:
     """The response topics."""
     node_endpoints: tuple[NodeEndpoint, ...] = field(default=(), metadata={"versions": (1, 2)})
     """Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        acquisition_lock_timeout: datetime.timedelta = datetime.timedelta(0),
+        responses: tuple[ShareAcknowledgeTopicResponse, ...] = (),
+        node_endpoints: tuple[NodeEndpoint, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.acquisition_lock_timeout = acquisition_lock_timeout
+        self.responses = responses
+        self.node_endpoints = node_endpoints

@@ -8,44 +8,73 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class AcknowledgementBatch:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AcknowledgementBatch(Struct):
+    """A struct of ShareFetchRequest."""
+
     first_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 2)})
     """First offset of batch of records to acknowledge."""
     last_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 2)})
     """Last offset (inclusive) of batch of records to acknowledge."""
     acknowledge_types: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int8", "versions": (1, 2)})
 
+    def __init__(self, *, first_offset: int = 0, last_offset: int = 0, acknowledge_types: tuple[int, ...] = ()) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.acknowledge_types = acknowledge_types
 
-@dataclass(slots=True, kw_only=True)
-class FetchPartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class FetchPartition(Struct):
+    """A struct of ShareFetchRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The partition index."""
     acknowledgement_batches: tuple[AcknowledgementBatch, ...] = field(default=(), metadata={"versions": (1, 2)})
     """Record batches to acknowledge."""
 
+    def __init__(
+        self, *, partition_index: int = 0, acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+    ) -> None:
+        self.partition_index = partition_index
+        self.acknowledgement_batches = acknowledgement_batches
 
-@dataclass(slots=True, kw_only=True)
-class FetchTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class FetchTopic(Struct):
+    """A struct of ShareFetchRequest."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (1, 2)})
     """The unique topic ID."""
     partitions: tuple[FetchPartition, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The partitions to fetch."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[FetchPartition, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ForgottenTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ForgottenTopic(Struct):
+    """A struct of ShareFetchRequest."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (1, 2)})
     """The unique topic ID."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The partitions indexes to forget."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[int, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ShareFetchRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareFetchRequest(Struct):
+    """ShareFetchRequest, versions 1-2."""
+
     API_KEY: ClassVar[int] = 78
     VERSIONS: ClassVar[tuple[int, int]] = (1, 2)
     group_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 2)})
@@ -77,17 +106,54 @@ class ShareFetchRequest:
     forgotten_topics_data: tuple[ForgottenTopic, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The partitions to remove from this share session."""
 
+    def __init__(
+        self,
+        *,
+        group_id: str | None = None,
+        member_id: str | None = None,
+        share_session_epoch: int = 0,
+        max_wait: datetime.timedelta = datetime.timedelta(0),
+        min_bytes: int = 0,
+        max_bytes: int = 2147483647,
+        max_records: int = 0,
+        batch_size: int = 0,
+        share_acquire_mode: int = 0,
+        is_renew_ack: bool = False,
+        topics: tuple[FetchTopic, ...] = (),
+        forgotten_topics_data: tuple[ForgottenTopic, ...] = (),
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.share_session_epoch = share_session_epoch
+        self.max_wait = max_wait
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
+        self.topics = topics
+        self.forgotten_topics_data = forgotten_topics_data
 
-@dataclass(slots=True, kw_only=True)
-class LeaderIdAndEpoch:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class LeaderIdAndEpoch(Struct):
+    """A struct of ShareFetchResponse."""
+
     leader_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The ID of the current leader or -1 if the leader is unknown."""
     leader_epoch: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The latest known leader epoch."""
 
+    def __init__(self, *, leader_id: int = 0, leader_epoch: int = 0) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
 
-@dataclass(slots=True, kw_only=True)
-class AcquiredRecords:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AcquiredRecords(Struct):
+    """A struct of ShareFetchResponse."""
+
     first_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 2)})
     """The earliest offset in this batch of acquired records."""
     last_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 2)})
@@ -95,9 +161,16 @@ class AcquiredRecords:
     delivery_count: int = field(default=0, metadata={"kafka_type": "int16", "versions": (1, 2)})
     """The delivery count of this batch of acquired records."""
 
+    def __init__(self, *, first_offset: int = 0, last_offset: int = 0, delivery_count: int = 0) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.delivery_count = delivery_count
 
-@dataclass(slots=True, kw_only=True)
-class PartitionData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionData(Struct):
+    """A struct of ShareFetchResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 2)})
@@ -114,17 +187,46 @@ class PartitionData:
     acquired_records: tuple[AcquiredRecords, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The acquired records."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        acknowledge_error_code: int = 0,
+        acknowledge_error_message: str | None = None,
+        current_leader: LeaderIdAndEpoch = FACTORY,
+        records: bytes = b"",
+        acquired_records: tuple[AcquiredRecords, ...] = (),
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.acknowledge_error_code = acknowledge_error_code
+        self.acknowledge_error_message = acknowledge_error_message
+        self.current_leader = LeaderIdAndEpoch() if current_leader is FACTORY else current_leader
+        self.records = records
+        self.acquired_records = acquired_records
 
-@dataclass(slots=True, kw_only=True)
-class ShareFetchableTopicResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareFetchableTopicResponse(Struct):
+    """A struct of ShareFetchResponse."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (1, 2)})
     """The unique topic ID."""
     partitions: tuple[PartitionData, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The topic partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionData, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class NodeEndpoint:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class NodeEndpoint(Struct):
+    """A struct of ShareFetchResponse."""
+
     node_id: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The ID of the associated node."""
     host: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 2)})
@@ -134,9 +236,17 @@ class NodeEndpoint:
     rack: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 2)})
     """The rack of the node, or null if it has not been assigned to a rack."""
 
+    def __init__(self, *, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
 
-@dataclass(slots=True, kw_only=True)
-class ShareFetchResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareFetchResponse(Struct):
+    """ShareFetchResponse, versions 1-2."""
+
     API_KEY: ClassVar[int] = 78
     VERSIONS: ClassVar[tuple[int, int]] = (1, 2)
     throttle_time: datetime.timedelta = field(
@@ -156,3 +266,20 @@ class ShareFetchResponse:
     """The response topics."""
     node_endpoints: tuple[NodeEndpoint, ...] = field(default=(), metadata={"versions": (1, 2)})
     """Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        acquisition_lock_timeout: datetime.timedelta = datetime.timedelta(0),
+        responses: tuple[ShareFetchableTopicResponse, ...] = (),
+        node_endpoints: tuple[NodeEndpoint, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.acquisition_lock_timeout = acquisition_lock_timeout
+        self.responses = responses
+        self.node_endpoints = node_endpoints

@@ -8,20 +8,28 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ShareGroupDescribeRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareGroupDescribeRequest(Struct):
+    """ShareGroupDescribeRequest, versions 1-1."""
+
     API_KEY: ClassVar[int] = 77
     VERSIONS: ClassVar[tuple[int, int]] = (1, 1)
     group_ids: tuple[str, ...] = field(default=(), metadata={"kafka_type": "string", "versions": (1, 1)})
     include_authorized_operations: bool = field(default=False, metadata={"kafka_type": "bool", "versions": (1, 1)})
     """Whether to include authorized operations."""
 
+    def __init__(self, *, group_ids: tuple[str, ...] = (), include_authorized_operations: bool = False) -> None:
+        self.group_ids = group_ids
+        self.include_authorized_operations = include_authorized_operations
 
-@dataclass(slots=True, kw_only=True)
-class TopicPartitions:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicPartitions(Struct):
+    """A struct of ShareGroupDescribeResponse."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (1, 1)})
     """The topic ID."""
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 1)})
@@ -29,15 +37,29 @@ class TopicPartitions:
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (1, 1)})
     """The partitions."""
 
+    def __init__(
+        self, *, topic_id: uuid.UUID | None = None, topic_name: str = "", partitions: tuple[int, ...] = ()
+    ) -> None:
+        self.topic_id = topic_id
+        self.topic_name = topic_name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class Assignment:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class Assignment(Struct):
+    """A struct of ShareGroupDescribeResponse."""
+
     topic_partitions: tuple[TopicPartitions, ...] = field(default=(), metadata={"versions": (1, 1)})
     """The assigned topic-partitions to the member."""
 
+    def __init__(self, *, topic_partitions: tuple[TopicPartitions, ...] = ()) -> None:
+        self.topic_partitions = topic_partitions
 
-@dataclass(slots=True, kw_only=True)
-class Member:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class Member(Struct):
+    """A struct of ShareGroupDescribeResponse."""
+
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 1)})
     """The member ID."""
     rack_id: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 1)})
@@ -52,9 +74,30 @@ class Member:
     assignment: Assignment = field(default_factory=lambda: Assignment(), metadata={"versions": (1, 1)})
     """The current assignment."""
 
+    def __init__(
+        self,
+        *,
+        member_id: str = "",
+        rack_id: str | None = None,
+        member_epoch: int = 0,
+        client_id: str = "",
+        client_host: str = "",
+        subscribed_topic_names: tuple[str, ...] = (),
+        assignment: Assignment = FACTORY,
+    ) -> None:
+        self.member_id = member_id
+        self.rack_id = rack_id
+        self.member_epoch = member_epoch
+        self.client_id = client_id
+        self.client_host = client_host
+        self.subscribed_topic_names = subscribed_topic_names
+        self.assignment = Assignment() if assignment is FACTORY else assignment
 
-@dataclass(slots=True, kw_only=True)
-class DescribedGroup:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DescribedGroup(Struct):
+    """A struct of ShareGroupDescribeResponse."""
+
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 1)})
     """The describe error, or 0 if there was no error."""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 1)})
@@ -73,9 +116,34 @@ class DescribedGroup:
     """The members."""
     authorized_operations: int = field(default=-2147483648, metadata={"kafka_type": "int32", "versions": (1, 1)})
 
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = None,
+        group_id: str = "",
+        group_state: str = "",
+        group_epoch: int = 0,
+        assignment_epoch: int = 0,
+        assignor_name: str = "",
+        members: tuple[Member, ...] = (),
+        authorized_operations: int = -2147483648,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.group_id = group_id
+        self.group_state = group_state
+        self.group_epoch = group_epoch
+        self.assignment_epoch = assignment_epoch
+        self.assignor_name = assignor_name
+        self.members = members
+        self.authorized_operations = authorized_operations
 
-@dataclass(slots=True, kw_only=True)
-class ShareGroupDescribeResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareGroupDescribeResponse(Struct):
+    """ShareGroupDescribeResponse, versions 1-1."""
+
     API_KEY: ClassVar[int] = 77
     VERSIONS: ClassVar[tuple[int, int]] = (1, 1)
     throttle_time: datetime.timedelta = field(
@@ -86,3 +154,9 @@ class ShareGroupDescribeResponse:
     """
     groups: tuple[DescribedGroup, ...] = field(default=(), metadata={"versions": (1, 1)})
     """Each described group."""
+
+    def __init__(
+        self, *, throttle_time: datetime.timedelta = datetime.timedelta(0), groups: tuple[DescribedGroup, ...] = ()
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.groups = groups

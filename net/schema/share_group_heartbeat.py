@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class ShareGroupHeartbeatRequest:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareGroupHeartbeatRequest(Struct):
+    """ShareGroupHeartbeatRequest, versions 1-1."""
+
     API_KEY: ClassVar[int] = 76
     VERSIONS: ClassVar[tuple[int, int]] = (1, 1)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 1)})
@@ -29,23 +31,51 @@ class ShareGroupHeartbeatRequest:
         default=None, metadata={"kafka_type": "string", "versions": (1, 1)}
     )
 
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        member_id: str = "",
+        member_epoch: int = 0,
+        rack_id: str | None = None,
+        subscribed_topic_names: tuple[str, ...] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.rack_id = rack_id
+        self.subscribed_topic_names = subscribed_topic_names
 
-@dataclass(slots=True, kw_only=True)
-class TopicPartitions:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TopicPartitions(Struct):
+    """A struct of ShareGroupHeartbeatResponse."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (1, 1)})
     """The topic ID."""
     partitions: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (1, 1)})
     """The partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[int, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class Assignment:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class Assignment(Struct):
+    """A struct of ShareGroupHeartbeatResponse."""
+
     topic_partitions: tuple[TopicPartitions, ...] = field(default=(), metadata={"versions": (1, 1)})
     """The partitions assigned to the member."""
 
+    def __init__(self, *, topic_partitions: tuple[TopicPartitions, ...] = ()) -> None:
+        self.topic_partitions = topic_partitions
 
-@dataclass(slots=True, kw_only=True)
-class ShareGroupHeartbeatResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ShareGroupHeartbeatResponse(Struct):
+    """ShareGroupHeartbeatResponse, versions 1-1."""
+
     API_KEY: ClassVar[int] = 76
     VERSIONS: ClassVar[tuple[int, int]] = (1, 1)
     throttle_time: datetime.timedelta = field(
@@ -68,3 +98,22 @@ class ShareGroupHeartbeatResponse:
     """The heartbeat interval in milliseconds."""
     assignment: Assignment | None = field(default=None, metadata={"versions": (1, 1)})
     """null if not provided; the assignment otherwise."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        member_id: str | None = None,
+        member_epoch: int = 0,
+        heartbeat_interval: datetime.timedelta = datetime.timedelta(0),
+        assignment: Assignment | None = None,
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.heartbeat_interval = heartbeat_interval
+        self.assignment = assignment

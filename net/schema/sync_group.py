@@ -8,19 +8,27 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class SyncGroupRequestAssignment:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class SyncGroupRequestAssignment(Struct):
+    """A struct of SyncGroupRequest."""
+
     member_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The ID of the member to assign."""
     assignment: bytes = field(default=b"", metadata={"kafka_type": "bytes", "versions": (0, 5)})
     """The member assignment."""
 
+    def __init__(self, *, member_id: str = "", assignment: bytes = b"") -> None:
+        self.member_id = member_id
+        self.assignment = assignment
 
-@dataclass(slots=True, kw_only=True)
-class SyncGroupRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class SyncGroupRequest(Struct):
+    """SyncGroupRequest, versions 0-5."""
+
     API_KEY: ClassVar[int] = 14
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
@@ -37,9 +45,30 @@ class SyncGroupRequest:
     assignments: tuple[SyncGroupRequestAssignment, ...] = field(default=(), metadata={"versions": (0, 5)})
     """Each assignment."""
 
+    def __init__(
+        self,
+        *,
+        group_id: str = "",
+        generation_id: int = 0,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignments: tuple[SyncGroupRequestAssignment, ...] = (),
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignments = assignments
 
-@dataclass(slots=True, kw_only=True)
-class SyncGroupResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class SyncGroupResponse(Struct):
+    """SyncGroupResponse, versions 0-5."""
+
     API_KEY: ClassVar[int] = 14
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     throttle_time: datetime.timedelta = field(
@@ -56,3 +85,18 @@ class SyncGroupResponse:
     """The group protocol name."""
     assignment: bytes = field(default=b"", metadata={"kafka_type": "bytes", "versions": (0, 5)})
     """The member assignment."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignment: bytes = b"",
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignment = assignment

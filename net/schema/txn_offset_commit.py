@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class TxnOffsetCommitRequestPartition:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TxnOffsetCommitRequestPartition(Struct):
+    """A struct of TxnOffsetCommitRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 5)})
     """The index of the partition within the topic."""
     committed_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 5)})
@@ -21,17 +23,38 @@ class TxnOffsetCommitRequestPartition:
     committed_metadata: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 5)})
     """Any associated metadata the client wants to keep."""
 
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        committed_leader_epoch: int = -1,
+        committed_metadata: str | None = None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.committed_metadata = committed_metadata
 
-@dataclass(slots=True, kw_only=True)
-class TxnOffsetCommitRequestTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TxnOffsetCommitRequestTopic(Struct):
+    """A struct of TxnOffsetCommitRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The topic name."""
     partitions: tuple[TxnOffsetCommitRequestPartition, ...] = field(default=(), metadata={"versions": (0, 5)})
     """The partitions inside the topic that we want to commit offsets for."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[TxnOffsetCommitRequestPartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class TxnOffsetCommitRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TxnOffsetCommitRequest(Struct):
+    """TxnOffsetCommitRequest, versions 0-5."""
+
     API_KEY: ClassVar[int] = 28
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     transactional_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
@@ -50,25 +73,60 @@ class TxnOffsetCommitRequest:
     topics: tuple[TxnOffsetCommitRequestTopic, ...] = field(default=(), metadata={"versions": (0, 5)})
     """Each topic that we want to commit offsets for."""
 
+    def __init__(
+        self,
+        *,
+        transactional_id: str = "",
+        group_id: str = "",
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        topics: tuple[TxnOffsetCommitRequestTopic, ...] = (),
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.group_id = group_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class TxnOffsetCommitResponsePartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TxnOffsetCommitResponsePartition(Struct):
+    """A struct of TxnOffsetCommitResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 5)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 5)})
     """The error code, or 0 if there was no error."""
 
+    def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class TxnOffsetCommitResponseTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TxnOffsetCommitResponseTopic(Struct):
+    """A struct of TxnOffsetCommitResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 5)})
     """The topic name."""
     partitions: tuple[TxnOffsetCommitResponsePartition, ...] = field(default=(), metadata={"versions": (0, 5)})
     """The responses for each partition in the topic."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[TxnOffsetCommitResponsePartition, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class TxnOffsetCommitResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class TxnOffsetCommitResponse(Struct):
+    """TxnOffsetCommitResponse, versions 0-5."""
+
     API_KEY: ClassVar[int] = 28
     VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
     throttle_time: datetime.timedelta = field(
@@ -79,3 +137,12 @@ class TxnOffsetCommitResponse:
     """
     topics: tuple[TxnOffsetCommitResponseTopic, ...] = field(default=(), metadata={"versions": (0, 5)})
     """The responses for each topic."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        topics: tuple[TxnOffsetCommitResponseTopic, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.topics = topics

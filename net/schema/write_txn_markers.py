@@ -8,18 +8,26 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class WritableTxnMarkerTopic:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class WritableTxnMarkerTopic(Struct):
+    """A struct of WriteTxnMarkersRequest."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 2)})
     """The topic name."""
     partition_indexes: tuple[int, ...] = field(default=(), metadata={"kafka_type": "int32", "versions": (1, 2)})
 
+    def __init__(self, *, name: str = "", partition_indexes: tuple[int, ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
 
-@dataclass(slots=True, kw_only=True)
-class WritableTxnMarker:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class WritableTxnMarker(Struct):
+    """A struct of WriteTxnMarkersRequest."""
+
     producer_id: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 2)})
     """The current producer ID."""
     producer_epoch: int = field(default=0, metadata={"kafka_type": "int16", "versions": (1, 2)})
@@ -33,42 +41,87 @@ class WritableTxnMarker:
     transaction_version: int = field(default=0, metadata={"kafka_type": "int8", "versions": (2, 2)})
     """Transaction version of the marker. Ex: 0/1 = legacy (TV0/TV1), 2 = TV2 etc."""
 
+    def __init__(
+        self,
+        *,
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        transaction_result: bool = False,
+        topics: tuple[WritableTxnMarkerTopic, ...] = (),
+        coordinator_epoch: int = 0,
+        transaction_version: int = 0,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.transaction_result = transaction_result
+        self.topics = topics
+        self.coordinator_epoch = coordinator_epoch
+        self.transaction_version = transaction_version
 
-@dataclass(slots=True, kw_only=True)
-class WriteTxnMarkersRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class WriteTxnMarkersRequest(Struct):
+    """WriteTxnMarkersRequest, versions 1-2."""
+
     API_KEY: ClassVar[int] = 27
     VERSIONS: ClassVar[tuple[int, int]] = (1, 2)
     markers: tuple[WritableTxnMarker, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The transaction markers to be written."""
 
+    def __init__(self, *, markers: tuple[WritableTxnMarker, ...] = ()) -> None:
+        self.markers = markers
 
-@dataclass(slots=True, kw_only=True)
-class WritableTxnMarkerPartitionResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class WritableTxnMarkerPartitionResult(Struct):
+    """A struct of WriteTxnMarkersResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (1, 2)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (1, 2)})
     """The error code, or 0 if there was no error."""
 
+    def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
 
-@dataclass(slots=True, kw_only=True)
-class WritableTxnMarkerTopicResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class WritableTxnMarkerTopicResult(Struct):
+    """A struct of WriteTxnMarkersResponse."""
+
     name: str = field(default="", metadata={"kafka_type": "string", "versions": (1, 2)})
     """The topic name."""
     partitions: tuple[WritableTxnMarkerPartitionResult, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The results by partition."""
 
+    def __init__(self, *, name: str = "", partitions: tuple[WritableTxnMarkerPartitionResult, ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class WritableTxnMarkerResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class WritableTxnMarkerResult(Struct):
+    """A struct of WriteTxnMarkersResponse."""
+
     producer_id: int = field(default=0, metadata={"kafka_type": "int64", "versions": (1, 2)})
     """The current producer ID in use by the transactional ID."""
     topics: tuple[WritableTxnMarkerTopicResult, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The results by topic."""
 
+    def __init__(self, *, producer_id: int = 0, topics: tuple[WritableTxnMarkerTopicResult, ...] = ()) -> None:
+        self.producer_id = producer_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class WriteTxnMarkersResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class WriteTxnMarkersResponse(Struct):
+    """WriteTxnMarkersResponse, versions 1-2."""
+
     API_KEY: ClassVar[int] = 27
     VERSIONS: ClassVar[tuple[int, int]] = (1, 2)
     markers: tuple[WritableTxnMarkerResult, ...] = field(default=(), metadata={"versions": (1, 2)})
     """The results for writing makers."""
+
+    def __init__(self, *, markers: tuple[WritableTxnMarkerResult, ...] = ()) -> None:
+        self.markers = markers

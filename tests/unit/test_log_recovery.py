@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from broker.log.loader import RECOVERED_HEADERS
 from broker.log.log import Log
 from broker.log.segment import LogSegment
 from tests.unit.test_log_support import batch, config, headers
@@ -169,3 +170,52 @@ def test_epoch_cache_rebuilt_from_batches(tmp_path):
     lg = reopen(tmp_path)
     assert lg.leader_epoch_entries == entries
     lg.close()
+
+
+def test_recovered_batch_headers_are_handed_to_the_replay_once_and_only_while_they_reach_the_log_end(tmp_path):
+    """The recovery's headers (LoadedLog.recovered_batches) spare the producer-state replay a second read of the
+    recovered segments: they must be exactly the batches a read from that offset finds, from the first recovered
+    segment on, and none once the log changed."""
+    lg, spans = make_log(tmp_path)
+    first_unflushed = lg.segments[2].base_offset
+    lg.close()
+    lg = reopen(tmp_path, recovery_point=first_unflushed)  # segments 2.. are recovered, 0-1 kept as they were
+    on_disk, offset = [], first_unflushed  # read as the replay reads without them
+    while offset < lg.log_end_offset:
+        on_disk += headers(lg.read(offset, 10**6))
+        offset = on_disk[-1].next_offset
+    assert len(on_disk) > 5 and on_disk[-1].next_offset == lg.log_end_offset
+    assert lg.take_recovered_batches(first_unflushed - 1) is None  # below the first recovered segment
+    lg.close()
+    lg = reopen(tmp_path, recovery_point=first_unflushed)
+    inside = spans[-3][0] + 1  # within a batch: from the batch holding it, as a read from there
+    want = [h for h in on_disk if h.last_offset >= inside]
+    got = lg.take_recovered_batches(inside)
+    assert got == want and got[0].base_offset == spans[-3][0]
+    assert lg.take_recovered_batches(inside) is None  # once
+    lg.close()
+    lg = reopen(tmp_path, recovery_point=first_unflushed)
+    lg.append_as_leader(batch(1), 9)
+    assert lg.take_recovered_batches(first_unflushed) is None  # the log moved on: they no longer reach its end
+    lg.close()
+    assert reopen(tmp_path, clean=True).take_recovered_batches(0) is None  # nothing recovered
+    assert RECOVERED_HEADERS.held == 0  # every log gave its share back (taken, changed or closed)
+
+
+def test_recovered_batch_headers_are_bounded_process_wide(tmp_path, monkeypatch):
+    """Thousands of large recovered segments must not all keep their headers until their partitions are made:
+    past the budget a log keeps none and its replay reads the segments; a taken or closed log frees its share."""
+    lg, _ = make_log(tmp_path)
+    lg.close()
+    kept = reopen(tmp_path)  # everything recovered: its headers are held
+    held = RECOVERED_HEADERS.held
+    assert held > 10
+    monkeypatch.setattr(RECOVERED_HEADERS, "limit", held + 5)  # room for a few more only
+    other = reopen(tmp_path)  # same files, another Log: no room for its headers
+    assert other.take_recovered_batches(0) is None and RECOVERED_HEADERS.held == held
+    other.close()
+    kept.close()  # closed without taking them: the share comes back
+    assert RECOVERED_HEADERS.held == 0
+    again = reopen(tmp_path)  # room again
+    assert again.take_recovered_batches(0) is not None and RECOVERED_HEADERS.held == 0
+    again.close()

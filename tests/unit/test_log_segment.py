@@ -77,6 +77,28 @@ def test_recover_rebuilds_identical_index_and_state(seg, tmp_path):
         assert new_ts >= ts and new_off >= off
 
 
+def test_recovered_index_files_hold_what_memory_holds(seg, tmp_path):
+    """Recovery writes its rebuilt entries in one write per index at the end: the files must then read back as
+    the entries in memory, and appends after it land behind them."""
+    fill(seg, 100)
+    torn = seg.size
+    with open(seg.path, "ab") as f:
+        f.write(b"\x00" * 30)  # a torn tail, truncated by the recovery
+    seg.size += 30
+    assert seg.recover() == 30 and seg.size == torn
+    fill(seg, 5)
+    entries = (list(seg.offset_index._rel), list(seg.offset_index._pos))
+    times = (list(seg.time_index._ts), list(seg.time_index._rel))
+    seg.close()
+    again = LogSegment(tmp_path, 0, index_interval_bytes=500)
+    try:
+        assert (list(again.offset_index._rel), list(again.offset_index._pos)) == entries
+        assert (list(again.time_index._ts), list(again.time_index._rel)) == times
+        assert len(entries[0]) > 10
+    finally:
+        again.close()
+
+
 def test_reopen_restores_state_without_recovery(tmp_path):
     seg = LogSegment(tmp_path, 0, index_interval_bytes=500)
     fill(seg, 40)

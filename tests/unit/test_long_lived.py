@@ -97,3 +97,42 @@ def test_the_files_a_flood_is_given_in_the_worker_thread_are_frozen_too(tmp_path
         assert tracked(made) == 0
     finally:
         m.shutdown()
+
+
+def _python(code: str) -> str:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_kl_broker_pauses_the_collector_while_it_imports_and_starts(tmp_path):
+    """broker/cli.py pauses cyclic collection for its imports and the broker's start (issue 29 §3): an importer
+    gets it back as it was, and a started broker runs with it on (frozen survivors, long_lived.py)."""
+    assert _python("import gc, broker.cli; print(gc.isenabled())") == "True"
+    assert _python("import gc; gc.disable(); import broker.cli; print(gc.isenabled())") == "False"
+    seen = _python(
+        f"""
+import asyncio, gc, os, signal
+import broker.cli, broker.server
+from broker.config import BrokerConfig
+
+real = broker.server.BrokerServer.start
+seen = []
+
+async def start(self):  # the real start, with the collector's state seen on either side
+    seen.append(gc.isenabled())
+    await real(self)
+    seen.append(gc.isenabled())
+    os.kill(os.getpid(), signal.SIGTERM)  # a clean stop once started
+
+broker.server.BrokerServer.start = start
+cfg = BrokerConfig.from_props({{"broker.id": "1", "port": "0", "log.dirs": {str(tmp_path)!r}}})
+asyncio.run(broker.cli._run(cfg))
+print(seen, gc.isenabled())
+"""
+    )
+    assert seen == "[False, False] True"

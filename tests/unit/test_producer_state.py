@@ -249,3 +249,25 @@ def test_a_transactions_first_batch_needs_a_current_verification_guard():
     m.remove_expired(now_ms=10_000, expiration_ms=1_000)  # an unanswered verification is forgotten
     with pytest.raises(InvalidTxnStateError):
         m.check_append([txn(3, 0, epoch=1)], {3: newer})
+
+
+def test_a_long_replay_is_snapshotted_unless_a_recovery_forced_it(tmp_path):
+    """After a lost snapshot the state is replayed once and snapshotted at the log end; after an unclean shutdown
+    the replay of the recovered active segment is not: the next unclean start replays it from the segment's base
+    again whatever newer snapshot exists, and the snapshot's file (one per partition) held up leadership."""
+    p = open_partition(tmp_path / "t-0", segment_bytes=1 << 20)  # one active segment
+    for i in range(80):
+        p.append_as_leader(idem(1, i), 1, NOW)
+    end = p.log.log_end_offset
+    assert snapshot_offsets(p.log.dir) == []  # no roll yet
+
+    p = reopen(p)  # unclean: the active segment is recovered and its 80 batches replayed
+    assert p.producer_state.replayed_batches == 80
+    assert snapshot_offsets(p.log.dir) == []
+    assert p.append_as_leader(idem(1, 79), 1, NOW) == [end - 1]  # the replayed state still finds duplicates
+
+    p = reopen(p, clean=True)  # clean but without a shutdown snapshot (as if lost): replayed, then snapshotted
+    assert p.producer_state.replayed_batches == 80
+    assert snapshot_offsets(p.log.dir) == [end]
+    p = reopen(p, clean=True)
+    assert p.producer_state.replayed_batches == 0
