@@ -6,7 +6,8 @@ there (broker/share/state_records.py). It follows that leadership as the group c
 requests are answered COORDINATOR_LOAD_IN_PROGRESS); losing it drops them (NOT_COORDINATOR). A write is an
 acks=all append of one ShareSnapshot record, applied to the map once replicated, so what a read answers survives
 the coordinator. A write carrying an older state epoch than the one stored is FENCED_STATE_EPOCH: a leader that
-lost its partition cannot overwrite what the next leader wrote.
+lost its partition cannot overwrite what the next leader wrote, nor what AlterShareGroupOffsets initialized
+(`initialize`, one epoch past the stored one). `delete` writes a tombstone (DeleteShareGroupOffsets, DeleteGroups).
 """
 
 from __future__ import annotations
@@ -113,9 +114,41 @@ class ShareCoordinator:
             )
         snap.snapshot_epoch = cur.snapshot_epoch + 1 if cur is not None else 0
         snap.write_ts = int(time.time() * 1000)
+        await self._append(partition, key, snap, snap.write_ts)
+        now = self.states.get(partition)
+        if isinstance(now, dict):  # still ours: the write is the key's state
+            latest = now.get(key)
+            if latest is None or latest.state_epoch <= snap.state_epoch:
+                now[key] = snap
+
+    async def initialize(self, partition: int, key: StateKey, state_epoch: int, start_offset: int) -> ShareSnapshot:
+        """InitializeShareGroupState: the share-partition starts again at `start_offset`, nothing in flight
+        (AlterShareGroupOffsets). The state epoch written is one past the stored one (at least the request's), so
+        a leader still holding the old state is fenced at its next write (FENCED_STATE_EPOCH) and reads it again."""
+        cur = self._owned(partition).get(key)
+        if cur is not None and 0 <= state_epoch < cur.state_epoch:
+            raise StateError(ErrorCode.FENCED_STATE_EPOCH, f"state epoch {state_epoch} is older than {cur.state_epoch}")
+        epoch = max(state_epoch, cur.state_epoch + 1 if cur is not None else 1)
+        snap = ShareSnapshot(epoch, start_offset, [])
+        await self.write(partition, key, snap)
+        return snap
+
+    async def delete(self, partition: int, key: StateKey) -> None:
+        """DeleteShareGroupState: a tombstone for the key (none if it has no state: deleting is idempotent, as
+        Kafka's); a compacted __share_group_state forgets it."""
+        states = self._owned(partition)
+        if key not in states:
+            return
+        await self._append(partition, key, None, int(time.time() * 1000))
+        now = self.states.get(partition)
+        if isinstance(now, dict):
+            now.pop(key, None)
+
+    async def _append(self, partition: int, key: StateKey, snap: ShareSnapshot | None, now_ms: int) -> None:
+        """One record (a snapshot, or a tombstone for None), acks=all; the coordinator's errors as Kafka's."""
         tp = (SHARE_STATE_TOPIC, partition)
         try:
-            results, pending = self.replica_manager.append_records(-1, {tp: build_batch(key, snap, snap.write_ts)})
+            results, pending = self.replica_manager.append_records(-1, {tp: build_batch(key, snap, now_ms)})
             if not results[tp].error and pending:
                 await self.replica_manager.wait_for_commit(results, pending, self.write_timeout_s)
             code = results[tp].error
@@ -126,11 +159,6 @@ class ShareCoordinator:
             raise StateError(ErrorCode.NOT_COORDINATOR, message)
         if code:
             raise StateError(ErrorCode.COORDINATOR_NOT_AVAILABLE, message)
-        now = self.states.get(partition)
-        if isinstance(now, dict):  # still ours: the write is the key's state
-            latest = now.get(key)
-            if latest is None or latest.state_epoch <= snap.state_epoch:
-                now[key] = snap
 
     def close(self) -> None:
         for t in self._loads.values():
