@@ -83,7 +83,7 @@ class ShareOffsetsApis:
                 continue
             if g.topics is None:
                 group = self.groups.membership.groups.get(g.group_id)
-                subscribed = sorted({t for m in group.members.values() for t in m.subscribed}) if group else []
+                subscribed = sorted(group.topics) if group else []
                 wanted = [(t, list(range(len(image.topics[t].partitions)))) for t in subscribed if t in image.topics]
             else:
                 wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
@@ -136,6 +136,7 @@ class ShareOffsetsApis:
         refused = self._refused_change(req.group_id)
         if refused is not None:
             return AlterShareGroupOffsetsResponse(error_code=int(refused[0]), error_message=refused[1])
+        group = self.groups.membership.groups[req.group_id]
         image = self._image()
         limit = asyncio.Semaphore(PARALLEL_STATE_CHANGES)
 
@@ -165,6 +166,8 @@ class ShareOffsetsApis:
             rows = await asyncio.gather(
                 *(one(info, t.topic_name, p.partition_index, p.start_offset) for p in t.partitions)
             )
+            if info is not None:
+                group.topics.add(t.topic_name)
             topics.append(
                 AlterShareGroupOffsetsResponseTopic(
                     topic_name=t.topic_name,
@@ -198,6 +201,9 @@ class ShareOffsetsApis:
                     if not deleted:  # Kafka: the topic was never initialized for the group
                         row.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                         row.error_message = "There is no offset information to delete."
+                    group = self.groups.membership.groups.get(req.group_id)
+                    if group is not None:
+                        group.topics.discard(t.topic_name)
             topics.append(row)
         return DeleteShareGroupOffsetsResponse(responses=tuple(topics))
 
