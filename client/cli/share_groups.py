@@ -357,12 +357,10 @@ def _delete(admin: Admin, groups: list[str], all_groups: bool) -> None:
     if not failed:
         click.echo(f"Deletion of requested share groups ({', '.join(repr(g) for g in done)}) was successful.")
         return
-    lines = ["Deletion of some share groups failed:"] + [
-        f"* Group '{g}' could not be deleted due to: {e}" for g, e in failed.items()
-    ]
-    if done:
-        lines.append(f"These share groups were deleted successfully: {', '.join(repr(g) for g in done)}")
-    raise click.ClickException("\n".join(lines))
+    # Kafka's lines, as one ("* Group ..." each, then the ones deleted): an error is one line here
+    reasons = "; ".join(f"Group '{g}' could not be deleted due to: {e}" for g, e in failed.items())
+    deleted = f"; these share groups were deleted successfully: {', '.join(repr(g) for g in done)}" if done else ""
+    raise click.ClickException(f"Deletion of some share groups failed: {reasons}{deleted}")
 
 
 async def _address(client: KafkaLiteClient, node: int) -> str:
