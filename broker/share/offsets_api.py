@@ -202,7 +202,7 @@ class ShareOffsetsApis:
                         row.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                         row.error_message = "There is no offset information to delete."
                     group = self.groups.membership.groups.get(req.group_id)
-                    if group is not None:
+                    if group is not None:  # no state left: no offsets to describe for it
                         group.topics.discard(t.topic_name)
             topics.append(row)
         return DeleteShareGroupOffsetsResponse(responses=tuple(topics))

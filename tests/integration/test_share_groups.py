@@ -573,6 +573,9 @@ def test_kl_share_groups_resets_an_empty_group_to_earliest_latest_and_a_datetime
     assert plan == [[topic, "0", "0"]]
     with cluster.admin() as a:
         assert a.list_share_group_offsets(group) == {(topic, 0): 10}  # a plan only
+    boot = ["--bootstrap-server", cluster.bootstrap()]
+    every = run("share_groups", *boot, "--reset-offsets", "--group", group, "--all-topics", "--to-earliest")
+    assert _plan(every, group) == [[topic, "0", "0"]]  # the topics the group has offsets for
     assert _plan(_reset(cluster, group, topic, "--to-earliest", "--execute"), group) == [[topic, "0", "0"]]
     _exactly(cluster, group, topic, early + late)  # from offset 0 again, each record once
     _empty(cluster, group)
@@ -763,3 +766,52 @@ def test_forged_share_offset_changes_get_kafkas_errors(cluster):
     assert e.value.code == ErrorCode.INVALID_REQUEST
     with cluster.admin() as a:
         assert a.list_share_group_offsets(group) == {(topic, 0): 2}
+
+
+def _kafka_call(host: str, port: int, api: int, version: int, body: dict) -> dict:
+    """One request on a broker's Kafka listener (Kafka's own framing), its answer as plain data."""
+    import socket
+
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    from broker.network.kafka.entities import plain
+    from tests.integration.test_kafka_protocol_errors import frame, read_frame
+
+    with socket.create_connection((host, port), timeout=15) as s:
+        s.sendall(frame(api, version, 1, body))
+        raw = read_frame(s)
+    entity, _ = entity_reader(load_response_schema(api, version))(raw, 5)  # flexible: a tagged header
+    return plain(entity)
+
+
+def test_share_group_offsets_altered_and_deleted_over_the_kafka_listener(cluster):
+    """AlterShareGroupOffsets v0 and DeleteShareGroupOffsets v0 as a Kafka client sends them (Kafka's Admin)."""
+    topic = _topic(cluster, 1)
+    group = f"g-{topic}"
+    values = [f"k{i}".encode() for i in range(6)]
+    _produce(cluster, topic, values, 1)
+    _exactly(cluster, group, topic, values)
+    _empty(cluster, group)
+    alter = {
+        "group_id": group,
+        "topics": [{"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 2}]}],
+    }
+    answers = {i: _kafka_call(b.host, b.kafka_port, 91, 0, alter) for i, b in cluster.brokers.items()}
+    at_coordinator = [a for a in answers.values() if a["error_code"] != 16]  # the others: NOT_COORDINATOR
+    assert len(at_coordinator) == 1, answers
+    (answer,) = at_coordinator
+    assert answer["error_code"] == 0
+    assert [(t["topic_name"], [p["error_code"] for p in t["partitions"]]) for t in answer["responses"]] == [
+        (topic, [0])
+    ]
+    _exactly(cluster, group, topic, values[2:])
+    _empty(cluster, group)
+    coordinator = next(cluster.brokers[i] for i, a in answers.items() if a is answer)
+    deleted = _kafka_call(
+        coordinator.host, coordinator.kafka_port, 92, 0, {"group_id": group, "topics": [{"topic_name": topic}]}
+    )
+    assert deleted["error_code"] == 0 and [(t["topic_name"], t["error_code"]) for t in deleted["responses"]] == [
+        (topic, 0)
+    ]
+    _exactly(cluster, group, topic, values)  # share.auto.offset.reset=earliest
