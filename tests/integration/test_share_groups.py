@@ -548,6 +548,17 @@ def _empty(cluster: ClusterHarness, group: str) -> None:
             time.sleep(0.2)
 
 
+def _consumed_group(cluster: ClusterHarness, prefix: str, n: int) -> tuple[str, str, list[bytes]]:
+    """A one-partition topic with `n` records, all consumed and accepted by a share group now empty."""
+    topic = _topic(cluster, 1)
+    group = f"g-{topic}"
+    values = [f"{prefix}{i}".encode() for i in range(n)]
+    _produce(cluster, topic, values, 1)
+    _exactly(cluster, group, topic, values)
+    _empty(cluster, group)
+    return topic, group, values
+
+
 def _reset(cluster: ClusterHarness, group: str, topic: str, *how: str) -> subprocess.CompletedProcess:
     boot = ["--bootstrap-server", cluster.bootstrap()]
     return run("share_groups", *boot, "--reset-offsets", "--group", group, "--topic", topic, *how)
@@ -669,12 +680,7 @@ def test_deleted_offsets_and_a_deleted_group_start_again_at_share_auto_offset_re
 def test_a_reset_survives_a_sigkill_of_the_share_coordinator(cluster):
     from broker.share.state_records import SHARE_STATE_TOPIC, partition_for
 
-    topic = _topic(cluster, 1)
-    group = f"g-{topic}"
-    values = [f"s{i}".encode() for i in range(8)]
-    _produce(cluster, topic, values, 1)
-    _exactly(cluster, group, topic, values)
-    _empty(cluster, group)
+    topic, group, values = _consumed_group(cluster, "s", 8)
     assert _plan(_reset(cluster, group, f"{topic}:0", "--to-earliest", "--execute"), group) == [[topic, "0", "0"]]
     with cluster.admin() as a:
         topic_id = next(t.topic_id for t in a.describe_topics([topic]))
@@ -717,11 +723,7 @@ def test_forged_share_offset_changes_get_kafkas_errors(cluster):
         PartitionData,
     )
 
-    topic = _topic(cluster, 1)
-    group = f"g-{topic}"
-    _produce(cluster, topic, [b"f0", b"f1"], 1)
-    _exactly(cluster, group, topic, [b"f0", b"f1"])
-    _empty(cluster, group)
+    topic, group, _ = _consumed_group(cluster, "f", 2)
     with cluster.admin() as a:
         answer = a.alter_share_group_offsets(
             group, {(topic, 0): -5, (topic, -1): 0, (topic, 7): 0, ("no-such-topic", 0): 0}
@@ -787,12 +789,7 @@ def _kafka_call(host: str, port: int, api: int, version: int, body: dict) -> dic
 
 def test_share_group_offsets_altered_and_deleted_over_the_kafka_listener(cluster):
     """AlterShareGroupOffsets v0 and DeleteShareGroupOffsets v0 as a Kafka client sends them (Kafka's Admin)."""
-    topic = _topic(cluster, 1)
-    group = f"g-{topic}"
-    values = [f"k{i}".encode() for i in range(6)]
-    _produce(cluster, topic, values, 1)
-    _exactly(cluster, group, topic, values)
-    _empty(cluster, group)
+    topic, group, values = _consumed_group(cluster, "k", 6)
     alter = {
         "group_id": group,
         "topics": [{"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 2}]}],
