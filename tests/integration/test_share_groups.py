@@ -812,3 +812,20 @@ def test_share_group_offsets_altered_and_deleted_over_the_kafka_listener(cluster
         (topic, 0)
     ]
     _exactly(cluster, group, topic, values)  # share.auto.offset.reset=earliest
+
+
+def test_kl_share_groups_reset_and_delete_usage_errors_are_one_line(cluster):
+    topic = _topic(cluster, 1)
+    boot = ["--bootstrap-server", cluster.bootstrap()]
+    reset = ["--reset-offsets", "--group", f"g-{topic}"]
+    for args, needle in [
+        ([*reset, "--topic", topic], "--to-datetime, --to-earliest, --to-latest"),
+        ([*reset, "--to-earliest"], "--all-topics, --topic"),
+        ([*reset, "--topic", topic, "--to-latest", "--execute", "--dry-run"], "only accepts one of --execute and"),
+        ([*reset, "--topic", topic, "--to-datetime", "yesterday"], "--to-datetime: 'yesterday'"),
+        ([*reset, "--topic", f"{topic}:0,5", "--to-earliest"], f'The partitions "{topic}-5" do not exist'),
+        (["--delete-offsets", "--group", "g"], "--delete-offsets takes the following options: --group, --topic"),
+        (["--list", "--delete"], "Command must include exactly one action"),
+        (["--delete", "--group", "no-such-share-group"], "Group 'no-such-share-group' is not a share group."),
+    ]:
+        assert_one_line_error(run("share_groups", *boot, *args), needle)
