@@ -214,8 +214,8 @@ class ShareOffsetsApis:
         async def one(p: int) -> bool:
             async with limit:
                 state = await self.persister.read((group_id, topic, p))
-                if state is None:
-                    return False
+                if state is None or (state[1] < 0 and not state[2]):
+                    return False  # no state, or deleted (its epoch kept, no start offset)
                 await self.persister.delete((group_id, topic, p))
                 return True
 

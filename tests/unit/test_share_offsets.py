@@ -126,3 +126,78 @@ def test_a_group_whose_member_came_back_or_whose_write_failed_is_kept():
         assert key in m.partitions and m.partitions[key].dirty  # not written: kept, written again by a tick
 
     asyncio.run(go())
+
+
+# --- the share coordinator's initialize and delete, over a real __share_group_state partition ----------------
+
+
+def _coordinator(tmp_path):
+    from broker.controller import PartitionState
+    from broker.log.config import LogConfig
+    from broker.log.log import Log
+    from broker.partition import Partition
+    from broker.replica_manager import ReplicaManager
+    from broker.share.coordinator import ShareCoordinator
+    from broker.share.state_records import SHARE_STATE_TOPIC
+
+    log = Log(tmp_path / f"{SHARE_STATE_TOPIC}-0", SHARE_STATE_TOPIC, 0, LogConfig.from_props({}))
+    part = Partition(SHARE_STATE_TOPIC, 0, log, 1, 1, 30_000, propose_isr=lambda *a: None)
+    part.apply_state(PartitionState(0, 1, 1, [1], [1], 1), 0)
+    rm = ReplicaManager(1, None, None, 30_000, lambda *a: None)  # type: ignore[arg-type]
+    rm.partitions = {(SHARE_STATE_TOPIC, 0): part}
+    return ShareCoordinator(rm, 1, 5000), part
+
+
+async def _led(coordinator, part) -> None:
+    coordinator.on_partition_change(part, "leader")
+    for _ in range(100):
+        if isinstance(coordinator.states.get(0), dict):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the coordinator did not load")
+
+
+def test_initialize_fences_the_leader_that_held_the_old_state(tmp_path):
+    from broker.share.coordinator import StateError
+    from broker.share.state_records import ShareSnapshot
+
+    async def go() -> None:
+        c, part = _coordinator(tmp_path)
+        await _led(c, part)
+        key = ("g", "ab" * 16, 0)
+        await c.write(0, key, ShareSnapshot(3, 40, [StateBatch(40, 41, 0, 1)]))  # a leader of state epoch 3
+        reset = await c.initialize(0, key, -1, 7)  # AlterShareGroupOffsets
+        assert (reset.state_epoch, reset.start_offset, reset.batches) == (4, 7, [])
+        with pytest.raises(StateError) as e:
+            await c.write(0, key, ShareSnapshot(3, 42, []))  # the old leader's next write
+        assert e.value.code == ErrorCode.FENCED_STATE_EPOCH
+        assert c.read(0, key).start_offset == 7
+
+    asyncio.run(go())
+
+
+def test_a_deleted_state_is_not_written_back_and_survives_a_new_coordinator(tmp_path):
+    from broker.share.coordinator import StateError
+    from broker.share.state_records import ShareSnapshot
+
+    async def go() -> None:
+        c, part = _coordinator(tmp_path)
+        await _led(c, part)
+        key = ("g", "cd" * 16, 0)
+        await c.write(0, key, ShareSnapshot(5, 10, []))
+        await c.delete(0, key)  # DeleteShareGroupOffsets
+        await c.delete(0, key)  # again: nothing to delete, no error
+        assert (c.read(0, key).state_epoch, c.read(0, key).start_offset) == (5, -1)  # no start: auto.offset.reset
+        with pytest.raises(StateError) as e:
+            await c.write(0, key, ShareSnapshot(5, 12, []))  # a leader that still held the state
+        assert e.value.code == ErrorCode.FENCED_STATE_EPOCH
+        # a new coordinator (the partition's next leader) reads the tombstone: the same answers
+        again = type(c)(c.replica_manager, 1, 5000)
+        await _led(again, part)
+        assert (again.read(0, key).state_epoch, again.read(0, key).start_offset) == (5, -1)
+        with pytest.raises(StateError):
+            await again.write(0, key, ShareSnapshot(5, 12, []))
+        await again.write(0, key, ShareSnapshot(6, 0, []))  # the next leader's state, one epoch past
+        assert again.read(0, key).start_offset == 0 and key not in again.deleted[0]
+
+    asyncio.run(go())
