@@ -85,8 +85,11 @@ BROKER_APIS = frozenset(
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.UPDATE_METADATA,
         ApiKey.ENVELOPE,
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
         ApiKey.READ_SHARE_GROUP_STATE,
         ApiKey.WRITE_SHARE_GROUP_STATE,
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
     }
 )
 # The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);
@@ -252,6 +255,8 @@ class KafkaApis:
             **transactions.handlers,
             **(share.handlers if share is not None else {}),
         }
+        if share is not None:
+            groups.other_deletes.append(share.offsets.delete_group)  # DeleteGroups of a share group
         self.transactions = transactions
         # Native v0 of these apis was another api's map (broker/network/native_legacy.py MAP_FORM_APIS).
         self._map_form_handlers = {ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.handle_metadata}

@@ -48,10 +48,17 @@ from net.schema.add_partitions_to_txn import (
     AddPartitionsToTxnTopicResult,
 )
 from net.schema.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from net.schema.alter_share_group_offsets import (
+    AlterShareGroupOffsetsResponsePartition,
+    AlterShareGroupOffsetsResponseTopic,
+)
 from net.schema.base import ZERO_UUID
 from net.schema.consumer_group_describe import DescribedGroup as ConsumerDescribedGroup
 from net.schema.convert import error_response
 from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecordsTopic, DeleteRecordsTopicResult
+from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsResponseTopic
+from net.schema.delete_share_group_state import DeleteStateResult
+from net.schema.delete_share_group_state import PartitionResult as DeletePartitionResult
 from net.schema.describe_producers import PartitionResponse
 from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
 from net.schema.describe_producers import TopicResponse as DescribeProducersTopicResponse
@@ -60,11 +67,15 @@ from net.schema.describe_topic_partitions import DescribeTopicPartitionsResponse
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
 from net.schema.describe_transactions import TransactionState as DescribedTxnState
 from net.schema.elect_leaders import ElectLeadersRequest
+from net.schema.initialize_share_group_state import InitializeStateResult
+from net.schema.initialize_share_group_state import PartitionResult as InitializePartitionResult
 from net.schema.list_offsets import ListOffsetsTopicResponse
 from net.schema.messages import MESSAGES
 from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
 from net.schema.read_share_group_state import PartitionResult as ReadPartitionResult
 from net.schema.read_share_group_state import ReadStateResult
+from net.schema.read_share_group_state_summary import PartitionResult as SummaryPartitionResult
+from net.schema.read_share_group_state_summary import ReadStateSummaryResult as SummaryStateResult
 from net.schema.share_acknowledge import PartitionData as ShareAckPartition
 from net.schema.share_acknowledge import ShareAcknowledgeTopicResponse
 from net.schema.share_fetch import PartitionData as ShareFetchPartition
@@ -432,6 +443,49 @@ def _share_group_offsets(a: Authorization, req: Any, ctx: ConnectionContext) -> 
         return answer
 
     return Decision(replace(req, groups=tuple(g for g in req.groups if g not in denied)), finish)
+
+
+def _share_offsets_change(
+    group_op: AclOperation, denied_row: Callable[[Any, str], Any]
+) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """Alter/DeleteShareGroupOffsets (Kafka's KafkaApis): `group_op` on the group (READ to alter, DELETE to delete)
+    or the whole request is GROUP_AUTHORIZATION_FAILED; READ on each topic, a topic without it left out of the
+    handler's request and answered TOPIC_AUTHORIZATION_FAILED by `denied_row(topic, message)` (unless the answer
+    is a request-level error, which Kafka gives for every topic)."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        refused_group = a.whole_group(group_op, req.group_id or "", ctx, {})
+        if refused_group is not None:
+            return refused_group
+        refused = [t for t in req.topics if not a.authz.topic(ctx, Op.READ, t.topic_name)]
+        if not refused:
+            return Decision(req)
+        rows = tuple(denied_row(t, denied_message(Op.READ, f"topic {t.topic_name}", ctx)) for t in refused)
+
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict) and not answer.error_code:
+                answer.responses = answer.responses + rows
+            return answer
+
+        return Decision(replace(req, topics=tuple(t for t in req.topics if t not in refused)), finish)
+
+    return decide
+
+
+def _alter_share_offsets_denied(t: Any, message: str) -> Any:
+    return AlterShareGroupOffsetsResponseTopic(
+        topic_name=t.topic_name,
+        partitions=tuple(
+            AlterShareGroupOffsetsResponsePartition(
+                partition_index=p.partition_index, error_code=TOPIC_DENIED, error_message=message
+            )
+            for p in t.partitions
+        ),
+    )
+
+
+def _delete_share_offsets_denied(t: Any, message: str) -> Any:
+    return DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, error_code=TOPIC_DENIED, error_message=message)
 
 
 def _share_group_describe(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
@@ -1100,11 +1154,32 @@ RULES: dict[ApiKey, Rule] = {
         (Need(GROUP, Op.DESCRIBE, E), Need(TXN, Op.DESCRIBE, E)), _find_coordinator, "each key of a batched request"
     ),
     ApiKey.JOIN_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),),
+        _share_state(InitializeStateResult, InitializePartitionResult),
+        "brokers only",
+    ),
     ApiKey.READ_SHARE_GROUP_STATE: Rule(
         (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(ReadStateResult, ReadPartitionResult), "brokers only"
     ),
     ApiKey.WRITE_SHARE_GROUP_STATE: Rule(
         (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(WriteStateResult, WritePartitionResult), "brokers only"
+    ),
+    ApiKey.DELETE_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(DeleteStateResult, DeletePartitionResult), "brokers only"
+    ),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(SummaryStateResult, SummaryPartitionResult), "brokers only"
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: Rule(
+        (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)),
+        _share_offsets_change(Op.READ, _alter_share_offsets_denied),
+        "a topic it may not read is answered TOPIC_AUTHORIZATION_FAILED in its rows",
+    ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: Rule(
+        (Need(GROUP, Op.DELETE, R), Need(TOPIC, Op.READ, E)),
+        _share_offsets_change(Op.DELETE, _delete_share_offsets_denied),
+        "a topic it may not read is answered TOPIC_AUTHORIZATION_FAILED in its row",
     ),
     ApiKey.SHARE_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Rule(

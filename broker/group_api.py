@@ -74,6 +74,9 @@ class GroupApis:
         # The groups of the other group types this broker coordinates, for ListGroups: each gives rows
         # [group_id, protocol_type, state, group_type] (share groups: broker/share/group_api.py).
         self.other_groups: list[Callable[[], list[list[Any]]]] = []
+        # ... and their DeleteGroups: (error code, message) for a group of theirs, None for one they do not know
+        # (Kafka's GroupCoordinatorService deletes share groups first, then the others).
+        self.other_deletes: list[Callable[[str], Awaitable[tuple[int, str | None] | None]]] = []
         self.handlers = {
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.JOIN_GROUP: self.join_group,
@@ -374,6 +377,12 @@ class GroupApis:
         results = []
         for group_id in groups:
             err = self.coordinator.owner_error(group_id)
+            if err is None:
+                for delete in self.other_deletes:
+                    done = await delete(group_id)
+                    if done is not None:
+                        err = {"error_code": done[0], "error_message": done[1]}
+                        break
             if err is None:
                 err = await self.coordinator.call(self.coordinator.logic.delete, group_id)
             results.append([group_id, err["error_code"], err.get("error_message")])

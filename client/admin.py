@@ -26,8 +26,18 @@ from net.schema.alter_partition_reassignments import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from net.schema.alter_share_group_offsets import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
+from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequestTopic
+from net.schema.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
 from net.schema.list_partition_reassignments import (
@@ -35,6 +45,8 @@ from net.schema.list_partition_reassignments import (
     ListPartitionReassignmentsResponse,
 )
 from net.schema.list_partition_reassignments import ListPartitionReassignmentsTopics as ListReassignTopic
+from net.schema.share_group_describe import DescribedGroup as DescribedShareGroup
+from net.schema.share_group_describe import ShareGroupDescribeRequest
 
 T = TypeVar("T")
 
@@ -387,6 +399,79 @@ class AsyncAdmin:
             out[gid] = error_for(code, message or "") if code else None
         return out
 
+    # --- share groups (KIP-932) ---------------------------------------------------------------------------
+
+    async def describe_share_group(self, group_id: str) -> DescribedShareGroup:
+        """ShareGroupDescribe at the group's coordinator; a group it does not know is state "Dead" (Kafka's)."""
+        answer = await GroupClient(self.client, group_id).call(
+            ShareGroupDescribeRequest(group_ids=(group_id,)), lambda a: _group_row_error(a.groups)
+        )
+        row: DescribedShareGroup = answer.groups[0]
+        if row.error_code and row.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+            raise error_for(row.error_code, row.error_message or f"share group {group_id!r}")
+        return row
+
+    async def list_share_group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        """Kafka's Admin.listShareGroupOffsets: each share-partition's start offset (-1: none yet), for the
+        topics the group's members subscribe to."""
+        request = DescribeShareGroupOffsetsRequest(groups=(DescribeShareGroupOffsetsRequestGroup(group_id=group_id),))
+        answer = await GroupClient(self.client, group_id).call(request, lambda a: _group_row_error(a.groups))
+        (g,) = answer.groups
+        if g.error_code:
+            raise error_for(g.error_code, g.error_message or f"share group {group_id!r}")
+        out = {}
+        for t in g.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise error_for(p.error_code, f"{t.topic_name}-{p.partition_index}: {p.error_message or ''}")
+                out[(t.topic_name, p.partition_index)] = p.start_offset
+        return out
+
+    async def alter_share_group_offsets(
+        self, group_id: str, offsets: dict[tuple[str, int], int]
+    ) -> dict[tuple[str, int], KafkaLiteError | None]:
+        """Kafka's Admin.alterShareGroupOffsets: the start offset of each share-partition of an empty share
+        group (-1: share.auto.offset.reset decides at the next fetch). A group-level error (GROUP_ID_NOT_FOUND,
+        NON_EMPTY_GROUP, GROUP_AUTHORIZATION_FAILED) is raised; per partition, None or its error."""
+        by_topic: dict[str, list[AlterShareGroupOffsetsRequestPartition]] = {}
+        for (topic, partition), offset in offsets.items():
+            row = AlterShareGroupOffsetsRequestPartition(partition_index=partition, start_offset=offset)
+            by_topic.setdefault(topic, []).append(row)
+        request = AlterShareGroupOffsetsRequest(
+            group_id=group_id,
+            topics=tuple(
+                AlterShareGroupOffsetsRequestTopic(topic_name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+            ),
+        )
+        answer = await GroupClient(self.client, group_id).call(request, lambda a: (a.error_code, a.error_message))
+        if answer.error_code:
+            raise error_for(answer.error_code, answer.error_message or f"share group {group_id!r}")
+        out: dict[tuple[str, int], KafkaLiteError | None] = {}
+        for t in answer.responses:
+            for p in t.partitions:
+                err = error_for(p.error_code, p.error_message or "") if p.error_code else None
+                out[(t.topic_name, p.partition_index)] = err
+        return out
+
+    async def delete_share_group_offsets(self, group_id: str, topics: list[str]) -> dict[str, KafkaLiteError | None]:
+        """Kafka's Admin.deleteShareGroupOffsets: forget the share-partitions of these topics in an empty share
+        group (its next member starts at share.auto.offset.reset). A group-level error is raised; per topic,
+        None or its error."""
+        request = DeleteShareGroupOffsetsRequest(
+            group_id=group_id, topics=tuple(DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics)
+        )
+        answer = await GroupClient(self.client, group_id).call(request, lambda a: (a.error_code, a.error_message))
+        if answer.error_code:
+            raise error_for(answer.error_code, answer.error_message or f"share group {group_id!r}")
+        return {
+            t.topic_name: error_for(t.error_code, t.error_message or "") if t.error_code else None
+            for t in answer.responses
+        }
+
+    async def delete_share_groups(self, group_ids: list[str]) -> dict[str, KafkaLiteError | None]:
+        """Kafka's Admin.deleteShareGroups: DeleteGroups, which deletes an empty share group with its state."""
+        return await self.delete_groups(group_ids)
+
     async def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         return await self.client.list_offsets(tps, timestamp)
 
@@ -527,3 +612,8 @@ class AsyncAdmin:
 
 
 __all__ = ["AsyncAdmin", "NewTopic", "TopicDescription", "KafkaLiteError"]
+
+
+def _group_row_error(groups: Any) -> tuple[int, str | None]:
+    """The first group row's error, for GroupClient.call to follow a coordinator that moved."""
+    return (groups[0].error_code, groups[0].error_message) if groups else (0, None)

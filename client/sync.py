@@ -16,6 +16,7 @@ from client.share_consumer import AsyncShareConsumer
 from net.acl import AclBinding, AclBindingFilter
 from net.errors import KafkaLiteError
 from net.protocol import ElectionType
+from net.schema.share_group_describe import DescribedGroup as DescribedShareGroup
 
 T = TypeVar("T")
 
@@ -376,6 +377,23 @@ class Admin(_Blocking[AsyncAdmin]):
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, KafkaLiteError | None]:
         return self._lt.run(self._impl.delete_groups(group_ids))
+
+    def describe_share_group(self, group_id: str) -> DescribedShareGroup:
+        return self._lt.run(self._impl.describe_share_group(group_id))
+
+    def list_share_group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        return self._lt.run(self._impl.list_share_group_offsets(group_id))
+
+    def alter_share_group_offsets(
+        self, group_id: str, offsets: dict[tuple[str, int], int]
+    ) -> dict[tuple[str, int], KafkaLiteError | None]:
+        return self._lt.run(self._impl.alter_share_group_offsets(group_id, offsets))
+
+    def delete_share_group_offsets(self, group_id: str, topics: list[str]) -> dict[str, KafkaLiteError | None]:
+        return self._lt.run(self._impl.delete_share_group_offsets(group_id, topics))
+
+    def delete_share_groups(self, group_ids: list[str]) -> dict[str, KafkaLiteError | None]:
+        return self._lt.run(self._impl.delete_share_groups(group_ids))
 
     def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         return self._lt.run(self._impl.list_offsets(tps, timestamp))

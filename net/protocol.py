@@ -86,10 +86,16 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
-    # A share-partition's leader to the share coordinator (the leader of its __share_group_state partition).
+    # A share-partition's leader, or the group coordinator, to the share coordinator (the leader of the
+    # share-partition's __share_group_state partition).
+    INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 class OffsetSpec(IntEnum):
@@ -140,9 +146,14 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,
     ApiKey.SHARE_ACKNOWLEDGE: 0,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0,
     ApiKey.READ_SHARE_GROUP_STATE: 0,
     ApiKey.WRITE_SHARE_GROUP_STATE: 0,
+    ApiKey.DELETE_SHARE_GROUP_STATE: 0,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: 0,
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

@@ -68,9 +68,14 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     78: (1, 2),  # ShareFetch (v2: KIP-1222's acquire mode and RENEW)
     79: (1, 2),  # ShareAcknowledge
     # The share coordinator's state RPCs, leaders to the coordinator on the inter-broker listener
+    83: (0, 0),  # InitializeShareGroupState (the group coordinator's start offsets: AlterShareGroupOffsets)
     84: (0, 0),  # ReadShareGroupState
     85: (0, 0),  # WriteShareGroupState
+    86: (0, 0),  # DeleteShareGroupState (DeleteShareGroupOffsets, DeleteGroups of a share group)
+    87: (0, 0),  # ReadShareGroupStateSummary
     90: (0, 1),  # DescribeShareGroupOffsets (v1: lag)
+    91: (0, 0),  # AlterShareGroupOffsets
+    92: (0, 0),  # DeleteShareGroupOffsets
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

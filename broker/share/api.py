@@ -2,9 +2,10 @@
 
 - ShareGroupHeartbeat (76), ShareGroupDescribe (77): at the group coordinator (broker/share/group_api.py).
 - ShareFetch (78), ShareAcknowledge (79): at the partitions' leaders (broker/share/fetch_api.py).
-- DescribeShareGroupOffsets (90): at the group coordinator (broker/share/offsets_api.py).
-- ReadShareGroupState (84), WriteShareGroupState (85): at the share coordinator, from the leaders
-  (broker/share/state_api.py; the leaders' side is broker/share/persister.py).
+- DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92) and DeleteGroups of
+  a share group (`offsets.delete_group`): at the group coordinator (broker/share/offsets_api.py).
+- Initialize/Read/Write/DeleteShareGroupState (83-86), ReadShareGroupStateSummary (87): at the share coordinator,
+  from the leaders and the group coordinator (broker/share/state_api.py; their side is broker/share/persister.py).
 """
 
 from __future__ import annotations
@@ -62,11 +63,12 @@ class ShareApis:
         # A session idle as long as a member's session timeout belongs to a member the coordinator dropped.
         sessions = ShareSessionCache(MAX_SHARE_SESSIONS, config.group_share_session_timeout_ms)
         self.fetch = ShareFetchApis(self.manager, replica_manager, image, sessions)
+        self.offsets = ShareOffsetsApis(self.groups, persister, image)
         self.handlers = {
             **self.groups.handlers,
             **self.fetch.handlers,
-            **ShareStateApis(self.coordinator).handlers,
-            **ShareOffsetsApis(self.groups, persister, image).handlers,
+            **ShareStateApis(self.coordinator, image).handlers,
+            **self.offsets.handlers,
         }
 
     async def _create_state_topic(self) -> None:

@@ -6,7 +6,10 @@ there (broker/share/state_records.py). It follows that leadership as the group c
 requests are answered COORDINATOR_LOAD_IN_PROGRESS); losing it drops them (NOT_COORDINATOR). A write is an
 acks=all append of one ShareSnapshot record, applied to the map once replicated, so what a read answers survives
 the coordinator. A write carrying an older state epoch than the one stored is FENCED_STATE_EPOCH: a leader that
-lost its partition cannot overwrite what the next leader wrote.
+lost its partition cannot overwrite what the next leader wrote, nor what AlterShareGroupOffsets initialized
+(`initialize`, one epoch past the stored one). `delete` writes a tombstone (DeleteShareGroupOffsets, DeleteGroups)
+and remembers the deleted state's epoch: a leader that still held the state is fenced too, instead of writing it
+back, and the next leader starts at share.auto.offset.reset one epoch past it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ class ShareCoordinator:
         self.write_timeout_s = write_timeout_ms / 1000
         # __share_group_state partition -> its keys' latest snapshots, or LOADING
         self.states: dict[int, dict[StateKey, ShareSnapshot] | str] = {}
+        # __share_group_state partition -> the state epoch each deleted key had: a leader still holding the state
+        # (its epoch at most that) is fenced rather than writing it back; read, the key has that epoch and no start
+        # offset (-1: share.auto.offset.reset), so the next leader writes one past it. Rebuilt from the tombstones.
+        self.deleted: dict[int, dict[StateKey, int]] = {}
         self._loads: dict[int, asyncio.Task[None]] = {}
 
     # --- leadership of __share_group_state ------------------------------------------------------
@@ -57,6 +64,7 @@ class ShareCoordinator:
             self.states[p] = LOADING
             self._loads[p] = asyncio.ensure_future(self._load(part))
         elif self.states.pop(p, None) is not None:
+            self.deleted.pop(p, None)
             log.info("no longer share coordinator for %s-%d", SHARE_STATE_TOPIC, p)
 
     async def _load(self, part: "Partition") -> None:
@@ -64,6 +72,7 @@ class ShareCoordinator:
         lg = part.log
         offset, end = lg.log_start_offset, lg.log_end_offset
         states: dict[StateKey, ShareSnapshot] = {}
+        deleted: dict[StateKey, int] = {}
         while offset < end:
             data = lg.read(offset, LOAD_CHUNK_BYTES, max_offset=end)
             if not data:
@@ -71,9 +80,12 @@ class ShareCoordinator:
             nxt = offset
             for key, snap in read_records(data):
                 if snap is None:
-                    states.pop(key, None)
+                    gone = states.pop(key, None)
+                    if gone is not None:
+                        deleted[key] = gone.state_epoch
                 else:
                     states[key] = snap
+                    deleted.pop(key, None)
             for _, h in batch_fmt.iter_batches(data):
                 nxt = h.next_offset
             offset = max(offset + 1, nxt)
@@ -81,6 +93,7 @@ class ShareCoordinator:
         if part.leader_state is None:
             return
         self.states[part.partition] = states
+        self.deleted[part.partition] = deleted
         self._loads.pop(part.partition, None)
         log.log(
             logging.INFO if states else logging.DEBUG,
@@ -102,20 +115,64 @@ class ShareCoordinator:
     # --- Read / Write -------------------------------------------------------------------------
 
     def read(self, partition: int, key: StateKey) -> ShareSnapshot | None:
-        return self._owned(partition).get(key)
+        snap = self._owned(partition).get(key)
+        gone = self.deleted.get(partition, {}).get(key)
+        if snap is None and gone is not None:
+            return ShareSnapshot(gone, -1)  # deleted: no start offset, the epoch a new state must pass
+        return snap
+
+    def _epoch(self, partition: int, key: StateKey) -> int | None:
+        """The key's state epoch: stored, or as it was when deleted; None if it never had state here."""
+        cur = self._owned(partition).get(key)
+        return cur.state_epoch if cur is not None else self.deleted.get(partition, {}).get(key)
 
     async def write(self, partition: int, key: StateKey, snap: ShareSnapshot) -> None:
         states = self._owned(partition)
         cur = states.get(key)
-        if cur is not None and snap.state_epoch < cur.state_epoch:
-            raise StateError(
-                ErrorCode.FENCED_STATE_EPOCH, f"state epoch {snap.state_epoch} is older than {cur.state_epoch}"
-            )
+        stored = self._epoch(partition, key)
+        if stored is not None and (snap.state_epoch < stored or (cur is None and snap.state_epoch == stored)):
+            # older than the stored state, or the state of a leader that held it before it was deleted
+            raise StateError(ErrorCode.FENCED_STATE_EPOCH, f"state epoch {snap.state_epoch} is not past {stored}")
         snap.snapshot_epoch = cur.snapshot_epoch + 1 if cur is not None else 0
         snap.write_ts = int(time.time() * 1000)
+        await self._append(partition, key, snap, snap.write_ts)
+        now = self.states.get(partition)
+        if isinstance(now, dict):  # still ours: the write is the key's state
+            latest = now.get(key)
+            if latest is None or latest.state_epoch <= snap.state_epoch:
+                now[key] = snap
+                self.deleted.get(partition, {}).pop(key, None)
+
+    async def initialize(self, partition: int, key: StateKey, state_epoch: int, start_offset: int) -> ShareSnapshot:
+        """InitializeShareGroupState: the share-partition starts again at `start_offset`, nothing in flight
+        (AlterShareGroupOffsets). The state epoch written is one past the stored one (at least the request's), so
+        a leader still holding the old state is fenced at its next write (FENCED_STATE_EPOCH) and reads it again."""
+        stored = self._epoch(partition, key)
+        if stored is not None and 0 <= state_epoch < stored:
+            raise StateError(ErrorCode.FENCED_STATE_EPOCH, f"state epoch {state_epoch} is older than {stored}")
+        epoch = max(state_epoch, stored + 1 if stored is not None else 1)
+        snap = ShareSnapshot(epoch, start_offset, [])
+        await self.write(partition, key, snap)
+        return snap
+
+    async def delete(self, partition: int, key: StateKey) -> None:
+        """DeleteShareGroupState: a tombstone for the key (none if it has no state: deleting is idempotent, as
+        Kafka's); a compacted __share_group_state forgets it."""
+        states = self._owned(partition)
+        cur = states.get(key)
+        if cur is None:
+            return
+        await self._append(partition, key, None, int(time.time() * 1000))
+        now = self.states.get(partition)
+        if isinstance(now, dict) and now.get(key) is cur:
+            del now[key]
+            self.deleted.setdefault(partition, {})[key] = cur.state_epoch
+
+    async def _append(self, partition: int, key: StateKey, snap: ShareSnapshot | None, now_ms: int) -> None:
+        """One record (a snapshot, or a tombstone for None), acks=all; the coordinator's errors as Kafka's."""
         tp = (SHARE_STATE_TOPIC, partition)
         try:
-            results, pending = self.replica_manager.append_records(-1, {tp: build_batch(key, snap, snap.write_ts)})
+            results, pending = self.replica_manager.append_records(-1, {tp: build_batch(key, snap, now_ms)})
             if not results[tp].error and pending:
                 await self.replica_manager.wait_for_commit(results, pending, self.write_timeout_s)
             code = results[tp].error
@@ -126,11 +183,6 @@ class ShareCoordinator:
             raise StateError(ErrorCode.NOT_COORDINATOR, message)
         if code:
             raise StateError(ErrorCode.COORDINATOR_NOT_AVAILABLE, message)
-        now = self.states.get(partition)
-        if isinstance(now, dict):  # still ours: the write is the key's state
-            latest = now.get(key)
-            if latest is None or latest.state_epoch <= snap.state_epoch:
-                now[key] = snap
 
     def close(self) -> None:
         for t in self._loads.values():

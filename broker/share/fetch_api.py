@@ -78,11 +78,19 @@ class ShareFetchApis:
 
     def _close(self, group_id: str, member_id: str) -> None:
         self.sessions.close(group_id, member_id)
-        self.manager.release_member(group_id, member_id)
+        self._released(group_id, member_id)
 
     def evict_idle(self) -> None:
         for s in self.sessions.evict_idle(now_ms()):
-            self.manager.release_member(s.group_id, s.member_id)
+            self._released(s.group_id, s.member_id)
+
+    def _released(self, group_id: str, member_id: str) -> None:
+        """A member's session ended: its records go back. The group's last session here (Kafka's onGroupEmpty):
+        its share-partitions are forgotten once written, so the next member reads the state again, as an
+        AlterShareGroupOffsets or DeleteShareGroupOffsets of the empty group may have changed it meanwhile."""
+        self.manager.release_member(group_id, member_id)
+        if not self.sessions.has_group(group_id):
+            self.manager.forget_group(group_id, lambda: not self.sessions.has_group(group_id))
 
     # --- ShareFetch ----------------------------------------------------------------------------
 

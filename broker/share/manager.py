@@ -10,8 +10,9 @@ persisted state again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from broker.share.group_configs import GroupConfigs
 from broker.share.partition import SharePartition, StateBatch
@@ -33,6 +34,14 @@ class Persister(Protocol):
         ...
 
     async def write(self, key: Key, state_epoch: int, start_offset: int, batches: list[StateBatch]) -> None: ...
+
+    async def initialize(self, key: Key, start_offset: int) -> None:
+        """Start the share-partition again at `start_offset` (AlterShareGroupOffsets), fencing its old state."""
+        ...
+
+    async def delete(self, key: Key) -> None:
+        """Forget the share-partition's state (DeleteShareGroupOffsets, DeleteGroups)."""
+        ...
 
 
 class SharePartitionManager:
@@ -71,10 +80,11 @@ class SharePartitionManager:
         p = self.replica_manager.get_partition(topic, partition)
         state = await self.persister.read(key) if self.persister is not None else None
         log_start = p.log.log_start_offset
-        if state is None:
+        if state is None or state[1] < 0:
+            # No state, or one AlterShareGroupOffsets reset to -1 (Kafka's uninitialized start offset).
             start = log_start if self.configs.auto_offset_reset(group) == "earliest" else p.high_watermark
             sp = self._new(group, start)
-            sp.state_epoch = 1
+            sp.state_epoch = 1 if state is None else state[0] + 1
             sp.dirty = True  # the start offset chosen now is the group's from now on
         else:
             epoch, start, batches = state
@@ -155,6 +165,22 @@ class SharePartitionManager:
             sp.tick(now_ms)
             if sp.dirty:
                 self.write_soon(key)
+
+    def forget_group(self, group_id: str, still_idle: Callable[[], bool]) -> None:
+        """The group has no member here any more (its last share session ended): each of its share-partitions is
+        dropped once its state is written, unless a member came back meanwhile (`still_idle()` is false). The next
+        use reads the persisted state, which an admin may have reset or deleted while the group was empty."""
+        for key, sp in list(self.partitions.items()):
+            if key[0] == group_id:
+                self.written(key).add_done_callback(functools.partial(self._forget, key, sp, still_idle))
+
+    def _forget(
+        self, key: Key, sp: SharePartition, still_idle: Callable[[], bool], fut: "asyncio.Future[None]"
+    ) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return  # not written: kept, the next tick writes it again
+        if self.partitions.get(key) is sp and not sp.dirty and still_idle():
+            del self.partitions[key]
 
     def drop_partition(self, topic: str, partition: int) -> None:
         """Leadership of the topic partition moved away: its share-partitions are the next leader's."""

@@ -39,6 +39,10 @@ class ShareGroup:
     group_id: str
     epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    # Every topic its members subscribed to (and AlterShareGroupOffsets named) since this coordinator knows the
+    # group, less those DeleteShareGroupOffsets removed: an empty group's offsets are described for these
+    # (Kafka's initialized topics of the group).
+    topics: set[str] = field(default_factory=set)
 
     @property
     def state(self) -> str:
@@ -107,6 +111,7 @@ class ShareGroupMembership:
                 group.epoch += 1
             if rack_id is not None:
                 member.rack_id = rack_id
+        group.topics.update(member.subscribed)
         target = assign(member.subscribed, partitions_of)
         if target == member.assignment and member.epoch > 0:
             return HeartbeatResult(member_epoch=member.epoch)

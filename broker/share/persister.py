@@ -1,10 +1,12 @@
 """ShareStatePersister: a share-partition leader's way to its durable state (Kafka's DefaultStatePersister).
 
 The state of (group, topic, partition) lives with the share coordinator of its key: the leader of one
-`__share_group_state` partition (broker/share/coordinator.py), here or on another broker (ReadShareGroupState /
-WriteShareGroupState over the inter-broker listener). The topic is made on first use, as `__consumer_offsets` is.
-A coordinator that is moving, loading or not there yet is asked again until REQUEST_TIMEOUT_S; a read that never
-gets an answer raises (the share-partition is not created from nothing: that would forget its state).
+`__share_group_state` partition (broker/share/coordinator.py), here or on another broker (Read/Write/Initialize/
+DeleteShareGroupState over the inter-broker listener). The group coordinator uses it too: AlterShareGroupOffsets
+initializes a share-partition's state, DeleteShareGroupOffsets and DeleteGroups delete it. The topic is made on
+first use, as `__consumer_offsets` is. A coordinator that is moving, loading or not there yet is asked again
+until REQUEST_TIMEOUT_S; a read that never gets an answer raises (the share-partition is not created from
+nothing: that would forget its state).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from broker.share.coordinator import ShareCoordinator, StateError
 from broker.share.partition import StateBatch
@@ -20,6 +22,18 @@ from broker.share.state_api import NO_STATE, message_batches
 from broker.share.state_records import SHARE_STATE_TOPIC, ShareSnapshot, StateKey, partition_for
 from net.errors import ErrorCode, KafkaLiteError, TopicAlreadyExistsError, error_for
 from net.retry import Backoff, retry_until
+from net.schema.delete_share_group_state import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    DeleteStateData,
+)
+from net.schema.delete_share_group_state import PartitionData as DeletePartition
+from net.schema.initialize_share_group_state import (
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+    InitializeStateData,
+)
+from net.schema.initialize_share_group_state import PartitionData as InitializePartition
 from net.schema.read_share_group_state import PartitionData as ReadPartition
 from net.schema.read_share_group_state import ReadShareGroupStateRequest, ReadShareGroupStateResponse, ReadStateData
 from net.schema.write_share_group_state import PartitionData as WritePartition
@@ -119,8 +133,8 @@ class ShareStatePersister:
         row = answer.results[0].partitions[0]
         if row.error_code:
             raise error_for(row.error_code, row.error_message or "")
-        if row.start_offset == NO_STATE:
-            return None
+        if row.start_offset == NO_STATE and row.state_epoch == 0:
+            return None  # no state (a state reset to -1 by AlterShareGroupOffsets keeps its epoch)
         batches = [
             StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in row.state_batches
         ]
@@ -162,12 +176,68 @@ class ShareStatePersister:
         )
         answer = await self._ask(leader, req)
         assert isinstance(answer, WriteShareGroupStateResponse)
-        row = answer.results[0].partitions[0]
-        if row.error_code:
-            raise error_for(row.error_code, row.error_message or "")
+        _raise_row(answer.results[0].partitions[0])
+
+    # --- initialize / delete (the group coordinator: Alter/DeleteShareGroupOffsets, DeleteGroups) ------------
+
+    async def initialize(self, key: tuple[str, str, int], start_offset: int) -> None:
+        """The share-partition starts again at `start_offset` (-1: at share.auto.offset.reset), nothing in flight;
+        the coordinator writes it one state epoch past the stored one, fencing a leader that still holds the old."""
+        skey = self._state_key(key)
+        await self._retrying(lambda: self._initialize_once(skey, start_offset))
+
+    async def _initialize_once(self, skey: StateKey, start_offset: int) -> None:
+        p, leader = await self._coordinator_of(skey)
+        if leader == self.broker_id:
+            try:
+                await self.coordinator.initialize(p, skey, -1, start_offset)
+            except StateError as e:
+                raise error_for(e.code, str(e)) from None
+            return
+        group, topic_id, partition = skey
+        req = InitializeShareGroupStateRequest(
+            group_id=group,
+            topics=(
+                InitializeStateData(
+                    topic_id=uuid.UUID(topic_id),
+                    partitions=(InitializePartition(partition=partition, state_epoch=-1, start_offset=start_offset),),
+                ),
+            ),
+        )
+        answer = await self._ask(leader, req)
+        assert isinstance(answer, InitializeShareGroupStateResponse)
+        _raise_row(answer.results[0].partitions[0])
+
+    async def delete(self, key: tuple[str, str, int]) -> None:
+        """Forget the share-partition's state (a tombstone; nothing if it has none)."""
+        skey = self._state_key(key)
+        await self._retrying(lambda: self._delete_once(skey))
+
+    async def _delete_once(self, skey: StateKey) -> None:
+        p, leader = await self._coordinator_of(skey)
+        if leader == self.broker_id:
+            try:
+                await self.coordinator.delete(p, skey)
+            except StateError as e:
+                raise error_for(e.code, str(e)) from None
+            return
+        group, topic_id, partition = skey
+        req = DeleteShareGroupStateRequest(
+            group_id=group,
+            topics=(DeleteStateData(topic_id=uuid.UUID(topic_id), partitions=(DeletePartition(partition=partition),)),),
+        )
+        answer = await self._ask(leader, req)
+        assert isinstance(answer, DeleteShareGroupStateResponse)
+        _raise_row(answer.results[0].partitions[0])
 
     async def _ask(self, broker: int, req: object) -> object:
         try:
             return await self._call(broker, req, REQUEST_TIMEOUT_S / 2)
         except (OSError, TimeoutError, ConnectionError) as e:
             raise error_for(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"share coordinator {broker}: {e}") from None
+
+
+def _raise_row(row: Any) -> None:
+    """A state RPC's partition row: its error raised as the client-side exception."""
+    if row.error_code:
+        raise error_for(row.error_code, row.error_message or "")

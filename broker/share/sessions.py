@@ -67,6 +67,10 @@ class ShareSessionCache:
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
 
+    def has_group(self, group_id: str) -> bool:
+        """Whether any member of the group has a session here."""
+        return any(g == group_id for g, _ in self.sessions)
+
     def evict_idle(self, now_ms: int) -> list[ShareSession]:
         idle = [s for s in self.sessions.values() if now_ms - s.last_used_ms > self.idle_ms]
         for s in idle:

@@ -10,6 +10,7 @@ from net.schema.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
 from net.schema.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
@@ -19,6 +20,8 @@ from net.schema.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from net.schema.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from net.schema.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from net.schema.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
+from net.schema.delete_share_group_state import DeleteShareGroupStateRequest, DeleteShareGroupStateResponse
 from net.schema.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from net.schema.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
@@ -42,6 +45,7 @@ from net.schema.find_coordinator import FindCoordinatorRequest, FindCoordinatorR
 from net.schema.heartbeat import HeartbeatRequest, HeartbeatResponse
 from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from net.schema.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from net.schema.initialize_share_group_state import InitializeShareGroupStateRequest, InitializeShareGroupStateResponse
 from net.schema.join_group import JoinGroupRequest, JoinGroupResponse
 from net.schema.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from net.schema.list_config_resources import ListConfigResourcesRequest, ListConfigResourcesResponse
@@ -59,6 +63,10 @@ from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from net.schema.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from net.schema.produce import ProduceRequest, ProduceResponse
 from net.schema.read_share_group_state import ReadShareGroupStateRequest, ReadShareGroupStateResponse
+from net.schema.read_share_group_state_summary import (
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
+)
 from net.schema.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from net.schema.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from net.schema.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
@@ -127,7 +135,12 @@ MESSAGES: dict[int, tuple[type, type]] = {
     77: (ShareGroupDescribeRequest, ShareGroupDescribeResponse),
     78: (ShareFetchRequest, ShareFetchResponse),
     79: (ShareAcknowledgeRequest, ShareAcknowledgeResponse),
+    83: (InitializeShareGroupStateRequest, InitializeShareGroupStateResponse),
     84: (ReadShareGroupStateRequest, ReadShareGroupStateResponse),
     85: (WriteShareGroupStateRequest, WriteShareGroupStateResponse),
+    86: (DeleteShareGroupStateRequest, DeleteShareGroupStateResponse),
+    87: (ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse),
     90: (DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse),
+    91: (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse),
+    92: (DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse),
 }

@@ -35,9 +35,16 @@ from net.schema.alter_partition_reassignments import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequest
+from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestPartition as AlterPartition
+from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestTopic as AlterTopic
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
+from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
+from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequestTopic as DeleteShareTopic
+from net.schema.delete_share_group_state import DeleteShareGroupStateRequest, DeleteStateData
+from net.schema.delete_share_group_state import PartitionData as DeleteStatePartition
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
@@ -49,6 +56,8 @@ from net.schema.describe_topic_partitions import Cursor, DescribeTopicPartitions
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopic
 from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.end_txn import EndTxnRequest
+from net.schema.initialize_share_group_state import InitializeShareGroupStateRequest, InitializeStateData
+from net.schema.initialize_share_group_state import PartitionData as InitializePartition
 from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.list_partition_reassignments import ListPartitionReassignmentsRequest
 from net.schema.list_transactions import ListTransactionsRequest
@@ -60,6 +69,8 @@ from net.schema.offset_for_leader_epoch import (
 )
 from net.schema.read_share_group_state import PartitionData as ReadPartition
 from net.schema.read_share_group_state import ReadShareGroupStateRequest, ReadStateData
+from net.schema.read_share_group_state_summary import PartitionData as SummaryPartition
+from net.schema.read_share_group_state_summary import ReadShareGroupStateSummaryRequest, ReadStateSummaryData
 from net.schema.share_acknowledge import ShareAcknowledgeRequest
 from net.schema.share_fetch import ShareFetchRequest
 from net.schema.share_group_describe import ShareGroupDescribeRequest
@@ -140,6 +151,13 @@ def setup(h: ClusterHarness) -> None:
     wait_until(lambda: native(h, ApiKey.METADATA, {"topics": [MY_TOPIC]})["topics"][0]["error_code"] == 0, 20, "alice")
     answer = native(h, ApiKey.OFFSET_COMMIT, {"group_id": MINE, "topics": [[MY_TOPIC, [[0, 1]]]]})
     assert answer["topics"][0][1][0][1] == 0, answer
+    # her group is a share group too, empty: its offsets may be altered and deleted (by her, on her topic only)
+    for epoch in (0, -1):
+        hb = ShareGroupHeartbeatRequest(
+            group_id=MINE, member_id="m", member_epoch=epoch, subscribed_topic_names=(MY_TOPIC,)
+        )
+        joined = decode(MESSAGES[ApiKey.SHARE_GROUP_HEARTBEAT][1], native(h, ApiKey.SHARE_GROUP_HEARTBEAT, encode(hb)))
+        assert joined.error_code == 0, joined
 
 
 def snapshot(h: ClusterHarness) -> dict:
@@ -151,6 +169,7 @@ def snapshot(h: ClusterHarness) -> dict:
             "victim offsets": a.list_group_offsets(VICTIM),
             "alice-group offsets": a.list_group_offsets(MINE),
             "victim group": a.describe_group(VICTIM).state,
+            "alice-group share offsets": a.list_share_group_offsets(MINE),  # a topic altered would be listed here
             "groups": sorted(g[0] for g in a.list_groups()),
             "topics": sorted(a.list_topics(include_internal=True)),
             "secret start": a.list_offsets(parts, -2),
@@ -230,6 +249,22 @@ def typed_rows(api: ApiKey) -> Callable[[Any], list]:
     return codes
 
 
+def share_offsets_rows(api: ApiKey) -> Callable[[Any], list]:
+    """Alter/DeleteShareGroupOffsets: the request's code, then each topic's (Delete) or partition's (Alter)."""
+
+    def codes(answer: Any) -> list:
+        if isinstance(answer, dict):
+            return top(answer)
+        a = decode(MESSAGES[api][1], answer)
+        return [a.error_code] + [
+            c
+            for t in a.responses
+            for c in ([p.error_code for p in t.partitions] if hasattr(t, "partitions") else [t.error_code])
+        ]
+
+    return codes
+
+
 def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
     """The typed apis (net/schema/): their native body is the message's array."""
     mine_and_secret = (
@@ -305,6 +340,30 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
             groups=(DescribeShareGroupOffsetsRequestGroup(group_id=VICTIM),))),
          lambda a: [g.error_code for g in decode(MESSAGES[ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS][1], a).groups],
          [GROUP_DENIED]),
+        # altering needs READ on the group, deleting DELETE; both READ on each topic (her empty share group: the
+        # secret topic's rows refused, nothing else asked)
+        (ApiKey.ALTER_SHARE_GROUP_OFFSETS, encode(AlterShareGroupOffsetsRequest(group_id=VICTIM, topics=(AlterTopic(
+            topic_name=MY_TOPIC, partitions=(AlterPartition(partition_index=0, start_offset=0),)),))),
+         share_offsets_rows(ApiKey.ALTER_SHARE_GROUP_OFFSETS), [GROUP_DENIED]),
+        (ApiKey.ALTER_SHARE_GROUP_OFFSETS, encode(AlterShareGroupOffsetsRequest(group_id=MINE, topics=(AlterTopic(
+            topic_name=SECRET, partitions=(AlterPartition(partition_index=0, start_offset=0),
+                                           AlterPartition(partition_index=1, start_offset=4))),))),
+         share_offsets_rows(ApiKey.ALTER_SHARE_GROUP_OFFSETS), [0, TOPIC_DENIED, TOPIC_DENIED]),
+        (ApiKey.DELETE_SHARE_GROUP_OFFSETS, encode(DeleteShareGroupOffsetsRequest(group_id=VICTIM, topics=(
+            DeleteShareTopic(topic_name=MY_TOPIC),))),
+         share_offsets_rows(ApiKey.DELETE_SHARE_GROUP_OFFSETS), [GROUP_DENIED]),
+        (ApiKey.DELETE_SHARE_GROUP_OFFSETS, encode(DeleteShareGroupOffsetsRequest(group_id=MINE, topics=(
+            DeleteShareTopic(topic_name=SECRET),))),
+         share_offsets_rows(ApiKey.DELETE_SHARE_GROUP_OFFSETS), [0, TOPIC_DENIED]),
+        (ApiKey.INITIALIZE_SHARE_GROUP_STATE, encode(InitializeShareGroupStateRequest(group_id=MINE, topics=(
+            InitializeStateData(topic_id=ANY_ID, partitions=(InitializePartition(start_offset=0),)),))),
+         state_rows(ApiKey.INITIALIZE_SHARE_GROUP_STATE), [CLUSTER_DENIED]),
+        (ApiKey.DELETE_SHARE_GROUP_STATE, encode(DeleteShareGroupStateRequest(group_id=MINE, topics=(
+            DeleteStateData(topic_id=ANY_ID, partitions=(DeleteStatePartition(),)),))),
+         state_rows(ApiKey.DELETE_SHARE_GROUP_STATE), [CLUSTER_DENIED]),
+        (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, encode(ReadShareGroupStateSummaryRequest(group_id=MINE, topics=(
+            ReadStateSummaryData(topic_id=ANY_ID, partitions=(SummaryPartition(),)),))),
+         state_rows(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY), [CLUSTER_DENIED]),
     ]  # fmt: skip
 
 
@@ -798,6 +857,38 @@ def kafka_cases() -> list[tuple[int, int, dict, list]]:
             [CLUSTER_DENIED],
         ),
         (90, 1, {"groups": [{"group_id": VICTIM, "topics": None}]}, [GROUP_DENIED]),
+        (
+            91,
+            0,
+            {"group_id": VICTIM, "topics": [{"topic_name": MY_TOPIC, "partitions": [{"partition_index": 0}]}]},
+            [GROUP_DENIED],
+        ),
+        (
+            91,
+            0,
+            {"group_id": MINE, "topics": [{"topic_name": SECRET, "partitions": [{"partition_index": 1}]}]},
+            [TOPIC_DENIED],
+        ),
+        (92, 0, {"group_id": VICTIM, "topics": [{"topic_name": MY_TOPIC}]}, [GROUP_DENIED]),
+        (92, 0, {"group_id": MINE, "topics": [{"topic_name": SECRET}]}, [TOPIC_DENIED]),
+        (
+            83,
+            0,
+            {"group_id": MINE, "topics": [{"topic_id": ANY_ID, "partitions": [{"partition": 0}]}]},
+            [CLUSTER_DENIED],
+        ),
+        (
+            86,
+            0,
+            {"group_id": MINE, "topics": [{"topic_id": ANY_ID, "partitions": [{"partition": 0}]}]},
+            [CLUSTER_DENIED],
+        ),
+        (
+            87,
+            0,
+            {"group_id": MINE, "topics": [{"topic_id": ANY_ID, "partitions": [{"partition": 0}]}]},
+            [CLUSTER_DENIED],
+        ),
         (
             32,
             4,

@@ -5,6 +5,7 @@ share-partition's leader."""
 
 from __future__ import annotations
 
+import datetime
 import signal
 import subprocess
 import sys
@@ -514,3 +515,317 @@ def test_forged_share_requests_get_their_errors_at_once(cluster):
             await kc.close()
 
     asyncio.run(go())
+
+
+# --- offsets of an empty share group: reset, delete; the group deleted (Alter/DeleteShareGroupOffsets, DeleteGroups)
+
+
+def _produce_at(cluster: ClusterHarness, topic: str, values: list[bytes], timestamp_ms: int) -> None:
+    p = Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "acks": "all", "linger.ms": 5})
+    for v in values:
+        p.produce(topic, value=v, partition=0, timestamp=timestamp_ms)
+    assert p.flush(30) == 0
+
+
+def _exactly(cluster: ClusterHarness, group: str, topic: str, want: list[bytes]) -> None:
+    """A new member of the group gets exactly `want` (and nothing more within a second), then leaves."""
+    c = _consumer(cluster, group, topic)
+    try:
+        got = _drain(c, len(want), deadline_s=30)
+        got += _drain(c, 1, deadline_s=1.5)
+        c.commit_sync(10)  # what it accepted is durable before it leaves
+    finally:
+        c.close()
+    assert sorted(got) == sorted(want), (len(got), len(want))
+
+
+def _empty(cluster: ClusterHarness, group: str) -> None:
+    """Waits until the coordinator has the group without members (a closed member has left)."""
+    with cluster.admin() as a:
+        end = time.monotonic() + 20
+        while a.describe_share_group(group).group_state != "Empty":
+            assert time.monotonic() < end, "the share group did not become empty"
+            time.sleep(0.2)
+
+
+def _consumed_group(cluster: ClusterHarness, prefix: str, n: int) -> tuple[str, str, list[bytes]]:
+    """A one-partition topic with `n` records, all consumed and accepted by a share group now empty."""
+    topic = _topic(cluster, 1)
+    group = f"g-{topic}"
+    values = [f"{prefix}{i}".encode() for i in range(n)]
+    _produce(cluster, topic, values, 1)
+    _exactly(cluster, group, topic, values)
+    _empty(cluster, group)
+    return topic, group, values
+
+
+def _reset(cluster: ClusterHarness, group: str, topic: str, *how: str) -> subprocess.CompletedProcess:
+    boot = ["--bootstrap-server", cluster.bootstrap()]
+    return run("share_groups", *boot, "--reset-offsets", "--group", group, "--topic", topic, *how)
+
+
+def _plan(cp: subprocess.CompletedProcess, group: str) -> list[list[str]]:
+    assert cp.returncode == 0, cp.stderr
+    lines = [ln.split() for ln in cp.stdout.splitlines() if ln.strip()]
+    assert lines[0] == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], cp.stdout
+    return [ln[1:] for ln in lines[1:] if ln[0] == group]
+
+
+def test_kl_share_groups_resets_an_empty_group_to_earliest_latest_and_a_datetime(cluster):
+    topic = _topic(cluster, 1)
+    group = f"g-{topic}"
+    base = int(time.time() * 1000) - 600_000
+    early, late = [f"e{i}".encode() for i in range(5)], [f"l{i}".encode() for i in range(5)]
+    _produce_at(cluster, topic, early, base)
+    _produce_at(cluster, topic, late, base + 60_000)
+    _exactly(cluster, group, topic, early + late)  # all accepted: the start offset is 10
+    _empty(cluster, group)
+    plan = _plan(_reset(cluster, group, topic, "--to-earliest"), group)  # --dry-run is the default
+    assert plan == [[topic, "0", "0"]]
+    with cluster.admin() as a:
+        assert a.list_share_group_offsets(group) == {(topic, 0): 10}  # a plan only
+    boot = ["--bootstrap-server", cluster.bootstrap()]
+    every = run("share_groups", *boot, "--reset-offsets", "--group", group, "--all-topics", "--to-earliest")
+    assert _plan(every, group) == [[topic, "0", "0"]]  # the topics the group has offsets for
+    assert _plan(_reset(cluster, group, topic, "--to-earliest", "--execute"), group) == [[topic, "0", "0"]]
+    _exactly(cluster, group, topic, early + late)  # from offset 0 again, each record once
+    _empty(cluster, group)
+    assert _plan(_reset(cluster, group, f"{topic}:0", "--to-latest", "--execute"), group) == [[topic, "0", "10"]]
+    more = [b"m0", b"m1", b"m2"]
+    _produce_at(cluster, topic, more, base + 120_000)
+    _exactly(cluster, group, topic, more)
+    _empty(cluster, group)
+    # Kafka's format, in UTC without a zone: half-way between the two batches' timestamps -> offset 5
+    when = datetime.datetime.fromtimestamp((base + 30_000) / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    assert _plan(_reset(cluster, group, topic, "--to-datetime", when, "--execute"), group) == [[topic, "0", "5"]]
+    _exactly(cluster, group, topic, late + more)
+
+
+def test_a_reset_of_a_group_with_members_is_refused_and_changes_nothing(cluster):
+    from client import ShareConsumer as OurShareConsumer
+    from net.errors import ErrorCode, KafkaLiteError
+
+    topic = _topic(cluster, 1)
+    group = f"g-{topic}"
+    _produce(cluster, topic, [f"n{i}".encode() for i in range(4)], 1)
+    member = OurShareConsumer(cluster.bootstrap(), group)
+    member.subscribe([topic])
+    try:
+        got: list = []
+        end = time.monotonic() + 30
+        while len(got) < 4 and time.monotonic() < end:
+            got += member.poll(300)
+        member.commit()
+        refused = _reset(cluster, group, topic, "--to-earliest", "--execute")
+        assert_one_line_error(refused, f"Share group '{group}' is not empty.")
+        with cluster.admin() as a:
+            with pytest.raises(KafkaLiteError) as e:  # the broker's own check, past the tool's
+                a.alter_share_group_offsets(group, {(topic, 0): 0})
+            assert e.value.code == ErrorCode.NON_EMPTY_GROUP
+            with pytest.raises(KafkaLiteError) as e:
+                a.delete_share_group_offsets(group, [topic])
+            assert e.value.code == ErrorCode.NON_EMPTY_GROUP
+            assert a.delete_share_groups([group])[group].code == ErrorCode.NON_EMPTY_GROUP
+            assert a.list_share_group_offsets(group) == {(topic, 0): 4}
+        assert member.poll(1000) == []  # nothing delivered again
+    finally:
+        member.close()
+
+
+def test_deleted_offsets_and_a_deleted_group_start_again_at_share_auto_offset_reset(cluster):
+    from confluent_kafka.admin import AdminClient
+
+    topic, other = _topic(cluster, 2), _topic(cluster, 1)
+    group = f"g-{topic}"
+    values = [f"v{i}".encode() for i in range(6)]
+    _produce(cluster, topic, values, 2)
+    _produce(cluster, other, [b"o0", b"o1"], 1)
+    c = ShareConsumer({"bootstrap.servers": cluster.kafka_bootstrap(), "group.id": group})
+    c.subscribe([topic, other])
+    try:
+        assert sorted(_drain(c, 8)) == sorted(values + [b"o0", b"o1"])
+        c.commit_sync(10)
+    finally:
+        c.close()
+    _empty(cluster, group)
+    boot = ["--bootstrap-server", cluster.bootstrap()]
+    deleted = run("share_groups", *boot, "--delete-offsets", "--group", group, "--topic", topic)
+    assert deleted.returncode == 0, deleted.stderr
+    assert [ln.split() for ln in deleted.stdout.splitlines() if ln.strip()] == [
+        ["TOPIC", "STATUS"],
+        [topic, "Successful"],
+    ]
+    with cluster.admin() as a:
+        assert a.list_share_group_offsets(group) == {(other, 0): 2}  # the other topic's state is kept
+    again = run("share_groups", *boot, "--delete-offsets", "--group", group, "--topic", topic)
+    assert again.returncode != 0 and "There is no offset information to delete." in again.stdout
+    _exactly(cluster, group, topic, values)  # share.auto.offset.reset=earliest: every record again
+    _empty(cluster, group)
+    listed = run("share_groups", *boot, "--delete", "--group", group)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == f"Deletion of requested share groups ('{group}') was successful."
+    with cluster.admin() as a:
+        assert a.describe_share_group(group).group_state == "Dead"
+    gone = run("share_groups", *boot, "--delete", "--group", group)
+    assert_one_line_error(gone, f"Group '{group}' is not a share group.")
+    _exactly(cluster, group, other, [b"o0", b"o1"])  # its state went with the group
+    _exactly(cluster, group, topic, values)
+    _empty(cluster, group)
+    # confluent-kafka's AdminClient.delete_consumer_groups is DeleteGroups: it deletes a share group too
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap()})
+    admin.delete_consumer_groups([group])[group].result(15)
+    _exactly(cluster, group, topic, values)
+
+
+def test_a_reset_survives_a_sigkill_of_the_share_coordinator(cluster):
+    from broker.share.state_records import SHARE_STATE_TOPIC, partition_for
+
+    topic, group, values = _consumed_group(cluster, "s", 8)
+    assert _plan(_reset(cluster, group, f"{topic}:0", "--to-earliest", "--execute"), group) == [[topic, "0", "0"]]
+    with cluster.admin() as a:
+        topic_id = next(t.topic_id for t in a.describe_topics([topic]))
+        n = len(a.describe_topics([SHARE_STATE_TOPIC])[0].partitions)
+    state_partition = partition_for((group, topic_id.replace("-", ""), 0), n)
+    victim = next(p.leader for p in cluster.describe(SHARE_STATE_TOPIC) if p.partition == state_partition)
+    cluster.kill(victim)
+    try:
+        others = [i for i in cluster.brokers if i != victim]
+        end = time.monotonic() + 30
+        while not any(p.partition == state_partition and p.leader in others
+                      for p in cluster.describe(SHARE_STATE_TOPIC, others)):  # fmt: skip
+            assert time.monotonic() < end, "no new share coordinator"
+            time.sleep(0.2)
+        c = ShareConsumer({"bootstrap.servers": cluster.kafka_bootstrap(others), "group.id": group})
+        c.subscribe([topic])
+        try:
+            got = _drain(c, len(values), deadline_s=60)
+            got += _drain(c, 1, deadline_s=1.5)
+        finally:
+            c.close()
+        # the new coordinator loaded the reset state: every record again, each once (without it: nothing)
+        assert sorted(got) == sorted(values)
+    finally:
+        cluster.restart(victim)
+        cluster.wait_all_registered()
+
+
+def test_forged_share_offset_changes_get_kafkas_errors(cluster):
+    """Bad values through our admin (the native listener) and a broker-only api on the client listener."""
+    import asyncio
+
+    from net.connection import BrokerConnection
+    from net.errors import ErrorCode, KafkaLiteError
+    from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequest
+    from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
+    from net.schema.initialize_share_group_state import (
+        InitializeShareGroupStateRequest,
+        InitializeStateData,
+        PartitionData,
+    )
+
+    topic, group, _ = _consumed_group(cluster, "f", 2)
+    with cluster.admin() as a:
+        answer = a.alter_share_group_offsets(
+            group, {(topic, 0): -5, (topic, -1): 0, (topic, 7): 0, ("no-such-topic", 0): 0}
+        )
+        assert {tp: e.code if e else None for tp, e in answer.items()} == {
+            (topic, 0): ErrorCode.INVALID_REQUEST,  # neither an offset nor -1
+            (topic, -1): ErrorCode.INVALID_REQUEST,  # a negative partition (Kafka's share coordinator)
+            (topic, 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
+        with pytest.raises(KafkaLiteError) as e:
+            a.alter_share_group_offsets("no-such-share-group", {(topic, 0): 0})
+        assert e.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+        with pytest.raises(KafkaLiteError) as e:
+            a.delete_share_group_offsets("no-such-share-group", [topic])
+        assert e.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert a.delete_share_group_offsets(group, ["no-such-topic"])["no-such-topic"].code == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        assert a.list_share_group_offsets(group) == {(topic, 0): 2}  # nothing changed
+        topic_id = uuid.UUID(next(t.topic_id for t in a.describe_topics([topic])))
+
+    async def raw(req: object) -> object:
+        broker = next(iter(cluster.brokers))
+        conn = BrokerConnection(cluster[broker].host, cluster[broker].port, "forger")
+        await conn.connect(timeout=10)
+        try:
+            return await conn.call(req, 10)
+        finally:
+            conn.close()
+
+    # an empty group id (our admin refuses it before sending): Kafka's INVALID_GROUP_ID, from any broker
+    no_id = asyncio.run(raw(AlterShareGroupOffsetsRequest(group_id="", topics=())))
+    assert no_id.error_code == ErrorCode.INVALID_GROUP_ID
+    no_id = asyncio.run(raw(DeleteShareGroupOffsetsRequest(group_id="", topics=())))
+    assert no_id.error_code == ErrorCode.INVALID_GROUP_ID
+    forged = InitializeShareGroupStateRequest(
+        group_id=group, topics=(InitializeStateData(topic_id=topic_id, partitions=(PartitionData(start_offset=0),)),)
+    )
+    with pytest.raises(KafkaLiteError) as e:  # brokers only: served on the inter-broker listener alone
+        asyncio.run(raw(forged))
+    assert e.value.code == ErrorCode.INVALID_REQUEST
+    with cluster.admin() as a:
+        assert a.list_share_group_offsets(group) == {(topic, 0): 2}
+
+
+def _kafka_call(host: str, port: int, api: int, version: int, body: dict) -> dict:
+    """One request on a broker's Kafka listener (Kafka's own framing), its answer as plain data."""
+    import socket
+
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    from broker.network.kafka.entities import plain
+    from tests.integration.test_kafka_protocol_errors import frame, read_frame
+
+    with socket.create_connection((host, port), timeout=15) as s:
+        s.sendall(frame(api, version, 1, body))
+        raw = read_frame(s)
+    entity, _ = entity_reader(load_response_schema(api, version))(raw, 5)  # flexible: a tagged header
+    return plain(entity)
+
+
+def test_share_group_offsets_altered_and_deleted_over_the_kafka_listener(cluster):
+    """AlterShareGroupOffsets v0 and DeleteShareGroupOffsets v0 as a Kafka client sends them (Kafka's Admin)."""
+    topic, group, values = _consumed_group(cluster, "k", 6)
+    alter = {
+        "group_id": group,
+        "topics": [{"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 2}]}],
+    }
+    answers = {i: _kafka_call(b.host, b.kafka_port, 91, 0, alter) for i, b in cluster.brokers.items()}
+    at_coordinator = [a for a in answers.values() if a["error_code"] != 16]  # the others: NOT_COORDINATOR
+    assert len(at_coordinator) == 1, answers
+    (answer,) = at_coordinator
+    assert answer["error_code"] == 0
+    assert [(t["topic_name"], [p["error_code"] for p in t["partitions"]]) for t in answer["responses"]] == [
+        (topic, [0])
+    ]
+    _exactly(cluster, group, topic, values[2:])
+    _empty(cluster, group)
+    coordinator = next(cluster.brokers[i] for i, a in answers.items() if a is answer)
+    deleted = _kafka_call(
+        coordinator.host, coordinator.kafka_port, 92, 0, {"group_id": group, "topics": [{"topic_name": topic}]}
+    )
+    assert deleted["error_code"] == 0 and [(t["topic_name"], t["error_code"]) for t in deleted["responses"]] == [
+        (topic, 0)
+    ]
+    _exactly(cluster, group, topic, values)  # share.auto.offset.reset=earliest
+
+
+def test_kl_share_groups_reset_and_delete_usage_errors_are_one_line(cluster):
+    topic = _topic(cluster, 1)
+    boot = ["--bootstrap-server", cluster.bootstrap()]
+    reset = ["--reset-offsets", "--group", f"g-{topic}"]
+    for args, needle in [
+        ([*reset, "--topic", topic], "--to-datetime, --to-earliest, --to-latest"),
+        ([*reset, "--to-earliest"], "--all-topics, --topic"),
+        ([*reset, "--topic", topic, "--to-latest", "--execute", "--dry-run"], "only accepts one of --execute and"),
+        ([*reset, "--topic", topic, "--to-datetime", "yesterday"], "--to-datetime: 'yesterday'"),
+        ([*reset, "--topic", f"{topic}:0,5", "--to-earliest"], f'The partitions "{topic}-5" do not exist'),
+        (["--delete-offsets", "--group", "g"], "--delete-offsets takes the following options: --group, --topic"),
+        (["--list", "--delete"], "Command must include exactly one action"),
+        (["--delete", "--group", "no-such-share-group"], "Group 'no-such-share-group' is not a share group."),
+    ]:
+        assert_one_line_error(run("share_groups", *boot, *args), needle)

@@ -32,9 +32,16 @@ from net.schema.alter_partition_reassignments import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequest
+from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestPartition as AlterPartition
+from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestTopic as AlterTopic
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
+from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
+from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequestTopic as DeleteShareOffsetsTopic
+from net.schema.delete_share_group_state import DeleteShareGroupStateRequest, DeleteStateData
+from net.schema.delete_share_group_state import PartitionData as DeleteStatePartition
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest
@@ -47,6 +54,8 @@ from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
 from net.schema.end_txn import EndTxnRequest
 from net.schema.init_producer_id import InitProducerIdRequest
+from net.schema.initialize_share_group_state import InitializeShareGroupStateRequest, InitializeStateData
+from net.schema.initialize_share_group_state import PartitionData as InitializeStatePartition
 from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.list_partition_reassignments import ListPartitionReassignmentsRequest
@@ -60,6 +69,8 @@ from net.schema.offset_for_leader_epoch import (
 )
 from net.schema.read_share_group_state import PartitionData as ReadStatePartition
 from net.schema.read_share_group_state import ReadShareGroupStateRequest, ReadStateData
+from net.schema.read_share_group_state_summary import PartitionData as SummaryPartition
+from net.schema.read_share_group_state_summary import ReadShareGroupStateSummaryRequest, ReadStateSummaryData
 from net.schema.share_acknowledge import AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest
 from net.schema.share_fetch import FetchPartition as ShareFetchPartition
 from net.schema.share_fetch import FetchTopic as ShareFetchTopic
@@ -286,6 +297,57 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
             ),
             ("whole", CLUSTER_DENIED),
         )
+    ],
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: [
+        (
+            InitializeShareGroupStateRequest(
+                group_id="victim-group",
+                topics=(InitializeStateData(topic_id=SECRET_TOPIC_ID, partitions=(InitializeStatePartition(),)),),
+            ),
+            ("whole", CLUSTER_DENIED),
+        )
+    ],
+    ApiKey.DELETE_SHARE_GROUP_STATE: [
+        (
+            DeleteShareGroupStateRequest(
+                group_id="victim-group",
+                topics=(DeleteStateData(topic_id=SECRET_TOPIC_ID, partitions=(DeleteStatePartition(),)),),
+            ),
+            ("whole", CLUSTER_DENIED),
+        )
+    ],
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: [
+        (
+            ReadShareGroupStateSummaryRequest(
+                group_id="victim-group",
+                topics=(ReadStateSummaryData(topic_id=SECRET_TOPIC_ID, partitions=(SummaryPartition(),)),),
+            ),
+            ("whole", CLUSTER_DENIED),
+        )
+    ],
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: [  # READ on the group, READ on each topic
+        (
+            AlterShareGroupOffsetsRequest(
+                group_id="victim-group",
+                topics=(AlterTopic(topic_name="alice-topic", partitions=(AlterPartition(start_offset=0),)),),
+            ),
+            ("whole", GROUP_DENIED),
+        ),
+        (
+            AlterShareGroupOffsetsRequest(
+                group_id="alice-group",
+                topics=(AlterTopic(topic_name="secret-topic", partitions=(AlterPartition(start_offset=0),)),),
+            ),
+            ("responses", TOPIC_DENIED),
+        ),
+    ],
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: [  # DELETE on the group (alice may only READ hers), READ on each topic
+        (
+            DeleteShareGroupOffsetsRequest(
+                group_id="alice-group", topics=(DeleteShareOffsetsTopic(topic_name="alice-topic"),)
+            ),
+            ("whole", GROUP_DENIED),
+        ),
     ],
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [
         (
