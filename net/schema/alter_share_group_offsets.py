@@ -8,27 +8,43 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class AlterShareGroupOffsetsRequestPartition:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterShareGroupOffsetsRequestPartition(Struct):
+    """A struct of AlterShareGroupOffsetsRequest."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     start_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 0)})
     """The share-partition start offset."""
 
+    def __init__(self, *, partition_index: int = 0, start_offset: int = 0) -> None:
+        self.partition_index = partition_index
+        self.start_offset = start_offset
 
-@dataclass(slots=True, kw_only=True)
-class AlterShareGroupOffsetsRequestTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterShareGroupOffsetsRequestTopic(Struct):
+    """A struct of AlterShareGroupOffsetsRequest."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     partitions: tuple[AlterShareGroupOffsetsRequestPartition, ...] = field(default=(), metadata={"versions": (0, 0)})
     """Each partition to alter offsets for."""
 
+    def __init__(
+        self, *, topic_name: str = "", partitions: tuple[AlterShareGroupOffsetsRequestPartition, ...] = ()
+    ) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class AlterShareGroupOffsetsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterShareGroupOffsetsRequest(Struct):
+    """AlterShareGroupOffsetsRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 91
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
@@ -36,9 +52,15 @@ class AlterShareGroupOffsetsRequest:
     topics: tuple[AlterShareGroupOffsetsRequestTopic, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The topics to alter offsets for."""
 
+    def __init__(self, *, group_id: str = "", topics: tuple[AlterShareGroupOffsetsRequestTopic, ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class AlterShareGroupOffsetsResponsePartition:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterShareGroupOffsetsResponsePartition(Struct):
+    """A struct of AlterShareGroupOffsetsResponse."""
+
     partition_index: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
@@ -46,18 +68,38 @@ class AlterShareGroupOffsetsResponsePartition:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 0)})
     """The error message, or null if there was no error."""
 
+    def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class AlterShareGroupOffsetsResponseTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterShareGroupOffsetsResponseTopic(Struct):
+    """A struct of AlterShareGroupOffsetsResponse."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
     """The unique topic ID."""
     partitions: tuple[AlterShareGroupOffsetsResponsePartition, ...] = field(default=(), metadata={"versions": (0, 0)})
 
+    def __init__(
+        self,
+        *,
+        topic_name: str = "",
+        topic_id: uuid.UUID | None = None,
+        partitions: tuple[AlterShareGroupOffsetsResponsePartition, ...] = (),
+    ) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class AlterShareGroupOffsetsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class AlterShareGroupOffsetsResponse(Struct):
+    """AlterShareGroupOffsetsResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 91
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     throttle_time: datetime.timedelta = field(
@@ -72,3 +114,16 @@ class AlterShareGroupOffsetsResponse:
     """The top-level error message, or null if there was no error."""
     responses: tuple[AlterShareGroupOffsetsResponseTopic, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The results for each topic."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: tuple[AlterShareGroupOffsetsResponseTopic, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = responses

@@ -8,17 +8,24 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class DeleteShareGroupOffsetsRequestTopic:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteShareGroupOffsetsRequestTopic(Struct):
+    """A struct of DeleteShareGroupOffsetsRequest."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
 
+    def __init__(self, *, topic_name: str = "") -> None:
+        self.topic_name = topic_name
 
-@dataclass(slots=True, kw_only=True)
-class DeleteShareGroupOffsetsRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteShareGroupOffsetsRequest(Struct):
+    """DeleteShareGroupOffsetsRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 92
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
@@ -26,9 +33,15 @@ class DeleteShareGroupOffsetsRequest:
     topics: tuple[DeleteShareGroupOffsetsRequestTopic, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The topics to delete offsets for."""
 
+    def __init__(self, *, group_id: str = "", topics: tuple[DeleteShareGroupOffsetsRequestTopic, ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class DeleteShareGroupOffsetsResponseTopic:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteShareGroupOffsetsResponseTopic(Struct):
+    """A struct of DeleteShareGroupOffsetsResponse."""
+
     topic_name: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic name."""
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
@@ -38,9 +51,24 @@ class DeleteShareGroupOffsetsResponseTopic:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 0)})
     """The topic-level error message, or null if there was no error."""
 
+    def __init__(
+        self,
+        *,
+        topic_name: str = "",
+        topic_id: uuid.UUID | None = None,
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class DeleteShareGroupOffsetsResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteShareGroupOffsetsResponse(Struct):
+    """DeleteShareGroupOffsetsResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 92
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     throttle_time: datetime.timedelta = field(
@@ -55,3 +83,16 @@ class DeleteShareGroupOffsetsResponse:
     """The top-level error message, or null if there was no error."""
     responses: tuple[DeleteShareGroupOffsetsResponseTopic, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The results for each topic."""
+
+    def __init__(
+        self,
+        *,
+        throttle_time: datetime.timedelta = datetime.timedelta(0),
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: tuple[DeleteShareGroupOffsetsResponseTopic, ...] = (),
+    ) -> None:
+        self.throttle_time = throttle_time
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = responses

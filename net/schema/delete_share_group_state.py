@@ -8,25 +8,38 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class PartitionData:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionData(Struct):
+    """A struct of DeleteShareGroupStateRequest."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
 
+    def __init__(self, *, partition: int = 0) -> None:
+        self.partition = partition
 
-@dataclass(slots=True, kw_only=True)
-class DeleteStateData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteStateData(Struct):
+    """A struct of DeleteShareGroupStateRequest."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
     """The topic identifier."""
     partitions: tuple[PartitionData, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The data for the partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionData, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DeleteShareGroupStateRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteShareGroupStateRequest(Struct):
+    """DeleteShareGroupStateRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 86
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
@@ -34,9 +47,15 @@ class DeleteShareGroupStateRequest:
     topics: tuple[DeleteStateData, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The data for the topics."""
 
+    def __init__(self, *, group_id: str = "", topics: tuple[DeleteStateData, ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class PartitionResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionResult(Struct):
+    """A struct of DeleteShareGroupStateResponse."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
@@ -44,18 +63,34 @@ class PartitionResult:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 0)})
     """The error message, or null if there was no error."""
 
+    def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None) -> None:
+        self.partition = partition
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class DeleteStateResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteStateResult(Struct):
+    """A struct of DeleteShareGroupStateResponse."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
     """The topic identifier."""
     partitions: tuple[PartitionResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The results for the partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionResult, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class DeleteShareGroupStateResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class DeleteShareGroupStateResponse(Struct):
+    """DeleteShareGroupStateResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 86
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     results: tuple[DeleteStateResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The delete results."""
+
+    def __init__(self, *, results: tuple[DeleteStateResult, ...] = ()) -> None:
+        self.results = results

@@ -8,11 +8,13 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class PartitionData:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionData(Struct):
+    """A struct of InitializeShareGroupStateRequest."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     state_epoch: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
@@ -20,17 +22,30 @@ class PartitionData:
     start_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 0)})
     """The share-partition start offset, or -1 if the start offset is not being initialized."""
 
+    def __init__(self, *, partition: int = 0, state_epoch: int = 0, start_offset: int = 0) -> None:
+        self.partition = partition
+        self.state_epoch = state_epoch
+        self.start_offset = start_offset
 
-@dataclass(slots=True, kw_only=True)
-class InitializeStateData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class InitializeStateData(Struct):
+    """A struct of InitializeShareGroupStateRequest."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
     """The topic identifier."""
     partitions: tuple[PartitionData, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The data for the partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionData, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class InitializeShareGroupStateRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class InitializeShareGroupStateRequest(Struct):
+    """InitializeShareGroupStateRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 83
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
@@ -38,9 +53,15 @@ class InitializeShareGroupStateRequest:
     topics: tuple[InitializeStateData, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The data for the topics."""
 
+    def __init__(self, *, group_id: str = "", topics: tuple[InitializeStateData, ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class PartitionResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionResult(Struct):
+    """A struct of InitializeShareGroupStateResponse."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
@@ -48,18 +69,34 @@ class PartitionResult:
     error_message: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 0)})
     """The error message, or null if there was no error."""
 
+    def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None) -> None:
+        self.partition = partition
+        self.error_code = error_code
+        self.error_message = error_message
 
-@dataclass(slots=True, kw_only=True)
-class InitializeStateResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class InitializeStateResult(Struct):
+    """A struct of InitializeShareGroupStateResponse."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
     """The topic identifier."""
     partitions: tuple[PartitionResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The results for the partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionResult, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class InitializeShareGroupStateResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class InitializeShareGroupStateResponse(Struct):
+    """InitializeShareGroupStateResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 83
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     results: tuple[InitializeStateResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The initialization results."""
+
+    def __init__(self, *, results: tuple[InitializeStateResult, ...] = ()) -> None:
+        self.results = results

@@ -8,27 +8,41 @@ import uuid  # noqa: F401
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from net.schema.base import EPOCH, ZERO_UUID  # noqa: F401
+from net.schema.base import EPOCH, FACTORY, ZERO_UUID, Struct  # noqa: F401
 
 
-@dataclass(slots=True, kw_only=True)
-class PartitionData:
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionData(Struct):
+    """A struct of ReadShareGroupStateSummaryRequest."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     leader_epoch: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The leader epoch of the share-partition."""
 
+    def __init__(self, *, partition: int = 0, leader_epoch: int = 0) -> None:
+        self.partition = partition
+        self.leader_epoch = leader_epoch
 
-@dataclass(slots=True, kw_only=True)
-class ReadStateSummaryData:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReadStateSummaryData(Struct):
+    """A struct of ReadShareGroupStateSummaryRequest."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
     """The topic identifier."""
     partitions: tuple[PartitionData, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The data for the partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionData, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ReadShareGroupStateSummaryRequest:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReadShareGroupStateSummaryRequest(Struct):
+    """ReadShareGroupStateSummaryRequest, versions 0-0."""
+
     API_KEY: ClassVar[int] = 87
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     group_id: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 0)})
@@ -36,9 +50,15 @@ class ReadShareGroupStateSummaryRequest:
     topics: tuple[ReadStateSummaryData, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The data for the topics."""
 
+    def __init__(self, *, group_id: str = "", topics: tuple[ReadStateSummaryData, ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
 
-@dataclass(slots=True, kw_only=True)
-class PartitionResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class PartitionResult(Struct):
+    """A struct of ReadShareGroupStateSummaryResponse."""
+
     partition: int = field(default=0, metadata={"kafka_type": "int32", "versions": (0, 0)})
     """The partition index."""
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 0)})
@@ -52,18 +72,46 @@ class PartitionResult:
     start_offset: int = field(default=0, metadata={"kafka_type": "int64", "versions": (0, 0)})
     """The share-partition start offset."""
 
+    def __init__(
+        self,
+        *,
+        partition: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        state_epoch: int = 0,
+        leader_epoch: int = 0,
+        start_offset: int = 0,
+    ) -> None:
+        self.partition = partition
+        self.error_code = error_code
+        self.error_message = error_message
+        self.state_epoch = state_epoch
+        self.leader_epoch = leader_epoch
+        self.start_offset = start_offset
 
-@dataclass(slots=True, kw_only=True)
-class ReadStateSummaryResult:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReadStateSummaryResult(Struct):
+    """A struct of ReadShareGroupStateSummaryResponse."""
+
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (0, 0)})
     """The topic identifier."""
     partitions: tuple[PartitionResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The results for the partitions."""
 
+    def __init__(self, *, topic_id: uuid.UUID | None = None, partitions: tuple[PartitionResult, ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
 
-@dataclass(slots=True, kw_only=True)
-class ReadShareGroupStateSummaryResponse:
+
+@dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
+class ReadShareGroupStateSummaryResponse(Struct):
+    """ReadShareGroupStateSummaryResponse, versions 0-0."""
+
     API_KEY: ClassVar[int] = 87
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     results: tuple[ReadStateSummaryResult, ...] = field(default=(), metadata={"versions": (0, 0)})
     """The read results."""
+
+    def __init__(self, *, results: tuple[ReadStateSummaryResult, ...] = ()) -> None:
+        self.results = results
