@@ -70,7 +70,7 @@ class ConsumerGroupApis:
             member_id=req.member_id,
             member_epoch=req.member_epoch,
             client_id=ctx.client_id or "",
-            client_host="/" + ctx.host,  # Kafka's HOST column shows "/1.2.3.4"
+            client_host=ctx.member_host,
             instance_id=req.instance_id,
             rack_id=req.rack_id,
             rebalance_timeout_ms=timeout,

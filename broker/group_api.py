@@ -46,10 +46,6 @@ def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
     return v
 
 
-def _host(ctx: ConnectionContext) -> str:
-    return "/" + ctx.peer.rsplit(":", 1)[0]  # Kafka's HOST column shows "/1.2.3.4"
-
-
 def _conn(ctx: ConnectionContext) -> str:
     """The request's client connection, as the group logic tells members apart by it (its listener and the
     client's address and port: unique while the connection lives)."""
@@ -222,7 +218,7 @@ class GroupApis:
             group_id,
             _str(body, "member_id", ""),
             ctx.client_id or "",
-            _host(ctx),
+            ctx.member_host,
             _int(body, "session_timeout_ms"),
             _int(body, "rebalance_timeout_ms", _int(body, "session_timeout_ms")),
             _str(body, "protocol_type", "consumer"),

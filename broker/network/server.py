@@ -87,6 +87,11 @@ class ConnectionContext:
         """The client's address without the port (ACL bindings name hosts)."""
         return self.peer.rsplit(":", 1)[0]
 
+    @property
+    def member_host(self) -> str:
+        """A group member's host as Kafka's group APIs and tools show it: "/1.2.3.4"."""
+        return "/" + self.host
+
 
 @dataclass(frozen=True)
 class ConnectionLimits:

@@ -86,7 +86,7 @@ class ShareGroupApis:
             partitions_of,
             now_ms(),
             client_id=ctx.client_id or "",
-            client_host=ctx.peer.rsplit(":", 1)[0],
+            client_host=ctx.member_host,  # "/1.2.3.4", as Kafka shows it
             rack_id=req.rack_id,
         )
         assignment = None
