@@ -107,7 +107,11 @@ class GroupCoordinatorLogic:
                 else:
                     self._group_for_load(key.group, partition, now_ms).load_value(value, now_ms)
             elif isinstance(key, ConsumerGroupKey) and key.record_type in SHARE_GROUP_TYPES:
-                self.share.load_record(partition, key, value, now_ms)
+                try:
+                    self.share.load_record(partition, key, value, now_ms)
+                except (TypeError, ValueError, KeyError, AttributeError) as e:
+                    # a value this version cannot read: skipped (as an unknown key is), never a load that stalls
+                    log.warning("skipped a share group record of %s it cannot read: %r (%s)", key.group, value, e)
             elif isinstance(key, ConsumerGroupKey):
                 self.consumer.load_record(self._group_for_load(key.group, partition, now_ms), key, value, now_ms)
         for g in self.groups.values():

@@ -232,24 +232,42 @@ class ShareGroupMembership:
             elif key.record_type == SHARE_GROUP_MEMBER_METADATA and key.member is not None:
                 group.members.pop(key.member, None)
             return
+        # Each value is read whole before anything changes: one that cannot be read (an error out of here) leaves
+        # the group as it was.
+        if key.record_type == SHARE_GROUP_METADATA:
+            epoch = int(value.get("epoch", 0))
+            self._loaded_group(gid, partition).epoch = epoch
+        elif key.record_type == SHARE_GROUP_STATE_PARTITION_METADATA:
+            topics = {str(t["topic_name"]) for t in value.get("initialized_topics") or []}
+            self._loaded_group(gid, partition).topics = topics
+        elif key.member is not None and key.record_type == SHARE_GROUP_MEMBER_METADATA:
+            subscribed = value.get("subscribed_topic_names") or ()
+            if isinstance(subscribed, (str, bytes)):
+                raise TypeError("subscribed_topic_names is not a list")
+            topics_of = tuple(str(t) for t in subscribed)
+            client_id, host = str(value.get("client_id") or ""), str(value.get("client_host") or "")
+            rack = value.get("rack_id")
+            m = self._loaded_member(gid, partition, key.member, now_ms)
+            m.subscribed, m.client_id, m.client_host = topics_of, client_id, host
+            m.rack_id = rack if isinstance(rack, str) else None
+        elif key.member is not None and key.record_type == SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+            epoch = int(value.get("member_epoch", 0))
+            assigned = {str(t): tuple(int(p) for p in ps) for t, ps in value.get("assigned_partitions") or []}
+            m = self._loaded_member(gid, partition, key.member, now_ms)
+            m.epoch, m.assignment = epoch, assigned
+
+    def _loaded_group(self, gid: str, partition: int) -> ShareGroup:
+        group = self.groups.get(gid)
         if group is None:
             group = self.groups[gid] = ShareGroup(gid, partition)
-        if key.record_type == SHARE_GROUP_METADATA:
-            group.epoch = int(value.get("epoch", 0))
-        elif key.record_type == SHARE_GROUP_STATE_PARTITION_METADATA:
-            group.topics = {str(t["topic_name"]) for t in value.get("initialized_topics") or []}
-        elif key.member is not None:
-            m = group.members.get(key.member)
-            if m is None:
-                m = group.members[key.member] = ShareMember(key.member, 0, (), "", "", None, now_ms)
-            if key.record_type == SHARE_GROUP_MEMBER_METADATA:
-                m.subscribed = tuple(str(t) for t in value.get("subscribed_topic_names") or ())
-                m.client_id = str(value.get("client_id") or "")
-                m.client_host = str(value.get("client_host") or "")
-                m.rack_id = value.get("rack_id")
-            elif key.record_type == SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT:
-                m.epoch = int(value.get("member_epoch", 0))
-                m.assignment = {str(t): tuple(int(p) for p in ps) for t, ps in value.get("assigned_partitions") or []}
+        return group
+
+    def _loaded_member(self, gid: str, partition: int, mid: str, now_ms: int) -> ShareMember:
+        group = self._loaded_group(gid, partition)
+        m = group.members.get(mid)
+        if m is None:
+            m = group.members[mid] = ShareMember(mid, 0, (), "", "", None, now_ms)
+        return m
 
     def finish_load(self, partition: int, now_ms: int) -> None:
         """After the replay: each member gets a full session from now to reach the new coordinator."""

@@ -156,3 +156,20 @@ def test_share_writes_and_session_expiry_go_through_the_coordinators_appends():
     assert pending
     [moved] = [o for o in logic.unload(0) if isinstance(o, Reply)]
     assert moved.token == "tok3" and moved.body["error_code"] == ErrorCode.NOT_COORDINATOR
+
+
+def test_a_share_group_record_that_cannot_be_read_is_skipped_not_a_stalled_load():
+    g = ShareGroupMembership(45_000)
+    good = g.heartbeat(0, "g", "m1", 0, ("a",), TOPICS, now_ms=0).records
+    forged = [
+        (ConsumerGroupKey(11, "g"), {"epoch": "many"}),
+        (ConsumerGroupKey(14, "g", "m1"), {"member_epoch": 99, "assigned_partitions": [["a", "x"]]}),
+        (ConsumerGroupKey(15, "g"), {"initialized_topics": [7]}),
+        (ConsumerGroupKey(10, "g", "m2"), {"subscribed_topic_names": 5}),
+    ]
+    logic = _replayed(good + forged)
+    assert logic.check_owner(0) is None  # loaded
+    back = logic.share.groups["g"]
+    assert back.epoch == g.groups["g"].epoch and back.topics == {"a"}
+    assert set(back.members) == {"m1"} and back.members["m1"].assignment == {"a": (0, 1, 2)}
+    assert back.members["m1"].epoch == g.groups["g"].members["m1"].epoch  # the unreadable value changed nothing
