@@ -571,12 +571,8 @@ class GroupCoordinatorLogic:
             if pa.token is None:
                 return []
             if error:
-                return [
-                    Reply(
-                        pa.token,
-                        _err(ErrorCode(error), f"the group's state could not be written: {ErrorCode(error).name}"),
-                    )
-                ]
+                msg = f"the group's state could not be written: {ErrorCode(error).name}"
+                return [Reply(pa.token, _err(ErrorCode(error), msg))]
             return [Reply(pa.token, pa.result)]
         g = self.groups.get(pa.group_id)
         if pa.kind == "commit":

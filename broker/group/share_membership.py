@@ -55,8 +55,7 @@ class ShareGroup:
     epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     # Every topic its members subscribed to (and AlterShareGroupOffsets named), less those DeleteShareGroupOffsets
-    # removed: an empty group's offsets are described for these
-    # (Kafka's initialized topics of the group).
+    # removed: an empty group's offsets are described for these (Kafka's initialized topics of the group).
     topics: set[str] = field(default_factory=set)
 
     @property

@@ -11,9 +11,9 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from broker.group.share_membership import ASSIGNOR, HeartbeatResult, ShareGroupMembership
+from broker.group.share_membership import ASSIGNOR, HeartbeatResult, Records, ShareGroupMembership
 from broker.network.server import ConnectionContext
 from broker.share.group_configs import GroupConfigs
 from net.errors import ErrorCode
@@ -166,7 +166,7 @@ class ShareGroupApis:
             if logic.check_owner(self.coordinator.partition_for(gid)) is None
         ]
 
-    async def write(self, partition: int, group_id: str, records: list[Any]) -> tuple[ErrorCode, str] | None:
+    async def write(self, partition: int, group_id: str, records: Records) -> tuple[ErrorCode, str] | None:
         """Writes a share group's records to its __consumer_offsets partition (acks=all); the error if that
         failed (NOT_COORDINATOR when the coordinator moved meanwhile), None once written."""
         if not records:
