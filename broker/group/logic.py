@@ -19,12 +19,13 @@ import itertools
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from broker.group.consumer_logic import ConsumerGroupConfig, ConsumerGroupLogic, Heartbeat
 from broker.group.migration import downgrade
 from broker.group.outputs import Append, Output, Reply
-from broker.group.records import ConsumerGroupKey, GroupKey, Key, OffsetKey
+from broker.group.records import SHARE_GROUP_TYPES, ConsumerGroupKey, GroupKey, Key, OffsetKey
+from broker.group.share_membership import ShareGroupMembership
 from broker.group.state import Group, GroupState, Member, OffsetAndMetadata
 from net.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscription
 from net.errors import ErrorCode
@@ -56,11 +57,14 @@ def _err(code: ErrorCode, message: str = "", **extra: Any) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class _PendingAppend:
-    kind: str  # "sync" | "commit" | "delete" | "delete_offsets" | "expire"
+    kind: str  # "sync" | "commit" | "delete" | "delete_offsets" | "expire" | "records"
     group_id: str
     generation: int = -1
     token: Any = None
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # "records" (a share group's change, `write`): its partition, and the answer once the records are written
+    partition: int = -1
+    result: Any = None
 
 
 class GroupCoordinatorLogic:
@@ -72,6 +76,9 @@ class GroupCoordinatorLogic:
         self._ids = itertools.count(1)
         # The consumer group protocol (KIP-848): groups of type "consumer", in the same `groups`.
         self.consumer = ConsumerGroupLogic(self.groups, self._ids, self.config.consumer)
+        # Share groups (KIP-932): their own ids (one group type per id), the same records, load and writes.
+        # ShareGroupApis sets each group's session timeout (its share.session.timeout.ms).
+        self.share = ShareGroupMembership(self.config.consumer.session_timeout_ms)
 
     # --- partition ownership (the driver follows the leadership of __consumer_offsets) -----------
 
@@ -84,6 +91,7 @@ class GroupCoordinatorLogic:
         """Replay the partition's records in offset order; the latest per key wins."""
         for g in [g for g in self.groups.values() if g.partition == partition]:
             del self.groups[g.group_id]
+        self.share.unload(partition)
         for key, value in records:
             if isinstance(key, OffsetKey):
                 g = self._group_for_load(key.group, partition, now_ms)
@@ -98,11 +106,18 @@ class GroupCoordinatorLogic:
                     self.groups.pop(key.group, None)
                 else:
                     self._group_for_load(key.group, partition, now_ms).load_value(value, now_ms)
+            elif isinstance(key, ConsumerGroupKey) and key.record_type in SHARE_GROUP_TYPES:
+                try:
+                    self.share.load_record(partition, key, value, now_ms)
+                except (TypeError, ValueError, KeyError, AttributeError) as e:
+                    # a value this version cannot read: skipped (as an unknown key is), never a load that stalls
+                    log.warning("skipped a share group record of %s it cannot read: %r (%s)", key.group, value, e)
             elif isinstance(key, ConsumerGroupKey):
                 self.consumer.load_record(self._group_for_load(key.group, partition, now_ms), key, value, now_ms)
         for g in self.groups.values():
             if g.partition == partition:
                 self.consumer.finish_load(g, now_ms)
+        self.share.finish_load(partition, now_ms)
         self.partitions[partition] = PARTITION_LOADED
 
     def _group_for_load(self, group_id: str, partition: int, now_ms: int) -> Group:
@@ -122,7 +137,10 @@ class GroupCoordinatorLogic:
                         out.append(Reply(tok, _err(ErrorCode.NOT_COORDINATOR, "the group coordinator moved")))
             del self.groups[g.group_id]
         out += self.consumer.unload(partition)
+        self.share.unload(partition)
         for pa in list(self._appends.values()):
+            if pa.kind == "records" and pa.partition != partition:
+                continue  # a share group's write on a partition still ours
             if pa.group_id not in self.groups and pa.token is not None:
                 # The append may still commit; the client retries on the new coordinator either way.
                 out.append(Reply(pa.token, self._append_failed_body(pa, ErrorCode.NOT_COORDINATOR)))
@@ -522,10 +540,40 @@ class GroupCoordinatorLogic:
 
     # --- appends and timers -----------------------------------------------------------------------
 
+    def write(
+        self,
+        token: Any,
+        partition: int,
+        group_id: str,
+        records: Sequence[tuple[Key, dict[str, Any] | None]],
+        result: Any,
+    ) -> list[Output]:
+        """Answer `result` once `records` are written to the partition (at once without records); an error body
+        if they could not be (a share group's heartbeat, its initialized topics, its deletion)."""
+        if not records:
+            return [Reply(token, result)]
+        aid = next(self._ids)
+        self._appends[aid] = _PendingAppend("records", group_id, token=token, partition=partition, result=result)
+        return [Append(aid, partition, list(records))]
+
+    def share_tick(self, now_ms: int, loaded: set[int]) -> list[Output]:
+        """Share group members whose session ended are removed, and that is written."""
+        out: list[Output] = []
+        for group, records in self.share.tick(now_ms, loaded):
+            out += self.write(None, group.partition, group.group_id, records, None)
+        return [o for o in out if isinstance(o, Append)]
+
     def on_append_done(self, append_id: int, error: int, now_ms: int) -> list[Output]:
         pa = self._appends.pop(append_id, None)
         if pa is None:
             return self.consumer.on_append_done(append_id, error) or []
+        if pa.kind == "records":
+            if pa.token is None:
+                return []
+            if error:
+                msg = f"the group's state could not be written: {ErrorCode(error).name}"
+                return [Reply(pa.token, _err(ErrorCode(error), msg))]
+            return [Reply(pa.token, pa.result)]
         g = self.groups.get(pa.group_id)
         if pa.kind == "commit":
             token, rows = pa.token if pa.token is not None else (None, {})
@@ -592,6 +640,7 @@ class GroupCoordinatorLogic:
                 out += self._maybe_expire(g, now_ms)
         loaded = {p for p, st in self.partitions.items() if st == PARTITION_LOADED}
         out += self.consumer.tick(now_ms, loaded)
+        out += self.share_tick(now_ms, loaded)
         for g in list(self.groups.values()):
             if g.consumer is not None and g.partition in loaded:
                 out += self._maybe_downgrade(g, now_ms)

@@ -2,10 +2,12 @@
 
 Key ["o", group, topic, partition] -> {"offset", "metadata", "commit_ts"}: a committed offset.
 Key ["g", group]                   -> the group's generation, protocol, leader and members.
-Key [type, group(, member)]        -> a consumer group's (KIP-848) state, one of Kafka's coordinator record
-                                      types by its key version: 3 ConsumerGroupMetadata, 5 ..MemberMetadata,
-                                      6 ..TargetAssignmentMetadata, 7 ..TargetAssignmentMember,
-                                      8 ..CurrentMemberAssignment; values carry Kafka's field names.
+Key [type, group(, member)]        -> a consumer group's (KIP-848) or share group's (KIP-932) state, one of
+                                      Kafka's coordinator record types by its key version: 3 ConsumerGroupMetadata,
+                                      5 ..MemberMetadata, 6 ..TargetAssignmentMetadata, 7 ..TargetAssignmentMember,
+                                      8 ..CurrentMemberAssignment; 10 ShareGroupMemberMetadata, 11 ShareGroupMetadata,
+                                      14 ShareGroupCurrentMemberAssignment, 15 ShareGroupStatePartitionMetadata;
+                                      values carry Kafka's field names.
 A None value is a tombstone: the offset or the group was deleted (or expired). The latest record per
 key wins, which is what makes the topic compactable.
 """
@@ -43,7 +45,8 @@ class GroupKey:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupKey:
-    """A consumer group (KIP-848) record: Kafka's record type (its key version) and the member it is about."""
+    """A consumer group (KIP-848) or share group (KIP-932) record: Kafka's record type (its key version) and the
+    member it is about. Both group types are kept by the same coordinator records, loaded by the same replay."""
 
     record_type: int
     group: str
@@ -56,7 +59,15 @@ CONSUMER_GROUP_MEMBER_METADATA = 5
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
-_CONSUMER_GROUP_TYPES = frozenset({3, 5, 6, 7, 8})
+# ... and of a share group (Kafka 4.1). Its target assignment records (12, 13) are not written: the simple share
+# assignor's target of a member is what the member is assigned at once (nothing is revoked first, a partition is
+# shared), so ShareGroupCurrentMemberAssignment holds it.
+SHARE_GROUP_MEMBER_METADATA = 10
+SHARE_GROUP_METADATA = 11
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+SHARE_GROUP_STATE_PARTITION_METADATA = 15
+SHARE_GROUP_TYPES = frozenset({10, 11, 14, 15})
+_GROUP_RECORD_TYPES = frozenset({3, 5, 6, 7, 8}) | SHARE_GROUP_TYPES
 
 Key = OffsetKey | GroupKey | ConsumerGroupKey
 
@@ -81,7 +92,7 @@ def decode_key(data: bytes) -> Key | None:
         return OffsetKey(k[1], k[2], k[3])
     if isinstance(k, list) and len(k) == 2 and k[0] == "g":
         return GroupKey(k[1])
-    if isinstance(k, list) and len(k) in (2, 3) and k[0] in _CONSUMER_GROUP_TYPES and isinstance(k[1], str):
+    if isinstance(k, list) and len(k) in (2, 3) and k[0] in _GROUP_RECORD_TYPES and isinstance(k[1], str):
         return ConsumerGroupKey(k[0], k[1], k[2] if len(k) == 3 else None)
     return None
 

@@ -84,8 +84,8 @@ class ShareApis:
         await self._create_topic(SHARE_STATE_TOPIC, cfg.share_coordinator_state_topic_num_partitions, rf, configs)
 
     def tick(self) -> None:
-        """The broker's 100 ms tick: member sessions, acquisition locks, idle share sessions."""
-        self.groups.tick()
+        """The broker's 100 ms tick: acquisition locks, idle share sessions (members' sessions: the group
+        coordinator's tick)."""
         self.manager.tick(int(time.monotonic() * 1000))
         self.fetch.evict_idle()
 

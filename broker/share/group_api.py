@@ -1,7 +1,9 @@
 """ShareGroupHeartbeat (76) and ShareGroupDescribe (77): share group membership at the group's coordinator.
 
 The coordinator of a share group is the one of any group id (the leader of its `__consumer_offsets` partition,
-FindCoordinator key type 0); the membership itself is broker/share/membership.py.
+FindCoordinator key type 0); the membership itself is broker/group/share_membership.py, kept by the group
+coordinator's logic with the other group types: a heartbeat that changes the group is answered once its records
+are in `__consumer_offsets`, and members whose session ended are removed by the coordinator's tick.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Callable
 
+from broker.group.share_membership import ASSIGNOR, HeartbeatResult, Records, ShareGroupMembership
 from broker.network.server import ConnectionContext
 from broker.share.group_configs import GroupConfigs
-from broker.share.membership import ASSIGNOR, ShareGroupMembership
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 from net.schema.share_group_describe import Assignment as DescribedAssignment
@@ -50,7 +52,8 @@ class ShareGroupApis:
         self.coordinator = coordinator
         self._image = image
         self.configs = configs  # each group's session timeout and heartbeat interval
-        self.membership = ShareGroupMembership(configs.session_timeout_ms)
+        self.membership: ShareGroupMembership = coordinator.logic.share
+        self.membership.session_timeout_of = configs.session_timeout_ms
         self.handlers = {
             ApiKey.SHARE_GROUP_HEARTBEAT: self.heartbeat,
             ApiKey.SHARE_GROUP_DESCRIBE: self.describe,
@@ -68,7 +71,7 @@ class ShareGroupApis:
             return ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a share group"
         return None
 
-    def heartbeat(self, req: ShareGroupHeartbeatRequest, ctx: ConnectionContext) -> ShareGroupHeartbeatResponse:
+    async def heartbeat(self, req: ShareGroupHeartbeatRequest, ctx: ConnectionContext) -> ShareGroupHeartbeatResponse:
         if not req.group_id:
             return ShareGroupHeartbeatResponse(
                 error_code=int(ErrorCode.INVALID_GROUP_ID), error_message="GroupId can't be empty."
@@ -78,7 +81,9 @@ class ShareGroupApis:
             return ShareGroupHeartbeatResponse(error_code=int(refused[0]), error_message=refused[1])
         image = self._image()
         partitions_of = {name: len(t.partitions) for name, t in image.topics.items()}
+        partition = self.coordinator.partition_for(req.group_id)
         r = self.membership.heartbeat(
+            partition,
             req.group_id,
             req.member_id,
             req.member_epoch,
@@ -89,6 +94,9 @@ class ShareGroupApis:
             client_host=ctx.member_host,  # "/1.2.3.4", as Kafka shows it
             rack_id=req.rack_id,
         )
+        written = await self.write(partition, req.group_id, r.records)
+        if written is not None:  # not durable: the member retries (at the new coordinator, if it moved)
+            r = HeartbeatResult(written[0], written[1])
         assignment = None
         if r.assignment is not None:
             assignment = Assignment(
@@ -158,5 +166,14 @@ class ShareGroupApis:
             if logic.check_owner(self.coordinator.partition_for(gid)) is None
         ]
 
-    def tick(self) -> None:
-        self.membership.tick(now_ms())
+    async def write(self, partition: int, group_id: str, records: Records) -> tuple[ErrorCode, str] | None:
+        """Writes a share group's records to its __consumer_offsets partition (acks=all); the error if that
+        failed (NOT_COORDINATOR when the coordinator moved meanwhile), None once written."""
+        if not records:
+            return None
+        body = await self.coordinator.call(
+            self.coordinator.logic.write, partition, group_id, records, {"error_code": 0}
+        )
+        if body.get("error_code"):
+            return ErrorCode(body["error_code"]), str(body.get("error_message") or "")
+        return None

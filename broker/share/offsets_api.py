@@ -11,9 +11,11 @@ know, NON_EMPTY_GROUP while it has members): AlterShareGroupOffsets initializes 
 the new start offset with nothing in flight (InitializeShareGroupState, one state epoch past the stored one, so a
 leader still holding the old state is fenced); DeleteShareGroupOffsets deletes a topic's share-partition states
 (UNKNOWN_TOPIC_OR_PARTITION if the group has none for it); DeleteGroups deletes the group's states of every topic
-and forgets the group. A consumer of the group then starts where share.auto.offset.reset says. The leaders forget
-the share-partitions of a group when its last member's session ends (broker/share/fetch_api.py), so the next
-member reads what was altered or deleted meanwhile.
+and then the group (tombstones of its records in __consumer_offsets, so no later coordinator loads it again). A
+consumer of the group then starts where share.auto.offset.reset says. The topics the group has offsets for
+(Kafka's initialized topics) are its ShareGroupStatePartitionMetadata record, written when an alter or a delete
+changes them. The leaders forget the share-partitions of a group when its last member's session ends
+(broker/share/fetch_api.py), so the next member reads what was altered or deleted meanwhile.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING, Callable
 
+from broker.group.share_membership import changes
 from broker.network.server import ConnectionContext
 from broker.share.group_api import ShareGroupApis
 from broker.share.manager import Persister
@@ -137,6 +140,7 @@ class ShareOffsetsApis:
         if refused is not None:
             return AlterShareGroupOffsetsResponse(error_code=int(refused[0]), error_message=refused[1])
         group = self.groups.membership.groups[req.group_id]
+        before = group.records()
         image = self._image()
         limit = asyncio.Semaphore(PARALLEL_STATE_CHANGES)
 
@@ -175,7 +179,11 @@ class ShareOffsetsApis:
                     partitions=tuple(rows),
                 )
             )
-        return AlterShareGroupOffsetsResponse(responses=tuple(topics))
+        answer = AlterShareGroupOffsetsResponse(responses=tuple(topics))
+        refused = await self.groups.write(group.partition, req.group_id, changes(before, group.records()))
+        if refused is not None:  # the states are set; the group does not know it has them for those topics
+            answer.error_code, answer.error_message = int(refused[0]), refused[1]
+        return answer
 
     async def delete_offsets(
         self, req: DeleteShareGroupOffsetsRequest, ctx: ConnectionContext
@@ -183,6 +191,8 @@ class ShareOffsetsApis:
         refused = self._refused_change(req.group_id)
         if refused is not None:
             return DeleteShareGroupOffsetsResponse(error_code=int(refused[0]), error_message=refused[1])
+        group = self.groups.membership.groups[req.group_id]
+        before = group.records()
         image = self._image()
         topics = []
         for t in req.topics:
@@ -201,11 +211,13 @@ class ShareOffsetsApis:
                     if not deleted:  # Kafka: the topic was never initialized for the group
                         row.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                         row.error_message = "There is no offset information to delete."
-                    group = self.groups.membership.groups.get(req.group_id)
-                    if group is not None:  # no state left: no offsets to describe for it
-                        group.topics.discard(t.topic_name)
+                    group.topics.discard(t.topic_name)  # no state left: no offsets to describe for it
             topics.append(row)
-        return DeleteShareGroupOffsetsResponse(responses=tuple(topics))
+        answer = DeleteShareGroupOffsetsResponse(responses=tuple(topics))
+        refused = await self.groups.write(group.partition, req.group_id, changes(before, group.records()))
+        if refused is not None:
+            answer.error_code, answer.error_message = int(refused[0]), refused[1]
+        return answer
 
     async def _delete_states(self, group_id: str, topic: str, partitions: list[int]) -> int:
         """Deletes the group's share-partition states of the topic; how many it had. Raises the first error."""
@@ -238,6 +250,12 @@ class ShareOffsetsApis:
         except KafkaLiteError as e:
             code, message = error_code_of(e)
             return int(code), message
-        if self.groups.membership.groups.get(group_id) is group and not group.members:
-            del self.groups.membership.groups[group_id]
+        membership = self.groups.membership
+        if membership.groups.get(group_id) is not group or group.members:
+            return int(ErrorCode.NON_EMPTY_GROUP), f"Share group {group_id} is not empty."  # a member joined meanwhile
+        refused = await self.groups.write(group.partition, group_id, membership.tombstones(group))
+        if refused is not None:
+            return int(refused[0]), refused[1]
+        if membership.groups.get(group_id) is group and not group.members:
+            del membership.groups[group_id]
         return 0, None

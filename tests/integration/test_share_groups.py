@@ -317,8 +317,8 @@ def test_members_keep_consuming_through_a_sigkill_of_the_group_coordinator(clust
         try:
             after_values = [f"b{i}".encode() for i in range(10)]
             _produce(cluster, topic, after_values, 2)
-            # the member's heartbeats find the new coordinator, which knows no member: it joins again (epoch 0)
-            # and keeps its partitions; the records produced after the kill all come
+            # the member's heartbeats find the new coordinator, which loaded the group from __consumer_offsets:
+            # it heartbeats on in its epoch with its partitions; the records produced after the kill all come
             got = _drain(c, 10, deadline_s=60)
             assert sorted(got) == sorted(after_values)
         finally:
@@ -704,6 +704,108 @@ def test_a_reset_survives_a_sigkill_of_the_share_coordinator(cluster):
             c.close()
         # the new coordinator loaded the reset state: every record again, each once (without it: nothing)
         assert sorted(got) == sorted(values)
+    finally:
+        cluster.restart(victim)
+        cluster.wait_all_registered()
+
+
+def _killed_coordinator(cluster: ClusterHarness, group: str) -> tuple[int, list[int]]:
+    """SIGKILLs the group's coordinator (the leader of its __consumer_offsets partition) and waits until another
+    broker coordinates the group; (the victim, the others)."""
+    from net.errors import KafkaLiteError
+
+    victim = _group_coordinator(cluster, group)
+    cluster.kill(victim)
+    others = [i for i in cluster.brokers if i != victim]
+    end = time.monotonic() + 60
+    while True:
+        try:
+            with cluster.admin(others, timeout_ms=5000) as a:
+                a.describe_share_group(group)
+            return victim, others
+        except (KafkaLiteError, OSError, TimeoutError):
+            assert time.monotonic() < end, "no new group coordinator"
+            time.sleep(0.3)
+
+
+def _listed(cluster: ClusterHarness, group: str, ids: list[int]) -> list[list[str]]:
+    """kl-share-groups --list --state: the group's rows (ListGroups of every running broker)."""
+    cp = run("share_groups", "--bootstrap-server", cluster.bootstrap(ids), "--list", "--state")
+    assert cp.returncode == 0, cp.stderr
+    return [ln.split() for ln in cp.stdout.splitlines() if ln.split()[:1] == [group]]
+
+
+def test_a_share_group_survives_sigkills_of_its_group_coordinator_and_a_deleted_one_stays_deleted(cluster):
+    """Issue 29: the share group lives in __consumer_offsets (Kafka's ShareGroup* coordinator records), so a new
+    coordinator lists and describes it, its member heartbeats on in its member epoch, its offsets can be reset
+    once it is empty, and once deleted it does not come back with the next coordinator."""
+    topic = _topic(cluster, 2)
+    group = f"g-{topic}"
+    values = [f"d{i}".encode() for i in range(10)]
+    _produce(cluster, topic, values, 2)
+    c = _consumer(cluster, group, topic, **{"client.id": "survivor"})
+    try:
+        assert sorted(_drain(c, 10)) == sorted(values)
+        c.commit_sync(10)  # every record accepted, durable at the share coordinator
+        with cluster.admin() as a:
+            before = a.describe_share_group(group)
+        assert before.group_state == "Stable" and len(before.members) == 1
+        victim, others = _killed_coordinator(cluster, group)
+        try:
+            with cluster.admin(others) as a:
+                after = a.describe_share_group(group)
+            # the new coordinator loaded the group: its epoch, the member, its epoch and assignment
+            assert (after.group_state, after.group_epoch) == ("Stable", before.group_epoch)
+            [(m0, m1)] = zip(before.members, after.members)
+            assert (m1.member_id, m1.member_epoch, m1.client_id) == (m0.member_id, m0.member_epoch, "survivor")
+            assert sorted(p for t in m1.assignment.topic_partitions for p in t.partitions) == [0, 1]
+            assert _listed(cluster, group, others) == [[group, "Stable"]]
+            # the member heartbeats on at the new coordinator: records produced now come, the accepted ones never
+            more = [f"e{i}".encode() for i in range(6)]
+            _produce(cluster, topic, more, 2)
+            got = _drain(c, 6, deadline_s=60)
+            got += _drain(c, 1, deadline_s=1.5)
+            assert sorted(got) == sorted(more)
+            c.commit_sync(10)
+            with cluster.admin(others) as a:
+                still = a.describe_share_group(group)
+            assert [m.member_id for m in still.members] == [m0.member_id]  # not fenced, not joined again
+        finally:
+            cluster.restart(victim)
+            cluster.wait_all_registered()
+    finally:
+        c.close()
+    _empty(cluster, group)
+    victim, others = _killed_coordinator(cluster, group)
+    try:
+        assert _listed(cluster, group, others) == [[group, "Empty"]]
+        boot = ["--bootstrap-server", cluster.bootstrap(others)]
+        described = run("share_groups", *boot, "--describe", "--group", group)
+        assert described.returncode == 0, described.stderr
+        rows = sorted(ln.split()[2:4] for ln in described.stdout.splitlines() if ln.startswith(group))
+        assert rows == [["0", "8"], ["1", "8"]]  # its initialized topic survived: both partitions consumed
+        reset = run("share_groups", *boot, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest")
+        assert _plan(reset, group) == [[topic, "0", "0"], [topic, "1", "0"]]
+        executed = run(
+            "share_groups", *boot, "--reset-offsets", "--group", group, "--all-topics", "--to-earliest", "--execute"
+        )
+        assert _plan(executed, group) == [[topic, "0", "0"], [topic, "1", "0"]]
+        with cluster.admin(others) as a:
+            assert a.list_share_group_offsets(group) == {(topic, 0): 0, (topic, 1): 0}
+        deleted = run("share_groups", *boot, "--delete", "--group", group)
+        assert deleted.returncode == 0, deleted.stderr
+        assert _listed(cluster, group, others) == []
+    finally:
+        cluster.restart(victim)
+        cluster.wait_all_registered()
+    # the deletion was written: the next coordinator does not load the group again
+    victim, others = _killed_coordinator(cluster, group)
+    try:
+        assert _listed(cluster, group, others) == []
+        with cluster.admin(others) as a:
+            assert a.describe_share_group(group).group_state == "Dead"
+        gone = run("share_groups", "--bootstrap-server", cluster.bootstrap(others), "--delete", "--group", group)
+        assert_one_line_error(gone, f"Group '{group}' is not a share group.")
     finally:
         cluster.restart(victim)
         cluster.wait_all_registered()

@@ -321,6 +321,25 @@ def test_regex_subscriptions_and_new_partitions_bump_the_group_epoch():
     assert time.monotonic() - t0 < 1.0 and slow.partitions() == set()
 
 
+def test_a_regex_members_subscription_and_assignment_survive_a_new_coordinator():
+    """The known gap of issue 29: the regex is in ConsumerGroupMemberMetadata (Kafka's SubscribedTopicRegex), so a
+    new coordinator keeps assigning what it matches, including a topic created after the failover."""
+    h = Harness(logic())
+    a = Client("a", topics=(), regex="t|u")
+    h.beat(a, 0)
+    [(_, value)] = [(k, v) for k, v in h.log if isinstance(k, ConsumerGroupKey) and k.record_type == 5]
+    assert value["subscribed_topic_regex"] == "t|u"
+    lg2 = logic()
+    lg2.begin_loading(P)
+    lg2.load(P, list(h.log), 10_000)
+    assert lg2.groups["g"].consumer.members["a"].subscribed_topic_regex == "t|u"
+    h2 = Harness(lg2)
+    r = h2.beat(a, 10_010)
+    assert r.error_code == 0 and r.member_epoch == a.epoch and r.assignment is None  # nothing moved
+    r = h2.beat(a, 10_020, topics=dict(TOPICS, u=3))  # u grew at the new coordinator: the regex still matches it
+    assert r.error_code == 0 and ("u", 2) in a.partitions() and ("other", 0) not in a.partitions()
+
+
 def test_bad_heartbeats_are_refused_with_kafkas_errors():
     h = Harness(logic())
     tok = next(_tokens)

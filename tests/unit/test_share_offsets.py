@@ -10,8 +10,8 @@ import datetime
 import click
 import pytest
 
+from broker.group.share_membership import ShareGroupMembership
 from broker.share.manager import Key, SharePartitionManager
-from broker.share.membership import ShareGroupMembership
 from broker.share.partition import SharePartition, StateBatch
 from broker.share.sessions import ShareSessionCache
 from client.cli.share_groups import parse_datetime
@@ -45,9 +45,9 @@ def test_a_datetime_kafka_would_not_parse_is_a_usage_error(text):
 
 def test_a_group_keeps_the_topics_its_members_subscribed_to_after_they_leave():
     g = ShareGroupMembership(45_000)
-    r = g.heartbeat("g", "m1", 0, ("a",), {"a": 1, "b": 1}, now_ms=0)
-    g.heartbeat("g", "m1", r.member_epoch, ("b",), {"a": 1, "b": 1}, now_ms=1)
-    g.heartbeat("g", "m1", -1, None, {"a": 1, "b": 1}, now_ms=2)
+    r = g.heartbeat(0, "g", "m1", 0, ("a",), {"a": 1, "b": 1}, now_ms=0)
+    g.heartbeat(0, "g", "m1", r.member_epoch, ("b",), {"a": 1, "b": 1}, now_ms=1)
+    g.heartbeat(0, "g", "m1", -1, None, {"a": 1, "b": 1}, now_ms=2)
     assert g.groups["g"].state == "Empty" and g.groups["g"].topics == {"a", "b"}
 
 
