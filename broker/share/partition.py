@@ -18,6 +18,7 @@ after a restore, acquired records are Available again with their delivery counts
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -96,18 +97,39 @@ class SharePartition:
         available = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE]
         return min(available) if available else self.end_offset
 
-    def acquire(self, member_id: str, offsets: list[int], end: int, max_records: int, now_ms: int) -> list[Acquired]:
+    def acquire(
+        self,
+        member_id: str,
+        offsets: list[int],
+        end: int,
+        max_records: int,
+        now_ms: int,
+        batch_lasts: list[int] | None = None,
+    ) -> list[Acquired]:
         """Acquire for `member_id` up to `max_records` of the data records `offsets` (ascending, as read from the
         log), which cover the log up to `end` (exclusive); offsets below `end` that are not among them (control
-        records, compacted gaps) are done at once and never handed out."""
+        records, compacted gaps) are done at once and never handed out.
+
+        With `batch_lasts` (the last offsets of the log batches read, ascending) `max_records` is a soft limit, as
+        Kafka's ShareFetch MaxRecords: the batch the limit falls in is acquired to its end, so that a batch goes
+        out whole (its records decoded once, by one member) rather than split over fetches. The most records
+        acquired at one time (`max_in_flight`) stays a hard limit."""
         acquired: list[int] = []
         counts: dict[int, int] = {}
         readable = set(offsets)
         held = sum(1 for r in self.records.values() if r.state == RecordState.ACQUIRED)
-        budget = min(max_records, self.max_in_flight - held)
+        hard = self.max_in_flight - held
+        budget = min(max_records, hard)
+        stop_after = -1  # with batch_lasts: the last offset of the batch in which the budget ran out
         for o in offsets:
             if len(acquired) >= budget:
-                break
+                if batch_lasts is None or not acquired or len(acquired) >= hard:
+                    break
+                if stop_after < 0:
+                    i = bisect_left(batch_lasts, acquired[-1])
+                    stop_after = batch_lasts[i] if i < len(batch_lasts) else acquired[-1]
+                if o > stop_after:
+                    break
             if o < self.start_offset:
                 continue
             r = self.records.get(o)

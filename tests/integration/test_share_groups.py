@@ -46,8 +46,8 @@ def _topic(cluster: ClusterHarness, partitions: int) -> str:
     return name
 
 
-def _produce(cluster: ClusterHarness, topic: str, values: list[bytes], partitions: int) -> None:
-    p = Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "acks": "all", "linger.ms": 5})
+def _produce(cluster: ClusterHarness, topic: str, values: list[bytes], partitions: int, **extra: object) -> None:
+    p = Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "acks": "all", "linger.ms": 5, **extra})
     for i, v in enumerate(values):
         p.produce(topic, value=v, partition=i % partitions)
     assert p.flush(30) == 0
@@ -80,7 +80,9 @@ def test_records_are_shared_among_two_members_each_delivered_once(cluster):
     group = f"g-{topic}"
     values = [f"r{i}".encode() for i in range(300)]
     # Few records per fetch, so that both members fetch while records remain (max.poll.records is ShareFetch's
-    # max_records).
+    # max_records). A share fetch acquires whole log batches (Kafka's MaxRecords is a soft limit), so each
+    # record is a batch of its own here (batch.num.messages=1): else one fetch could take a partition's whole
+    # batch of up to 100 records.
     members = [_consumer(cluster, group, topic, **{"max.poll.records": "10"}) for _ in range(2)]
     got: list[list[bytes]] = [[], []]
     done = threading.Event()
@@ -94,7 +96,10 @@ def test_records_are_shared_among_two_members_each_delivered_once(cluster):
     for t in threads:
         t.start()
     try:
-        _produce(cluster, topic, values, 3)
+        # Both members in the group (polling) before there is anything to share: a fetch round takes tens of ms,
+        # so one member alone could drain the 300 records before the other's first heartbeat is answered.
+        time.sleep(3)
+        _produce(cluster, topic, values, 3, **{"batch.num.messages": 1})
         end = time.monotonic() + 60
         while len(got[0]) + len(got[1]) < len(values) and time.monotonic() < end:
             time.sleep(0.1)
