@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
 
 WAKE_CHECK_S = 0.25
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch's share_acquire_mode (KIP-1206)
 PARTITION_READ_BYTES = 1 << 20  # read per share-partition per ShareFetch (Kafka's max.partition.fetch.bytes)
 MAX_WAIT_S = 60.0  # how often a waiting ShareFetch looks again for records whose locks ran out meanwhile
 
@@ -91,6 +92,11 @@ class ShareFetchApis:
         group_id, member_id = req.group_id or "", req.member_id or ""
         if not group_id or not member_id:
             return ShareFetchResponse(error_code=int(ErrorCode.INVALID_REQUEST), error_message="group and member ids")
+        if req.share_acquire_mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
+            return ShareFetchResponse(
+                error_code=int(ErrorCode.INVALID_REQUEST),
+                error_message=f"unknown share acquire mode {req.share_acquire_mode}",
+            )
         names = _topic_names(self._image())
         has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
         try:
@@ -128,7 +134,8 @@ class ShareFetchApis:
         deadline = time.monotonic() + min(req.max_wait.total_seconds(), MAX_WAIT_S)
         budget = req.max_records if req.max_records > 0 else 500
         while True:
-            acquired = await self._acquire_all(group_id, member_id, session, names, budget, req.max_bytes, rows)
+            whole = req.share_acquire_mode == BATCH_OPTIMIZED
+            acquired = await self._acquire_all(group_id, member_id, session, names, budget, req.max_bytes, whole, rows)
             if unwritten:  # the acknowledgements' write, which carries this first acquisition too
                 await self._written(unwritten)
                 unwritten = []
@@ -145,6 +152,7 @@ class ShareFetchApis:
         names: dict[str, str],
         budget: int,
         max_bytes: int,
+        whole_batches: bool,
         rows: dict[tuple[uuid.UUID, int], PartitionData],
     ) -> int:
         total = 0
@@ -161,7 +169,9 @@ class ShareFetchApis:
             try:
                 self.replica_manager.get_partition(topic, partition).check_leader()
                 sp = await self.manager.get((group_id, topic, partition))
-                records, acquired = self._acquire(sp, member_id, topic, partition, budget - total, max_bytes)
+                records, acquired = self._acquire(
+                    sp, member_id, topic, partition, budget - total, max_bytes, whole_batches
+                )
             except KafkaLiteError as e:
                 code, message = error_code_of(e)
                 row.error_code, row.error_message = int(code), message
@@ -181,7 +191,14 @@ class ShareFetchApis:
         return total
 
     def _acquire(
-        self, sp: SharePartition, member_id: str, topic: str, partition: int, budget: int, max_bytes: int
+        self,
+        sp: SharePartition,
+        member_id: str,
+        topic: str,
+        partition: int,
+        budget: int,
+        max_bytes: int,
+        whole_batches: bool,
     ) -> tuple[bytes, list[Any]]:
         sp.tick(now_ms())
         offset = sp.next_fetch_offset()
@@ -202,8 +219,9 @@ class ShareFetchApis:
             if not h.is_control:
                 offsets.extend(range(max(h.base_offset, offset), h.next_offset))
                 lasts.append(h.last_offset)
-        # Whole batches (Kafka's ShareFetch: MaxRecords is a soft limit), so the client decodes each batch once.
-        acquired = sp.acquire(member_id, offsets, end, budget, now_ms(), batch_lasts=lasts)
+        # batch-optimized (Kafka's default): whole batches, MaxRecords a soft limit, so that the client decodes
+        # each batch once and a fetch carries more; record-limit: MaxRecords exactly.
+        acquired = sp.acquire(member_id, offsets, end, budget, now_ms(), batch_lasts=lasts if whole_batches else None)
         if not acquired:
             return b"", []
         # Only the batches that hold acquired records go back.
