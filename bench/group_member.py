@@ -4,11 +4,15 @@
 
 throughput: consume until nothing arrives for --idle-s, then write {"count", "first", "last"} (wall
             times of the first and last record) as JSON to OUT.
+share:      the same as a share-group member (KIP-932, client/share_consumer.py, implicit acknowledgement):
+            GROUP is the share group.
 timeline:   until SIGTERM, append one line per run of consecutive offsets of a partition per poll,
             "<wall time> R <partition> <records> <first offset> <last offset>", plus "<wall time> A|V
             <partitions>" on assignment and revocation, flushed every poll, so a SIGKILL loses nothing
             already received.
 
+--group-protocol consumer makes the own client's member use the consumer group protocol (KIP-848): its
+session timeout and heartbeat interval are then the brokers' group.consumer.* (the options below are ignored).
 --client confluent runs the same member on confluent-kafka (librdkafka, the client most Kafka users run)
 against the brokers' Kafka listeners: BOOTSTRAP is then their Kafka bootstrap.
 """
@@ -26,6 +30,30 @@ from collections.abc import Iterable
 
 from client.consumer import AsyncConsumer
 
+EMPTY_S = 20.0  # a throughput member that has received nothing for this long stops
+
+
+class Tally:
+    """What a throughput member received: how many records, the first and last receipt (wall clock)."""
+
+    def __init__(self) -> None:
+        self.count, self.first, self.last, self.idle_since = 0, 0.0, 0.0, time.monotonic()
+
+    def add(self, n: int, now: float) -> None:
+        if n:
+            if not self.count:
+                self.first = now
+            self.count += n
+            self.last, self.idle_since = now, time.monotonic()
+
+    def idle_past(self, idle_s: float) -> bool:
+        """Nothing for `idle_s` since the last receipt, or for EMPTY_S if nothing came at all (a member that
+        got no partition: more members than partitions)."""
+        return time.monotonic() - self.idle_since > (idle_s if self.count else max(idle_s, EMPTY_S))
+
+    def result(self) -> str:
+        return json.dumps({"count": self.count, "first": self.first, "last": self.last}) + "\n"
+
 
 def receipt_lines(now: float, records: Iterable[tuple[int, int]]) -> str:
     """'<now> R <partition> <count> <first> <last>' per run of consecutive offsets of a partition, from
@@ -40,12 +68,26 @@ def receipt_lines(now: float, records: Iterable[tuple[int, int]]) -> str:
     return "".join(f"{now:.6f} R {p} {b - a + 1} {a} {b}\n" for p in sorted(runs) for a, b in runs[p])
 
 
+async def wait_for_go(args: argparse.Namespace) -> None:
+    """--go-file: say ready (OUT.ready) once started, then subscribe only when the bench creates the go file, so
+    that the members of a throughput measurement join together rather than as their processes come up."""
+    if not args.go_file:
+        return
+    open(args.out + ".ready", "w").close()
+    while not os.path.exists(args.go_file):
+        await asyncio.sleep(0.01)
+
+
 async def run(args: argparse.Namespace) -> None:
     if os.environ.get("KL_MEMBER_LOG"):
         logging.basicConfig(level=logging.INFO, format="%(created).6f %(name)s %(message)s")
+    if args.mode == "share":
+        await run_share(args)
+        return
     consumer = AsyncConsumer(
         args.bootstrap,
         group_id=args.group,
+        group_protocol=args.group_protocol,
         auto_offset_reset="earliest",
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=min(3000, args.session_timeout_ms // 3),
@@ -53,6 +95,7 @@ async def run(args: argparse.Namespace) -> None:
         max_poll_records=10000,
     )
     await consumer.start()
+    await wait_for_go(args)
     out = open(args.out, "a", buffering=1)
 
     class Listener:
@@ -66,23 +109,39 @@ async def run(args: argparse.Namespace) -> None:
     out.write(f"{time.time():.6f} J\n")  # started and subscribed: the rebalance it causes starts here
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    count, first, last, idle_since = 0, 0.0, 0.0, time.monotonic()
+    tally = Tally()
     while not stop.is_set():
         records = await consumer.poll(100)
         now = time.time()
-        if records:
-            if not count:
-                first = now
-            count += len(records)
-            last, idle_since = now, time.monotonic()
-            if args.mode == "timeline":
-                out.write(receipt_lines(now, ((r.partition, r.offset) for r in records)))
-        elif args.mode == "throughput" and count and time.monotonic() - idle_since > args.idle_s:
+        tally.add(len(records), now)
+        if records and args.mode == "timeline":
+            out.write(receipt_lines(now, ((r.partition, r.offset) for r in records)))
+        elif not records and args.mode == "throughput" and tally.idle_past(args.idle_s):
             break
+    await consumer.close()  # before the file closes: leaving calls the listener's on_partitions_revoked
     if args.mode == "throughput":
-        out.write(json.dumps({"count": count, "first": first, "last": last}) + "\n")
+        out.write(tally.result())
     out.close()
+
+
+async def run_share(args: argparse.Namespace) -> None:
+    """A share-group member counting what it is given until nothing comes for --idle-s (implicit acks: each
+    poll accepts the previous one's records, close() the last ones)."""
+    from client.share_consumer import AsyncShareConsumer
+
+    consumer = AsyncShareConsumer(args.bootstrap, args.group, max_poll_records=args.max_poll_records or 500)
+    await consumer.start()
+    await wait_for_go(args)
+    consumer.subscribe([args.topic])
+    tally = Tally()
+    while True:
+        records = await consumer.poll(100)
+        tally.add(len(records), time.time())
+        if not records and tally.idle_past(args.idle_s):
+            break
     await consumer.close()
+    with open(args.out, "a") as out:
+        out.write(tally.result())
 
 
 def run_confluent(args: argparse.Namespace) -> None:
@@ -101,14 +160,23 @@ def run_confluent(args: argparse.Namespace) -> None:
             f"{time.time():.6f} V {' '.join(str(tp.partition) for tp in sorted(tps, key=lambda t: t.partition))}\n"
         )
 
+    # With group.protocol=consumer the coordinator assigns and times the session: librdkafka refuses the
+    # classic protocol's settings then.
+    classic = (
+        {
+            "session.timeout.ms": args.session_timeout_ms,
+            "heartbeat.interval.ms": min(3000, args.session_timeout_ms // 3),
+            "partition.assignment.strategy": args.strategy,
+        }
+        if args.group_protocol == "classic"
+        else {"group.protocol": "consumer"}
+    )
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": args.session_timeout_ms,
-            "heartbeat.interval.ms": min(3000, args.session_timeout_ms // 3),
-            "partition.assignment.strategy": args.strategy,
+            **classic,
             # KL_MEMBER_LOG: librdkafka's group and protocol decisions on stderr, for the bench's timeline.
             **({"debug": "cgrp"} if os.environ.get("KL_MEMBER_LOG") else {}),
         }
@@ -132,7 +200,10 @@ def main() -> None:
     ap.add_argument("group")
     ap.add_argument("topic")
     ap.add_argument("out")
-    ap.add_argument("--mode", choices=["throughput", "timeline"], default="throughput")
+    ap.add_argument("--mode", choices=["throughput", "timeline", "share"], default="throughput")
+    ap.add_argument("--go-file", default="", help="subscribe once this file exists (see wait_for_go)")
+    ap.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic")
+    ap.add_argument("--max-poll-records", type=int, default=0, help="share: max.poll.records (0: 500, Kafka's)")
     ap.add_argument("--strategy", default="range")
     ap.add_argument("--session-timeout-ms", type=int, default=45000)
     ap.add_argument("--idle-s", type=float, default=3.0)

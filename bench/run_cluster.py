@@ -59,12 +59,16 @@ def sh(argv: list[str], timeout: float = 600) -> str:
 
 
 class Cluster:
-    def __init__(self) -> None:
+    def __init__(self, overrides: tuple[str, ...] = (), kafka: bool = False) -> None:
+        """`overrides`: broker configs KEY=VALUE passed to every broker (kl-cluster up --override); `kafka`: with
+        Kafka listeners too (their bootstrap in `kafka_bootstrap`)."""
         self.dir = Path(tempfile.mkdtemp(prefix="kl-bench-cluster-"))
         self.base = free_port()
-        while True:  # three consecutive free ports
+        self.kafka_bootstrap = ""
+        while True:  # three consecutive free ports (twice with Kafka listeners)
+            kafka_base = free_port() if kafka else 0
             try:
-                self.bootstrap = sh(
+                lines = sh(
                     [
                         tool("kl-cluster"),
                         "up",
@@ -74,14 +78,19 @@ class Cluster:
                         str(self.base),
                         "--data-dir",
                         str(self.dir),
+                        *(["--kafka-base-port", str(kafka_base)] if kafka else []),
+                        *(x for o in overrides for x in ("--override", o)),
                     ],
                     60,
-                ).splitlines()[0]  # then a "# ports: ..." line
+                ).splitlines()
                 break
             except RuntimeError as e:
-                if "in use" not in str(e):
+                if "in use" not in str(e) and "overlaps" not in str(e):
                     raise
                 self.base = free_port()
+        self.bootstrap = lines[0]  # then, with Kafka listeners, theirs, then a "# ports: ..." line
+        if kafka:
+            self.kafka_bootstrap = lines[1].strip()
 
     def state(self) -> dict:
         return json.loads((self.dir / "cluster.json").read_text())

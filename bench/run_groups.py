@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench.run_cluster import Cluster, perf, platform_python, produce_args
 from bench.run_single_broker import machine_info
-from bench.sections import bench_parser, replace_section
+from bench.sections import bench_parser, publish
 from client.sync import Producer
 
 START_MARK = "<!-- groups:start -->"
@@ -312,9 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(r)
     cmd = f".venv/bin/python -m bench.run_groups --runs {a.runs} --num-records {a.num_records}"
     section = render(runs, cmd)
-    if not a.quick:
-        replace_section(a.out, START_MARK, END_MARK, section)
-    print(section)
+    publish(section, a.out, START_MARK, END_MARK, write=not a.quick)
     return 0
 
 

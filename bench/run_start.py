@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.peers._common import free_port
 from bench.run_cluster import installed_env, tool
-from bench.sections import bench_parser, md_table, median_range, replace_section
+from bench.sections import bench_parser, md_table, median_range, publish
 
 TOPIC = "start"
 TARGET_S = 1.0
@@ -271,9 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         f".venv/bin/python -m bench.run_start --runs {a.runs} --partitions {a.partitions} --num-records {a.num_records}"
     )
     section = render(figures, a.partitions, a.num_records, cmd)
-    if not a.print_only:
-        replace_section(a.out, START_MARK, END_MARK, section)
-    print(section)
+    publish(section, a.out, START_MARK, END_MARK, write=not a.print_only)
     return 0
 
 

@@ -10,6 +10,13 @@ from pathlib import Path
 from tabulate import tabulate
 
 
+def publish(section: str, path: Path, start_mark: str, end_mark: str, write: bool = True) -> None:
+    """Print a benchmark's section and, unless `write` is False (a quick or print-only run), put it into `path`."""
+    if write:
+        replace_section(path, start_mark, end_mark, section)
+    print(section)
+
+
 def replace_section(path: Path, start_mark: str, end_mark: str, body: str) -> None:
     """Put `body` between the markers (appending the marked block if it is not there yet), atomically."""
     text = (

@@ -66,6 +66,11 @@ class AsyncShareConsumer:
         self._sessions: dict[int, tuple[int, set[tuple[str, int]]]] = {}
         self._pending: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)  # offset -> acknowledge type
         self._delivered: list[ConsumerRecord] = []  # the last poll's records (implicit mode)
+        # Acquired records beyond max_poll_records of the last fetch round (several leaders answer at once): the
+        # next polls hand them out before fetching again. Dropping them would leave them locked, unacknowledged,
+        # until their acquisition locks ran out (group.share.record.lock.duration.ms), then deliver them again.
+        self._buffered: list[ConsumerRecord] = []
+        self._fetches: dict[int, asyncio.Future[list[ConsumerRecord]]] = {}  # per leader: the ShareFetch under way
         self._in_flight: set[tuple[str, int, int]] = set()
 
     async def start(self) -> None:
@@ -131,8 +136,12 @@ class AsyncShareConsumer:
         self._delivered = []
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            records = await self._fetch_round(max(0, min(FETCH_WAIT_MS, int((deadline - time.monotonic()) * 1000))))
+            if self._buffered:
+                records = self._buffered
+            else:
+                records = await self._fetch_round(max(0, min(FETCH_WAIT_MS, int((deadline - time.monotonic()) * 1000))))
             if records or time.monotonic() >= deadline:
+                records, self._buffered = records[: self.max_poll_records], records[self.max_poll_records :]
                 self._delivered = records
                 self._in_flight.update((r.topic, r.partition, r.offset) for r in records)
                 return records
@@ -160,24 +169,42 @@ class AsyncShareConsumer:
         return by_leader
 
     async def _fetch_round(self, wait_ms: int) -> list[ConsumerRecord]:
+        """A ShareFetch to every leader that has none under way, then the records of those that answered first.
+        The others stay under way for the next poll: a leader with nothing to hand out holds its fetch for up to
+        `wait_ms`, and waiting for it would hold up the records the other leaders have (one fetch per leader at a
+        time, as Kafka's share consumer, so a session's epochs stay in order)."""
         wanted = set(self.assignment) | {tp for tp, acks in self._pending.items() if acks}
         by_leader = await self._leaders(wanted)
         for leader in list(self._sessions):  # a leader none of our partitions is on any more: forget it
             if leader not in by_leader:
+                await self._settle(leader)
                 await self._close_session(leader)
-        if not by_leader:
+        for leader, tps in by_leader.items():
+            if leader not in self._fetches:
+                self._fetches[leader] = asyncio.ensure_future(self._fetch_from(leader, tps, wait_ms))
+        if not self._fetches:
             return []
-        answers = await asyncio.gather(
-            *(self._fetch_from(leader, tps, wait_ms) for leader, tps in by_leader.items()), return_exceptions=True
+        await asyncio.wait(
+            self._fetches.values(),
+            timeout=wait_ms / 1000 + self.client.request_timeout,
+            return_when=asyncio.FIRST_COMPLETED,
         )
         out: list[ConsumerRecord] = []
-        for a in answers:
-            if isinstance(a, BaseException):
-                log.debug("share fetch failed: %s", a)
-                await self.client.refresh_metadata(self.topics)
-                continue
-            out += a
-        return out[: self.max_poll_records] if len(out) > self.max_poll_records else out
+        for leader in [leader for leader, task in self._fetches.items() if task.done()]:
+            out += await self._settle(leader)
+        return out
+
+    async def _settle(self, leader: int) -> list[ConsumerRecord]:
+        """The records of the fetch under way to `leader`, once it has answered ([] if it failed or none)."""
+        task = self._fetches.pop(leader, None)
+        if task is None:
+            return []
+        try:
+            return await task
+        except Exception as e:  # as any failed fetch: logged, metadata refreshed, tried again next poll
+            log.debug("share fetch from broker %d failed: %s", leader, e)
+            await self.client.refresh_metadata(self.topics)
+            return []
 
     def _topic_id(self, topic: str) -> uuid.UUID:
         tm = self.client.metadata.topics.get(topic)
@@ -194,7 +221,8 @@ class AsyncShareConsumer:
             pending = self._pending.pop(tp, None)
             if pending:
                 acks[tp] = tuple(
-                    batch(first_offset=o, last_offset=o, acknowledge_types=(k,)) for o, k in sorted(pending.items())
+                    batch(first_offset=first, last_offset=last, acknowledge_types=(kind,))
+                    for first, last, kind in _ack_runs(pending)
                 )
         return acks
 
@@ -258,6 +286,7 @@ class AsyncShareConsumer:
             self._delivered = []
         by_leader = await self._leaders([tp for tp, acks in self._pending.items() if acks])
         for leader, tps in by_leader.items():
+            self._buffered += await self._settle(leader)  # its session's next epoch is the fetch's answer's
             await self._acknowledge(leader, tps, final=False)
 
     async def _acknowledge(self, leader: int, tps: list[tuple[str, int]], final: bool) -> None:
@@ -304,6 +333,8 @@ class AsyncShareConsumer:
                 for r in self._delivered:
                     self.acknowledge(r, ACCEPT)
                 self._delivered = []
+            for leader in list(self._fetches):  # what they acquired is released with the session's end
+                await self._settle(leader)
             for leader in list(self._sessions):
                 await self._close_session(leader)
             if self._heartbeats is not None:
@@ -314,3 +345,15 @@ class AsyncShareConsumer:
                     log.debug("leaving share group %s: %s", self.group_id, e)
         finally:
             await self.client.close()
+
+
+def _ack_runs(pending: dict[int, int]) -> list[tuple[int, int, int]]:
+    """(first offset, last offset, type) per run of consecutive offsets acknowledged alike: one batch each, as
+    Kafka's consumer sends them, rather than one per record (a poll's 500 accepted records are one batch)."""
+    runs: list[list[int]] = []
+    for o, kind in sorted(pending.items()):
+        if runs and runs[-1][1] == o - 1 and runs[-1][2] == kind:
+            runs[-1][1] = o
+        else:
+            runs.append([o, o, kind])
+    return [(a, b, k) for a, b, k in runs]

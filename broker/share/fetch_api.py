@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
 
 WAKE_CHECK_S = 0.25
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch's share_acquire_mode (KIP-1206)
+PARTITION_READ_BYTES = 1 << 20  # read per share-partition per ShareFetch (Kafka's max.partition.fetch.bytes)
 MAX_WAIT_S = 60.0  # how often a waiting ShareFetch looks again for records whose locks ran out meanwhile
 
 
@@ -98,6 +100,11 @@ class ShareFetchApis:
         group_id, member_id = req.group_id or "", req.member_id or ""
         if not group_id or not member_id:
             return ShareFetchResponse(error_code=int(ErrorCode.INVALID_REQUEST), error_message="group and member ids")
+        if req.share_acquire_mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
+            return ShareFetchResponse(
+                error_code=int(ErrorCode.INVALID_REQUEST),
+                error_message=f"unknown share acquire mode {req.share_acquire_mode}",
+            )
         names = _topic_names(self._image())
         has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
         try:
@@ -105,17 +112,24 @@ class ShareFetchApis:
         except SessionError as e:
             return ShareFetchResponse(error_code=int(e.code), error_message=str(e))
         rows: dict[tuple[uuid.UUID, int], PartitionData] = {}
-        # Acknowledgements first: what they release may be fetched again by this same request.
+        # Acknowledgements first: what they release may be fetched again by this same request. They are applied
+        # now and made durable below, by the same state write as this request's acquisitions (one write per
+        # share-partition per ShareFetch rather than two, each a replicated append to __share_group_state); the
+        # answer still goes out only once they are durable.
+        unwritten: list[tuple[PartitionData, tuple[str, str, int]]] = []
         for t in req.topics:
             for p in t.partitions:
                 if p.acknowledgement_batches:
-                    code, msg = await self._acknowledge(group_id, member_id, names, t.topic_id, p)
-                    rows[(t.topic_id or uuid.UUID(int=0), p.partition_index)] = PartitionData(
+                    code, msg, key = await self._apply_acks(group_id, member_id, names, t.topic_id, p)
+                    row = rows[(t.topic_id or uuid.UUID(int=0), p.partition_index)] = PartitionData(
                         partition_index=p.partition_index,
                         acknowledge_error_code=int(code),
                         acknowledge_error_message=msg,
                     )
+                    if key is not None:
+                        unwritten.append((row, key))
         if req.share_session_epoch == FINAL_EPOCH:
+            await self._written(unwritten)
             self._close(group_id, member_id)
             return self._fetch_response(group_id, rows)
         for t in req.topics:
@@ -128,7 +142,11 @@ class ShareFetchApis:
         deadline = time.monotonic() + min(req.max_wait.total_seconds(), MAX_WAIT_S)
         budget = req.max_records if req.max_records > 0 else 500
         while True:
-            acquired = await self._acquire_all(group_id, member_id, session, names, budget, req.max_bytes, rows)
+            whole = req.share_acquire_mode == BATCH_OPTIMIZED
+            acquired = await self._acquire_all(group_id, member_id, session, names, budget, req.max_bytes, whole, rows)
+            if unwritten:  # the acknowledgements' write, which carries this first acquisition too
+                await self._written(unwritten)
+                unwritten = []
             remaining = deadline - time.monotonic()
             if acquired or remaining <= 0 or any(r.error_code for r in rows.values()):
                 return self._fetch_response(group_id, rows)
@@ -142,6 +160,7 @@ class ShareFetchApis:
         names: dict[str, str],
         budget: int,
         max_bytes: int,
+        whole_batches: bool,
         rows: dict[tuple[uuid.UUID, int], PartitionData],
     ) -> int:
         total = 0
@@ -158,7 +177,9 @@ class ShareFetchApis:
             try:
                 self.replica_manager.get_partition(topic, partition).check_leader()
                 sp = await self.manager.get((group_id, topic, partition))
-                records, acquired = self._acquire(sp, member_id, topic, partition, budget - total, max_bytes)
+                records, acquired = self._acquire(
+                    sp, member_id, topic, partition, budget - total, max_bytes, whole_batches
+                )
             except KafkaLiteError as e:
                 code, message = error_code_of(e)
                 row.error_code, row.error_message = int(code), message
@@ -178,23 +199,37 @@ class ShareFetchApis:
         return total
 
     def _acquire(
-        self, sp: SharePartition, member_id: str, topic: str, partition: int, budget: int, max_bytes: int
+        self,
+        sp: SharePartition,
+        member_id: str,
+        topic: str,
+        partition: int,
+        budget: int,
+        max_bytes: int,
+        whole_batches: bool,
     ) -> tuple[bytes, list[Any]]:
         sp.tick(now_ms())
         offset = sp.next_fetch_offset()
-        read = self.replica_manager.read(FetchSpec((topic, partition), offset, max(max_bytes, 1)), -1)
+        # At most a partition's worth of a Kafka fetch (max.partition.fetch.bytes' default): a forged or default
+        # max_bytes of 2 GiB would otherwise copy the rest of the segment into every answer's read.
+        limit = max(1, min(max_bytes, PARTITION_READ_BYTES))
+        read = self.replica_manager.read(FetchSpec((topic, partition), offset, limit), -1)
         if read.error == ErrorCode.OFFSET_OUT_OF_RANGE and read.log_start_offset > sp.start_offset:
             sp.reset_start(read.log_start_offset)  # retention or DeleteRecords moved the log's start
             return b"", []
         if read.error:
             raise error_for(read.error, read.message or "")
         offsets: list[int] = []
+        lasts: list[int] = []
         end = offset
         for _, h in batch_fmt.iter_batches(read.records):
             end = h.next_offset
             if not h.is_control:
-                offsets.extend(o for o in range(h.base_offset, h.next_offset) if o >= offset)
-        acquired = sp.acquire(member_id, offsets, end, budget, now_ms())
+                offsets.extend(range(max(h.base_offset, offset), h.next_offset))
+                lasts.append(h.last_offset)
+        # batch-optimized (Kafka's default): whole batches, MaxRecords a soft limit, so that the client decodes
+        # each batch once and a fetch carries more; record-limit: MaxRecords exactly.
+        acquired = sp.acquire(member_id, offsets, end, budget, now_ms(), batch_lasts=lasts if whole_batches else None)
         if not acquired:
             return b"", []
         # Only the batches that hold acquired records go back.
@@ -242,16 +277,27 @@ class ShareFetchApis:
     async def _acknowledge(
         self, group_id: str, member_id: str, names: dict[str, str], topic_id: uuid.UUID | None, p: Any
     ) -> tuple[ErrorCode, str | None]:
+        """Apply one partition's acknowledgements and wait until they are durable."""
+        code, msg, key = await self._apply_acks(group_id, member_id, names, topic_id, p)
+        if key is not None:
+            code, msg = await self._durable(key, code, msg)
+        return code, msg
+
+    async def _apply_acks(
+        self, group_id: str, member_id: str, names: dict[str, str], topic_id: uuid.UUID | None, p: Any
+    ) -> tuple[ErrorCode, str | None, tuple[str, str, int] | None]:
+        """Apply one partition's acknowledgements in memory: (error code, message, the share-partition's key to
+        wait on with `_durable` before answering; None if nothing was applied)."""
         topic = names.get(str(topic_id))
         if topic is None:
-            return ErrorCode.UNKNOWN_TOPIC_ID, f"no topic of id {topic_id}"
+            return ErrorCode.UNKNOWN_TOPIC_ID, f"no topic of id {topic_id}", None
         try:
             self.replica_manager.get_partition(topic, p.partition_index).check_leader()
             key = (group_id, topic, p.partition_index)
             sp = await self.manager.get(key)
         except KafkaLiteError as e:
             code, message = error_code_of(e)
-            return ErrorCode(code), message
+            return ErrorCode(code), message, None
         code, msg = ErrorCode.NONE, None
         now = now_ms()
         for b in p.acknowledgement_batches:
@@ -260,8 +306,15 @@ class ShareFetchApis:
             except AcknowledgeError as e:  # Kafka answers the partition's first failure; the others still apply
                 if code == ErrorCode.NONE:
                     code, msg = e.code, str(e)
+        return code, msg, key
+
+    async def _durable(
+        self, key: tuple[str, str, int], code: ErrorCode, msg: str | None
+    ) -> tuple[ErrorCode, str | None]:
+        """Wait for the share-partition's state to be written: acknowledged once durable, as Kafka answers after
+        its persister. A failed write is the partition's error unless it already has one."""
         try:
-            await self.manager.written(key)  # acknowledged once durable, as Kafka answers after its persister
+            await self.manager.written(key)
         except KafkaLiteError as e:
             if code == ErrorCode.NONE:
                 code, msg = e.code, f"acknowledgement not persisted: {e}"
@@ -269,6 +322,17 @@ class ShareFetchApis:
             if code == ErrorCode.NONE:
                 code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, f"acknowledgement not persisted: {e}"
         return code, msg
+
+    async def _written(self, unwritten: list[tuple[PartitionData, tuple[str, str, int]]]) -> None:
+        """`_durable` for each acknowledged partition of a ShareFetch, the writes under way together."""
+        results = await asyncio.gather(
+            *(
+                self._durable(key, ErrorCode(row.acknowledge_error_code), row.acknowledge_error_message)
+                for row, key in unwritten
+            )
+        )
+        for (row, _), (code, msg) in zip(unwritten, results):
+            row.acknowledge_error_code, row.acknowledge_error_message = int(code), msg
 
     async def share_acknowledge(self, req: ShareAcknowledgeRequest, ctx: ConnectionContext) -> ShareAcknowledgeResponse:
         group_id, member_id = req.group_id or "", req.member_id or ""

@@ -18,6 +18,7 @@ after a restore, acquired records are Available again with their delivery counts
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -88,6 +89,9 @@ class SharePartition:
         self.records: dict[int, InFlight] = {}  # offsets in [start_offset, end_offset) not yet done
         self.state_epoch = 0
         self.dirty = False  # the durable part changed since the last snapshot taken
+        # No acquisition lock runs out before this (a lower bound: a lock renewed or a record done since leaves it
+        # early, which costs one scan), so that tick() on every ShareFetch need not walk the records in flight.
+        self._next_lock_deadline_ms = 0
 
     # --- acquiring ---------------------------------------------------------------------------
 
@@ -96,18 +100,39 @@ class SharePartition:
         available = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE]
         return min(available) if available else self.end_offset
 
-    def acquire(self, member_id: str, offsets: list[int], end: int, max_records: int, now_ms: int) -> list[Acquired]:
+    def acquire(
+        self,
+        member_id: str,
+        offsets: list[int],
+        end: int,
+        max_records: int,
+        now_ms: int,
+        batch_lasts: list[int] | None = None,
+    ) -> list[Acquired]:
         """Acquire for `member_id` up to `max_records` of the data records `offsets` (ascending, as read from the
         log), which cover the log up to `end` (exclusive); offsets below `end` that are not among them (control
-        records, compacted gaps) are done at once and never handed out."""
+        records, compacted gaps) are done at once and never handed out.
+
+        With `batch_lasts` (the last offsets of the log batches read, ascending) `max_records` is a soft limit, as
+        Kafka's ShareFetch MaxRecords: the batch the limit falls in is acquired to its end, so that a batch goes
+        out whole (its records decoded once, by one member) rather than split over fetches. The most records
+        acquired at one time (`max_in_flight`) stays a hard limit."""
         acquired: list[int] = []
         counts: dict[int, int] = {}
         readable = set(offsets)
         held = sum(1 for r in self.records.values() if r.state == RecordState.ACQUIRED)
-        budget = min(max_records, self.max_in_flight - held)
+        hard = self.max_in_flight - held
+        budget = min(max_records, hard)
+        stop_after = -1  # with batch_lasts: the last offset of the batch in which the budget ran out
         for o in offsets:
             if len(acquired) >= budget:
-                break
+                if batch_lasts is None or not acquired or len(acquired) >= hard:
+                    break
+                if stop_after < 0:
+                    i = bisect_left(batch_lasts, acquired[-1])
+                    stop_after = batch_lasts[i] if i < len(batch_lasts) else acquired[-1]
+                if o > stop_after:
+                    break
             if o < self.start_offset:
                 continue
             r = self.records.get(o)
@@ -119,6 +144,8 @@ class SharePartition:
             r.delivery_count += 1
             r.member_id = member_id
             r.lock_deadline_ms = now_ms + self.lock_duration_ms
+            if not acquired:
+                self._next_lock_deadline_ms = min(self._next_lock_deadline_ms, r.lock_deadline_ms)
             acquired.append(o)
             counts[o] = r.delivery_count
         # The SPEO moves past what was acquired, and past the gaps before it.
@@ -185,9 +212,13 @@ class SharePartition:
 
     def tick(self, now_ms: int) -> int:
         """Acquisition locks that ran out: their records are available again (or archived at the limit)."""
-        expired = [
-            o for o, r in self.records.items() if r.state == RecordState.ACQUIRED and r.lock_deadline_ms <= now_ms
-        ]
+        if now_ms < self._next_lock_deadline_ms:
+            return 0
+        held = [(o, r) for o, r in self.records.items() if r.state == RecordState.ACQUIRED]
+        expired = [o for o, r in held if r.lock_deadline_ms <= now_ms]
+        self._next_lock_deadline_ms = min(
+            (r.lock_deadline_ms for _, r in held if r.lock_deadline_ms > now_ms), default=1 << 62
+        )
         for o in expired:
             self._release(o, self.records[o])
         self._advance_start()
@@ -237,19 +268,20 @@ class SharePartition:
         delivery count (a lock does not survive its leader)."""
         self.dirty = False
         batches: list[StateBatch] = []
+        first = last = -2  # the run being built: one StateBatch per run, not one per record
+        run_state = run_count = 0
         for o in sorted(self.records):
             r = self.records[o]
             state = RecordState.AVAILABLE if r.state == RecordState.ACQUIRED else r.state
-            prev = batches[-1] if batches else None
-            if (
-                prev is not None
-                and prev.last_offset == o - 1
-                and prev.delivery_state == state
-                and prev.delivery_count == r.delivery_count
-            ):
-                batches[-1] = StateBatch(prev.first_offset, o, state, r.delivery_count)
-            else:
-                batches.append(StateBatch(o, o, state, r.delivery_count))
+            if o == last + 1 and state == run_state and r.delivery_count == run_count:
+                last = o
+                continue
+            if first >= 0:
+                batches.append(StateBatch(first, last, run_state, run_count))
+            first = last = o
+            run_state, run_count = state, r.delivery_count
+        if first >= 0:
+            batches.append(StateBatch(first, last, run_state, run_count))
         return self.start_offset, batches
 
     def restore(self, start_offset: int, batches: list[StateBatch]) -> None:
@@ -273,11 +305,10 @@ class SharePartition:
 
 def _runs(offsets: list[int], counts: dict[int, int]) -> list[Acquired]:
     """Consecutive offsets of one delivery count as one AcquiredRecords entry."""
-    runs: list[Acquired] = []
+    runs: list[list[int]] = []  # [first, last, delivery count]: one Acquired per run, not one per record
     for o in offsets:
-        prev = runs[-1] if runs else None
-        if prev is not None and prev.last_offset == o - 1 and prev.delivery_count == counts[o]:
-            runs[-1] = Acquired(prev.first_offset, o, prev.delivery_count)
+        if runs and runs[-1][1] == o - 1 and runs[-1][2] == counts[o]:
+            runs[-1][1] = o
         else:
-            runs.append(Acquired(o, o, counts[o]))
-    return runs
+            runs.append([o, o, counts[o]])
+    return [Acquired(a, b, n) for a, b, n in runs]

@@ -47,8 +47,8 @@ def _topic(cluster: ClusterHarness, partitions: int) -> str:
     return name
 
 
-def _produce(cluster: ClusterHarness, topic: str, values: list[bytes], partitions: int) -> None:
-    p = Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "acks": "all", "linger.ms": 5})
+def _produce(cluster: ClusterHarness, topic: str, values: list[bytes], partitions: int, **extra: object) -> None:
+    p = Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "acks": "all", "linger.ms": 5, **extra})
     for i, v in enumerate(values):
         p.produce(topic, value=v, partition=i % partitions)
     assert p.flush(30) == 0
@@ -81,7 +81,9 @@ def test_records_are_shared_among_two_members_each_delivered_once(cluster):
     group = f"g-{topic}"
     values = [f"r{i}".encode() for i in range(300)]
     # Few records per fetch, so that both members fetch while records remain (max.poll.records is ShareFetch's
-    # max_records).
+    # max_records). A share fetch acquires whole log batches (Kafka's MaxRecords is a soft limit), so each
+    # record is a batch of its own here (batch.num.messages=1): else one fetch could take a partition's whole
+    # batch of up to 100 records.
     members = [_consumer(cluster, group, topic, **{"max.poll.records": "10"}) for _ in range(2)]
     got: list[list[bytes]] = [[], []]
     done = threading.Event()
@@ -95,7 +97,10 @@ def test_records_are_shared_among_two_members_each_delivered_once(cluster):
     for t in threads:
         t.start()
     try:
-        _produce(cluster, topic, values, 3)
+        # Both members in the group (polling) before there is anything to share: a fetch round takes tens of ms,
+        # so one member alone could drain the 300 records before the other's first heartbeat is answered.
+        time.sleep(3)
+        _produce(cluster, topic, values, 3, **{"batch.num.messages": 1})
         end = time.monotonic() + 60
         while len(got[0]) + len(got[1]) < len(values) and time.monotonic() < end:
             time.sleep(0.1)
@@ -498,6 +503,9 @@ def test_forged_share_requests_get_their_errors_at_once(cluster):
             )
             (row,) = a.responses[0].partitions
             assert row.acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE  # 2**62 offsets: refused, not walked
+            for mode in (2, 127, -1):  # share_acquire_mode: 0 batch-optimized, 1 record-limit, nothing else
+                a = await conn.call(ShareFetchRequest(**base, share_session_epoch=2, share_acquire_mode=mode), 10)
+                assert a.error_code == ErrorCode.INVALID_REQUEST, mode
             coordinator = None
             for _ in range(100):  # __consumer_offsets is made on the first FindCoordinator
                 try:
@@ -931,3 +939,54 @@ def test_kl_share_groups_reset_and_delete_usage_errors_are_one_line(cluster):
         (["--delete", "--group", "no-such-share-group"], "Group 'no-such-share-group' is not a share group."),
     ]:
         assert_one_line_error(run("share_groups", *boot, *args), needle)
+
+
+def test_share_acquire_mode_record_limit_is_exact_and_batch_optimized_ends_on_a_batch(cluster):
+    """KIP-1206: record-limit acquires max_records exactly; batch-optimized (the default) acquires to the end of
+    the log batch the limit falls in, so the records answered are whole batches, each acquired whole."""
+    import asyncio
+    import datetime
+
+    from net import batch as batch_fmt
+    from net.connection import BrokerConnection
+    from net.schema.share_fetch import FetchPartition, FetchTopic, ShareFetchRequest
+
+    topic = _topic(cluster, 1)
+    _produce(cluster, topic, [b"v"] * 200, 1, **{"linger.ms": 200})  # a few batches of many records
+    leader = cluster.describe(topic)[0].leader
+
+    async def fetch(member: str, mode: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        from client.cluster import KafkaLiteClient
+
+        kc = KafkaLiteClient(cluster.bootstrap(), "mode", 10000, 60000)
+        await kc.refresh_metadata([topic])
+        tid = uuid.UUID(kc.metadata.topics[topic].topic_id)
+        await kc.close()
+        conn = BrokerConnection(cluster[leader].host, cluster[leader].port, "mode")
+        await conn.connect(timeout=10)
+        try:
+            req = ShareFetchRequest(
+                group_id=f"mode-{topic}",
+                member_id=member,
+                max_wait=datetime.timedelta(seconds=5),
+                min_bytes=1,
+                max_records=7,
+                batch_size=7,
+                share_acquire_mode=mode,
+                topics=(FetchTopic(topic_id=tid, partitions=(FetchPartition(partition_index=0),)),),
+            )
+            (row,) = (await conn.call(req, 20)).responses[0].partitions
+            acquired = [(a.first_offset, a.last_offset) for a in row.acquired_records]
+            batches = [(h.base_offset, h.last_offset) for _, h in batch_fmt.iter_batches(row.records)]
+            return acquired, batches
+        finally:
+            conn.close()
+
+    acquired, _ = asyncio.run(fetch("exact", 1))
+    assert sum(b - a + 1 for a, b in acquired) == 7, acquired
+    acquired, batches = asyncio.run(fetch("whole", 0))  # the same group: the records after the first 7
+    assert acquired and batches, (acquired, batches)
+    first, last = acquired[0][0], acquired[-1][1]
+    assert sum(b - a + 1 for a, b in acquired) > 7 or batches[-1][1] - batches[0][0] < 7, (acquired, batches)
+    assert last == batches[-1][1], (acquired, batches)  # ends where a batch ends
+    assert first == 7 and batches[0][0] <= first, (acquired, batches)

@@ -146,6 +146,24 @@ def test_max_in_flight_bounds_acquisition():
     assert p.acquire("m2", list(range(3, 10)), 10, 100, now_ms=0) == []
 
 
+def test_with_batch_boundaries_the_batch_the_limit_falls_in_goes_whole():
+    # Log batches 0-9, 10-19, 20-29; a limit of 12 ends inside the second batch: it is acquired to its end
+    # (Kafka's soft MaxRecords), the third is not.
+    p = sp()
+    a = p.acquire("m1", list(range(30)), 30, 12, now_ms=0, batch_lasts=[9, 19, 29])
+    assert offsets(a) == list(range(20))
+    # Records of a batch another member holds are skipped; the batch still ends the acquisition.
+    q = sp()
+    q.acquire("m2", list(range(30)), 30, 6, now_ms=0)
+    b = q.acquire("m1", list(range(q.next_fetch_offset(), 30)), 30, 3, now_ms=0, batch_lasts=[9, 19, 29])
+    assert offsets(b) == [6, 7, 8, 9]
+    # max_in_flight stays a hard limit, inside a batch too
+    r = SharePartition(0, LOCK_MS, LIMIT, max_in_flight=15)
+    assert offsets(r.acquire("m1", list(range(30)), 30, 12, now_ms=0, batch_lasts=[9, 19, 29])) == list(range(15))
+    # a limit of nothing acquires nothing
+    assert sp().acquire("m1", list(range(30)), 30, 0, now_ms=0, batch_lasts=[9, 19, 29]) == []
+
+
 def test_snapshot_and_restore_keep_counts_but_not_locks():
     p = sp(100)
     p.acquire("m1", list(range(100, 106)), 106, 100, now_ms=0)
