@@ -11,6 +11,7 @@ timeline:   until SIGTERM, append one line per run of consecutive offsets of a p
 
 --client confluent runs the same member on confluent-kafka (librdkafka, the client most Kafka users run)
 against the brokers' Kafka listeners: BOOTSTRAP is then their Kafka bootstrap.
+--group-protocol consumer joins with KIP-848's protocol instead of the classic one.
 """
 
 from __future__ import annotations
@@ -43,14 +44,24 @@ def receipt_lines(now: float, records: Iterable[tuple[int, int]]) -> str:
 async def run(args: argparse.Namespace) -> None:
     if os.environ.get("KL_MEMBER_LOG"):
         logging.basicConfig(level=logging.INFO, format="%(created).6f %(name)s %(message)s")
+    # The consumer protocol (KIP-848): the broker sets the session, the heartbeat and the assignor
+    # (group.consumer.*), so the member sends none of them, as Kafka's consumer refuses them then.
+    timing = (
+        {}
+        if args.group_protocol == "consumer"
+        else {
+            "session_timeout_ms": args.session_timeout_ms,
+            "heartbeat_interval_ms": min(3000, args.session_timeout_ms // 3),
+            "partition_assignment_strategy": args.strategy,
+        }
+    )
     consumer = AsyncConsumer(
         args.bootstrap,
         group_id=args.group,
+        group_protocol=args.group_protocol,
         auto_offset_reset="earliest",
-        session_timeout_ms=args.session_timeout_ms,
-        heartbeat_interval_ms=min(3000, args.session_timeout_ms // 3),
-        partition_assignment_strategy=args.strategy,
         max_poll_records=10000,
+        **timing,
     )
     await consumer.start()
     out = open(args.out, "a", buffering=1)
@@ -101,14 +112,21 @@ def run_confluent(args: argparse.Namespace) -> None:
             f"{time.time():.6f} V {' '.join(str(tp.partition) for tp in sorted(tps, key=lambda t: t.partition))}\n"
         )
 
+    timing = (
+        {"group.protocol": "consumer"}
+        if args.group_protocol == "consumer"
+        else {
+            "session.timeout.ms": args.session_timeout_ms,
+            "heartbeat.interval.ms": min(3000, args.session_timeout_ms // 3),
+            "partition.assignment.strategy": args.strategy,
+        }
+    )
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": args.session_timeout_ms,
-            "heartbeat.interval.ms": min(3000, args.session_timeout_ms // 3),
-            "partition.assignment.strategy": args.strategy,
+            **timing,
             # KL_MEMBER_LOG: librdkafka's group and protocol decisions on stderr, for the bench's timeline.
             **({"debug": "cgrp"} if os.environ.get("KL_MEMBER_LOG") else {}),
         }
@@ -137,6 +155,12 @@ def main() -> None:
     ap.add_argument("--session-timeout-ms", type=int, default=45000)
     ap.add_argument("--idle-s", type=float, default=3.0)
     ap.add_argument("--client", choices=["own", "confluent"], default="own")
+    ap.add_argument(
+        "--group-protocol",
+        choices=["classic", "consumer"],
+        default="classic",
+        help="Kafka's group.protocol: consumer is KIP-848's (session, heartbeat and assignor set by the broker)",
+    )
     args = ap.parse_args()
     if args.client == "confluent":
         run_confluent(args)
