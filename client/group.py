@@ -35,6 +35,7 @@ COORDINATOR_ERRORS = {
 # The least time a heartbeat is given before its connection is taken for hung (a heartbeat interval below it
 # would abort connections that are merely slow).
 MIN_HEARTBEAT_TIMEOUT_S = 1.0
+LOOKUP_SLACK_S = 0.1
 
 
 class CommitFailedError(KafkaLiteError):
@@ -70,15 +71,21 @@ class GroupClient:
 
     # --- coordinator discovery ---------------------------------------------------------------
 
-    async def ensure_coordinator(self, deadline: float) -> int:
+    async def ensure_coordinator(self, deadline: float, timeout: float | None = None) -> int:
+        """The coordinator's id, looked up until `deadline`; each FindCoordinator waits at most `timeout` (default
+        request.timeout.ms), and one that runs out of it closes its connection, so the next asks another broker."""
         if self.coordinator_id is not None:
             return self.coordinator_id
-        return await retry_until(self._find_coordinator, self.client.backoff(), KafkaLiteError, _retriable, deadline)
+        return await retry_until(
+            lambda: self._find_coordinator(timeout), self.client.backoff(), KafkaLiteError, _retriable, deadline
+        )
 
-    async def _find_coordinator(self) -> int:
+    async def _find_coordinator(self, timeout: float | None = None) -> int:
         if self.coordinator_id is not None:  # another request found it while this one waited to retry
             return self.coordinator_id
-        body = await self.client.request(None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0})
+        body = await self.client.request(
+            None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0}, timeout=timeout
+        )
         if body.get("error_code"):
             raise group_error(body["error_code"], self.group_id, "describe", body.get("error_message") or "")
         self.client.metadata.brokers.setdefault(body["node_id"], (body["host"], body["port"]))
@@ -95,10 +102,15 @@ class GroupClient:
 
     async def coordinator_conn(self, deadline: float, bound: float) -> BrokerConnection:
         """The coordinator's own connection, found (and connected) within `bound` s: a coordinator that hangs
-        new connections (cut off from the network) fails this attempt rather than the caller's whole deadline."""
+        new connections (cut off from the network) fails this attempt rather than the caller's whole deadline.
+        A lookup sent on a connection that hangs (to a broker paused, say: any broker answers FindCoordinator)
+        times out within `bound` too, closing that connection, so the next lookup goes to another broker."""
+        lookup_until = time.monotonic() + bound
         try:
-            async with asyncio.timeout(bound):
-                coordinator = await self.ensure_coordinator(deadline)
+            # A moment's slack over the lookup's own timeout, so that the lookup's times out first and closes
+            # the connection it hung on; this one only bounds connecting.
+            async with asyncio.timeout(bound + LOOKUP_SLACK_S):
+                coordinator = await self.ensure_coordinator(min(deadline, lookup_until), bound)
                 return await self.client.coordinator_connection(coordinator)
         except TimeoutError:
             raise NetworkError(f"group {self.group_id}: no connection to its coordinator within {bound:.1f}s") from None
