@@ -576,7 +576,13 @@ def render(results: dict[tuple[str, str], list[dict[str, float]]], cmd: str, dur
         "was removed once: 0 assignments after the first fault and 0 records consumed twice. (Measured before "
         "the heartbeat's coordinator lookup got the same bound: a FindCoordinator sent on a connection to a "
         "paused broker, still open, waited there until the heartbeat gave up, and the next lookup picked the same "
-        "connection; it now times out and closes it.)",
+        "connection; it now times out and closes it.) A check run after them (own client, consumer protocol, "
+        "seed 1) had a member fenced: no heartbeat of it got through the 1.5 s between the two isolations of its "
+        "coordinator (one sent during the first hung until after the second began), so its session ran out; "
+        "and the bench's member then died, its rebalance listener lacking on_partitions_lost, so the partitions it "
+        "had just been given again waited 13 s, until that session ran out (bench/group_member.py fixed; the "
+        "figures above had no member "
+        "fenced, so no member lost its partitions).",
         "- The consumer protocol (KIP-848) kept every member and its partitions through every run of both clients "
         "(no assignment after the first fault, nothing consumed twice): the new coordinator loads the group's "
         "members, epochs and assignment from `__consumer_offsets` and the members heartbeat on with their epochs, "

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 
 from client.consumer import AsyncConsumer
+from client.subscription import ConsumerRebalanceListener
 
 
 def receipt_lines(now: float, records: Iterable[tuple[int, int]]) -> str:
@@ -66,7 +67,7 @@ async def run(args: argparse.Namespace) -> None:
     await consumer.start()
     out = open(args.out, "a", buffering=1)
 
-    class Listener:
+    class Listener(ConsumerRebalanceListener):  # partitions lost (fenced) are written as revoked, its default
         def on_partitions_revoked(self, tps: set) -> None:
             out.write(f"{time.time():.6f} V {' '.join(str(tp.partition) for tp in sorted(tps))}\n")
 
@@ -92,8 +93,8 @@ async def run(args: argparse.Namespace) -> None:
             break
     if args.mode == "throughput":
         out.write(json.dumps({"count": count, "first": first, "last": last}) + "\n")
+    await consumer.close()  # its revocation is written too
     out.close()
-    await consumer.close()
 
 
 def run_confluent(args: argparse.Namespace) -> None:
