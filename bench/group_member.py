@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable
 
 from client.consumer import AsyncConsumer
+from client.subscription import ConsumerRebalanceListener
 
 EMPTY_S = 20.0  # a throughput member that has received nothing for this long stops
 
@@ -84,21 +85,30 @@ async def run(args: argparse.Namespace) -> None:
     if args.mode == "share":
         await run_share(args)
         return
+    # The consumer protocol (KIP-848): the broker sets the session, the heartbeat and the assignor
+    # (group.consumer.*), so the member sends none of them, as Kafka's consumer refuses them then.
+    timing = (
+        {}
+        if args.group_protocol == "consumer"
+        else {
+            "session_timeout_ms": args.session_timeout_ms,
+            "heartbeat_interval_ms": min(3000, args.session_timeout_ms // 3),
+            "partition_assignment_strategy": args.strategy,
+        }
+    )
     consumer = AsyncConsumer(
         args.bootstrap,
         group_id=args.group,
         group_protocol=args.group_protocol,
         auto_offset_reset="earliest",
-        session_timeout_ms=args.session_timeout_ms,
-        heartbeat_interval_ms=min(3000, args.session_timeout_ms // 3),
-        partition_assignment_strategy=args.strategy,
         max_poll_records=10000,
+        **timing,
     )
     await consumer.start()
     await wait_for_go(args)
     out = open(args.out, "a", buffering=1)
 
-    class Listener:
+    class Listener(ConsumerRebalanceListener):  # partitions lost (fenced) are written as revoked, its default
         def on_partitions_revoked(self, tps: set) -> None:
             out.write(f"{time.time():.6f} V {' '.join(str(tp.partition) for tp in sorted(tps))}\n")
 
@@ -160,23 +170,21 @@ def run_confluent(args: argparse.Namespace) -> None:
             f"{time.time():.6f} V {' '.join(str(tp.partition) for tp in sorted(tps, key=lambda t: t.partition))}\n"
         )
 
-    # With group.protocol=consumer the coordinator assigns and times the session: librdkafka refuses the
-    # classic protocol's settings then.
-    classic = (
-        {
+    timing = (
+        {"group.protocol": "consumer"}
+        if args.group_protocol == "consumer"
+        else {
             "session.timeout.ms": args.session_timeout_ms,
             "heartbeat.interval.ms": min(3000, args.session_timeout_ms // 3),
             "partition.assignment.strategy": args.strategy,
         }
-        if args.group_protocol == "classic"
-        else {"group.protocol": "consumer"}
     )
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,
             "auto.offset.reset": "earliest",
-            **classic,
+            **timing,
             # KL_MEMBER_LOG: librdkafka's group and protocol decisions on stderr, for the bench's timeline.
             **({"debug": "cgrp"} if os.environ.get("KL_MEMBER_LOG") else {}),
         }
@@ -202,12 +210,17 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--mode", choices=["throughput", "timeline", "share"], default="throughput")
     ap.add_argument("--go-file", default="", help="subscribe once this file exists (see wait_for_go)")
-    ap.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic")
     ap.add_argument("--max-poll-records", type=int, default=0, help="share: max.poll.records (0: 500, Kafka's)")
     ap.add_argument("--strategy", default="range")
     ap.add_argument("--session-timeout-ms", type=int, default=45000)
     ap.add_argument("--idle-s", type=float, default=3.0)
     ap.add_argument("--client", choices=["own", "confluent"], default="own")
+    ap.add_argument(
+        "--group-protocol",
+        choices=["classic", "consumer"],
+        default="classic",
+        help="Kafka's group.protocol: consumer is KIP-848's (session, heartbeat and assignor set by the broker)",
+    )
     args = ap.parse_args()
     if args.client == "confluent":
         run_confluent(args)

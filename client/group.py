@@ -16,8 +16,9 @@ from typing import Any, Callable
 
 from client.assignors import Assignor
 from client.cluster import KafkaLiteClient
+from net.connection import BrokerConnection
 from net.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscription
-from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
+from net.errors import ErrorCode, KafkaLiteError, NetworkError, error_for, group_error
 from net.protocol import ApiKey
 from net.retry import retry_until
 
@@ -31,6 +32,10 @@ COORDINATOR_ERRORS = {
     ErrorCode.NETWORK_EXCEPTION,
     ErrorCode.REQUEST_TIMED_OUT,
 }
+# The least time a heartbeat is given before its connection is taken for hung (a heartbeat interval below it
+# would abort connections that are merely slow).
+MIN_HEARTBEAT_TIMEOUT_S = 1.0
+LOOKUP_SLACK_S = 0.1
 
 
 class CommitFailedError(KafkaLiteError):
@@ -66,20 +71,55 @@ class GroupClient:
 
     # --- coordinator discovery ---------------------------------------------------------------
 
-    async def ensure_coordinator(self, deadline: float) -> int:
+    async def ensure_coordinator(self, deadline: float, timeout: float | None = None) -> int:
+        """The coordinator's id, looked up until `deadline`; each FindCoordinator waits at most `timeout` (default
+        request.timeout.ms), and one that runs out of it closes its connection, so the next asks another broker."""
         if self.coordinator_id is not None:
             return self.coordinator_id
-        return await retry_until(self._find_coordinator, self.client.backoff(), KafkaLiteError, _retriable, deadline)
+        return await retry_until(
+            lambda: self._find_coordinator(timeout), self.client.backoff(), KafkaLiteError, _retriable, deadline
+        )
 
-    async def _find_coordinator(self) -> int:
+    async def _find_coordinator(self, timeout: float | None = None) -> int:
         if self.coordinator_id is not None:  # another request found it while this one waited to retry
             return self.coordinator_id
-        body = await self.client.request(None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0})
+        body = await self.client.request(
+            None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0}, timeout=timeout
+        )
         if body.get("error_code"):
             raise group_error(body["error_code"], self.group_id, "describe", body.get("error_message") or "")
         self.client.metadata.brokers.setdefault(body["node_id"], (body["host"], body["port"]))
         self.coordinator_id = body["node_id"]
         return self.coordinator_id
+
+    def heartbeat_timeout(self, interval_s: float) -> float:
+        """How long one heartbeat may wait for its answer: the heartbeat interval (at least
+        MIN_HEARTBEAT_TIMEOUT_S), never more than request.timeout.ms. A heartbeat stuck in a connection a fault
+        hung (a coordinator paused or cut off) would otherwise wait past the session, and the coordinator would
+        remove the member; timed out, the connection is closed and the coordinator looked up again, and the next
+        heartbeat goes on a fresh connection well within the session, as Kafka's clients do."""
+        return min(self.client.request_timeout, max(interval_s, MIN_HEARTBEAT_TIMEOUT_S))
+
+    async def coordinator_conn(self, deadline: float, bound: float) -> BrokerConnection:
+        """The coordinator's own connection, found (and connected) within `bound` s: a coordinator that hangs
+        new connections (cut off from the network) fails this attempt rather than the caller's whole deadline.
+        A lookup sent on a connection that hangs (to a broker paused, say: any broker answers FindCoordinator)
+        times out within `bound` too, closing that connection, so the next lookup goes to another broker."""
+        lookup_until = time.monotonic() + bound
+        try:
+            # A moment's slack over the lookup's own timeout, so that the lookup's times out first and closes
+            # the connection it hung on; this one only bounds connecting.
+            async with asyncio.timeout(bound + LOOKUP_SLACK_S):
+                coordinator = await self.ensure_coordinator(min(deadline, lookup_until), bound)
+                return await self.client.coordinator_connection(coordinator)
+        except TimeoutError:
+            raise NetworkError(f"group {self.group_id}: no connection to its coordinator within {bound:.1f}s") from None
+
+    def heartbeat_failed(self, e: KafkaLiteError) -> None:
+        """A heartbeat that got no answer in time: the next one looks the coordinator up again (it may have
+        moved while this one hung), on a fresh connection."""
+        if e.code in COORDINATOR_ERRORS:
+            self.coordinator_dead(str(e))
 
     def coordinator_dead(self, reason: str) -> None:
         if self.coordinator_id is not None:
@@ -96,9 +136,15 @@ class GroupClient:
             deadline = time.monotonic() + self.client.request_timeout
         until: float = deadline  # for the closure (mypy does not narrow a captured Optional)
 
+        bound = timeout or self.client.request_timeout
+
         async def attempt() -> dict[str, Any]:
-            coordinator = await self.ensure_coordinator(until)
-            resp = await self.client.request(coordinator, api, body, timeout=timeout, coordinator=True)
+            # `bound` covers the lookup and the connection too; the request itself gets what is left of it, and
+            # the connection is closed if it runs out (net/connection.py).
+            started = time.monotonic()
+            conn = await self.coordinator_conn(until, bound)
+            left = max(bound - (time.monotonic() - started), 0.001)
+            resp: dict[str, Any] = await conn.request(api, body, timeout=left)
             code = resp.get("error_code", 0)
             if code in COORDINATOR_ERRORS:
                 raise error_for(code, resp.get("error_message") or "")
@@ -107,15 +153,18 @@ class GroupClient:
         resp: dict[str, Any] = await self._at_coordinator(attempt, until)
         return resp
 
-    async def call(self, request: Any, row_error: Callable[[Any], tuple[int, str | None]]) -> Any:
+    async def call(
+        self, request: Any, row_error: Callable[[Any], tuple[int, str | None]], timeout: float | None = None
+    ) -> Any:
         """A typed request (net/schema/) to the coordinator, found again through moves as `request` does; the
-        answer's group row error (`row_error`) that names a coordinator problem is retried too."""
-        deadline = time.monotonic() + self.client.request_timeout
+        answer's group row error (`row_error`) that names a coordinator problem is retried too. `timeout`
+        (default request.timeout.ms) bounds the whole call, each attempt's lookup, connection and answer within
+        it: a connection that runs out of it is closed."""
+        deadline = time.monotonic() + (timeout or self.client.request_timeout)
 
         async def attempt() -> Any:
-            coordinator = await self.ensure_coordinator(deadline)
-            conn = await self.client.coordinator_connection(coordinator)
-            answer = await conn.call(request, self.client.request_timeout)
+            conn = await self.coordinator_conn(deadline, max(deadline - time.monotonic(), 0.001))
+            answer = await conn.call(request, max(deadline - time.monotonic(), 0.001))
             code, message = row_error(answer)
             if code in COORDINATOR_ERRORS:
                 raise error_for(code, message or "")
@@ -316,8 +365,11 @@ class ConsumerCoordinator(GroupClient):
             self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
 
     async def _heartbeat_loop(self) -> None:
+        backoff = self.client.backoff()
+        wait = self.heartbeat_interval_ms / 1000
         while True:
-            await asyncio.sleep(self.heartbeat_interval_ms / 1000)
+            await asyncio.sleep(wait)
+            wait = self.heartbeat_interval_ms / 1000
             if self.generation < 0 or self.rejoin_needed:
                 continue
             if time.monotonic() - self.last_poll > self.rebalance_timeout_ms / 1000:
@@ -332,11 +384,15 @@ class ConsumerCoordinator(GroupClient):
                 continue
             body = {"group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id}
             try:
-                deadline = time.monotonic() + self.session_timeout_ms / 1000
-                resp = await self.request(ApiKey.HEARTBEAT, body, deadline, timeout=self.session_timeout_ms / 1000)
+                bound = self.heartbeat_timeout(self.heartbeat_interval_ms / 1000)
+                resp = await self.request(ApiKey.HEARTBEAT, body, time.monotonic() + bound, timeout=bound)
             except KafkaLiteError as e:
+                # Tried again soon (retry.backoff.ms, growing), not a whole interval later: the session goes on.
                 log.warning("group %s: heartbeat failed: %s", self.group_id, e)
+                self.heartbeat_failed(e)
+                wait = backoff.next()
                 continue
+            backoff.reset()
             self._on_heartbeat(resp.get("error_code", 0))
 
     def _on_heartbeat(self, code: int) -> None:

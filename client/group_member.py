@@ -47,7 +47,8 @@ class ConsumerGroupMember(GroupClient):
         self.assignment_changed = asyncio.Event()
         self.partitions_lost = False
         self.error: KafkaLiteError | None = None  # one a retry cannot fix: raised from poll()
-        self.interval = 1.0
+        self.interval = 1.0  # the coordinator's heartbeat interval, from its first answer on
+        self.answered = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -60,14 +61,22 @@ class ConsumerGroupMember(GroupClient):
         self._wake.set()
 
     async def _loop(self) -> None:
+        backoff = self.client.backoff()
         while True:
             self._wake.clear()
+            wait = self.interval
             try:
-                await self._heartbeat()
+                if await self._heartbeat():
+                    backoff.reset()
+                else:
+                    wait = backoff.next()
             except KafkaLiteError as e:
+                # Tried again soon (retry.backoff.ms, growing), on a fresh connection: the session goes on.
                 log.warning("group %s: heartbeat failed: %s", self.group_id, e)
+                self.heartbeat_failed(e)
+                wait = backoff.next()
             try:
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+                await asyncio.wait_for(self._wake.wait(), wait)
             except TimeoutError:
                 pass
 
@@ -93,9 +102,13 @@ class ConsumerGroupMember(GroupClient):
             topic_partitions=owned if epoch != JOIN_EPOCH else (),
         )
 
-    async def _heartbeat(self) -> None:
+    async def _heartbeat(self) -> bool:
+        """One heartbeat; whether the coordinator answered it. Until its first answer (the member's join, which
+        may wait on the coordinator's writes) it has request.timeout.ms; then the heartbeat interval (see
+        GroupClient.heartbeat_timeout)."""
+        bound = self.heartbeat_timeout(self.interval) if self.answered else self.client.request_timeout
         answer: ConsumerGroupHeartbeatResponse = await self.call(
-            self._request(self.generation), lambda a: (a.error_code, a.error_message)
+            self._request(self.generation), lambda a: (a.error_code, a.error_message), bound
         )
         code = answer.error_code
         if code in FENCED:
@@ -103,13 +116,14 @@ class ConsumerGroupMember(GroupClient):
             self.generation, self.assigned, self.partitions_lost = JOIN_EPOCH, None, True
             self.assignment_changed.set()
             self._wake.set()  # rejoin at once
-            return
+            return True
         if code in COORDINATOR_ERRORS:
-            return  # GroupClient.call found no coordinator before its deadline: the next heartbeat tries again
+            return False  # GroupClient.call found no coordinator before its deadline: tried again soon
         if code:
             self.error = group_error(code, self.group_id, "read", answer.error_message or "")
             self.assignment_changed.set()
-            return
+            return True
+        self.answered = True
         self.generation = answer.member_epoch
         self.interval = max(answer.heartbeat_interval.total_seconds(), 0.05)
         if answer.assignment is not None:
@@ -118,6 +132,7 @@ class ConsumerGroupMember(GroupClient):
                 log.info("group %s: epoch %d, assigned %s", self.group_id, self.generation, sorted(got))
                 self.assigned = got
                 self.assignment_changed.set()
+        return True
 
     async def _names(self, rows: tuple) -> frozenset[TP]:  # type: ignore[type-arg]
         """The assignment by topic name; a topic id this client does not know yet refreshes its metadata."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.group.records import OFFSETS_TOPIC, partition_for
 from client.consumer import TopicPartition
 from client.group import CommitFailedError
 from client.sync import Admin, Consumer, Producer
@@ -178,6 +179,72 @@ def test_group_survives_its_coordinator_being_killed(cluster_factory):
         assert consumer.generation == before  # no rebalance was needed
     values = sorted(r.value for r in got)
     assert len(values) == 900 and len(set(values)) == 900
+
+
+# A paused broker is fenced after 3 s (its partitions, the group's offsets partition among them, move); the
+# members' sessions (12 s) are four times that, and they heartbeat every second.
+HUNG_COORDINATOR_OVERRIDES = [
+    *GROUP_OVERRIDES,
+    "broker.session.timeout.ms=3000",
+    "broker.heartbeat.interval.ms=500",
+    "controller.quorum.election.timeout.ms=2000",
+    "group.consumer.session.timeout.ms=12000",
+    "group.consumer.heartbeat.interval.ms=1000",
+]
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_member_leaves_a_hung_coordinator_connection_within_its_session(cluster_factory, protocol):
+    """The coordinator stops answering (SIGSTOP: its connections stay open, the requests in them unanswered) and
+    its group moves to another broker. Each heartbeat waits for its answer no longer than the heartbeat interval:
+    the member closes the hung connection, finds the new coordinator and heartbeats there a few intervals after
+    the move, keeping its membership and partitions. A heartbeat that waited the session (the classic member
+    before) or request.timeout.ms (the consumer-protocol member before) would reach the new coordinator too late
+    for the first bound, and the consumer-protocol member's session would expire there."""
+    c = cluster_factory(3, HUNG_COORDINATOR_OVERRIDES)
+    c.create_topic("taps", 3)
+    boot = c.bootstrap()
+    produce(boot, "taps", 0, 300)
+    group = f"g-hung-{protocol}"
+    timing = (
+        {"group_protocol": "consumer"}
+        if protocol == "consumer"
+        else {"session_timeout_ms": 12000, "heartbeat_interval_ms": 1000}
+    )
+    with Consumer(boot, group_id=group, auto_offset_reset="earliest", **timing) as consumer:
+        consumer.subscribe(["taps"])
+        got: list = []
+        wait_until(lambda: got.extend(consumer.poll(500)) or len(got) >= 300, 60, "the first 300 records")
+        member = consumer._impl._coordinator
+        paused, before, owned = member.coordinator_id, consumer.generation, consumer.assignment()
+        assert paused is not None and len(owned) == 3
+        survivors = [i for i in c.brokers if i != paused]
+        offsets_partition = partition_for(group, 6)
+        c[paused].pause()
+        try:
+            wait_until(
+                lambda: (
+                    next(p.leader for p in c.describe(OFFSETS_TOPIC, survivors) if p.partition == offsets_partition)
+                    not in (paused, -1)
+                ),
+                30,
+                "the group's offsets partition moved off the paused coordinator",
+            )
+            wait_until(
+                lambda: got.extend(consumer.poll(200)) or member.coordinator_id not in (None, paused),
+                6,
+                "the member at its new coordinator, a few heartbeat intervals after the move",
+            )
+            # Past the session as counted from the move: still a member, never told its partitions were lost.
+            deadline = time.monotonic() + 13
+            while time.monotonic() < deadline:
+                got.extend(consumer.poll(200))
+        finally:
+            c[paused].resume()
+        produce(boot, "taps", 300, 300)
+        wait_until(lambda: got.extend(consumer.poll(500)) or len({r.value for r in got}) >= 600, 60, "600 records")
+        assert consumer.generation == before, "the member was fenced and rejoined"
+        assert consumer.assignment() == owned
 
 
 def test_group_bad_input_is_a_clear_error(broker_factory, tmp_path):
