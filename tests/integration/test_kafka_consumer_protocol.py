@@ -118,16 +118,21 @@ class Member(threading.Thread):
             self.events.append(("revoke", frozenset(p.partition for p in ps)))
             self._commit(c)
 
-        c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
-        while not self.stop.is_set():
-            msgs = [m for m in c.consume(500, 0.2) if m.error() is None]
-            if msgs:
-                with self.lock:
-                    self.seen.extend(m.value() for m in msgs)
-                self._commit(c)
-            self.assigned = frozenset(p.partition for p in c.assignment())
-            self.member_id = c.memberid() or self.member_id
-        c.close()  # leaves the group (member epoch -1): its partitions go to the others
+        try:
+            c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+            while not self.stop.is_set():
+                msgs = [m for m in c.consume(500, 0.2) if m.error() is None]
+                if msgs:
+                    with self.lock:
+                        self.seen.extend(m.value() for m in msgs)
+                    self._commit(c)
+                self.assigned = frozenset(p.partition for p in c.assignment())
+                self.member_id = c.memberid() or self.member_id
+        finally:
+            # Leaves the group (member epoch -1): its partitions go to the others. Also after an error: left to
+            # the garbage collector (the callbacks hold it in a cycle), librdkafka's destroy waits for brokers
+            # long gone and hung a later test's gc.collect() for good.
+            c.close()
 
 
 def start(h, group, topic, name, seen, lock) -> Member:
