@@ -153,6 +153,15 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "KIP-937); Kafka Lite describes Kafka 4's.",
     ),
     (
+        "a race in the test: the reassignment it lists had already finished",
+        "path",
+        r"listPartitionReassignments\.spec\.js$",
+        "the test moves an empty partition (replicas [0, 2] -> [2, 1]) and expects ListPartitionReassignments to "
+        "find the move still under way; here the new replica can catch up and the controller finish the move "
+        "before the list request arrives, and the answer then names no topic (`response.topics[0]` undefined). "
+        "Run alone twice in a row (2026-11-27) the file passed once and failed once.",
+    ),
+    (
         "test harness needs docker (scripts/addPartitions.sh, ...)",
         "message",
         r"docker|addPartitions\.sh",
