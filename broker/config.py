@@ -88,6 +88,7 @@ KAFKA_INT_KEYS = frozenset(
         "transactional.id.expiration.ms",
         "num.replica.fetchers",
         "replica.fetch.wait.max.ms",
+        "replica.socket.timeout.ms",
         "replica.fetch.max.bytes",
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
@@ -295,6 +296,18 @@ class BrokerConfig(ShareKeys, SecurityKeys):
     )
     replica_fetch_wait_max_ms: Int = key(
         "replica.fetch.wait.max.ms", 500, "Longest a follower's fetch waits at the leader for new data.", ge=0
+    )
+    # Kafka's default is 30 s. A follower's fetch is a long poll that its leader answers within
+    # replica.fetch.wait.max.ms, so a fetch unanswered for seconds past that is at a leader that is paused or cut
+    # off: the connection is closed (as Kafka's NetworkClient does on a request timeout) and made again. With 30 s
+    # the fetches resumed after a network cut healed only on TCP's retransmission backoff, up to seconds later,
+    # and every partition's high watermark waited on them (issue 29 §3).
+    replica_socket_timeout_ms: Int = key(
+        "replica.socket.timeout.ms",
+        3000,
+        "How long a follower waits for its leader's answer to a fetch before it closes the connection and "
+        "makes a new one; at least replica.fetch.wait.max.ms.",
+        ge=1,
     )
     replica_fetch_max_bytes: Int = key(
         "replica.fetch.max.bytes",
@@ -561,6 +574,8 @@ class BrokerConfig(ShareKeys, SecurityKeys):
                 "broker.heartbeat.interval.ms must be below broker.session.timeout.ms and "
                 "controller.quorum.election.timeout.ms (a few heartbeats must fit in each)"
             )
+        if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:  # Kafka's rule too
+            raise InvalidConfigError("replica.socket.timeout.ms must be at least replica.fetch.wait.max.ms")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise InvalidConfigError("group.min.session.timeout.ms must be <= group.max.session.timeout.ms")
         if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:

@@ -88,12 +88,17 @@ class ReplicaFetcher:
         max_partition_bytes: int = 1048576,
         backoff_s: float = 0.1,
         quota: ReplicationQuota | None = None,
+        timeout_ms: int = 3000,
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
         self._request = request  # async (leader_id, api, body, timeout) -> body
         self.max_wait_ms = max_wait_ms
         self.max_partition_bytes = max_partition_bytes
+        # replica.socket.timeout.ms: a fetch unanswered this long closes its connection (net/connection.py aborts
+        # on a request timeout) and the next goes on a new one, rather than waiting on TCP's retransmissions to a
+        # leader that was cut off. Never below the long poll itself.
+        self.timeout_s = max(timeout_ms, max_wait_ms) / 1000
         self.backoff_s = backoff_s  # the idle wait when no partition is followed yet
         # After a failed fetch: a constant wait as Kafka's replica.fetch.backoff.ms (net/retry.py at base =
         # maximum), spread ±20% so that the followers of a leader that failed do not all come back at once.
@@ -194,7 +199,7 @@ class ReplicaFetcher:
             "forgotten": [[t, parts] for t, parts in forgotten.items()],
         }
         try:
-            resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.max_wait_ms / 1000 + 10)
+            resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.timeout_s)
         except BaseException:
             self.session.reset()  # failed or abandoned: the leader may have applied it, so start over
             raise

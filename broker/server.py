@@ -519,6 +519,7 @@ class BrokerServer:
                 self.config.replica_fetch_wait_max_ms,
                 self.config.replica_fetch_max_bytes,
                 quota=self.follower_quota,
+                timeout_ms=self.config.replica_socket_timeout_ms,
             )
         f.add(p)
 

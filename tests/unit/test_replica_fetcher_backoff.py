@@ -54,3 +54,68 @@ def test_a_partition_answered_with_an_error_waits_out_the_backoff_the_others_do_
         assert asked[-1] == [2]  # removed, and 1 delayed once more
 
     asyncio.run(scenario())
+
+
+def test_a_fetch_unanswered_for_replica_socket_timeout_closes_its_connection_and_the_next_goes_on_a_new_one(
+    tmp_path,
+):
+    """A leader that stops answering (paused, or cut off and then healed: the fetch is lost in a connection
+    that TCP retransmits on with backoff) holds its followers' fetches for replica.socket.timeout.ms at most:
+    the fetch fails, its connection is closed, and the next fetch is answered on a new connection (issue 29 §3;
+    it was replica.fetch.wait.max.ms + 10 s on the same connection)."""
+    from broker.network.peers import PeerChannel
+    from net.errors import KafkaLiteError
+    from net.protocol import FrameDecoder, encode_response, parse_request
+
+    connections: list[asyncio.StreamWriter] = []
+    answered: list[int] = []
+
+    async def leader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The first connection hangs (reads, never answers); later ones answer each fetch with no data."""
+        connections.append(writer)
+        silent = len(connections) == 1
+        frames = FrameDecoder()
+        while data := await reader.read(65536):
+            for payload in frames.feed(data):
+                _, _, corr, _, body = parse_request(payload)
+                if not silent:
+                    rows = [[r[0], 0, 0, 0, 0, b"", None, -1, -1, 0] for _, parts in body["topics"] for r in parts]
+                    writer.write(encode_response(corr, {"topics": [["t", rows]]}))
+                    answered.append(len(connections))
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(leader, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        channel = PeerChannel(1, 2, "127.0.0.1", port)
+
+        async def request(_leader_id, api, body, timeout):
+            return await channel.request(api, body, timeout)
+
+        f = ReplicaFetcher(1, 2, request, max_wait_ms=100, timeout_ms=400)
+        f.followed.add(follower(tmp_path, 0))
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        try:
+            await f._fetch_once()
+            raise AssertionError("a fetch the leader never answered succeeded")
+        except KafkaLiteError as e:
+            assert "timed out" in str(e), e
+        waited = loop.time() - began
+        assert 0.35 < waited < 2.0, waited  # replica.socket.timeout.ms, not 10 s past the long poll
+        await f._fetch_once()  # the next fetch: on a new connection, answered
+        assert len(connections) == 2 and answered == [2]
+        channel.close()
+        server.close()
+
+    asyncio.run(scenario())
+
+
+def test_replica_socket_timeout_below_the_long_poll_is_refused():
+    import pytest
+
+    from broker.config import BrokerConfig
+    from net.config_def import InvalidConfigError
+
+    BrokerConfig.from_props({"replica.socket.timeout.ms": "3000", "replica.fetch.wait.max.ms": "500"}).validate()
+    with pytest.raises(InvalidConfigError, match="replica.socket.timeout.ms"):
+        BrokerConfig.from_props({"replica.socket.timeout.ms": "200", "replica.fetch.wait.max.ms": "500"}).validate()
