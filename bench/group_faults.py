@@ -545,8 +545,8 @@ def render(results: dict[tuple[str, str], list[dict[str, float]]], cmd: str, dur
         "showed, and what changed:",
         "",
         "- librdkafka times its session out itself when no heartbeat is answered for session.timeout.ms (two "
-        "isolations of successive coordinators in a row do it; here seed 1's two isolations of the coordinator: 6 "
-        "assignments and 801 records consumed twice, with the classic protocol only) and rejoins without its "
+        "isolations of successive coordinators in a row do it; here seed 1's two isolations of the coordinator: 3 "
+        "assignments and 5,009 records consumed twice, with the classic protocol only) and rejoins without its "
         "member id. The coordinator then waited for the three abandoned ids to time out on its side too before "
         "it formed the next generation: "
         "15.4 s without consumption in the seed-1 confluent run (30 s version), 5.2 s once a new member joining "
