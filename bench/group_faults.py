@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import os
 import random
 import signal
@@ -206,6 +207,21 @@ def longest_gap_with_majority(times: list[float], start: float, end: float, down
     return best
 
 
+def stopped_while_control_read(group: list[float], control: list[float], start: float, end: float) -> float:
+    """The longest stretch in which the group received nothing while the control consumer (no group, every
+    partition assigned) kept receiving: per gap between the group's receipts, from the control's first receipt
+    in it to its last. A stall of the brokers (a high watermark held back) stops the control too and does not
+    count; a stop of the group's own (a rebalance, a member cut from its coordinator) does."""
+    inside = [start] + sorted(t for t in group if start < t < end) + [end]
+    ctl = sorted(control)
+    best = 0.0
+    for a, b in zip(inside, inside[1:]):
+        i, j = bisect.bisect_right(ctl, a), bisect.bisect_left(ctl, b) - 1
+        if i <= j:
+            best = max(best, ctl[j] - ctl[i])
+    return best
+
+
 def receipt_ranges(members: list[MemberProc]) -> dict[int, list[tuple[int, int]]]:
     """Per partition, the (first, last) offset runs every member received (bench/group_member.py's R lines)."""
     out: dict[int, list[tuple[int, int]]] = {}
@@ -357,13 +373,14 @@ def back_to_back_once(
     c = NetnsZkCluster(root, overrides, B2B_SUBNET, B2B_PREFIX, zookeeper=False, kafka_port=KAFKA_PORT).start()
     producer = None
     members: list[MemberProc] = []
+    members_and_control: list[MemberProc] = []
     try:
         asyncio.run(create_topic(c.bootstrap, TOPIC, PARTITIONS))
         producer = SteadyProducer(c, TOPIC, PARTITIONS)
         group = f"b2b-{client}-{protocol}-{seed}"
         os.environ["KL_MEMBER_LOG"] = "1"
         target = SimpleNamespace(bootstrap=c.kafka_bootstrap if client == "confluent" else c.bootstrap)
-        members = [
+        members = members_and_control = [
             MemberProc(
                 target,  # type: ignore[arg-type]
                 group,
@@ -377,6 +394,16 @@ def back_to_back_once(
         ]
         wait_for(lambda: all(len(m.owned()) == 2 for m in members), 90, "three members with two partitions each")
         wait_for(lambda: all(any(m.receipts(p) for m in members) for p in range(PARTITIONS)), 30, "every partition")
+        # Kafka Lite's own consumer in no group, on the native listener, as the data plane's witness.
+        control = MemberProc(
+            SimpleNamespace(bootstrap=c.bootstrap),  # type: ignore[arg-type]
+            group,
+            TOPIC,
+            "control",
+            partitions=PARTITIONS,
+        )
+        members_and_control = [*members, control]
+        wait_for(lambda: all(control.receipts(p) for p in range(PARTITIONS)), 30, "the control on every partition")
         time.sleep(2)
         driver = FaultDriver(c, group, seed)
         began = time.time()
@@ -407,6 +434,9 @@ def back_to_back_once(
         everything = [t for m in members for p in range(PARTITIONS) for t in m.receipts(p)]
         gap, gap_at = longest_gap(everything, began, settled)
         majority_gap = longest_gap_with_majority(everything, began, settled, driver.down)
+        control_times = [t for p in range(PARTITIONS) for t in control.receipts(p)]
+        group_stop = stopped_while_control_read(everything, control_times, began, settled)
+        control_gap, _ = longest_gap(control_times, began, settled)
         part_gaps = [
             longest_gap([t for m in members for t in m.receipts(p)], began, settled) for p in range(PARTITIONS)
         ]
@@ -432,6 +462,8 @@ def back_to_back_once(
         return {
             "gap_s": gap,
             "majority_up_gap_s": majority_gap,
+            "group_stop_s": group_stop,
+            "control_gap_s": control_gap,
             "partition_gap_s": part_gap,
             "lost": float(lost),
             "repeated": float(repeated),
@@ -443,7 +475,7 @@ def back_to_back_once(
     finally:
         if producer is not None:
             producer.stop()
-        for m in members:
+        for m in members_and_control:
             m.stop()
         c.stop()
         if not os.environ.get("KL_BENCH_KEEP"):
@@ -494,6 +526,19 @@ def render(results: dict[tuple[str, str], list[dict[str, float]]], cmd: str, dur
                 median_range([r["majority_up_gap_s"] for r in runs], ".1f"),
                 f"never stops (<= {MAJORITY_GAP_S:g})",
                 "MET" if max(r["majority_up_gap_s"] for r in runs) <= MAJORITY_GAP_S else "MISSED",
+            ),
+            (
+                "↳ longest stretch the group received nothing while a consumer in no group (the control: every "
+                "partition assigned) kept receiving (s)",
+                median_range([r["group_stop_s"] for r in runs], ".1f"),
+                f"the group never stops on its own (<= {MAJORITY_GAP_S:g})",
+                "MET" if max(r["group_stop_s"] for r in runs) <= MAJORITY_GAP_S else "MISSED",
+            ),
+            (
+                "↳ the control's own longest gap (s)",
+                median_range([r["control_gap_s"] for r in runs], ".1f"),
+                "",
+                "",
             ),
             ("↳ longest gap on one partition (s)", median_range([r["partition_gap_s"] for r in runs], ".1f"), "", ""),
             (

@@ -10,6 +10,9 @@ timeline:   until SIGTERM, append one line per run of consecutive offsets of a p
             "<wall time> R <partition> <records> <first offset> <last offset>", plus "<wall time> A|V
             <partitions>" on assignment and revocation, flushed every poll, so a SIGKILL loses nothing
             already received.
+control:    the timeline's R lines from a consumer in no group: --partitions partitions of TOPIC assigned, read
+            from their ends on (GROUP is ignored). What it receives is what the brokers let any consumer read,
+            so a group's stop is the group's own only where the control kept receiving.
 
 --group-protocol consumer makes the own client's member use the consumer group protocol (KIP-848): its
 session timeout and heartbeat interval are then the brokers' group.consumer.* (the options below are ignored).
@@ -85,6 +88,9 @@ async def run(args: argparse.Namespace) -> None:
     if args.mode == "share":
         await run_share(args)
         return
+    if args.mode == "control":
+        await run_control(args)
+        return
     # The consumer protocol (KIP-848): the broker sets the session, the heartbeat and the assignor
     # (group.consumer.*), so the member sends none of them, as Kafka's consumer refuses them then.
     timing = (
@@ -132,6 +138,22 @@ async def run(args: argparse.Namespace) -> None:
     if args.mode == "throughput":
         out.write(tally.result())
     out.close()
+
+
+async def run_control(args: argparse.Namespace) -> None:
+    """The control consumer (module docstring): no group, every partition assigned, from its end."""
+    consumer = AsyncConsumer(args.bootstrap, auto_offset_reset="latest", max_poll_records=10000)
+    await consumer.start()
+    await consumer.assign([(args.topic, p) for p in range(args.partitions)])
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    with open(args.out, "a", buffering=1) as out:
+        out.write(f"{time.time():.6f} A {' '.join(str(p) for p in range(args.partitions))}\n")
+        while not stop.is_set():
+            records = await consumer.poll(100)
+            if records:
+                out.write(receipt_lines(time.time(), ((r.partition, r.offset) for r in records)))
+    await consumer.close()
 
 
 async def run_share(args: argparse.Namespace) -> None:
@@ -208,7 +230,8 @@ def main() -> None:
     ap.add_argument("group")
     ap.add_argument("topic")
     ap.add_argument("out")
-    ap.add_argument("--mode", choices=["throughput", "timeline", "share"], default="throughput")
+    ap.add_argument("--mode", choices=["throughput", "timeline", "share", "control"], default="throughput")
+    ap.add_argument("--partitions", type=int, default=1, help="control: how many partitions TOPIC has")
     ap.add_argument("--go-file", default="", help="subscribe once this file exists (see wait_for_go)")
     ap.add_argument("--max-poll-records", type=int, default=0, help="share: max.poll.records (0: 500, Kafka's)")
     ap.add_argument("--strategy", default="range")

@@ -1,0 +1,27 @@
+"""bench/group_faults.py's measures of a group through faults: a stall of the brokers, which a consumer in no
+group meets too, is not counted as the group's own stop; a stop the control does not share is."""
+
+from __future__ import annotations
+
+from bench.group_faults import longest_gap, stopped_while_control_read
+
+
+def every(a: float, b: float, step: float = 0.1) -> list[float]:
+    return [round(a + i * step, 3) for i in range(int(round((b - a) / step)) + 1)]
+
+
+def test_a_stall_the_control_shares_is_not_the_groups_own_stop():
+    group = every(0, 2) + every(5.2, 10)  # 3.2 s without a record
+    control = every(0, 2) + every(5.0, 10)  # the brokers held everything back: the control waited too
+    assert abs(longest_gap(group, 0, 10)[0] - 3.2) < 1e-6
+    assert stopped_while_control_read(group, control, 0, 10) <= 0.2 + 1e-6  # the group came back 0.2 s later
+
+
+def test_a_stop_of_the_group_alone_counts_for_its_whole_length():
+    group = every(0, 2) + every(6, 10)  # a rebalance: 4 s without a record
+    control = every(0, 10)  # the brokers served all along
+    assert abs(stopped_while_control_read(group, control, 0, 10) - 3.8) < 1e-6  # control receipts 2.1 .. 5.9
+
+
+def test_no_gap_no_stop():
+    assert stopped_while_control_read(every(0, 10), every(0, 10), 0, 10) == 0.0
