@@ -1,4 +1,4 @@
-"""broker/metadata_apply.py: what committed metadata makes of a broker's replicas, decided without I/O, and
+"""broker/metadata/applier.py: what committed metadata makes of a broker's replicas, decided without I/O, and
 carried out by the broker's ReplicaManager (the replication simulator carries out the same actions)."""
 
 from __future__ import annotations
@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from broker import metadata_apply
-from broker.controller import MetadataImage, PartitionState, partition_record
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.metadata_apply import (
+from broker.metadata import applier as metadata_apply
+from broker.metadata.applier import (
     FOLLOWER,
     ISR,
     LEADER,
@@ -27,7 +26,8 @@ from broker.metadata_apply import (
     changed_by,
     role_change,
 )
-from broker.replica_manager import ReplicaManager
+from broker.metadata.image import MetadataImage, PartitionState, partition_record
+from broker.replica.replica_manager import ReplicaManager
 
 ME = 1
 
