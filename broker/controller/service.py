@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from broker.controller.leader_balance import RebalancePolicy, rebalance_candidates
 from broker.controller.logic import AlterPartitionError, ControllerLogic, PartitionLimits, check_broker_incarnation
 from broker.metadata.image import MetadataImage
+from broker.metadata.records import BrokerRecord, decode
 from broker.utils.repeated_log import RepeatedConditionLog
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ElectionType
@@ -195,16 +196,16 @@ class ControllerService:
                 # Recompute under the lock: the image may have moved since tick() looked.
                 records = self._liveness_records(_now_ms())
                 self._report_unclean()
-                for r in records:
-                    if r["type"] == "broker":
-                        if r["fenced"]:
+                for r in map(decode, records):
+                    if isinstance(r, BrokerRecord):
+                        if r.fenced:
                             log.warning(
                                 "fencing broker %d: no sign of life for %d ms, or its process is gone",
-                                r["id"],
+                                r.id,
                                 self.session_timeout_ms,
                             )
                         else:
-                            log.info("registering broker %d (%s:%d)", r["id"], r["host"], r["port"])
+                            log.info("registering broker %d (%s:%d)", r.id, r.host, r.port)
                 if records:
                     started = _now_ms()
                     await self.quorum.propose(records)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.metadata.records import MetadataDelta
+
 if TYPE_CHECKING:
     from broker.metadata.image import MetadataImage, PartitionState
 
@@ -127,26 +129,6 @@ Action = CreateReplica | RemoveReplica | ApplyPartitionState | StartFetching | S
 Changed = dict[str, "set[int] | None"]
 
 
-def changed_by(records: Iterable[dict[str, Any]]) -> tuple[Changed, bool]:
-    """What `records` changed: per topic, the partitions, or None for the whole topic; and whether a broker
-    record (a registration, a fencing) is among them. An ISR change must not cost a pass over its topic's
-    thousands of other partitions."""
-    changed: Changed = {}
-    brokers_changed = False
-    for record in records:
-        kind = record.get("type")
-        brokers_changed |= kind == "broker"
-        name = record.get("topic") or (record.get("name") if kind in ("topic", "remove_topic") else None)
-        if not name:
-            continue
-        parts = changed.get(name, set())
-        if kind == "partition" and parts is not None and isinstance(record.get("partition"), int):
-            changed[name] = parts | {record["partition"]}
-        else:
-            changed[name] = None
-    return changed, brokers_changed
-
-
 class MetadataApplier:
     """The committed changes still to apply on this broker, in commit order, and the actions that apply them.
 
@@ -171,12 +153,11 @@ class MetadataApplier:
         """Apply committed (offset, epoch, record) entries to `image` and queue what they changed. Returns how
         many partition changes were queued (they come out of `steps`) and the actions to carry out after
         them (FenceReplicas)."""
-        entries = list(entries)
+        delta = MetadataDelta()
         for offset, _epoch, record in entries:
-            image.apply(offset, record)
-        changed, brokers_changed = changed_by(record for _, _, record in entries)
-        size = self.queue(image, changed)
-        if not brokers_changed:
+            image.apply(offset, record, delta)
+        size = self.queue(image, delta.topics)
+        if not delta.brokers:
             return size, []
         return size, [FenceReplicas(frozenset(b.id for b in image.brokers.values() if b.fenced))]
 

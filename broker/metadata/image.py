@@ -10,8 +10,28 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
+from broker.metadata.records import (
+    AclRecord,
+    BrokerConfigRecord,
+    BrokerRecord,
+    ClientQuotaRecord,
+    ClusterRecord,
+    ConfigRecord,
+    GroupConfigRecord,
+    LeaderChangeRecord,
+    MetadataDelta,
+    MetadataRecord,
+    PartitionRecord,
+    RemoveAclRecord,
+    RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    TopicRecord,
+    UntrackedDelta,
+    UserScramCredentialRecord,
+    decode,
+)
 from broker.security.scram import ScramCredential
 from net.acl import AclBinding
 
@@ -94,75 +114,103 @@ class MetadataImage:
         # When this broker saw each broker fenced (time.monotonic(); local, not replicated): see listed_brokers.
         self.fenced_since: dict[int, float] = {}
 
-    def apply(self, offset: int, record: dict[str, Any]) -> None:
-        self._leader_counts = None
-        kind = record.get("type")
-        if kind == "cluster":
-            self.cluster_id = record["cluster_id"]
-        elif kind == "broker":
-            was = self.brokers.get(record["id"])
-            if not record["fenced"]:
-                self.fenced_since.pop(record["id"], None)
-            elif was is not None and not was.fenced:
-                self.fenced_since[record["id"]] = time.monotonic()
-            self.brokers[record["id"]] = BrokerInfo(
-                record["id"],
-                record["host"],
-                record["port"],
-                record["fenced"],
-                record.get("kafka_host"),
-                record.get("kafka_port", -1),
-                {row[0]: (row[1], row[2], row[3]) for row in record.get("listeners") or ()},
-            )
-        elif kind == "topic":
-            self.topics[record["name"]] = TopicInfo(record["name"], record["topic_id"], {}, dict(record["configs"]))
-        elif kind == "partition":
-            t = self.topics.get(record["topic"])
-            if t is not None:
-                t.partitions[record["partition"]] = PartitionState(
-                    record["partition"],
-                    record["leader"],
-                    record["leader_epoch"],
-                    list(record["replicas"]),
-                    list(record["isr"]),
-                    record["partition_epoch"],
-                    list(record.get("adding_replicas") or ()),
-                    list(record.get("removing_replicas") or ()),
-                )
-        elif kind == "remove_topic":
-            self.topics.pop(record["name"], None)
-        elif kind == "config":
-            t = self.topics.get(record["topic"])
-            if t is not None:
-                t.configs = dict(record["configs"])
-        elif kind == "group_config":
-            if record["configs"]:
-                self.group_configs[record["group"]] = dict(record["configs"])
-            else:
-                self.group_configs.pop(record["group"], None)
-        elif kind == "broker_config":
-            if record["configs"]:
-                self.broker_configs[record["broker"]] = dict(record["configs"])
-            else:
-                self.broker_configs.pop(record["broker"], None)
-        elif kind == "leader_change":
-            self.controller_id = record.get("leader", -1)
-        elif kind == "user_scram_credential":
-            self.scram_credentials[(record["name"], record["mechanism"])] = ScramCredential.from_record(record)
-        elif kind == "remove_user_scram_credential":
-            self.scram_credentials.pop((record["name"], record["mechanism"]), None)
-        elif kind == "acl":
-            self.acls.add(AclBinding.from_wire(record["binding"]))
-        elif kind == "remove_acl":
-            self.acls.discard(AclBinding.from_wire(record["binding"]))
-        elif kind == "client_quota":
-            entity = tuple((k, v) for k, v in record["entity"])
-            values = {k: v for k, v in record["values"].items() if v is not None}
-            if values:
-                self.client_quotas[entity] = values
-            else:
-                self.client_quotas.pop(entity, None)
+    def apply(self, offset: int, record: dict[str, Any], delta: MetadataDelta | None = None) -> None:
+        """Apply the metadata log's record at `offset` (its dict, as committed): read into its typed class
+        (broker/metadata/records.py; a type not known is skipped) and applied; `delta` collects what changed."""
+        typed = decode(record)
+        if typed is not None:
+            self._leader_counts = None
+            _REPLAY[type(typed)](self, typed, delta if delta is not None else _IGNORED)
         self.offset = offset
+
+    def replay(self, record: MetadataRecord, delta: MetadataDelta) -> None:
+        """Apply one typed record (Kafka's MetadataDelta.replay), noting in `delta` what it changed. The image
+        takes the record's lists and maps as they are: a record is read for the image, not kept elsewhere."""
+        self._leader_counts = None
+        _REPLAY[type(record)](self, record, delta)
+
+    def _cluster(self, record: ClusterRecord, delta: MetadataDelta) -> None:
+        self.cluster_id = record.cluster_id
+
+    def _broker(self, record: BrokerRecord, delta: MetadataDelta) -> None:
+        was = self.brokers.get(record.id)
+        if not record.fenced:
+            self.fenced_since.pop(record.id, None)
+        elif was is not None and not was.fenced:
+            self.fenced_since[record.id] = time.monotonic()
+        self.brokers[record.id] = BrokerInfo(
+            record.id,
+            record.host,
+            record.port,
+            record.fenced,
+            record.kafka_host,
+            record.kafka_port,
+            record.listeners,
+        )
+        delta.broker_changed(record.id)
+
+    def _topic(self, record: TopicRecord, delta: MetadataDelta) -> None:
+        self.topics[record.name] = TopicInfo(record.name, record.topic_id, {}, record.configs)
+        delta.topic_changed(record.name)
+
+    def _partition(self, record: PartitionRecord, delta: MetadataDelta) -> None:
+        t = self.topics.get(record.topic)
+        if t is not None:
+            t.partitions[record.partition] = PartitionState(
+                record.partition,
+                record.leader,
+                record.leader_epoch,
+                record.replicas,
+                record.isr,
+                record.partition_epoch,
+                record.adding_replicas,
+                record.removing_replicas,
+            )
+        delta.partition_changed(record.topic, record.partition)
+
+    def _remove_topic(self, record: RemoveTopicRecord, delta: MetadataDelta) -> None:
+        self.topics.pop(record.name, None)
+        delta.topic_changed(record.name)
+
+    def _config(self, record: ConfigRecord, delta: MetadataDelta) -> None:
+        t = self.topics.get(record.topic)
+        if t is not None:
+            t.configs = record.configs
+        delta.topic_changed(record.topic)
+
+    def _group_config(self, record: GroupConfigRecord, delta: MetadataDelta) -> None:
+        if record.configs:
+            self.group_configs[record.group] = record.configs
+        else:
+            self.group_configs.pop(record.group, None)
+
+    def _broker_config(self, record: BrokerConfigRecord, delta: MetadataDelta) -> None:
+        if record.configs:
+            self.broker_configs[record.broker] = record.configs
+        else:
+            self.broker_configs.pop(record.broker, None)
+
+    def _leader_change(self, record: LeaderChangeRecord, delta: MetadataDelta) -> None:
+        self.controller_id = record.leader
+
+    def _scram(self, record: UserScramCredentialRecord, delta: MetadataDelta) -> None:
+        self.scram_credentials[(record.name, record.mechanism)] = ScramCredential.from_record(record.fields)
+
+    def _remove_scram(self, record: RemoveUserScramCredentialRecord, delta: MetadataDelta) -> None:
+        self.scram_credentials.pop((record.name, record.mechanism), None)
+
+    def _acl(self, record: AclRecord, delta: MetadataDelta) -> None:
+        self.acls.add(AclBinding.from_wire(record.binding))
+
+    def _remove_acl(self, record: RemoveAclRecord, delta: MetadataDelta) -> None:
+        self.acls.discard(AclBinding.from_wire(record.binding))
+
+    def _client_quota(self, record: ClientQuotaRecord, delta: MetadataDelta) -> None:
+        values = {k: v for k, v in record.values.items() if v is not None}
+        if values:
+            self.client_quotas[record.entity] = values
+        else:
+            self.client_quotas.pop(record.entity, None)
 
     def live_brokers(self) -> list[int]:
         return sorted(b.id for b in self.brokers.values() if not b.fenced)
@@ -196,6 +244,27 @@ class MetadataImage:
                     counts[p.leader] = counts.get(p.leader, 0) + 1
             self._leader_counts = counts
         return self._leader_counts
+
+
+# How the image applies each record class (MetadataImage.replay).
+_REPLAY: dict[type, Callable[[MetadataImage, Any, MetadataDelta], None]] = {
+    ClusterRecord: MetadataImage._cluster,
+    BrokerRecord: MetadataImage._broker,
+    TopicRecord: MetadataImage._topic,
+    PartitionRecord: MetadataImage._partition,
+    RemoveTopicRecord: MetadataImage._remove_topic,
+    ConfigRecord: MetadataImage._config,
+    GroupConfigRecord: MetadataImage._group_config,
+    BrokerConfigRecord: MetadataImage._broker_config,
+    LeaderChangeRecord: MetadataImage._leader_change,
+    UserScramCredentialRecord: MetadataImage._scram,
+    RemoveUserScramCredentialRecord: MetadataImage._remove_scram,
+    AclRecord: MetadataImage._acl,
+    RemoveAclRecord: MetadataImage._remove_acl,
+    ClientQuotaRecord: MetadataImage._client_quota,
+}
+
+_IGNORED = UntrackedDelta()
 
 
 def partition_record(topic: str, p: PartitionState) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from broker.log.manager import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.metadata_log import METADATA_TOPIC, DiskMetadataLog
 from broker.metadata.propagation import MetadataPropagation
+from broker.metadata.records import UserScramCredentialRecord, decode
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.metrics.metrics_server import MetricsServer
 from broker.network.authenticator import ListenerSecurity
@@ -177,9 +178,9 @@ class BrokerServer:
         self.incarnation = next_incarnation(Path(cfg.log_dirs[0]))
         bootstrap = read_bootstrap(Path(cfg.log_dirs[0]))
         self._bootstrap_credentials = {
-            (r["name"], r["mechanism"]): ScramCredential.from_record(r)
-            for r in bootstrap
-            if r.get("type") == "user_scram_credential"
+            (c.name, c.mechanism): ScramCredential.from_record(c.fields)
+            for c in map(decode, bootstrap)
+            if isinstance(c, UserScramCredentialRecord)
         }
         # Heartbeats between the quorum's voters, on a thread of their own (custom mode with peers only:
         # ZooKeeper's client pings from its own thread, and a broker alone has nobody to tell).
