@@ -51,7 +51,7 @@ WHERE_TIME_GOES = (
     "so nearly every probe met someone's pause: on main, at load 3.7, 27 full collections in a 14.6 s flood "
     "window (6.7 s of pauses, up to 0.47 s) and 12 in the 10 s after it (2.6 s); at load 8-10, 26-33 of up to "
     "1.4-2.6 s, and the idle cluster after the flood answered at p50 0.6-5 s with each broker at 15% CPU. The fix "
-    "(broker/long_lived.py): each slice of a large metadata apply, each 256 logs the deferred file creator gives "
+    "(broker/utils/long_lived.py): each slice of a large metadata apply, each 256 logs the deferred file creator gives "
     "files, and the broker's start collect the young generations and `gc.freeze()` what survives, out of reach "
     "of the full collections (a JVM broker's old generation); removed replicas' frozen cycles are reclaimed once "
     "256 were removed. The same flood at load 5.3: 21 full collections of at most 49 ms (0.7 s in all), none "

@@ -23,7 +23,7 @@ from typing import TextIO, TypeVar
 
 import click
 
-from broker.config import TOPIC_DEFAULT_KEYS, BrokerConfig
+from broker.server.config import TOPIC_DEFAULT_KEYS, BrokerConfig
 from net.config_def import read_properties
 from net.errors import KafkaLiteError
 from net.version import version_option
@@ -41,7 +41,7 @@ async def _run(cfg: BrokerConfig) -> None:
     enabled = gc.isenabled()
     gc.disable()  # until started: see the top of this module
     try:
-        from broker.server import BrokerServer
+        from broker.server.broker_server import BrokerServer
 
         server = BrokerServer(cfg)
         loop = asyncio.get_running_loop()

@@ -42,7 +42,8 @@ _REFUSED_BEFORE_APPEND = frozenset(
         ErrorCode.INVALID_REQUEST,
         ErrorCode.UNSUPPORTED_VERSION,
         ErrorCode.POLICY_VIOLATION,
-        # The broker checks an idempotent batch's sequence and epoch before appending (broker/producer_state.py).
+        # The broker checks an idempotent batch's sequence and epoch before appending
+        # (broker/replica/producer_state.py).
         ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
         ErrorCode.INVALID_PRODUCER_EPOCH,
     }

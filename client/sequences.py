@@ -2,7 +2,7 @@
 
 Sans-IO: the Sender (client/sender.py) asks it for each new batch's (epoch, first sequence) and tells it
 when a partition's numbering broke. A broker accepts an idempotent batch only as the last sequence + 1 within
-the producer's epoch, or at sequence 0 in a newer epoch (broker/producer_state.py). So when a partition's
+the producer's epoch, or at sequence 0 in a newer epoch (broker/replica/producer_state.py). So when a partition's
 numbering has a hole the broker will never fill (a batch failed for good, or the broker answered
 OUT_OF_ORDER_SEQUENCE_NUMBER to the next expected batch), the producer bumps its epoch and that partition
 starts again at 0; every other partition moves to the new epoch at 0 too, once its batches of the old epoch

@@ -3,9 +3,9 @@ metadata authority", whichever mechanism provides it.
 
 Two implementations:
 
-- broker/network/quorum_driver.py `QuorumDriver` (the default, `coordination=custom`): the brokers' own controller
+- broker/controller/quorum_driver.py `QuorumDriver` (the default, `coordination=custom`): the brokers' own controller
   quorum (election/quorum.py) and its replicated metadata log `__cluster_metadata-0`.
-- broker/network/zk_coordination.py `ZooKeeperCoordination` (`coordination=zookeeper`): ZooKeeper's ephemeral
+- broker/controller/zk_coordination.py `ZooKeeperCoordination` (`coordination=zookeeper`): ZooKeeper's ephemeral
   znodes for liveness and the controller, and persistent sequential znodes for the metadata log.
 
 Both deliver the same thing: committed metadata records, in one order, with the same offsets on every
@@ -110,7 +110,7 @@ def fetch_liveness_expiry(
 
     A broker is dead one session timeout after its last sign of life: its last fetch from this controller,
     or its last heartbeat (`last_heartbeat_ms`: exchanged on the brokers' heartbeat path, a thread of their
-    own that a busy event loop does not delay; broker/network/heartbeat.py). One that has not fetched yet
+    own that a busy event loop does not delay; broker/controller/heartbeat.py). One that has not fetched yet
     this epoch gets a session timeout from the controller's start if it took part in the election that made
     it controller. One that sent no state in the election is almost surely the controller that died: fenced
     at once, unless it heartbeated within `recent_window_ms` before this controller's start (its event loop

@@ -1,7 +1,7 @@
 """The metadata log as the quorum sees it: offsets, the epoch of each record, and nothing else.
 
 The quorum never looks inside a record. The broker adapts its on-disk `Log` to `MetadataLog`
-(broker/metadata_log.py); `InMemoryLog` is the reference implementation used by the tests and the
+(broker/metadata/metadata_log.py); `InMemoryLog` is the reference implementation used by the tests and the
 simulator, and it follows the same KIP-101 conventions as broker/log/epoch.py so that the two are
 interchangeable.
 

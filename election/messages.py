@@ -101,7 +101,7 @@ class FetchRequest:
     last_fetched_epoch: int  # the epoch of the follower's record at fetch_offset - 1
     # The sending broker process (grows with every restart; 0: not sent). Not used by the quorum: the
     # broker's controller refuses AlterPartition requests from a process older than the newest one seen
-    # fetching (broker/controller.py check_broker_incarnation). Optional on the wire, both ways.
+    # fetching (broker/controller/logic.py check_broker_incarnation). Optional on the wire, both ways.
     incarnation: int = 0
 
     def to_wire(self) -> list[Any]:
@@ -199,7 +199,7 @@ class PeerClosed:
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     """Driver input, never sent and never decoded from the wire: the driver's heartbeat path (a thread of
-    its own, with its own authenticated connections: broker/network/heartbeat.py) exchanged a heartbeat with
+    its own, with its own authenticated connections: broker/controller/heartbeat.py) exchanged a heartbeat with
     `sender` at `at_ms` (the driver's clock, possibly earlier than the `now_ms` it is fed with: it was
     recorded while the node's own loop was busy), and `sender` then followed controller `leader` in
     `epoch` (`leader == sender`: it was that controller itself). A hint that only ever moves timers: a

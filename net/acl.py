@@ -132,7 +132,8 @@ class AclBindingFilter:
     permission: AclPermission = AclPermission.ANY
 
     def to_wire(self) -> list[Any]:
-        """The native DescribeAcls / DeleteAcls filter row (the broker reads it back in broker/security_api.py)."""
+        """The native DescribeAcls / DeleteAcls filter row (the broker reads it back in
+        broker/server/security_api.py)."""
         return _row(self)
 
     def matches(self, b: AclBinding) -> bool:

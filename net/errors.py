@@ -199,7 +199,8 @@ NotEnoughReplicasError = _error("NOT_ENOUGH_REPLICAS")
 TRANSACTIONS_UNSUPPORTED = "transactions are not supported by Kafka Lite"
 
 
-# An idempotent batch whose sequence is neither the next one nor a retained duplicate (broker/producer_state.py).
+# An idempotent batch whose sequence is neither the next one nor a retained duplicate
+# (broker/replica/producer_state.py).
 class OutOfOrderSequenceError(KafkaLiteError):
     code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
@@ -215,8 +216,8 @@ ConcurrentTransactionsError = _error("CONCURRENT_TRANSACTIONS")
 ProducerFencedError = _error("PRODUCER_FENCED")
 
 
-# AlterPartition refusals (broker/controller.py). Not retriable as such: what a leader does with each is
-# broker/replication.py's alter_partition_outcome.
+# AlterPartition refusals (broker/controller/logic.py). Not retriable as such: what a leader does with each is
+# broker/replica/replication.py's alter_partition_outcome.
 OperationNotAttemptedError = _error("OPERATION_NOT_ATTEMPTED")
 StaleBrokerEpochError = _error("STALE_BROKER_EPOCH")
 InvalidUpdateVersionError = _error("INVALID_UPDATE_VERSION")
@@ -235,11 +236,11 @@ GroupAuthorizationError = _error("GROUP_AUTHORIZATION_FAILED")
 ClusterAuthorizationError = _error("CLUSTER_AUTHORIZATION_FAILED")
 SecurityDisabledError = _error("SECURITY_DISABLED")
 ResourceNotFoundError = _error("RESOURCE_NOT_FOUND")
-# ElectLeaders' per-partition outcomes (broker/controller.py elect_leader).
+# ElectLeaders' per-partition outcomes (broker/controller/logic.py elect_leader).
 PreferredLeaderNotAvailableError = _error("PREFERRED_LEADER_NOT_AVAILABLE")
 EligibleLeadersNotAvailableError = _error("ELIGIBLE_LEADERS_NOT_AVAILABLE")
 ElectionNotNeededError = _error("ELECTION_NOT_NEEDED")
-# Partition floods (issue 25): the partition caps (broker/controller.py) and KIP-599's controller mutation quota.
+# Partition floods (issue 25): the partition caps (broker/controller/logic.py) and KIP-599's controller mutation quota.
 PolicyViolationError = _error("POLICY_VIOLATION")
 ThrottlingQuotaExceededError = _error("THROTTLING_QUOTA_EXCEEDED")
 

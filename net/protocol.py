@@ -25,7 +25,7 @@ class ApiKey(IntEnum):
     LIST_OFFSETS = 2
     METADATA = 3
     # Controller to broker: answer once the metadata committed so far is applied here (Kafka's controller push of
-    # metadata in ZooKeeper mode; broker/metadata_propagation.py).
+    # metadata in ZooKeeper mode; broker/metadata/propagation.py).
     UPDATE_METADATA = 6
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
@@ -60,7 +60,7 @@ class ApiKey(IntEnum):
     # A broker to the controller: a client's typed request, forwarded with who sent it (Kafka's Envelope, KIP-590).
     ENVELOPE = 58
     BROKER_REGISTRATION = 62  # broker to controller: its Kafka-protocol listener, for every broker's Metadata
-    # Broker to broker, on the heartbeat listener (broker/network/heartbeat.py); on the native listener it
+    # Broker to broker, on the heartbeat listener (broker/controller/heartbeat.py); on the native listener it
     # answers only where that listener is.
     BROKER_HEARTBEAT = 63
     DESCRIBE_TOPIC_PARTITIONS = 75  # Kafka's DescribeTopicPartitions

@@ -7,9 +7,9 @@ once do not retry in lock step. A success resets it.
 
 Users: the clients' retries (client/cluster.py ListOffsets, client/admin.py controller requests, client/group.py
 coordinator lookups, requests and commits, client/consumer.py assign, client/sender.py batches), the broker's
-AlterPartition (broker/alter_partition_manager.py), and, at a constant wait (base = maximum, so only the
+AlterPartition (broker/replica/alter_partition_manager.py), and, at a constant wait (base = maximum, so only the
 jitter varies it), the peer channels' reconnects (broker/network/peers.py) and the replica fetcher's retries
-after a failed fetch (broker/replica_fetcher.py, Kafka's replica.fetch.backoff.ms is a constant too).
+after a failed fetch (broker/replica/replica_fetcher.py, Kafka's replica.fetch.backoff.ms is a constant too).
 """
 
 from __future__ import annotations

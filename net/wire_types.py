@@ -5,8 +5,9 @@ widths: int32 epochs, ids and counts, int64 offsets. A number that does not fit 
 must be refused when it is read, before anything uses it: a forged quorum epoch of 2**31-1 once made the next
 election's epoch overflow the record batch's int32 field (the controller crashed writing its metadata log),
 and 2**63 was persisted to `quorum-state`. `IntType` is one field's type; the named ones below are the kinds
-every decoder uses, so that one field has one rule wherever it is read (election/messages.py, broker/api.py,
-the group and heartbeat apis, and the defensive checks where quorum-state and the metadata log are written).
+every decoder uses, so that one field has one rule wherever it is read (election/messages.py,
+broker/server/kafka_apis.py, the group and heartbeat apis, and the defensive checks where quorum-state and the
+metadata log are written).
 """
 
 from __future__ import annotations

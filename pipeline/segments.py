@@ -38,13 +38,13 @@ from pathlib import Path
 
 import msgpack
 
-from broker.controller import MetadataImage
 from broker.log.checkpoint import CorruptCheckpointError, read_checkpoint
 from broker.log.index import CorruptIndexError
 from broker.log.manager import DELETE_SUFFIX, HW_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, parse_log_dir_name
 from broker.log.segment import iter_headers
 from broker.log.txn_index import TXN_INDEX_SUFFIX, decode_entries
-from broker.producer_state import ProducerStateManager
+from broker.metadata.image import MetadataImage
+from broker.replica.producer_state import ProducerStateManager
 from net import batch as fmt
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")

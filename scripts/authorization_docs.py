@@ -1,4 +1,4 @@
-"""Write the authorization table of docs/SECURITY.md (between its markers) from broker/authorization.py's
+"""Write the authorization table of docs/SECURITY.md (between its markers) from broker/server/authorization.py's
 RULES: `python scripts/authorization_docs.py`. tests/unit/test_authorization.py fails while the two differ.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from broker.authorization import authorization_table_markdown  # noqa: E402
+from broker.server.authorization import authorization_table_markdown  # noqa: E402
 
 DOC = ROOT / "docs" / "SECURITY.md"
 SECTION = re.compile(r"(<!-- authorization-table -->\n)(.*?)(<!-- /authorization-table -->)", re.S)

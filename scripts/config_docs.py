@@ -12,8 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from broker.config import BrokerConfig  # noqa: E402
 from broker.log.config import LogConfig  # noqa: E402
+from broker.server.config import BrokerConfig  # noqa: E402
 from client.config import AdminConfig, ConsumerConfig, ProducerConfig  # noqa: E402
 from net.config_def import render_markdown  # noqa: E402
 

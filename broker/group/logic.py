@@ -1,7 +1,7 @@
 """GroupCoordinatorLogic: Kafka's classic consumer-group protocol as a sans-IO state machine.
 
 Requests and timer ticks go in with `now_ms`; replies and appends to `__consumer_offsets` come out.
-No sockets, clocks or files: broker/group_coordinator.py drives it (and tests drive it directly), so
+No sockets, clocks or files: broker/group/coordinator.py drives it (and tests drive it directly), so
 every rebalance decision is deterministic. A request that has to wait (JoinGroup until the rebalance
 completes, SyncGroup until the leader's assignment is durable, OffsetCommit until its record is
 committed) carries a `token` that comes back in the `Reply` that answers it.

@@ -1,5 +1,5 @@
 """What the sans-IO group logics (classic, broker/group/logic.py; consumer, broker/group/consumer_logic.py) ask
-their driver (broker/group_coordinator.py) to do: answer a parked request, or append records."""
+their driver (broker/group/coordinator.py) to do: answer a parked request, or append records."""
 
 from __future__ import annotations
 

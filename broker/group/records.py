@@ -22,8 +22,6 @@ import msgpack
 
 from net import batch as batch_fmt
 
-OFFSETS_TOPIC = "__consumer_offsets"
-
 
 def partition_for(group_id: str, num_partitions: int) -> int:
     """The offsets partition (and so the coordinator) of a group. crc32 is stable across processes and

@@ -17,14 +17,14 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from broker.long_lived import freeze_long_lived
+from broker.utils.long_lived import freeze_long_lived
 
 if TYPE_CHECKING:
     from broker.log.log import Log
 
 log = logging.getLogger("kafkalite.log")
-# Logs given their files between two freezes of what they made (broker/long_lived.py): as many as an apply applies
-# at once (broker/replica_manager.py APPLY_AT_ONCE).
+# Logs given their files between two freezes of what they made (broker/utils/long_lived.py): as many as an apply applies
+# at once (broker/replica/replica_manager.py APPLY_AT_ONCE).
 FREEZE_EVERY = 256
 # The share of the interpreter the creator may take: after each BURST_S of its own CPU it sleeps three times as
 # long. It shares the GIL with the event loop, which gives it up at every syscall (each socket read and write).
@@ -40,7 +40,7 @@ class DeferredFileCreator:
     def __init__(self) -> None:
         # Queued logs by id, in order. A log deleted before its turn leaves the queue at once (`discard`): held
         # here, a removed replica's reference cycles would survive the reclaim that follows a large removal and be
-        # frozen for good (broker/long_lived.py).
+        # frozen for good (broker/utils/long_lived.py).
         self._queue: dict[int, Log] = {}
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -118,7 +118,7 @@ class DeferredFileCreator:
                 idle = self.pending == 0
                 if unfrozen >= FREEZE_EVERY or (unfrozen and idle):
                     # What a flood's files made lives as long as its logs: out of the full collections, as the
-                    # apply's slices do (broker/long_lived.py), or each one walks them all again.
+                    # apply's slices do (broker/utils/long_lived.py), or each one walks them all again.
                     freeze_long_lived()
                     unfrozen = 0
                 if idle:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from broker.repeated_log import RepeatedConditionLog
+from broker.utils.repeated_log import RepeatedConditionLog
 
 log = logging.getLogger("kafkalite.net")
 

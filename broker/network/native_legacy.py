@@ -102,7 +102,7 @@ def init_producer_id_response(resp: InitProducerIdResponse) -> dict[str, Any]:
 
 
 # The apis whose native v0 was another api under this key, answered by that api's handler in its map form for
-# one more release (broker/api.py MAP_FORM_HANDLERS): DescribeTopicPartitions v0 was a Metadata request.
+# one more release (broker/server/kafka_apis.py MAP_FORM_HANDLERS): DescribeTopicPartitions v0 was a Metadata request.
 MAP_FORM_APIS = frozenset({ApiKey.DESCRIBE_TOPIC_PARTITIONS})
 
 # api key -> (v0 body -> typed request, typed answer -> v0 body)

@@ -1,5 +1,5 @@
 """RequestAuthorizer: one question (may this principal do this operation on this resource?) asked of the ACL
-authorizer, and Kafka's compound rules. Which question each request asks is broker/authorization.py's table
+authorizer, and Kafka's compound rules. Which question each request asks is broker/server/authorization.py's table
 (Kafka's KafkaApis authorization, api by api). With `authorizer` unset every request is allowed, as in Kafka.
 
 The operations are Kafka's: Produce needs WRITE on the topic, Fetch READ (a follower's fetch CLUSTER_ACTION
@@ -55,7 +55,7 @@ class ConnectionContext(Protocol):
 
 
 class MetadataView(Protocol):
-    """What is authorized against (broker/controller.py's MetadataImage)."""
+    """What is authorized against (broker/metadata/image.py's MetadataImage)."""
 
     acls: set[AclBinding]
     topics: dict[str, Any]

@@ -26,10 +26,10 @@ from broker.share.state_api import ShareStateApis
 from broker.share.state_records import SHARE_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage
-    from broker.group_coordinator import GroupCoordinator
-    from broker.partition import Partition
-    from broker.replica_manager import ReplicaManager
+    from broker.group.coordinator import GroupCoordinator
+    from broker.metadata.image import MetadataImage
+    from broker.replica.partition import Partition
+    from broker.replica.replica_manager import ReplicaManager
 
 MAX_SHARE_SESSIONS = 2000  # Kafka's max.share.session.cache.size per broker
 

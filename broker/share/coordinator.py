@@ -24,8 +24,8 @@ from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError
 
 if TYPE_CHECKING:
-    from broker.partition import Partition
-    from broker.replica_manager import ReplicaManager
+    from broker.replica.partition import Partition
+    from broker.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger("kafkalite.share")
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024

@@ -17,7 +17,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from broker.network.server import ConnectionContext
-from broker.partition import FetchSpec
+from broker.replica.partition import FetchSpec
 from broker.share.manager import SharePartitionManager
 from broker.share.partition import AcknowledgeError, SharePartition
 from broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError, ShareSession, ShareSessionCache
@@ -39,8 +39,8 @@ from net.schema.share_fetch import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage
-    from broker.replica_manager import ReplicaManager
+    from broker.metadata.image import MetadataImage
+    from broker.replica.replica_manager import ReplicaManager
 
 WAKE_CHECK_S = 0.25
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch's share_acquire_mode (KIP-1206)
@@ -138,7 +138,8 @@ class ShareFetchApis:
         for f in req.forgotten_topics_data:
             for i in f.partitions:
                 session.partitions.discard((str(f.topic_id or uuid.UUID(int=0)), i))
-        # as Fetch's (broker/api.py MAX_FETCH_WAIT_MS): a forged max_wait of days does not hold a request that long
+        # as Fetch's (broker/server/kafka_apis.py MAX_FETCH_WAIT_MS): a forged max_wait of days does not hold a request
+        # that long
         deadline = time.monotonic() + min(req.max_wait.total_seconds(), MAX_WAIT_S)
         budget = req.max_records if req.max_records > 0 else 500
         while True:

@@ -34,8 +34,8 @@ from net.schema.share_group_heartbeat import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage
-    from broker.group_coordinator import GroupCoordinator
+    from broker.group.coordinator import GroupCoordinator
+    from broker.metadata.image import MetadataImage
 
 
 def now_ms() -> int:

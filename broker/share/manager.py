@@ -19,7 +19,7 @@ from broker.share.partition import SharePartition, StateBatch
 from net.errors import ErrorCode, KafkaLiteError
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
+    from broker.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger("kafkalite.share")
 

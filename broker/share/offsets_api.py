@@ -51,7 +51,7 @@ from net.schema.describe_share_group_offsets import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage, TopicInfo
+    from broker.metadata.image import MetadataImage, TopicInfo
 
 UNKNOWN_PARTITION = "This server does not host this topic-partition."  # Kafka's UNKNOWN_TOPIC_OR_PARTITION text
 # At most this many share-partition states written or deleted at once by one request (each is an acks=all append

@@ -45,7 +45,7 @@ from net.schema.write_share_group_state import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage
+    from broker.metadata.image import MetadataImage
 
 log = logging.getLogger("kafkalite.share")
 REQUEST_TIMEOUT_S = 10.0

@@ -49,7 +49,7 @@ from net.schema.write_share_group_state import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage
+    from broker.metadata.image import MetadataImage
 
 T = TypeVar("T")
 NO_STATE = -1  # a read's start offset when the share-partition has no state yet (Kafka's uninitialized)

@@ -10,7 +10,7 @@
 - AddPartitionsToTxn v4+ `verify_only` (a broker's): whether partitions are in a producer's ongoing transaction,
   asked by partition leaders before a transaction's first batch there (broker/transaction/verification.py).
 
-Authorization is decided before these run (broker/authorization.py): WRITE on the transactional id, WRITE on
+Authorization is decided before these run (broker/server/authorization.py): WRITE on the transactional id, WRITE on
 the topics added, READ on the group, DESCRIBE for the describe apis, CLUSTER_ACTION for WriteTxnMarkers.
 """
 
@@ -22,7 +22,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Callable
 
-from broker.group.records import OFFSETS_TOPIC
+from broker.metadata.naming import OFFSETS_TOPIC
 from broker.network.server import ConnectionContext
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.transaction.state import TransactionMetadata, TxnError, TxnState
@@ -58,8 +58,8 @@ from net.schema.write_txn_markers import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage
-    from broker.replica_manager import ReplicaManager
+    from broker.metadata.image import MetadataImage
+    from broker.replica.replica_manager import ReplicaManager
 
 MARKER_TIMEOUT_S = 10.0
 
@@ -76,7 +76,8 @@ class TransactionApis:
         self.replica_manager = replica_manager
         self._image = image
         self.offsets_partition_for = offsets_partition_for
-        # KIP-890's check of a produce's transactional first batches, for the produce path (broker/api.py);
+        # KIP-890's check of a produce's transactional first batches, for the produce path
+        # (broker/server/kafka_apis.py);
         # None: transaction.partition.verification.enable=false. Set by the broker.
         self.verifier: TransactionVerifier | None = None
         self.handlers: dict[ApiKey, Callable[..., object]] = {

@@ -22,8 +22,9 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.metadata.naming import TXN_TOPIC
 from broker.transaction import state as st
-from broker.transaction.records import TXN_TOPIC, build_batch, decode, encode, partition_for, read_records
+from broker.transaction.records import build_batch, decode, encode, partition_for, read_records
 from broker.transaction.state import TransactionMetadata, TxnError, TxnState
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError
@@ -35,9 +36,9 @@ from net.schema.write_txn_markers import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage
-    from broker.partition import Partition
-    from broker.replica_manager import ReplicaManager
+    from broker.metadata.image import MetadataImage
+    from broker.replica.partition import Partition
+    from broker.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger("kafkalite.transaction")
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024

@@ -14,8 +14,6 @@ import msgpack
 from broker.transaction.state import TransactionMetadata, TxnState
 from net import batch as batch_fmt
 
-TXN_TOPIC = "__transaction_state"
-
 
 def java_hash(s: str) -> int:
     """Java's String.hashCode, so a transactional id maps to the partition Kafka would pick."""

@@ -14,7 +14,7 @@ INVALID_PRODUCER_EPOCH; a coordinator moving or busy NOT_ENOUGH_REPLICAS, which 
 Once the first batch is appended the open transaction vouches for the later ones, so only the first batch of a
 transaction per partition pays the round trip. Between the question and the append, a marker may end the
 transaction: the producer state's verification guard (Kafka's VerificationStateEntry) is retired by the marker,
-and an append holding a retired guard is refused (broker/producer_state.py check_append).
+and an append holding a retired guard is refused (broker/replica/producer_state.py check_append).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from broker.transaction.records import TXN_TOPIC, partition_for
+from broker.metadata.naming import TXN_TOPIC
+from broker.transaction.records import partition_for
 from net import batch as batch_fmt
 from net.errors import ErrorCode
 from net.schema.add_partitions_to_txn import (
@@ -39,8 +40,8 @@ from net.schema.add_partitions_to_txn import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller import MetadataImage
-    from broker.partition import Partition
+    from broker.metadata.image import MetadataImage
+    from broker.replica.partition import Partition
 
 log = logging.getLogger("kafkalite.transaction")
 TopicPartition = tuple[str, int]

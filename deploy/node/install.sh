@@ -264,7 +264,7 @@ if [ -n "$A_SECRETS" ]; then
   done
 fi
 
-# coordination=zookeeper (broker/config.py: `coordination`, `zookeeper.connect`): which ZooKeeper
+# coordination=zookeeper (broker/server/config.py: `coordination`, `zookeeper.connect`): which ZooKeeper
 # server, if any, this host runs (ZK_ID), and what the broker connects to (ZK_CONNECT).
 ZK_ID="" ZK_CONNECT=""
 case $KL_COORDINATION in

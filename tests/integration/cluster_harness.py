@@ -96,7 +96,8 @@ def free_ports(n: int) -> list[int]:
     return free_port_runs(*([1] * n))
 
 
-# The failure-detection timeouts before issue 24 (the defaults are now Kafka's patient 9 s / 2 s, broker/config.py),
+# The failure-detection timeouts before issue 24 (the defaults are now Kafka's patient 9 s / 2 s,
+# broker/server/config.py),
 # for tests whose faults must reach fencing and elections quickly (the nemesis' cuts of a few seconds).
 FAST_FAILURE_DETECTION = [
     "broker.session.timeout.ms=2000",

@@ -3,7 +3,7 @@
 A client that creates a topic through one broker and at once asks another (a Metadata refresh, ListOffsets at the
 new leader) must not get UNKNOWN_TOPIC_OR_PARTITION; an ACL created through one broker is in every broker's
 DescribeAcls answer. The controller answers only once every live broker has applied the change
-(broker/metadata_propagation.py). Before that, 5 of 30 tries failed.
+(broker/metadata/propagation.py). Before that, 5 of 30 tries failed.
 """
 
 from __future__ import annotations

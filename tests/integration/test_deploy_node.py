@@ -403,7 +403,7 @@ def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(
         install(zk_root, 2)
         user = pwd.getpwnam(service_user)
         props = (zk_root / "etc/kafkalite/server.properties").read_text().splitlines()
-        # broker/config.py's keys (kl-broker start --coordination zookeeper --zookeeper ...)
+        # broker/server/config.py's keys (kl-broker start --coordination zookeeper --zookeeper ...)
         assert props[-2:] == ["coordination=zookeeper", f"zookeeper.connect={connect}"]
         # --insecure: today's plaintext, no secrets anywhere
         assert not any(p.startswith(("security.", "sasl.", "ssl.", "authorizer")) for p in props)

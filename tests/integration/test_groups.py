@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.group.records import OFFSETS_TOPIC, partition_for
+from broker.group.records import partition_for
+from broker.metadata.naming import OFFSETS_TOPIC
 from client.consumer import TopicPartition
 from client.group import CommitFailedError
 from client.sync import Admin, Consumer, Producer

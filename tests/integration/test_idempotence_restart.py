@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.producer_state import snapshot_offsets
+from broker.replica.producer_state import snapshot_offsets
 from net import batch as batch_fmt
 from net.protocol import ApiKey
 from tests.integration.test_protocol_errors import RawClient, make_topic

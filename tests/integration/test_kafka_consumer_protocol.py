@@ -16,7 +16,8 @@ import threading
 
 import pytest
 
-from broker.group.records import OFFSETS_TOPIC, partition_for
+from broker.group.records import partition_for
+from broker.metadata.naming import OFFSETS_TOPIC
 from client.subscription import ConsumerRebalanceListener
 from client.sync import Consumer as KLConsumer
 from client.sync import Producer as KLProducer

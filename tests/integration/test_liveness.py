@@ -2,7 +2,7 @@
 
 - An event loop that stalls for longer than the session and election timeouts (a broker's work, or a
   machine too busy to run it) neither fences that broker nor replaces it as controller: heartbeats travel
-  on a thread and connections of their own (broker/network/heartbeat.py). The brokers run in this process,
+  on a thread and connections of their own (broker/controller/heartbeat.py). The brokers run in this process,
   each on its own loop thread, so that one loop can be stalled on purpose (a blocking call on it) while
   its heartbeat thread goes on; the same cluster then has one broker's loop stalled at a time.
 - Heartbeats are authenticated like every inter-broker message: on a SASL cluster with ACLs, a heartbeat
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig
-from broker.server import BrokerServer
+from broker.server.broker_server import BrokerServer
+from broker.server.config import BrokerConfig
 from client.cli.zk_local import LocalZooKeeper
 from tests.integration.cluster_harness import free_ports, wait_until
 from tests.integration.zk_support import require_zookeeper

@@ -49,7 +49,7 @@ def _wait_log(cluster, broker_ids, needle: str, after: float, timeout: float) ->
 
 
 def test_dead_controller_is_replaced_at_once_but_a_paused_one_waits_for_the_timeout(cluster):
-    """With the default timeouts (broker/config.py: controller.quorum.election.timeout.ms 6 s,
+    """With the default timeouts (broker/server/config.py: controller.quorum.election.timeout.ms 6 s,
     broker.session.timeout.ms 9 s, patient so that a busy machine's stalls are not taken for deaths): a
     SIGKILLed controller is replaced in under a second (its closed connections), a paused one (SIGSTOP: its
     sockets stay open, and its heartbeat thread stops with it) only after the election timeout, and within

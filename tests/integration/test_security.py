@@ -373,7 +373,7 @@ def test_a_forged_broker_message_changes_nothing(cluster, certs):
 
 
 def test_a_forged_heartbeat_keeps_no_paused_broker_alive(cluster, certs):
-    """Heartbeats (broker/network/heartbeat.py) are what keeps a broker with a busy event loop alive, so they
+    """Heartbeats (broker/controller/heartbeat.py) are what keeps a broker with a busy event loop alive, so they
     are authenticated like every broker message. A paused broker, for which heartbeats are forged to the
     controller's heartbeat listener, without a login and as a user without ClusterAction, is fenced all the
     same; the forgeries are refused and logged."""

@@ -3,13 +3,13 @@
 tests/sim/election_sim.py verifies the controller quorum; this verifies what the brokers do with its decisions:
 partition leaders chosen by the controller, the ISR, the high watermark (HW), followers fetching and
 truncating, leader-epoch fencing, idempotent producers' retries. It drives the production code, not a model
-of it: broker/controller.py (ControllerLogic: topic creation, fencing, registration, AlterPartition),
-broker/controller_service.py (its liveness rule), and every replica as a broker holds it: broker/partition.py's
+of it: broker/controller/logic.py (ControllerLogic: topic creation, fencing, registration, AlterPartition),
+broker/controller/service.py (its liveness rule), and every replica as a broker holds it: broker/replica/partition.py's
 Partition (leadership, appends with producer-state de-duplication, follower reads, truncation, LeaderState
-and FollowerState of broker/replication.py) over broker/log/log.py's Log (segments, indexes, epoch cache,
-producer-state snapshots) as real files on a scratch disk, and broker/replica_fetcher.py's handle_fetch_row
+and FollowerState of broker/replica/replication.py) over broker/log/log.py's Log (segments, indexes, epoch cache,
+producer-state snapshots) as real files on a scratch disk, and broker/replica/replica_fetcher.py's handle_fetch_row
 for what a follower does with an answer. What a broker decides in between is production code too, sans-IO
-units the broker drives with real I/O and this simulator drives in its simulated world: broker/metadata_apply.py's
+units the broker drives with real I/O and this simulator drives in its simulated world: broker/metadata/applier.py's
 MetadataApplier (what committed metadata makes of the replicas: ReplicaManager.publish), replica_fetcher.py's
 FollowedPartitions (what a fetch asks for, which answers still apply: ReplicaFetcher) and replication.py's
 AlterPartitionAttempts (ISR proposals, their verdicts and retries: AlterPartitionManager). The simulator plays
@@ -19,7 +19,7 @@ the event loop the quorum simulator runs on too).
 The controller is ONE authority holding the committed metadata log. That is a composition argument:
 tests/sim/election_sim.py checks that the quorum behaves as one such log (records commit once, in one order,
 never change, survive controller failover), so here a controller failover is an outage after which a
-new controller starts with no fetch history (controller_service.py's grace rules), and an
+new controller starts with no fetch history (broker/controller/service.py's grace rules), and an
 AlterPartition whose response is lost may or may not have been committed.
 
 Brokers learn metadata only by fetching it from the controller, with delay and loss, and apply records
@@ -27,7 +27,7 @@ in log order, a fetched batch at a time, so their views are stale: deposed leade
 yet, followers fetching from old leaders, AlterPartition proposals racing elections. A broker's
 fetched metadata log is durable (brokers keep it on disk); on restart its image is rebuilt from it once
 the broker has caught up to the committed end its first fetch answer reports (METADATA_POLICIES says
-why; broker/network/quorum_driver.py does the same). Partition logs are files and survive crashes (a crash
+why; broker/controller/quorum_driver.py does the same). Partition logs are files and survive crashes (a crash
 kills the process, the page cache survives): a restarted broker reopens them with the Log's crash recovery
 and the Partition's producer-state load (newest snapshot, then the batches after it); LeaderState,
 FollowerState, HWs, fetchers, AlterPartition requests and acks=all waiters are lost.
@@ -54,7 +54,7 @@ seed and step, and `run_schedule(seed, steps)` replays it exactly.
 
     python -m tests.sim.replication_sim --seeds 1000
     python -m tests.sim.replication_sim --replay 1234 --trace
-    python -m tests.sim.replication_sim --seeds 300 --alter-policy server    # server.py's old rule: fails
+    python -m tests.sim.replication_sim --seeds 300 --alter-policy server    # broker_server.py's old rule: fails
 """
 
 from __future__ import annotations
@@ -69,12 +69,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from broker.controller import MetadataImage, PartitionState, check_broker_incarnation
-from broker.controller_service import ControllerService
-from broker.fetch_session import FetchSessionCache, FetchSessionError, FetchSessionHandler, SessionFetch
+from broker.controller.logic import check_broker_incarnation
+from broker.controller.service import ControllerService
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.metadata_apply import (
+from broker.metadata.applier import (
     FOLLOWER,
     LEADER,
     OFFLINE,
@@ -87,10 +86,12 @@ from broker.metadata_apply import (
     StartFetching,
     StopFetching,
 )
-from broker.partition import FetchResult as PartitionFetch
-from broker.partition import FetchSpec, Partition
-from broker.replica_fetcher import FollowedPartitions, handle_fetch_row
-from broker.replication import AlterAttempt, AlterOutcome, AlterPartitionAttempts, alter_partition_outcome
+from broker.metadata.image import MetadataImage, PartitionState
+from broker.replica.fetch_session import FetchSessionCache, FetchSessionError, FetchSessionHandler, SessionFetch
+from broker.replica.partition import FetchResult as PartitionFetch
+from broker.replica.partition import FetchSpec, Partition
+from broker.replica.replica_fetcher import FollowedPartitions, handle_fetch_row
+from broker.replica.replication import AlterAttempt, AlterOutcome, AlterPartitionAttempts, alter_partition_outcome
 from election.coordination import fetch_liveness_expiry
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError, OffsetNotAvailableError
@@ -101,10 +102,10 @@ TOPIC = "t"
 CONTROLLER = 0  # node id of the controller; brokers are 1..n
 CLIENT = -1  # producers: reach every broker (a partition between brokers does not cut them off)
 RF = 3
-# How AlterPartition failures are handled. "server" is what broker/server.py and controller.py did: the
-# leader called LeaderState.on_isr_rejected on any error or timeout, and the controller took a proposal
-# from any process of the leader. Both are unsafe (the simulator finds them): a lost answer or a
-# stale-epoch rejection can hide a committed expansion, and the HW then passes a replica the controller
+# How AlterPartition failures are handled. "server" is what broker/server/broker_server.py and
+# broker/controller/logic.py did: the leader called LeaderState.on_isr_rejected on any error or timeout, and
+# the controller took a proposal from any process of the leader. Both are unsafe (the simulator finds them): a
+# lost answer or a stale-epoch rejection can hide a committed expansion, and the HW then passes a replica the controller
 # counts in the ISR; and a proposal sent before the leader restarted (in the same leader epoch) can be
 # committed after its new LeaderState started computing the HW without that replica. "kafka" is Kafka's
 # rule and the default here: the leader retries on timeout, keeps a proposal pending on a stale-epoch
@@ -112,19 +113,19 @@ RF = 3
 # the current state (which cannot have been applied); the controller refuses proposals from a process
 # older than the newest it has seen fetching (broker epochs, KIP-903). "no-broker-epochs" is Kafka's
 # leader rule with the old controller, to show the second problem alone. Production now does "kafka":
-# broker/alter_partition_manager.py and _alter_answered here decide with the same AlterPartitionAttempts
-# (broker/replication.py: alter_partition_outcome, alter_partition_retry_wanted), and
-# broker/controller_service.py alter_partition makes the checks of _controller_receive (overtaken
+# broker/replica/alter_partition_manager.py and _alter_answered here decide with the same AlterPartitionAttempts
+# (broker/replica/replication.py: alter_partition_outcome, alter_partition_retry_wanted), and
+# broker/controller/service.py alter_partition makes the checks of _controller_receive (overtaken
 # requests, check_broker_incarnation with incarnations learned from quorum fetches).
 ALTER_POLICIES = ("kafka", "no-broker-epochs", "server")
-# When a restarted broker starts acting on its metadata. "as-fetched" is what broker/network/quorum_driver.py did:
+# When a restarted broker starts acting on its metadata. "as-fetched" is what broker/controller/quorum_driver.py did:
 # every committed record was applied as soon as it was fetched, so a broker whose durable metadata log lagged
 # the controller by more than one fetch (fetch_max_records, 1000 in production; meta_batch here) acts
 # on an old image for a while: it may re-create a LeaderState with an ISR that the controller has
 # since grown, and let the HW jump over records the other ISR members lack (the simulator finds it).
 # "catch-up" is KRaft's MetadataLoader and the default here: publish nothing until the log reached the
 # committed end the controller reported in the first answer after the restart. Production does this now
-# (broker/network/quorum_driver.py QuorumDriver.catch_up_to and _apply; a broker elected controller is caught up).
+# (broker/controller/quorum_driver.py QuorumDriver.catch_up_to and _apply; a broker elected controller is caught up).
 METADATA_POLICIES = ("catch-up", "as-fetched")
 
 _TIMER, _FAULT, _CLIENT, _RESTART, _RESUME, _CTRL_BACK, _CTRL_TICK, _RETRY = range(DELIVER + 1, DELIVER + 9)
@@ -255,7 +256,8 @@ class AlterIsrResult:
     req: int
     error: str | None
     # The controller's error code (AlterPartitionError's kinds, as on the wire): the leader decides with
-    # broker/replication.py AlterPartitionAttempts, as broker/alter_partition_manager.py does (_alter_answered).
+    # broker/replica/replication.py AlterPartitionAttempts, as broker/replica/alter_partition_manager.py does
+    # (_alter_answered).
     code: int = 0
 
 
@@ -263,7 +265,7 @@ class AlterIsrResult:
 class Fetch:
     src: int
     req: int
-    # In a fetch session (broker/fetch_session.py): only the rows that changed, and the partitions to forget.
+    # In a fetch session (broker/replica/fetch_session.py): only the rows that changed, and the partitions to forget.
     session_id: int
     session_epoch: int
     specs: tuple[tuple[int, int, int, int], ...]  # (partition, fetch offset, current leader epoch, last fetched epoch)
@@ -375,7 +377,7 @@ class SimController:
         return t.partitions.get(p) if t is not None else None
 
 
-# --- a broker: the driver role of partition.py, replica_manager.py, replica_fetcher.py, server.py ------------
+# --- a broker: the driver role of partition.py, replica_manager.py, replica_fetcher.py, broker_server.py ----------
 
 
 @dataclass
@@ -417,7 +419,7 @@ class SimBroker:
         # Volatile (reset by boot):
         self.image = MetadataImage()
         self.applied = 0
-        self.parts: dict[int, Partition] = {}  # broker/partition.py's Partition over broker/log/log.py's Log
+        self.parts: dict[int, Partition] = {}  # broker/replica/partition.py's Partition over broker/log/log.py's Log
         self.waiters: dict[int, list[_Waiter]] = {}
         self.fetchers: dict[int, _Fetcher] = {}
         self.fetch_sessions = FetchSessionCache(max_slots=4)  # the followers' sessions with this leader (KIP-227)
@@ -586,7 +588,7 @@ class Simulation(EventLoop):
         elif isinstance(msg, Produce):
             self._produce(b, msg)
 
-    # --- metadata: quorum_driver.py _apply, then ReplicaManager.publish's unit (broker/metadata_apply.py) -------
+    # --- metadata: quorum_driver.py _apply, then ReplicaManager.publish's unit (broker/metadata/applier.py) -------
 
     def _on_meta_records(self, b: SimBroker, msg: MetaRecords) -> None:
         if msg.incarnation != b.incarnation:
@@ -612,7 +614,7 @@ class Simulation(EventLoop):
         self._execute(b, after)
 
     def _execute(self, b: SimBroker, actions: list[Action]) -> None:
-        """ReplicaManager.execute: carry out broker/metadata_apply.py's actions on this broker's replicas."""
+        """ReplicaManager.execute: carry out broker/metadata/applier.py's actions on this broker's replicas."""
         for a in actions:
             if isinstance(a, ApplyPartitionState):
                 self._apply_partition(b, a)
@@ -725,7 +727,7 @@ class Simulation(EventLoop):
         b.waiters.setdefault(msg.partition, []).append(_Waiter(offset, epoch, msg.value, msg.reply))
         self._check_waiters(b, part)
 
-    # --- AlterPartition: broker/alter_partition_manager.py ---------------------------------------------
+    # --- AlterPartition: broker/replica/alter_partition_manager.py ---------------------------------------------
 
     def _propose_isr(
         self, b: SimBroker, part: Partition, isr: list[int], partition_epoch: int, silent: list[int]
@@ -761,7 +763,7 @@ class Simulation(EventLoop):
 
     def _alter_answered(self, b: SimBroker, seq: int, code: int | None, error: str) -> None:
         """AlterPartitionManager.alter's handling of an answer (code None: none in time), with the same
-        AlterPartitionAttempts of broker/replication.py deciding."""
+        AlterPartitionAttempts of broker/replica/replication.py deciding."""
         answer = b.attempts.answered(seq, code)
         if answer is None:
             return  # answered already (a late answer, or the timeout of an answered request)
@@ -828,7 +830,7 @@ class Simulation(EventLoop):
         self._timer(b, self.params.rpc_timeout_ms, _FETCH_TIMEOUT, (f.leader, f.req))
 
     def _serve_fetch(self, b: SimBroker, msg: Fetch) -> None:
-        """KafkaApis.handle_fetch's session (broker/fetch_session.py), then ReplicaManager.read for a follower:
+        """KafkaApis.handle_fetch's session (broker/replica/fetch_session.py), then ReplicaManager.read for a follower:
         Partition.read_for_follower, for every partition of the session."""
         rows = []
         max_bytes = self.params.fetch_max_records * BATCH_BYTES

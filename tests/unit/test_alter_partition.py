@@ -1,7 +1,7 @@
 """AlterPartition end to end, without sockets: the controller's error codes, the leader's outcome rule
-(broker/replication.py alter_partition_outcome), the broker's retry loop
-(broker/alter_partition_manager.py AlterPartitionManager.alter), the controller's incarnation and
-overtaken-request checks (broker/controller_service.py), and the incarnation field of quorum fetches.
+(broker/replica/replication.py alter_partition_outcome), the broker's retry loop
+(broker/replica/alter_partition_manager.py AlterPartitionManager.alter), the controller's incarnation and
+overtaken-request checks (broker/controller/service.py), and the incarnation field of quorum fetches.
 tests/sim/replication_sim.py runs the same rules under faults.
 """
 
@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-import broker.alter_partition_manager as apm_mod
-from broker.alter_partition_manager import AlterPartitionManager
-from broker.api import KafkaApis
-from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage, check_broker_incarnation
-from broker.controller_channel import ControllerChannel
-from broker.controller_service import ControllerService
-from broker.metrics import BrokerMetrics
+import broker.replica.alter_partition_manager as apm_mod
+from broker.controller.channel import ControllerChannel
+from broker.controller.logic import AlterPartitionError, ControllerLogic, check_broker_incarnation
+from broker.controller.service import ControllerService
+from broker.metadata.image import MetadataImage
+from broker.metrics.broker_metrics import BrokerMetrics
 from broker.network.server import BadRequest
-from broker.replication import (
+from broker.replica.alter_partition_manager import AlterPartitionManager
+from broker.replica.replication import (
     AlterOutcome,
     HighWatermarkAdvanced,
     LeaderState,
@@ -29,6 +29,7 @@ from broker.replication import (
     alter_partition_outcome,
     alter_partition_retry_wanted,
 )
+from broker.server.kafka_apis import KafkaApis
 from election.messages import FetchRequest, from_wire
 from net.errors import ErrorCode, KafkaLiteError, UnknownTopicOrPartitionError, error_for
 
@@ -259,7 +260,7 @@ def test_broker_stops_retrying_once_metadata_settled_the_proposal(monkeypatch):
     assert len(peers.sent) == 1
 
 
-# --- the controller's checks (controller_service.py) ----------------------------------------------------
+# --- the controller's checks (controller/service.py) ----------------------------------------------------
 
 
 class FakeQuorum:

@@ -43,3 +43,114 @@ def test_every_package_and_module_is_in_the_package_map():
         if f"`{mod.as_posix()}`" not in doc and f"`{mod.name}`" not in rows[pkg]:
             missing.append(mod.as_posix())
     assert not missing, "docs/ARCHITECTURE.md's package map does not name: " + ", ".join(sorted(set(missing)))
+
+
+# Claims, not only names: the package map's broker order is the import layers' order, the paths' steps name
+# functions that exist, and the broker's top level is what the doc says it is.
+
+PATH_SECTIONS = ("## Produce path", "## Fetch path", "## Metadata path", "## Consumer group path")
+_PATH = r"broker|client|net|election|pipeline"
+
+
+def _section(doc: str, title: str) -> str:
+    start = doc.index(title)
+    end = doc.find("\n## ", start + len(title))
+    return doc[start : end if end >= 0 else len(doc)]
+
+
+def _broker_layers() -> list[list[str]]:
+    """setup.cfg's broker-packages contract: its layers, top first, each a list of sibling packages."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    contract = cfg["importlinter:contract:broker-packages"]
+    assert contract["containers"].split() == ["broker"]
+    return [[p.strip() for p in line.split("|")] for line in contract["layers"].split("\n") if line.strip()]
+
+
+def _resolve(module_path: str, dotted: str) -> bool:
+    import importlib
+
+    module = importlib.import_module(module_path.removesuffix(".py").replace("/", "."))
+    obj: object = module
+    for part in dotted.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+def test_the_broker_top_level_holds_only_cli_and_packages():
+    broker = ROOT / "broker"
+    loose = sorted(p.name for p in broker.glob("*.py") if p.name not in ("cli.py", "__init__.py"))
+    assert not loose, f"modules at the broker's top level, outside any package: {loose}"
+    packages = sorted(p.name for p in broker.iterdir() if p.is_dir() and any(p.glob("*.py")))
+    placed = sorted(p for layer in _broker_layers() for p in layer if p != "cli")
+    assert packages == placed, "setup.cfg's broker-packages contract must place every broker package"
+
+
+def test_the_package_map_lists_the_broker_packages_in_the_layers_order():
+    """The map claims its broker packages run from the top of the import layers down (a package's own
+    subpackages, such as broker/network/kafka/, right after it)."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    listed = [p.split("/")[1] for p in _package_rows(doc) if p.startswith("broker/") and p.count("/") == 2]
+    expected = [p for layer in _broker_layers() for p in layer if p != "cli"]
+    rank = {p: i for i, layer in enumerate(_broker_layers()) for p in layer}
+    assert sorted(listed) == sorted(expected), "the package map must have a row for each broker package"
+    assert [rank[p] for p in listed] == sorted(rank[p] for p in listed), f"map order {listed}, layers {expected}"
+
+
+def test_the_layers_section_shows_the_contract():
+    doc = _section((ROOT / "docs" / "ARCHITECTURE.md").read_text(), "## Layers")
+    line = " > ".join(" | ".join(layer) for layer in _broker_layers())
+    assert f"    {line}\n" in doc, f"ARCHITECTURE.md's Layers section should show: {line}"
+
+
+def test_the_produce_path_starts_from_three_files_whose_functions_exist():
+    import re
+
+    doc = _section((ROOT / "docs" / "ARCHITECTURE.md").read_text(), "## Produce path")
+    first = re.findall(rf"\*\*`((?:{_PATH})/[\w/]+\.py)`\*\* `([\w.]+)`", doc)
+    assert len(first) == 3, f"the produce path names its three files in bold, each with its entry: {first}"
+    assert [p for p, _ in first] == [
+        "broker/server/kafka_apis.py",
+        "broker/replica/replica_manager.py",
+        "broker/log/log.py",
+    ]
+    for path, name in first:
+        assert _resolve(path, name), f"{path} has no {name}"
+
+
+def test_the_paths_steps_name_functions_that_exist():
+    """In the produce, fetch, metadata and group paths, each `file.py` `Name.attr` resolves in that file, and
+    each `Class.attr` of a class defined in a file the section names resolves there."""
+    import importlib
+    import re
+
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    wrong, checked = [], 0
+    for title in PATH_SECTIONS:
+        section = _section(doc, title)
+        paths = sorted(set(re.findall(rf"`((?:{_PATH})/[\w/]+\.py)`", section)))
+        for path in paths:
+            assert (ROOT / path).exists(), f"{title}: {path} does not exist"
+        for path, names in re.findall(rf"`((?:{_PATH})/[\w/]+\.py)`\*{{0,2}} `([\w./]+)`", section):
+            head, _, tail = names.partition(".")
+            for name in [head + "." + t for t in tail.split("/")] if tail else [head]:
+                checked += 1
+                if not _resolve(path, name):
+                    wrong.append(f"{title}: {path} {name}")
+        modules = [importlib.import_module(p.removesuffix(".py").replace("/", ".")) for p in paths]
+        for cls, attr in re.findall(r"`([A-Z]\w+)\.(\w+)", section):
+            owners = [
+                m
+                for m in modules
+                if isinstance(getattr(m, cls, None), type) and getattr(m, cls).__module__ == m.__name__
+            ]
+            if owners:
+                checked += 1
+                if not hasattr(getattr(owners[0], cls), attr):
+                    wrong.append(f"{title}: {cls}.{attr} ({owners[0].__name__})")
+    assert checked > 30
+    assert not wrong, "docs/ARCHITECTURE.md names what does not exist: " + "; ".join(wrong)

@@ -1,4 +1,4 @@
-"""The authorization table (broker/authorization.py) without a broker: every api key has a rule, the rules ask
+"""The authorization table (broker/server/authorization.py) without a broker: every api key has a rule, the rules ask
 what they say they need, bodies built to reach another principal's resources are refused whatever extra keys
 they carry, a body with two shapes is INVALID_REQUEST, and docs/SECURITY.md shows the table as it is."""
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from broker.authorization import RULES, Authorization, authorization_table_markdown
 from broker.network.server import BadRequest
 from broker.security.acl import AclAuthorizer
 from broker.security.request_authorizer import RequestAuthorizer
+from broker.server.authorization import RULES, Authorization, authorization_table_markdown
 from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey

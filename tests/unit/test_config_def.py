@@ -62,7 +62,7 @@ def test_error_messages_name_key_and_reason():
 
 
 def test_broker_config_from_properties_file_and_topic_defaults(tmp_path):
-    from broker.config import BrokerConfig
+    from broker.server.config import BrokerConfig
 
     p = tmp_path / "server.properties"
     p.write_text(

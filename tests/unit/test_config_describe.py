@@ -1,11 +1,11 @@
-"""DescribeConfigs' entries (broker/config_describe.py): Kafka's ConfigType, ConfigSource and synonyms."""
+"""DescribeConfigs' entries (broker/server/config_describe.py): Kafka's ConfigType, ConfigSource and synonyms."""
 
 from __future__ import annotations
 
-from broker.config import BrokerConfig
-from broker.config_describe import ConfigSource as S
-from broker.config_describe import ConfigType as T
-from broker.config_describe import broker_entries, default_broker_entries, topic_entries
+from broker.server.config import BrokerConfig
+from broker.server.config_describe import ConfigSource as S
+from broker.server.config_describe import ConfigType as T
+from broker.server.config_describe import broker_entries, default_broker_entries, topic_entries
 
 
 def _topic(props: dict[str, str], overrides: dict[str, str]) -> dict:

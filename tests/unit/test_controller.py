@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.controller import AlterPartitionError, ControllerLogic, MetadataImage
+from broker.controller.logic import AlterPartitionError, ControllerLogic
+from broker.metadata.image import MetadataImage
 from net.errors import (
     ErrorCode,
     InvalidReplicaAssignmentError,
@@ -147,10 +148,10 @@ def test_a_fenced_broker_stays_listed_for_a_session_timeout_but_leads_nothing(mo
     """Kafka listeners' Metadata keeps naming a broker fenced less than a session timeout ago (as Kafka, whose
     clients see a crashed broker until its session expires), so a client never forgets a broker that restarts at
     once."""
-    import broker.controller as controller
+    import broker.metadata.image as image_module
 
     clock = [1000.0]
-    monkeypatch.setattr(controller.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(image_module.time, "monotonic", lambda: clock[0])
     image, logic = cluster(3)
     apply(image, logic.create_topic("t", 3, 3, {}))
     apply(image, logic.fence_broker(2))

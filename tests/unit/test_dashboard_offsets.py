@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from client.dashboard.watcher import ClusterWatcher, merge_offsets, parse_metrics
 
-# What broker 1 (the leader) and broker 2 (a follower) serve on /metrics (broker/metrics_state.py's names).
+# What broker 1 (the leader) and broker 2 (a follower) serve on /metrics (broker/server/metrics_state.py's names).
 LEADER_SCRAPE = """\
 # TYPE kafkalite_log_end_offset gauge
 kafkalite_log_end_offset{broker="1",topic="tweets",partition="0"} 4027.0

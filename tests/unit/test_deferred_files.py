@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import stat
 
-from broker.controller import PartitionState
 from broker.log.checkpoint import read_checkpoint
 from broker.log.log import Log
 from broker.log.manager import RECOVERY_POINT_CHECKPOINT, LogManager
-from broker.partition import FetchSpec, Partition
-from broker.replica_manager import ReplicaManager
+from broker.metadata.image import PartitionState
+from broker.replica.partition import FetchSpec, Partition
+from broker.replica.replica_manager import ReplicaManager
 from net.errors import ErrorCode
 from tests.unit.test_log_support import FakeClock, batch, config, headers
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import PartitionState
 from broker.log.config import LogConfig
 from broker.log.log import Log
 from broker.log.manager import LOG_START_OFFSET_CHECKPOINT, LogManager
-from broker.partition import FetchSpec, Partition
-from broker.replica_fetcher import handle_fetch_row
+from broker.metadata.image import PartitionState
+from broker.replica.partition import FetchSpec, Partition
+from broker.replica.replica_fetcher import handle_fetch_row
 from net.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError
 from tests.unit.test_latest_offset import partition, records
 from tests.unit.test_log_support import batch, config

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from broker.fetch_session import (
+from broker.network.request_ranges import check_request
+from broker.replica.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     NO_SESSION,
@@ -15,8 +16,7 @@ from broker.fetch_session import (
     FetchSessionHandler,
     next_epoch,
 )
-from broker.partition import FetchResult, FetchSpec
-from broker.request_ranges import check_request
+from broker.replica.partition import FetchResult, FetchSpec
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 from net.wire_types import INT32_MAX, WireRangeError

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.controller import PartitionState
 from broker.log.manager import LogManager
-from broker.partition import FetchSpec, Partition
-from broker.replica_manager import ReplicaManager
+from broker.metadata.image import PartitionState
+from broker.replica.partition import FetchSpec, Partition
+from broker.replica.replica_manager import ReplicaManager
 from tests.unit.test_log_support import FakeClock, batch, config, headers
 
 N = 200

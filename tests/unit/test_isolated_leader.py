@@ -1,16 +1,17 @@
 """A leader cut off from its in-sync followers (which still reach the controller) asks to shrink its ISR
 below min.insync.replicas; the controller moves the leadership to them instead of leaving the partition
-refusing acks=all writes for the whole cut (broker/controller.py ControllerLogic._move_isolated_leader,
+refusing acks=all writes for the whole cut (broker/controller/logic.py ControllerLogic._move_isolated_leader,
 docs/ELECTION.md section 6). An ordinary shrink, one that keeps min.insync.replicas, or one whose dropped
 members could not satisfy it, is unchanged. Only members the leader heard no fetch from count ("silent",
-broker/replication.py LeaderState._silent): followers dropped for being slow make an ordinary shrink, as in
+broker/replica/replication.py LeaderState._silent): followers dropped for being slow make an ordinary shrink, as in
 Kafka, so an overloaded cluster does not move leaders and truncate acks=1 records."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.controller import ControllerLogic, MetadataImage
+from broker.controller.logic import ControllerLogic
+from broker.metadata.image import MetadataImage
 from net.errors import ErrorCode, KafkaLiteError
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import PartitionState
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.partition import FetchSpec, Partition
-from broker.replica_manager import ReplicaManager
+from broker.metadata.image import PartitionState
+from broker.replica.partition import FetchSpec, Partition
+from broker.replica.replica_manager import ReplicaManager
 from client.cluster import ClusterMetadata
 from net import batch as batch_fmt
 from net.errors import ErrorCode, OffsetNotAvailableError

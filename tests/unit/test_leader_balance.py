@@ -1,13 +1,15 @@
-"""Preferred leaders: the automatic rebalance's decision (broker/leader_balance.py) and ElectLeaders' outcomes
+"""Preferred leaders: the automatic rebalance's decision (broker/controller/leader_balance.py) and ElectLeaders'
+outcomes
 (ControllerLogic.elect_leaders), on metadata images built by the real controller logic."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.config import BrokerConfig
-from broker.controller import NO_LEADER, ControllerLogic, MetadataImage, PartitionState, TopicInfo
-from broker.leader_balance import RebalancePolicy, imbalance_by_broker, rebalance_candidates
+from broker.controller.leader_balance import RebalancePolicy, imbalance_by_broker, rebalance_candidates
+from broker.controller.logic import ControllerLogic
+from broker.metadata.image import NO_LEADER, MetadataImage, PartitionState, TopicInfo
+from broker.server.config import BrokerConfig
 from net.errors import ErrorCode, InvalidConfigError
 from net.protocol import ElectionType
 
@@ -189,8 +191,8 @@ def test_the_controller_checks_on_its_ticks_first_after_5_s_then_every_interval(
     controller (as Kafka's), then one per check interval; never with the rebalance off."""
     import asyncio
 
-    from broker import controller_service
-    from broker.controller_service import ControllerService
+    from broker.controller import service as controller_service
+    from broker.controller.service import ControllerService
     from tests.unit.test_alter_partition import FakeQuorum
 
     clock = [1_000_000]

@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-from broker.api import registered_listeners
-from broker.config import BrokerConfig
-from broker.controller import ControllerLogic, MetadataImage
+from broker.controller.logic import ControllerLogic
+from broker.metadata.image import MetadataImage
 from broker.network.server import BadRequest, ConnectionContext
 from broker.security.listeners import metadata_listener
+from broker.server.config import BrokerConfig
+from broker.server.kafka_apis import registered_listeners
 from net.errors import InvalidConfigError
 
 KAFKAJS = {

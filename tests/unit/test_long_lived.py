@@ -1,4 +1,4 @@
-"""broker/long_lived.py: after a large metadata apply (a flood of partitions, applied in slices) the replicas it
+"""broker/utils/long_lived.py: after a large metadata apply (a flood of partitions, applied in slices) the replicas it
 made are out of reach of CPython's full garbage collections (issue 25 §4). Left in, every full collection of a
 broker walked the whole flood again: 0.2-1 s pauses every few seconds, and acks=all waited for them."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import MetadataImage, PartitionState, partition_record
 from broker.log.config import LogConfig
 from broker.log.deferred_files import FREEZE_EVERY
 from broker.log.manager import LogManager
-from broker.replica_manager import APPLY_AT_ONCE, ReplicaManager
+from broker.metadata.image import MetadataImage, PartitionState, partition_record
+from broker.replica.replica_manager import APPLY_AT_ONCE, ReplicaManager
 
 ME = 1
 
@@ -117,10 +117,10 @@ def test_kl_broker_pauses_the_collector_while_it_imports_and_starts(tmp_path):
     seen = _python(
         f"""
 import asyncio, gc, os, signal
-import broker.cli, broker.server
-from broker.config import BrokerConfig
+import broker.cli, broker.server.broker_server
+from broker.server.config import BrokerConfig
 
-real = broker.server.BrokerServer.start
+real = broker.server.broker_server.BrokerServer.start
 seen = []
 
 async def start(self):  # the real start, with the collector's state seen on either side
@@ -129,7 +129,7 @@ async def start(self):  # the real start, with the collector's state seen on eit
     seen.append(gc.isenabled())
     os.kill(os.getpid(), signal.SIGTERM)  # a clean stop once started
 
-broker.server.BrokerServer.start = start
+broker.server.broker_server.BrokerServer.start = start
 cfg = BrokerConfig.from_props({{"broker.id": "1", "port": "0", "log.dirs": {str(tmp_path)!r}}})
 asyncio.run(broker.cli._run(cfg))
 print(seen, gc.isenabled())

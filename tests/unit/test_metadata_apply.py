@@ -1,4 +1,4 @@
-"""broker/metadata_apply.py: what committed metadata makes of a broker's replicas, decided without I/O, and
+"""broker/metadata/applier.py: what committed metadata makes of a broker's replicas, decided without I/O, and
 carried out by the broker's ReplicaManager (the replication simulator carries out the same actions)."""
 
 from __future__ import annotations
@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from broker import metadata_apply
-from broker.controller import MetadataImage, PartitionState, partition_record
+import pytest
+
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.metadata_apply import (
+from broker.metadata import applier as metadata_apply
+from broker.metadata.applier import (
     FOLLOWER,
     ISR,
     LEADER,
@@ -24,10 +25,11 @@ from broker.metadata_apply import (
     ReplicaRole,
     StartFetching,
     StopFetching,
-    changed_by,
     role_change,
 )
-from broker.replica_manager import ReplicaManager
+from broker.metadata.image import MetadataImage, PartitionState, partition_record
+from broker.metadata.records import REGISTRY, LeaderChangeRecord, MetadataDelta, PartitionRecord, decode
+from broker.replica.replica_manager import ReplicaManager
 
 ME = 1
 
@@ -88,10 +90,55 @@ def test_role_change_fences_an_old_leader_epoch():
     assert role_change(ME, ReplicaRole(5, True, False), PartitionState(0, -1, 6, [1, 2, 3], [], 8)) == OFFLINE
 
 
-def test_changed_by_names_partitions_of_partition_records_and_whole_topics_otherwise():
-    changed, brokers = changed_by([topic("a"), part(1, 1, 0, [1]), part(2, 1, 0, [1]), broker(3)])
-    assert changed == {"a": None, "t": {1, 2}} and brokers
-    assert changed_by([{"type": "config", "topic": "t", "configs": {}}]) == ({"t": None}, False)
+def delta_of(*records: dict[str, Any]) -> MetadataDelta:
+    image, delta = MetadataImage(), MetadataDelta()
+    for offset, record in enumerate(records):
+        image.apply(offset, record, delta)
+    return delta
+
+
+def test_the_delta_names_partitions_of_partition_records_and_whole_topics_otherwise():
+    delta = delta_of(topic("a"), topic("t"), part(1, 1, 0, [1]), part(2, 1, 0, [1]), broker(3))
+    assert delta.topics == {"a": None, "t": None} and delta.brokers == {3}  # t created: the whole topic
+    delta = delta_of(part(1, 1, 0, [1]), part(2, 1, 0, [1]))
+    assert delta.topics == {"t": {1, 2}} and not delta.brokers
+    assert delta_of({"type": "config", "topic": "t", "configs": {}}).topics == {"t": None}
+    assert delta_of({"type": "remove_topic", "name": "t"}).topics == {"t": None}
+    # Records about no topic or broker change neither.
+    quiet = delta_of({"type": "cluster", "cluster_id": "c"}, {"type": "group_config", "group": "g", "configs": {}})
+    assert quiet == MetadataDelta()
+
+
+def test_every_record_type_the_controller_writes_is_in_the_registry_and_an_unknown_one_is_skipped():
+    import re
+
+    written = set()
+    for path in (
+        "broker/controller/logic.py",
+        "broker/controller/service.py",
+        "broker/metadata/image.py",
+        "broker/security/scram.py",
+    ):
+        written |= set(re.findall(r'"type": "(\w+)"', (Path(__file__).parents[2] / path).read_text()))
+    written.add("leader_change")  # election/quorum.py leader_change_record
+    assert written <= set(REGISTRY), f"record types without a class: {written - set(REGISTRY)}"
+    assert decode(part(3, 2, 5, [2, 1])) == PartitionRecord("t", 3, 2, 5, [2, 1], [2, 1], 0)
+    # A field added later reads as its default from an older record; a required one missing is an error.
+    assert decode({"type": "leader_change", "epoch": 3}) == LeaderChangeRecord(-1)
+    with pytest.raises(KeyError, match="topic_id"):
+        decode({"type": "topic", "name": "t", "configs": {}})
+    image = MetadataImage()
+    image.apply(7, {"type": "from_a_newer_broker", "x": 1})
+    assert image.offset == 7 and decode({"type": "from_a_newer_broker"}) is None
+
+
+def test_a_typed_record_read_from_its_dict_applies_as_the_dict_did():
+    image = MetadataImage()
+    for offset, record in enumerate([broker(2), topic(), part(0, 2, 4, [2, 1], [2]), broker(2, fenced=True)]):
+        image.apply(offset, record)
+    st = image.topics["t"].partitions[0]
+    assert (st.leader, st.leader_epoch, st.replicas, st.isr) == (2, 4, [2, 1], [2])
+    assert image.brokers[2].fenced and image.offset == 3 and 2 in image.fenced_since
 
 
 def test_a_new_topic_creates_then_leads_or_follows_and_a_follower_starts_at_its_log_end_and_epoch():

@@ -1,4 +1,5 @@
-"""broker/network/quorum_driver.py's broker-level rules: after a start, committed metadata is handed to the broker only
+"""broker/controller/quorum_driver.py's broker-level rules: after a start, committed metadata is handed to the broker
+only
 once the log reached the committed end of the controller's first answer, and then all at once; fetches carry
 the process's incarnation, which the driver remembers per broker. (tests/sim/replication_sim.py models both.)
 """
@@ -9,7 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from broker.network.quorum_driver import QuorumDriver, next_incarnation
+from broker.controller.quorum_driver import QuorumDriver, next_incarnation
 from election import QuorumConfig
 from election.log import InMemoryLog
 from election.messages import BeginEpoch, FetchRequest, FetchResponse

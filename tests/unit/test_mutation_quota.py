@@ -1,5 +1,5 @@
-"""KIP-599's controller mutation quota (broker/mutation_quota.py) and KIP-578's partition caps
-(broker/controller.py), sans-IO."""
+"""KIP-599's controller mutation quota (broker/quota/mutation_quota.py) and KIP-578's partition caps
+(broker/controller/logic.py), sans-IO."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from broker.controller import ControllerLogic, PartitionLimits
-from broker.mutation_quota import ControllerMutationQuota, MutationMeter
+from broker.controller.logic import ControllerLogic, PartitionLimits
 from broker.network.kafka.admin_adapters import CreatePartitions, CreateTopics, DeleteTopics
-from broker.quotas import CONTROLLER_MUTATION_RATE, ClientQuotaManager
+from broker.quota.client_quota import CONTROLLER_MUTATION_RATE, ClientQuotaManager
+from broker.quota.mutation_quota import ControllerMutationQuota, MutationMeter
 from net.errors import ErrorCode, PolicyViolationError, ThrottlingQuotaExceededError
 from tests.unit.test_controller import apply, cluster
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.producer_state import ProducerStateManager
+from broker.replica.producer_state import ProducerStateManager
 from net.batch import BatchHeader, build, parse_header
 from net.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import PartitionState
 from broker.log.log import Log
-from broker.partition import Partition
-from broker.producer_state import ProducerStateManager, snapshot_offsets, snapshot_path
+from broker.metadata.image import PartitionState
+from broker.replica.partition import Partition
+from broker.replica.producer_state import ProducerStateManager, snapshot_offsets, snapshot_path
 from net.batch import build, parse_header
 from net.errors import OutOfOrderSequenceError
 from tests.unit.test_log_support import config
@@ -160,7 +160,7 @@ def test_open_and_aborted_transactions_give_the_lso_and_survive_a_snapshot(tmp_p
     """A transactional producer's first batch opens its transaction (the first unstable offset); a commit marker
     closes it; an abort marker is answered as Kafka's AbortedTxn (first offset, marker, LSO after it) for the
     .txnindex. The open transactions are in the snapshot (version 3), the aborted ones are not."""
-    from broker.producer_state import SNAPSHOT_VERSION, AbortedTxn, ProducerStateManager
+    from broker.replica.producer_state import SNAPSHOT_VERSION, AbortedTxn, ProducerStateManager
     from net.batch import build, build_marker, control_record, parse_header
 
     def data(pid: int, seq: int, base: int):
@@ -204,7 +204,7 @@ def test_version_2_snapshot_is_read_and_hands_over_its_aborted_list(tmp_path):
     import msgpack
     from crc32c import crc32c
 
-    from broker.producer_state import AbortedTxn
+    from broker.replica.producer_state import AbortedTxn
 
     body = msgpack.packb({"offset": 20, "producers": [[1, 0, NOW, [[0, 0, 10]], 15]], "aborted": [[2, 3, 9]]})
     snapshot_path(tmp_path, 20).write_bytes((2).to_bytes(2, "big") + crc32c(body).to_bytes(4, "big") + body)

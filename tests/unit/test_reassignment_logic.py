@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.controller import ControllerLogic, MetadataImage
+from broker.controller.logic import ControllerLogic
+from broker.metadata.image import MetadataImage
 from net.errors import ErrorCode, KafkaLiteError
 from tests.unit.test_controller import apply, cluster
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.repeated_log import RepeatedConditionLog
+from broker.utils.repeated_log import RepeatedConditionLog
 
 
 class Clock:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.controller import PartitionState
 from broker.log.log import Log
-from broker.partition import Partition
-from broker.replica_fetcher import ReplicaFetcher
+from broker.metadata.image import PartitionState
+from broker.replica.partition import Partition
+from broker.replica.replica_fetcher import ReplicaFetcher
 from net.errors import ErrorCode
 from tests.unit.test_log_support import FakeClock, config
 

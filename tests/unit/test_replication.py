@@ -1,4 +1,4 @@
-"""broker/replication.py: ISR and high watermark at the leader, fetch validation, follower truncation."""
+"""broker/replica/replication.py: ISR and high watermark at the leader, fetch validation, follower truncation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from broker.log.epoch import LeaderEpochFileCache
-from broker.replication import (
+from broker.replica.replication import (
     Diverging,
     Fenced,
     FollowerState,

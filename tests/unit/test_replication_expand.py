@@ -7,7 +7,7 @@ for lagging, whenever another member was no further ahead (so the shrink did not
 
 from __future__ import annotations
 
-from broker.replication import LeaderState, ProposeIsr
+from broker.replica.replication import LeaderState, ProposeIsr
 
 LAG = 10_000
 

@@ -1,13 +1,14 @@
-"""Replication throttles, sans-IO (broker/replication_quota.py, broker/dynamic_config.py): which partitions a
+"""Replication throttles, sans-IO (broker/quota/replication_quota.py, broker/server/dynamic_config.py): which partitions
+a
 throttled-replica list throttles on a broker, the quota over its window, and the dynamic broker config rules."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.dynamic_config import altered, broker_resource, effective
-from broker.quotas import Rate
-from broker.replication_quota import ALL_PARTITIONS, UNLIMITED, ReplicationQuota, throttled_partitions
+from broker.quota.client_quota import Rate
+from broker.quota.replication_quota import ALL_PARTITIONS, UNLIMITED, ReplicationQuota, throttled_partitions
+from broker.server.dynamic_config import altered, broker_resource, effective
 from net.errors import ErrorCode, KafkaLiteError
 
 RATE = "leader.replication.throttled.rate"

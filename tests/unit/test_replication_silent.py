@@ -1,11 +1,11 @@
 """LeaderState tells the controller which followers an ISR shrink drops are silent (no fetch received within
 replica.lag.time.max.ms) rather than slow (fetching, not caught up): the controller moves the leadership off
-a leader cut off from its followers only on silent ones (broker/controller.py _move_isolated_leader,
+a leader cut off from its followers only on silent ones (broker/controller/logic.py _move_isolated_leader,
 docs/ELECTION.md section 6)."""
 
 from __future__ import annotations
 
-from broker.replication import LeaderState, ProposeIsr
+from broker.replica.replication import LeaderState, ProposeIsr
 
 LAG = 10_000
 

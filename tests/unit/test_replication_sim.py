@@ -13,11 +13,11 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from broker import metadata_apply
-from broker.metadata_apply import ReplicaRole
-from broker.partition import Partition
-from broker.producer_state import ProducerStateManager
-from broker.replication import UNDEFINED_OFFSET, HighWatermarkAdvanced, LeaderState
+from broker.metadata import applier as metadata_apply
+from broker.metadata.applier import ReplicaRole
+from broker.replica.partition import Partition
+from broker.replica.producer_state import ProducerStateManager
+from broker.replica.replication import UNDEFINED_OFFSET, HighWatermarkAdvanced, LeaderState
 from net import batch as batch_fmt
 from tests.sim.replication_sim import run_schedule
 
@@ -123,7 +123,7 @@ def test_the_liveness_check_catches_an_isr_that_never_grows_back(monkeypatch):
 
 
 def test_the_checker_catches_treating_a_lost_alter_partition_answer_as_a_rejection():
-    # broker/alter_partition_manager.py does this today (see ALTER_POLICIES in the simulator): a committed
+    # broker/replica/alter_partition_manager.py does this today (see ALTER_POLICIES in the simulator): a committed
     # ISR expansion whose answer was lost stops bounding the HW, which then passes the added replica.
     failure = _first_failure(range(300), alter_policy="server")
     assert failure is not None and ("ISR member" in failure or "took over" in failure)
@@ -137,7 +137,7 @@ def _fetch_from_the_log_end_without_its_epoch(local: ReplicaRole) -> tuple[int, 
 
 
 def test_the_checker_catches_a_follower_that_skips_truncation_in_the_metadata_unit_the_broker_runs(monkeypatch):
-    # The bug is planted in broker/metadata_apply.py, which broker/replica_manager.py drives
+    # The bug is planted in broker/metadata/applier.py, which broker/replica/replica_manager.py drives
     # (tests/unit/test_metadata_apply.py shows the broker following it): the simulator runs that unit.
     monkeypatch.setattr(metadata_apply, "initial_fetch_state", _fetch_from_the_log_end_without_its_epoch)
     failure = _first_failure(range(60))

@@ -14,20 +14,20 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from broker.api import KafkaApis
-from broker.config import BrokerConfig
-from broker.controller import MetadataImage
-from broker.group.records import OFFSETS_TOPIC
-from broker.group_api import GroupApis
-from broker.group_coordinator import GroupCoordinator
+from broker.group.api import GroupApis
+from broker.group.coordinator import GroupCoordinator
 from broker.log.manager import LogManager
-from broker.metrics import BrokerMetrics
+from broker.metadata.image import MetadataImage
+from broker.metadata.naming import OFFSETS_TOPIC
+from broker.metrics.broker_metrics import BrokerMetrics
 from broker.network.server import BadRequest, ConnectionContext
-from broker.quotas import ClientQuotaManager
-from broker.replica_manager import ReplicaManager
+from broker.quota.client_quota import ClientQuotaManager
+from broker.replica.replica_manager import ReplicaManager
 from broker.security.acl import AclAuthorizer
 from broker.security.request_authorizer import RequestAuthorizer
-from broker.security_api import SecurityApis
+from broker.server.config import BrokerConfig
+from broker.server.kafka_apis import KafkaApis
+from broker.server.security_api import SecurityApis
 from broker.transaction.api import TransactionApis
 from broker.transaction.coordinator import TransactionCoordinator
 from net import batch as batch_fmt
@@ -71,8 +71,8 @@ def topic_records(name: str, partitions: int) -> list[dict]:
 
 class Broker:
     """Broker 1, alone, leading both partitions of TOPIC and the one of __consumer_offsets: the parts KafkaApis
-    is built from, wired as server.py wires them. `acls`: authorization on (authorizer=acl) with these
-    bindings; a plaintext connection's principal is User:ANONYMOUS."""
+    is built from, wired as broker/server/broker_server.py wires them. `acls`: authorization on (authorizer=acl)
+    with these bindings; a plaintext connection's principal is User:ANONYMOUS."""
 
     def __init__(self, tmp_path: Path, acls: list[AclBinding] | None = None) -> None:
         self.config = cfg = BrokerConfig.from_props(

@@ -8,11 +8,11 @@ import hmac
 
 import pytest
 
-from broker.config import BrokerConfig
 from broker.security.acl import AclAuthorizer
 from broker.security.config import parse_jaas
 from broker.security.sasl_server import SaslServer
 from broker.security.scram import ScramCredential, make_credential, parse_scram_config
+from broker.server.config import BrokerConfig
 from net.acl import AclBinding, AclBindingFilter, AclOperation, AclPermission, PatternType, ResourceType
 from net.errors import InvalidConfigError, SaslAuthenticationError
 from net.security import SaslClient
@@ -230,7 +230,7 @@ def test_acl_filters_and_validation():
 
 
 def test_quota_precedence_and_throttle_time():
-    from broker.quotas import PRODUCER_BYTE_RATE, ClientQuotaManager
+    from broker.quota.client_quota import PRODUCER_BYTE_RATE, ClientQuotaManager
 
     quotas = {
         (("user", "alice"), ("client-id", "etl")): {PRODUCER_BYTE_RATE: 100.0},

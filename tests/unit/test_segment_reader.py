@@ -344,8 +344,8 @@ def test_read_committed_skips_aborted_transactions_and_stops_at_the_last_stable_
     """kafka.isolation.level=read_committed over segment files: the aborted transactions from the .txnindex
     files are skipped, markers never shown, and the read stops at the first offset of a transaction still open
     (from the producer-state snapshot and the headers after it); read_uncommitted still reads everything."""
-    from broker.controller import PartitionState
-    from broker.partition import Partition
+    from broker.metadata.image import PartitionState
+    from broker.replica.partition import Partition
 
     d = tmp_path / "d1"
     lg = make_log(d, segment_bytes=400)
@@ -387,9 +387,9 @@ def test_a_cleaned_log_with_delete_horizon_batches_reads_with_its_own_timestamps
     """The Spark segment reader over a log the cleaner flagged (KIP-534): a tombstone's batch and a lone abort
     marker carry the delete horizon as base timestamp; rows keep their records' timestamps, the tombstone reads
     as a null value, the marker never shows, read_committed and read_uncommitted alike."""
-    from broker.controller import PartitionState
     from broker.log.cleaner import LogCleaner
-    from broker.partition import Partition
+    from broker.metadata.image import PartitionState
+    from broker.replica.partition import Partition
     from tests.unit.test_log_support import FakeClock
 
     clock = FakeClock(T0 + 10**6)

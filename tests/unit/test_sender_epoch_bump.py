@@ -1,4 +1,4 @@
-"""Our idempotent producer's Sender against the broker's own sequence rules (broker/producer_state.py), sans-IO:
+"""Our idempotent producer's Sender against the broker's own sequence rules (broker/replica/producer_state.py), sans-IO:
 after a numbered batch fails for good, or the broker refuses one as out of order, the producer bumps its epoch
 (KIP-360) and what it sends next is accepted, with no record appended twice and none acknowledged lost."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from broker.producer_state import ProducerStateManager
+from broker.replica.producer_state import ProducerStateManager
 from client.accumulator import ProducerBatch
 from client.producer import AsyncProducer
 from net import batch as batch_fmt

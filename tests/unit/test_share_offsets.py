@@ -132,11 +132,11 @@ def test_a_group_whose_member_came_back_or_whose_write_failed_is_kept():
 
 
 def _coordinator(tmp_path):
-    from broker.controller import PartitionState
     from broker.log.config import LogConfig
     from broker.log.log import Log
-    from broker.partition import Partition
-    from broker.replica_manager import ReplicaManager
+    from broker.metadata.image import PartitionState
+    from broker.replica.partition import Partition
+    from broker.replica.replica_manager import ReplicaManager
     from broker.share.coordinator import ShareCoordinator
     from broker.share.state_records import SHARE_STATE_TOPIC
 

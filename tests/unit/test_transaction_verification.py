@@ -1,4 +1,5 @@
-"""KIP-890 verification in the produce path (broker/transaction/verification.py, broker/api.py), called as the network
+"""KIP-890 verification in the produce path (broker/transaction/verification.py, broker/server/kafka_apis.py), called as
+the network
 layer calls the handlers: a real ReplicaManager, a real transaction coordinator on `__transaction_state` answering
 AddPartitionsToTxn `verify_only` in-process (as the broker does when it is the coordinator), a real verifier."""
 
@@ -9,8 +10,8 @@ import dataclasses
 import time
 from typing import Any
 
+from broker.metadata.naming import TXN_TOPIC
 from broker.network.server import ConnectionContext
-from broker.transaction.records import TXN_TOPIC
 from broker.transaction.state import TxnError, TxnState
 from broker.transaction.verification import TransactionVerifier
 from net import batch as batch_fmt

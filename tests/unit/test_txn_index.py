@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import PartitionState
 from broker.log.index import CorruptIndexError
 from broker.log.log import Log
 from broker.log.txn_index import AbortedTxn, TransactionIndex, decode_entries
-from broker.partition import Partition
+from broker.metadata.image import PartitionState
+from broker.replica.partition import Partition
 from net.batch import build, build_marker
 
 NOW = 1_700_000_000_000
@@ -160,7 +160,7 @@ def test_clean_restart_reads_the_files_and_a_v2_snapshot_list_moves_to_them(tmp_
     import msgpack
     from crc32c import crc32c
 
-    from broker.producer_state import snapshot_offsets, snapshot_path
+    from broker.replica.producer_state import snapshot_offsets, snapshot_path
 
     p = open_partition(tmp_path / "t-0")
     _, expected = aborted_history(p)

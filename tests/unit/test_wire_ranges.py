@@ -1,5 +1,5 @@
 """Issue 25 §3: every number read off the wire is checked against its Kafka type before use, and nothing out
-of range is ever persisted (net/wire_types.py, broker/request_ranges.py, election/messages.py)."""
+of range is ever persisted (net/wire_types.py, broker/network/request_ranges.py, election/messages.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig
+from broker.controller.quorum_driver import read_state, write_state
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.metadata_log import DiskMetadataLog
-from broker.network.quorum_driver import read_state, write_state
-from broker.request_ranges import check_request
+from broker.metadata.metadata_log import DiskMetadataLog
+from broker.network.request_ranges import check_request
 from broker.security.config import SECRET_USER
 from broker.security.inter_broker import secret_credential, secret_lookup
+from broker.server.config import BrokerConfig
 from election import QuorumConfig, QuorumNode
 from election.log import InMemoryLog
 from election.messages import BeginEpoch, FetchRequest, FetchResponse, Persist, from_wire

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.network.zk_coordination import decode_proposal, encode_proposal, new_log_entries, parse_connect, seq_of
+from broker.controller.zk_coordination import decode_proposal, encode_proposal, new_log_entries, parse_connect, seq_of
 from election.coordination import fetch_liveness_expiry, registration_expiry
 
 

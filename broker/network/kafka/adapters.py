@@ -223,7 +223,7 @@ class Metadata(Adapter):
         topics = req.get("topics")
         names = None if topics is None or (version == 0 and not topics) else [t["name"] for t in topics]
         # v10+ may name a topic by id alone (a KIP-848 consumer resolving its assignment's topic ids): the ids
-        # are resolved to names before authorization (broker/authorization.py), unknown ones UNKNOWN_TOPIC_ID.
+        # are resolved to names before authorization (broker/server/authorization.py), unknown ones UNKNOWN_TOPIC_ID.
         ids = [_hex(t.get("topic_id")) for t in topics or () if t.get("name") is None and t.get("topic_id")]
         if names is not None and ids:
             names = [n for n in names if n is not None]
@@ -232,7 +232,7 @@ class Metadata(Adapter):
             **({"topic_ids": [i for i in ids if i]} if ids and names is not None else {}),
             "listener": "kafka",
             "allow_auto_topic_creation": req.get("allow_auto_topic_creation", version < 4),
-            # v8+: the operations the principal may do (broker/authorization.py fills them in, when asked)
+            # v8+: the operations the principal may do (broker/server/authorization.py fills them in, when asked)
             "include_topic_authorized_operations": req.get("include_topic_authorized_operations", False),
             "include_cluster_authorized_operations": req.get("include_cluster_authorized_operations", False),
         }

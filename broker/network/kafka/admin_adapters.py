@@ -1,6 +1,6 @@
 """The admin apis of the Kafka listener: topics, configs and leader elections, onto the native handlers
-(broker/api.py, broker/leader_election_api.py), which forward metadata changes to the active controller
-(KIP-590), so an admin client may send them to any broker.
+(broker/server/kafka_apis.py, broker/controller/leader_election_api.py), which forward metadata changes to the
+active controller (KIP-590), so an admin client may send them to any broker.
 
 Resources: topics (type 2) and brokers (type 4). A broker's configs are read from its server.properties and
 cannot be changed at run time (Kafka's static broker configs): describing them works, altering them is
@@ -158,7 +158,8 @@ class DescribeConfigs(Adapter):
 
 
 def _config_entry(name: str, row: list[Any], synonyms: bool, docs: bool) -> dict[str, Any]:
-    """One native row (broker/config_describe.py ConfigEntry.to_wire) as Kafka's DescribeConfigsResourceResult."""
+    """One native row (broker/server/config_describe.py ConfigEntry.to_wire) as Kafka's
+    DescribeConfigsResourceResult."""
     value, _, doc, sensitive, kind, source, syns, read_only = row
     return {
         "name": name,
@@ -243,7 +244,7 @@ class IncrementalAlterConfigs(_AlterConfigsBase):
         return out
 
 
-# The native AlterConfigs forms of IncrementalAlterConfigs' operations (broker/api.py _alter_configs).
+# The native AlterConfigs forms of IncrementalAlterConfigs' operations (broker/server/kafka_apis.py _alter_configs).
 _OPS: dict[Any, Callable[[Any], Any]] = {
     SET: lambda v: v,
     DELETE: lambda v: None,

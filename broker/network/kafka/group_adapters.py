@@ -1,4 +1,4 @@
-"""The consumer-group apis of the Kafka listener, onto the one GroupCoordinator (broker/group_api.py).
+"""The consumer-group apis of the Kafka listener, onto the one GroupCoordinator (broker/group/api.py).
 
 A Kafka consumer group and a native one are the same kind of group: the same coordinator, the same
 __consumer_offsets, and the same embedded "consumer" protocol bytes (Kafka's ConsumerProtocol format,
@@ -281,7 +281,7 @@ class DescribeGroups(Adapter):
     def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
         return ApiKey.DESCRIBE_GROUPS, {
             "groups": list(req["groups"]),
-            # v3+ (broker/authorization.py fills the operations in, when asked)
+            # v3+ (broker/server/authorization.py fills the operations in, when asked)
             "include_authorized_operations": req.get("include_authorized_operations", False),
         }
 

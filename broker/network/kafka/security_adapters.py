@@ -1,7 +1,7 @@
 """Kafka's SASL apis onto the native ones of the same numbers, which the connection's Authenticator answers
 (broker/network/authenticator.py): SaslHandshake v0-1 (the mechanism) and SaslAuthenticate v0-2 (the tokens),
 and the bare token frames that follow a SaslHandshake v0; then the ACL, SCRAM-credential and client-quota apis
-onto the native ones SecurityApis serves (broker/security_api.py)."""
+onto the native ones SecurityApis serves (broker/server/security_api.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The broker's metrics: the counters and histograms (broker_metrics.py) and their Prometheus listener."""

@@ -1,0 +1,3 @@
+"""Quotas (Kafka's ClientQuotaManager, ControllerMutationQuotaManager, ReplicationQuotaManager): client, controller
+mutation and replication throttles.
+"""

@@ -1,0 +1,280 @@
+"""ReplicaFetcher: followers pull from partition leaders (Kafka's design), one
+fetcher task per leader broker covering every partition followed from it.
+Divergence after a leader change is resolved with the leader's epoch history
+(KIP-101/KIP-320), not by high watermark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from broker.quota.replication_quota import ReplicationQuota
+from broker.replica.fetch_session import FetchSessionHandler
+from broker.replica.partition import FetchResult, Partition
+from net.errors import ErrorCode, KafkaLiteError, error_for
+from net.protocol import ApiKey
+from net.retry import Backoff
+
+log = logging.getLogger("kafkalite.fetcher")
+
+
+class FollowedPartitions:
+    """The partitions one fetcher follows from its leader: what the next fetch asks for, and which parts of
+    an answer still apply when it comes back. Sans-IO: ReplicaFetcher sends the fetch, the replication
+    simulator (tests/sim/replication_sim.py) delivers it in its simulated network, both with these rules."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions the leader answered with an error (one it does not host yet, say), left out of the fetches
+        # until this time, as Kafka's fetcher delays them by replica.fetch.backoff.ms: a leader answers a fetch
+        # at once when any partition fails, so one such partition turned the long poll into a busy loop over
+        # every partition of the lane while a flood was being created (issue 25).
+        self.delayed: dict[tuple[str, int], float] = {}
+
+    def add(self, p: Partition) -> None:
+        self.partitions[(p.topic, p.partition)] = p
+        self.delayed.pop((p.topic, p.partition), None)  # a new leader or epoch: fetch it at once
+
+    def remove(self, p: Partition) -> None:
+        self.partitions.pop((p.topic, p.partition), None)
+        self.delayed.pop((p.topic, p.partition), None)
+
+    def delay(self, tp: tuple[str, int], until: float) -> None:
+        self.delayed[tp] = until
+
+    def next_fetch(
+        self, now: float = 0.0
+    ) -> tuple[list[tuple[tuple[str, int], int, int, int]], dict[tuple[str, int], tuple[Partition, int]]]:
+        """Per followed partition (topic-partition, fetch offset, last fetched epoch, current leader epoch), and
+        what was asked for whom (for `answered`). A partition without a FollowerState, or delayed past `now`
+        after an error, is skipped."""
+        specs = []
+        sent: dict[tuple[str, int], tuple[Partition, int]] = {}
+        if self.delayed:
+            self.delayed = {tp: until for tp, until in self.delayed.items() if until > now}
+        delayed = self.delayed
+        for tp, p in list(self.partitions.items()):
+            fs = p.follower_state
+            if fs is None or (delayed and tp in delayed):
+                continue
+            offset, last_epoch, leader_epoch = fs.next_fetch()
+            specs.append((tp, offset, last_epoch, leader_epoch))
+            sent[tp] = (p, leader_epoch)
+        return specs, sent
+
+    def answered(self, sent: dict[tuple[str, int], tuple[Partition, int]], tp: tuple[str, int]) -> Partition | None:
+        """The partition an answer row for `tp` applies to, or None: not asked for, reassigned while the
+        fetch was in flight (removed, or followed again as a new Partition), or in another leader epoch now
+        (an answer about the old epoch's log must not be appended to a log following the new one)."""
+        entry = sent.get(tp)
+        if entry is None:
+            return None
+        p, epoch = entry
+        if self.partitions.get(tp) is not p or p.follower_state is None or p.follower_state.leader_epoch != epoch:
+            return None
+        return p
+
+
+class ReplicaFetcher:
+    def __init__(
+        self,
+        broker_id: int,
+        leader_id: int,
+        request: Callable[[int, ApiKey, dict[str, Any], float], Awaitable[dict[str, Any]]],
+        max_wait_ms: int = 500,
+        max_partition_bytes: int = 1048576,
+        backoff_s: float = 0.1,
+        quota: ReplicationQuota | None = None,
+        timeout_ms: int = 3000,
+    ) -> None:
+        self.broker_id = broker_id
+        self.leader_id = leader_id
+        self._request = request  # async (leader_id, api, body, timeout) -> body
+        self.max_wait_ms = max_wait_ms
+        self.max_partition_bytes = max_partition_bytes
+        # replica.socket.timeout.ms: a fetch unanswered this long closes its connection (net/connection.py aborts
+        # on a request timeout) and the next goes on a new one, rather than waiting on TCP's retransmissions to a
+        # leader that was cut off. Never below the long poll itself.
+        self.timeout_s = max(timeout_ms, max_wait_ms) / 1000
+        self.backoff_s = backoff_s  # the idle wait when no partition is followed yet
+        # After a failed fetch: a constant wait as Kafka's replica.fetch.backoff.ms (net/retry.py at base =
+        # maximum), spread ±20% so that the followers of a leader that failed do not all come back at once.
+        self._retry = Backoff(backoff_s * 1000, backoff_s * 1000)
+        self.followed = FollowedPartitions()
+        self.session = FetchSessionHandler()  # with this leader (KIP-227)
+        # The follower's replication throttle (broker/quota/replication_quota.py), shared by the broker's fetchers.
+        self.quota = quota
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+
+    def add(self, p: Partition) -> None:
+        self.followed.add(p)
+        # A partition that just moved (or has data) cuts the long poll short: acks=all may be waiting on it. A
+        # brand-new empty one (epoch 0) joins at the next fetch, within replica.fetch.wait.max.ms: a topic of
+        # thousands of partitions, applied in slices, would otherwise restart the fetch after every slice.
+        if p.leader_epoch > 0 or p.log.log_end_offset > 0:
+            self._changed.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+
+    def remove(self, p: Partition) -> None:
+        self.followed.remove(p)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        while self.followed.partitions:
+            self._changed.clear()
+            fetch = asyncio.ensure_future(self._fetch_once())
+            changed = asyncio.ensure_future(self._changed.wait())
+            try:
+                await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+                if not fetch.done():
+                    # A partition was added while the long poll waits on the others' (idle) data: its first
+                    # fetch must not wait out replica.fetch.wait.max.ms, since acks=all waits on it after
+                    # a leader change. The abandoned response is dropped; its offsets are fetched again.
+                    fetch.cancel()
+            try:
+                await fetch
+                self._retry.reset()
+            except asyncio.CancelledError:
+                if not self._changed.is_set():
+                    raise  # we were cancelled (stop), not the fetch
+            except KafkaLiteError as e:
+                log.debug("fetch from leader %d failed: %s", self.leader_id, e)
+                await asyncio.sleep(self._retry.next())
+            except Exception:
+                log.exception("replica fetcher for leader %d failed", self.leader_id)
+                await asyncio.sleep(self._retry.next())
+
+    def _unthrottled(
+        self, specs: list[tuple[tuple[str, int], int, int, int]], sent: dict[tuple[str, int], tuple[Partition, int]]
+    ) -> list[tuple[tuple[str, int], int, int, int]]:
+        """While the follower quota is exceeded, its throttled partitions that are not in the ISR are left out of
+        the fetch (Kafka's shouldFollowerThrottle); an in-sync one is always fetched, so acks=all never waits on
+        a throttle."""
+        q = self.quota
+        if q is None or not q.exceeded(time.monotonic()):
+            return specs
+        kept = [s for s in specs if not (q.is_throttled(*s[0]) and self.broker_id not in sent[s[0]][0].isr)]
+        for s in specs:
+            if s not in kept:
+                del sent[s[0]]
+        return kept
+
+    async def _fetch_once(self) -> None:
+        specs, sent = self.followed.next_fetch(asyncio.get_running_loop().time())
+        specs = self._unthrottled(specs, sent)
+        if not sent:
+            await asyncio.sleep(self.backoff_s)
+            return
+        # The follower's log start rides along (Kafka's FetchPartition.log_start_offset): the leader's
+        # DeleteRecords waits for it (the low watermark).
+        rows = {
+            tp: (offset, self.max_partition_bytes, leader_epoch, last_epoch, sent[tp][0].log.log_start_offset)
+            for tp, offset, last_epoch, leader_epoch in specs
+        }
+        fetch = self.session.build(rows)  # in a fetch session, only what moved goes on the wire (KIP-227)
+        topics: dict[str, list[Any]] = {}
+        for (topic, partition), (offset, max_bytes, leader_epoch, last_epoch, start) in fetch.send.items():
+            topics.setdefault(topic, []).append([partition, offset, max_bytes, leader_epoch, last_epoch, start])
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in fetch.forgotten:
+            forgotten.setdefault(topic, []).append(partition)
+        body = {
+            "replica_id": self.broker_id,
+            "max_wait_ms": self.max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": 16 * 1024 * 1024,
+            "session_id": fetch.session_id,
+            "session_epoch": fetch.epoch,
+            "topics": [[t, parts] for t, parts in topics.items()],
+            "forgotten": [[t, parts] for t, parts in forgotten.items()],
+        }
+        try:
+            resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.timeout_s)
+        except BaseException:
+            self.session.reset()  # failed or abandoned: the leader may have applied it, so start over
+            raise
+        code = resp.get("error_code")
+        if code:
+            self.session.reset()
+            if code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                log.debug(
+                    "fetch session with leader %d: %s; fetching in full", self.leader_id, resp.get("error_message")
+                )
+                return  # a leader that restarted or evicted the session: the next fetch, at once, is a full one
+            raise error_for(code, resp.get("error_message", ""))
+        self.session.answered(fetch, int(resp.get("session_id") or 0))
+        answered = asyncio.get_running_loop().time()
+        for topic, rows_ in resp.get("topics", []):
+            for row in rows_:
+                partition, err, hw, _lso, start, records, message, div_epoch, div_end, leo, *_ = row
+                p = self.followed.answered(sent, (topic, partition))
+                if records and self.quota is not None and self.quota.is_throttled(topic, partition):
+                    self.quota.record(len(records), time.monotonic())
+                if p is not None:
+                    self._handle(p, err, hw, start, leo, records, message, div_epoch, div_end)
+                    if err and err != ErrorCode.OFFSET_OUT_OF_RANGE:
+                        self.followed.delay((topic, partition), answered + self.backoff_s)
+
+    def _handle(
+        self,
+        p: Partition,
+        err: int,
+        hw: int,
+        start: int,
+        leo: int,
+        records: bytes,
+        message: str | None,
+        div_epoch: int,
+        div_end: int,
+    ) -> None:
+        handle_fetch_row(p, self.leader_id, FetchResult(err, hw, start, records, message, div_epoch, div_end, leo))
+
+
+def handle_fetch_row(p: Partition, leader_id: int, row: FetchResult) -> bool:
+    """What a follower does with its leader's answer for one partition (Kafka's
+    AbstractFetcherThread.processFetchRequest): truncate when out of range or diverging, otherwise
+    append the records and take the leader's high watermark. True if the log changed (fetch again at
+    once). The replication simulator (tests/sim/replication_sim.py) drives this same function."""
+    fs = p.follower_state
+    assert fs is not None
+    if row.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+        if p.log.log_end_offset < row.log_start_offset:
+            # The leader deleted what we still need (retention while we were away): start at its log start.
+            log.warning("%s: behind the leader's log start %d; truncating fully", p, row.log_start_offset)
+            p.log.truncate_fully_and_start_at(row.log_start_offset)
+            p.truncate_to(row.log_start_offset)
+        else:
+            log.warning("%s: ahead of the leader's log end %d; truncating", p, row.log_end_offset)
+            p.truncate_to(max(row.log_end_offset, 0))
+        return True
+    if row.error:
+        log.debug("%s: leader %d answered %s", p, leader_id, ErrorCode(row.error).name)
+        return False
+    if row.diverging_epoch >= 0:
+        t = fs.on_diverging(row.diverging_epoch, row.diverging_end_offset, p.log.end_offset_for_epoch)
+        log.info(
+            "%s: log diverges from leader %d at epoch %d; truncating to %d", p, leader_id, row.diverging_epoch, t.offset
+        )
+        p.truncate_to(t.offset)
+        return True
+    moved = False
+    if row.records or row.high_watermark > min(p.high_watermark, fs.high_watermark):
+        p.append_as_follower(row.records, row.high_watermark)
+        moved = bool(row.records)
+    # The leader's log start (DeleteRecords, retention): records below it are gone from the partition, so not
+    # served here either, should this replica lead (Kafka's follower maybeIncrementLogStartOffset). Never past
+    # what this log holds; the next answers carry it again as the log grows.
+    start = min(row.log_start_offset, p.log.log_end_offset)
+    if start > p.log.log_start_offset:
+        p.advance_log_start_offset(start)
+    return moved

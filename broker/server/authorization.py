@@ -1,0 +1,1324 @@
+"""The authorization table: what every request needs, decided from what it does, before any handler runs.
+
+`RULES` has one `Rule` per native api key (net/protocol.py ApiKey): the resource type, the operation and
+whether it is asked for the request as a whole or for each item it names (Kafka's KafkaApis rules, see
+broker/security/request_authorizer.py). `Authorization.authorize` is the one call KafkaApis.handle makes
+for every request of both client listeners (the native one, and the Kafka one whose adapters turn each Kafka
+request into a native body): it
+
+1. shapes the body: the fields that say what the request is about are checked (a group id is a string, a
+   topics list is `[[topic, [...]], ...]`) and the request has one shape per api: FindCoordinator's
+   `keys` and OffsetFetch's `groups` are the batched shapes, and a body carrying both the single and the
+   batched field is INVALID_REQUEST. Keys an api does not define are read by neither the table nor the
+   handler, so no extra key changes what is checked;
+2. extracts the resources from that shape and asks the ACL authorizer;
+3. refuses the whole request (the right *_AUTHORIZATION_FAILED code, nothing runs), or hands the handler
+   the same shaped body without the items it may not touch, and adds their rows (per-item error codes, as
+   Kafka answers DescribeGroups, CreateTopics, Produce...) to the handler's answer.
+
+A request a broker forwarded to the controller (`forwarded`, KIP-590) also needs CLUSTER_ACTION. An api
+key without a rule is refused: a new api is closed until the table says what it needs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from broker.controller.leader_election_api import refused as refused_election
+from broker.controller.reassignment_api import refused_alter
+from broker.network.server import INTER_BROKER_LISTENER, BadRequest, ConnectionContext, as_list, error_body
+from broker.replica.partition import FetchResult
+from broker.replica.replica_manager import ProduceResult
+from broker.security.request_authorizer import (
+    CLUSTER_DENIED,
+    GROUP_DENIED,
+    TOPIC_DENIED,
+    RequestAuthorizer,
+    denied_message,
+)
+from net.acl import CLUSTER_NAME, AclOperation, ResourceType
+from net.errors import ErrorCode
+from net.protocol import ApiKey
+from net.schema.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
+from net.schema.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from net.schema.alter_share_group_offsets import (
+    AlterShareGroupOffsetsResponsePartition,
+    AlterShareGroupOffsetsResponseTopic,
+)
+from net.schema.base import ZERO_UUID
+from net.schema.consumer_group_describe import DescribedGroup as ConsumerDescribedGroup
+from net.schema.convert import error_response
+from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecordsTopic, DeleteRecordsTopicResult
+from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsResponseTopic
+from net.schema.delete_share_group_state import DeleteStateResult
+from net.schema.delete_share_group_state import PartitionResult as DeletePartitionResult
+from net.schema.describe_producers import PartitionResponse
+from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
+from net.schema.describe_producers import TopicResponse as DescribeProducersTopicResponse
+from net.schema.describe_share_group_offsets import DescribeShareGroupOffsetsResponseGroup
+from net.schema.describe_topic_partitions import DescribeTopicPartitionsResponseTopic
+from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
+from net.schema.describe_transactions import TransactionState as DescribedTxnState
+from net.schema.elect_leaders import ElectLeadersRequest
+from net.schema.initialize_share_group_state import InitializeStateResult
+from net.schema.initialize_share_group_state import PartitionResult as InitializePartitionResult
+from net.schema.list_offsets import ListOffsetsTopicResponse
+from net.schema.messages import MESSAGES
+from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
+from net.schema.read_share_group_state import PartitionResult as ReadPartitionResult
+from net.schema.read_share_group_state import ReadStateResult
+from net.schema.read_share_group_state_summary import PartitionResult as SummaryPartitionResult
+from net.schema.read_share_group_state_summary import ReadStateSummaryResult as SummaryStateResult
+from net.schema.share_acknowledge import PartitionData as ShareAckPartition
+from net.schema.share_acknowledge import ShareAcknowledgeTopicResponse
+from net.schema.share_fetch import PartitionData as ShareFetchPartition
+from net.schema.share_fetch import ShareFetchableTopicResponse
+from net.schema.share_group_describe import DescribedGroup as DescribedShareGroup
+from net.schema.txn_offset_commit import TxnOffsetCommitResponseTopic
+from net.schema.write_share_group_state import PartitionResult as WritePartitionResult
+from net.schema.write_share_group_state import WriteStateResult
+from net.schema.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
+
+log = logging.getLogger("kafkalite.security")
+Op = AclOperation
+TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
+_DENIED_CODE = {
+    TOPIC: TOPIC_DENIED,
+    GROUP: GROUP_DENIED,
+    CLUSTER: CLUSTER_DENIED,
+    TXN: int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+}
+Finish = Callable[[Any], Any]
+
+
+class Decision:
+    """The table's verdict: `answer` (the request is refused; None with `refused` means no answer, a
+    one-way message), or the shaped `body` to hand the handler and `finish`, which adds the refused items'
+    rows to its answer."""
+
+    __slots__ = ("refused", "answer", "body", "finish")
+
+    def __init__(self, body: Any, finish: Finish | None = None, *, refused: bool = False, answer: Any = None):
+        self.refused = refused
+        self.answer = answer
+        self.body = body
+        self.finish = finish
+
+    def complete(self, result: Any) -> Any:
+        """The handler's result (a body, None, or an awaitable of either) with the refused rows added."""
+        if self.finish is None:
+            return result
+        if not inspect.isawaitable(result):
+            return self.finish(result)
+        finish = self.finish
+
+        async def finished() -> Any:
+            return finish(await result)
+
+        return finished()
+
+
+@dataclass(frozen=True)
+class Need:
+    """One authorization a request needs: `op` on a `resource`, for the `scope` ("request": the whole request
+    is refused without it; "each": every item without it is answered with its own error code). `alt` is
+    Kafka's alternative where there is one (CREATE on the cluster or the topic...)."""
+
+    resource: ResourceType
+    op: AclOperation
+    scope: str = "request"
+    alt: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    needs: tuple[Need, ...]
+    decide: Callable[["Authorization", Any, ConnectionContext], Decision]
+    note: str = ""
+
+
+# --- shaping: the fields that name what a request touches, checked ---------------------------------------
+
+
+def _name(body: dict[str, Any], key: str) -> str:
+    v = body.get(key)
+    if not isinstance(v, str):
+        raise BadRequest(f"field {key!r} must be a string")
+    return v
+
+
+def _topic_entries(body: dict[str, Any], key: str = "topics") -> list[list[Any]]:
+    """[[topic, [partition entries]], ...]: the topics named and what the handler does on each."""
+    out = []
+    for entry in as_list(body.get(key), key):
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
+            raise BadRequest(f"each {key} entry must be [topic, [partition entries]]")
+        as_list(entry[1], "partitions")
+        out.append(entry)
+    return out
+
+
+def _partition(p: Any) -> Any:
+    return p[0] if isinstance(p, list) and p else p
+
+
+def _single_shape(body: dict[str, Any], single: str, batched: str, api: str) -> bool:
+    """True for the batched shape. Both fields at once is no shape of the api."""
+    if batched not in body:
+        return False
+    if single in body:
+        raise BadRequest(f"a {api} request carries {single!r} or {batched!r}, not both")
+    return True
+
+
+def _add(key: str, rows: list[Any], first: bool = False) -> Finish:
+    """Adds refused rows to the answer's list `key`; an answer without it (a request-level error, no answer
+    for acks=0) is left as it is."""
+
+    def finish(answer: Any) -> Any:
+        if isinstance(answer, dict) and isinstance(answer.get(key), list):
+            return dict(answer, **{key: rows + answer[key] if first else answer[key] + rows})
+        return answer
+
+    return finish
+
+
+def _then(*steps: Finish | None) -> Finish | None:
+    todo = [s for s in steps if s is not None]
+    if not todo:
+        return None
+
+    def finish(answer: Any) -> Any:
+        for s in todo:
+            answer = s(answer)
+        return answer
+
+    return finish
+
+
+class Authorization:
+    """Applies RULES with the broker's ACL authorizer (everything allowed without `authorizer=acl`)."""
+
+    def __init__(self, authz: RequestAuthorizer, auto_create_topics: bool = False) -> None:
+        self.authz = authz
+        self.auto_create_topics = auto_create_topics  # auto.create.topics.enable: Metadata may create
+
+    def authorize(self, api: int, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+        """Raises BadRequest for a body without the api's shape."""
+        rule: Rule | None = RULES.get(api)  # type: ignore[call-overload]  # an int finds its ApiKey member
+        if rule is None:
+            return self.refuse(CLUSTER, Op.ALL, f"api {api}", ctx)
+        if isinstance(body, dict) and body.get("forwarded") and not self.authz.cluster(ctx, Op.CLUSTER_ACTION):
+            return self.refuse_broker_only(api, ctx)
+        return rule.decide(self, body, ctx)
+
+    def broker(self, ctx: ConnectionContext) -> bool:
+        """What only brokers send (the heartbeat listener asks this too)."""
+        return self.authz.cluster(ctx, Op.CLUSTER_ACTION)
+
+    # --- verdicts ---
+
+    def refuse(self, rt: ResourceType, op: AclOperation, what: str, ctx: ConnectionContext) -> Decision:
+        code = _DENIED_CODE.get(rt, CLUSTER_DENIED)
+        return Decision({}, refused=True, answer=error_body(ErrorCode(code), denied_message(op, what, ctx)))
+
+    def refuse_broker_only(self, api: int, ctx: ConnectionContext) -> Decision:
+        name = ApiKey(api).name
+        log.warning("refused %s from %s at %s: no ClusterAction on the cluster", name, ctx.principal, ctx.peer)
+        if api == ApiKey.QUORUM:
+            return Decision({}, refused=True, answer=None)  # one-way: nothing to answer
+        return self.refuse(CLUSTER, Op.CLUSTER_ACTION, name, ctx)
+
+    # --- the checks rules are made of ---
+
+    def whole_cluster(self, op: AclOperation, ctx: ConnectionContext, body: dict[str, Any], api: str) -> Decision:
+        if self.authz.cluster(ctx, op):
+            return Decision(body)
+        return self.refuse(CLUSTER, op, f"the cluster ({api})", ctx)
+
+    def whole_group(
+        self, op: AclOperation, group: str, ctx: ConnectionContext, body: dict[str, Any]
+    ) -> Decision | None:
+        """None if allowed (the caller goes on), else the refusal."""
+        if self.authz.group(ctx, op, group):
+            return None
+        return self.refuse(GROUP, op, f"group {group}", ctx)
+
+    def per_topic(
+        self, body: dict[str, Any], ctx: ConnectionContext, op: AclOperation, row: Callable[[Any, str], list[Any]]
+    ) -> Decision:
+        """Requests of [[topic, [partition entries]]]: a topic without `op` is left out of the handler's
+        body, each of its partitions answered by `row(partition, message)`."""
+        kept: list[Any] = []
+        refused: list[Any] = []
+        for entry in _topic_entries(body):
+            (kept if self.authz.topic(ctx, op, entry[0]) else refused).append(entry)
+        if not refused:
+            return Decision(body)
+        rows = [[t, [row(_partition(p), denied_message(op, f"topic {t}", ctx)) for p in parts]] for t, parts in refused]
+        return Decision(dict(body, topics=kept), _add("topics", rows))
+
+    def per_item(
+        self,
+        body: dict[str, Any],
+        key: str,
+        name: Callable[[Any], Any],
+        allowed: Callable[[Any], bool],
+        row: Callable[[Any, str], Any],
+        what: Callable[[Any], str],
+        op: AclOperation,
+        ctx: ConnectionContext,
+        answer_key: str | None = None,
+        first: bool = False,
+    ) -> Decision:
+        """Requests naming several resources: each item without its authorization is left out of the
+        handler's body and answered with its own row."""
+        items = as_list(body.get(key), key)
+        kept, rows = [], []
+        for item in items:
+            if allowed(name(item)):
+                kept.append(item)
+            else:
+                rows.append(row(name(item), denied_message(op, what(name(item)), ctx)))
+        if not rows:
+            return Decision(body)
+        return Decision(dict(body, **{key: kept}), _add(answer_key or key, rows, first))
+
+
+# --- the rules, api by api -----------------------------------------------------------------------------------
+
+
+def _open(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    return Decision(body)
+
+
+def _broker_only_api(api: ApiKey) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+        return Decision(body) if a.broker(ctx) else a.refuse_broker_only(api, ctx)
+
+    return decide
+
+
+def _cluster(op: AclOperation, api: str) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+        return a.whole_cluster(op, ctx, body, api)
+
+    return decide
+
+
+def _group(op: AclOperation) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
+    """A request about one group (`group_id`)."""
+
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+        return a.whole_group(op, _name(body, "group_id"), ctx, body) or Decision(body)
+
+    return decide
+
+
+def _consumer_group_describe(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on each group; the others answered GROUP_AUTHORIZATION_FAILED in their rows. Asked for, each
+    described group gets the operations the principal may do on it."""
+    authz = a.authz
+    denied = [g for g in req.group_ids if not authz.group(ctx, Op.DESCRIBE, g)]
+    rows = tuple(
+        ConsumerDescribedGroup(
+            group_id=g, error_code=GROUP_DENIED, error_message=denied_message(Op.DESCRIBE, f"group {g}", ctx)
+        )
+        for g in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if isinstance(answer, dict):
+            return answer
+        if req.include_authorized_operations:
+            for row in answer.groups:
+                if not row.error_code:
+                    row.authorized_operations = authz.authorized_operations(ctx, GROUP, row.group_id)
+        answer.groups = answer.groups + rows
+        return answer
+
+    kept = tuple(g for g in req.group_ids if g not in denied)
+    return Decision(replace(req, group_ids=kept), finish)
+
+
+def _typed_group(op: AclOperation) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """A typed request about one group (`group_id`): the consumer and share group heartbeats (KIP-848, KIP-932)."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        return a.whole_group(op, req.group_id or "", ctx, {}) or Decision(req)
+
+    return decide
+
+
+def _share_topics(row: Callable[[Any, int], Any]) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """ShareFetch / ShareAcknowledge: READ on the group, and READ on each topic (named by id; an id of no topic
+    is the handler's UNKNOWN_TOPIC_ID); a refused topic is left out and answered by `row(topic, code)`."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        refused_group = a.whole_group(Op.READ, req.group_id or "", ctx, {})
+        if refused_group is not None:
+            return refused_group
+        names = {t.topic_id: name for name, t in a.authz.image.topics.items()}
+        kept: list[Any] = []
+        refused: list[Any] = []
+        for t in req.topics:
+            name = names.get(t.topic_id.hex if t.topic_id is not None else "")
+            (refused if name is not None and not a.authz.topic(ctx, Op.READ, name) else kept).append(t)
+        if not refused:
+            return Decision(req)
+        rows = tuple(row(t, TOPIC_DENIED) for t in refused)
+
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict):
+                answer.responses = answer.responses + rows
+            return answer
+
+        return Decision(replace(req, topics=tuple(kept)), finish)
+
+    return decide
+
+
+def _share_fetch_denied(t: Any, code: int) -> Any:
+    return ShareFetchableTopicResponse(
+        topic_id=t.topic_id,
+        partitions=tuple(ShareFetchPartition(partition_index=p.partition_index, error_code=code) for p in t.partitions),
+    )
+
+
+def _share_ack_denied(t: Any, code: int) -> Any:
+    return ShareAcknowledgeTopicResponse(
+        topic_id=t.topic_id,
+        partitions=tuple(ShareAckPartition(partition_index=p.partition_index, error_code=code) for p in t.partitions),
+    )
+
+
+def _share_state(result: Callable[..., Any], row: Callable[..., Any]) -> Callable[..., Decision]:
+    """Read/WriteShareGroupState: brokers only (CLUSTER_ACTION); refused, each partition asked is answered
+    CLUSTER_AUTHORIZATION_FAILED in the api's own rows (its answer has no request-level code)."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        if a.broker(ctx):
+            return Decision(req)
+        rows = tuple(
+            result(
+                topic_id=t.topic_id,
+                partitions=tuple(row(partition=p.partition, error_code=CLUSTER_DENIED) for p in t.partitions),
+            )
+            for t in req.topics
+        )
+        answer = MESSAGES[ApiKey(req.API_KEY)][1](results=rows)
+        return Decision({}, refused=True, answer=answer)
+
+    return decide
+
+
+def _share_group_offsets(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DescribeShareGroupOffsets: DESCRIBE on each group (the others answered GROUP_AUTHORIZATION_FAILED), and only
+    the topics it may DESCRIBE are answered (Kafka leaves the others out)."""
+    denied = [g for g in req.groups if not a.authz.group(ctx, Op.DESCRIBE, g.group_id)]
+    rows = tuple(
+        DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        )
+        for g in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            for g in answer.groups:
+                g.topics = tuple(t for t in g.topics if a.authz.topic(ctx, Op.DESCRIBE, t.topic_name))
+            answer.groups = answer.groups + rows
+        return answer
+
+    return Decision(replace(req, groups=tuple(g for g in req.groups if g not in denied)), finish)
+
+
+def _share_offsets_change(
+    group_op: AclOperation, denied_row: Callable[[Any, str], Any]
+) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """Alter/DeleteShareGroupOffsets (Kafka's KafkaApis): `group_op` on the group (READ to alter, DELETE to delete)
+    or the whole request is GROUP_AUTHORIZATION_FAILED; READ on each topic, a topic without it left out of the
+    handler's request and answered TOPIC_AUTHORIZATION_FAILED by `denied_row(topic, message)` (unless the answer
+    is a request-level error, which Kafka gives for every topic)."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        refused_group = a.whole_group(group_op, req.group_id or "", ctx, {})
+        if refused_group is not None:
+            return refused_group
+        refused = [t for t in req.topics if not a.authz.topic(ctx, Op.READ, t.topic_name)]
+        if not refused:
+            return Decision(req)
+        rows = tuple(denied_row(t, denied_message(Op.READ, f"topic {t.topic_name}", ctx)) for t in refused)
+
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict) and not answer.error_code:
+                answer.responses = answer.responses + rows
+            return answer
+
+        return Decision(replace(req, topics=tuple(t for t in req.topics if t not in refused)), finish)
+
+    return decide
+
+
+def _alter_share_offsets_denied(t: Any, message: str) -> Any:
+    return AlterShareGroupOffsetsResponseTopic(
+        topic_name=t.topic_name,
+        partitions=tuple(
+            AlterShareGroupOffsetsResponsePartition(
+                partition_index=p.partition_index, error_code=TOPIC_DENIED, error_message=message
+            )
+            for p in t.partitions
+        ),
+    )
+
+
+def _delete_share_offsets_denied(t: Any, message: str) -> Any:
+    return DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, error_code=TOPIC_DENIED, error_message=message)
+
+
+def _share_group_describe(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on each group; the others answered GROUP_AUTHORIZATION_FAILED."""
+    denied = [g for g in req.group_ids if not a.authz.group(ctx, Op.DESCRIBE, g)]
+    if not denied:
+        return Decision(req)
+    rows = tuple(
+        DescribedShareGroup(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=g, group_state="Dead")
+        for g in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.groups = answer.groups + rows
+        return answer
+
+    return Decision(replace(req, group_ids=tuple(g for g in req.group_ids if g not in denied)), finish)
+
+
+def _produce(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """WRITE on each topic; a transactional produce also WRITE on its transactional id (Kafka's rule)."""
+    txn = body.get("transactional_id")
+    if txn is not None:
+        if not isinstance(txn, str):
+            raise BadRequest("field 'transactional_id' must be a string")
+        if not a.authz.allowed(ctx, Op.WRITE, TXN, txn):
+            return a.refuse(TXN, Op.WRITE, f"transactional id {txn}", ctx)
+    return a.per_topic(body, ctx, Op.WRITE, lambda p, msg: ProduceResult(TOPIC_DENIED, message=msg).to_wire(p))
+
+
+def _fetch(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    replica_id = body.get("replica_id", -1)
+    if not isinstance(replica_id, int) or isinstance(replica_id, bool):
+        raise BadRequest("field 'replica_id' must be an integer")
+    if replica_id >= 0:  # a follower's fetch: only brokers
+        return Decision(body) if a.broker(ctx) else a.refuse_broker_only(ApiKey.FETCH, ctx)
+    return a.per_topic(body, ctx, Op.READ, lambda p, msg: FetchResult(TOPIC_DENIED).to_wire(p))
+
+
+def _typed_topics(
+    op: AclOperation, row: Callable[[Any], Any], name: str = "name", cluster_alt: AclOperation | None = None
+) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """A typed request of `topics` (net/schema/): each topic needs `op` (or `cluster_alt` on the cluster, for the
+    whole request); a refused topic is left out of the handler's request and answered by `row(topic)`, its answer
+    row with TOPIC_AUTHORIZATION_FAILED in each partition."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        if cluster_alt is not None and a.authz.cluster(ctx, cluster_alt):
+            return Decision(req)
+        kept: list[Any] = []
+        refused: list[Any] = []
+        for t in req.topics:
+            (kept if a.authz.topic(ctx, op, getattr(t, name)) else refused).append(t)
+        if not refused:
+            return Decision(req)
+        rows = tuple(row(t) for t in refused)
+
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict):  # a typed answer; a dict is a whole-request error
+                answer.topics = answer.topics + rows
+            return answer
+
+        return Decision(replace(req, topics=tuple(kept)), finish)
+
+    return decide
+
+
+def _denied_rows(cls: type) -> Callable[[Any], Any]:
+    """The answer row of a refused topic: the request's topic mirrored, every partition TOPIC_AUTHORIZATION_FAILED."""
+    return lambda t: error_response(t, cls, TOPIC_DENIED)
+
+
+def _describe_quorum(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the cluster; a broker forwarding a client's request (whose DESCRIBE it checked) to the quorum
+    leader needs CLUSTER_ACTION, as Kafka's forwarded requests."""
+    if getattr(ctx, "listener", None) == INTER_BROKER_LISTENER and a.broker(ctx):
+        return Decision(req)
+    return a.whole_cluster(Op.DESCRIBE, ctx, req, "DescribeQuorum")
+
+
+def _deleted_records_denied(t: DeleteRecordsTopic) -> DeleteRecordsTopicResult:
+    rows = tuple(
+        DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=TOPIC_DENIED)
+        for p in t.partitions
+    )
+    return DeleteRecordsTopicResult(name=t.name, partitions=rows)
+
+
+def _producers_denied(t: DescribeProducersTopic) -> DescribeProducersTopicResponse:
+    rows = tuple(PartitionResponse(partition_index=i, error_code=TOPIC_DENIED) for i in t.partition_indexes)
+    return DescribeProducersTopicResponse(name=t.name, partitions=rows)
+
+
+def _alter_reassignments(a: Authorization, req: AlterPartitionReassignmentsRequest, ctx: ConnectionContext) -> Decision:
+    """ALTER on the cluster; without it, CLUSTER_AUTHORIZATION_FAILED at the top and in every partition asked."""
+    if a.authz.cluster(ctx, Op.ALTER):
+        return Decision(req)
+    message = denied_message(Op.ALTER, "the cluster (AlterPartitionReassignments)", ctx)
+    return Decision(req, refused=True, answer=refused_alter(req, CLUSTER_DENIED, message))
+
+
+def _elect_leaders(a: Authorization, req: ElectLeadersRequest, ctx: ConnectionContext) -> Decision:
+    """ALTER on the cluster; without it, CLUSTER_AUTHORIZATION_FAILED at the top and in every partition asked."""
+    if a.authz.cluster(ctx, Op.ALTER):
+        return Decision(req)
+    message = denied_message(Op.ALTER, "the cluster (ElectLeaders)", ctx)
+    if req.topic_partitions is None:  # no partition rows to carry the reason: a whole-request error does
+        return Decision(req, refused=True, answer=error_body(ErrorCode(CLUSTER_DENIED), message))
+    return Decision(req, refused=True, answer=refused_election(req, CLUSTER_DENIED, message))
+
+
+def _metadata(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """All topics (`topics` nil): those it may not describe are left out. Named topics: each needs DESCRIBE,
+    and one that does not exist is created (allow_auto_topic_creation, auto.create.topics.enable) only with
+    CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED, as in Kafka."""
+    authz = a.authz
+    if body.get("topics") is None:
+
+        def hide(answer: Any) -> Any:
+            if not isinstance(answer, dict) or not isinstance(answer.get("topics"), list):
+                return answer
+            return dict(answer, topics=[t for t in answer["topics"] if authz.topic(ctx, Op.DESCRIBE, t.get("name"))])
+
+        return Decision(body, hide)
+    if body.get("topic_ids"):
+        # Topics named by id (Kafka's Metadata v10+): checked, and answered, by the names they have.
+        by_id = {info.topic_id: name for name, info in authz.image.topics.items()}
+        ids = as_list(body["topic_ids"], "topic_ids")
+        if not all(isinstance(i, str) for i in ids):
+            raise BadRequest("topic_ids must be strings")
+        resolved = [by_id[i] for i in ids if i in by_id]
+        body = dict(
+            body, topics=list(body.get("topics") or []) + resolved, topic_ids=[i for i in ids if i not in by_id]
+        )
+    creating = a.auto_create_topics and body.get("allow_auto_topic_creation") is True
+
+    def allowed(n: Any) -> bool:
+        if not authz.topic(ctx, Op.DESCRIBE, n):
+            return False
+        return not creating or n in authz.image.topics or authz.create_topic(ctx, n)
+
+    return a.per_item(
+        body,
+        "topics",
+        lambda n: n,
+        allowed,
+        lambda n, msg: {"error_code": TOPIC_DENIED, "name": n, "partitions": [], "error_message": msg},
+        lambda n: f"topic {n}",
+        Op.DESCRIBE,
+        ctx,
+    )
+
+
+def _describe_topic_partitions(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """KIP-966, as Kafka's DescribeTopicPartitionsRequestHandler: the request as sent is checked first (a cursor
+    names one of the topics asked and a partition >= 0, else INVALID_REQUEST); then DESCRIBE on each topic. A
+    listing of every topic leaves out the ones it may not describe, before the handler fills its page; a named
+    one it may not describe is answered TOPIC_AUTHORIZATION_FAILED (without its id), after the page. Every
+    answered topic carries the operations this principal may do on it. Native v0 is a Metadata request."""
+    if isinstance(req, dict):
+        return _metadata(a, req, ctx)
+    authz = a.authz
+    cursor = req.cursor
+    names = [t.name for t in req.topics]
+    if cursor is not None and (cursor.partition_index < 0 or (names and cursor.topic_name not in names)):
+        why = f"the cursor {cursor.topic_name}-{cursor.partition_index} is not a partition of the topics asked"
+        return Decision(req, refused=True, answer=error_body(ErrorCode.INVALID_REQUEST, why))
+    kept: list[Any] = []
+    refused: list[str] = []
+    if names:
+        for t in req.topics:
+            if authz.topic(ctx, Op.DESCRIBE, t.name):
+                kept.append(t)
+            else:
+                refused.append(t.name)
+    else:
+        kept = [DescribeTopicRequest(name=n) for n in sorted(authz.image.topics) if authz.topic(ctx, Op.DESCRIBE, n)]
+    denied = tuple(
+        DescribeTopicPartitionsResponseTopic(error_code=TOPIC_DENIED, name=n, topic_id=ZERO_UUID)
+        for n in dict.fromkeys(refused)
+    )
+
+    def finish(answer: Any) -> Any:
+        if isinstance(answer, dict):  # the request failed as a whole
+            return answer
+        for t in answer.topics:
+            t.topic_authorized_operations = authz.authorized_operations(ctx, TOPIC, t.name)
+        answer.topics = answer.topics + denied
+        return answer
+
+    return Decision(replace(req, topics=tuple(kept)), finish)
+
+
+def _with_operations(
+    decide: Callable[[Authorization, Any, ConnectionContext], Decision],
+    rows_key: str,
+    name_key: str,
+    rt: ResourceType,
+    flag: str,
+    field: str,
+    denied: int,
+) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """Kafka's `*_authorized_operations`, asked for with `flag` (Metadata's include_topic_authorized_operations,
+    DescribeGroups' include_authorized_operations): each answered row the principal may see (not `denied`) gets
+    the operations it may do on its resource, once the rule's own rows are in; a request not asking gets none
+    (clients read Kafka's -2147483648, "not given"). Metadata's include_cluster_authorized_operations likewise."""
+
+    def decided(a: Authorization, body: Any, ctx: ConnectionContext) -> Decision:
+        d = decide(a, body, ctx)
+        asked, cluster = body.get(flag) is True, body.get("include_cluster_authorized_operations") is True
+        if d.refused or not (asked or cluster):
+            return d
+        authz = a.authz
+
+        def operations(answer: Any) -> Any:
+            if not isinstance(answer, dict) or not isinstance(answer.get(rows_key), list):
+                return answer
+            if asked:
+                rows = [
+                    r
+                    if r.get("error_code") == denied
+                    else dict(r, **{field: authz.authorized_operations(ctx, rt, r[name_key])})
+                    for r in answer[rows_key]
+                ]
+                answer = dict(answer, **{rows_key: rows})
+            if cluster:
+                answer = dict(
+                    answer, cluster_authorized_operations=authz.authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+                )
+            return answer
+
+        return Decision(d.body, _then(d.finish, operations))
+
+    return decided
+
+
+def _init_producer_id(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """A transactional producer: WRITE on its transactional id; an idempotent one: IDEMPOTENT_WRITE on the
+    cluster or WRITE on any topic (KIP-679)."""
+    tid = getattr(req, "transactional_id", None)
+    if tid is not None:
+        return Decision(req) if a.authz.allowed(ctx, Op.WRITE, TXN, tid) else _txn_refused(Op.WRITE, tid, ctx)
+    if a.authz.idempotent_write(ctx):
+        return Decision(req)
+    return a.refuse(CLUSTER, Op.IDEMPOTENT_WRITE, "the cluster (nor WRITE on any topic)", ctx)
+
+
+def _txn_refused(op: AclOperation, tid: str, ctx: ConnectionContext) -> Decision:
+    msg = denied_message(op, f"transactional id {tid}", ctx)
+    return Decision({}, refused=True, answer=error_body(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, msg))
+
+
+def _txn_write(field: str = "transactional_id", group_op: AclOperation | None = None) -> Callable[..., Decision]:
+    """WRITE on the request's transactional id (and `group_op` on its group_id): Kafka's rule for AddOffsetsToTxn,
+    EndTxn and TxnOffsetCommit."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        tid = getattr(req, field)
+        if not a.authz.allowed(ctx, Op.WRITE, TXN, tid):
+            return _txn_refused(Op.WRITE, tid, ctx)
+        if group_op is not None and not a.authz.allowed(ctx, group_op, GROUP, req.group_id):
+            return a.refuse(GROUP, group_op, f"group {req.group_id}", ctx)
+        return Decision(req)
+
+    return decide
+
+
+def _txn_offset_commit(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """WRITE on the transactional id, READ on the group, READ on each topic (Kafka's handleTxnOffsetCommitRequest)."""
+    d = _txn_write(group_op=Op.READ)(a, req, ctx)
+    if d.refused:
+        return d
+    return _typed_topics(Op.READ, _denied_rows(TxnOffsetCommitResponseTopic))(a, req, ctx)
+
+
+def _add_partitions_to_txn(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """A client's (v0-3): WRITE on the transactional id and on every topic added, or nothing is added (the denied
+    topics TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED, as Kafka). A broker's batched form
+    (v4+, KIP-890): CLUSTER_ACTION."""
+    if req.transactions:
+        return Decision(req) if a.broker(ctx) else a.refuse(CLUSTER, Op.CLUSTER_ACTION, "AddPartitionsToTxn v4+", ctx)
+    tid = req.v3_and_below_transactional_id
+    txn_denied = not a.authz.allowed(ctx, Op.WRITE, TXN, tid)
+    denied = (
+        set() if txn_denied else {t.name for t in req.v3_and_below_topics if not a.authz.topic(ctx, Op.WRITE, t.name)}
+    )
+    if not txn_denied and not denied:
+        return Decision(req)
+
+    def code(topic: str) -> int:  # the answer names every partition asked, as Kafka's error response does
+        if txn_denied:
+            return int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return TOPIC_DENIED if topic in denied else int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+
+    rows = tuple(
+        AddPartitionsToTxnTopicResult(
+            name=t.name,
+            results_by_partition=tuple(
+                AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code(t.name))
+                for p in t.partitions
+            ),
+        )
+        for t in req.v3_and_below_topics
+    )
+    top = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) if txn_denied else 0  # the v4+ field
+    return Decision(
+        {}, refused=True, answer=AddPartitionsToTxnResponse(error_code=top, results_by_topic_v3_and_below=rows)
+    )
+
+
+def _write_txn_markers(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """CLUSTER_ACTION: a transaction coordinator's broker, or an admin aborting a hanging transaction (kl-transactions
+    abort, on a client listener as in Kafka); anyone else gets CLUSTER_AUTHORIZATION_FAILED in every partition named
+    (Kafka's error response), never an empty answer."""
+    if a.broker(ctx):
+        return Decision(req)
+    a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)  # logged as every broker-only refusal
+    markers = tuple(
+        WritableTxnMarkerResult(
+            producer_id=m.producer_id,
+            topics=tuple(
+                WritableTxnMarkerTopicResult(
+                    name=t.name,
+                    partitions=tuple(
+                        WritableTxnMarkerPartitionResult(partition_index=p, error_code=CLUSTER_DENIED)
+                        for p in t.partition_indexes
+                    ),
+                )
+                for t in m.topics
+            ),
+        )
+        for m in req.markers
+    )
+    if not markers:
+        return a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)
+    return Decision({}, refused=True, answer=WriteTxnMarkersResponse(markers=markers))
+
+
+def _describe_transactions(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on each transactional id; the others answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    denied = [t for t in req.transactional_ids if not a.authz.allowed(ctx, Op.DESCRIBE, TXN, t)]
+    if not denied:
+        return Decision(req)
+    rows = tuple(
+        DescribedTxnState(error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), transactional_id=t)
+        for t in denied
+    )
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.transaction_states = answer.transaction_states + rows
+        return answer
+
+    kept = tuple(t for t in req.transactional_ids if t not in denied)
+    return Decision(replace(req, transactional_ids=kept), finish)
+
+
+def _list_transactions(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """Only the transactional ids the principal may DESCRIBE are listed (Kafka filters them)."""
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.transaction_states = tuple(
+                s for s in answer.transaction_states if a.authz.allowed(ctx, Op.DESCRIBE, TXN, s.transactional_id)
+            )
+        return answer
+
+    return Decision(req, finish)
+
+
+def _itself(item: Any) -> Any:
+    return item
+
+
+def _named(item: dict[str, Any]) -> Any:
+    return item.get("name")
+
+
+def _first(item: list[Any]) -> Any:
+    return item[0]
+
+
+def _topic_maps(body: dict[str, Any]) -> None:
+    if not all(isinstance(t, dict) for t in as_list(body.get("topics"), "topics")):
+        raise BadRequest("each topic must be a map with its name")
+
+
+def _alter_entries(body: dict[str, Any]) -> None:
+    for entry in as_list(body.get("topics") or [], "topics") + as_list(body.get("brokers") or [], "brokers"):
+        if not isinstance(entry, list) or len(entry) != 2:
+            raise BadRequest("each alter entry must be [topic or broker, {config: value or nil}]")
+
+
+def _alter_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """Topics: ALTER_CONFIGS on each; brokers' dynamic configs: ALTER_CONFIGS on the cluster; groups: ALTER_CONFIGS
+    on each, as Kafka's."""
+    body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
+    topics = _topics_each(Op.ALTER_CONFIGS, _first, _alter_entries)(a, body, ctx)
+    cluster_ok = a.authz.cluster(ctx, Op.ALTER_CONFIGS) if body["brokers"] else True
+    brokers = a.per_item(
+        topics.body,
+        "brokers",
+        _first,
+        lambda b: cluster_ok,
+        lambda b, msg: [b, CLUSTER_DENIED, msg],
+        lambda b: "the cluster",
+        Op.ALTER_CONFIGS,
+        ctx,
+    )
+    groups = _groups_configs(a, brokers.body, ctx, Op.ALTER_CONFIGS, lambda g, msg: [g, GROUP_DENIED, msg])
+    return Decision(groups.body, _then(_then(topics.finish, brokers.finish), groups.finish))
+
+
+def _groups_configs(
+    a: Authorization, body: dict[str, Any], ctx: ConnectionContext, op: AclOperation, row: Callable[[Any, str], Any]
+) -> Decision:
+    """A config request's `groups` (resource type GROUP): `op` on each group, as Kafka's."""
+    if not body.get("groups"):
+        return Decision(body)
+    name = _first if op == Op.ALTER_CONFIGS else (lambda g: g)  # [group, changes] or a group id
+    allowed = lambda g: isinstance(g, str) and a.authz.group(ctx, op, g)  # noqa: E731
+    return a.per_item(body, "groups", name, allowed, row, lambda g: f"group {g}", op, ctx)
+
+
+def _topics_each(
+    op: AclOperation, name_of: Callable[[Any], Any], shape: Callable[[dict[str, Any]], None] | None = None
+) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
+    """The admin requests on a list of topics (`topics`, each item named by `name_of`): `op` on each (CREATE:
+    on the cluster or the topic), a refused one answered [name, TOPIC_AUTHORIZATION_FAILED, message]."""
+
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+        if shape is not None:
+            shape(body)
+        if op == Op.CREATE:
+            allowed: Callable[[Any], bool] = lambda n: a.authz.create_topic(ctx, n)  # noqa: E731
+        else:
+            allowed = lambda n: a.authz.topic(ctx, op, n)  # noqa: E731
+        row = lambda n, msg: [n, TOPIC_DENIED, msg]  # noqa: E731
+        return a.per_item(body, "topics", name_of, allowed, row, lambda n: f"topic {n}", op, ctx, first=True)
+
+    return decide
+
+
+def _describe_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """Topics: DESCRIBE_CONFIGS on each; a broker's own configs: DESCRIBE_CONFIGS on the cluster; groups:
+    DESCRIBE_CONFIGS on each."""
+    body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
+    op = Op.DESCRIBE_CONFIGS
+    topics = a.per_item(
+        body,
+        "topics",
+        lambda n: n,
+        lambda n: a.authz.topic(ctx, op, n),
+        lambda n, msg: [n, TOPIC_DENIED, msg, {}],
+        lambda n: f"topic {n}",
+        op,
+        ctx,
+        answer_key="results",
+    )
+    cluster_ok = a.authz.cluster(ctx, op) if body["brokers"] else True
+    brokers = a.per_item(
+        topics.body,
+        "brokers",
+        lambda b: b,
+        lambda b: cluster_ok,
+        lambda b, msg: [b, CLUSTER_DENIED, msg, {}],
+        lambda b: "the cluster",
+        op,
+        ctx,
+    )
+    groups = _groups_configs(a, brokers.body, ctx, op, lambda g, msg: [g, GROUP_DENIED, msg, {}])
+    return Decision(groups.body, _then(_then(topics.finish, brokers.finish), groups.finish))
+
+
+def _find_coordinator(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the group (key_type 0) or the transactional id (1); with `keys`, on each."""
+    key_type = body.get("key_type", 0)
+    if key_type not in (0, 1) or isinstance(key_type, bool):
+        raise BadRequest("key_type must be 0 (group) or 1 (transaction)")
+    rt = GROUP if key_type == 0 else TXN
+
+    def allowed(k: Any) -> bool:
+        return isinstance(k, str) and a.authz.allowed(ctx, Op.DESCRIBE, rt, k)
+
+    if _single_shape(body, "key", "keys", "FindCoordinator"):
+        return a.per_item(
+            body,
+            "keys",
+            lambda k: k,
+            allowed,
+            lambda k, msg: {
+                "error_code": _DENIED_CODE.get(rt, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+                "error_message": msg,
+                "key": k,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            },
+            lambda k: f"{rt.name.lower()} {k}",
+            Op.DESCRIBE,
+            ctx,
+            answer_key="coordinators",
+        )
+    key = _name(body, "key")
+    if allowed(key):
+        return Decision(body)
+    if rt == TXN:
+        msg = denied_message(Op.DESCRIBE, f"transactional id {key}", ctx)
+        return Decision({}, refused=True, answer=error_body(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, msg))
+    return a.refuse(GROUP, Op.DESCRIBE, f"group {key}", ctx)
+
+
+def _offset_commit(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """READ on the group, and on each topic (a topic without it: TOPIC_AUTHORIZATION_FAILED in its rows, the
+    others committed), as Kafka's handleOffsetCommitRequest."""
+    refused = a.whole_group(Op.READ, _name(body, "group_id"), ctx, body)
+    return refused or a.per_topic(body, ctx, Op.READ, lambda p, msg: [p, TOPIC_DENIED, msg])
+
+
+def _offset_delete(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """DELETE on the group, READ on each topic (Kafka's handleDeleteOffsetsRequest)."""
+    refused = a.whole_group(Op.DELETE, _name(body, "group_id"), ctx, body)
+    return refused or a.per_topic(body, ctx, Op.READ, lambda p, msg: [p, TOPIC_DENIED, msg])
+
+
+def _fetched_topics(a: Authorization, entry: dict[str, Any], ctx: ConnectionContext) -> tuple[dict[str, Any], Finish]:
+    """One group's OffsetFetch: DESCRIBE on each topic named; with every topic (nil), the topics it may not
+    describe are left out of the answer (Kafka's handleOffsetFetchRequest)."""
+    authz = a.authz
+    if entry.get("topics") is None:
+
+        def hide(answer: Any) -> Any:
+            if not isinstance(answer, dict) or not isinstance(answer.get("topics"), list):
+                return answer
+            shown = [t for t in answer["topics"] if authz.topic(ctx, Op.DESCRIBE, t[0])]
+            return dict(answer, topics=shown)
+
+        return entry, hide
+    d = a.per_topic(entry, ctx, Op.DESCRIBE, lambda p, msg: [p, -1, "", TOPIC_DENIED])
+    return d.body, d.finish or (lambda answer: answer)
+
+
+def _offset_fetch(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    if not _single_shape(body, "group_id", "groups", "OffsetFetch"):
+        refused = a.whole_group(Op.DESCRIBE, _name(body, "group_id"), ctx, body)
+        if refused is not None:
+            return refused
+        shaped, one_group_finish = _fetched_topics(a, body, ctx)
+        return Decision(shaped, one_group_finish)
+    kept: list[dict[str, Any]] = []
+    fixes: list[Finish] = []
+    rows: list[dict[str, Any]] = []
+    for entry in as_list(body.get("groups"), "groups"):
+        if not isinstance(entry, dict):
+            raise BadRequest("each groups entry must be a map with group_id and topics")
+        gid = _name(entry, "group_id")
+        if a.authz.group(ctx, Op.DESCRIBE, gid):
+            shaped, fix = _fetched_topics(a, entry, ctx)
+            kept.append(shaped)
+            fixes.append(fix)
+        else:
+            msg = denied_message(Op.DESCRIBE, f"group {gid}", ctx)
+            rows.append({"error_code": GROUP_DENIED, "error_message": msg, "group_id": gid, "topics": []})
+
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict) or not isinstance(answer.get("groups"), list):
+            return answer
+        done = [fix(g) for fix, g in zip(fixes, answer["groups"])]
+        return dict(answer, groups=done + rows)
+
+    return Decision(dict(body, groups=kept), finish)
+
+
+def _list_groups(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the cluster lists every group; without it, the groups it may describe."""
+    authz = a.authz
+    if authz.cluster(ctx, Op.DESCRIBE):
+        return Decision(body)
+
+    def visible(answer: Any) -> Any:
+        if not isinstance(answer, dict) or not isinstance(answer.get("groups"), list):
+            return answer
+        types = answer.get("group_types") or ["classic"] * len(answer["groups"])
+        kept = [(g, t) for g, t in zip(answer["groups"], types) if authz.group(ctx, Op.DESCRIBE, g[0])]
+        return dict(answer, groups=[g for g, _ in kept], group_types=[t for _, t in kept])
+
+    return Decision(body, visible)
+
+
+def _groups_each(
+    op: AclOperation, row: Callable[[Any, str], Any], answer_key: str
+) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
+    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+        return a.per_item(
+            body,
+            "groups",
+            lambda g: g,
+            lambda g: a.authz.group(ctx, op, g),
+            row,
+            lambda g: f"group {g}",
+            op,
+            ctx,
+            answer_key=answer_key,
+        )
+
+    return decide
+
+
+def _described_group_row(g: Any, msg: str) -> dict[str, Any]:
+    return {"error_code": GROUP_DENIED, "error_message": msg, "group_id": g}
+
+
+R, E = "request", "each"
+RULES: dict[ApiKey, Rule] = {
+    ApiKey.PRODUCE: Rule((Need(TOPIC, Op.WRITE, E), Need(TXN, Op.WRITE, R)), _produce, "the transactional id's if any"),
+    ApiKey.FETCH: Rule(
+        (Need(TOPIC, Op.READ, E), Need(CLUSTER, Op.CLUSTER_ACTION, R)),
+        _fetch,
+        "CLUSTER_ACTION only for a follower's fetch, replica_id ≥ 0",
+    ),
+    ApiKey.LIST_OFFSETS: Rule(
+        (Need(TOPIC, Op.DESCRIBE, E),), _typed_topics(Op.DESCRIBE, _denied_rows(ListOffsetsTopicResponse))
+    ),
+    ApiKey.DELETE_RECORDS: Rule((Need(TOPIC, Op.DELETE, E),), _typed_topics(Op.DELETE, _deleted_records_denied)),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Rule(
+        (Need(TOPIC, Op.DESCRIBE, E, "or CLUSTER_ACTION on the cluster"),),
+        _typed_topics(Op.DESCRIBE, _denied_rows(OffsetForLeaderTopicResult), "topic", Op.CLUSTER_ACTION),
+        "KIP-320: consumers with DESCRIBE on the topic, brokers with CLUSTER_ACTION",
+    ),
+    ApiKey.DESCRIBE_PRODUCERS: Rule((Need(TOPIC, Op.READ, E),), _typed_topics(Op.READ, _producers_denied)),
+    ApiKey.DESCRIBE_LOG_DIRS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeLogDirs")),
+    ApiKey.DESCRIBE_QUORUM: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R, "or CLUSTER_ACTION, forwarded by a broker"),),
+        _describe_quorum,
+        "a broker forwards a client's request to the quorum leader on the inter-broker listener",
+    ),
+    ApiKey.LIST_CONFIG_RESOURCES: Rule(
+        (Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),), _cluster(Op.DESCRIBE_CONFIGS, "ListConfigResources")
+    ),
+    ApiKey.METADATA: Rule(
+        (Need(TOPIC, Op.DESCRIBE, E), Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster")),
+        _with_operations(
+            _metadata,
+            "topics",
+            "name",
+            TOPIC,
+            "include_topic_authorized_operations",
+            "topic_authorized_operations",
+            TOPIC_DENIED,
+        ),
+        "all topics: those it may not describe are left out; automatic creation needs CREATE",
+    ),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rule(
+        (Need(TOPIC, Op.DESCRIBE, E),),
+        _describe_topic_partitions,
+        "topics it may not describe are left out of a listing of every topic; native v0 is a Metadata request",
+    ),
+    ApiKey.OFFSET_COMMIT: Rule((Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _offset_commit),
+    ApiKey.OFFSET_FETCH: Rule(
+        (Need(GROUP, Op.DESCRIBE, E), Need(TOPIC, Op.DESCRIBE, E)),
+        _offset_fetch,
+        "each group of a batched request; all topics: those it may not describe are left out",
+    ),
+    ApiKey.FIND_COORDINATOR: Rule(
+        (Need(GROUP, Op.DESCRIBE, E), Need(TXN, Op.DESCRIBE, E)), _find_coordinator, "each key of a batched request"
+    ),
+    ApiKey.JOIN_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),),
+        _share_state(InitializeStateResult, InitializePartitionResult),
+        "brokers only",
+    ),
+    ApiKey.READ_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(ReadStateResult, ReadPartitionResult), "brokers only"
+    ),
+    ApiKey.WRITE_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(WriteStateResult, WritePartitionResult), "brokers only"
+    ),
+    ApiKey.DELETE_SHARE_GROUP_STATE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(DeleteStateResult, DeletePartitionResult), "brokers only"
+    ),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _share_state(SummaryStateResult, SummaryPartitionResult), "brokers only"
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: Rule(
+        (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)),
+        _share_offsets_change(Op.READ, _alter_share_offsets_denied),
+        "a topic it may not read is answered TOPIC_AUTHORIZATION_FAILED in its rows",
+    ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: Rule(
+        (Need(GROUP, Op.DELETE, R), Need(TOPIC, Op.READ, E)),
+        _share_offsets_change(Op.DELETE, _delete_share_offsets_denied),
+        "a topic it may not read is answered TOPIC_AUTHORIZATION_FAILED in its row",
+    ),
+    ApiKey.SHARE_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Rule(
+        (Need(GROUP, Op.DESCRIBE, E), Need(TOPIC, Op.DESCRIBE, E)),
+        _share_group_offsets,
+        "topics it may not describe are left out",
+    ),
+    ApiKey.SHARE_GROUP_DESCRIBE: Rule((Need(GROUP, Op.DESCRIBE, E),), _share_group_describe),
+    ApiKey.SHARE_FETCH: Rule(
+        (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _share_topics(_share_fetch_denied), "topics by id"
+    ),
+    ApiKey.SHARE_ACKNOWLEDGE: Rule(
+        (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _share_topics(_share_ack_denied), "topics by id"
+    ),
+    ApiKey.HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.LEAVE_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.SYNC_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Rule(
+        (Need(GROUP, Op.DESCRIBE, E),), _consumer_group_describe, "those not allowed answered in their rows"
+    ),
+    ApiKey.DESCRIBE_GROUPS: Rule(
+        (Need(GROUP, Op.DESCRIBE, E),),
+        _with_operations(
+            _groups_each(Op.DESCRIBE, _described_group_row, "groups"),
+            "groups",
+            "group_id",
+            GROUP,
+            "include_authorized_operations",
+            "authorized_operations",
+            GROUP_DENIED,
+        ),
+    ),
+    ApiKey.LIST_GROUPS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R, "else the groups it may DESCRIBE"),),
+        _list_groups,
+        "never refused: without DESCRIBE on the cluster, only the groups it may describe are listed",
+    ),
+    ApiKey.DELETE_GROUPS: Rule(
+        (Need(GROUP, Op.DELETE, E),), _groups_each(Op.DELETE, lambda g, m: [g, GROUP_DENIED, m], "results")
+    ),
+    ApiKey.OFFSET_DELETE: Rule((Need(GROUP, Op.DELETE, R), Need(TOPIC, Op.READ, E)), _offset_delete),
+    ApiKey.SASL_HANDSHAKE: Rule((), _open, "the login itself, answered by the connection before any handler"),
+    ApiKey.SASL_AUTHENTICATE: Rule((), _open, "the login itself, answered by the connection before any handler"),
+    ApiKey.API_VERSIONS: Rule((), _open, "open to every logged-in client"),
+    ApiKey.CREATE_TOPICS: Rule(
+        (Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster"),), _topics_each(Op.CREATE, _named, _topic_maps)
+    ),
+    ApiKey.DELETE_TOPICS: Rule((Need(TOPIC, Op.DELETE, E),), _topics_each(Op.DELETE, _itself)),
+    ApiKey.CREATE_PARTITIONS: Rule((Need(TOPIC, Op.ALTER, E),), _topics_each(Op.ALTER, _named, _topic_maps)),
+    ApiKey.DESCRIBE_CONFIGS: Rule(
+        (
+            Need(TOPIC, Op.DESCRIBE_CONFIGS, E),
+            Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),
+            Need(GROUP, Op.DESCRIBE_CONFIGS, E),
+        ),
+        _describe_configs,
+        "the cluster for a broker's own configs, refused in their rows",
+    ),
+    ApiKey.ALTER_CONFIGS: Rule(
+        (Need(TOPIC, Op.ALTER_CONFIGS, E), Need(CLUSTER, Op.ALTER_CONFIGS, R), Need(GROUP, Op.ALTER_CONFIGS, E)),
+        _alter_configs,
+        "the cluster for brokers' dynamic configs, refused in their rows",
+    ),
+    ApiKey.INIT_PRODUCER_ID: Rule(
+        (Need(CLUSTER, Op.IDEMPOTENT_WRITE, R, "or WRITE on any topic (KIP-679)"), Need(TXN, Op.WRITE, R)),
+        _init_producer_id,
+        "WRITE on the transactional id instead, for a transactional producer",
+    ),
+    ApiKey.ADD_PARTITIONS_TO_TXN: Rule(
+        (Need(TXN, Op.WRITE, R), Need(TOPIC, Op.WRITE, R), Need(CLUSTER, Op.CLUSTER_ACTION, R)),
+        _add_partitions_to_txn,
+        "CLUSTER_ACTION for the brokers' batched form (v4+)",
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: Rule((Need(TXN, Op.WRITE, R), Need(GROUP, Op.READ, R)), _txn_write(group_op=Op.READ)),
+    ApiKey.END_TXN: Rule((Need(TXN, Op.WRITE, R),), _txn_write()),
+    ApiKey.TXN_OFFSET_COMMIT: Rule(
+        (Need(TXN, Op.WRITE, R), Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _txn_offset_commit
+    ),
+    ApiKey.DESCRIBE_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _describe_transactions),
+    ApiKey.LIST_TRANSACTIONS: Rule((Need(TXN, Op.DESCRIBE, E),), _list_transactions, "those not allowed are left out"),
+    ApiKey.WRITE_TXN_MARKERS: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),),
+        _write_txn_markers,
+        "coordinator to leaders; an admin's kl-transactions abort",
+    ),
+    ApiKey.DESCRIBE_ACLS: Rule((Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeAcls")),
+    ApiKey.CREATE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "CreateAcls")),
+    ApiKey.DELETE_ACLS: Rule((Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "DeleteAcls")),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "DescribeUserScramCredentials")
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Rule(
+        (Need(CLUSTER, Op.ALTER, R),), _cluster(Op.ALTER, "AlterUserScramCredentials")
+    ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),), _cluster(Op.DESCRIBE_CONFIGS, "DescribeClientQuotas")
+    ),
+    ApiKey.ALTER_CLIENT_QUOTAS: Rule(
+        (Need(CLUSTER, Op.ALTER_CONFIGS, R),), _cluster(Op.ALTER_CONFIGS, "AlterClientQuotas")
+    ),
+    ApiKey.ELECT_LEADERS: Rule((Need(CLUSTER, Op.ALTER, R),), _elect_leaders),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Rule((Need(CLUSTER, Op.ALTER, R),), _alter_reassignments),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Rule(
+        (Need(CLUSTER, Op.DESCRIBE, R),), _cluster(Op.DESCRIBE, "ListPartitionReassignments")
+    ),
+    ApiKey.ENVELOPE: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.ENVELOPE), "broker to controller"
+    ),
+    ApiKey.QUORUM: Rule((Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.QUORUM), "broker to broker"),
+    ApiKey.ALTER_PARTITION: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.ALTER_PARTITION), "broker to controller"
+    ),
+    ApiKey.BROKER_REGISTRATION: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.BROKER_REGISTRATION), "broker to controller"
+    ),
+    ApiKey.UPDATE_METADATA: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),), _broker_only_api(ApiKey.UPDATE_METADATA), "controller to broker"
+    ),
+    ApiKey.BROKER_HEARTBEAT: Rule(
+        (Need(CLUSTER, Op.CLUSTER_ACTION, R),),
+        _broker_only_api(ApiKey.BROKER_HEARTBEAT),
+        "broker to broker, also on the heartbeat listener",
+    ),
+}
+
+
+def authorization_table_markdown() -> str:
+    """docs/SECURITY.md's table, from RULES (tests/unit/test_authorization.py keeps the two the same)."""
+    lines = ["| Api (key) | Needs |", "|---|---|"]
+    for api in sorted(RULES):
+        rule = RULES[api]
+        needs = "; ".join(
+            f"{n.op.name} on {'each' if n.scope == 'each' else 'the'} {n.resource.name.lower().replace('_', ' ')}"
+            + (f" {n.alt}" if n.alt else "")
+            for n in rule.needs
+        )
+        text = needs or "nothing"
+        if rule.note:
+            text += f" ({rule.note})"
+        lines.append(f"| {api.name} ({int(api)}) | {text} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,998 @@
+"""KafkaApis: turns decoded requests into ReplicaManager / ControllerService calls
+and their results into response bodies. Field layouts are in docs/FORMAT.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import inspect
+import logging
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
+
+from broker.controller.channel import unwrap
+from broker.controller.cluster_apis import ClusterApis
+from broker.controller.leader_election_api import LeaderElectionApis
+from broker.controller.reassignment_api import ReassignmentApis
+from broker.group.api import GroupApis
+from broker.metadata.describe_topic_partitions import DescribeTopicPartitionsApi
+from broker.metadata.naming import missing_topic_code, validate_topic_name
+from broker.metrics.broker_metrics import package_version
+from broker.network.request_ranges import check_request
+from broker.network.server import (
+    INTER_BROKER_LISTENER,
+    RELAY_LISTENER,
+    BadRequest,
+    ConnectionContext,
+    as_list,
+    error_body,
+)
+from broker.quota.client_quota import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
+from broker.quota.mutation_quota import ControllerMutationQuota, MutationMeter
+from broker.replica.fetch_session import FINAL_EPOCH, NO_SESSION, FetchContext, FetchSessionCache
+from broker.replica.partition import FetchSpec
+from broker.replica.partition_apis import PartitionApis
+from broker.replica.replica_manager import ProduceResult, ReplicaManager
+from broker.security.listeners import WIRES, metadata_listener
+from broker.security.request_authorizer import RequestAuthorizer
+from broker.server.authorization import Authorization
+from broker.server.config_describe import (
+    LIST_KEYS,
+    broker_entries,
+    default_broker_entries,
+    group_entries,
+    topic_entries,
+)
+from broker.server.dynamic_config import DEFAULT_BROKER, altered, broker_resource
+from broker.server.security_api import SecurityApis
+from broker.share.group_configs import altered as altered_group_configs
+from broker.transaction.verification import NO_GUARDS, FirstBatch
+from net.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    KafkaLiteError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    error_code_of,
+)
+from net.messages import MessageError
+from net.messages import encode as encode_message
+from net.protocol import SUPPORTED_VERSIONS, ApiKey
+from net.schema.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from net.wire_types import WireRangeError
+
+if TYPE_CHECKING:
+    from broker.controller.channel import ControllerChannel
+    from broker.controller.service import ControllerService
+    from broker.log.config import LogConfig
+    from broker.metadata.image import MetadataImage
+    from broker.metrics.broker_metrics import BrokerMetrics
+    from broker.server.config import BrokerConfig
+    from broker.share.api import ShareApis
+    from broker.transaction.api import TransactionApis
+    from election.coordination import Coordination
+
+log = logging.getLogger("kafkalite.api")
+# Only brokers send these (the authorization table asks CLUSTER_ACTION; only the inter-broker listener serves them).
+# WriteTxnMarkers is not among them: as in Kafka, an admin with CLUSTER_ACTION may send it on a client listener
+# to abort a hanging transaction (Admin.abortTransaction, kl-transactions abort).
+BROKER_APIS = frozenset(
+    {
+        ApiKey.QUORUM,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.ENVELOPE,
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        ApiKey.READ_SHARE_GROUP_STATE,
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+    }
+)
+# The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);
+# an envelope carrying any other api is refused.
+FORWARDED_APIS = frozenset(
+    {ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS}
+)
+# The listeners those arrive on: the inter-broker listener, and AlterPartition relayed through ZooKeeper.
+BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})
+_ALLOWED = object()
+MAX_FETCH_WAIT_MS = 60_000
+# How long a Kafka client's Metadata waits for a starting broker's first metadata image (see handle_metadata);
+# catching up takes well under a second, unless no controller can be reached.
+METADATA_CATCH_UP_WAIT_S = 5.0
+
+
+def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
+    v = body.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise BadRequest(f"field {key!r} must be an integer")
+    return v
+
+
+def broker_only(api_key: int, body: dict[str, Any]) -> bool:
+    """Only brokers send this: the election, AlterPartition, BrokerRegistration, heartbeats, a follower's
+    fetch (replica_id >= 0) and a request forwarded to the controller."""
+    if not isinstance(body, dict):  # a typed request: none of them is broker-only yet
+        return api_key in BROKER_APIS
+    return (
+        api_key in BROKER_APIS
+        or body.get("forwarded") is True
+        or (api_key == ApiKey.FETCH and isinstance(body.get("replica_id"), int) and body["replica_id"] >= 0)
+    )
+
+
+def registered_listeners(rows: object) -> dict[str, tuple[str, int, str]]:
+    """A BrokerRegistration's listeners, shape and types checked (a bad one is the sender's INVALID_REQUEST)."""
+    out: dict[str, tuple[str, int, str]] = {}
+    for row in as_list(rows, "listeners"):
+        if not (
+            isinstance(row, list)
+            and len(row) == 4
+            and all(isinstance(row[i], str) for i in (0, 1, 3))
+            and isinstance(row[2], int)
+            and not isinstance(row[2], bool)
+            and 0 <= row[2] <= 65535
+            and row[3] in WIRES
+        ):
+            raise BadRequest("each listeners entry must be [name, host, port 0-65535, native|kafka]")
+        out[row[0]] = (row[1], row[2], row[3])
+    return out
+
+
+def _topic_partitions(body: dict[str, Any]) -> list[tuple[str, list[Any]]]:
+    """[[topic, [[partition, ...], ...]], ...] with shapes checked."""
+    out = []
+    for entry in as_list(body.get("topics"), "topics"):
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
+            raise BadRequest("each topics entry must be [topic, [partition entries]]")
+        parts = as_list(entry[1], "partitions")
+        for p in parts:
+            if not isinstance(p, list) or not p or not isinstance(p[0], int):
+                raise BadRequest("each partition entry must be a list starting with the partition number")
+        out.append((entry[0], parts))
+    return out
+
+
+def _partition_lists(value: Any) -> list[tuple[str, list[int]]]:
+    """[[topic, [partition, ...]], ...] (absent: none) with shapes checked."""
+    out = []
+    for entry in as_list(value if value is not None else [], "forgotten"):
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], str)
+            or not isinstance(entry[1], list)
+            or not all(type(q) is int for q in entry[1])
+        ):
+            raise BadRequest("each forgotten entry must be [topic, [partition numbers]]")
+        out.append((entry[0], entry[1]))
+    return out
+
+
+class KafkaApis:
+    """The request handlers of both listeners (Kafka's KafkaApis): each gets the services it uses."""
+
+    def __init__(
+        self,
+        config: "BrokerConfig",
+        *,
+        replica_manager: "ReplicaManager",
+        image: "MetadataImage",
+        coordination: "Coordination",
+        controller: "ControllerService",
+        channel: "ControllerChannel",
+        groups: GroupApis,
+        security: SecurityApis,
+        transactions: "TransactionApis",
+        metrics: "BrokerMetrics",
+        topic_config: Callable[[str], "LogConfig"],
+        authz: RequestAuthorizer,
+        quotas: "ClientQuotaManager",
+        metrics_port: int = -1,
+        heartbeat_port: int = -1,
+        inter_broker_port: int = -1,
+        share: "ShareApis | None" = None,
+    ) -> None:
+        self.config = config
+        # This broker's inter-broker listener (INTER_BROKER_LISTENER), named to peers in ApiVersions.
+        self.inter_broker_port = inter_broker_port
+        # This broker's heartbeat listener (broker/controller/heartbeat.py; -1: none, ZooKeeper mode or alone).
+        self.heartbeat_port = heartbeat_port
+        self.replica_manager = replica_manager
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms
+        )
+        self.image = image
+        self.coordination = coordination
+        self.controller = controller
+        self.channel = channel
+        self.metrics = metrics
+        self.topic_config = topic_config
+        self.authz = authz
+        # Every request's authorization, decided before its handler runs (broker/server/authorization.py).
+        self.authorization = Authorization(authz, config.auto_create_topics_enable)
+        self.quotas = quotas
+        self.mutation_quota = ControllerMutationQuota(
+            quotas, config.controller_quota_window_num, config.controller_quota_window_size_seconds
+        )
+        self.metrics_port = metrics_port
+        self._handlers = {
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.DELETE_TOPICS: self.handle_delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
+            ApiKey.QUORUM: self.handle_quorum,
+            ApiKey.ALTER_PARTITION: self.handle_alter_partition,
+            ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
+            ApiKey.BROKER_HEARTBEAT: self.handle_broker_heartbeat,
+            ApiKey.UPDATE_METADATA: self.handle_update_metadata,
+            ApiKey.ENVELOPE: self.handle_envelope,
+        }
+        # Group requests also need the connection (client id and host are part of a member's identity).
+        elections = LeaderElectionApis(controller, channel)
+        reassignments = ReassignmentApis(controller, channel)
+        partitions = PartitionApis(replica_manager, image)
+        cluster = ClusterApis(config.broker_id, coordination, channel, image)
+        topic_partitions = DescribeTopicPartitionsApi(image, config.max_request_partition_size_limit)
+        self._ctx_handlers = {
+            **groups.handlers,
+            **security.handlers,
+            **elections.handlers,
+            **reassignments.handlers,
+            **partitions.handlers,
+            **cluster.handlers,
+            **topic_partitions.handlers,
+            **transactions.handlers,
+            **(share.handlers if share is not None else {}),
+        }
+        if share is not None:
+            groups.other_deletes.append(share.offsets.delete_group)  # DeleteGroups of a share group
+        self.transactions = transactions
+        # Native v0 of these apis was another api's map (broker/network/native_legacy.py MAP_FORM_APIS).
+        self._map_form_handlers = {ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.handle_metadata}
+        self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
+
+    def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
+        """Every request is timed per api (Kafka's RequestMetrics); one clock read and one histogram
+        observation per request, nothing per record."""
+        metrics = self.metrics
+        hists = [metrics.request_timer(api_key)]
+        if api_key == ApiKey.PRODUCE:
+            hists.append(metrics.produce_latency)
+        elif api_key == ApiKey.FETCH:
+            hists.append(metrics.fetch_latency)
+        t0 = time.monotonic()
+        result = self._handle(api_key, version, body, ctx)
+        if not inspect.isawaitable(result):
+            elapsed = time.monotonic() - t0
+            for h in hists:
+                h.observe(elapsed)
+            return self._throttled(api_key, body, result, ctx, elapsed) if self.quotas.active else result
+
+        async def waited() -> Any:
+            try:
+                answer = await result
+            finally:
+                elapsed = time.monotonic() - t0
+                for h in hists:
+                    h.observe(elapsed)
+            return self._throttled(api_key, body, answer, ctx, elapsed) if self.quotas.active else answer
+
+        return waited()
+
+    def _throttled(
+        self, api_key: int, body: dict[str, Any], answer: Any, ctx: ConnectionContext, elapsed: float
+    ) -> Any:
+        """Client quotas (broker/quota/client_quota.py): record this request's bytes and time against its user and
+        client id; over a quota, the answer carries throttle_time_ms and the connection is muted as long."""
+        user = ctx.principal.partition(":")[2]
+        client = ctx.client_id or ""
+        now = time.monotonic()
+        q = self.quotas
+        ms = q.record(user, client, REQUEST_PERCENTAGE, elapsed * 100, now)
+        if api_key == ApiKey.PRODUCE:
+            sent = sum(len(p[1]) for _, parts in body.get("topics") or [] for p in parts if len(p) > 1)
+            ms = max(ms, q.record(user, client, PRODUCER_BYTE_RATE, sent, now))
+        elif api_key == ApiKey.FETCH and isinstance(answer, dict) and body.get("replica_id", -1) < 0:
+            read = sum(len(r[5] or b"") for _, rows in answer.get("topics") or [] for r in rows if len(r) > 5)
+            ms = max(ms, q.record(user, client, CONSUMER_BYTE_RATE, read, now))
+        if ms > 0:
+            ctx.throttle(ms)
+            if isinstance(answer, dict):
+                answer = dict(answer, throttle_time_ms=max(ms, answer.get("throttle_time_ms") or 0))
+            elif hasattr(answer, "throttle_time"):  # a typed answer (net/schema/): Kafka's field, a duration
+                answer.throttle_time = max(answer.throttle_time, datetime.timedelta(milliseconds=ms))
+        return answer
+
+    def _handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
+        handler = self._handlers.get(api_key)  # type: ignore[call-overload]
+        if isinstance(body, dict) and api_key in self._map_form_handlers:
+            handler = self._map_form_handlers[api_key]  # type: ignore[index]
+        ctx_handler = self._ctx_handlers.get(api_key)  # type: ignore[call-overload]
+        if handler is None and ctx_handler is None:
+            return error_body(ErrorCode.UNSUPPORTED_VERSION, f"unknown api key {api_key}")
+        lo, hi = SUPPORTED_VERSIONS[api_key]
+        if not lo <= version <= hi:
+            return error_body(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"api {ApiKey(api_key).name} version {version} not in supported range {lo}..{hi}",
+            )
+        # The one authorization point of both client listeners: the handler gets the body the table shaped
+        # and checked, without the items it refused, whose rows the decision adds to the answer. Authorization
+        # goes first so a secured cluster answers a user without ClusterAction CLUSTER_AUTHORIZATION_FAILED.
+        decision = self.authorization.authorize(api_key, body, ctx)
+        if decision.refused:
+            return decision.answer
+        denied = self._listener_gate(api_key, decision.body, ctx)
+        if denied is not _ALLOWED:
+            return denied
+        if isinstance(decision.body, dict):  # a typed body (net/schema/) was checked field by field when decoded
+            try:
+                check_request(api_key, decision.body)  # every number fits its Kafka type, before any handler uses it
+            except WireRangeError as e:
+                raise BadRequest(str(e)) from None
+        run = handler if handler is not None else ctx_handler
+        return decision.complete(run(decision.body, ctx))
+
+    def _listener_gate(self, api_key: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
+        """Kafka's listener split (inter.broker.listener.name, controller.listener.names): a client listener
+        never serves what brokers send each other, in any security mode, whoever is logged in."""
+        if ctx.listener in BROKER_LISTENERS or not broker_only(api_key, body):
+            return _ALLOWED
+        name = ApiKey(api_key).name
+        log.warning("refused %s from %s on the %s listener: brokers only", name, ctx.peer, ctx.listener)
+        if api_key == ApiKey.QUORUM:
+            return None  # one-way: nothing to answer
+        return error_body(ErrorCode.INVALID_REQUEST, f"{name} is served on the inter-broker listener only")
+
+    # --- data path -----------------------------------------------------------
+
+    def handle_produce(
+        self, body: dict[str, Any], ctx: ConnectionContext
+    ) -> dict[str, Any] | Awaitable[dict[str, Any] | None] | None:
+        acks = _int(body, "acks", -1)
+        timeout_ms = _int(body, "timeout_ms", 30000)
+        entries: dict[tuple[str, int], bytes] = {}
+        for topic, parts in _topic_partitions(body):
+            for p in parts:
+                if len(p) != 2 or not isinstance(p[1], bytes):
+                    raise BadRequest("produce partition entry must be [partition, records bytes]")
+                entries[(topic, p[0])] = p[1]
+        verifier = self.transactions.verifier
+        if verifier is None:  # transaction.partition.verification.enable=false
+            results, pending = self.replica_manager.append_records(acks, entries)
+        else:
+            tid = body.get("transactional_id")  # its type was checked by the authorization table
+            first = verifier.first_batches(tid, entries)
+            prior = ctx.appending
+            if first or (prior is not None and not prior.done()):
+                gate = ctx.appending = asyncio.get_running_loop().create_future()
+                return self._verified_produce(ctx, gate, prior, tid, first, acks, entries, timeout_ms)
+            results, pending = self.replica_manager.append_records(acks, entries, NO_GUARDS)
+        if acks == 0:
+            return None  # Kafka sends no response to acks=0
+        if pending:
+            return self._await_commit(results, pending, timeout_ms)
+        return {"topics": _group(results)}
+
+    async def _verified_produce(
+        self,
+        ctx: ConnectionContext,
+        gate: "asyncio.Future[None]",
+        prior: "asyncio.Future[None] | None",
+        tid: str | None,
+        first: "dict[tuple[str, int], FirstBatch]",
+        acks: int,
+        entries: dict[tuple[str, int], bytes],
+        timeout_ms: int,
+    ) -> dict[str, Any] | None:
+        """A produce whose transactional first batches the coordinator verifies (KIP-890), or one behind such a
+        produce on its connection: appended once verified and once the earlier produce has appended."""
+        verifier = self.transactions.verifier
+        assert verifier is not None
+        try:
+            # The question is asked before the earlier produce has appended: the two waits overlap.
+            guards, refused = await verifier.verify(tid, first) if first and tid is not None else ({}, {})
+            if prior is not None:
+                await asyncio.wait({prior})  # never cancels it
+            kept = {tp: r for tp, r in entries.items() if tp not in refused}
+            results, pending = self.replica_manager.append_records(acks, kept, guards)
+        finally:
+            gate.set_result(None)
+            if ctx.appending is gate:
+                ctx.appending = None
+        for tp, code in refused.items():
+            message = "the partition is not part of the producer's ongoing transaction (KIP-890 verification)"
+            results[tp] = ProduceResult(code, message=message if code == ErrorCode.INVALID_TXN_STATE else None)
+        results = {tp: results[tp] for tp in entries}  # the request's order
+        if acks == 0:
+            return None
+        if pending:
+            await self.replica_manager.wait_for_commit(results, pending, max(timeout_ms, 1) / 1000)
+        return {"topics": _group(results)}
+
+    async def _await_commit(
+        self, results: dict[tuple[str, int], ProduceResult], pending: dict[tuple[str, int], int], timeout_ms: int
+    ) -> dict[str, Any]:
+        await self.replica_manager.wait_for_commit(results, pending, max(timeout_ms, 1) / 1000)
+        return {"topics": _group(results)}
+
+    def handle_fetch(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
+        max_wait = min(max(_int(body, "max_wait_ms", 500), 0), MAX_FETCH_WAIT_MS)
+        min_bytes = max(_int(body, "min_bytes", 1), 0)
+        max_bytes = _int(body, "max_bytes", 52428800)
+        replica_id = _int(body, "replica_id", -1)
+        read_committed = _int(body, "isolation_level", 0) == 1 and replica_id < 0
+        if max_bytes <= 0:
+            raise BadRequest("max_bytes must be positive")
+        specs = []
+        for topic, parts in _topic_partitions(body):
+            for p in parts:
+                if len(p) < 3 or not all(isinstance(x, int) for x in p) or p[2] <= 0:
+                    raise BadRequest(
+                        "fetch partition entry must be [partition, fetch_offset, max_bytes>0, "
+                        "current_leader_epoch?, last_fetched_epoch?, log_start_offset?] of integers"
+                    )
+                specs.append(
+                    FetchSpec(
+                        (topic, p[0]),
+                        p[1],
+                        p[2],
+                        p[3] if len(p) > 3 else -1,
+                        p[4] if len(p) > 4 else -1,
+                        p[5] if len(p) > 5 else -1,
+                        read_committed,
+                    )
+                )
+        if replica_id < 0:
+            return self._fetch(FetchContext(specs), max_wait, min_bytes, max_bytes, replica_id)
+        # A follower's fetch: in its fetch session (KIP-227, broker/replica/fetch_session.py). A body without a session
+        # epoch (an older follower) is sessionless, as a full fetch with the final epoch is.
+        forgotten = [(t, q) for t, qs in _partition_lists(body.get("forgotten")) for q in qs]
+        context = self.fetch_sessions.new_context(
+            replica_id,
+            _int(body, "session_id", NO_SESSION),
+            _int(body, "session_epoch", FINAL_EPOCH),
+            specs,
+            forgotten,
+            time.monotonic(),
+        )
+        return self._fetch(context, max_wait, min_bytes, max_bytes, replica_id)
+
+    async def _fetch(
+        self, context: FetchContext, max_wait: int, min_bytes: int, max_bytes: int, replica_id: int
+    ) -> dict[str, Any]:
+        results = await self.replica_manager.fetch_messages(context.specs, max_wait, min_bytes, max_bytes, replica_id)
+        answer: dict[str, Any] = {"topics": _group(context.answer(results))}
+        if replica_id >= 0:
+            answer["session_id"] = context.session_id
+        return answer
+
+    def handle_list_offsets(self, req: ListOffsetsRequest, ctx: ConnectionContext) -> ListOffsetsResponse:
+        """Kafka's ListOffsets: per partition, the earliest (-2) or latest (-1) offset or the first at or after a
+        timestamp, from its leader; a partition index below 0 names no partition (UNKNOWN_TOPIC_OR_PARTITION)."""
+        topics = []
+        for t in req.topics:
+            rows = []
+            for p in t.partitions:
+                if p.partition_index < 0:
+                    err, ts, off = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1, -1
+                else:
+                    err, ts, off = self.replica_manager.list_offset(
+                        (t.name, p.partition_index), p.timestamp, p.current_leader_epoch, req.isolation_level == 1
+                    )
+                rows.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off
+                    )
+                )
+            topics.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(rows)))
+        return ListOffsetsResponse(topics=tuple(topics))
+
+    # --- metadata and admin --------------------------------------------------
+
+    def handle_api_versions(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "error_code": 0,
+            "api_keys": [[k, lo, hi] for k, (lo, hi) in SUPPORTED_VERSIONS.items()],
+        }
+        if ctx.wire == "native":
+            # Where a peer finds this broker's broker-only listeners (broker/network/peers.py listener_ports):
+            # port numbers only, a port scan would show them too; connecting there needs a broker's login.
+            answer["inter_broker_port"] = self.inter_broker_port
+            answer["heartbeat_port"] = self.heartbeat_port
+        return answer
+
+    def handle_metadata(
+        self, body: dict[str, Any], ctx: ConnectionContext
+    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        if ctx.wire == "kafka" and self.image.offset < 0:
+            return self._metadata_once_published(body, ctx)
+        return self._metadata(body, ctx)
+
+    async def _metadata_once_published(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        """A Kafka client's Metadata to a broker that has not published its first image yet (it listens while it
+        catches up with the metadata log; Kafka opens its client listeners only after that catch-up) waits for
+        it, at most METADATA_CATCH_UP_WAIT_S. The empty image would name no broker and no topic, and librdkafka
+        decommissions every broker a Metadata answer leaves out: a transactional producer whose group
+        coordinator it forgot that way hangs in send_offsets_to_transaction (librdkafka issue 5511)."""
+        deadline = time.monotonic() + METADATA_CATCH_UP_WAIT_S
+        while self.image.offset < 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return self._metadata(body, ctx)
+
+    def _metadata(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        names = body.get("topics")
+        image = self.image
+        if names is None:
+            names = sorted(image.topics)  # those this principal may not describe are left out by the table
+        else:
+            names = as_list(names, "topics")
+        topics = []
+        auto_create = body.get("allow_auto_topic_creation") is True and self.config.auto_create_topics_enable
+        for name in names:
+            info = image.topics.get(name) if isinstance(name, str) else None
+            if info is None:
+                code = missing_topic_code(name)
+                if auto_create and isinstance(name, str):  # CREATE was checked by the table
+                    code = self._auto_create(name)
+                topics.append({"error_code": code, "name": name, "partitions": []})
+                continue
+            topics.append(
+                {
+                    "error_code": 0,
+                    "name": name,
+                    "topic_id": info.topic_id,
+                    "is_internal": name.startswith("__"),
+                    "partitions": [
+                        [
+                            int(ErrorCode.LEADER_NOT_AVAILABLE) if st.leader < 0 else 0,
+                            st.partition,
+                            st.leader,
+                            st.leader_epoch,
+                            st.replicas,
+                            st.isr,
+                            [],
+                        ]
+                        for st in sorted(info.partitions.values(), key=lambda st: st.partition)
+                    ],
+                }
+            )
+        for tid in body.get("topic_ids") or ():  # ids no topic has (the known ones came as names)
+            topics.append(
+                {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": tid, "partitions": []}
+            )
+        controller = self.coordination.controller_id
+        return {
+            "error_code": 0,
+            "cluster_id": image.cluster_id,
+            "controller_id": controller if controller is not None else -1,
+            "brokers": self._brokers(metadata_listener(body, ctx), ctx.wire == "kafka"),
+            "topics": topics,
+            # The answering broker's own facts, for consoles (kl-dashboard): Kafka's DescribeCluster and
+            # broker configs give these; clients that don't know the field ignore it.
+            "broker_info": self._broker_info(),
+        }
+
+    def _auto_create(self, name: str) -> int:
+        """Kafka's auto.create.topics.enable: start creating `name` (num.partitions, default.replication.factor)
+        and answer LEADER_NOT_AVAILABLE, which clients retry, as Kafka does; an invalid name is refused."""
+        try:
+            validate_topic_name(name)
+        except KafkaLiteError as e:
+            return int(e.code)
+        if name not in self._creating:
+            self._creating.add(name)
+            task = asyncio.ensure_future(self._create_automatically(name))
+            task.add_done_callback(lambda _t: self._creating.discard(name))
+        return int(ErrorCode.LEADER_NOT_AVAILABLE)
+
+    async def _create_automatically(self, name: str) -> None:
+        rf = min(self.config.default_replication_factor, max(1, len(self.image.live_brokers())))
+        try:
+            await self.channel.create_topic(name, self.config.num_partitions, rf, {})
+            log.info("created topic %s automatically (%d partitions, RF %d)", name, self.config.num_partitions, rf)
+        except TopicAlreadyExistsError:
+            pass
+        except KafkaLiteError as e:
+            log.info("could not create topic %s automatically yet: %s", name, e)
+
+    def _brokers(self, listener: str, as_kafka: bool) -> list[list[Any]]:
+        """Brokers as [id, host, port] of the listener the request came in on (Kafka's rule: brokers without that
+        listener are left out). Kafka clients get Kafka's list (MetadataImage.listed_brokers: a broker fenced
+        less than a session timeout ago is still named, as Kafka names a crashed broker until its session
+        expires); native clients get the unfenced brokers only, which is how they (and kl-cluster) tell that a
+        restarted broker is back."""
+        cfg = self.config
+        if as_kafka:
+            session_ms = (
+                cfg.zookeeper_session_timeout_ms if cfg.coordination == "zookeeper" else cfg.broker_session_timeout_ms
+            )
+            listed = self.image.listed_brokers(session_ms / 1000)
+        else:
+            listed = sorted((b for b in self.image.brokers.values() if not b.fenced), key=lambda b: b.id)
+        return [[b.id, *ep] for b in listed if (ep := cfg.endpoint_of(b, listener)) is not None]
+
+    def _broker_info(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.config.broker_id,
+            "metrics_port": self.metrics_port,
+            "version": package_version(),
+            "coordination": self.config.coordination,
+            "controller_epoch": self.coordination.controller_epoch,
+            "rack": None,
+        }
+
+    async def _muted_while_throttled(self, answer: Awaitable[dict[str, Any]], ctx: ConnectionContext) -> dict[str, Any]:
+        """A controller mutation quota's throttle (here, or at the controller the request was forwarded to)
+        mutes the connection as long, as every quota's does (KIP-219)."""
+        body = await answer
+        throttle = body.get("throttle_time_ms")
+        if isinstance(throttle, int) and throttle > 0:
+            ctx.throttle(throttle)
+        return body
+
+    def _mutation_meter(self, body: dict[str, Any], ctx: ConnectionContext) -> tuple[dict[str, Any], MutationMeter]:
+        """Whom a metadata change is metered against (KIP-599): the requester or, in a request another broker
+        forwarded (CLUSTER_ACTION checked), the requester named in it; the body carries it on if forwarded.
+        Strict (THROTTLING_QUOTA_EXCEEDED) unless a Kafka client too old for that error sent it."""
+        if body.get("forwarded") is True and isinstance(body.get("quota_user"), str):
+            user, client = body["quota_user"], str(body.get("quota_client") or "")
+        else:
+            user, client = ctx.principal.partition(":")[2], ctx.client_id or ""
+        strict = body.get("strict_quota", True) is not False
+        meter = MutationMeter(self.mutation_quota, user, client, strict, time.monotonic)
+        return dict(body, quota_user=user, quota_client=client), meter
+
+    @staticmethod
+    def _metered(meter: MutationMeter, results: list[list[Any]]) -> dict[str, Any]:
+        return {"topics": results, "throttle_time_ms": meter.throttle_ms}
+
+    def handle_create_topics(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
+        validate_only = bool(body.get("validate_only", False))
+        topics = as_list(body.get("topics"), "topics")
+        if not all(isinstance(t, dict) for t in topics):
+            raise BadRequest("each topic to create must be a map")
+        body, meter = self._mutation_meter(body, ctx)
+        return self._muted_while_throttled(
+            self.channel.serve_or_forward(
+                ApiKey.CREATE_TOPICS, body, lambda: self._create_topics(topics, validate_only, meter)
+            ),
+            ctx,
+        )
+
+    async def _create_topics(
+        self, topics: list[dict[str, Any]], validate_only: bool, meter: MutationMeter
+    ) -> dict[str, Any]:
+        results = []
+        for t in topics:
+            try:
+                n: Any = t.get("num_partitions")  # shapes are the controller logic's to check
+                rf: Any = t.get("replication_factor")
+                # A manual assignment (Kafka's: num_partitions and replication_factor -1) places the replicas.
+                assignments = t.get("assignments") or None
+                if assignments is None:
+                    n = self.config.num_partitions if n in (None, -1) else n
+                    rf = self.config.default_replication_factor if rf in (None, -1) else rf
+                configs = self._validate_configs(t.get("configs") or {})
+                if validate_only:
+                    meter.check()
+                    self.controller.check_active()
+                    self.controller.logic.create_topic(t.get("name"), n, rf, configs, assignments)
+                else:
+                    name = t.get("name")
+                    count: int = len(assignments) if isinstance(assignments, list) else n
+                    create = partial(self.controller.create_topic, name, n, rf, configs, assignments)
+                    await meter.mutate(count, create)
+                results.append([t.get("name"), 0, None])
+            except Exception as e:
+                results.append([t.get("name"), *error_code_of(e)])
+        return self._metered(meter, results)
+
+    def _validate_configs(self, configs: Any) -> dict[str, str]:
+        if not isinstance(configs, dict):
+            raise InvalidConfigError("configs must be a map of name to value")
+        overrides = {str(k): str(v) for k, v in configs.items()}
+        self.config.topic_config_defaults().merged(overrides)  # raises InvalidConfigError naming the key
+        return overrides
+
+    def handle_delete_topics(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
+        names = as_list(body.get("topics"), "topics")
+        body, meter = self._mutation_meter(body, ctx)
+        return self._muted_while_throttled(
+            self.channel.serve_or_forward(ApiKey.DELETE_TOPICS, body, lambda: self._delete_topics(names, meter)),
+            ctx,
+        )
+
+    async def _delete_topics(self, names: list[Any], meter: MutationMeter) -> dict[str, Any]:
+        results = []
+        for name in names:
+            try:
+                info = self.image.topics.get(name) if isinstance(name, str) else None
+                n = len(info.partitions) if info is not None else 0
+                await meter.mutate(n, partial(self.controller.delete_topic, name))
+                results.append([name, 0, None])
+            except Exception as e:
+                results.append([name, *error_code_of(e)])
+        return self._metered(meter, results)
+
+    def handle_create_partitions(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
+        topics = as_list(body.get("topics"), "topics")
+        if not all(isinstance(t, dict) for t in topics):
+            raise BadRequest("each topic to grow must be a map with name and count")
+        validate_only = bool(body.get("validate_only", False))
+        body, meter = self._mutation_meter(body, ctx)
+        return self._muted_while_throttled(
+            self.channel.serve_or_forward(
+                ApiKey.CREATE_PARTITIONS, body, lambda: self._create_partitions(topics, validate_only, meter)
+            ),
+            ctx,
+        )
+
+    async def _create_partitions(
+        self, topics: list[dict[str, Any]], validate_only: bool, meter: MutationMeter
+    ) -> dict[str, Any]:
+        results = []
+        for t in topics:
+            try:
+                assignments = t.get("assignments") or None  # one replica list per new partition, or placed for us
+                if validate_only:
+                    meter.check()
+                    self.controller.check_active()
+                    self.controller.logic.create_partitions(t.get("name"), t.get("count"), assignments)
+                else:
+                    name, count = t.get("name"), t.get("count")
+                    info = self.image.topics.get(name) if isinstance(name, str) else None
+                    added = count - len(info.partitions) if info is not None and isinstance(count, int) else 0
+                    grow = partial(self.controller.create_partitions, name, count, assignments)
+                    await meter.mutate(max(0, added), grow)
+                results.append([t.get("name"), 0, None])
+            except Exception as e:
+                results.append([t.get("name"), *error_code_of(e)])
+        return self._metered(meter, results)
+
+    def handle_describe_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        """Topics: every topic config; with "brokers": [id, ...], this broker's own configs (only its own: a
+        broker's configs are in its server.properties, as Kafka's static configs are). Each row as
+        broker/server/config_describe.py's ConfigEntry.to_wire: value, type, source, synonyms, documentation."""
+        results = []
+        for name in as_list(body.get("topics") or [], "topics"):
+            info = self.image.topics.get(name) if isinstance(name, str) else None
+            if info is None:
+                results.append([name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {name!r} does not exist", {}])
+                continue
+            entries = topic_entries(self.config, info.configs, self.topic_config(name))
+            results.append([name, 0, None, {e.name: e.to_wire() for e in entries}])
+        brokers = []
+        for bid in as_list(body.get("brokers") or [], "brokers"):
+            if str(bid) == DEFAULT_BROKER:  # the cluster default: its dynamic configs, as Kafka describes it
+                entries = default_broker_entries(self.image.broker_configs.get(DEFAULT_BROKER, {}))
+                brokers.append([bid, 0, None, {e.name: e.to_wire() for e in entries}])
+                continue
+            if str(bid) != str(self.config.broker_id):
+                msg = f"broker {self.config.broker_id} describes its own configs only (asked for {bid})"
+                brokers.append([bid, int(ErrorCode.INVALID_REQUEST), msg, {}])
+                continue
+            entries = broker_entries(self.config, self.image.broker_configs)
+            brokers.append([bid, 0, None, {e.name: e.to_wire() for e in entries}])
+        groups = []
+        for gid in as_list(body.get("groups") or [], "groups"):
+            entries = group_entries(self.config, self.image.group_configs.get(str(gid), {}))
+            groups.append([gid, 0, None, {e.name: e.to_wire() for e in entries}])
+        return {"results": results, "brokers": brokers, **({"groups": groups} if "groups" in body else {})}
+
+    def handle_alter_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
+        """ "topics": [[topic, changes], ...], and "brokers": [[broker id or "" (the cluster default), changes],
+        ...], a broker's dynamic configs (broker/server/dynamic_config.py)."""
+        entries = as_list(body.get("topics") or [], "topics")
+        broker_changes = as_list(body.get("brokers") or [], "brokers")
+        group_changes = as_list(body.get("groups") or [], "groups")
+        for entry in entries + broker_changes + group_changes:
+            if not isinstance(entry, list) or len(entry) != 2:
+                raise BadRequest("each alter entry must be [topic, broker or group, {config: value or nil}]")
+        validate_only, replace = bool(body.get("validate_only", False)), body.get("replace") is True
+
+        async def alter() -> dict[str, Any]:
+            answer = await self._alter_configs(entries, validate_only, replace)
+            answer["brokers"] = await self._alter_broker_configs(broker_changes, validate_only, replace)
+            if "groups" in body:  # the rows of groups refused by the authorization join these
+                answer["groups"] = await self._alter_group_configs(group_changes, validate_only, replace)
+            return answer
+
+        return self.channel.serve_or_forward(ApiKey.ALTER_CONFIGS, body, alter)
+
+    async def _alter_group_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> list[Any]:
+        """Groups' own configs (resource type GROUP: share.auto.offset.reset and the other share group configs,
+        broker/share/group_configs.py), written to the metadata log; any group id, existing or not, as Kafka."""
+        results = []
+        for name, changes in entries:
+            try:
+                if not isinstance(name, str) or not name:
+                    raise InvalidConfigError("a group config needs a group id")
+                if not isinstance(changes, dict):
+                    raise InvalidConfigError("configs must be a map of name to value")
+                current = {} if replace else self.image.group_configs.get(name, {})
+                configs = altered_group_configs(current, changes)
+                self.controller.check_active()
+                if not validate_only and configs != self.image.group_configs.get(name, {}):
+                    await self.controller.set_group_configs(name, configs)
+                results.append([name, 0, None])
+            except Exception as e:
+                results.append([name, *error_code_of(e)])
+        return results
+
+    async def _alter_broker_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> list[Any]:
+        """Each broker resource's dynamic configs, changed as the topics' are (with "replace": the given keys
+        become its whole set), written to the metadata log for every broker to apply."""
+        results = []
+        static = frozenset(d.name for d in self.config.describe_keys())
+        for name, changes in entries:
+            try:
+                broker = broker_resource(name)
+                if not isinstance(changes, dict):
+                    raise InvalidConfigError("configs must be a map of name to value")
+                current = {} if replace else self.image.broker_configs.get(broker, {})
+                configs = altered(current, changes, static)
+                self.controller.check_active()
+                if not validate_only:
+                    await self.controller.set_broker_configs(broker, configs)
+                results.append([name, 0, None])
+            except Exception as e:
+                results.append([name, *error_code_of(e)])
+        return results
+
+    async def _alter_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> dict[str, Any]:
+        """Incremental: a value sets the key, nil deletes the override (back to the default), ["append", v] /
+        ["subtract", v] add to / remove from a list-valued key (Kafka's IncrementalAlterConfigs). With
+        "replace": true the given keys become the topic's whole set of overrides (Kafka's AlterConfigs)."""
+        results = []
+        for name, changes in entries:
+            try:
+                info = self.image.topics.get(name) if isinstance(name, str) else None
+                if info is None:
+                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+                if not isinstance(changes, dict):
+                    raise InvalidConfigError("configs must be a map of name to value")
+                merged = {} if replace else dict(info.configs)
+                effective = self.topic_config(name).to_props()
+                for k, v in changes.items():
+                    k = str(k)
+                    if v is None:
+                        merged.pop(k, None)
+                    elif isinstance(v, list) and len(v) == 2 and v[0] in ("append", "subtract"):
+                        if k in effective and k not in LIST_KEYS:
+                            raise InvalidConfigError(f"config {v[0]} is not allowed for {k!r}: not a list config")
+                        # Kafka's order: the current items, then the appended ones not already there.
+                        items = [x for x in str(merged.get(k, effective.get(k, ""))).split(",") if x]
+                        if v[0] == "append":
+                            items += [x for x in str(v[1]).split(",") if x and x not in items]
+                        else:
+                            items = [x for x in items if x not in str(v[1]).split(",")]
+                        merged[k] = ",".join(items)
+                    else:
+                        merged[k] = str(v)
+                overrides = self._validate_configs(merged)
+                self.controller.check_active()
+                if not validate_only:
+                    await self.controller.set_configs(name, overrides)
+                results.append([name, 0, None])
+            except Exception as e:
+                results.append([name, *error_code_of(e)])
+        return {"topics": results}
+
+    # --- broker to broker ------------------------------------------------------
+
+    def handle_quorum(self, body: dict[str, Any], ctx: ConnectionContext) -> None:
+        msg = body.get("m")
+        if not isinstance(msg, list):
+            raise BadRequest("quorum message must be a list")
+        self.coordination.receive(msg)
+        return None
+
+    def handle_broker_heartbeat(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        """Heartbeats are not taken here (this loop may be the busy one): the answer names the heartbeat
+        listener, served by a thread of its own (broker/controller/heartbeat.py)."""
+        if self.heartbeat_port < 0:
+            return error_body(ErrorCode.UNSUPPORTED_VERSION, "this broker takes no heartbeats (not a quorum voter)")
+        return {"error_code": 0, "heartbeat_port": self.heartbeat_port}
+
+    async def handle_update_metadata(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+        """The controller asks whether this broker has applied the metadata below `applied` (within
+        `timeout_ms`); the answer says how far it got (broker/metadata/propagation.py)."""
+        propagation = self.controller.propagation
+        if propagation is None:
+            return error_body(ErrorCode.BROKER_NOT_AVAILABLE, "this broker is still starting")
+        wait_s = min(_int(body, "timeout_ms"), MAX_FETCH_WAIT_MS) / 1000
+        return {"error_code": 0, "applied": await propagation.applied_here(_int(body, "applied"), wait_s)}
+
+    def handle_envelope(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
+        """A client's typed request another broker forwarded to this controller (KIP-590): served by the api's
+        own handler as that client, its answer sent back typed. The forwarding broker authorized it."""
+        try:
+            request, forwarded = unwrap(body, ctx)
+        except MessageError as e:
+            raise BadRequest(str(e)) from None
+        api = type(request).API_KEY
+        if api not in FORWARDED_APIS:
+            raise BadRequest(f"api {api} is not forwarded to the controller")
+        run = cast(Callable[..., Any], self._ctx_handlers[ApiKey(api)])  # the forwarded apis take the context
+        return self._enveloped(run(request, forwarded))
+
+    @staticmethod
+    async def _enveloped(result: Any) -> dict[str, Any]:
+        answer = await result if inspect.isawaitable(result) else result
+        return answer if isinstance(answer, dict) else {"error_code": 0, "response": encode_message(answer)}
+
+    def handle_alter_partition(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
+        isr = body.get("isr")
+        if not isinstance(isr, list) or not all(isinstance(x, int) for x in isr):
+            raise BadRequest("isr must be a list of broker ids")
+        silent = body.get("silent")
+        if silent is not None and (not isinstance(silent, list) or not all(isinstance(x, int) for x in silent)):
+            raise BadRequest("silent must be a list of broker ids")
+        args = (
+            body.get("topic"),
+            _int(body, "partition"),
+            _int(body, "leader"),
+            _int(body, "leader_epoch"),
+            _int(body, "partition_epoch"),
+            isr,
+            # The proposer's process and request number, optional (brokers from before they existed send
+            # neither): the controller refuses requests of a restarted process and overtaken ones.
+            None if body.get("incarnation") is None else _int(body, "incarnation"),
+            None if body.get("seq") is None else _int(body, "seq"),
+            # The dropped members the leader heard no fetch from within the lag time, optional too (None:
+            # a proposer from before it existed; the controller then moves no leadership, see
+            # ControllerLogic._move_isolated_leader).
+            silent,
+        )
+        return self._alter_partition(args)
+
+    def handle_broker_registration(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
+        """A broker tells the controller where clients reach it (Kafka's BrokerRegistration, listeners part):
+        kafka_port -1 = no Kafka listener; "listeners" [[name, host, port, wire], ...] its client listeners
+        (absent from brokers older than named listeners)."""
+        host = body.get("kafka_host")
+        if host is not None and not isinstance(host, str):
+            raise BadRequest("kafka_host must be a string or nil")
+        listeners = None if body.get("listeners") is None else registered_listeners(body["listeners"])
+        return self._controller_call(
+            self.controller.set_kafka_endpoint(_int(body, "broker_id"), host, _int(body, "kafka_port"), listeners)
+        )
+
+    async def _controller_call(self, call: Awaitable[None]) -> dict[str, Any]:
+        try:
+            await call
+            return {"error_code": 0}
+        except Exception as e:
+            return error_body(*error_code_of(e))
+
+    async def _alter_partition(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        return await self._controller_call(self.controller.alter_partition(*args))
+
+
+def _group(results: dict[tuple[str, int], Any]) -> list[Any]:
+    return _group_lists({tp: r.to_wire(tp[1]) for tp, r in results.items()})
+
+
+def _group_lists(results: dict[tuple[str, int], list[Any]]) -> list[Any]:
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, _), row in results.items():
+        by_topic.setdefault(topic, []).append(row)
+    return [[t, rows] for t, rows in by_topic.items()]

@@ -1,0 +1,3 @@
+"""Helpers of every layer (Kafka's kafka.utils): keeping long-lived objects out of full collections, logging a
+repeated condition once.
+"""
