@@ -646,8 +646,8 @@ def render(results: dict[tuple[str, str], list[dict[str, float]]], cmd: str, dur
         "replica.socket.timeout.ms (Kafka's key; 3 s here where Kafka's default is 30 s, since a follower's "
         "fetch is a long poll answered within replica.fetch.wait.max.ms) closes its connection, as Kafka's "
         "NetworkClient does on a request timeout, and the next fetch goes on a new connection "
-        "(broker/replica_fetcher.py; tests/unit/test_replica_fetcher_backoff.py): a healed broker fetches again "
-        "within a connection attempt (at most ~1.2 s), and each gap is about the fault's own length.",
+        "(broker/replica/replica_fetcher.py; tests/unit/test_replica_fetcher_backoff.py): a healed broker "
+        "fetches again within a connection attempt (at most ~1.2 s), and each gap is about the fault's own length.",
         "- Whose stop it is: a consumer in no group (the control: Kafka Lite's own, every partition assigned, "
         "beside the group in every run) has the same longest gap as the group, to within a poll, and the group "
         "never went without records while the control received some for longer than the row above says. So "

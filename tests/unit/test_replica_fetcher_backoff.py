@@ -113,7 +113,7 @@ def test_a_fetch_unanswered_for_replica_socket_timeout_closes_its_connection_and
 def test_replica_socket_timeout_below_the_long_poll_is_refused():
     import pytest
 
-    from broker.config import BrokerConfig
+    from broker.server.config import BrokerConfig
     from net.config_def import InvalidConfigError
 
     BrokerConfig.from_props({"replica.socket.timeout.ms": "3000", "replica.fetch.wait.max.ms": "500"}).validate()
