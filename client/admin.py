@@ -8,6 +8,7 @@ import datetime
 import hashlib
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -32,14 +33,17 @@ from net.schema.alter_share_group_offsets import (
     AlterShareGroupOffsetsRequestTopic,
 )
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
+from net.schema.delete_groups import DeleteGroupsRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequestTopic
+from net.schema.describe_groups import DescribeGroupsRequest
 from net.schema.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
 )
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
+from net.schema.list_groups import ListGroupsRequest
 from net.schema.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
@@ -325,36 +329,47 @@ class AsyncAdmin:
 
     async def list_groups(self) -> list[tuple[str, str, str]]:
         """(group_id, protocol_type, state) of every group: each broker lists the groups it coordinates."""
-        await self.client.refresh_metadata([])
         out = {}
-        for broker_id in sorted(self.client.metadata.brokers):
-            resp = await self.client.request(broker_id, ApiKey.LIST_GROUPS, {})
-            if resp.get("error_code"):
-                raise error_for(resp["error_code"], resp.get("error_message") or "")
-            for gid, ptype, state in resp.get("groups", []):
-                out[gid] = (gid, ptype, state)
+        for g in await self.listed_groups():
+            out[g.group_id] = (g.group_id, g.protocol_type, g.group_state)
         return [out[g] for g in sorted(out)]
+
+    async def listed_groups(self, broker_ids: Iterable[int] | None = None, timeout: float | None = None) -> list[Any]:
+        """Every group each broker (default: every one) coordinates, of every type: ListGroups' rows
+        (`group_id`, `protocol_type`, `group_state`, `group_type`)."""
+        if broker_ids is None:
+            await self.client.refresh_metadata([])
+            broker_ids = sorted(self.client.metadata.brokers)
+        out: list[Any] = []
+        for broker_id in broker_ids:
+            answer = await self.client.call(broker_id, ListGroupsRequest(), timeout)
+            if answer.error_code:
+                raise error_for(answer.error_code, f"ListGroups on broker {broker_id}")
+            out += answer.groups
+        return out
 
     async def describe_group(self, group_id: str) -> GroupDescription:
         """State "Dead" means the group does not exist (as in Kafka)."""
         gc = GroupClient(self.client, group_id)
-        resp = await gc.request(ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]})
-        g = resp["groups"][0]
-        if g.get("error_code"):
-            raise group_error(g["error_code"], group_id, "describe", g.get("error_message") or "")
+        answer = await gc.call(
+            DescribeGroupsRequest(groups=(group_id,)), lambda a: _group_row_error(a.groups), action="describe"
+        )
+        g = answer.groups[0]
+        if g.error_code:
+            raise group_error(g.error_code, group_id, "describe")
         members = []
-        for mid, cid, host, _meta, assignment in g.get("members", []):
+        for m in g.members:
             try:
-                tps = Assignment.decode(assignment).partitions
+                tps = Assignment.decode(m.member_assignment).partitions
             except ValueError:
                 tps = frozenset()
-            members.append(MemberDescription(mid, cid, host, tps))
+            members.append(MemberDescription(m.member_id, m.client_id, m.client_host, tps))
         address = self.client.metadata.brokers.get(gc.coordinator_id) if gc.coordinator_id is not None else None
         coordinator = (gc.coordinator_id, *address) if gc.coordinator_id is not None and address else None
-        desc = GroupDescription(
-            g["group_id"], g["state"], g.get("protocol_type", ""), g.get("protocol", ""), members, coordinator
-        )
-        if g.get("group_type") == "consumer":
+        desc = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members, coordinator)
+        if g.group_state == "Dead":
+            # DescribeGroups describes classic groups only (as Kafka 4's): a consumer-protocol group (KIP-848)
+            # is Dead there, and described by ConsumerGroupDescribe, which knows it.
             await self._describe_consumer_group(gc, desc)
         return desc
 
@@ -365,6 +380,8 @@ class AsyncAdmin:
             lambda a: (a.groups[0].error_code, a.groups[0].error_message) if a.groups else (0, None),
         )
         g = answer.groups[0]
+        if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return  # no group of either kind: Dead, as Kafka says
         if g.error_code:
             raise group_error(g.error_code, desc.group_id, "describe", g.error_message or "")
 
@@ -372,6 +389,7 @@ class AsyncAdmin:
             return frozenset((t.topic_name, p) for t in a.topic_partitions for p in t.partitions)
 
         desc.group_type, desc.state, desc.protocol = "consumer", g.group_state, g.assignor_name
+        desc.protocol_type = "consumer"
         desc.group_epoch, desc.target_assignment_epoch = g.group_epoch, g.assignment_epoch
         desc.members = [
             MemberDescription(
@@ -394,9 +412,13 @@ class AsyncAdmin:
     async def delete_groups(self, group_ids: list[str]) -> dict[str, KafkaLiteError | None]:
         out: dict[str, KafkaLiteError | None] = {}
         for gid in group_ids:
-            resp = await GroupClient(self.client, gid).request(ApiKey.DELETE_GROUPS, {"groups": [gid]})
-            _, code, message = resp["results"][0]
-            out[gid] = error_for(code, message or "") if code else None
+            answer = await GroupClient(self.client, gid).call(
+                DeleteGroupsRequest(groups_names=(gid,)),
+                lambda a: (a.results[0].error_code, None) if a.results else (0, None),
+                action="delete",
+            )
+            code = answer.results[0].error_code
+            out[gid] = group_error(code, gid, "delete") if code else None
         return out
 
     # --- share groups (KIP-932) ---------------------------------------------------------------------------
@@ -616,4 +638,4 @@ __all__ = ["AsyncAdmin", "NewTopic", "TopicDescription", "KafkaLiteError"]
 
 def _group_row_error(groups: Any) -> tuple[int, str | None]:
     """The first group row's error, for GroupClient.call to follow a coordinator that moved."""
-    return (groups[0].error_code, groups[0].error_message) if groups else (0, None)
+    return (groups[0].error_code, getattr(groups[0], "error_message", None)) if groups else (0, None)

@@ -154,6 +154,18 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
+    # The classic group apis (issue 26 §1): v0 was the map body of docs/FORMAT.md, served one more release.
+    ApiKey.FIND_COORDINATOR: 1,
+    ApiKey.JOIN_GROUP: 1,
+    ApiKey.SYNC_GROUP: 1,
+    ApiKey.HEARTBEAT: 1,
+    ApiKey.LEAVE_GROUP: 1,
+    ApiKey.OFFSET_COMMIT: 1,
+    ApiKey.OFFSET_FETCH: 1,
+    ApiKey.LIST_GROUPS: 1,
+    ApiKey.DESCRIBE_GROUPS: 1,
+    ApiKey.DELETE_GROUPS: 1,
+    ApiKey.OFFSET_DELETE: 1,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

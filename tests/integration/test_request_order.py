@@ -28,6 +28,8 @@ from net.messages import encode as encode_message
 from net.protocol import TYPED_SINCE, ApiKey, encode_request, parse_response
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.messages import MESSAGES
+from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from tests.integration.cluster_harness import ClusterHarness
 from tests.integration.test_kafka_protocol_errors import frame as kafka_frame
 
@@ -124,9 +126,12 @@ def test_offset_commit_then_fetch(cluster, listener):
                       "topics": [{"name": TOPIC, "partitions": [part]}]}  # fmt: skip
             fetch = {"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": [0]}]}
             return (ApiKey.OFFSET_COMMIT, 7, commit), (ApiKey.OFFSET_FETCH, 7, fetch)
-        commit = {"group_id": group, "generation_id": -1, "member_id": "", "topics": [[TOPIC, [[0, offset, ""]]]]}
-        fetch = {"group_id": group, "topics": [[TOPIC, [0]]]}
-        return (ApiKey.OFFSET_COMMIT, 0, commit), (ApiKey.OFFSET_FETCH, 0, fetch)
+        part = OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)
+        commit = OffsetCommitRequest(group_id=group, topics=(OffsetCommitRequestTopic(name=TOPIC, partitions=(part,)),))
+        fetch = OffsetFetchRequest(
+            group_id=group, topics=(OffsetFetchRequestTopic(name=TOPIC, partition_indexes=(0,)),)
+        )
+        return (ApiKey.OFFSET_COMMIT, 1, commit), (ApiKey.OFFSET_FETCH, 1, fetch)
 
     def check(i: int, committed: Any, fetched: Any) -> None:
         if listener == "kafka":
@@ -134,9 +139,9 @@ def test_offset_commit_then_fetch(cluster, listener):
             row = fetched["topics"][0]["partitions"][0]
             got = (row["error_code"], row["committed_offset"])
         else:
-            assert committed["topics"][0][1][0][1] == 0, committed
-            row = fetched["topics"][0][1][0]
-            got = (row[3], row[1])
+            assert committed.topics[0].partitions[0].error_code == 0, committed
+            p = fetched.topics[0].partitions[0]
+            got = (p.error_code, p.committed_offset)
         assert got == (0, 1000 + i), f"round {i}: the fetch answered {got}, not the offset committed just before"
 
     rounds(cluster, coordinator, listener, pair, check)

@@ -1,4 +1,5 @@
-"""Typed messages (net/schema/, issue 26): ListOffsets, the first api whose handler takes and answers typed classes.
+"""Typed messages (net/schema/, issue 26): ListOffsets, the first api whose handler takes and answers typed classes,
+and the classic group apis typed since.
 
 One handler serves three doors and they must agree: the native typed version (v1, a msgpack array checked field by
 field), the native map version 0 that clients of the last release still send, and Kafka's binary protocol at
@@ -20,9 +21,20 @@ from kio.serial import entity_reader
 from client.sync import Producer
 from net.connection import BrokerConnection
 from net.errors import ErrorCode
-from net.messages import encode
+from net.messages import decode, encode
 from net.protocol import ApiKey
+from net.schema.delete_groups import DeleteGroupsRequest
+from net.schema.find_coordinator import FindCoordinatorRequest
+from net.schema.heartbeat import HeartbeatRequest
+from net.schema.list_groups import ListGroupsRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
+from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
 from tests.integration.cluster_harness import ClusterHarness
 from tests.integration.test_kafka_protocol_errors import frame, read_frame
 
@@ -166,3 +178,55 @@ def test_an_unserved_kafka_version_is_answered_in_its_own_layout_with_the_reques
         assert topic.name == TOPIC and [(p.partition_index, int(p.error_code)) for p in topic.partitions] == [
             (1, ErrorCode.UNSUPPORTED_VERSION)
         ]
+
+
+def test_the_group_apis_answer_alike_typed_and_in_their_native_v0_maps(cluster):
+    """The classic group apis are typed since native v1 (issue 26 §1); a client of the last release still sends
+    the v0 maps, read into the same typed request and answered in the old shapes, for one more release."""
+    group = "typed-group"
+
+    async def work(conn):
+        deadline = asyncio.get_running_loop().time() + 30
+        while (found := await conn.call(FindCoordinatorRequest(key=group))).error_code:
+            assert asyncio.get_running_loop().time() < deadline, found
+            await asyncio.sleep(0.1)
+        legacy_found = await conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0})
+        part = OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")
+        commit = OffsetCommitRequest(group_id=group, topics=(OffsetCommitRequestTopic(name=TOPIC, partitions=(part,)),))
+        while isinstance(committed := await conn.request(ApiKey.OFFSET_COMMIT, encode(commit), 1), dict):
+            assert committed["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, committed
+            await asyncio.sleep(0.1)
+        asked = (OffsetFetchRequestTopics(name=TOPIC, partition_indexes=(0,)),)
+        fetched = await conn.call(OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id=group, topics=asked),)))
+        legacy_fetched = await conn.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": [[TOPIC, [0]]]})
+        classic = await conn.call(ListGroupsRequest(types_filter=("CLASSIC",)))
+        stable = await conn.call(ListGroupsRequest(states_filter=("Stable",)))
+        legacy_listed = await conn.request(ApiKey.LIST_GROUPS, {})
+        legacy_deleted = await conn.request(ApiKey.OFFSET_DELETE, {"group_id": group, "topics": [[TOPIC, [0]]]})
+        deleted = await conn.call(DeleteGroupsRequest(groups_names=(group,)))
+        legacy_gone = await conn.request(ApiKey.DELETE_GROUPS, {"groups": [group]})
+        both_shapes = await conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "keys": [group]})
+        beat = encode(HeartbeatRequest(group_id=group, generation_id=1, member_id="m"))
+        beat[1] = 2**31
+        too_big = await conn.request(ApiKey.HEARTBEAT, beat, 1)
+        return (found, legacy_found, committed, fetched, legacy_fetched, classic, stable, legacy_listed,
+                legacy_deleted, deleted, legacy_gone, both_shapes, too_big)  # fmt: skip
+
+    (found, legacy_found, committed, fetched, legacy_fetched, classic, stable, legacy_listed, legacy_deleted, deleted,
+     legacy_gone, both_shapes, too_big) = _native(cluster, work)  # fmt: skip
+    assert (found.node_id, found.port) == (legacy_found["node_id"], legacy_found["port"]) == (1, cluster[1].port)
+    committed = decode(OffsetCommitResponse, committed)  # the raw answer of a typed request: its msgpack array
+    assert [(p.partition_index, p.error_code) for p in committed.topics[0].partitions] == [(0, 0)]
+    (g,) = fetched.groups
+    assert (g.group_id, g.error_code) == (group, 0)
+    assert [(p.partition_index, p.committed_offset, p.metadata) for p in g.topics[0].partitions] == [(0, 5, "m")]
+    assert legacy_fetched == {"error_code": 0, "topics": [[TOPIC, [[0, 5, "m", 0]]]]}
+    assert [(x.group_id, x.group_state, x.group_type) for x in classic.groups] == [(group, "Empty", "classic")]
+    assert group not in [x.group_id for x in stable.groups]
+    row = legacy_listed["groups"].index([group, "consumer", "Empty"])
+    assert legacy_listed["group_types"][row] == "classic"
+    assert legacy_deleted == {"error_code": 0, "topics": [[TOPIC, [[0, 0, None]]]]}
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, 0)]
+    assert legacy_gone == {"results": [[group, ErrorCode.GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND"]]}
+    assert both_shapes["error_code"] == ErrorCode.INVALID_REQUEST and "not both" in both_shapes["error_message"]
+    assert too_big["error_code"] == ErrorCode.INVALID_REQUEST and "generation_id" in too_big["error_message"]
