@@ -95,7 +95,15 @@ BROKER_APIS = frozenset(
 # The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);
 # an envelope carrying any other api is refused.
 FORWARDED_APIS = frozenset(
-    {ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS}
+    {
+        ApiKey.ELECT_LEADERS,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        ApiKey.CREATE_ACLS,
+        ApiKey.DELETE_ACLS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        ApiKey.ALTER_CLIENT_QUOTAS,
+    }
 )
 # The listeners those arrive on: the inter-broker listener, and AlterPartition relayed through ZooKeeper.
 BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})

@@ -166,6 +166,14 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.DESCRIBE_GROUPS: 1,
     ApiKey.DELETE_GROUPS: 1,
     ApiKey.OFFSET_DELETE: 1,
+    # The ACL, SCRAM-credential and client-quota apis (issue 26 §1), likewise.
+    ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.CREATE_ACLS: 1,
+    ApiKey.DELETE_ACLS: 1,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 1,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 1,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
+    ApiKey.ALTER_CLIENT_QUOTAS: 1,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

@@ -88,6 +88,14 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     16: (0, 5),  # ListGroups (v5: types_filter, KIP-848)
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
+    # ACLs, SCRAM credentials and client quotas
+    29: (1, 3),  # DescribeAcls (v0 is gone from Kafka 4 and from kio)
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -13,11 +13,32 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
+from net.acl import CREATION_FIELDS, FILTER_FIELDS
 from net.errors import ErrorCode
 from net.messages import MessageError, decode, encode
 from net.protocol import ApiKey
+from net.schema.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
+from net.schema.alter_client_quotas import EntityData as QuotaEntity
+from net.schema.alter_client_quotas import EntryData as QuotaEntry
+from net.schema.alter_client_quotas import OpData as QuotaOp
+from net.schema.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+)
+from net.schema.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
+from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest, DeleteAclsResponse
 from net.schema.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from net.schema.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from net.schema.describe_client_quotas import ComponentData as QuotaComponent
+from net.schema.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from net.schema.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from net.schema.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    UserName,
+)
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectLeadersTopic
 from net.schema.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
@@ -477,5 +498,183 @@ LEGACY.update(
         ApiKey.DESCRIBE_GROUPS: (_map_form(describe_groups_request), describe_groups_response),
         ApiKey.DELETE_GROUPS: (_map_form(delete_groups_request), delete_groups_response),
         ApiKey.OFFSET_DELETE: (_map_form(offset_delete_request), offset_delete_response),
+    }
+)
+
+
+# --- ACLs, SCRAM credentials, client quotas -------------------------------------------------------------------
+
+_SCRAM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism
+_SCRAM_NAMES = {v: k for k, v in _SCRAM_CODES.items()}
+
+
+def _acl_row(row: Any) -> list[Any]:
+    """[resource_type, name, pattern_type, principal, host, operation, permission]."""
+    if not isinstance(row, list) or len(row) != 7:
+        raise MessageError("an ACL row is [resource_type, name, pattern_type, principal, host, operation, permission]")
+    return row
+
+
+def describe_acls_request(body: dict[str, Any]) -> DescribeAclsRequest:
+    """v0: {"filter": [resource_type, name, pattern_type, principal, host, operation, permission]}."""
+    return DescribeAclsRequest(**dict(zip(FILTER_FIELDS, _acl_row(body["filter"]))))
+
+
+def describe_acls_response(resp: DescribeAclsResponse) -> dict[str, Any]:
+    """v0: {"error_code", "bindings": [ACL row, ...]}."""
+    rows = [
+        [r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation, a.permission_type]
+        for r in resp.resources
+        for a in r.acls
+    ]
+    return {"error_code": resp.error_code, "error_message": resp.error_message, "bindings": rows}
+
+
+def create_acls_request(body: dict[str, Any]) -> CreateAclsRequest:
+    """v0: {"creations": [ACL row, ...]}."""
+    return CreateAclsRequest(
+        creations=tuple(AclCreation(**dict(zip(CREATION_FIELDS, _acl_row(r)))) for r in body["creations"])
+    )
+
+
+def create_acls_response(resp: CreateAclsResponse) -> dict[str, Any]:
+    """v0: {"results": [[error_code, error_message], ...]}, one per creation."""
+    return {"results": [[r.error_code, r.error_message] for r in resp.results]}
+
+
+def delete_acls_request(body: dict[str, Any]) -> DeleteAclsRequest:
+    """v0: {"filters": [ACL filter row, ...]}."""
+    return DeleteAclsRequest(
+        filters=tuple(DeleteAclsFilter(**dict(zip(FILTER_FIELDS, _acl_row(r)))) for r in body["filters"])
+    )
+
+
+def delete_acls_response(resp: DeleteAclsResponse) -> dict[str, Any]:
+    """v0: {"results": [[error_code, error_message, [ACL row deleted, ...]], ...]}, one per filter."""
+    return {
+        "results": [
+            [
+                r.error_code,
+                r.error_message,
+                [
+                    [
+                        m.resource_type,
+                        m.resource_name,
+                        m.pattern_type,
+                        m.principal,
+                        m.host,
+                        m.operation,
+                        m.permission_type,
+                    ]
+                    for m in r.matching_acls
+                ],
+            ]
+            for r in resp.filter_results
+        ]
+    }
+
+
+def describe_scram_request(body: dict[str, Any]) -> DescribeUserScramCredentialsRequest:
+    """v0: {"users": [user, ...] | nil (every user)}."""
+    users = body.get("users")
+    return DescribeUserScramCredentialsRequest(users=None if users is None else tuple(UserName(name=u) for u in users))
+
+
+def describe_scram_response(resp: DescribeUserScramCredentialsResponse) -> dict[str, Any]:
+    """v0: {"error_code", "results": [[user, error_code, error_message, [[mechanism, iterations], ...]], ...]}."""
+    return {
+        "error_code": resp.error_code,
+        "results": [
+            [
+                r.user,
+                r.error_code,
+                r.error_message,
+                [[_SCRAM_NAMES.get(c.mechanism, str(c.mechanism)), c.iterations] for c in r.credential_infos],
+            ]
+            for r in resp.results
+        ],
+    }
+
+
+def alter_scram_request(body: dict[str, Any]) -> AlterUserScramCredentialsRequest:
+    """v0: {"deletions": [[user, mechanism], ...], "upsertions": [[user, mechanism, iterations, salt,
+    salted_password], ...]} (a mechanism by name: SCRAM-SHA-256, SCRAM-SHA-512)."""
+
+    def code(mechanism: Any) -> int:
+        if mechanism not in _SCRAM_CODES:
+            raise MessageError(f"unknown SCRAM mechanism {mechanism!r}")
+        return _SCRAM_CODES[mechanism]
+
+    deletions = [ScramCredentialDeletion(name=u, mechanism=code(m)) for u, m in body.get("deletions") or []]
+    upsertions = [
+        ScramCredentialUpsertion(name=u, mechanism=code(m), iterations=i, salt=salt, salted_password=salted)
+        for u, m, i, salt, salted in body.get("upsertions") or []
+    ]
+    return AlterUserScramCredentialsRequest(deletions=tuple(deletions), upsertions=tuple(upsertions))
+
+
+def alter_scram_response(resp: AlterUserScramCredentialsResponse) -> dict[str, Any]:
+    """v0: {"results": [[user, error_code, error_message], ...]}."""
+    return {"results": [[r.user, r.error_code, r.error_message] for r in resp.results]}
+
+
+def describe_quotas_request(body: dict[str, Any]) -> DescribeClientQuotasRequest:
+    """v0: {"entity": [[type, name or nil (the default)], ...] | nil (every entity)}: that entity exactly."""
+    entity = body.get("entity")
+    if entity is None:
+        return DescribeClientQuotasRequest()
+    components = tuple(
+        QuotaComponent(entity_type=t, match_type=_MATCH_DEFAULT if n is None else _MATCH_EXACT, match=n)
+        for t, n in _pairs(entity, "entity")
+    )
+    return DescribeClientQuotasRequest(components=components, strict=True)
+
+
+def describe_quotas_response(resp: DescribeClientQuotasResponse) -> dict[str, Any]:
+    """v0: {"error_code", "entries": [[[[type, name], ...], {key: value}], ...]}."""
+    return {
+        "error_code": resp.error_code,
+        "entries": [
+            [[[e.entity_type, e.entity_name] for e in entry.entity], {v.key: v.value for v in entry.values}]
+            for entry in resp.entries or ()
+        ],
+    }
+
+
+def alter_quotas_request(body: dict[str, Any]) -> AlterClientQuotasRequest:
+    """v0: {"entries": [[[[type, name or nil], ...], {key: value or nil (remove)}], ...]}."""
+    entries = []
+    for entity, changes in _pairs(body["entries"], "entries"):
+        ops = tuple(
+            QuotaOp(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in dict(changes).items()
+        )
+        entries.append(
+            QuotaEntry(
+                entity=tuple(QuotaEntity(entity_type=t, entity_name=n) for t, n in _pairs(entity, "entity")), ops=ops
+            )
+        )
+    return AlterClientQuotasRequest(entries=tuple(entries))
+
+
+def alter_quotas_response(resp: AlterClientQuotasResponse) -> dict[str, Any]:
+    """v0: {"results": [[[[type, name], ...], error_code, error_message], ...]}."""
+    return {
+        "results": [
+            [[[e.entity_type, e.entity_name] for e in r.entity], r.error_code, r.error_message] for r in resp.entries
+        ]
+    }
+
+
+_MATCH_EXACT, _MATCH_DEFAULT = 0, 1  # KIP-546's match types
+
+LEGACY.update(
+    {
+        ApiKey.DESCRIBE_ACLS: (_map_form(describe_acls_request), describe_acls_response),
+        ApiKey.CREATE_ACLS: (_map_form(create_acls_request), create_acls_response),
+        ApiKey.DELETE_ACLS: (_map_form(delete_acls_request), delete_acls_response),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (_map_form(describe_scram_request), describe_scram_response),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_map_form(alter_scram_request), alter_scram_response),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (_map_form(describe_quotas_request), describe_quotas_response),
+        ApiKey.ALTER_CLIENT_QUOTAS: (_map_form(alter_quotas_request), alter_quotas_response),
     }
 )

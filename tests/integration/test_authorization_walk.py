@@ -30,6 +30,10 @@ from net.messages import decode, encode
 from net.protocol import TYPED_SINCE, ApiKey
 from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest
 from net.schema.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from net.schema.alter_client_quotas import AlterClientQuotasRequest
+from net.schema.alter_client_quotas import EntityData as QuotaEntity
+from net.schema.alter_client_quotas import EntryData as QuotaEntry
+from net.schema.alter_client_quotas import OpData as QuotaOp
 from net.schema.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
@@ -38,14 +42,19 @@ from net.schema.alter_partition_reassignments import (
 from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequest
 from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestPartition as AlterPartition
 from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestTopic as AlterTopic
+from net.schema.alter_user_scram_credentials import AlterUserScramCredentialsRequest, ScramCredentialDeletion
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest
 from net.schema.delete_groups import DeleteGroupsRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequestTopic as DeleteShareTopic
 from net.schema.delete_share_group_state import DeleteShareGroupStateRequest, DeleteStateData
 from net.schema.delete_share_group_state import PartitionData as DeleteStatePartition
+from net.schema.describe_acls import DescribeAclsRequest
+from net.schema.describe_client_quotas import DescribeClientQuotasRequest
 from net.schema.describe_groups import DescribeGroupsRequest
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
@@ -57,6 +66,7 @@ from net.schema.describe_share_group_offsets import (
 from net.schema.describe_topic_partitions import Cursor, DescribeTopicPartitionsRequest
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopic
 from net.schema.describe_transactions import DescribeTransactionsRequest
+from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from net.schema.end_txn import EndTxnRequest
 from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.heartbeat import HeartbeatRequest
@@ -410,6 +420,22 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
             name=SECRET, partitions=(OffsetDeleteRequestPartition(),)),))),
          lambda a: [p.error_code for t in typed(ApiKey.OFFSET_DELETE, a).topics for p in t.partitions],
          [TOPIC_DENIED]),
+        # ACLs, SCRAM credentials, client quotas, typed (native v1): the cluster's, refused as a whole
+        (ApiKey.DESCRIBE_ACLS, encode(DescribeAclsRequest(resource_type_filter=1, operation=1, permission_type=1)),
+         top, [CLUSTER_DENIED]),
+        (ApiKey.CREATE_ACLS, encode(CreateAclsRequest(creations=(AclCreation(
+            resource_type=4, resource_name="kafka-cluster", principal="User:alice", host="*", operation=1,
+            permission_type=3),))), top, [CLUSTER_DENIED]),
+        (ApiKey.DELETE_ACLS, encode(DeleteAclsRequest(filters=(DeleteAclsFilter(resource_type_filter=1, operation=1,
+                                                                                permission_type=1),))),
+         top, [CLUSTER_DENIED]),
+        (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, encode(DescribeUserScramCredentialsRequest()), top, [CLUSTER_DENIED]),
+        (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, encode(AlterUserScramCredentialsRequest(deletions=(
+            ScramCredentialDeletion(name="admin", mechanism=1),))), top, [CLUSTER_DENIED]),
+        (ApiKey.DESCRIBE_CLIENT_QUOTAS, encode(DescribeClientQuotasRequest()), top, [CLUSTER_DENIED]),
+        (ApiKey.ALTER_CLIENT_QUOTAS, encode(AlterClientQuotasRequest(entries=(QuotaEntry(
+            entity=(QuotaEntity(entity_type="user", entity_name="alice"),),
+            ops=(QuotaOp(key="producer_byte_rate", value=1e12),)),))), top, [CLUSTER_DENIED]),
     ]  # fmt: skip
 
 

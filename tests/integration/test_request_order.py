@@ -26,6 +26,8 @@ from net import batch as batch_fmt
 from net.messages import decode as decode_message
 from net.messages import encode as encode_message
 from net.protocol import TYPED_SINCE, ApiKey, encode_request, parse_response
+from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.messages import MESSAGES
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
@@ -220,18 +222,21 @@ def test_create_acls_then_describe_acls(cluster, listener):
             described = {"resource_type_filter": TOPIC_RESOURCE, "resource_name_filter": name,
                          "pattern_type_filter": LITERAL, "operation": ANY, "permission_type": ANY}  # fmt: skip
             return (ApiKey.CREATE_ACLS, 2, {"creations": [creation]}), (ApiKey.DESCRIBE_ACLS, 2, described)
-        creation_row = [TOPIC_RESOURCE, name, LITERAL, "User:reader", "*", READ, ALLOW]
-        acl_filter = [TOPIC_RESOURCE, name, LITERAL, None, None, ANY, ANY]
-        return (ApiKey.CREATE_ACLS, 0, {"creations": [creation_row]}), (ApiKey.DESCRIBE_ACLS, 0, {"filter": acl_filter})
+        creation = AclCreation(resource_type=TOPIC_RESOURCE, resource_name=name, resource_pattern_type=LITERAL,
+                               principal="User:reader", host="*", operation=READ, permission_type=ALLOW)  # fmt: skip
+        described = DescribeAclsRequest(resource_type_filter=TOPIC_RESOURCE, resource_name_filter=name,
+                                        pattern_type_filter=LITERAL, operation=ANY, permission_type=ANY)  # fmt: skip
+        return (ApiKey.CREATE_ACLS, 1, CreateAclsRequest(creations=(creation,))), (ApiKey.DESCRIBE_ACLS, 1, described)
 
     def check(i: int, created: Any, described: Any) -> None:
-        assert described["error_code"] == 0, described
         if listener == "kafka":
+            assert described["error_code"] == 0, described
             assert created["results"][0]["error_code"] == 0, created
             found = [r["resource_name"] for r in described["resources"]]
         else:
-            assert created["results"][0][0] == 0, created
-            found = [row[1] for row in described["bindings"]]
+            assert described.error_code == 0, described
+            assert created.results[0].error_code == 0, created
+            found = [r.resource_name for r in described.resources]
         assert found == [f"acl-{listener}-{i}"], f"round {i}: DescribeAcls right after CreateAcls found {found}"
 
     rounds(cluster, controller, listener, pair, check)

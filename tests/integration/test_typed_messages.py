@@ -23,7 +23,15 @@ from net.connection import BrokerConnection
 from net.errors import ErrorCode
 from net.messages import decode, encode
 from net.protocol import ApiKey
+from net.schema.alter_client_quotas import AlterClientQuotasRequest
+from net.schema.alter_client_quotas import EntityData as QuotaEntity
+from net.schema.alter_client_quotas import EntryData as QuotaEntry
+from net.schema.alter_client_quotas import OpData as QuotaOp
 from net.schema.delete_groups import DeleteGroupsRequest
+from net.schema.describe_acls import DescribeAclsRequest
+from net.schema.describe_client_quotas import ComponentData as QuotaComponent
+from net.schema.describe_client_quotas import DescribeClientQuotasRequest
+from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, UserName
 from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.heartbeat import HeartbeatRequest
 from net.schema.list_groups import ListGroupsRequest
@@ -230,3 +238,42 @@ def test_the_group_apis_answer_alike_typed_and_in_their_native_v0_maps(cluster):
     assert legacy_gone == {"results": [[group, ErrorCode.GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND"]]}
     assert both_shapes["error_code"] == ErrorCode.INVALID_REQUEST and "not both" in both_shapes["error_message"]
     assert too_big["error_code"] == ErrorCode.INVALID_REQUEST and "generation_id" in too_big["error_message"]
+
+
+def test_the_quota_scram_and_acl_apis_answer_alike_typed_and_in_their_native_v0_maps(cluster):
+    """Typed since native v1 as well (issue 26 §1): a change made typed reads back in the v0 maps and the other way
+    round; a v0 map of the wrong shape is INVALID_REQUEST, and the connection goes on."""
+    user = (QuotaEntity(entity_type="user", entity_name="typed-user"),)
+
+    async def work(conn):
+        op = QuotaOp(key="producer_byte_rate", value=1024.0)
+        altered = await conn.call(AlterClientQuotasRequest(entries=(QuotaEntry(entity=user, ops=(op,)),)))
+        legacy_described = await conn.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"entity": [["user", "typed-user"]]})
+        exact = QuotaComponent(entity_type="user", match="typed-user")
+        described = await conn.call(DescribeClientQuotasRequest(components=(exact,), strict=True))
+        removal = {"entries": [[[["user", "typed-user"]], {"producer_byte_rate": None}]]}
+        legacy_removed = await conn.request(ApiKey.ALTER_CLIENT_QUOTAS, removal)
+        gone = await conn.call(DescribeClientQuotasRequest(components=(exact,)))
+        scram = await conn.call(DescribeUserScramCredentialsRequest(users=(UserName(name="nobody"),)))
+        legacy_scram = await conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": ["nobody"]})
+        acls = await conn.request(ApiKey.DESCRIBE_ACLS, encode(DescribeAclsRequest(resource_type_filter=1)), 1)
+        legacy_acls = await conn.request(ApiKey.DESCRIBE_ACLS, {"filter": [1, None, 1, None, None, 1, 1]})
+        bad = await conn.request(ApiKey.DESCRIBE_ACLS, {"filter": [1, 2]})
+        return altered, legacy_described, described, legacy_removed, gone, scram, legacy_scram, acls, legacy_acls, bad
+
+    altered, legacy_described, described, legacy_removed, gone, scram, legacy_scram, acls, legacy_acls, bad = _native(
+        cluster, work
+    )
+    assert [(e.error_code, e.entity[0].entity_name) for e in altered.entries] == [(0, "typed-user")]
+    assert legacy_described == {
+        "error_code": 0,
+        "entries": [[[["user", "typed-user"]], {"producer_byte_rate": 1024.0}]],
+    }
+    assert [[(v.key, v.value) for v in e.values] for e in described.entries] == [[("producer_byte_rate", 1024.0)]]
+    assert legacy_removed == {"results": [[[["user", "typed-user"]], 0, None]]}
+    assert not gone.entries
+    assert [(r.user, r.error_code) for r in scram.results] == [("nobody", ErrorCode.RESOURCE_NOT_FOUND)]
+    assert legacy_scram["results"] == [["nobody", ErrorCode.RESOURCE_NOT_FOUND, scram.results[0].error_message, []]]
+    # no authorizer here: the ACL apis answer SECURITY_DISABLED, as one error for the whole request, either way
+    assert acls["error_code"] == legacy_acls["error_code"] == ErrorCode.SECURITY_DISABLED
+    assert bad["error_code"] == ErrorCode.INVALID_REQUEST and "ACL row" in bad["error_message"]

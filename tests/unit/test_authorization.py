@@ -27,6 +27,8 @@ from net.schema.add_partitions_to_txn import (
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTransaction,
 )
+from net.schema.alter_client_quotas import AlterClientQuotasRequest
+from net.schema.alter_client_quotas import EntryData as QuotaEntry
 from net.schema.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
@@ -35,14 +37,19 @@ from net.schema.alter_partition_reassignments import (
 from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequest
 from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestPartition as AlterPartition
 from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestTopic as AlterTopic
+from net.schema.alter_user_scram_credentials import AlterUserScramCredentialsRequest, ScramCredentialDeletion
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest
 from net.schema.delete_groups import DeleteGroupsRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequestTopic as DeleteShareOffsetsTopic
 from net.schema.delete_share_group_state import DeleteShareGroupStateRequest, DeleteStateData
 from net.schema.delete_share_group_state import PartitionData as DeleteStatePartition
+from net.schema.describe_acls import DescribeAclsRequest
+from net.schema.describe_client_quotas import DescribeClientQuotasRequest
 from net.schema.describe_groups import DescribeGroupsRequest
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
@@ -52,6 +59,7 @@ from net.schema.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequestGroup,
 )
 from net.schema.describe_transactions import DescribeTransactionsRequest
+from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
 from net.schema.end_txn import EndTxnRequest
@@ -426,13 +434,18 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
             ("responses", TOPIC_DENIED),
         ),
     ],
-    ApiKey.DESCRIBE_ACLS: [({"filter": [1, None, 1, None, None, 1, 1]}, ("whole", CLUSTER_DENIED))],
-    ApiKey.CREATE_ACLS: [({"creations": []}, ("whole", CLUSTER_DENIED))],
-    ApiKey.DELETE_ACLS: [({"filters": []}, ("whole", CLUSTER_DENIED))],
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [({}, ("whole", CLUSTER_DENIED))],
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [({"deletions": [["admin", "SCRAM-SHA-256"]]}, ("whole", CLUSTER_DENIED))],
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: [({}, ("whole", CLUSTER_DENIED))],
-    ApiKey.ALTER_CLIENT_QUOTAS: [({"entries": []}, ("whole", CLUSTER_DENIED))],
+    ApiKey.DESCRIBE_ACLS: [(DescribeAclsRequest(resource_type_filter=1, operation=1), ("whole", CLUSTER_DENIED))],
+    ApiKey.CREATE_ACLS: [(CreateAclsRequest(creations=(AclCreation(),)), ("whole", CLUSTER_DENIED))],
+    ApiKey.DELETE_ACLS: [(DeleteAclsRequest(filters=(DeleteAclsFilter(),)), ("whole", CLUSTER_DENIED))],
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [(DescribeUserScramCredentialsRequest(), ("whole", CLUSTER_DENIED))],
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [
+        (
+            AlterUserScramCredentialsRequest(deletions=(ScramCredentialDeletion(name="admin", mechanism=1),)),
+            ("whole", CLUSTER_DENIED),
+        )
+    ],
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: [(DescribeClientQuotasRequest(), ("whole", CLUSTER_DENIED))],
+    ApiKey.ALTER_CLIENT_QUOTAS: [(AlterClientQuotasRequest(entries=(QuotaEntry(),)), ("whole", CLUSTER_DENIED))],
     ApiKey.ELECT_LEADERS: [  # typed: refused as a whole, the code at the top and in every partition asked
         (
             ElectLeadersRequest(topic_partitions=(ElectTopic(topic="secret-topic", partitions=(0, 1)),)),

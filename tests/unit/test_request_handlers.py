@@ -37,6 +37,7 @@ from net.consumer_protocol import Assignment, Subscription
 from net.errors import ErrorCode, KafkaLiteError, error_code_of, error_for
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.retry import Backoff, retry_until
+from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
@@ -358,10 +359,19 @@ def test_with_acls_a_produce_is_refused_per_topic_and_describe_acls_lists_what_t
         other = await broker.call(ApiKey.PRODUCE, {"acks": 1, "topics": [[OFFSETS_TOPIC, [[0, records(b"no")]]]]})
         assert other["topics"][0][1][0][1] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         assert await broker.list_offset(0, LATEST) == [0, 0, -1, 1]
-        any_filter = [int(ResourceType.ANY), None, int(PatternType.ANY), "User:alice", None, 1, 1]
-        described = await broker.call(ApiKey.DESCRIBE_ACLS, {"filter": any_filter})
-        assert described["error_code"] == 0
-        assert [AclBinding.from_wire(b) for b in described["bindings"]] == [bindings[2]]
+        alices = DescribeAclsRequest(
+            resource_type_filter=int(ResourceType.ANY),
+            pattern_type_filter=int(PatternType.ANY),
+            principal_filter="User:alice",
+            operation=1,
+            permission_type=1,
+        )
+        described = await broker.call(ApiKey.DESCRIBE_ACLS, alices)
+        assert described.error_code == 0
+        found = [
+            (r.resource_type, r.resource_name, a.principal, a.operation) for r in described.resources for a in r.acls
+        ]
+        assert found == [(int(ResourceType.GROUP), GROUP, "User:alice", int(AclOperation.READ))]
 
     try:
         run(broker, scenario)
@@ -371,7 +381,7 @@ def test_with_acls_a_produce_is_refused_per_topic_and_describe_acls_lists_what_t
 
 def test_without_an_authorizer_the_acl_apis_answer_security_disabled(broker):
     async def scenario() -> None:
-        answer = await broker.call(ApiKey.DESCRIBE_ACLS, {"filter": [1, None, 1, None, None, 1, 1]})
+        answer = await broker.call(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest(resource_type_filter=1, operation=1))
         assert answer["error_code"] == ErrorCode.SECURITY_DISABLED
 
     run(broker, scenario)
