@@ -62,6 +62,7 @@ from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecord
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsResponseTopic
 from net.schema.delete_share_group_state import DeleteStateResult
 from net.schema.delete_share_group_state import PartitionResult as DeletePartitionResult
+from net.schema.describe_cluster import DescribeClusterRequest
 from net.schema.describe_groups import DescribedGroup, DescribeGroupsRequest
 from net.schema.describe_producers import PartitionResponse
 from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
@@ -717,6 +718,21 @@ def _with_operations(
     return decided
 
 
+def _describe_cluster(a: Authorization, req: DescribeClusterRequest, ctx: ConnectionContext) -> Decision:
+    """Open to every logged-in client, as Kafka's; asked for (`include_cluster_authorized_operations`), the answer
+    says what the principal may do on the cluster (0: nothing), else Kafka's "not given"."""
+    if not req.include_cluster_authorized_operations:
+        return Decision(req)
+    authz = a.authz
+
+    def operations(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.cluster_authorized_operations = authz.authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        return answer
+
+    return Decision(req, operations)
+
+
 def _init_producer_id(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
     """A transactional producer: WRITE on its transactional id; an idempotent one: IDEMPOTENT_WRITE on the
     cluster or WRITE on any topic (KIP-679)."""
@@ -1174,6 +1190,9 @@ RULES: dict[ApiKey, Rule] = {
             TOPIC_DENIED,
         ),
         "all topics: those it may not describe are left out; automatic creation needs CREATE",
+    ),
+    ApiKey.DESCRIBE_CLUSTER: Rule(
+        (), _describe_cluster, "open to every logged-in client; its authorized operations on the cluster when asked"
     ),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rule(
         (Need(TOPIC, Op.DESCRIBE, E),),

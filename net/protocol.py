@@ -64,6 +64,7 @@ class ApiKey(IntEnum):
     # answers only where that listener is.
     BROKER_HEARTBEAT = 63
     DESCRIBE_TOPIC_PARTITIONS = 75  # Kafka's DescribeTopicPartitions
+    DESCRIBE_CLUSTER = 60  # Kafka's DescribeCluster (KIP-700)
     DELETE_RECORDS = 21
     OFFSET_FOR_LEADER_EPOCH = 23
     WRITE_TXN_MARKERS = 27  # transaction coordinator (or an admin with ClusterAction) to partition leaders
@@ -174,6 +175,7 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 1,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
     ApiKey.ALTER_CLIENT_QUOTAS: 1,
+    ApiKey.DESCRIBE_CLUSTER: 0,  # typed from its first native version
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

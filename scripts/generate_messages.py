@@ -96,6 +96,7 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     51: (0, 0),  # AlterUserScramCredentials
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    60: (0, 1),  # DescribeCluster (v1: KIP-919's endpoint_type)
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -55,6 +55,7 @@ from net.schema.delete_share_group_state import DeleteShareGroupStateRequest, De
 from net.schema.delete_share_group_state import PartitionData as DeleteStatePartition
 from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest
+from net.schema.describe_cluster import DescribeClusterRequest
 from net.schema.describe_groups import DescribeGroupsRequest
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
@@ -436,6 +437,10 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
         (ApiKey.ALTER_CLIENT_QUOTAS, encode(AlterClientQuotasRequest(entries=(QuotaEntry(
             entity=(QuotaEntity(entity_type="user", entity_name="alice"),),
             ops=(QuotaOp(key="producer_byte_rate", value=1e12),)),))), top, [CLUSTER_DENIED]),
+        # open to her, as Kafka's; she may do nothing on the cluster, and is told so when she asks
+        (ApiKey.DESCRIBE_CLUSTER, encode(DescribeClusterRequest(include_cluster_authorized_operations=True)),
+         lambda a: [typed(ApiKey.DESCRIBE_CLUSTER, a).error_code,
+                    typed(ApiKey.DESCRIBE_CLUSTER, a).cluster_authorized_operations], [0, 0]),
     ]  # fmt: skip
 
 

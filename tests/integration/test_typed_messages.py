@@ -31,6 +31,7 @@ from net.schema.delete_groups import DeleteGroupsRequest
 from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.describe_client_quotas import ComponentData as QuotaComponent
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest
+from net.schema.describe_cluster import DescribeClusterRequest
 from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, UserName
 from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.heartbeat import HeartbeatRequest
@@ -277,3 +278,21 @@ def test_the_quota_scram_and_acl_apis_answer_alike_typed_and_in_their_native_v0_
     # no authorizer here: the ACL apis answer SECURITY_DISABLED, as one error for the whole request, either way
     assert acls["error_code"] == legacy_acls["error_code"] == ErrorCode.SECURITY_DISABLED
     assert bad["error_code"] == ErrorCode.INVALID_REQUEST and "ACL row" in bad["error_message"]
+
+
+def test_describe_cluster_is_typed_on_both_listeners(cluster):
+    """DescribeCluster (KIP-700) from its first native version: the brokers of the listener asked, the controller,
+    the cluster id; the controllers' endpoints (KIP-919) are not a broker's to give."""
+
+    async def work(conn):
+        return await conn.call(DescribeClusterRequest()), await conn.call(DescribeClusterRequest(endpoint_type=2))
+
+    described, controllers = _native(cluster, work)
+    assert described.error_code == 0 and described.cluster_id and described.controller_id == 1
+    assert [(b.broker_id, b.port) for b in described.brokers] == [(1, cluster[1].port)]
+    assert controllers.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE and not controllers.brokers
+    with socket.create_connection(("127.0.0.1", cluster[1].kafka_port), timeout=10) as s:
+        s.sendall(frame(60, 1, 7, {"include_cluster_authorized_operations": False, "endpoint_type": 1}))
+        resp, _ = entity_reader(load_response_schema(60, 1))(read_frame(s), 5)
+        assert resp.cluster_id == described.cluster_id and resp.controller_id == 1
+        assert [(b.broker_id, b.port) for b in resp.brokers] == [(1, cluster[1].kafka_port)]

@@ -476,7 +476,13 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.UPDATE_METADATA: [({"applied": 1, "timeout_ms": 60_000}, ("whole", CLUSTER_DENIED))],
 }
 # What every logged-in client may ask (the login itself, the versions) or is answered filtered.
-OPEN = {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.API_VERSIONS, ApiKey.LIST_GROUPS}
+OPEN = {
+    ApiKey.SASL_HANDSHAKE,
+    ApiKey.SASL_AUTHENTICATE,
+    ApiKey.API_VERSIONS,
+    ApiKey.LIST_GROUPS,
+    ApiKey.DESCRIBE_CLUSTER,
+}
 
 
 def test_every_api_key_has_a_rule_and_an_attack_here():
@@ -661,3 +667,19 @@ def test_docs_show_the_table():
     m = re.search(r"<!-- authorization-table -->\n(.*?)<!-- /authorization-table -->", text, re.S)
     assert m, "docs/SECURITY.md lacks the generated authorization table"
     assert m.group(1) == authorization_table_markdown(), "regenerate: PYTHONPATH=. python scripts/authorization_docs.py"
+
+
+def test_describe_cluster_is_open_and_says_what_she_may_do_on_the_cluster_only_when_asked():
+    from net.schema.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+
+    a, _ = table()
+    plain = a.authorize(ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequest(), Ctx())
+    assert not plain.refused and plain.complete(DescribeClusterResponse()).cluster_authorized_operations == -(2**31)
+    asked = a.authorize(
+        ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequest(include_cluster_authorized_operations=True), Ctx()
+    )
+    assert asked.complete(DescribeClusterResponse()).cluster_authorized_operations == 0  # alice: nothing on it
+    admin = a.authorize(
+        ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequest(include_cluster_authorized_operations=True), Ctx("User:admin")
+    )
+    assert admin.complete(DescribeClusterResponse()).cluster_authorized_operations > 0
