@@ -177,7 +177,7 @@ def _map_form(convert: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, A
             return _checked(convert(body))
         except MessageError:
             raise
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError) as e:
             raise MessageError(f"malformed request: {type(e).__name__}: {e}") from None
 
     converted.__doc__ = convert.__doc__
