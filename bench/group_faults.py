@@ -52,14 +52,11 @@ PARTITIONS = 6
 
 async def _coordinator(bootstrap: str, group: str, timeout_ms: int = 5000) -> int:
     from client.admin import AsyncAdmin
-    from net.protocol import ApiKey
+    from client.transactions import KEY_TYPE_GROUP, find_coordinator
 
     admin = AsyncAdmin(bootstrap, request_timeout_ms=timeout_ms)
     try:
-        body = await admin.client.request(None, ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0})
-        if body.get("error_code"):
-            raise RuntimeError(f"FindCoordinator for {group}: error {body['error_code']}")
-        return int(body["node_id"])
+        return await find_coordinator(admin.client, group, KEY_TYPE_GROUP)
     finally:
         await admin.close()
 

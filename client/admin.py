@@ -8,6 +8,7 @@ import datetime
 import hashlib
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -15,11 +16,15 @@ from client.cluster import KafkaLiteClient, PartitionMeta, TopicMeta
 from client.config import AdminConfig
 from client.group import GroupClient
 from client.topic_partition import TopicPartition
-from net.acl import AclBinding, AclBindingFilter
+from net.acl import CREATION_FIELDS, FILTER_FIELDS, AclBinding, AclBindingFilter, as_fields
 from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
 from net.protocol import ApiKey, ElectionType
 from net.retry import retry_until
+from net.schema.alter_client_quotas import AlterClientQuotasRequest
+from net.schema.alter_client_quotas import EntityData as QuotaEntity
+from net.schema.alter_client_quotas import EntryData as QuotaEntry
+from net.schema.alter_client_quotas import OpData as QuotaOp
 from net.schema.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -31,15 +36,28 @@ from net.schema.alter_share_group_offsets import (
     AlterShareGroupOffsetsRequestPartition,
     AlterShareGroupOffsetsRequestTopic,
 )
+from net.schema.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+)
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
+from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest
+from net.schema.delete_groups import DeleteGroupsRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequestTopic
+from net.schema.describe_acls import DescribeAclsRequest
+from net.schema.describe_client_quotas import DescribeClientQuotasRequest
+from net.schema.describe_groups import DescribeGroupsRequest
 from net.schema.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
 )
+from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, UserName
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
+from net.schema.list_groups import ListGroupsRequest
 from net.schema.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
@@ -130,14 +148,15 @@ class AsyncAdmin:
 
         return await self._at_controller(send)
 
-    async def _controller_call(self, request: Any) -> Any:
+    async def _controller_call(self, request: Any, rows: Callable[[Any], Iterable[Any]] = lambda a: ()) -> Any:
         """A typed request (net/schema/) to the active controller, followed as _controller_request follows it
-        (NOT_CONTROLLER at the top of the answer)."""
+        (NOT_CONTROLLER at the top of the answer, or in one of its `rows`)."""
 
         async def send(controller: int) -> Any:
             conn = await self.client.connection(controller)
             answer = await conn.call(request, self.client.request_timeout)
-            if getattr(answer, "error_code", 0) == ErrorCode.NOT_CONTROLLER:
+            codes = [getattr(answer, "error_code", 0), *(r.error_code for r in rows(answer))]
+            if ErrorCode.NOT_CONTROLLER in codes:
                 raise error_for(ErrorCode.NOT_CONTROLLER, "controller moved")
             return answer
 
@@ -325,36 +344,47 @@ class AsyncAdmin:
 
     async def list_groups(self) -> list[tuple[str, str, str]]:
         """(group_id, protocol_type, state) of every group: each broker lists the groups it coordinates."""
-        await self.client.refresh_metadata([])
         out = {}
-        for broker_id in sorted(self.client.metadata.brokers):
-            resp = await self.client.request(broker_id, ApiKey.LIST_GROUPS, {})
-            if resp.get("error_code"):
-                raise error_for(resp["error_code"], resp.get("error_message") or "")
-            for gid, ptype, state in resp.get("groups", []):
-                out[gid] = (gid, ptype, state)
+        for g in await self.listed_groups():
+            out[g.group_id] = (g.group_id, g.protocol_type, g.group_state)
         return [out[g] for g in sorted(out)]
+
+    async def listed_groups(self, broker_ids: Iterable[int] | None = None, timeout: float | None = None) -> list[Any]:
+        """Every group each broker (default: every one) coordinates, of every type: ListGroups' rows
+        (`group_id`, `protocol_type`, `group_state`, `group_type`)."""
+        if broker_ids is None:
+            await self.client.refresh_metadata([])
+            broker_ids = sorted(self.client.metadata.brokers)
+        out: list[Any] = []
+        for broker_id in broker_ids:
+            answer = await self.client.call(broker_id, ListGroupsRequest(), timeout)
+            if answer.error_code:
+                raise error_for(answer.error_code, f"ListGroups on broker {broker_id}")
+            out += answer.groups
+        return out
 
     async def describe_group(self, group_id: str) -> GroupDescription:
         """State "Dead" means the group does not exist (as in Kafka)."""
         gc = GroupClient(self.client, group_id)
-        resp = await gc.request(ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]})
-        g = resp["groups"][0]
-        if g.get("error_code"):
-            raise group_error(g["error_code"], group_id, "describe", g.get("error_message") or "")
+        answer = await gc.call(
+            DescribeGroupsRequest(groups=(group_id,)), lambda a: _group_row_error(a.groups), action="describe"
+        )
+        g = answer.groups[0]
+        if g.error_code:
+            raise group_error(g.error_code, group_id, "describe")
         members = []
-        for mid, cid, host, _meta, assignment in g.get("members", []):
+        for m in g.members:
             try:
-                tps = Assignment.decode(assignment).partitions
+                tps = Assignment.decode(m.member_assignment).partitions
             except ValueError:
                 tps = frozenset()
-            members.append(MemberDescription(mid, cid, host, tps))
+            members.append(MemberDescription(m.member_id, m.client_id, m.client_host, tps))
         address = self.client.metadata.brokers.get(gc.coordinator_id) if gc.coordinator_id is not None else None
         coordinator = (gc.coordinator_id, *address) if gc.coordinator_id is not None and address else None
-        desc = GroupDescription(
-            g["group_id"], g["state"], g.get("protocol_type", ""), g.get("protocol", ""), members, coordinator
-        )
-        if g.get("group_type") == "consumer":
+        desc = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members, coordinator)
+        if g.group_state == "Dead":
+            # DescribeGroups describes classic groups only (as Kafka 4's): a consumer-protocol group (KIP-848)
+            # is Dead there, and described by ConsumerGroupDescribe, which knows it.
             await self._describe_consumer_group(gc, desc)
         return desc
 
@@ -365,6 +395,8 @@ class AsyncAdmin:
             lambda a: (a.groups[0].error_code, a.groups[0].error_message) if a.groups else (0, None),
         )
         g = answer.groups[0]
+        if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return  # no group of either kind: Dead, as Kafka says
         if g.error_code:
             raise group_error(g.error_code, desc.group_id, "describe", g.error_message or "")
 
@@ -372,6 +404,7 @@ class AsyncAdmin:
             return frozenset((t.topic_name, p) for t in a.topic_partitions for p in t.partitions)
 
         desc.group_type, desc.state, desc.protocol = "consumer", g.group_state, g.assignor_name
+        desc.protocol_type = "consumer"
         desc.group_epoch, desc.target_assignment_epoch = g.group_epoch, g.assignment_epoch
         desc.members = [
             MemberDescription(
@@ -394,9 +427,13 @@ class AsyncAdmin:
     async def delete_groups(self, group_ids: list[str]) -> dict[str, KafkaLiteError | None]:
         out: dict[str, KafkaLiteError | None] = {}
         for gid in group_ids:
-            resp = await GroupClient(self.client, gid).request(ApiKey.DELETE_GROUPS, {"groups": [gid]})
-            _, code, message = resp["results"][0]
-            out[gid] = error_for(code, message or "") if code else None
+            answer = await GroupClient(self.client, gid).call(
+                DeleteGroupsRequest(groups_names=(gid,)),
+                lambda a: (a.results[0].error_code, None) if a.results else (0, None),
+                action="delete",
+            )
+            code = answer.results[0].error_code
+            out[gid] = group_error(code, gid, "delete") if code else None
         return out
 
     # --- share groups (KIP-932) ---------------------------------------------------------------------------
@@ -537,43 +574,46 @@ class AsyncAdmin:
     # --- security: ACLs and SCRAM credentials (Kafka's Admin createAcls, describeAcls, deleteAcls, ...) ------
 
     async def create_acls(self, bindings: list[AclBinding]) -> None:
-        resp = await self._controller_request(
-            ApiKey.CREATE_ACLS, {"creations": [b.to_wire() for b in bindings]}, "results"
-        )
-        for code, message in resp["results"]:
-            if code:
-                raise error_for(code, message or "")
+        creations = tuple(AclCreation(**as_fields(b, CREATION_FIELDS)) for b in bindings)
+        answer = await self._controller_call(CreateAclsRequest(creations=creations), lambda a: a.results)
+        _raise_first(answer.results)
 
     async def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
-        resp = await self.client.request(
-            None, ApiKey.DESCRIBE_ACLS, {"filter": (acl_filter or AclBindingFilter()).to_wire()}
-        )
-        if resp.get("error_code"):
-            raise error_for(resp["error_code"], resp.get("error_message") or "")
-        return [AclBinding.from_wire(r) for r in resp["bindings"]]
+        f = acl_filter or AclBindingFilter()
+        answer = await self.client.call(None, DescribeAclsRequest(**as_fields(f, FILTER_FIELDS)))
+        _raise_first([answer])
+        return [
+            AclBinding.from_wire(
+                [r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation, a.permission_type]
+            )
+            for r in answer.resources
+            for a in r.acls
+        ]
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> list[AclBinding]:
         """Delete every binding a filter matches; returns them."""
-        body = {"filters": [f.to_wire() for f in filters]}
-        resp = await self._controller_request(ApiKey.DELETE_ACLS, body, "results")
-        deleted = []
-        for code, message, rows in resp["results"]:
-            if code:
-                raise error_for(code, message or "")
-            deleted += [AclBinding.from_wire(r) for r in rows]
-        return deleted
+        request = DeleteAclsRequest(filters=tuple(DeleteAclsFilter(**as_fields(f, FILTER_FIELDS)) for f in filters))
+        answer = await self._controller_call(request, lambda a: a.filter_results)
+        _raise_first(answer.filter_results)
+        return [
+            AclBinding.from_wire(
+                [m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation, m.permission_type]
+            )
+            for r in answer.filter_results
+            for m in r.matching_acls
+        ]
 
     async def describe_user_scram_credentials(self, users: list[str] | None = None) -> dict[str, list[tuple[str, int]]]:
         """user -> [(mechanism, iterations)]: never the credentials themselves."""
-        resp = await self.client.request(None, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": users})
-        if resp.get("error_code"):
-            raise error_for(resp["error_code"], resp.get("error_message") or "")
-        out = {}
-        for user, code, message, creds in resp["results"]:
-            if code:
-                raise error_for(code, message or "")
-            out[user] = [(m, i) for m, i in creds]
-        return out
+        asked = None if users is None else tuple(UserName(name=u) for u in users)
+        answer = await self.client.call(None, DescribeUserScramCredentialsRequest(users=asked))
+        _raise_first([answer, *answer.results])
+        return {
+            r.user: [
+                (SCRAM_MECHANISM_NAMES.get(c.mechanism, str(c.mechanism)), c.iterations) for c in r.credential_infos
+            ]
+            for r in answer.results
+        }
 
     async def alter_user_scram_credentials(
         self,
@@ -589,23 +629,41 @@ class AsyncAdmin:
             if algo is None:
                 raise error_for(ErrorCode.INVALID_REQUEST, f"unknown SCRAM mechanism {mech!r}")
             salted = hashlib.pbkdf2_hmac(algo, password.encode(), salt, iterations)
-            ups.append([user, mech, iterations, salt, salted])
-        body = {"upsertions": ups, "deletions": [list(d) for d in deletions]}
-        resp = await self._controller_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, "results")
-        _raise_rows(resp["results"])
+            ups.append(
+                ScramCredentialUpsertion(
+                    name=user,
+                    mechanism=SCRAM_MECHANISM_CODES[mech],
+                    iterations=iterations,
+                    salt=salt,
+                    salted_password=salted,
+                )
+            )
+        dels = []
+        for user, mech in deletions:
+            if mech not in SCRAM_MECHANISM_CODES:
+                raise error_for(ErrorCode.INVALID_REQUEST, f"unknown SCRAM mechanism {mech!r}")
+            dels.append(ScramCredentialDeletion(name=user, mechanism=SCRAM_MECHANISM_CODES[mech]))
+        request = AlterUserScramCredentialsRequest(deletions=tuple(dels), upsertions=tuple(ups))
+        answer = await self._controller_call(request, lambda a: a.results)
+        _raise_first(answer.results)
 
     async def describe_client_quotas(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
         """{entity: {quota: value}}; an entity is ((type, name or None for <default>), ...)."""
-        resp = await self.client.request(None, ApiKey.DESCRIBE_CLIENT_QUOTAS, {"entity": None})
-        if resp.get("error_code"):
-            raise error_for(resp["error_code"], resp.get("error_message") or "")
-        return {tuple((t, n) for t, n in entity): values for entity, values in resp["entries"]}
+        answer = await self.client.call(None, DescribeClientQuotasRequest())
+        _raise_first([answer])
+        return {
+            tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+            for entry in answer.entries or ()
+        }
 
     async def alter_client_quotas(self, entity: list[tuple[str, str | None]], changes: dict[str, float | None]) -> None:
         """Set (a number) or remove (None) producer_byte_rate, consumer_byte_rate, request_percentage."""
-        body = {"entries": [[[list(e) for e in entity], changes]]}
-        resp = await self._controller_request(ApiKey.ALTER_CLIENT_QUOTAS, body, "results")
-        _raise_rows(resp["results"])
+        entry = QuotaEntry(
+            entity=tuple(QuotaEntity(entity_type=t, entity_name=n) for t, n in entity),
+            ops=tuple(QuotaOp(key=k, value=v or 0.0, remove=v is None) for k, v in changes.items()),
+        )
+        answer = await self._controller_call(AlterClientQuotasRequest(entries=(entry,)), lambda a: a.entries)
+        _raise_first(answer.entries)
 
     async def close(self) -> None:
         await self.client.close()
@@ -614,6 +672,18 @@ class AsyncAdmin:
 __all__ = ["AsyncAdmin", "NewTopic", "TopicDescription", "KafkaLiteError"]
 
 
+# Kafka's ScramMechanism codes.
+SCRAM_MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+SCRAM_MECHANISM_NAMES = {v: k for k, v in SCRAM_MECHANISM_CODES.items()}
+
+
+def _raise_first(rows: Iterable[Any]) -> None:
+    """Raise the first error of typed answer rows (their error_code and error_message)."""
+    for r in rows:
+        if r.error_code:
+            raise error_for(r.error_code, r.error_message or ErrorCode(r.error_code).name)
+
+
 def _group_row_error(groups: Any) -> tuple[int, str | None]:
     """The first group row's error, for GroupClient.call to follow a coordinator that moved."""
-    return (groups[0].error_code, groups[0].error_message) if groups else (0, None)
+    return (groups[0].error_code, getattr(groups[0], "error_message", None)) if groups else (0, None)

@@ -242,12 +242,22 @@ class KafkaLiteClient:
     ) -> dict[str, Any]:
         """`api` to `broker_id` (None: any broker); with `coordinator`, on that group coordinator's own
         connection (`coordinator_connection`)."""
-        if broker_id is None:
-            conn = await self.any_connection()
-        else:
-            conn = await (self.coordinator_connection(broker_id) if coordinator else self.connection(broker_id))
+        conn = await self._connection_for(broker_id, coordinator)
         answer: dict[str, Any] = await conn.request(api, body, timeout=timeout or self.request_timeout)
         return answer
+
+    async def call(
+        self, broker_id: int | None, request: Any, timeout: float | None = None, coordinator: bool = False
+    ) -> Any:
+        """A typed request (net/schema/) to `broker_id` as `request` sends a map, and its typed answer; a request
+        that failed as a whole is raised as its error (BrokerConnection.call)."""
+        conn = await self._connection_for(broker_id, coordinator)
+        return await conn.call(request, timeout or self.request_timeout)
+
+    async def _connection_for(self, broker_id: int | None, coordinator: bool) -> BrokerConnection:
+        if broker_id is None:
+            return await self.any_connection()
+        return await (self.coordinator_connection(broker_id) if coordinator else self.connection(broker_id))
 
     # --- metadata ------------------------------------------------------------
 

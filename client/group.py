@@ -9,18 +9,25 @@ coordinator, so every network step of a rebalance can run while the consumer kee
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from client.assignors import Assignor
 from client.cluster import KafkaLiteClient
+from client.transactions import find_coordinator_within
 from net.connection import BrokerConnection
 from net.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscription
 from net.errors import ErrorCode, KafkaLiteError, NetworkError, error_for, group_error
-from net.protocol import ApiKey
 from net.retry import retry_until
+from net.schema.heartbeat import HeartbeatRequest
+from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
+from net.schema.leave_group import LeaveGroupRequest, MemberIdentity
+from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+from net.schema.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 
 log = logging.getLogger("kafkalite.group")
 
@@ -36,6 +43,8 @@ COORDINATOR_ERRORS = {
 # would abort connections that are merely slow).
 MIN_HEARTBEAT_TIMEOUT_S = 1.0
 LOOKUP_SLACK_S = 0.1
+# A heartbeat's answers that end this member's generation (ConsumerCoordinator._on_heartbeat).
+REJOIN_CODES = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
 
 
 class CommitFailedError(KafkaLiteError):
@@ -83,13 +92,12 @@ class GroupClient:
     async def _find_coordinator(self, timeout: float | None = None) -> int:
         if self.coordinator_id is not None:  # another request found it while this one waited to retry
             return self.coordinator_id
-        body = await self.client.request(
-            None, ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0}, timeout=timeout
-        )
-        if body.get("error_code"):
-            raise group_error(body["error_code"], self.group_id, "describe", body.get("error_message") or "")
-        self.client.metadata.brokers.setdefault(body["node_id"], (body["host"], body["port"]))
-        self.coordinator_id = body["node_id"]
+        try:
+            self.coordinator_id = await find_coordinator_within(self.client, self.group_id, 0, timeout)
+        except KafkaLiteError as e:
+            if e.code in COORDINATOR_ERRORS:
+                raise
+            raise group_error(e.code, self.group_id, "describe", str(e)) from None
         return self.coordinator_id
 
     def heartbeat_timeout(self, interval_s: float) -> float:
@@ -128,49 +136,34 @@ class GroupClient:
             )
         self.coordinator_id = None
 
-    async def request(
-        self, api: ApiKey, body: dict[str, Any], deadline: float | None = None, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """A request to the coordinator, rediscovering it through moves and load-in-progress until `deadline`."""
-        if deadline is None:
-            deadline = time.monotonic() + self.client.request_timeout
-        until: float = deadline  # for the closure (mypy does not narrow a captured Optional)
-
-        bound = timeout or self.client.request_timeout
-
-        async def attempt() -> dict[str, Any]:
-            # `bound` covers the lookup and the connection too; the request itself gets what is left of it, and
-            # the connection is closed if it runs out (net/connection.py).
-            started = time.monotonic()
-            conn = await self.coordinator_conn(until, bound)
-            left = max(bound - (time.monotonic() - started), 0.001)
-            resp: dict[str, Any] = await conn.request(api, body, timeout=left)
-            code = resp.get("error_code", 0)
-            if code in COORDINATOR_ERRORS:
-                raise error_for(code, resp.get("error_message") or "")
-            return resp
-
-        resp: dict[str, Any] = await self._at_coordinator(attempt, until)
-        return resp
-
     async def call(
-        self, request: Any, row_error: Callable[[Any], tuple[int, str | None]], timeout: float | None = None
+        self,
+        request: Any,
+        row_error: Callable[[Any], tuple[int, str | None]] | None = None,
+        timeout: float | None = None,
+        action: str = "use",
     ) -> Any:
-        """A typed request (net/schema/) to the coordinator, found again through moves as `request` does; the
+        """A typed request (net/schema/) to the coordinator, found again through moves and load-in-progress; the
         answer's group row error (`row_error`) that names a coordinator problem is retried too. `timeout`
         (default request.timeout.ms) bounds the whole call, each attempt's lookup, connection and answer within
-        it: a connection that runs out of it is closed."""
+        it: a connection that runs out of it is closed. A request that failed as a whole is raised, naming the
+        group and what it was for (`action`)."""
         deadline = time.monotonic() + (timeout or self.client.request_timeout)
 
         async def attempt() -> Any:
             conn = await self.coordinator_conn(deadline, max(deadline - time.monotonic(), 0.001))
             answer = await conn.call(request, max(deadline - time.monotonic(), 0.001))
-            code, message = row_error(answer)
+            code, message = row_error(answer) if row_error is not None else (0, None)
             if code in COORDINATOR_ERRORS:
                 raise error_for(code, message or "")
             return answer
 
-        return await self._at_coordinator(attempt, deadline)
+        try:
+            return await self._at_coordinator(attempt, deadline)
+        except KafkaLiteError as e:
+            if e.code in COORDINATOR_ERRORS or isinstance(e, CommitFailedError):
+                raise
+            raise group_error(e.code, self.group_id, action, str(e)) from None
 
     async def _at_coordinator(self, attempt: Callable[[], Any], deadline: float) -> Any:
         """`attempt()` until it answers or the deadline passes; a coordinator error looks the coordinator up again."""
@@ -190,30 +183,34 @@ class GroupClient:
     async def commit(self, offsets: dict[TP, tuple[int, str]], use_generation: bool = True) -> None:
         if not offsets:
             return
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
         for (t, p), (off, meta) in offsets.items():
-            by_topic.setdefault(t, []).append([p, off, meta])
+            by_topic.setdefault(t, []).append(
+                OffsetCommitRequestPartition(partition_index=p, committed_offset=off, committed_metadata=meta)
+            )
+        topics = tuple(OffsetCommitRequestTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
         deadline = time.monotonic() + self.client.request_timeout
 
         async def attempt() -> None:
-            body = {  # the generation (a consumer-protocol member's epoch) as it is now, at each attempt
-                "group_id": self.group_id,
-                "generation_id": self.generation if use_generation else -1,
-                "member_id": self.member_id if use_generation else "",
-                "topics": [[t, rows] for t, rows in by_topic.items()],
-            }
-            resp = await self.request(ApiKey.OFFSET_COMMIT, body, deadline)
-            errors = [(t, p, code, msg) for t, rows in resp.get("topics", []) for p, code, msg in rows if code]
-            if not errors:
-                return
-            t, p, code, msg = errors[0]
-            if code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
-                self.rejoin_needed = True
-                raise CommitFailedError(
-                    f"commit of {t}-{p} failed: {msg or ErrorCode(code).name}; the group rebalanced, so these "
-                    "partitions may have moved to another member"
-                )
-            raise error_for(code, f"commit of {t}-{p} failed: {msg or ErrorCode(code).name}")
+            request = OffsetCommitRequest(  # the generation (a consumer-protocol member's epoch) as it is now
+                group_id=self.group_id,
+                generation_id_or_member_epoch=self.generation if use_generation else -1,
+                member_id=self.member_id if use_generation else "",
+                topics=topics,
+            )
+            try:
+                resp = await self.call(request, timeout=max(deadline - time.monotonic(), 0.001), action="read")
+            except KafkaLiteError as e:  # refused as a whole (the generation, the member, a group with members)
+                self._commit_failed(e.code, "commit", str(e))
+                raise
+            errors = [
+                (t.name, p.partition_index, p.error_code) for t in resp.topics for p in t.partitions if p.error_code
+            ]
+            if errors:
+                t, p, code = errors[0]
+                what = f"commit of {t}-{p}"
+                self._commit_failed(code, what, _code_name(code))
+                raise error_for(code, f"{what} failed: {_code_name(code)}")
 
         # A row's coordinator error: find the coordinator again and commit again, until the deadline. (`request`
         # retries its own coordinator errors until the same deadline, so one it raises ends here too.) A stale
@@ -231,6 +228,15 @@ class GroupClient:
             before_retry=moved,
         )
 
+    def _commit_failed(self, code: int, what: str, why: str) -> None:
+        """Raises CommitFailedError where the member's generation ended under the commit (Kafka's
+        CommitFailedException): it must rejoin, and its partitions may have moved to another member."""
+        if code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
+            self.rejoin_needed = True
+            raise CommitFailedError(
+                f"{what} failed: {why}; the group rebalanced, so these partitions may have moved to another member"
+            )
+
     async def fetch_committed(self, tps: list[TP] | None) -> dict[TP, int]:
         """Committed offsets; -1 where none. tps None: everything the group committed."""
         topics = None
@@ -238,19 +244,22 @@ class GroupClient:
             by_topic: dict[str, list[int]] = {}
             for t, p in tps:
                 by_topic.setdefault(t, []).append(p)
-            topics = [[t, ps] for t, ps in by_topic.items()]
+            topics = tuple(OffsetFetchRequestTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())
         deadline = time.monotonic() + self.client.request_timeout
-        body = {"group_id": self.group_id, "topics": topics, "require_stable": self.require_stable}
+        request = OffsetFetchRequest(group_id=self.group_id, topics=topics, require_stable=self.require_stable)
 
         async def attempt() -> dict[TP, int]:
-            resp = await self.request(ApiKey.OFFSET_FETCH, body, deadline)
-            if resp.get("error_code"):
-                raise group_error(resp["error_code"], self.group_id, "read", resp.get("error_message") or "")
-            for t, rows in resp.get("topics", []):
-                for row in rows:
-                    if len(row) > 3 and row[3]:
-                        raise error_for(row[3], f"committed offset of {t}-{row[0]} refused (error {row[3]})")
-            return {(t, row[0]): row[1] for t, rows in resp.get("topics", []) for row in rows}
+            resp = await self.call(
+                request, lambda a: (a.error_code, None), max(deadline - time.monotonic(), 0.001), action="read"
+            )
+            if resp.error_code:
+                raise group_error(resp.error_code, self.group_id, "read")
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        msg = f"committed offset of {t.name}-{p.partition_index} refused (error {p.error_code})"
+                        raise error_for(p.error_code, msg)
+            return {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
 
         return await retry_until(
             attempt,
@@ -294,49 +303,42 @@ class ConsumerCoordinator(GroupClient):
     async def join_group(self, topics: list[str], owned: frozenset[TP]) -> JoinResult:
         """One complete rebalance from this member's side: JoinGroup, then SyncGroup."""
         while True:
-            deadline = time.monotonic() + self.client.request_timeout
-            body = {
-                "group_id": self.group_id,
-                "session_timeout_ms": self.session_timeout_ms,
-                "rebalance_timeout_ms": self.rebalance_timeout_ms,
-                "member_id": self.member_id,
-                "protocol_type": PROTOCOL_TYPE,
-                "protocols": [[n, Subscription(tuple(topics), owned).encode()] for n in self.preference],
-            }
+            join = JoinGroupRequest(
+                group_id=self.group_id,
+                session_timeout=datetime.timedelta(milliseconds=self.session_timeout_ms),
+                rebalance_timeout=datetime.timedelta(milliseconds=self.rebalance_timeout_ms),
+                member_id=self.member_id,
+                protocol_type=PROTOCOL_TYPE,
+                protocols=tuple(
+                    JoinGroupRequestProtocol(name=n, metadata=Subscription(tuple(topics), owned).encode())
+                    for n in self.preference
+                ),
+            )
             # The coordinator parks a join until every member rejoined or the rebalance timeout expires.
             wait = self.rebalance_timeout_ms / 1000 + self.client.request_timeout
-            resp = await self.request(ApiKey.JOIN_GROUP, body, deadline, timeout=wait)
-            code = resp.get("error_code", 0)
-            if code == ErrorCode.UNKNOWN_MEMBER_ID:
-                self.member_id, self.generation = "", -1
+            joined = await self._rejoin_on(self.call(join, timeout=wait, action="read"))
+            if joined is None:
                 continue
-            if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            self.member_id = joined.member_id
+            self.generation = joined.generation_id
+            self.protocol = joined.protocol_name
+            assignments = await self._assign(joined) if joined.leader == self.member_id else {}
+            sync = SyncGroupRequest(
+                group_id=self.group_id,
+                generation_id=self.generation,
+                member_id=self.member_id,
+                assignments=tuple(
+                    SyncGroupRequestAssignment(member_id=m, assignment=Assignment(frozenset(tps)).encode())
+                    for m, tps in assignments.items()
+                ),
+            )
+            synced = await self._rejoin_on(self.call(sync, timeout=wait, action="read"))
+            if synced is None:
                 continue
-            if code:
-                raise group_error(code, self.group_id, "read", resp.get("error_message") or "")
-            self.member_id = resp["member_id"]
-            self.generation = resp["generation_id"]
-            self.protocol = resp["protocol_name"]
-            assignments = await self._assign(resp) if resp["leader"] == self.member_id else {}
-            sync = {
-                "group_id": self.group_id,
-                "generation_id": self.generation,
-                "member_id": self.member_id,
-                "assignments": [[m, Assignment(frozenset(tps)).encode()] for m, tps in assignments.items()],
-            }
-            resp = await self.request(ApiKey.SYNC_GROUP, sync, deadline, timeout=wait)
-            code = resp.get("error_code", 0)
-            if code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
-                continue
-            if code == ErrorCode.UNKNOWN_MEMBER_ID:
-                self.member_id, self.generation = "", -1
-                continue
-            if code:
-                raise group_error(code, self.group_id, "read", resp.get("error_message") or "")
             self.rejoin_needed = False
             self.partitions_lost = False
             self.start_heartbeat()
-            got = Assignment.decode(resp.get("assignment") or b"").partitions
+            got = Assignment.decode(synced.assignment or b"").partitions
             log.info(
                 "group %s: joined generation %d as %s (%s), assigned %s",
                 self.group_id,
@@ -347,8 +349,21 @@ class ConsumerCoordinator(GroupClient):
             )
             return JoinResult(self.generation, self.member_id, self.protocol or "", frozenset(got))
 
-    async def _assign(self, join: dict[str, Any]) -> dict[str, set[TP]]:
-        subscriptions = {mid: Subscription.decode(meta) for mid, meta in join["members"]}
+    async def _rejoin_on(self, answer: Awaitable[Any]) -> Any:
+        """A JoinGroup's or SyncGroup's answer; None where the member must join again (the group rebalanced, its
+        generation ended, or, UNKNOWN_MEMBER_ID, it was removed and joins as a new member)."""
+        try:
+            return await answer
+        except KafkaLiteError as e:
+            if e.code == ErrorCode.UNKNOWN_MEMBER_ID:
+                self.member_id, self.generation = "", -1
+                return None
+            if e.code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
+                return None
+            raise
+
+    async def _assign(self, join: JoinGroupResponse) -> dict[str, set[TP]]:
+        subscriptions = {m.member_id: Subscription.decode(m.metadata) for m in join.members}
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
         await self.client.refresh_metadata(topics)
         counts = {}
@@ -356,7 +371,7 @@ class ConsumerCoordinator(GroupClient):
             n = self.client.metadata.partition_count(t)
             if n:
                 counts[t] = n
-        return self.assignors[join["protocol_name"]].assign(counts, subscriptions)
+        return self.assignors[join.protocol_name or ""].assign(counts, subscriptions)
 
     # --- heartbeats ----------------------------------------------------------------------------
 
@@ -382,18 +397,21 @@ class ConsumerCoordinator(GroupClient):
                 await self.leave_group()
                 self.partitions_lost = True
                 continue
-            body = {"group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id}
+            beat = HeartbeatRequest(group_id=self.group_id, generation_id=self.generation, member_id=self.member_id)
             try:
-                bound = self.heartbeat_timeout(self.heartbeat_interval_ms / 1000)
-                resp = await self.request(ApiKey.HEARTBEAT, body, time.monotonic() + bound, timeout=bound)
+                resp = await self.call(beat, timeout=self.heartbeat_timeout(self.heartbeat_interval_ms / 1000))
             except KafkaLiteError as e:
+                if e.code in REJOIN_CODES:  # the coordinator's answer: the group moved on without this member
+                    backoff.reset()
+                    self._on_heartbeat(e.code)
+                    continue
                 # Tried again soon (retry.backoff.ms, growing), not a whole interval later: the session goes on.
                 log.warning("group %s: heartbeat failed: %s", self.group_id, e)
                 self.heartbeat_failed(e)
                 wait = backoff.next()
                 continue
             backoff.reset()
-            self._on_heartbeat(resp.get("error_code", 0))
+            self._on_heartbeat(resp.error_code)
 
     def _on_heartbeat(self, code: int) -> None:
         if code == ErrorCode.REBALANCE_IN_PROGRESS:
@@ -412,9 +430,9 @@ class ConsumerCoordinator(GroupClient):
         if not self.member_id or self.coordinator_id is None:
             self.generation, self.rejoin_needed = -1, True
             return
-        body = {"group_id": self.group_id, "members": [self.member_id]}
+        leave = LeaveGroupRequest(group_id=self.group_id, members=(MemberIdentity(member_id=self.member_id),))
         try:
-            await self.client.request(self.coordinator_id, ApiKey.LEAVE_GROUP, body, timeout=5, coordinator=True)
+            await self.client.call(self.coordinator_id, leave, timeout=5, coordinator=True)
             log.info("group %s: member %s left", self.group_id, self.member_id)
         except KafkaLiteError as e:
             log.info("group %s: leave failed (%s); the session timeout will remove us", self.group_id, e)
@@ -423,6 +441,10 @@ class ConsumerCoordinator(GroupClient):
     def stop(self) -> None:
         if self._heartbeat is not None:
             self._heartbeat.cancel()
+
+
+def _code_name(code: int) -> str:
+    return ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"error {code}"
 
 
 def _retriable(e: KafkaLiteError) -> bool:

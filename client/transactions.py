@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from net.errors import ErrorCode, KafkaLiteError, error_for
-from net.protocol import ApiKey
 from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest
 from net.schema.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.end_txn import EndTxnRequest
+from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.init_producer_id import InitProducerIdRequest
 from net.schema.txn_offset_commit import (
     TxnOffsetCommitRequest,
@@ -200,11 +200,16 @@ class ConsumerGroupMetadata:
 
 async def find_coordinator(client: "KafkaLiteClient", key: str, key_type: int) -> int:
     """The broker id coordinating `key` (a group or a transactional.id); its address joins the metadata."""
-    body = await client.request(None, ApiKey.FIND_COORDINATOR, {"key": key, "key_type": key_type})
-    if body.get("error_code"):
-        raise error_for(body["error_code"], body.get("error_message") or f"coordinator of {key!r}")
-    client.metadata.brokers.setdefault(body["node_id"], (body["host"], body["port"]))
-    node: int = body["node_id"]
+    return await find_coordinator_within(client, key, key_type, None)
+
+
+async def find_coordinator_within(client: "KafkaLiteClient", key: str, key_type: int, timeout: float | None) -> int:
+    """`find_coordinator`, its request answered within `timeout` s (default request.timeout.ms)."""
+    answer = await client.call(None, FindCoordinatorRequest(key=key, key_type=key_type), timeout)
+    if answer.error_code:
+        raise error_for(answer.error_code, answer.error_message or f"coordinator of {key!r}")
+    client.metadata.brokers.setdefault(answer.node_id, (answer.host, answer.port))
+    node: int = answer.node_id
     return node
 
 

@@ -58,6 +58,26 @@ WILDCARD = "*"
 ANONYMOUS = "User:ANONYMOUS"
 
 
+# A binding's (or filter's) seven fields in order, as Kafka's ACL messages name them: a binding as DeleteAcls'
+# matching_acls name it, a creation (CreateAcls), a filter (DescribeAcls, DeleteAcls' filters).
+BINDING_FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+CREATION_FIELDS = ("resource_type", "resource_name", "resource_pattern_type", *BINDING_FIELDS[3:])
+FILTER_FIELDS = (
+    "resource_type_filter",
+    "resource_name_filter",
+    "pattern_type_filter",
+    "principal_filter",
+    "host_filter",
+    "operation",
+    "permission_type",
+)
+
+
+def as_fields(acl: "AclBinding | AclBindingFilter", names: tuple[str, ...]) -> dict[str, Any]:
+    """A binding or filter as the keyword arguments of an ACL message (`names`: one of the tuples above)."""
+    return dict(zip(names, _row(acl)))
+
+
 def _row(acl: "AclBinding | AclBindingFilter") -> list[Any]:
     """A binding or filter as its native row: the seven fields in order, the enums as Kafka's codes."""
     return [int(v) if isinstance(v, IntEnum) else v for v in (getattr(acl, f.name) for f in fields(acl))]
@@ -132,9 +152,15 @@ class AclBindingFilter:
     permission: AclPermission = AclPermission.ANY
 
     def to_wire(self) -> list[Any]:
-        """The native DescribeAcls / DeleteAcls filter row (the broker reads it back in
-        broker/server/security_api.py)."""
+        """The native DescribeAcls / DeleteAcls filter row."""
         return _row(self)
+
+    @classmethod
+    def from_wire(cls, row: list[Any]) -> "AclBindingFilter":
+        """A filter row (Kafka's codes; a name, principal or host None matches any); ValueError for a code that is
+        no resource type, pattern type, operation or permission."""
+        rt, name, pt, principal, host, op, perm = row
+        return cls(ResourceType(rt), name, PatternType(pt), principal, host, AclOperation(op), AclPermission(perm))
 
     def matches(self, b: AclBinding) -> bool:
         if self.resource_type not in (ResourceType.ANY, b.resource_type):

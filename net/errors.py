@@ -96,6 +96,7 @@ class ErrorCode(IntEnum):
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
+    UNSUPPORTED_ENDPOINT_TYPE = 115  # DescribeCluster of the controllers' endpoints (KIP-919) from a broker
     INVALID_REGULAR_EXPRESSION = 128
     # Share groups (KIP-932)
     INVALID_RECORD_STATE = 121

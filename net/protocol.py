@@ -64,6 +64,7 @@ class ApiKey(IntEnum):
     # answers only where that listener is.
     BROKER_HEARTBEAT = 63
     DESCRIBE_TOPIC_PARTITIONS = 75  # Kafka's DescribeTopicPartitions
+    DESCRIBE_CLUSTER = 60  # Kafka's DescribeCluster (KIP-700)
     DELETE_RECORDS = 21
     OFFSET_FOR_LEADER_EPOCH = 23
     WRITE_TXN_MARKERS = 27  # transaction coordinator (or an admin with ClusterAction) to partition leaders
@@ -154,6 +155,27 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
+    # The classic group apis (issue 26 §1): v0 was the map body of docs/FORMAT.md, served one more release.
+    ApiKey.FIND_COORDINATOR: 1,
+    ApiKey.JOIN_GROUP: 1,
+    ApiKey.SYNC_GROUP: 1,
+    ApiKey.HEARTBEAT: 1,
+    ApiKey.LEAVE_GROUP: 1,
+    ApiKey.OFFSET_COMMIT: 1,
+    ApiKey.OFFSET_FETCH: 1,
+    ApiKey.LIST_GROUPS: 1,
+    ApiKey.DESCRIBE_GROUPS: 1,
+    ApiKey.DELETE_GROUPS: 1,
+    ApiKey.OFFSET_DELETE: 1,
+    # The ACL, SCRAM-credential and client-quota apis (issue 26 §1), likewise.
+    ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.CREATE_ACLS: 1,
+    ApiKey.DELETE_ACLS: 1,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 1,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 1,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
+    ApiKey.ALTER_CLIENT_QUOTAS: 1,
+    ApiKey.DESCRIBE_CLUSTER: 0,  # typed from its first native version
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

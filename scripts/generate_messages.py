@@ -76,6 +76,27 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     90: (0, 1),  # DescribeShareGroupOffsets (v1: lag)
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
+    # The classic group apis
+    10: (0, 4),  # FindCoordinator (v4: batched coordinator_keys, KIP-699)
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    8: (2, 9),  # OffsetCommit (v9: KIP-848 member epochs; v0-1 are gone from Kafka 4)
+    9: (1, 9),  # OffsetFetch (v8: batched groups; v9: KIP-848 member epochs)
+    15: (0, 5),  # DescribeGroups
+    16: (0, 5),  # ListGroups (v5: types_filter, KIP-848)
+    42: (0, 2),  # DeleteGroups
+    47: (0, 0),  # OffsetDelete
+    # ACLs, SCRAM credentials and client quotas
+    29: (1, 3),  # DescribeAcls (v0 is gone from Kafka 4 and from kio)
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
+    60: (0, 1),  # DescribeCluster (v1: KIP-919's endpoint_type)
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -1,20 +1,56 @@
-"""The consumer-group requests: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, OffsetCommit/Fetch,
-List/Describe/DeleteGroups. Shapes are checked here; decisions are the GroupCoordinatorLogic's. Authorization
-is decided before these run (broker/server/authorization.py): a handler gets the body the table checked, without the
+"""The consumer-group requests: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, OffsetCommit/Fetch/Delete,
+List/Describe/DeleteGroups, typed end to end (net/schema/): the same handler for both listeners, whose field
+ranges were checked when the request was decoded. Decisions are the GroupCoordinatorLogic's. Authorization is
+decided before these run (broker/server/authorization.py): a handler gets the request the table checked, without the
 groups and topics it refused."""
 
 from __future__ import annotations
 
+import datetime
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from broker.group.consumer_group_api import ConsumerGroupApis
 from broker.group.coordinator import now_ms
 from broker.metadata.naming import OFFSETS_TOPIC, TXN_TOPIC
-from broker.network.server import BadRequest, ConnectionContext, as_list
+from broker.network.server import ConnectionContext, error_body
 from broker.security.listeners import metadata_listener
 from net.errors import ErrorCode, KafkaLiteError, TopicAlreadyExistsError
 from net.protocol import ApiKey
+from net.schema.delete_groups import DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse
+from net.schema.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from net.schema.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
+from net.schema.heartbeat import HeartbeatRequest, HeartbeatResponse
+from net.schema.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
+from net.schema.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
+from net.schema.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
+from net.schema.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from net.schema.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from net.schema.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+from net.schema.sync_group import SyncGroupRequest, SyncGroupResponse
 from net.schema.txn_offset_commit import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
@@ -29,20 +65,6 @@ if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
 
 log = logging.getLogger("kafkalite.group")
-
-
-def _str(body: dict[str, Any], key: str, default: str | None = None) -> str:
-    v = body.get(key, default)
-    if not isinstance(v, str):
-        raise BadRequest(f"field {key!r} must be a string")
-    return v
-
-
-def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
-    v = body.get(key, default)
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise BadRequest(f"field {key!r} must be an integer")
-    return v
 
 
 def _conn(ctx: ConnectionContext) -> str:
@@ -92,54 +114,57 @@ class GroupApis:
     # --- finding the coordinator -------------------------------------------------------------
 
     def find_coordinator(
-        self, body: dict[str, Any], ctx: ConnectionContext
-    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        """One key, or with "keys" several (Kafka's FindCoordinator v4+): {"coordinators": [answer + "key"]}.
-        The coordinator is named by its endpoint of the request's listener (broker/security/listeners.py)."""
-        if "keys" in body:
-            keys = as_list(body.get("keys"), "keys")
-            answers = [self._find_one(dict(body, key=k), ctx) for k in keys]
-            ready = [a for a in answers if isinstance(a, dict)]
-            if len(ready) == len(answers):
-                return {"coordinators": [dict(a, key=k) for k, a in zip(keys, ready)]}
-            return self._gather_coordinators(keys, answers)
-        return self._find_one(body, ctx)
+        self, req: FindCoordinatorRequest, ctx: ConnectionContext
+    ) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
+        """One `key`, or several `coordinator_keys` (v4+, answered in `coordinators`). The coordinator is named by
+        its endpoint of the request's listener (broker/security/listeners.py)."""
+        if not req.coordinator_keys:
+            one = self._find_one(req.key, req.key_type, ctx)
+            if isinstance(one, Coordinator):
+                return _single_coordinator(one)
+            return self._await_single(one)
+        answers = [self._find_one(k, req.key_type, ctx) for k in req.coordinator_keys]
+        if all(isinstance(a, Coordinator) for a in answers):
+            return FindCoordinatorResponse(coordinators=tuple(a for a in answers if isinstance(a, Coordinator)))
+        return self._gather_coordinators(answers)
 
-    async def _gather_coordinators(self, keys: list[Any], answers: list[Any]) -> dict[str, Any]:
-        done = [a if isinstance(a, dict) else await a for a in answers]
-        return {"coordinators": [dict(a, key=k) for k, a in zip(keys, done)]}
+    @staticmethod
+    async def _await_single(answer: Awaitable[Coordinator]) -> FindCoordinatorResponse:
+        return _single_coordinator(await answer)
 
-    def _find_one(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        key = _str(body, "key")
-        key_type = _int(body, "key_type", 0)
+    @staticmethod
+    async def _gather_coordinators(answers: list[Coordinator | Awaitable[Coordinator]]) -> FindCoordinatorResponse:
+        return FindCoordinatorResponse(
+            coordinators=tuple([a if isinstance(a, Coordinator) else await a for a in answers])
+        )
+
+    def _find_one(self, key: str, key_type: int, ctx: ConnectionContext) -> Coordinator | Awaitable[Coordinator]:
+        create: Callable[[str], Awaitable[Coordinator]]
         if key_type == 1 and self.transaction_partition_for is not None:  # a transactional id's coordinator
             if not key:
-                return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": "transactional id is empty"}
+                return _no_coordinator(key, ErrorCode.INVALID_REQUEST, "transactional id is empty")
             topic, partition, create = TXN_TOPIC, self.transaction_partition_for(key), self._create_txn_topic
         elif key_type != 0:
-            return {
-                "error_code": int(ErrorCode.INVALID_REQUEST),
-                "error_message": "key_type must be 0 (group) or 1 (transaction)",
-            }
+            return _no_coordinator(key, ErrorCode.INVALID_REQUEST, "key_type must be 0 (group) or 1 (transaction)")
         elif not key:
-            return {"error_code": int(ErrorCode.INVALID_GROUP_ID), "error_message": "group id must be non-empty"}
+            return _no_coordinator(key, ErrorCode.INVALID_GROUP_ID, "group id must be non-empty")
         else:
             topic, partition, create = OFFSETS_TOPIC, self.coordinator.partition_for(key), self._create_offsets_topic
         image = self.image
         info = image.topics.get(topic)
         if info is None:
-            return create()
+            return create(key)
         st = info.partitions.get(partition)
         b = image.brokers.get(st.leader) if st is not None else None
         if b is None or b.fenced:
-            return _not_available("the group's coordinator partition has no leader yet")
-        listener = metadata_listener(body, ctx)  # the coordinator as the clients of this listener reach it
+            return _not_available(key, "the group's coordinator partition has no leader yet")
+        listener = metadata_listener({}, ctx)  # the coordinator as the clients of this listener reach it
         endpoint = self.config.endpoint_of(b, listener)
         if endpoint is None:
-            return _not_available(f"the coordinator, broker {b.id}, has no {listener} listener registered yet")
-        return {"error_code": 0, "node_id": b.id, "host": endpoint[0], "port": endpoint[1]}
+            return _not_available(key, f"the coordinator, broker {b.id}, has no {listener} listener registered yet")
+        return Coordinator(key=key, node_id=b.id, host=endpoint[0], port=endpoint[1])
 
-    async def _create_txn_topic(self) -> dict[str, Any]:
+    async def _create_txn_topic(self, key: str) -> Coordinator:
         """Kafka creates __transaction_state on the first FindCoordinator for a transactional id."""
         cfg = self.config
         rf = cfg.transaction_state_log_replication_factor
@@ -150,9 +175,9 @@ class GroupApis:
             "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
             "min.insync.replicas": str(min(cfg.transaction_state_log_min_isr, rf)),
         }
-        return await self._create_internal(TXN_TOPIC, cfg.transaction_state_log_num_partitions, rf, configs)
+        return await self._create_internal(key, TXN_TOPIC, cfg.transaction_state_log_num_partitions, rf, configs)
 
-    async def _create_offsets_topic(self) -> dict[str, Any]:
+    async def _create_offsets_topic(self, key: str) -> Coordinator:
         """Kafka creates __consumer_offsets on the first FindCoordinator; the caller retries meanwhile."""
         cfg = self.config
         rf = cfg.offsets_topic_replication_factor
@@ -160,9 +185,9 @@ class GroupApis:
             # The configured peers, or in ZooKeeper mode (where --peers is optional) the registered brokers.
             rf = min(3, max(len(cfg.voters()), len(self.image.brokers)))
         configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)}
-        return await self._create_internal(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, configs)
+        return await self._create_internal(key, OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, configs)
 
-    async def _create_internal(self, topic: str, n: int, rf: int, configs: dict[str, str]) -> dict[str, Any]:
+    async def _create_internal(self, key: str, topic: str, n: int, rf: int, configs: dict[str, str]) -> Coordinator:
         """An internal topic made on first use; the caller retries meanwhile (COORDINATOR_NOT_AVAILABLE)."""
         try:
             await self.channel.create_topic(topic, n, rf, configs)
@@ -171,8 +196,8 @@ class GroupApis:
             pass
         except KafkaLiteError as e:
             log.warning("cannot create %s yet: %s", topic, e)
-            return _not_available(f"{topic} cannot be created yet: {e}")
-        return _not_available(f"{topic} is being created")
+            return _not_available(key, f"{topic} cannot be created yet: {e}")
+        return _not_available(key, f"{topic} is being created")
 
     # --- transactional offsets ------------------------------------------------------------------
 
@@ -201,197 +226,290 @@ class GroupApis:
 
     # --- membership ------------------------------------------------------------------------
 
-    def join_group(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
-        err = self.coordinator.owner_error(group_id)
+    def join_group(self, req: JoinGroupRequest, ctx: ConnectionContext) -> Answer | Awaitable[Answer]:
+        err = self.coordinator.owner_error(req.group_id)
         if err:
             return err
-        protocols = []
-        for entry in as_list(body.get("protocols"), "protocols"):
-            if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
-                raise BadRequest("each protocols entry must be [name, metadata bytes]")
-            protocols.append((entry[0], bytes(entry[1] or b"")))
-        return self.coordinator.call(
-            self.coordinator.logic.join,
-            self.coordinator.partition_for(group_id),
-            group_id,
-            _str(body, "member_id", ""),
-            ctx.client_id or "",
-            ctx.member_host,
-            _int(body, "session_timeout_ms"),
-            _int(body, "rebalance_timeout_ms", _int(body, "session_timeout_ms")),
-            _str(body, "protocol_type", "consumer"),
-            protocols,
-            now_ms(),
-            {t: len(info.partitions) for t, info in self.image.topics.items()},  # for a consumer group's member
-            _conn(ctx),
+        session = _ms(req.session_timeout)
+        rebalance = _ms(req.rebalance_timeout)
+        return _unless_failed(
+            _join_response,
+            self.coordinator.call(
+                self.coordinator.logic.join,
+                self.coordinator.partition_for(req.group_id),
+                req.group_id,
+                req.member_id,
+                ctx.client_id or "",
+                ctx.member_host,
+                session,
+                session if rebalance < 0 else rebalance,  # v0 has none: the session timeout, as Kafka's
+                req.protocol_type,
+                [(p.name, p.metadata) for p in req.protocols],
+                now_ms(),
+                {t: len(info.partitions) for t, info in self.image.topics.items()},  # for a consumer group's member
+                _conn(ctx),
+            ),
         )
 
-    def sync_group(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
-        err = self.coordinator.owner_error(group_id)
+    def sync_group(self, req: SyncGroupRequest, ctx: ConnectionContext) -> Answer | Awaitable[Answer]:
+        err = self.coordinator.owner_error(req.group_id)
         if err:
             return err
-        assignments: dict[str, bytes] = {}
-        for entry in as_list(body.get("assignments") or [], "assignments"):
-            if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
-                raise BadRequest("each assignments entry must be [member_id, assignment bytes]")
-            assignments[entry[0]] = bytes(entry[1] or b"")
-        return self.coordinator.call(
+        synced = self.coordinator.call(
             self.coordinator.logic.sync,
-            group_id,
-            _int(body, "generation_id"),
-            _str(body, "member_id"),
-            assignments,
+            req.group_id,
+            req.generation_id,
+            req.member_id,
+            {a.member_id: a.assignment for a in req.assignments},
             now_ms(),
         )
-
-    def heartbeat(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
-        err = self.coordinator.owner_error(group_id)
-        if err:
-            return err
-        return self.coordinator.logic.heartbeat(
-            group_id, _int(body, "generation_id"), _str(body, "member_id"), now_ms(), _conn(ctx)
+        return _unless_failed(
+            lambda answer: SyncGroupResponse(
+                protocol_type=req.protocol_type,  # v5: the group's, which the coordinator checked the member's against
+                protocol_name=req.protocol_name,
+                assignment=answer.get("assignment") or b"",
+            ),
+            synced,
         )
 
-    def leave_group(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
-        err = self.coordinator.owner_error(group_id)
+    def heartbeat(self, req: HeartbeatRequest, ctx: ConnectionContext) -> Answer:
+        err = self.coordinator.owner_error(req.group_id)
         if err:
             return err
-        members = as_list(body.get("members"), "members")
-        if not all(isinstance(m, str) for m in members):
-            raise BadRequest("members must be a list of member ids")
-        reply, outputs = self.coordinator.logic.leave(group_id, members, now_ms())
+        answer = self.coordinator.logic.heartbeat(req.group_id, req.generation_id, req.member_id, now_ms(), _conn(ctx))
+        return answer if _failed(answer) else HeartbeatResponse()
+
+    def leave_group(self, req: LeaveGroupRequest, ctx: ConnectionContext) -> Answer:
+        """v3+ names `members`, one row each; before, one `member_id`, whose code is the answer's own."""
+        err = self.coordinator.owner_error(req.group_id)
+        if err:
+            return err
+        members = [m.member_id for m in req.members] if req.members else [req.member_id] if req.member_id else []
+        answer, outputs = self.coordinator.logic.leave(req.group_id, members, now_ms())
         self.coordinator.run(outputs)
-        return reply
+        if _failed(answer):
+            return answer
+        rows = tuple(MemberResponse(member_id=m, error_code=code) for m, code in answer["members"])
+        code = rows[0].error_code if rows and not req.members else 0
+        return LeaveGroupResponse(error_code=code, members=rows)
 
     # --- offsets -----------------------------------------------------------------------------
 
-    def offset_commit(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
-        offsets: dict[tuple[str, int], tuple[int, str]] = {}
-        for topic, parts in _topic_rows(body):
-            for p in parts:
-                if not isinstance(p, list) or len(p) < 2 or not all(isinstance(x, int) for x in p[:2]):
-                    raise BadRequest("each offset entry must be [partition, offset, metadata?]")
-                meta = p[2] if len(p) > 2 and isinstance(p[2], str) else ""
-                offsets[(topic, p[0])] = (p[1], meta)
-        err = self.coordinator.owner_error(group_id)
+    def offset_commit(self, req: OffsetCommitRequest, ctx: ConnectionContext) -> Answer | Awaitable[Answer]:
+        err = self.coordinator.owner_error(req.group_id)
         if err:
-            by_topic: dict[str, list[Any]] = {}
-            for t, p in offsets:
-                by_topic.setdefault(t, []).append([p, err["error_code"], err["error_message"]])
-            return {"topics": [[t, rows] for t, rows in by_topic.items()]}
+            return err
+        offsets = {
+            (t.name, p.partition_index): (p.committed_offset, p.committed_metadata or "")
+            for t in req.topics
+            for p in t.partitions
+        }
         known = {t: len(info.partitions) for t, info in self.image.topics.items()}
-        return self.coordinator.call(
+        committed = self.coordinator.call(
             self.coordinator.logic.commit,
-            self.coordinator.partition_for(group_id),
-            group_id,
-            _int(body, "generation_id", -1),
-            _str(body, "member_id", ""),
+            self.coordinator.partition_for(req.group_id),
+            req.group_id,
+            req.generation_id_or_member_epoch,  # a consumer-protocol member's epoch (KIP-848), else the generation
+            req.member_id,
             offsets,
             now_ms(),
             known,
             _conn(ctx),
         )
+        return _unless_failed(
+            lambda a: OffsetCommitResponse(
+                topics=_coded(a["topics"], OffsetCommitResponseTopic, OffsetCommitResponsePartition)
+            ),
+            committed,
+        )
 
-    def offset_fetch(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        """One group, or with "groups" several (Kafka's OffsetFetch v8+): {"groups": [answer + "group_id"]}."""
-        if "groups" in body:
-            out = []
-            for entry in as_list(body.get("groups"), "groups"):
-                if not isinstance(entry, dict):
-                    raise BadRequest("each groups entry must be a map with group_id and topics")
-                stable = bool(body.get("require_stable"))
-                out.append(dict(self._offset_fetch_one(entry, stable), group_id=entry.get("group_id")))
-            return {"error_code": 0, "groups": out}
-        return self._offset_fetch_one(body, bool(body.get("require_stable")))
+    def offset_fetch(self, req: OffsetFetchRequest, ctx: ConnectionContext) -> Answer:
+        """One group (`group_id`, before v8), or several (`groups`, v8+: each answered in its own row)."""
+        if not req.groups:
+            asked = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
+            one = self._fetched(req.group_id, asked, "", -1, req.require_stable, FETCH_ROWS_BEFORE_V8)
+            return one if isinstance(one, dict) else OffsetFetchResponse(topics=tuple(one))
+        groups = []
+        for g in req.groups:
+            asked = None if g.topics is None else [(t.name, p) for t in g.topics for p in t.partition_indexes]
+            fetched = self._fetched(
+                g.group_id, asked, g.member_id or "", g.member_epoch, req.require_stable, FETCH_ROWS_V8
+            )
+            if isinstance(fetched, dict):
+                groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=fetched["error_code"]))
+            else:
+                groups.append(OffsetFetchResponseGroup(group_id=g.group_id, topics=tuple(fetched)))
+        return OffsetFetchResponse(groups=tuple(groups))
 
-    def _offset_fetch_one(self, body: dict[str, Any], require_stable: bool) -> dict[str, Any]:
-        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
+    def _fetched(
+        self,
+        group_id: str,
+        asked: list[tuple[str, int]] | None,
+        member_id: str,
+        member_epoch: int,
+        stable: bool,
+        layout: tuple[type[Any], type[Any]],
+    ) -> list[Any] | dict[str, Any]:
+        """One group's committed offsets (every one with `asked` None) as rows of `layout`'s (topic, partition)
+        classes, or its error body."""
         err = self.coordinator.owner_error(group_id)
         if err:
             return err
-        tps = None
-        if body.get("topics") is not None:
-            tps = []
-            for topic, parts in _topic_rows(body):
-                if not all(isinstance(p, int) for p in parts):
-                    raise BadRequest("offset fetch partitions must be integers")
-                tps += [(topic, p) for p in parts]
-        refused = self.coordinator.logic.check_member_epoch(
-            group_id, body.get("member_id") or "", body.get("member_epoch", -1)
-        )
+        refused = self.coordinator.logic.check_member_epoch(group_id, member_id, member_epoch)
         if refused is not None:  # OffsetFetch v9 of a consumer-protocol member (KIP-848): its epoch is checked
-            return {"error_code": int(refused[0]), "error_message": refused[1], "topics": []}
-        answer = self.coordinator.logic.fetch_offsets(group_id, tps)
-        if require_stable:
-            # KIP-447: an offset an open transaction is about to replace is not answered; the client retries
-            # once the transaction's marker has decided it.
-            for topic, rows in answer["topics"]:
-                for row in rows:
-                    if self.coordinator.has_pending(group_id, [(topic, row[0])]):
-                        row[1:] = [-1, "", int(ErrorCode.UNSTABLE_OFFSET_COMMIT)]
-        return answer
+            return error_body(refused[0], refused[1])
+        topic_cls, partition_cls = layout
+        out = []
+        for t, rows in self.coordinator.logic.fetch_offsets(group_id, asked)["topics"]:
+            parts = []
+            for p, offset, metadata, code in rows:
+                if stable and self.coordinator.has_pending(group_id, [(t, p)]):
+                    # KIP-447: an offset an open transaction is about to replace is not answered; the client
+                    # retries once the transaction's marker has decided it.
+                    offset, metadata, code = -1, "", int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                parts.append(
+                    partition_cls(partition_index=p, committed_offset=offset, metadata=metadata, error_code=code)
+                )
+            out.append(topic_cls(name=t, partitions=tuple(parts)))
+        return out
+
+    def offset_delete(self, req: OffsetDeleteRequest, ctx: ConnectionContext) -> Answer | Awaitable[Answer]:
+        err = self.coordinator.owner_error(req.group_id)
+        if err:
+            return err
+        tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        return _unless_failed(
+            lambda a: OffsetDeleteResponse(
+                topics=_coded(a["topics"], OffsetDeleteResponseTopic, OffsetDeleteResponsePartition)
+            ),
+            self.coordinator.call(self.coordinator.logic.delete_offsets, req.group_id, tps),
+        )
 
     # --- admin ------------------------------------------------------------------------------
 
-    def list_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        groups, types = self.coordinator.logic.list_groups()
-        for listed in self.other_groups:  # the other group types' coordinators (share groups, KIP-932)
-            for *row, group_type in listed():
-                groups.append(row)
-                types.append(group_type)
-        return {"error_code": 0, "groups": groups, "group_types": types}
+    def list_groups(self, req: ListGroupsRequest, ctx: ConnectionContext) -> ListGroupsResponse:
+        """Every group type's groups (share groups too, as Kafka lists them), filtered by `states_filter` (v4+)
+        and `types_filter` (v5+: "classic", "consumer", "share"), compared case-insensitively as Kafka 4's."""
+        rows, types = self.coordinator.logic.list_groups()
+        listed = [(g, ptype, state, gtype) for (g, ptype, state), gtype in zip(rows, types)]
+        for other in self.other_groups:  # the other group types' coordinators (share groups, KIP-932)
+            listed += [(g, ptype, state, gtype) for g, ptype, state, gtype in other()]
+        states = {s.lower() for s in req.states_filter}
+        kinds = {t.lower() for t in req.types_filter}
+        return ListGroupsResponse(
+            groups=tuple(
+                ListedGroup(group_id=g, protocol_type=ptype, group_state=state, group_type=gtype)
+                for g, ptype, state, gtype in listed
+                if (not states or state.lower() in states) and (not kinds or gtype.lower() in kinds)
+            )
+        )
 
-    def describe_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
+    def describe_groups(self, req: DescribeGroupsRequest, ctx: ConnectionContext) -> DescribeGroupsResponse:
         out = []
-        for group_id in as_list(body.get("groups"), "groups"):
+        for group_id in req.groups:
             err = self.coordinator.owner_error(group_id)
-            out.append(dict(err, group_id=group_id) if err else self.coordinator.logic.describe(group_id))
-        return {"groups": out}
+            if err:
+                out.append(DescribedGroup(group_id=group_id, error_code=err["error_code"]))
+                continue
+            g = self.coordinator.logic.describe(group_id)
+            if g.get("group_type") == "consumer":
+                # Kafka 4 describes a consumer-protocol group through ConsumerGroupDescribe only; the DescribeGroups
+                # versions served here (before v6's GROUP_ID_NOT_FOUND) answer it as a Dead group, as Kafka's do.
+                out.append(DescribedGroup(group_id=group_id, group_state="Dead"))
+                continue
+            out.append(
+                DescribedGroup(
+                    group_id=group_id,
+                    group_state=g["state"],
+                    protocol_type=g.get("protocol_type") or "",
+                    protocol_data=g.get("protocol") or "",
+                    members=tuple(
+                        DescribedGroupMember(
+                            member_id=mid,
+                            client_id=cid,
+                            client_host=host,
+                            member_metadata=meta or b"",
+                            member_assignment=assignment or b"",
+                        )
+                        for mid, cid, host, meta, assignment in g["members"]
+                    ),
+                )
+            )
+        return DescribeGroupsResponse(groups=tuple(out))
 
-    def offset_delete(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        group_id: Any = body.get("group_id")  # a string once owner_error() passed it
-        err = self.coordinator.owner_error(group_id)
-        if err:
-            return err
-        tps = []
-        for topic, parts in _topic_rows(body):
-            if not all(isinstance(p, int) for p in parts):
-                raise BadRequest("offset delete partitions must be integers")
-            tps += [(topic, p) for p in parts]
-        return self.coordinator.call(self.coordinator.logic.delete_offsets, group_id, tps)
-
-    def delete_groups(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
-        return self._delete_groups(as_list(body.get("groups"), "groups"), ctx)
-
-    async def _delete_groups(self, groups: list[Any], ctx: ConnectionContext) -> dict[str, Any]:
+    async def delete_groups(self, req: DeleteGroupsRequest, ctx: ConnectionContext) -> DeleteGroupsResponse:
         results = []
-        for group_id in groups:
+        for group_id in req.groups_names:
             err = self.coordinator.owner_error(group_id)
-            if err is None:
-                for delete in self.other_deletes:
+            code = err["error_code"] if err else None
+            if code is None:
+                for delete in self.other_deletes:  # Kafka's GroupCoordinatorService: share groups first
                     done = await delete(group_id)
                     if done is not None:
-                        err = {"error_code": done[0], "error_message": done[1]}
+                        code = done[0]
                         break
-            if err is None:
-                err = await self.coordinator.call(self.coordinator.logic.delete, group_id)
-            results.append([group_id, err["error_code"], err.get("error_message")])
-        return {"results": results}
+            if code is None:
+                code = (await self.coordinator.call(self.coordinator.logic.delete, group_id))["error_code"]
+            results.append(DeletableGroupResult(group_id=group_id, error_code=code))
+        return DeleteGroupsResponse(results=tuple(results))
 
 
-def _topic_rows(body: dict[str, Any]) -> list[tuple[str, list[Any]]]:
-    out = []
-    for entry in as_list(body.get("topics"), "topics"):
-        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
-            raise BadRequest("each topics entry must be [topic, [partition entries]]")
-        out.append((entry[0], as_list(entry[1], "partitions")))
-    return out
+# A handler's answer: the api's typed response, or a whole-request error body ({"error_code", "error_message"}),
+# which the Kafka listener answers in the api's error layout and the native one as every native error.
+Answer = Any
 
 
-def _not_available(message: str) -> dict[str, Any]:
-    return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": message}
+# OffsetFetch's answer rows before v8 (the request's one group) and from v8 on (each of its groups).
+FETCH_ROWS_BEFORE_V8 = (OffsetFetchResponseTopic, OffsetFetchResponsePartition)
+FETCH_ROWS_V8 = (OffsetFetchResponseTopics, OffsetFetchResponsePartitions)
+T = TypeVar("T")
+
+
+def _coded(topics: list[Any], topic_cls: type[T], partition_cls: type[Any]) -> tuple[T, ...]:
+    """The coordinator's rows `[[topic, [[partition, error code, message], ...]], ...]` as an answer's topics."""
+    return tuple(
+        topic_cls(name=t, partitions=tuple(partition_cls(partition_index=p, error_code=code) for p, code, _ in rows))  # type: ignore[call-arg]
+        for t, rows in topics
+    )
+
+
+def _join_response(answer: dict[str, Any]) -> JoinGroupResponse:
+    return JoinGroupResponse(
+        generation_id=answer["generation_id"],
+        protocol_type=answer["protocol_type"],
+        protocol_name=answer["protocol_name"],
+        leader=answer["leader"],
+        member_id=answer["member_id"],
+        members=tuple(JoinGroupResponseMember(member_id=m, metadata=meta) for m, meta in answer["members"]),
+    )
+
+
+async def _unless_failed(build: Callable[[dict[str, Any]], Any], reply: Awaitable[dict[str, Any]]) -> Answer:
+    """The coordinator's answer, once it comes, as `build` makes it the api's response; or, failed as a whole,
+    the error body itself."""
+    answer = await reply
+    return answer if _failed(answer) else build(answer)
+
+
+def _failed(answer: dict[str, Any]) -> bool:
+    """A coordinator answer that is only an error (its code and message): the request failed as a whole."""
+    return bool(answer.get("error_code")) and set(answer) <= {"error_code", "error_message"}
+
+
+def _ms(d: datetime.timedelta) -> int:
+    return int(d.total_seconds() * 1000)
+
+
+def _single_coordinator(c: Coordinator) -> FindCoordinatorResponse:
+    """A one-key (before v4) answer: the coordinator's fields at the top."""
+    return FindCoordinatorResponse(
+        error_code=c.error_code, error_message=c.error_message, node_id=c.node_id, host=c.host, port=c.port
+    )
+
+
+def _no_coordinator(key: str, code: ErrorCode, message: str) -> Coordinator:
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(code), error_message=message)
+
+
+def _not_available(key: str, message: str) -> Coordinator:
+    return _no_coordinator(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, message)

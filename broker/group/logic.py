@@ -780,7 +780,9 @@ class GroupCoordinatorLogic:
 
     @staticmethod
     def _commit_error_body(offsets: dict[tuple[str, int], Any], code: ErrorCode, message: str) -> dict[str, Any]:
-        return {"topics": _group_rows({tp: (int(code), message) for tp in offsets})}
+        """A commit refused as a whole (the member's generation or epoch, a group with members for an admin's
+        reset): the error and its message once, which Kafka's layout puts in every partition's row."""
+        return _err(code, message)
 
     @staticmethod
     def _append_failed_body(pa: _PendingAppend, code: ErrorCode) -> dict[str, Any]:

@@ -9,15 +9,65 @@ is refused the same way. Delete an api's entry one release after its typed versi
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Any
 
+from net.acl import CREATION_FIELDS, FILTER_FIELDS
+from net.errors import ErrorCode
 from net.messages import MessageError, decode, encode
 from net.protocol import ApiKey
+from net.schema.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
+from net.schema.alter_client_quotas import EntityData as QuotaEntity
+from net.schema.alter_client_quotas import EntryData as QuotaEntry
+from net.schema.alter_client_quotas import OpData as QuotaOp
+from net.schema.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+)
+from net.schema.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
+from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest, DeleteAclsResponse
+from net.schema.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from net.schema.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from net.schema.describe_client_quotas import ComponentData as QuotaComponent
+from net.schema.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
+from net.schema.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from net.schema.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    UserName,
+)
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectLeadersTopic
+from net.schema.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
+from net.schema.heartbeat import HeartbeatRequest, HeartbeatResponse
 from net.schema.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
+from net.schema.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberIdentity
+from net.schema.list_groups import ListGroupsRequest, ListGroupsResponse
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
+from net.schema.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
+from net.schema.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+    OffsetDeleteResponse,
+)
+from net.schema.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+    OffsetFetchResponse,
+)
+from net.schema.sync_group import SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse
 
 
 def _checked(message: Any) -> Any:
@@ -111,3 +161,520 @@ LEGACY: dict[int, tuple[Callable[[dict[str, Any]], Any], Callable[[Any], dict[st
     ApiKey.ELECT_LEADERS: (elect_leaders_request, elect_leaders_response),
     ApiKey.INIT_PRODUCER_ID: (init_producer_id_request, init_producer_id_response),
 }
+
+
+# --- the classic group apis (FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, offsets, List/Describe/DeleteGroups)
+
+
+def _map_form(convert: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+    """A v0 map turned into its typed request and checked: a field of the wrong shape (a row too short, a list
+    where a string goes) is the client's INVALID_REQUEST, as a typed body out of its type is."""
+
+    def converted(body: dict[str, Any]) -> Any:
+        if not isinstance(body, dict):
+            raise MessageError("the request body must be a map")
+        try:
+            return _checked(convert(body))
+        except MessageError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError) as e:
+            raise MessageError(f"malformed request: {type(e).__name__}: {e}") from None
+
+    converted.__doc__ = convert.__doc__
+    return converted
+
+
+def _one_shape(body: dict[str, Any], single: str, batched: str, api: str) -> bool:
+    """True for the batched shape; a body carrying both fields is no shape of the api."""
+    if batched not in body:
+        return False
+    if single in body:
+        raise MessageError(f"a {api} request carries {single!r} or {batched!r}, not both")
+    return True
+
+
+def _ms(body: dict[str, Any], key: str, default: int) -> datetime.timedelta:
+    value = body.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise MessageError(f"{key} must be an integer")
+    return datetime.timedelta(milliseconds=value)
+
+
+def _pairs(value: Any, what: str) -> list[tuple[Any, Any]]:
+    if not isinstance(value, list) or not all(isinstance(e, list) and len(e) == 2 for e in value):
+        raise MessageError(f"{what} must be a list of [name, value] pairs")
+    return [(e[0], e[1]) for e in value]
+
+
+def find_coordinator_request(body: dict[str, Any]) -> FindCoordinatorRequest:
+    """v0: {"key", "key_type": 0 (group) | 1 (transaction) = 0} or {"keys": [key, ...], "key_type"}."""
+    key_type = body.get("key_type", 0)
+    if _one_shape(body, "key", "keys", "FindCoordinator"):
+        return FindCoordinatorRequest(key_type=key_type, coordinator_keys=tuple(body["keys"]))
+    return FindCoordinatorRequest(key=body["key"], key_type=key_type)
+
+
+def _coordinator_row(c: Coordinator | FindCoordinatorResponse) -> dict[str, Any]:
+    return {
+        "error_code": c.error_code,
+        "error_message": c.error_message,
+        "node_id": c.node_id,
+        "host": c.host,
+        "port": c.port,
+    }
+
+
+def find_coordinator_response(resp: FindCoordinatorResponse) -> dict[str, Any]:
+    """v0: {"error_code", "error_message", "node_id", "host", "port"}, or for "keys" {"coordinators": [that and
+    "key", ...]}."""
+    if resp.coordinators:
+        return {"coordinators": [dict(_coordinator_row(c), key=c.key) for c in resp.coordinators]}
+    return _coordinator_row(resp)
+
+
+def join_group_request(body: dict[str, Any]) -> JoinGroupRequest:
+    """v0: {"group_id", "session_timeout_ms", "rebalance_timeout_ms" = the session's, "member_id" = "",
+    "protocol_type" = "consumer", "protocols": [[name, metadata bytes], ...]}."""
+    session = _ms(body, "session_timeout_ms", 0)
+    return JoinGroupRequest(
+        group_id=body["group_id"],
+        session_timeout=session,
+        rebalance_timeout=_ms(body, "rebalance_timeout_ms", int(session.total_seconds() * 1000)),
+        member_id=body.get("member_id", ""),
+        protocol_type=body.get("protocol_type", "consumer"),
+        protocols=tuple(
+            JoinGroupRequestProtocol(name=n, metadata=bytes(m or b""))
+            for n, m in _pairs(body.get("protocols"), "protocols")
+        ),
+    )
+
+
+def join_group_response(resp: JoinGroupResponse) -> dict[str, Any]:
+    """v0: {"error_code", "generation_id", "protocol_type", "protocol_name", "leader", "member_id", "members":
+    [[member id, metadata], ...] (the leader's only)}."""
+    return {
+        "error_code": resp.error_code,
+        "generation_id": resp.generation_id,
+        "protocol_type": resp.protocol_type,
+        "protocol_name": resp.protocol_name,
+        "leader": resp.leader,
+        "member_id": resp.member_id,
+        "members": [[m.member_id, m.metadata] for m in resp.members],
+    }
+
+
+def sync_group_request(body: dict[str, Any]) -> SyncGroupRequest:
+    """v0: {"group_id", "generation_id", "member_id", "assignments": [[member id, assignment bytes], ...]}."""
+    return SyncGroupRequest(
+        group_id=body["group_id"],
+        generation_id=body["generation_id"],
+        member_id=body["member_id"],
+        assignments=tuple(
+            SyncGroupRequestAssignment(member_id=m, assignment=bytes(a or b""))
+            for m, a in _pairs(body.get("assignments") or [], "assignments")
+        ),
+    )
+
+
+def sync_group_response(resp: SyncGroupResponse) -> dict[str, Any]:
+    """v0: {"error_code", "assignment"}."""
+    return {"error_code": resp.error_code, "assignment": resp.assignment}
+
+
+def heartbeat_request(body: dict[str, Any]) -> HeartbeatRequest:
+    """v0: {"group_id", "generation_id", "member_id"}."""
+    return HeartbeatRequest(group_id=body["group_id"], generation_id=body["generation_id"], member_id=body["member_id"])
+
+
+def heartbeat_response(resp: HeartbeatResponse) -> dict[str, Any]:
+    return {"error_code": resp.error_code}
+
+
+def leave_group_request(body: dict[str, Any]) -> LeaveGroupRequest:
+    """v0: {"group_id", "members": [member id, ...]}."""
+    members = body["members"]
+    if not isinstance(members, list):
+        raise MessageError("members must be a list of member ids")
+    return LeaveGroupRequest(group_id=body["group_id"], members=tuple(MemberIdentity(member_id=m) for m in members))
+
+
+def leave_group_response(resp: LeaveGroupResponse) -> dict[str, Any]:
+    """v0: {"error_code", "members": [[member id, error code], ...]}."""
+    return {"error_code": resp.error_code, "members": [[m.member_id, m.error_code] for m in resp.members]}
+
+
+def offset_commit_request(body: dict[str, Any]) -> OffsetCommitRequest:
+    """v0: {"group_id", "generation_id" = -1, "member_id" = "", "topics": [[topic, [[partition, offset(,
+    metadata)], ...]], ...]}."""
+    topics = []
+    for name, parts in _rows(body, "offset commit"):
+        entries = []
+        for p in parts:
+            if len(p) not in (2, 3):
+                raise MessageError("each offset entry must be [partition, offset, metadata?]")
+            meta = p[2] if len(p) == 3 and isinstance(p[2], str) else ""
+            entries.append(
+                OffsetCommitRequestPartition(partition_index=p[0], committed_offset=p[1], committed_metadata=meta)
+            )
+        topics.append(OffsetCommitRequestTopic(name=name, partitions=tuple(entries)))
+    return OffsetCommitRequest(
+        group_id=body["group_id"],
+        generation_id_or_member_epoch=body.get("generation_id", -1),
+        member_id=body.get("member_id", ""),
+        topics=tuple(topics),
+    )
+
+
+def offset_commit_response(resp: OffsetCommitResponse) -> dict[str, Any]:
+    """v0: {"topics": [[topic, [[partition, error code, error message], ...]], ...]}."""
+    return {
+        "topics": [
+            [t.name, [[p.partition_index, p.error_code, _code_name(p.error_code)] for p in t.partitions]]
+            for t in resp.topics
+        ]
+    }
+
+
+def _code_name(code: int) -> str | None:
+    """A row's error message where the typed answer carries only the code: its name, as native errors say."""
+    if not code:
+        return None
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return None
+
+
+def _asked(body: dict[str, Any], what: str) -> list[tuple[str, list[Any]]] | None:
+    return None if body.get("topics") is None else _rows(body, what, entries_are_lists=False)
+
+
+def offset_fetch_request(body: dict[str, Any]) -> OffsetFetchRequest:
+    """v0: {"group_id", "topics": [[topic, [partition, ...]], ...] | nil (every one), "require_stable" = false},
+    or {"groups": [{"group_id", "topics", "member_id" = "", "member_epoch" = -1}, ...], "require_stable"}."""
+    stable = bool(body.get("require_stable"))
+    if not _one_shape(body, "group_id", "groups", "OffsetFetch"):
+        asked = _asked(body, "offset fetch")
+        topics = (
+            None
+            if asked is None
+            else tuple(OffsetFetchRequestTopic(name=n, partition_indexes=tuple(ps)) for n, ps in asked)
+        )
+        return OffsetFetchRequest(group_id=body["group_id"], topics=topics, require_stable=stable)
+    groups = []
+    for g in body["groups"]:
+        if not isinstance(g, dict):
+            raise MessageError("each groups entry must be a map with group_id and topics")
+        asked = _asked(g, "offset fetch")
+        groups.append(
+            OffsetFetchRequestGroup(
+                group_id=g["group_id"],
+                member_id=g.get("member_id") or None,
+                member_epoch=g.get("member_epoch", -1),
+                topics=None
+                if asked is None
+                else tuple(OffsetFetchRequestTopics(name=n, partition_indexes=tuple(ps)) for n, ps in asked),
+            )
+        )
+    return OffsetFetchRequest(groups=tuple(groups), require_stable=stable)
+
+
+def offset_fetch_response(resp: OffsetFetchResponse) -> dict[str, Any]:
+    """v0: {"error_code", "topics": [[topic, [[partition, offset, metadata, error code], ...]], ...]}, or for
+    "groups" {"error_code": 0, "groups": [{"group_id", "error_code", "topics"}, ...]}."""
+    if resp.groups:
+        return {
+            "error_code": 0,
+            "groups": [
+                {
+                    "group_id": g.group_id,
+                    "error_code": g.error_code,
+                    "topics": [
+                        [
+                            t.name,
+                            [[p.partition_index, p.committed_offset, p.metadata, p.error_code] for p in t.partitions],
+                        ]
+                        for t in g.topics
+                    ],
+                }
+                for g in resp.groups
+            ],
+        }
+    return {
+        "error_code": resp.error_code,
+        "topics": [
+            [t.name, [[p.partition_index, p.committed_offset, p.metadata, p.error_code] for p in t.partitions]]
+            for t in resp.topics
+        ],
+    }
+
+
+def list_groups_request(body: dict[str, Any]) -> ListGroupsRequest:
+    """v0: {} (every group of every type)."""
+    return ListGroupsRequest()
+
+
+def list_groups_response(resp: ListGroupsResponse) -> dict[str, Any]:
+    """v0: {"error_code", "groups": [[group id, protocol type, state], ...], "group_types": [type, ...]}."""
+    return {
+        "error_code": resp.error_code,
+        "groups": [[g.group_id, g.protocol_type, g.group_state] for g in resp.groups],
+        "group_types": [g.group_type for g in resp.groups],
+    }
+
+
+def describe_groups_request(body: dict[str, Any]) -> DescribeGroupsRequest:
+    """v0: {"groups": [group id, ...], "include_authorized_operations" = false}."""
+    return DescribeGroupsRequest(
+        groups=tuple(body["groups"]), include_authorized_operations=body.get("include_authorized_operations") is True
+    )
+
+
+def describe_groups_response(resp: DescribeGroupsResponse) -> dict[str, Any]:
+    """v0: {"groups": [{"error_code", "group_id", "state", "protocol_type", "protocol", "members": [[member id,
+    client id, client host, metadata, assignment], ...], "authorized_operations"?}, ...]}."""
+    out = []
+    for g in resp.groups:
+        row: dict[str, Any] = {
+            "error_code": g.error_code,
+            "group_id": g.group_id,
+            "state": g.group_state,
+            "protocol_type": g.protocol_type,
+            "protocol": g.protocol_data,
+            "members": [
+                [m.member_id, m.client_id, m.client_host, m.member_metadata, m.member_assignment] for m in g.members
+            ],
+        }
+        if g.authorized_operations != -(2**31):
+            row["authorized_operations"] = g.authorized_operations
+        out.append(row)
+    return {"groups": out}
+
+
+def delete_groups_request(body: dict[str, Any]) -> DeleteGroupsRequest:
+    """v0: {"groups": [group id, ...]}."""
+    return DeleteGroupsRequest(groups_names=tuple(body["groups"]))
+
+
+def delete_groups_response(resp: DeleteGroupsResponse) -> dict[str, Any]:
+    """v0: {"results": [[group id, error code, error message], ...]}."""
+    return {"results": [[r.group_id, r.error_code, _code_name(r.error_code)] for r in resp.results]}
+
+
+def offset_delete_request(body: dict[str, Any]) -> OffsetDeleteRequest:
+    """v0: {"group_id", "topics": [[topic, [partition, ...]], ...]}."""
+    return OffsetDeleteRequest(
+        group_id=body["group_id"],
+        topics=tuple(
+            OffsetDeleteRequestTopic(
+                name=n, partitions=tuple(OffsetDeleteRequestPartition(partition_index=p) for p in ps)
+            )
+            for n, ps in _rows(body, "offset delete", entries_are_lists=False)
+        ),
+    )
+
+
+def offset_delete_response(resp: OffsetDeleteResponse) -> dict[str, Any]:
+    """v0: {"error_code", "topics": [[topic, [[partition, error code, error message], ...]], ...]}."""
+    return {
+        "error_code": resp.error_code,
+        "topics": [
+            [t.name, [[p.partition_index, p.error_code, _code_name(p.error_code)] for p in t.partitions]]
+            for t in resp.topics
+        ],
+    }
+
+
+LEGACY.update(
+    {
+        ApiKey.FIND_COORDINATOR: (_map_form(find_coordinator_request), find_coordinator_response),
+        ApiKey.JOIN_GROUP: (_map_form(join_group_request), join_group_response),
+        ApiKey.SYNC_GROUP: (_map_form(sync_group_request), sync_group_response),
+        ApiKey.HEARTBEAT: (_map_form(heartbeat_request), heartbeat_response),
+        ApiKey.LEAVE_GROUP: (_map_form(leave_group_request), leave_group_response),
+        ApiKey.OFFSET_COMMIT: (_map_form(offset_commit_request), offset_commit_response),
+        ApiKey.OFFSET_FETCH: (_map_form(offset_fetch_request), offset_fetch_response),
+        ApiKey.LIST_GROUPS: (_map_form(list_groups_request), list_groups_response),
+        ApiKey.DESCRIBE_GROUPS: (_map_form(describe_groups_request), describe_groups_response),
+        ApiKey.DELETE_GROUPS: (_map_form(delete_groups_request), delete_groups_response),
+        ApiKey.OFFSET_DELETE: (_map_form(offset_delete_request), offset_delete_response),
+    }
+)
+
+
+# --- ACLs, SCRAM credentials, client quotas -------------------------------------------------------------------
+
+_SCRAM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism
+_SCRAM_NAMES = {v: k for k, v in _SCRAM_CODES.items()}
+
+
+def _acl_row(row: Any) -> list[Any]:
+    """[resource_type, name, pattern_type, principal, host, operation, permission]."""
+    if not isinstance(row, list) or len(row) != 7:
+        raise MessageError("an ACL row is [resource_type, name, pattern_type, principal, host, operation, permission]")
+    return row
+
+
+def describe_acls_request(body: dict[str, Any]) -> DescribeAclsRequest:
+    """v0: {"filter": [resource_type, name, pattern_type, principal, host, operation, permission]}."""
+    return DescribeAclsRequest(**dict(zip(FILTER_FIELDS, _acl_row(body["filter"]))))
+
+
+def describe_acls_response(resp: DescribeAclsResponse) -> dict[str, Any]:
+    """v0: {"error_code", "bindings": [ACL row, ...]}."""
+    rows = [
+        [r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation, a.permission_type]
+        for r in resp.resources
+        for a in r.acls
+    ]
+    return {"error_code": resp.error_code, "error_message": resp.error_message, "bindings": rows}
+
+
+def create_acls_request(body: dict[str, Any]) -> CreateAclsRequest:
+    """v0: {"creations": [ACL row, ...]}."""
+    return CreateAclsRequest(
+        creations=tuple(AclCreation(**dict(zip(CREATION_FIELDS, _acl_row(r)))) for r in body["creations"])
+    )
+
+
+def create_acls_response(resp: CreateAclsResponse) -> dict[str, Any]:
+    """v0: {"results": [[error_code, error_message], ...]}, one per creation."""
+    return {"results": [[r.error_code, r.error_message] for r in resp.results]}
+
+
+def delete_acls_request(body: dict[str, Any]) -> DeleteAclsRequest:
+    """v0: {"filters": [ACL filter row, ...]}."""
+    return DeleteAclsRequest(
+        filters=tuple(DeleteAclsFilter(**dict(zip(FILTER_FIELDS, _acl_row(r)))) for r in body["filters"])
+    )
+
+
+def delete_acls_response(resp: DeleteAclsResponse) -> dict[str, Any]:
+    """v0: {"results": [[error_code, error_message, [ACL row deleted, ...]], ...]}, one per filter."""
+    return {
+        "results": [
+            [
+                r.error_code,
+                r.error_message,
+                [
+                    [
+                        m.resource_type,
+                        m.resource_name,
+                        m.pattern_type,
+                        m.principal,
+                        m.host,
+                        m.operation,
+                        m.permission_type,
+                    ]
+                    for m in r.matching_acls
+                ],
+            ]
+            for r in resp.filter_results
+        ]
+    }
+
+
+def describe_scram_request(body: dict[str, Any]) -> DescribeUserScramCredentialsRequest:
+    """v0: {"users": [user, ...] | nil (every user)}."""
+    users = body.get("users")
+    return DescribeUserScramCredentialsRequest(users=None if users is None else tuple(UserName(name=u) for u in users))
+
+
+def describe_scram_response(resp: DescribeUserScramCredentialsResponse) -> dict[str, Any]:
+    """v0: {"error_code", "results": [[user, error_code, error_message, [[mechanism, iterations], ...]], ...]}."""
+    return {
+        "error_code": resp.error_code,
+        "results": [
+            [
+                r.user,
+                r.error_code,
+                r.error_message,
+                [[_SCRAM_NAMES.get(c.mechanism, str(c.mechanism)), c.iterations] for c in r.credential_infos],
+            ]
+            for r in resp.results
+        ],
+    }
+
+
+def alter_scram_request(body: dict[str, Any]) -> AlterUserScramCredentialsRequest:
+    """v0: {"deletions": [[user, mechanism], ...], "upsertions": [[user, mechanism, iterations, salt,
+    salted_password], ...]} (a mechanism by name: SCRAM-SHA-256, SCRAM-SHA-512)."""
+
+    def code(mechanism: Any) -> int:
+        if mechanism not in _SCRAM_CODES:
+            raise MessageError(f"unknown SCRAM mechanism {mechanism!r}")
+        return _SCRAM_CODES[mechanism]
+
+    deletions = [ScramCredentialDeletion(name=u, mechanism=code(m)) for u, m in body.get("deletions") or []]
+    upsertions = [
+        ScramCredentialUpsertion(name=u, mechanism=code(m), iterations=i, salt=salt, salted_password=salted)
+        for u, m, i, salt, salted in body.get("upsertions") or []
+    ]
+    return AlterUserScramCredentialsRequest(deletions=tuple(deletions), upsertions=tuple(upsertions))
+
+
+def alter_scram_response(resp: AlterUserScramCredentialsResponse) -> dict[str, Any]:
+    """v0: {"results": [[user, error_code, error_message], ...]}."""
+    return {"results": [[r.user, r.error_code, r.error_message] for r in resp.results]}
+
+
+def describe_quotas_request(body: dict[str, Any]) -> DescribeClientQuotasRequest:
+    """v0: {"entity": [[type, name or nil (the default)], ...] | nil (every entity)}: that entity exactly."""
+    entity = body.get("entity")
+    if entity is None:
+        return DescribeClientQuotasRequest()
+    components = tuple(
+        QuotaComponent(entity_type=t, match_type=_MATCH_DEFAULT if n is None else _MATCH_EXACT, match=n)
+        for t, n in _pairs(entity, "entity")
+    )
+    return DescribeClientQuotasRequest(components=components, strict=True)
+
+
+def describe_quotas_response(resp: DescribeClientQuotasResponse) -> dict[str, Any]:
+    """v0: {"error_code", "entries": [[[[type, name], ...], {key: value}], ...]}."""
+    return {
+        "error_code": resp.error_code,
+        "entries": [
+            [[[e.entity_type, e.entity_name] for e in entry.entity], {v.key: v.value for v in entry.values}]
+            for entry in resp.entries or ()
+        ],
+    }
+
+
+def alter_quotas_request(body: dict[str, Any]) -> AlterClientQuotasRequest:
+    """v0: {"entries": [[[[type, name or nil], ...], {key: value or nil (remove)}], ...]}."""
+    entries = []
+    for entity, changes in _pairs(body["entries"], "entries"):
+        ops = tuple(
+            QuotaOp(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in dict(changes).items()
+        )
+        entries.append(
+            QuotaEntry(
+                entity=tuple(QuotaEntity(entity_type=t, entity_name=n) for t, n in _pairs(entity, "entity")), ops=ops
+            )
+        )
+    return AlterClientQuotasRequest(entries=tuple(entries))
+
+
+def alter_quotas_response(resp: AlterClientQuotasResponse) -> dict[str, Any]:
+    """v0: {"results": [[[[type, name], ...], error_code, error_message], ...]}."""
+    return {
+        "results": [
+            [[[e.entity_type, e.entity_name] for e in r.entity], r.error_code, r.error_message] for r in resp.entries
+        ]
+    }
+
+
+_MATCH_EXACT, _MATCH_DEFAULT = 0, 1  # KIP-546's match types
+
+LEGACY.update(
+    {
+        ApiKey.DESCRIBE_ACLS: (_map_form(describe_acls_request), describe_acls_response),
+        ApiKey.CREATE_ACLS: (_map_form(create_acls_request), create_acls_response),
+        ApiKey.DELETE_ACLS: (_map_form(delete_acls_request), delete_acls_response),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (_map_form(describe_scram_request), describe_scram_response),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_map_form(alter_scram_request), alter_scram_response),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (_map_form(describe_quotas_request), describe_quotas_response),
+        ApiKey.ALTER_CLIENT_QUOTAS: (_map_form(alter_quotas_request), alter_quotas_response),
+    }
+)

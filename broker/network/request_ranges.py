@@ -6,7 +6,8 @@ in a `topics` list (CreateTopics, CreatePartitions) in `TOPIC_MAPS`. Every other
 must at least fit int64. A request that breaks any rule is refused (INVALID_REQUEST) and nothing of it is
 used. Handlers may add rules of their own (a positive max_bytes), never loosen these. The election's
 messages are typed where they are decoded (election/messages.py), the heartbeat listener's in
-broker/controller/heartbeat.py.
+broker/controller/heartbeat.py, and so are the apis typed end to end (net/schema/, net/messages.py: their fields'
+Kafka types are checked as the request is decoded, on both listeners), which have no entry here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from net.wire_types import (
     COUNT,
     EPOCH,
     EPOCH_OR_NONE,
-    GENERATION,
     INCARNATION,
     INT16,
     INT32,
@@ -42,11 +42,6 @@ TOP_LEVEL: dict[int, dict[str, IntType]] = {
         "session_id": INT32,
         "session_epoch": INT32,
     },
-    ApiKey.FIND_COORDINATOR: {"key_type": INT16},
-    ApiKey.JOIN_GROUP: {"session_timeout_ms": INT32, "rebalance_timeout_ms": INT32},
-    ApiKey.SYNC_GROUP: {"generation_id": GENERATION},
-    ApiKey.HEARTBEAT: {"generation_id": GENERATION},
-    ApiKey.OFFSET_COMMIT: {"generation_id": GENERATION},
     ApiKey.ENVELOPE: {"api_key": INT16},
     ApiKey.ALTER_PARTITION: {
         "partition": PARTITION,
@@ -69,11 +64,9 @@ ROWS: dict[int, tuple[IntType | None, ...]] = {
     ApiKey.PRODUCE: (INT32, None),
     ApiKey.FETCH: (INT32, INT64, INT32, EPOCH_OR_NONE, EPOCH_OR_NONE, INT64),
     ApiKey.LIST_OFFSETS: (INT32, INT64, EPOCH_OR_NONE),
-    ApiKey.OFFSET_COMMIT: (INT32, INT64, None),
 }
-# Rows that are bare partition numbers: [[topic, [partition, ...]], ...].
-PARTITION_LISTS = frozenset({ApiKey.OFFSET_FETCH, ApiKey.OFFSET_DELETE})
-# Other fields shaped so: a fetch session's partitions to forget (KIP-227).
+# Rows that are bare partition numbers ([[topic, [partition, ...]], ...]): a fetch session's partitions to forget
+# (KIP-227).
 OTHER_PARTITION_LISTS: dict[int, str] = {ApiKey.FETCH: "forgotten"}
 TOPIC_MAPS: dict[int, dict[str, IntType]] = {
     ApiKey.CREATE_TOPICS: {"num_partitions": INT32, "replication_factor": INT16},
@@ -108,10 +101,7 @@ def check_request(api_key: int, body: dict[str, Any]) -> None:
         if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list)):
             continue
         for row in entry[1]:
-            if api_key in PARTITION_LISTS:
-                if isinstance(row, int):
-                    INT32.check(row, "partition")
-            elif columns is not None and isinstance(row, list):
+            if columns is not None and isinstance(row, list):
                 for column, v in zip(columns, row):
                     # The common case inline (a follower's fetch has thousands of rows); check() says why not.
                     if column is not None and (type(v) is not int or not column.lo <= v <= column.hi):

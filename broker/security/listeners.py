@@ -191,3 +191,13 @@ def metadata_listener(body: dict[str, Any], ctx: "ArrivedOn") -> str:
         if ctx.listener in (BROKER, RELAY):
             return NATIVE
     return ctx.listener
+
+
+def reachable_controller(controller: int | None, listed: set[int], me: int) -> int:
+    """The controller a Kafka client is told of (Metadata, DescribeCluster) must be one it can reach: clients send
+    admin requests to it, and librdkafka waits (up to the request timeout) for a controller missing from the broker
+    list. Until the active controller's listener is registered, name the answering broker, which forwards admin
+    requests to the controller (KIP-590); Kafka in KRaft mode names a random live broker for that reason."""
+    if controller is not None and controller in listed:
+        return controller
+    return me if me in listed else -1

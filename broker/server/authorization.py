@@ -6,11 +6,12 @@ broker/security/request_authorizer.py). `Authorization.authorize` is the one cal
 for every request of both client listeners (the native one, and the Kafka one whose adapters turn each Kafka
 request into a native body): it
 
-1. shapes the body: the fields that say what the request is about are checked (a group id is a string, a
-   topics list is `[[topic, [...]], ...]`) and the request has one shape per api: FindCoordinator's
-   `keys` and OffsetFetch's `groups` are the batched shapes, and a body carrying both the single and the
-   batched field is INVALID_REQUEST. Keys an api does not define are read by neither the table nor the
-   handler, so no extra key changes what is checked;
+1. shapes the body: a typed request (net/schema/) was checked field by field when it was decoded; of a map
+   body, the fields that say what the request is about are checked (a topic name is a string, a topics list
+   is `[[topic, [...]], ...]`). Keys an api does not define are read by neither the table nor the handler, so
+   no extra key changes what is checked (the native v0 maps of the typed apis carrying both a single and a
+   batched field, FindCoordinator's `key`/`keys`, OffsetFetch's `group_id`/`groups`, are refused as
+   INVALID_REQUEST when read, broker/network/native_legacy.py);
 2. extracts the resources from that shape and asks the ACL authorizer;
 3. refuses the whole request (the right *_AUTHORIZATION_FAILED code, nothing runs), or hands the handler
    the same shaped body without the items it may not touch, and adds their rows (per-item error codes, as
@@ -29,6 +30,7 @@ from typing import Any, Callable
 
 from broker.controller.leader_election_api import refused as refused_election
 from broker.controller.reassignment_api import refused_alter
+from broker.group.api import FETCH_ROWS_BEFORE_V8, FETCH_ROWS_V8
 from broker.network.server import INTER_BROKER_LISTENER, BadRequest, ConnectionContext, as_list, error_body
 from broker.replica.partition import FetchResult
 from broker.replica.replica_manager import ProduceResult
@@ -55,10 +57,13 @@ from net.schema.alter_share_group_offsets import (
 from net.schema.base import ZERO_UUID
 from net.schema.consumer_group_describe import DescribedGroup as ConsumerDescribedGroup
 from net.schema.convert import error_response
+from net.schema.delete_groups import DeletableGroupResult
 from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecordsTopic, DeleteRecordsTopicResult
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsResponseTopic
 from net.schema.delete_share_group_state import DeleteStateResult
 from net.schema.delete_share_group_state import PartitionResult as DeletePartitionResult
+from net.schema.describe_cluster import DescribeClusterRequest
+from net.schema.describe_groups import DescribedGroup, DescribeGroupsRequest
 from net.schema.describe_producers import PartitionResponse
 from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
 from net.schema.describe_producers import TopicResponse as DescribeProducersTopicResponse
@@ -67,10 +72,18 @@ from net.schema.describe_topic_partitions import DescribeTopicPartitionsResponse
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
 from net.schema.describe_transactions import TransactionState as DescribedTxnState
 from net.schema.elect_leaders import ElectLeadersRequest
+from net.schema.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 from net.schema.initialize_share_group_state import InitializeStateResult
 from net.schema.initialize_share_group_state import PartitionResult as InitializePartitionResult
 from net.schema.list_offsets import ListOffsetsTopicResponse
 from net.schema.messages import MESSAGES
+from net.schema.offset_commit import OffsetCommitResponseTopic
+from net.schema.offset_delete import OffsetDeleteResponseTopic
+from net.schema.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+)
 from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
 from net.schema.read_share_group_state import PartitionResult as ReadPartitionResult
 from net.schema.read_share_group_state import ReadStateResult
@@ -172,15 +185,6 @@ def _topic_entries(body: dict[str, Any], key: str = "topics") -> list[list[Any]]
 
 def _partition(p: Any) -> Any:
     return p[0] if isinstance(p, list) and p else p
-
-
-def _single_shape(body: dict[str, Any], single: str, batched: str, api: str) -> bool:
-    """True for the batched shape. Both fields at once is no shape of the api."""
-    if batched not in body:
-        return False
-    if single in body:
-        raise BadRequest(f"a {api} request carries {single!r} or {batched!r}, not both")
-    return True
 
 
 def _add(key: str, rows: list[Any], first: bool = False) -> Finish:
@@ -314,15 +318,6 @@ def _broker_only_api(api: ApiKey) -> Callable[[Authorization, dict[str, Any], Co
 def _cluster(op: AclOperation, api: str) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
     def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
         return a.whole_cluster(op, ctx, body, api)
-
-    return decide
-
-
-def _group(op: AclOperation) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
-    """A request about one group (`group_id`)."""
-
-    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-        return a.whole_group(op, _name(body, "group_id"), ctx, body) or Decision(body)
 
     return decide
 
@@ -723,6 +718,21 @@ def _with_operations(
     return decided
 
 
+def _describe_cluster(a: Authorization, req: DescribeClusterRequest, ctx: ConnectionContext) -> Decision:
+    """Open to every logged-in client, as Kafka's; asked for (`include_cluster_authorized_operations`), the answer
+    says what the principal may do on the cluster (0: nothing), else Kafka's "not given"."""
+    if not req.include_cluster_authorized_operations:
+        return Decision(req)
+    authz = a.authz
+
+    def operations(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.cluster_authorized_operations = authz.authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        return answer
+
+    return Decision(req, operations)
+
+
 def _init_producer_id(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
     """A transactional producer: WRITE on its transactional id; an idempotent one: IDEMPOTENT_WRITE on the
     cluster or WRITE on any topic (KIP-679)."""
@@ -961,142 +971,184 @@ def _describe_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionCon
     return Decision(groups.body, _then(_then(topics.finish, brokers.finish), groups.finish))
 
 
-def _find_coordinator(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """DESCRIBE on the group (key_type 0) or the transactional id (1); with `keys`, on each."""
-    key_type = body.get("key_type", 0)
-    if key_type not in (0, 1) or isinstance(key_type, bool):
+def _find_coordinator(a: Authorization, req: FindCoordinatorRequest, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the group (key_type 0) or the transactional id (1); with `coordinator_keys` (v4+), on each: a key
+    without it is answered in its own row."""
+    if req.key_type not in (0, 1):
         raise BadRequest("key_type must be 0 (group) or 1 (transaction)")
-    rt = GROUP if key_type == 0 else TXN
-
-    def allowed(k: Any) -> bool:
-        return isinstance(k, str) and a.authz.allowed(ctx, Op.DESCRIBE, rt, k)
-
-    if _single_shape(body, "key", "keys", "FindCoordinator"):
-        return a.per_item(
-            body,
-            "keys",
-            lambda k: k,
-            allowed,
-            lambda k, msg: {
-                "error_code": _DENIED_CODE.get(rt, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
-                "error_message": msg,
-                "key": k,
-                "node_id": -1,
-                "host": "",
-                "port": -1,
-            },
-            lambda k: f"{rt.name.lower()} {k}",
-            Op.DESCRIBE,
-            ctx,
-            answer_key="coordinators",
+    rt = GROUP if req.key_type == 0 else TXN
+    code = _DENIED_CODE[rt]
+    what = "group" if rt == GROUP else "transactional id"
+    if req.coordinator_keys:
+        kept = tuple(k for k in req.coordinator_keys if a.authz.allowed(ctx, Op.DESCRIBE, rt, k))
+        rows = tuple(
+            Coordinator(
+                key=k,
+                node_id=-1,
+                host="",
+                port=-1,
+                error_code=code,
+                error_message=denied_message(Op.DESCRIBE, f"{what} {k}", ctx),
+            )
+            for k in req.coordinator_keys
+            if k not in kept
         )
-    key = _name(body, "key")
-    if allowed(key):
-        return Decision(body)
-    if rt == TXN:
-        msg = denied_message(Op.DESCRIBE, f"transactional id {key}", ctx)
-        return Decision({}, refused=True, answer=error_body(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, msg))
-    return a.refuse(GROUP, Op.DESCRIBE, f"group {key}", ctx)
+        if not rows:
+            return Decision(req)
+        if not kept:  # nothing left to ask: answered here (an empty batch would read as the one-key form)
+            return Decision(req, refused=True, answer=FindCoordinatorResponse(coordinators=rows))
 
-
-def _offset_commit(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """READ on the group, and on each topic (a topic without it: TOPIC_AUTHORIZATION_FAILED in its rows, the
-    others committed), as Kafka's handleOffsetCommitRequest."""
-    refused = a.whole_group(Op.READ, _name(body, "group_id"), ctx, body)
-    return refused or a.per_topic(body, ctx, Op.READ, lambda p, msg: [p, TOPIC_DENIED, msg])
-
-
-def _offset_delete(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """DELETE on the group, READ on each topic (Kafka's handleDeleteOffsetsRequest)."""
-    refused = a.whole_group(Op.DELETE, _name(body, "group_id"), ctx, body)
-    return refused or a.per_topic(body, ctx, Op.READ, lambda p, msg: [p, TOPIC_DENIED, msg])
-
-
-def _fetched_topics(a: Authorization, entry: dict[str, Any], ctx: ConnectionContext) -> tuple[dict[str, Any], Finish]:
-    """One group's OffsetFetch: DESCRIBE on each topic named; with every topic (nil), the topics it may not
-    describe are left out of the answer (Kafka's handleOffsetFetchRequest)."""
-    authz = a.authz
-    if entry.get("topics") is None:
-
-        def hide(answer: Any) -> Any:
-            if not isinstance(answer, dict) or not isinstance(answer.get("topics"), list):
-                return answer
-            shown = [t for t in answer["topics"] if authz.topic(ctx, Op.DESCRIBE, t[0])]
-            return dict(answer, topics=shown)
-
-        return entry, hide
-    d = a.per_topic(entry, ctx, Op.DESCRIBE, lambda p, msg: [p, -1, "", TOPIC_DENIED])
-    return d.body, d.finish or (lambda answer: answer)
-
-
-def _offset_fetch(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    if not _single_shape(body, "group_id", "groups", "OffsetFetch"):
-        refused = a.whole_group(Op.DESCRIBE, _name(body, "group_id"), ctx, body)
-        if refused is not None:
-            return refused
-        shaped, one_group_finish = _fetched_topics(a, body, ctx)
-        return Decision(shaped, one_group_finish)
-    kept: list[dict[str, Any]] = []
-    fixes: list[Finish] = []
-    rows: list[dict[str, Any]] = []
-    for entry in as_list(body.get("groups"), "groups"):
-        if not isinstance(entry, dict):
-            raise BadRequest("each groups entry must be a map with group_id and topics")
-        gid = _name(entry, "group_id")
-        if a.authz.group(ctx, Op.DESCRIBE, gid):
-            shaped, fix = _fetched_topics(a, entry, ctx)
-            kept.append(shaped)
-            fixes.append(fix)
-        else:
-            msg = denied_message(Op.DESCRIBE, f"group {gid}", ctx)
-            rows.append({"error_code": GROUP_DENIED, "error_message": msg, "group_id": gid, "topics": []})
-
-    def finish(answer: Any) -> Any:
-        if not isinstance(answer, dict) or not isinstance(answer.get("groups"), list):
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict):
+                answer.coordinators = answer.coordinators + rows
             return answer
-        done = [fix(g) for fix, g in zip(fixes, answer["groups"])]
-        return dict(answer, groups=done + rows)
 
-    return Decision(dict(body, groups=kept), finish)
-
-
-def _list_groups(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """DESCRIBE on the cluster lists every group; without it, the groups it may describe."""
-    authz = a.authz
-    if authz.cluster(ctx, Op.DESCRIBE):
-        return Decision(body)
-
-    def visible(answer: Any) -> Any:
-        if not isinstance(answer, dict) or not isinstance(answer.get("groups"), list):
-            return answer
-        types = answer.get("group_types") or ["classic"] * len(answer["groups"])
-        kept = [(g, t) for g, t in zip(answer["groups"], types) if authz.group(ctx, Op.DESCRIBE, g[0])]
-        return dict(answer, groups=[g for g, _ in kept], group_types=[t for _, t in kept])
-
-    return Decision(body, visible)
+        return Decision(replace(req, coordinator_keys=kept), finish)
+    if a.authz.allowed(ctx, Op.DESCRIBE, rt, req.key):
+        return Decision(req)
+    return a.refuse(rt, Op.DESCRIBE, f"{what} {req.key}", ctx)
 
 
-def _groups_each(
-    op: AclOperation, row: Callable[[Any, str], Any], answer_key: str
-) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
-    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-        return a.per_item(
-            body,
-            "groups",
-            lambda g: g,
-            lambda g: a.authz.group(ctx, op, g),
-            row,
-            lambda g: f"group {g}",
-            op,
-            ctx,
-            answer_key=answer_key,
-        )
+def _typed_topics_of_group(
+    op: AclOperation, topic_op: AclOperation, row: Callable[[Any], Any]
+) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """`op` on the request's group (else refused as a whole), and `topic_op` on each topic (a topic without it is
+    answered by `row(topic)`, TOPIC_AUTHORIZATION_FAILED in its partitions, the others served): Kafka's rules for
+    OffsetCommit (READ, READ) and OffsetDelete (DELETE, READ)."""
+    topics = _typed_topics(topic_op, row)
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        return a.whole_group(op, req.group_id, ctx, {}) or topics(a, req, ctx)
 
     return decide
 
 
-def _described_group_row(g: Any, msg: str) -> dict[str, Any]:
-    return {"error_code": GROUP_DENIED, "error_message": msg, "group_id": g}
+def _fetch_denied(topic_cls: type[Any], partition_cls: type[Any]) -> Callable[[Any], Any]:
+    """An OffsetFetch topic she may not describe, as the answer's row of `topic_cls`: every partition asked
+    TOPIC_AUTHORIZATION_FAILED, no offset."""
+
+    def row(t: Any) -> Any:
+        parts = (
+            partition_cls(partition_index=p, committed_offset=-1, metadata="", error_code=TOPIC_DENIED)
+            for p in t.partition_indexes
+        )
+        return topic_cls(name=t.name, partitions=tuple(parts))
+
+    return row
+
+
+def _fetched_topics(
+    a: Authorization, entry: Any, ctx: ConnectionContext, denied: Callable[[Any], Any]
+) -> tuple[Any, Finish]:
+    """One group's OffsetFetch (the request before v8, or one of its `groups`): DESCRIBE on each topic named, a
+    topic without it answered by `denied(topic)`; with every topic (nil), the topics it may not describe are left
+    out of the answer (Kafka's handleOffsetFetchRequest). `finish` takes and gives the group's answer rows."""
+    authz = a.authz
+    if entry.topics is None:
+
+        def hide(topics: tuple[Any, ...]) -> tuple[Any, ...]:
+            return tuple(t for t in topics if authz.topic(ctx, Op.DESCRIBE, t.name))
+
+        return entry, hide
+    kept = tuple(t for t in entry.topics if authz.topic(ctx, Op.DESCRIBE, t.name))
+    rows = tuple(denied(t) for t in entry.topics if t not in kept)
+    return replace(entry, topics=kept), lambda topics: topics + rows
+
+
+def _offset_fetch(a: Authorization, req: OffsetFetchRequest, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the group (before v8: else refused as a whole; v8+: each group, else GROUP_AUTHORIZATION_FAILED
+    in its row), and on the topics as `_fetched_topics` says."""
+    if not req.groups:
+        refused = a.whole_group(Op.DESCRIBE, req.group_id, ctx, {})
+        if refused is not None:
+            return refused
+        shaped, fix = _fetched_topics(a, req, ctx, _fetch_denied(*FETCH_ROWS_BEFORE_V8))
+
+        def finish_one(answer: Any) -> Any:
+            if not isinstance(answer, dict):
+                answer.topics = fix(answer.topics)
+            return answer
+
+        return Decision(shaped, finish_one)
+    kept: list[Any] = []
+    fixes: list[Finish] = []
+    rows: list[OffsetFetchResponseGroup] = []
+    for g in req.groups:
+        if a.authz.group(ctx, Op.DESCRIBE, g.group_id):
+            shaped, fix = _fetched_topics(a, g, ctx, _fetch_denied(*FETCH_ROWS_V8))
+            kept.append(shaped)
+            fixes.append(fix)
+        else:
+            rows.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=GROUP_DENIED))
+    if not kept:  # nothing left to fetch: answered here (an empty batch would read as the one-group form)
+        return Decision(req, refused=True, answer=OffsetFetchResponse(groups=tuple(rows)))
+
+    def finish(answer: Any) -> Any:
+        if isinstance(answer, dict):
+            return answer
+        for fix, g in zip(fixes, answer.groups):  # the handler answers the groups in the order asked
+            g.topics = fix(g.topics)
+        answer.groups = answer.groups + tuple(rows)
+        return answer
+
+    return Decision(replace(req, groups=tuple(kept)), finish)
+
+
+def _list_groups(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on the cluster lists every group; without it, the groups it may describe."""
+    authz = a.authz
+    if authz.cluster(ctx, Op.DESCRIBE):
+        return Decision(req)
+
+    def visible(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.groups = tuple(g for g in answer.groups if authz.group(ctx, Op.DESCRIBE, g.group_id))
+        return answer
+
+    return Decision(req, visible)
+
+
+def _typed_groups_each(
+    op: AclOperation, asked: str, answered: str, row: Callable[[str, str], Any]
+) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
+    """A typed request naming groups (`asked`): each needs `op`; a group without it is left out of the handler's
+    request and answered by `row(group, message)` in the answer's `answered` rows."""
+
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        groups = getattr(req, asked)
+        kept = tuple(g for g in groups if a.authz.group(ctx, op, g))
+        rows = tuple(row(g, denied_message(op, f"group {g}", ctx)) for g in groups if g not in kept)
+        if not rows:
+            return Decision(req)
+
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict):
+                setattr(answer, answered, getattr(answer, answered) + rows)
+            return answer
+
+        return Decision(replace(req, **{asked: kept}), finish)
+
+    return decide
+
+
+def _describe_groups(a: Authorization, req: DescribeGroupsRequest, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on each group, the others answered GROUP_AUTHORIZATION_FAILED in their rows; asked for
+    (`include_authorized_operations`, v3+), each described group gets the operations the principal may do on it."""
+    d = _typed_groups_each(
+        Op.DESCRIBE, "groups", "groups", lambda g, msg: DescribedGroup(group_id=g, error_code=GROUP_DENIED)
+    )(a, req, ctx)
+    if not req.include_authorized_operations:
+        return d
+    authz = a.authz
+
+    def operations(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            for row in answer.groups:
+                if row.error_code != GROUP_DENIED:
+                    row.authorized_operations = authz.authorized_operations(ctx, GROUP, row.group_id)
+        return answer
+
+    return Decision(d.body, _then(d.finish, operations))
 
 
 R, E = "request", "each"
@@ -1139,12 +1191,18 @@ RULES: dict[ApiKey, Rule] = {
         ),
         "all topics: those it may not describe are left out; automatic creation needs CREATE",
     ),
+    ApiKey.DESCRIBE_CLUSTER: Rule(
+        (), _describe_cluster, "open to every logged-in client; its authorized operations on the cluster when asked"
+    ),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rule(
         (Need(TOPIC, Op.DESCRIBE, E),),
         _describe_topic_partitions,
         "topics it may not describe are left out of a listing of every topic; native v0 is a Metadata request",
     ),
-    ApiKey.OFFSET_COMMIT: Rule((Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _offset_commit),
+    ApiKey.OFFSET_COMMIT: Rule(
+        (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)),
+        _typed_topics_of_group(Op.READ, Op.READ, _denied_rows(OffsetCommitResponseTopic)),
+    ),
     ApiKey.OFFSET_FETCH: Rule(
         (Need(GROUP, Op.DESCRIBE, E), Need(TOPIC, Op.DESCRIBE, E)),
         _offset_fetch,
@@ -1153,7 +1211,7 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.FIND_COORDINATOR: Rule(
         (Need(GROUP, Op.DESCRIBE, E), Need(TXN, Op.DESCRIBE, E)), _find_coordinator, "each key of a batched request"
     ),
-    ApiKey.JOIN_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.JOIN_GROUP: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: Rule(
         (Need(CLUSTER, Op.CLUSTER_ACTION, R),),
         _share_state(InitializeStateResult, InitializePartitionResult),
@@ -1194,34 +1252,32 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.SHARE_ACKNOWLEDGE: Rule(
         (Need(GROUP, Op.READ, R), Need(TOPIC, Op.READ, E)), _share_topics(_share_ack_denied), "topics by id"
     ),
-    ApiKey.HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
-    ApiKey.LEAVE_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
-    ApiKey.SYNC_GROUP: Rule((Need(GROUP, Op.READ, R),), _group(Op.READ)),
+    ApiKey.HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
+    ApiKey.LEAVE_GROUP: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
+    ApiKey.SYNC_GROUP: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Rule((Need(GROUP, Op.READ, R),), _typed_group(Op.READ)),
     ApiKey.CONSUMER_GROUP_DESCRIBE: Rule(
         (Need(GROUP, Op.DESCRIBE, E),), _consumer_group_describe, "those not allowed answered in their rows"
     ),
-    ApiKey.DESCRIBE_GROUPS: Rule(
-        (Need(GROUP, Op.DESCRIBE, E),),
-        _with_operations(
-            _groups_each(Op.DESCRIBE, _described_group_row, "groups"),
-            "groups",
-            "group_id",
-            GROUP,
-            "include_authorized_operations",
-            "authorized_operations",
-            GROUP_DENIED,
-        ),
-    ),
+    ApiKey.DESCRIBE_GROUPS: Rule((Need(GROUP, Op.DESCRIBE, E),), _describe_groups),
     ApiKey.LIST_GROUPS: Rule(
         (Need(CLUSTER, Op.DESCRIBE, R, "else the groups it may DESCRIBE"),),
         _list_groups,
         "never refused: without DESCRIBE on the cluster, only the groups it may describe are listed",
     ),
     ApiKey.DELETE_GROUPS: Rule(
-        (Need(GROUP, Op.DELETE, E),), _groups_each(Op.DELETE, lambda g, m: [g, GROUP_DENIED, m], "results")
+        (Need(GROUP, Op.DELETE, E),),
+        _typed_groups_each(
+            Op.DELETE,
+            "groups_names",
+            "results",
+            lambda g, msg: DeletableGroupResult(group_id=g, error_code=GROUP_DENIED),
+        ),
     ),
-    ApiKey.OFFSET_DELETE: Rule((Need(GROUP, Op.DELETE, R), Need(TOPIC, Op.READ, E)), _offset_delete),
+    ApiKey.OFFSET_DELETE: Rule(
+        (Need(GROUP, Op.DELETE, R), Need(TOPIC, Op.READ, E)),
+        _typed_topics_of_group(Op.DELETE, Op.READ, _denied_rows(OffsetDeleteResponseTopic)),
+    ),
     ApiKey.SASL_HANDSHAKE: Rule((), _open, "the login itself, answered by the connection before any handler"),
     ApiKey.SASL_AUTHENTICATE: Rule((), _open, "the login itself, answered by the connection before any handler"),
     ApiKey.API_VERSIONS: Rule((), _open, "open to every logged-in client"),

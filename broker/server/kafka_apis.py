@@ -10,7 +10,7 @@ import inspect
 import logging
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar, cast
 
 from broker.controller.channel import unwrap
 from broker.controller.cluster_apis import ClusterApis
@@ -35,7 +35,7 @@ from broker.replica.fetch_session import FINAL_EPOCH, NO_SESSION, FetchContext, 
 from broker.replica.partition import FetchSpec
 from broker.replica.partition_apis import PartitionApis
 from broker.replica.replica_manager import ProduceResult, ReplicaManager
-from broker.security.listeners import WIRES, metadata_listener
+from broker.security.listeners import WIRES, metadata_listener, reachable_controller
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.server.authorization import Authorization
 from broker.server.config_describe import (
@@ -60,6 +60,7 @@ from net.errors import (
 from net.messages import MessageError
 from net.messages import encode as encode_message
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
+from net.schema.describe_cluster import DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse
 from net.schema.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -101,7 +102,15 @@ BROKER_APIS = frozenset(
 # The typed apis a broker forwards to the controller in an ENVELOPE (ControllerChannel.serve_or_forward_typed);
 # an envelope carrying any other api is refused.
 FORWARDED_APIS = frozenset(
-    {ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS}
+    {
+        ApiKey.ELECT_LEADERS,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        ApiKey.CREATE_ACLS,
+        ApiKey.DELETE_ACLS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        ApiKey.ALTER_CLIENT_QUOTAS,
+    }
 )
 # The listeners those arrive on: the inter-broker listener, and AlterPartition relayed through ZooKeeper.
 BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})
@@ -110,6 +119,8 @@ MAX_FETCH_WAIT_MS = 60_000
 # How long a Kafka client's Metadata waits for a starting broker's first metadata image (see handle_metadata);
 # catching up takes well under a second, unless no controller can be reached.
 METADATA_CATCH_UP_WAIT_S = 5.0
+BROKER_ENDPOINTS = 1  # DescribeCluster's endpoint_type (KIP-919): the brokers'; 2 is the controllers'
+T = TypeVar("T")
 
 
 def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
@@ -231,6 +242,7 @@ class KafkaApis:
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
             ApiKey.METADATA: self.handle_metadata,
+            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
@@ -523,19 +535,47 @@ class KafkaApis:
         self, body: dict[str, Any], ctx: ConnectionContext
     ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         if ctx.wire == "kafka" and self.image.offset < 0:
-            return self._metadata_once_published(body, ctx)
+            return self._once_published(lambda: self._metadata(body, ctx))
         return self._metadata(body, ctx)
 
-    async def _metadata_once_published(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        """A Kafka client's Metadata to a broker that has not published its first image yet (it listens while it
-        catches up with the metadata log; Kafka opens its client listeners only after that catch-up) waits for
-        it, at most METADATA_CATCH_UP_WAIT_S. The empty image would name no broker and no topic, and librdkafka
-        decommissions every broker a Metadata answer leaves out: a transactional producer whose group
-        coordinator it forgot that way hangs in send_offsets_to_transaction (librdkafka issue 5511)."""
+    async def _once_published(self, answer: Callable[[], T]) -> T:
+        """A Kafka client's Metadata (or DescribeCluster) to a broker that has not published its first image yet (it
+        listens while it catches up with the metadata log; Kafka opens its client listeners only after that
+        catch-up) waits for it, at most METADATA_CATCH_UP_WAIT_S. The empty image would name no broker and no
+        topic, and librdkafka decommissions every broker a Metadata answer leaves out: a transactional producer
+        whose group coordinator it forgot that way hangs in send_offsets_to_transaction (librdkafka issue 5511)."""
         deadline = time.monotonic() + METADATA_CATCH_UP_WAIT_S
         while self.image.offset < 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        return self._metadata(body, ctx)
+        return answer()
+
+    def handle_describe_cluster(
+        self, req: DescribeClusterRequest, ctx: ConnectionContext
+    ) -> DescribeClusterResponse | Awaitable[DescribeClusterResponse]:
+        """Kafka's DescribeCluster (KIP-700), typed: the brokers of the request's listener, the controller a client
+        of it can reach, the cluster id; `cluster_authorized_operations` is filled by the authorization table when
+        asked. A Kafka client waits for the first published image, as for Metadata."""
+        if ctx.wire == "kafka" and self.image.offset < 0:
+            return self._once_published(lambda: self._describe_cluster(req, ctx))
+        return self._describe_cluster(req, ctx)
+
+    def _describe_cluster(self, req: DescribeClusterRequest, ctx: ConnectionContext) -> DescribeClusterResponse:
+        if req.endpoint_type != BROKER_ENDPOINTS:  # KIP-919's controller endpoints: a controller's own listener
+            return DescribeClusterResponse(
+                error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+                error_message="a broker describes the brokers' endpoints only (endpoint_type 1)",
+                endpoint_type=req.endpoint_type,
+            )
+        listed = [
+            DescribeClusterBroker(broker_id=broker_id, host=host, port=port)
+            for broker_id, host, port in self._brokers(metadata_listener({}, ctx), ctx.wire == "kafka")
+        ]
+        controller = reachable_controller(
+            self.coordination.controller_id, {b.broker_id for b in listed}, self.config.broker_id
+        )
+        return DescribeClusterResponse(
+            cluster_id=self.image.cluster_id or "", controller_id=controller, brokers=tuple(listed)
+        )
 
     def _metadata(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
         names = body.get("topics")

@@ -32,11 +32,11 @@ from client.config import AdminConfig
 from client.sync import Admin, with_client
 from client.transactions import KEY_TYPE_GROUP, find_coordinator
 from net.errors import ErrorCode, error_for
-from net.protocol import ApiKey
 from net.schema.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
 )
+from net.schema.list_groups import ListGroupsRequest
 from net.schema.share_group_describe import DescribedGroup, ShareGroupDescribeRequest
 from net.version import version_option
 
@@ -83,14 +83,11 @@ async def _list(client: KafkaLiteClient) -> list[tuple[str, str]]:
     await client.refresh_metadata([])
     found: dict[str, str] = {}
     for broker in sorted(client.metadata.brokers):
-        answer = await client.request(broker, ApiKey.LIST_GROUPS, {})
-        if answer.get("error_code"):
-            raise error_for(answer["error_code"], answer.get("error_message") or f"ListGroups on broker {broker}")
-        # Each row's group type is in `group_types`, beside the rows (none: a broker of only classic groups).
-        rows = answer.get("groups") or []
-        for row, group_type in zip(rows, answer.get("group_types") or ["classic"] * len(rows)):
-            if group_type == "share":
-                found[row[0]] = row[2]
+        answer = await client.call(broker, ListGroupsRequest(types_filter=("share",)))
+        if answer.error_code:
+            raise error_for(answer.error_code, f"ListGroups on broker {broker}")
+        for g in answer.groups:
+            found[g.group_id] = g.group_state
     return sorted(found.items())
 
 

@@ -368,9 +368,8 @@ class ClusterWatcher:
             if not self.up.get(bid) or bid not in client.metadata.brokers:
                 continue
             try:
-                resp = await timed(client.request(bid, ApiKey.LIST_GROUPS, {}, timeout=CALL_TIMEOUT_S))
-                for gid, ptype, state in resp.get("groups", []):
-                    ids[gid] = (ptype, state)
+                for g in await timed(self.admin.listed_groups([bid], timeout=CALL_TIMEOUT_S)):
+                    ids[g.group_id] = (g.protocol_type, g.group_state)
             except Exception:  # noqa: BLE001 - a broker failing over: its groups show at the next poll
                 continue
 

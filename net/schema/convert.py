@@ -81,28 +81,38 @@ _IDENTITY = frozenset(
     {
         "name", "topic", "topic_name", "topic_id", "partition_index", "partition", "partition_id", "group_id",
         "transactional_id", "resource_name", "resource_type", "key", "key_type", "member_id", "group_instance_id",
+        "entity_type", "entity_name", "user",
     }
 )  # fmt: skip
+# Answer arrays whose rows answer request arrays of other names (Kafka's getErrorResponse answers each item asked):
+# the answer's field -> the request's fields, in order.
+_ANSWERS = {"results": ("creations", "deletions", "upsertions"), "filter_results": ("filters",)}
+# Identity fields the answer's row names differently: the answer's field -> the request's.
+_SAME_AS = {"user": "name"}
 
 
 @cache
-def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, type | None], ...]:
-    """Per field of the response struct `dst`: ("error", name, enum or None) for its error code and message, ("copy",
-    name, None) for an identity field the request struct `src` has too, ("each", name, nested) for an array of structs
-    the request has an array of by the same name."""
+def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, Any, tuple[str, ...]], ...]:
+    """Per field of the response struct `dst`: ("error", name, enum or None, ()) for its error code and message,
+    ("copy", name, None, (its request field,)) for an identity field the request struct `src` has too, ("each",
+    name, nested, (request fields,)) for an array of structs answering the request's array(s) of structs (by the same
+    name, or as `_ANSWERS` says)."""
     have = {f.name for f in dataclasses.fields(src)}
     hints = typing.get_type_hints(dst)
-    plan = []
+    plan: list[tuple[str, str, Any, tuple[str, ...]]] = []
     for f in dataclasses.fields(dst):
         nested, array = _struct_of(hints[f.name])
+        own = _SAME_AS.get(f.name, f.name) if f.name not in have else f.name
         if f.name == "error_code":  # kio's classes hold its ErrorCode enum, the generated ones an int
-            plan.append(("error", f.name, hints[f.name] if hints[f.name] is not int else None))
+            plan.append(("error", f.name, hints[f.name] if hints[f.name] is not int else None, ()))
         elif f.name == "error_message":
-            plan.append(("error", f.name, None))
-        elif f.name in have and nested is None and f.name in _IDENTITY:
-            plan.append(("copy", f.name, None))
-        elif f.name in have and nested is not None and array:
-            plan.append(("each", f.name, nested))
+            plan.append(("error", f.name, None, ()))
+        elif own in have and nested is None and f.name in _IDENTITY:
+            plan.append(("copy", f.name, None, (own,)))
+        elif nested is not None and array:
+            asked = (f.name,) if f.name in have else tuple(n for n in _ANSWERS.get(f.name, ()) if n in have)
+            if asked:
+                plan.append(("each", f.name, nested, asked))
     return tuple(plan)
 
 
@@ -110,14 +120,14 @@ def _mirror(request: Any, dst: type[T], code: int, message: str | None) -> T:
     kwargs: dict[str, Any] = {}
     src: type = type(request)
     target: type = dst
-    for kind, name, nested in _mirror_plan(src, target):
+    for kind, name, nested, asked in _mirror_plan(src, target):
         if kind == "error":
             kwargs[name] = (nested(code) if nested else code) if name == "error_code" else message
         elif kind == "copy":
-            kwargs[name] = getattr(request, name)
+            kwargs[name] = getattr(request, asked[0])
         else:
-            items = getattr(request, name) or ()
-            kwargs[name] = tuple(_mirror(x, nested, code, message) for x in items)  # type: ignore[arg-type]
+            items = [x for field in asked for x in getattr(request, field) or ()]
+            kwargs[name] = tuple(_mirror(x, nested, code, message) for x in items if dataclasses.is_dataclass(x))
     for name, zero in _zeros(target):  # kio's classes have fields without defaults: Kafka's zero values
         kwargs.setdefault(name, zero())
     return dst(**kwargs)

@@ -30,6 +30,10 @@ from net.messages import decode, encode
 from net.protocol import TYPED_SINCE, ApiKey
 from net.schema.add_offsets_to_txn import AddOffsetsToTxnRequest
 from net.schema.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from net.schema.alter_client_quotas import AlterClientQuotasRequest
+from net.schema.alter_client_quotas import EntityData as QuotaEntity
+from net.schema.alter_client_quotas import EntryData as QuotaEntry
+from net.schema.alter_client_quotas import OpData as QuotaOp
 from net.schema.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
@@ -38,13 +42,21 @@ from net.schema.alter_partition_reassignments import (
 from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequest
 from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestPartition as AlterPartition
 from net.schema.alter_share_group_offsets import AlterShareGroupOffsetsRequestTopic as AlterTopic
+from net.schema.alter_user_scram_credentials import AlterUserScramCredentialsRequest, ScramCredentialDeletion
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest
+from net.schema.delete_groups import DeleteGroupsRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequestTopic as DeleteShareTopic
 from net.schema.delete_share_group_state import DeleteShareGroupStateRequest, DeleteStateData
 from net.schema.delete_share_group_state import PartitionData as DeleteStatePartition
+from net.schema.describe_acls import DescribeAclsRequest
+from net.schema.describe_client_quotas import DescribeClientQuotasRequest
+from net.schema.describe_cluster import DescribeClusterRequest
+from net.schema.describe_groups import DescribeGroupsRequest
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
@@ -55,13 +67,21 @@ from net.schema.describe_share_group_offsets import (
 from net.schema.describe_topic_partitions import Cursor, DescribeTopicPartitionsRequest
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopic
 from net.schema.describe_transactions import DescribeTransactionsRequest
+from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from net.schema.end_txn import EndTxnRequest
+from net.schema.find_coordinator import FindCoordinatorRequest
+from net.schema.heartbeat import HeartbeatRequest
 from net.schema.initialize_share_group_state import InitializeShareGroupStateRequest, InitializeStateData
 from net.schema.initialize_share_group_state import PartitionData as InitializePartition
+from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from net.schema.leave_group import LeaveGroupRequest, MemberIdentity
 from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.list_partition_reassignments import ListPartitionReassignmentsRequest
 from net.schema.list_transactions import ListTransactionsRequest
 from net.schema.messages import MESSAGES
+from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from net.schema.offset_delete import OffsetDeleteRequest, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic
+from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
 from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -75,6 +95,7 @@ from net.schema.share_acknowledge import ShareAcknowledgeRequest
 from net.schema.share_fetch import ShareFetchRequest
 from net.schema.share_group_describe import ShareGroupDescribeRequest
 from net.schema.share_group_heartbeat import ShareGroupHeartbeatRequest
+from net.schema.sync_group import SyncGroupRequest
 from net.schema.txn_offset_commit import TxnOffsetCommitRequest
 from net.schema.write_share_group_state import PartitionData as WritePartition
 from net.schema.write_share_group_state import WriteShareGroupStateRequest, WriteStateData
@@ -364,7 +385,68 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
         (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, encode(ReadShareGroupStateSummaryRequest(group_id=MINE, topics=(
             ReadStateSummaryData(topic_id=ANY_ID, partitions=(SummaryPartition(),)),))),
          state_rows(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY), [CLUSTER_DENIED]),
+        # the classic group apis, typed (native v1): another principal's group, a topic she may not read
+        (ApiKey.FIND_COORDINATOR, encode(FindCoordinatorRequest(key=VICTIM)), top, [GROUP_DENIED]),
+        (ApiKey.FIND_COORDINATOR, encode(FindCoordinatorRequest(coordinator_keys=(VICTIM,))),
+         lambda a: [c.error_code for c in typed(ApiKey.FIND_COORDINATOR, a).coordinators], [GROUP_DENIED]),
+        (ApiKey.FIND_COORDINATOR, encode(FindCoordinatorRequest(key="victim-txn", key_type=1)), top, [TXN_DENIED]),
+        (ApiKey.JOIN_GROUP, encode(JoinGroupRequest(group_id=VICTIM, session_timeout=datetime.timedelta(seconds=10),
+         protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range"),))), top, [GROUP_DENIED]),
+        (ApiKey.SYNC_GROUP, encode(SyncGroupRequest(group_id=VICTIM, generation_id=1, member_id="m")), top,
+         [GROUP_DENIED]),
+        (ApiKey.HEARTBEAT, encode(HeartbeatRequest(group_id=VICTIM, generation_id=1, member_id="m")), top,
+         [GROUP_DENIED]),
+        (ApiKey.LEAVE_GROUP, encode(LeaveGroupRequest(group_id=VICTIM, members=(MemberIdentity(member_id="m"),))),
+         top, [GROUP_DENIED]),
+        (ApiKey.OFFSET_COMMIT, encode(OffsetCommitRequest(group_id=VICTIM, topics=(OffsetCommitRequestTopic(
+            name=MY_TOPIC, partitions=(OffsetCommitRequestPartition(committed_offset=999),)),))), top, [GROUP_DENIED]),
+        (ApiKey.OFFSET_COMMIT, encode(OffsetCommitRequest(group_id=MINE, topics=(OffsetCommitRequestTopic(
+            name=SECRET, partitions=(OffsetCommitRequestPartition(committed_offset=999),)),))),
+         lambda a: [p.error_code for t in typed(ApiKey.OFFSET_COMMIT, a).topics for p in t.partitions],
+         [TOPIC_DENIED]),
+        (ApiKey.OFFSET_FETCH, encode(OffsetFetchRequest(group_id=VICTIM, topics=None)), top, [GROUP_DENIED]),
+        (ApiKey.OFFSET_FETCH, encode(OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id=VICTIM),
+                                                                OffsetFetchRequestGroup(group_id=MINE, topics=(
+            OffsetFetchRequestTopics(name=SECRET, partition_indexes=(0,)),))))),
+         lambda a: [g.error_code for g in typed(ApiKey.OFFSET_FETCH, a).groups]
+         + [p.error_code for g in typed(ApiKey.OFFSET_FETCH, a).groups for t in g.topics for p in t.partitions],
+         [0, GROUP_DENIED, TOPIC_DENIED]),
+        (ApiKey.DESCRIBE_GROUPS, encode(DescribeGroupsRequest(groups=(VICTIM,), include_authorized_operations=True)),
+         lambda a: [g.error_code for g in typed(ApiKey.DESCRIBE_GROUPS, a).groups], [GROUP_DENIED]),
+        (ApiKey.DELETE_GROUPS, encode(DeleteGroupsRequest(groups_names=(VICTIM,))),
+         lambda a: [r.error_code for r in typed(ApiKey.DELETE_GROUPS, a).results], [GROUP_DENIED]),
+        (ApiKey.OFFSET_DELETE, encode(OffsetDeleteRequest(group_id=VICTIM, topics=(OffsetDeleteRequestTopic(
+            name=MY_TOPIC, partitions=(OffsetDeleteRequestPartition(),)),))), top, [GROUP_DENIED]),
+        (ApiKey.OFFSET_DELETE, encode(OffsetDeleteRequest(group_id=MINE, topics=(OffsetDeleteRequestTopic(
+            name=SECRET, partitions=(OffsetDeleteRequestPartition(),)),))),
+         lambda a: [p.error_code for t in typed(ApiKey.OFFSET_DELETE, a).topics for p in t.partitions],
+         [TOPIC_DENIED]),
+        # ACLs, SCRAM credentials, client quotas, typed (native v1): the cluster's, refused as a whole
+        (ApiKey.DESCRIBE_ACLS, encode(DescribeAclsRequest(resource_type_filter=1, operation=1, permission_type=1)),
+         top, [CLUSTER_DENIED]),
+        (ApiKey.CREATE_ACLS, encode(CreateAclsRequest(creations=(AclCreation(
+            resource_type=4, resource_name="kafka-cluster", principal="User:alice", host="*", operation=1,
+            permission_type=3),))), top, [CLUSTER_DENIED]),
+        (ApiKey.DELETE_ACLS, encode(DeleteAclsRequest(filters=(DeleteAclsFilter(resource_type_filter=1, operation=1,
+                                                                                permission_type=1),))),
+         top, [CLUSTER_DENIED]),
+        (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, encode(DescribeUserScramCredentialsRequest()), top, [CLUSTER_DENIED]),
+        (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, encode(AlterUserScramCredentialsRequest(deletions=(
+            ScramCredentialDeletion(name="admin", mechanism=1),))), top, [CLUSTER_DENIED]),
+        (ApiKey.DESCRIBE_CLIENT_QUOTAS, encode(DescribeClientQuotasRequest()), top, [CLUSTER_DENIED]),
+        (ApiKey.ALTER_CLIENT_QUOTAS, encode(AlterClientQuotasRequest(entries=(QuotaEntry(
+            entity=(QuotaEntity(entity_type="user", entity_name="alice"),),
+            ops=(QuotaOp(key="producer_byte_rate", value=1e12),)),))), top, [CLUSTER_DENIED]),
+        # open to her, as Kafka's; she may do nothing on the cluster, and is told so when she asks
+        (ApiKey.DESCRIBE_CLUSTER, encode(DescribeClusterRequest(include_cluster_authorized_operations=True)),
+         lambda a: [typed(ApiKey.DESCRIBE_CLUSTER, a).error_code,
+                    typed(ApiKey.DESCRIBE_CLUSTER, a).cluster_authorized_operations], [0, 0]),
     ]  # fmt: skip
+
+
+def typed(api: ApiKey, answer: Any) -> Any:
+    """A typed answer (its msgpack array) read into the api's response class."""
+    return decode(MESSAGES[api][1], answer)
 
 
 def native_cases() -> list[tuple[ApiKey, dict, Callable[[dict], list], list]]:

@@ -26,8 +26,12 @@ from net import batch as batch_fmt
 from net.messages import decode as decode_message
 from net.messages import encode as encode_message
 from net.protocol import TYPED_SINCE, ApiKey, encode_request, parse_response
+from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.messages import MESSAGES
+from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from tests.integration.cluster_harness import ClusterHarness
 from tests.integration.test_kafka_protocol_errors import frame as kafka_frame
 
@@ -124,9 +128,12 @@ def test_offset_commit_then_fetch(cluster, listener):
                       "topics": [{"name": TOPIC, "partitions": [part]}]}  # fmt: skip
             fetch = {"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": [0]}]}
             return (ApiKey.OFFSET_COMMIT, 7, commit), (ApiKey.OFFSET_FETCH, 7, fetch)
-        commit = {"group_id": group, "generation_id": -1, "member_id": "", "topics": [[TOPIC, [[0, offset, ""]]]]}
-        fetch = {"group_id": group, "topics": [[TOPIC, [0]]]}
-        return (ApiKey.OFFSET_COMMIT, 0, commit), (ApiKey.OFFSET_FETCH, 0, fetch)
+        part = OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)
+        commit = OffsetCommitRequest(group_id=group, topics=(OffsetCommitRequestTopic(name=TOPIC, partitions=(part,)),))
+        fetch = OffsetFetchRequest(
+            group_id=group, topics=(OffsetFetchRequestTopic(name=TOPIC, partition_indexes=(0,)),)
+        )
+        return (ApiKey.OFFSET_COMMIT, 1, commit), (ApiKey.OFFSET_FETCH, 1, fetch)
 
     def check(i: int, committed: Any, fetched: Any) -> None:
         if listener == "kafka":
@@ -134,9 +141,9 @@ def test_offset_commit_then_fetch(cluster, listener):
             row = fetched["topics"][0]["partitions"][0]
             got = (row["error_code"], row["committed_offset"])
         else:
-            assert committed["topics"][0][1][0][1] == 0, committed
-            row = fetched["topics"][0][1][0]
-            got = (row[3], row[1])
+            assert committed.topics[0].partitions[0].error_code == 0, committed
+            p = fetched.topics[0].partitions[0]
+            got = (p.error_code, p.committed_offset)
         assert got == (0, 1000 + i), f"round {i}: the fetch answered {got}, not the offset committed just before"
 
     rounds(cluster, coordinator, listener, pair, check)
@@ -215,18 +222,21 @@ def test_create_acls_then_describe_acls(cluster, listener):
             described = {"resource_type_filter": TOPIC_RESOURCE, "resource_name_filter": name,
                          "pattern_type_filter": LITERAL, "operation": ANY, "permission_type": ANY}  # fmt: skip
             return (ApiKey.CREATE_ACLS, 2, {"creations": [creation]}), (ApiKey.DESCRIBE_ACLS, 2, described)
-        creation_row = [TOPIC_RESOURCE, name, LITERAL, "User:reader", "*", READ, ALLOW]
-        acl_filter = [TOPIC_RESOURCE, name, LITERAL, None, None, ANY, ANY]
-        return (ApiKey.CREATE_ACLS, 0, {"creations": [creation_row]}), (ApiKey.DESCRIBE_ACLS, 0, {"filter": acl_filter})
+        creation = AclCreation(resource_type=TOPIC_RESOURCE, resource_name=name, resource_pattern_type=LITERAL,
+                               principal="User:reader", host="*", operation=READ, permission_type=ALLOW)  # fmt: skip
+        described = DescribeAclsRequest(resource_type_filter=TOPIC_RESOURCE, resource_name_filter=name,
+                                        pattern_type_filter=LITERAL, operation=ANY, permission_type=ANY)  # fmt: skip
+        return (ApiKey.CREATE_ACLS, 1, CreateAclsRequest(creations=(creation,))), (ApiKey.DESCRIBE_ACLS, 1, described)
 
     def check(i: int, created: Any, described: Any) -> None:
-        assert described["error_code"] == 0, described
         if listener == "kafka":
+            assert described["error_code"] == 0, described
             assert created["results"][0]["error_code"] == 0, created
             found = [r["resource_name"] for r in described["resources"]]
         else:
-            assert created["results"][0][0] == 0, created
-            found = [row[1] for row in described["bindings"]]
+            assert described.error_code == 0, described
+            assert created.results[0].error_code == 0, created
+            found = [r.resource_name for r in described.resources]
         assert found == [f"acl-{listener}-{i}"], f"round {i}: DescribeAcls right after CreateAcls found {found}"
 
     rounds(cluster, controller, listener, pair, check)

@@ -1,4 +1,5 @@
-"""Typed messages (net/schema/, issue 26): ListOffsets, the first api whose handler takes and answers typed classes.
+"""Typed messages (net/schema/, issue 26): ListOffsets, the first api whose handler takes and answers typed classes,
+and the classic group apis typed since.
 
 One handler serves three doors and they must agree: the native typed version (v1, a msgpack array checked field by
 field), the native map version 0 that clients of the last release still send, and Kafka's binary protocol at
@@ -20,9 +21,29 @@ from kio.serial import entity_reader
 from client.sync import Producer
 from net.connection import BrokerConnection
 from net.errors import ErrorCode
-from net.messages import encode
+from net.messages import decode, encode
 from net.protocol import ApiKey
+from net.schema.alter_client_quotas import AlterClientQuotasRequest
+from net.schema.alter_client_quotas import EntityData as QuotaEntity
+from net.schema.alter_client_quotas import EntryData as QuotaEntry
+from net.schema.alter_client_quotas import OpData as QuotaOp
+from net.schema.delete_groups import DeleteGroupsRequest
+from net.schema.describe_acls import DescribeAclsRequest
+from net.schema.describe_client_quotas import ComponentData as QuotaComponent
+from net.schema.describe_client_quotas import DescribeClientQuotasRequest
+from net.schema.describe_cluster import DescribeClusterRequest
+from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, UserName
+from net.schema.find_coordinator import FindCoordinatorRequest
+from net.schema.heartbeat import HeartbeatRequest
+from net.schema.list_groups import ListGroupsRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
+from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
 from tests.integration.cluster_harness import ClusterHarness
 from tests.integration.test_kafka_protocol_errors import frame, read_frame
 
@@ -166,3 +187,112 @@ def test_an_unserved_kafka_version_is_answered_in_its_own_layout_with_the_reques
         assert topic.name == TOPIC and [(p.partition_index, int(p.error_code)) for p in topic.partitions] == [
             (1, ErrorCode.UNSUPPORTED_VERSION)
         ]
+
+
+def test_the_group_apis_answer_alike_typed_and_in_their_native_v0_maps(cluster):
+    """The classic group apis are typed since native v1 (issue 26 §1); a client of the last release still sends
+    the v0 maps, read into the same typed request and answered in the old shapes, for one more release."""
+    group = "typed-group"
+
+    async def work(conn):
+        deadline = asyncio.get_running_loop().time() + 30
+        while (found := await conn.call(FindCoordinatorRequest(key=group))).error_code:
+            assert asyncio.get_running_loop().time() < deadline, found
+            await asyncio.sleep(0.1)
+        legacy_found = await conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0})
+        part = OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")
+        commit = OffsetCommitRequest(group_id=group, topics=(OffsetCommitRequestTopic(name=TOPIC, partitions=(part,)),))
+        while isinstance(committed := await conn.request(ApiKey.OFFSET_COMMIT, encode(commit), 1), dict):
+            assert committed["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, committed
+            await asyncio.sleep(0.1)
+        asked = (OffsetFetchRequestTopics(name=TOPIC, partition_indexes=(0,)),)
+        fetched = await conn.call(OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id=group, topics=asked),)))
+        legacy_fetched = await conn.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": [[TOPIC, [0]]]})
+        classic = await conn.call(ListGroupsRequest(types_filter=("CLASSIC",)))
+        stable = await conn.call(ListGroupsRequest(states_filter=("Stable",)))
+        legacy_listed = await conn.request(ApiKey.LIST_GROUPS, {})
+        legacy_deleted = await conn.request(ApiKey.OFFSET_DELETE, {"group_id": group, "topics": [[TOPIC, [0]]]})
+        deleted = await conn.call(DeleteGroupsRequest(groups_names=(group,)))
+        legacy_gone = await conn.request(ApiKey.DELETE_GROUPS, {"groups": [group]})
+        both_shapes = await conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "keys": [group]})
+        beat = encode(HeartbeatRequest(group_id=group, generation_id=1, member_id="m"))
+        beat[1] = 2**31
+        too_big = await conn.request(ApiKey.HEARTBEAT, beat, 1)
+        return (found, legacy_found, committed, fetched, legacy_fetched, classic, stable, legacy_listed,
+                legacy_deleted, deleted, legacy_gone, both_shapes, too_big)  # fmt: skip
+
+    (found, legacy_found, committed, fetched, legacy_fetched, classic, stable, legacy_listed, legacy_deleted, deleted,
+     legacy_gone, both_shapes, too_big) = _native(cluster, work)  # fmt: skip
+    assert (found.node_id, found.port) == (legacy_found["node_id"], legacy_found["port"]) == (1, cluster[1].port)
+    committed = decode(OffsetCommitResponse, committed)  # the raw answer of a typed request: its msgpack array
+    assert [(p.partition_index, p.error_code) for p in committed.topics[0].partitions] == [(0, 0)]
+    (g,) = fetched.groups
+    assert (g.group_id, g.error_code) == (group, 0)
+    assert [(p.partition_index, p.committed_offset, p.metadata) for p in g.topics[0].partitions] == [(0, 5, "m")]
+    assert legacy_fetched == {"error_code": 0, "topics": [[TOPIC, [[0, 5, "m", 0]]]]}
+    assert [(x.group_id, x.group_state, x.group_type) for x in classic.groups] == [(group, "Empty", "classic")]
+    assert group not in [x.group_id for x in stable.groups]
+    row = legacy_listed["groups"].index([group, "consumer", "Empty"])
+    assert legacy_listed["group_types"][row] == "classic"
+    assert legacy_deleted == {"error_code": 0, "topics": [[TOPIC, [[0, 0, None]]]]}
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, 0)]
+    assert legacy_gone == {"results": [[group, ErrorCode.GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND"]]}
+    assert both_shapes["error_code"] == ErrorCode.INVALID_REQUEST and "not both" in both_shapes["error_message"]
+    assert too_big["error_code"] == ErrorCode.INVALID_REQUEST and "generation_id" in too_big["error_message"]
+
+
+def test_the_quota_scram_and_acl_apis_answer_alike_typed_and_in_their_native_v0_maps(cluster):
+    """Typed since native v1 as well (issue 26 §1): a change made typed reads back in the v0 maps and the other way
+    round; a v0 map of the wrong shape is INVALID_REQUEST, and the connection goes on."""
+    user = (QuotaEntity(entity_type="user", entity_name="typed-user"),)
+
+    async def work(conn):
+        op = QuotaOp(key="producer_byte_rate", value=1024.0)
+        altered = await conn.call(AlterClientQuotasRequest(entries=(QuotaEntry(entity=user, ops=(op,)),)))
+        legacy_described = await conn.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"entity": [["user", "typed-user"]]})
+        exact = QuotaComponent(entity_type="user", match="typed-user")
+        described = await conn.call(DescribeClientQuotasRequest(components=(exact,), strict=True))
+        removal = {"entries": [[[["user", "typed-user"]], {"producer_byte_rate": None}]]}
+        legacy_removed = await conn.request(ApiKey.ALTER_CLIENT_QUOTAS, removal)
+        gone = await conn.call(DescribeClientQuotasRequest(components=(exact,)))
+        scram = await conn.call(DescribeUserScramCredentialsRequest(users=(UserName(name="nobody"),)))
+        legacy_scram = await conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": ["nobody"]})
+        acls = await conn.request(ApiKey.DESCRIBE_ACLS, encode(DescribeAclsRequest(resource_type_filter=1)), 1)
+        legacy_acls = await conn.request(ApiKey.DESCRIBE_ACLS, {"filter": [1, None, 1, None, None, 1, 1]})
+        bad = await conn.request(ApiKey.DESCRIBE_ACLS, {"filter": [1, 2]})
+        return altered, legacy_described, described, legacy_removed, gone, scram, legacy_scram, acls, legacy_acls, bad
+
+    altered, legacy_described, described, legacy_removed, gone, scram, legacy_scram, acls, legacy_acls, bad = _native(
+        cluster, work
+    )
+    assert [(e.error_code, e.entity[0].entity_name) for e in altered.entries] == [(0, "typed-user")]
+    assert legacy_described == {
+        "error_code": 0,
+        "entries": [[[["user", "typed-user"]], {"producer_byte_rate": 1024.0}]],
+    }
+    assert [[(v.key, v.value) for v in e.values] for e in described.entries] == [[("producer_byte_rate", 1024.0)]]
+    assert legacy_removed == {"results": [[[["user", "typed-user"]], 0, None]]}
+    assert not gone.entries
+    assert [(r.user, r.error_code) for r in scram.results] == [("nobody", ErrorCode.RESOURCE_NOT_FOUND)]
+    assert legacy_scram["results"] == [["nobody", ErrorCode.RESOURCE_NOT_FOUND, scram.results[0].error_message, []]]
+    # no authorizer here: the ACL apis answer SECURITY_DISABLED, as one error for the whole request, either way
+    assert acls["error_code"] == legacy_acls["error_code"] == ErrorCode.SECURITY_DISABLED
+    assert bad["error_code"] == ErrorCode.INVALID_REQUEST and "ACL row" in bad["error_message"]
+
+
+def test_describe_cluster_is_typed_on_both_listeners(cluster):
+    """DescribeCluster (KIP-700) from its first native version: the brokers of the listener asked, the controller,
+    the cluster id; the controllers' endpoints (KIP-919) are not a broker's to give."""
+
+    async def work(conn):
+        return await conn.call(DescribeClusterRequest()), await conn.call(DescribeClusterRequest(endpoint_type=2))
+
+    described, controllers = _native(cluster, work)
+    assert described.error_code == 0 and described.cluster_id and described.controller_id == 1
+    assert [(b.broker_id, b.port) for b in described.brokers] == [(1, cluster[1].port)]
+    assert controllers.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE and not controllers.brokers
+    with socket.create_connection(("127.0.0.1", cluster[1].kafka_port), timeout=10) as s:
+        s.sendall(frame(60, 1, 7, {"include_cluster_authorized_operations": False, "endpoint_type": 1}))
+        resp, _ = entity_reader(load_response_schema(60, 1))(read_frame(s), 5)
+        assert resp.cluster_id == described.cluster_id and resp.controller_id == 1
+        assert [(b.broker_id, b.port) for b in resp.brokers] == [(1, cluster[1].kafka_port)]

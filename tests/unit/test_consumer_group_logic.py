@@ -234,7 +234,7 @@ def test_offset_commits_carry_the_member_epoch():
     def commit(member, epoch):
         tok = next(_tokens)
         (r,) = h.run(h.lg.commit(tok, P, "g", epoch, member, {("t", 0): (5, "")}, 10, known))
-        return r.body["topics"][0][1][0][1]
+        return r.body["error_code"] if "error_code" in r.body else r.body["topics"][0][1][0][1]  # refused, or rows
 
     assert commit("a", a.epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
     assert commit("a", a.epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
@@ -417,7 +417,7 @@ def test_a_consumer_member_upgrades_a_classic_group_online_and_its_leaving_downg
     assert r.body["topics"][0][1][0][1] == 0
     assert gen3 == gen + 1
     (r,) = h.run(lg.commit(next(_tokens), P, "g", gen, cid, {("t", 1): (4, "")}, 90, dict(TOPICS)))
-    assert r.body["topics"][0][1][0][1] == ErrorCode.ILLEGAL_GENERATION
+    assert r.body["error_code"] == ErrorCode.ILLEGAL_GENERATION
     # The consumer-protocol member leaves: a group of classic members only is a classic group again, rebalancing.
     r = h.beat(new, 100, epoch=-1)
     g = lg.groups["g"]

@@ -1,7 +1,7 @@
-"""Null arrays and strings in Kafka requests (issue 25 §5): every array field of every request of every adapter
+"""Null arrays and strings in Kafka requests (issue 25 §5): every array field of every request of every served api
 and version, sent null (-1 length), is either refused as malformed (the schema does not allow null there, as
-Kafka's parser refuses it) or handled by the adapter, never a traceback. And before a SASL login, requests other
-than ApiVersions and the login's own are not read past their header."""
+Kafka's parser refuses it) or handled (by the adapter, or read into the api's typed class), never a traceback.
+And before a SASL login, requests other than ApiVersions and the login's own are not read past their header."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 from kio.serial import entity_writer
 
-from broker.network.kafka.codec import ADAPTERS, KafkaCodec, KafkaRequest
+from broker.network.kafka.codec import SERVED, KafkaCodec, KafkaRequest, TypedKafkaRequest
 from broker.network.kafka.entities import build
 from broker.network.server import error_body
 from net.errors import ErrorCode
@@ -88,8 +88,7 @@ def _frame(api_key: int, version: int, entity: Any) -> bytes:
 
 
 def _cases() -> Iterator[tuple[int, int, tuple, bool]]:
-    for api_key, adapter in sorted(ADAPTERS.items()):
-        lo, hi = adapter.versions
+    for api_key, (lo, hi) in sorted(SERVED.items()):
         for version in range(lo, hi + 1):
             for path, nullable in _array_paths(load_request_schema(api_key, version)):
                 yield api_key, version, path, nullable
@@ -98,12 +97,13 @@ def _cases() -> Iterator[tuple[int, int, tuple, bool]]:
 CASES = list(_cases())
 
 
-def test_the_walk_covers_every_adapter():
-    # Every served api with an array in its request (Heartbeat, DescribeAcls, InitProducerId and
-    # DescribeCluster have none).
+def test_the_walk_covers_every_served_api():
+    # Every adapted api with an array in its request (Heartbeat, DescribeAcls, InitProducerId and
+    # DescribeCluster have none), and the typed ones (their classes of net/schema/).
     with_arrays = {0, 1, 2, 3, 8, 9, 10, 11, 13, 14, 15, 16, 19, 20, 30, 31, 32, 33, 37, 42, 43, 44, 47, 48, 49, 50, 51}
-    assert {k for k, *_ in CASES} == with_arrays & set(ADAPTERS)
-    assert len(CASES) > 200
+    walked = {k for k, *_ in CASES}
+    assert with_arrays & set(SERVED) <= walked and walked <= set(SERVED)
+    assert len(CASES) > 300
 
 
 @pytest.mark.parametrize(("api_key", "version", "path", "nullable"), CASES, ids=lambda v: str(v))
@@ -116,20 +116,20 @@ def test_a_null_array_is_refused_or_handled(api_key, version, path, nullable):
         with pytest.raises(FrameError, match="non-nullable field .* was null"):
             codec.feed(data)
         return
-    (req,) = codec.feed(data)  # the adapter reads null as the schema means it (e.g. "all topics")
-    assert isinstance(req, KafkaRequest) or req.immediate is not None
-    if isinstance(req, KafkaRequest):
+    (req,) = codec.feed(data)  # read as the schema means it (e.g. "all topics")
+    assert isinstance(req, (KafkaRequest, TypedKafkaRequest)) or req.immediate is not None
+    if isinstance(req, (KafkaRequest, TypedKafkaRequest)):
         frame = req.encode(error_body(ErrorCode.NOT_CONTROLLER, "a whole-request error answers per null array"))
         assert frame is not None and len(frame) > 8
 
 
-@pytest.mark.parametrize("api_key", sorted(k for k in ADAPTERS if k not in (17, 18, 36)))
+@pytest.mark.parametrize("api_key", sorted(k for k in SERVED if k not in (17, 18, 36)))
 def test_before_a_login_only_the_header_is_read(api_key):
     """A request that is not the login's, sent before it, is handed on with an empty body (the connection
     refuses it and closes) even when its body is garbage that would not parse."""
     codec = KafkaCodec(1 << 20)
     codec.expect_login(524288)
-    lo, hi = ADAPTERS[api_key].versions
+    lo, hi = SERVED[api_key]
     payload = struct.pack(">hhih", api_key, hi, 9, 4) + b"fuzz" + b"\xff" * 7
     (req,) = codec.feed(struct.pack(">i", len(payload)) + payload)
     assert not isinstance(req, KafkaRequest) and req.body == {} and req.immediate is None

@@ -182,3 +182,38 @@ def test_the_generated_classes_are_what_the_installed_kio_gives():
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "scripts/generate_messages.py", "--check"], cwd=root, capture_output=True)
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+
+
+def test_a_whole_request_error_answers_every_item_asked_even_under_another_name():
+    """Kafka's getErrorResponse answers each item of the request: CreateAcls' `creations` in `results`, DeleteAcls'
+    `filters` in `filter_results`, AlterUserScramCredentials' deletions and upsertions by user, AlterClientQuotas'
+    entries with their entities."""
+    from net.schema.alter_client_quotas import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+        EntityData,
+        EntryData,
+    )
+    from net.schema.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        ScramCredentialDeletion,
+        ScramCredentialUpsertion,
+    )
+    from net.schema.convert import error_response
+    from net.schema.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
+    from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest, DeleteAclsResponse
+
+    denied = 31  # CLUSTER_AUTHORIZATION_FAILED
+    created = error_response(CreateAclsRequest(creations=(AclCreation(), AclCreation())), CreateAclsResponse, denied)
+    assert [r.error_code for r in created.results] == [denied, denied]
+    deleted = error_response(DeleteAclsRequest(filters=(DeleteAclsFilter(),)), DeleteAclsResponse, denied, "no")
+    assert [(r.error_code, r.error_message, r.matching_acls) for r in deleted.filter_results] == [(denied, "no", ())]
+    scram = AlterUserScramCredentialsRequest(
+        deletions=(ScramCredentialDeletion(name="a"),), upsertions=(ScramCredentialUpsertion(name="b"),)
+    )
+    altered = error_response(scram, AlterUserScramCredentialsResponse, denied)
+    assert [(r.user, r.error_code) for r in altered.results] == [("a", denied), ("b", denied)]
+    quotas = AlterClientQuotasRequest(entries=(EntryData(entity=(EntityData(entity_type="user", entity_name="x"),)),))
+    (entry,) = error_response(quotas, AlterClientQuotasResponse, denied).entries
+    assert entry.error_code == denied and [(e.entity_type, e.entity_name) for e in entry.entity] == [("user", "x")]

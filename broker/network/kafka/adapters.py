@@ -7,7 +7,7 @@ keeps what the client's version has). `error` answers a request that failed as a
 code in every row, as Kafka's `getErrorResponse` does.
 
 Adding an api: subclass Adapter with the versions it serves, list it in its module's list (CORE_ADAPTERS
-here, GROUP_ADAPTERS in group_adapters.py, ...), which codec.py's ADAPTERS gathers, and describe it in
+here, ADMIN_ADAPTERS in admin_adapters.py, ...), which codec.py's ADAPTERS gathers, and describe it in
 docs/COMPATIBILITY.md.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from broker.security.listeners import reachable_controller
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 
@@ -285,16 +286,11 @@ class Metadata(Adapter):
 
 
 def _kafka_controller(native: dict[str, Any]) -> int:
-    """The controller a Kafka client is told of must be one it can reach: clients send admin requests to it,
-    and librdkafka waits (up to the request timeout) for a controller missing from the broker list. Until
-    the active controller's Kafka listener is registered, name the answering broker, which forwards admin
-    requests to the controller (KIP-590); Kafka in KRaft mode names a random live broker for that reason."""
-    controller: int = native.get("controller_id", -1)
+    """The controller a Kafka client can reach (broker/security/listeners.py reachable_controller)."""
     listed = {row[0] for row in native.get("brokers") or []}
-    if controller in listed:
-        return controller
-    me = (native.get("broker_info") or {}).get("broker_id", -1)
-    return me if me in listed else -1
+    return reachable_controller(
+        native.get("controller_id", -1), listed, (native.get("broker_info") or {}).get("broker_id", -1)
+    )
 
 
 def _hex(topic_id: Any) -> str:
@@ -312,31 +308,7 @@ def _uuid(topic_id: str) -> str:
     )
 
 
-class DescribeCluster(Adapter):
-    api_key, versions = 60, (0, 1)
-
-    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        return ApiKey.METADATA, {
-            "topics": [],
-            "listener": "kafka",
-            "allow_auto_topic_creation": False,
-            "include_cluster_authorized_operations": req.get("include_cluster_authorized_operations", False),
-        }
-
-    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
-        return {
-            "error_code": 0,
-            "cluster_id": native.get("cluster_id") or "",
-            "controller_id": _kafka_controller(native),
-            "brokers": _brokers(native, "broker_id"),
-            "cluster_authorized_operations": native.get("cluster_authorized_operations", NOT_GIVEN),
-        }
-
-    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
-        return {"error_code": code, "error_message": message, "cluster_id": "", "brokers": []}
-
-
-CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch(), Metadata(), DescribeCluster()]
+CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch(), Metadata()]
 
 
 def _append_time(ms: int) -> datetime.datetime | None:

@@ -25,11 +25,10 @@ from kio.serial import entity_reader, entity_writer
 from broker.network.kafka.adapters import CORE_ADAPTERS, Adapter, AdapterError, api_versions_response
 from broker.network.kafka.admin_adapters import ADMIN_ADAPTERS
 from broker.network.kafka.entities import build, null_field, plain
-from broker.network.kafka.group_adapters import GROUP_ADAPTERS
 from broker.network.kafka.security_adapters import SECURITY_ADAPTERS, SaslTokenFrame
 from broker.network.server import FramedCodec, Request
 from net.errors import ErrorCode
-from net.protocol import TYPED_SINCE, FrameError
+from net.protocol import TYPED_SINCE, ApiKey, FrameError
 from net.schema.convert import error_response, from_kio, to_kio
 from net.schema.messages import MESSAGES
 
@@ -43,9 +42,7 @@ _SASL_HANDSHAKE = 17
 _SASL_AUTHENTICATE = 36
 _LOGIN_APIS = (_SASL_HANDSHAKE, _SASL_AUTHENTICATE)
 # Every Kafka api this listener serves, by api key.
-ADAPTERS: dict[int, Adapter] = {
-    a.api_key: a for a in (*CORE_ADAPTERS, *GROUP_ADAPTERS, *ADMIN_ADAPTERS, *SECURITY_ADAPTERS)
-}
+ADAPTERS: dict[int, Adapter] = {a.api_key: a for a in (*CORE_ADAPTERS, *ADMIN_ADAPTERS, *SECURITY_ADAPTERS)}
 # Every Kafka api whose handler takes and answers the typed classes of net/schema/ (no adapter): the request is
 # read with kio's class for the client's version and converted, the answer converted back (net/schema/convert.py).
 TYPED: dict[int, tuple[type, type]] = {k: MESSAGES[k] for k in TYPED_SINCE}
@@ -128,8 +125,9 @@ class TypedKafkaRequest(Request):
             if body.get("throttle_time_ms") and hasattr(answer, "throttle_time"):
                 answer.throttle_time = datetime.timedelta(milliseconds=body["throttle_time_ms"])
             body = answer
-        if self.kafka_version < _FENCED_SINCE.get(self.api_key, 0):
-            _older_fencing_code(body)
+        older = self.kafka_version < _FENCED_SINCE.get(self.api_key, 0)
+        if older or self.api_key in _OWN_CODES_APIS:
+            _kafka_codes(body, older)
         kio_cls = load_response_schema(self.api_key, self.kafka_version)
         return _frame(self.correlation_id, self.flexible, kio_cls, to_kio(body, kio_cls))
 
@@ -139,20 +137,30 @@ class TypedKafkaRequest(Request):
 _FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 2}
 
 
-def _older_fencing_code(message: Any) -> None:
-    """Every PRODUCER_FENCED in a typed answer (nested rows included) becomes INVALID_PRODUCER_EPOCH."""
+# Kafka Lite's own codes a Kafka client does not know, as Kafka's clients should read them: PARTITION_NOT_ASSIGNED
+# (a commit of a partition the member does not hold now) is ILLEGAL_GENERATION, which they answer by rejoining.
+_KAFKA_CODE = {int(ErrorCode.PARTITION_NOT_ASSIGNED): int(ErrorCode.ILLEGAL_GENERATION)}
+_OWN_CODES_APIS = frozenset({ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT})  # the apis that may answer one
+_OLDER_FENCING = {**_KAFKA_CODE, int(ErrorCode.PRODUCER_FENCED): int(ErrorCode.INVALID_PRODUCER_EPOCH)}
+
+
+def _kafka_codes(message: Any, older_fencing: bool) -> None:
+    """Every error code in a typed answer (nested rows included) as a Kafka client reads it; with `older_fencing`,
+    PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH too."""
     if isinstance(message, (tuple, list)):
         for m in message:
-            _older_fencing_code(m)
+            _kafka_codes(m, older_fencing)
         return
     if not hasattr(message, "__dataclass_fields__"):
         return
+    codes = _OLDER_FENCING if older_fencing else _KAFKA_CODE
     for name in message.__dataclass_fields__:
         value = getattr(message, name)
-        if name.endswith("error_code") and value == ErrorCode.PRODUCER_FENCED:
-            setattr(message, name, int(ErrorCode.INVALID_PRODUCER_EPOCH))
+        if name.endswith("error_code"):
+            if value in codes:
+                setattr(message, name, codes[value])
         elif isinstance(value, (tuple, list)) or hasattr(value, "__dataclass_fields__"):
-            _older_fencing_code(value)
+            _kafka_codes(value, older_fencing)
 
 
 class KafkaCodec(FramedCodec):
