@@ -306,7 +306,8 @@ class BrokerConfig(ShareKeys, SecurityKeys):
         "replica.socket.timeout.ms",
         3000,
         "How long a follower waits for its leader's answer to a fetch before it closes the connection and "
-        "makes a new one; at least replica.fetch.wait.max.ms.",
+        "makes a new one; at least replica.fetch.wait.max.ms (Kafka's default is 30000: a fetch stuck in a connection "
+        "a network cut hung waited for TCP's retransmissions).",
         ge=1,
     )
     replica_fetch_max_bytes: Int = key(
