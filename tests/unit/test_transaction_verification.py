@@ -128,3 +128,47 @@ def test_a_produce_behind_one_being_verified_appends_after_it(tmp_path):
         asyncio.run(scenario())
     finally:
         b.close()
+
+
+def test_first_batches_of_one_loop_turn_ask_the_coordinator_once(tmp_path):
+    """librdkafka sends a ProduceRequest per partition: a transaction's first batches on a leader arrive together.
+    Their questions go to the coordinator in one AddPartitionsToTxn (Kafka's AddPartitionsToTxnManager batches per
+    coordinator likewise), and each produce gets its own partitions' answers, a refusal included."""
+    b = VerifyingBroker(tmp_path)
+
+    async def scenario() -> None:
+        b.start()
+        pid, epoch = await b.begin({(TOPIC, 0)})
+        calls = [b.produce_call(pid, epoch, (p, 0)) for p in (0, 1)]  # partition 1 was never added
+        rows = await asyncio.gather(*(_answer(c) for c in calls))
+        assert [rows[0][0][1], rows[1][1][1]] == [0, ErrorCode.INVALID_TXN_STATE], rows
+        assert len(b.asked) == 1, b.asked
+        [txn] = b.asked[0].transactions
+        assert txn.verify_only and {(t.name, p) for t in txn.topics for p in t.partitions} == {(TOPIC, 0), (TOPIC, 1)}
+        assert [b.replicas.partitions[(TOPIC, p)].log.log_end_offset for p in (0, 1)] == [1, 0]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        b.close()
+
+
+def test_one_transactional_id_for_two_epochs_in_one_turn_asks_twice(tmp_path):
+    """A zombie's first batch and its successor's in the same turn: the answers are told apart by transactional id,
+    so the two questions go in two requests, and only the current epoch's batch is appended."""
+    b = VerifyingBroker(tmp_path)
+
+    async def scenario() -> None:
+        b.start()
+        pid, epoch = await b.begin({(TOPIC, 0), (TOPIC, 1)})
+        current, other = b.produce_call(pid, epoch, (0, 0)), b.produce_call(pid, epoch + 1, (1, 0))
+        rows_current, rows_other = await asyncio.gather(_answer(current), _answer(other))
+        assert rows_current[0][1] == 0 and rows_other[1][1] == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert sorted(r.transactions[0].producer_epoch for r in b.asked) == [epoch, epoch + 1]
+        assert all(len(r.transactions) == 1 for r in b.asked)
+        assert [b.replicas.partitions[(TOPIC, p)].log.log_end_offset for p in (0, 1)] == [1, 0]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        b.close()
