@@ -391,7 +391,11 @@ class ReplicaManager:
             except KafkaLiteError as e:
                 results[tp] = _error_result(ProduceResult, e)
 
-        await asyncio.gather(*(one(tp, last) for tp, last in pending.items()))
+        if len(pending) == 1:  # librdkafka's produce: one partition; awaited here, not in a task of a later turn
+            [(tp, last)] = pending.items()
+            await one(tp, last)
+        else:
+            await asyncio.gather(*(one(tp, last) for tp, last in pending.items()))
 
     # --- fetch ---------------------------------------------------------------
 

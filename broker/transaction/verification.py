@@ -219,9 +219,8 @@ class TransactionVerifier:
         # Unanswered (the coordinator down or unreachable, or this broker stopping): the producer retries.
         answer = AddPartitionsToTxnResponse(error_code=int(ErrorCode.NETWORK_EXCEPTION))
         try:
-            answer = await asyncio.wait_for(
-                self._send(coordinator, AddPartitionsToTxnRequest(transactions=tuple(transactions))), VERIFY_TIMEOUT_S
-            )
+            async with asyncio.timeout(VERIFY_TIMEOUT_S):  # not wait_for: no task of its own, a turn sooner
+                answer = await self._send(coordinator, AddPartitionsToTxnRequest(transactions=tuple(transactions)))
         except Exception as e:  # noqa: BLE001
             log.debug("verifying %s with broker %d failed: %s", sorted(questions), coordinator, e)
         finally:  # every asker is answered, whatever happened to the request

@@ -172,3 +172,34 @@ def test_one_transactional_id_for_two_epochs_in_one_turn_asks_twice(tmp_path):
         asyncio.run(scenario())
     finally:
         b.close()
+
+
+def test_the_produces_one_answer_verified_append_before_a_woken_fetch_reads(tmp_path):
+    """The produces that one verification answer lets through append in the same loop turn: a follower's fetch woken
+    by the first append then finds every one of them in the log (one replication round, not one per partition)."""
+    b = VerifyingBroker(tmp_path)
+
+    async def scenario() -> None:
+        b.start()
+        pid, epoch = await b.begin({(TOPIC, 0), (TOPIC, 1)})
+        p0, p1 = b.replicas.partitions[(TOPIC, 0)], b.replicas.partitions[(TOPIC, 1)]
+        woken = asyncio.get_running_loop().create_future()
+        p0.add_data_waiter(woken)
+        seen: list[int] = []
+
+        async def parked_fetch() -> None:  # as ReplicaManager.fetch_messages: resumes at the wake, then reads
+            await asyncio.wait({woken})
+            seen.append(p1.log.log_end_offset)
+
+        fetch = asyncio.ensure_future(parked_fetch())
+        calls = [b.produce_call(pid, epoch, (p, 0)) for p in (0, 1)]
+        rows = await asyncio.gather(*(_answer(c) for c in calls))
+        await fetch
+        assert [rows[0][0][1], rows[1][1][1]] == [0, 0] and len(b.asked) == 1
+        assert seen == [1], "partition 1's batch was not in the log when the fetch woken by partition 0's read"
+        assert p0.log.log_end_offset == 1
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        b.close()
