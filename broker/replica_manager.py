@@ -473,7 +473,12 @@ class ReplicaManager:
             for p in parts:
                 p.add_data_waiter(woken)
             try:
-                await asyncio.wait({woken}, timeout=remaining)
+                # Awaited directly, not through asyncio.wait's callbacks: a turn sooner from the append (or the
+                # high watermark's move) to the answer, in every acks=all replication round.
+                async with asyncio.timeout(remaining):
+                    await woken
+            except TimeoutError:
+                pass  # answered with what there is (min_bytes not reached within max_wait_ms)
             finally:
                 for p in parts:
                     p.remove_data_waiter(woken)
