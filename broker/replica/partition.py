@@ -468,7 +468,8 @@ class Partition:
             return
         fut = asyncio.get_running_loop().create_future()
         self._hw_waiters.append((last_offset, fut))
-        await asyncio.wait_for(fut, timeout)
+        async with asyncio.timeout(timeout):  # not wait_for: its callbacks cost a loop turn more per round
+            await fut
 
     def _check_hw_waiters(self) -> None:
         if not self._hw_waiters:

@@ -108,7 +108,9 @@ class ReplicaFetcher:
         # The follower's replication throttle (broker/quota/replication_quota.py), shared by the broker's fetchers.
         self.quota = quota
         self._task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()
+        self._changed = False  # a partition moved or joined: the fetch under way is cut short
+        self._polling = False  # the fetch loop is in _fetch_once, where cutting it short may cancel it
+        self._stopped = False
 
     def add(self, p: Partition) -> None:
         self.followed.add(p)
@@ -116,43 +118,55 @@ class ReplicaFetcher:
         # brand-new empty one (epoch 0) joins at the next fetch, within replica.fetch.wait.max.ms: a topic of
         # thousands of partitions, applied in slices, would otherwise restart the fetch after every slice.
         if p.leader_epoch > 0 or p.log.log_end_offset > 0:
-            self._changed.set()
+            self._cut_short()
         if self._task is None or self._task.done():
+            self._stopped = False
             self._task = asyncio.create_task(self._run())
 
     def remove(self, p: Partition) -> None:
         self.followed.remove(p)
 
     def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
 
+    def _cut_short(self) -> None:
+        """A partition was added while the long poll waits on the others' (idle) data: its first fetch must not
+        wait out replica.fetch.wait.max.ms, since acks=all waits on it after a leader change. The fetch under way
+        is cancelled (its response, if one came, is dropped; its offsets are fetched again)."""
+        self._changed = True
+        task = self._task
+        if self._polling and task is not None and task is not asyncio.current_task():
+            self._polling = False  # one cancel per fetch: each is taken back once (uncancel)
+            task.cancel()
+
     async def _run(self) -> None:
+        """Fetch after fetch, in this one task: the next fetch goes out in the turn its predecessor's answer was
+        handled. (A task per fetch, awaited with the wake-up event through asyncio.wait, put three loop turns
+        between a follower's append and its acknowledging fetch, a wait in every acks=all round.)"""
         while self.followed.partitions:
-            self._changed.clear()
-            fetch = asyncio.ensure_future(self._fetch_once())
-            changed = asyncio.ensure_future(self._changed.wait())
+            self._changed = False
+            self._polling = True
             try:
-                await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                changed.cancel()
-                if not fetch.done():
-                    # A partition was added while the long poll waits on the others' (idle) data: its first
-                    # fetch must not wait out replica.fetch.wait.max.ms, since acks=all waits on it after
-                    # a leader change. The abandoned response is dropped; its offsets are fetched again.
-                    fetch.cancel()
-            try:
-                await fetch
+                await self._fetch_once()
                 self._retry.reset()
             except asyncio.CancelledError:
-                if not self._changed.is_set():
+                if self._stopped or not self._changed:
                     raise  # we were cancelled (stop), not the fetch
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()  # cut short (_cut_short): the loop goes on
             except KafkaLiteError as e:
+                self._polling = False
                 log.debug("fetch from leader %d failed: %s", self.leader_id, e)
                 await asyncio.sleep(self._retry.next())
             except Exception:
+                self._polling = False
                 log.exception("replica fetcher for leader %d failed", self.leader_id)
                 await asyncio.sleep(self._retry.next())
+            finally:
+                self._polling = False
 
     def _unthrottled(
         self, specs: list[tuple[tuple[str, int], int, int, int]], sent: dict[tuple[str, int], tuple[Partition, int]]

@@ -391,7 +391,11 @@ class ReplicaManager:
             except KafkaLiteError as e:
                 results[tp] = _error_result(ProduceResult, e)
 
-        await asyncio.gather(*(one(tp, last) for tp, last in pending.items()))
+        if len(pending) == 1:  # librdkafka's produce: one partition; awaited here, not in a task of a later turn
+            [(tp, last)] = pending.items()
+            await one(tp, last)
+        else:
+            await asyncio.gather(*(one(tp, last) for tp, last in pending.items()))
 
     # --- fetch ---------------------------------------------------------------
 
@@ -469,7 +473,12 @@ class ReplicaManager:
             for p in parts:
                 p.add_data_waiter(woken)
             try:
-                await asyncio.wait({woken}, timeout=remaining)
+                # Awaited directly, not through asyncio.wait's callbacks: a turn sooner from the append (or the
+                # high watermark's move) to the answer, in every acks=all replication round.
+                async with asyncio.timeout(remaining):
+                    await woken
+            except TimeoutError:
+                pass  # answered with what there is (min_bytes not reached within max_wait_ms)
             finally:
                 for p in parts:
                     p.remove_data_waiter(woken)

@@ -105,6 +105,19 @@ def _codec(wire: str) -> Callable[[int], WireCodec]:
     return NativeCodec
 
 
+LANE_SPAN = 64  # consecutive partitions of a topic that share a replica fetcher lane
+
+
+def fetcher_lane(topic: str, partition: int, lanes: int) -> int:
+    """The replica fetcher lane (of num.replica.fetchers per leader) that follows a partition: a stable hash of its
+    topic and its run of LANE_SPAN partitions. A produce on one partition wakes a fetch covering a share of the
+    partitions followed from its leader, not all of them (a flood's thousands spread over the lanes); and the
+    partitions of a small topic, which a producer's requests and a transaction's markers append to together, share
+    one lane: one fetch round carries them all to a follower, where a lane per partition took a round each (and
+    each round's acknowledgement) for a transaction's eight partitions."""
+    return zlib.crc32(f"{topic}-{partition // LANE_SPAN}".encode()) % lanes
+
+
 class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -515,9 +528,7 @@ class BrokerServer:
 
     def _follow(self, p: Partition) -> None:
         self._unfollow(p)
-        # Kafka's num.replica.fetchers: a partition's lane by a stable hash, so that a produce on one partition
-        # wakes a fetch covering a share of the partitions followed from its leader, not all of them.
-        lane = zlib.crc32(f"{p.topic}-{p.partition}".encode()) % self.config.num_replica_fetchers
+        lane = fetcher_lane(p.topic, p.partition, self.config.num_replica_fetchers)
         f = self._fetchers.get((p.leader, lane))
         if f is None:
             f = self._fetchers[(p.leader, lane)] = ReplicaFetcher(

@@ -291,7 +291,8 @@ class BrokerConfig(ShareKeys, SecurityKeys):
         4,
         "Fetch loops per leader broker a follower runs, each over a share of the partitions it follows from "
         "that leader (Kafka's default is 1): an append wakes the one covering its partition, so the cost of a "
-        "replication round stays a share of the partitions after a flood of them.",
+        "replication round stays a share of the partitions after a flood of them. A topic's partitions go to "
+        "the lanes in runs of 64, so those of a small topic, which a transaction appends to together, share one.",
         ge=1,
     )
     replica_fetch_wait_max_ms: Int = key(

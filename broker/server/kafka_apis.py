@@ -421,7 +421,10 @@ class KafkaApis:
         try:
             # The question is asked before the earlier produce has appended: the two waits overlap.
             guards, refused = await verifier.verify(tid, first) if first and tid is not None else ({}, {})
-            if prior is not None:
+            if prior is not None and not prior.done():
+                # Waited for only if not appended yet: a wait on a done future still costs loop turns, and the
+                # produces of one verification answer (librdkafka's per-partition requests) then appended a turn
+                # apart, the first one's replication round answered before the next was in the log.
                 await asyncio.wait({prior})  # never cancels it
             kept = {tp: r for tp, r in entries.items() if tp not in refused}
             results, pending = self.replica_manager.append_records(acks, kept, guards)

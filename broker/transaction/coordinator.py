@@ -254,7 +254,11 @@ class TransactionCoordinator:
         markers waiting for a partition leader) answers CONCURRENT_TRANSACTIONS, which clients retry."""
         lock = self._locks[tid]
         try:
-            await asyncio.wait_for(lock.acquire(), LOCK_WAIT_S)
+            # Not wait_for, which acquires in a task of its own: the waiter then resumed turns after the lock was
+            # released, behind the replication round of the Complete* just appended, and its own state took a
+            # round of its own, where appended in the turn after Complete* both go in one (_finish_quietly).
+            async with asyncio.timeout(LOCK_WAIT_S):
+                await lock.acquire()
         except TimeoutError:
             raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{tid!r}: a transaction is being completed") from None
         try:

@@ -15,6 +15,11 @@ Once the first batch is appended the open transaction vouches for the later ones
 transaction per partition pays the round trip. Between the question and the append, a marker may end the
 transaction: the producer state's verification guard (Kafka's VerificationStateEntry) is retired by the marker,
 and an append holding a retired guard is refused (broker/replica/producer_state.py check_append).
+
+The questions for one coordinator asked in the same turn of the event loop go in one request (Kafka's
+AddPartitionsToTxnManager batches them per coordinator node likewise): librdkafka sends a ProduceRequest per
+partition, so a transaction's first batches reach a leader as several requests at once, and each asking on its own
+cost the coordinator one round trip per partition and kept the leader's appends apart.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -96,6 +101,10 @@ class TransactionVerifier:
         self._image = image
         self.num_txn_partitions = num_txn_partitions
         self._send = send
+        # Questions of this loop turn, per coordinator, sent together at its end (_flush): per transaction
+        # (id, producer id, epoch), the partitions asked and the futures of their askers.
+        self._pending: dict[int, dict[tuple[str, int, int], _Question]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def first_batches(
         self, transactional_id: str | None, entries: Mapping[TopicPartition, bytes]
@@ -129,9 +138,13 @@ class TransactionVerifier:
         by_producer: dict[tuple[int, int], list[TopicPartition]] = defaultdict(list)
         for tp, b in batches.items():
             by_producer[(b.producer_id, b.producer_epoch)].append(tp)
-        answers = await asyncio.gather(
-            *(self._ask(transactional_id, pid, epoch, tps) for (pid, epoch), tps in by_producer.items())
-        )
+        if len(by_producer) == 1:  # the usual case: awaited here, not in a task of its own (a loop turn later)
+            [((pid, epoch), tps)] = by_producer.items()
+            answers = [await self._ask(transactional_id, pid, epoch, tps)]
+        else:
+            answers = await asyncio.gather(
+                *(self._ask(transactional_id, pid, epoch, tps) for (pid, epoch), tps in by_producer.items())
+            )
         guards: dict[TopicPartition, dict[int, object]] = {}
         refused: dict[TopicPartition, int] = {}
         for codes in answers:
@@ -152,34 +165,91 @@ class TransactionVerifier:
         return state.leader if state is not None else -1
 
     async def _ask(self, tid: str, pid: int, epoch: int, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The coordinator's answer for `tps` of (tid, pid, epoch): a produce error code per partition (0: verified).
+        Joins the question to the others of this loop turn for the same coordinator (one request at its end)."""
         coordinator = self.coordinator_of(tid)
         if coordinator < 0:
             return dict.fromkeys(tps, produce_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for t, q in tps:
-            by_topic[t].append(q)
-        request = AddPartitionsToTxnRequest(
-            transactions=(
+        pending = self._pending.get(coordinator)
+        if pending is None:
+            pending = self._pending[coordinator] = {}
+            asyncio.get_running_loop().call_soon(self._flush, coordinator)
+        question = pending.get((tid, pid, epoch))
+        if question is None:
+            question = pending[(tid, pid, epoch)] = _Question()
+        question.partitions.update(tps)
+        fut: asyncio.Future[dict[TopicPartition, int]] = asyncio.get_running_loop().create_future()
+        question.askers.append(fut)
+        codes = await fut
+        return {tp: codes[tp] for tp in tps}
+
+    def _flush(self, coordinator: int) -> None:
+        """Send this turn's questions to `coordinator`: one request per distinct transactional id in it (an id asked
+        for two producers or epochs at once, a zombie and its successor, goes in a second request: the answers are
+        told apart by transactional id)."""
+        pending = self._pending.pop(coordinator, {})
+        requests: list[dict[str, tuple[int, int, _Question]]] = []
+        for (tid, pid, epoch), question in pending.items():
+            for request in requests:
+                if tid not in request:
+                    request[tid] = (pid, epoch, question)
+                    break
+            else:
+                requests.append({tid: (pid, epoch, question)})
+        for request in requests:
+            task = asyncio.ensure_future(self._send_one(coordinator, request))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send_one(self, coordinator: int, questions: dict[str, tuple[int, int, "_Question"]]) -> None:
+        """One AddPartitionsToTxn `verify_only` request to `coordinator`; each asker gets its partitions' codes."""
+        transactions = []
+        for tid, (pid, epoch, question) in questions.items():
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for t, q in sorted(question.partitions):
+                by_topic[t].append(q)
+            transactions.append(
                 AddPartitionsToTxnTransaction(
                     transactional_id=tid,
                     producer_id=pid,
                     producer_epoch=epoch,
                     verify_only=True,
                     topics=tuple(AddPartitionsToTxnTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-                ),
+                )
             )
-        )
+        # Unanswered (the coordinator down or unreachable, or this broker stopping): the producer retries.
+        answer = AddPartitionsToTxnResponse(error_code=int(ErrorCode.NETWORK_EXCEPTION))
         try:
-            answer = await asyncio.wait_for(self._send(coordinator, request), VERIFY_TIMEOUT_S)
-        except Exception as e:  # noqa: BLE001 - the coordinator down or unreachable: the producer retries
-            log.debug("verifying %r with broker %d failed: %s", tid, coordinator, e)
-            return dict.fromkeys(tps, int(ErrorCode.NETWORK_EXCEPTION))
-        if answer.error_code:
-            return dict.fromkeys(tps, produce_error(answer.error_code))
-        codes = dict.fromkeys(tps, int(ErrorCode.INVALID_TXN_STATE))  # a partition not answered is not verified
-        for result in answer.results_by_transaction:
-            for topic in result.topic_results:
-                for r in topic.results_by_partition:
-                    if (topic.name, r.partition_index) in codes:
-                        codes[(topic.name, r.partition_index)] = produce_error(r.partition_error_code)
-        return codes
+            async with asyncio.timeout(VERIFY_TIMEOUT_S):  # not wait_for: no task of its own, a turn sooner
+                answer = await self._send(coordinator, AddPartitionsToTxnRequest(transactions=tuple(transactions)))
+        except Exception as e:  # noqa: BLE001
+            log.debug("verifying %s with broker %d failed: %s", sorted(questions), coordinator, e)
+        finally:  # every asker is answered, whatever happened to the request
+            for tid, (_pid, _epoch, question) in questions.items():
+                codes = _codes(answer, tid, question.partitions)
+                for fut in question.askers:
+                    if not fut.done():
+                        fut.set_result(codes)
+
+
+@dataclass(slots=True)
+class _Question:
+    """The partitions of one transaction (id, producer id, epoch) asked about in a loop turn, and who asked."""
+
+    partitions: set[TopicPartition] = field(default_factory=set)
+    askers: list["asyncio.Future[dict[TopicPartition, int]]"] = field(default_factory=list)
+
+
+def _codes(answer: AddPartitionsToTxnResponse, tid: str, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+    """The produce error per partition of `tps` in the coordinator's answer for `tid` (0: verified)."""
+    if answer.error_code:
+        return dict.fromkeys(tps, produce_error(answer.error_code))
+    codes = dict.fromkeys(tps, int(ErrorCode.INVALID_TXN_STATE))  # a partition not answered is not verified
+    for result in answer.results_by_transaction:
+        if result.transactional_id != tid:
+            continue
+        for topic in result.topic_results:
+            for r in topic.results_by_partition:
+                if (topic.name, r.partition_index) in codes:
+                    codes[(topic.name, r.partition_index)] = produce_error(r.partition_error_code)
+    return codes

@@ -68,3 +68,38 @@ def test_a_partition_that_changed_leader_or_went_away_while_waiting_is_answered_
     assert results[("t", 3)].error != 0  # NOT_LEADER_OR_FOLLOWER, read again after the change
     assert all(r.error == 0 for tp, r in results.items() if tp[1] != 3)
     m.shutdown()
+
+
+def test_a_parked_follower_fetch_is_answered_in_the_turn_after_the_append(tmp_path):
+    """Kafka's DelayedFetch completes as the append happens: here the parked fetch resumes in the very next loop
+    turn and returns then (not turns later through asyncio.wait's callbacks), a wait saved in every acks=all round."""
+    rm, m = leader_with_partitions(tmp_path)
+    specs = [FetchSpec(("t", i), 0, 1 << 20, 3, -1) for i in range(3)]
+    turns = [0]
+    counting = [True]
+
+    def tick() -> None:  # runs once per loop turn
+        turns[0] += 1
+        if counting[0]:
+            asyncio.get_running_loop().call_soon(tick)
+
+    async def fetch_then_mark():
+        results = await rm.fetch_messages(specs, 5000, 1, 16 << 20, replica_id=2)
+        return results, turns[0]
+
+    async def scenario():
+        fetch = asyncio.ensure_future(fetch_then_mark())
+        await asyncio.sleep(0.05)
+        assert not fetch.done()
+        asyncio.get_running_loop().call_soon(tick)
+        await asyncio.sleep(0)  # resumed after tick's first run, in the same turn
+        appended_at = turns[0]
+        rm.partitions[("t", 1)].append_as_leader(batch(2), 1, 0)
+        results, answered_at = await asyncio.wait_for(fetch, 5)
+        counting[0] = False
+        return results, answered_at - appended_at
+
+    results, took = asyncio.run(scenario())
+    assert [h.record_count for h in headers(results[("t", 1)].records)] == [2]
+    assert took == 1, f"answered {took} turns after the append"
+    m.shutdown()

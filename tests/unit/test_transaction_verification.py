@@ -129,3 +129,78 @@ def test_a_produce_behind_one_being_verified_appends_after_it(tmp_path):
         asyncio.run(scenario())
     finally:
         b.close()
+
+
+def test_first_batches_of_one_loop_turn_ask_the_coordinator_once(tmp_path):
+    """librdkafka sends a ProduceRequest per partition: a transaction's first batches on a leader arrive together.
+    Their questions go to the coordinator in one AddPartitionsToTxn (Kafka's AddPartitionsToTxnManager batches per
+    coordinator likewise), and each produce gets its own partitions' answers, a refusal included."""
+    b = VerifyingBroker(tmp_path)
+
+    async def scenario() -> None:
+        b.start()
+        pid, epoch = await b.begin({(TOPIC, 0)})
+        calls = [b.produce_call(pid, epoch, (p, 0)) for p in (0, 1)]  # partition 1 was never added
+        rows = await asyncio.gather(*(_answer(c) for c in calls))
+        assert [rows[0][0][1], rows[1][1][1]] == [0, ErrorCode.INVALID_TXN_STATE], rows
+        assert len(b.asked) == 1, b.asked
+        [txn] = b.asked[0].transactions
+        assert txn.verify_only and {(t.name, p) for t in txn.topics for p in t.partitions} == {(TOPIC, 0), (TOPIC, 1)}
+        assert [b.replicas.partitions[(TOPIC, p)].log.log_end_offset for p in (0, 1)] == [1, 0]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        b.close()
+
+
+def test_one_transactional_id_for_two_epochs_in_one_turn_asks_twice(tmp_path):
+    """A zombie's first batch and its successor's in the same turn: the answers are told apart by transactional id,
+    so the two questions go in two requests, and only the current epoch's batch is appended."""
+    b = VerifyingBroker(tmp_path)
+
+    async def scenario() -> None:
+        b.start()
+        pid, epoch = await b.begin({(TOPIC, 0), (TOPIC, 1)})
+        current, other = b.produce_call(pid, epoch, (0, 0)), b.produce_call(pid, epoch + 1, (1, 0))
+        rows_current, rows_other = await asyncio.gather(_answer(current), _answer(other))
+        assert rows_current[0][1] == 0 and rows_other[1][1] == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert sorted(r.transactions[0].producer_epoch for r in b.asked) == [epoch, epoch + 1]
+        assert all(len(r.transactions) == 1 for r in b.asked)
+        assert [b.replicas.partitions[(TOPIC, p)].log.log_end_offset for p in (0, 1)] == [1, 0]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        b.close()
+
+
+def test_the_produces_one_answer_verified_append_before_a_woken_fetch_reads(tmp_path):
+    """The produces that one verification answer lets through append in the same loop turn: a follower's fetch woken
+    by the first append then finds every one of them in the log (one replication round, not one per partition)."""
+    b = VerifyingBroker(tmp_path)
+
+    async def scenario() -> None:
+        b.start()
+        pid, epoch = await b.begin({(TOPIC, 0), (TOPIC, 1)})
+        p0, p1 = b.replicas.partitions[(TOPIC, 0)], b.replicas.partitions[(TOPIC, 1)]
+        woken = asyncio.get_running_loop().create_future()
+        p0.add_data_waiter(woken)
+        seen: list[int] = []
+
+        async def parked_fetch() -> None:  # as ReplicaManager.fetch_messages: resumes at the wake, then reads
+            await asyncio.wait({woken})
+            seen.append(p1.log.log_end_offset)
+
+        fetch = asyncio.ensure_future(parked_fetch())
+        calls = [b.produce_call(pid, epoch, (p, 0)) for p in (0, 1)]
+        rows = await asyncio.gather(*(_answer(c) for c in calls))
+        await fetch
+        assert [rows[0][0][1], rows[1][1][1]] == [0, 0] and len(b.asked) == 1
+        assert seen == [1], "partition 1's batch was not in the log when the fetch woken by partition 0's read"
+        assert p0.log.log_end_offset == 1
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        b.close()
