@@ -176,6 +176,15 @@ async def run_share(args: argparse.Namespace) -> None:
         out.write(tally.result())
 
 
+def _rdkafka_overrides(spec: str) -> dict[str, str]:
+    """'key=value,key=value' → librdkafka config entries (empty: none)."""
+    pairs = [item.split("=", 1) for item in spec.split(",") if item.strip()]
+    bad = [item for item in pairs if len(item) != 2]
+    if bad:
+        raise SystemExit(f"KL_MEMBER_RDKAFKA: expected key=value items, got {spec!r}")
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
 def run_confluent(args: argparse.Namespace) -> None:
     """The timeline member on confluent-kafka: same output, eager `range` unless --strategy says otherwise."""
     from confluent_kafka import Consumer
@@ -208,7 +217,11 @@ def run_confluent(args: argparse.Namespace) -> None:
             "auto.offset.reset": "earliest",
             **timing,
             # KL_MEMBER_LOG: librdkafka's group and protocol decisions on stderr, for the bench's timeline.
-            **({"debug": "cgrp"} if os.environ.get("KL_MEMBER_LOG") else {}),
+            # KL_MEMBER_DEBUG widens it (e.g. cgrp,fetch,topic,metadata,broker) to follow one partition's fetches.
+            **({"debug": os.environ.get("KL_MEMBER_DEBUG", "cgrp")} if os.environ.get("KL_MEMBER_LOG") else {}),
+            # KL_MEMBER_RDKAFKA="key=value,...": librdkafka settings for an experiment (e.g.
+            # reconnect.backoff.max.ms=1000, the Java client's default, against librdkafka's 10000).
+            **_rdkafka_overrides(os.environ.get("KL_MEMBER_RDKAFKA", "")),
         }
     )
     stop = []
