@@ -127,8 +127,13 @@ def snapshot(root: Path) -> dict[str, tuple[str, int, int, int, int]]:
 def service_user() -> Iterator[str]:
     """A user name no one has; install.sh creates it, the test deletes it."""
     require_root()
-    name = f"kltest{os.getpid() % 100000}"
-    assert subprocess.run(["id", name], capture_output=True).returncode != 0
+    # The first free name from this process's id: a run killed before its clean-up (or a reused pid) can leave a
+    # kltest user behind, and install.sh must create the user itself.
+    name = next(
+        n
+        for n in (f"kltest{os.getpid() % 100000}{'' if i == 0 else f'x{i}'}" for i in range(100))
+        if subprocess.run(["id", n], capture_output=True).returncode != 0
+    )
     try:
         yield name
     finally:
