@@ -20,7 +20,7 @@ from tests.conftest import ROOT, BrokerProcess
 from tests.integration.spark_support import require_spark
 
 pytestmark = pytest.mark.timeout(400)
-N = 300
+N = 600
 
 
 def values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
@@ -61,29 +61,43 @@ def test_a_query_killed_mid_batch_and_restarted_writes_every_record_once(tmp_pat
                 p.send("eos-in", f"r{i}".encode())
             p.flush()
         checkpoint = str(tmp_path / "checkpoint")
-        q = start_query(bootstrap, checkpoint, log)
-        try:
+        tps = [("eos-out", p) for p in range(2)]
+        with (
+            Consumer(bootstrap, isolation_level="read_uncommitted") as hw,
+            Consumer(bootstrap, isolation_level="read_committed") as lso,
+        ):
+
+            def open_records() -> tuple[int, int]:
+                """(high watermarks, last stable offsets) of the output, summed over its partitions."""
+                return sum(hw.list_offsets(tps, -1).values()), sum(lso.list_offsets(tps, -1).values())
+
             # Kill the driver while a micro-batch's records are in the log but not committed yet: the high
             # watermark above the last stable offset, after a first batch committed. Asked with ListOffsets, a
-            # round trip, since the window (the tasks' writes to the driver's commit) lasts about 100 ms.
-            tps = [("eos-out", p) for p in range(2)]
-            with (
-                Consumer(bootstrap, isolation_level="read_uncommitted") as hw,
-                Consumer(bootstrap, isolation_level="read_committed") as lso,
-            ):
-                deadline = time.monotonic() + 180
-                while True:
-                    assert q.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
-                    stable = sum(lso.list_offsets(tps, -1).values())
-                    if sum(hw.list_offsets(tps, -1).values()) > stable > 0:
-                        break
-                    assert time.monotonic() < deadline, "no micro-batch was ever caught mid-write"
-                    time.sleep(0.01)
-                os.killpg(q.pid, signal.SIGKILL)
-        finally:
-            if q.poll() is None:
-                os.killpg(q.pid, signal.SIGKILL)
-            q.wait(30)
+            # round trip, since the window (the tasks' writes to the driver's commit) lasts about 100 ms. The
+            # driver may still have sent its EndTxn in that round trip: then the batch commits (the coordinator
+            # finishes what it was asked) and no write was caught open, so the query is restarted and caught again.
+            for _attempt in range(4):
+                q = start_query(bootstrap, checkpoint, log)
+                try:
+                    deadline = time.monotonic() + 180
+                    while True:
+                        assert q.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
+                        high, stable = open_records()
+                        if high > stable > 0:
+                            break
+                        assert time.monotonic() < deadline, "no micro-batch was ever caught mid-write"
+                        time.sleep(0.01)
+                    os.killpg(q.pid, signal.SIGKILL)
+                finally:
+                    if q.poll() is None:
+                        os.killpg(q.pid, signal.SIGKILL)
+                    q.wait(30)
+                time.sleep(1)  # a commit the coordinator was already asked for writes its markers by then
+                high, stable = open_records()
+                if high > stable:
+                    break  # the killed batch's transactions are open, with nobody left to commit them
+            else:
+                pytest.fail("every kill landed after the driver's commit")
         killed_at = len(values(bootstrap, "eos-out", "read_committed"))
         assert killed_at < N, "the query finished before it was killed"
         q = start_query(bootstrap, checkpoint, log)
