@@ -19,16 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing as mp
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import uvloop
 
 from bench.peers import nats_jetstream, redis_streams
-from bench.peers._common import base_value, free_port, server, stop_child, temp_dir
+from bench.peers._common import base_value, cpu_seconds, free_port, server, stop_child, temp_dir
 from bench.run_single_broker import DEFAULT_BATCH, _tool, kafka_lite_broker, machine_info
 from bench.sections import bench_parser, md_table, median_range, replace_section
 
@@ -37,11 +35,6 @@ END_MARK = "<!-- saturation:end -->"
 RECORD_SIZE = 100
 KAFKA_16K = "Kafka Lite, batch.size=16384"  # Kafka's default batch size, next to our producer's default
 SYSTEMS = ("Kafka Lite", KAFKA_16K, "Redis Streams", "NATS JetStream")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --- one producer process per client, per system ------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import Any
 
 from bench import limits
 from bench.peers import kafka_lite, nats_jetstream, redis_streams
-from bench.peers._common import HOST, MB, free_port, server, temp_dir
+from bench.peers._common import HOST, MB, cpu_seconds, free_port, server, temp_dir
 from bench.sections import md_table, replace_section
 from client.config import ProducerConfig
 
@@ -56,6 +56,12 @@ SYSTEMS = (KAFKA, REDIS, NATS)
 PEERS = (REDIS, NATS)
 LABEL = {KAFKA: "Kafka Lite", REDIS: "Redis Streams", NATS: "NATS JetStream"}
 
+NATIVE_TOOL = {
+    KAFKA: "kl-perf",
+    REDIS: f"redis-benchmark -c 1 -P {redis_streams.BATCH}",
+    NATS: "a Go nats.go publisher",
+}
+
 START_MARK = "<!-- single-broker:start -->"
 END_MARK = "<!-- single-broker:end -->"
 
@@ -72,6 +78,17 @@ def produce_mb_key(p: int) -> str:
 
 def produce16k_key(p: int) -> str:
     return f"produce_msgs_s_16k/{p}"
+
+
+def cpu_key(what: str, p: int) -> str:
+    """Server CPU microseconds per record: `what` is produce, consume or native (the system's own generator)."""
+    return f"server_cpu_us_{what}/{p}"
+
+
+def native_key(p: int) -> str:
+    """Produce msgs/s from the system's own load generator (Kafka Lite: kl-perf; Redis: redis-benchmark; NATS:
+    a compiled nats.go publisher)."""
+    return f"native_produce_msgs_s/{p}"
 
 
 def consume_key(p: int) -> str:
@@ -142,11 +159,7 @@ class Broker:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the broker process so far (0 if it is gone)."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.proc.pid)
 
 
 @contextlib.contextmanager
@@ -209,7 +222,8 @@ def _cpu_note(broker: Broker, fn: Callable[[], dict[str, Any]]) -> dict[str, Any
     b0, c0, t0 = broker.cpu_seconds(), _children_cpu(), time.monotonic()
     out = fn()
     wall = time.monotonic() - t0
-    out["broker_cores"] = (broker.cpu_seconds() - b0) / wall
+    out["broker_cpu_s"] = broker.cpu_seconds() - b0
+    out["broker_cores"] = out["broker_cpu_s"] / wall
     out["client_cores"] = (_children_cpu() - c0) / wall
     return out
 
@@ -297,6 +311,10 @@ def run_kafka_lite(progress: Progress, tag: str, num_records: int, latency_secon
                 figs[produce_mb_key(p)] = out["records_per_sec"] * RECORD_SIZE / MB
                 figs[f"produce_cores_broker/{p}"] = out["broker_cores"]
                 figs[f"produce_cores_client/{p}"] = out["client_cores"]
+                figs[cpu_key("produce", p)] = out["broker_cpu_s"] / num_records * 1e6
+                # kl-perf is Kafka Lite's own load generator: its row beside the peers' own is the figure above
+                figs[native_key(p)] = out["records_per_sec"]
+                figs[cpu_key("native", p)] = figs[cpu_key("produce", p)]
                 out = progress.step(
                     f"{label} consume {num_records:,}, {_plural(p)}",
                     lambda: _cpu_note(broker, lambda: consume(broker, topic)),  # noqa: B023
@@ -306,6 +324,7 @@ def run_kafka_lite(progress: Progress, tag: str, num_records: int, latency_secon
                     figs[consume_key(p)] = out["records_per_sec"]
                     figs[f"consume_cores_broker/{p}"] = out["broker_cores"]
                     figs[f"consume_cores_client/{p}"] = out["client_cores"]
+                    figs[cpu_key("consume", p)] = out["broker_cpu_s"] / num_records * 1e6
                 # The same produce at Kafka's default batch.size, into a topic of its own.
                 small = f"perf-{p}p-16k"
                 if progress.step(f"{label} create topic {small}", lambda t=small, n=p: create(broker, t, n) or True):
@@ -351,23 +370,60 @@ def _latency_figs(p50: float, p99: float, received: Any, sent: Any) -> Figures:
 # --------------------------------------------------------------------------------------------- peers
 
 
+PEER_MODULE = {REDIS: "bench.peers.redis_streams", NATS: "bench.peers.nats_jetstream"}
+
+
+def _peer_process(system: str, argv: list[str], timeout: float) -> dict[str, Any]:
+    """One peer measurement in a process of its own (`python -m bench.peers.<peer> ...`), as kl-perf is one:
+    its client's interpreter, GC and CPU are its own, not this benchmark's."""
+    shown = shlex.join(["python", "-m", PEER_MODULE[system], *argv])
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", PEER_MODULE[system], *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise StepError(f"`{shown}` did not finish within {timeout:.0f} s (killed)") from None
+    if proc.returncode != 0:
+        raise StepError(f"`{shown}` exited with {proc.returncode}; stderr:\n{_tail(proc.stderr)}")
+    return dict(json.loads(proc.stdout))
+
+
 def run_peer(progress: Progress, tag: str, system: str, num_records: int, latency_seconds: float) -> Figures:
-    module = {REDIS: redis_streams, NATS: nats_jetstream}[system]
     label = f"{tag} {LABEL[system]}"
     figs: Figures = {}
+    timeout = _tool_timeout(num_records) * 2
     for p in PARTITION_COUNTS:
+        base = ["--num-records", str(num_records), "--record-size", str(RECORD_SIZE), "--partitions", str(p)]
         out = progress.step(
             f"{label} produce + consume {num_records:,} x {RECORD_SIZE} B, {_plural(p)}",
-            lambda: module.run(num_records, RECORD_SIZE, p),  # noqa: B023 - called at once
+            lambda: _peer_process(system, [*base, "--skip-latency"], timeout)["throughput"],  # noqa: B023
             lambda o: f"produce {_rate(o['produce_msgs_s'])}, consume {_rate(o['consume_msgs_s'])}",
         )
         if out is not None:
             figs[produce_key(p)] = out["produce_msgs_s"]
             figs[produce_mb_key(p)] = out["produce_mb_s"]
             figs[consume_key(p)] = out["consume_msgs_s"]
+            figs[cpu_key("produce", p)] = out["produce_server_cpu_s"] / num_records * 1e6
+            figs[cpu_key("consume", p)] = out["consume_server_cpu_s"] / num_records * 1e6
+        out = progress.step(
+            f"{label} produce {num_records:,} x {RECORD_SIZE} B, {_plural(p)}, {NATIVE_TOOL[system]}",
+            lambda: _peer_process(system, [*base, "--skip-throughput", "--skip-latency", "--native"], timeout)[  # noqa: B023
+                "native"
+            ],
+            lambda o: f"{_rate(o['produce_msgs_s'])}, server {o['produce_server_cpu_s']:.2f} CPU s",
+        )
+        if out is not None:
+            figs[native_key(p)] = out["produce_msgs_s"]
+            figs[cpu_key("native", p)] = out["produce_server_cpu_s"] / num_records * 1e6
+    latency = ["--skip-throughput", "--latency-rate", str(LATENCY_RATE), "--latency-seconds", f"{latency_seconds:g}"]
     out = progress.step(
         f"{label} end-to-end latency at {LATENCY_RATE:,} msgs/s for {latency_seconds:g} s",
-        lambda: module.run_latency(LATENCY_RATE, latency_seconds, RECORD_SIZE),
+        lambda: _peer_process(system, latency, latency_seconds * 4 + 120)["latency"],
         _latency_text,
     )
     if out is not None:
@@ -583,10 +639,35 @@ def render(
         f"batch (its default), and a second produce row uses Kafka's default, {KAFKA_BATCH:,}; Redis gets "
         f"{redis_streams.BATCH:,} XADDs per pipeline round trip; NATS keeps {nats_jetstream.IN_FLIGHT:,} "
         "publishes in flight.",
+        "- Each system's load generator and consumer run in processes of their own (kl-perf; "
+        "`python -m bench.peers.<peer>`), and each Python consumer pauses the cyclic GC while it parses a "
+        "batch (kl-perf's `pause_gc_while_decoding`).",
         "",
-        f"### Kafka Lite vs peers ({agg})",
+        f"### Server CPU per record ({agg})",
+        "",
+        "Microseconds of the server process's CPU (user + system, all threads, from /proc) per record, over each "
+        "phase: what each server costs per message whoever the client is (lower is better). The last rows load "
+        "each server from its own fast client: Kafka Lite's is kl-perf (the first rows again), Redis's "
+        f"`{NATIVE_TOOL[REDIS]}` (C), NATS's {NATIVE_TOOL[NATS]} (natscli's `nats bench --js` is not packaged in "
+        "Debian; nats.go is): what the servers take when the client is not Python.",
         "",
     ]
+    cpu_rows: list[tuple[str, str]] = []
+    for what, title in (("produce", "Produce"), ("consume", "Consume")):
+        for p in PARTITION_COUNTS:
+            cpu_rows.append((f"{title}, {_plural(p)} (µs per record)", cpu_key(what, p)))
+    for p in PARTITION_COUNTS:
+        own = f"Produce from the system's own load generator, {_plural(p)} (µs per record)"
+        cpu_rows.append((own, cpu_key("native", p)))
+    for p in PARTITION_COUNTS:
+        cpu_rows.append((f"Produce msgs/s from the system's own load generator, {_plural(p)}", native_key(p)))
+    lines.append(
+        md_table(
+            ["Figure", *(LABEL[s] for s in systems)],
+            ([name, *(cell(collect(runs, s, key), "", n_runs) for s in systems)] for name, key in cpu_rows),
+        )
+    )
+    lines += ["", f"### Kafka Lite vs peers ({agg})", ""]
     rows: list[tuple[str, str, str]] = []
     for p in PARTITION_COUNTS:
         rows.append((f"Produce msgs/s, {_plural(p)}", produce_key(p), ""))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run one benchmark script with everything it needs: ./scripts/bench.sh run_single_broker [--runs 3 ...]
 # Sets up .venv (with the bench extras) and installs the peers' servers (Debian's redis-server,
-# nats-server) and iperf3 when missing. Results go to docs/BENCHMARKS.md (each script writes its section).
+# nats-server, redis-benchmark) and iperf3 when missing, and Go with Debian's nats.go for the NATS load generator
+# (bench/peers/native/nats_js_pub.go). Results go to docs/BENCHMARKS.md (each script writes its section).
 # shellcheck source=scripts/_env.sh
 source "$(dirname "$0")/_env.sh"
 if [ $# -lt 1 ]; then
@@ -12,6 +13,9 @@ missing=()
 for bin in redis-server nats-server iperf3; do
   command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
 done
+command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/nats-io/nats.go ] || missing+=(golang-github-nats-io-go-nats-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${missing[*]} (apt-get)..." >&2

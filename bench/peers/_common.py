@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -135,13 +136,40 @@ def base_value(record_size: int) -> bytearray:
     return bytearray(os.urandom(record_size))
 
 
-def result(num_records: int, record_size: int, produce_s: float, consume_s: float) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads) so far; 0 if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic GC paused while a batch of replies is parsed: what Kafka Lite's consumer does in kl-perf
+    (`pause_gc_while_decoding`), so the peers' Python clients get the same treatment."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def result(
+    num_records: int, record_size: int, produce_s: float, consume_s: float, server_cpu_s: tuple[float, float]
+) -> dict[str, float]:
+    """Throughput figures, with the server's CPU seconds over the produce and the consume."""
     return {
         "produce_msgs_s": num_records / produce_s,
         "produce_mb_s": num_records * record_size / produce_s / MB,
         "consume_msgs_s": num_records / consume_s,
         "produce_s": produce_s,
         "consume_s": consume_s,
+        "produce_server_cpu_s": server_cpu_s[0],
+        "consume_server_cpu_s": server_cpu_s[1],
     }
 
 
@@ -155,8 +183,15 @@ def stop_child(proc: BaseProcess) -> None:
         proc.join(5)
 
 
-def peer_main(name: str, doc: str | None, run: Callable[..., dict], run_latency: Callable[..., dict]) -> None:
-    """The command line shared by the peer modules: throughput, then latency, as JSON."""
+def peer_main(
+    name: str,
+    doc: str | None,
+    run: Callable[..., dict],
+    run_latency: Callable[..., dict],
+    run_native: Callable[..., dict],
+) -> None:
+    """The command line shared by the peer modules: throughput, latency and the native load generator's
+    produce, as JSON on stdout. bench/run_single_broker.py runs each in a process of its own, as kl-perf is."""
     import argparse
     import json
 
@@ -166,15 +201,22 @@ def peer_main(name: str, doc: str | None, run: Callable[..., dict], run_latency:
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--latency-rate", type=int, default=10_000)
     ap.add_argument("--latency-seconds", type=float, default=5.0)
+    ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-latency", action="store_true")
+    ap.add_argument("--native", action="store_true", help="also produce with the peer's own load generator")
     a = ap.parse_args()
+    if a.num_records < 1 or a.partitions < 1 or a.record_size < 8:
+        ap.error("--num-records and --partitions must be positive, --record-size at least 8")
     report: dict[str, object] = {
         "peer": name,
         "num_records": a.num_records,
         "record_size": a.record_size,
         "partitions": a.partitions,
-        "throughput": run(a.num_records, a.record_size, a.partitions),
     }
+    if not a.skip_throughput:
+        report["throughput"] = run(a.num_records, a.record_size, a.partitions)
+    if a.native:
+        report["native"] = run_native(a.num_records, a.record_size, a.partitions)
     if not a.skip_latency:
         report["latency"] = run_latency(a.latency_rate, a.latency_seconds, a.record_size)
     print(json.dumps(report, indent=2))

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import multiprocessing as mp
+import os
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from multiprocessing.synchronize import Event
+from pathlib import Path
 
 import nats
 import nats.aio.msg
@@ -23,7 +29,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, S
 from bench.peers._common import (
     HOST,
     base_value,
+    cpu_seconds,
     free_port,
+    gc_paused,
     latency_summary,
     need_binary,
     paced_sends,
@@ -77,7 +85,10 @@ class _AckErrors:
             raise RuntimeError(f"{len(self.errors)} publishes failed, first: {self.errors[0]!r}")
 
 
-async def _throughput(port: int, num_records: int, record_size: int, partitions: int) -> tuple[float, float]:
+async def _throughput(
+    port: int, num_records: int, record_size: int, partitions: int, server_cpu: Callable[[], float]
+) -> tuple[float, float, float]:
+    """Produce then consume: their seconds, and the server's CPU seconds between the two (`server_cpu()`)."""
     nc, js = await _connect(port)
     try:
         subjects = [f"bench.{p}" for p in range(partitions)]
@@ -89,6 +100,7 @@ async def _throughput(port: int, num_records: int, record_size: int, partitions:
         await asyncio.wait_for(js.publish_async_completed(), DEADLINE_S)
         produce_s = time.perf_counter() - t0
         acks.check()
+        cpu_after_produce = server_cpu()
 
         # AckPolicy NONE: a Kafka consumer tracks an offset instead of acking each record, so don't charge that.
         sub = await js.pull_subscribe(
@@ -100,12 +112,13 @@ async def _throughput(port: int, num_records: int, record_size: int, partitions:
         while got < num_records:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"consumed only {got}/{num_records} records")
-            msgs = await sub.fetch(min(FETCH, num_records - got), timeout=10)
+            with gc_paused():
+                msgs = await sub.fetch(min(FETCH, num_records - got), timeout=10)
             got += len(msgs)
             if len(msgs[-1].data) != record_size:
                 raise RuntimeError("unexpected value size read back")
         consume_s = time.perf_counter() - t0
-        return produce_s, consume_s
+        return produce_s, consume_s, cpu_after_produce
     finally:
         await nc.close()
 
@@ -113,10 +126,79 @@ async def _throughput(port: int, num_records: int, record_size: int, partitions:
 def run(num_records: int, record_size: int = 100, partitions: int = 1) -> dict[str, float]:
     with temp_dir("peer-nats-") as d:
         port = free_port()
-        with server(_server_argv(port, str(d)), port, d):
+        with server(_server_argv(port, str(d)), port, d) as proc:
             uvloop.run(_setup_stream(port))
-            produce_s, consume_s = uvloop.run(_throughput(port, num_records, record_size, partitions))
-    return result(num_records, record_size, produce_s, consume_s)
+            cpu0 = cpu_seconds(proc.pid)
+            produce_s, consume_s, cpu1 = uvloop.run(
+                _throughput(port, num_records, record_size, partitions, lambda: cpu_seconds(proc.pid))
+            )
+            cpu2 = cpu_seconds(proc.pid)
+    return result(num_records, record_size, produce_s, consume_s, (cpu1 - cpu0, cpu2 - cpu1))
+
+
+NATIVE_SOURCE = Path(__file__).with_name("native") / "nats_js_pub.go"
+
+
+def native_publisher() -> str:
+    """bench/peers/native/nats_js_pub.go built (once, into the venv) with Debian's Go and nats.go, in GOPATH mode
+    so nothing is downloaded: `nats bench --js` itself (natscli) is not packaged in Debian."""
+    out_dir = Path(sys.prefix) / "bench-bin"
+    binary = out_dir / "nats_js_pub"
+    if binary.exists() and binary.stat().st_mtime >= NATIVE_SOURCE.stat().st_mtime:
+        return str(binary)
+    go = need_binary("go", "golang-go golang-github-nats-io-go-nats-dev")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOCACHE": str(out_dir / "go-cache")}
+    built = subprocess.run(
+        [go, "build", "-o", str(binary), NATIVE_SOURCE.name],
+        cwd=NATIVE_SOURCE.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if built.returncode != 0:
+        raise RuntimeError(
+            f"could not build {NATIVE_SOURCE.name} (needs: apt-get install golang-go "
+            f"golang-github-nats-io-go-nats-dev): {built.stderr.strip()[-1500:]}"
+        )
+    return str(binary)
+
+
+def run_native(num_records: int, record_size: int = 100, partitions: int = 1) -> dict[str, float]:
+    """The same publishes from a compiled client: Go's nats.go, PublishAsync with IN_FLIGHT unacked, as the
+    nats-py producer does. What the server takes when the client is not Python."""
+    publisher = native_publisher()
+    with temp_dir("peer-nats-native-") as d:
+        port = free_port()
+        with server(_server_argv(port, str(d)), port, d) as proc:
+            uvloop.run(_setup_stream(port))
+            argv = [publisher, "-url", f"nats://{HOST}:{port}", "-msgs", str(num_records), "-size", str(record_size)]
+            argv += ["-subjects", str(partitions), "-window", str(IN_FLIGHT)]
+            cpu0 = cpu_seconds(proc.pid)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+            cpu = cpu_seconds(proc.pid) - cpu0
+            stored = uvloop.run(_stored(port))
+    if done.returncode != 0:
+        raise RuntimeError(f"nats_js_pub exited with {done.returncode}: {done.stderr.strip()[-1500:]}")
+    out = json.loads(done.stdout)
+    if out["errors"] or stored != num_records:
+        raise RuntimeError(f"nats_js_pub: {out['errors']} failed publishes, {stored} of {num_records} stored")
+    return {
+        "produce_msgs_s": num_records / out["seconds"],
+        "produce_s": out["seconds"],
+        "produce_server_cpu_s": cpu,
+        "tool": "nats.go",
+    }
+
+
+async def _stored(port: int) -> int:
+    nc, js = await _connect(port)
+    try:
+        return int((await js.stream_info(STREAM)).state.messages)
+    finally:
+        await nc.close()
 
 
 async def _latency_consume(port: int, expected: int, timeout: float, ready: Event) -> list[int]:
@@ -197,7 +279,7 @@ def run_latency(rate: int = 10_000, seconds: float = 5.0, record_size: int = 100
 
 
 def main() -> None:
-    peer_main("nats_jetstream", __doc__, run, run_latency)
+    peer_main("nats_jetstream", __doc__, run, run_latency, run_native)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ and pipelines BATCH commands per round trip, as a batching producer does."""
 
 from __future__ import annotations
 
+import csv
 import multiprocessing as mp
+import subprocess
 import time
 from multiprocessing.synchronize import Event
 
@@ -15,7 +17,9 @@ import redis.utils
 from bench.peers._common import (
     HOST,
     base_value,
+    cpu_seconds,
     free_port,
+    gc_paused,
     latency_summary,
     need_binary,
     peer_main,
@@ -71,7 +75,8 @@ def _consume(r: redis.Redis, keys: list[str], num_records: int, record_size: int
     while got < num_records:
         if time.monotonic() > deadline:
             raise TimeoutError(f"consumed only {got}/{num_records} records")
-        resp = r.xread(last, count=READ_COUNT)  # type: ignore[arg-type]
+        with gc_paused():
+            resp = r.xread(last, count=READ_COUNT)  # type: ignore[arg-type]
         if not resp:
             raise RuntimeError(f"streams exhausted after {got}/{num_records} records")
         for key, entries in resp:
@@ -93,15 +98,46 @@ def _client(port: int) -> redis.Redis:
 def run(num_records: int, record_size: int = 100, partitions: int = 1) -> dict[str, float]:
     with temp_dir("peer-redis-") as d:
         port = free_port()
-        with server(_server_argv(port, str(d)), port, d):
+        with server(_server_argv(port, str(d)), port, d) as proc:
             r = _client(port)
             try:
                 keys = [f"bench-{p}" for p in range(partitions)]
+                cpu0 = cpu_seconds(proc.pid)
                 produce_s = _produce(r, keys, num_records, bytes(base_value(record_size)))
+                cpu1 = cpu_seconds(proc.pid)
                 consume_s = _consume(r, keys, num_records, record_size)
+                cpu2 = cpu_seconds(proc.pid)
             finally:
                 r.close()
-    return result(num_records, record_size, produce_s, consume_s)
+    return result(num_records, record_size, produce_s, consume_s, (cpu1 - cpu0, cpu2 - cpu1))
+
+
+def run_native(num_records: int, record_size: int = 100, partitions: int = 1) -> dict[str, float]:
+    """The same XADDs from Redis's own load generator: `redis-benchmark -c 1 -P BATCH`, one connection
+    pipelining BATCH commands, as the redis-py producer does, into `partitions` streams (`-r`: the key's
+    `__rand_int__` becomes 0 .. partitions-1). What the server takes when the client is C, not Python."""
+    with temp_dir("peer-redis-native-") as d:
+        port = free_port()
+        with server(_server_argv(port, str(d)), port, d) as proc:
+            value = "v" * record_size  # printable: it travels as a command-line argument
+            key = "bench-__rand_int__" if partitions > 1 else "bench-0"
+            argv = [need_binary("redis-benchmark", "redis-tools"), "-h", HOST, "-p", str(port), "-c", "1"]
+            argv += ["-P", str(BATCH), "-n", str(num_records), "-r", str(partitions), "--csv"]
+            cpu0, t0 = cpu_seconds(proc.pid), time.perf_counter()
+            out = subprocess.run(
+                [*argv, "XADD", key, "*", "v", value], capture_output=True, text=True, timeout=DEADLINE_S, check=True
+            )
+            wall, cpu = time.perf_counter() - t0, cpu_seconds(proc.pid) - cpu0
+            r = _client(port)
+            try:
+                stored = sum(int(r.xlen(k)) for k in r.scan_iter("bench-*"))  # type: ignore[arg-type]
+            finally:
+                r.close()
+    if stored != num_records:
+        raise RuntimeError(f"redis-benchmark stored {stored} of {num_records} entries")
+    rows = list(csv.reader(out.stdout.splitlines()))
+    rps = float(rows[1][1])  # "test","rps",...: the rate redis-benchmark measured itself
+    return {"produce_msgs_s": rps, "produce_s": wall, "produce_server_cpu_s": cpu, "tool": "redis-benchmark"}
 
 
 def _latency_consumer(port: int, key: str, expected: int, timeout: float, ready: Event, out: mp.Queue) -> None:
@@ -163,7 +199,7 @@ def _paced_produce(port: int, key: str, rate: int, total: int, seconds: float, v
 
 
 def main() -> None:
-    peer_main("redis_streams", __doc__, run, run_latency)
+    peer_main("redis_streams", __doc__, run, run_latency, run_native)
 
 
 if __name__ == "__main__":
