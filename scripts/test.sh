@@ -32,7 +32,8 @@ if [ "${KL_SPARK_LOWEST:-1}" = 1 ]; then
   low_pid=$!
   trap '[ -z "$low_pid" ] || kill "$low_pid" 2>/dev/null || true' EXIT  # an interrupted run stops it too
 fi
-"${PYTEST[@]}" -m "not serial" "$@" || rc=$?
+# --durations: every run's log names its 30 slowest set-ups, tests and teardowns, where the suite's time goes.
+"${PYTEST[@]}" -m "not serial" --durations=30 "$@" || rc=$?
 if [ -n "$low_pid" ]; then
   wait "$low_pid" || rc=$?
   low_pid=""

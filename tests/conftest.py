@@ -97,6 +97,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--seed", type=int, default=None, help="replay one schedule of tests/integration/test_nemesis.py")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Each module's seconds at the end of a run (tests/module_order.py): in the process that reports, not in
+    # xdist's workers (whose reports reach it).
+    if not hasattr(config, "workerinput"):
+        from tests.module_order import ModuleTimes
+
+        config.pluginmanager.register(ModuleTimes(), "kl-module-times")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Longest modules first, so that xdist's workers finish together (tests/module_order.py).
     from tests.module_order import longest_first

@@ -83,3 +83,22 @@ def longest_first(items: Sequence[pytest.Item]) -> list[pytest.Item]:
     counts = Counter(module_of(i) for i in items)
     rank = {m: (-estimate(m, n), m) for m, n in counts.items()}
     return sorted(items, key=lambda i: rank[module_of(i)])  # stable: a module's own order is kept
+
+
+class ModuleTimes:
+    """A pytest plugin: each module's seconds (its tests' set-up, call and teardown, module fixtures included)
+    summed from the test reports, the longest printed at the end of the run, to keep MODULE_SECONDS current.
+    Under xdist the controller receives every worker's reports, so one table covers the whole run."""
+
+    def __init__(self) -> None:
+        self.seconds: Counter[str] = Counter()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.seconds:
+            return
+        terminalreporter.write_sep("=", f"module times (s), total {sum(self.seconds.values()):.0f}")
+        for module, seconds in self.seconds.most_common(25):
+            terminalreporter.write_line(f"{seconds:7.1f}  {module}")
