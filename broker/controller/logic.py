@@ -15,6 +15,21 @@ from typing import Any
 from broker.controller.leader_balance import preferred_can_lead, preferred_replica
 from broker.metadata.image import NO_LEADER, BrokerInfo, MetadataImage, PartitionState, TopicInfo, partition_record
 from broker.metadata.naming import validate_topic_name
+from broker.metadata.records import (
+    AclRecord,
+    BrokerConfigRecord,
+    BrokerRecord,
+    ClientQuotaRecord,
+    ConfigRecord,
+    GroupConfigRecord,
+    MetadataRecord,
+    PartitionRecord,
+    RemoveAclRecord,
+    RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    TopicRecord,
+    UserScramCredentialRecord,
+)
 from broker.security.scram import ScramCredential
 from net.acl import AclBinding, AclBindingFilter
 from net.errors import (
@@ -95,7 +110,7 @@ class ControllerLogic:
         replication_factor: int,
         configs: dict[str, str],
         assignments: object = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[MetadataRecord]:
         """`assignments`: Kafka's manual replica assignment, [[partition, [broker, ...]], ...] for partitions
         0..n-1, with `num_partitions` and `replication_factor` -1; else the controller places the replicas."""
         name = validate_topic_name(name)
@@ -128,21 +143,19 @@ class ControllerLogic:
         placed = [[live[(start + p + r) % len(live)] for r in range(replication_factor)] for p in range(num_partitions)]
         return self._new_topic_records(name, configs, placed)
 
-    def _new_topic_records(self, name: str, configs: dict[str, str], placed: list[list[int]]) -> list[dict[str, Any]]:
+    def _new_topic_records(self, name: str, configs: dict[str, str], placed: list[list[int]]) -> list[MetadataRecord]:
         self._check_limits(placed)
-        records: list[dict[str, Any]] = [
-            {"type": "topic", "name": name, "topic_id": uuid.uuid4().hex, "configs": dict(configs)}
-        ]
+        records: list[MetadataRecord] = [TopicRecord(name, uuid.uuid4().hex, dict(configs))]
         return records + self._partition_records(name, 0, placed)
 
-    def _partition_records(self, topic: str, first: int, placed: list[list[int]]) -> list[dict[str, Any]]:
+    def _partition_records(self, topic: str, first: int, placed: list[list[int]]) -> list[MetadataRecord]:
         """Partitions first.. with these replica lists: the first live replica leads, the live ones are the ISR
         (every one of them, for a placement made from the live brokers)."""
         live = set(self.image.live_brokers())
-        records = []
+        records: list[MetadataRecord] = []
         for p, replicas in enumerate(placed, start=first):
             isr = [b for b in replicas if b in live]
-            records.append(partition_record(topic, PartitionState(p, isr[0], 0, list(replicas), isr, 0)))
+            records.append(PartitionRecord(topic, p, isr[0], 0, list(replicas), isr, 0))
         return records
 
     @staticmethod
@@ -207,7 +220,7 @@ class ControllerLogic:
                     f"broker {b}, above max.broker.partitions={lim.max_broker_partitions}"
                 )
 
-    def create_partitions(self, name: object, total: object, assignments: object = None) -> list[dict[str, Any]]:
+    def create_partitions(self, name: object, total: object, assignments: object = None) -> list[MetadataRecord]:
         """Grow a topic to `total` partitions (Kafka's CreatePartitions): the new ones get the topic's replication
         factor, spread round-robin over the live brokers as at creation, or `assignments` (one replica list per
         new partition). Partitions are never removed."""
@@ -239,64 +252,64 @@ class ControllerLogic:
         self._check_limits(placed)
         return self._partition_records(t.name, current, placed)
 
-    def delete_topic(self, name: object) -> list[dict[str, Any]]:
+    def delete_topic(self, name: object) -> list[MetadataRecord]:
         if not isinstance(name, str) or name not in self.image.topics:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-        return [{"type": "remove_topic", "name": name}]
+        return [RemoveTopicRecord(name)]
 
-    def set_configs(self, name: str, configs: dict[str, str]) -> list[dict[str, Any]]:
+    def set_configs(self, name: str, configs: dict[str, str]) -> list[MetadataRecord]:
         t = self.image.topics.get(name)
         if t is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         # Enabling unclean.leader.election.enable must bring offline partitions back, as in Kafka.
         changed = TopicInfo(t.name, t.topic_id, t.partitions, dict(configs))
         live = set(self.image.live_brokers())
-        records: list[dict[str, Any]] = [{"type": "config", "topic": name, "configs": dict(configs)}]
+        records: list[MetadataRecord] = [ConfigRecord(name, dict(configs))]
         return records + self._elect_offline([changed], live)
 
-    def set_group_configs(self, group: str, configs: dict[str, str]) -> list[dict[str, Any]]:
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> list[MetadataRecord]:
         """A group's whole set of config overrides (none: the record removes them)."""
-        return [{"type": "group_config", "group": group, "configs": dict(configs)}]
+        return [GroupConfigRecord(group, dict(configs))]
 
-    def set_broker_configs(self, broker: str, configs: dict[str, str]) -> list[dict[str, Any]]:
+    def set_broker_configs(self, broker: str, configs: dict[str, str]) -> list[MetadataRecord]:
         """A broker's whole set of dynamic configs ("" : the cluster default's), validated by the caller
         (broker/server/dynamic_config.py); an empty set removes it."""
-        return [{"type": "broker_config", "broker": broker, "configs": dict(configs)}]
+        return [BrokerConfigRecord(broker, dict(configs))]
 
     # --- security: credentials, ACLs, quotas (validated by the callers; these only make the records) --------
 
     def alter_scram(
         self, upserts: list[tuple[str, ScramCredential]], deletions: list[tuple[str, str]]
-    ) -> list[dict[str, Any]]:
-        records: list[dict[str, Any]] = []
+    ) -> list[MetadataRecord]:
+        records: list[MetadataRecord] = []
         for user, mech in deletions:
             if (user, mech) not in self.image.scram_credentials:
                 raise ResourceNotFoundError(f"user {user!r} has no {mech} credential")
-            records.append({"type": "remove_user_scram_credential", "name": user, "mechanism": mech})
-        records += [cred.to_record(user) for user, cred in upserts]
+            records.append(RemoveUserScramCredentialRecord(user, mech))
+        records += [UserScramCredentialRecord.of(user, cred) for user, cred in upserts]
         return records
 
-    def create_acls(self, bindings: list[AclBinding]) -> list[dict[str, Any]]:
-        return [{"type": "acl", "binding": b.to_wire()} for b in bindings if b not in self.image.acls]
+    def create_acls(self, bindings: list[AclBinding]) -> list[MetadataRecord]:
+        return [AclRecord(b) for b in bindings if b not in self.image.acls]
 
-    def delete_acls(self, filters: list[AclBindingFilter]) -> list[dict[str, Any]]:
+    def delete_acls(self, filters: list[AclBindingFilter]) -> list[MetadataRecord]:
         doomed = sorted({b for b in self.image.acls for f in filters if f.matches(b)})
-        return [{"type": "remove_acl", "binding": b.to_wire()} for b in doomed]
+        return [RemoveAclRecord(b) for b in doomed]
 
     def alter_client_quota(
         self, entity: list[tuple[str, str | None]], values: dict[str, float | None]
-    ) -> list[dict[str, Any]]:
+    ) -> list[MetadataRecord]:
         """`values` maps quota keys to a new value, or None to remove it (the others are kept)."""
-        current = dict(self.image.client_quotas.get(tuple(entity), {}))
+        current: dict[str, float | None] = dict(self.image.client_quotas.get(tuple(entity), {}))
         for k, v in values.items():
             if v is None:
                 current.pop(k, None)
             else:
                 current[k] = v
-        return [{"type": "client_quota", "entity": [list(e) for e in entity], "values": current}]
+        return [ClientQuotaRecord(tuple((k, v) for k, v in entity), current)]
 
-    def _elect_offline(self, topics: list[TopicInfo], live: set[int]) -> list[dict[str, Any]]:
-        records = []
+    def _elect_offline(self, topics: list[TopicInfo], live: set[int]) -> list[MetadataRecord]:
+        records: list[MetadataRecord] = []
         for t in topics:
             for p in t.partitions.values():
                 if p.leader == NO_LEADER:
@@ -307,12 +320,12 @@ class ControllerLogic:
 
     # --- brokers -------------------------------------------------------------
 
-    def register_broker(self, broker_id: int, host: str, port: int) -> list[dict[str, Any]]:
+    def register_broker(self, broker_id: int, host: str, port: int) -> list[MetadataRecord]:
         """A broker that fetches again is unfenced; its partitions regain leaders if they had none."""
         b = self.image.brokers.get(broker_id)
         if b is not None and not b.fenced and (b.host, b.port) == (host, port):
             return []
-        records = [_broker_record(broker_id, host, port, False, b)]
+        records: list[MetadataRecord] = [_broker_record(broker_id, host, port, False, b)]
         live = set(self.image.live_brokers()) | {broker_id}
         mine = [t for t in self.image.topics.values() if any(broker_id in p.replicas for p in t.partitions.values())]
         return records + self._elect_offline(mine, live)
@@ -323,7 +336,7 @@ class ControllerLogic:
         host: str | None,
         port: int,
         listeners: dict[str, tuple[str, int, str]] | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[MetadataRecord]:
         """Record where clients reach `broker_id` (its BrokerRegistration): its Kafka listener and, unless None (a
         broker from before named listeners), every client listener; nothing if unchanged or unknown (a broker
         not registered yet: its registration record will carry what it sent since)."""
@@ -335,12 +348,12 @@ class ControllerLogic:
         known = BrokerInfo(broker_id, b.host, b.port, b.fenced, host, port, dict(listeners))
         return [_broker_record(broker_id, b.host, b.port, b.fenced, known)]
 
-    def fence_broker(self, broker_id: int) -> list[dict[str, Any]]:
+    def fence_broker(self, broker_id: int) -> list[MetadataRecord]:
         """Remove a lost broker from every ISR at once and move its leaderships (Kafka's controller does this)."""
         b = self.image.brokers.get(broker_id)
         if b is None or b.fenced:
             return []
-        records: list[dict[str, Any]] = [_broker_record(broker_id, b.host, b.port, True, b)]
+        records: list[MetadataRecord] = [_broker_record(broker_id, b.host, b.port, True, b)]
         live = set(self.image.live_brokers()) - {broker_id}
         for t in self.image.topics.values():
             for p in t.partitions.values():
@@ -392,14 +405,14 @@ class ControllerLogic:
 
     def elect_leaders(
         self, election_type: ElectionType, partitions: list[tuple[str, int]] | None
-    ) -> tuple[list[dict[str, Any]], dict[tuple[str, int], KafkaLiteError | None]]:
+    ) -> tuple[list[MetadataRecord], dict[tuple[str, int], KafkaLiteError | None]]:
         """The records of the elections that can be made, and each partition's outcome (None: elected).
         `partitions` None means every partition; then those already led as asked are left out of the
         outcomes, as Kafka's controller does."""
         everything = partitions is None
         if partitions is None:
             partitions = [(t.name, p) for t in self.image.topics.values() for p in sorted(t.partitions)]
-        records: list[dict[str, Any]] = []
+        records: list[MetadataRecord] = []
         outcomes: dict[tuple[str, int], KafkaLiteError | None] = {}
         for topic, partition in dict.fromkeys(partitions):  # a partition asked for twice is elected once
             try:
@@ -412,7 +425,7 @@ class ControllerLogic:
                 outcomes[(topic, partition)] = e
         return records, outcomes
 
-    def elect_leader(self, topic: object, partition: object, election_type: ElectionType) -> list[dict[str, Any]]:
+    def elect_leader(self, topic: object, partition: object, election_type: ElectionType) -> list[MetadataRecord]:
         """PREFERRED: the first replica leads, if it is alive and in the ISR (a clean election, the ISR is
         kept). UNCLEAN: a partition without a leader gets one from the live ISR members, else from any live
         replica whatever the topic's unclean.leader.election.enable (records only the ISR had may be lost).
@@ -444,10 +457,10 @@ class ControllerLogic:
 
     def alter_reassignments(
         self, requests: list[tuple[object, object, object]], allow_rf_change: bool = True
-    ) -> tuple[list[dict[str, Any]], dict[tuple[str, int], KafkaLiteError | None]]:
+    ) -> tuple[list[MetadataRecord], dict[tuple[str, int], KafkaLiteError | None]]:
         """(topic, partition, target replicas or None to cancel) -> the records, and each partition's outcome
         (None: done). A partition named twice is judged once, on its first row."""
-        records: list[dict[str, Any]] = []
+        records: list[MetadataRecord] = []
         outcomes: dict[tuple[str, int], KafkaLiteError | None] = {}
         for topic, partition, target in requests:
             key = (str(topic), partition if isinstance(partition, int) else -1)
@@ -462,7 +475,7 @@ class ControllerLogic:
 
     def reassign(
         self, topic: object, partition: object, target: object, allow_rf_change: bool = True
-    ) -> list[dict[str, Any]]:
+    ) -> list[MetadataRecord]:
         """Start (or replace) a reassignment towards `target`, or cancel the one in progress (`target` None).
         While it runs the replicas are target + the original ones not in it, so the new replicas are created
         and catch up from the leader; it completes once every target replica is in the ISR
@@ -548,7 +561,7 @@ class ControllerLogic:
         partition_epoch: int,
         isr: list[int],
         silent: list[int] | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[MetadataRecord]:
         """A leader's ISR proposal. `silent`: the members it drops that sent it no fetch within
         replica.lag.time.max.ms (None: a proposer that does not say, treated as none silent)."""
         t = self.image.topics.get(topic)
@@ -647,12 +660,10 @@ def _unclean_enabled(t: TopicInfo, default: bool) -> bool:
     return default if v is None else str(v).lower() == "true"
 
 
-def _broker_record(broker_id: int, host: str, port: int, fenced: bool, known: BrokerInfo | None) -> dict[str, Any]:
-    """A broker registration record; it keeps the broker's Kafka listener from `known` (the image), so fencing
-    and unfencing never lose it. Without a Kafka listener the keys are left out (records of older brokers)."""
-    record: dict[str, Any] = {"type": "broker", "id": broker_id, "host": host, "port": port, "fenced": fenced}
-    if known is not None and known.kafka_port >= 0:
-        record["kafka_host"], record["kafka_port"] = known.kafka_host, known.kafka_port
-    if known is not None and known.listeners:
-        record["listeners"] = [[name, *ep] for name, ep in sorted(known.listeners.items())]
-    return record
+def _broker_record(broker_id: int, host: str, port: int, fenced: bool, known: BrokerInfo | None) -> BrokerRecord:
+    """A broker registration record; it keeps the broker's Kafka listener and other listeners from `known` (the
+    image), so fencing and unfencing never lose them."""
+    if known is None:
+        return BrokerRecord(broker_id, host, port, fenced)
+    kafka_host, kafka_port = (known.kafka_host, known.kafka_port) if known.kafka_port >= 0 else (None, -1)
+    return BrokerRecord(broker_id, host, port, fenced, kafka_host, kafka_port, dict(known.listeners))

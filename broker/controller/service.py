@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from broker.controller.leader_balance import RebalancePolicy, rebalance_candidates
 from broker.controller.logic import AlterPartitionError, ControllerLogic, PartitionLimits, check_broker_incarnation
 from broker.metadata.image import MetadataImage
-from broker.metadata.records import BrokerRecord, decode
+from broker.metadata.records import BrokerRecord, ClusterRecord, MetadataRecord
 from broker.utils.repeated_log import RepeatedConditionLog
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ElectionType
@@ -53,7 +53,7 @@ class ControllerService:
         cluster_id: str,
         unclean_default: bool = False,
         min_insync_default: int = 1,
-        bootstrap_records: list[dict[str, Any]] | None = None,
+        bootstrap_records: list[MetadataRecord] | None = None,
         rebalance: RebalancePolicy | None = None,
         limits: PartitionLimits = PartitionLimits(),
     ) -> None:
@@ -131,14 +131,19 @@ class ControllerService:
 
     # --- proposals -----------------------------------------------------------------
 
-    async def run(self, compute: Any, timeout: float = 10.0) -> None:
+    async def run(self, compute: Callable[[ControllerLogic], list[MetadataRecord]], timeout: float = 10.0) -> None:
         """compute(logic) -> records, evaluated under the lock on the up-to-date image, then committed."""
         async with self._lock:
             self.check_active()
             records = compute(self.logic)
             self._report_unclean()
             if records:
-                await self.quorum.propose(records, timeout)
+                await self._propose(records, timeout)
+
+    async def _propose(self, records: list[MetadataRecord], timeout: float = 10.0) -> None:
+        """Commit typed records: here, and only here, they become the dicts the metadata log holds (and the
+        quorum or ZooKeeper carries to every broker)."""
+        await self.quorum.propose([r.to_dict() for r in records], timeout)
 
     def _report_unclean(self) -> None:
         for topic, partition, leader, isr in self.logic.unclean_elections:
@@ -188,7 +193,7 @@ class ControllerService:
             delay_s = (max(min(due) - now, 0) + 1) / 1000
             self._expiry_timer = asyncio.get_running_loop().call_later(delay_s, self.tick)
 
-    async def _propose_liveness(self, records: list[dict[str, Any]]) -> None:
+    async def _propose_liveness(self, records: list[MetadataRecord]) -> None:
         try:
             async with self._lock:
                 if not self.ready:
@@ -196,7 +201,7 @@ class ControllerService:
                 # Recompute under the lock: the image may have moved since tick() looked.
                 records = self._liveness_records(_now_ms())
                 self._report_unclean()
-                for r in map(decode, records):
+                for r in records:
                     if isinstance(r, BrokerRecord):
                         if r.fenced:
                             log.warning(
@@ -208,18 +213,18 @@ class ControllerService:
                             log.info("registering broker %d (%s:%d)", r.id, r.host, r.port)
                 if records:
                     started = _now_ms()
-                    await self.quorum.propose(records)
+                    await self._propose(records)
                     # The commit latency after detection is part of every failover (docs/BENCHMARKS.md timeline).
                     log.info("liveness update committed in %d ms", _now_ms() - started)
                     self._liveness_log.clear("liveness", how="liveness update committed")
         except KafkaLiteError as e:
             self._liveness_log.report("liveness", logging.WARNING, "liveness update not committed: %s", e)
 
-    def _liveness_records(self, now: int) -> list[dict[str, Any]]:
+    def _liveness_records(self, now: int) -> list[MetadataRecord]:
         """At most one broker's change per proposal: each is computed on an image with the previous applied."""
-        records: list[dict[str, Any]] = []
+        records: list[MetadataRecord] = []
         if not self.image.cluster_id:
-            records.append({"type": "cluster", "cluster_id": self.cluster_id})
+            records.append(ClusterRecord(self.cluster_id))
             records += self.bootstrap_records
         for bid, (host, port) in sorted(self.quorum.known_brokers().items()):
             alive = bid == self.broker_id or self._alive(bid, now)
@@ -271,7 +276,7 @@ class ControllerService:
                     self.rebalance.imbalance_percentage,
                     ", ".join(f"{t}-{p}" for t, p in due),
                 )
-                await self.quorum.propose(records)
+                await self._propose(records)
         except KafkaLiteError as e:
             log.warning("preferred replica elections not committed (the next check retries): %s", e)
 
@@ -281,7 +286,7 @@ class ControllerService:
         """Kafka's ElectLeaders: each partition's outcome (None: elected, and committed)."""
         outcomes: dict[tuple[str, int], KafkaLiteError | None] = {}
 
-        def compute(logic: ControllerLogic) -> list[dict[str, Any]]:
+        def compute(logic: ControllerLogic) -> list[MetadataRecord]:
             records, found = logic.elect_leaders(election_type, partitions)
             outcomes.update(found)
             return records
@@ -300,7 +305,7 @@ class ControllerService:
         """Kafka's AlterPartitionReassignments: each partition's outcome (None: started or cancelled, committed)."""
         outcomes: dict[tuple[str, int], KafkaLiteError | None] = {}
 
-        def compute(logic: ControllerLogic) -> list[dict[str, Any]]:
+        def compute(logic: ControllerLogic) -> list[MetadataRecord]:
             records, found = logic.alter_reassignments(requests, allow_rf_change)
             outcomes.update(found)
             return records
@@ -380,7 +385,7 @@ class ControllerService:
         fetch from a restarted proposer that arrived while this request queued still counts.
         tests/sim/replication_sim.py's controller applies the same two rules (alter_seen, incarnation)."""
 
-        def compute(logic: ControllerLogic) -> list[dict[str, Any]]:
+        def compute(logic: ControllerLogic) -> list[MetadataRecord]:
             if incarnation is not None and seq is not None:
                 key = (incarnation, seq)
                 taken = self._alter_taken.get(leader)

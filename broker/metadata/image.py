@@ -194,16 +194,16 @@ class MetadataImage:
         self.controller_id = record.leader
 
     def _scram(self, record: UserScramCredentialRecord, delta: MetadataDelta) -> None:
-        self.scram_credentials[(record.name, record.mechanism)] = ScramCredential.from_record(record.fields)
+        self.scram_credentials[(record.name, record.mechanism)] = record.credential()
 
     def _remove_scram(self, record: RemoveUserScramCredentialRecord, delta: MetadataDelta) -> None:
         self.scram_credentials.pop((record.name, record.mechanism), None)
 
     def _acl(self, record: AclRecord, delta: MetadataDelta) -> None:
-        self.acls.add(AclBinding.from_wire(record.binding))
+        self.acls.add(record.binding)
 
     def _remove_acl(self, record: RemoveAclRecord, delta: MetadataDelta) -> None:
-        self.acls.discard(AclBinding.from_wire(record.binding))
+        self.acls.discard(record.binding)
 
     def _client_quota(self, record: ClientQuotaRecord, delta: MetadataDelta) -> None:
         values = {k: v for k, v in record.values.items() if v is not None}
@@ -267,17 +267,16 @@ _REPLAY: dict[type, Callable[[MetadataImage, Any, MetadataDelta], None]] = {
 _IGNORED = UntrackedDelta()
 
 
-def partition_record(topic: str, p: PartitionState) -> dict[str, Any]:
-    record = {
-        "type": "partition",
-        "topic": topic,
-        "partition": p.partition,
-        "leader": p.leader,
-        "leader_epoch": p.leader_epoch,
-        "replicas": list(p.replicas),
-        "isr": list(p.isr),
-        "partition_epoch": p.partition_epoch,
-    }
-    if p.reassigning:  # left out otherwise: the records of partitions never reassigned keep their shape
-        record["adding_replicas"], record["removing_replicas"] = list(p.adding_replicas), list(p.removing_replicas)
-    return record
+def partition_record(topic: str, p: PartitionState) -> PartitionRecord:
+    """A partition's record from its state, its lists copied (the state may be the image's own)."""
+    return PartitionRecord(
+        topic,
+        p.partition,
+        p.leader,
+        p.leader_epoch,
+        list(p.replicas),
+        list(p.isr),
+        p.partition_epoch,
+        list(p.adding_replicas),
+        list(p.removing_replicas),
+    )

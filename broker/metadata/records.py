@@ -1,10 +1,14 @@
 """The metadata log's records as typed classes, one per record type, with a registry by type name (Kafka's
 MetadataRecordType and its ApiMessage classes: TopicRecord, PartitionRecord, RegisterBrokerRecord, ...).
 
-On the log a record stays what it always was, the msgpack of a dict with a "type" (docs/FORMAT.md §5): `decode`
-reads one into its class (None for a type this broker does not know, which the image skips, as Kafka skips
-what it cannot read), `MetadataImage.apply` (broker/metadata/image.py) applies the typed record and says in a
-`MetadataDelta` what it changed, so that nothing downstream sniffs a record's fields to find out.
+On the log a record stays what it always was, the msgpack of a dict with a "type" (docs/FORMAT.md §5). The
+controller (broker/controller/logic.py) makes the typed records and `to_dict` gives each its dict only where it
+is written to the log (ControllerService proposing it): the same keys in the same order as ever, optional ones
+left out as before, so a log written before the classes existed reads the same and a new one is byte for byte
+what the dicts made. `decode` reads one into its class (None for a type this broker does not know, which the
+image skips, as Kafka skips what it cannot read), `MetadataImage.apply` (broker/metadata/image.py) applies the
+typed record and says in a `MetadataDelta` what it changed, so that nothing downstream sniffs a record's fields
+to find out.
 """
 
 from __future__ import annotations
@@ -12,11 +16,16 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, ClassVar
 
+from broker.security.scram import ScramCredential
+from net.acl import AclBinding
+
 
 class _Record:
     """A record class: its fields read from the record's dict by name, a missing one taking the field's
-    default (a field added later), a map or list copied (None read as empty), so the image owns what it keeps.
-    A class whose fields need more overrides `from_dict`."""
+    default (a field added later), a map or list copied (None read as empty), so the image owns what it keeps;
+    written as "type" then its fields in their order. A class whose fields need more overrides `from_dict` and
+    `to_dict`. A record is a value made to be written: `to_dict` shares its maps and lists (the makers copy
+    what they take from the image)."""
 
     __slots__ = ()
     TYPE: ClassVar[str]
@@ -24,6 +33,13 @@ class _Record:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Any:
         return cls(**{name: read(d[name]) if name in d else _missing(cls, name) for name, read in _readers(cls)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as the metadata log holds it (docs/FORMAT.md §5)."""
+        out: dict[str, Any] = {"type": self.TYPE}
+        for name, _ in _readers(type(self)):
+            out[name] = getattr(self, name)
+        return out
 
 
 def _missing(cls: type, name: str) -> Any:
@@ -92,6 +108,16 @@ class BrokerRecord(_Record):
             {row[0]: (row[1], row[2], row[3]) for row in d.get("listeners") or ()},
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        # Without a Kafka listener its keys are left out, and so are no other listeners (records of older brokers).
+        out: dict[str, Any] = {"type": self.TYPE, "id": self.id, "host": self.host, "port": self.port}
+        out["fenced"] = self.fenced
+        if self.kafka_port >= 0:
+            out["kafka_host"], out["kafka_port"] = self.kafka_host, self.kafka_port
+        if self.listeners:
+            out["listeners"] = [[name, *ep] for name, ep in sorted(self.listeners.items())]
+        return out
+
 
 @dataclass(slots=True)
 class TopicRecord(_Record):
@@ -132,6 +158,21 @@ class PartitionRecord(_Record):
             list(d.get("removing_replicas") or ()),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.TYPE,
+            "topic": self.topic,
+            "partition": self.partition,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "replicas": self.replicas,
+            "isr": self.isr,
+            "partition_epoch": self.partition_epoch,
+        }
+        if self.adding_replicas or self.removing_replicas:  # left out otherwise: never reassigned, the old shape
+            out["adding_replicas"], out["removing_replicas"] = self.adding_replicas, self.removing_replicas
+        return out
+
 
 @dataclass(slots=True)
 class RemoveTopicRecord(_Record):
@@ -168,24 +209,35 @@ class BrokerConfigRecord(_Record):
 
 @dataclass(slots=True)
 class LeaderChangeRecord(_Record):
-    """A new controller's first record of its epoch (election/quorum.py leader_change_record)."""
+    """A new controller's first record of its epoch. The quorum (election/quorum.py leader_change_record) writes
+    it as its dict: the election core sits below the broker and knows no broker classes."""
 
     TYPE: ClassVar[str] = "leader_change"
+    epoch: int = -1
     leader: int = -1
+    voters: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class UserScramCredentialRecord(_Record):
-    """A user's SCRAM credential for one mechanism; the image keeps it as the record's dict (ScramCredential)."""
+    """A user's SCRAM credential for one mechanism: salt, StoredKey and ServerKey in base64, as
+    `ScramCredential.to_record` encodes them (also for bootstrap.records, broker/security/bootstrap.py)."""
 
     TYPE: ClassVar[str] = "user_scram_credential"
     name: str
     mechanism: str
-    fields: dict[str, Any]
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> UserScramCredentialRecord:
-        return cls(d["name"], d["mechanism"], d)
+    def of(cls, user: str, cred: ScramCredential) -> UserScramCredentialRecord:
+        record: UserScramCredentialRecord = cls.from_dict(cred.to_record(user))
+        return record
+
+    def credential(self) -> ScramCredential:
+        return ScramCredential.from_record(self.to_dict())
 
 
 @dataclass(slots=True)
@@ -196,15 +248,27 @@ class RemoveUserScramCredentialRecord(_Record):
 
 
 @dataclass(slots=True)
-class AclRecord(_Record):
-    TYPE: ClassVar[str] = "acl"
-    binding: Any  # AclBinding's wire form (net/acl.py)
+class _BindingRecord(_Record):
+    """A record of one ACL binding; on the log as the binding's wire form (AclBinding.to_wire, net/acl.py)."""
+
+    binding: AclBinding
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Any:
+        return cls(AclBinding.from_wire(d["binding"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "binding": self.binding.to_wire()}
 
 
 @dataclass(slots=True)
-class RemoveAclRecord(_Record):
+class AclRecord(_BindingRecord):
+    TYPE: ClassVar[str] = "acl"
+
+
+@dataclass(slots=True)
+class RemoveAclRecord(_BindingRecord):
     TYPE: ClassVar[str] = "remove_acl"
-    binding: Any
 
 
 @dataclass(slots=True)
@@ -218,6 +282,9 @@ class ClientQuotaRecord(_Record):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ClientQuotaRecord:
         return cls(tuple((k, v) for k, v in d["entity"]), dict(d["values"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "entity": [list(e) for e in self.entity], "values": self.values}
 
 
 MetadataRecord = (

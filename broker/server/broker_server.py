@@ -189,11 +189,10 @@ class BrokerServer:
         # its ZooKeeper registration) and AlterPartition, so the controller can refuse proposals of a process
         # that has since restarted.
         self.incarnation = next_incarnation(Path(cfg.log_dirs[0]))
-        bootstrap = read_bootstrap(Path(cfg.log_dirs[0]))
+        # bootstrap.records holds the records' dicts (JSON): read into their classes, as the log's are.
+        bootstrap = [r for r in map(decode, read_bootstrap(Path(cfg.log_dirs[0]))) if r is not None]
         self._bootstrap_credentials = {
-            (c.name, c.mechanism): ScramCredential.from_record(c.fields)
-            for c in map(decode, bootstrap)
-            if isinstance(c, UserScramCredentialRecord)
+            (c.name, c.mechanism): c.credential() for c in bootstrap if isinstance(c, UserScramCredentialRecord)
         }
         # Heartbeats between the quorum's voters, on a thread of their own (custom mode with peers only:
         # ZooKeeper's client pings from its own thread, and a broker alone has nobody to tell).

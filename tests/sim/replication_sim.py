@@ -87,6 +87,7 @@ from broker.metadata.applier import (
     StopFetching,
 )
 from broker.metadata.image import MetadataImage, PartitionState
+from broker.metadata.records import BrokerRecord, MetadataRecord, PartitionRecord, TopicRecord
 from broker.replica.fetch_session import FetchSessionCache, FetchSessionError, FetchSessionHandler, SessionFetch
 from broker.replica.partition import FetchResult as PartitionFetch
 from broker.replica.partition import FetchSpec, Partition
@@ -362,14 +363,15 @@ class SimController:
         self.alter_seen: dict[int, tuple[int, int]] = {}
         self.incarnation: dict[int, int] = {}  # broker -> newest process seen fetching (a broker epoch)
 
-    def commit(self, records: list[dict[str, Any]]) -> None:
+    def commit(self, records: list[MetadataRecord]) -> None:
+        """ControllerService._propose: the typed records written to the log as its dicts, applied from there."""
         for r in records:
             offset = len(self.records)
-            self.records.append(r)
-            self.image.apply(offset, r)
-            if r.get("type") == "partition" and r["leader"] >= 0:
-                key = (r["partition"], r["leader_epoch"])
-                if self.assigned.setdefault(key, r["leader"]) != r["leader"]:
+            self.records.append(r.to_dict())
+            self.image.apply(offset, self.records[-1])
+            if isinstance(r, PartitionRecord) and r.leader >= 0:
+                key = (r.partition, r.leader_epoch)
+                if self.assigned.setdefault(key, r.leader) != r.leader:
                     raise SimFailure(f"controller gave leader epoch {key[1]} of partition {key[0]} to two brokers")
 
     def state(self, p: int) -> PartitionState | None:
@@ -963,17 +965,19 @@ class Simulation(EventLoop):
             records = ctrl.service._liveness_records(self.now)
             ctrl.logic.unclean_elections.clear()
             for r in records:
-                if r["type"] == "broker":
-                    self._trace(f"controller {'fences' if r['fenced'] else 'registers'} broker {r['id']}")
-                    self.result.fencings += int(r["fenced"])
+                if isinstance(r, BrokerRecord):
+                    self._trace(f"controller {'fences' if r.fenced else 'registers'} broker {r.id}")
+                    self.result.fencings += int(r.fenced)
             ctrl.commit(records)
             if not ctrl.topic_created and len(ctrl.image.live_brokers()) >= RF:
                 p = self.params
                 records = ctrl.logic.create_topic(TOPIC, p.partitions, RF, {"min.insync.replicas": str(p.min_isr)})
-                records[0]["topic_id"] = f"sim-{self.seed}"  # uuid4 would make replays differ
+                assert isinstance(records[0], TopicRecord)
+                records[0].topic_id = f"sim-{self.seed}"  # uuid4 would make replays differ
                 ctrl.commit(records)
                 ctrl.topic_created = True
-                self._trace(f"controller creates {TOPIC}: {[(r['replicas']) for r in records[1:]]}")
+                placed = [r.replicas for r in records if isinstance(r, PartitionRecord)]
+                self._trace(f"controller creates {TOPIC}: {placed}")
         self._push(self.now + self.params.ctrl_tick_ms, _CTRL_TICK)
 
     def _controller_back(self) -> None:

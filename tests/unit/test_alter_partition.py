@@ -32,6 +32,7 @@ from broker.replica.replication import (
 from broker.server.kafka_apis import KafkaApis
 from election.messages import FetchRequest, from_wire
 from net.errors import ErrorCode, KafkaLiteError, UnknownTopicOrPartitionError, error_for
+from tests.unit.test_controller import apply
 
 
 def cluster(n: int = 3) -> tuple[MetadataImage, ControllerLogic]:
@@ -41,11 +42,6 @@ def cluster(n: int = 3) -> tuple[MetadataImage, ControllerLogic]:
         apply(image, logic.register_broker(b, "127.0.0.1", 9000 + b))
     apply(image, logic.create_topic("t", 1, 3, {}))
     return image, logic
-
-
-def apply(image: MetadataImage, records: list[dict]) -> None:
-    for rec in records:
-        image.apply(image.offset + 1, rec)
 
 
 def refusal(logic: ControllerLogic, *args: Any) -> ErrorCode:
@@ -285,7 +281,8 @@ class FakeQuorum:
         return since_ms  # nobody has fetched: every other broker counts as dead
 
     async def propose(self, records: list[dict], timeout: float = 10.0) -> int:
-        apply(self.image, records)
+        for rec in records:  # as ControllerService writes them to the log: dicts
+            self.image.apply(self.image.offset + 1, rec)
         self.commits += 1
         return self.image.offset
 

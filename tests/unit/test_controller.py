@@ -4,6 +4,7 @@ import pytest
 
 from broker.controller.logic import AlterPartitionError, ControllerLogic
 from broker.metadata.image import MetadataImage
+from broker.metadata.records import MetadataRecord
 from net.errors import (
     ErrorCode,
     InvalidReplicaAssignmentError,
@@ -16,17 +17,15 @@ from net.errors import (
 def cluster(n: int = 3) -> tuple[MetadataImage, ControllerLogic]:
     image = MetadataImage()
     logic = ControllerLogic(image)
-    off = 0
     for b in range(1, n + 1):
-        for rec in logic.register_broker(b, "127.0.0.1", 9000 + b):
-            image.apply(off, rec)
-            off += 1
+        apply(image, logic.register_broker(b, "127.0.0.1", 9000 + b))
     return image, logic
 
 
-def apply(image: MetadataImage, records: list[dict]) -> None:
+def apply(image: MetadataImage, records: list[MetadataRecord]) -> None:
+    """Commit the controller's records as the log does: each written as its dict, applied in order."""
     for rec in records:
-        image.apply(image.offset + 1, rec)
+        image.apply(image.offset + 1, rec.to_dict())
 
 
 def test_create_spreads_leaders_and_replicas():

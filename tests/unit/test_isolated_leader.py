@@ -12,7 +12,9 @@ import pytest
 
 from broker.controller.logic import ControllerLogic
 from broker.metadata.image import MetadataImage
+from broker.metadata.records import MetadataRecord
 from net.errors import ErrorCode, KafkaLiteError
+from tests.unit.test_controller import apply
 
 
 def cluster(min_isr: str | None, n: int = 3, default: int = 1, rf: int = 3) -> tuple[MetadataImage, ControllerLogic]:
@@ -24,12 +26,9 @@ def cluster(min_isr: str | None, n: int = 3, default: int = 1, rf: int = 3) -> t
     return image, logic
 
 
-def apply(image: MetadataImage, records: list[dict]) -> None:
-    for rec in records:
-        image.apply(image.offset + 1, rec)
-
-
-def shrink(image: MetadataImage, logic: ControllerLogic, isr: list[int], silent: list[int] | None = None) -> list[dict]:
+def shrink(
+    image: MetadataImage, logic: ControllerLogic, isr: list[int], silent: list[int] | None = None
+) -> list[MetadataRecord]:
     """The leader's proposal; `silent` defaults to every member it drops (a leader cut off from them)."""
     p = image.topics["t"].partitions[0]
     if silent is None:

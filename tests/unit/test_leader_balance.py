@@ -12,6 +12,7 @@ from broker.metadata.image import NO_LEADER, MetadataImage, PartitionState, Topi
 from broker.server.config import BrokerConfig
 from net.errors import ErrorCode, InvalidConfigError
 from net.protocol import ElectionType
+from tests.unit.test_controller import apply
 
 PREFERRED, UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN
 
@@ -22,11 +23,6 @@ def cluster(n: int = 3) -> tuple[MetadataImage, ControllerLogic]:
     for b in range(1, n + 1):
         apply(image, logic.register_broker(b, "127.0.0.1", 9000 + b))
     return image, logic
-
-
-def apply(image: MetadataImage, records: list[dict]) -> None:
-    for rec in records:
-        image.apply(image.offset + 1, rec)
 
 
 def live(image: MetadataImage) -> set[int]:
@@ -133,7 +129,7 @@ def test_preferred_election_outcomes_have_kafkas_codes():
     assert "not in the ISR" in str(outcomes[("t", 0)])
     rejoin(image, logic, led[0])
     records, outcomes = logic.elect_leaders(PREFERRED, [("t", 0), ("t", 0)])  # asked twice, elected once
-    assert outcomes == {("t", 0): None} and len(records) == 1 and records[0]["leader"] == led[0]
+    assert outcomes == {("t", 0): None} and len(records) == 1 and records[0].leader == led[0]
 
 
 def test_all_partitions_leaves_out_those_led_as_asked():

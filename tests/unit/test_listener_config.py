@@ -124,16 +124,16 @@ def test_the_registration_record_carries_every_listener_and_old_records_still_re
     logic = ControllerLogic(image)
     eps = {"PLAINTEXT": ("localhost", 9200, "kafka"), "CLIENTS": ("10.0.0.1", 9201, "native")}
     records = logic.set_kafka_endpoint(1, "h", 9093, eps)
-    assert records[0]["listeners"] == [
+    assert records[0].to_dict()["listeners"] == [  # on the log: rows sorted by name
         ["CLIENTS", "10.0.0.1", 9201, "native"],
         ["PLAINTEXT", "localhost", 9200, "kafka"],
     ]
-    image.apply(1, records[0])
+    image.apply(1, records[0].to_dict())
     assert image.brokers[1].listeners == eps and image.brokers[1].kafka_port == 9093
     assert logic.set_kafka_endpoint(1, "h", 9093, eps) == []  # unchanged: nothing to write
     # Fencing and unfencing keep them; an older broker's registration (no listeners) keeps them too.
     for record in logic.fence_broker(1)[:1] + logic.set_kafka_endpoint(1, "h", 9094, None):
-        image.apply(2, record)
+        image.apply(2, record.to_dict())
         assert image.brokers[1].listeners == eps
     cfg = BrokerConfig.from_props({"broker.id": 2})
     b = image.brokers[1]

@@ -14,6 +14,7 @@ from broker.log.config import LogConfig
 from broker.log.deferred_files import FREEZE_EVERY
 from broker.log.manager import LogManager
 from broker.metadata.image import MetadataImage, PartitionState, partition_record
+from broker.metadata.records import BrokerRecord, MetadataRecord, RemoveTopicRecord, TopicRecord
 from broker.replica.replica_manager import APPLY_AT_ONCE, ReplicaManager
 
 ME = 1
@@ -27,12 +28,13 @@ def unfrozen():
 
 
 def records(topic: str, partitions: int) -> list[dict]:
-    out = [{"type": "broker", "id": b, "host": "h", "port": 9000 + b, "fenced": False} for b in (1, 2, 3)]
-    out.append({"type": "topic", "name": topic, "topic_id": "id-" + topic, "configs": {}})
+    """A flood's records as the metadata log holds them."""
+    out: list[MetadataRecord] = [BrokerRecord(b, "h", 9000 + b, False) for b in (1, 2, 3)]
+    out.append(TopicRecord(topic, "id-" + topic, {}))
     # Led here and by the others in turn, as a flood's replicas are.
     replicas = [1, 2, 3]
     out += [partition_record(topic, PartitionState(p, 1 + p % 3, 0, replicas, replicas, 0)) for p in range(partitions)]
-    return out
+    return [r.to_dict() for r in out]
 
 
 def tracked(objs: list[object]) -> int:
@@ -74,7 +76,7 @@ def test_replicas_removed_after_the_freeze_are_reclaimed(tmp_path: Path, unfroze
         rm.publish(image, [(i, 0, r) for i, r in enumerate(created)])
         await rm.settled()
         assert len(rm.partitions) == APPLY_AT_ONCE * 2
-        rm.publish(image, [(len(created), 0, {"type": "remove_topic", "name": "flood"})])
+        rm.publish(image, [(len(created), 0, RemoveTopicRecord("flood").to_dict())])
         await rm.settled()
         return rm
 

@@ -20,6 +20,7 @@ from broker.group.coordinator import GroupCoordinator
 from broker.log.manager import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.naming import OFFSETS_TOPIC
+from broker.metadata.records import AclRecord, BrokerRecord, MetadataRecord, PartitionRecord, TopicRecord
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.network.server import BadRequest, ConnectionContext
 from broker.quota.client_quota import ClientQuotaManager
@@ -57,22 +58,13 @@ def values_of(buf: bytes) -> list[bytes]:
 
 
 def topic_records(name: str, partitions: int) -> list[dict]:
-    """What the controller commits for a topic led by broker 1 alone, in leader epoch 3."""
-    out = [{"type": "topic", "name": name, "topic_id": f"id-{name}", "configs": {}}]
-    for p in range(partitions):
-        out.append(
-            {
-                "type": "partition",
-                "topic": name,
-                "partition": p,
-                "leader": 1,
-                "leader_epoch": 3,
-                "replicas": [1],
-                "isr": [1],
-                "partition_epoch": 1,
-            }
-        )
-    return out
+    """What the controller commits for a topic led by broker 1 alone, in leader epoch 3, as the log holds it."""
+    out: list[MetadataRecord] = [TopicRecord(name, f"id-{name}", {})]
+    out += [PartitionRecord(name, p, 1, 3, [1], [1], 1) for p in range(partitions)]
+    return [r.to_dict() for r in out]
+
+
+BROKER_1 = BrokerRecord(1, "127.0.0.1", 9092, False).to_dict()
 
 
 class Broker:
@@ -90,9 +82,8 @@ class Broker:
             }
         )
         self.image = image = MetadataImage()
-        metadata = [{"type": "broker", "id": 1, "host": "127.0.0.1", "port": 9092, "fenced": False}]
-        metadata += topic_records(TOPIC, 2) + topic_records(OFFSETS_TOPIC, 1)
-        metadata += [{"type": "acl", "binding": b.to_wire()} for b in acls or []]
+        metadata = [BROKER_1, *topic_records(TOPIC, 2), *topic_records(OFFSETS_TOPIC, 1)]
+        metadata += [AclRecord(b).to_dict() for b in acls or []]
         for offset, record in enumerate(metadata):
             image.apply(offset, record)
         self.logs = LogManager([tmp_path], cfg.topic_config_defaults())
@@ -413,8 +404,7 @@ def test_a_kafka_clients_metadata_waits_for_the_first_published_image(tmp_path):
         [topic] = answer["topics"]
         assert topic["error_code"] == 0 and len(topic["partitions"]) == 2
 
-    published_records = [{"type": "broker", "id": 1, "host": "127.0.0.1", "port": 9092, "fenced": False}]
-    published_records += topic_records(TOPIC, 2) + topic_records(OFFSETS_TOPIC, 1)
+    published_records = [BROKER_1, *topic_records(TOPIC, 2), *topic_records(OFFSETS_TOPIC, 1)]
     try:
         asyncio.run(scenario())
     finally:
