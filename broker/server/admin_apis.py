@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import time
+import uuid
 from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -195,6 +196,8 @@ class AdminApis:
                     if name is None:
                         raise error_for(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
                 info = self.image.topics.get(name)
+                if info is not None and topic_id is None:  # v6 answers the id of a topic deleted by name
+                    topic_id = uuid.UUID(hex=info.topic_id)
                 n = len(info.partitions) if info is not None else 0
                 await meter.mutate(n, partial(self.controller.delete_topic, name))
                 results.append(DeletableTopicResult(name=name, topic_id=topic_id))
@@ -279,7 +282,7 @@ class AdminApis:
         rows = []
         for r in req.resources:
             try:
-                changes = _changes(r.configs)
+                changes = config_changes(r.configs)
                 if r.resource_type == TOPIC:
                     await self._alter_topic(r.resource_name, changes, req.validate_only, replace)
                 elif r.resource_type == BROKER:
@@ -353,7 +356,7 @@ _ALTER_ANSWERS: dict[type, tuple[type, type]] = {
 }
 
 
-def _changes(configs: Any) -> dict[str, Change]:
+def config_changes(configs: Any) -> dict[str, Change]:
     """A resource's configs as changes: AlterConfigs' values (None: the override removed), IncrementalAlter-
     Configs' operations; an unknown operation is the resource's INVALID_REQUEST."""
     out: dict[str, Change] = {}
