@@ -17,6 +17,7 @@ from client.config import AdminConfig
 from client.group import GroupClient
 from client.topic_partition import TopicPartition
 from net.acl import CREATION_FIELDS, FILTER_FIELDS, AclBinding, AclBindingFilter, as_fields
+from net.config_def import ConfigSource, is_default
 from net.consumer_protocol import Assignment
 from net.errors import ErrorCode, KafkaLiteError, error_for, group_error
 from net.protocol import ApiKey, ElectionType
@@ -43,12 +44,21 @@ from net.schema.alter_user_scram_credentials import (
 )
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.create_partitions import CreatePartitionsAssignment, CreatePartitionsRequest, CreatePartitionsTopic
+from net.schema.create_topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
 from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest
 from net.schema.delete_groups import DeleteGroupsRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequestTopic
+from net.schema.delete_topics import DeleteTopicsRequest
 from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest
+from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResult
 from net.schema.describe_groups import DescribeGroupsRequest
 from net.schema.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
@@ -57,6 +67,7 @@ from net.schema.describe_share_group_offsets import (
 from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, UserName
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
+from net.schema.incremental_alter_configs import AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest
 from net.schema.list_groups import ListGroupsRequest
 from net.schema.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
@@ -118,11 +129,25 @@ class TopicDescription:
         return len(self.partitions[0].replicas) if self.partitions else 0
 
 
-def _raise_rows(rows: list[Any]) -> None:
-    """Raise the first per-topic error in [[name, code, message], ...]."""
-    for name, code, message, *_ in rows:
-        if code:
-            raise error_for(code, message or f"topic {name!r}")
+def _raise_rows(rows: Iterable[Any]) -> None:
+    """Raise the first per-topic error of a typed answer's rows (name, error_code, error_message)."""
+    for r in rows:
+        if r.error_code:
+            raise error_for(r.error_code, r.error_message or f"topic {r.name!r}")
+
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # Kafka's ConfigResource.Type
+
+
+def _incremental(
+    kind: int, name: str, changes: dict[str, str | None], validate_only: bool
+) -> IncrementalAlterConfigsRequest:
+    """IncrementalAlterConfigs of one resource: SET (0) each value, DELETE (1) each None."""
+    configs = tuple(
+        AlterableConfig(name=k, config_operation=1 if v is None else 0, value=v) for k, v in changes.items()
+    )
+    resource = AlterConfigsResource(resource_type=kind, resource_name=name, configs=configs)
+    return IncrementalAlterConfigsRequest(resources=(resource,), validate_only=validate_only)
 
 
 class AsyncAdmin:
@@ -182,44 +207,66 @@ class AsyncAdmin:
         )
 
     async def create_topics(self, topics: list[NewTopic], validate_only: bool = False) -> None:
-        body = {
-            "topics": [
-                {
-                    "name": t.name,
-                    "num_partitions": t.num_partitions,
-                    "replication_factor": t.replication_factor,
-                    "configs": t.configs or {},
-                    "assignments": [[p, list(r)] for p, r in sorted((t.replica_assignments or {}).items())],
-                }
+        request = CreateTopicsRequest(
+            topics=tuple(
+                CreatableTopic(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in (t.configs or {}).items()),
+                    assignments=tuple(
+                        CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(r))
+                        for p, r in sorted((t.replica_assignments or {}).items())
+                    ),
+                )
                 for t in topics
-            ],
-            "validate_only": validate_only,
-        }
-        _raise_rows((await self._controller_request(ApiKey.CREATE_TOPICS, body))["topics"])
+            ),
+            validate_only=validate_only,
+        )
+        _raise_rows((await self._controller_call(request, lambda a: a.topics)).topics)
 
     async def create_partitions(
         self, topic: str, count: int, validate_only: bool = False, assignments: list[list[int]] | None = None
     ) -> None:
         """Grow `topic` to `count` partitions (Kafka's CreatePartitions; partitions are never removed);
         `assignments`: the new partitions' replicas, one list each, else the controller places them."""
-        body = {"topics": [{"name": topic, "count": count, "assignments": assignments}], "validate_only": validate_only}
-        _raise_rows((await self._controller_request(ApiKey.CREATE_PARTITIONS, body))["topics"])
+        placed = (
+            None if assignments is None else tuple(CreatePartitionsAssignment(broker_ids=tuple(a)) for a in assignments)
+        )
+        request = CreatePartitionsRequest(
+            topics=(CreatePartitionsTopic(name=topic, count=count, assignments=placed),), validate_only=validate_only
+        )
+        _raise_rows((await self._controller_call(request, lambda a: a.results)).results)
 
     async def delete_topics(self, names: list[str]) -> None:
-        _raise_rows((await self._controller_request(ApiKey.DELETE_TOPICS, {"topics": names}))["topics"])
+        request = DeleteTopicsRequest(topic_names=tuple(names))
+        _raise_rows((await self._controller_call(request, lambda a: a.responses)).responses)
+
+    async def _alter(self, request: IncrementalAlterConfigsRequest) -> None:
+        answer = await self._controller_call(request, lambda a: a.responses)
+        for r in answer.responses:
+            if r.error_code:
+                raise error_for(r.error_code, r.error_message or f"resource {r.resource_name!r}")
 
     async def alter_configs(self, topic: str, changes: dict[str, str | None], validate_only: bool = False) -> None:
-        body = {"topics": [[topic, changes]], "validate_only": validate_only}
-        _raise_rows((await self._controller_request(ApiKey.ALTER_CONFIGS, body))["topics"])
+        """Kafka's incrementalAlterConfigs on a topic: a value sets the key, None deletes its override."""
+        await self._alter(_incremental(TOPIC_RESOURCE, topic, changes, validate_only))
 
     async def alter_broker_configs(
         self, broker: int | None, changes: dict[str, str | None], validate_only: bool = False
     ) -> None:
-        """A broker's dynamic configs (None: the cluster default), Kafka's AlterConfigs on a BROKER resource:
-        a value sets the key, None deletes it."""
+        """A broker's dynamic configs (None: the cluster default), Kafka's IncrementalAlterConfigs on a BROKER
+        resource: a value sets the key, None deletes it."""
         name = "" if broker is None else str(broker)
-        body = {"topics": [], "brokers": [[name, changes]], "validate_only": validate_only}
-        _raise_rows((await self._controller_request(ApiKey.ALTER_CONFIGS, body)).get("brokers") or [])
+        await self._alter(_incremental(BROKER_RESOURCE, name, changes, validate_only))
+
+    async def _describe(self, broker: int | None, kind: int, name: str) -> DescribeConfigsResult:
+        request = DescribeConfigsRequest(resources=(DescribeConfigsResource(resource_type=kind, resource_name=name),))
+        conn = await (self.client.connection(broker) if broker is not None else self.client.any_connection())
+        result: DescribeConfigsResult = (await conn.call(request, self.client.request_timeout)).results[0]
+        if result.error_code:
+            raise error_for(result.error_code, result.error_message or f"resource {name!r}")
+        return result
 
     async def describe_broker_configs(self, broker: int | None) -> dict[str, tuple[str | None, int]]:
         """name -> (value, Kafka's ConfigSource) of a broker's configs, asked of that broker (None: the cluster
@@ -227,11 +274,8 @@ class AsyncAdmin:
         name = "" if broker is None else str(broker)
         if broker is not None and broker not in self.client.metadata.brokers:
             await self.client.refresh_metadata([])  # to learn where it listens
-        resp = await self.client.request(broker, ApiKey.DESCRIBE_CONFIGS, {"topics": [], "brokers": [name]})
-        _, code, message, configs = resp["brokers"][0]
-        if code:
-            raise error_for(code, message or f"broker {name!r}")
-        return {k: (v[0], v[5]) for k, v in configs.items()}
+        result = await self._describe(broker, BROKER_RESOURCE, name)
+        return {c.name: (c.value, c.config_source) for c in result.configs}
 
     async def broker_ids(self) -> list[int]:
         """The ids of the cluster's live brokers (Kafka's describeCluster nodes)."""
@@ -239,11 +283,9 @@ class AsyncAdmin:
         return sorted(self.client.metadata.brokers)
 
     async def describe_configs(self, topic: str) -> dict[str, tuple[str, bool]]:
-        resp = await self.client.request(None, ApiKey.DESCRIBE_CONFIGS, {"topics": [topic]})
-        name, code, message, configs = resp["results"][0]
-        if code:
-            raise error_for(code, message or f"topic {name!r}")
-        return {k: (v[0], v[1]) for k, v in configs.items()}
+        """name -> (value, is_default: not set on the topic itself) of a topic's configs."""
+        result = await self._describe(None, TOPIC_RESOURCE, topic)
+        return {c.name: (c.value or "", is_default(ConfigSource(c.config_source), c.read_only)) for c in result.configs}
 
     async def list_topics(self, include_internal: bool = False) -> list[str]:
         topics = await self.client.list_topics()

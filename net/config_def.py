@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self
 
@@ -260,3 +261,23 @@ def read_properties(path: Path) -> dict[str, str]:
         raise InvalidConfigError(f"cannot read config file {path}: {e.strerror}") from None
     except ValueError as e:  # a bad \u escape (javaproperties.InvalidUEscapeError) or undecodable bytes
         raise InvalidConfigError(f"cannot parse config file {path}: {e}") from None
+
+
+class ConfigSource(IntEnum):
+    """Kafka's DescribeConfigsResponse ConfigSource."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_GROUP_CONFIG = 8  # KIP-848 / KIP-932: a group's own config
+
+
+def is_default(source: ConfigSource, read_only: bool) -> bool:
+    """is_default as Kafka Lite 0.1 meant it: not set on the resource itself (a topic without an override of the
+    key, whatever the broker's default; a broker key its server.properties does not set, nor a dynamic config)."""
+    return source in (ConfigSource.DEFAULT_CONFIG, ConfigSource.UNKNOWN) or (
+        source == ConfigSource.STATIC_BROKER_CONFIG and not read_only
+    )

@@ -47,6 +47,7 @@ class ApiKey(IntEnum):
     CREATE_ACLS = 30
     DELETE_ACLS = 31
     ALTER_CONFIGS = 33
+    INCREMENTAL_ALTER_CONFIGS = 44
     SASL_AUTHENTICATE = 36
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -176,6 +177,14 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
     ApiKey.ALTER_CLIENT_QUOTAS: 1,
     ApiKey.DESCRIBE_CLUSTER: 0,  # typed from its first native version
+    # The topic and config apis (issue 26 §1): v0 was the map body of docs/FORMAT.md, served one more release;
+    # IncrementalAlterConfigs was AlterConfigs' v0 map without "replace", and is typed from its first version.
+    ApiKey.CREATE_TOPICS: 1,
+    ApiKey.DELETE_TOPICS: 1,
+    ApiKey.CREATE_PARTITIONS: 1,
+    ApiKey.DESCRIBE_CONFIGS: 1,
+    ApiKey.ALTER_CONFIGS: 1,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

@@ -97,6 +97,13 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
     60: (0, 1),  # DescribeCluster (v1: KIP-919's endpoint_type)
+    # Topics and configs (the admin apis)
+    19: (2, 7),  # CreateTopics (v0-1 are gone from Kafka 4 and from kio)
+    20: (1, 6),  # DeleteTopics
+    37: (0, 3),  # CreatePartitions
+    32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    44: (0, 1),  # IncrementalAlterConfigs
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -16,6 +16,7 @@ from broker.network.server import ConnectionContext
 from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.messages import MessageError, decode, encode
 from net.protocol import ApiKey
+from net.schema.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from net.schema.messages import MESSAGES
 
 if TYPE_CHECKING:
@@ -31,15 +32,18 @@ FORWARD_TIMEOUT_S = 30.0  # a client's metadata change forwarded to the controll
 
 class ForwardedContext(ConnectionContext):
     """The context of a typed request another broker forwarded in an ENVELOPE: the connection is the broker's,
-    the principal and client id the client's (for quotas and logs). The sending broker authorized the request;
-    the envelope needed CLUSTER_ACTION."""
+    the principal, client id and Kafka version the client's (for quotas and logs). The sending broker authorized
+    the request; the envelope needed CLUSTER_ACTION."""
 
     __slots__ = ("_principal",)
 
-    def __init__(self, broker: ConnectionContext, principal: str, client_id: str | None) -> None:
+    def __init__(
+        self, broker: ConnectionContext, principal: str, client_id: str | None, kafka_version: int | None = None
+    ) -> None:
         super().__init__(broker.peer, broker.listener, broker.auth)
         self._principal = principal
         self.client_id = client_id
+        self.kafka_version = kafka_version
 
     @property
     def principal(self) -> str:
@@ -47,13 +51,17 @@ class ForwardedContext(ConnectionContext):
 
 
 def envelope(request: Any, ctx: ConnectionContext) -> dict[str, Any]:
-    """A typed request as an ENVELOPE body: its api, its typed native body, and who sent it."""
-    return {
+    """A typed request as an ENVELOPE body: its api, its typed native body, who sent it, and the Kafka version it was
+    made in (absent: a native request), as Kafka's envelope carries the client's request header."""
+    body = {
         "api_key": type(request).API_KEY,
         "request": encode(request),
         "principal": ctx.principal,
         "client_id": ctx.client_id,
     }
+    if ctx.kafka_version is not None:
+        body["kafka_version"] = ctx.kafka_version
+    return body
 
 
 def unwrap(body: dict[str, Any], ctx: ConnectionContext) -> tuple[Any, ForwardedContext]:
@@ -62,7 +70,10 @@ def unwrap(body: dict[str, Any], ctx: ConnectionContext) -> tuple[Any, Forwarded
     if api not in MESSAGES or not isinstance(body.get("principal"), str):
         raise MessageError(f"an envelope carries a typed request and its principal (api {api!r})")
     client_id = body.get("client_id")
-    forwarded = ForwardedContext(ctx, body["principal"], client_id if isinstance(client_id, str) else None)
+    version = body.get("kafka_version")
+    if version is not None and (type(version) is not int or not 0 <= version <= 0x7FFF):
+        raise MessageError(f"an envelope's kafka_version is an int16 version, not {version!r}")
+    forwarded = ForwardedContext(ctx, body["principal"], client_id if isinstance(client_id, str) else None, version)
     return decode(MESSAGES[api][0], body.get("request")), forwarded
 
 
@@ -115,15 +126,16 @@ class ControllerChannel:
         rows say NOT_CONTROLLER)."""
         if self.controller.ready or isinstance(ctx, ForwardedContext):
             return self._published(local())
-        return self._forward_typed(request, ctx, local)
+        # The envelope is made now, while the connection's context is this request's (its kafka_version).
+        return self._forward_typed(request, envelope(request, ctx), local)
 
-    async def _forward_typed(self, request: Any, ctx: ConnectionContext, local: Callable[[], Awaitable[T]]) -> T:
+    async def _forward_typed(self, request: Any, wrapped: dict[str, Any], local: Callable[[], Awaitable[T]]) -> T:
         controller = self.coordination.controller_id
         if controller is None or controller == self.broker_id:
             return await self._published(local())
         api = ApiKey(type(request).API_KEY)
         try:
-            answer = await self.peers.request(controller, ApiKey.ENVELOPE, envelope(request, ctx), FORWARD_TIMEOUT_S)
+            answer = await self.peers.request(controller, ApiKey.ENVELOPE, wrapped, FORWARD_TIMEOUT_S)
             if answer.get("error_code"):
                 raise error_for(answer["error_code"], answer.get("error_message") or "")
             response: T = decode(MESSAGES[api][1], answer.get("response"))
@@ -150,11 +162,18 @@ class ControllerChannel:
         if self.controller.ready:
             await self.controller.create_topic(name, partitions, rf, configs)
             return
-        topic = {"name": name, "num_partitions": partitions, "replication_factor": rf, "configs": configs}
-        resp = await self.forward(ApiKey.CREATE_TOPICS, {"topics": [topic]}, CONTROLLER_REQUEST_TIMEOUT_S)
-        _, code, msg = resp["topics"][0]
-        if code:
-            raise error_for(code, msg or "")
+        topic = CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=rf,
+            configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in configs.items()),
+        )
+        answer = await self.peers.call(
+            self._remote_controller(), CreateTopicsRequest(topics=(topic,)), CONTROLLER_REQUEST_TIMEOUT_S
+        )
+        row = answer.topics[0]
+        if row.error_code:
+            raise error_for(row.error_code, row.error_message or "")
 
     async def register_kafka_endpoint(
         self, host: str | None, port: int, listeners: dict[str, tuple[str, int, str]] | None = None

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from net.acl import CREATION_FIELDS, FILTER_FIELDS
+from net.config_def import ConfigSource, is_default
 from net.errors import ErrorCode
 from net.messages import MessageError, decode, encode
 from net.protocol import ApiKey
@@ -21,6 +22,7 @@ from net.schema.alter_client_quotas import AlterClientQuotasRequest, AlterClient
 from net.schema.alter_client_quotas import EntityData as QuotaEntity
 from net.schema.alter_client_quotas import EntryData as QuotaEntry
 from net.schema.alter_client_quotas import OpData as QuotaOp
+from net.schema.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource, AlterConfigsResponse
 from net.schema.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -28,11 +30,26 @@ from net.schema.alter_user_scram_credentials import (
     ScramCredentialUpsertion,
 )
 from net.schema.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
+from net.schema.create_partitions import (
+    CreatePartitionsAssignment,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+)
+from net.schema.create_topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
 from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest, DeleteAclsResponse
 from net.schema.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from net.schema.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from net.schema.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from net.schema.describe_client_quotas import ComponentData as QuotaComponent
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
+from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResponse
 from net.schema.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from net.schema.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
@@ -43,6 +60,9 @@ from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectLeadersTopic
 from net.schema.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 from net.schema.heartbeat import HeartbeatRequest, HeartbeatResponse
+from net.schema.incremental_alter_configs import AlterableConfig as IncrementalAlterableConfig
+from net.schema.incremental_alter_configs import AlterConfigsResource as IncrementalAlterConfigsResource
+from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from net.schema.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
 from net.schema.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberIdentity
@@ -676,5 +696,189 @@ LEGACY.update(
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_map_form(alter_scram_request), alter_scram_response),
         ApiKey.DESCRIBE_CLIENT_QUOTAS: (_map_form(describe_quotas_request), describe_quotas_response),
         ApiKey.ALTER_CLIENT_QUOTAS: (_map_form(alter_quotas_request), alter_quotas_response),
+    }
+)
+
+
+# --- topics and configs ---------------------------------------------------------------------------------------
+
+_TOPIC_RESOURCE, _BROKER_RESOURCE, _GROUP_RESOURCE = 2, 4, 32  # Kafka's ConfigResource.Type
+_IS_DEFAULT_SOURCES = (ConfigSource.DEFAULT_CONFIG, ConfigSource.UNKNOWN)
+
+
+def _not_forwarded(body: dict[str, Any]) -> None:
+    """A v0 map marked forwarded was a broker's, served as forwarded; requests are forwarded in an ENVELOPE now."""
+    if "forwarded" in body:
+        raise MessageError("a forwarded request travels in an ENVELOPE (api 58) now, not as a map marked forwarded")
+
+
+def _topic_rows(rows: Any) -> list[list[Any]]:
+    return [[r.name, r.error_code, r.error_message] for r in rows]
+
+
+def _throttle_ms(resp: Any) -> int:
+    return int(resp.throttle_time.total_seconds() * 1000)
+
+
+def create_topics_request(body: dict[str, Any]) -> CreateTopicsRequest:
+    """v0: {"topics": [{"name", "num_partitions" = -1, "replication_factor" = -1 (the broker's defaults),
+    "assignments": [[partition, [broker, ...]], ...], "configs": {name: value}}, ...], "validate_only"}."""
+    _not_forwarded(body)
+    topics = []
+    for t in body["topics"]:
+        configs = t.get("configs") or {}
+        if not isinstance(configs, dict):
+            raise MessageError("configs must be a map of name to value")
+        topics.append(
+            CreatableTopic(
+                name=t["name"],
+                num_partitions=t.get("num_partitions", -1),
+                replication_factor=t.get("replication_factor", -1),
+                assignments=tuple(
+                    CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(brokers))
+                    for p, brokers in _pairs(t.get("assignments") or [], "assignments")
+                ),
+                configs=tuple(
+                    CreatableTopicConfig(name=str(k), value=None if v is None else str(v)) for k, v in configs.items()
+                ),
+            )
+        )
+    return CreateTopicsRequest(topics=tuple(topics), validate_only=bool(body.get("validate_only", False)))
+
+
+def create_topics_response(resp: CreateTopicsResponse) -> dict[str, Any]:
+    """v0: {"topics": [[name, error_code, error_message], ...], "throttle_time_ms"}."""
+    return {"topics": _topic_rows(resp.topics), "throttle_time_ms": _throttle_ms(resp)}
+
+
+def delete_topics_request(body: dict[str, Any]) -> DeleteTopicsRequest:
+    """v0: {"topics": [name, ...]}."""
+    _not_forwarded(body)
+    return DeleteTopicsRequest(topic_names=tuple(body["topics"]))
+
+
+def delete_topics_response(resp: DeleteTopicsResponse) -> dict[str, Any]:
+    """v0: {"topics": [[name, error_code, error_message], ...], "throttle_time_ms"}."""
+    return {"topics": _topic_rows(resp.responses), "throttle_time_ms": _throttle_ms(resp)}
+
+
+def create_partitions_request(body: dict[str, Any]) -> CreatePartitionsRequest:
+    """v0: {"topics": [{"name", "count", "assignments": [[broker, ...], ...] (one per new partition)}, ...],
+    "validate_only"}."""
+    _not_forwarded(body)
+    topics = tuple(
+        CreatePartitionsTopic(
+            name=t["name"],
+            count=t["count"],
+            assignments=tuple(CreatePartitionsAssignment(broker_ids=tuple(a)) for a in t["assignments"])
+            if t.get("assignments")
+            else None,
+        )
+        for t in body["topics"]
+    )
+    return CreatePartitionsRequest(topics=topics, validate_only=bool(body.get("validate_only", False)))
+
+
+def create_partitions_response(resp: CreatePartitionsResponse) -> dict[str, Any]:
+    """v0: {"topics": [[name, error_code, error_message], ...], "throttle_time_ms"}."""
+    return {"topics": _topic_rows(resp.results), "throttle_time_ms": _throttle_ms(resp)}
+
+
+def describe_configs_request(body: dict[str, Any]) -> DescribeConfigsRequest:
+    """v0: {"topics": [name, ...], "brokers": [id, ...], "groups": [group, ...]}: every config of each, with its
+    synonyms and documentation."""
+    resources = [
+        DescribeConfigsResource(resource_type=kind, resource_name=str(name), configuration_keys=None)
+        for key, kind in (("topics", _TOPIC_RESOURCE), ("brokers", _BROKER_RESOURCE), ("groups", _GROUP_RESOURCE))
+        for name in body.get(key) or []
+    ]
+    return DescribeConfigsRequest(resources=tuple(resources), include_synonyms=True, include_documentation=True)
+
+
+def describe_configs_response(resp: DescribeConfigsResponse) -> dict[str, Any]:
+    """v0: {"results": [[topic, error_code, error_message, {name: row}], ...], "brokers": [...], "groups": [...]}, a
+    row [value, is_default, doc, is_sensitive, config_type, config_source, [[name, value, source], ...], read_only]
+    (ConfigEntry.to_wire)."""
+    out: dict[str, list[Any]] = {"results": [], "brokers": [], "groups": []}
+    key = {_TOPIC_RESOURCE: "results", _BROKER_RESOURCE: "brokers", _GROUP_RESOURCE: "groups"}
+    for r in resp.results:
+        rows = {
+            c.name: [
+                c.value,
+                is_default(ConfigSource(c.config_source), c.read_only),
+                c.documentation or "",
+                c.is_sensitive,
+                c.config_type,
+                c.config_source,
+                [[s.name, s.value, s.source] for s in c.synonyms],
+                c.read_only,
+            ]
+            for c in r.configs
+        }
+        out[key.get(r.resource_type, "results")].append([r.resource_name, r.error_code, r.error_message, rows])
+    if not out["groups"]:
+        del out["groups"]
+    return out
+
+
+def alter_configs_request(body: dict[str, Any]) -> AlterConfigsRequest | IncrementalAlterConfigsRequest:
+    """v0: {"topics": [[topic, changes], ...], "brokers": [[id or "" (the cluster default), changes], ...],
+    "groups": [[group, changes], ...], "validate_only", "replace"}. With "replace" the changes {name: value} become
+    each resource's whole set of overrides (AlterConfigs); without, {name: value | nil (deleted) | ["append" |
+    "subtract", items]} change it (IncrementalAlterConfigs)."""
+    _not_forwarded(body)
+    replace = body.get("replace") is True
+    resources: list[Any] = []
+    for key, kind in (("topics", _TOPIC_RESOURCE), ("brokers", _BROKER_RESOURCE), ("groups", _GROUP_RESOURCE)):
+        for name, changes in _pairs(body.get(key) or [], key):
+            if not isinstance(changes, dict):
+                raise MessageError("configs must be a map of name to value")
+            if replace:
+                configs: tuple[Any, ...] = tuple(
+                    AlterableConfig(name=str(k), value=None if v is None else str(v)) for k, v in changes.items()
+                )
+                resources.append(AlterConfigsResource(resource_type=kind, resource_name=str(name), configs=configs))
+            else:
+                configs = tuple(_incremental(str(k), v) for k, v in changes.items())
+                resources.append(
+                    IncrementalAlterConfigsResource(resource_type=kind, resource_name=str(name), configs=configs)
+                )
+    validate_only = bool(body.get("validate_only", False))
+    if replace:
+        return AlterConfigsRequest(resources=tuple(resources), validate_only=validate_only)
+    return IncrementalAlterConfigsRequest(resources=tuple(resources), validate_only=validate_only)
+
+
+_LIST_OPS = {"append": 2, "subtract": 3}  # IncrementalAlterConfigs' APPEND and SUBTRACT
+
+
+def _incremental(name: str, value: Any) -> IncrementalAlterableConfig:
+    if value is None:
+        return IncrementalAlterableConfig(name=name, config_operation=1, value=None)  # DELETE
+    if isinstance(value, list):
+        if len(value) != 2 or value[0] not in _LIST_OPS:
+            raise MessageError(f'a list change of {name!r} is ["append" | "subtract", items]')
+        return IncrementalAlterableConfig(name=name, config_operation=_LIST_OPS[value[0]], value=str(value[1]))
+    return IncrementalAlterableConfig(name=name, config_operation=0, value=str(value))  # SET
+
+
+def alter_configs_response(resp: AlterConfigsResponse | IncrementalAlterConfigsResponse) -> dict[str, Any]:
+    """v0: {"topics": [[topic, error_code, error_message], ...], "brokers": [...], "groups": [...]}."""
+    out: dict[str, list[Any]] = {"topics": [], "brokers": [], "groups": []}
+    key = {_TOPIC_RESOURCE: "topics", _BROKER_RESOURCE: "brokers", _GROUP_RESOURCE: "groups"}
+    for r in resp.responses:
+        out[key.get(r.resource_type, "topics")].append([r.resource_name, r.error_code, r.error_message])
+    if not out["groups"]:
+        del out["groups"]
+    return out
+
+
+LEGACY.update(
+    {
+        ApiKey.CREATE_TOPICS: (_map_form(create_topics_request), create_topics_response),
+        ApiKey.DELETE_TOPICS: (_map_form(delete_topics_request), delete_topics_response),
+        ApiKey.CREATE_PARTITIONS: (_map_form(create_partitions_request), create_partitions_response),
+        ApiKey.DESCRIBE_CONFIGS: (_map_form(describe_configs_request), describe_configs_response),
+        ApiKey.ALTER_CONFIGS: (_map_form(alter_configs_request), alter_configs_response),
     }
 )

@@ -61,7 +61,7 @@ class ConnectionContext:
     `listeners`, and its wire: native or kafka), who (the principal authenticated by
     broker/network/authenticator.py) and its client id."""
 
-    __slots__ = ("peer", "client_id", "listener", "wire", "auth", "throttle", "appending")
+    __slots__ = ("peer", "client_id", "listener", "wire", "auth", "throttle", "appending", "kafka_version")
 
     def __init__(
         self, peer: str, listener: str = NATIVE, auth: Authenticator | None = None, wire: str = "native"
@@ -77,6 +77,10 @@ class ConnectionContext:
         # coordinator (broker/transaction/verification.py) holds the later produces' appends, which keeps
         # their order (sequence numbers) while produces overlap (broker/network/request_order.py).
         self.appending: asyncio.Future[None] | None = None
+        # The Kafka version the request being dispatched was made in (None: a native request), for the few answers
+        # that depend on it past the typed message (KIP-599's strict quota, broker/server/admin_apis.py). The
+        # connection sets it before each handler call: read it in the handler's synchronous part.
+        self.kafka_version: int | None = None
 
     @property
     def principal(self) -> str:
@@ -434,6 +438,7 @@ class BrokerProtocol(asyncio.Protocol):
             self._closing = True
             asyncio.get_running_loop().call_soon(self.close)
             return
+        self._ctx.kafka_version = getattr(req, "kafka_version", None)  # a typed Kafka request's (codec.py)
         try:
             result = self._handler.handle(req.api_key, req.version, req.body, self._ctx)
         except (MalformedRequest, KafkaLiteError) as e:

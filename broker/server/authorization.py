@@ -49,6 +49,7 @@ from net.schema.add_partitions_to_txn import (
     AddPartitionsToTxnResponse,
     AddPartitionsToTxnTopicResult,
 )
+from net.schema.alter_configs import AlterConfigsRequest, AlterConfigsResourceResponse
 from net.schema.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from net.schema.alter_share_group_offsets import (
     AlterShareGroupOffsetsResponsePartition,
@@ -57,12 +58,16 @@ from net.schema.alter_share_group_offsets import (
 from net.schema.base import ZERO_UUID
 from net.schema.consumer_group_describe import DescribedGroup as ConsumerDescribedGroup
 from net.schema.convert import error_response
+from net.schema.create_partitions import CreatePartitionsTopicResult
+from net.schema.create_topics import CreatableTopicResult
 from net.schema.delete_groups import DeletableGroupResult
 from net.schema.delete_records import DeleteRecordsPartitionResult, DeleteRecordsTopic, DeleteRecordsTopicResult
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsResponseTopic
 from net.schema.delete_share_group_state import DeleteStateResult
 from net.schema.delete_share_group_state import PartitionResult as DeletePartitionResult
+from net.schema.delete_topics import DeletableTopicResult
 from net.schema.describe_cluster import DescribeClusterRequest
+from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResult
 from net.schema.describe_groups import DescribedGroup, DescribeGroupsRequest
 from net.schema.describe_producers import PartitionResponse
 from net.schema.describe_producers import TopicRequest as DescribeProducersTopic
@@ -73,6 +78,8 @@ from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRe
 from net.schema.describe_transactions import TransactionState as DescribedTxnState
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
+from net.schema.incremental_alter_configs import AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse
+from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest
 from net.schema.initialize_share_group_state import InitializeStateResult
 from net.schema.initialize_share_group_state import PartitionResult as InitializePartitionResult
 from net.schema.list_offsets import ListOffsetsTopicResponse
@@ -867,108 +874,105 @@ def _list_transactions(a: Authorization, req: Any, ctx: ConnectionContext) -> De
     return Decision(req, finish)
 
 
-def _itself(item: Any) -> Any:
-    return item
+def _typed_items(
+    fields: tuple[str, ...],
+    answered: str,
+    refused: Callable[["Authorization", Any, ConnectionContext], tuple[ResourceType, AclOperation, str] | None],
+    row: Callable[[Any, Any, int, str], Any],
+    first: bool = False,
+) -> Callable[["Authorization", Any, ConnectionContext], Decision]:
+    """A typed request naming several resources (the items of its `fields`): `refused(a, item, ctx)` says what an
+    item lacks ((resource type, operation, what it names); None: allowed); such an item is left out of the
+    handler's request and answered by `row(request, item, code, message)` among the answer's `answered` rows
+    (before the others with `first`)."""
 
+    def decide(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
+        kept: dict[str, tuple[Any, ...]] = {}
+        rows: list[Any] = []
+        for field in fields:
+            items = getattr(req, field) or ()
+            ok = []
+            for item in items:
+                why = refused(a, item, ctx)
+                if why is None:
+                    ok.append(item)
+                else:
+                    rt, op, what = why
+                    rows.append(row(req, item, _DENIED_CODE[rt], denied_message(op, what, ctx)))
+            kept[field] = tuple(ok)
+        if not rows:
+            return Decision(req)
 
-def _named(item: dict[str, Any]) -> Any:
-    return item.get("name")
+        def finish(answer: Any) -> Any:
+            if not isinstance(answer, dict):
+                own = tuple(getattr(answer, answered))
+                setattr(answer, answered, (*rows, *own) if first else (*own, *rows))
+            return answer
 
-
-def _first(item: list[Any]) -> Any:
-    return item[0]
-
-
-def _topic_maps(body: dict[str, Any]) -> None:
-    if not all(isinstance(t, dict) for t in as_list(body.get("topics"), "topics")):
-        raise BadRequest("each topic must be a map with its name")
-
-
-def _alter_entries(body: dict[str, Any]) -> None:
-    for entry in as_list(body.get("topics") or [], "topics") + as_list(body.get("brokers") or [], "brokers"):
-        if not isinstance(entry, list) or len(entry) != 2:
-            raise BadRequest("each alter entry must be [topic or broker, {config: value or nil}]")
-
-
-def _alter_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """Topics: ALTER_CONFIGS on each; brokers' dynamic configs: ALTER_CONFIGS on the cluster; groups: ALTER_CONFIGS
-    on each, as Kafka's."""
-    body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
-    topics = _topics_each(Op.ALTER_CONFIGS, _first, _alter_entries)(a, body, ctx)
-    cluster_ok = a.authz.cluster(ctx, Op.ALTER_CONFIGS) if body["brokers"] else True
-    brokers = a.per_item(
-        topics.body,
-        "brokers",
-        _first,
-        lambda b: cluster_ok,
-        lambda b, msg: [b, CLUSTER_DENIED, msg],
-        lambda b: "the cluster",
-        Op.ALTER_CONFIGS,
-        ctx,
-    )
-    groups = _groups_configs(a, brokers.body, ctx, Op.ALTER_CONFIGS, lambda g, msg: [g, GROUP_DENIED, msg])
-    return Decision(groups.body, _then(_then(topics.finish, brokers.finish), groups.finish))
-
-
-def _groups_configs(
-    a: Authorization, body: dict[str, Any], ctx: ConnectionContext, op: AclOperation, row: Callable[[Any, str], Any]
-) -> Decision:
-    """A config request's `groups` (resource type GROUP): `op` on each group, as Kafka's."""
-    if not body.get("groups"):
-        return Decision(body)
-    name = _first if op == Op.ALTER_CONFIGS else (lambda g: g)  # [group, changes] or a group id
-    allowed = lambda g: isinstance(g, str) and a.authz.group(ctx, op, g)  # noqa: E731
-    return a.per_item(body, "groups", name, allowed, row, lambda g: f"group {g}", op, ctx)
-
-
-def _topics_each(
-    op: AclOperation, name_of: Callable[[Any], Any], shape: Callable[[dict[str, Any]], None] | None = None
-) -> Callable[[Authorization, dict[str, Any], ConnectionContext], Decision]:
-    """The admin requests on a list of topics (`topics`, each item named by `name_of`): `op` on each (CREATE:
-    on the cluster or the topic), a refused one answered [name, TOPIC_AUTHORIZATION_FAILED, message]."""
-
-    def decide(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-        if shape is not None:
-            shape(body)
-        if op == Op.CREATE:
-            allowed: Callable[[Any], bool] = lambda n: a.authz.create_topic(ctx, n)  # noqa: E731
-        else:
-            allowed = lambda n: a.authz.topic(ctx, op, n)  # noqa: E731
-        row = lambda n, msg: [n, TOPIC_DENIED, msg]  # noqa: E731
-        return a.per_item(body, "topics", name_of, allowed, row, lambda n: f"topic {n}", op, ctx, first=True)
+        return Decision(replace(req, **kept), finish)
 
     return decide
 
 
-def _describe_configs(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """Topics: DESCRIBE_CONFIGS on each; a broker's own configs: DESCRIBE_CONFIGS on the cluster; groups:
-    DESCRIBE_CONFIGS on each."""
-    body = dict(body, topics=body.get("topics") or [], brokers=body.get("brokers") or [])
-    op = Op.DESCRIBE_CONFIGS
-    topics = a.per_item(
-        body,
-        "topics",
-        lambda n: n,
-        lambda n: a.authz.topic(ctx, op, n),
-        lambda n, msg: [n, TOPIC_DENIED, msg, {}],
-        lambda n: f"topic {n}",
-        op,
-        ctx,
-        answer_key="results",
-    )
-    cluster_ok = a.authz.cluster(ctx, op) if body["brokers"] else True
-    brokers = a.per_item(
-        topics.body,
-        "brokers",
-        lambda b: b,
-        lambda b: cluster_ok,
-        lambda b, msg: [b, CLUSTER_DENIED, msg, {}],
-        lambda b: "the cluster",
-        op,
-        ctx,
-    )
-    groups = _groups_configs(a, brokers.body, ctx, op, lambda g, msg: [g, GROUP_DENIED, msg, {}])
-    return Decision(groups.body, _then(_then(topics.finish, brokers.finish), groups.finish))
+def _topic_row(cls: type) -> Callable[[Any, Any, int, str], Any]:
+    """The answer row of a refused topic (an item with its `name`, or a bare name)."""
+
+    def row(req: Any, item: Any, code: int, message: str) -> Any:
+        if isinstance(item, str):
+            return cls(name=item, error_code=code, error_message=message)
+        return error_response(item, cls, code, message)
+
+    return row
+
+
+def _topic_op(op: AclOperation) -> Callable[[Authorization, Any, ConnectionContext], Any]:
+    """`op` on the topic an item names (CREATE: on the cluster or the topic); an item naming a topic by id (DeleteTopics
+    v6) is checked on the topic of that id, and one of no topic left to the handler (UNKNOWN_TOPIC_ID)."""
+
+    def refused(a: Authorization, item: Any, ctx: ConnectionContext) -> tuple[ResourceType, AclOperation, str] | None:
+        name = item if isinstance(item, str) else item.name
+        if name is None:
+            topic_id = getattr(item, "topic_id", None)
+            name = next((n for n, t in a.authz.image.topics.items() if topic_id and t.topic_id == topic_id.hex), None)
+            if name is None:
+                return None
+        allowed = a.authz.create_topic(ctx, name) if op == Op.CREATE else a.authz.topic(ctx, op, name)
+        return None if allowed else (TOPIC, op, f"topic {name}")
+
+    return refused
+
+
+_BROKER_RESOURCE, _TOPIC_RESOURCE, _GROUP_RESOURCE = 4, 2, 32  # Kafka's ConfigResource.Type
+
+
+def _config_op(op: AclOperation) -> Callable[[Authorization, Any, ConnectionContext], Any]:
+    """A config resource: `op` on the topic, on the cluster for a broker's (or the cluster default's) configs, on the
+    group; a resource of another type is the handler's to refuse (INVALID_REQUEST in its row)."""
+
+    def refused(a: Authorization, r: Any, ctx: ConnectionContext) -> tuple[ResourceType, AclOperation, str] | None:
+        kind, name = r.resource_type, r.resource_name
+        if kind == _TOPIC_RESOURCE and not a.authz.topic(ctx, op, name):
+            return TOPIC, op, f"topic {name}"
+        if kind == _BROKER_RESOURCE and not a.authz.cluster(ctx, op):
+            return CLUSTER, op, "the cluster"
+        if kind == _GROUP_RESOURCE and not a.authz.group(ctx, op, name):
+            return GROUP, op, f"group {name}"
+        return None
+
+    return refused
+
+
+def _config_row(req: Any, r: Any, code: int, message: str) -> Any:
+    """A refused config resource's row, of its api's answer (the legacy native AlterConfigs may carry either)."""
+    cls = _CONFIG_ROWS[type(req)]
+    return cls(error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+
+
+_CONFIG_ROWS: dict[type, type] = {
+    DescribeConfigsRequest: DescribeConfigsResult,
+    AlterConfigsRequest: AlterConfigsResourceResponse,
+    IncrementalAlterConfigsRequest: IncrementalAlterConfigsResourceResponse,
+}
 
 
 def _find_coordinator(a: Authorization, req: FindCoordinatorRequest, ctx: ConnectionContext) -> Decision:
@@ -1282,22 +1286,36 @@ RULES: dict[ApiKey, Rule] = {
     ApiKey.SASL_AUTHENTICATE: Rule((), _open, "the login itself, answered by the connection before any handler"),
     ApiKey.API_VERSIONS: Rule((), _open, "open to every logged-in client"),
     ApiKey.CREATE_TOPICS: Rule(
-        (Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster"),), _topics_each(Op.CREATE, _named, _topic_maps)
+        (Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster"),),
+        _typed_items(("topics",), "topics", _topic_op(Op.CREATE), _topic_row(CreatableTopicResult), first=True),
     ),
-    ApiKey.DELETE_TOPICS: Rule((Need(TOPIC, Op.DELETE, E),), _topics_each(Op.DELETE, _itself)),
-    ApiKey.CREATE_PARTITIONS: Rule((Need(TOPIC, Op.ALTER, E),), _topics_each(Op.ALTER, _named, _topic_maps)),
+    ApiKey.DELETE_TOPICS: Rule(
+        (Need(TOPIC, Op.DELETE, E),),
+        _typed_items(
+            ("topics", "topic_names"), "responses", _topic_op(Op.DELETE), _topic_row(DeletableTopicResult), first=True
+        ),
+    ),
+    ApiKey.CREATE_PARTITIONS: Rule(
+        (Need(TOPIC, Op.ALTER, E),),
+        _typed_items(("topics",), "results", _topic_op(Op.ALTER), _topic_row(CreatePartitionsTopicResult), first=True),
+    ),
     ApiKey.DESCRIBE_CONFIGS: Rule(
         (
             Need(TOPIC, Op.DESCRIBE_CONFIGS, E),
             Need(CLUSTER, Op.DESCRIBE_CONFIGS, R),
             Need(GROUP, Op.DESCRIBE_CONFIGS, E),
         ),
-        _describe_configs,
+        _typed_items(("resources",), "results", _config_op(Op.DESCRIBE_CONFIGS), _config_row),
         "the cluster for a broker's own configs, refused in their rows",
     ),
     ApiKey.ALTER_CONFIGS: Rule(
         (Need(TOPIC, Op.ALTER_CONFIGS, E), Need(CLUSTER, Op.ALTER_CONFIGS, R), Need(GROUP, Op.ALTER_CONFIGS, E)),
-        _alter_configs,
+        _typed_items(("resources",), "responses", _config_op(Op.ALTER_CONFIGS), _config_row),
+        "the cluster for brokers' dynamic configs, refused in their rows",
+    ),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Rule(
+        (Need(TOPIC, Op.ALTER_CONFIGS, E), Need(CLUSTER, Op.ALTER_CONFIGS, R), Need(GROUP, Op.ALTER_CONFIGS, E)),
+        _typed_items(("resources",), "responses", _config_op(Op.ALTER_CONFIGS), _config_row),
         "the cluster for brokers' dynamic configs, refused in their rows",
     ),
     ApiKey.INIT_PRODUCER_ID: Rule(

@@ -15,25 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import IntEnum
-from typing import Any
 
 from broker.log.config import LogConfig
 from broker.server.config import TOPIC_DEFAULT_KEYS, TOPIC_SYNONYMS, BrokerConfig
 from broker.server.dynamic_config import DEFAULT_BROKER, DYNAMIC_BROKER_KEYS
 from broker.share.group_configs import GROUP_KEYS
-from net.config_def import KeyDoc
-
-
-class ConfigSource(IntEnum):
-    """Kafka's DescribeConfigsResponse ConfigSource."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_GROUP_CONFIG = 8  # KIP-848 / KIP-932: a group's own config
+from net.config_def import ConfigSource, KeyDoc
 
 
 class ConfigType(IntEnum):
@@ -66,27 +53,6 @@ class ConfigEntry:
     read_only: bool
     doc: str
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
-
-    def to_wire(self) -> list[Any]:
-        """The native row: [value, is_default, doc, is_sensitive, config_type, config_source, synonyms
-        [[name, value, source], ...], read_only]; the first three are the row of Kafka Lite 0.1."""
-        synonyms = [[n, v, int(s)] for n, v, s in self.synonyms]
-        # is_default as Kafka Lite 0.1 meant it: not set on the resource itself (a topic without an override of
-        # the key, whatever the broker's default; a broker key its server.properties does not set, nor a dynamic
-        # config)
-        default = self.source in (ConfigSource.DEFAULT_CONFIG, ConfigSource.UNKNOWN) or (
-            self.source == ConfigSource.STATIC_BROKER_CONFIG and not self.read_only
-        )
-        return [
-            self.value,
-            default,
-            self.doc,
-            self.sensitive,
-            int(self.type),
-            int(self.source),
-            synonyms,
-            self.read_only,
-        ]
 
 
 # Broker keys whose Kafka default is null, the value coming from a coarser key (`log.retention.hours`=168,

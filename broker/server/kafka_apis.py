@@ -9,7 +9,6 @@ import datetime
 import inspect
 import logging
 import time
-from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar, cast
 
 from broker.controller.channel import unwrap
@@ -30,31 +29,21 @@ from broker.network.server import (
     error_body,
 )
 from broker.quota.client_quota import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
-from broker.quota.mutation_quota import ControllerMutationQuota, MutationMeter
+from broker.quota.mutation_quota import ControllerMutationQuota
 from broker.replica.fetch_session import FINAL_EPOCH, NO_SESSION, FetchContext, FetchSessionCache
 from broker.replica.partition import FetchSpec
 from broker.replica.partition_apis import PartitionApis
 from broker.replica.replica_manager import ProduceResult, ReplicaManager
 from broker.security.listeners import WIRES, metadata_listener, reachable_controller
 from broker.security.request_authorizer import RequestAuthorizer
+from broker.server.admin_apis import AdminApis
 from broker.server.authorization import Authorization
-from broker.server.config_describe import (
-    LIST_KEYS,
-    broker_entries,
-    default_broker_entries,
-    group_entries,
-    topic_entries,
-)
-from broker.server.dynamic_config import DEFAULT_BROKER, altered, broker_resource
 from broker.server.security_api import SecurityApis
-from broker.share.group_configs import altered as altered_group_configs
 from broker.transaction.verification import NO_GUARDS, FirstBatch
 from net.errors import (
     ErrorCode,
-    InvalidConfigError,
     KafkaLiteError,
     TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
     error_code_of,
 )
 from net.messages import MessageError
@@ -110,6 +99,11 @@ FORWARDED_APIS = frozenset(
         ApiKey.DELETE_ACLS,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
         ApiKey.ALTER_CLIENT_QUOTAS,
+        ApiKey.CREATE_TOPICS,
+        ApiKey.DELETE_TOPICS,
+        ApiKey.CREATE_PARTITIONS,
+        ApiKey.ALTER_CONFIGS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
     }
 )
 # The listeners those arrive on: the inter-broker listener, and AlterPartition relayed through ZooKeeper.
@@ -244,11 +238,6 @@ class KafkaApis:
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.API_VERSIONS: self.handle_api_versions,
-            ApiKey.CREATE_TOPICS: self.handle_create_topics,
-            ApiKey.DELETE_TOPICS: self.handle_delete_topics,
-            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
-            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
-            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
             ApiKey.QUORUM: self.handle_quorum,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
@@ -262,7 +251,9 @@ class KafkaApis:
         partitions = PartitionApis(replica_manager, image)
         cluster = ClusterApis(config.broker_id, coordination, channel, image)
         topic_partitions = DescribeTopicPartitionsApi(image, config.max_request_partition_size_limit)
+        admin = AdminApis(config, image, controller, channel, self.mutation_quota, topic_config)
         self._ctx_handlers = {
+            **admin.handlers,
             **groups.handlers,
             **security.handlers,
             **elections.handlers,
@@ -681,263 +672,6 @@ class KafkaApis:
             "controller_epoch": self.coordination.controller_epoch,
             "rack": None,
         }
-
-    async def _muted_while_throttled(self, answer: Awaitable[dict[str, Any]], ctx: ConnectionContext) -> dict[str, Any]:
-        """A controller mutation quota's throttle (here, or at the controller the request was forwarded to)
-        mutes the connection as long, as every quota's does (KIP-219)."""
-        body = await answer
-        throttle = body.get("throttle_time_ms")
-        if isinstance(throttle, int) and throttle > 0:
-            ctx.throttle(throttle)
-        return body
-
-    def _mutation_meter(self, body: dict[str, Any], ctx: ConnectionContext) -> tuple[dict[str, Any], MutationMeter]:
-        """Whom a metadata change is metered against (KIP-599): the requester or, in a request another broker
-        forwarded (CLUSTER_ACTION checked), the requester named in it; the body carries it on if forwarded.
-        Strict (THROTTLING_QUOTA_EXCEEDED) unless a Kafka client too old for that error sent it."""
-        if body.get("forwarded") is True and isinstance(body.get("quota_user"), str):
-            user, client = body["quota_user"], str(body.get("quota_client") or "")
-        else:
-            user, client = ctx.principal.partition(":")[2], ctx.client_id or ""
-        strict = body.get("strict_quota", True) is not False
-        meter = MutationMeter(self.mutation_quota, user, client, strict, time.monotonic)
-        return dict(body, quota_user=user, quota_client=client), meter
-
-    @staticmethod
-    def _metered(meter: MutationMeter, results: list[list[Any]]) -> dict[str, Any]:
-        return {"topics": results, "throttle_time_ms": meter.throttle_ms}
-
-    def handle_create_topics(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
-        validate_only = bool(body.get("validate_only", False))
-        topics = as_list(body.get("topics"), "topics")
-        if not all(isinstance(t, dict) for t in topics):
-            raise BadRequest("each topic to create must be a map")
-        body, meter = self._mutation_meter(body, ctx)
-        return self._muted_while_throttled(
-            self.channel.serve_or_forward(
-                ApiKey.CREATE_TOPICS, body, lambda: self._create_topics(topics, validate_only, meter)
-            ),
-            ctx,
-        )
-
-    async def _create_topics(
-        self, topics: list[dict[str, Any]], validate_only: bool, meter: MutationMeter
-    ) -> dict[str, Any]:
-        results = []
-        for t in topics:
-            try:
-                n: Any = t.get("num_partitions")  # shapes are the controller logic's to check
-                rf: Any = t.get("replication_factor")
-                # A manual assignment (Kafka's: num_partitions and replication_factor -1) places the replicas.
-                assignments = t.get("assignments") or None
-                if assignments is None:
-                    n = self.config.num_partitions if n in (None, -1) else n
-                    rf = self.config.default_replication_factor if rf in (None, -1) else rf
-                configs = self._validate_configs(t.get("configs") or {})
-                if validate_only:
-                    meter.check()
-                    self.controller.check_active()
-                    self.controller.logic.create_topic(t.get("name"), n, rf, configs, assignments)
-                else:
-                    name = t.get("name")
-                    count: int = len(assignments) if isinstance(assignments, list) else n
-                    create = partial(self.controller.create_topic, name, n, rf, configs, assignments)
-                    await meter.mutate(count, create)
-                results.append([t.get("name"), 0, None])
-            except Exception as e:
-                results.append([t.get("name"), *error_code_of(e)])
-        return self._metered(meter, results)
-
-    def _validate_configs(self, configs: Any) -> dict[str, str]:
-        if not isinstance(configs, dict):
-            raise InvalidConfigError("configs must be a map of name to value")
-        overrides = {str(k): str(v) for k, v in configs.items()}
-        self.config.topic_config_defaults().merged(overrides)  # raises InvalidConfigError naming the key
-        return overrides
-
-    def handle_delete_topics(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
-        names = as_list(body.get("topics"), "topics")
-        body, meter = self._mutation_meter(body, ctx)
-        return self._muted_while_throttled(
-            self.channel.serve_or_forward(ApiKey.DELETE_TOPICS, body, lambda: self._delete_topics(names, meter)),
-            ctx,
-        )
-
-    async def _delete_topics(self, names: list[Any], meter: MutationMeter) -> dict[str, Any]:
-        results = []
-        for name in names:
-            try:
-                info = self.image.topics.get(name) if isinstance(name, str) else None
-                n = len(info.partitions) if info is not None else 0
-                await meter.mutate(n, partial(self.controller.delete_topic, name))
-                results.append([name, 0, None])
-            except Exception as e:
-                results.append([name, *error_code_of(e)])
-        return self._metered(meter, results)
-
-    def handle_create_partitions(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
-        topics = as_list(body.get("topics"), "topics")
-        if not all(isinstance(t, dict) for t in topics):
-            raise BadRequest("each topic to grow must be a map with name and count")
-        validate_only = bool(body.get("validate_only", False))
-        body, meter = self._mutation_meter(body, ctx)
-        return self._muted_while_throttled(
-            self.channel.serve_or_forward(
-                ApiKey.CREATE_PARTITIONS, body, lambda: self._create_partitions(topics, validate_only, meter)
-            ),
-            ctx,
-        )
-
-    async def _create_partitions(
-        self, topics: list[dict[str, Any]], validate_only: bool, meter: MutationMeter
-    ) -> dict[str, Any]:
-        results = []
-        for t in topics:
-            try:
-                assignments = t.get("assignments") or None  # one replica list per new partition, or placed for us
-                if validate_only:
-                    meter.check()
-                    self.controller.check_active()
-                    self.controller.logic.create_partitions(t.get("name"), t.get("count"), assignments)
-                else:
-                    name, count = t.get("name"), t.get("count")
-                    info = self.image.topics.get(name) if isinstance(name, str) else None
-                    added = count - len(info.partitions) if info is not None and isinstance(count, int) else 0
-                    grow = partial(self.controller.create_partitions, name, count, assignments)
-                    await meter.mutate(max(0, added), grow)
-                results.append([t.get("name"), 0, None])
-            except Exception as e:
-                results.append([t.get("name"), *error_code_of(e)])
-        return self._metered(meter, results)
-
-    def handle_describe_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        """Topics: every topic config; with "brokers": [id, ...], this broker's own configs (only its own: a
-        broker's configs are in its server.properties, as Kafka's static configs are). Each row as
-        broker/server/config_describe.py's ConfigEntry.to_wire: value, type, source, synonyms, documentation."""
-        results = []
-        for name in as_list(body.get("topics") or [], "topics"):
-            info = self.image.topics.get(name) if isinstance(name, str) else None
-            if info is None:
-                results.append([name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {name!r} does not exist", {}])
-                continue
-            entries = topic_entries(self.config, info.configs, self.topic_config(name))
-            results.append([name, 0, None, {e.name: e.to_wire() for e in entries}])
-        brokers = []
-        for bid in as_list(body.get("brokers") or [], "brokers"):
-            if str(bid) == DEFAULT_BROKER:  # the cluster default: its dynamic configs, as Kafka describes it
-                entries = default_broker_entries(self.image.broker_configs.get(DEFAULT_BROKER, {}))
-                brokers.append([bid, 0, None, {e.name: e.to_wire() for e in entries}])
-                continue
-            if str(bid) != str(self.config.broker_id):
-                msg = f"broker {self.config.broker_id} describes its own configs only (asked for {bid})"
-                brokers.append([bid, int(ErrorCode.INVALID_REQUEST), msg, {}])
-                continue
-            entries = broker_entries(self.config, self.image.broker_configs)
-            brokers.append([bid, 0, None, {e.name: e.to_wire() for e in entries}])
-        groups = []
-        for gid in as_list(body.get("groups") or [], "groups"):
-            entries = group_entries(self.config, self.image.group_configs.get(str(gid), {}))
-            groups.append([gid, 0, None, {e.name: e.to_wire() for e in entries}])
-        return {"results": results, "brokers": brokers, **({"groups": groups} if "groups" in body else {})}
-
-    def handle_alter_configs(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
-        """ "topics": [[topic, changes], ...], and "brokers": [[broker id or "" (the cluster default), changes],
-        ...], a broker's dynamic configs (broker/server/dynamic_config.py)."""
-        entries = as_list(body.get("topics") or [], "topics")
-        broker_changes = as_list(body.get("brokers") or [], "brokers")
-        group_changes = as_list(body.get("groups") or [], "groups")
-        for entry in entries + broker_changes + group_changes:
-            if not isinstance(entry, list) or len(entry) != 2:
-                raise BadRequest("each alter entry must be [topic, broker or group, {config: value or nil}]")
-        validate_only, replace = bool(body.get("validate_only", False)), body.get("replace") is True
-
-        async def alter() -> dict[str, Any]:
-            answer = await self._alter_configs(entries, validate_only, replace)
-            answer["brokers"] = await self._alter_broker_configs(broker_changes, validate_only, replace)
-            if "groups" in body:  # the rows of groups refused by the authorization join these
-                answer["groups"] = await self._alter_group_configs(group_changes, validate_only, replace)
-            return answer
-
-        return self.channel.serve_or_forward(ApiKey.ALTER_CONFIGS, body, alter)
-
-    async def _alter_group_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> list[Any]:
-        """Groups' own configs (resource type GROUP: share.auto.offset.reset and the other share group configs,
-        broker/share/group_configs.py), written to the metadata log; any group id, existing or not, as Kafka."""
-        results = []
-        for name, changes in entries:
-            try:
-                if not isinstance(name, str) or not name:
-                    raise InvalidConfigError("a group config needs a group id")
-                if not isinstance(changes, dict):
-                    raise InvalidConfigError("configs must be a map of name to value")
-                current = {} if replace else self.image.group_configs.get(name, {})
-                configs = altered_group_configs(current, changes)
-                self.controller.check_active()
-                if not validate_only and configs != self.image.group_configs.get(name, {}):
-                    await self.controller.set_group_configs(name, configs)
-                results.append([name, 0, None])
-            except Exception as e:
-                results.append([name, *error_code_of(e)])
-        return results
-
-    async def _alter_broker_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> list[Any]:
-        """Each broker resource's dynamic configs, changed as the topics' are (with "replace": the given keys
-        become its whole set), written to the metadata log for every broker to apply."""
-        results = []
-        static = frozenset(d.name for d in self.config.describe_keys())
-        for name, changes in entries:
-            try:
-                broker = broker_resource(name)
-                if not isinstance(changes, dict):
-                    raise InvalidConfigError("configs must be a map of name to value")
-                current = {} if replace else self.image.broker_configs.get(broker, {})
-                configs = altered(current, changes, static)
-                self.controller.check_active()
-                if not validate_only:
-                    await self.controller.set_broker_configs(broker, configs)
-                results.append([name, 0, None])
-            except Exception as e:
-                results.append([name, *error_code_of(e)])
-        return results
-
-    async def _alter_configs(self, entries: list[Any], validate_only: bool, replace: bool) -> dict[str, Any]:
-        """Incremental: a value sets the key, nil deletes the override (back to the default), ["append", v] /
-        ["subtract", v] add to / remove from a list-valued key (Kafka's IncrementalAlterConfigs). With
-        "replace": true the given keys become the topic's whole set of overrides (Kafka's AlterConfigs)."""
-        results = []
-        for name, changes in entries:
-            try:
-                info = self.image.topics.get(name) if isinstance(name, str) else None
-                if info is None:
-                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-                if not isinstance(changes, dict):
-                    raise InvalidConfigError("configs must be a map of name to value")
-                merged = {} if replace else dict(info.configs)
-                effective = self.topic_config(name).to_props()
-                for k, v in changes.items():
-                    k = str(k)
-                    if v is None:
-                        merged.pop(k, None)
-                    elif isinstance(v, list) and len(v) == 2 and v[0] in ("append", "subtract"):
-                        if k in effective and k not in LIST_KEYS:
-                            raise InvalidConfigError(f"config {v[0]} is not allowed for {k!r}: not a list config")
-                        # Kafka's order: the current items, then the appended ones not already there.
-                        items = [x for x in str(merged.get(k, effective.get(k, ""))).split(",") if x]
-                        if v[0] == "append":
-                            items += [x for x in str(v[1]).split(",") if x and x not in items]
-                        else:
-                            items = [x for x in items if x not in str(v[1]).split(",")]
-                        merged[k] = ",".join(items)
-                    else:
-                        merged[k] = str(v)
-                overrides = self._validate_configs(merged)
-                self.controller.check_active()
-                if not validate_only:
-                    await self.controller.set_configs(name, overrides)
-                results.append([name, 0, None])
-            except Exception as e:
-                results.append([name, *error_code_of(e)])
-        return {"topics": results}
 
     # --- broker to broker ------------------------------------------------------
 

@@ -87,6 +87,19 @@ _IDENTITY = frozenset(
 # Answer arrays whose rows answer request arrays of other names (Kafka's getErrorResponse answers each item asked):
 # the answer's field -> the request's fields, in order.
 _ANSWERS = {"results": ("creations", "deletions", "upsertions"), "filter_results": ("filters",)}
+# The same, for one api's answer only (another api's answer of that field name answers something else): (the
+# answer's class, its field) -> the request's fields. A request item that is a bare name (DeleteTopics'
+# topic_names) is answered by a row of that name.
+_ANSWERS_OF = {
+    ("DeleteTopicsResponse", "responses"): ("topics", "topic_names"),
+    ("CreatePartitionsResponse", "results"): ("topics",),
+    ("DescribeConfigsResponse", "results"): ("resources",),
+    ("AlterConfigsResponse", "responses"): ("resources",),
+    ("IncrementalAlterConfigsResponse", "responses"): ("resources",),
+}
+# Answer arrays that describe the item rather than answer the request's array of that name (CreateTopics' configs
+# of a created topic): left empty in an error row.
+_DESCRIBING = frozenset({"configs"})
 # Identity fields the answer's row names differently: the answer's field -> the request's.
 _SAME_AS = {"user": "name"}
 
@@ -109,8 +122,9 @@ def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, Any, tuple[str, 
             plan.append(("error", f.name, None, ()))
         elif own in have and nested is None and f.name in _IDENTITY:
             plan.append(("copy", f.name, None, (own,)))
-        elif nested is not None and array:
-            asked = (f.name,) if f.name in have else tuple(n for n in _ANSWERS.get(f.name, ()) if n in have)
+        elif nested is not None and array and f.name not in _DESCRIBING:
+            answers = _ANSWERS_OF.get((dst.__name__, f.name)) or _ANSWERS.get(f.name, ())
+            asked = (f.name,) if f.name in have else tuple(n for n in answers if n in have)
             if asked:
                 plan.append(("each", f.name, nested, asked))
     return tuple(plan)
@@ -127,10 +141,18 @@ def _mirror(request: Any, dst: type[T], code: int, message: str | None) -> T:
             kwargs[name] = getattr(request, asked[0])
         else:
             items = [x for field in asked for x in getattr(request, field) or ()]
-            kwargs[name] = tuple(_mirror(x, nested, code, message) for x in items if dataclasses.is_dataclass(x))
+            rows = (_Named(x) if isinstance(x, str) else x for x in items)  # a bare name: a row of that name
+            kwargs[name] = tuple(_mirror(x, nested, code, message) for x in rows if dataclasses.is_dataclass(x))
     for name, zero in _zeros(target):  # kio's classes have fields without defaults: Kafka's zero values
         kwargs.setdefault(name, zero())
     return dst(**kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """A request item that is a bare name (DeleteTopics' topic_names), as a struct with that name."""
+
+    name: str
 
 
 @cache

@@ -34,6 +34,7 @@ from net.schema.alter_client_quotas import AlterClientQuotasRequest
 from net.schema.alter_client_quotas import EntityData as QuotaEntity
 from net.schema.alter_client_quotas import EntryData as QuotaEntry
 from net.schema.alter_client_quotas import OpData as QuotaOp
+from net.schema.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
 from net.schema.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
@@ -46,6 +47,8 @@ from net.schema.alter_user_scram_credentials import AlterUserScramCredentialsReq
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
+from net.schema.create_topics import CreatableTopic, CreateTopicsRequest
 from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest
 from net.schema.delete_groups import DeleteGroupsRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
@@ -53,9 +56,11 @@ from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequestTopic as DeleteShareTopic
 from net.schema.delete_share_group_state import DeleteShareGroupStateRequest, DeleteStateData
 from net.schema.delete_share_group_state import PartitionData as DeleteStatePartition
+from net.schema.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest
 from net.schema.describe_cluster import DescribeClusterRequest
+from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from net.schema.describe_groups import DescribeGroupsRequest
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
@@ -71,6 +76,9 @@ from net.schema.describe_user_scram_credentials import DescribeUserScramCredenti
 from net.schema.end_txn import EndTxnRequest
 from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.heartbeat import HeartbeatRequest
+from net.schema.incremental_alter_configs import AlterableConfig as IncrementalAlterableConfig
+from net.schema.incremental_alter_configs import AlterConfigsResource as IncrementalAlterConfigsResource
+from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest
 from net.schema.initialize_share_group_state import InitializeShareGroupStateRequest, InitializeStateData
 from net.schema.initialize_share_group_state import PartitionData as InitializePartition
 from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol
@@ -437,6 +445,37 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
         (ApiKey.ALTER_CLIENT_QUOTAS, encode(AlterClientQuotasRequest(entries=(QuotaEntry(
             entity=(QuotaEntity(entity_type="user", entity_name="alice"),),
             ops=(QuotaOp(key="producer_byte_rate", value=1e12),)),))), top, [CLUSTER_DENIED]),
+        # topics and configs, typed (native v1; IncrementalAlterConfigs v0): refused topic by topic, resource by
+        # resource (a broker's configs: the cluster's)
+        (ApiKey.CREATE_TOPICS, encode(CreateTopicsRequest(topics=(CreatableTopic(
+            name="evil-topic", num_partitions=1, replication_factor=1),))),
+         lambda a: [t.error_code for t in typed(ApiKey.CREATE_TOPICS, a).topics], [TOPIC_DENIED]),
+        (ApiKey.DELETE_TOPICS, encode(DeleteTopicsRequest(topics=(DeleteTopicState(name=SECRET),))),
+         lambda a: [t.error_code for t in typed(ApiKey.DELETE_TOPICS, a).responses], [TOPIC_DENIED]),
+        (ApiKey.CREATE_PARTITIONS,
+         encode(CreatePartitionsRequest(topics=(CreatePartitionsTopic(name=SECRET, count=5),))),
+         lambda a: [t.error_code for t in typed(ApiKey.CREATE_PARTITIONS, a).results], [TOPIC_DENIED]),
+        (ApiKey.DESCRIBE_CONFIGS, encode(DescribeConfigsRequest(resources=(
+            DescribeConfigsResource(resource_type=2, resource_name=SECRET),
+            DescribeConfigsResource(resource_type=4, resource_name="1"),
+            DescribeConfigsResource(resource_type=32, resource_name=VICTIM)))),
+         lambda a: [r.error_code for r in typed(ApiKey.DESCRIBE_CONFIGS, a).results],
+         [TOPIC_DENIED, CLUSTER_DENIED, GROUP_DENIED]),
+        (ApiKey.ALTER_CONFIGS, encode(AlterConfigsRequest(resources=(
+            AlterConfigsResource(resource_type=2, resource_name=SECRET, configs=(
+                AlterableConfig(name="retention.ms", value="1"),)),
+            AlterConfigsResource(resource_type=4, resource_name="", configs=(
+                AlterableConfig(name=THROTTLE, value="1"),))))),
+         lambda a: [r.error_code for r in typed(ApiKey.ALTER_CONFIGS, a).responses], [TOPIC_DENIED, CLUSTER_DENIED]),
+        (ApiKey.INCREMENTAL_ALTER_CONFIGS, encode(IncrementalAlterConfigsRequest(resources=(
+            IncrementalAlterConfigsResource(resource_type=2, resource_name=SECRET, configs=(
+                IncrementalAlterableConfig(name="retention.ms", config_operation=0, value="1"),)),
+            IncrementalAlterConfigsResource(resource_type=4, resource_name="1", configs=(
+                IncrementalAlterableConfig(name=THROTTLE, config_operation=0, value="1"),)),
+            IncrementalAlterConfigsResource(resource_type=32, resource_name=VICTIM, configs=(
+                IncrementalAlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest"),))))),
+         lambda a: [r.error_code for r in typed(ApiKey.INCREMENTAL_ALTER_CONFIGS, a).responses],
+         [TOPIC_DENIED, CLUSTER_DENIED, GROUP_DENIED]),
         # open to her, as Kafka's; she may do nothing on the cluster, and is told so when she asks
         (ApiKey.DESCRIBE_CLUSTER, encode(DescribeClusterRequest(include_cluster_authorized_operations=True)),
          lambda a: [typed(ApiKey.DESCRIBE_CLUSTER, a).error_code,
@@ -513,7 +552,8 @@ def native_cases() -> list[tuple[ApiKey, dict, Callable[[dict], list], list]]:
             items("topics", 1),
             [TOPIC_DENIED],
         ),
-        (ApiKey.CREATE_TOPICS, {"topics": [{"name": "evil-topic"}], "forwarded": True}, top, [CLUSTER_DENIED]),
+        # a map marked forwarded was a broker's; forwarded requests travel in an ENVELOPE now (CLUSTER_ACTION)
+        (ApiKey.CREATE_TOPICS, {"topics": [{"name": "evil-topic"}], "forwarded": True}, top, [INVALID]),
         (ApiKey.DELETE_TOPICS, {"topics": [SECRET], **NOISE}, items("topics", 1), [TOPIC_DENIED]),
         (ApiKey.CREATE_PARTITIONS, {"topics": [{"name": SECRET, "count": 5}]}, items("topics", 1), [TOPIC_DENIED]),
         (ApiKey.INIT_PRODUCER_ID, dict(NOISE), top, [CLUSTER_DENIED]),

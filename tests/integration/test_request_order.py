@@ -27,6 +27,7 @@ from net.messages import decode as decode_message
 from net.messages import encode as encode_message
 from net.protocol import TYPED_SINCE, ApiKey, encode_request, parse_response
 from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.create_topics import CreatableTopic, CreateTopicsRequest
 from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.messages import MESSAGES
@@ -194,14 +195,14 @@ def test_create_topics_then_metadata(cluster, listener):
         if listener == "kafka":
             create = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}], "timeout": 10000}
             return (ApiKey.CREATE_TOPICS, 5, create), (ApiKey.METADATA, 9, {"topics": [{"name": name}]})
-        create = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}]}
-        return (ApiKey.CREATE_TOPICS, 0, create), (ApiKey.METADATA, 0, {"topics": [name]})
+        topic = CreatableTopic(name=name, num_partitions=1, replication_factor=1)
+        return (ApiKey.CREATE_TOPICS, 1, CreateTopicsRequest(topics=(topic,))), (ApiKey.METADATA, 0, {"topics": [name]})
 
     def check(i: int, created: Any, described: Any) -> None:
         if listener == "kafka":
             assert created["topics"][0]["error_code"] == 0, created
         else:
-            assert created["topics"][0][1] == 0, created
+            assert created.topics[0].error_code == 0, created
         topic = described["topics"][0]
         got = (topic["error_code"], len(topic["partitions"]))
         assert got == (0, 1), f"round {i}: Metadata right after CreateTopics answered {got}"

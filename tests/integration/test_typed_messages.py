@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import uuid
+from typing import Any
 
 import pytest
 from kio.index import load_response_schema
@@ -27,14 +29,24 @@ from net.schema.alter_client_quotas import AlterClientQuotasRequest
 from net.schema.alter_client_quotas import EntityData as QuotaEntity
 from net.schema.alter_client_quotas import EntryData as QuotaEntry
 from net.schema.alter_client_quotas import OpData as QuotaOp
+from net.schema.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
+from net.schema.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
+from net.schema.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from net.schema.delete_groups import DeleteGroupsRequest
+from net.schema.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.describe_client_quotas import ComponentData as QuotaComponent
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest
 from net.schema.describe_cluster import DescribeClusterRequest
+from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from net.schema.describe_topic_partitions import DescribeTopicPartitionsRequest
+from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
 from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, UserName
 from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.heartbeat import HeartbeatRequest
+from net.schema.incremental_alter_configs import AlterableConfig as IncrementalAlterableConfig
+from net.schema.incremental_alter_configs import AlterConfigsResource as IncrementalAlterConfigsResource
+from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest
 from net.schema.list_groups import ListGroupsRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.offset_commit import (
@@ -296,3 +308,155 @@ def test_describe_cluster_is_typed_on_both_listeners(cluster):
         resp, _ = entity_reader(load_response_schema(60, 1))(read_frame(s), 5)
         assert resp.cluster_id == described.cluster_id and resp.controller_id == 1
         assert [(b.broker_id, b.port) for b in resp.brokers] == [(1, cluster[1].kafka_port)]
+
+
+def _kafka(cluster: ClusterHarness, api: int, version: int, body: dict, flexible_since: int) -> Any:
+    """One request on the Kafka listener, on a connection of its own (a throttled answer mutes its connection)."""
+    with socket.create_connection(("127.0.0.1", cluster[1].kafka_port), timeout=10) as s:
+        s.sendall(frame(api, version, 3, body))
+        resp, _ = entity_reader(load_response_schema(api, version))(
+            read_frame(s), 5 if version >= flexible_since else 4
+        )
+        return resp
+
+
+def test_the_topic_and_config_apis_answer_alike_typed_and_in_their_native_v0_maps(cluster):
+    """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and AlterConfigs are typed since native v1,
+    IncrementalAlterConfigs since v0 (issue 26 §1); the v0 maps read into the same typed requests."""
+    retention = CreatableTopicConfig(name="retention.ms", value="1000")
+    ask_retention = DescribeConfigsResource(
+        resource_type=2, resource_name="typed-admin", configuration_keys=("retention.ms",)
+    )
+
+    async def work(conn):
+        created = await conn.call(
+            CreateTopicsRequest(
+                topics=(
+                    CreatableTopic(name="typed-admin", num_partitions=3, replication_factor=1, configs=(retention,)),
+                )
+            )  # fmt: skip
+        )
+        again = await conn.call(CreateTopicsRequest(topics=(CreatableTopic(name="typed-admin", num_partitions=1,
+                                                                           replication_factor=1),)))  # fmt: skip
+        legacy_created = await conn.request(ApiKey.CREATE_TOPICS, {"topics": [{"name": "typed-legacy"}]})
+        forged = await conn.request(ApiKey.CREATE_TOPICS, {"topics": [{"name": "forged"}], "forwarded": True})
+        described = await conn.call(
+            DescribeConfigsRequest(
+                resources=(ask_retention, DescribeConfigsResource(resource_type=8, resource_name="1")),
+                include_synonyms=True,
+            )
+        )
+        legacy_described = await conn.request(ApiKey.DESCRIBE_CONFIGS, {"topics": ["typed-admin"]})
+        ops = (
+            IncrementalAlterableConfig(name="cleanup.policy", config_operation=2, value="compact"),  # APPEND
+            IncrementalAlterableConfig(name="retention.ms", config_operation=1),  # DELETE
+        )
+        incremental = await conn.call(
+            IncrementalAlterConfigsRequest(
+                resources=(
+                    IncrementalAlterConfigsResource(resource_type=2, resource_name="typed-admin", configs=ops),
+                    IncrementalAlterConfigsResource(
+                        resource_type=2,
+                        resource_name="typed-legacy",
+                        configs=(IncrementalAlterableConfig(name="retention.ms", config_operation=7, value="1"),),
+                    ),
+                )
+            )
+        )
+        after_incremental = await conn.call(DescribeConfigsRequest(resources=(
+            DescribeConfigsResource(resource_type=2, resource_name="typed-admin",
+                                    configuration_keys=("cleanup.policy", "retention.ms")),)))  # fmt: skip
+        replaced = await conn.call(
+            AlterConfigsRequest(
+                resources=(
+                    AlterConfigsResource(
+                        resource_type=2,
+                        resource_name="typed-admin",
+                        configs=(AlterableConfig(name="segment.ms", value="600000"),),
+                    ),
+                )
+            )  # fmt: skip
+        )
+        legacy_altered = await conn.request(ApiKey.ALTER_CONFIGS, {"topics": [["typed-legacy", {"retention.ms": "5"}]]})
+        after_replace = await conn.call(DescribeConfigsRequest(resources=(
+            DescribeConfigsResource(resource_type=2, resource_name="typed-admin",
+                                    configuration_keys=("cleanup.policy", "segment.ms")),)))  # fmt: skip
+        grown = await conn.call(CreatePartitionsRequest(topics=(CreatePartitionsTopic(name="typed-admin", count=4),)))
+        legacy_grown = await conn.request(ApiKey.CREATE_PARTITIONS, {"topics": [{"name": "typed-legacy", "count": 2}]})
+        return (created, again, legacy_created, forged, described, legacy_described, incremental, after_incremental,
+                replaced, legacy_altered, after_replace, grown, legacy_grown)  # fmt: skip
+
+    (created, again, legacy_created, forged, described, legacy_described, incremental, after_incremental, replaced,
+     legacy_altered, after_replace, grown, legacy_grown) = _native(cluster, work)  # fmt: skip
+    (row,) = created.topics
+    assert (row.name, row.error_code, row.num_partitions, row.replication_factor) == ("typed-admin", 0, 3, 1)
+    assert [(r.error_code, r.num_partitions) for r in again.topics] == [(ErrorCode.TOPIC_ALREADY_EXISTS, -1)]
+    assert legacy_created == {"topics": [["typed-legacy", 0, None]], "throttle_time_ms": 0}
+    assert forged["error_code"] == ErrorCode.INVALID_REQUEST and "ENVELOPE" in forged["error_message"]
+    topic, logger = described.results
+    assert (topic.error_code, [(c.name, c.value, c.config_source) for c in topic.configs]) == (
+        0,
+        [("retention.ms", "1000", 1)],  # DYNAMIC_TOPIC_CONFIG, and only the key asked
+    )
+    assert topic.configs[0].synonyms[0].name == "retention.ms" and topic.configs[0].documentation is None
+    assert (logger.resource_type, logger.error_code) == (8, ErrorCode.INVALID_REQUEST)  # BROKER_LOGGER: not here
+    (name, code, _, rows), = legacy_described["results"]  # fmt: skip
+    assert (name, code, rows["retention.ms"][0], rows["retention.ms"][1]) == ("typed-admin", 0, "1000", False)
+    assert "segment file" in rows["segment.bytes"][2] and legacy_described["brokers"] == []
+    assert [(r.resource_name, r.error_code) for r in incremental.responses] == [
+        ("typed-admin", 0),
+        ("typed-legacy", ErrorCode.INVALID_REQUEST),  # an unknown operation: its resource's INVALID_REQUEST
+    ]
+    values = {c.name: (c.value, c.config_source) for c in after_incremental.results[0].configs}
+    assert values == {"cleanup.policy": ("delete,compact", 1), "retention.ms": ("604800000", 5)}
+    assert [(r.resource_name, r.error_code) for r in replaced.responses] == [("typed-admin", 0)]
+    assert legacy_altered == {"topics": [["typed-legacy", 0, None]], "brokers": []}
+    values = {c.name: (c.value, c.config_source) for c in after_replace.results[0].configs}
+    assert values == {"cleanup.policy": ("delete", 5), "segment.ms": ("600000", 1)}  # replaced: the append is gone
+    assert [(r.name, r.error_code) for r in grown.results] == [("typed-admin", 0)]
+    assert legacy_grown == {"topics": [["typed-legacy", 0, None]], "throttle_time_ms": 0}
+    # Kafka's protocol: DescribeConfigs v4 and CreatePartitions v3 read the same state
+    resp = _kafka(cluster, 32, 4, {"resources": [{"resource_type": 2, "resource_name": "typed-admin",
+                                                  "configuration_keys": ["segment.ms"]}]}, 4)  # fmt: skip
+    assert [(c.name, c.value) for c in resp.results[0].configs] == [("segment.ms", "600000")]
+    resp = _kafka(cluster, 37, 3, {"topics": [{"name": "typed-admin", "count": 4, "assignments": None}],
+                                   "timeout_ms": 5000, "validate_only": False}, 2)  # fmt: skip
+    assert [(r.name, int(r.error_code)) for r in resp.results] == [("typed-admin", ErrorCode.INVALID_PARTITIONS)]
+
+    async def delete(conn):
+        described = await conn.call(DescribeTopicPartitionsRequest(topics=(DescribeTopicRequest(name="typed-admin"),)))
+        by_id = await conn.call(DeleteTopicsRequest(topics=(DeleteTopicState(topic_id=described.topics[0].topic_id),)))
+        unknown = await conn.call(DeleteTopicsRequest(topics=(DeleteTopicState(topic_id=uuid.uuid4()),)))
+        legacy = await conn.request(ApiKey.DELETE_TOPICS, {"topics": ["typed-legacy"]})
+        return by_id, unknown, legacy
+
+    by_id, unknown, legacy_deleted = _native(cluster, delete)
+    assert [(r.name, r.error_code) for r in by_id.responses] == [("typed-admin", 0)]
+    assert [r.error_code for r in unknown.responses] == [ErrorCode.UNKNOWN_TOPIC_ID]
+    assert legacy_deleted == {"topics": [["typed-legacy", 0, None]], "throttle_time_ms": 0}
+
+
+def test_kafka_clients_too_old_for_throttling_quota_exceeded_are_throttled_instead(cluster):
+    """KIP-599 on the Kafka listener: over its controller_mutation_rate, a CreateTopics v5 client is admitted and
+    throttled (it does not know THROTTLING_QUOTA_EXCEEDED); a v6 client is refused, topic by topic."""
+    quota = QuotaEntry(entity=(QuotaEntity(entity_type="client-id", entity_name="t"),),
+                       ops=(QuotaOp(key="controller_mutation_rate", value=1.0),))  # fmt: skip
+
+    async def set_quota(conn):
+        return await conn.call(AlterClientQuotasRequest(entries=(quota,)))
+
+    assert _native(cluster, set_quota).entries[0].error_code == 0
+    topics = [{"name": f"old-{i}", "num_partitions": 30, "replication_factor": 1, "assignments": [], "configs": []}
+              for i in range(2)]  # fmt: skip
+    old = _kafka(cluster, 19, 5, {"topics": topics, "timeout_ms": 5000, "validate_only": False}, 5)
+    assert [(t.name, int(t.error_code)) for t in old.topics] == [("old-0", 0), ("old-1", 0)]
+    assert old.throttle_time.total_seconds() > 0
+    topics = [dict(t, name=f"new-{i}") for i, t in enumerate(topics)]
+    new = _kafka(cluster, 19, 6, {"topics": topics, "timeout_ms": 5000, "validate_only": False}, 5)
+    assert {int(t.error_code) for t in new.topics} == {ErrorCode.THROTTLING_QUOTA_EXCEEDED}
+
+    async def reset(conn):
+        removal = QuotaEntry(entity=quota.entity, ops=(QuotaOp(key="controller_mutation_rate", remove=True),))
+        return await conn.call(AlterClientQuotasRequest(entries=(removal,)))
+
+    assert _native(cluster, reset).entries[0].error_code == 0

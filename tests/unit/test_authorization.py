@@ -29,6 +29,7 @@ from net.schema.add_partitions_to_txn import (
 )
 from net.schema.alter_client_quotas import AlterClientQuotasRequest
 from net.schema.alter_client_quotas import EntryData as QuotaEntry
+from net.schema.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
 from net.schema.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
@@ -41,6 +42,8 @@ from net.schema.alter_user_scram_credentials import AlterUserScramCredentialsReq
 from net.schema.consumer_group_describe import ConsumerGroupDescribeRequest
 from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from net.schema.create_acls import AclCreation, CreateAclsRequest
+from net.schema.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
+from net.schema.create_topics import CreatableTopic, CreateTopicsRequest
 from net.schema.delete_acls import DeleteAclsFilter, DeleteAclsRequest
 from net.schema.delete_groups import DeleteGroupsRequest
 from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
@@ -48,8 +51,10 @@ from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
 from net.schema.delete_share_group_offsets import DeleteShareGroupOffsetsRequestTopic as DeleteShareOffsetsTopic
 from net.schema.delete_share_group_state import DeleteShareGroupStateRequest, DeleteStateData
 from net.schema.delete_share_group_state import PartitionData as DeleteStatePartition
+from net.schema.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest
+from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from net.schema.describe_groups import DescribeGroupsRequest
 from net.schema.describe_log_dirs import DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
@@ -65,6 +70,9 @@ from net.schema.elect_leaders import TopicPartitions as ElectTopic
 from net.schema.end_txn import EndTxnRequest
 from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.heartbeat import HeartbeatRequest
+from net.schema.incremental_alter_configs import AlterableConfig as IncAlterableConfig
+from net.schema.incremental_alter_configs import AlterConfigsResource as IncAlterConfigsResource
+from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest
 from net.schema.init_producer_id import InitProducerIdRequest
 from net.schema.initialize_share_group_state import InitializeShareGroupStateRequest, InitializeStateData
 from net.schema.initialize_share_group_state import PartitionData as InitializeStatePartition
@@ -187,6 +195,24 @@ def _commit(topic: str) -> OffsetCommitRequestTopic:
     )
 
 
+def _describe_configs(kind: int, name: str) -> DescribeConfigsRequest:
+    return DescribeConfigsRequest(resources=(DescribeConfigsResource(resource_type=kind, resource_name=name),))
+
+
+def _alter_configs(
+    kind: int, name: str, key: str, value: str, incremental: bool = False
+) -> AlterConfigsRequest | IncrementalAlterConfigsRequest:
+    if incremental:
+        inc = IncAlterConfigsResource(
+            resource_type=kind, resource_name=name, configs=(IncAlterableConfig(name=key, value=value),)
+        )
+        return IncrementalAlterConfigsRequest(resources=(inc,))
+    resource = AlterConfigsResource(
+        resource_type=kind, resource_name=name, configs=(AlterableConfig(name=key, value=value),)
+    )
+    return AlterConfigsRequest(resources=(resource,))
+
+
 ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.PRODUCE: [({"acks": 1, "topics": [["secret-topic", [[0, b"x"]]]]}, ("topics", TOPIC_DENIED))],
     ApiKey.FETCH: [
@@ -273,17 +299,30 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
             ("whole", GROUP_DENIED),
         ),
     ],
-    ApiKey.CREATE_TOPICS: [({"topics": [{"name": "evil"}]}, ("topics", TOPIC_DENIED))],
-    ApiKey.DELETE_TOPICS: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
-    ApiKey.CREATE_PARTITIONS: [({"topics": [{"name": "secret-topic", "count": 9}]}, ("topics", TOPIC_DENIED))],
+    ApiKey.CREATE_TOPICS: [(CreateTopicsRequest(topics=(CreatableTopic(name="evil"),)), ("topics", TOPIC_DENIED))],
+    ApiKey.DELETE_TOPICS: [
+        (DeleteTopicsRequest(topic_names=("secret-topic",)), ("responses", TOPIC_DENIED)),
+        (DeleteTopicsRequest(topics=(DeleteTopicState(name="secret-topic"),)), ("responses", TOPIC_DENIED)),
+    ],
+    ApiKey.CREATE_PARTITIONS: [
+        (
+            CreatePartitionsRequest(topics=(CreatePartitionsTopic(name="secret-topic", count=9),)),
+            ("results", TOPIC_DENIED),
+        )
+    ],
     ApiKey.DESCRIBE_CONFIGS: [
-        ({"topics": ["secret-topic"]}, ("results", TOPIC_DENIED)),
-        ({"brokers": ["1"]}, ("brokers", CLUSTER_DENIED)),
-        ({"groups": ["victim-group"]}, ("groups", GROUP_DENIED)),
+        (_describe_configs(2, "secret-topic"), ("results", TOPIC_DENIED)),
+        (_describe_configs(4, "1"), ("results", CLUSTER_DENIED)),
+        (_describe_configs(32, "victim-group"), ("results", GROUP_DENIED)),
     ],
     ApiKey.ALTER_CONFIGS: [
-        ({"topics": [["secret-topic", {"retention.ms": "1"}]]}, ("topics", TOPIC_DENIED)),
-        ({"groups": [["victim-group", {"share.auto.offset.reset": "earliest"}]]}, ("groups", GROUP_DENIED)),
+        (_alter_configs(2, "secret-topic", "retention.ms", "1"), ("responses", TOPIC_DENIED)),
+        (_alter_configs(4, "", "leader.replication.throttled.rate", "1"), ("responses", CLUSTER_DENIED)),
+        (_alter_configs(32, "victim-group", "share.auto.offset.reset", "earliest"), ("responses", GROUP_DENIED)),
+    ],
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: [
+        (_alter_configs(2, "secret-topic", "retention.ms", "1", True), ("responses", TOPIC_DENIED)),
+        (_alter_configs(4, "1", "leader.replication.throttled.rate", "1", True), ("responses", CLUSTER_DENIED)),
     ],
     ApiKey.INIT_PRODUCER_ID: [
         (InitProducerIdRequest(), ("whole", CLUSTER_DENIED)),
@@ -555,9 +594,9 @@ def test_bodies_reaching_others_resources_are_refused_whatever_keys_they_carry(a
 
 def test_a_forwarded_request_needs_cluster_action():
     a, _ = table()
-    d = a.authorize(ApiKey.CREATE_TOPICS, {"topics": [], "forwarded": True}, Ctx())
+    d = a.authorize(ApiKey.PRODUCE, {"topics": [], "forwarded": True}, Ctx())
     assert d.refused and d.answer["error_code"] == CLUSTER_DENIED
-    d = a.authorize(ApiKey.CREATE_TOPICS, {"topics": [], "forwarded": True}, Ctx("User:admin"))
+    d = a.authorize(ApiKey.PRODUCE, {"topics": [], "forwarded": True}, Ctx("User:admin"))
     assert not d.refused
 
 

@@ -6,6 +6,7 @@ from broker.server.config import BrokerConfig
 from broker.server.config_describe import ConfigSource as S
 from broker.server.config_describe import ConfigType as T
 from broker.server.config_describe import broker_entries, default_broker_entries, topic_entries
+from net.config_def import is_default
 
 
 def _topic(props: dict[str, str], overrides: dict[str, str]) -> dict:
@@ -25,11 +26,11 @@ def test_a_topic_config_names_its_override_then_the_broker_synonyms():
     compression = _topic({}, {})["compression.type"]  # a broker key with a default: its DEFAULT_CONFIG row
     assert compression.synonyms == (("compression.type", "producer", S.DEFAULT_CONFIG),)
     assert _topic({}, {})["retention.ms"].synonyms == ()  # as Kafka: kafkajs's describeConfigs test expects []
-    assert r.to_wire()[1] is False  # set on the topic
+    assert is_default(r.source, r.read_only) is False  # set on the topic
     # no override: the broker's static default is the source; still a default for the topic (native is_default)
     rows = _topic({"log.retention.ms": "1000"}, {})
     r = rows["retention.ms"]
-    assert (r.value, r.source) == ("1000", S.STATIC_BROKER_CONFIG) and r.to_wire()[1] is True
+    assert (r.value, r.source) == ("1000", S.STATIC_BROKER_CONFIG) and is_default(r.source, r.read_only) is True
     # no broker synonym at all (tiered storage, throttles): DEFAULT_CONFIG and no synonyms
     assert rows["remote.storage.enable"].source == S.DEFAULT_CONFIG and rows["remote.storage.enable"].synonyms == ()
     assert {e.type for e in rows.values()} >= {T.BOOLEAN, T.STRING, T.INT, T.LONG, T.DOUBLE, T.LIST}
@@ -57,29 +58,6 @@ def test_broker_configs_under_kafkas_names():
     assert all(v is None for _, v, _ in jaas.synonyms)
 
 
-def test_the_kafka_answer_carries_synonyms_and_documentation_only_when_asked():
-    from broker.network.kafka.admin_adapters import DescribeConfigs
-
-    cfg = BrokerConfig.from_props({})
-    rows = {e.name: e.to_wire() for e in topic_entries(cfg, {"segment.bytes": "5"}, cfg.topic_config_defaults())}
-    native = {"results": [["t", 0, None, rows]], "brokers": []}
-
-    def ask(synonyms: bool, docs: bool) -> dict:
-        req = {
-            "resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": ["segment.bytes"]}],
-            "include_synonyms": synonyms,
-            "include_documentation": docs,
-        }
-        (entry,) = DescribeConfigs().response(native, req, 4)["results"][0]["configs"]
-        return entry
-
-    bare = ask(False, False)
-    assert bare["synonyms"] == [] and bare["documentation"] is None and bare["config_type"] == T.INT
-    full = ask(True, True)
-    assert [s["name"] for s in full["synonyms"]] == ["segment.bytes", "log.segment.bytes"]
-    assert "segment file" in full["documentation"]
-
-
 def test_dynamic_broker_configs_are_described_with_their_source_and_synonyms():
     """A throttle rate set on this broker wins over the cluster default, which wins over server.properties;
     each one present is a synonym, as Kafka's DescribeConfigs shows a dynamic broker config."""
@@ -96,11 +74,11 @@ def test_dynamic_broker_configs_are_described_with_their_source_and_synonyms():
         ("7", S.STATIC_BROKER_CONFIG),
         ("9223372036854775807", S.DEFAULT_CONFIG),
     ]
-    assert r.to_wire()[1] is False  # set dynamically: not a default
+    assert is_default(r.source, r.read_only) is False  # set dynamically: not a default
     default_only = {e.name: e for e in broker_entries(cfg, {"": {rate: "50"}})}[rate]
     assert (default_only.value, default_only.source) == ("50", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
     follower = {e.name: e for e in broker_entries(cfg, both)}["follower.replication.throttled.rate"]
-    assert follower.source == S.DEFAULT_CONFIG and follower.to_wire()[1] is True
+    assert follower.source == S.DEFAULT_CONFIG and is_default(follower.source, follower.read_only) is True
     stored = {e.name: e for e in broker_entries(cfg, {"2": {"cleanup.policy": "delete"}})}["cleanup.policy"]
     assert (stored.value, stored.source, stored.read_only) == ("delete", S.DYNAMIC_BROKER_CONFIG, False)
     assert [(e.name, e.value, e.source) for e in default_broker_entries({rate: "50"})] == [

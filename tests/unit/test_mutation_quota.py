@@ -7,11 +7,16 @@ import asyncio
 
 import pytest
 
+from broker.controller.channel import envelope, unwrap
 from broker.controller.logic import ControllerLogic, PartitionLimits
-from broker.network.kafka.admin_adapters import CreatePartitions, CreateTopics, DeleteTopics
+from broker.network.server import INTER_BROKER_LISTENER, ConnectionContext
 from broker.quota.client_quota import CONTROLLER_MUTATION_RATE, ClientQuotaManager
 from broker.quota.mutation_quota import ControllerMutationQuota, MutationMeter
+from broker.server.admin_apis import strict_quota
 from net.errors import ErrorCode, PolicyViolationError, ThrottlingQuotaExceededError
+from net.messages import MessageError
+from net.protocol import ApiKey
+from net.schema.create_topics import CreateTopicsRequest
 from tests.unit.test_controller import apply, cluster
 
 
@@ -96,23 +101,28 @@ def test_no_caps_by_default_in_the_logic():
 
 def test_kafka_clients_too_old_for_the_error_are_throttled_instead():
     """KIP-599: THROTTLING_QUOTA_EXCEEDED from CreateTopics v6, CreatePartitions v3, DeleteTopics v5; older
-    versions are admitted (permissive) and only their response is throttled."""
-    topic = {"name": "t", "num_partitions": 1, "replication_factor": 1}
+    versions are admitted (permissive) and only their response is throttled. The version is the request's as the
+    Kafka client made it (the connection's kafka_version, or the one an ENVELOPE carried); a native request is
+    strict."""
     strict = {
-        (CreateTopics(), 5): False,
-        (CreateTopics(), 6): True,
-        (CreatePartitions(), 2): False,
-        (CreatePartitions(), 3): True,
-        (DeleteTopics(), 4): False,
-        (DeleteTopics(), 5): True,
+        (ApiKey.CREATE_TOPICS, 5): False,
+        (ApiKey.CREATE_TOPICS, 6): True,
+        (ApiKey.CREATE_PARTITIONS, 2): False,
+        (ApiKey.CREATE_PARTITIONS, 3): True,
+        (ApiKey.DELETE_TOPICS, 4): False,
+        (ApiKey.DELETE_TOPICS, 5): True,
     }
-    reqs = {
-        CreateTopics: {"topics": [topic]},
-        CreatePartitions: {"topics": [{"name": "t", "count": 2}]},
-        DeleteTopics: {"topic_names": ["t"]},
-    }
-    for (adapter, version), expected in strict.items():
-        _, body = adapter.request(reqs[type(adapter)], version)
-        assert body["strict_quota"] is expected, (type(adapter).__name__, version)
-    answer = CreateTopics().response({"topics": [["t", 0, None]], "throttle_time_ms": 1500}, reqs[CreateTopics], 7)
-    assert answer["throttle_time"] == 1500
+    broker = ConnectionContext("10.0.0.1:9000", INTER_BROKER_LISTENER)
+    for (api, version), expected in strict.items():
+        ctx = ConnectionContext("127.0.0.1:5000", wire="kafka")
+        ctx.kafka_version = version
+        assert strict_quota(api, ctx) is expected, (api.name, version)
+        # forwarded to the controller: the envelope carries the version, its context is the client's
+        wrapped = envelope(CreateTopicsRequest(), ctx)
+        _, forwarded = unwrap(wrapped, broker)
+        assert strict_quota(api, forwarded) is expected, (api.name, version, "forwarded")
+        assert strict_quota(api, ConnectionContext("127.0.0.1:5000")) is True  # native
+    _, native = unwrap(envelope(CreateTopicsRequest(), ConnectionContext("127.0.0.1:5000")), broker)
+    assert native.kafka_version is None and strict_quota(ApiKey.CREATE_TOPICS, native)
+    with pytest.raises(MessageError):  # a forged version is the envelope's INVALID_REQUEST
+        unwrap(dict(wrapped, kafka_version=2**15), broker)

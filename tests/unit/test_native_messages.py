@@ -217,3 +217,76 @@ def test_a_whole_request_error_answers_every_item_asked_even_under_another_name(
     quotas = AlterClientQuotasRequest(entries=(EntryData(entity=(EntityData(entity_type="user", entity_name="x"),)),))
     (entry,) = error_response(quotas, AlterClientQuotasResponse, denied).entries
     assert entry.error_code == denied and [(e.entity_type, e.entity_name) for e in entry.entity] == [("user", "x")]
+
+
+def test_a_whole_request_error_answers_every_topic_and_config_resource_asked():
+    """The topic and config apis' error answers (issue 26 §1): DeleteTopics' bare topic_names and v6 topics,
+    CreatePartitions' topics in `results`, the config apis' resources in `results` / `responses`; a created topic's
+    `configs` (which describe it, not answer the request) stay empty."""
+    from net.schema.alter_configs import AlterConfigsRequest, AlterConfigsResource, AlterConfigsResponse
+    from net.schema.convert import error_response
+    from net.schema.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic
+    from net.schema.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, CreateTopicsResponse
+    from net.schema.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
+    from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResponse
+
+    denied = 29  # TOPIC_AUTHORIZATION_FAILED
+    by_name = error_response(DeleteTopicsRequest(topic_names=("a", "b")), DeleteTopicsResponse, denied, "no")
+    assert [(r.name, r.error_code, r.error_message) for r in by_name.responses] == [
+        ("a", denied, "no"),
+        ("b", denied, "no"),
+    ]
+    v6 = error_response(DeleteTopicsRequest(topics=(DeleteTopicState(name="c"),)), DeleteTopicsResponse, denied)
+    assert [(r.name, r.error_code) for r in v6.responses] == [("c", denied)]
+    grown = CreatePartitionsRequest(topics=(CreatePartitionsTopic(name="d", count=3),))
+    assert [(r.name, r.error_code) for r in error_response(grown, CreatePartitionsResponse, denied).results] == [
+        ("d", denied)
+    ]
+    topic = CreatableTopic(name="e", num_partitions=3, configs=(CreatableTopicConfig(name="retention.ms", value="1"),))
+    (row,) = error_response(CreateTopicsRequest(topics=(topic,)), CreateTopicsResponse, denied).topics
+    assert (row.name, row.error_code, row.num_partitions, row.configs) == ("e", denied, -1, None)
+    asked = DescribeConfigsRequest(resources=(DescribeConfigsResource(resource_type=2, resource_name="f"),))
+    (result,) = error_response(asked, DescribeConfigsResponse, denied).results
+    assert (result.resource_type, result.resource_name, result.error_code, result.configs) == (2, "f", denied, ())
+    altered = AlterConfigsRequest(resources=(AlterConfigsResource(resource_type=4, resource_name="1"),))
+    (response,) = error_response(altered, AlterConfigsResponse, denied).responses
+    assert (response.resource_type, response.resource_name, response.error_code) == (4, "1", denied)
+
+
+def test_the_topic_and_config_apis_v0_maps_read_into_their_typed_requests():
+    """native_legacy: AlterConfigs v0 with "replace" is an AlterConfigs, without an IncrementalAlterConfigs (a value
+    SET, nil DELETE, ["append" | "subtract", v]); CreateTopics' -1 defaults; a map marked forwarded is refused."""
+    from broker.network.native_legacy import LEGACY
+    from net.protocol import ApiKey
+    from net.schema.alter_configs import AlterConfigsRequest
+    from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest
+
+    to_typed = {api: LEGACY[api][0] for api in (ApiKey.CREATE_TOPICS, ApiKey.ALTER_CONFIGS, ApiKey.DESCRIBE_CONFIGS)}
+    created = to_typed[ApiKey.CREATE_TOPICS]({"topics": [{"name": "t", "configs": {"retention.ms": 5}}]})
+    (t,) = created.topics
+    assert (t.num_partitions, t.replication_factor, [(c.name, c.value) for c in t.configs]) == (
+        -1,
+        -1,
+        [("retention.ms", "5")],
+    )
+    changes = {"a": "1", "b": None, "c": ["append", "x"], "d": ["subtract", "y"]}
+    incremental = to_typed[ApiKey.ALTER_CONFIGS]({"topics": [["t", changes]], "brokers": [[1, {"a": "2"}]]})
+    assert isinstance(incremental, IncrementalAlterConfigsRequest)
+    topic, broker = incremental.resources
+    assert [(c.name, c.config_operation, c.value) for c in topic.configs] == [
+        ("a", 0, "1"),
+        ("b", 1, None),
+        ("c", 2, "x"),
+        ("d", 3, "y"),
+    ]
+    assert (broker.resource_type, broker.resource_name) == (4, "1")
+    replaced = to_typed[ApiKey.ALTER_CONFIGS]({"topics": [["t", {"a": "1"}]], "replace": True})
+    assert isinstance(replaced, AlterConfigsRequest) and replaced.resources[0].configs[0].value == "1"
+    described = to_typed[ApiKey.DESCRIBE_CONFIGS]({"topics": ["t"], "brokers": [1], "groups": ["g"]})
+    assert [(r.resource_type, r.resource_name) for r in described.resources] == [(2, "t"), (4, "1"), (32, "g")]
+    assert described.include_synonyms and described.include_documentation
+    for bad in ({"topics": [["t", {"a": ["append"]}]]}, {"topics": [["t", "a=1"]]}):
+        with pytest.raises(MessageError):
+            to_typed[ApiKey.ALTER_CONFIGS](bad)
+    with pytest.raises(MessageError, match="ENVELOPE"):
+        to_typed[ApiKey.CREATE_TOPICS]({"topics": [], "forwarded": True})

@@ -27,6 +27,7 @@ from broker.quota.client_quota import ClientQuotaManager
 from broker.replica.replica_manager import ReplicaManager
 from broker.security.acl import AclAuthorizer
 from broker.security.request_authorizer import RequestAuthorizer
+from broker.server.admin_apis import config_changes
 from broker.server.config import BrokerConfig
 from broker.server.kafka_apis import KafkaApis
 from broker.server.security_api import SecurityApis
@@ -39,6 +40,8 @@ from net.errors import ErrorCode, KafkaLiteError, error_code_of, error_for
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.retry import Backoff, retry_until
 from net.schema.describe_acls import DescribeAclsRequest
+from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from net.schema.incremental_alter_configs import AlterableConfig as IncrementalAlterableConfig
 from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
@@ -376,6 +379,57 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(broker):
         assert answer["error_code"] == ErrorCode.SECURITY_DISABLED
 
     run(broker, scenario)
+
+
+def test_describe_configs_answers_each_resource_with_the_keys_asked(broker):
+    """DescribeConfigs, typed (broker/server/admin_apis.py): a topic's configs (only `configuration_keys`, synonyms
+    and documentation only when asked), this broker's own, another broker's or an unknown topic's error in its row,
+    and a resource type Kafka Lite has no configs for (BROKER_LOGGER) INVALID_REQUEST in its row."""
+
+    async def scenario() -> None:
+        def ask(kind: int, name: str, *keys: str) -> DescribeConfigsResource:
+            return DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=keys or None)
+
+        resources = (
+            ask(2, TOPIC, "segment.bytes"),
+            ask(4, "1", "num.partitions"),
+            ask(4, "2"),
+            ask(2, "missing"),
+            ask(8, "1"),
+        )
+        bare = await broker.call(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(resources=resources))
+        topic, own, other, missing, logger = bare.results
+        (segment,) = topic.configs
+        assert (segment.name, segment.config_source, segment.synonyms, segment.documentation) == (
+            "segment.bytes",
+            5,  # DEFAULT_CONFIG
+            (),
+            None,
+        )
+        assert [(c.name, c.read_only) for c in own.configs] == [("num.partitions", True)]
+        assert other.error_code == ErrorCode.INVALID_REQUEST and not other.configs
+        assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (logger.resource_type, logger.error_code) == (8, ErrorCode.INVALID_REQUEST)
+        full = await broker.call(
+            ApiKey.DESCRIBE_CONFIGS,
+            DescribeConfigsRequest(resources=resources[:1], include_synonyms=True, include_documentation=True),
+        )
+        (segment,) = full.results[0].configs
+        assert [sy.name for sy in segment.synonyms] == ["log.segment.bytes"]
+        assert "segment file" in (segment.documentation or "")
+
+    run(broker, scenario)
+
+
+def test_an_unknown_incremental_operation_is_its_resources_invalid_request():
+    with pytest.raises(KafkaLiteError) as e:
+        config_changes((IncrementalAlterableConfig(name="cleanup.policy", config_operation=4, value="x"),))
+    assert e.value.code == ErrorCode.INVALID_REQUEST and "cleanup.policy" in str(e.value)
+    ops = [(n, o) for n, o in enumerate(("a", None, "b", "c"))]
+    changes = config_changes(
+        tuple(IncrementalAlterableConfig(name=f"k{n}", config_operation=n, value=v) for n, v in ops)
+    )
+    assert changes == {"k0": "a", "k1": None, "k2": ("append", "b"), "k3": ("subtract", "c")}
 
 
 def test_a_kafka_clients_metadata_waits_for_the_first_published_image(tmp_path):

@@ -7,7 +7,7 @@ keeps what the client's version has). `error` answers a request that failed as a
 code in every row, as Kafka's `getErrorResponse` does.
 
 Adding an api: subclass Adapter with the versions it serves, list it in its module's list (CORE_ADAPTERS
-here, ADMIN_ADAPTERS in admin_adapters.py, ...), which codec.py's ADAPTERS gathers, and describe it in
+here, SECURITY_ADAPTERS in security_adapters.py), which codec.py's ADAPTERS gathers, and describe it in
 docs/COMPATIBILITY.md.
 """
 
