@@ -176,6 +176,8 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
     ApiKey.ALTER_CLIENT_QUOTAS: 1,
     ApiKey.DESCRIBE_CLUSTER: 0,  # typed from its first native version
+    # Metadata (issue 26 §1): v0's map (with its native-only "listener" and "broker_info") served one more release.
+    ApiKey.METADATA: 1,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

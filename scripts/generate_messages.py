@@ -97,6 +97,7 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
     60: (0, 1),  # DescribeCluster (v1: KIP-919's endpoint_type)
+    3: (0, 12),  # Metadata (v10+: topic ids; v12: topics named by id)
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -40,6 +40,7 @@ from net.retry import Backoff, retry_until
 from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.metadata import MetadataRequest, MetadataRequestTopic
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from net.schema.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
@@ -403,15 +404,16 @@ def test_a_kafka_clients_metadata_waits_for_the_first_published_image(tmp_path):
     async def scenario() -> None:
         answer = b.apis.handle(ApiKey.METADATA, 0, body, native)
         assert answer["brokers"] == [] and answer["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        waiting = asyncio.ensure_future(b.apis.handle(ApiKey.METADATA, 0, body, kafka))
+        typed = MetadataRequest(topics=(MetadataRequestTopic(name=TOPIC),))
+        waiting = asyncio.ensure_future(b.apis.handle(ApiKey.METADATA, 1, typed, kafka))
         await asyncio.sleep(0.3)
         assert not waiting.done(), "a Kafka client was answered from the empty image of a starting broker"
         for offset in range(published.offset + 1):  # the broker catches up: its first image is published
             starting.apply(offset, published_records[offset])
         answer = await asyncio.wait_for(waiting, 2)
-        assert [row[0] for row in answer["brokers"]] == [1]
-        [topic] = answer["topics"]
-        assert topic["error_code"] == 0 and len(topic["partitions"]) == 2
+        assert [b.node_id for b in answer.brokers] == [1] and answer.controller_id == 1
+        [topic] = answer.topics
+        assert topic.error_code == 0 and len(topic.partitions) == 2
 
     published_records = [{"type": "broker", "id": 1, "host": "127.0.0.1", "port": 9092, "fenced": False}]
     published_records += topic_records(TOPIC, 2) + topic_records(OFFSETS_TOPIC, 1)
