@@ -217,3 +217,73 @@ def test_a_whole_request_error_answers_every_item_asked_even_under_another_name(
     quotas = AlterClientQuotasRequest(entries=(EntryData(entity=(EntityData(entity_type="user", entity_name="x"),)),))
     (entry,) = error_response(quotas, AlterClientQuotasResponse, denied).entries
     assert entry.error_code == denied and [(e.entity_type, e.entity_name) for e in entry.entity] == [("user", "x")]
+
+
+def test_metadata_v0_maps_become_the_typed_request_and_the_typed_answer_the_map():
+    """Native Metadata v0 (one more release): nil asks for every topic, `topic_ids` add topics by id, creation only
+    when asked for (the native default, unlike Kafka's); a map of the wrong shape is refused field by field; the
+    typed answer reads back as the map of before (topic ids as 32 hex digits, partitions as rows)."""
+    import uuid
+
+    from broker.network.native_legacy import metadata_request, metadata_response
+    from net.messages import MessageError
+    from net.schema.metadata import (
+        MetadataResponse,
+        MetadataResponseBroker,
+        MetadataResponsePartition,
+        MetadataResponseTopic,
+    )
+
+    everything = metadata_request({"topics": None, "topic_ids": ["ab" * 16]})
+    assert everything.topics is None and not everything.allow_auto_topic_creation
+    topic_id = uuid.uuid4()
+    asked = metadata_request(
+        {
+            "topics": ["a"],
+            "topic_ids": [topic_id.hex],
+            "allow_auto_topic_creation": True,
+            "include_topic_authorized_operations": True,
+        }
+    )
+    assert [(t.name, t.topic_id) for t in asked.topics] == [("a", None), (None, topic_id)]
+    assert asked.allow_auto_topic_creation and asked.include_topic_authorized_operations
+    assert not asked.include_cluster_authorized_operations
+    bad_maps = ({"topics": "a"}, {"topics": [5]}, {"topics": [], "topic_ids": ["zz"]}, {"topics": [], "topic_ids": 1})
+    for bad in bad_maps:
+        with pytest.raises(MessageError):
+            metadata_request(bad)
+    answer = MetadataResponse(
+        brokers=(MetadataResponseBroker(node_id=1, host="h", port=9),),
+        cluster_id="c",
+        controller_id=1,
+        topics=(
+            MetadataResponseTopic(
+                name="a",
+                topic_id=topic_id,
+                partitions=(
+                    MetadataResponsePartition(
+                        error_code=5, partition_index=0, leader_id=-1, leader_epoch=2, replica_nodes=(1, 2)
+                    ),
+                ),
+                topic_authorized_operations=8,
+            ),
+            MetadataResponseTopic(error_code=3, name="b"),
+        ),
+    )
+    assert metadata_response(answer) == {
+        "error_code": 0,
+        "cluster_id": "c",
+        "controller_id": 1,
+        "brokers": [[1, "h", 9]],
+        "topics": [
+            {
+                "error_code": 0,
+                "name": "a",
+                "topic_id": topic_id.hex,
+                "is_internal": False,
+                "partitions": [[5, 0, -1, 2, [1, 2], [], []]],
+                "topic_authorized_operations": 8,
+            },
+            {"error_code": 3, "name": "b", "is_internal": False, "partitions": []},
+        ],
+    }
