@@ -373,6 +373,23 @@ def test_with_acls_a_produce_is_refused_per_topic_and_describe_acls_lists_what_t
             (r.resource_type, r.resource_name, a.principal, a.operation) for r in described.resources for a in r.acls
         ]
         assert found == [(int(ResourceType.GROUP), GROUP, "User:alice", int(AclOperation.READ))]
+        # typed Metadata: the listing leaves out what she may not describe (WRITE implies DESCRIBE, nothing on
+        # __consumer_offsets); a named topic she may not describe is TOPIC_AUTHORIZATION_FAILED; operations when asked
+        everything = MetadataRequest(
+            topics=None, include_topic_authorized_operations=True, include_cluster_authorized_operations=True
+        )
+        broker.apis.coordination = SimpleNamespace(controller_id=1, controller_epoch=1)  # type: ignore[assignment]
+        listing = await broker.call(ApiKey.METADATA, everything)
+        assert [(t.name, t.topic_authorized_operations) for t in listing.topics] == [
+            (TOPIC, 1 << AclOperation.WRITE | 1 << AclOperation.DESCRIBE)
+        ]
+        assert listing.cluster_authorized_operations == 1 << AclOperation.DESCRIBE
+        named = MetadataRequest(topics=(MetadataRequestTopic(name=OFFSETS_TOPIC), MetadataRequestTopic(name=TOPIC)))
+        answered = await broker.call(ApiKey.METADATA, named)
+        assert [(t.name, t.error_code, t.topic_authorized_operations) for t in answered.topics] == [
+            (TOPIC, 0, -(2**31)),  # not asked: Kafka's "not given"
+            (OFFSETS_TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -(2**31)),
+        ]
 
     try:
         run(broker, scenario)
