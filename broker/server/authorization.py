@@ -612,7 +612,7 @@ def _metadata(a: Authorization, req: MetadataRequest, ctx: ConnectionContext) ->
         return _metadata_operations(a, req, ctx, Decision(req, hide))
     image = authz.image
     creating = a.auto_create_topics and req.allow_auto_topic_creation
-    by_id: dict[str, str] | None = None
+    by_id: dict[str, str] | None = None  # built only when a topic is named by id
     kept: list[MetadataRequestTopic] = []
     refused: list[str] = []
     for t in req.topics:
@@ -631,6 +631,8 @@ def _metadata(a: Authorization, req: MetadataRequest, ctx: ConnectionContext) ->
             kept.append(t)
         else:
             refused.append(name)
+    if not refused and by_id is None:  # every topic allowed, none named by id: the request as it came
+        return _metadata_operations(a, req, ctx, Decision(req))
     rows = tuple(MetadataResponseTopic(error_code=TOPIC_DENIED, name=n) for n in dict.fromkeys(refused))
 
     def finish(answer: Any) -> Any:

@@ -22,7 +22,7 @@ from kio.static import primitive as kio_primitive
 from kio.static.constants import EntityType
 from kio.static.primitive import PhantomStr, Records, i8, i32, i64
 
-from net.messages import MessageError, _fast_decoder, _Refused, decode, encode, fields_plan
+from net.messages import MessageError, _encode_slowly, _fast_decoder, _Refused, decode, encode, fields_plan
 from net.schema.convert import from_kio, to_kio
 from net.schema.messages import MESSAGES
 
@@ -63,6 +63,7 @@ def test_every_kafka_message_round_trips(api_key, data):
     message = data.draw(st.from_type(cls))
     assert decode(cls, _wire(message)) == message
     assert _fast_decoder(cls)(_wire(message)) == message  # the compiled path accepts all a valid message holds
+    assert encode(message) == _encode_slowly(message)  # the compiled encoder writes what the field plan does
 
 
 def test_fields_travel_in_schema_order_with_kafkas_wire_forms():
@@ -159,6 +160,7 @@ def test_every_served_version_converts_to_its_api_class_and_back(api_key, data):
         typed = from_kio(message, cls)
         assert to_kio(typed, kio_cls) == message  # nothing a version carries is lost on the way
         assert decode(cls, _wire(typed)) == typed  # and the native codec carries the same object
+        assert encode(typed) == _encode_slowly(typed)
 
 
 def test_a_field_a_version_lacks_takes_its_schema_default():
