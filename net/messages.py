@@ -381,6 +381,9 @@ def _fast_encoder(cls: type) -> Callable[[Any], list[Any]]:
             one = fn + "({})"
         elif f.metadata["kafka_type"] in _IDENTITY_TYPES:
             one = ""  # msgpack takes the value as it is
+        elif f.metadata["kafka_type"] == "error_code":  # an int as it is, an ErrorCode member by its value
+            env[fn] = _encode_enum
+            one = f"({{0}} if {{0}}.__class__ is int else {fn}({{0}}))"
         else:
             env[fn] = _primitive(f.metadata["kafka_type"], tp, f.name)[0]
             one = fn + "({})"
