@@ -16,6 +16,7 @@ from net.errors import ErrorCode, KafkaLiteError, NetworkError, SaslAuthenticati
 from net.protocol import ApiKey
 from net.retry import Backoff, retry_until
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from net.security import ClientSecurity
 
 log = logging.getLogger("kafkalite.client")
@@ -63,6 +64,15 @@ class TopicMeta:
     topic_id: str = ""
 
 
+def metadata_request(topics: list[str] | None, allow_auto_topic_creation: bool = False) -> MetadataRequest:
+    """Kafka's Metadata request for `topics` (None: every topic; []: none, the brokers and the controller only).
+    Only a producer's (Kafka's allow.auto.create.topics) may create a missing topic."""
+    return MetadataRequest(
+        topics=None if topics is None else tuple(MetadataRequestTopic(name=t) for t in topics),
+        allow_auto_topic_creation=allow_auto_topic_creation and bool(topics),
+    )
+
+
 class ClusterMetadata:
     """The client's view of brokers and leaders, refreshed from Metadata responses."""
 
@@ -72,25 +82,29 @@ class ClusterMetadata:
         self.cluster_id = ""
         self.controller_id = -1
 
-    def update(self, body: dict[str, Any], requested: list[str] | None) -> None:
-        self.brokers = {b[0]: (b[1], b[2]) for b in body.get("brokers", [])}
-        self.cluster_id = body.get("cluster_id", "")
-        self.controller_id = body.get("controller_id", -1)
+    def update(self, answer: MetadataResponse, requested: list[str] | None) -> None:
+        self.brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
+        self.cluster_id = answer.cluster_id or ""
+        self.controller_id = answer.controller_id
         seen = set()
-        for t in body.get("topics", []):
-            tm = TopicMeta(
-                t["name"], t["error_code"], is_internal=t.get("is_internal", False), topic_id=t.get("topic_id", "")
-            )
+        for t in answer.topics:
+            if t.name is None:  # an id no topic has: this client asks by name only
+                continue
+            topic_id = t.topic_id.hex if t.topic_id is not None and t.topic_id.int else ""
+            tm = TopicMeta(t.name, t.error_code, is_internal=t.is_internal, topic_id=topic_id)
             old = self.topics.get(tm.name)
-            for err, p, leader, epoch, replicas, isr, *_ in t.get("partitions", []):
-                same_topic = old is not None and bool(tm.topic_id) and old.topic_id == tm.topic_id
+            same_topic = old is not None and bool(topic_id) and old.topic_id == topic_id
+            for pa in t.partitions:
+                p, epoch = pa.partition_index, pa.leader_epoch
                 known = old.partitions.get(p) if old is not None and same_topic else None
                 if known is not None and epoch < known.leader_epoch:
                     # KIP-320: a broker whose metadata lags names an older leader; it may still think it leads
                     # and answer with its stale high watermark. Keep the newer view.
                     tm.partitions[p] = known
                     continue
-                tm.partitions[p] = PartitionMeta(p, leader, epoch, replicas, isr, err)
+                tm.partitions[p] = PartitionMeta(
+                    p, pa.leader_id, epoch, list(pa.replica_nodes), list(pa.isr_nodes), pa.error_code
+                )
             if tm.error and tm.name in self.topics and tm.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 continue  # keep the last good view through a transient error
             self.topics[tm.name] = tm
@@ -272,29 +286,23 @@ class KafkaLiteClient:
 
     async def _do_refresh(self) -> None:
         wanted = sorted(self._wanted_topics) if self._wanted_topics else None
-        request: dict[str, Any] = {"topics": wanted}
-        if self.allow_auto_topic_creation and wanted:
-            request["allow_auto_topic_creation"] = True
+        request = metadata_request(wanted, self.allow_auto_topic_creation)
         # Metadata may ask any broker: one whose connection breaks (a broker just killed) is dropped and the next
-        # asked, as Kafka's clients do, rather than failing the refresh (a consumer's start, say).
+        # asked, as Kafka's clients do, rather than failing the refresh (a consumer's start, say). A request that
+        # failed as a whole is raised as its error (BrokerConnection.call).
         for _ in range(len(self.metadata.brokers) + len(self.bootstrap)):
             try:
-                body = await self.request(None, ApiKey.METADATA, request)
+                answer = await self.call(None, request)
                 break
             except NetworkError as e:
                 log.info("metadata request failed, asking another broker: %s", e)
         else:
-            body = await self.request(None, ApiKey.METADATA, request)
-        if body.get("error_code"):
-            raise error_for(body["error_code"], body.get("error_message", ""))
-        self.metadata.update(body, wanted)
+            answer = await self.call(None, request)
+        self.metadata.update(answer, wanted)
 
     async def list_topics(self) -> dict[str, TopicMeta]:
-        body = await self.request(None, ApiKey.METADATA, {"topics": None})
-        if body.get("error_code"):
-            raise error_for(body["error_code"], body.get("error_message", ""))
         md = ClusterMetadata()
-        md.update(body, None)
+        md.update(await self.call(None, metadata_request(None)), None)
         return md.topics
 
     async def leader_for(self, topic: str, partition: int) -> int:

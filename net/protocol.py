@@ -185,6 +185,8 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.DESCRIBE_CONFIGS: 1,
     ApiKey.ALTER_CONFIGS: 1,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
+    # Metadata (issue 26 §1): v0's map (with its native-only "listener" and "broker_info") served one more release.
+    ApiKey.METADATA: 1,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

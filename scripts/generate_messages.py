@@ -104,6 +104,7 @@ TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     44: (0, 1),  # IncrementalAlterConfigs
+    3: (0, 12),  # Metadata (v10+: topic ids; v12: topics named by id)
 }
 
 # kafka_type -> (the Python annotation, its zero value as source)

@@ -10,6 +10,7 @@ is refused the same way. Delete an api's entry one release after its typed versi
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +69,7 @@ from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol, Jo
 from net.schema.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberIdentity
 from net.schema.list_groups import ListGroupsRequest, ListGroupsResponse
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
+from net.schema.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from net.schema.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -171,9 +173,10 @@ def init_producer_id_response(resp: InitProducerIdResponse) -> dict[str, Any]:
     return {"error_code": resp.error_code, "producer_id": resp.producer_id, "producer_epoch": resp.producer_epoch}
 
 
-# The apis whose native v0 was another api under this key, answered by that api's handler in its map form for
-# one more release (broker/server/kafka_apis.py MAP_FORM_HANDLERS): DescribeTopicPartitions v0 was a Metadata request.
-MAP_FORM_APIS = frozenset({ApiKey.DESCRIBE_TOPIC_PARTITIONS})
+# The apis whose native v0 map the handler's side reads itself (broker/server/kafka_apis.py `_metadata_map`), for one
+# more release: Metadata's map names fields its typed message has none for ("listener", and "broker_info" in the
+# answer), and DescribeTopicPartitions v0 was a Metadata request under key 75.
+MAP_FORM_APIS = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS})
 
 # api key -> (v0 body -> typed request, typed answer -> v0 body)
 LEGACY: dict[int, tuple[Callable[[dict[str, Any]], Any], Callable[[Any], dict[str, Any]]]] = {
@@ -882,3 +885,71 @@ LEGACY.update(
         ApiKey.ALTER_CONFIGS: (_map_form(alter_configs_request), alter_configs_response),
     }
 )
+# --- Metadata (3), and DescribeTopicPartitions v0, which was a Metadata request ---------------------------------
+
+# Kafka's "authorized operations not asked for" (Integer.MIN_VALUE), left out of the v0 map.
+_NOT_GIVEN = -(2**31)
+
+
+def _metadata_request(body: dict[str, Any]) -> MetadataRequest:
+    """v0: {"topics": [name, ...] | nil (every topic), "topic_ids": [32 hex digits, ...] (more topics, named by
+    id), "allow_auto_topic_creation": bool (false unless true), "include_topic_authorized_operations",
+    "include_cluster_authorized_operations"}; "listener" (whose endpoints to name) is read by the map form's
+    caller, as the typed message has no field for it."""
+    names = body.get("topics")
+    topics = None
+    if names is not None:
+        if not isinstance(names, list):
+            raise MessageError("topics must be a list of topic names or nil")
+        ids = body.get("topic_ids") or []
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise MessageError("topic_ids must be a list of topic ids (32 hex digits)")
+        by_id = tuple(MetadataRequestTopic(topic_id=uuid.UUID(hex=i)) for i in ids)
+        topics = tuple(MetadataRequestTopic(name=n) for n in names) + by_id
+    return MetadataRequest(
+        topics=topics,
+        allow_auto_topic_creation=body.get("allow_auto_topic_creation") is True,
+        include_topic_authorized_operations=body.get("include_topic_authorized_operations") is True,
+        include_cluster_authorized_operations=body.get("include_cluster_authorized_operations") is True,
+    )
+
+
+metadata_request = _map_form(_metadata_request)
+
+
+def metadata_response(resp: MetadataResponse) -> dict[str, Any]:
+    """v0: {"error_code": 0, "cluster_id", "controller_id", "brokers": [[id, host, port], ...], "topics":
+    [{"error_code", "name", "topic_id" (32 hex digits; absent for a topic without one), "is_internal", "partitions":
+    [[error_code, partition, leader, leader_epoch, [replicas], [isr], [offline replicas]], ...]}, ...]}, with
+    "topic_authorized_operations" per topic and "cluster_authorized_operations" when asked."""
+    topics = []
+    for t in resp.topics:
+        row: dict[str, Any] = {"error_code": t.error_code, "name": t.name}
+        if t.topic_id is not None and t.topic_id.int:
+            row["topic_id"] = t.topic_id.hex
+        row["is_internal"] = t.is_internal
+        row["partitions"] = [
+            [
+                p.error_code,
+                p.partition_index,
+                p.leader_id,
+                p.leader_epoch,
+                list(p.replica_nodes),
+                list(p.isr_nodes),
+                list(p.offline_replicas),
+            ]
+            for p in t.partitions
+        ]
+        if t.topic_authorized_operations != _NOT_GIVEN:
+            row["topic_authorized_operations"] = t.topic_authorized_operations
+        topics.append(row)
+    body: dict[str, Any] = {
+        "error_code": 0,
+        "cluster_id": resp.cluster_id,
+        "controller_id": resp.controller_id,
+        "brokers": [[b.node_id, b.host, b.port] for b in resp.brokers],
+        "topics": topics,
+    }
+    if resp.cluster_authorized_operations != _NOT_GIVEN:
+        body["cluster_authorized_operations"] = resp.cluster_authorized_operations
+    return body

@@ -84,6 +84,7 @@ from net.schema.initialize_share_group_state import InitializeStateResult
 from net.schema.initialize_share_group_state import PartitionResult as InitializePartitionResult
 from net.schema.list_offsets import ListOffsetsTopicResponse
 from net.schema.messages import MESSAGES
+from net.schema.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponseTopic
 from net.schema.offset_commit import OffsetCommitResponseTopic
 from net.schema.offset_delete import OffsetDeleteResponseTopic
 from net.schema.offset_fetch import (
@@ -600,46 +601,76 @@ def _elect_leaders(a: Authorization, req: ElectLeadersRequest, ctx: ConnectionCo
     return Decision(req, refused=True, answer=refused_election(req, CLUSTER_DENIED, message))
 
 
-def _metadata(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
+def _metadata(a: Authorization, req: MetadataRequest, ctx: ConnectionContext) -> Decision:
     """All topics (`topics` nil): those it may not describe are left out. Named topics: each needs DESCRIBE,
     and one that does not exist is created (allow_auto_topic_creation, auto.create.topics.enable) only with
-    CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED, as in Kafka."""
+    CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED, as in Kafka. A topic named by id (v10+,
+    a KIP-848 consumer resolving its assignment) is checked, and answered, by the name it has; an id no topic has
+    goes on to the handler (UNKNOWN_TOPIC_ID). Asked for, each topic answered gets the operations the principal
+    may do on it, and the answer those on the cluster."""
     authz = a.authz
-    if body.get("topics") is None:
+    if req.topics is None:
 
         def hide(answer: Any) -> Any:
-            if not isinstance(answer, dict) or not isinstance(answer.get("topics"), list):
-                return answer
-            return dict(answer, topics=[t for t in answer["topics"] if authz.topic(ctx, Op.DESCRIBE, t.get("name"))])
+            if not isinstance(answer, dict):  # a typed answer; a dict is a whole-request error
+                answer.topics = tuple(t for t in answer.topics if authz.topic(ctx, Op.DESCRIBE, t.name))
+            return answer
 
-        return Decision(body, hide)
-    if body.get("topic_ids"):
-        # Topics named by id (Kafka's Metadata v10+): checked, and answered, by the names they have.
-        by_id = {info.topic_id: name for name, info in authz.image.topics.items()}
-        ids = as_list(body["topic_ids"], "topic_ids")
-        if not all(isinstance(i, str) for i in ids):
-            raise BadRequest("topic_ids must be strings")
-        resolved = [by_id[i] for i in ids if i in by_id]
-        body = dict(
-            body, topics=list(body.get("topics") or []) + resolved, topic_ids=[i for i in ids if i not in by_id]
-        )
-    creating = a.auto_create_topics and body.get("allow_auto_topic_creation") is True
+        return _metadata_operations(a, req, ctx, Decision(req, hide))
+    image = authz.image
+    creating = a.auto_create_topics and req.allow_auto_topic_creation
+    by_id: dict[str, str] | None = None  # built only when a topic is named by id
+    kept: list[MetadataRequestTopic] = []
+    refused: list[str] = []
+    for t in req.topics:
+        name = t.name
+        if name is None and t.topic_id is not None and t.topic_id.int:
+            if by_id is None:
+                by_id = {info.topic_id: n for n, info in image.topics.items()}
+            name = by_id.get(t.topic_id.hex)
+            if name is not None:
+                t = MetadataRequestTopic(topic_id=t.topic_id, name=name)
+        if name is None:  # an unknown id (or nothing named): the handler answers it
+            kept.append(t)
+        elif authz.topic(ctx, Op.DESCRIBE, name) and (
+            not creating or name in image.topics or authz.create_topic(ctx, name)
+        ):
+            kept.append(t)
+        else:
+            refused.append(name)
+    if not refused and by_id is None:  # every topic allowed, none named by id: the request as it came
+        return _metadata_operations(a, req, ctx, Decision(req))
+    rows = tuple(MetadataResponseTopic(error_code=TOPIC_DENIED, name=n) for n in dict.fromkeys(refused))
 
-    def allowed(n: Any) -> bool:
-        if not authz.topic(ctx, Op.DESCRIBE, n):
-            return False
-        return not creating or n in authz.image.topics or authz.create_topic(ctx, n)
+    def finish(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            answer.topics = answer.topics + rows
+        return answer
 
-    return a.per_item(
-        body,
-        "topics",
-        lambda n: n,
-        allowed,
-        lambda n, msg: {"error_code": TOPIC_DENIED, "name": n, "partitions": [], "error_message": msg},
-        lambda n: f"topic {n}",
-        Op.DESCRIBE,
-        ctx,
-    )
+    return _metadata_operations(a, req, ctx, Decision(replace(req, topics=tuple(kept)), finish if rows else None))
+
+
+def _metadata_operations(a: Authorization, req: MetadataRequest, ctx: ConnectionContext, d: Decision) -> Decision:
+    """Kafka's `topic_authorized_operations` (include_topic_authorized_operations) on each answered topic the
+    principal may see, and `cluster_authorized_operations` (include_cluster_authorized_operations), once the
+    rule's own rows are in; a request not asking gets none (clients read Kafka's -2147483648, "not given")."""
+    asked, cluster = req.include_topic_authorized_operations, req.include_cluster_authorized_operations
+    if not (asked or cluster):
+        return d
+    authz = a.authz
+
+    def operations(answer: Any) -> Any:
+        if isinstance(answer, dict):
+            return answer
+        if asked:
+            for t in answer.topics:
+                if t.error_code != TOPIC_DENIED and t.name is not None:
+                    t.topic_authorized_operations = authz.authorized_operations(ctx, TOPIC, t.name)
+        if cluster:
+            answer.cluster_authorized_operations = authz.authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        return answer
+
+    return Decision(d.body, _then(d.finish, operations))
 
 
 def _describe_topic_partitions(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
@@ -647,9 +678,8 @@ def _describe_topic_partitions(a: Authorization, req: Any, ctx: ConnectionContex
     names one of the topics asked and a partition >= 0, else INVALID_REQUEST); then DESCRIBE on each topic. A
     listing of every topic leaves out the ones it may not describe, before the handler fills its page; a named
     one it may not describe is answered TOPIC_AUTHORIZATION_FAILED (without its id), after the page. Every
-    answered topic carries the operations this principal may do on it. Native v0 is a Metadata request."""
-    if isinstance(req, dict):
-        return _metadata(a, req, ctx)
+    answered topic carries the operations this principal may do on it. Native v0 is a Metadata request (authorized
+    as one: broker/server/kafka_apis.py `_metadata_map`)."""
     authz = a.authz
     cursor = req.cursor
     names = [t.name for t in req.topics]
@@ -680,49 +710,6 @@ def _describe_topic_partitions(a: Authorization, req: Any, ctx: ConnectionContex
         return answer
 
     return Decision(replace(req, topics=tuple(kept)), finish)
-
-
-def _with_operations(
-    decide: Callable[[Authorization, Any, ConnectionContext], Decision],
-    rows_key: str,
-    name_key: str,
-    rt: ResourceType,
-    flag: str,
-    field: str,
-    denied: int,
-) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
-    """Kafka's `*_authorized_operations`, asked for with `flag` (Metadata's include_topic_authorized_operations,
-    DescribeGroups' include_authorized_operations): each answered row the principal may see (not `denied`) gets
-    the operations it may do on its resource, once the rule's own rows are in; a request not asking gets none
-    (clients read Kafka's -2147483648, "not given"). Metadata's include_cluster_authorized_operations likewise."""
-
-    def decided(a: Authorization, body: Any, ctx: ConnectionContext) -> Decision:
-        d = decide(a, body, ctx)
-        asked, cluster = body.get(flag) is True, body.get("include_cluster_authorized_operations") is True
-        if d.refused or not (asked or cluster):
-            return d
-        authz = a.authz
-
-        def operations(answer: Any) -> Any:
-            if not isinstance(answer, dict) or not isinstance(answer.get(rows_key), list):
-                return answer
-            if asked:
-                rows = [
-                    r
-                    if r.get("error_code") == denied
-                    else dict(r, **{field: authz.authorized_operations(ctx, rt, r[name_key])})
-                    for r in answer[rows_key]
-                ]
-                answer = dict(answer, **{rows_key: rows})
-            if cluster:
-                answer = dict(
-                    answer, cluster_authorized_operations=authz.authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
-                )
-            return answer
-
-        return Decision(d.body, _then(d.finish, operations))
-
-    return decided
 
 
 def _describe_cluster(a: Authorization, req: DescribeClusterRequest, ctx: ConnectionContext) -> Decision:
@@ -1184,15 +1171,7 @@ RULES: dict[ApiKey, Rule] = {
     ),
     ApiKey.METADATA: Rule(
         (Need(TOPIC, Op.DESCRIBE, E), Need(TOPIC, Op.CREATE, E, "or CREATE on the cluster")),
-        _with_operations(
-            _metadata,
-            "topics",
-            "name",
-            TOPIC,
-            "include_topic_authorized_operations",
-            "topic_authorized_operations",
-            TOPIC_DENIED,
-        ),
+        _metadata,
         "all topics: those it may not describe are left out; automatic creation needs CREATE",
     ),
     ApiKey.DESCRIBE_CLUSTER: Rule(

@@ -16,9 +16,10 @@ from broker.controller.cluster_apis import ClusterApis
 from broker.controller.leader_election_api import LeaderElectionApis
 from broker.controller.reassignment_api import ReassignmentApis
 from broker.group.api import GroupApis
-from broker.metadata.describe_topic_partitions import DescribeTopicPartitionsApi
+from broker.metadata.describe_topic_partitions import DescribeTopicPartitionsApi, topic_uuid
 from broker.metadata.naming import missing_topic_code, validate_topic_name
 from broker.metrics.broker_metrics import package_version
+from broker.network.native_legacy import metadata_request, metadata_response
 from broker.network.request_ranges import check_request
 from broker.network.server import (
     INTER_BROKER_LISTENER,
@@ -55,6 +56,13 @@ from net.schema.list_offsets import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
+)
+from net.schema.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
 )
 from net.wire_types import WireRangeError
 
@@ -267,8 +275,8 @@ class KafkaApis:
         if share is not None:
             groups.other_deletes.append(share.offsets.delete_group)  # DeleteGroups of a share group
         self.transactions = transactions
-        # Native v0 of these apis was another api's map (broker/network/native_legacy.py MAP_FORM_APIS).
-        self._map_form_handlers = {ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.handle_metadata}
+        # Native v0 of these apis is Metadata's map, read here (broker/network/native_legacy.py MAP_FORM_APIS).
+        self._map_forms = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS})
         self._creating: set[str] = set()  # topics being created automatically (auto.create.topics.enable)
 
     def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
@@ -324,9 +332,9 @@ class KafkaApis:
         return answer
 
     def _handle(self, api_key: int, version: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
+        if isinstance(body, dict) and api_key in self._map_forms:
+            return self._metadata_map(body, ctx)
         handler = self._handlers.get(api_key)  # type: ignore[call-overload]
-        if isinstance(body, dict) and api_key in self._map_form_handlers:
-            handler = self._map_form_handlers[api_key]  # type: ignore[index]
         ctx_handler = self._ctx_handlers.get(api_key)  # type: ignore[call-overload]
         if handler is None and ctx_handler is None:
             return error_body(ErrorCode.UNSUPPORTED_VERSION, f"unknown api key {api_key}")
@@ -336,6 +344,10 @@ class KafkaApis:
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"api {ApiKey(api_key).name} version {version} not in supported range {lo}..{hi}",
             )
+        return self._authorized(api_key, body, ctx, handler if handler is not None else ctx_handler)
+
+    def _authorized(self, api_key: int, body: Any, ctx: ConnectionContext, run: Callable[..., Any]) -> Any:
+        """`run(body, ctx)` on the body the authorization table shaped."""
         # The one authorization point of both client listeners: the handler gets the body the table shaped
         # and checked, without the items it refused, whose rows the decision adds to the answer. Authorization
         # goes first so a secured cluster answers a user without ClusterAction CLUSTER_AUTHORIZATION_FAILED.
@@ -350,7 +362,6 @@ class KafkaApis:
                 check_request(api_key, decision.body)  # every number fits its Kafka type, before any handler uses it
             except WireRangeError as e:
                 raise BadRequest(str(e)) from None
-        run = handler if handler is not None else ctx_handler
         return decision.complete(run(decision.body, ctx))
 
     def _listener_gate(self, api_key: int, body: dict[str, Any], ctx: ConnectionContext) -> Any:
@@ -526,11 +537,32 @@ class KafkaApis:
         return answer
 
     def handle_metadata(
-        self, body: dict[str, Any], ctx: ConnectionContext
-    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        self, req: MetadataRequest, ctx: ConnectionContext
+    ) -> MetadataResponse | Awaitable[MetadataResponse]:
+        """Kafka's Metadata, typed, on both listeners: the brokers of the request's listener, the controller, the
+        cluster id and the topics asked (nil: every one; the authorization table leaves out those the principal
+        may not describe, resolves topic ids to names and fills in the authorized operations when asked). A Kafka
+        client waits for the first published image (`_once_published`)."""
+        listener = metadata_listener({}, ctx)
         if ctx.wire == "kafka" and self.image.offset < 0:
-            return self._once_published(lambda: self._metadata(body, ctx))
-        return self._metadata(body, ctx)
+            return self._once_published(lambda: self._metadata(req, ctx, listener))
+        return self._metadata(req, ctx, listener)
+
+    def _metadata_map(self, body: dict[str, Any], ctx: ConnectionContext) -> Any:
+        """Native v0 of Metadata (and of DescribeTopicPartitions, which was a Metadata request), for one more
+        release: the map typed, authorized and answered as a typed Metadata, then written back as the map, with
+        what the typed message has no field for: the listener the map may name ("listener": "kafka", the Kafka
+        endpoints, for tools that print them) and the answering broker's own facts ("broker_info", for
+        kl-dashboard). docs/COMPATIBILITY.md says why these stay in the map."""
+        try:
+            req = metadata_request(body)
+        except MessageError as e:
+            raise BadRequest(str(e)) from None
+        listener = metadata_listener(body, ctx)
+        answer = self._authorized(ApiKey.METADATA, req, ctx, lambda r, c: self._metadata(r, c, listener))
+        if isinstance(answer, dict):  # refused or failed as a whole: the native error map already
+            return answer
+        return dict(metadata_response(answer), broker_info=self._broker_info())
 
     async def _once_published(self, answer: Callable[[], T]) -> T:
         """A Kafka client's Metadata (or DescribeCluster) to a broker that has not published its first image yet (it
@@ -571,58 +603,57 @@ class KafkaApis:
             cluster_id=self.image.cluster_id or "", controller_id=controller, brokers=tuple(listed)
         )
 
-    def _metadata(self, body: dict[str, Any], ctx: ConnectionContext) -> dict[str, Any]:
-        names = body.get("topics")
+    def _metadata(self, req: MetadataRequest, ctx: ConnectionContext, listener: str) -> MetadataResponse:
         image = self.image
-        if names is None:
-            names = sorted(image.topics)  # those this principal may not describe are left out by the table
-        else:
-            names = as_list(names, "topics")
+        names = sorted(image.topics) if req.topics is None else [t.name for t in req.topics]
         topics = []
-        auto_create = body.get("allow_auto_topic_creation") is True and self.config.auto_create_topics_enable
-        for name in names:
-            info = image.topics.get(name) if isinstance(name, str) else None
+        auto_create = req.allow_auto_topic_creation and self.config.auto_create_topics_enable
+        for i, name in enumerate(names):
+            if name is None:  # named by an id no topic has (the table resolved the known ones to their names)
+                topic_id = req.topics[i].topic_id if req.topics is not None else None
+                if topic_id is not None and topic_id.int:
+                    topics.append(MetadataResponseTopic(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID), topic_id=topic_id))
+                continue  # neither a name nor an id asks for nothing (Kafka's MetadataRequest.topicIds)
+            info = image.topics.get(name)
             if info is None:
                 code = missing_topic_code(name)
-                if auto_create and isinstance(name, str):  # CREATE was checked by the table
+                if auto_create:  # CREATE was checked by the table
                     code = self._auto_create(name)
-                topics.append({"error_code": code, "name": name, "partitions": []})
+                topics.append(MetadataResponseTopic(error_code=code, name=name))
                 continue
-            topics.append(
-                {
-                    "error_code": 0,
-                    "name": name,
-                    "topic_id": info.topic_id,
-                    "is_internal": name.startswith("__"),
-                    "partitions": [
-                        [
-                            int(ErrorCode.LEADER_NOT_AVAILABLE) if st.leader < 0 else 0,
-                            st.partition,
-                            st.leader,
-                            st.leader_epoch,
-                            st.replicas,
-                            st.isr,
-                            [],
-                        ]
-                        for st in sorted(info.partitions.values(), key=lambda st: st.partition)
-                    ],
-                }
+            partitions = tuple(
+                MetadataResponsePartition(
+                    error_code=int(ErrorCode.LEADER_NOT_AVAILABLE) if st.leader < 0 else 0,
+                    partition_index=st.partition,
+                    leader_id=st.leader,
+                    leader_epoch=st.leader_epoch,
+                    replica_nodes=tuple(st.replicas),
+                    isr_nodes=tuple(st.isr),
+                )
+                for st in sorted(info.partitions.values(), key=lambda st: st.partition)
             )
-        for tid in body.get("topic_ids") or ():  # ids no topic has (the known ones came as names)
             topics.append(
-                {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": tid, "partitions": []}
+                MetadataResponseTopic(
+                    name=name,
+                    topic_id=topic_uuid(info.topic_id),
+                    is_internal=name.startswith("__"),
+                    partitions=partitions,
+                )
             )
+        as_kafka = ctx.wire == "kafka"
+        brokers = tuple(
+            MetadataResponseBroker(node_id=broker_id, host=host, port=port)
+            for broker_id, host, port in self._brokers(listener, as_kafka)
+        )
         controller = self.coordination.controller_id
-        return {
-            "error_code": 0,
-            "cluster_id": image.cluster_id,
-            "controller_id": controller if controller is not None else -1,
-            "brokers": self._brokers(metadata_listener(body, ctx), ctx.wire == "kafka"),
-            "topics": topics,
-            # The answering broker's own facts, for consoles (kl-dashboard): Kafka's DescribeCluster and
-            # broker configs give these; clients that don't know the field ignore it.
-            "broker_info": self._broker_info(),
-        }
+        if as_kafka:  # one a Kafka client can reach (native clients and kl-dashboard are told the active one)
+            controller = reachable_controller(controller, {b.node_id for b in brokers}, self.config.broker_id)
+        return MetadataResponse(
+            brokers=brokers,
+            cluster_id=image.cluster_id,
+            controller_id=controller if controller is not None else -1,
+            topics=tuple(topics),
+        )
 
     def _auto_create(self, name: str) -> int:
         """Kafka's auto.create.topics.enable: start creating `name` (num.partitions, default.replication.factor)

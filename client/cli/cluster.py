@@ -375,10 +375,9 @@ def _start_zookeeper(data_dir: Path, port: int) -> dict[str, Any]:
     return {"port": port, "pid": zk.proc.pid if zk.proc else None}
 
 
-def _poll_metadata(
-    bootstrap: str, timeout: float, body: dict[str, Any], done: Callable[[dict[str, Any]], bool]
-) -> bool:
-    """Ask any broker for Metadata (`body`) every 0.2 s until `done(answer)` or the timeout."""
+def _poll_metadata(bootstrap: str, timeout: float, request: Any, done: Callable[[Any], bool]) -> bool:
+    """Ask any broker for Metadata (`request`: the typed MetadataRequest, or the native v0 map) every 0.2 s until
+    `done(answer)` or the timeout."""
     import asyncio
 
     from client.cluster import KafkaLiteClient
@@ -391,7 +390,11 @@ def _poll_metadata(
         try:
             while time.monotonic() < deadline:
                 try:
-                    if done(await client.request(None, ApiKey.METADATA, body)):
+                    if isinstance(request, dict):
+                        answer = await client.request(None, ApiKey.METADATA, request)
+                    else:
+                        answer = await client.call(None, request)
+                    if done(answer):
                         return True
                 except (KafkaLiteError, OSError, TimeoutError):
                     pass
@@ -404,18 +407,18 @@ def _poll_metadata(
 
 
 def _wait_kafka_listeners(bootstrap: str, n: int, timeout: float) -> bool:
-    """Until the metadata names all n brokers' Kafka listeners (each broker registers its own)."""
+    """Until the metadata names all n brokers' Kafka listeners (each broker registers its own). Asked on the native
+    listener in the v0 map, the one form that names another listener's endpoints (docs/COMPATIBILITY.md)."""
     body = {"topics": [], "listener": "kafka"}
     return _poll_metadata(bootstrap, timeout, body, lambda md: len(md.get("brokers") or []) >= n)
 
 
 def wait_registered(bootstrap: str, n: int, timeout: float) -> bool:
     """Until a controller is elected and has registered all n brokers (topics need them for replicas)."""
+    from client.cluster import metadata_request
+
     return _poll_metadata(
-        bootstrap,
-        timeout,
-        {"topics": []},
-        lambda md: md.get("controller_id", -1) >= 0 and len(md.get("brokers") or []) >= n,
+        bootstrap, timeout, metadata_request([]), lambda md: md.controller_id >= 0 and len(md.brokers) >= n
     )
 
 

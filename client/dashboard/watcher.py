@@ -21,12 +21,14 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from client.admin import AsyncAdmin
+from client.cluster import metadata_request
 from client.config import AdminConfig
 from client.dashboard.rates import RATE_WINDOW_S, CounterRates
 from client.dashboard.timeline import ClusterView, diff
 from net.connection import BrokerConnection
 from net.errors import KafkaLiteError
 from net.protocol import ApiKey
+from net.schema.metadata import MetadataResponse
 
 log = logging.getLogger("kafkalite.dashboard")
 
@@ -186,15 +188,15 @@ class ClusterWatcher:
         now = time.time()
         errors: list[str] = []
         client = self.admin.client
-        md: dict[str, Any] | None = None
+        md: MetadataResponse | None = None
         try:
-            md = await timed(client.request(None, ApiKey.METADATA, {"topics": None}, timeout=CALL_TIMEOUT_S))
+            md = await timed(client.call(None, metadata_request(None), timeout=CALL_TIMEOUT_S))
             client.metadata.update(md, None)
         except Exception as e:  # noqa: BLE001
             errors.append(f"cluster metadata: {one_line(e)}")
         if md is not None:
-            for bid, host, port, *_ in md.get("brokers", []):
-                self.known[bid] = (host, port)
+            for b in md.brokers:
+                self.known[b.node_id] = (b.host, b.port)
         await asyncio.gather(*(self._probe(bid) for bid in list(self.known)))
         for bid in sorted(self.known):
             if not self.up.get(bid):
@@ -212,7 +214,7 @@ class ClusterWatcher:
             await self._poll_groups(topics, errors)
         else:
             self._refresh_group_lag(topics)
-        controller = md.get("controller_id", -1) if md is not None else -1
+        controller = md.controller_id if md is not None else -1
         epochs = [self.info[b].get("controller_epoch", -1) for b in self.info if self.up.get(b)]
         controller_epoch = max(epochs) if epochs else -1
         view = ClusterView(
@@ -235,7 +237,7 @@ class ClusterWatcher:
         snap = {
             "ready": True,
             "time": now,
-            "cluster_id": md.get("cluster_id", "") if md is not None else "",
+            "cluster_id": (md.cluster_id or "") if md is not None else "",
             "controller": controller,
             "controller_epoch": controller_epoch,
             "coordination": next((i.get("coordination") for i in self.info.values() if i), "?"),
@@ -293,7 +295,7 @@ class ClusterWatcher:
         except Exception:  # noqa: BLE001 - a scrape that fails is a gap in the charts, not an error
             return {}
 
-    def _topics(self, md: dict[str, Any] | None, scraped: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    def _topics(self, md: MetadataResponse | None, scraped: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
         if md is None:
             last: list[dict[str, Any]] = self.snapshot.get("topics", [])
             return last
@@ -305,12 +307,14 @@ class ClusterWatcher:
                         continue
                     per_part.setdefault((labels["topic"], int(labels["partition"]), bid), {})[name] = v
         out = []
-        for t in md.get("topics", []):
-            if t.get("error_code"):
+        for t in md.topics:
+            if t.error_code or t.name is None:
                 continue
-            parts = []
-            for _err, p, leader, epoch, replicas, isr, *_ in t.get("partitions", []):
-                src = per_part.get((t["name"], p, leader), {})
+            parts: list[dict[str, Any]] = []
+            for pa in t.partitions:
+                p, leader, epoch = pa.partition_index, pa.leader_id, pa.leader_epoch
+                replicas, isr = list(pa.replica_nodes), list(pa.isr_nodes)
+                src = per_part.get((t.name, p, leader), {})
                 # The log end and the high watermark shown side by side come from one replica at one moment:
                 # the leader's one scrape (the broker computes both in one pass on its loop, HW <= log end).
                 # Mixing the scrape's log end with a later ListOffsets showed a HW above the log end.
@@ -331,10 +335,10 @@ class ClusterWatcher:
                 )
             out.append(
                 {
-                    "name": t["name"],
-                    "internal": bool(t.get("is_internal")),
+                    "name": t.name,
+                    "internal": t.is_internal,
                     "partitions": parts,
-                    "replication_factor": len(parts[0]["replicas"]) if parts else 0,
+                    "replication_factor": len(t.partitions[0].replica_nodes) if t.partitions else 0,
                     "size": sum(p["size"] or 0 for p in parts),
                 }
             )

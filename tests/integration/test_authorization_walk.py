@@ -87,6 +87,7 @@ from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.list_partition_reassignments import ListPartitionReassignmentsRequest
 from net.schema.list_transactions import ListTransactionsRequest
 from net.schema.messages import MESSAGES
+from net.schema.metadata import MetadataRequest, MetadataRequestTopic
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from net.schema.offset_delete import OffsetDeleteRequest, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
@@ -480,6 +481,17 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
         (ApiKey.DESCRIBE_CLUSTER, encode(DescribeClusterRequest(include_cluster_authorized_operations=True)),
          lambda a: [typed(ApiKey.DESCRIBE_CLUSTER, a).error_code,
                     typed(ApiKey.DESCRIBE_CLUSTER, a).cluster_authorized_operations], [0, 0]),
+        # typed Metadata: the secret topic, a topic her request would create (no CREATE) and an id no topic has;
+        # asked for, what she may do on the cluster (nothing) and on each topic answered (none denied gets any)
+        (ApiKey.METADATA, encode(MetadataRequest(
+            topics=(MetadataRequestTopic(name=SECRET), MetadataRequestTopic(name="evil-auto"),
+                    MetadataRequestTopic(topic_id=uuid.uuid4())),
+            allow_auto_topic_creation=True, include_cluster_authorized_operations=True,
+            include_topic_authorized_operations=True)),
+         lambda a: [*(t.error_code for t in typed(ApiKey.METADATA, a).topics),
+                    *(t.topic_authorized_operations for t in typed(ApiKey.METADATA, a).topics),
+                    typed(ApiKey.METADATA, a).cluster_authorized_operations],
+         [ErrorCode.UNKNOWN_TOPIC_ID, TOPIC_DENIED, TOPIC_DENIED, *[-(2**31)] * 3, 0]),
     ]  # fmt: skip
 
 
@@ -623,6 +635,8 @@ def test_every_native_api_is_refused_and_changes_nothing(cluster):
     # filtered rather than refused: every topic, every group, her group's offsets on every topic
     assert VICTIM not in [g[0] for g in native(cluster, ApiKey.LIST_GROUPS, NOISE)["groups"]]
     assert SECRET not in [t["name"] for t in native(cluster, ApiKey.METADATA, {"topics": None})["topics"]]
+    every = typed(ApiKey.METADATA, native(cluster, ApiKey.METADATA, encode(MetadataRequest(topics=None))))
+    assert MY_TOPIC in [t.name for t in every.topics] and SECRET not in [t.name for t in every.topics]
     # every topic, a page at a time: hers only, with what she may do on it (READ, and DESCRIBE that READ implies)
     listed = decode(
         MESSAGES[ApiKey.DESCRIBE_TOPIC_PARTITIONS][1],

@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from client.cluster import ClusterMetadata
+from client.cluster import ClusterMetadata, metadata_request
 from net.acl import AclBinding, AclBindingFilter, AclOperation, AclPermission, PatternType, ResourceType
 from net.connection import BrokerConnection
 from net.protocol import ApiKey
@@ -51,7 +51,7 @@ def test_a_created_topic_is_known_to_every_broker_when_the_answer_arrives(cluste
                 assert answer["topics"][0][1] == 0, answer
                 for bid, conn in conns.items():
                     md = ClusterMetadata()
-                    md.update(await conn.request(ApiKey.METADATA, {"topics": [name]}), [name])
+                    md.update(await conn.call(metadata_request([name])), [name])
                     meta = md.topics.get(name)
                     leader = md.leader(name, 0)
                     if meta is None or meta.error or leader is None:

@@ -66,13 +66,13 @@ class Wire:
 
     def pipeline(self, *requests: tuple[int, int, Any]) -> list[Any]:
         """Requests as (api key, version, body): kio field names on the Kafka listener, the native body (a
-        typed message for a typed api) on the native one."""
+        typed message for a typed api, or its v0 map) on the native one."""
         frames, sent = [], []
         for api, version, body in requests:
             corr = next(self.corr)
             if self.kafka:
                 frames.append(kafka_frame(api, version, corr, body))
-            elif api in TYPED_SINCE:
+            elif api in TYPED_SINCE and not isinstance(body, dict):  # a map: the api's native v0
                 frames.append(encode_request(api, TYPED_SINCE[api], corr, "order", encode_message(body)))
             else:
                 frames.append(encode_request(api, version, corr, "order", body))

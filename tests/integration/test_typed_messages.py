@@ -49,6 +49,7 @@ from net.schema.incremental_alter_configs import AlterConfigsResource as Increme
 from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest
 from net.schema.list_groups import ListGroupsRequest
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.metadata import MetadataRequest, MetadataRequestTopic
 from net.schema.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -460,3 +461,68 @@ def test_kafka_clients_too_old_for_throttling_quota_exceeded_are_throttled_inste
         return await conn.call(AlterClientQuotasRequest(entries=(removal,)))
 
     assert _native(cluster, reset).entries[0].error_code == 0
+
+
+def test_metadata_is_typed_on_both_listeners_and_its_v0_map_answers_alike(cluster):
+    """Metadata (issue 26 §1): the native typed v1, the v0 map of the last release and Kafka's v0 (whose empty list
+    asks for every topic) and v12 (a topic by its id) agree; an id no topic has is UNKNOWN_TOPIC_ID; a v0 map of the
+    wrong shape is INVALID_REQUEST and the connection goes on; v0's map alone names another listener's endpoints and
+    the answering broker's own facts (Kafka's message has no field for them)."""
+    named = (MetadataRequestTopic(name=TOPIC), MetadataRequestTopic(name="no-such-topic"))
+    stranger = uuid.uuid4()
+
+    async def work(conn):
+        typed = await conn.call(MetadataRequest(topics=named, allow_auto_topic_creation=False))
+        ids = (MetadataRequestTopic(topic_id=typed.topics[0].topic_id), MetadataRequestTopic(topic_id=stranger))
+        by_id = await conn.call(MetadataRequest(topics=ids))
+        legacy = await conn.request(ApiKey.METADATA, {"topics": [TOPIC, "no-such-topic"]})
+        kafka_ports = await conn.request(ApiKey.METADATA, {"topics": [], "listener": "kafka"})
+        every = await conn.call(MetadataRequest(topics=None, include_cluster_authorized_operations=True))
+        bad = await conn.request(ApiKey.METADATA, {"topics": TOPIC})
+        bad_id = await conn.request(ApiKey.METADATA, {"topics": [], "topic_ids": ["not-an-id"]})
+        after = await conn.call(MetadataRequest(topics=()))
+        return typed, by_id, legacy, kafka_ports, every, bad, bad_id, after
+
+    typed, by_id, legacy, kafka_ports, every, bad, bad_id, after = _native(cluster, work)
+    assert typed.cluster_id and typed.controller_id == 1
+    assert [(b.node_id, b.port) for b in typed.brokers] == [(1, cluster[1].port)]
+    mine, missing = typed.topics
+    assert (mine.name, mine.error_code, mine.is_internal) == (TOPIC, 0, False) and mine.topic_id.int
+    assert [(p.partition_index, p.error_code, p.leader_id, p.replica_nodes, p.isr_nodes) for p in mine.partitions] == [
+        (0, 0, 1, (1,), (1,)),
+        (1, 0, 1, (1,), (1,)),
+    ]
+    assert all(p.leader_epoch >= 0 and p.offline_replicas == () for p in mine.partitions)
+    assert (missing.name, missing.error_code) == ("no-such-topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert [(t.name, t.topic_id, t.error_code) for t in by_id.topics] == [
+        (TOPIC, mine.topic_id, 0),
+        (None, stranger, ErrorCode.UNKNOWN_TOPIC_ID),
+    ]
+    assert legacy["controller_id"] == 1 and legacy["cluster_id"] == typed.cluster_id
+    assert legacy["brokers"] == [[1, typed.brokers[0].host, cluster[1].port]]
+    assert legacy["topics"][0]["topic_id"] == mine.topic_id.hex
+    assert legacy["topics"][0]["partitions"] == [
+        [0, p.partition_index, 1, p.leader_epoch, [1], [1], []] for p in mine.partitions
+    ]
+    assert legacy["topics"][1]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert legacy["broker_info"]["broker_id"] == 1 and "broker_info" not in repr(typed)
+    assert [b[2] for b in kafka_ports["brokers"]] == [cluster[1].kafka_port] and kafka_ports["topics"] == []
+    assert TOPIC in [t.name for t in every.topics] and every.cluster_authorized_operations != -(2**31)
+    assert bad["error_code"] == bad_id["error_code"] == ErrorCode.INVALID_REQUEST
+    assert after.topics == () and after.brokers
+    with socket.create_connection(("127.0.0.1", cluster[1].kafka_port), timeout=10) as s:
+        s.sendall(frame(3, 0, 8, {"topics": []}))  # v0: an empty list is every topic
+        v0, _ = entity_reader(load_response_schema(3, 0))(read_frame(s), 4)
+        assert TOPIC in [t.name for t in v0.topics]
+        assert [(b.node_id, b.port) for b in v0.brokers] == [(1, cluster[1].kafka_port)]
+        ids = [{"topic_id": mine.topic_id, "name": None}, {"topic_id": stranger, "name": None}]
+        s.sendall(frame(3, 12, 9, {"topics": ids, "allow_auto_topic_creation": False}))
+        v12, _ = entity_reader(load_response_schema(3, 12))(read_frame(s), 5)
+        assert [(t.name, t.topic_id, t.error_code) for t in v12.topics] == [
+            (TOPIC, mine.topic_id, 0),
+            (None, stranger, ErrorCode.UNKNOWN_TOPIC_ID),
+        ]
+        assert v12.controller_id == 1 and v12.cluster_id == typed.cluster_id
+        s.sendall(frame(3, 1, 10, {"topics": []}))  # v1+: an empty list is no topic
+        v1, _ = entity_reader(load_response_schema(3, 1))(read_frame(s), 4)
+        assert v1.topics == () and v1.controller_id == 1

@@ -63,6 +63,8 @@ from net.schema.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
 )
+from net.schema.describe_topic_partitions import DescribeTopicPartitionsRequest
+from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
 from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from net.schema.elect_leaders import ElectLeadersRequest
@@ -85,6 +87,7 @@ from net.schema.list_partition_reassignments import ListPartitionReassignmentsRe
 from net.schema.list_transactions import ListTransactionsRequest
 from net.schema.list_transactions import TransactionState as ListedTxn
 from net.schema.messages import MESSAGES
+from net.schema.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse, MetadataResponseTopic
 from net.schema.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -253,8 +256,14 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
     ApiKey.DESCRIBE_LOG_DIRS: [(DescribeLogDirsRequest(topics=None), ("whole", CLUSTER_DENIED))],
     ApiKey.DESCRIBE_QUORUM: [(DescribeQuorumRequest(), ("whole", CLUSTER_DENIED))],
     ApiKey.LIST_CONFIG_RESOURCES: [(ListConfigResourcesRequest(), ("whole", CLUSTER_DENIED))],
-    ApiKey.METADATA: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS: [({"topics": ["secret-topic"]}, ("topics", TOPIC_DENIED))],
+    ApiKey.METADATA: [
+        (MetadataRequest(topics=(MetadataRequestTopic(name="secret-topic"),)), ("topics", TOPIC_DENIED)),
+        # named by its id (v12): checked, and refused, by the name it has
+        (MetadataRequest(topics=(MetadataRequestTopic(topic_id=SECRET_TOPIC_ID),)), ("topics", TOPIC_DENIED)),
+    ],
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: [
+        (DescribeTopicPartitionsRequest(topics=(DescribeTopicRequest(name="secret-topic"),)), ("topics", TOPIC_DENIED))
+    ],
     ApiKey.OFFSET_COMMIT: [
         # the frame of issue 25: a "groups" key made the group check disappear (typed now: no key but the api's)
         (OffsetCommitRequest(group_id="victim-group", topics=(_commit("alice-topic"),)), ("whole", GROUP_DENIED)),
@@ -569,7 +578,7 @@ def test_bodies_reaching_others_resources_are_refused_whatever_keys_they_carry(a
             return
         answer = d.answer if d.refused else d.complete(MESSAGES[api][1]())
         rows = getattr(answer, where)
-        codes = [p.error_code for t in rows for p in (t.partitions if hasattr(t, "partitions") else [t])]
+        codes = [p.error_code for t in rows for p in (getattr(t, "partitions", None) or [t])]
         assert codes and all(c == code for c in codes)
         assert "secret-topic" not in repr(d.body)
         return
@@ -633,9 +642,9 @@ def test_alice_keeps_what_she_may_do():
 
 def test_all_topics_and_all_groups_are_filtered_not_refused():
     a, _ = table()
-    d = a.authorize(ApiKey.METADATA, {"topics": None}, Ctx())
-    answer = d.complete({"topics": [{"name": "alice-topic"}, {"name": "secret-topic"}]})
-    assert [t["name"] for t in answer["topics"]] == ["alice-topic"]
+    d = a.authorize(ApiKey.METADATA, MetadataRequest(topics=None), Ctx())
+    listed = (MetadataResponseTopic(name="alice-topic"), MetadataResponseTopic(name="secret-topic"))
+    assert [t.name for t in d.complete(MetadataResponse(topics=listed)).topics] == ["alice-topic"]
     d = a.authorize(ApiKey.LIST_GROUPS, ListGroupsRequest(), Ctx())
     listed = (ListedGroup(group_id="alice-group"), ListedGroup(group_id="victim-group"))
     assert [g.group_id for g in d.complete(ListGroupsResponse(groups=listed)).groups] == ["alice-group"]
@@ -679,8 +688,11 @@ def test_describe_topic_partitions_hides_counts_and_names_as_kafka():
 
 def test_automatic_creation_needs_create():
     a, _ = table(auto_create=True)
-    d = a.authorize(ApiKey.METADATA, {"topics": ["new-one"], "allow_auto_topic_creation": True}, Ctx())
-    assert d.body["topics"] == [] and d.complete({"topics": []})["topics"][0]["error_code"] == TOPIC_DENIED
+    asked = MetadataRequest(topics=(MetadataRequestTopic(name="new-one"),), allow_auto_topic_creation=True)
+    d = a.authorize(ApiKey.METADATA, asked, Ctx())
+    assert d.body.topics == () and [t.error_code for t in d.complete(MetadataResponse()).topics] == [TOPIC_DENIED]
+    admin = a.authorize(ApiKey.METADATA, asked, Ctx("User:admin"))  # CREATE on the cluster
+    assert [t.name for t in admin.body.topics] == ["new-one"] and admin.finish is None
 
 
 def test_each_rule_asks_only_what_the_table_says_it_needs():

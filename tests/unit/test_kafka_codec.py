@@ -11,11 +11,11 @@ from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 from kio.serial import entity_reader, entity_writer
 
-from broker.network.kafka.codec import KafkaCodec, KafkaRequest
+from broker.network.kafka.codec import KafkaCodec, KafkaRequest, TypedKafkaRequest
 from broker.network.kafka.entities import build, plain
 from broker.network.kafka.security_adapters import SaslTokenFrame
 from net.errors import ErrorCode
-from net.protocol import ApiKey, FrameError
+from net.protocol import TYPED_SINCE, ApiKey, FrameError
 
 
 def frame(api_key: int, version: int, corr: int, body: dict, client_id: str = "test") -> bytes:
@@ -80,7 +80,24 @@ def test_after_a_sasl_handshake_v0_frames_are_bare_tokens_until_the_login_comple
     # ... and an ordinary request once it completed
     codec.login_complete()
     (after,) = codec.feed(metadata)
-    assert isinstance(after, KafkaRequest) and after.api_key == ApiKey.METADATA
+    assert isinstance(after, TypedKafkaRequest) and after.api_key == ApiKey.METADATA
+
+
+def test_metadata_v0s_empty_topic_list_asks_for_every_topic_and_later_versions_for_none():
+    """Metadata is typed (no adapter): the handler gets MetadataRequest, where nil is every topic. Version 0 has no
+    nil, its empty list meant every topic (Kafka's MetadataRequest.isAllTopics); from v1 an empty list is none."""
+    codec = KafkaCodec(1 << 20)
+    every = load_request_schema(3, 12)(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )  # kio's own entity: build() makes a null list an empty one
+    out = io.BytesIO()
+    entity_writer(HeaderV2)(out, HeaderV2(request_api_key=3, request_api_version=12, correlation_id=3, client_id="t"))
+    entity_writer(type(every))(out, every)
+    v12_frame = struct.pack(">i", len(out.getvalue())) + out.getvalue()
+    v0, v1, v12 = codec.feed(frame(3, 0, 1, {"topics": []}) + frame(3, 1, 2, {"topics": []}) + v12_frame)
+    assert all(isinstance(r, TypedKafkaRequest) and r.version == TYPED_SINCE[ApiKey.METADATA] for r in (v0, v1, v12))
+    assert (v0.body.topics, v1.body.topics, v12.body.topics) == (None, (), None)
+    assert v0.body.allow_auto_topic_creation  # before v4 every Metadata may create (Kafka's rule)
 
 
 def test_before_a_login_frames_are_bounded_by_the_sasl_receive_size():

@@ -5,6 +5,7 @@ Real Partitions over real Logs on a scratch directory, driven as replica_manager
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,12 @@ from client.cluster import ClusterMetadata
 from net import batch as batch_fmt
 from net.errors import ErrorCode, OffsetNotAvailableError
 from net.protocol import OffsetSpec
+from net.schema.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 
 TOPIC = "t"
 
@@ -107,12 +114,15 @@ def test_an_error_answer_carries_no_followers_high_watermark(tmp_path):
     assert r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and r.high_watermark == -1
 
 
-def _metadata(epoch: int, leader: int, topic_id: str = "id1") -> dict:
-    row = [0, 0, leader, epoch, [1, 2], [1, 2]]  # error, partition, leader, leader epoch, replicas, isr
-    return {
-        "brokers": [[1, "h", 1], [2, "h", 2]],
-        "topics": [{"name": TOPIC, "error_code": 0, "topic_id": topic_id, "partitions": [row]}],
-    }
+def _metadata(epoch: int, leader: int, topic_id: int = 1) -> MetadataResponse:
+    row = MetadataResponsePartition(leader_id=leader, leader_epoch=epoch, replica_nodes=(1, 2), isr_nodes=(1, 2))
+    return MetadataResponse(
+        brokers=(
+            MetadataResponseBroker(node_id=1, host="h", port=1),
+            MetadataResponseBroker(node_id=2, host="h", port=2),
+        ),
+        topics=(MetadataResponseTopic(name=TOPIC, topic_id=uuid.UUID(int=topic_id), partitions=(row,)),),
+    )
 
 
 def test_client_metadata_never_goes_back_to_an_older_leader_epoch():
@@ -122,5 +132,5 @@ def test_client_metadata_never_goes_back_to_an_older_leader_epoch():
     assert (md.leader(TOPIC, 0), md.leader_epoch(TOPIC, 0)) == (2, 7)
     md.update(_metadata(8, 1), None)
     assert (md.leader(TOPIC, 0), md.leader_epoch(TOPIC, 0)) == (1, 8)
-    md.update(_metadata(0, 2, topic_id="id2"), None)  # deleted and created again: a new topic
+    md.update(_metadata(0, 2, topic_id=2), None)  # deleted and created again: a new topic
     assert (md.leader(TOPIC, 0), md.leader_epoch(TOPIC, 0)) == (2, 0)

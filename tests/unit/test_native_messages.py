@@ -22,7 +22,7 @@ from kio.static import primitive as kio_primitive
 from kio.static.constants import EntityType
 from kio.static.primitive import PhantomStr, Records, i8, i32, i64
 
-from net.messages import MessageError, _fast_decoder, _Refused, decode, encode, fields_plan
+from net.messages import MessageError, _encode_slowly, _fast_decoder, _Refused, decode, encode, fields_plan
 from net.schema.convert import from_kio, to_kio
 from net.schema.messages import MESSAGES
 
@@ -63,6 +63,7 @@ def test_every_kafka_message_round_trips(api_key, data):
     message = data.draw(st.from_type(cls))
     assert decode(cls, _wire(message)) == message
     assert _fast_decoder(cls)(_wire(message)) == message  # the compiled path accepts all a valid message holds
+    assert encode(message) == _encode_slowly(message)  # the compiled encoder writes what the field plan does
 
 
 def test_fields_travel_in_schema_order_with_kafkas_wire_forms():
@@ -159,6 +160,7 @@ def test_every_served_version_converts_to_its_api_class_and_back(api_key, data):
         typed = from_kio(message, cls)
         assert to_kio(typed, kio_cls) == message  # nothing a version carries is lost on the way
         assert decode(cls, _wire(typed)) == typed  # and the native codec carries the same object
+        assert encode(typed) == _encode_slowly(typed)
 
 
 def test_a_field_a_version_lacks_takes_its_schema_default():
@@ -290,3 +292,73 @@ def test_the_topic_and_config_apis_v0_maps_read_into_their_typed_requests():
             to_typed[ApiKey.ALTER_CONFIGS](bad)
     with pytest.raises(MessageError, match="ENVELOPE"):
         to_typed[ApiKey.CREATE_TOPICS]({"topics": [], "forwarded": True})
+
+
+def test_metadata_v0_maps_become_the_typed_request_and_the_typed_answer_the_map():
+    """Native Metadata v0 (one more release): nil asks for every topic, `topic_ids` add topics by id, creation only
+    when asked for (the native default, unlike Kafka's); a map of the wrong shape is refused field by field; the
+    typed answer reads back as the map of before (topic ids as 32 hex digits, partitions as rows)."""
+    import uuid
+
+    from broker.network.native_legacy import metadata_request, metadata_response
+    from net.messages import MessageError
+    from net.schema.metadata import (
+        MetadataResponse,
+        MetadataResponseBroker,
+        MetadataResponsePartition,
+        MetadataResponseTopic,
+    )
+
+    everything = metadata_request({"topics": None, "topic_ids": ["ab" * 16]})
+    assert everything.topics is None and not everything.allow_auto_topic_creation
+    topic_id = uuid.uuid4()
+    asked = metadata_request(
+        {
+            "topics": ["a"],
+            "topic_ids": [topic_id.hex],
+            "allow_auto_topic_creation": True,
+            "include_topic_authorized_operations": True,
+        }
+    )
+    assert [(t.name, t.topic_id) for t in asked.topics] == [("a", None), (None, topic_id)]
+    assert asked.allow_auto_topic_creation and asked.include_topic_authorized_operations
+    assert not asked.include_cluster_authorized_operations
+    bad_maps = ({"topics": "a"}, {"topics": [5]}, {"topics": [], "topic_ids": ["zz"]}, {"topics": [], "topic_ids": 1})
+    for bad in bad_maps:
+        with pytest.raises(MessageError):
+            metadata_request(bad)
+    answer = MetadataResponse(
+        brokers=(MetadataResponseBroker(node_id=1, host="h", port=9),),
+        cluster_id="c",
+        controller_id=1,
+        topics=(
+            MetadataResponseTopic(
+                name="a",
+                topic_id=topic_id,
+                partitions=(
+                    MetadataResponsePartition(
+                        error_code=5, partition_index=0, leader_id=-1, leader_epoch=2, replica_nodes=(1, 2)
+                    ),
+                ),
+                topic_authorized_operations=8,
+            ),
+            MetadataResponseTopic(error_code=3, name="b"),
+        ),
+    )
+    assert metadata_response(answer) == {
+        "error_code": 0,
+        "cluster_id": "c",
+        "controller_id": 1,
+        "brokers": [[1, "h", 9]],
+        "topics": [
+            {
+                "error_code": 0,
+                "name": "a",
+                "topic_id": topic_id.hex,
+                "is_internal": False,
+                "partitions": [[5, 0, -1, 2, [1, 2], [], []]],
+                "topic_authorized_operations": 8,
+            },
+            {"error_code": 3, "name": "b", "is_internal": False, "partitions": []},
+        ],
+    }

@@ -44,6 +44,7 @@ from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsR
 from net.schema.incremental_alter_configs import AlterableConfig as IncrementalAlterableConfig
 from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.metadata import MetadataRequest, MetadataRequestTopic
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from net.schema.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
@@ -366,6 +367,23 @@ def test_with_acls_a_produce_is_refused_per_topic_and_describe_acls_lists_what_t
             (r.resource_type, r.resource_name, a.principal, a.operation) for r in described.resources for a in r.acls
         ]
         assert found == [(int(ResourceType.GROUP), GROUP, "User:alice", int(AclOperation.READ))]
+        # typed Metadata: the listing leaves out what she may not describe (WRITE implies DESCRIBE, nothing on
+        # __consumer_offsets); a named topic she may not describe is TOPIC_AUTHORIZATION_FAILED; operations when asked
+        everything = MetadataRequest(
+            topics=None, include_topic_authorized_operations=True, include_cluster_authorized_operations=True
+        )
+        broker.apis.coordination = SimpleNamespace(controller_id=1, controller_epoch=1)  # type: ignore[assignment]
+        listing = await broker.call(ApiKey.METADATA, everything)
+        assert [(t.name, t.topic_authorized_operations) for t in listing.topics] == [
+            (TOPIC, 1 << AclOperation.WRITE | 1 << AclOperation.DESCRIBE)
+        ]
+        assert listing.cluster_authorized_operations == 1 << AclOperation.DESCRIBE
+        named = MetadataRequest(topics=(MetadataRequestTopic(name=OFFSETS_TOPIC), MetadataRequestTopic(name=TOPIC)))
+        answered = await broker.call(ApiKey.METADATA, named)
+        assert [(t.name, t.error_code, t.topic_authorized_operations) for t in answered.topics] == [
+            (TOPIC, 0, -(2**31)),  # not asked: Kafka's "not given"
+            (OFFSETS_TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -(2**31)),
+        ]
 
     try:
         run(broker, scenario)
@@ -448,15 +466,16 @@ def test_a_kafka_clients_metadata_waits_for_the_first_published_image(tmp_path):
     async def scenario() -> None:
         answer = b.apis.handle(ApiKey.METADATA, 0, body, native)
         assert answer["brokers"] == [] and answer["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        waiting = asyncio.ensure_future(b.apis.handle(ApiKey.METADATA, 0, body, kafka))
+        typed = MetadataRequest(topics=(MetadataRequestTopic(name=TOPIC),))
+        waiting = asyncio.ensure_future(b.apis.handle(ApiKey.METADATA, 1, typed, kafka))
         await asyncio.sleep(0.3)
         assert not waiting.done(), "a Kafka client was answered from the empty image of a starting broker"
         for offset in range(published.offset + 1):  # the broker catches up: its first image is published
             starting.apply(offset, published_records[offset])
         answer = await asyncio.wait_for(waiting, 2)
-        assert [row[0] for row in answer["brokers"]] == [1]
-        [topic] = answer["topics"]
-        assert topic["error_code"] == 0 and len(topic["partitions"]) == 2
+        assert [b.node_id for b in answer.brokers] == [1] and answer.controller_id == 1
+        [topic] = answer.topics
+        assert topic.error_code == 0 and len(topic.partitions) == 2
 
     published_records = [BROKER_1, *topic_records(TOPIC, 2), *topic_records(OFFSETS_TOPIC, 1)]
     try:

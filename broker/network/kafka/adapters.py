@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from broker.security.listeners import reachable_controller
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 
@@ -206,109 +205,8 @@ class Fetch(Adapter):
         }
 
 
-# --- metadata ----------------------------------------------------------------------------------------
-
-
-def _brokers(native: dict[str, Any], id_key: str) -> list[dict[str, Any]]:
-    return [{id_key: b[0], "host": b[1], "port": b[2], "rack": b[3] if len(b) > 3 else None} for b in native["brokers"]]
-
-
-# Kafka's "authorized operations not asked for" (Integer.MIN_VALUE in *_authorized_operations fields).
-NOT_GIVEN = -(2**31)
-
-
-class Metadata(Adapter):
-    api_key, versions = 3, (0, 12)
-
-    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        topics = req.get("topics")
-        names = None if topics is None or (version == 0 and not topics) else [t["name"] for t in topics]
-        # v10+ may name a topic by id alone (a KIP-848 consumer resolving its assignment's topic ids): the ids
-        # are resolved to names before authorization (broker/server/authorization.py), unknown ones UNKNOWN_TOPIC_ID.
-        ids = [_hex(t.get("topic_id")) for t in topics or () if t.get("name") is None and t.get("topic_id")]
-        if names is not None and ids:
-            names = [n for n in names if n is not None]
-        return ApiKey.METADATA, {
-            "topics": names,
-            **({"topic_ids": [i for i in ids if i]} if ids and names is not None else {}),
-            "listener": "kafka",
-            "allow_auto_topic_creation": req.get("allow_auto_topic_creation", version < 4),
-            # v8+: the operations the principal may do (broker/server/authorization.py fills them in, when asked)
-            "include_topic_authorized_operations": req.get("include_topic_authorized_operations", False),
-            "include_cluster_authorized_operations": req.get("include_cluster_authorized_operations", False),
-        }
-
-    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
-        topics = []
-        for t in native["topics"]:
-            topic_id = t.get("topic_id")
-            topics.append(
-                {
-                    "error_code": t["error_code"],
-                    "name": t["name"],
-                    "topic_id": _uuid(topic_id) if topic_id else None,
-                    "is_internal": t.get("is_internal", False),
-                    "topic_authorized_operations": t.get("topic_authorized_operations", NOT_GIVEN),
-                    "partitions": [
-                        {
-                            "error_code": p[0],
-                            "partition_index": p[1],
-                            "leader_id": p[2],
-                            "leader_epoch": p[3],
-                            "replica_nodes": p[4],
-                            "isr_nodes": p[5],
-                            "offline_replicas": p[6] if len(p) > 6 else [],
-                        }
-                        for p in t["partitions"]
-                    ],
-                }
-            )
-        found = {t["topic_id"].replace("-", "") for t in native["topics"] if t.get("topic_id")}
-        for t in req.get("topics") or ():
-            tid = t.get("topic_id")
-            if not t.get("name") and tid and tid.int and tid.hex not in found:
-                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": str(tid)})
-        return {
-            "brokers": _brokers(native, "node_id"),
-            "cluster_id": native.get("cluster_id"),
-            "controller_id": _kafka_controller(native),
-            "topics": topics,
-            "cluster_authorized_operations": native.get("cluster_authorized_operations", NOT_GIVEN),
-        }
-
-    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
-        topics = req.get("topics") or []
-        return {
-            "brokers": [],
-            "controller_id": -1,
-            "topics": [{"error_code": code, "name": t["name"], "partitions": []} for t in topics],
-        }
-
-
-def _kafka_controller(native: dict[str, Any]) -> int:
-    """The controller a Kafka client can reach (broker/security/listeners.py reachable_controller)."""
-    listed = {row[0] for row in native.get("brokers") or []}
-    return reachable_controller(
-        native.get("controller_id", -1), listed, (native.get("broker_info") or {}).get("broker_id", -1)
-    )
-
-
-def _hex(topic_id: Any) -> str:
-    """A Kafka topic id (a UUID, or its text) as the metadata image keeps it: 32 hex digits; "" for the zero id."""
-    h = str(topic_id).replace("-", "").lower()
-    return "" if len(h) != 32 or not h.strip("0") else h
-
-
-def _uuid(topic_id: str) -> str:
-    h = topic_id.replace("-", "")
-    return (
-        f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-        if len(h) == 32
-        else "00000000-0000-0000-0000-000000000000"
-    )
-
-
-CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch(), Metadata()]
+# Metadata is typed (broker/server/kafka_apis.py handle_metadata): no adapter.
+CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch()]
 
 
 def _append_time(ms: int) -> datetime.datetime | None:

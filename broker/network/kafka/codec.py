@@ -113,7 +113,10 @@ class TypedKafkaRequest(Request):
     def __init__(self, api_key: int, kafka_version: int, correlation_id: int, client_id: str | None, entity: Any,
                  flexible: bool) -> None:  # fmt: skip
         request_cls, _ = TYPED[api_key]
-        super().__init__(api_key, TYPED_SINCE[api_key], correlation_id, client_id, from_kio(entity, request_cls))
+        body: Any = from_kio(entity, request_cls)
+        if api_key == ApiKey.METADATA and kafka_version == 0 and not body.topics:
+            body.topics = None  # Metadata v0 has no null: its empty list asks for every topic (isAllTopics)
+        super().__init__(api_key, TYPED_SINCE[api_key], correlation_id, client_id, body)
         self.kafka_version = kafka_version
         self.flexible = flexible
 
