@@ -176,6 +176,8 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
     ApiKey.ALTER_CLIENT_QUOTAS: 1,
     ApiKey.DESCRIBE_CLUSTER: 0,  # typed from its first native version
+    # The data path (issue 26 §1): the record batches stay opaque bytes in the typed messages.
+    ApiKey.PRODUCE: 1,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

@@ -81,14 +81,22 @@ _IDENTITY = frozenset(
     {
         "name", "topic", "topic_name", "topic_id", "partition_index", "partition", "partition_id", "group_id",
         "transactional_id", "resource_name", "resource_type", "key", "key_type", "member_id", "group_instance_id",
-        "entity_type", "entity_name", "user",
+        "entity_type", "entity_name", "user", "index",
     }
 )  # fmt: skip
 # Answer arrays whose rows answer request arrays of other names (Kafka's getErrorResponse answers each item asked):
 # the answer's field -> the request's fields, in order.
-_ANSWERS = {"results": ("creations", "deletions", "upsertions"), "filter_results": ("filters",)}
+_ANSWERS = {
+    "results": ("creations", "deletions", "upsertions"),
+    "filter_results": ("filters",),
+    "responses": ("topic_data",),  # Produce's topics
+    "partition_responses": ("partition_data",),  # and their partitions
+}
 # Identity fields the answer's row names differently: the answer's field -> the request's.
 _SAME_AS = {"user": "name"}
+# Offsets an error row holds where Kafka's getErrorResponse says "none" (INVALID_OFFSET) rather than the field's
+# zero: (the request row's class, the answer's field) -> the value.
+_NONE_GIVEN = {("PartitionProduceData", "base_offset"): -1}
 
 
 @cache
@@ -109,6 +117,8 @@ def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, Any, tuple[str, 
             plan.append(("error", f.name, None, ()))
         elif own in have and nested is None and f.name in _IDENTITY:
             plan.append(("copy", f.name, None, (own,)))
+        elif (src.__name__, f.name) in _NONE_GIVEN:
+            plan.append(("set", f.name, _NONE_GIVEN[src.__name__, f.name], ()))
         elif nested is not None and array:
             asked = (f.name,) if f.name in have else tuple(n for n in _ANSWERS.get(f.name, ()) if n in have)
             if asked:
@@ -125,6 +135,8 @@ def _mirror(request: Any, dst: type[T], code: int, message: str | None) -> T:
             kwargs[name] = (nested(code) if nested else code) if name == "error_code" else message
         elif kind == "copy":
             kwargs[name] = getattr(request, asked[0])
+        elif kind == "set":
+            kwargs[name] = nested
         else:
             items = [x for field in asked for x in getattr(request, field) or ()]
             kwargs[name] = tuple(_mirror(x, nested, code, message) for x in items if dataclasses.is_dataclass(x))
