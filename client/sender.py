@@ -336,8 +336,10 @@ class Sender:
             elif row.error_code:
                 self._on_partition_error(tp, batches, error_for(row.error_code, row.error_message or ""))
             else:
-                # A request carries several batches of a partition; they were appended in order, one after another.
-                self._complete(tp, batches, _cumulative(row.base_offset, batches), sent)
+                # A request carries several batches of a partition, appended one after another from base_offset;
+                # -1: a retry's duplicates among them kept their first offsets, so theirs are not known (as acks=0).
+                offsets = _cumulative(row.base_offset, batches) if row.base_offset >= 0 else [-1] * len(batches)
+                self._complete(tp, batches, offsets, sent)
 
     def _complete(self, tp: tuple[str, int], batches: list[ProducerBatch], offsets: list[int], sent: float) -> None:
         self._inflight.discard(tp)

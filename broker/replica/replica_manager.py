@@ -362,9 +362,11 @@ class ReplicaManager:
                 p = self.get_partition(*tp)
                 verified = None if guards is None else guards.get(tp, _NO_GUARD)
                 offsets = p.append_as_leader(records, acks, now, guards=verified)
+                # One base offset answers for the partition's batches, which follow each other in the log; when a
+                # retry's duplicates kept offsets of their own (not consecutive), -1: the offsets are not known.
                 results[tp] = ProduceResult(
                     0,
-                    offsets[0],
+                    offsets[0] if p.last_append_consecutive else -1,
                     p.last_log_append_time,
                     p.log.log_start_offset,
                 )

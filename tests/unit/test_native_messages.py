@@ -217,3 +217,54 @@ def test_a_whole_request_error_answers_every_item_asked_even_under_another_name(
     quotas = AlterClientQuotasRequest(entries=(EntryData(entity=(EntityData(entity_type="user", entity_name="x"),)),))
     (entry,) = error_response(quotas, AlterClientQuotasResponse, denied).entries
     assert entry.error_code == denied and [(e.entity_type, e.entity_name) for e in entry.entity] == [("user", "x")]
+
+
+def test_produce_keeps_its_batches_opaque_and_its_native_v0_map_reads_into_the_typed_request():
+    """Produce is typed since native v1 (issue 26 §1): the records are the bytes sent, in both directions; the v0
+    map is read into the same request (its shape and ranges checked) and the typed answer written back as v0 rows;
+    a whole-request error answers each partition asked with base_offset -1, as Kafka's getErrorResponse."""
+    from broker.network.native_legacy import LEGACY
+    from net.protocol import ApiKey
+    from net.schema.convert import error_response
+    from net.schema.produce import (
+        PartitionProduceData,
+        PartitionProduceResponse,
+        ProduceRequest,
+        ProduceResponse,
+        TopicProduceData,
+        TopicProduceResponse,
+    )
+
+    blob = bytes(range(256)) * 3  # not parsed on the way: any bytes
+    typed = ProduceRequest(
+        transactional_id="tx",
+        acks=-1,
+        timeout=datetime.timedelta(milliseconds=1500),
+        topic_data=(TopicProduceData(name="t", partition_data=(PartitionProduceData(index=3, records=blob),)),),
+    )
+    wire = encode(typed)
+    assert wire == ["tx", -1, 1500, [["t", [[3, blob]]]]]
+    assert decode(ProduceRequest, wire) == typed
+    read, answer = LEGACY[ApiKey.PRODUCE]
+    legacy = read({"acks": -1, "timeout_ms": 1500, "transactional_id": "tx", "topics": [["t", [[3, blob]]]]})
+    assert legacy == typed
+    assert read({"topics": []}) == ProduceRequest(acks=-1, timeout=datetime.timedelta(seconds=30))  # v0's defaults
+    for bad in ({"topics": [["t", [[3]]]]}, {"topics": [["t", [[3, "text"]]]]}, {"acks": 2**15, "topics": []}):
+        with pytest.raises(MessageError):
+            read(bad)
+    stamped = datetime.datetime(2026, 11, 27, tzinfo=datetime.UTC)
+    rows = (
+        PartitionProduceResponse(index=3, base_offset=40, log_start_offset=0),
+        PartitionProduceResponse(index=4, base_offset=9, log_append_time=stamped, log_start_offset=2),
+        PartitionProduceResponse(index=5, error_code=6, base_offset=-1, error_message="not the leader"),
+    )
+    resp = ProduceResponse(responses=(TopicProduceResponse(name="t", partition_responses=rows),))
+    stamped_ms = int(stamped.timestamp() * 1000)
+    v0_rows = [[3, 0, 40, -1, 0, None], [4, 0, 9, stamped_ms, 2, None], [5, 6, -1, -1, -1, "not the leader"]]
+    assert answer(resp) == {"topics": [["t", v0_rows]]}
+    resp.throttle_time = datetime.timedelta(milliseconds=250)
+    assert answer(resp)["throttle_time_ms"] == 250
+    failed = error_response(typed, ProduceResponse, 87, "bad")
+    [[row]] = [t.partition_responses for t in failed.responses]
+    assert failed.responses[0].name == "t"
+    assert (row.index, row.error_code, row.base_offset, row.error_message) == (3, 87, -1, "bad")

@@ -265,6 +265,30 @@ def test_each_partition_is_answered_on_its_own(broker):
     run(broker, scenario)
 
 
+def test_one_base_offset_answers_a_partitions_batches_only_while_they_follow_each_other(broker):
+    """A request may carry several batches of a partition (the own producer's); Kafka's answer has one base_offset.
+    It is the first batch's while the batches follow each other in the log; a retry whose duplicates kept their
+    first offsets, with a new batch behind them elsewhere, answers -1: not known (FORMAT.md §8)."""
+
+    def idempotent(pid: int, seq: int, *values: bytes) -> bytes:
+        rows = [(i, 0, None, v, None) for i, v in enumerate(values)]
+        return batch_fmt.build(rows, 1_700_000_000_000, 0, producer_id=pid, producer_epoch=0, base_sequence=seq)
+
+    async def scenario() -> None:
+        a, b = idempotent(7, 0, b"a1", b"a2"), idempotent(7, 2, b"b")
+        assert produced(await broker.produce(1, [0, a]))[0].base_offset == 0
+        assert produced(await broker.produce(1, [0, records(b"other")]))[0].base_offset == 2
+        retried = produced(await broker.produce(1, [0, a + b]))[0]  # a: a duplicate at 0; b: new, at 3
+        assert (retried.error_code, retried.base_offset) == (0, -1)
+        both = produced(await broker.produce(1, [0, idempotent(8, 0, b"c") + idempotent(8, 1, b"d", b"e")]))[0]
+        assert (both.error_code, both.base_offset) == (0, 4)  # consecutive: 4, then 5
+        again = produced(await broker.produce(1, [0, idempotent(8, 0, b"c") + idempotent(8, 1, b"d", b"e")]))[0]
+        assert (again.error_code, again.base_offset) == (0, 4)  # both duplicates, still consecutive
+        assert values_of((await broker.fetch(0, 0))[5]) == [b"a1", b"a2", b"other", b"b", b"c", b"d", b"e"]
+
+    run(broker, scenario)
+
+
 def test_fetch_out_of_range_and_with_a_stale_leader_epoch_are_refused_per_partition(broker):
     async def scenario() -> None:
         await broker.produce(1, [0, records(b"a")])
