@@ -102,7 +102,8 @@ _NONE_GIVEN = {("PartitionProduceData", "base_offset"): -1}
 @cache
 def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, Any, tuple[str, ...]], ...]:
     """Per field of the response struct `dst`: ("error", name, enum or None, ()) for its error code and message,
-    ("copy", name, None, (its request field,)) for an identity field the request struct `src` has too, ("each",
+    ("copy", name, None, (its request field,)) for an identity field the request struct `src` has too, ("set", name,
+    value, ()) for an offset Kafka answers "none" in an error row (`_NONE_GIVEN`), ("each",
     name, nested, (request fields,)) for an array of structs answering the request's array(s) of structs (by the same
     name, or as `_ANSWERS` says)."""
     have = {f.name for f in dataclasses.fields(src)}

@@ -268,3 +268,38 @@ def test_produce_keeps_its_batches_opaque_and_its_native_v0_map_reads_into_the_t
     [[row]] = [t.partition_responses for t in failed.responses]
     assert failed.responses[0].name == "t"
     assert (row.index, row.error_code, row.base_offset, row.error_message) == (3, 87, -1, "bad")
+
+
+def test_the_compiled_encoder_writes_what_the_field_encoders_write():
+    """`encode` runs one compiled function per class (the produce path encodes a message per request); it must write
+    exactly the array the per-field encoders of `fields_plan` write, nested structs, nulls and conversions included."""
+    from net.schema.produce import (
+        BatchIndexAndErrorMessage,
+        PartitionProduceResponse,
+        ProduceResponse,
+        TopicProduceResponse,
+    )
+
+    def by_fields(message):
+        return [None if (v := getattr(message, n)) is None else enc(v) for n, enc, _ in fields_plan(type(message))]
+
+    stamped = datetime.datetime(2026, 11, 27, tzinfo=datetime.UTC)
+    row = PartitionProduceResponse(
+        index=1,
+        error_code=ErrorCode.not_leader_or_follower,  # kio's enum where a Kafka class holds one: its value
+        base_offset=7,
+        log_append_time=stamped,
+        record_errors=(BatchIndexAndErrorMessage(batch_index=0, batch_index_error_message=None),),
+        error_message="moved",
+    )
+    answer = ProduceResponse(
+        responses=(TopicProduceResponse(name="t", partition_responses=(row, PartitionProduceResponse())),),
+        throttle_time=datetime.timedelta(milliseconds=12),
+    )
+    assert encode(answer) == by_fields(answer)
+    assert encode(row)[:4] == [1, 6, 7, int(stamped.timestamp() * 1000)]
+    for request_cls, response_cls in MESSAGES.values():
+        for cls in (request_cls, response_cls):
+            assert encode(cls()) == by_fields(cls()), cls
+    with pytest.raises(TypeError, match="not a message class"):
+        encode({"a": 1})
