@@ -303,3 +303,21 @@ def test_the_compiled_encoder_writes_what_the_field_encoders_write():
             assert encode(cls()) == by_fields(cls()), cls
     with pytest.raises(TypeError, match="not a message class"):
         encode({"a": 1})
+
+
+def test_durations_and_timestamps_are_checked_on_the_fast_path_as_on_the_slow_one():
+    """The fast decoder checks a produce's timeout (int32 ms) and a timestamp (int64 ms, not before the epoch)
+    inline; whatever it refuses, the slow path refuses naming the field, whatever it accepts equals the slow path's."""
+    from net.messages import _decode
+    from net.schema.produce import PartitionProduceResponse, ProduceRequest
+
+    wire = encode(ProduceRequest(acks=1, timeout=datetime.timedelta(seconds=30)))
+    assert decode(ProduceRequest, wire) == _decode(ProduceRequest, wire, "")
+    for bad in (True, 2**31, -(2**31) - 1, 1.0, None, "30000"):
+        with pytest.raises(MessageError, match="timeout"):
+            decode(ProduceRequest, [*wire[:2], bad, *wire[3:]])
+    stamped = encode(PartitionProduceResponse(log_append_time=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)))
+    assert decode(PartitionProduceResponse, stamped).log_append_time.year == 2026
+    assert decode(PartitionProduceResponse, [*stamped[:3], None, *stamped[4:]]).log_append_time is None  # nullable
+    with pytest.raises(MessageError, match="log_append_time -5 is not a timestamp"):
+        decode(PartitionProduceResponse, [*stamped[:3], -5, *stamped[4:]])
