@@ -5,6 +5,12 @@ side come from the same replica at the same moment, so the page never shows a hi
 from __future__ import annotations
 
 from client.dashboard.watcher import ClusterWatcher, merge_offsets, parse_metrics
+from net.schema.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 
 # What broker 1 (the leader) and broker 2 (a follower) serve on /metrics (broker/server/metrics_state.py's names).
 LEADER_SCRAPE = """\
@@ -16,10 +22,22 @@ kafkalite_high_watermark{broker="1",topic="tweets",partition="0"} 4027.0
 kafkalite_log_size_bytes{broker="1",topic="tweets",partition="0"} 99000.0
 """
 FOLLOWER_SCRAPE = LEADER_SCRAPE.replace('broker="1"', 'broker="2"').replace("4027.0", "4020.0")
-METADATA = {
-    "brokers": [[1, "127.0.0.1", 1], [2, "127.0.0.1", 2]],
-    "topics": [{"name": "tweets", "error_code": 0, "partitions": [[0, 0, 1, 3, [1, 2], [1, 2]]]}],
-}
+METADATA = MetadataResponse(
+    brokers=(
+        MetadataResponseBroker(node_id=1, host="127.0.0.1", port=1),
+        MetadataResponseBroker(node_id=2, host="127.0.0.1", port=2),
+    ),
+    topics=(
+        MetadataResponseTopic(
+            name="tweets",
+            partitions=(
+                MetadataResponsePartition(
+                    partition_index=0, leader_id=1, leader_epoch=3, replica_nodes=(1, 2), isr_nodes=(1, 2)
+                ),
+            ),
+        ),
+    ),
+)
 
 
 def partition_row(scraped: dict) -> dict:
