@@ -621,9 +621,9 @@ def test_bodies_reaching_others_resources_are_refused_whatever_keys_they_carry(a
 
 def test_a_forwarded_request_needs_cluster_action():
     a, _ = table()
-    d = a.authorize(ApiKey.PRODUCE, {"topics": [], "forwarded": True}, Ctx())
+    d = a.authorize(ApiKey.FETCH, {"topics": [], "forwarded": True}, Ctx())
     assert d.refused and d.answer["error_code"] == CLUSTER_DENIED
-    d = a.authorize(ApiKey.PRODUCE, {"topics": [], "forwarded": True}, Ctx("User:admin"))
+    d = a.authorize(ApiKey.FETCH, {"topics": [], "forwarded": True}, Ctx("User:admin"))
     assert not d.refused
 
 
