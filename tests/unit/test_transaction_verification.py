@@ -48,6 +48,18 @@ class VerifyingBroker(Broker):
 
         txns.verifier = TransactionVerifier(self.replicas.partitions, lambda: self.image, 1, send)
 
+    def run(self, scenario: Any) -> None:
+        """Start the broker on a fresh event loop, run `scenario()` there, and close the broker whatever happens."""
+
+        async def started() -> None:
+            self.start()  # on the loop: the broker's tasks belong to it
+            await scenario()
+
+        try:
+            asyncio.run(started())
+        finally:
+            self.close()
+
     async def begin(self, partitions: set[tuple[str, int]]) -> tuple[int, int]:
         """A transactional producer's InitProducerId and AddPartitionsToTxn, once the coordinator has loaded."""
         deadline = time.monotonic() + 10
@@ -83,7 +95,6 @@ def test_only_a_transactions_first_batch_per_partition_asks_the_coordinator(tmp_
     b = VerifyingBroker(tmp_path)
 
     async def scenario() -> None:
-        b.start()
         pid, epoch = await b.begin({(TOPIC, 0)})
         rows = await _answer(b.produce_call(pid, epoch, (0, 0)))
         assert rows[0][1] == 0 and len(b.asked) == 1
@@ -102,10 +113,7 @@ def test_only_a_transactions_first_batch_per_partition_asks_the_coordinator(tmp_
         assert rows[1][1] == ErrorCode.NOT_ENOUGH_REPLICAS and len(b.asked) == 4
         assert b.replicas.partitions[(TOPIC, 1)].log.log_end_offset == 0
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        b.close()
+    b.run(scenario)
 
 
 def test_a_produce_behind_one_being_verified_appends_after_it(tmp_path):
@@ -115,7 +123,6 @@ def test_a_produce_behind_one_being_verified_appends_after_it(tmp_path):
     b = VerifyingBroker(tmp_path)
 
     async def scenario() -> None:
-        b.start()
         pid, epoch = await b.begin({(TOPIC, 0), (TOPIC, 1)})
         assert (await _answer(b.produce_call(pid, epoch, (1, 0))))[1][1] == 0
         first = b.produce_call(pid, epoch, (0, 0), (1, 1))  # partition 0's first batch: verified
@@ -125,10 +132,7 @@ def test_a_produce_behind_one_being_verified_appends_after_it(tmp_path):
         assert rows_first[1][2] < rows_second[1][2]
         assert b.apis.transactions.verifier is not None and len(b.asked) == 2
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        b.close()
+    b.run(scenario)
 
 
 def test_first_batches_of_one_loop_turn_ask_the_coordinator_once(tmp_path):
@@ -138,7 +142,6 @@ def test_first_batches_of_one_loop_turn_ask_the_coordinator_once(tmp_path):
     b = VerifyingBroker(tmp_path)
 
     async def scenario() -> None:
-        b.start()
         pid, epoch = await b.begin({(TOPIC, 0)})
         calls = [b.produce_call(pid, epoch, (p, 0)) for p in (0, 1)]  # partition 1 was never added
         rows = await asyncio.gather(*(_answer(c) for c in calls))
@@ -148,10 +151,7 @@ def test_first_batches_of_one_loop_turn_ask_the_coordinator_once(tmp_path):
         assert txn.verify_only and {(t.name, p) for t in txn.topics for p in t.partitions} == {(TOPIC, 0), (TOPIC, 1)}
         assert [b.replicas.partitions[(TOPIC, p)].log.log_end_offset for p in (0, 1)] == [1, 0]
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        b.close()
+    b.run(scenario)
 
 
 def test_one_transactional_id_for_two_epochs_in_one_turn_asks_twice(tmp_path):
@@ -160,7 +160,6 @@ def test_one_transactional_id_for_two_epochs_in_one_turn_asks_twice(tmp_path):
     b = VerifyingBroker(tmp_path)
 
     async def scenario() -> None:
-        b.start()
         pid, epoch = await b.begin({(TOPIC, 0), (TOPIC, 1)})
         current, other = b.produce_call(pid, epoch, (0, 0)), b.produce_call(pid, epoch + 1, (1, 0))
         rows_current, rows_other = await asyncio.gather(_answer(current), _answer(other))
@@ -169,10 +168,7 @@ def test_one_transactional_id_for_two_epochs_in_one_turn_asks_twice(tmp_path):
         assert all(len(r.transactions) == 1 for r in b.asked)
         assert [b.replicas.partitions[(TOPIC, p)].log.log_end_offset for p in (0, 1)] == [1, 0]
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        b.close()
+    b.run(scenario)
 
 
 def test_the_produces_one_answer_verified_append_before_a_woken_fetch_reads(tmp_path):
@@ -181,7 +177,6 @@ def test_the_produces_one_answer_verified_append_before_a_woken_fetch_reads(tmp_
     b = VerifyingBroker(tmp_path)
 
     async def scenario() -> None:
-        b.start()
         pid, epoch = await b.begin({(TOPIC, 0), (TOPIC, 1)})
         p0, p1 = b.replicas.partitions[(TOPIC, 0)], b.replicas.partitions[(TOPIC, 1)]
         woken = asyncio.get_running_loop().create_future()
@@ -200,7 +195,4 @@ def test_the_produces_one_answer_verified_append_before_a_woken_fetch_reads(tmp_
         assert seen == [1], "partition 1's batch was not in the log when the fetch woken by partition 0's read"
         assert p0.log.log_end_offset == 1
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        b.close()
+    b.run(scenario)
