@@ -32,6 +32,7 @@ MODULE_SECONDS = {
     "tests/integration/test_spark_exactly_once.py": 110,
     "tests/integration/test_exactly_once_loop.py": 45,
     "tests/integration/test_transactions_clients.py": 90,
+    "tests/integration/test_transactions_kafka_clients.py": 60,
     "tests/integration/test_coordination_survival.py": 100,
     "tests/integration/test_deploy_node.py": 95,
     "tests/integration/test_security.py": 75,
