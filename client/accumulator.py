@@ -86,7 +86,8 @@ class ProducerBatch:
         first = self.first_ts
         for i, cb in self.callbacks:
             r = self.records[i]
-            md = None if error else RecordMetadata(self.topic, self.partition, base_offset + i, first + r[1])
+            offset = base_offset + i if base_offset >= 0 else -1  # -1: not known (acks=0)
+            md = None if error else RecordMetadata(self.topic, self.partition, offset, first + r[1])
             try:
                 cb(error, md)
             except Exception:  # a user callback must not take the sender down

@@ -12,6 +12,7 @@ appends; this sends.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 from typing import Any, Awaitable, Callable
@@ -25,8 +26,10 @@ from client.transactions import IllegalTransactionStateError, TransactionAborted
 from net import batch as batch_fmt
 from net.compression import codec_id
 from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, error_for
-from net.protocol import ApiKey
+from net.messages import encode as encode_message
+from net.protocol import TYPED_SINCE, ApiKey
 from net.retry import Backoff
+from net.schema.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 
 log = logging.getLogger("kafkalite.producer")
 
@@ -286,16 +289,18 @@ class Sender:
         asyncio.create_task(self._produce(leader, request))
 
     async def _produce(self, leader: int, request: list[Any]) -> None:
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[PartitionProduceData]] = {}
         for (topic, p), _, blob in request:
-            topics.setdefault(topic, []).append([p, blob])
-        body = {
-            "acks": self.acks,
-            "timeout_ms": int(self.request_timeout * 1000),
-            "topics": [[t, parts] for t, parts in topics.items()],
-        }
-        if self.txn is not None:
-            body["transactional_id"] = self.txn.transactional_id
+            rows = topics.get(topic)
+            if rows is None:
+                rows = topics[topic] = []
+            rows.append(PartitionProduceData(index=p, records=blob))
+        produce = ProduceRequest(
+            transactional_id=self.txn.transactional_id if self.txn is not None else None,
+            acks=self.acks,
+            timeout=datetime.timedelta(seconds=self.request_timeout),
+            topic_data=tuple(TopicProduceData(name=t, partition_data=tuple(parts)) for t, parts in topics.items()),
+        )
         sent = time.monotonic()
         try:
             conn = await self.client.connection(leader)
@@ -309,12 +314,13 @@ class Sender:
             return
         try:
             if self.acks == 0:
-                conn.send(ApiKey.PRODUCE, body, expect_response=False)
+                conn.send(ApiKey.PRODUCE, encode_message(produce), TYPED_SINCE[ApiKey.PRODUCE], expect_response=False)
                 await conn.drain()
                 for tp, batches, _ in request:
                     self._complete(tp, batches, [-1] * len(batches), sent)
                 return
-            resp = await conn.request(ApiKey.PRODUCE, body, timeout=self.request_timeout)
+            # A request that failed as a whole is raised here, and fails each partition as a network error does.
+            resp: ProduceResponse = await conn.call(produce, timeout=self.request_timeout)
         except Exception as e:
             err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e), ErrorCode.NETWORK_EXCEPTION)
             for tp, batches, _ in request:
@@ -322,20 +328,17 @@ class Sender:
             return
         finally:
             self.wakeup_threadsafe()
-        if resp.get("error_code"):
-            err = error_for(resp["error_code"], resp.get("error_message", ""))
-            for tp, batches, _ in request:
-                self._on_partition_error(tp, batches, err)
-            return
-        rows = {(t, row[0]): row for t, parts in resp.get("topics", []) for row in parts}
+        answered = {(t.name, row.index): row for t in resp.responses for row in t.partition_responses}
         for tp, batches, _ in request:
-            row = rows.get(tp)
+            row = answered.get(tp)
             if row is None:
                 self._on_partition_error(tp, batches, KafkaLiteError("partition missing from produce response"))
-            elif row[1]:
-                self._on_partition_error(tp, batches, error_for(row[1], row[5] or ""))
+            elif row.error_code:
+                self._on_partition_error(tp, batches, error_for(row.error_code, row.error_message or ""))
             else:
-                offsets = row[6] if len(row) > 6 and row[6] else _cumulative(row[2], batches)
+                # A request carries several batches of a partition, appended one after another from base_offset;
+                # -1: a retry's duplicates among them kept their first offsets, so theirs are not known (as acks=0).
+                offsets = _cumulative(row.base_offset, batches) if row.base_offset >= 0 else [-1] * len(batches)
                 self._complete(tp, batches, offsets, sent)
 
     def _complete(self, tp: tuple[str, int], batches: list[ProducerBatch], offsets: list[int], sent: float) -> None:
