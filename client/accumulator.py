@@ -6,6 +6,7 @@ uncontended lock. Batches are encoded once, when the sender drains them.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -18,6 +19,9 @@ DeliveryCallback = Callable[[Exception | None, "RecordMetadata | None"], None]
 # A record's headers: (key, value) pairs, a value may be null (as in Kafka).
 Headers = list[tuple[str, bytes | None]]
 RECORD_OVERHEAD = 12  # msgpack array header, deltas, nil headers: a size estimate for batch.size
+# Batches are numbered as they are created, so a partition's retried batches go back into its queue in their
+# first order whichever answer came back first (requeue_front).
+_batch_order = itertools.count()
 
 
 class RecordMetadata:
@@ -47,6 +51,7 @@ class ProducerBatch:
         "encoded",
         "producer_epoch",
         "unknown_cause",
+        "order",
     )
 
     def __init__(self, topic: str, partition: int, ts: int, now: float) -> None:
@@ -69,6 +74,7 @@ class ProducerBatch:
         # The first error after which this batch may have been appended (client/outcome.py); None while
         # every attempt is known not to have been.
         self.unknown_cause: Exception | None = None
+        self.order = next(_batch_order)
 
     def encode(self, codec: int) -> bytes:
         if self.encoded is None:
@@ -155,9 +161,10 @@ class RecordAccumulator:
         self.on_new_batch()
         return b
 
-    def drain(self, tp: tuple[str, int], now: float, linger: float, force: bool, limit: int = 5) -> list[ProducerBatch]:
-        """Take up to `limit` sendable batches of one partition, oldest first. The limit bounds the batches of
-        a partition unacknowledged at once, which the broker's de-duplication window must cover."""
+    def drain(self, tp: tuple[str, int], now: float, linger: float, force: bool, limit: int = 1) -> list[ProducerBatch]:
+        """Take up to `limit` sendable batches of one partition, oldest first. The Sender takes one: a produce
+        request carries at most one batch per partition, as Kafka's RecordAccumulator.drain, so the answer's one
+        base_offset is that batch's (a retry's duplicate included: the broker answers with its first offset)."""
         with self.lock:
             q = self.queues.get(tp)
             if not q:
@@ -189,9 +196,19 @@ class RecordAccumulator:
             return out
 
     def requeue_front(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> None:
+        """Put `batches` back at the front of `tp`'s queue, in their first order among those requeued before
+        them: a partition's batches travel in several requests at once, whose answers may come back in any
+        order (from two brokers), and a retry must keep its place (idempotent sequences, records' order)."""
+        if not batches:
+            return
         with self.lock:
             q = self.queues.setdefault(tp, deque())
-            q.extendleft(reversed(batches))
+            last = max(b.order for b in batches)
+            ahead = []
+            while q and q[0].order < last:
+                ahead.append(q.popleft())
+            merged = sorted([*ahead, *batches], key=lambda b: b.order)
+            q.extendleft(reversed(merged))
 
     def release(self, batches: list[ProducerBatch]) -> None:
         with self.lock:

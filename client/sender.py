@@ -1,9 +1,12 @@
 """Sender: the producer's background task (Kafka's Sender), on the event loop.
 
-It drains closed or lingered batches from the RecordAccumulator, one in-flight request per partition (so
-retries keep order) carrying at most `max.in.flight.requests.per.connection` (<= 5 with idempotence)
-batches of it, stamps idempotent batches with the producer id and sequence numbers, groups partitions by
-leader into Produce requests of at most `max.request.size`, and settles every batch: delivered, retried
+It drains closed or lingered batches from the RecordAccumulator as Kafka's does: a Produce request carries at
+most one batch per partition (so the answer's one base_offset is that batch's exact offset), and a partition
+has at most `max.in.flight.requests.per.connection` (<= 5 with idempotence) batches unacknowledged, each in a
+request of its own. A retried batch goes alone, once none of its partition is in flight, and the batches
+behind it wait, so retries keep their order (and their sequence numbers). It stamps idempotent batches with
+the producer id and sequence numbers, groups partitions by leader into Produce requests of at most
+`max.request.size`, and settles every batch: delivered, retried
 (KIP-580 backoff, at once when the metadata names a new leader) or failed with its outcome
 ("not_written" or "unknown", client/outcome.py). The AsyncProducer (client/producer.py) partitions and
 appends; this sends.
@@ -67,7 +70,8 @@ class Sender:
         self.accumulator = accumulator
         self._unresolved = unresolved
         self._resolve = resolve
-        self._inflight: set[tuple[str, int]] = set()
+        # Each partition's unacknowledged batches, oldest first (a partition with none has no entry).
+        self._inflight: dict[tuple[str, int], list[ProducerBatch]] = {}
         self.sequences = Sequences()
         # Partitions waiting for a different leader than the one that failed them (None: no leader known).
         self._failed_leader: dict[tuple[str, int], int | None] = {}
@@ -151,7 +155,7 @@ class Sender:
                 self._idle.clear()
             else:
                 self._idle.set()
-            deadline = self.accumulator.next_linger_deadline(self.linger, self._inflight)
+            deadline = self.accumulator.next_linger_deadline(self.linger, self._stalled())
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0005)
             if self._unresolved():
                 timeout = min(timeout or self.retry_backoff, self.retry_backoff)
@@ -173,21 +177,51 @@ class Sender:
             if cb is not None:
                 cb(exc, None)
 
+    def _can_send(self, tp: tuple[str, int]) -> bool:
+        """Whether `tp`'s next queued batch may go now, beside those of it in flight (Kafka's drain rules)."""
+        inflight = self._inflight.get(tp)
+        if not inflight:
+            return True
+        if len(inflight) >= self.max_in_flight:
+            return False
+        with self.accumulator.lock:
+            q = self.accumulator.queues.get(tp)
+            head = q[0] if q else None
+        if head is None:
+            return False
+        if head.attempts:
+            return False  # a retry goes alone: the batches sent after it may have been refused for its sake
+        # A new batch is numbered in the current epoch: not while batches of an older one are unacknowledged
+        # (the broker would fence their retries), nor before one of them (_renumber_after_gap) is renumbered.
+        return not (self.idempotent and any(b.producer_epoch != self.producer_epoch for b in inflight))
+
+    def _stalled(self) -> set[tuple[str, int]]:
+        """Partitions whose next batch waits for an answer, not for linger.ms: a deadline of theirs already
+        past must not make the loop spin (their answer wakes it)."""
+        return {tp for tp in self._inflight if not self._can_send(tp)}
+
     def _send_ready(self) -> None:
+        """Drain and send in rounds, one batch per partition a round, until every partition is empty, lingering,
+        waiting for a retry's backoff or at its in-flight limit: a request per leader per round."""
+        while self._send_round():
+            pass
+
+    def _send_round(self) -> bool:
+        """One round of _send_ready: True if it sent a batch."""
         if self.sequences.bump_requested:
-            return  # no new sequence numbers until the new producer id (_run asks for it first)
+            return False  # no new sequence numbers until the new producer id (_run asks for it first)
         now = time.monotonic()
         force = bool(self.flushing or self.closing)
         by_leader: dict[int, list[tuple[tuple[str, int], list[ProducerBatch]]]] = {}
         txn = self.txn
         unadded: list[tuple[str, int]] = []
         for tp in self.accumulator.pending_partitions():
-            if tp in self._inflight:
+            if not self._can_send(tp):
                 continue
             if txn is not None and txn.needs(tp):
                 unadded.append(tp)  # AddPartitionsToTxn first: a batch may not start a transaction by itself
                 continue
-            batches = self.accumulator.drain(tp, now, self.linger, force, self.max_in_flight)
+            batches = self.accumulator.drain(tp, now, self.linger, force)
             if not batches:
                 continue
             live = [b for b in batches if now - b.created <= self.delivery_timeout]
@@ -208,6 +242,7 @@ class Sender:
                 self._retry_later(tp, live, None)
                 continue
             by_leader.setdefault(leader, []).append((tp, live))
+        sent = False
         for leader, items in by_leader.items():
             request: list[Any] = []
             size = 0
@@ -218,11 +253,13 @@ class Sender:
                     request, size = [], 0
                 request.append((tp, batches, blob))
                 size += len(blob)
-                self._inflight.add(tp)
+                self._inflight.setdefault(tp, []).extend(batches)
             if request:
                 self._dispatch(leader, request)
+                sent = True
         if unadded and (self._adding is None or self._adding.done()):
             self._adding = asyncio.create_task(self._add_partitions(unadded))
+        return sent
 
     async def _add_partitions(self, tps: list[tuple[str, int]]) -> None:
         """Add `tps` to the ongoing transaction; their batches wait for it, and fail with its error."""
@@ -336,13 +373,23 @@ class Sender:
             elif row.error_code:
                 self._on_partition_error(tp, batches, error_for(row.error_code, row.error_message or ""))
             else:
-                # A request carries several batches of a partition, appended one after another from base_offset;
-                # -1: a retry's duplicates among them kept their first offsets, so theirs are not known (as acks=0).
-                offsets = _cumulative(row.base_offset, batches) if row.base_offset >= 0 else [-1] * len(batches)
-                self._complete(tp, batches, offsets, sent)
+                # One batch of the partition per request: base_offset is its first record's offset (a retry's
+                # duplicate's too, which the broker answers with the offset it was appended at).
+                self._complete(tp, batches, [row.base_offset], sent)
+
+    def _landed(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> None:
+        """`batches` of `tp` are answered: no longer in flight."""
+        inflight = self._inflight.get(tp)
+        if inflight is None:
+            return
+        for b in batches:
+            if b in inflight:
+                inflight.remove(b)
+        if not inflight:
+            del self._inflight[tp]
 
     def _complete(self, tp: tuple[str, int], batches: list[ProducerBatch], offsets: list[int], sent: float) -> None:
-        self._inflight.discard(tp)
+        self._landed(tp, batches)
         self._failed_leader.pop(tp, None)  # its leader answers: stop watching the metadata for a new one
         self.accumulator.release(batches)
         hook = self.on_batch_complete
@@ -355,14 +402,19 @@ class Sender:
     def _on_partition_error(
         self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception, reached_broker: bool = True
     ) -> None:
-        self._inflight.discard(tp)
-        if (
-            self.txn is None
-            and self.idempotent
-            and getattr(err, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-        ):
-            self._renumber_after_gap(tp, batches, err)
-            return
+        self._landed(tp, batches)
+        if self.idempotent and getattr(err, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if self._behind_unacknowledged(tp, batches):
+                # Not a hole: a batch numbered before these, in another request, was refused or is unanswered
+                # (the broker appends a producer's sequences only contiguously). They retry behind it, with
+                # their numbers; nothing of them was appended.
+                for b in batches:
+                    b.attempts += 1
+                self.accumulator.requeue_front(tp, batches)
+                return
+            if self.txn is None:
+                self._renumber_after_gap(tp, batches, err)
+                return
         if reached_broker and not proves_not_appended(err, self.acks):
             for b in batches:
                 if b.unknown_cause is None:
@@ -376,6 +428,18 @@ class Sender:
             # The user hears of it through the callbacks and flush(); a CLI prints that as its one line.
             log.warning("produce to %s-%d failed: %s", tp[0], tp[1], err)
             self._fail_batches(batches, err)
+
+    def _behind_unacknowledged(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bool:
+        """Whether a batch of `tp` numbered before `batches`, in the same epoch, is in flight or queued again."""
+        first = batches[0]
+        if first.producer_epoch != self.producer_epoch:
+            return False  # numbered in an epoch since abandoned: _renumber_after_gap numbers them again
+        ahead = [b for b in self._inflight.get(tp, ()) if b.order < first.order]
+        with self.accumulator.lock:
+            q = self.accumulator.queues.get(tp)
+            if q and q[0].order < first.order:
+                ahead.append(q[0])
+        return any(b.producer_epoch == first.producer_epoch for b in ahead)
 
     def _renumber_after_gap(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception) -> None:
         """The broker refused `batches` (never appended) because its last sequence for this producer is not
@@ -513,11 +577,3 @@ class Sender:
             await asyncio.wait_for(task, 1)
         except (TimeoutError, asyncio.CancelledError):
             task.cancel()
-
-
-def _cumulative(base: int, batches: list[ProducerBatch]) -> list[int]:
-    out = []
-    for b in batches:
-        out.append(base)
-        base += len(b.records)
-    return out

@@ -97,3 +97,35 @@ def test_a_batch_appended_before_its_failure_is_not_sent_again():
     p.sender._fail_batches([b0], RequestTimedOutError("timed out"))  # ...and it expired: outcome unknown
     assert send(p, broker)[1] is None
     assert broker.log == [b"0", b"1", b"2"]  # "0" once
+
+
+def test_out_of_order_behind_an_unanswered_batch_is_retried_with_its_numbers():
+    """Two batches of a partition in two requests (one batch per partition per request, as Kafka's): the second
+    reaches the broker first (the first's connection is slow) and is refused as out of order. That is no hole:
+    it waits behind the first, keeps its sequence and the epoch is not bumped; a retry goes alone."""
+    p, _ = producer(4)
+    s, broker = p.sender, Broker()
+    assert send(p, broker, limit=1)[1] is None  # "0": the broker knows the producer
+    b0, b1 = p.accumulator.drain(TP, time.monotonic(), 0, True, 2)
+    blobs = [s._encode(TP, [b]) for b in (b0, b1)]
+    s._inflight[TP] = [b0, b1]
+    err = broker.produce(blobs[1])
+    assert isinstance(err, OutOfOrderSequenceError)
+    s._on_partition_error(TP, [b1], err)
+    assert s.producer_epoch == 0 and b1.encoded == blobs[1]  # not renumbered
+    assert list(p.accumulator.queues[TP])[0] is b1 and not s._can_send(TP)  # the retry waits for b0's answer
+    assert broker.produce(blobs[0]) is None
+    s._complete(TP, [b0], [1], time.monotonic())
+    assert s._can_send(TP) and not s._inflight
+    sent, err = send(p, broker, limit=1)
+    assert sent == [b1] and err is None and b1.encoded == blobs[1]
+    assert send(p, broker, limit=1)[1] is None  # "3", the next sequence in the same epoch
+    assert broker.log == [b"0", b"1", b"2", b"3"] and s.producer_epoch == 0 and not s.failures
+
+
+def test_retries_go_back_in_their_first_order_whichever_answer_comes_first():
+    p, batches = producer(4)
+    drained = p.accumulator.drain(TP, time.monotonic(), 0, True, 3)
+    for b in (drained[2], drained[0], drained[1]):  # answers from two brokers, in any order
+        p.accumulator.requeue_front(TP, [b])
+    assert list(p.accumulator.queues[TP]) == batches
