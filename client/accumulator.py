@@ -6,6 +6,7 @@ uncontended lock. Batches are encoded once, when the sender drains them.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -82,7 +83,7 @@ class ProducerBatch:
         first = batches[0]
         m = cls(first.topic, first.partition, first.first_ts, min(b.created for b in batches))
         m.parts = batches
-        m.records = [r for b in batches for r in b.records]
+        m.records = list(itertools.chain.from_iterable(b.records for b in batches))
         m.size = sum(b.size for b in batches) - (len(batches) - 1) * batch_fmt.HEADER_SIZE
         m.max_ts = max(b.max_ts for b in batches)
         m.closed = True
