@@ -153,6 +153,14 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "KIP-937); Kafka Lite describes Kafka 4's.",
     ),
     (
+        "no broker involved: a timer test of kafkajs's own lock on a loaded machine",
+        "path",
+        r"^src/utils/lock\.spec\.js$",
+        "the test holds a lock for 50 ms (setTimeout) and expects the waiter to have waited >= 50 ms by Date.now(); "
+        "node's timers and clock can disagree by a millisecond on a busy machine (49 here, run 24, with other "
+        "test runs on the two cores). No request is sent.",
+    ),
+    (
         "a race in the test: the reassignment it lists had already finished",
         "path",
         r"listPartitionReassignments\.spec\.js$",
