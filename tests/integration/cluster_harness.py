@@ -37,6 +37,7 @@ from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
 from net import batch as batch_fmt
 from net.errors import KafkaLiteError
+from net.protocol import ElectionType
 from tests.waiting import wait_port, wait_until
 
 if TYPE_CHECKING:
@@ -345,8 +346,9 @@ class ClusterHarness:
     def restore(self, timeout: float = 60) -> None:
         """Healthy again after a test's faults, for the next test on a shared cluster (SharedCluster
         below): ZooKeeper running, every broker a test paused resumed and every one it killed or stopped
-        started again, every broker registered and unfenced, and every partition of every topic led with all its
-        replicas in its ISR in every broker's metadata. AssertionError (from `wait_until`) when it cannot."""
+        started again, every broker registered and unfenced, and every partition of every topic led by its preferred
+        replica with all its replicas in its ISR in every broker's metadata. AssertionError (from `wait_until`) when
+        it cannot."""
         if self.zk is not None and not self.zk.alive:
             self.zk.start()
         for b in self.brokers.values():
@@ -361,14 +363,26 @@ class ClusterHarness:
         self.wait_all_registered(timeout)
         self.wait_all_isrs_full(timeout)
 
+        # Leaders back on their preferred replicas, as on a new cluster: the leaderships a test's faults moved
+        # (of the internal topics, which stay) would otherwise move back under a later test, when the controller's
+        # automatic rebalance runs (auto.leader.rebalance.enable).
+        def elect() -> bool:
+            with self.admin() as a:
+                a.elect_leaders(ElectionType.PREFERRED)
+            return True
+
+        wait_until(elect, timeout, "a preferred leader election")
+        self.wait_all_isrs_full(timeout, preferred=True)
+
     def topics(self, ids: list[int] | None = None) -> dict[str, TopicMeta]:
         """name -> metadata of every topic (internal ones too), in one Metadata answer (of a broker among `ids`)."""
         with self.admin(ids, timeout_ms=5000) as a:
             return a._lt.run(a._impl.client.list_topics())
 
-    def wait_all_isrs_full(self, timeout: float = 60) -> None:
-        """Every partition of every topic has a leader and every replica in its ISR, alike in every running broker's
-        metadata (each answers from its own image, which trails the controller's commits a little)."""
+    def wait_all_isrs_full(self, timeout: float = 60, preferred: bool = False) -> None:
+        """Every partition of every topic has a leader (`preferred`: its first replica) and every replica in its ISR,
+        alike in every running broker's metadata (each answers from its own image, which trails the controller's
+        commits a little)."""
 
         def ok() -> bool:
             views = []
@@ -377,7 +391,10 @@ class ClusterHarness:
                     continue
                 topics = self.topics([i])
                 if any(
-                    tm.error or p.leader <= 0 or sorted(p.isr) != sorted(p.replicas)
+                    tm.error
+                    or p.leader <= 0
+                    or sorted(p.isr) != sorted(p.replicas)
+                    or (preferred and p.leader != p.replicas[0])
                     for tm in topics.values()
                     for p in tm.partitions.values()
                 ):
