@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import pytest
 
 MODULE_SECONDS = {
-    "tests/integration/test_cluster_faults.py": 265,  # x0.65 measured alone, 27 November 2026 (shared clusters)
+    "tests/integration/test_cluster_faults.py": 285,  # x0.70 alone (0.55-0.84), 27 November 2026: shared clusters
     "tests/integration/test_spark.py": 385,
     "tests/integration/test_spark_streaming.py": 315,
     "tests/integration/test_deploy_netns.py": 230,
@@ -61,7 +61,7 @@ MODULE_SECONDS = {
     "tests/integration/test_replication_throttles.py": 25,
     "tests/integration/test_compaction_horizon.py": 30,  # 27 November 2026, fourth session
     "tests/integration/test_kafka_consumer_protocol.py": 45,  # 27 November 2026, fourth session
-    "tests/integration/test_share_groups.py": 54,  # 27 November 2026, fourth session; x0.9 alone, late night
+    "tests/integration/test_share_groups.py": 54,  # 27 November 2026, fourth session; x0.9 (CPU) alone, late night
 }
 # Modules not in the table: an integration test starts brokers (seconds), a unit test mostly does not.
 PER_TEST_SECONDS = {"integration": 3.0}
