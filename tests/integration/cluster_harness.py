@@ -22,18 +22,22 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from client.admin import NewTopic
 from client.cli.cluster import start_command, write_cluster_secret
 from client.cli.zk_local import LocalZooKeeper
+from client.cluster import TopicMeta
 from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
 from net import batch as batch_fmt
 from net.errors import KafkaLiteError
+from net.protocol import ElectionType
 from tests.waiting import wait_port, wait_until
 
 if TYPE_CHECKING:
@@ -339,6 +343,85 @@ class ClusterHarness:
             b.stop()
         b.start(wait=wait)
 
+    def restore(self, timeout: float = 60) -> None:
+        """Healthy again after a test's faults, for the next test on a shared cluster (SharedCluster
+        below): ZooKeeper running, every broker a test paused resumed and every one it killed or stopped
+        started again, every broker registered and unfenced, and every partition of every topic led by its preferred
+        replica with all its replicas in its ISR in every broker's metadata. AssertionError (from `wait_until`) when
+        it cannot."""
+        if self.zk is not None and not self.zk.alive:
+            self.zk.start()
+        for b in self.brokers.values():
+            if b.alive:
+                if b.paused:
+                    b.resume()
+            else:
+                b._close_log(f"broker {b.id} found dead")  # a crash the harness did not cause: its log stays open
+                b.start(wait=False)
+        for b in self.brokers.values():
+            b.wait_listening(timeout)
+        self.wait_all_registered(timeout)
+        self.wait_all_isrs_full(timeout)
+
+        # Leaders back on their preferred replicas, as on a new cluster: the leaderships a test's faults moved
+        # (of the internal topics, which stay) would otherwise move back under a later test, when the controller's
+        # automatic rebalance runs (auto.leader.rebalance.enable).
+        def elect() -> bool:
+            with self.admin() as a:
+                a.elect_leaders(ElectionType.PREFERRED)
+            return True
+
+        wait_until(elect, timeout, "a preferred leader election")
+        self.wait_all_isrs_full(timeout, preferred=True)
+
+    def topics(self, ids: list[int] | None = None) -> dict[str, TopicMeta]:
+        """name -> metadata of every topic (internal ones too), in one Metadata answer (of a broker among `ids`)."""
+        with self.admin(ids, timeout_ms=5000) as a:
+            return a._lt.run(a._impl.client.list_topics())
+
+    def wait_all_isrs_full(self, timeout: float = 60, preferred: bool = False) -> None:
+        """Every partition of every topic has a leader (`preferred`: its first replica) and every replica in its ISR,
+        alike in every running broker's metadata (each answers from its own image, which trails the controller's
+        commits a little)."""
+
+        def ok() -> bool:
+            views = []
+            for i, b in self.brokers.items():
+                if not b.alive or b.paused:
+                    continue
+                topics = self.topics([i])
+                if any(
+                    tm.error
+                    or p.leader <= 0
+                    or sorted(p.isr) != sorted(p.replicas)
+                    or (preferred and p.leader != p.replicas[0])
+                    for tm in topics.values()
+                    for p in tm.partitions.values()
+                ):
+                    return False
+                views.append(
+                    {
+                        (name, p.partition): (p.leader, p.leader_epoch, sorted(p.isr))
+                        for name, tm in topics.items()
+                        for p in tm.partitions.values()
+                    }
+                )
+            return all(v == views[0] for v in views)
+
+        wait_until(ok, timeout, "every partition of every topic with a leader and a full ISR on every broker")
+
+    def delete_topics(self, names: set[str], timeout: float = 30) -> None:
+        """Deleted, and gone from every running broker's metadata."""
+        if not names:
+            return
+        with self.admin() as a:
+            a.delete_topics(sorted(names))
+
+        def gone() -> bool:
+            return all(not names & set(self.topics([i])) for i, b in self.brokers.items() if b.alive and not b.paused)
+
+        wait_until(gone, timeout, f"topics {sorted(names)} deleted on every broker")
+
     def cleanup(self) -> None:
         for c in self._clients:
             try:
@@ -437,6 +520,68 @@ class ClusterHarness:
         with Consumer(self.bootstrap(), request_timeout_ms=10000) as c:
             ends = c.list_offsets([TopicPartition(topic, p) for p in range(partitions)], -1)
         return {tp.partition: off for tp, off in ends.items()}
+
+
+# --- a cluster that tests take turns on ---------------------------------------------------------
+
+
+def failed(node: pytest.Item) -> bool:
+    """The test's set-up or call failed (conftest.py's pytest_runtest_makereport keeps its reports on the item)."""
+    return any(getattr(getattr(node, f"rep_{w}", None), "failed", False) for w in ("setup", "call"))
+
+
+class SharedCluster:
+    """One cluster that a module's tests take turns on, where each test would otherwise start (and, in ZooKeeper
+    mode, start a ZooKeeper for) a cluster of its own: for tests whose faults the cluster recovers from. After each
+    test the cluster is restored (ClusterHarness.restore: every broker back, registered, every ISR full) and the
+    test's topics deleted, so the next test finds it as a fresh one but for the ids and epochs; a cluster that
+    cannot be restored fails that test's teardown and is thrown away, and the next test gets a new one: one test's
+    damage never reaches the next. Tests that need other broker configs, or damage that a restart does not repair,
+    take a cluster of their own (cluster_factory).
+
+    A module fixture makes one (`SharedCluster(lambda: ClusterHarness(...))`, closed at the module's end); a
+    function fixture hands it to each test (`yield from shared.turn(request)`)."""
+
+    def __init__(self, make: Callable[[], ClusterHarness]) -> None:
+        self._make = make
+        self.harness: ClusterHarness | None = None
+        self._own_topics: set[str] = set()  # what a new cluster has: kept; any other topic is a test's
+
+    def take(self) -> ClusterHarness:
+        if self.harness is None:
+            h = self._make()
+            try:
+                h.start()
+                self._own_topics = set(h.topics())
+            except BaseException:
+                h.cleanup()
+                raise
+            self.harness = h
+        return self.harness
+
+    def give_back(self, test_failed: bool) -> None:
+        h = self.harness
+        if h is None:
+            return
+        if test_failed:
+            print(h.dump_logs())
+        try:
+            h.restore()
+            h.delete_topics({n for n, tm in h.topics().items() if not tm.is_internal} - self._own_topics)
+        except BaseException:
+            print("the shared cluster could not be restored: thrown away, the next test gets a new one")
+            print(h.dump_logs())
+            self.close()
+            raise
+
+    def turn(self, request: pytest.FixtureRequest) -> Iterator[ClusterHarness]:
+        yield self.take()
+        self.give_back(failed(request.node))
+
+    def close(self) -> None:
+        if self.harness is not None:
+            self.harness.cleanup()
+            self.harness = None
 
 
 # --- load: producers that record acknowledgements, consumers that read concurrently ---------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.cluster_harness import ClusterHarness, failed
 from tests.integration.zk_support import require_zookeeper
 
 
@@ -41,12 +41,9 @@ def cluster_factory(tmp_path, request, coordination):
         return h
 
     yield make
-    failed = any(
-        getattr(request.node, f"rep_{w}", None) is not None and getattr(request.node, f"rep_{w}").failed
-        for w in ("setup", "call")
-    )
+    test_failed = failed(request.node)
     for h in made:
-        if failed:
+        if test_failed:
             print(h.dump_logs())
         h.cleanup()
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,24 +19,27 @@ from client.producer import ProduceError
 from client.sync import Consumer, Producer
 from net.errors import KafkaLiteError
 from tests.integration.cluster_harness import (
+    ClusterHarness,
     LoadConsumer,
     LoadProducer,
+    SharedCluster,
     check_consumer_saw,
     full_check,
     read_back,
     wait_consumer_reached,
     wait_until,
 )
+from tests.integration.zk_support import require_zookeeper
 
 pytestmark = pytest.mark.timeout(150)
 
-TOPIC = "events"
 RF3_MIN2 = {"min.insync.replicas": "2"}
 
 
-@pytest.fixture(params=["custom", "zookeeper"])
+@pytest.fixture(scope="module", params=["custom", "zookeeper"])
 def coordination(request) -> str:
-    """Overrides conftest.py's: every cluster of this module runs once per coordination mode."""
+    """Overrides conftest.py's: every cluster of this module runs once per coordination mode. Module-scoped, so
+    that pytest runs the tests of one mode, then those of the other, each mode's on its own shared cluster."""
     return request.param
 
 
@@ -50,13 +55,35 @@ DETECTION = [
 ]
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, coordination) -> Iterator[SharedCluster]:
+    """The cluster this mode's tests take turns on (restored after each: cluster_harness.py's SharedCluster), rather
+    than one cluster (and, in ZooKeeper mode, one ZooKeeper) started per test."""
+    if coordination == "zookeeper":
+        require_zookeeper()
+    shared = SharedCluster(
+        lambda: ClusterHarness(tmp_path_factory.mktemp(f"faults-{coordination}"), 3, DETECTION, coordination)
+    )
+    try:
+        yield shared
+    finally:
+        shared.close()
+
+
 @pytest.fixture
-def cluster(cluster_factory):
-    """Overrides conftest.py's: this module's clusters detect failures within DETECTION's timeouts."""
-    return cluster_factory(3, overrides=DETECTION)
+def cluster(shared, request) -> Iterator[ClusterHarness]:
+    """Overrides conftest.py's: this module's clusters detect failures within DETECTION's timeouts; shared by the
+    tests of one mode, restored after each (a test that needs other configs takes its own, `cluster_factory`)."""
+    yield from shared.turn(request)
 
 
-def _leaders(cluster, topic=TOPIC) -> dict[int, int]:
+@pytest.fixture
+def topic() -> str:
+    """The test's own topic: on a shared cluster no test sees another's records, partitions or segment files."""
+    return f"events-{uuid.uuid4().hex[:8]}"
+
+
+def _leaders(cluster, topic) -> dict[int, int]:
     return {p.partition: p.leader for p in cluster.describe(topic)}
 
 
@@ -66,13 +93,13 @@ def _more_acks(producers, n: int, timeout: float = 60) -> None:
         p.wait_acked(base + n, timeout)
 
 
-def _run_2p2c(cluster, partitions: int, fault):
+def _run_2p2c(cluster, topic: str, partitions: int, fault):
     """Two producers and two consumers (each assigned half the partitions) around `fault(producers)`."""
-    cluster.create_topic(TOPIC, partitions, 3, RF3_MIN2)
+    cluster.create_topic(topic, partitions, 3, RF3_MIN2)
     bs = cluster.bootstrap()
     halves = [list(range(0, partitions, 2)), list(range(1, partitions, 2))]
-    consumers = [LoadConsumer(bs, TOPIC, halves[i], f"C{i}").start() for i in range(2)]
-    producers = [LoadProducer(bs, TOPIC, f"P{i}").start() for i in range(2)]
+    consumers = [LoadConsumer(bs, topic, halves[i], f"C{i}").start() for i in range(2)]
+    producers = [LoadProducer(bs, topic, f"P{i}").start() for i in range(2)]
     _more_acks(producers, 150)
     fault(producers)
     _more_acks(producers, 150)
@@ -80,8 +107,8 @@ def _run_2p2c(cluster, partitions: int, fault):
     for s in stats:
         assert s.flush_error is None, f"{s.name}: {s.flush_error}"
         assert not s.failed, f"{s.name}: {len(s.failed)} failed, first {s.failed[0]}"
-    full_check(cluster, TOPIC, partitions, stats, min_acked=400)
-    hws = cluster.high_watermarks(TOPIC, partitions)
+    full_check(cluster, topic, partitions, stats, min_acked=400)
+    hws = cluster.high_watermarks(topic, partitions)
     for c, half in zip(consumers, halves):
         wait_consumer_reached(c, hws, half)
         c.stop()
@@ -89,74 +116,132 @@ def _run_2p2c(cluster, partitions: int, fault):
     return stats
 
 
+# The two tests with clusters of their own (other broker configs): first in each mode, while no shared cluster
+# is up beside theirs (the shared one starts with the mode's first test that takes it).
+
+
+def test_broker_default_unclean_leader_election_brings_an_offline_partition_back(cluster_factory, topic):
+    """unclean.leader.election.enable=true in the brokers' config (not a topic override): with the last ISR
+    member gone, an out-of-sync replica is elected, accepting the loss of what only the ISR had."""
+    cluster = cluster_factory(3, overrides=[*DETECTION, "unclean.leader.election.enable=true"])
+    cluster.create_topic(topic, 1, 2)
+    (st,) = cluster.describe(topic)
+    leader = st.leader
+    lagging = next(r for r in st.replicas if r != leader)
+    cluster.kill(lagging)
+    wait_until(lambda: cluster.describe(topic)[0].isr == [leader], 20, f"ISR shrunk to [{leader}]")
+    with Producer(cluster.bootstrap(), acks="all") as p:
+        for i in range(5):
+            p.send(topic, f"only-on-{leader}-{i}".encode())
+        p.flush(15)
+    cluster.kill(leader)
+    cluster.restart(lagging)
+    bs = cluster.bootstrap([b for b in cluster.brokers if b != leader])
+    wait_until(lambda: cluster.describe(topic, [lagging])[0].leader == lagging, 30, f"{lagging} elected uncleanly")
+    with Producer(bs, acks="all", delivery_timeout_ms=15000) as p:
+        p.send(topic, b"after")
+        p.flush(20)
+    values = [r.value for recs in read_back(bs, topic, 1).values() for r in recs]
+    assert values == [b"after"], values  # the records only the old ISR had are gone: the price of unclean
+
+
+def test_high_watermarks_are_checkpointed_on_every_replica(cluster_factory, topic):
+    """Each broker writes replication-offset-checkpoint (Kafka's file): what is committed survives a restart,
+    and a reader of the segment files (pipeline/segments.py) reads up to it and no further."""
+    from broker.log.checkpoint import read_checkpoint
+    from broker.log.manager import HW_CHECKPOINT
+    from pipeline.segments import COMMITTED_CHECKPOINT, choose_replica, find_replicas
+
+    cluster = cluster_factory(3, overrides=["replica.high.watermark.checkpoint.interval.ms=200"])
+    cluster.create_topic(topic, 3, 3, RF3_MIN2)
+    with Producer(cluster.bootstrap(), acks="all") as p:
+        for i in range(300):
+            p.send(topic, f"v{i}".encode(), partition=i % 3)
+        p.flush(20)
+    want = {(topic, p): 100 for p in range(3)}
+
+    def checkpointed(bid: int) -> dict:
+        return {tp: hw for tp, hw in read_checkpoint(cluster[bid].data_dir / HW_CHECKPOINT).items() if tp[0] == topic}
+
+    wait_until(lambda: all(checkpointed(b) == want for b in cluster.brokers), 15, "HW 100 checkpointed everywhere")
+    for bid in cluster.brokers:
+        assert cluster.stop(bid) == 0
+    for bid in cluster.brokers:
+        assert checkpointed(bid) == want, f"broker {bid} after a clean shutdown"
+    replicas = find_replicas([cluster[b].data_dir for b in cluster.brokers])
+    for p in range(3):
+        s = choose_replica(replicas[(topic, p)])
+        assert (s.committed, s.committed_source) == (100, COMMITTED_CHECKPOINT)
+
+
 # No fault here: what the coordination mode decides (the cluster's start, the topic's leaders and ISRs) is
 # the first half of every fault test of this module, in both modes, before its fault; so the steady state
 # runs in the brokers' own quorum only (its ZooKeeper case repeated what those fault tests do first).
-STEADY_STATE = pytest.mark.parametrize("coordination", ["custom"])
+STEADY_STATE = pytest.mark.parametrize("coordination", ["custom"], indirect=True)
 
 
 @STEADY_STATE
-def test_1_producer_1_consumer_3_brokers(cluster):
-    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
-    consumer = LoadConsumer(cluster.bootstrap(), TOPIC, [0, 1, 2], "C0").start()
-    producer = LoadProducer(cluster.bootstrap(), TOPIC, "P0").start()
+def test_1_producer_1_consumer_3_brokers(cluster, topic):
+    cluster.create_topic(topic, 3, 3, RF3_MIN2)
+    consumer = LoadConsumer(cluster.bootstrap(), topic, [0, 1, 2], "C0").start()
+    producer = LoadProducer(cluster.bootstrap(), topic, "P0").start()
     producer.wait_acked(600, 60)
     stats = producer.stop()
     assert stats.flush_error is None and not stats.failed
-    full_check(cluster, TOPIC, 3, [stats], min_acked=500)
-    hws = cluster.high_watermarks(TOPIC, 3)
+    full_check(cluster, topic, 3, [stats], min_acked=500)
+    hws = cluster.high_watermarks(topic, 3)
     wait_consumer_reached(consumer, hws, [0, 1, 2])
     consumer.stop()
     check_consumer_saw(consumer, [stats], [0, 1, 2])
 
 
 @STEADY_STATE
-def test_2_producers_2_consumers_3_brokers(cluster):
-    _run_2p2c(cluster, 4, lambda producers: _more_acks(producers, 200))
+def test_2_producers_2_consumers_3_brokers(cluster, topic):
+    _run_2p2c(cluster, topic, 4, lambda producers: _more_acks(producers, 200))
 
 
-def test_follower_sigkill_then_rejoins_isr(cluster):
+def test_follower_sigkill_then_rejoins_isr(cluster, topic):
     # Two partitions: leaders are brokers 1 and 2, so broker 3 only follows.
-    cluster.create_topic(TOPIC, 2, 3, RF3_MIN2)
-    leaders = _leaders(cluster)
+    cluster.create_topic(topic, 2, 3, RF3_MIN2)
+    leaders = _leaders(cluster, topic)
     follower = ({1, 2, 3} - set(leaders.values())).pop()
     bs = cluster.bootstrap()
-    consumers = [LoadConsumer(bs, TOPIC, [i], f"C{i}").start() for i in range(2)]
-    producers = [LoadProducer(bs, TOPIC, f"P{i}").start() for i in range(2)]
+    consumers = [LoadConsumer(bs, topic, [i], f"C{i}").start() for i in range(2)]
+    producers = [LoadProducer(bs, topic, f"P{i}").start() for i in range(2)]
     for p in producers:
         p.wait_acked(100, 20)
     cluster.kill(follower, signal.SIGKILL)
     # The others keep working: acks continue and the follower leaves every ISR.
     wait_until(
-        lambda: all(follower not in p.isr for p in cluster.describe(TOPIC)), 15, f"broker {follower} out of the ISRs"
+        lambda: all(follower not in p.isr for p in cluster.describe(topic)), 15, f"broker {follower} out of the ISRs"
     )
     before = [p.acked_count() for p in producers]
     for p, n in zip(producers, before):
         p.wait_acked(n + 200, 15)
-    assert _leaders(cluster) == leaders, "killing a follower moved leaderships"
+    assert _leaders(cluster, topic) == leaders, "killing a follower moved leaderships"
     cluster.restart(follower)
-    parts = cluster.wait_isr_contains(TOPIC, follower, 40)
+    parts = cluster.wait_isr_contains(topic, follower, 40)
     assert all(sorted(p.isr) == [1, 2, 3] for p in parts)
     _more_acks(producers, 100)  # acknowledged with the follower back in the ISR
     stats = [p.stop() for p in producers]
     for s in stats:
         assert s.flush_error is None and not s.failed, (s.flush_error, s.failed[:3])
-    full_check(cluster, TOPIC, 2, stats, min_acked=800)
-    hws = cluster.high_watermarks(TOPIC, 2)
+    full_check(cluster, topic, 2, stats, min_acked=800)
+    hws = cluster.high_watermarks(topic, 2)
     for i, c in enumerate(consumers):
         wait_consumer_reached(c, hws, [i])
         c.stop()
         check_consumer_saw(c, stats, [i])
 
 
-def test_leader_sigkill_reelects_and_production_continues(cluster):
+def test_leader_sigkill_reelects_and_production_continues(cluster, topic):
     def fault(producers):
-        leaders = _leaders(cluster)
+        leaders = _leaders(cluster, topic)
         victim = leaders[0]
         cluster.kill(victim, signal.SIGKILL)
         t0 = time.monotonic()
         parts = wait_until(
-            lambda: (ps := cluster.describe(TOPIC)) and all(p.leader > 0 and p.leader != victim for p in ps) and ps,
+            lambda: (ps := cluster.describe(topic)) and all(p.leader > 0 and p.leader != victim for p in ps) and ps,
             15,
             "new leaders for the dead broker's partitions",
         )
@@ -175,19 +260,19 @@ def test_leader_sigkill_reelects_and_production_continues(cluster):
         wait_until(lambda: all(acked_on_p0_after(n) for n in counts[:1]), 10, "acks on partition 0 after the failover")
         assert elected < 10, f"re-election took {elected:.1f}s"
         cluster.restart(victim)
-        cluster.wait_isr_contains(TOPIC, victim, 40)
+        cluster.wait_isr_contains(topic, victim, 40)
 
-    _run_2p2c(cluster, 4, fault)
+    _run_2p2c(cluster, topic, 4, fault)
 
 
-def test_all_brokers_killed_clear_errors_then_recovery(cluster):
-    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
+def test_all_brokers_killed_clear_errors_then_recovery(cluster, topic):
+    cluster.create_topic(topic, 3, 3, RF3_MIN2)
     bs = cluster.bootstrap()
-    load = LoadProducer(bs, TOPIC, "P0").start()
+    load = LoadProducer(bs, topic, "P0").start()
     load.wait_acked(300, 20)
     quick = Producer(bs, acks="all", delivery_timeout_ms=3000, request_timeout_ms=2000, retry_backoff_ms=50)
     consumer = Consumer(bs, auto_offset_reset="earliest", request_timeout_ms=2000, fetch_max_wait_ms=200)
-    consumer.assign([TopicPartition(TOPIC, p) for p in range(3)])
+    consumer.assign([TopicPartition(topic, p) for p in range(3)])
     consumer.poll(1000)
     try:
         for b in cluster.brokers.values():
@@ -195,7 +280,7 @@ def test_all_brokers_killed_clear_errors_then_recovery(cluster):
         # Producer: a clear error within its delivery timeout, no hang.
         errors = []
         for i in range(20):
-            quick.send(TOPIC, f"doomed-{i}".encode(), on_delivery=lambda e, md: errors.append(e))
+            quick.send(topic, f"doomed-{i}".encode(), on_delivery=lambda e, md: errors.append(e))
         t0 = time.monotonic()
         with pytest.raises(ProduceError) as exc:
             quick.flush(30)
@@ -227,27 +312,27 @@ def test_all_brokers_killed_clear_errors_then_recovery(cluster):
         b.start(wait=False)
     for b in cluster.brokers.values():
         b.wait_listening()
-    cluster.wait_full_isr(TOPIC, 3)
+    cluster.wait_full_isr(topic, 3)
     n = load.acked_count()
     load.wait_acked(n + 300, 30)
     stats = load.stop()
     assert stats.flush_error is None and not stats.failed, (stats.flush_error, stats.failed[:3])
-    full_check(cluster, TOPIC, 3, [stats], min_acked=600)
+    full_check(cluster, topic, 3, [stats], min_acked=600)
 
 
-def test_leader_paused_past_failure_timeout_steps_down_and_truncates(cluster):
-    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
+def test_leader_paused_past_failure_timeout_steps_down_and_truncates(cluster, topic):
+    cluster.create_topic(topic, 3, 3, RF3_MIN2)
     bs = cluster.bootstrap()
-    producers = [LoadProducer(bs, TOPIC, f"P{i}").start() for i in range(2)]
+    producers = [LoadProducer(bs, topic, f"P{i}").start() for i in range(2)]
     for p in producers:
         p.wait_acked(200, 20)
-    leaders = _leaders(cluster)
+    leaders = _leaders(cluster, topic)
     victim = leaders[0]
     others = [i for i in cluster.brokers if i != victim]
     cluster[victim].pause()
     try:
         parts = wait_until(
-            lambda: (ps := cluster.describe(TOPIC, others)) and all(p.leader in others for p in ps) and ps,
+            lambda: (ps := cluster.describe(topic, others)) and all(p.leader in others for p in ps) and ps,
             15,
             "leaderships moved off the paused broker",
         )
@@ -260,7 +345,7 @@ def test_leader_paused_past_failure_timeout_steps_down_and_truncates(cluster):
         cluster[victim].resume()
     # Back: it must follow the new leaders (not lead with its stale epoch) and rejoin the ISRs.
     # (Asked of the others: the resumed broker answers from its own image, which may still be stale.)
-    parts = cluster.wait_isr_contains(TOPIC, victim, 40, ids=others)
+    parts = cluster.wait_isr_contains(topic, victim, 40, ids=others)
     for p in parts:
         if leaders[p.partition] == victim:
             assert p.leader != victim or p.leader_epoch > epochs[p.partition]
@@ -268,71 +353,71 @@ def test_leader_paused_past_failure_timeout_steps_down_and_truncates(cluster):
     stats = [p.stop() for p in producers]
     for s in stats:
         assert s.flush_error is None and not s.failed, (s.flush_error, s.failed[:3])
-    logged = full_check(cluster, TOPIC, 3, stats, min_acked=600)
+    logged = full_check(cluster, topic, 3, stats, min_acked=600)
     # The old leader's log was truncated to match the new leader's: identical, offset by offset,
     # including the leader epoch that wrote each batch (no leftover tail from its deposed epoch).
     for p in range(3):
-        new_leader = next(x.leader for x in cluster.describe(TOPIC) if x.partition == p)
-        mine = cluster[victim].read_partition(TOPIC, p)
-        theirs = cluster[new_leader].read_partition(TOPIC, p)
+        new_leader = next(x.leader for x in cluster.describe(topic) if x.partition == p)
+        mine = cluster[victim].read_partition(topic, p)
+        theirs = cluster[new_leader].read_partition(topic, p)
         hw = (logged[p][-1].offset + 1) if logged[p] else 0
         assert {o: v for o, v in mine.items() if o < hw} == {o: v for o, v in theirs.items() if o < hw}
         stale = {o: v for o, v in mine.items() if o >= hw and theirs.get(o) != v}
-        assert not stale, f"broker {victim} kept records of {TOPIC}-{p} its new leader lacks: {list(stale)[:5]}"
+        assert not stale, f"broker {victim} kept records of {topic}-{p} its new leader lacks: {list(stale)[:5]}"
 
 
-def test_rolling_restart_under_load(cluster):
+def test_rolling_restart_under_load(cluster, topic):
     def fault(producers):
         for bid in (1, 2, 3):
             assert cluster.stop(bid) == 0, f"broker {bid} did not shut down cleanly"
             assert "shut down cleanly" in cluster[bid].logs()
             cluster[bid].start()
-            cluster.wait_isr_contains(TOPIC, bid, 40)
+            cluster.wait_isr_contains(topic, bid, 40)
             n = [p.acked_count() for p in producers]
             for p, k in zip(producers, n):
                 p.wait_acked(k + 50, 15)
 
-    _run_2p2c(cluster, 3, fault)
+    _run_2p2c(cluster, topic, 3, fault)
 
 
-def test_min_insync_replicas_rejects_acks_all_and_nothing_becomes_visible(cluster):
+def test_min_insync_replicas_rejects_acks_all_and_nothing_becomes_visible(cluster, topic):
     """min.insync.replicas=3 with one replica down: acks=all gets NOT_ENOUGH_REPLICAS, nothing of it is
     ever readable (not even after the replica returns); acks=1 still works."""
-    cluster.create_topic(TOPIC, 2, 3, {"min.insync.replicas": "3"})
-    follower = ({1, 2, 3} - set(_leaders(cluster).values())).pop()
+    cluster.create_topic(topic, 2, 3, {"min.insync.replicas": "3"})
+    follower = ({1, 2, 3} - set(_leaders(cluster, topic).values())).pop()
     cluster.kill(follower)
-    wait_until(lambda: all(len(p.isr) == 2 for p in cluster.describe(TOPIC)), 15, "ISRs shrunk to 2")
+    wait_until(lambda: all(len(p.isr) == 2 for p in cluster.describe(topic)), 15, "ISRs shrunk to 2")
     bs = cluster.bootstrap()
     with Producer(bs, acks="all", delivery_timeout_ms=3000, request_timeout_ms=2000, retry_backoff_ms=100) as p:
         for i in range(20):
-            p.send(TOPIC, f"all-{i}".encode(), partition=i % 2)
+            p.send(topic, f"all-{i}".encode(), partition=i % 2)
         with pytest.raises(ProduceError) as exc:
             p.flush(20)
         assert "min.insync.replicas" in str(exc.value) or "delivery.timeout.ms" in str(exc.value), str(exc.value)
     acked1 = []
     with Producer(bs, acks="1", delivery_timeout_ms=10000) as p:
         for i in range(20):
-            p.send(TOPIC, f"one-{i}".encode(), partition=i % 2, on_delivery=lambda e, md: e or acked1.append(md))
+            p.send(topic, f"one-{i}".encode(), partition=i % 2, on_delivery=lambda e, md: e or acked1.append(md))
         p.flush(15)
     assert len(acked1) == 20
     cluster.restart(follower)
-    cluster.wait_full_isr(TOPIC, 2)
-    values = [r.value for recs in read_back(cluster.bootstrap(), TOPIC, 2).values() for r in recs]
+    cluster.wait_full_isr(topic, 2)
+    values = [r.value for recs in read_back(cluster.bootstrap(), topic, 2).values() for r in recs]
     assert not [v for v in values if v.startswith(b"all-")], "a record rejected with NOT_ENOUGH_REPLICAS is readable"
     assert sorted(v for v in values if v.startswith(b"one-")) == sorted(f"one-{i}".encode() for i in range(20))
 
 
-def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordination):
+def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordination, topic):
     """In ZooKeeper mode the survivor's controller can shrink the ISR to [survivor] (the custom mode has no
     quorum left to). The high watermark then stays where it was (KIP-966's rule), so neither the failed
     acks=all records nor the acks=1 ones are readable until a second replica is back in the ISR."""
-    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
-    leaders = _leaders(cluster)
+    cluster.create_topic(topic, 3, 3, RF3_MIN2)
+    leaders = _leaders(cluster, topic)
     survivor = leaders[0]
     mine = [p for p, leader in leaders.items() if leader == survivor]
     with Producer(cluster.bootstrap(), acks="all") as p:
         for i in range(30):
-            p.send(TOPIC, f"before-{i}".encode(), partition=i % 3)
+            p.send(topic, f"before-{i}".encode(), partition=i % 3)
         p.flush(20)
     for bid in cluster.brokers:
         if bid != survivor:
@@ -341,7 +426,7 @@ def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordina
     with Producer(bs, acks="all", delivery_timeout_ms=3000, request_timeout_ms=1500, retry_backoff_ms=100) as p:
         t0 = time.monotonic()
         for i in range(10):
-            p.send(TOPIC, f"all-{i}".encode(), partition=mine[i % len(mine)])
+            p.send(topic, f"all-{i}".encode(), partition=mine[i % len(mine)])
         with pytest.raises(ProduceError) as exc:
             p.flush(20)
         assert time.monotonic() - t0 < 12
@@ -353,7 +438,7 @@ def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordina
     with Producer(bs, acks="1", delivery_timeout_ms=10000) as p:
         for i in range(10):
             p.send(
-                TOPIC,
+                topic,
                 f"one-{i}".encode(),
                 partition=mine[i % len(mine)],
                 on_delivery=lambda e, md: e or acked1.append(md),
@@ -362,7 +447,7 @@ def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordina
     assert len(acked1) == 10, "acks=1 to a live leader failed"
     # Nothing of the failed acks=all produce is visible to consumers.
     with Consumer(bs, auto_offset_reset="earliest", request_timeout_ms=3000) as c:
-        c.assign([TopicPartition(TOPIC, p) for p in mine])
+        c.assign([TopicPartition(topic, p) for p in mine])
         seen = []
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
@@ -373,11 +458,11 @@ def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordina
     # One replica back: the ISR reaches the minimum again and the acknowledged acks=1 records commit.
     back = next(b for b in cluster.brokers if b != survivor)
     cluster.restart(back)
-    cluster.wait_isr_contains(TOPIC, back, 40)
+    cluster.wait_isr_contains(topic, back, 40)
     want = sorted(f"one-{i}".encode() for i in range(10))
 
     def committed_values() -> list[bytes] | None:
-        values = [r.value for recs in read_back(cluster.bootstrap([survivor, back]), TOPIC, 3).values() for r in recs]
+        values = [r.value for recs in read_back(cluster.bootstrap([survivor, back]), topic, 3).values() for r in recs]
         ones = sorted(v for v in values if v.startswith(b"one-"))
         # A partition whose new leader just restarted reads as empty until its followers fetched (the HW is
         # not persisted), so wait for every partition, not only the acks=1 ones.
@@ -386,9 +471,9 @@ def test_two_of_three_brokers_down_acks_all_fails_acks_1_works(cluster, coordina
     wait_until(committed_values, 40, "the acks=1 records committed once the ISR is back at 2, every partition led")
 
 
-def test_metrics_under_replicated_while_follower_down(cluster):
-    cluster.create_topic(TOPIC, 2, 3, RF3_MIN2)
-    leaders = _leaders(cluster)
+def test_metrics_under_replicated_while_follower_down(cluster, topic):
+    cluster.create_topic(topic, 2, 3, RF3_MIN2)
+    leaders = _leaders(cluster, topic)
     follower = ({1, 2, 3} - set(leaders.values())).pop()
     leader = leaders[0]
 
@@ -404,7 +489,7 @@ def test_metrics_under_replicated_while_follower_down(cluster):
     text = cluster[leader].metrics()
     assert "# TYPE kafkalite_under_replicated_partitions gauge" in text
     cluster.restart(follower)
-    cluster.wait_isr_contains(TOPIC, follower, 40)
+    cluster.wait_isr_contains(topic, follower, 40)
     wait_until(lambda: gauge(cluster[leader].metrics()) == 0, 15, "under-replicated back to 0")
 
 
@@ -429,7 +514,7 @@ def _produce_raw(address: str, topic: str, partition: int, blob: bytes) -> list:
     return asyncio.run(go())
 
 
-def test_idempotent_retry_to_new_leader_is_not_appended_twice(cluster):
+def test_idempotent_retry_to_new_leader_is_not_appended_twice(cluster, topic):
     """An idempotent producer's batch is replicated to the whole ISR, the leader dies before its answer
     arrives, and the producer retries the same batch (same producer id and sequence) to the new leader.
     The new leader holds that batch (it was committed), so it must answer with the original offset and
@@ -438,27 +523,29 @@ def test_idempotent_retry_to_new_leader_is_not_appended_twice(cluster):
 
     from net import batch as batch_fmt
 
-    cluster.create_topic(TOPIC, 1, 3, RF3_MIN2)
-    old_leader = _leaders(cluster)[0]
+    cluster.create_topic(topic, 1, 3, RF3_MIN2)
+    old_leader = _leaders(cluster, topic)[0]
     pid = secrets.randbits(62)
     ts = int(time.time() * 1000)
     first = batch_fmt.build([[i, 0, None, f"P9-{i}".encode(), None] for i in range(3)], ts, ts, 0, pid, 0, 0)
-    row = _produce_raw(cluster[old_leader].address, TOPIC, 0, first)
+    row = _produce_raw(cluster[old_leader].address, topic, 0, first)
     assert row[1] == 0 and row[2] == 0, row  # no error, base offset 0, and acks=all: every ISR member has it
     cluster.kill(old_leader)
     others = [i for i in cluster.brokers if i != old_leader]
     new_leader = wait_until(
-        lambda: (ls := _leaders_via(cluster, others)) and ls[0] in others and ls[0], 15, "a new leader for partition 0"
+        lambda: (ls := _leaders_via(cluster, topic, others)) and ls[0] in others and ls[0],
+        15,
+        "a new leader for partition 0",
     )
     row = wait_until(
-        lambda: (r := _produce_raw(cluster[new_leader].address, TOPIC, 0, first)) and r[1] == 0 and r,
+        lambda: (r := _produce_raw(cluster[new_leader].address, topic, 0, first)) and r[1] == 0 and r,
         10,
         "the retry accepted by the new leader",
     )
     # A second, new batch of the same producer follows the retry.
     second = batch_fmt.build([[i, 0, None, f"P9-{3 + i}".encode(), None] for i in range(2)], ts, ts, 0, pid, 0, 3)
-    row2 = _produce_raw(cluster[new_leader].address, TOPIC, 0, second)
-    logged = read_back(cluster.bootstrap(others), TOPIC, 1)[0]
+    row2 = _produce_raw(cluster[new_leader].address, topic, 0, second)
+    logged = read_back(cluster.bootstrap(others), topic, 1)[0]
     values = [r.value for r in logged]
     assert values == [f"P9-{i}".encode() for i in range(5)], (
         f"retry answered {row} (second batch {row2}); log of the new leader {new_leader}: {values}"
@@ -466,59 +553,5 @@ def test_idempotent_retry_to_new_leader_is_not_appended_twice(cluster):
     assert row[2] == 0, f"the retried batch was answered with offset {row[2]}, not its original offset 0"
 
 
-def _leaders_via(cluster, ids) -> dict[int, int]:
-    return {p.partition: p.leader for p in cluster.describe(TOPIC, ids)}
-
-
-def test_broker_default_unclean_leader_election_brings_an_offline_partition_back(cluster_factory):
-    """unclean.leader.election.enable=true in the brokers' config (not a topic override): with the last ISR
-    member gone, an out-of-sync replica is elected, accepting the loss of what only the ISR had."""
-    cluster = cluster_factory(3, overrides=[*DETECTION, "unclean.leader.election.enable=true"])
-    cluster.create_topic(TOPIC, 1, 2)
-    (st,) = cluster.describe(TOPIC)
-    leader = st.leader
-    lagging = next(r for r in st.replicas if r != leader)
-    cluster.kill(lagging)
-    wait_until(lambda: cluster.describe(TOPIC)[0].isr == [leader], 20, f"ISR shrunk to [{leader}]")
-    with Producer(cluster.bootstrap(), acks="all") as p:
-        for i in range(5):
-            p.send(TOPIC, f"only-on-{leader}-{i}".encode())
-        p.flush(15)
-    cluster.kill(leader)
-    cluster.restart(lagging)
-    bs = cluster.bootstrap([b for b in cluster.brokers if b != leader])
-    wait_until(lambda: cluster.describe(TOPIC, [lagging])[0].leader == lagging, 30, f"{lagging} elected uncleanly")
-    with Producer(bs, acks="all", delivery_timeout_ms=15000) as p:
-        p.send(TOPIC, b"after")
-        p.flush(20)
-    values = [r.value for recs in read_back(bs, TOPIC, 1).values() for r in recs]
-    assert values == [b"after"], values  # the records only the old ISR had are gone: the price of unclean
-
-
-def test_high_watermarks_are_checkpointed_on_every_replica(cluster_factory):
-    """Each broker writes replication-offset-checkpoint (Kafka's file): what is committed survives a restart,
-    and a reader of the segment files (pipeline/segments.py) reads up to it and no further."""
-    from broker.log.checkpoint import read_checkpoint
-    from broker.log.manager import HW_CHECKPOINT
-    from pipeline.segments import COMMITTED_CHECKPOINT, choose_replica, find_replicas
-
-    cluster = cluster_factory(3, overrides=["replica.high.watermark.checkpoint.interval.ms=200"])
-    cluster.create_topic(TOPIC, 3, 3, RF3_MIN2)
-    with Producer(cluster.bootstrap(), acks="all") as p:
-        for i in range(300):
-            p.send(TOPIC, f"v{i}".encode(), partition=i % 3)
-        p.flush(20)
-    want = {(TOPIC, p): 100 for p in range(3)}
-
-    def checkpointed(bid: int) -> dict:
-        return {tp: hw for tp, hw in read_checkpoint(cluster[bid].data_dir / HW_CHECKPOINT).items() if tp[0] == TOPIC}
-
-    wait_until(lambda: all(checkpointed(b) == want for b in cluster.brokers), 15, "HW 100 checkpointed everywhere")
-    for bid in cluster.brokers:
-        assert cluster.stop(bid) == 0
-    for bid in cluster.brokers:
-        assert checkpointed(bid) == want, f"broker {bid} after a clean shutdown"
-    replicas = find_replicas([cluster[b].data_dir for b in cluster.brokers])
-    for p in range(3):
-        s = choose_replica(replicas[(TOPIC, p)])
-        assert (s.committed, s.committed_source) == (100, COMMITTED_CHECKPOINT)
+def _leaders_via(cluster, topic, ids) -> dict[int, int]:
+    return {p.partition: p.leader for p in cluster.describe(topic, ids)}

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from client.consumer import TopicPartition
 from client.group import CommitFailedError
 from client.sync import Admin, Consumer, Producer
 from net.errors import ErrorCode, KafkaLiteError
-from tests.integration.cluster_harness import wait_until
+from tests.integration.cluster_harness import ClusterHarness, SharedCluster, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER = ROOT / "tests" / "integration" / "group_member.py"
@@ -27,6 +28,35 @@ GROUP_OVERRIDES = [
     "group.min.session.timeout.ms=500",
     "offsets.topic.num.partitions=6",
 ]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> Iterator[Callable[[list[str]], SharedCluster]]:
+    """shared(overrides): the cluster with these broker configs that this module's tests take turns on (restored
+    after each: SharedCluster), rather than one cluster per test. One at a time: the tests that want other configs
+    come after those that want these, and the previous cluster stops when the first of them takes its turn."""
+    current: dict[tuple[str, ...], SharedCluster] = {}
+
+    def get(overrides: list[str]) -> SharedCluster:
+        if tuple(overrides) not in current:
+            for s in current.values():
+                s.close()
+            current.clear()
+            current[tuple(overrides)] = SharedCluster(
+                lambda: ClusterHarness(tmp_path_factory.mktemp("groups"), 3, overrides)
+            )
+        return current[tuple(overrides)]
+
+    try:
+        yield get
+    finally:
+        for s in current.values():
+            s.close()
+
+
+@pytest.fixture
+def group_cluster(shared, request) -> Iterator[ClusterHarness]:
+    yield from shared(GROUP_OVERRIDES).turn(request)
 
 
 class Member:
@@ -101,8 +131,8 @@ def all_processed(ms: list[Member], values: list[str]) -> bool:
     return set(values) <= seen
 
 
-def test_three_members_share_a_topic_and_process_each_record_once(cluster_factory, members):
-    c = cluster_factory(3, GROUP_OVERRIDES)
+def test_three_members_share_a_topic_and_process_each_record_once(group_cluster, members):
+    c = group_cluster
     c.create_topic("orders", 3)
     values = produce(c.bootstrap(), "orders", 0, 3000)
     ms = [members(c.bootstrap(), "g1", "orders") for _ in range(3)]
@@ -122,8 +152,8 @@ def test_three_members_share_a_topic_and_process_each_record_once(cluster_factor
         wait_until(lambda: sum(a.list_group_offsets("g1").values()) == 3000, 30, "offsets committed")
 
 
-def test_join_leave_and_sigkill_lose_nothing(cluster_factory, members):
-    c = cluster_factory(3, GROUP_OVERRIDES)
+def test_join_leave_and_sigkill_lose_nothing(group_cluster, members):
+    c = group_cluster
     c.create_topic("events", 3)
     boot = c.bootstrap()
     a, b = members(boot, "g2", "events"), members(boot, "g2", "events")
@@ -150,8 +180,8 @@ def test_join_leave_and_sigkill_lose_nothing(cluster_factory, members):
         assert p in killed_parts and off >= commits.get(p, 0), (p, off, commits)
 
 
-def test_group_survives_its_coordinator_being_killed(cluster_factory):
-    c = cluster_factory(3, GROUP_OVERRIDES)
+def test_group_survives_its_coordinator_being_killed(group_cluster):
+    c = group_cluster
     c.create_topic("clicks", 3)
     boot = c.bootstrap()
     produce(boot, "clicks", 0, 900)
@@ -183,37 +213,44 @@ def test_group_survives_its_coordinator_being_killed(cluster_factory):
 
 
 # A paused broker is fenced after 3 s (its partitions, the group's offsets partition among them, move); the
-# members' sessions (12 s) are four times that, and they heartbeat every second.
+# members' sessions (8 s) are well over twice that, and they heartbeat every second. (They were 12 s, which the
+# test waits out: the bound it checks, the member at its new coordinator within 6 s, is below either.)
 HUNG_COORDINATOR_OVERRIDES = [
     *GROUP_OVERRIDES,
     "broker.session.timeout.ms=3000",
     "broker.heartbeat.interval.ms=500",
     "controller.quorum.election.timeout.ms=2000",
-    "group.consumer.session.timeout.ms=12000",
+    "group.consumer.session.timeout.ms=8000",
     "group.consumer.heartbeat.interval.ms=1000",
 ]
 
 
+@pytest.fixture
+def hung_cluster(shared, request) -> Iterator[ClusterHarness]:
+    yield from shared(HUNG_COORDINATOR_OVERRIDES).turn(request)
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_a_member_leaves_a_hung_coordinator_connection_within_its_session(cluster_factory, protocol):
+def test_a_member_leaves_a_hung_coordinator_connection_within_its_session(hung_cluster, protocol):
     """The coordinator stops answering (SIGSTOP: its connections stay open, the requests in them unanswered) and
     its group moves to another broker. Each heartbeat waits for its answer no longer than the heartbeat interval:
     the member closes the hung connection, finds the new coordinator and heartbeats there a few intervals after
     the move, keeping its membership and partitions. A heartbeat that waited the session (the classic member
     before) or request.timeout.ms (the consumer-protocol member before) would reach the new coordinator too late
     for the first bound, and the consumer-protocol member's session would expire there."""
-    c = cluster_factory(3, HUNG_COORDINATOR_OVERRIDES)
-    c.create_topic("taps", 3)
+    c = hung_cluster
+    taps = f"taps-{protocol}"  # each test its own topic on the shared cluster
+    c.create_topic(taps, 3)
     boot = c.bootstrap()
-    produce(boot, "taps", 0, 300)
+    produce(boot, taps, 0, 300)
     group = f"g-hung-{protocol}"
     timing = (
         {"group_protocol": "consumer"}
         if protocol == "consumer"
-        else {"session_timeout_ms": 12000, "heartbeat_interval_ms": 1000}
+        else {"session_timeout_ms": 8000, "heartbeat_interval_ms": 1000}
     )
     with Consumer(boot, group_id=group, auto_offset_reset="earliest", **timing) as consumer:
-        consumer.subscribe(["taps"])
+        consumer.subscribe([taps])
         got: list = []
         wait_until(lambda: got.extend(consumer.poll(500)) or len(got) >= 300, 60, "the first 300 records")
         member = consumer._impl._coordinator
@@ -237,12 +274,12 @@ def test_a_member_leaves_a_hung_coordinator_connection_within_its_session(cluste
                 "the member at its new coordinator, a few heartbeat intervals after the move",
             )
             # Past the session as counted from the move: still a member, never told its partitions were lost.
-            deadline = time.monotonic() + 13
+            deadline = time.monotonic() + 9
             while time.monotonic() < deadline:
                 got.extend(consumer.poll(200))
         finally:
             c[paused].resume()
-        produce(boot, "taps", 300, 300)
+        produce(boot, taps, 300, 300)
         wait_until(lambda: got.extend(consumer.poll(500)) or len({r.value for r in got}) >= 600, 60, "600 records")
         assert consumer.generation == before, "the member was fenced and rejoined"
         assert consumer.assignment() == owned

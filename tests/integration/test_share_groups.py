@@ -19,6 +19,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
 from tests.integration.cluster_harness import ClusterHarness
 from tests.integration.test_cli import assert_one_line_error, run
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -35,6 +36,9 @@ def cluster(tmp_path_factory):
             f"group.share.record.lock.duration.ms={LOCK_MS}",
             "group.share.delivery.count.limit=3",
             "offsets.topic.num.partitions=4",
+            # Kafka's 50 partitions of __share_group_state, replicated three times on three brokers: what every
+            # broker restart of this module recovers and every follower fetches, for a handful of groups
+            "share.coordinator.state.topic.num.partitions=4",
         ],
     ).running() as h:
         yield h
@@ -99,7 +103,12 @@ def test_records_are_shared_among_two_members_each_delivered_once(cluster):
     try:
         # Both members in the group (polling) before there is anything to share: a fetch round takes tens of ms,
         # so one member alone could drain the 300 records before the other's first heartbeat is answered.
-        time.sleep(3)
+        def both_in() -> bool:
+            with cluster.admin() as a:
+                members = a.describe_share_group(group).members
+            return len(members) == 2 and all(any(t.partitions for t in m.assignment.topic_partitions) for m in members)
+
+        wait_until(both_in, 30, "both members in the share group, each with its partitions")
         _produce(cluster, topic, values, 3, **{"batch.num.messages": 1})
         end = time.monotonic() + 60
         while len(got[0]) + len(got[1]) < len(values) and time.monotonic() < end:
