@@ -68,6 +68,10 @@ def inter_broker_port(answer: dict[str, Any], host: str, port: int) -> int:
     return ib
 
 
+CONNECT_TIMEOUT_S = 1.0  # one connection attempt to a peer (port discovery, TCP, login), at first
+CONNECT_TIMEOUT_MAX_S = 16.0
+
+
 class PeerChannel:
     def __init__(
         self,
@@ -100,6 +104,11 @@ class PeerChannel:
         self._pending: list[tuple[ApiKey, dict[str, Any]]] = []
         self._closing = False
         self.dropped = 0
+        # How long one attempt may take to learn the peer's port, connect and log in: 1 s, doubled after each
+        # failed attempt up to CONNECT_TIMEOUT_MAX_S and back to 1 s once one succeeds. On a machine so busy that
+        # a login takes seconds (brokers at a low priority beside CPU hogs), a fixed 1 s failed every attempt, for
+        # good, and the peer looked unreachable though it was only slow (tests/integration/test_busy_machine.py).
+        self._connect_timeout = CONNECT_TIMEOUT_S
 
     def connect(self) -> None:
         """Start connecting now rather than on the first send."""
@@ -120,13 +129,13 @@ class PeerChannel:
         while True:
             fresh = self._ib_port is None
             if fresh:
-                answer = await listener_ports(self.host, self.port, client_id, self.discovery, 1.0)
+                answer = await listener_ports(self.host, self.port, client_id, self.discovery, self._connect_timeout)
                 self._ib_port = inter_broker_port(answer, self.host, self.port)
             ib_port = self._ib_port
             assert ib_port is not None  # known, or found just above
             conn = BrokerConnection(self.host, ib_port, client_id, self.security)
             try:
-                await conn.connect(timeout=1.0)
+                await conn.connect(timeout=self._connect_timeout)
                 return conn
             except ConnectRefusedError:
                 if fresh or self.discovery is None:
@@ -139,6 +148,7 @@ class PeerChannel:
             conn = await self._open()
         except (KafkaLiteError, TimeoutError, OSError) as e:
             self._attempting = False
+            self._connect_timeout = min(self._connect_timeout * 2, CONNECT_TIMEOUT_MAX_S)
             self.dropped += len(self._pending)
             self._pending.clear()
             if isinstance(e, ConnectRefusedError) and self.on_closed is not None and not self._closing:
@@ -147,6 +157,7 @@ class PeerChannel:
             return
         self._attempting = False
         self._reconnect.reset()
+        self._connect_timeout = CONNECT_TIMEOUT_S
         if self._closing:
             conn.close()
             return

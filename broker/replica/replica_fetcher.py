@@ -18,6 +18,10 @@ from net.errors import ErrorCode, KafkaLiteError, error_for
 from net.protocol import ApiKey
 from net.retry import Backoff
 
+# The most a follower waits for a fetch's answer once earlier ones were slow (Kafka's replica.socket.timeout.ms
+# default): a leader that slow is starved, not gone, and its connection is kept.
+FETCH_TIMEOUT_MAX_S = 30.0
+
 log = logging.getLogger("kafkalite.fetcher")
 
 
@@ -98,7 +102,12 @@ class ReplicaFetcher:
         # replica.socket.timeout.ms: a fetch unanswered this long closes its connection (net/connection.py aborts
         # on a request timeout) and the next goes on a new one, rather than waiting on TCP's retransmissions to a
         # leader that was cut off. Never below the long poll itself.
-        self.timeout_s = max(timeout_ms, max_wait_ms) / 1000
+        self.base_timeout_s = max(timeout_ms, max_wait_ms) / 1000
+        # The timeout of the next fetch, adaptive as TCP's retransmission timeout: twice the last round trip
+        # (never below replica.socket.timeout.ms), doubled after a fetch timed out, at most FETCH_TIMEOUT_MAX_S.
+        # A fixed 3 s closed the connection of every fetch a starved leader answered in 4 s (a busy machine),
+        # and each new connection's login failed in turn: replication stopped for good though both were alive.
+        self.timeout_s = self.base_timeout_s
         self.backoff_s = backoff_s  # the idle wait when no partition is followed yet
         # After a failed fetch: a constant wait as Kafka's replica.fetch.backoff.ms (net/retry.py at base =
         # maximum), spread ±20% so that the followers of a leader that failed do not all come back at once.
@@ -212,11 +221,16 @@ class ReplicaFetcher:
             "topics": [[t, parts] for t, parts in topics.items()],
             "forgotten": [[t, parts] for t, parts in forgotten.items()],
         }
+        sent_at = asyncio.get_running_loop().time()
         try:
             resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.timeout_s)
-        except BaseException:
+        except BaseException as e:
             self.session.reset()  # failed or abandoned: the leader may have applied it, so start over
+            if isinstance(e, KafkaLiteError):  # timed out, or the connection to the leader is not there (yet)
+                self.timeout_s = min(self.timeout_s * 2, max(FETCH_TIMEOUT_MAX_S, self.base_timeout_s))
             raise
+        took = asyncio.get_running_loop().time() - sent_at
+        self.timeout_s = min(max(self.base_timeout_s, 2 * took), max(FETCH_TIMEOUT_MAX_S, self.base_timeout_s))
         code = resp.get("error_code")
         if code:
             self.session.reset()

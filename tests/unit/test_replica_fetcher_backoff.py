@@ -119,3 +119,72 @@ def test_replica_socket_timeout_below_the_long_poll_is_refused():
     BrokerConfig.from_props({"replica.socket.timeout.ms": "3000", "replica.fetch.wait.max.ms": "500"}).validate()
     with pytest.raises(InvalidConfigError, match="replica.socket.timeout.ms"):
         BrokerConfig.from_props({"replica.socket.timeout.ms": "200", "replica.fetch.wait.max.ms": "500"}).validate()
+
+
+def test_the_fetch_timeout_adapts_to_a_slow_leader_and_comes_back_when_it_is_fast_again(tmp_path):
+    """A starved leader that answers in more than replica.socket.timeout.ms is slow, not gone: after a fetch timed
+    out the next waits twice as long (at most 30 s), and an answered fetch sets the timeout to twice its round
+    trip, never below the configured one. With a fixed timeout every fetch of a busy machine's leader closed its
+    connection and replication stopped (tests/integration/test_busy_machine.py)."""
+    from net.errors import KafkaLiteError
+
+    delays = [0.0, 0.2, 0.0]  # seconds each answer takes; then time outs
+
+    async def leader(_leader_id, _api, body, timeout):
+        if not delays:
+            raise KafkaLiteError(f"request timed out after {timeout}s")
+        await asyncio.sleep(delays.pop(0))
+        rows = [[r[0], 0, 0, 0, 0, b"", None, -1, -1, 0] for _, parts in body["topics"] for r in parts]
+        return {"topics": [["t", rows]]}
+
+    async def scenario() -> None:
+        f = ReplicaFetcher(1, 2, leader, max_wait_ms=10, timeout_ms=100)
+        f.followed.add(follower(tmp_path, 0))
+        assert f.timeout_s == 0.1
+        await f._fetch_once()
+        assert f.timeout_s == 0.1  # a quick answer: the configured timeout
+        await f._fetch_once()
+        assert 0.39 < f.timeout_s < 0.6  # a 0.2 s answer: twice that
+        await f._fetch_once()
+        assert f.timeout_s == 0.1  # fast again: back to the configured one
+        timeouts = []
+        for _ in range(12):
+            try:
+                await f._fetch_once()
+            except KafkaLiteError:
+                timeouts.append(f.timeout_s)
+        assert timeouts[:3] == [0.2, 0.4, 0.8] and timeouts[-1] == 30.0  # doubled, up to Kafka's 30 s
+
+    asyncio.run(scenario())
+
+
+def test_a_peer_connection_attempt_that_times_out_gets_twice_as_long_next_time(monkeypatch):
+    """Connecting to a peer (its port, TCP, the login) gets 1 s, doubled after each failed attempt up to 16 s and
+    back to 1 s once one succeeds: on a starved machine a login takes seconds, and a fixed 1 s failed forever."""
+    from broker.network import peers
+    from broker.network.peers import CONNECT_TIMEOUT_S, PeerChannel
+    from net.errors import NetworkError
+    from net.retry import Backoff
+
+    monkeypatch.setattr(peers, "CONNECT_TIMEOUT_MAX_S", 8.0)
+    given: list[float] = []
+
+    async def starved_login(self, timeout: float) -> None:  # BrokerConnection.connect, at a peer that is slow
+        given.append(timeout)
+        raise NetworkError(f"login to {self.address} timed out after {timeout}s")
+
+    monkeypatch.setattr(peers.BrokerConnection, "connect", starved_login)
+
+    async def scenario() -> None:
+        channel = PeerChannel(1, 2, "127.0.0.1", 9)
+        channel._ib_port = 9  # known: no port discovery here
+        channel._reconnect = Backoff(1, 1)  # no backoff between attempts here
+        for _ in range(6):
+            await channel._connect()
+        assert given == [CONNECT_TIMEOUT_S, 2.0, 4.0, 8.0, 8.0, 8.0] and channel._conn is None  # doubled, capped
+        monkeypatch.setattr(peers.BrokerConnection, "connect", lambda self, timeout: asyncio.sleep(0))
+        await channel._connect()  # a login that succeeds
+        assert channel._connect_timeout == CONNECT_TIMEOUT_S  # back to 1 s
+        channel.close()
+
+    asyncio.run(scenario())
