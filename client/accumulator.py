@@ -6,6 +6,7 @@ uncontended lock. Batches are encoded once, when the sender drains them.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -47,6 +48,7 @@ class ProducerBatch:
         "encoded",
         "producer_epoch",
         "unknown_cause",
+        "parts",
     )
 
     def __init__(self, topic: str, partition: int, ts: int, now: float) -> None:
@@ -69,24 +71,62 @@ class ProducerBatch:
         # The first error after which this batch may have been appended (client/outcome.py); None while
         # every attempt is known not to have been.
         self.unknown_cause: Exception | None = None
+        # A batch merged from several (merged()): theirs, in order; its records and callbacks are theirs.
+        self.parts: list[ProducerBatch] | None = None
+
+    @classmethod
+    def merged(cls, batches: list[ProducerBatch]) -> ProducerBatch:
+        """One batch of `batches` (one partition's, new, in order), sent as one record batch: a produce request
+        carries one batch per partition (Kafka's drain), so its answer's base_offset is every record's offset
+        base. `records` lists theirs without copying a tuple (their offset and timestamp deltas stay relative
+        to their own batch: build() and complete() read them through `parts`)."""
+        first = batches[0]
+        m = cls(first.topic, first.partition, first.first_ts, min(b.created for b in batches))
+        m.parts = batches
+        m.records = list(itertools.chain.from_iterable(b.records for b in batches))
+        m.size = sum(b.size for b in batches) - (len(batches) - 1) * batch_fmt.HEADER_SIZE
+        m.max_ts = max(b.max_ts for b in batches)
+        m.closed = True
+        return m
+
+    def build(self, codec: int, producer_id: int = -1, epoch: int = -1, sequence: int = -1, txn: bool = False) -> bytes:
+        """The batch's wire form (idempotent when `producer_id` is set), its parts' records one after another."""
+        parts = self.parts or [self]
+        return batch_fmt.build(
+            parts[0].records,
+            self.first_ts,
+            self.max_ts,
+            codec,
+            producer_id,
+            epoch,
+            sequence,
+            transactional=txn,
+            more=[(p.first_ts, p.records) for p in parts[1:]],
+        )
 
     def encode(self, codec: int) -> bytes:
         if self.encoded is None:
-            self.encoded = batch_fmt.build(self.records, self.first_ts, self.max_ts, codec)
+            self.encoded = self.build(codec)
         return self.encoded
 
     @property
     def timestamps(self) -> list[int]:
-        first = self.first_ts
-        return [first + r[1] for r in self.records]
+        return [p.first_ts + r[1] for p in self.parts or [self] for r in p.records]
 
     def complete(self, base_offset: int, error: Exception | None) -> None:
+        if self.parts is not None:
+            for p in self.parts:
+                p.complete(base_offset, error)
+                if base_offset >= 0:
+                    base_offset += len(p.records)
+            return
         if not self.callbacks:
             return
         first = self.first_ts
         for i, cb in self.callbacks:
             r = self.records[i]
-            md = None if error else RecordMetadata(self.topic, self.partition, base_offset + i, first + r[1])
+            offset = base_offset + i if base_offset >= 0 else -1  # -1: not known (acks=0)
+            md = None if error else RecordMetadata(self.topic, self.partition, offset, first + r[1])
             try:
                 cb(error, md)
             except Exception:  # a user callback must not take the sender down

@@ -1,9 +1,13 @@
 """Sender: the producer's background task (Kafka's Sender), on the event loop.
 
 It drains closed or lingered batches from the RecordAccumulator, one in-flight request per partition (so
-retries keep order) carrying at most `max.in.flight.requests.per.connection` (<= 5 with idempotence)
-batches of it, stamps idempotent batches with the producer id and sequence numbers, groups partitions by
-leader into Produce requests of at most `max.request.size`, and settles every batch: delivered, retried
+retries keep order) carrying ONE record batch of it, as Kafka's drain: the answer's one base_offset is then
+every record's offset base, a retry's duplicate's too. The batches queued behind a request in flight, at
+most `max.in.flight.requests.per.connection` (<= 5 with idempotence) of them, go next as one record batch
+(ProducerBatch.merged: under load the broker appends fewer, larger batches, one request per partition per
+round trip as before); a retried batch goes alone, with its bytes. It stamps idempotent batches with the
+producer id and sequence numbers, groups partitions by leader into Produce requests of at most
+`max.request.size`, and settles every batch: delivered, retried
 (KIP-580 backoff, at once when the metadata names a new leader) or failed with its outcome
 ("not_written" or "unknown", client/outcome.py). The AsyncProducer (client/producer.py) partitions and
 appends; this sends.
@@ -12,6 +16,7 @@ appends; this sends.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 from typing import Any, Awaitable, Callable
@@ -22,11 +27,12 @@ from client.config import ProducerConfig
 from client.outcome import NOT_WRITTEN, UNKNOWN, FailedRecord, proves_not_appended, with_outcome
 from client.sequences import Sequences
 from client.transactions import IllegalTransactionStateError, TransactionAbortedError, TransactionManager
-from net import batch as batch_fmt
 from net.compression import codec_id
 from net.errors import ErrorCode, KafkaLiteError, RequestTimedOutError, error_for
-from net.protocol import ApiKey
+from net.messages import encode as encode_message
+from net.protocol import TYPED_SINCE, ApiKey
 from net.retry import Backoff
+from net.schema.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 
 log = logging.getLogger("kafkalite.producer")
 
@@ -204,7 +210,7 @@ class Sender:
                 self._failed_leader.setdefault(tp, None)  # watch for any leader (see _refresh_quietly)
                 self._retry_later(tp, live, None)
                 continue
-            by_leader.setdefault(leader, []).append((tp, live))
+            by_leader.setdefault(leader, []).append((tp, self._one_batch(tp, live)))
         for leader, items in by_leader.items():
             request: list[Any] = []
             size = 0
@@ -254,30 +260,33 @@ class Sender:
         for batches in queued:
             self._fail_batches(batches, err, aborted=True)
 
-    def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
-        """The batches' wire form, stamping new idempotent ones with the next sequences. A new batch waits
-        while batches numbered in an older epoch are ahead of it: they go first, alone (sent in one request,
-        a retry of the whole request would have them fenced by the newer epoch), and are renumbered only once
-        the broker proved they were not appended (_renumber_after_gap). `batches` is cut to what is sent
-        (the rest goes back to the front of the queue)."""
-        parts = []
-        for i, b in enumerate(batches):
-            if b.encoded is None and self.idempotent:
-                if i > 0 and batches[i - 1].producer_epoch != self.producer_epoch:
-                    self.accumulator.requeue_front(tp, batches[i:])
-                    del batches[i:]
+    def _one_batch(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> list[ProducerBatch]:
+        """The one batch of `tp` a request carries (Kafka's drain), the rest back to the front of the queue. A
+        batch sent before (its bytes and sequence fixed) or renumbered after OUT_OF_ORDER_SEQUENCE_NUMBER goes
+        alone; new batches are merged into one record batch of at most max.request.size."""
+        n = 1
+        if batches[0].encoded is None and not batches[0].attempts:
+            size = batches[0].size
+            while n < len(batches):
+                b = batches[n]
+                if b.encoded is not None or b.attempts or size + b.size > self.max_request_size:
                     break
+                size += b.size
+                n += 1
+        if n < len(batches):
+            self.accumulator.requeue_front(tp, batches[n:])
+        return [batches[0]] if n == 1 else [ProducerBatch.merged(batches[:n])]
+
+    def _encode(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bytes:
+        """The batches' wire form (the Sender's: one, _one_batch), stamping a new idempotent one with the next
+        sequences. A batch numbered in an older epoch goes alone (_one_batch), so a new one is never sent in a
+        request with it (a retry of the whole request would have it fenced by the newer epoch); it is renumbered
+        only once the broker proved it was not appended (_renumber_after_gap)."""
+        parts = []
+        for b in batches:
+            if b.encoded is None and self.idempotent:
                 epoch, seq = self.sequences.stamp(tp, len(b.records))
-                b.encoded = batch_fmt.build(
-                    b.records,
-                    b.first_ts,
-                    b.max_ts,
-                    self.codec,
-                    self.producer_id,
-                    epoch,
-                    seq,
-                    transactional=self.txn is not None,
-                )
+                b.encoded = b.build(self.codec, self.producer_id, epoch, seq, self.txn is not None)
                 b.producer_epoch = epoch
             parts.append(b.encode(self.codec))
         return b"".join(parts)
@@ -286,16 +295,18 @@ class Sender:
         asyncio.create_task(self._produce(leader, request))
 
     async def _produce(self, leader: int, request: list[Any]) -> None:
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[PartitionProduceData]] = {}
         for (topic, p), _, blob in request:
-            topics.setdefault(topic, []).append([p, blob])
-        body = {
-            "acks": self.acks,
-            "timeout_ms": int(self.request_timeout * 1000),
-            "topics": [[t, parts] for t, parts in topics.items()],
-        }
-        if self.txn is not None:
-            body["transactional_id"] = self.txn.transactional_id
+            rows = topics.get(topic)
+            if rows is None:
+                rows = topics[topic] = []
+            rows.append(PartitionProduceData(index=p, records=blob))
+        produce = ProduceRequest(
+            transactional_id=self.txn.transactional_id if self.txn is not None else None,
+            acks=self.acks,
+            timeout=datetime.timedelta(seconds=self.request_timeout),
+            topic_data=tuple(TopicProduceData(name=t, partition_data=tuple(parts)) for t, parts in topics.items()),
+        )
         sent = time.monotonic()
         try:
             conn = await self.client.connection(leader)
@@ -309,12 +320,13 @@ class Sender:
             return
         try:
             if self.acks == 0:
-                conn.send(ApiKey.PRODUCE, body, expect_response=False)
+                conn.send(ApiKey.PRODUCE, encode_message(produce), TYPED_SINCE[ApiKey.PRODUCE], expect_response=False)
                 await conn.drain()
                 for tp, batches, _ in request:
                     self._complete(tp, batches, [-1] * len(batches), sent)
                 return
-            resp = await conn.request(ApiKey.PRODUCE, body, timeout=self.request_timeout)
+            # A request that failed as a whole is raised here, and fails each partition as a network error does.
+            resp: ProduceResponse = await conn.call(produce, timeout=self.request_timeout)
         except Exception as e:
             err = e if isinstance(e, KafkaLiteError) else KafkaLiteError(str(e), ErrorCode.NETWORK_EXCEPTION)
             for tp, batches, _ in request:
@@ -322,21 +334,17 @@ class Sender:
             return
         finally:
             self.wakeup_threadsafe()
-        if resp.get("error_code"):
-            err = error_for(resp["error_code"], resp.get("error_message", ""))
-            for tp, batches, _ in request:
-                self._on_partition_error(tp, batches, err)
-            return
-        rows = {(t, row[0]): row for t, parts in resp.get("topics", []) for row in parts}
+        answered = {(t.name, row.index): row for t in resp.responses for row in t.partition_responses}
         for tp, batches, _ in request:
-            row = rows.get(tp)
+            row = answered.get(tp)
             if row is None:
                 self._on_partition_error(tp, batches, KafkaLiteError("partition missing from produce response"))
-            elif row[1]:
-                self._on_partition_error(tp, batches, error_for(row[1], row[5] or ""))
+            elif row.error_code:
+                self._on_partition_error(tp, batches, error_for(row.error_code, row.error_message or ""))
             else:
-                offsets = row[6] if len(row) > 6 and row[6] else _cumulative(row[2], batches)
-                self._complete(tp, batches, offsets, sent)
+                # One batch of the partition: base_offset is its first record's offset (a retry's duplicate's
+                # too: the broker answers with the offset it was first appended at).
+                self._complete(tp, batches, [row.base_offset] * len(batches), sent)
 
     def _complete(self, tp: tuple[str, int], batches: list[ProducerBatch], offsets: list[int], sent: float) -> None:
         self._inflight.discard(tp)
@@ -344,8 +352,7 @@ class Sender:
         self.accumulator.release(batches)
         hook = self.on_batch_complete
         for b, base in zip(batches, offsets):
-            if b.callbacks:
-                b.complete(base, None)
+            b.complete(base, None)
             if hook is not None:
                 hook(b, sent)
 
@@ -510,11 +517,3 @@ class Sender:
             await asyncio.wait_for(task, 1)
         except (TimeoutError, asyncio.CancelledError):
             task.cancel()
-
-
-def _cumulative(base: int, batches: list[ProducerBatch]) -> list[int]:
-    out = []
-    for b in batches:
-        out.append(base)
-        base += len(b.records)
-    return out

@@ -183,9 +183,14 @@ def build(
     transactional: bool = False,
     control: bool = False,
     delete_horizon: int | None = None,
+    more: Sequence[tuple[int, Sequence[Sequence[Any]]]] = (),
 ) -> bytes:
     """Encode a batch. Each record is (offset_delta, timestamp_delta, key, value, headers), headers a
     list of (str, bytes) or None; timestamps are first_timestamp + timestamp_delta.
+
+    `more`: further runs of records after `records`, each (its first timestamp, its records) with offset
+    deltas from 0 as `records`' (a producer's queued batches sent as one, client/accumulator.py), so no record
+    tuple is built again: each run's offsets follow the previous run's, its timestamps from its own first.
 
     `last_offset_delta` defaults to len(records) - 1; the log cleaner passes the original batch's, so a
     batch that lost its last records to compaction still ends where it did. With `delete_horizon` (the log
@@ -201,12 +206,15 @@ def build(
     anchored = bool(records) and first_timestamp + records[0][1] != base
     if anchored:
         append(0, base, None, None, _NO_HEADERS)
-    for d_off, d_ts, key, value, headers in records:
-        if not headers:
-            headers = _NO_HEADERS
-        elif type(headers[0]) is not tuple:  # the codec takes (key, value) tuples only
-            headers = [(k, v) for k, v in headers]
-        append(d_off, first_timestamp + d_ts, key, value, headers)
+    n = 0
+    for run_ts, run in ((first_timestamp, records), *more):
+        for d_off, d_ts, key, value, headers in run:
+            if not headers:
+                headers = _NO_HEADERS
+            elif type(headers[0]) is not tuple:  # the codec takes (key, value) tuples only
+                headers = [(k, v) for k, v in headers]
+            append(n + d_off, run_ts + d_ts, key, value, headers)
+        n += len(run)
     payload: bytes | memoryview = memoryview(builder.build())[HEADER_SIZE + (_anchor_size() if anchored else 0) :]
     attributes = (TRANSACTIONAL if transactional else 0) | (CONTROL if control else 0)
     if delete_horizon is not None:
@@ -214,7 +222,6 @@ def build(
     if codec != CODEC_NONE:
         payload = compress(codec, payload)
         attributes |= codec
-    n = len(records)
     if last_offset_delta is None:
         last_offset_delta = n - 1 if n else 0
     tail = _TAIL.pack(

@@ -325,11 +325,19 @@ def _fast_field(
     if dataclasses.is_dataclass(tp):
         env[fn] = _fast_decoder(tp)  # type: ignore[arg-type]
         convert = fn + "({})"
+    elif f.metadata["kafka_type"] in _TYPED_INTS and not array:
+        # Durations and timestamps (every produce and fetch carries one): the int checked inline, then converted.
+        wire, kind = _TYPED_INTS[f.metadata["kafka_type"]]
+        env["TD"], env["EPOCH"] = datetime.timedelta, _EPOCH
+        floor = 0 if kind is datetime.datetime else wire.lo  # a timestamp before the epoch is refused
+        out = [f"    if {x}.__class__ is not int or not {floor} <= {x} <= {wire.hi}:", "        raise Refused"]
+        made = f"TD(milliseconds={x})"
+        return [*out, f"    {x} = {'EPOCH + ' + made if kind is datetime.datetime else made}"]
     else:
         kafka_type = f.metadata["kafka_type"]
         if kafka_type == "error_code" and tp is int:  # a plain int16 (not an enum): checked inline, no call
             kafka_type = "int16"
-        if not _fast_check(kafka_type, "_"):  # uuid, enums, times, floats: their own decoder checks and converts
+        if not _fast_check(kafka_type, "_"):  # uuid, enums, floats: their own decoder checks and converts
             env[fn] = _primitive(kafka_type, tp, f.name)[1]
             convert = fn + "({}, '')"
             kafka_type = None

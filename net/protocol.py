@@ -187,6 +187,8 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
     # Metadata (issue 26 §1): v0's map (with its native-only "listener" and "broker_info") served one more release.
     ApiKey.METADATA: 1,
+    # The data path (issue 26 §1): the record batches stay opaque bytes in the typed messages.
+    ApiKey.PRODUCE: 1,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

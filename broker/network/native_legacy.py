@@ -89,6 +89,7 @@ from net.schema.offset_fetch import (
     OffsetFetchRequestTopics,
     OffsetFetchResponse,
 )
+from net.schema.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from net.schema.sync_group import SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse
 
 
@@ -953,3 +954,59 @@ def metadata_response(resp: MetadataResponse) -> dict[str, Any]:
     if resp.cluster_authorized_operations != _NOT_GIVEN:
         body["cluster_authorized_operations"] = resp.cluster_authorized_operations
     return body
+
+
+# --- the data path ----------------------------------------------------------------------------------------------
+
+
+def produce_request(body: dict[str, Any]) -> ProduceRequest:
+    """v0: {"acks" (-1), "timeout_ms" (30000), "transactional_id"?, "topics": [[topic, [[partition, records bytes],
+    ...]], ...]}."""
+    topics = []
+    for name, parts in _rows(body, "produce"):
+        entries = []
+        for p in parts:
+            if len(p) != 2 or not isinstance(p[1], bytes):
+                raise MessageError("produce partition entry must be [partition, records bytes]")
+            entries.append(PartitionProduceData(index=p[0], records=p[1]))
+        topics.append(TopicProduceData(name=name, partition_data=tuple(entries)))
+    return ProduceRequest(
+        transactional_id=body.get("transactional_id"),
+        acks=body.get("acks", -1),
+        timeout=_ms(body, "timeout_ms", 30000),
+        topic_data=tuple(topics),
+    )
+
+
+def produce_response(resp: ProduceResponse) -> dict[str, Any]:
+    """v0: {"topics": [[topic, [[partition, error code, base offset, log append time ms (-1: none), log start
+    offset, error message], ...]], ...]} (and "throttle_time_ms" when a quota delays the client)."""
+    body: dict[str, Any] = {
+        "topics": [
+            [
+                t.name,
+                [
+                    [
+                        p.index,
+                        p.error_code,
+                        p.base_offset,
+                        -1 if p.log_append_time is None else _epoch_ms(p.log_append_time),
+                        p.log_start_offset,
+                        p.error_message,
+                    ]
+                    for p in t.partition_responses
+                ],
+            ]
+            for t in resp.responses
+        ]
+    }
+    if resp.throttle_time:
+        body["throttle_time_ms"] = resp.throttle_time // datetime.timedelta(milliseconds=1)
+    return body
+
+
+def _epoch_ms(t: datetime.datetime) -> int:
+    return round(t.timestamp() * 1000)
+
+
+LEGACY.update({ApiKey.PRODUCE: (_map_form(produce_request), produce_response)})

@@ -33,7 +33,6 @@ from net.wire_types import (
 )
 
 TOP_LEVEL: dict[int, dict[str, IntType]] = {
-    ApiKey.PRODUCE: {"acks": INT16, "timeout_ms": INT32},
     ApiKey.FETCH: {
         "max_wait_ms": INT32,
         "min_bytes": INT32,
@@ -61,7 +60,6 @@ ID_LISTS: dict[int, tuple[str, ...]] = {ApiKey.ALTER_PARTITION: ("isr", "silent"
 # A partition number is Kafka's int32: a negative one is answered per partition (UNKNOWN_TOPIC_OR_PARTITION) by
 # the handler, as Kafka does, not refused whole.
 ROWS: dict[int, tuple[IntType | None, ...]] = {
-    ApiKey.PRODUCE: (INT32, None),
     ApiKey.FETCH: (INT32, INT64, INT32, EPOCH_OR_NONE, EPOCH_OR_NONE, INT64),
     ApiKey.LIST_OFFSETS: (INT32, INT64, EPOCH_OR_NONE),
 }

@@ -138,6 +138,9 @@ class Partition:
         self.appended_records = 0
         # The broker time of the last append_as_leader on a LogAppendTime topic (-1 otherwise), for its answer.
         self.last_log_append_time = -1
+        # Whether the last append's batches hold consecutive offsets (each after the one before), as a produce
+        # answer's one base_offset says: not when a retry's duplicates kept their first offsets (§8 of FORMAT.md).
+        self.last_append_consecutive = True
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -372,6 +375,13 @@ class Partition:
             self.appended_records += sum(h.record_count for _, h in keep)
             self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
             self.wake()  # followers long-polling for new data
+        self.last_append_consecutive = (
+            len(keep) == len(headers)
+            or all(
+                offsets[i + 1] == off + h.last_offset_delta + 1  # type: ignore[operator]
+                for i, (off, (_, h)) in enumerate(zip(offsets[:-1], headers))
+            )
+        )
         return offsets  # type: ignore[return-value]
 
     def read_for_follower(self, spec: FetchSpec, replica_id: int, now_ms: int) -> FetchResult:

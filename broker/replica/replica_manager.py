@@ -7,6 +7,7 @@ a whole request.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 from collections.abc import Iterator, Mapping
@@ -41,6 +42,7 @@ from net.errors import (
     error_code_of,
 )
 from net.protocol import OffsetSpec
+from net.schema.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
 
 if TYPE_CHECKING:
     from broker.log.config import LogConfig
@@ -70,18 +72,32 @@ class ProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
-    batch_offsets: list[int] | None = None
 
-    def to_wire(self, partition: int) -> list[Any]:
-        return [
-            partition,
-            self.error,
-            self.base_offset,
-            self.log_append_time,
-            self.log_start_offset,
-            self.message,
-            self.batch_offsets,
-        ]
+    def typed(self, partition: int) -> PartitionProduceResponse:
+        """Kafka's answer row: log_append_time null (-1 on the wire) unless the topic stamps LogAppendTime, when it
+        is the broker's time, which clients report as the records'."""
+        ms = self.log_append_time
+        return PartitionProduceResponse(
+            index=partition,
+            error_code=self.error,
+            base_offset=self.base_offset,
+            log_append_time=None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC),
+            log_start_offset=self.log_start_offset,
+            error_message=self.message,
+        )
+
+
+def produce_response(results: Mapping[tuple[str, int], ProduceResult]) -> ProduceResponse:
+    """The typed answer to a produce: its partitions' rows grouped by topic, in the request's order."""
+    by_topic: dict[str, list[PartitionProduceResponse]] = {}
+    for (topic, partition), r in results.items():
+        rows = by_topic.get(topic)
+        if rows is None:
+            rows = by_topic[topic] = []
+        rows.append(r.typed(partition))
+    return ProduceResponse(
+        responses=tuple(TopicProduceResponse(name=t, partition_responses=tuple(rows)) for t, rows in by_topic.items())
+    )
 
 
 def _error_result(cls: type, e: Exception) -> Any:
@@ -346,13 +362,13 @@ class ReplicaManager:
                 p = self.get_partition(*tp)
                 verified = None if guards is None else guards.get(tp, _NO_GUARD)
                 offsets = p.append_as_leader(records, acks, now, guards=verified)
+                # One base offset answers for the partition's batches, which follow each other in the log; when a
+                # retry's duplicates kept offsets of their own (not consecutive), -1: the offsets are not known.
                 results[tp] = ProduceResult(
                     0,
-                    offsets[0],
+                    offsets[0] if p.last_append_consecutive else -1,
                     p.last_log_append_time,
                     p.log.log_start_offset,
-                    None,
-                    offsets if len(offsets) > 1 else None,
                 )
                 if acks == -1:
                     pending[tp] = p.log.log_end_offset - 1

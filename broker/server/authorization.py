@@ -93,6 +93,7 @@ from net.schema.offset_fetch import (
     OffsetFetchResponseGroup,
 )
 from net.schema.offset_for_leader_epoch import OffsetForLeaderTopicResult
+from net.schema.produce import ProduceRequest, ProduceResponse, TopicProduceData, TopicProduceResponse
 from net.schema.read_share_group_state import PartitionResult as ReadPartitionResult
 from net.schema.read_share_group_state import ReadStateResult
 from net.schema.read_share_group_state_summary import PartitionResult as SummaryPartitionResult
@@ -509,15 +510,35 @@ def _share_group_describe(a: Authorization, req: Any, ctx: ConnectionContext) ->
     return Decision(replace(req, group_ids=tuple(g for g in req.group_ids if g not in denied)), finish)
 
 
-def _produce(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    """WRITE on each topic; a transactional produce also WRITE on its transactional id (Kafka's rule)."""
-    txn = body.get("transactional_id")
-    if txn is not None:
-        if not isinstance(txn, str):
-            raise BadRequest("field 'transactional_id' must be a string")
-        if not a.authz.allowed(ctx, Op.WRITE, TXN, txn):
-            return a.refuse(TXN, Op.WRITE, f"transactional id {txn}", ctx)
-    return a.per_topic(body, ctx, Op.WRITE, lambda p, msg: ProduceResult(TOPIC_DENIED, message=msg).to_wire(p))
+def _produce(a: Authorization, req: ProduceRequest, ctx: ConnectionContext) -> Decision:
+    """WRITE on each topic; a transactional produce also WRITE on its transactional id (Kafka's rule). A refused
+    topic is left out of the handler's request and answered TOPIC_AUTHORIZATION_FAILED in each of its partitions."""
+    txn = req.transactional_id
+    if txn is not None and not a.authz.allowed(ctx, Op.WRITE, TXN, txn):
+        return a.refuse(TXN, Op.WRITE, f"transactional id {txn}", ctx)
+    kept: list[TopicProduceData] = []
+    refused: list[TopicProduceData] = []
+    for t in req.topic_data:
+        (kept if a.authz.topic(ctx, Op.WRITE, t.name) else refused).append(t)
+    if not refused:
+        return Decision(req)
+    rows = tuple(
+        TopicProduceResponse(
+            name=t.name,
+            partition_responses=tuple(
+                ProduceResult(TOPIC_DENIED, message=denied_message(Op.WRITE, f"topic {t.name}", ctx)).typed(p.index)
+                for p in t.partition_data
+            ),
+        )
+        for t in refused
+    )
+
+    def finish(answer: Any) -> Any:
+        if isinstance(answer, ProduceResponse):  # None: acks=0; a dict: a whole-request error
+            answer.responses = answer.responses + rows
+        return answer
+
+    return Decision(replace(req, topic_data=tuple(kept)), finish)
 
 
 def _fetch(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:

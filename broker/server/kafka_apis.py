@@ -34,7 +34,7 @@ from broker.quota.mutation_quota import ControllerMutationQuota
 from broker.replica.fetch_session import FINAL_EPOCH, NO_SESSION, FetchContext, FetchSessionCache
 from broker.replica.partition import FetchSpec
 from broker.replica.partition_apis import PartitionApis
-from broker.replica.replica_manager import ProduceResult, ReplicaManager
+from broker.replica.replica_manager import ProduceResult, ReplicaManager, produce_response
 from broker.security.listeners import WIRES, metadata_listener, reachable_controller
 from broker.security.request_authorizer import RequestAuthorizer
 from broker.server.admin_apis import AdminApis
@@ -64,6 +64,7 @@ from net.schema.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from net.schema.produce import ProduceRequest, ProduceResponse
 from net.wire_types import WireRangeError
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ FORWARDED_APIS = frozenset(
 BROKER_LISTENERS = frozenset({INTER_BROKER_LISTENER, RELAY_LISTENER})
 _ALLOWED = object()
 MAX_FETCH_WAIT_MS = 60_000
+_MS = datetime.timedelta(milliseconds=1)
 # How long a Kafka client's Metadata waits for a starting broker's first metadata image (see handle_metadata);
 # catching up takes well under a second, unless no controller can be reached.
 METADATA_CATCH_UP_WAIT_S = 5.0
@@ -318,7 +320,8 @@ class KafkaApis:
         q = self.quotas
         ms = q.record(user, client, REQUEST_PERCENTAGE, elapsed * 100, now)
         if api_key == ApiKey.PRODUCE:
-            sent = sum(len(p[1]) for _, parts in body.get("topics") or [] for p in parts if len(p) > 1)
+            produced = cast(ProduceRequest, body)
+            sent = sum(len(p.records or b"") for t in produced.topic_data for p in t.partition_data)
             ms = max(ms, q.record(user, client, PRODUCER_BYTE_RATE, sent, now))
         elif api_key == ApiKey.FETCH and isinstance(answer, dict) and body.get("replica_id", -1) < 0:
             read = sum(len(r[5] or b"") for _, rows in answer.get("topics") or [] for r in rows if len(r) > 5)
@@ -378,21 +381,23 @@ class KafkaApis:
     # --- data path -----------------------------------------------------------
 
     def handle_produce(
-        self, body: dict[str, Any], ctx: ConnectionContext
-    ) -> dict[str, Any] | Awaitable[dict[str, Any] | None] | None:
-        acks = _int(body, "acks", -1)
-        timeout_ms = _int(body, "timeout_ms", 30000)
+        self, req: ProduceRequest, ctx: ConnectionContext
+    ) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
+        """Kafka's Produce, typed on both listeners: each partition's records are appended as the opaque bytes they
+        came in (the log checks their batch headers and CRCs and stamps offsets, nothing per record); acks=0 has no
+        answer, acks=-1 waits for the ISR up to the request's timeout."""
+        acks = req.acks
+        timeout_ms = req.timeout // _MS
         entries: dict[tuple[str, int], bytes] = {}
-        for topic, parts in _topic_partitions(body):
-            for p in parts:
-                if len(p) != 2 or not isinstance(p[1], bytes):
-                    raise BadRequest("produce partition entry must be [partition, records bytes]")
-                entries[(topic, p[0])] = p[1]
+        for t in req.topic_data:
+            name = t.name
+            for p in t.partition_data:
+                entries[(name, p.index)] = p.records or b""  # Kafka's null records: an empty set, refused by the log
         verifier = self.transactions.verifier
         if verifier is None:  # transaction.partition.verification.enable=false
             results, pending = self.replica_manager.append_records(acks, entries)
         else:
-            tid = body.get("transactional_id")  # its type was checked by the authorization table
+            tid = req.transactional_id
             first = verifier.first_batches(tid, entries)
             prior = ctx.appending
             if first or (prior is not None and not prior.done()):
@@ -403,7 +408,7 @@ class KafkaApis:
             return None  # Kafka sends no response to acks=0
         if pending:
             return self._await_commit(results, pending, timeout_ms)
-        return {"topics": _group(results)}
+        return produce_response(results)
 
     async def _verified_produce(
         self,
@@ -415,7 +420,7 @@ class KafkaApis:
         acks: int,
         entries: dict[tuple[str, int], bytes],
         timeout_ms: int,
-    ) -> dict[str, Any] | None:
+    ) -> ProduceResponse | None:
         """A produce whose transactional first batches the coordinator verifies (KIP-890), or one behind such a
         produce on its connection: appended once verified and once the earlier produce has appended."""
         verifier = self.transactions.verifier
@@ -442,13 +447,13 @@ class KafkaApis:
             return None
         if pending:
             await self.replica_manager.wait_for_commit(results, pending, max(timeout_ms, 1) / 1000)
-        return {"topics": _group(results)}
+        return produce_response(results)
 
     async def _await_commit(
         self, results: dict[tuple[str, int], ProduceResult], pending: dict[tuple[str, int], int], timeout_ms: int
-    ) -> dict[str, Any]:
+    ) -> ProduceResponse:
         await self.replica_manager.wait_for_commit(results, pending, max(timeout_ms, 1) / 1000)
-        return {"topics": _group(results)}
+        return produce_response(results)
 
     def handle_fetch(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
         max_wait = min(max(_int(body, "max_wait_ms", 500), 0), MAX_FETCH_WAIT_MS)

@@ -81,12 +81,17 @@ _IDENTITY = frozenset(
     {
         "name", "topic", "topic_name", "topic_id", "partition_index", "partition", "partition_id", "group_id",
         "transactional_id", "resource_name", "resource_type", "key", "key_type", "member_id", "group_instance_id",
-        "entity_type", "entity_name", "user",
+        "entity_type", "entity_name", "user", "index",
     }
 )  # fmt: skip
 # Answer arrays whose rows answer request arrays of other names (Kafka's getErrorResponse answers each item asked):
 # the answer's field -> the request's fields, in order.
-_ANSWERS = {"results": ("creations", "deletions", "upsertions"), "filter_results": ("filters",)}
+_ANSWERS = {
+    "results": ("creations", "deletions", "upsertions"),
+    "filter_results": ("filters",),
+    "responses": ("topic_data",),  # Produce's topics
+    "partition_responses": ("partition_data",),  # and their partitions
+}
 # The same, for one api's answer only (another api's answer of that field name answers something else): (the
 # answer's class, its field) -> the request's fields. A request item that is a bare name (DeleteTopics'
 # topic_names) is answered by a row of that name.
@@ -102,12 +107,16 @@ _ANSWERS_OF = {
 _DESCRIBING = frozenset({"configs"})
 # Identity fields the answer's row names differently: the answer's field -> the request's.
 _SAME_AS = {"user": "name"}
+# Offsets an error row holds where Kafka's getErrorResponse says "none" (INVALID_OFFSET) rather than the field's
+# zero: (the request row's class, the answer's field) -> the value.
+_NONE_GIVEN = {("PartitionProduceData", "base_offset"): -1}
 
 
 @cache
 def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, Any, tuple[str, ...]], ...]:
     """Per field of the response struct `dst`: ("error", name, enum or None, ()) for its error code and message,
-    ("copy", name, None, (its request field,)) for an identity field the request struct `src` has too, ("each",
+    ("copy", name, None, (its request field,)) for an identity field the request struct `src` has too, ("set", name,
+    value, ()) for an offset Kafka answers "none" in an error row (`_NONE_GIVEN`), ("each",
     name, nested, (request fields,)) for an array of structs answering the request's array(s) of structs (by the same
     name, or as `_ANSWERS` says)."""
     have = {f.name for f in dataclasses.fields(src)}
@@ -122,6 +131,8 @@ def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, Any, tuple[str, 
             plan.append(("error", f.name, None, ()))
         elif own in have and nested is None and f.name in _IDENTITY:
             plan.append(("copy", f.name, None, (own,)))
+        elif (src.__name__, f.name) in _NONE_GIVEN:
+            plan.append(("set", f.name, _NONE_GIVEN[src.__name__, f.name], ()))
         elif nested is not None and array and f.name not in _DESCRIBING:
             answers = _ANSWERS_OF.get((dst.__name__, f.name)) or _ANSWERS.get(f.name, ())
             asked = (f.name,) if f.name in have else tuple(n for n in answers if n in have)
@@ -139,6 +150,8 @@ def _mirror(request: Any, dst: type[T], code: int, message: str | None) -> T:
             kwargs[name] = (nested(code) if nested else code) if name == "error_code" else message
         elif kind == "copy":
             kwargs[name] = getattr(request, asked[0])
+        elif kind == "set":
+            kwargs[name] = nested
         else:
             items = [x for field in asked for x in getattr(request, field) or ()]
             rows = (_Named(x) if isinstance(x, str) else x for x in items)  # a bare name: a row of that name

@@ -2,7 +2,8 @@
 
 - retries of many queued batches are never refused as out of order (at most 5 batches of a partition are
   unacknowledged, which the broker's de-duplication window covers), so committed records are never
-  reported as failed and none is stored twice;
+  reported as failed and none is stored twice; each acknowledged record's reported offset is the one it
+  is stored at, a retry's duplicate's too (a request carries one batch per partition, as Kafka's);
 - every failed record is in ProduceError with an outcome: "not_written" only when the log cannot hold it,
   "unknown" as soon as an attempt may have been appended;
 - kl-produce prints both counts and exits non-zero.
@@ -33,14 +34,17 @@ def create(bootstrap: str, name: str, partitions: int = 1, rf: int = 1, **config
 
 def test_many_queued_batches_retried_after_timeouts_are_never_out_of_order(cluster_factory):
     """A follower stops (SIGSTOP): acks=all requests time out until the ISR shrinks, while dozens of small
-    batches queue up. Every retry is de-duplicated, none is refused with OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    batches queue up. Every retry is de-duplicated, none is refused with OUT_OF_ORDER_SEQUENCE_NUMBER, and
+    every delivery report names the offset its record is stored at: the retries' duplicates kept their first
+    offsets, which the broker answers (several batches of a partition in one request made their single
+    base_offset -1, and the delivery reports' offsets -1, when duplicates and new batches were mixed)."""
     cluster = cluster_factory(3, overrides=["replica.lag.time.max.ms=4000"])
     cluster.create_topic("q", 1, 3, {"min.insync.replicas": "2"})
     leader = cluster.describe("q")[0].leader
     follower = next(b for b in cluster.brokers if b != leader)
     cluster[follower].pause()
     failures: list = []
-    acked: list[int] = []
+    acked: dict[bytes, int] = {}  # value -> the offset its delivery report gave
     try:
         with Producer(
             cluster.bootstrap(),
@@ -56,7 +60,9 @@ def test_many_queued_batches_retried_after_timeouts_are_never_out_of_order(clust
                     "q",
                     f"v{i:05d}".encode() + b"." * 80,
                     partition=0,
-                    on_delivery=lambda e, md: failures.append(e) if e else acked.append(md.offset),
+                    on_delivery=lambda e, md, v=f"v{i:05d}".encode(): (
+                        failures.append(e) if e else acked.__setitem__(v, md.offset)
+                    ),
                 )
             time.sleep(2)  # several request timeouts pass with the follower stopped
             cluster[follower].resume()
@@ -65,11 +71,59 @@ def test_many_queued_batches_retried_after_timeouts_are_never_out_of_order(clust
         if cluster[follower].paused:
             cluster[follower].resume()
     assert not failures, f"{len(failures)} records reported failed, first: {failures[0]}"
-    values = [r.value[:6] for r in read_back(cluster.bootstrap(), "q", 1)[0]]
+    stored = read_back(cluster.bootstrap(), "q", 1)[0]
+    values = [r.value[:6] for r in stored]
     dup = [v for v, n in Counter(values).items() if n > 1]
     assert not dup, f"stored twice: {dup[:5]}"
     assert values == [f"v{i:05d}".encode() for i in range(3000)]  # all there, in order
-    assert len(set(acked)) == 3000
+    assert len(acked) == 3000
+    unknown = [v for v, off in acked.items() if off < 0]
+    assert not unknown, f"{len(unknown)} acknowledged records reported at offset -1, first: {unknown[0]!r}"
+    at = {r.offset: r.value[:6] for r in stored}
+    wrong = [(v, off, at.get(off)) for v, off in acked.items() if at.get(off) != v]
+    assert not wrong, f"{len(wrong)} delivery reports name another record's offset, first: {wrong[0]}"
+
+
+def test_retried_duplicates_behind_another_producers_record_keep_their_exact_offsets(cluster_factory):
+    """Issue 26 §1: a0 is appended at offset 0 but its acks=all answer times out (a follower is stopped, still in
+    the ISR); another producer's record takes offset 1; a1 and a2 follow a0. Their retries are duplicates, which
+    the broker answers with their first offsets: every delivery report names the offset its record is at.
+    (With a0, a1 and a2 in one request, as the producer once sent a partition's queued batches, the broker
+    found a0 a duplicate at 0 and appended a1 and a2 at 2 and 3: one base_offset could not say that, the
+    answer was -1 and so were the three delivery reports.)"""
+    cluster = cluster_factory(3, overrides=["replica.lag.time.max.ms=30000"])  # the stopped follower stays in
+    cluster.create_topic("dups", 1, 3, {"min.insync.replicas": "2"})
+    leader = cluster.describe("dups")[0].leader
+    follower = next(b for b in cluster.brokers if b != leader)
+    reports: dict[bytes, int] = {}
+    failures: list = []
+
+    def report(value: bytes):  # a delivery callback for `value`
+        return lambda e, md: failures.append(e) if e else reports.__setitem__(value, md.offset)
+
+    bootstrap = cluster.bootstrap()
+    with (
+        Producer(bootstrap, acks="all", batch_size=1, linger_ms=0, request_timeout_ms=1000, retry_backoff_ms=100) as a,
+        Producer(bootstrap, acks="1", linger_ms=0) as b,
+    ):
+        a.partitions_for("dups")
+        cluster[follower].pause()
+        try:
+            a.send("dups", b"a0", partition=0, on_delivery=report(b"a0"))
+            time.sleep(0.3)  # a0 appended at 0, waiting for the stopped follower
+            b.send("dups", b"b0", partition=0, on_delivery=report(b"b0"))
+            b.flush(10)  # acks=1: at 1 at once
+            for v in (b"a1", b"a2"):
+                a.send("dups", v, partition=0, on_delivery=report(v))
+            time.sleep(2.5)  # a0's request times out (and its retry), a1 and a2 queued or timed out behind it
+        finally:
+            cluster[follower].resume()
+        a.flush(30)
+    assert not failures, failures
+    assert reports[b"b0"] == 1 and reports[b"a0"] == 0, reports
+    stored = {r.offset: r.value for r in read_back(cluster.bootstrap(), "dups", 1)[0]}
+    assert sorted(stored.values()) == [b"a0", b"a1", b"a2", b"b0"]  # none stored twice
+    assert {v: off for off, v in stored.items()} == reports  # every report: the record's own offset, never -1
 
 
 def test_refused_before_append_is_not_written(broker):

@@ -10,6 +10,7 @@ another question, issue 27 §1's last bullet)."""
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import socket
 import struct
@@ -33,6 +34,7 @@ from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, Li
 from net.schema.messages import MESSAGES
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+from net.schema.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from tests.integration.cluster_harness import ClusterHarness
 from tests.integration.test_kafka_protocol_errors import frame as kafka_frame
 
@@ -163,10 +165,16 @@ def test_produce_then_list_offsets(cluster, listener):
             latest = {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
             listed = {"replica_id": -1, "topics": [{"name": TOPIC, "partitions": [latest]}]}
             return (ApiKey.PRODUCE, 7, produce), (ApiKey.LIST_OFFSETS, 5, listed)
-        produce = {"acks": -1, "timeout_ms": 10000, "topics": [[TOPIC, [[0, records]]]]}
+        produce = ProduceRequest(
+            acks=-1,
+            timeout=datetime.timedelta(seconds=10),
+            topic_data=(
+                TopicProduceData(name=TOPIC, partition_data=(PartitionProduceData(index=0, records=records),)),
+            ),
+        )
         latest_native = ListOffsetsPartition(partition_index=0, timestamp=-1)
         request = ListOffsetsRequest(replica_id=-1, topics=(ListOffsetsTopic(name=TOPIC, partitions=(latest_native,)),))
-        return (ApiKey.PRODUCE, 0, produce), (ApiKey.LIST_OFFSETS, 1, request)
+        return (ApiKey.PRODUCE, 1, produce), (ApiKey.LIST_OFFSETS, 1, request)
 
     def check(i: int, produced: Any, listed: Any) -> None:
         if listener == "kafka":
@@ -176,9 +184,9 @@ def test_produce_then_list_offsets(cluster, listener):
             part = listed["topics"][0]["partitions"][0]
             got = (part["error_code"], part["offset"])
         else:
-            row = produced["topics"][0][1][0]
-            assert row[1] == 0, produced
-            base = row[2]
+            [[row]] = [t.partition_responses for t in produced.responses]
+            assert row.error_code == 0, produced
+            base = row.base_offset
             part = listed.topics[0].partitions[0]
             got = (part.error_code, part.offset)
         assert got == (0, base + 1), f"round {i}: latest offset {got} right after a produce acknowledged at {base}"

@@ -8,6 +8,7 @@ stable offset (and read_committed consumers) back until `kl-transactions abort` 
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 from typing import Any
@@ -17,8 +18,8 @@ import pytest
 from client.sync import Consumer, Producer, transaction_state, with_client
 from net import batch as batch_fmt
 from net.errors import ErrorCode
-from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from tests.integration.cluster_harness import ClusterHarness
 from tests.integration.test_cli import assert_one_line_error, run
 
@@ -66,15 +67,20 @@ def raw_produce(
         base_sequence=0,
         transactional=True,
     )
-    body: dict[str, Any] = {"acks": -1, "timeout_ms": 10_000, "topics": [[topic, [[partition, batch]]]]}
-    if tid is not None:
-        body["transactional_id"] = tid
+    request = ProduceRequest(
+        transactional_id=tid,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(
+            TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=batch),)),
+        ),
+    )
 
     async def send(client: Any) -> list[Any]:
         conn = await client.connection(await client.leader_for(topic, partition))
-        answer = await conn.request(ApiKey.PRODUCE, body, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1], 30)
-        [[_t, [row]]] = answer["topics"]
-        return row
+        answer = await conn.call(request, 30)  # typed (net/schema/)
+        [[row]] = [t.partition_responses for t in answer.responses]
+        return [row.index, row.error_code, row.base_offset, row.error_message]
 
     return with_client(h.bootstrap(), {}, "raw-produce", send, 30)
 

@@ -1,5 +1,5 @@
 """Typed messages (net/schema/, issue 26): ListOffsets, the first api whose handler takes and answers typed classes,
-and the classic group apis typed since.
+and the classic group apis, the security apis and Produce typed since.
 
 One handler serves three doors and they must agree: the native typed version (v1, a msgpack array checked field by
 field), the native map version 0 that clients of the last release still send, and Kafka's binary protocol at
@@ -11,8 +11,10 @@ in the client's version with the request's topics and partitions mirrored, as Ka
 from __future__ import annotations
 
 import asyncio
+import datetime
 import re
 import socket
+import time
 import uuid
 from typing import Any
 
@@ -21,6 +23,7 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from client.sync import Producer
+from net import batch as batch_fmt
 from net.connection import BrokerConnection
 from net.errors import ErrorCode
 from net.messages import decode, encode
@@ -57,6 +60,7 @@ from net.schema.offset_commit import (
     OffsetCommitResponse,
 )
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
+from net.schema.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from tests.integration.cluster_harness import ClusterHarness
 from tests.integration.test_kafka_protocol_errors import frame, read_frame
 
@@ -526,3 +530,69 @@ def test_metadata_is_typed_on_both_listeners_and_its_v0_map_answers_alike(cluste
         s.sendall(frame(3, 1, 10, {"topics": []}))  # v1+: an empty list is no topic
         v1, _ = entity_reader(load_response_schema(3, 1))(read_frame(s), 4)
         assert v1.topics == () and v1.controller_id == 1
+
+
+def _produce(topic: str, *parts: tuple[int, bytes], acks: int = -1) -> ProduceRequest:
+    return ProduceRequest(
+        acks=acks,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(
+            TopicProduceData(
+                name=topic, partition_data=tuple(PartitionProduceData(index=p, records=r) for p, r in parts)
+            ),
+        ),
+    )
+
+
+def _batch(value: bytes) -> bytes:
+    now = int(time.time() * 1000)
+    return batch_fmt.build([(0, 0, None, value, None)], now, now)
+
+
+def test_produce_is_typed_on_both_native_versions_and_the_kafka_listener(cluster):
+    """Produce is typed since native v1 (issue 26 §1): the batches stay opaque bytes, the answer's rows are Kafka's
+    (base offset, log append time for a LogAppendTime topic, log start offset). A v0 map is read into the same
+    request and answered in its old rows; acks=0 is not answered; a field out of its type, or acks Kafka does not
+    know, is refused as a whole and the connection goes on."""
+    stamped = "typed-append-time"
+    cluster.create_topic(stamped, 1, 1, {"message.timestamp.type": "LogAppendTime"})
+
+    async def work(conn):
+        typed = await conn.call(_produce(TOPIC, (1, _batch(b"t")), (9, _batch(b"lost"))))
+        legacy = await conn.request(ApiKey.PRODUCE, {"acks": 1, "topics": [[TOPIC, [[1, _batch(b"m")]]]]})
+        quiet = _produce(TOPIC, (1, _batch(b"q")), acks=0)
+        assert conn.send(ApiKey.PRODUCE, encode(quiet), 1, expect_response=False) is None
+        appended = await conn.call(_produce(stamped, (0, _batch(b"s"))))
+        too_big = encode(_produce(TOPIC, (1, _batch(b"x"))))
+        too_big[1] = 2**15  # acks, an int16
+        out_of_type = await conn.request(ApiKey.PRODUCE, too_big, 1)
+        unknown_acks = await conn.request(ApiKey.PRODUCE, encode(_produce(TOPIC, (1, _batch(b"x")), acks=7)), 1)
+        bad_legacy = await conn.request(ApiKey.PRODUCE, {"acks": 1, "topics": [[TOPIC, [[1, "not bytes"]]]]})
+        after = await conn.call(_produce(TOPIC, (1, _batch(b"after"))))
+        return typed, legacy, appended, out_of_type, unknown_acks, bad_legacy, after
+
+    typed, legacy, appended, out_of_type, unknown_acks, bad_legacy, after = _native(cluster, work)
+    rows = {p.index: p for t in typed.responses for p in t.partition_responses}
+    assert (rows[1].error_code, rows[1].log_append_time, rows[1].log_start_offset) == (0, None, 0)
+    assert rows[9].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    base = rows[1].base_offset
+    assert legacy == {"topics": [[TOPIC, [[1, 0, base + 1, -1, 0, None]]]]}
+    [[row]] = [t.partition_responses for t in appended.responses]
+    assert row.error_code == 0 and row.log_append_time is not None
+    assert abs(row.log_append_time.timestamp() - time.time()) < 60  # the broker's clock, not the batch's
+    assert out_of_type["error_code"] == ErrorCode.INVALID_REQUEST and "acks" in out_of_type["error_message"]
+    assert unknown_acks["error_code"] == ErrorCode.INVALID_REQUIRED_ACKS
+    assert bad_legacy["error_code"] == ErrorCode.INVALID_REQUEST
+    [[row]] = [t.partition_responses for t in after.responses]
+    assert (row.error_code, row.base_offset) == (0, base + 3)  # the acks=0 batch is in the log, between
+
+    # The Kafka listener: the same handler, answered in the client's version (v3: no log_start_offset yet).
+    with socket.create_connection(("127.0.0.1", cluster[1].kafka_port), timeout=10) as s:
+        for version in (3, 9):
+            body = {"acks": -1, "timeout": 5000, "topic_data": [
+                {"name": stamped, "partition_data": [{"index": 0, "records": _batch(b"k")}]}]}  # fmt: skip
+            s.sendall(frame(0, version, 7, body))
+            raw = read_frame(s)
+            resp, _ = entity_reader(load_response_schema(0, version))(raw, 4 + (1 if version >= 9 else 0))
+            [[p]] = [t.partition_responses for t in resp.responses]
+            assert p.error_code == 0 and p.log_append_time is not None

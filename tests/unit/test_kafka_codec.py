@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import struct
 
@@ -16,6 +17,7 @@ from broker.network.kafka.entities import build, plain
 from broker.network.kafka.security_adapters import SaslTokenFrame
 from net.errors import ErrorCode
 from net.protocol import TYPED_SINCE, ApiKey, FrameError
+from net.schema.produce import PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse
 
 
 def frame(api_key: int, version: int, corr: int, body: dict, client_id: str = "test") -> bytes:
@@ -119,7 +121,7 @@ def test_api_versions_newer_than_ours_gets_v0_unsupported_version_with_our_range
     assert any(k["api_key"] == 0 for k in body["api_keys"])
 
 
-def test_produce_becomes_the_native_produce_and_its_answer_the_kafka_response():
+def test_produce_is_handed_to_the_handler_typed_and_its_typed_answer_written_in_the_clients_version():
     records = b"\x00" * 70  # opaque here: the handler checks batches
     body = {
         "acks": -1,
@@ -127,24 +129,33 @@ def test_produce_becomes_the_native_produce_and_its_answer_the_kafka_response():
         "topic_data": [{"name": "orders", "partition_data": [{"index": 2, "records": records}]}],
     }
     (req,) = KafkaCodec(1 << 20).feed(frame(0, 9, 11, body))
-    assert isinstance(req, KafkaRequest) and req.immediate is None
+    assert isinstance(req, TypedKafkaRequest) and req.immediate is None
     assert (req.api_key, req.client_id) == (ApiKey.PRODUCE, "test")
-    assert req.body == {"acks": -1, "timeout_ms": 1500, "topics": [["orders", [[2, records]]]]}
-    native = {"topics": [["orders", [[2, 0, 41, -1, 0, None, None]]]]}
-    corr, resp = answer(req.encode(native), 0, 9, True)
+    assert isinstance(req.body, ProduceRequest) and (req.body.acks, req.body.transactional_id) == (-1, None)
+    assert req.body.timeout == datetime.timedelta(milliseconds=1500)
+    [t] = req.body.topic_data
+    assert (t.name, [(p.index, p.records) for p in t.partition_data]) == ("orders", [(2, records)])
+    stamped = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.UTC)  # a LogAppendTime topic's stamp
+    rows = (
+        PartitionProduceResponse(index=2, base_offset=41, log_start_offset=0),
+        PartitionProduceResponse(index=3, base_offset=7, log_append_time=stamped, log_start_offset=0),
+    )
+    typed = ProduceResponse(responses=(TopicProduceResponse(name="orders", partition_responses=rows),))
+    corr, resp = answer(req.encode(typed), 0, 9, True)
     (t,) = resp["responses"]
     assert corr == 11 and t["name"] == "orders"
-    assert t["partition_responses"][0] | {} == t["partition_responses"][0]
-    p = t["partition_responses"][0]
+    p, q = t["partition_responses"]
     assert (p["index"], p["error_code"], p["base_offset"], p["log_start_offset"]) == (2, 0, 41, 0)
-    # a whole-request failure (the native error body) puts the code in every row
+    assert p["log_append_time"] is None and q["log_append_time"] == stamped  # -1 on the wire: CreateTime
+    # a whole-request failure (the native error body) puts the code in every row, base offset -1 (none)
     corr, resp = answer(req.encode({"error_code": 42, "error_message": "bad"}), 0, 9, True)
-    assert resp["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+    [p] = resp["responses"][0]["partition_responses"]
+    assert (p["index"], p["error_code"], p["base_offset"]) == (2, ErrorCode.INVALID_REQUEST, -1)
 
 
 def test_a_transactional_produce_carries_its_transactional_id_to_the_handler():
-    """Kafka's Produce names the transactional id (the handler's ACL check is WRITE on it): it reaches the native
-    body; a plain produce has none."""
+    """Kafka's Produce names the transactional id (the table's ACL check is WRITE on it): it reaches the typed
+    request; a plain produce has none."""
     body = {
         "transactional_id": "tx",
         "acks": -1,
@@ -152,9 +163,9 @@ def test_a_transactional_produce_carries_its_transactional_id_to_the_handler():
         "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b""}]}],
     }
     (req,) = KafkaCodec(1 << 20).feed(frame(0, 9, 3, body))
-    assert req.immediate is None and req.body["transactional_id"] == "tx"
+    assert req.immediate is None and req.body.transactional_id == "tx"
     (plain,) = KafkaCodec(1 << 20).feed(frame(0, 9, 4, dict(body, transactional_id=None)))
-    assert "transactional_id" not in plain.body
+    assert plain.body.transactional_id is None
 
 
 def test_unknown_api_and_unsupported_versions_are_answered_not_dropped():

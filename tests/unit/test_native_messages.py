@@ -362,3 +362,107 @@ def test_metadata_v0_maps_become_the_typed_request_and_the_typed_answer_the_map(
             {"error_code": 3, "name": "b", "is_internal": False, "partitions": []},
         ],
     }
+
+
+def test_produce_keeps_its_batches_opaque_and_its_native_v0_map_reads_into_the_typed_request():
+    """Produce is typed since native v1 (issue 26 §1): the records are the bytes sent, in both directions; the v0
+    map is read into the same request (its shape and ranges checked) and the typed answer written back as v0 rows;
+    a whole-request error answers each partition asked with base_offset -1, as Kafka's getErrorResponse."""
+    from broker.network.native_legacy import LEGACY
+    from net.protocol import ApiKey
+    from net.schema.convert import error_response
+    from net.schema.produce import (
+        PartitionProduceData,
+        PartitionProduceResponse,
+        ProduceRequest,
+        ProduceResponse,
+        TopicProduceData,
+        TopicProduceResponse,
+    )
+
+    blob = bytes(range(256)) * 3  # not parsed on the way: any bytes
+    typed = ProduceRequest(
+        transactional_id="tx",
+        acks=-1,
+        timeout=datetime.timedelta(milliseconds=1500),
+        topic_data=(TopicProduceData(name="t", partition_data=(PartitionProduceData(index=3, records=blob),)),),
+    )
+    wire = encode(typed)
+    assert wire == ["tx", -1, 1500, [["t", [[3, blob]]]]]
+    assert decode(ProduceRequest, wire) == typed
+    read, answer = LEGACY[ApiKey.PRODUCE]
+    legacy = read({"acks": -1, "timeout_ms": 1500, "transactional_id": "tx", "topics": [["t", [[3, blob]]]]})
+    assert legacy == typed
+    assert read({"topics": []}) == ProduceRequest(acks=-1, timeout=datetime.timedelta(seconds=30))  # v0's defaults
+    for bad in ({"topics": [["t", [[3]]]]}, {"topics": [["t", [[3, "text"]]]]}, {"acks": 2**15, "topics": []}):
+        with pytest.raises(MessageError):
+            read(bad)
+    stamped = datetime.datetime(2026, 11, 27, tzinfo=datetime.UTC)
+    rows = (
+        PartitionProduceResponse(index=3, base_offset=40, log_start_offset=0),
+        PartitionProduceResponse(index=4, base_offset=9, log_append_time=stamped, log_start_offset=2),
+        PartitionProduceResponse(index=5, error_code=6, base_offset=-1, error_message="not the leader"),
+    )
+    resp = ProduceResponse(responses=(TopicProduceResponse(name="t", partition_responses=rows),))
+    stamped_ms = int(stamped.timestamp() * 1000)
+    v0_rows = [[3, 0, 40, -1, 0, None], [4, 0, 9, stamped_ms, 2, None], [5, 6, -1, -1, -1, "not the leader"]]
+    assert answer(resp) == {"topics": [["t", v0_rows]]}
+    resp.throttle_time = datetime.timedelta(milliseconds=250)
+    assert answer(resp)["throttle_time_ms"] == 250
+    failed = error_response(typed, ProduceResponse, 87, "bad")
+    [[row]] = [t.partition_responses for t in failed.responses]
+    assert failed.responses[0].name == "t"
+    assert (row.index, row.error_code, row.base_offset, row.error_message) == (3, 87, -1, "bad")
+
+
+def test_the_compiled_encoder_writes_what_the_field_encoders_write():
+    """`encode` runs one compiled function per class (the produce path encodes a message per request); it must write
+    exactly the array the per-field encoders of `fields_plan` write, nested structs, nulls and conversions included."""
+    from net.schema.produce import (
+        BatchIndexAndErrorMessage,
+        PartitionProduceResponse,
+        ProduceResponse,
+        TopicProduceResponse,
+    )
+
+    def by_fields(message):
+        return [None if (v := getattr(message, n)) is None else enc(v) for n, enc, _ in fields_plan(type(message))]
+
+    stamped = datetime.datetime(2026, 11, 27, tzinfo=datetime.UTC)
+    row = PartitionProduceResponse(
+        index=1,
+        error_code=ErrorCode.not_leader_or_follower,  # kio's enum where a Kafka class holds one: its value
+        base_offset=7,
+        log_append_time=stamped,
+        record_errors=(BatchIndexAndErrorMessage(batch_index=0, batch_index_error_message=None),),
+        error_message="moved",
+    )
+    answer = ProduceResponse(
+        responses=(TopicProduceResponse(name="t", partition_responses=(row, PartitionProduceResponse())),),
+        throttle_time=datetime.timedelta(milliseconds=12),
+    )
+    assert encode(answer) == by_fields(answer)
+    assert encode(row)[:4] == [1, 6, 7, int(stamped.timestamp() * 1000)]
+    for request_cls, response_cls in MESSAGES.values():
+        for cls in (request_cls, response_cls):
+            assert encode(cls()) == by_fields(cls()), cls
+    with pytest.raises(TypeError, match="not a message class"):
+        encode({"a": 1})
+
+
+def test_durations_and_timestamps_are_checked_on_the_fast_path_as_on_the_slow_one():
+    """The fast decoder checks a produce's timeout (int32 ms) and a timestamp (int64 ms, not before the epoch)
+    inline; whatever it refuses, the slow path refuses naming the field, whatever it accepts equals the slow path's."""
+    from net.messages import _decode
+    from net.schema.produce import PartitionProduceResponse, ProduceRequest
+
+    wire = encode(ProduceRequest(acks=1, timeout=datetime.timedelta(seconds=30)))
+    assert decode(ProduceRequest, wire) == _decode(ProduceRequest, wire, "")
+    for bad in (True, 2**31, -(2**31) - 1, 1.0, None, "30000"):
+        with pytest.raises(MessageError, match="timeout"):
+            decode(ProduceRequest, [*wire[:2], bad, *wire[3:]])
+    stamped = encode(PartitionProduceResponse(log_append_time=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)))
+    assert decode(PartitionProduceResponse, stamped).log_append_time.year == 2026
+    assert decode(PartitionProduceResponse, [*stamped[:3], None, *stamped[4:]]).log_append_time is None  # nullable
+    with pytest.raises(MessageError, match="log_append_time -5 is not a timestamp"):
+        decode(PartitionProduceResponse, [*stamped[:3], -5, *stamped[4:]])

@@ -22,6 +22,7 @@ from broker.metadata.image import MetadataImage
 from broker.metadata.naming import OFFSETS_TOPIC
 from broker.metadata.records import AclRecord, BrokerRecord, MetadataRecord, PartitionRecord, TopicRecord
 from broker.metrics.broker_metrics import BrokerMetrics
+from broker.network.native_legacy import LEGACY
 from broker.network.server import BadRequest, ConnectionContext
 from broker.quota.client_quota import ClientQuotaManager
 from broker.replica.replica_manager import ReplicaManager
@@ -37,6 +38,9 @@ from net import batch as batch_fmt
 from net.acl import AclBinding, AclOperation, AclPermission, PatternType, ResourceType
 from net.consumer_protocol import Assignment, Subscription
 from net.errors import ErrorCode, KafkaLiteError, error_code_of, error_for
+from net.messages import MessageError
+from net.messages import decode as decode_message
+from net.messages import encode as encode_message
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.retry import Backoff, retry_until
 from net.schema.describe_acls import DescribeAclsRequest
@@ -47,6 +51,13 @@ from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, Li
 from net.schema.metadata import MetadataRequest, MetadataRequestTopic
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+from net.schema.produce import (
+    PartitionProduceData,
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceData,
+)
 from net.schema.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 
 TOPIC = "orders"
@@ -136,8 +147,15 @@ class Broker:
         answer = self.apis.handle(api, SUPPORTED_VERSIONS[api][1], body, self.ctx)
         return await answer if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future) else answer
 
-    async def produce(self, acks: int, *entries: list) -> Any:
-        return await self.call(ApiKey.PRODUCE, {"acks": acks, "timeout_ms": 5000, "topics": [[TOPIC, list(entries)]]})
+    async def produce(self, acks: int, *entries: list, topic: str = TOPIC) -> ProduceResponse | None:
+        """Produce is typed (net/schema/): the handler takes and answers the api's classes."""
+        parts = tuple(PartitionProduceData(index=p, records=blob) for p, blob in entries)
+        request = ProduceRequest(
+            acks=acks,
+            timeout=datetime.timedelta(seconds=5),
+            topic_data=(TopicProduceData(name=topic, partition_data=parts),),
+        )
+        return await self.call(ApiKey.PRODUCE, request)  # type: ignore[no-any-return]
 
     async def fetch(self, partition: int, offset: int, epoch: int = -1) -> list:
         body = {"max_wait_ms": 0, "min_bytes": 0, "topics": [[TOPIC, [[partition, offset, 1 << 20, epoch]]]]}
@@ -187,6 +205,12 @@ def broker(tmp_path):
     b.close()
 
 
+def produced(answer: ProduceResponse | None) -> dict[int, PartitionProduceResponse]:
+    """A produce answer's partition rows by partition index."""
+    assert answer is not None
+    return {r.index: r for t in answer.responses for r in t.partition_responses}
+
+
 def run(broker: Broker, scenario: Callable[[], Awaitable[None]]) -> None:
     async def main() -> None:
         broker.start()
@@ -199,10 +223,14 @@ def test_produce_appends_at_the_log_end_and_fetch_reads_it_back(broker):
     async def scenario() -> None:
         first = await broker.produce(1, [0, records(b"a", b"b")])
         second = await broker.produce(-1, [0, records(b"c")], [1, records(b"x")])  # acks=all: ISR is [1]
-        [[_t, [row]]] = first["topics"]
-        assert row[:3] == [0, 0, 0]  # partition 0, no error, base offset 0
-        rows = {r[0]: r for _t, rs in second["topics"] for r in rs}
-        assert (rows[0][1], rows[0][2]) == (0, 2) and (rows[1][1], rows[1][2]) == (0, 0)
+        [row] = produced(first).values()
+        assert (row.index, row.error_code, row.base_offset) == (0, 0, 0)
+        assert (row.log_append_time, row.log_start_offset) == (None, 0)  # CreateTime: no append time
+        rows = produced(second)
+        assert (rows[0].error_code, rows[0].base_offset) == (0, 2) and (rows[1].error_code, rows[1].base_offset) == (
+            0,
+            0,
+        )
         partition, err, hw, *_rest = fetched = await broker.fetch(0, 0)
         assert (partition, err, hw) == (0, 0, 3)
         assert values_of(fetched[5]) == [b"a", b"b", b"c"]
@@ -225,9 +253,33 @@ def test_each_partition_is_answered_on_its_own(broker):
 
     async def scenario() -> None:
         answer = await broker.produce(1, [0, records(b"ok")], [7, records(b"lost")])
-        rows = {r[0]: r[1] for _t, rs in answer["topics"] for r in rs}
+        rows = {i: r.error_code for i, r in produced(answer).items()}
         assert rows == {0: 0, 7: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
         assert values_of((await broker.fetch(0, 0))[5]) == [b"ok"]
+
+    run(broker, scenario)
+
+
+def test_one_base_offset_answers_a_partitions_batches_only_while_they_follow_each_other(broker):
+    """A request may carry several batches of a partition (the own producer's); Kafka's answer has one base_offset.
+    It is the first batch's while the batches follow each other in the log; a retry whose duplicates kept their
+    first offsets, with a new batch behind them elsewhere, answers -1: not known (FORMAT.md §8)."""
+
+    def idempotent(pid: int, seq: int, *values: bytes) -> bytes:
+        rows = [(i, 0, None, v, None) for i, v in enumerate(values)]
+        return batch_fmt.build(rows, 1_700_000_000_000, 0, producer_id=pid, producer_epoch=0, base_sequence=seq)
+
+    async def scenario() -> None:
+        a, b = idempotent(7, 0, b"a1", b"a2"), idempotent(7, 2, b"b")
+        assert produced(await broker.produce(1, [0, a]))[0].base_offset == 0
+        assert produced(await broker.produce(1, [0, records(b"other")]))[0].base_offset == 2
+        retried = produced(await broker.produce(1, [0, a + b]))[0]  # a: a duplicate at 0; b: new, at 3
+        assert (retried.error_code, retried.base_offset) == (0, -1)
+        both = produced(await broker.produce(1, [0, idempotent(8, 0, b"c") + idempotent(8, 1, b"d", b"e")]))[0]
+        assert (both.error_code, both.base_offset) == (0, 4)  # consecutive: 4, then 5
+        again = produced(await broker.produce(1, [0, idempotent(8, 0, b"c") + idempotent(8, 1, b"d", b"e")]))[0]
+        assert (again.error_code, again.base_offset) == (0, 4)  # both duplicates, still consecutive
+        assert values_of((await broker.fetch(0, 0))[5]) == [b"a1", b"a2", b"other", b"b", b"c", b"d", b"e"]
 
     run(broker, scenario)
 
@@ -245,9 +297,12 @@ def test_fetch_out_of_range_and_with_a_stale_leader_epoch_are_refused_per_partit
 
 def test_malformed_requests_are_refused_before_anything_is_stored(broker):
     async def scenario() -> None:
-        with pytest.raises(BadRequest) as raised:
-            await broker.produce(1, [0, records(b"a")], [1, "not bytes"])
+        # A typed produce is checked as it is decoded; a native v0 map as it is read into the typed request.
+        with pytest.raises(MessageError) as raised:
+            LEGACY[ApiKey.PRODUCE][0]({"acks": 1, "topics": [[TOPIC, [[0, records(b"a")], [1, "not bytes"]]]]})
         assert error_code_of(raised.value)[0] == ErrorCode.INVALID_REQUEST
+        with pytest.raises(MessageError, match="acks"):
+            decode_message(ProduceRequest, encode_message(ProduceRequest(acks=2**15)))
         with pytest.raises(BadRequest, match="leader_epoch|epoch"):
             await broker.fetch(0, 0, epoch=2**31)  # not an int32: refused before the handler runs
         assert await broker.list_offset(0, LATEST) == [0, 0, -1, 0]  # nothing of the refused produce
@@ -260,8 +315,8 @@ def test_a_corrupt_batch_is_refused_and_the_log_is_unchanged(broker):
         bad = bytearray(records(b"a"))
         bad[-1] ^= 0xFF  # the CRC no longer matches
         answer = await broker.produce(1, [0, bytes(bad)])
-        [[_t, [row]]] = answer["topics"]
-        assert row[1] == ErrorCode.CORRUPT_MESSAGE
+        [row] = produced(answer).values()
+        assert row.error_code == ErrorCode.CORRUPT_MESSAGE
         assert await broker.list_offset(0, LATEST) == [0, 0, -1, 0]
 
     run(broker, scenario)
@@ -350,9 +405,9 @@ def test_with_acls_a_produce_is_refused_per_topic_and_describe_acls_lists_what_t
 
     async def scenario() -> None:
         allowed = await broker.produce(1, [0, records(b"ok")])
-        assert allowed["topics"][0][1][0][1] == 0
-        other = await broker.call(ApiKey.PRODUCE, {"acks": 1, "topics": [[OFFSETS_TOPIC, [[0, records(b"no")]]]]})
-        assert other["topics"][0][1][0][1] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert produced(allowed)[0].error_code == 0
+        other = await broker.produce(1, [0, records(b"no")], topic=OFFSETS_TOPIC)
+        assert produced(other)[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         assert await broker.list_offset(0, LATEST) == [0, 0, -1, 1]
         alices = DescribeAclsRequest(
             resource_type_filter=int(ResourceType.ANY),

@@ -47,10 +47,11 @@ def producer(n: int) -> tuple[AsyncProducer, list[ProducerBatch]]:
 
 def send(p: AsyncProducer, broker: Broker, limit: int = 5) -> tuple[list[ProducerBatch], KafkaLiteError | None]:
     s = p.sender
-    batches = p.accumulator.drain(TP, time.monotonic(), 0, True, limit)
+    batches = s._one_batch(TP, p.accumulator.drain(TP, time.monotonic(), 0, True, limit))
+    base = len(broker.log)  # the offset a new batch gets
     err = broker.produce(s._encode(TP, batches))
     if err is None:
-        s._complete(TP, batches, [0] * len(batches), time.monotonic())
+        s._complete(TP, batches, [base], time.monotonic())
     else:
         s._on_partition_error(TP, batches, err)
     return batches, err
@@ -83,8 +84,10 @@ def test_out_of_order_answer_renumbers_in_a_new_epoch_without_duplicates():
     # "2" (old epoch) goes alone: "3", new, is not sent in the same request with it.
     sent, err = send(p, broker)
     assert sent == [b2] and isinstance(err, OutOfOrderSequenceError)
-    sent, err = send(p, broker)  # renumbered from 0 in epoch 1, "3" after it
-    assert err is None and [b.producer_epoch for b in sent] == [1, 1]
+    sent, err = send(p, broker)  # renumbered from 0 in epoch 1, alone (a request carries one batch of it)
+    assert err is None and sent == [b2] and b2.producer_epoch == 1
+    sent, err = send(p, broker)  # "3" after it
+    assert err is None and [b.producer_epoch for b in sent] == [1]
     assert broker.log == [b"0", b"2", b"3"]
     assert [(f.value, f.error.outcome) for f in p.sender.failures] == [(b"1", "not_written")]
 
@@ -97,3 +100,21 @@ def test_a_batch_appended_before_its_failure_is_not_sent_again():
     p.sender._fail_batches([b0], RequestTimedOutError("timed out"))  # ...and it expired: outcome unknown
     assert send(p, broker)[1] is None
     assert broker.log == [b"0", b"1", b"2"]  # "0" once
+
+
+def test_queued_batches_go_as_one_record_batch_with_every_records_offset():
+    """A request carries one batch of a partition (Kafka's drain): new batches queued behind a request in flight
+    are merged into one record batch, one sequence range, and each record's delivery report is its offset."""
+    p, batches = producer(3)
+    broker = Broker()
+    reports: list[tuple[bytes, int]] = []
+    for b in batches:
+        b.callbacks = [(0, lambda e, md, v=b.records[0][3]: reports.append((v, md.offset)))]
+    assert send(p, broker, limit=1)[1] is None  # "0" alone: sequence 0
+    sent, err = send(p, broker)
+    assert err is None and len(sent) == 1 and sent[0].parts == batches[1:]
+    [(pos, h)] = list(batch_fmt.iter_batches(sent[0].encoded))
+    assert (h.base_sequence, h.record_count) == (1, 2)
+    assert [r[3] for r in batch_fmt.records_of(sent[0].encoded, pos, h)] == [b"1", b"2"]
+    assert broker.log == [b"0", b"1", b"2"] and not p.accumulator.has_pending()
+    assert reports == [(b"0", 0), (b"1", 1), (b"2", 2)]

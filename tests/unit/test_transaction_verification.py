@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from broker.transaction.verification import TransactionVerifier
 from net import batch as batch_fmt
 from net.errors import ErrorCode
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
+from net.schema.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from tests.unit.test_request_handlers import TOPIC, Broker, topic_records
 
 TID = "verified-txn"
@@ -76,19 +78,25 @@ class VerifyingBroker(Broker):
     def produce_call(self, pid: int, epoch: int, *entries: tuple[int, int]) -> Any:
         """A transactional produce of one record per (partition, sequence), started as the network layer starts
         it: the handler's answer, or the awaitable of it."""
-        parts = [
-            [p, batch_fmt.build([(0, 0, None, b"v", None)], 1, 1, producer_id=pid, producer_epoch=epoch,
-                                base_sequence=seq, transactional=True)]
+        parts = tuple(
+            PartitionProduceData(index=p, records=batch_fmt.build([(0, 0, None, b"v", None)], 1, 1, producer_id=pid,
+                                 producer_epoch=epoch, base_sequence=seq, transactional=True))
             for p, seq in entries
-        ]  # fmt: skip
-        body = {"acks": -1, "timeout_ms": 5000, "topics": [[TOPIC, parts]], "transactional_id": TID}
-        return self.apis.handle(ApiKey.PRODUCE, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1], body, self.ctx)
+        )  # fmt: skip
+        request = ProduceRequest(
+            transactional_id=TID,
+            acks=-1,
+            timeout=datetime.timedelta(seconds=5),
+            topic_data=(TopicProduceData(name=TOPIC, partition_data=parts),),
+        )
+        return self.apis.handle(ApiKey.PRODUCE, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1], request, self.ctx)
 
 
 async def _answer(result: Any) -> dict[int, list]:
+    """The typed answer's rows by partition: [partition, error code, base offset, error message]."""
     answer = await result if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future) else result
-    [[_t, rows]] = answer["topics"]
-    return {row[0]: row for row in rows}
+    [topic] = answer.responses
+    return {r.index: [r.index, r.error_code, r.base_offset, r.error_message] for r in topic.partition_responses}
 
 
 def test_only_a_transactions_first_batch_per_partition_asks_the_coordinator(tmp_path):

@@ -13,7 +13,6 @@ docs/COMPATIBILITY.md.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from net.errors import ErrorCode
@@ -77,57 +76,6 @@ def api_versions_response(error_code: int, served: dict[int, tuple[int, int]]) -
 
 
 # --- the data path -----------------------------------------------------------------------------------
-
-
-class Produce(Adapter):
-    api_key, versions = 0, (3, 12)
-
-    def request(self, req: dict[str, Any], version: int) -> tuple[int, dict[str, Any]]:
-        topics = [
-            [t["name"], [[p["index"], p["records"] if p["records"] is not None else b""] for p in t["partition_data"]]]
-            for t in req["topic_data"]
-        ]
-        body = {"acks": req["acks"], "timeout_ms": req["timeout"], "topics": topics}
-        if req.get("transactional_id") is not None:
-            body["transactional_id"] = req["transactional_id"]
-        return ApiKey.PRODUCE, body
-
-    def response(self, native: dict[str, Any], req: dict[str, Any], version: int) -> dict[str, Any]:
-        return {
-            "responses": [
-                {
-                    "name": name,
-                    "partition_responses": [
-                        {
-                            "index": r[0],
-                            "error_code": r[1],
-                            "base_offset": r[2],
-                            # LogAppendTime topics: the broker's time, which clients report as the records'
-                            "log_append_time": _append_time(r[3]),
-                            "log_start_offset": r[4],
-                            "error_message": r[5],
-                        }
-                        for r in rows
-                    ],
-                }
-                for name, rows in _rows(native)
-            ],
-            "throttle_time": native.get("throttle_time_ms", 0),  # a client quota's delay (docs/SECURITY.md)
-        }
-
-    def error(self, req: dict[str, Any], version: int, code: int, message: str | None) -> dict[str, Any]:
-        return {
-            "responses": [
-                {
-                    "name": t["name"],
-                    "partition_responses": [
-                        {"index": p["index"], "error_code": code, "base_offset": -1, "error_message": message}
-                        for p in t["partition_data"]
-                    ],
-                }
-                for t in req["topic_data"]
-            ]
-        }
 
 
 class Fetch(Adapter):
@@ -205,10 +153,5 @@ class Fetch(Adapter):
         }
 
 
-# Metadata is typed (broker/server/kafka_apis.py handle_metadata): no adapter.
-CORE_ADAPTERS: list[Adapter] = [Produce(), Fetch()]
-
-
-def _append_time(ms: int) -> datetime.datetime | None:
-    """A produce row's log_append_time: null (-1 on the wire) unless the topic stamps LogAppendTime."""
-    return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+# Metadata and Produce are typed (broker/server/kafka_apis.py handle_metadata, handle_produce): no adapter.
+CORE_ADAPTERS: list[Adapter] = [Fetch()]
