@@ -49,6 +49,8 @@ class ProducerBatch:
         "producer_epoch",
         "unknown_cause",
         "parts",
+        "base_sequence",
+        "alone",
     )
 
     def __init__(self, topic: str, partition: int, ts: int, now: float) -> None:
@@ -73,6 +75,9 @@ class ProducerBatch:
         self.unknown_cause: Exception | None = None
         # A batch merged from several (merged()): theirs, in order; its records and callbacks are theirs.
         self.parts: list[ProducerBatch] | None = None
+        self.base_sequence = -1  # its first record's sequence once stamped (idempotent)
+        # Never merged with others (the Sender's _one_batch): it was part of a merged batch too large for the topic.
+        self.alone = False
 
     @classmethod
     def merged(cls, batches: list[ProducerBatch]) -> ProducerBatch:

@@ -36,6 +36,10 @@ from net.schema.produce import PartitionProduceData, ProduceRequest, ProduceResp
 
 log = logging.getLogger("kafkalite.producer")
 
+# A merged batch stays within Kafka's default max.message.bytes (1 MiB + 12) whatever max.request.size says; a
+# topic whose max.message.bytes is lower may still refuse it, and then its batches go one by one (_split).
+MERGED_MAX = 1_048_576
+
 
 class Sender:
     def __init__(
@@ -265,11 +269,11 @@ class Sender:
         batch sent before (its bytes and sequence fixed) or renumbered after OUT_OF_ORDER_SEQUENCE_NUMBER goes
         alone; new batches are merged into one record batch of at most max.request.size."""
         n = 1
-        if batches[0].encoded is None and not batches[0].attempts:
-            size = batches[0].size
+        if batches[0].encoded is None and not batches[0].attempts and not batches[0].alone:
+            size, limit = batches[0].size, min(self.max_request_size, MERGED_MAX)
             while n < len(batches):
                 b = batches[n]
-                if b.encoded is not None or b.attempts or size + b.size > self.max_request_size:
+                if b.encoded is not None or b.attempts or b.alone or size + b.size > limit:
                     break
                 size += b.size
                 n += 1
@@ -287,7 +291,7 @@ class Sender:
             if b.encoded is None and self.idempotent:
                 epoch, seq = self.sequences.stamp(tp, len(b.records))
                 b.encoded = b.build(self.codec, self.producer_id, epoch, seq, self.txn is not None)
-                b.producer_epoch = epoch
+                b.producer_epoch, b.base_sequence = epoch, seq
             parts.append(b.encode(self.codec))
         return b"".join(parts)
 
@@ -360,6 +364,8 @@ class Sender:
         self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception, reached_broker: bool = True
     ) -> None:
         self._inflight.discard(tp)
+        if getattr(err, "code", None) == ErrorCode.MESSAGE_TOO_LARGE and self._split(tp, batches):
+            return
         if (
             self.txn is None
             and self.idempotent
@@ -380,6 +386,22 @@ class Sender:
             # The user hears of it through the callbacks and flush(); a CLI prints that as its one line.
             log.warning("produce to %s-%d failed: %s", tp[0], tp[1], err)
             self._fail_batches(batches, err)
+
+    def _split(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bool:
+        """A merged batch the topic refused as larger than its max.message.bytes (never appended): its parts go
+        again one by one, each no larger than the producer made it, as Kafka's producer splits a batch refused
+        as too large. Their sequences start where the merged batch's did. False: not a merged batch, or its
+        numbers cannot be taken back (then it fails as any batch too large does)."""
+        m = batches[0]
+        if len(batches) != 1 or m.parts is None:
+            return False
+        if self.idempotent and not self.sequences.give_back(tp, m.producer_epoch, m.base_sequence, len(m.records)):
+            return False
+        log.info("%s-%d: a merged batch of %d was too large for the topic; sending them one by one", *tp, len(m.parts))
+        for b in m.parts:
+            b.alone = True
+        self.accumulator.requeue_front(tp, m.parts)  # still buffered: released when they complete
+        return True
 
     def _renumber_after_gap(self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception) -> None:
         """The broker refused `batches` (never appended) because its last sequence for this producer is not

@@ -45,6 +45,15 @@ class Sequences:
         self._epoch_of[tp] = self.epoch
         return self.epoch, seq
 
+    def give_back(self, tp: TopicPartition, epoch: int, first: int, record_count: int) -> bool:
+        """Take back the numbers of `tp`'s last stamped batch (`first`, `record_count` records, in `epoch`), which
+        the broker proved it did not append, so the next batch is numbered from `first`: only while nothing was
+        stamped after it. False (nothing changed) otherwise."""
+        if self._epoch_of.get(tp) != epoch or self._next.get(tp) != (first + record_count) & _SEQUENCE_MASK:
+            return False
+        self._next[tp] = first
+        return True
+
     def restart(self, tp: TopicPartition) -> None:
         """`tp`'s numbering has a hole: bump the epoch (the bump KIP-360 lets an idempotent producer do by
         itself) and number `tp`'s unacknowledged batches again from 0 in it. When the epoch is exhausted,

@@ -126,6 +126,38 @@ def test_retried_duplicates_behind_another_producers_record_keep_their_exact_off
     assert {v: off for off, v in stored.items()} == reports  # every report: the record's own offset, never -1
 
 
+def test_queued_batches_merged_past_the_topics_max_message_bytes_are_split_and_all_delivered(broker, caplog):
+    """The producer sends the batches queued behind a partition's request in flight as one record batch; where
+    that is larger than the topic's max.message.bytes (each batch alone fits), the broker refuses it
+    (MESSAGE_TOO_LARGE, nothing appended) and the producer sends its batches one by one, numbered from where
+    the merged one began, as Kafka's producer splits a batch refused as too large: nothing fails, nothing is
+    stored twice, every report names its record's offset."""
+    create(broker.bootstrap, "fits", **{"max.message.bytes": "3000"})
+    reports: dict[bytes, int] = {}
+    failures: list = []
+    values = [f"r{i:03d}".encode() + b"." * 96 for i in range(150)]
+
+    def report(v: bytes):  # a delivery callback for `v`
+        return lambda e, md: failures.append(e) if e else reports.__setitem__(v, md.offset)
+
+    with caplog.at_level("INFO", logger="kafkalite.producer"):
+        with Producer(broker.bootstrap, acks="all", batch_size=2500, linger_ms=0, request_timeout_ms=10000) as p:
+            p.partitions_for("fits")
+            broker.proc.send_signal(signal.SIGSTOP)  # the first batch waits in flight, the rest queue behind it
+            try:
+                for v in values:
+                    p.send("fits", v, partition=0, on_delivery=report(v))
+                time.sleep(0.3)
+            finally:
+                broker.proc.send_signal(signal.SIGCONT)
+            p.flush(30)
+    assert not failures, f"{len(failures)} failed, first: {failures[0]}"
+    assert "too large for the topic; sending them one by one" in caplog.text  # the merge happened and was split
+    stored = read_back(broker.bootstrap, "fits", 1)[0]
+    assert [r.value for r in stored] == values  # all, once, in order
+    assert {r.value: r.offset for r in stored} == reports
+
+
 def test_refused_before_append_is_not_written(broker):
     create(broker.bootstrap, "small", **{"max.message.bytes": "2000"})
     with Producer(broker.bootstrap, acks="all", retries=0) as p:
