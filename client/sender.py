@@ -39,6 +39,8 @@ log = logging.getLogger("kafkalite.producer")
 # A merged batch stays within Kafka's default max.message.bytes (1 MiB + 12) whatever max.request.size says; a
 # topic whose max.message.bytes is lower may still refuse it, and then its batches go one by one (_split).
 MERGED_MAX = 1_048_576
+# What a topic answers a batch larger than its max.message.bytes, or than its segment.bytes (never appended).
+TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
 
 
 class Sender:
@@ -75,6 +77,9 @@ class Sender:
         self._unresolved = unresolved
         self._resolve = resolve
         self._inflight: set[tuple[str, int]] = set()
+        # Per partition, the largest merged batch its topic is known to take: set when one was refused as too
+        # large (_split), so that later merges stay within what was accepted instead of being refused again.
+        self._merge_limit: dict[tuple[str, int], int] = {}
         self.sequences = Sequences()
         # Partitions waiting for a different leader than the one that failed them (None: no leader known).
         self._failed_leader: dict[tuple[str, int], int | None] = {}
@@ -270,7 +275,8 @@ class Sender:
         alone; new batches are merged into one record batch of at most max.request.size."""
         n = 1
         if batches[0].encoded is None and not batches[0].attempts and not batches[0].alone:
-            size, limit = batches[0].size, min(self.max_request_size, MERGED_MAX)
+            size = batches[0].size
+            limit = min(self.max_request_size, MERGED_MAX, self._merge_limit.get(tp, MERGED_MAX))
             while n < len(batches):
                 b = batches[n]
                 if b.encoded is not None or b.attempts or b.alone or size + b.size > limit:
@@ -364,7 +370,7 @@ class Sender:
         self, tp: tuple[str, int], batches: list[ProducerBatch], err: Exception, reached_broker: bool = True
     ) -> None:
         self._inflight.discard(tp)
-        if getattr(err, "code", None) == ErrorCode.MESSAGE_TOO_LARGE and self._split(tp, batches):
+        if getattr(err, "code", None) in TOO_LARGE and self._split(tp, batches):
             return
         if (
             self.txn is None
@@ -388,16 +394,18 @@ class Sender:
             self._fail_batches(batches, err)
 
     def _split(self, tp: tuple[str, int], batches: list[ProducerBatch]) -> bool:
-        """A merged batch the topic refused as larger than its max.message.bytes (never appended): its parts go
-        again one by one, each no larger than the producer made it, as Kafka's producer splits a batch refused
-        as too large. Their sequences start where the merged batch's did. False: not a merged batch, or its
-        numbers cannot be taken back (then it fails as any batch too large does)."""
+        """A merged batch the topic refused as larger than its max.message.bytes or segment.bytes (never
+        appended): its parts go again one by one, each no larger than the producer made it, as Kafka's producer
+        splits a batch refused as too large, and later merges of the partition stay within its largest part.
+        Their sequences start where the merged batch's did. False: not a merged batch, or its numbers cannot be
+        taken back (then it fails as any batch too large does)."""
         m = batches[0]
         if len(batches) != 1 or m.parts is None:
             return False
         if self.idempotent and not self.sequences.give_back(tp, m.producer_epoch, m.base_sequence, len(m.records)):
             return False
         log.info("%s-%d: a merged batch of %d was too large for the topic; sending them one by one", *tp, len(m.parts))
+        self._merge_limit[tp] = max(b.size for b in m.parts)
         for b in m.parts:
             b.alone = True
         self.accumulator.requeue_front(tp, m.parts)  # still buffered: released when they complete
