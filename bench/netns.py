@@ -47,6 +47,7 @@ class NetnsLab:
         if not 1 <= hosts <= 200:
             raise ValueError("1 to 200 hosts")
         # Interface names are at most 15 characters: prefix + suffix + "br"/"v12"/"p12" must fit.
+        self.prefix = prefix
         self.tag = prefix + (suffix if suffix is not None else f"{os.getpid() % 100000:x}")
         if len(self.tag) > 10:
             raise ValueError(f"name prefix {self.tag!r} too long (10 characters at most with the suffix)")
@@ -72,7 +73,23 @@ class NetnsLab:
 
     # --- lifecycle ---
 
+    def _clear_stale(self) -> None:
+        """Remove what a lab of this prefix left behind when its process was killed before its teardown (a
+        SIGKILLed test run): its namespaces, and any root-namespace device holding an address of this subnet, whose
+        route would otherwise take this lab's traffic (every connection to a host refused)."""
+        for line in _ip("netns", "list", check=False).stdout.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name.startswith(self.prefix) and not name.startswith(self.tag):
+                _ip("netns", "del", name, check=False)
+        for line in _ip("-o", "-4", "addr", "show", check=False).stdout.splitlines():
+            parts = line.split()
+            if len(parts) > 3 and parts[2] == "inet":
+                dev, addr = parts[1].split("@")[0], ipaddress.ip_interface(parts[3])
+                if addr.ip in self.net and dev != self.bridge:
+                    _ip("link", "del", "dev", dev, check=False)
+
     def setup(self) -> NetnsLab:
+        self._clear_stale()
         try:
             _ip("link", "add", self.bridge, "type", "bridge")
             self._made.append(("link", self.bridge))
