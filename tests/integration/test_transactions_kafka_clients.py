@@ -203,7 +203,7 @@ class PythonClient:
 
 def run_program(client: str, cluster: ClusterHarness, program: list[Step]) -> list[Any]:
     if client == "confluent-kafka":
-        pytest.importorskip("confluent_kafka")
+        pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
     if client != "kafkajs":
         return PythonClient(client, cluster.kafka_bootstrap()).run(program)
     node = shutil.which("node")
