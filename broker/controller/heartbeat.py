@@ -20,7 +20,8 @@ path of its own:
   inputs (election/messages.py) and passes them to the liveness rule (election/coordination.py).
 
 A watchdog keeps a wedged broker from heartbeating forever: the thread sends and answers only while the
-broker's loop has shown progress within `stall_limit_ms` (the session timeout). A loop stall shorter than
+broker's loop has shown progress (a quorum tick or a request handled) within `stall_limit_ms` (the session
+timeout). A loop stall shorter than
 that costs nothing; a longer one is judged from its start like any silence.
 """
 
@@ -38,6 +39,7 @@ from typing import Any, Callable
 from broker.network.authenticator import ListenerSecurity
 from broker.network.peers import listener_ports
 from broker.network.server import ConnectionContext, NativeCodec, NetServer, error_body
+from broker.utils.stall_sampler import StallSampler
 from net.connection import BrokerConnection, raise_for_error
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
@@ -72,6 +74,7 @@ class HeartbeatBoard:
         self._epoch = 0
         self._leader: int | None = None
         self._loop_alive_ms = now_ms()
+        self.loop_thread: int | None = None  # the broker loop's thread, for the stall sampler's stacks
         self._heard: dict[int, PeerView] = {}
         self._fed: dict[int, int] = {}  # peer -> at_ms of the newest view handed to the quorum node
 
@@ -81,6 +84,14 @@ class HeartbeatBoard:
         """The broker's loop is alive at `at_ms` and follows `leader` in `epoch`."""
         with self._lock:
             self._epoch, self._leader, self._loop_alive_ms = epoch, leader, at_ms
+            self.loop_thread = threading.get_ident()
+
+    def progress(self, at_ms: int) -> None:
+        """The broker's loop handled a request at `at_ms`: alive, even while it is too busy to tick. On a
+        starved machine one pass of the loop can handle requests for seconds before its next quorum tick
+        (sampled under CPU hogs: 12 s); a wedged loop handles none. A plain store, no lock: the only writer
+        is the loop's thread, and an int store is atomic."""
+        self._loop_alive_ms = at_ms
 
     def take_new(self) -> list[tuple[int, PeerView]]:
         """Views recorded since the last call (newest per peer), for the quorum node."""
@@ -161,6 +172,9 @@ class HeartbeatApis:
         return False
 
 
+STALL_REPORT_MS = 2000  # a loop stall this long is logged with where the loop's thread was
+
+
 class HeartbeatThread:
     """Sends and answers heartbeats from a thread with its own event loop (see the module docstring)."""
 
@@ -191,6 +205,10 @@ class HeartbeatThread:
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._client_id = f"broker-{board.broker_id}-heartbeat"
+        # From this thread, where the broker's loop thread is when it stalls for STALL_REPORT_MS or more.
+        self.stall_sampler = StallSampler(
+            lambda: board.loop_stalled_ms(now_ms()), lambda: board.loop_thread, STALL_REPORT_MS
+        )
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.board.broker_id}", daemon=True)
@@ -225,6 +243,7 @@ class HeartbeatThread:
         server = NetServer(self.apis, self._sock, self._max_frame, NativeCodec, "heartbeat", security, ssl_ctx)
         await server.start()
         tasks = [asyncio.create_task(self._beat(b, host, port)) for b, (host, port) in self.peers.items()]
+        tasks.append(asyncio.create_task(self.stall_sampler.run()))
         self._ready.set()
         try:
             await self._stop.wait()

@@ -311,6 +311,7 @@ class BrokerServer:
             ),
             metrics_port=self.metrics_server.port if self.metrics_server is not None else -1,
             heartbeat_port=heartbeat_sock.getsockname()[1] if heartbeat_sock is not None else -1,
+            loop_progress=self.heartbeat_board.progress if self.heartbeat_board is not None else None,
             inter_broker_port=broker_sock.getsockname()[1],
             share=self.share,
         )

@@ -215,6 +215,7 @@ class KafkaApis:
         quotas: "ClientQuotaManager",
         metrics_port: int = -1,
         heartbeat_port: int = -1,
+        loop_progress: Callable[[int], None] | None = None,
         inter_broker_port: int = -1,
         share: "ShareApis | None" = None,
     ) -> None:
@@ -223,6 +224,9 @@ class KafkaApis:
         self.inter_broker_port = inter_broker_port
         # This broker's heartbeat listener (broker/controller/heartbeat.py; -1: none, ZooKeeper mode or alone).
         self.heartbeat_port = heartbeat_port
+        # Told the time (monotonic ms) of every request handled: the heartbeat thread's proof that the loop
+        # is alive (broker/controller/heartbeat.py), even while it is too busy to tick.
+        self.loop_progress = loop_progress
         self.replica_manager = replica_manager
         self.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms
@@ -291,6 +295,8 @@ class KafkaApis:
         elif api_key == ApiKey.FETCH:
             hists.append(metrics.fetch_latency)
         t0 = time.monotonic()
+        if self.loop_progress is not None:
+            self.loop_progress(int(t0 * 1000))
         result = self._handle(api_key, version, body, ctx)
         if not inspect.isawaitable(result):
             elapsed = time.monotonic() - t0
