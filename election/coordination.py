@@ -16,6 +16,7 @@ above it (ControllerLogic, MetadataImage, ReplicaManager, replication) is the sa
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable, Protocol
 
 # (offset, epoch, record): the shape of committed metadata entries in both modes.
@@ -96,6 +97,36 @@ class Coordination(Protocol):
         ...
 
 
+class LocalPauses:
+    """The judge's own pauses, so that a silence it caused is not held against the brokers it judges (as
+    Cassandra's failure detector convicts nobody after a local pause).
+
+    A controller whose loop or process did not run for seconds (a CPU-starved machine: test_busy_machine saw
+    brokers' loops stalled 2-13 s) has not read the fetches and heartbeats that waited in its sockets meanwhile;
+    judged on its clock alone, a broker that kept sending looked silent for the session timeout and was
+    fenced right after the controller's own stall ended. `observe(now)` at every turn of the controller's
+    timer records a gap of at least `threshold_ms` as a pause; a broker's expiry moves on by the pauses
+    after its last sign of life. A dead broker is fenced at most that much later (its closed connections
+    still fence a killed one at once); fencing is never what keeps the cluster safe (epochs do)."""
+
+    def __init__(self, threshold_ms: int = 1000, keep_ms: int = 120_000) -> None:
+        self.threshold_ms = threshold_ms
+        self.keep_ms = keep_ms
+        self._last: int | None = None
+        self._spans: deque[tuple[int, int]] = deque()
+
+    def observe(self, now_ms: int) -> None:
+        last, self._last = self._last, now_ms
+        if last is not None and now_ms - last >= self.threshold_ms:
+            self._spans.append((last, now_ms))
+        while self._spans and self._spans[0][1] < now_ms - self.keep_ms:
+            self._spans.popleft()
+
+    def after(self, since_ms: int) -> int:
+        """How long the judge was paused after `since_ms` (ms)."""
+        return sum(max(0, end - max(start, since_ms)) for start, end in self._spans)
+
+
 def fetch_liveness_expiry(
     last_fetch_ms: int | None,
     seen_in_election: bool,
@@ -104,6 +135,7 @@ def fetch_liveness_expiry(
     closed_at_ms: int | None = None,
     last_heartbeat_ms: int | None = None,
     recent_window_ms: int = 0,
+    own_pauses: LocalPauses | None = None,
 ) -> int:
     """The custom mode's rule (fetches of the metadata log and heartbeats are signs of life), moved here from
     ControllerService so that tests/sim/replication_sim.py and QuorumDriver share it.
@@ -115,7 +147,8 @@ def fetch_liveness_expiry(
     it controller. One that sent no state in the election is almost surely the controller that died: fenced
     at once, unless it heartbeated within `recent_window_ms` before this controller's start (its event loop
     was busy through the election; a controller that died has been silent for an election timeout, longer
-    than that window). If it is alive after all, its next fetch registers it again.
+    than that window). If it is alive after all, its next fetch registers it again. `own_pauses`: the
+    controller's own pauses after the last sign of life extend the session (LocalPauses).
     `closed_at_ms`: when the driver saw the broker's process gone (a refused reconnect, broker/network/peers.py); with
     no sign of life since, it is dead from then. Fencing a broker early is never unsafe, only disruptive if
     wrong, and a wrong hint is undone by the broker's next fetch, like any fencing (docs/ELECTION.md section 4)."""
@@ -125,7 +158,12 @@ def fetch_liveness_expiry(
     signs = [t for t in (last_fetch_ms, last_heartbeat_ms if heartbeat_counts else None) if t is not None]
     last_sign = max(signs) if signs else None
     election_expiry = since_ms + (session_timeout_ms if seen_in_election else 0)
-    expiry = election_expiry if last_sign is None else max(last_sign + session_timeout_ms, election_expiry)
+    if seen_in_election and own_pauses is not None:
+        election_expiry += own_pauses.after(since_ms)
+    silence_expiry = None
+    if last_sign is not None:
+        silence_expiry = last_sign + session_timeout_ms + (own_pauses.after(last_sign) if own_pauses else 0)
+    expiry = election_expiry if silence_expiry is None else max(silence_expiry, election_expiry)
     if closed_at_ms is not None and (last_sign is None or closed_at_ms >= last_sign):
         return min(expiry, closed_at_ms)
     return expiry

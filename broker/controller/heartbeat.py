@@ -41,7 +41,7 @@ from broker.network.peers import listener_ports
 from broker.network.server import ConnectionContext, NativeCodec, NetServer, error_body
 from broker.utils.stall_sampler import StallSampler
 from net.connection import BrokerConnection, raise_for_error
-from net.errors import ErrorCode, KafkaLiteError
+from net.errors import ErrorCode, KafkaLiteError, NetworkError
 from net.protocol import ApiKey
 from net.security import ClientSecurity
 from net.wire_types import BROKER_ID, EPOCH, WireRangeError
@@ -172,6 +172,31 @@ class HeartbeatApis:
         return False
 
 
+class _PeerBeat:
+    """One peer's heartbeat outcomes, for the logs: a streak of failures is logged once, at its start."""
+
+    def __init__(self, peer: int) -> None:
+        self.peer = peer
+        self.last_answer = time.monotonic()  # of the current connection
+        self.failing = False
+        self.ever_answered = False
+
+    def answered(self) -> None:
+        self.last_answer = time.monotonic()
+        self.ever_answered = True
+        if self.failing:
+            log.info("heartbeats to broker %d answered again", self.peer)
+            self.failing = False
+
+    def failed(self, e: BaseException) -> None:
+        if not self.failing:
+            # Before the first answer the peer may simply not be up yet: not worth a line.
+            log.log(
+                logging.INFO if self.ever_answered else logging.DEBUG, "heartbeat to broker %d failed: %s", self.peer, e
+            )
+            self.failing = True
+
+
 STALL_REPORT_MS = 2000  # a loop stall this long is logged with where the loop's thread was
 
 
@@ -194,6 +219,9 @@ class HeartbeatThread:
         self.discovery = discovery  # how to ask a peer's native listener for its heartbeat port
         self.peers = {b: a for b, a in peers.items() if b != board.broker_id}
         self.interval_s = interval_ms / 1000
+        # How long a connection may go without any answer before it is given up (the session timeout: by
+        # then the peer is judged silent anyway), and how long a connection or login may take.
+        self.patience_s = max(self.interval_s, board.stall_limit_ms / 1000)
         self.security = security
         self._sock = sock
         self.port: int = sock.getsockname()[1]
@@ -254,57 +282,79 @@ class HeartbeatThread:
             await server.stop()
 
     async def _beat(self, peer: int, host: str, port: int) -> None:
-        """Heartbeat `peer` every interval, on a connection of our own to its heartbeat listener."""
+        """Heartbeat `peer` every interval, on a connection of our own to its heartbeat listener.
+
+        Beats are pipelined: each goes out on time whether or not the last was answered, and an answer counts
+        whenever it arrives. A slow answer is not silence: on a CPU-starved machine (test_busy_machine) a
+        round trip took up to seconds, and when each beat had two seconds, a timed-out beat closed the
+        connection, and the next connection's login through two starved threads timed out in turn, so
+        peers that were answering went unheard until they were fenced. The connection is given up only when
+        it breaks, or when nothing has come back on it for the session timeout."""
+        state = _PeerBeat(peer)
         conn: BrokerConnection | None = None
         heartbeat_port: int | None = None
-        failing = False
-        answered = False
         while True:
             started = time.monotonic()
             view = self.board.own_view(now_ms())
             if view is not None:  # else our loop is stalled past the limit: stay silent
+                connected = False
                 try:
                     if conn is None or not conn.connected:
                         if heartbeat_port is None:
                             heartbeat_port = await self._discover(host, port)
                         conn = BrokerConnection(host, heartbeat_port, self._client_id, self.security)
-                        await conn.connect(timeout=self.interval_s)
+                        await conn.connect(timeout=self.patience_s)
+                        state.last_answer = time.monotonic()
+                    connected = True
+                    if time.monotonic() - state.last_answer > self.patience_s:
+                        raise NetworkError(f"no heartbeat answered for {self.patience_s:.1f}s")
                     body = {
                         "broker_id": self.board.broker_id,
                         "incarnation": self.board.incarnation,
                         "epoch": view[0],
                         "leader": view[1],
                     }
-                    answer = await conn.request(ApiKey.BROKER_HEARTBEAT, body, timeout=self.interval_s)
-                    raise_for_error(answer)
-                    epoch, leader = answer.get("epoch"), answer.get("leader")
-                    try:
-                        epoch = EPOCH.check(epoch, "epoch")
-                        BROKER_ID.check_optional(leader, "leader")
-                    except WireRangeError as e:
-                        raise KafkaLiteError(f"malformed heartbeat answer: {e}", ErrorCode.INVALID_REQUEST) from None
-                    self.board.record(peer, epoch, leader, now_ms())
-                    answered = True
-                    if failing:
-                        log.info("heartbeats to broker %d answered again", peer)
-                        failing = False
+                    fut = conn.send(ApiKey.BROKER_HEARTBEAT, body)
+                    assert fut is not None  # a response is expected
+                    fut.add_done_callback(lambda f: self._answered(state, f))
                 except (KafkaLiteError, TimeoutError, OSError) as e:
-                    if not failing:
-                        # Before the first answer the peer may simply not be up yet: not worth a line.
-                        log.log(
-                            logging.INFO if answered else logging.DEBUG, "heartbeat to broker %d failed: %s", peer, e
-                        )
-                        failing = True
+                    state.failed(e)
                     if conn is not None:
                         conn.close()
                         conn = None
-                    heartbeat_port = None  # it may have restarted on another port: ask again
+                    if not connected:  # it may have restarted on another port: ask again
+                        heartbeat_port = None
+                    # Else the port stays: its heartbeat listener took our connection, and asking again goes
+                    # through the peer's event loop, on a starved machine the slowest path it has.
             await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def _answered(self, state: "_PeerBeat", fut: asyncio.Future[Any]) -> None:
+        """A beat's answer (or its connection's failure), whenever it comes."""
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            state.failed(exc)
+            return
+        answer = fut.result()
+        try:
+            raise_for_error(answer)
+            epoch, leader = answer.get("epoch"), answer.get("leader")
+            try:
+                epoch = EPOCH.check(epoch, "epoch")
+                BROKER_ID.check_optional(leader, "leader")
+            except WireRangeError as e:
+                raise KafkaLiteError(f"malformed heartbeat answer: {e}", ErrorCode.INVALID_REQUEST) from None
+        except KafkaLiteError as e:  # the peer answered, but not as alive (its loop stalled) or not well
+            state.failed(e)
+            return
+        self.board.record(state.peer, epoch, leader, now_ms())
+        state.answered()
 
     async def _discover(self, host: str, port: int) -> int:
         """The peer's heartbeat port, from its native listener's ApiVersions (served by the peer's loop: asked
         only when a heartbeat connection has to be made)."""
-        answer = await listener_ports(host, port, self._client_id, self.discovery, self.interval_s)
+        answer = await listener_ports(host, port, self._client_id, self.discovery, self.patience_s)
         raise_for_error(answer)
         hb_port = answer.get("heartbeat_port")
         if not isinstance(hb_port, int) or isinstance(hb_port, bool) or not 0 < hb_port <= 65535:

@@ -59,7 +59,7 @@ from election import (
     Truncated,
     from_wire,
 )
-from election.coordination import fetch_liveness_expiry
+from election.coordination import LocalPauses, fetch_liveness_expiry
 from election.log import MetadataLog
 from net.errors import ErrorCode, KafkaLiteError
 from net.protocol import ApiKey
@@ -132,6 +132,7 @@ class QuorumDriver:
         self.incarnation = incarnation
         # Shared with the heartbeat thread (None: no heartbeats, e.g. a cluster of one).
         self.heartbeats = heartbeats
+        self.own_pauses = LocalPauses()  # this loop's stalls, which the liveness rule does not hold against peers
         # broker -> newest incarnation seen in its fetches (ours: we never fetch from ourselves). Kept across
         # role changes: a process that once fetched exists, whoever is controller.
         self._incarnations: dict[int, int] = {broker_id: incarnation}
@@ -199,6 +200,7 @@ class QuorumDriver:
 
     def _on_timer(self) -> None:
         now = _now_ms()
+        self.own_pauses.observe(now)  # this timer runs every 50 ms at most: a longer gap is our own stall
         self._feed_heartbeats(now)  # first: a tick after a stall must see what the heartbeat thread heard
         self._execute(self.node.tick(now))
         self._schedule(min(self.node.next_deadline_ms() - _now_ms(), 50))
@@ -298,6 +300,7 @@ class QuorumDriver:
             # A broker that sent no state in our election but heartbeated this recently before we won is alive
             # (its loop was busy); a controller that died has been silent for an election timeout.
             self.node.config.election_timeout_ms // 2,
+            self.own_pauses,
         )
 
     def broker_incarnation(self, broker_id: int) -> int:

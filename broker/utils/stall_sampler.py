@@ -12,14 +12,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import traceback
 from collections import Counter
+from types import FrameType
 from typing import Callable
 
 log = logging.getLogger("kafkalite.stall")
 
 SAMPLE_S = 0.2  # how often the loop's thread is sampled during a stall
 STACK_DEPTH = 6  # innermost frames kept per sample
+
+
+def _stack(frame: FrameType | None) -> str:
+    """The innermost frames, innermost first: names and line numbers only. No source lines (traceback's
+    default reads the files, on the thread that must stay light on a starved machine)."""
+    parts: list[str] = []
+    while frame is not None and len(parts) < STACK_DEPTH:
+        parts.append(f"{frame.f_code.co_name} ({frame.f_code.co_filename}:{frame.f_lineno})")
+        frame = frame.f_back
+    return " <- ".join(parts)
 
 
 class StallSampler:
@@ -41,8 +51,7 @@ class StallSampler:
             ident = self._thread_id()
             frame = sys._current_frames().get(ident) if ident is not None else None
             if frame is not None:
-                stack = traceback.extract_stack(frame)[-STACK_DEPTH:]
-                self._samples[" <- ".join(f"{f.name} ({f.filename}:{f.lineno})" for f in reversed(stack))] += 1
+                self._samples[_stack(frame)] += 1
         elif self._longest:
             self._report()
 
