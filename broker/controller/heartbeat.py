@@ -21,8 +21,8 @@ path of its own:
 
 A watchdog keeps a wedged broker from heartbeating forever: the thread sends and answers only while the
 broker's loop has shown progress (a quorum tick or a request handled) within `stall_limit_ms` (the session
-timeout). A loop stall shorter than
-that costs nothing; a longer one is judged from its start like any silence.
+timeout). A loop stall shorter than that costs nothing; a longer one is judged from its start like any
+silence.
 """
 
 from __future__ import annotations
