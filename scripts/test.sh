@@ -27,7 +27,7 @@ mypy
 # 2026-11-28). KL_TEST_WORKERS=0 runs everything in this process. The
 # tests marked serial load the whole machine on purpose (CPU hogs): they run alone, after the rest. Modules are
 # handed out longest first (tests/module_order.py; --no-loadscope-reorder keeps that order), so that no long
-# module starts last while the other worker has nothing left to do.
+# module starts last while the other workers have nothing left to do.
 PYTEST=(python -m pytest -n "${KL_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder)
 pyspark_newest_in_venv
 targeted=0  # a test file or test named on the command line: run just that, in one pass
