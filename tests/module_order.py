@@ -4,8 +4,8 @@ scripts/test.sh runs `-n 3 --dist loadfile` (two workers until 28 November 2026)
 and asks for the next one when it is done. xdist's default order (most tests first) hands out the one-test
 modules last, and some of those are long (a Spark cluster on three hosts, an install on a fresh host): a run can
 end with one worker busy on such a module while the others have nothing left to do. Longest first
-(scripts/test.sh passes --no-loadscope-reorder
-so xdist keeps this order) bounds that tail by the shortest modules instead. A simulation of the two workers
+(scripts/test.sh passes --no-loadscope-reorder so xdist keeps this order) bounds that tail by the shortest modules
+instead. A simulation of the two workers
 with two measured runs' module times gives 1,598 s against 1,612 s for the default order, and 1,616 s
 against 1,619 s: a small gain today, and no dependence on which long module happens to have one test.
 
