@@ -21,14 +21,15 @@ ruff check .
 PYTHONPATH=. lint-imports --no-cache
 # Types (setup.cfg [mypy]): strict on net/, election/, client/, broker/, less what the modules listed there still fail
 mypy
-# Three workers on two cores, a test module per worker at a time (modules share clusters through module-scoped
+# Four workers on two cores, a test module per worker at a time (modules share clusters through module-scoped
 # fixtures, and the multi-host modules each use their own subnet): the workers spend much of their time waiting
 # on brokers, JVMs and timeouts (the CPU was a third idle with two; three cut the main run from 935 s to 654 s,
-# 2026-11-28). KL_TEST_WORKERS=0 runs everything in this process. The
+# 2026-11-28; with three the run's last four minutes were still 20-40% idle, four: 707 -> 645 s in runs side by
+# side with the same other load). KL_TEST_WORKERS=0 runs everything in this process. The
 # tests marked serial load the whole machine on purpose (CPU hogs): they run alone, after the rest. Modules are
 # handed out longest first (tests/module_order.py; --no-loadscope-reorder keeps that order), so that no long
 # module starts last while the other workers have nothing left to do.
-PYTEST=(python -m pytest -n "${KL_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder)
+PYTEST=(python -m pytest -n "${KL_TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder)
 pyspark_newest_in_venv
 targeted=0  # a test file or test named on the command line: run just that, in one pass
 for a in "$@"; do [ -e "${a%%::*}" ] && targeted=1; done

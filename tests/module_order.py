@@ -1,7 +1,7 @@
 """The order test modules are handed to xdist's workers in: longest first.
 
-scripts/test.sh runs `-n 3 --dist loadfile` (two workers until 28 November 2026): a worker takes a whole module
-and asks for the next one when it is done. xdist's default order (most tests first) hands out the one-test
+scripts/test.sh runs `-n 4 --dist loadfile` (two workers until 28 November 2026, then three, then four): a
+worker takes a whole module and asks for the next one when it is done. xdist's default order (most tests first) hands out the one-test
 modules last, and some of those are long (a Spark cluster on three hosts, an install on a fresh host): a run can
 end with one worker busy on such a module while the others have nothing left to do. Longest first
 (scripts/test.sh passes --no-loadscope-reorder so xdist keeps this order) bounds that tail by the shortest modules
@@ -22,47 +22,47 @@ from collections.abc import Sequence
 import pytest
 
 MODULE_SECONDS = {
-    "tests/integration/test_cluster_faults.py": 285,  # x0.70 alone (0.55-0.84), 27 November 2026: shared clusters
-    "tests/integration/test_spark.py": 385,
-    "tests/integration/test_spark_streaming.py": 315,
-    "tests/integration/test_deploy_netns.py": 230,
-    "tests/integration/test_console_tools.py": 220,
-    "tests/unit/test_replication_sim.py": 140,
-    "tests/integration/test_spark_multihost.py": 135,
-    "tests/integration/test_spark_standalone.py": 105,
-    "tests/integration/test_spark_exactly_once.py": 110,
-    "tests/integration/test_exactly_once_loop.py": 45,
-    "tests/integration/test_transactions_clients.py": 90,
-    "tests/integration/test_transactions_kafka_clients.py": 60,
-    "tests/integration/test_coordination_survival.py": 55,  # x0.54 alone, 27 November 2026
-    "tests/integration/test_deploy_node.py": 95,
-    "tests/integration/test_security.py": 75,
-    "tests/integration/test_zookeeper.py": 70,
-    "tests/integration/test_dashboard.py": 65,
-    "tests/integration/test_cli.py": 60,
-    "tests/integration/test_console_security.py": 60,
-    "tests/integration/test_nemesis.py": 60,
-    "tests/integration/test_liveness.py": 55,
-    "tests/integration/test_kafka_clients.py": 50,
-    "tests/integration/test_leader_rebalance.py": 40,
-    "tests/unit/test_election_sim.py": 40,
-    "tests/integration/test_groups.py": 31,  # x0.77 alone, 27 November 2026
-    "tests/integration/test_deploy_scripts.py": 40,
-    "tests/integration/test_recovery.py": 40,
-    "tests/integration/test_kafka_groups.py": 30,
-    "tests/integration/test_limits_quotas.py": 30,
+    # The modules in the top 25 of at least two of three runs of 27-28 November 2026 (three and four workers):
+    # their mean; the others at most 30 s, as they were below every table's 25th (about 30 s).
+    "tests/integration/test_spark.py": 182,
+    "tests/integration/test_cluster_faults.py": 168,
+    "tests/integration/test_spark_streaming.py": 163,
+    "tests/integration/test_deploy_netns.py": 143,
+    "tests/integration/test_spark_exactly_once.py": 100,
+    "tests/integration/test_share_groups.py": 93,
+    "tests/integration/test_console_tools.py": 81,
+    "tests/integration/test_deploy_node.py": 62,
+    "tests/unit/test_replication_sim.py": 25,  # 150 schedules since 28 November (450 before)
+    "tests/integration/test_spark_multihost.py": 59,
+    "tests/integration/test_nemesis.py": 55,
+    "tests/integration/test_liveness.py": 54,
+    "tests/integration/test_transactions_kafka_clients.py": 50,
+    "tests/integration/test_nemesis_transactions.py": 49,
+    "tests/integration/test_spark_standalone.py": 49,
+    "tests/integration/test_groups.py": 48,
+    "tests/integration/test_dashboard.py": 46,
+    "tests/integration/test_zookeeper.py": 46,
+    "tests/integration/test_kafka_clients.py": 41,
+    "tests/integration/test_security.py": 41,
+    "tests/integration/test_transactions_clients.py": 41,
+    "tests/integration/test_cli.py": 39,
+    "tests/integration/test_coordination_survival.py": 37,
+    "tests/integration/test_kafka_consumer_protocol.py": 32,
+    "tests/integration/test_limits_quotas.py": 31,
     "tests/integration/test_kafka_listener.py": 30,
-    # Missing above, so handed out near the end as a few-test module: 86 s and 43 s in a run of 26 November
-    # 2026 at load 15-25 (scaled by that run's 548 s for test_cluster_faults.py against its 405 here then).
-    "tests/integration/test_ports.py": 65,
-    "tests/integration/test_partition_floods.py": 32,
-    # Added 27 November 2026, from their own runs on a busy machine.
-    "tests/integration/test_nemesis_transactions.py": 75,
-    "tests/integration/test_transaction_verification.py": 50,
+    "tests/integration/test_deploy_scripts.py": 30,
+    "tests/unit/test_native_messages.py": 30,
+    "tests/unit/test_election_sim.py": 30,
+    "tests/integration/test_kafka_groups.py": 30,
+    "tests/integration/test_ports.py": 30,
+    "tests/integration/test_leader_rebalance.py": 30,
+    "tests/integration/test_partition_floods.py": 30,
+    "tests/integration/test_exactly_once_loop.py": 30,
+    "tests/integration/test_transaction_verification.py": 30,
+    "tests/integration/test_compaction_horizon.py": 30,
+    "tests/integration/test_console_security.py": 30,
+    "tests/integration/test_recovery.py": 30,
     "tests/integration/test_replication_throttles.py": 25,
-    "tests/integration/test_compaction_horizon.py": 30,  # 27 November 2026, fourth session
-    "tests/integration/test_kafka_consumer_protocol.py": 45,  # 27 November 2026, fourth session
-    "tests/integration/test_share_groups.py": 54,  # 27 November 2026, fourth session; x0.9 (CPU) alone, late night
 }
 # Modules not in the table: an integration test starts brokers (seconds), a unit test mostly does not.
 PER_TEST_SECONDS = {"integration": 3.0}
@@ -94,9 +94,15 @@ class ModuleTimes:
 
     def __init__(self) -> None:
         self.seconds: Counter[str] = Counter()
+        # Wall-clock span of each module (its first report's start, its last one's stop): the run's tail, where
+        # fewer modules are left than workers, shows in which modules end last.
+        self.spans: dict[str, tuple[float, float]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
+        module = report.nodeid.split("::", 1)[0]
+        self.seconds[module] += report.duration
+        first, last = self.spans.get(module, (report.start, report.stop))
+        self.spans[module] = (min(first, report.start), max(last, report.stop))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.seconds:
@@ -104,3 +110,7 @@ class ModuleTimes:
         terminalreporter.write_sep("=", f"module times (s), total {sum(self.seconds.values()):.0f}")
         for module, seconds in self.seconds.most_common(25):
             terminalreporter.write_line(f"{seconds:7.1f}  {module}")
+        begin = min(first for first, _ in self.spans.values())
+        terminalreporter.write_sep("=", "the last modules to end (s from the first test's start: start - end)")
+        for module, (first, last) in sorted(self.spans.items(), key=lambda kv: kv[1][1])[-12:]:
+            terminalreporter.write_line(f"{first - begin:6.0f} - {last - begin:4.0f}  {module}")
