@@ -1,13 +1,13 @@
 """The order test modules are handed to xdist's workers in: longest first.
 
 scripts/test.sh runs `-n 4 --dist loadfile` (two workers until 28 November 2026, then three, then four): a
-worker takes a whole module and asks for the next one when it is done. xdist's default order (most tests first)
-hands out the one-test modules last, and some of those are long (a Spark cluster on three hosts, an install on a fresh host): a run can
-end with one worker busy on such a module while the others have nothing left to do. Longest first
-(scripts/test.sh passes --no-loadscope-reorder so xdist keeps this order) bounds that tail by the shortest modules
-instead. A simulation of the two workers
-with two measured runs' module times gives 1,598 s against 1,612 s for the default order, and 1,616 s
-against 1,619 s: a small gain today, and no dependence on which long module happens to have one test.
+worker takes a whole module and asks for the next one when it is done. xdist's default order (most tests
+first) hands out the one-test modules last, and some of those are long (a Spark cluster on three hosts, an
+install on a fresh host): a run can end with one worker busy on such a module while the others have nothing
+left to do. Longest first (scripts/test.sh passes --no-loadscope-reorder so xdist keeps this order) bounds that
+tail by the shortest modules instead. A simulation of two workers with two measured runs' module times gives
+1,598 s against 1,612 s for the default order, and 1,616 s against 1,619 s: a small gain, and no dependence on
+which long module happens to have one test.
 
 The seconds are a module's whole time (set-up, tests, teardown) in a run of the suite on a busy machine (two
 runs of 26 November 2026, averaged): only their order matters, and a stale figure costs a little balance,
