@@ -1,5 +1,6 @@
 """What a Spark session costs to start on local[2], as `kl-spark` and the demo start it, with and without the
-demo's JVM settings for short jobs (pipeline/demo_spark.py's FAST_START_JVM).
+demo's JVM settings for short jobs (pipeline/demo_spark.py's FAST_START_JVM), and with and without the driver's
+class-data-sharing archive (pipeline/spark_cds.py).
 
     .venv/bin/python -m bench.spark_start [--runs 3] [--out docs/BENCHMARKS.md]
 
@@ -46,17 +47,25 @@ print(json.dumps({"session": t_session, "first_query": t_query, "jvm_cpu": cpu})
 """
 
 
-def variants() -> dict[str, dict[str, str]]:
+def variants() -> dict[str, tuple[dict[str, str], bool]]:
+    """Name -> (Spark conf, class-data-sharing archive on: pipeline/spark_cds.py, made before the first run)."""
     from pipeline.demo_spark import FAST_START_JVM
 
-    return {"kl-spark's settings": {}, "+ demo's JVM settings": {"spark.driver.extraJavaOptions": FAST_START_JVM}}
+    fast = {"spark.driver.extraJavaOptions": FAST_START_JVM}
+    return {
+        "kl-spark's settings, no class archive": ({}, False),
+        "kl-spark's settings": ({}, True),
+        "+ demo's JVM settings, no class archive": (fast, False),
+        "+ demo's JVM settings": (fast, True),
+    }
 
 
-def one_run(conf: dict[str, str]) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(conf)], capture_output=True, text=True, timeout=900, check=True
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def one_run(conf: dict[str, str], cds: bool) -> dict[str, float]:
+    env = {**os.environ, "KAFKALITE_SPARK_CDS": "1" if cds else "0"}
+    cmd = [sys.executable, "-c", CHILD, json.dumps(conf)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=True)
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:
@@ -64,12 +73,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     args = ap.parse_args()
+    from pipeline.spark_cds import made_archive
+
+    made_archive()  # as scripts/_env.sh does after an install: every run below with it finds it
     load_before = os.getloadavg()
     started = time.time()
     results: dict[str, list[dict[str, float]]] = {name: [] for name in variants()}
     for i in range(args.runs):
-        for name, conf in variants().items():
-            r = one_run(conf)
+        for name, (conf, cds) in variants().items():
+            r = one_run(conf, cds)
             results[name].append(r)
             print(f"run {i + 1} {name}: {r}", file=sys.stderr)
     load_after = os.getloadavg()

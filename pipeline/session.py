@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pipeline import spark_cds
+
 MIN_JAVA = 17
 # setup.cfg's lower bound (pyspark>=4.2): latestOffset(start, limit) and pyspark.sql.streaming.datasource's
 # read limits came in 4.2. scripts/test.sh runs the Spark source's tests against this version too.
@@ -87,7 +89,7 @@ def _log4j_file() -> str:
     return str(path)
 
 
-def _private_cache_dir() -> Path:
+def private_cache_dir() -> Path:
     """A directory only this user can write to: Spark runs what SPARK_HOME/bin holds, so a shared place with a
     predictable name (/tmp) would let another local user plant it. ~/.cache/kafkalite (XDG_CACHE_HOME), else
     a new private temporary directory."""
@@ -117,7 +119,7 @@ def spark_home_for_workers() -> str | None:
     if not (real / "python" / "lib" / "pyspark.zip").is_file():
         return None
     tag = hashlib.sha1(f"{real}|{pyspark.__version__}".encode()).hexdigest()[:12]
-    home = _private_cache_dir() / f"spark-home-{tag}"
+    home = private_cache_dir() / f"spark-home-{tag}"
     if not (home / "bin" / "spark-submit").exists():
         tmp = home.with_name(f"{home.name}.{os.getpid()}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -146,20 +148,28 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
     from pipeline.datasource import register
 
     builder = SparkSession.builder.appName(app_name)
+    quiet = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    driver_options = quiet
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # we start the JVM (spark-submit started it otherwise)
         if "SPARK_HOME" not in os.environ and (home := spark_home_for_workers()):
             os.environ["SPARK_HOME"] = home
         if master is None and not SparkConf().contains("spark.master"):
             master = "local[*]"  # not under spark-submit, which hands us its --master
+        java = find_java()
+        if java is not None:  # check_environment found it
+            import pyspark
+
+            spark_home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).resolve().parent)
+            cds = spark_cds.driver_options(private_cache_dir(), java, spark_home)
+            driver_options = f"{quiet} {cds}".strip()
     if master is not None:
         builder = builder.master(master)
-    quiet = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "8",
         "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
-        "spark.driver.extraJavaOptions": quiet,
+        "spark.driver.extraJavaOptions": driver_options,
         "spark.executor.extraJavaOptions": quiet,
         "spark.sql.session.timeZone": "UTC",
     }

@@ -115,3 +115,9 @@ if command -v npm >/dev/null 2>&1 && [ ! -f tests/js/node_modules/.installed-"$(
     if [ "$(basename "$0")" = test.sh ]; then exit 1; fi
   fi
 fi
+# The Spark driver's class-data-sharing archive (pipeline/spark_cds.py: a session's JVM starts on half the CPU),
+# made once per venv here rather than by the first Spark job's background maker.
+# An empty stamp: Spark cannot start here, or the archive could not be made; not tried again for this venv.
+if [ ! -f .venv/.spark-cds ] || { [ -s .venv/.spark-cds ] && [ ! -f "$(cat .venv/.spark-cds)" ]; }; then
+  .venv/bin/python -c 'import pipeline.spark_cds as c; p = c.made_archive(); print(p or "")' >.venv/.spark-cds 2>/dev/null || true
+fi

@@ -62,6 +62,7 @@ MODULE_SECONDS = {
     "tests/integration/test_compaction_horizon.py": 30,
     "tests/integration/test_console_security.py": 30,
     "tests/integration/test_recovery.py": 30,
+    "tests/integration/test_spark_cds.py": 30,  # 28 November 2026: two JVMs
     "tests/integration/test_replication_throttles.py": 25,
 }
 # Modules not in the table: an integration test starts brokers (seconds), a unit test mostly does not.
