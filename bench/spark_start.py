@@ -73,9 +73,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     args = ap.parse_args()
-    from pipeline.spark_cds import made_archive
+    from pipeline.session import class_archive
 
-    made_archive()  # as scripts/_env.sh does after an install: every run below with it finds it
+    class_archive()  # as scripts/_env.sh does after an install: every run below with it finds it
     load_before = os.getloadavg()
     started = time.time()
     results: dict[str, list[dict[str, float]]] = {name: [] for name in variants()}

@@ -134,6 +134,14 @@ def spark_home_for_workers() -> str | None:
     return str(home)
 
 
+def _spark_home() -> str:
+    """The SPARK_HOME a driver started here runs from (its classpath): the environment's, else what spark_session
+    sets (spark_home_for_workers), else pip's pyspark itself."""
+    import pyspark
+
+    return os.environ.get("SPARK_HOME") or spark_home_for_workers() or str(Path(pyspark.__file__).resolve().parent)
+
+
 def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     """A SparkSession with the `kafkalite` data source registered.
 
@@ -157,10 +165,7 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
             master = "local[*]"  # not under spark-submit, which hands us its --master
         java = find_java()
         if java is not None:  # check_environment found it
-            import pyspark
-
-            spark_home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).resolve().parent)
-            cds = spark_cds.driver_options(private_cache_dir(), java, spark_home)
+            cds = spark_cds.driver_options(private_cache_dir(), java, _spark_home())
             driver_options = f"{quiet} {cds}".strip()
     if master is not None:
         builder = builder.master(master)
@@ -187,3 +192,17 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def class_archive() -> Path | None:
+    """The driver's class-data-sharing archive (pipeline/spark_cds.py) for the Java and pyspark found here, made now
+    if there is none; None: Spark cannot start here, or it could not be made (Spark then starts without)."""
+    try:
+        check_environment()
+    except SparkSetupError:
+        return None
+    java = find_java()
+    if java is None:
+        return None
+    path = spark_cds.archive_path(private_cache_dir(), java, _spark_home())
+    return path if spark_cds.make(path, java) else None

@@ -8,8 +8,8 @@ a hash of them, and the JVM itself refuses an archive whose jars changed since, 
 
 `driver_options()` names the archive when there is one; when there is none it starts one being made in the
 background (a short session of its own, at low priority, one at a time per archive) and the session at hand
-starts without it. `python -m pipeline.spark_cds` makes it in the foreground (scripts/_env.sh does, after an
-install). KAFKALITE_SPARK_CDS=0 turns it off.
+starts without it. pipeline.session's `class_archive()` makes it in the foreground (scripts/_env.sh does, after
+an install). KAFKALITE_SPARK_CDS=0 turns it off.
 """
 
 from __future__ import annotations
@@ -57,11 +57,12 @@ def driver_options(cache_dir: Path, java: str, spark_home: str) -> str:
 
 
 def _make_in_background(path: Path) -> None:
-    """A detached `python -m pipeline.spark_cds` at low priority; it exits at once if another is making it."""
+    """A detached maker (pipeline.session.class_archive) at low priority; it exits at once if another is making it."""
     env = {**os.environ, "KAFKALITE_SPARK_CDS": "0"}  # its own session must not start a maker in turn
+    maker = "import os; os.nice(10); from pipeline.session import class_archive; class_archive()"
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "pipeline.spark_cds", "--background"],
+            [sys.executable, "-c", maker],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -141,34 +142,3 @@ def _prune(keep: Path) -> None:
     for old in archives[_KEEP:]:
         if old != keep:
             old.unlink(missing_ok=True)
-
-
-def made_archive() -> Path | None:
-    """The archive for the Java and pyspark this interpreter finds, made now if there is none (None: Spark cannot
-    start here, or the archive could not be made)."""
-    from pipeline.session import check_environment, find_java, private_cache_dir, spark_home_for_workers
-
-    try:
-        check_environment()
-    except Exception:
-        return None
-    import pyspark
-
-    java = find_java()
-    home = os.environ.get("SPARK_HOME") or spark_home_for_workers() or str(Path(pyspark.__file__).resolve().parent)
-    if java is None:
-        return None
-    path = archive_path(private_cache_dir(), java, home)
-    return path if make(path, java) else None
-
-
-def main() -> None:
-    """Make the archive for the Java and pyspark this interpreter finds (no output; exit 0 either way: it only
-    makes Spark start faster). --background (driver_options' maker): at low priority, beside the user's job."""
-    if "--background" in sys.argv[1:]:
-        os.nice(10)
-    made_archive()
-
-
-if __name__ == "__main__":
-    main()

@@ -119,5 +119,6 @@ fi
 # made once per venv here rather than by the first Spark job's background maker.
 # An empty stamp: Spark cannot start here, or the archive could not be made; not tried again for this venv.
 if [ ! -f .venv/.spark-cds ] || { [ -s .venv/.spark-cds ] && [ ! -f "$(cat .venv/.spark-cds)" ]; }; then
-  .venv/bin/python -c 'import pipeline.spark_cds as c; p = c.made_archive(); print(p or "")' >.venv/.spark-cds 2>/dev/null || true
+  .venv/bin/python -c 'from pipeline.session import class_archive; print(class_archive() or "")' \
+    >.venv/.spark-cds 2>/dev/null || true
 fi

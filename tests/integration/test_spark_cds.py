@@ -30,14 +30,11 @@ s.stop()
 
 
 def _java_and_home() -> tuple[str, str]:
-    import pyspark
-
-    from pipeline.session import find_java, spark_home_for_workers
+    from pipeline.session import _spark_home, find_java
 
     java = find_java()
     assert java is not None
-    home = os.environ.get("SPARK_HOME") or spark_home_for_workers() or str(Path(pyspark.__file__).resolve().parent)
-    return java, home
+    return java, _spark_home()
 
 
 def test_an_archive_is_made_once_mapped_by_a_later_driver_silent_and_never_put_in_place_cut_short(tmp_path):
