@@ -286,7 +286,7 @@ class ReplicaFetcher:
                 ListOffsetsPartition(
                     partition_index=p.partition,
                     current_leader_epoch=fs.leader_epoch if fs is not None else -1,
-                    timestamp=OffsetSpec.LATEST,
+                    timestamp=int(OffsetSpec.LATEST),
                 )
             )
         request = ListOffsetsRequest(

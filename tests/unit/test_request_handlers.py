@@ -710,3 +710,38 @@ def test_a_follower_ahead_of_its_leader_truncates_to_the_leaders_log_end(tmp_pat
 
     run(broker, scenario)
     broker.close()
+
+
+def test_a_consumer_over_its_byte_rate_is_throttled_by_the_typed_answers_records(tmp_path):
+    """Client quotas read the typed Fetch answer: the records bytes a consumer got count against its
+    consumer_byte_rate, the answer carries the delay (throttle_time) and the connection is muted as long; a
+    follower's fetch is replication, not charged."""
+    from broker.metadata.records import ClientQuotaRecord
+
+    broker = with_replicated_topic(Broker(tmp_path))
+    quota = ClientQuotaRecord((("client-id", "slow"),), {"consumer_byte_rate": 10.0})
+    broker.image.apply(broker.image.offset + 1, quota.to_dict())
+    muted: list[int] = []
+
+    async def scenario() -> None:
+        await broker.produce(1, [0, records(b"x" * 2000)])
+        fast = await broker.fetch(0, 0)  # another client id: no quota
+        assert fast.records and values_of(fast.records) == [b"x" * 2000]
+        ctx = ConnectionContext("127.0.0.1:5001")
+        ctx.client_id = "slow"
+        ctx.throttle = muted.append
+        answer = await handle(broker, fetch_request(0, 0), ctx)
+        assert isinstance(answer, FetchResponse) and answer.responses[0].partitions[0].records
+        assert answer.throttle_time > datetime.timedelta(0) and muted and muted[-1] > 0
+        # the same bytes to a follower of the slow client id's name: not a consumer, not charged
+        await broker.produce(1, [0, records(b"y")], topic=REPLICATED)
+        follower_ctx = inter_broker(broker)
+        follower_ctx.client_id = "slow"
+        follower_ctx.throttle = muted.append
+        before = len(muted)
+        replicated = await handle(broker, follower_fetch(0, 0, topic=REPLICATED), follower_ctx)
+        assert replicated.responses[0].partitions[0].records  # read, and
+        assert replicated.throttle_time == datetime.timedelta(0) and len(muted) == before  # not throttled
+
+    run(broker, scenario)
+    broker.close()
