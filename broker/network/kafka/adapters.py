@@ -6,9 +6,9 @@ listener, and maps the native answer back to a version-independent response dict
 keeps what the client's version has). `error` answers a request that failed as a whole, with the
 code in every row, as Kafka's `getErrorResponse` does.
 
-Adding an api: subclass Adapter with the versions it serves, list it in its module's list (CORE_ADAPTERS
-here, SECURITY_ADAPTERS in security_adapters.py), which codec.py's ADAPTERS gathers, and describe it in
-docs/COMPATIBILITY.md.
+Every api is typed now (net/schema/, codec.py TypedKafkaRequest: no adapter) but the SASL pair, whose adapters
+are SECURITY_ADAPTERS in security_adapters.py (the login is the connection's, and a SaslHandshake v0 changes the
+framing of what follows), which codec.py's ADAPTERS gathers. A new api is typed (scripts/generate_messages.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from net.errors import ErrorCode
-
-# Transactions are not supported (docs/COMPATIBILITY.md): a transactional producer gets a fatal error
-# with a message, rather than retrying forever.
 
 
 class AdapterError(Exception):
@@ -46,24 +43,6 @@ class Adapter:
         raise NotImplementedError
 
 
-def topics_error(req: dict[str, Any], code: int) -> dict[str, Any]:
-    """The answer of a request keyed by "topics" -> "name" -> "partitions" -> "partition_index" (OffsetCommit)
-    that failed as a whole: `code` in every partition row."""
-    return {
-        "topics": [
-            {
-                "name": t["name"],
-                "partitions": [{"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]],
-            }
-            for t in req["topics"]
-        ]
-    }
-
-
-def _rows(native: dict[str, Any], key: str = "topics") -> list[Any]:
-    return native.get(key) or []
-
-
 # --- ApiVersions (answered by the codec itself) ------------------------------------------------------
 
 
@@ -72,8 +51,3 @@ def api_versions_response(error_code: int, served: dict[int, tuple[int, int]]) -
     keys += [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in served.items()]
     keys.sort(key=lambda r: r["api_key"])
     return {"error_code": error_code, "api_keys": keys, "throttle_time": 0}
-
-
-# Metadata, Produce and Fetch are typed (broker/server/kafka_apis.py handle_metadata, handle_produce, handle_fetch):
-# every api but the SASL pair (security_adapters.py) is. No adapter is left here.
-CORE_ADAPTERS: list[Adapter] = []
