@@ -572,3 +572,17 @@ def test_fetch_keeps_its_records_opaque_and_its_native_v0_rows_read_into_the_typ
     resp.throttle_time = datetime.timedelta(milliseconds=250)
     assert answer(resp)["throttle_time_ms"] == 250
     assert answer(FetchResponse(error_code=71))["error_code"] == 71  # a session error, whole
+
+
+def test_a_fetch_answer_row_built_slot_by_slot_has_every_field():
+    """FetchResult.typed sets PartitionData's slots one by one (the hot path): a field the schema adds must be set
+    too, or reading it would fail far from here."""
+    import dataclasses
+
+    from broker.replica.partition import FetchResult
+    from net.schema.fetch import PartitionData
+
+    row = FetchResult(0, 5, 0, b"x", aborted=[[7, 3]]).typed(2)
+    assert all(hasattr(row, f.name) for f in dataclasses.fields(PartitionData))
+    assert decode(PartitionData, encode(row)) == row
+    assert (row.last_stable_offset, row.aborted_transactions[0].producer_id) == (5, 7)  # no LSO: the high watermark
