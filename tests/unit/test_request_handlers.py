@@ -745,3 +745,34 @@ def test_a_consumer_over_its_byte_rate_is_throttled_by_the_typed_answers_records
 
     run(broker, scenario)
     broker.close()
+
+
+def test_a_native_v0_follower_fetch_still_gets_its_old_rows(tmp_path):
+    """Native v0 of Fetch, answered one more release (broker/network/native_legacy.py): a follower's map (session
+    fields, forgotten partitions, six-column partition entries) is read into the typed request, served by the same
+    handler, and answered in the old 11-column rows with its session id; a diverging follower's row carries the
+    diverging epoch and end offset where they were."""
+    broker = with_replicated_topic(Broker(tmp_path))
+    read, write = LEGACY[ApiKey.FETCH]
+
+    async def v0(body: dict) -> dict:
+        return write(await handle(broker, read(body), inter_broker(broker)))
+
+    async def scenario() -> None:
+        await broker.produce(1, [0, records(b"a", b"b")], topic=REPLICATED)
+        opened = await v0(
+            {"replica_id": 2, "max_wait_ms": 0, "session_id": 0, "session_epoch": 0,
+             "topics": [[REPLICATED, [[0, 0, 1 << 20, 3, -1, 0]]]], "forgotten": []}
+        )  # fmt: skip
+        [[topic, [row]]] = opened["topics"]
+        assert topic == REPLICATED and opened["session_id"] != 0 and len(row) == 11
+        assert row[:5] == [0, 0, 0, 0, 0] and values_of(row[5]) == [b"a", b"b"] and row[6:] == [None, -1, -1, 0, []]
+        # a sessionless follower that fetched epoch 3 up to offset 5, where this leader's epoch 3 ends at 2: diverging
+        diverged = await v0(
+            {"replica_id": 2, "max_wait_ms": 0, "topics": [[REPLICATED, [[0, 5, 1 << 20, 3, 3, 0]]]]}
+        )  # fmt: skip
+        [[_, [row]]] = diverged["topics"]
+        assert (row[1], row[5], row[7], row[8]) == (0, b"", 3, 2) and "session_id" not in diverged
+
+    run(broker, scenario)
+    broker.close()
