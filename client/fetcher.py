@@ -7,6 +7,7 @@ assignment and positions' meaning (seek, reset, commit); this fetches."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import gc
 import logging
 from collections import deque
@@ -20,7 +21,7 @@ from client.config import ConsumerConfig
 from client.topic_partition import TopicPartition
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError, error_for, topic_error
-from net.protocol import ApiKey
+from net.schema.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 
 log = logging.getLogger("kafkalite.consumer")
 
@@ -274,28 +275,34 @@ class Fetcher:
             await asyncio.sleep(self.client.retry_backoff)
 
     async def _fetch(self, leader: int, tps: list[TopicPartition]) -> None:
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[FetchPartition]] = {}
         positions: dict[TopicPartition, int | None] = {}
         epoch_of = self.client.metadata.leader_epoch
         for tp in tps:
             fetching = self.states[tp]
-            positions[tp] = fetching.fetch_position
+            position = fetching.fetch_position
+            positions[tp] = position
+            assert position is not None  # send_fetches asks only for partitions with a position
             topics.setdefault(tp.topic, []).append(
-                # current_leader_epoch: a leader of another epoch refuses rather than serving (KIP-320)
-                [tp.partition, fetching.fetch_position, self.max_partition_fetch_bytes, epoch_of(*tp)]
+                FetchPartition(
+                    partition=tp.partition,
+                    # a leader of another epoch refuses rather than serving (KIP-320)
+                    current_leader_epoch=epoch_of(*tp),
+                    fetch_offset=position,
+                    partition_max_bytes=self.max_partition_fetch_bytes,
+                )
             )
-        body = {
-            "replica_id": -1,
-            "max_wait_ms": self.fetch_max_wait_ms,
-            "min_bytes": self.fetch_min_bytes,
-            "max_bytes": self.fetch_max_bytes,
-            "topics": [[t, p] for t, p in topics.items()],
-        }
-        if self.read_committed:
-            body["isolation_level"] = 1
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=self.fetch_max_wait_ms),
+            min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes,
+            isolation_level=1 if self.read_committed else 0,
+            topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
+        )
         try:
-            resp = await self.client.request(
-                leader, ApiKey.FETCH, body, timeout=self.client.request_timeout + self.fetch_max_wait_ms / 1000
+            resp: FetchResponse = await self.client.call(
+                leader, request, timeout=self.client.request_timeout + self.fetch_max_wait_ms / 1000
             )
         except KafkaLiteError as e:
             if self.closed:
@@ -306,28 +313,31 @@ class Fetcher:
             await self._refresh(list({tp.topic for tp in tps}))
             self.data_ready.set()
             return
-        if resp.get("error_code"):
-            self.errors.append(error_for(resp["error_code"], resp.get("error_message", "")))
+        if resp.error_code:
+            self.errors.append(error_for(resp.error_code, ""))
             self.data_ready.set()
             return
-        for topic, rows in resp.get("topics", []):
-            for row in rows:
-                partition, err, hw, lso, log_start, records, message = row[:7]
+        for t in resp.responses:
+            topic = t.topic
+            for row in t.partitions:
+                partition, err, hw = row.partition_index, row.error_code, row.high_watermark
                 tp = TopicPartition(topic, partition)
                 st = self.states.get(tp)
                 if st is None or st.fetch_position != positions.get(tp):
                     continue  # unassigned or sought meanwhile
                 if hw >= 0:  # an error answer carries -1: keep the last known
                     # Under read_committed the end a consumer can reach (its lag's end) is the last stable offset.
+                    lso = row.last_stable_offset
                     st.high_watermark = lso if self.read_committed and lso >= 0 else hw
-                    st.log_start_offset = log_start
+                    st.log_start_offset = row.log_start_offset
+                records = row.records
                 if err == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._handle_out_of_range(tp, st)
                 elif err == ErrorCode.OFFSET_NOT_AVAILABLE:
                     # The right leader, just elected: its high watermark catches up within a fetch round trip.
                     await asyncio.sleep(self.client.retry_backoff)
                 elif err:
-                    error = error_for(err, message) if message else topic_error(err, topic, "read", partition)
+                    error = topic_error(err, topic, "read", partition)
                     if error.retriable:
                         self.client.invalidate(topic)
                         await self._refresh([topic])
@@ -337,7 +347,8 @@ class Fetcher:
                     assert st.fetch_position is not None  # equal to the position this fetch asked from
                     nxt = _next_offset(records)
                     if self.read_committed:
-                        records = committed_only(records, row[10] if len(row) > 10 and row[10] else [])
+                        aborted = [(a.producer_id, a.first_offset) for a in row.aborted_transactions or ()]
+                        records = committed_only(records, aborted)
                     st.buffer.append((records, st.fetch_position, nxt))
                     st.fetch_position = nxt
         self.data_ready.set()

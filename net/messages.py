@@ -100,11 +100,14 @@ def _millis_decoder(wire: IntType, py: type) -> Decoder:
     return dec
 
 
+_MILLI = datetime.timedelta(milliseconds=1)
+
+
 def _encode_millis(v: Any) -> Any:
     if isinstance(v, datetime.datetime):
-        return (v - _EPOCH) // datetime.timedelta(milliseconds=1)
+        return (v - _EPOCH) // _MILLI
     if isinstance(v, datetime.timedelta):
-        return v // datetime.timedelta(milliseconds=1)
+        return v // _MILLI
     return v
 
 
@@ -392,6 +395,10 @@ def _fast_encoder(cls: type) -> Callable[[Any], list[Any]]:
         elif f.metadata["kafka_type"] == "error_code":  # an int as it is, an ErrorCode member by its value
             env[fn] = _encode_enum
             one = f"({{0}} if {{0}}.__class__ is int else {fn}({{0}}))"
+        elif f.metadata["kafka_type"] in _TYPED_INTS and _TYPED_INTS[f.metadata["kafka_type"]][1] is datetime.timedelta:
+            # A duration (every fetch and produce carries one, and their answers): its milliseconds inline.
+            env[fn], env["TD"], env["MILLI"] = _encode_millis, datetime.timedelta, _MILLI
+            one = f"({{0}} // MILLI if {{0}}.__class__ is TD else {fn}({{0}}))"
         else:
             env[fn] = _primitive(f.metadata["kafka_type"], tp, f.name)[0]
             one = fn + "({})"

@@ -189,6 +189,8 @@ TYPED_SINCE: dict[int, int] = {
     ApiKey.METADATA: 1,
     # The data path (issue 26 §1): the record batches stay opaque bytes in the typed messages.
     ApiKey.PRODUCE: 1,
+    # Fetch (issue 26 §1): v0's rows (with the native-only message and log_end_offset) answered one more release.
+    ApiKey.FETCH: 1,
 }
 # api -> (min version, max version) this build speaks.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, TYPED_SINCE.get(k, 0)) for k in ApiKey}

@@ -40,6 +40,7 @@ OUT = ROOT / "net" / "schema"
 # more, so this is where its versions are said); the other apis' come from their adapters.
 TYPED_VERSIONS: dict[int, tuple[int, int]] = {
     0: (3, 12),  # Produce (v3: record batches, the only record format served)
+    1: (4, 12),  # Fetch (v13+ name topics by id only)
     2: (1, 9),  # ListOffsets
     21: (0, 2),  # DeleteRecords
     23: (2, 4),  # OffsetForLeaderEpoch (v0-1 are gone from Kafka 4 and from kio)

@@ -59,6 +59,7 @@ from net.schema.describe_user_scram_credentials import (
 )
 from net.schema.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from net.schema.elect_leaders import TopicPartitions as ElectLeadersTopic
+from net.schema.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic
 from net.schema.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 from net.schema.heartbeat import HeartbeatRequest, HeartbeatResponse
 from net.schema.incremental_alter_configs import AlterableConfig as IncrementalAlterableConfig
@@ -1010,3 +1011,94 @@ def _epoch_ms(t: datetime.datetime) -> int:
 
 
 LEGACY.update({ApiKey.PRODUCE: (_map_form(produce_request), produce_response)})
+
+
+def fetch_request(body: dict[str, Any]) -> FetchRequest:
+    """v0: {"replica_id" (-1), "max_wait_ms" (500), "min_bytes" (1), "max_bytes" (52428800), "isolation_level" (0),
+    "session_id" (0), "session_epoch" (absent: -1, sessionless), "topics": [[topic, [[partition, fetch offset,
+    max bytes > 0, current leader epoch?, last fetched epoch?, follower's log start?], ...]], ...], "forgotten":
+    [[topic, [partition, ...]], ...]}."""
+    topics = []
+    for name, parts in _rows(body, "fetch"):
+        entries = []
+        for p in parts:
+            if len(p) < 3 or len(p) > 6 or not all(type(x) is int for x in p) or p[2] <= 0:
+                raise MessageError(
+                    "fetch partition entry must be [partition, fetch_offset, max_bytes>0, "
+                    "current_leader_epoch?, last_fetched_epoch?, log_start_offset?] of integers"
+                )
+            entries.append(
+                FetchPartition(
+                    partition=p[0],
+                    fetch_offset=p[1],
+                    partition_max_bytes=p[2],
+                    current_leader_epoch=p[3] if len(p) > 3 else -1,
+                    last_fetched_epoch=p[4] if len(p) > 4 else -1,
+                    log_start_offset=p[5] if len(p) > 5 else -1,
+                )
+            )
+        topics.append(FetchTopic(topic=name, partitions=tuple(entries)))
+    forgotten = body.get("forgotten") or []
+    if not isinstance(forgotten, list) or not all(
+        isinstance(e, list) and len(e) == 2 and isinstance(e[1], list) and all(type(q) is int for q in e[1])
+        for e in forgotten
+    ):
+        raise MessageError("each forgotten entry must be [topic, [partition numbers]]")
+    max_bytes = body.get("max_bytes", 52428800)
+    if type(max_bytes) is not int or max_bytes <= 0:
+        raise MessageError("max_bytes must be a positive integer")
+    return FetchRequest(
+        replica_id=body.get("replica_id", -1),
+        max_wait=_ms(body, "max_wait_ms", 500),
+        min_bytes=body.get("min_bytes", 1),
+        max_bytes=max_bytes,
+        isolation_level=body.get("isolation_level", 0),
+        session_id=body.get("session_id", 0),
+        session_epoch=body.get("session_epoch", -1),
+        topics=tuple(topics),
+        forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=tuple(qs)) for t, qs in forgotten),
+    )
+
+
+def fetch_response(resp: FetchResponse) -> dict[str, Any]:
+    """v0: {"topics": [[topic, [[partition, error code, high watermark, last stable offset, log start offset, records,
+    message, diverging epoch, diverging end offset, log end offset, [[producer id, first offset], ...]], ...]], ...]}
+    (and a follower's "session_id", "throttle_time_ms" when a quota delays the client). The typed answer has no
+    message (the code's name is given) nor the leader's log end offset: the high watermark stands for it, at or below
+    the log end, so an out-of-range follower of that release ahead of the leader truncates no further than it must
+    refetch (its own rule truncates to that offset)."""
+    body: dict[str, Any] = {
+        "topics": [
+            [
+                t.topic,
+                [
+                    [
+                        p.partition_index,
+                        p.error_code,
+                        p.high_watermark,
+                        p.last_stable_offset,
+                        p.log_start_offset,
+                        p.records or b"",
+                        _code_name(p.error_code),
+                        p.diverging_epoch.epoch,
+                        p.diverging_epoch.end_offset,
+                        p.high_watermark,
+                        [[a.producer_id, a.first_offset] for a in p.aborted_transactions or ()],
+                    ]
+                    for p in t.partitions
+                ],
+            ]
+            for t in resp.responses
+        ]
+    }
+    if resp.session_id:
+        body["session_id"] = resp.session_id
+    if resp.error_code:
+        body["error_code"] = resp.error_code
+        body["error_message"] = _code_name(resp.error_code)
+    if resp.throttle_time:
+        body["throttle_time_ms"] = resp.throttle_time // datetime.timedelta(milliseconds=1)
+    return body
+
+
+LEGACY.update({ApiKey.FETCH: (_map_form(fetch_request), fetch_response)})

@@ -27,20 +27,11 @@ from net.wire_types import (
     OFFSET,
     PARTITION,
     PORT,
-    REPLICA_ID,
     IntType,
     check_all_int64,
 )
 
 TOP_LEVEL: dict[int, dict[str, IntType]] = {
-    ApiKey.FETCH: {
-        "max_wait_ms": INT32,
-        "min_bytes": INT32,
-        "max_bytes": INT32,
-        "replica_id": REPLICA_ID,
-        "session_id": INT32,
-        "session_epoch": INT32,
-    },
     ApiKey.ENVELOPE: {"api_key": INT16},
     ApiKey.ALTER_PARTITION: {
         "partition": PARTITION,
@@ -60,12 +51,8 @@ ID_LISTS: dict[int, tuple[str, ...]] = {ApiKey.ALTER_PARTITION: ("isr", "silent"
 # A partition number is Kafka's int32: a negative one is answered per partition (UNKNOWN_TOPIC_OR_PARTITION) by
 # the handler, as Kafka does, not refused whole.
 ROWS: dict[int, tuple[IntType | None, ...]] = {
-    ApiKey.FETCH: (INT32, INT64, INT32, EPOCH_OR_NONE, EPOCH_OR_NONE, INT64),
     ApiKey.LIST_OFFSETS: (INT32, INT64, EPOCH_OR_NONE),
 }
-# Rows that are bare partition numbers ([[topic, [partition, ...]], ...]): a fetch session's partitions to forget
-# (KIP-227).
-OTHER_PARTITION_LISTS: dict[int, str] = {ApiKey.FETCH: "forgotten"}
 TOPIC_MAPS: dict[int, dict[str, IntType]] = {
     ApiKey.CREATE_TOPICS: {"num_partitions": INT32, "replication_factor": INT16},
     ApiKey.CREATE_PARTITIONS: {"count": INT32},  # a count below the current one: INVALID_PARTITIONS per topic
@@ -82,9 +69,6 @@ def check_request(api_key: int, body: dict[str, Any]) -> None:
         if isinstance(ids, list):
             for i in ids:
                 BROKER_ID.check(i, f"{name} entry")
-    other = OTHER_PARTITION_LISTS.get(api_key)
-    if other is not None:
-        _check_partition_lists(body.get(other), other)
     topics = body.get("topics")
     if not isinstance(topics, list):
         return  # absent, or a shape error the handler reports
@@ -104,14 +88,3 @@ def check_request(api_key: int, body: dict[str, Any]) -> None:
                     # The common case inline (a follower's fetch has thousands of rows); check() says why not.
                     if column is not None and (type(v) is not int or not column.lo <= v <= column.hi):
                         column.check(v, "partition row field")
-
-
-def _check_partition_lists(entries: Any, name: str) -> None:
-    """[[topic, [partition, ...]], ...]: each partition number an int32 (shape errors are the handler's)."""
-    if not isinstance(entries, list):
-        return
-    for entry in entries:
-        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list):
-            for q in entry[1]:
-                if isinstance(q, int):
-                    INT32.check(q, f"{name} partition")

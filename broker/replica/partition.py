@@ -41,6 +41,15 @@ from net.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
+from net.schema.fetch import (
+    AbortedTransaction,
+    EpochEndOffset,
+    FetchableTopicResponse,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    PartitionData,
+    SnapshotId,
+)
 
 if TYPE_CHECKING:
     from broker.log.log import Log
@@ -77,20 +86,63 @@ class FetchResult:
     last_stable_offset: int = -1  # -1: the high watermark
     aborted: list[list[int]] | None = None  # read_committed: [producer id, first offset] of aborted transactions
 
-    def to_wire(self, partition: int) -> list[Any]:
-        return [
-            partition,
-            self.error,
-            self.high_watermark,
-            self.last_stable_offset if self.last_stable_offset >= 0 else self.high_watermark,
-            self.log_start_offset,
-            self.records,
-            self.message,
-            self.diverging_epoch,
-            self.diverging_end_offset,
-            self.log_end_offset,
-            self.aborted or [],
-        ]
+    def typed(self, partition: int) -> PartitionData:
+        """Kafka's answer row (FetchResponse.PartitionData): the records stay the bytes the log read, nothing per
+        record. `message` and `log_end_offset` are this broker's own (the error code's name says the first; a
+        follower asks ListOffsets for the second, replica_fetcher.py); the absent tagged structs are shared."""
+        diverging = (
+            _NO_DIVERGENCE
+            if self.diverging_epoch < 0
+            else EpochEndOffset(epoch=self.diverging_epoch, end_offset=self.diverging_end_offset)
+        )
+        aborted = self.aborted
+        # Slot by slot (the generated __init__ only assigns): half the cost of its keywords, once per partition of
+        # every fetch answer.
+        row: PartitionData = _new(PartitionData)
+        row.partition_index = partition
+        row.error_code = self.error
+        row.high_watermark = self.high_watermark
+        row.last_stable_offset = self.last_stable_offset if self.last_stable_offset >= 0 else self.high_watermark
+        row.log_start_offset = self.log_start_offset
+        row.diverging_epoch = diverging
+        row.current_leader = _NO_LEADER
+        row.snapshot_id = _NO_SNAPSHOT
+        # Kafka's null for read_uncommitted, a list (maybe empty) for read_committed
+        row.aborted_transactions = (
+            None if aborted is None else tuple(AbortedTransaction(producer_id=a[0], first_offset=a[1]) for a in aborted)
+        )
+        row.preferred_read_replica = -1
+        row.records = self.records
+        return row
+
+
+# The tagged structs of a PartitionData that says nothing in them (their defaults), shared by every answer row
+# rather than built per partition: nothing writes to them.
+_NO_DIVERGENCE = EpochEndOffset()
+_NO_LEADER = LeaderIdAndEpoch()
+_NO_SNAPSHOT = SnapshotId()
+_new = object.__new__
+
+
+def typed_rows_by_topic(results: Mapping[tuple[str, int], Any]) -> dict[str, list[Any]]:
+    """Each result's typed answer row (its `typed(partition)`), grouped by topic in the results' order: a produce's
+    and a fetch's answer are built so, nothing per record."""
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), r in results.items():
+        rows = by_topic.get(topic)
+        if rows is None:
+            rows = by_topic[topic] = []
+        rows.append(r.typed(partition))
+    return by_topic
+
+
+def fetch_response(results: Mapping[tuple[str, int], FetchResult], session_id: int = 0) -> FetchResponse:
+    """The typed answer to a fetch: its partitions' rows grouped by topic, in the order they were read."""
+    by_topic: dict[str, list[PartitionData]] = typed_rows_by_topic(results)
+    return FetchResponse(
+        session_id=session_id,
+        responses=tuple(FetchableTopicResponse(topic=t, partitions=tuple(rows)) for t, rows in by_topic.items()),
+    )
 
 
 class Partition:

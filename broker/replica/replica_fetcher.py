@@ -7,16 +7,19 @@ Divergence after a leader change is resolved with the leader's epoch history
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 from typing import Any, Awaitable, Callable
 
 from broker.quota.replication_quota import ReplicationQuota
 from broker.replica.fetch_session import FetchSessionHandler
-from broker.replica.partition import FetchResult, Partition
+from broker.replica.partition import Partition
 from net.errors import ErrorCode, KafkaLiteError, error_for
-from net.protocol import ApiKey
+from net.protocol import OffsetSpec
 from net.retry import Backoff
+from net.schema.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic, PartitionData
+from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
 
 # The most a follower waits for a fetch's answer once earlier ones were slow (Kafka's replica.socket.timeout.ms
 # default): a leader that slow is starved, not gone, and its connection is kept.
@@ -87,7 +90,7 @@ class ReplicaFetcher:
         self,
         broker_id: int,
         leader_id: int,
-        request: Callable[[int, ApiKey, dict[str, Any], float], Awaitable[dict[str, Any]]],
+        call: Callable[[int, Any, float], Awaitable[Any]],
         max_wait_ms: int = 500,
         max_partition_bytes: int = 1048576,
         backoff_s: float = 0.1,
@@ -96,7 +99,7 @@ class ReplicaFetcher:
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
-        self._request = request  # async (leader_id, api, body, timeout) -> body
+        self._call = call  # async (leader_id, typed request, timeout) -> typed answer (BrokerPeers.call)
         self.max_wait_ms = max_wait_ms
         self.max_partition_bytes = max_partition_bytes
         # replica.socket.timeout.ms: a fetch unanswered this long closes its connection (net/connection.py aborts
@@ -205,25 +208,34 @@ class ReplicaFetcher:
             for tp, offset, last_epoch, leader_epoch in specs
         }
         fetch = self.session.build(rows)  # in a fetch session, only what moved goes on the wire (KIP-227)
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[FetchPartition]] = {}
         for (topic, partition), (offset, max_bytes, leader_epoch, last_epoch, start) in fetch.send.items():
-            topics.setdefault(topic, []).append([partition, offset, max_bytes, leader_epoch, last_epoch, start])
+            topics.setdefault(topic, []).append(
+                FetchPartition(
+                    partition=partition,
+                    current_leader_epoch=leader_epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=last_epoch,
+                    log_start_offset=start,
+                    partition_max_bytes=max_bytes,
+                )
+            )
         forgotten: dict[str, list[int]] = {}
         for topic, partition in fetch.forgotten:
             forgotten.setdefault(topic, []).append(partition)
-        body = {
-            "replica_id": self.broker_id,
-            "max_wait_ms": self.max_wait_ms,
-            "min_bytes": 1,
-            "max_bytes": 16 * 1024 * 1024,
-            "session_id": fetch.session_id,
-            "session_epoch": fetch.epoch,
-            "topics": [[t, parts] for t, parts in topics.items()],
-            "forgotten": [[t, parts] for t, parts in forgotten.items()],
-        }
+        request = FetchRequest(
+            replica_id=self.broker_id,
+            max_wait=datetime.timedelta(milliseconds=self.max_wait_ms),
+            min_bytes=1,
+            max_bytes=16 * 1024 * 1024,
+            session_id=fetch.session_id,
+            session_epoch=fetch.epoch,
+            topics=tuple(FetchTopic(topic=t, partitions=tuple(parts)) for t, parts in topics.items()),
+            forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=tuple(qs)) for t, qs in forgotten.items()),
+        )
         sent_at = asyncio.get_running_loop().time()
         try:
-            resp = await self._request(self.leader_id, ApiKey.FETCH, body, self.timeout_s)
+            resp: FetchResponse = await self._call(self.leader_id, request, self.timeout_s)
         except BaseException as e:
             self.session.reset()  # failed or abandoned: the leader may have applied it, so start over
             if isinstance(e, KafkaLiteError):  # timed out, or the connection to the leader is not there (yet)
@@ -231,74 +243,103 @@ class ReplicaFetcher:
             raise
         took = asyncio.get_running_loop().time() - sent_at
         self.timeout_s = min(max(self.base_timeout_s, 2 * took), max(FETCH_TIMEOUT_MAX_S, self.base_timeout_s))
-        code = resp.get("error_code")
+        code = resp.error_code
         if code:
             self.session.reset()
             if code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
-                log.debug(
-                    "fetch session with leader %d: %s; fetching in full", self.leader_id, resp.get("error_message")
-                )
+                log.debug("fetch session with leader %d: %s; fetching in full", self.leader_id, _name(code))
                 return  # a leader that restarted or evicted the session: the next fetch, at once, is a full one
-            raise error_for(code, resp.get("error_message", ""))
-        self.session.answered(fetch, int(resp.get("session_id") or 0))
+            raise error_for(code, _name(code))
+        self.session.answered(fetch, resp.session_id)
         answered = asyncio.get_running_loop().time()
-        for topic, rows_ in resp.get("topics", []):
-            for row in rows_:
-                partition, err, hw, _lso, start, records, message, div_epoch, div_end, leo, *_ = row
+        ahead: list[tuple[Partition, PartitionData]] = []
+        for t in resp.responses:
+            topic = t.topic
+            for row in t.partitions:
+                partition, err = row.partition_index, row.error_code
                 p = self.followed.answered(sent, (topic, partition))
+                records = row.records
                 if records and self.quota is not None and self.quota.is_throttled(topic, partition):
                     self.quota.record(len(records), time.monotonic())
-                if p is not None:
-                    self._handle(p, err, hw, start, leo, records, message, div_epoch, div_end)
-                    if err and err != ErrorCode.OFFSET_OUT_OF_RANGE:
-                        self.followed.delay((topic, partition), answered + self.backoff_s)
+                if p is None:
+                    continue
+                if err == ErrorCode.OFFSET_OUT_OF_RANGE and p.log.log_end_offset >= row.log_start_offset:
+                    ahead.append((p, row))  # past the leader's log end, it seems: ask it where that is
+                    continue
+                handle_fetch_row(p, self.leader_id, row)
+                if err and err != ErrorCode.OFFSET_OUT_OF_RANGE:
+                    self.followed.delay((topic, partition), answered + self.backoff_s)
+        if ahead:
+            await self._truncate_ahead(ahead, sent)
 
-    def _handle(
-        self,
-        p: Partition,
-        err: int,
-        hw: int,
-        start: int,
-        leo: int,
-        records: bytes,
-        message: str | None,
-        div_epoch: int,
-        div_end: int,
+    async def _truncate_ahead(
+        self, ahead: list[tuple[Partition, PartitionData]], sent: dict[tuple[str, int], tuple[Partition, int]]
     ) -> None:
-        handle_fetch_row(p, self.leader_id, FetchResult(err, hw, start, records, message, div_epoch, div_end, leo))
+        """Partitions the leader answered OFFSET_OUT_OF_RANGE at or above its log start: as Kafka's
+        fetchOffsetAndTruncate, ask the leader for its log end offset (ListOffsets latest with this broker's id as
+        replica_id, which a leader answers with its log end, not its high watermark) and truncate to it if this
+        log is ahead. A partition the ListOffsets does not answer is fetched again, and asked about again."""
+        by_topic: dict[str, list[ListOffsetsPartition]] = {}
+        for p, _ in ahead:
+            fs = p.follower_state
+            by_topic.setdefault(p.topic, []).append(
+                ListOffsetsPartition(
+                    partition_index=p.partition,
+                    current_leader_epoch=fs.leader_epoch if fs is not None else -1,
+                    timestamp=int(OffsetSpec.LATEST),
+                )
+            )
+        request = ListOffsetsRequest(
+            replica_id=self.broker_id,
+            topics=tuple(ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        )
+        answer: ListOffsetsResponse = await self._call(self.leader_id, request, self.timeout_s)
+        ends = {(t.name, r.partition_index): r.offset for t in answer.topics for r in t.partitions if r.error_code == 0}
+        for p, row in ahead:
+            tp = (p.topic, p.partition)
+            if self.followed.answered(sent, tp) is p and tp in ends:  # still followed in the epoch it was asked in
+                handle_fetch_row(p, self.leader_id, row, ends[tp])
 
 
-def handle_fetch_row(p: Partition, leader_id: int, row: FetchResult) -> bool:
+def handle_fetch_row(p: Partition, leader_id: int, row: PartitionData, leader_end_offset: int = -1) -> bool:
     """What a follower does with its leader's answer for one partition (Kafka's
     AbstractFetcherThread.processFetchRequest): truncate when out of range or diverging, otherwise
     append the records and take the leader's high watermark. True if the log changed (fetch again at
-    once). The replication simulator (tests/sim/replication_sim.py) drives this same function."""
+    once). Out of range at or above the leader's log start, this log is ahead of the leader's end: the caller asks
+    the leader for `leader_end_offset` (ListOffsets, ReplicaFetcher._truncate_ahead) and this truncates to it
+    (-1: not known, nothing done). The replication simulator (tests/sim/replication_sim.py) drives this same
+    function."""
     fs = p.follower_state
     assert fs is not None
-    if row.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+    err = row.error_code
+    if err == ErrorCode.OFFSET_OUT_OF_RANGE:
         if p.log.log_end_offset < row.log_start_offset:
             # The leader deleted what we still need (retention while we were away): start at its log start.
             log.warning("%s: behind the leader's log start %d; truncating fully", p, row.log_start_offset)
             p.log.truncate_fully_and_start_at(row.log_start_offset)
             p.truncate_to(row.log_start_offset)
-        else:
-            log.warning("%s: ahead of the leader's log end %d; truncating", p, row.log_end_offset)
-            p.truncate_to(max(row.log_end_offset, 0))
-        return True
-    if row.error:
-        log.debug("%s: leader %d answered %s", p, leader_id, ErrorCode(row.error).name)
+            return True
+        if 0 <= leader_end_offset < p.log.log_end_offset:
+            log.warning("%s: ahead of the leader's log end %d; truncating", p, leader_end_offset)
+            p.truncate_to(leader_end_offset)
+            return True
         return False
-    if row.diverging_epoch >= 0:
-        t = fs.on_diverging(row.diverging_epoch, row.diverging_end_offset, p.log.end_offset_for_epoch)
+    if err:
+        log.debug("%s: leader %d answered %s", p, leader_id, _name(err))
+        return False
+    diverging = row.diverging_epoch
+    if diverging.epoch >= 0:
+        t = fs.on_diverging(diverging.epoch, diverging.end_offset, p.log.end_offset_for_epoch)
         log.info(
-            "%s: log diverges from leader %d at epoch %d; truncating to %d", p, leader_id, row.diverging_epoch, t.offset
+            "%s: log diverges from leader %d at epoch %d; truncating to %d", p, leader_id, diverging.epoch, t.offset
         )
         p.truncate_to(t.offset)
         return True
     moved = False
-    if row.records or row.high_watermark > min(p.high_watermark, fs.high_watermark):
-        p.append_as_follower(row.records, row.high_watermark)
-        moved = bool(row.records)
+    records = row.records or b""
+    if records or row.high_watermark > min(p.high_watermark, fs.high_watermark):
+        p.append_as_follower(records, row.high_watermark)
+        moved = bool(records)
     # The leader's log start (DeleteRecords, retention): records below it are gone from the partition, so not
     # served here either, should this replica lead (Kafka's follower maybeIncrementLogStartOffset). Never past
     # what this log holds; the next answers carry it again as the log grows.
@@ -306,3 +347,10 @@ def handle_fetch_row(p: Partition, leader_id: int, row: FetchResult) -> bool:
     if start > p.log.log_start_offset:
         p.advance_log_start_offset(start)
     return moved
+
+
+_CODES = frozenset(int(c) for c in ErrorCode)
+
+
+def _name(code: int) -> str:
+    return ErrorCode(code).name if code in _CODES else str(code)

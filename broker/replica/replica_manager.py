@@ -29,7 +29,13 @@ from broker.metadata.applier import (
     StopFetching,
 )
 from broker.quota.replication_quota import ReplicationQuota
-from broker.replica.partition import FetchResult, FetchSpec, NotEnoughReplicasAfterAppendError, Partition
+from broker.replica.partition import (
+    FetchResult,
+    FetchSpec,
+    NotEnoughReplicasAfterAppendError,
+    Partition,
+    typed_rows_by_topic,
+)
 from broker.utils.long_lived import freeze_long_lived, reclaim_frozen
 from net import batch as batch_fmt
 from net.errors import (
@@ -89,12 +95,7 @@ class ProduceResult:
 
 def produce_response(results: Mapping[tuple[str, int], ProduceResult]) -> ProduceResponse:
     """The typed answer to a produce: its partitions' rows grouped by topic, in the request's order."""
-    by_topic: dict[str, list[PartitionProduceResponse]] = {}
-    for (topic, partition), r in results.items():
-        rows = by_topic.get(topic)
-        if rows is None:
-            rows = by_topic[topic] = []
-        rows.append(r.typed(partition))
+    by_topic: dict[str, list[PartitionProduceResponse]] = typed_rows_by_topic(results)
     return ProduceResponse(
         responses=tuple(TopicProduceResponse(name=t, partition_responses=tuple(rows)) for t, rows in by_topic.items())
     )
@@ -582,17 +583,26 @@ class ReplicaManager:
             fn(topic, partition, pid, epoch, commit, offset)
 
     def list_offset(
-        self, tp: tuple[str, int], timestamp: int, current_leader_epoch: int = -1, read_committed: bool = False
+        self,
+        tp: tuple[str, int],
+        timestamp: int,
+        current_leader_epoch: int = -1,
+        read_committed: bool = False,
+        follower: bool = False,
     ) -> tuple[int, int, int]:
         """(error, timestamp, offset) for Kafka's ListOffsets: -2 (or -4) earliest, -1 latest, -3 the largest
         timestamp, else by time (net/protocol.py OffsetSpec). With a
-        `current_leader_epoch`, a leader of another epoch refuses (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH)."""
+        `current_leader_epoch`, a leader of another epoch refuses (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+        A `follower`'s latest is the leader's log end offset, not the high watermark (Kafka's ListOffsets with a
+        broker's replica id): where a follower ahead of it truncates to."""
         try:
             p = self.get_partition(*tp)
             p.check_leader(current_leader_epoch)
             if timestamp in (OffsetSpec.EARLIEST, OffsetSpec.EARLIEST_LOCAL):
                 return 0, -1, p.log.log_start_offset
             if timestamp == OffsetSpec.LATEST:
+                if follower:
+                    return 0, -1, p.log.log_end_offset
                 return 0, -1, p.latest_offset(read_committed=read_committed)
             found = p.log.offset_for_timestamp(timestamp)
             if found is None or found[0] >= p.high_watermark:

@@ -77,12 +77,13 @@ from net.schema.describe_topic_partitions import DescribeTopicPartitionsResponse
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
 from net.schema.describe_transactions import TransactionState as DescribedTxnState
 from net.schema.elect_leaders import ElectLeadersRequest
+from net.schema.fetch import FetchableTopicResponse, FetchRequest
 from net.schema.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 from net.schema.incremental_alter_configs import AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse
 from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest
 from net.schema.initialize_share_group_state import InitializeStateResult
 from net.schema.initialize_share_group_state import PartitionResult as InitializePartitionResult
-from net.schema.list_offsets import ListOffsetsTopicResponse
+from net.schema.list_offsets import ListOffsetsRequest, ListOffsetsTopicResponse
 from net.schema.messages import MESSAGES
 from net.schema.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponseTopic
 from net.schema.offset_commit import OffsetCommitResponseTopic
@@ -541,17 +542,28 @@ def _produce(a: Authorization, req: ProduceRequest, ctx: ConnectionContext) -> D
     return Decision(replace(req, topic_data=tuple(kept)), finish)
 
 
-def _fetch(a: Authorization, body: dict[str, Any], ctx: ConnectionContext) -> Decision:
-    replica_id = body.get("replica_id", -1)
-    if not isinstance(replica_id, int) or isinstance(replica_id, bool):
-        raise BadRequest("field 'replica_id' must be an integer")
-    if replica_id >= 0:  # a follower's fetch: only brokers
-        return Decision(body) if a.broker(ctx) else a.refuse_broker_only(ApiKey.FETCH, ctx)
-    return a.per_topic(body, ctx, Op.READ, lambda p, msg: FetchResult(TOPIC_DENIED).to_wire(p))
+def _fetch(a: Authorization, req: FetchRequest, ctx: ConnectionContext) -> Decision:
+    """A follower's fetch (replica_id >= 0) needs CLUSTER_ACTION (and the inter-broker listener, kafka_apis.py
+    broker_only); a consumer's READ on each topic, a refused one answered TOPIC_AUTHORIZATION_FAILED per partition."""
+    if req.replica_id >= 0:
+        return Decision(req) if a.broker(ctx) else a.refuse_broker_only(ApiKey.FETCH, ctx)
+    return _fetched(a, req, ctx)
+
+
+def _list_offsets(a: Authorization, req: ListOffsetsRequest, ctx: ConnectionContext) -> Decision:
+    """DESCRIBE on each topic; a follower's (replica_id >= 0, whose latest is the log end offset) needs
+    CLUSTER_ACTION too, as its fetch does."""
+    if req.replica_id >= 0 and not a.broker(ctx):
+        return a.refuse_broker_only(ApiKey.LIST_OFFSETS, ctx)
+    return _listed(a, req, ctx)
 
 
 def _typed_topics(
-    op: AclOperation, row: Callable[[Any], Any], name: str = "name", cluster_alt: AclOperation | None = None
+    op: AclOperation,
+    row: Callable[[Any], Any],
+    name: str = "name",
+    cluster_alt: AclOperation | None = None,
+    answer_field: str = "topics",
 ) -> Callable[[Authorization, Any, ConnectionContext], Decision]:
     """A typed request of `topics` (net/schema/): each topic needs `op` (or `cluster_alt` on the cluster, for the
     whole request); a refused topic is left out of the handler's request and answered by `row(topic)`, its answer
@@ -570,7 +582,7 @@ def _typed_topics(
 
         def finish(answer: Any) -> Any:
             if not isinstance(answer, dict):  # a typed answer; a dict is a whole-request error
-                answer.topics = answer.topics + rows
+                setattr(answer, answer_field, getattr(answer, answer_field) + rows)
             return answer
 
         return Decision(replace(req, topics=tuple(kept)), finish)
@@ -581,6 +593,20 @@ def _typed_topics(
 def _denied_rows(cls: type) -> Callable[[Any], Any]:
     """The answer row of a refused topic: the request's topic mirrored, every partition TOPIC_AUTHORIZATION_FAILED."""
     return lambda t: error_response(t, cls, TOPIC_DENIED)
+
+
+_fetched = _typed_topics(
+    Op.READ,
+    lambda t: FetchableTopicResponse(
+        topic=t.topic,
+        partitions=tuple(FetchResult(TOPIC_DENIED).typed(p.partition) for p in t.partitions),
+    ),
+    "topic",
+    answer_field="responses",
+)
+
+
+_listed = _typed_topics(Op.DESCRIBE, _denied_rows(ListOffsetsTopicResponse))
 
 
 def _describe_quorum(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:
@@ -1172,7 +1198,9 @@ RULES: dict[ApiKey, Rule] = {
         "CLUSTER_ACTION only for a follower's fetch, replica_id ≥ 0",
     ),
     ApiKey.LIST_OFFSETS: Rule(
-        (Need(TOPIC, Op.DESCRIBE, E),), _typed_topics(Op.DESCRIBE, _denied_rows(ListOffsetsTopicResponse))
+        (Need(TOPIC, Op.DESCRIBE, E), Need(CLUSTER, Op.CLUSTER_ACTION, R)),
+        _list_offsets,
+        "CLUSTER_ACTION only for a follower's, replica_id ≥ 0",
     ),
     ApiKey.DELETE_RECORDS: Rule((Need(TOPIC, Op.DELETE, E),), _typed_topics(Op.DELETE, _deleted_records_denied)),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Rule(

@@ -534,7 +534,7 @@ class BrokerServer:
             f = self._fetchers[(p.leader, lane)] = ReplicaFetcher(
                 self.config.broker_id,
                 p.leader,
-                self.peers.request,
+                self.peers.call,
                 self.config.replica_fetch_wait_max_ms,
                 self.config.replica_fetch_max_bytes,
                 quota=self.follower_quota,

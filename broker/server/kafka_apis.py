@@ -31,8 +31,8 @@ from broker.network.server import (
 )
 from broker.quota.client_quota import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager
 from broker.quota.mutation_quota import ControllerMutationQuota
-from broker.replica.fetch_session import FINAL_EPOCH, NO_SESSION, FetchContext, FetchSessionCache
-from broker.replica.partition import FetchSpec
+from broker.replica.fetch_session import NO_SESSION, FetchContext, FetchSessionCache, FetchSessionError
+from broker.replica.partition import FetchSpec, fetch_response
 from broker.replica.partition_apis import PartitionApis
 from broker.replica.replica_manager import ProduceResult, ReplicaManager, produce_response
 from broker.security.listeners import WIRES, metadata_listener, reachable_controller
@@ -51,6 +51,7 @@ from net.messages import MessageError
 from net.messages import encode as encode_message
 from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.schema.describe_cluster import DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse
+from net.schema.fetch import FetchRequest, FetchResponse
 from net.schema.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -134,16 +135,16 @@ def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
     return v
 
 
+# The apis a follower sends with its broker id as replica_id (a consumer's is -1, a debugging tool's -2).
+_REPLICA_APIS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS})
+
+
 def broker_only(api_key: int, body: dict[str, Any]) -> bool:
     """Only brokers send this: the election, AlterPartition, BrokerRegistration, heartbeats, a follower's
     fetch (replica_id >= 0) and a request forwarded to the controller."""
-    if not isinstance(body, dict):  # a typed request: none of them is broker-only yet
-        return api_key in BROKER_APIS
-    return (
-        api_key in BROKER_APIS
-        or body.get("forwarded") is True
-        or (api_key == ApiKey.FETCH and isinstance(body.get("replica_id"), int) and body["replica_id"] >= 0)
-    )
+    if not isinstance(body, dict):  # a typed request: a follower's Fetch and ListOffsets name it by replica_id
+        return api_key in BROKER_APIS or (api_key in _REPLICA_APIS and getattr(body, "replica_id", -1) >= 0)
+    return api_key in BROKER_APIS or body.get("forwarded") is True
 
 
 def registered_listeners(rows: object) -> dict[str, tuple[str, int, str]]:
@@ -161,36 +162,6 @@ def registered_listeners(rows: object) -> dict[str, tuple[str, int, str]]:
         ):
             raise BadRequest("each listeners entry must be [name, host, port 0-65535, native|kafka]")
         out[row[0]] = (row[1], row[2], row[3])
-    return out
-
-
-def _topic_partitions(body: dict[str, Any]) -> list[tuple[str, list[Any]]]:
-    """[[topic, [[partition, ...], ...]], ...] with shapes checked."""
-    out = []
-    for entry in as_list(body.get("topics"), "topics"):
-        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
-            raise BadRequest("each topics entry must be [topic, [partition entries]]")
-        parts = as_list(entry[1], "partitions")
-        for p in parts:
-            if not isinstance(p, list) or not p or not isinstance(p[0], int):
-                raise BadRequest("each partition entry must be a list starting with the partition number")
-        out.append((entry[0], parts))
-    return out
-
-
-def _partition_lists(value: Any) -> list[tuple[str, list[int]]]:
-    """[[topic, [partition, ...]], ...] (absent: none) with shapes checked."""
-    out = []
-    for entry in as_list(value if value is not None else [], "forgotten"):
-        if (
-            not isinstance(entry, list)
-            or len(entry) != 2
-            or not isinstance(entry[0], str)
-            or not isinstance(entry[1], list)
-            or not all(type(q) is int for q in entry[1])
-        ):
-            raise BadRequest("each forgotten entry must be [topic, [partition numbers]]")
-        out.append((entry[0], entry[1]))
     return out
 
 
@@ -329,8 +300,8 @@ class KafkaApis:
             produced = cast(ProduceRequest, body)
             sent = sum(len(p.records or b"") for t in produced.topic_data for p in t.partition_data)
             ms = max(ms, q.record(user, client, PRODUCER_BYTE_RATE, sent, now))
-        elif api_key == ApiKey.FETCH and isinstance(answer, dict) and body.get("replica_id", -1) < 0:
-            read = sum(len(r[5] or b"") for _, rows in answer.get("topics") or [] for r in rows if len(r) > 5)
+        elif api_key == ApiKey.FETCH and isinstance(answer, FetchResponse) and cast(FetchRequest, body).replica_id < 0:
+            read = sum(len(p.records or b"") for t in answer.responses for p in t.partitions)
             ms = max(ms, q.record(user, client, CONSUMER_BYTE_RATE, read, now))
         if ms > 0:
             ctx.throttle(ms)
@@ -461,60 +432,56 @@ class KafkaApis:
         await self.replica_manager.wait_for_commit(results, pending, max(timeout_ms, 1) / 1000)
         return produce_response(results)
 
-    def handle_fetch(self, body: dict[str, Any], ctx: ConnectionContext) -> Awaitable[dict[str, Any]]:
-        max_wait = min(max(_int(body, "max_wait_ms", 500), 0), MAX_FETCH_WAIT_MS)
-        min_bytes = max(_int(body, "min_bytes", 1), 0)
-        max_bytes = _int(body, "max_bytes", 52428800)
-        replica_id = _int(body, "replica_id", -1)
-        read_committed = _int(body, "isolation_level", 0) == 1 and replica_id < 0
-        if max_bytes <= 0:
-            raise BadRequest("max_bytes must be positive")
-        specs = []
-        for topic, parts in _topic_partitions(body):
-            for p in parts:
-                if len(p) < 3 or not all(isinstance(x, int) for x in p) or p[2] <= 0:
-                    raise BadRequest(
-                        "fetch partition entry must be [partition, fetch_offset, max_bytes>0, "
-                        "current_leader_epoch?, last_fetched_epoch?, log_start_offset?] of integers"
-                    )
-                specs.append(
-                    FetchSpec(
-                        (topic, p[0]),
-                        p[1],
-                        p[2],
-                        p[3] if len(p) > 3 else -1,
-                        p[4] if len(p) > 4 else -1,
-                        p[5] if len(p) > 5 else -1,
-                        read_committed,
-                    )
-                )
+    def handle_fetch(self, req: FetchRequest, ctx: ConnectionContext) -> FetchResponse | Awaitable[FetchResponse]:
+        """Kafka's Fetch, typed on both listeners: each partition read as the opaque bytes its log holds, nothing
+        per record. A consumer's fetch (replica_id < 0) is sessionless: its session fields are declined with session
+        id 0, as every Kafka client accepts; a follower's (replica_id >= 0, only from brokers on the inter-broker
+        listener) is in its fetch session (KIP-227), and its isolation is always the whole log."""
+        max_wait = min(max(req.max_wait // _MS, 0), MAX_FETCH_WAIT_MS)
+        min_bytes = max(req.min_bytes, 0)
+        # Kafka reads at least one batch whatever the limits (KIP-74): a limit of 0 or below is as one of 1.
+        max_bytes = max(req.max_bytes, 1)
+        replica_id = req.replica_id
+        if req.isolation_level not in (0, 1):
+            raise BadRequest(f"isolation_level {req.isolation_level} is neither 0 (read_uncommitted) nor 1")
+        read_committed = req.isolation_level == 1 and replica_id < 0
+        specs = [
+            FetchSpec(
+                (t.topic, p.partition),
+                p.fetch_offset,
+                p.partition_max_bytes if p.partition_max_bytes > 0 else 1,
+                p.current_leader_epoch,
+                p.last_fetched_epoch,
+                p.log_start_offset,
+                read_committed,
+            )
+            for t in req.topics
+            for p in t.partitions
+        ]
         if replica_id < 0:
             return self._fetch(FetchContext(specs), max_wait, min_bytes, max_bytes, replica_id)
-        # A follower's fetch: in its fetch session (KIP-227, broker/replica/fetch_session.py). A body without a session
-        # epoch (an older follower) is sessionless, as a full fetch with the final epoch is.
-        forgotten = [(t, q) for t, qs in _partition_lists(body.get("forgotten")) for q in qs]
-        context = self.fetch_sessions.new_context(
-            replica_id,
-            _int(body, "session_id", NO_SESSION),
-            _int(body, "session_epoch", FINAL_EPOCH),
-            specs,
-            forgotten,
-            time.monotonic(),
-        )
+        # A follower's fetch: in its fetch session (KIP-227, broker/replica/fetch_session.py). A fetch with the final
+        # epoch (-1, an older follower's) is sessionless.
+        forgotten = [(t.topic, q) for t in req.forgotten_topics_data for q in t.partitions]
+        try:
+            context = self.fetch_sessions.new_context(
+                replica_id, req.session_id, req.session_epoch, specs, forgotten, time.monotonic()
+            )
+        except FetchSessionError as e:  # Kafka's answer: the top-level error alone, the follower fetches in full
+            return FetchResponse(error_code=int(e.code))
         return self._fetch(context, max_wait, min_bytes, max_bytes, replica_id)
 
     async def _fetch(
         self, context: FetchContext, max_wait: int, min_bytes: int, max_bytes: int, replica_id: int
-    ) -> dict[str, Any]:
+    ) -> FetchResponse:
         results = await self.replica_manager.fetch_messages(context.specs, max_wait, min_bytes, max_bytes, replica_id)
-        answer: dict[str, Any] = {"topics": _group(context.answer(results))}
-        if replica_id >= 0:
-            answer["session_id"] = context.session_id
-        return answer
+        return fetch_response(context.answer(results), context.session_id if replica_id >= 0 else NO_SESSION)
 
     def handle_list_offsets(self, req: ListOffsetsRequest, ctx: ConnectionContext) -> ListOffsetsResponse:
         """Kafka's ListOffsets: per partition, the earliest (-2) or latest (-1) offset or the first at or after a
-        timestamp, from its leader; a partition index below 0 names no partition (UNKNOWN_TOPIC_OR_PARTITION)."""
+        timestamp, from its leader; a partition index below 0 names no partition (UNKNOWN_TOPIC_OR_PARTITION). A
+        follower's (replica_id >= 0, the inter-broker listener only: broker_only) latest is the log end offset, as
+        Kafka's fetchOffsetAndTruncate asks of its leader when a fetch was out of range."""
         topics = []
         for t in req.topics:
             rows = []
@@ -523,7 +490,11 @@ class KafkaApis:
                     err, ts, off = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1, -1
                 else:
                     err, ts, off = self.replica_manager.list_offset(
-                        (t.name, p.partition_index), p.timestamp, p.current_leader_epoch, req.isolation_level == 1
+                        (t.name, p.partition_index),
+                        p.timestamp,
+                        p.current_leader_epoch,
+                        req.isolation_level == 1,
+                        follower=req.replica_id >= 0,
                     )
                 rows.append(
                     ListOffsetsPartitionResponse(
@@ -804,14 +775,3 @@ class KafkaApis:
 
     async def _alter_partition(self, args: tuple[Any, ...]) -> dict[str, Any]:
         return await self._controller_call(self.controller.alter_partition(*args))
-
-
-def _group(results: dict[tuple[str, int], Any]) -> list[Any]:
-    return _group_lists({tp: r.to_wire(tp[1]) for tp, r in results.items()})
-
-
-def _group_lists(results: dict[tuple[str, int], list[Any]]) -> list[Any]:
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, _), row in results.items():
-        by_topic.setdefault(topic, []).append(row)
-    return [[t, rows] for t, rows in by_topic.items()]

@@ -101,15 +101,16 @@ _ANSWERS_OF = {
     ("DescribeConfigsResponse", "results"): ("resources",),
     ("AlterConfigsResponse", "responses"): ("resources",),
     ("IncrementalAlterConfigsResponse", "responses"): ("resources",),
+    ("FetchResponse", "responses"): ("topics",),  # Fetch's topics (v4-12 name them)
 }
 # Answer arrays that describe the item rather than answer the request's array of that name (CreateTopics' configs
 # of a created topic): left empty in an error row.
 _DESCRIBING = frozenset({"configs"})
 # Identity fields the answer's row names differently: the answer's field -> the request's.
-_SAME_AS = {"user": "name"}
+_SAME_AS = {"user": "name", "partition_index": "partition"}  # Fetch's partitions
 # Offsets an error row holds where Kafka's getErrorResponse says "none" (INVALID_OFFSET) rather than the field's
 # zero: (the request row's class, the answer's field) -> the value.
-_NONE_GIVEN = {("PartitionProduceData", "base_offset"): -1}
+_NONE_GIVEN = {("PartitionProduceData", "base_offset"): -1, ("FetchPartition", "high_watermark"): -1}
 
 
 @cache

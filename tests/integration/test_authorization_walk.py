@@ -74,6 +74,7 @@ from net.schema.describe_topic_partitions import TopicRequest as DescribeTopic
 from net.schema.describe_transactions import DescribeTransactionsRequest
 from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from net.schema.end_txn import EndTxnRequest
+from net.schema.fetch import FetchPartition, FetchRequest, FetchTopic
 from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.heartbeat import HeartbeatRequest
 from net.schema.incremental_alter_configs import AlterableConfig as IncrementalAlterableConfig
@@ -84,6 +85,7 @@ from net.schema.initialize_share_group_state import PartitionData as InitializeP
 from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from net.schema.leave_group import LeaveGroupRequest, MemberIdentity
 from net.schema.list_config_resources import ListConfigResourcesRequest
+from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.schema.list_partition_reassignments import ListPartitionReassignmentsRequest
 from net.schema.list_transactions import ListTransactionsRequest
 from net.schema.messages import MESSAGES
@@ -305,7 +307,17 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
     producers = (TopicRequest(name=SECRET, partition_indexes=(0, 1)),)
     quorum = (TopicData(topic_name="__cluster_metadata", partitions=(PartitionData(),)),)
     moves = (ReassignableTopic(name=SECRET, partitions=(ReassignablePartition(partition_index=0, replicas=(1, 2)),)),)
+    fetched = (FetchTopic(topic=SECRET, partitions=(FetchPartition(partition_max_bytes=1 << 20),)),)
+    listed = (ListOffsetsTopic(name=SECRET, partitions=(ListOffsetsPartition(timestamp=-1),)),)
     return [
+        # Fetch is typed (native v1): a consumer's READ per topic; a follower's (replica_id >= 0) and its
+        # ListOffsets (whose latest is the log end) are brokers' only
+        (ApiKey.FETCH, encode(FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), topics=fetched)),
+         lambda a: top(a) if isinstance(a, dict) else [p.error_code for t in decode(MESSAGES[ApiKey.FETCH][1], a)
+                                                        .responses for p in t.partitions], [TOPIC_DENIED]),
+        (ApiKey.FETCH, encode(FetchRequest(replica_id=1, max_wait=datetime.timedelta(0), topics=fetched)), top,
+         [ANY_ERROR]),
+        (ApiKey.LIST_OFFSETS, encode(ListOffsetsRequest(replica_id=1, topics=listed)), top, [ANY_ERROR]),
         # READ on her own topic is not DELETE
         (ApiKey.DELETE_RECORDS, encode(DeleteRecordsRequest(topics=mine_and_secret)), typed_rows(ApiKey.DELETE_RECORDS),
          [TOPIC_DENIED] * 2),

@@ -19,13 +19,17 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
 
 from net.connection import BrokerConnection
 from net.errors import KafkaLiteError
-from net.protocol import ApiKey
+from net.messages import encode
+from net.protocol import TYPED_SINCE, ApiKey
+from net.schema.fetch import FetchPartition, FetchRequest, FetchTopic
+from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from net.security import ClientSecurity
 from net.wire_types import INT32_MAX
 from tests.integration.cluster_harness import HOST, wait_until
@@ -37,8 +41,12 @@ N = 3
 EPOCHS = (2**31 - 1, 2**63 - 1)
 
 
-def native_frame(api: int, body: dict, corr: int = 1) -> bytes:
-    payload = msgpack.packb([api, 0, corr, "x", body], use_bin_type=True)
+def native_frame(api: int, body: Any, corr: int = 1) -> bytes:
+    """A native request: a map body in version 0, a typed message (net/schema/) in its typed version."""
+    version = 0
+    if not isinstance(body, dict):
+        version, body = TYPED_SINCE[api], encode(body)
+    payload = msgpack.packb([api, version, corr, "x", body], use_bin_type=True)
     return struct.pack(">I", len(payload)) + payload
 
 
@@ -48,9 +56,9 @@ def kafka_frame(api: int, corr: int = 1) -> bytes:
     return struct.pack(">I", len(payload)) + payload
 
 
-def forged_bodies(victim: int) -> list[tuple[int, dict]]:
+def forged_bodies(victim: int) -> list[tuple[int, Any]]:
     """The attack: quorum messages with huge epochs, and every other request only brokers send."""
-    out: list[tuple[int, dict]] = []
+    out: list[tuple[int, Any]] = []
     for epoch in EPOCHS:
         out += [
             (ApiKey.QUORUM, {"m": ["be", epoch, victim]}),
@@ -65,6 +73,11 @@ def forged_bodies(victim: int) -> list[tuple[int, dict]]:
         (ApiKey.UPDATE_METADATA, {"applied": 2**40, "timeout_ms": 60_000}),
         (ApiKey.ENVELOPE, {"api_key": 43, "request": [1, None, 60000], "principal": "User:admin"}),
         (ApiKey.FETCH, {"replica_id": victim, "max_wait_ms": 0, "topics": [["__cluster_metadata", [[0, 0, 1024]]]]}),
+        # The typed follower requests (native v1): a follower's fetch, and its ListOffsets whose latest is the log end
+        (ApiKey.FETCH, FetchRequest(replica_id=victim, topics=(FetchTopic(topic="__cluster_metadata", partitions=(
+            FetchPartition(partition_max_bytes=1024),)),))),
+        (ApiKey.LIST_OFFSETS, ListOffsetsRequest(replica_id=victim, topics=(ListOffsetsTopic(name="__cluster_metadata",
+            partitions=(ListOffsetsPartition(timestamp=-1),)),))),
         (ApiKey.CREATE_TOPICS, {"forwarded": True, "topics": [{"name": "forged", "num_partitions": 1,
                                                                 "replication_factor": 1}]}),
     ]  # fmt: skip

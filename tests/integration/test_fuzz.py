@@ -13,7 +13,9 @@ import pytest
 from client.consumer import TopicPartition
 from client.sync import Consumer
 from net import batch as batch_fmt
+from net.messages import encode
 from net.protocol import ApiKey
+from net.schema.fetch import FetchPartition, FetchRequest, FetchTopic
 from tests.integration.test_protocol_errors import RawClient, assert_alive, make_topic
 
 pytestmark = pytest.mark.timeout(120)
@@ -42,6 +44,29 @@ def test_fuzzed_requests(broker):
     templates = [
         [ApiKey.PRODUCE, 0, 1, "f", {"acks": 1, "topics": [["fz", [[0, good]]]]}],
         [ApiKey.FETCH, 0, 1, "f", {"max_wait_ms": 0, "topics": [["fz", [[0, 0, 1000]]]]}],
+        # Fetch's typed native v1 (issue 26 §1): the message's array, a consumer's and a follower's
+        [
+            ApiKey.FETCH,
+            1,
+            1,
+            "f",
+            encode(
+                FetchRequest(topics=(FetchTopic(topic="fz", partitions=(FetchPartition(partition_max_bytes=1000),)),))
+            ),
+        ],
+        [
+            ApiKey.FETCH,
+            1,
+            1,
+            "f",
+            encode(
+                FetchRequest(
+                    replica_id=1,
+                    session_epoch=0,
+                    topics=(FetchTopic(topic="fz", partitions=(FetchPartition(partition_max_bytes=1000),)),),
+                )
+            ),
+        ],
         [ApiKey.METADATA, 0, 1, "f", {"topics": ["fz"]}],
         [ApiKey.LIST_OFFSETS, 0, 1, "f", {"topics": [["fz", [[0, -1]]]]}],
         [ApiKey.CREATE_TOPICS, 0, 1, "f", {"topics": [{"name": "x", "num_partitions": 1}]}],
@@ -50,10 +75,10 @@ def test_fuzzed_requests(broker):
         t = rng.choice(templates)
         if rng.random() < 0.5:
             # mutate the batch inside a valid frame: exercises header/CRC checks, not just msgpack
-            body = dict(t[4])
+            body = dict(t[4]) if isinstance(t[4], dict) else t[4]
             if t[0] == ApiKey.PRODUCE:
                 body = {"acks": 1, "topics": [["fz", [[rng.randrange(3), mutate(rng, good)]]]]}
-            payload = msgpack.packb([t[0], 0, i, "f", body], use_bin_type=True)
+            payload = msgpack.packb([t[0], t[1], i, "f", body], use_bin_type=True)
         else:
             payload = mutate(rng, msgpack.packb(t, use_bin_type=True))
         s = socket.create_connection(("127.0.0.1", broker.port), timeout=5)

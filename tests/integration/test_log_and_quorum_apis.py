@@ -41,6 +41,7 @@ from net.schema.delete_records import DeleteRecordsPartition, DeleteRecordsReque
 from net.schema.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from net.schema.describe_producers import DescribeProducersRequest, TopicRequest
 from net.schema.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
+from net.schema.fetch import FetchPartition, FetchRequest, FetchTopic
 from net.schema.list_config_resources import ListConfigResourcesRequest
 from net.schema.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
@@ -181,11 +182,13 @@ def native_fetch_below_start(h: ClusterHarness) -> tuple[int, int]:
         conn = BrokerConnection("127.0.0.1", h[leader_of(h, TOPIC, 0)].port, client_id="dr-test")
         await conn.connect()
         try:
-            answer = await conn.request(ApiKey.FETCH, {"max_wait_ms": 0, "topics": [[TOPIC, [[0, 2, 1 << 20]]]]})
+            part = FetchPartition(partition=0, fetch_offset=2, partition_max_bytes=1 << 20)
+            fetch = FetchRequest(max_wait=datetime.timedelta(0), topics=(FetchTopic(topic=TOPIC, partitions=(part,)),))
+            answer = await conn.call(fetch)
         finally:
             conn.close()
-        row = answer["topics"][0][1][0]
-        return row[1], row[4]
+        [row] = answer.responses[0].partitions
+        return row.error_code, row.log_start_offset
 
     return asyncio.run(run())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
 import time
@@ -13,8 +14,9 @@ from client.admin import NewTopic
 from client.sync import Admin, Consumer, Producer
 from net import batch as batch_fmt
 from net.errors import ErrorCode
-from net.messages import encode
+from net.messages import decode, encode
 from net.protocol import ApiKey
+from net.schema.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from net.schema.metadata import MetadataRequest
 
 pytestmark = pytest.mark.timeout(60)
@@ -126,8 +128,10 @@ def test_unknown_topic_and_partition(broker):
     resp = c.request(ApiKey.PRODUCE, {"acks": 1, "topics": [["nope", [[0, b]]], ["known", [[5, b]]]]})
     codes = {t: rows[0][1] for t, rows in resp["topics"]}
     assert codes == {"nope": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "known": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    resp = c.request(ApiKey.FETCH, {"max_wait_ms": 0, "topics": [["nope", [[0, 0, 1000]]]]})
+    resp = c.request(ApiKey.FETCH, {"max_wait_ms": 0, "topics": [["nope", [[0, 0, 1000]]]]})  # native v0's rows
     assert resp["topics"][0][1][0][1] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    typed = decode(FetchResponse, c.request(ApiKey.FETCH, encode(typed_fetch("nope", 0)), 1))  # native v1
+    assert typed.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_offset_out_of_range(broker):
@@ -137,6 +141,14 @@ def test_offset_out_of_range(broker):
     row = resp["topics"][0][1][0]
     assert row[1] == ErrorCode.OFFSET_OUT_OF_RANGE
     assert row[2] == 0  # the high watermark comes back so the client can reset
+    [typed] = decode(FetchResponse, c.request(ApiKey.FETCH, encode(typed_fetch("t", 12345)), 1)).responses[0].partitions
+    assert (typed.error_code, typed.high_watermark, typed.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, 0, 0)
+
+
+def typed_fetch(topic: str, offset: int) -> FetchRequest:
+    """A consumer's typed Fetch (native v1) of partition 0 that does not wait."""
+    part = FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1000)
+    return FetchRequest(max_wait=datetime.timedelta(0), topics=(FetchTopic(topic=topic, partitions=(part,)),))
 
 
 def test_bad_crc_is_rejected_and_log_unchanged(broker):

@@ -1,5 +1,5 @@
 """Typed messages (net/schema/, issue 26): ListOffsets, the first api whose handler takes and answers typed classes,
-and the classic group apis, the security apis and Produce typed since.
+and the classic group apis, the security apis, Produce and Fetch typed since.
 
 One handler serves three doors and they must agree: the native typed version (v1, a msgpack array checked field by
 field), the native map version 0 that clients of the last release still send, and Kafka's binary protocol at
@@ -45,6 +45,7 @@ from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsR
 from net.schema.describe_topic_partitions import DescribeTopicPartitionsRequest
 from net.schema.describe_topic_partitions import TopicRequest as DescribeTopicRequest
 from net.schema.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, UserName
+from net.schema.fetch import FetchPartition, FetchRequest, FetchTopic
 from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.heartbeat import HeartbeatRequest
 from net.schema.incremental_alter_configs import AlterableConfig as IncrementalAlterableConfig
@@ -596,3 +597,71 @@ def test_produce_is_typed_on_both_native_versions_and_the_kafka_listener(cluster
             resp, _ = entity_reader(load_response_schema(0, version))(raw, 4 + (1 if version >= 9 else 0))
             [[p]] = [t.partition_responses for t in resp.responses]
             assert p.error_code == 0 and p.log_append_time is not None
+
+
+def _fetch(topic: str, *parts: tuple[int, int], replica_id: int = -1, isolation_level: int = 0) -> FetchRequest:
+    return FetchRequest(
+        replica_id=replica_id,
+        max_wait=datetime.timedelta(0),
+        min_bytes=0,
+        isolation_level=isolation_level,
+        topics=(
+            FetchTopic(
+                topic=topic,
+                partitions=tuple(
+                    FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20) for p, o in parts
+                ),
+            ),
+        ),
+    )
+
+
+def _values(records: bytes | None) -> list[bytes]:
+    buf = records or b""
+    return [r[3] for pos, h in batch_fmt.iter_batches(buf) for r in batch_fmt.records_of(buf, pos, h)]
+
+
+def test_fetch_is_typed_on_both_native_versions_and_the_kafka_listener(cluster):
+    """Fetch is typed since native v1 (issue 26 §1): the records are the log's bytes, the rows Kafka's. A v0 map is
+    read into the same request and answered in its old 11-column rows; a follower's replica_id is refused on this
+    (client) listener, a field out of its type or an unknown isolation level refused as a whole, and the connection
+    goes on. The Kafka listener serves the same handler in v4-12, the session declined (id 0)."""
+
+    async def work(conn):
+        typed = await conn.call(_fetch(TOPIC, (0, 0), (9, 0)))
+        legacy = await conn.request(ApiKey.FETCH, {"max_wait_ms": 0, "topics": [[TOPIC, [[0, 1, 1 << 20]]]]})
+        follower = await conn.request(ApiKey.FETCH, encode(_fetch(TOPIC, (0, 0), replica_id=1)), 1)
+        out_of_type = encode(_fetch(TOPIC, (0, 0)))
+        out_of_type[2] = 2**31  # max_wait, an int32 of ms
+        refused = await conn.request(ApiKey.FETCH, out_of_type, 1)
+        isolation = await conn.request(ApiKey.FETCH, encode(_fetch(TOPIC, (0, 0), isolation_level=3)), 1)
+        after = await conn.call(_fetch(TOPIC, (0, 2)))
+        return typed, legacy, follower, refused, isolation, after
+
+    typed, legacy, follower, refused, isolation, after = _native(cluster, work)
+    assert typed.error_code == 0 and typed.session_id == 0
+    rows = {p.partition_index: p for t in typed.responses for p in t.partitions}
+    assert (rows[0].error_code, rows[0].high_watermark, rows[0].log_start_offset) == (0, 3, 0)
+    assert _values(rows[0].records)[-3:] == [b"v0", b"v1", b"v2"] and rows[0].aborted_transactions is None
+    assert rows[9].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    [[topic, [row]]] = legacy["topics"]
+    assert topic == TOPIC and len(row) == 11 and row[:5] == [0, 0, 3, 3, 0] and row[6:] == [None, -1, -1, 3, []]
+    assert b"v1" in _values(row[5])
+    assert follower["error_code"] == ErrorCode.INVALID_REQUEST  # brokers only, on the inter-broker listener
+    assert refused["error_code"] == ErrorCode.INVALID_REQUEST and "max_wait" in refused["error_message"]
+    assert isolation["error_code"] == ErrorCode.INVALID_REQUEST
+    assert _values(after.responses[0].partitions[0].records)[-1:] == [b"v2"]
+
+    with socket.create_connection(("127.0.0.1", cluster[1].kafka_port), timeout=10) as s:
+        for version in (4, 11, 12):
+            body = {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": 0, "forgotten_topics_data": [], "rack_id": "",
+                    "topics": [{"topic": TOPIC, "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}  # fmt: skip
+            s.sendall(frame(1, version, 8, body))
+            raw = read_frame(s)
+            resp, _ = entity_reader(load_response_schema(1, version))(raw, 4 + (1 if version >= 12 else 0))
+            [[p]] = [t.partitions for t in resp.responses]
+            assert (p.error_code, p.high_watermark) == (0, 3) and b"v2" in _values(p.records)
+            if version >= 7:
+                assert resp.session_id == 0  # declined: the client keeps sending full fetches

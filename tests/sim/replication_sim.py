@@ -886,7 +886,11 @@ class Simulation(EventLoop):
                 continue  # not asked, or reassigned or in a new leader epoch while the fetch was in flight
             view = b.views[partition]
             before = part.log.log_end_offset
-            got |= handle_fetch_row(part, leader, row)  # replica_fetcher.py's own decision
+            # replica_fetcher.py's own decision, on the typed row the leader's handle_fetch answers; out of range,
+            # the leader's log end as its ListOffsets would answer the follower (ReplicaFetcher._truncate_ahead),
+            # here read with the fetch rather than in a second round trip.
+            ahead = row.log_end_offset if row.error == ErrorCode.OFFSET_OUT_OF_RANGE else -1
+            got |= handle_fetch_row(part, leader, row.typed(partition), ahead)
             if part.log.log_end_offset < before:
                 self.result.truncations += 1
                 self._trace(f"broker {b.id} truncates p{partition} to {part.log.log_end_offset}")

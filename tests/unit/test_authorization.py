@@ -70,6 +70,7 @@ from net.schema.describe_user_scram_credentials import DescribeUserScramCredenti
 from net.schema.elect_leaders import ElectLeadersRequest
 from net.schema.elect_leaders import TopicPartitions as ElectTopic
 from net.schema.end_txn import EndTxnRequest
+from net.schema.fetch import FetchPartition, FetchRequest, FetchTopic
 from net.schema.find_coordinator import FindCoordinatorRequest
 from net.schema.heartbeat import HeartbeatRequest
 from net.schema.incremental_alter_configs import AlterableConfig as IncAlterableConfig
@@ -232,17 +233,37 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
         ),
         (ProduceRequest(acks=1, transactional_id="victim-txn"), ("whole", TXN_DENIED)),
     ],
-    ApiKey.FETCH: [
-        ({"topics": [["secret-topic", [[0, 0, 100]]]]}, ("topics", TOPIC_DENIED)),
-        ({"replica_id": 2, "topics": [["alice-topic", [[0, 0, 100]]]]}, ("whole", CLUSTER_DENIED)),
+    ApiKey.FETCH: [  # typed (net/schema/): a consumer's READ per topic, a follower's (replica_id >= 0) broker-only
+        (
+            FetchRequest(
+                replica_id=-1,
+                topics=(FetchTopic(topic="secret-topic", partitions=(FetchPartition(partition_max_bytes=100),)),),
+            ),
+            ("responses", TOPIC_DENIED),
+        ),
+        (
+            FetchRequest(
+                replica_id=2,
+                topics=(FetchTopic(topic="alice-topic", partitions=(FetchPartition(partition_max_bytes=100),)),),
+            ),
+            ("whole", CLUSTER_DENIED),
+        ),
     ],
     ApiKey.LIST_OFFSETS: [  # a typed request (net/schema/): both listeners hand the table the same object
         (
             ListOffsetsRequest(
-                topics=(ListOffsetsTopic(name="secret-topic", partitions=(ListOffsetsPartition(partition_index=0),)),)
+                replica_id=-1,
+                topics=(ListOffsetsTopic(name="secret-topic", partitions=(ListOffsetsPartition(partition_index=0),)),),
             ),
             ("topics", TOPIC_DENIED),
-        )
+        ),
+        (  # a follower's, whose latest is the log end offset: brokers only
+            ListOffsetsRequest(
+                replica_id=2,
+                topics=(ListOffsetsTopic(name="alice-topic", partitions=(ListOffsetsPartition(partition_index=0),)),),
+            ),
+            ("whole", CLUSTER_DENIED),
+        ),
     ],
     ApiKey.DELETE_RECORDS: [
         (
@@ -621,9 +642,9 @@ def test_bodies_reaching_others_resources_are_refused_whatever_keys_they_carry(a
 
 def test_a_forwarded_request_needs_cluster_action():
     a, _ = table()
-    d = a.authorize(ApiKey.FETCH, {"topics": [], "forwarded": True}, Ctx())
+    d = a.authorize(ApiKey.ALTER_PARTITION, {"topic": "t", "forwarded": True}, Ctx())
     assert d.refused and d.answer["error_code"] == CLUSTER_DENIED
-    d = a.authorize(ApiKey.FETCH, {"topics": [], "forwarded": True}, Ctx("User:admin"))
+    d = a.authorize(ApiKey.ALTER_PARTITION, {"topic": "t", "forwarded": True}, Ctx("User:admin"))
     assert not d.refused
 
 

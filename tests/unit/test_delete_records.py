@@ -77,7 +77,7 @@ def fetch(leader: Partition, follower: Partition) -> None:
     assert fs is not None
     offset, last_epoch, epoch = fs.next_fetch()
     spec = FetchSpec((TOPIC, 0), offset, 1 << 20, epoch, last_epoch, follower.log.log_start_offset)
-    handle_fetch_row(follower, 1, leader.read_for_follower(spec, follower.broker_id, 0))
+    handle_fetch_row(follower, 1, leader.read_for_follower(spec, follower.broker_id, 0).typed(follower.partition))
 
 
 def test_delete_records_on_the_leader_and_the_low_watermark(tmp_path):

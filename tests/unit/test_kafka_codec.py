@@ -153,6 +153,56 @@ def test_produce_is_handed_to_the_handler_typed_and_its_typed_answer_written_in_
     assert (p["index"], p["error_code"], p["base_offset"]) == (2, ErrorCode.INVALID_REQUEST, -1)
 
 
+def test_fetch_is_handed_to_the_handler_typed_and_its_typed_answer_written_in_the_clients_version():
+    """Fetch is typed on the Kafka listener (no adapter): the request is the client's, session fields and all (the
+    handler declines a consumer's session); the answer's records are the log's bytes, v12's diverging epoch a tagged
+    field, and an older version's answer drops what it lacks. A whole-request failure puts the code in every row."""
+    from net.schema.fetch import EpochEndOffset, FetchableTopicResponse, FetchRequest, FetchResponse, PartitionData
+
+    body = {
+        "replica_id": -1,
+        "max_wait": 500,
+        "min_bytes": 1,
+        "max_bytes": 1000,
+        "isolation_level": 1,
+        "session_id": 0,
+        "session_epoch": 0,
+        "topics": [{"topic": "orders", "partitions": [{"partition": 2, "fetch_offset": 40, "partition_max_bytes": 9}]}],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    records = b"\x01" * 61  # opaque: the consumer parses batches
+    for version in (4, 12):
+        (req,) = KafkaCodec(1 << 20).feed(frame(1, version, 5, body))
+        assert isinstance(req, TypedKafkaRequest) and req.immediate is None and req.api_key == ApiKey.FETCH
+        assert isinstance(req.body, FetchRequest) and req.body.max_wait == datetime.timedelta(milliseconds=500)
+        assert (req.body.replica_id, req.body.isolation_level, req.body.max_bytes) == (-1, 1, 1000)
+        [t] = req.body.topics
+        [p] = t.partitions
+        assert (t.topic, p.partition, p.fetch_offset, p.partition_max_bytes) == ("orders", 2, 40, 9)
+        row = PartitionData(
+            partition_index=2,
+            high_watermark=50,
+            last_stable_offset=45,
+            log_start_offset=3,
+            diverging_epoch=EpochEndOffset(epoch=4, end_offset=44),
+            aborted_transactions=(),
+            records=records,
+        )
+        typed = FetchResponse(responses=(FetchableTopicResponse(topic="orders", partitions=(row,)),))
+        corr, resp = answer(req.encode(typed), 1, version, version >= 12)
+        [topic] = resp["responses"]
+        [q] = topic["partitions"]
+        assert corr == 5 and topic["topic"] == "orders"
+        assert (q["partition_index"], q["error_code"], q["high_watermark"], q["last_stable_offset"]) == (2, 0, 50, 45)
+        assert q["records"] == records and q["aborted_transactions"] == []
+        if version >= 12:
+            assert (resp["session_id"], q["diverging_epoch"]["epoch"], q["diverging_epoch"]["end_offset"]) == (0, 4, 44)
+        corr, resp = answer(req.encode({"error_code": 42, "error_message": "bad"}), 1, version, version >= 12)
+        [q] = resp["responses"][0]["partitions"]
+        assert (q["partition_index"], q["error_code"]) == (2, ErrorCode.INVALID_REQUEST)
+
+
 def test_a_transactional_produce_carries_its_transactional_id_to_the_handler():
     """Kafka's Produce names the transactional id (the table's ACL check is WRITE on it): it reaches the typed
     request; a plain produce has none."""

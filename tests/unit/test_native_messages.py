@@ -466,3 +466,123 @@ def test_durations_and_timestamps_are_checked_on_the_fast_path_as_on_the_slow_on
     assert decode(PartitionProduceResponse, [*stamped[:3], None, *stamped[4:]]).log_append_time is None  # nullable
     with pytest.raises(MessageError, match="log_append_time -5 is not a timestamp"):
         decode(PartitionProduceResponse, [*stamped[:3], -5, *stamped[4:]])
+
+
+def test_fetch_keeps_its_records_opaque_and_its_native_v0_rows_read_into_the_typed_request():
+    """Fetch is typed since native v1 (issue 26 §1): the records are the log's bytes in both directions, the
+    messages msgpack arrays in schema field order. The v0 map (a follower's session fields and forgotten partitions
+    included) is read into the same request, its shape and ranges checked, and the typed answer written back as the
+    old 11-column rows: the diverging epoch and its end offset where they were, the error code's name as the message,
+    the high watermark standing for the leader's log end (the typed answer has none; a follower asks ListOffsets)."""
+    from broker.network.native_legacy import LEGACY
+    from net.protocol import ApiKey
+    from net.schema.fetch import (
+        AbortedTransaction,
+        EpochEndOffset,
+        FetchableTopicResponse,
+        FetchPartition,
+        FetchRequest,
+        FetchResponse,
+        FetchTopic,
+        ForgottenTopic,
+        PartitionData,
+    )
+
+    blob = bytes(range(256)) * 3
+    typed = FetchRequest(
+        replica_id=2,
+        max_wait=datetime.timedelta(milliseconds=500),
+        min_bytes=1,
+        max_bytes=1 << 24,
+        session_id=7,
+        session_epoch=3,
+        topics=(
+            FetchTopic(
+                topic="t",
+                partitions=(
+                    FetchPartition(
+                        partition=1,
+                        current_leader_epoch=4,
+                        fetch_offset=40,
+                        last_fetched_epoch=3,
+                        log_start_offset=5,
+                        partition_max_bytes=1 << 20,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(ForgottenTopic(topic="t", partitions=(0, 2)),),
+    )
+    assert decode(FetchRequest, encode(typed)) == typed
+    read, answer = LEGACY[ApiKey.FETCH]
+    v0 = {
+        "replica_id": 2,
+        "max_wait_ms": 500,
+        "min_bytes": 1,
+        "max_bytes": 1 << 24,
+        "session_id": 7,
+        "session_epoch": 3,
+        "topics": [["t", [[1, 40, 1 << 20, 4, 3, 5]]]],
+        "forgotten": [["t", [0, 2]]],
+    }
+    assert read(v0) == typed
+    consumer = read({"topics": [["t", [[1, 40, 100]]]]})  # v0's defaults: a sessionless consumer's long poll
+    assert (consumer.replica_id, consumer.session_epoch, consumer.max_wait) == (-1, -1, datetime.timedelta(seconds=0.5))
+    for bad in (
+        {"topics": [["t", [[1, 40]]]]},  # no max bytes
+        {"topics": [["t", [[1, 40, 0]]]]},  # max bytes not positive
+        {"topics": [["t", [[1, "40", 100]]]]},
+        {"topics": [], "forgotten": [["t", [2**31]]]},
+        {"topics": [], "session_id": 2**31},
+    ):
+        with pytest.raises(MessageError):
+            read(bad)
+    rows = (
+        PartitionData(partition_index=1, high_watermark=50, last_stable_offset=45, log_start_offset=5, records=blob),
+        PartitionData(
+            partition_index=2,
+            high_watermark=50,
+            last_stable_offset=50,
+            log_start_offset=5,
+            diverging_epoch=EpochEndOffset(epoch=3, end_offset=38),
+        ),
+        PartitionData(partition_index=3, error_code=1, high_watermark=9, log_start_offset=2),
+        PartitionData(
+            partition_index=4, aborted_transactions=(AbortedTransaction(producer_id=8, first_offset=41),), records=b""
+        ),
+    )
+    resp = FetchResponse(session_id=7, responses=(FetchableTopicResponse(topic="t", partitions=rows),))
+    wire = encode(resp)
+    assert wire[3][0][1][0][-1] is blob or wire[3][0][1][0][-1] == blob  # the records as they are, last field
+    assert decode(FetchResponse, wire) == resp
+    assert answer(resp) == {
+        "session_id": 7,
+        "topics": [
+            [
+                "t",
+                [
+                    [1, 0, 50, 45, 5, blob, None, -1, -1, 50, []],
+                    [2, 0, 50, 50, 5, b"", None, 3, 38, 50, []],
+                    [3, 1, 9, -1, 2, b"", "OFFSET_OUT_OF_RANGE", -1, -1, 9, []],
+                    [4, 0, 0, -1, -1, b"", None, -1, -1, 0, [[8, 41]]],
+                ],
+            ]
+        ],
+    }
+    resp.throttle_time = datetime.timedelta(milliseconds=250)
+    assert answer(resp)["throttle_time_ms"] == 250
+    assert answer(FetchResponse(error_code=71))["error_code"] == 71  # a session error, whole
+
+
+def test_a_fetch_answer_row_built_slot_by_slot_has_every_field():
+    """FetchResult.typed sets PartitionData's slots one by one (the hot path): a field the schema adds must be set
+    too, or reading it would fail far from here."""
+    import dataclasses
+
+    from broker.replica.partition import FetchResult
+    from net.schema.fetch import PartitionData
+
+    row = FetchResult(0, 5, 0, b"x", aborted=[[7, 3]]).typed(2)
+    assert all(hasattr(row, f.name) for f in dataclasses.fields(PartitionData))
+    assert decode(PartitionData, encode(row)) == row
+    assert (row.last_stable_offset, row.aborted_transactions[0].producer_id) == (5, 7)  # no LSO: the high watermark

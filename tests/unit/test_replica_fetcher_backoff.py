@@ -5,12 +5,14 @@ rather than making every fetch of the lane return at once (issue 25 §4); the ot
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
 
 from broker.log.log import Log
 from broker.metadata.image import PartitionState
 from broker.replica.partition import Partition
 from broker.replica.replica_fetcher import ReplicaFetcher
 from net.errors import ErrorCode
+from net.schema.fetch import FetchableTopicResponse, FetchRequest, FetchResponse, PartitionData
 from tests.unit.test_log_support import FakeClock, config
 
 
@@ -21,16 +23,33 @@ def follower(tmp_path, i: int) -> Partition:
     return p
 
 
+def idle_answer(request: FetchRequest, error: Callable[[int], int] = lambda partition: 0) -> FetchResponse:
+    """A leader's answer with no data for each partition asked, `error(partition)` its code."""
+    return FetchResponse(
+        responses=tuple(
+            FetchableTopicResponse(
+                topic=t.topic,
+                partitions=tuple(
+                    PartitionData(partition_index=q.partition, error_code=error(q.partition), last_stable_offset=0)
+                    for q in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+    )
+
+
+def asked_partitions(request: FetchRequest) -> list[int]:
+    return [q.partition for t in request.topics for q in t.partitions]
+
+
 def test_a_partition_answered_with_an_error_waits_out_the_backoff_the_others_do_not(tmp_path):
     asked: list[list[int]] = []
 
-    async def leader(_leader_id, _api, body, _timeout):
-        rows = [r for _, parts in body["topics"] for r in parts]
-        asked.append([r[0] for r in rows])
+    async def leader(_leader_id, request, _timeout):
+        asked.append(asked_partitions(request))
         missing = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        # partition 1 is not there yet; the rest are idle: [partition, err, hw, lso, start, records, msg, ...]
-        out = [[r[0], missing if r[0] == 1 else 0, 0, 0, 0, b"", None, -1, -1, 0] for r in rows]
-        return {"topics": [["t", out]]}
+        return idle_answer(request, lambda q: missing if q == 1 else 0)  # partition 1 is not there yet
 
     async def scenario() -> None:
         f = ReplicaFetcher(1, 2, leader, max_wait_ms=10, backoff_s=0.3)
@@ -65,6 +84,7 @@ def test_a_fetch_unanswered_for_replica_socket_timeout_closes_its_connection_and
     it was replica.fetch.wait.max.ms + 10 s on the same connection)."""
     from broker.network.peers import PeerChannel
     from net.errors import KafkaLiteError
+    from net.messages import decode, encode
     from net.protocol import FrameDecoder, encode_response, parse_request
 
     connections: list[asyncio.StreamWriter] = []
@@ -78,9 +98,8 @@ def test_a_fetch_unanswered_for_replica_socket_timeout_closes_its_connection_and
         while data := await reader.read(65536):
             for payload in frames.feed(data):
                 _, _, corr, _, body = parse_request(payload)
-                if not silent:
-                    rows = [[r[0], 0, 0, 0, 0, b"", None, -1, -1, 0] for _, parts in body["topics"] for r in parts]
-                    writer.write(encode_response(corr, {"topics": [["t", rows]]}))
+                if not silent:  # the typed native Fetch (v1): the messages as msgpack arrays
+                    writer.write(encode_response(corr, encode(idle_answer(decode(FetchRequest, body)))))
                     answered.append(len(connections))
 
     async def scenario() -> None:
@@ -88,8 +107,8 @@ def test_a_fetch_unanswered_for_replica_socket_timeout_closes_its_connection_and
         port = server.sockets[0].getsockname()[1]
         channel = PeerChannel(1, 2, "127.0.0.1", port)
 
-        async def request(_leader_id, api, body, timeout):
-            return await channel.request(api, body, timeout)
+        async def request(_leader_id, message, timeout):
+            return await channel.call(message, timeout)
 
         f = ReplicaFetcher(1, 2, request, max_wait_ms=100, timeout_ms=400)
         f.followed.add(follower(tmp_path, 0))
@@ -130,12 +149,11 @@ def test_the_fetch_timeout_adapts_to_a_slow_leader_and_comes_back_when_it_is_fas
 
     delays = [0.0, 0.2, 0.0]  # seconds each answer takes; then time outs
 
-    async def leader(_leader_id, _api, body, timeout):
+    async def leader(_leader_id, request, timeout):
         if not delays:
             raise KafkaLiteError(f"request timed out after {timeout}s")
         await asyncio.sleep(delays.pop(0))
-        rows = [[r[0], 0, 0, 0, 0, b"", None, -1, -1, 0] for _, parts in body["topics"] for r in parts]
-        return {"topics": [["t", rows]]}
+        return idle_answer(request)
 
     async def scenario() -> None:
         f = ReplicaFetcher(1, 2, leader, max_wait_ms=10, timeout_ms=100)

@@ -5,10 +5,10 @@ without ending the loop."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from broker.replica.replica_fetcher import ReplicaFetcher
-from tests.unit.test_replica_fetcher_backoff import follower
+from net.schema.fetch import FetchRequest, FetchResponse
+from tests.unit.test_replica_fetcher_backoff import asked_partitions, follower, idle_answer
 
 
 class Turns:
@@ -28,11 +28,6 @@ class Turns:
         self._on = False
 
 
-def _idle_rows(body: dict[str, Any]) -> dict[str, Any]:
-    rows = [r for _, parts in body["topics"] for r in parts]
-    return {"topics": [["t", [[r[0], 0, 0, 0, 0, b"", None, -1, -1, 0] for r in rows]]]}
-
-
 def test_the_next_fetch_goes_out_in_the_turn_the_answer_is_handled(tmp_path):
     async def scenario() -> None:
         turns = Turns()
@@ -40,14 +35,14 @@ def test_the_next_fetch_goes_out_in_the_turn_the_answer_is_handled(tmp_path):
         asked: list[int] = []
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        async def leader(_leader_id: int, _api: int, body: dict[str, Any], _timeout: float) -> dict[str, Any]:
+        async def leader(_leader_id: int, request: FetchRequest, _timeout: float) -> FetchResponse:
             asked.append(turns.n)
             if len(asked) == 1:
                 await gate  # the leader answers when the test says
                 answered.append(turns.n)
             elif len(asked) > 2:
                 await asyncio.sleep(10)  # a long poll
-            return _idle_rows(body)
+            return idle_answer(request)
 
         f = ReplicaFetcher(1, 2, leader, max_wait_ms=10)
         f.add(follower(tmp_path, 0))
@@ -65,10 +60,10 @@ def test_a_partition_joining_cuts_the_long_poll_short_and_the_loop_goes_on(tmp_p
     async def scenario() -> None:
         asked: list[list[int]] = []
 
-        async def leader(_leader_id: int, _api: int, body: dict[str, Any], _timeout: float) -> dict[str, Any]:
-            asked.append(sorted(r[0] for _, parts in body["topics"] for r in parts))
+        async def leader(_leader_id: int, request: FetchRequest, _timeout: float) -> FetchResponse:
+            asked.append(sorted(asked_partitions(request)))
             await asyncio.sleep(10)  # every fetch is a long poll that nothing answers
-            return _idle_rows(body)
+            return idle_answer(request)
 
         f = ReplicaFetcher(1, 2, leader, max_wait_ms=10_000)
         f.add(follower(tmp_path, 0))

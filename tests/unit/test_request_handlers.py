@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import inspect
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,13 +18,14 @@ import pytest
 
 from broker.group.api import GroupApis
 from broker.group.coordinator import GroupCoordinator
+from broker.log.log import Log
 from broker.log.manager import LogManager
-from broker.metadata.image import MetadataImage
+from broker.metadata.image import MetadataImage, PartitionState
 from broker.metadata.naming import OFFSETS_TOPIC
 from broker.metadata.records import AclRecord, BrokerRecord, MetadataRecord, PartitionRecord, TopicRecord
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.network.native_legacy import LEGACY
-from broker.network.server import BadRequest, ConnectionContext
+from broker.network.server import INTER_BROKER_LISTENER, ConnectionContext
 from broker.quota.client_quota import ClientQuotaManager
 from broker.replica.replica_manager import ReplicaManager
 from broker.security.acl import AclAuthorizer
@@ -45,9 +47,11 @@ from net.protocol import SUPPORTED_VERSIONS, ApiKey
 from net.retry import Backoff, retry_until
 from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from net.schema.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData
 from net.schema.incremental_alter_configs import AlterableConfig as IncrementalAlterableConfig
 from net.schema.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.messages import MESSAGES
 from net.schema.metadata import MetadataRequest, MetadataRequestTopic
 from net.schema.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from net.schema.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
@@ -62,6 +66,20 @@ from net.schema.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 
 TOPIC = "orders"
 EARLIEST, LATEST = -2, -1
+
+
+def fetch_request(partition: int, offset: int, epoch: int = -1, **fields: Any) -> FetchRequest:
+    """A consumer's fetch of one partition of TOPIC that does not wait; `fields`: the request's others."""
+    part = FetchPartition(
+        partition=partition, fetch_offset=offset, current_leader_epoch=epoch, partition_max_bytes=1 << 20
+    )
+    fields.setdefault("replica_id", -1)
+    return FetchRequest(
+        max_wait=datetime.timedelta(0),
+        min_bytes=0,
+        topics=(FetchTopic(topic=TOPIC, partitions=(part,)),),
+        **fields,
+    )
 
 
 def records(*values: bytes) -> bytes:
@@ -157,11 +175,13 @@ class Broker:
         )
         return await self.call(ApiKey.PRODUCE, request)  # type: ignore[no-any-return]
 
-    async def fetch(self, partition: int, offset: int, epoch: int = -1) -> list:
-        body = {"max_wait_ms": 0, "min_bytes": 0, "topics": [[TOPIC, [[partition, offset, 1 << 20, epoch]]]]}
-        answer = await self.call(ApiKey.FETCH, body)
-        [[topic, [row]]] = answer["topics"]
-        assert topic == TOPIC
+    async def fetch(self, partition: int, offset: int, epoch: int = -1, **fields: Any) -> PartitionData:
+        """Fetch is typed (net/schema/): one partition's answer row, as the handler answers it."""
+        answer = await self.call(ApiKey.FETCH, fetch_request(partition, offset, epoch, **fields))
+        assert isinstance(answer, FetchResponse), answer
+        [topic] = answer.responses
+        [row] = topic.partitions
+        assert topic.topic == TOPIC
         return row
 
     async def list_offset(self, partition: int, timestamp: int) -> list:
@@ -231,9 +251,9 @@ def test_produce_appends_at_the_log_end_and_fetch_reads_it_back(broker):
             0,
             0,
         )
-        partition, err, hw, *_rest = fetched = await broker.fetch(0, 0)
-        assert (partition, err, hw) == (0, 0, 3)
-        assert values_of(fetched[5]) == [b"a", b"b", b"c"]
+        fetched = await broker.fetch(0, 0)
+        assert (fetched.partition_index, fetched.error_code, fetched.high_watermark) == (0, 0, 3)
+        assert values_of(fetched.records) == [b"a", b"b", b"c"]
         assert await broker.list_offset(0, EARLIEST) == [0, 0, -1, 0]
         assert await broker.list_offset(0, LATEST) == [0, 0, -1, 3]
 
@@ -243,7 +263,7 @@ def test_produce_appends_at_the_log_end_and_fetch_reads_it_back(broker):
 def test_acks_0_is_not_answered_but_is_stored(broker):
     async def scenario() -> None:
         assert await broker.produce(0, [1, records(b"quiet")]) is None
-        assert values_of((await broker.fetch(1, 0))[5]) == [b"quiet"]
+        assert values_of((await broker.fetch(1, 0)).records) == [b"quiet"]
 
     run(broker, scenario)
 
@@ -255,7 +275,7 @@ def test_each_partition_is_answered_on_its_own(broker):
         answer = await broker.produce(1, [0, records(b"ok")], [7, records(b"lost")])
         rows = {i: r.error_code for i, r in produced(answer).items()}
         assert rows == {0: 0, 7: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-        assert values_of((await broker.fetch(0, 0))[5]) == [b"ok"]
+        assert values_of((await broker.fetch(0, 0)).records) == [b"ok"]
 
     run(broker, scenario)
 
@@ -279,7 +299,7 @@ def test_one_base_offset_answers_a_partitions_batches_only_while_they_follow_eac
         assert (both.error_code, both.base_offset) == (0, 4)  # consecutive: 4, then 5
         again = produced(await broker.produce(1, [0, idempotent(8, 0, b"c") + idempotent(8, 1, b"d", b"e")]))[0]
         assert (again.error_code, again.base_offset) == (0, 4)  # both duplicates, still consecutive
-        assert values_of((await broker.fetch(0, 0))[5]) == [b"a1", b"a2", b"other", b"b", b"c", b"d", b"e"]
+        assert values_of((await broker.fetch(0, 0)).records) == [b"a1", b"a2", b"other", b"b", b"c", b"d", b"e"]
 
     run(broker, scenario)
 
@@ -287,10 +307,12 @@ def test_one_base_offset_answers_a_partitions_batches_only_while_they_follow_eac
 def test_fetch_out_of_range_and_with_a_stale_leader_epoch_are_refused_per_partition(broker):
     async def scenario() -> None:
         await broker.produce(1, [0, records(b"a")])
-        assert (await broker.fetch(0, 5))[1] == ErrorCode.OFFSET_OUT_OF_RANGE
-        assert (await broker.fetch(0, 0, epoch=2))[1] == ErrorCode.FENCED_LEADER_EPOCH  # KIP-320: we lead epoch 3
-        assert (await broker.fetch(0, 0, epoch=4))[1] == ErrorCode.UNKNOWN_LEADER_EPOCH
-        assert (await broker.fetch(0, 0, epoch=3))[1] == 0
+        assert (await broker.fetch(0, 5)).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert (
+            await broker.fetch(0, 0, epoch=2)
+        ).error_code == ErrorCode.FENCED_LEADER_EPOCH  # KIP-320: we lead epoch 3
+        assert (await broker.fetch(0, 0, epoch=4)).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+        assert (await broker.fetch(0, 0, epoch=3)).error_code == 0
 
     run(broker, scenario)
 
@@ -303,8 +325,10 @@ def test_malformed_requests_are_refused_before_anything_is_stored(broker):
         assert error_code_of(raised.value)[0] == ErrorCode.INVALID_REQUEST
         with pytest.raises(MessageError, match="acks"):
             decode_message(ProduceRequest, encode_message(ProduceRequest(acks=2**15)))
-        with pytest.raises(BadRequest, match="leader_epoch|epoch"):
-            await broker.fetch(0, 0, epoch=2**31)  # not an int32: refused before the handler runs
+        with pytest.raises(MessageError, match="epoch"):  # not an int32: refused as it is decoded
+            decode_message(FetchRequest, encode_message(fetch_request(0, 0, 2**31)))
+        with pytest.raises(MessageError, match="fetch partition entry"):  # a native v0 row, too short
+            LEGACY[ApiKey.FETCH][0]({"topics": [[TOPIC, [[0, 0]]]]})
         assert await broker.list_offset(0, LATEST) == [0, 0, -1, 0]  # nothing of the refused produce
 
     run(broker, scenario)
@@ -537,3 +561,218 @@ def test_a_kafka_clients_metadata_waits_for_the_first_published_image(tmp_path):
         asyncio.run(scenario())
     finally:
         b.close()
+
+
+# --- Fetch (typed on both listeners) ------------------------------------------------------------------------------
+
+REPLICATED = "replicated"  # led by broker 1 in epoch 3, followed by broker 2 (replicas and ISR [1, 2])
+
+
+def with_replicated_topic(broker: Broker) -> Broker:
+    """Adds REPLICATED to the image before the broker starts: its high watermark waits for broker 2's fetches, so
+    its log end runs ahead of it after an acks=1 produce."""
+    records = [
+        BrokerRecord(2, "127.0.0.1", 9093, False).to_dict(),
+        TopicRecord(REPLICATED, f"id-{REPLICATED}", {}).to_dict(),
+        PartitionRecord(REPLICATED, 0, 1, 3, [1, 2], [1, 2], 1).to_dict(),
+    ]
+    start = broker.image.offset + 1
+    for i, record in enumerate(records):
+        broker.image.apply(start + i, record)
+    return broker
+
+
+def inter_broker(broker: Broker) -> ConnectionContext:
+    """A broker's connection on the inter-broker listener (everything is allowed without authorizer=acl)."""
+    return ConnectionContext("127.0.0.1:6000", INTER_BROKER_LISTENER)
+
+
+async def handle(broker: Broker, request: Any, ctx: ConnectionContext) -> Any:
+    api = ApiKey(type(request).API_KEY)
+    answer = broker.apis.handle(api, SUPPORTED_VERSIONS[api][1], request, ctx)
+    return await answer if inspect.isawaitable(answer) else answer
+
+
+def follower_fetch(
+    partition: int, offset: int, session_id: int = 0, epoch: int = 0, topic: str = TOPIC
+) -> FetchRequest:
+    part = FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)
+    return FetchRequest(
+        replica_id=2,
+        max_wait=datetime.timedelta(0),
+        min_bytes=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=(FetchTopic(topic=topic, partitions=(part,)),),
+    )
+
+
+def test_a_consumers_fetch_declines_a_session_and_a_followers_is_in_one(tmp_path):
+    """KIP-227 as today: a consumer asking for a session (epoch 0) is answered without one (session id 0, every
+    partition every time); a follower's full fetch opens one, its next fetch carries only what moved and an epoch
+    out of turn is Kafka's top-level INVALID_FETCH_SESSION_EPOCH, not a crash."""
+    broker = with_replicated_topic(Broker(tmp_path))
+
+    async def scenario() -> None:
+        await broker.produce(1, [0, records(b"a")], topic=REPLICATED)
+        consumer = await broker.call(ApiKey.FETCH, fetch_request(0, 0, session_id=0, session_epoch=0))
+        assert consumer.session_id == 0 and consumer.responses[0].partitions[0].error_code == 0
+        ctx = inter_broker(broker)
+        full = await handle(broker, follower_fetch(0, 0, topic=REPLICATED), ctx)
+        assert full.error_code == 0 and full.session_id != 0
+        [row] = full.responses[0].partitions
+        assert (row.error_code, values_of(row.records)) == (0, [b"a"])
+        # the next fetch, in the session: at the log end, nothing moved, so nothing is answered
+        moved = await handle(broker, follower_fetch(0, 1, full.session_id, 1, REPLICATED), ctx)
+        assert (moved.error_code, moved.session_id) == (0, full.session_id)
+        assert [p.high_watermark for t in moved.responses for p in t.partitions] in ([], [1])
+        stale = await handle(broker, follower_fetch(0, 1, full.session_id, 7, REPLICATED), ctx)
+        assert stale.error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH and stale.responses == ()
+
+    run(broker, scenario)
+    broker.close()
+
+
+def test_a_replica_id_is_refused_on_a_client_listener(broker):
+    """A follower's Fetch and ListOffsets (replica_id >= 0: the log end, not the high watermark, and fetch sessions)
+    are the inter-broker listener's: a client listener refuses them whole, INVALID_REQUEST, whoever asks."""
+
+    async def scenario() -> None:
+        fetch = await broker.call(ApiKey.FETCH, fetch_request(0, 0, replica_id=2))
+        assert isinstance(fetch, dict) and fetch["error_code"] == ErrorCode.INVALID_REQUEST
+        listed = await broker.call(ApiKey.LIST_OFFSETS, list_offsets(TOPIC, 0, replica_id=2))
+        assert isinstance(listed, dict) and listed["error_code"] == ErrorCode.INVALID_REQUEST
+        assert (await broker.fetch(0, 0)).error_code == 0  # a consumer's, on the same listener, is served
+
+    run(broker, scenario)
+
+
+def list_offsets(topic: str, partition: int, replica_id: int, timestamp: int = LATEST) -> ListOffsetsRequest:
+    part = ListOffsetsPartition(partition_index=partition, timestamp=timestamp)
+    return ListOffsetsRequest(replica_id=replica_id, topics=(ListOffsetsTopic(name=topic, partitions=(part,)),))
+
+
+def test_a_followers_latest_offset_is_the_log_end(tmp_path):
+    """ListOffsets latest is the high watermark for a consumer, the log end offset for a follower (Kafka's, with a
+    broker's replica id): where a follower ahead of its leader truncates to."""
+    broker = with_replicated_topic(Broker(tmp_path))
+
+    async def scenario() -> None:
+        await broker.produce(1, [0, records(b"a", b"b")], topic=REPLICATED)  # broker 2 has not fetched: HW 0
+        consumer = await broker.call(ApiKey.LIST_OFFSETS, list_offsets(REPLICATED, 0, -1))
+        assert consumer.topics[0].partitions[0].offset == 0
+        follower = await handle(broker, list_offsets(REPLICATED, 0, 2), inter_broker(broker))
+        assert (follower.topics[0].partitions[0].error_code, follower.topics[0].partitions[0].offset) == (0, 2)
+
+    run(broker, scenario)
+    broker.close()
+
+
+def test_a_follower_ahead_of_its_leader_truncates_to_the_leaders_log_end(tmp_path):
+    """Kafka's fetchOffsetAndTruncate: a follower whose log runs past its leader's end (fetched at offset 3 of a
+    log ending at 1) is answered OFFSET_OUT_OF_RANGE, asks the leader's ListOffsets for its log end (replica_id =
+    its own id, on the inter-broker listener) and truncates to it; its next fetch reads from there. The leader is
+    broker 1's real KafkaApis, the requests go through the native typed encoding."""
+    from broker.replica.partition import Partition
+    from broker.replica.replica_fetcher import ReplicaFetcher
+    from tests.unit.test_log_support import FakeClock, config
+
+    broker = with_replicated_topic(Broker(tmp_path / "leader"))
+    lg = Log(tmp_path / "follower", REPLICATED, 0, config(), clean_shutdown=True, clock=FakeClock(), defer_files=True)
+    follower = Partition(REPLICATED, 0, lg, 2, 1, 30_000, lambda *a: None)
+    follower.apply_state(PartitionState(0, 1, 3, [1, 2], [1, 2]), 0)  # broker 1 leads epoch 3, broker 2 follows
+    asked: list[str] = []
+
+    async def call(leader: int, request: Any, timeout: float) -> Any:
+        assert leader == 1
+        asked.append(type(request).__name__)
+        wire = decode_message(type(request), encode_message(request))  # as the native listener reads it
+        answer = await handle(broker, wire, inter_broker(broker))
+        return decode_message(MESSAGES[type(request).API_KEY][1], encode_message(answer))
+
+    async def scenario() -> None:
+        await broker.produce(1, [0, records(b"a")], topic=REPLICATED)  # the leader's log ends at 1
+        # the follower's log ends at 3: ahead, in batches of no leader epoch (-1), so none to compare (KIP-101)
+        # (a batch each: a log truncates at a batch's start)
+        ahead = [
+            batch_fmt.build([(0, 0, None, v, None)], 1_700_000_000_000, 0, base_offset=i)
+            for i, v in enumerate((b"x", b"y", b"z"))
+        ]
+        follower.append_as_follower(b"".join(ahead), 0)
+        assert follower.log.log_end_offset == 3
+        fetcher = ReplicaFetcher(2, 1, call, max_wait_ms=0)
+        fetcher.followed.add(follower)
+        await fetcher._fetch_once()
+        assert asked == ["FetchRequest", "ListOffsetsRequest"]
+        assert follower.log.log_end_offset == 1  # truncated to the leader's log end
+        await fetcher._fetch_once()
+        assert follower.log.log_end_offset == 1 and asked[-1] == "FetchRequest"  # in range now: no ListOffsets
+
+    run(broker, scenario)
+    broker.close()
+
+
+def test_a_consumer_over_its_byte_rate_is_throttled_by_the_typed_answers_records(tmp_path):
+    """Client quotas read the typed Fetch answer: the records bytes a consumer got count against its
+    consumer_byte_rate, the answer carries the delay (throttle_time) and the connection is muted as long; a
+    follower's fetch is replication, not charged."""
+    from broker.metadata.records import ClientQuotaRecord
+
+    broker = with_replicated_topic(Broker(tmp_path))
+    quota = ClientQuotaRecord((("client-id", "slow"),), {"consumer_byte_rate": 10.0})
+    broker.image.apply(broker.image.offset + 1, quota.to_dict())
+    muted: list[int] = []
+
+    async def scenario() -> None:
+        await broker.produce(1, [0, records(b"x" * 2000)])
+        fast = await broker.fetch(0, 0)  # another client id: no quota
+        assert fast.records and values_of(fast.records) == [b"x" * 2000]
+        ctx = ConnectionContext("127.0.0.1:5001")
+        ctx.client_id = "slow"
+        ctx.throttle = muted.append
+        answer = await handle(broker, fetch_request(0, 0), ctx)
+        assert isinstance(answer, FetchResponse) and answer.responses[0].partitions[0].records
+        assert answer.throttle_time > datetime.timedelta(0) and muted and muted[-1] > 0
+        # the same bytes to a follower of the slow client id's name: not a consumer, not charged
+        await broker.produce(1, [0, records(b"y")], topic=REPLICATED)
+        follower_ctx = inter_broker(broker)
+        follower_ctx.client_id = "slow"
+        follower_ctx.throttle = muted.append
+        before = len(muted)
+        replicated = await handle(broker, follower_fetch(0, 0, topic=REPLICATED), follower_ctx)
+        assert replicated.responses[0].partitions[0].records  # read, and
+        assert replicated.throttle_time == datetime.timedelta(0) and len(muted) == before  # not throttled
+
+    run(broker, scenario)
+    broker.close()
+
+
+def test_a_native_v0_follower_fetch_still_gets_its_old_rows(tmp_path):
+    """Native v0 of Fetch, answered one more release (broker/network/native_legacy.py): a follower's map (session
+    fields, forgotten partitions, six-column partition entries) is read into the typed request, served by the same
+    handler, and answered in the old 11-column rows with its session id; a diverging follower's row carries the
+    diverging epoch and end offset where they were."""
+    broker = with_replicated_topic(Broker(tmp_path))
+    read, write = LEGACY[ApiKey.FETCH]
+
+    async def v0(body: dict) -> dict:
+        return write(await handle(broker, read(body), inter_broker(broker)))
+
+    async def scenario() -> None:
+        await broker.produce(1, [0, records(b"a", b"b")], topic=REPLICATED)
+        opened = await v0(
+            {"replica_id": 2, "max_wait_ms": 0, "session_id": 0, "session_epoch": 0,
+             "topics": [[REPLICATED, [[0, 0, 1 << 20, 3, -1, 0]]]], "forgotten": []}
+        )  # fmt: skip
+        [[topic, [row]]] = opened["topics"]
+        assert topic == REPLICATED and opened["session_id"] != 0 and len(row) == 11
+        assert row[:5] == [0, 0, 0, 0, 0] and values_of(row[5]) == [b"a", b"b"] and row[6:] == [None, -1, -1, 0, []]
+        # a sessionless follower that fetched epoch 3 up to offset 5, where this leader's epoch 3 ends at 2: diverging
+        diverged = await v0(
+            {"replica_id": 2, "max_wait_ms": 0, "topics": [[REPLICATED, [[0, 5, 1 << 20, 3, 3, 0]]]]}
+        )  # fmt: skip
+        [[_, [row]]] = diverged["topics"]
+        assert (row[1], row[5], row[7], row[8]) == (0, b"", 3, 2) and "session_id" not in diverged
+
+    run(broker, scenario)
+    broker.close()

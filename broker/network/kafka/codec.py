@@ -22,7 +22,7 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
-from broker.network.kafka.adapters import CORE_ADAPTERS, Adapter, AdapterError, api_versions_response
+from broker.network.kafka.adapters import Adapter, AdapterError, api_versions_response
 from broker.network.kafka.entities import build, null_field, plain
 from broker.network.kafka.security_adapters import SECURITY_ADAPTERS, SaslTokenFrame
 from broker.network.server import FramedCodec, Request
@@ -41,7 +41,7 @@ _SASL_HANDSHAKE = 17
 _SASL_AUTHENTICATE = 36
 _LOGIN_APIS = (_SASL_HANDSHAKE, _SASL_AUTHENTICATE)
 # Every Kafka api this listener serves, by api key.
-ADAPTERS: dict[int, Adapter] = {a.api_key: a for a in (*CORE_ADAPTERS, *SECURITY_ADAPTERS)}
+ADAPTERS: dict[int, Adapter] = {a.api_key: a for a in SECURITY_ADAPTERS}  # the SASL pair: every other api is typed
 # Every Kafka api whose handler takes and answers the typed classes of net/schema/ (no adapter): the request is
 # read with kio's class for the client's version and converted, the answer converted back (net/schema/convert.py).
 TYPED: dict[int, tuple[type, type]] = {k: MESSAGES[k] for k in TYPED_SINCE}
