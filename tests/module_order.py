@@ -112,6 +112,14 @@ class ModuleTimes:
         for module, seconds in self.seconds.most_common(25):
             terminalreporter.write_line(f"{seconds:7.1f}  {module}")
         begin = min(first for first, _ in self.spans.values())
-        terminalreporter.write_sep("=", "the last modules to end (s from the first test's start: start - end)")
-        for module, (first, last) in sorted(self.spans.items(), key=lambda kv: kv[1][1])[-12:]:
+        end = max(last for _, last in self.spans.values())
+        # The run's tail: the modules still running in its last 30%, where workers run out of modules to take and
+        # the CPU may idle; a long module starting late shows here.
+        tail = [
+            (m, (first, last))
+            for m, (first, last) in self.spans.items()
+            if last >= begin + 0.7 * (end - begin) and last - first >= 5  # the few-second unit modules left out
+        ]
+        terminalreporter.write_sep("=", "the run's last 30%: modules running then (s from the first test's start)")
+        for module, (first, last) in sorted(tail, key=lambda kv: kv[1][0]):
             terminalreporter.write_line(f"{first - begin:6.0f} - {last - begin:4.0f}  {module}")
