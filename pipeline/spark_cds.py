@@ -52,8 +52,14 @@ def driver_options(cache_dir: Path, java: str, spark_home: str) -> str:
     path = archive_path(cache_dir, java, spark_home)
     if path.is_file():
         return f"-XX:SharedArchiveFile={path} {_QUIET}"
-    _make_in_background(path)
+    if not _failed(path).exists():  # a Java that cannot make one (no base archive) is not asked at every start
+        _make_in_background(path)
     return ""
+
+
+def _failed(path: Path) -> Path:
+    """Left by a maker that could not make `path`; an explicit make (pipeline.session.class_archive) tries again."""
+    return path.with_suffix(".failed")
 
 
 def _make_in_background(path: Path) -> None:
@@ -84,6 +90,9 @@ def make(path: Path, java: str, java_options: str = "") -> bool:
             return path.is_file()  # another process is making it
         if path.is_file():
             return True
+        if not os.access(java, os.X_OK):  # no JVM to check an archive with: none is made
+            _failed(path).touch()
+            return False
         tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
         # The JVM writes the archive as it exits, after the session's Python would have: the child closes the
         # gateway's stdin (how PySpark ends its JVM), waits for it and exits with its status. It prints the JVM's
@@ -117,6 +126,10 @@ def make(path: Path, java: str, java_options: str = "") -> bool:
             pass
         finally:
             tmp.unlink(missing_ok=True)
+        if path.is_file():
+            _failed(path).unlink(missing_ok=True)
+        else:
+            _failed(path).touch()
         _prune(path)
         return path.is_file()
 

@@ -68,6 +68,19 @@ def test_an_archive_is_made_once_mapped_by_a_later_driver_silent_and_never_put_i
     assert not list(tmp_path.glob("hs_err*")) and not list(Path(ROOT).glob("hs_err*"))
 
 
+def test_a_failed_make_is_not_retried_at_every_driver_start(tmp_path, monkeypatch):
+    """A Java that cannot make an archive (no base archive, a full disk) would otherwise start a maker's JVM beside
+    every driver: after one failure, drivers start without and ask for none."""
+    monkeypatch.setenv("KAFKALITE_SPARK_CDS", "1")
+    path = spark_cds.archive_path(tmp_path, "/no/such/java", str(tmp_path))
+    assert not spark_cds.make(path, "/no/such/java") and not path.exists()  # the maker's JVM check fails
+    assert path.with_suffix(".failed").exists()
+    started: list[Path] = []
+    monkeypatch.setattr(spark_cds, "_make_in_background", started.append)
+    assert spark_cds.driver_options(tmp_path, "/no/such/java", str(tmp_path)) == ""
+    assert started == []
+
+
 def test_turned_off_it_names_no_archive_and_makes_none(tmp_path, monkeypatch):
     monkeypatch.setenv("KAFKALITE_SPARK_CDS", "0")
     assert spark_cds.driver_options(tmp_path, "/usr/bin/java", str(tmp_path)) == ""
