@@ -89,10 +89,8 @@ def _log4j_file() -> str:
     return str(path)
 
 
-def private_cache_dir() -> Path:
-    """A directory only this user can write to: Spark runs what SPARK_HOME/bin holds, so a shared place with a
-    predictable name (/tmp) would let another local user plant it. ~/.cache/kafkalite (XDG_CACHE_HOME), else
-    a new private temporary directory."""
+def user_cache_dir() -> Path | None:
+    """~/.cache/kafkalite (XDG_CACHE_HOME) if this user owns it and nobody else can write to it, else None."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kafkalite"
     try:
         base.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -101,7 +99,14 @@ def private_cache_dir() -> Path:
             return base
     except OSError:
         pass
-    return Path(tempfile.mkdtemp(prefix="kafkalite-"))
+    return None
+
+
+def private_cache_dir() -> Path:
+    """A directory only this user can write to: Spark runs what SPARK_HOME/bin holds, so a shared place with a
+    predictable name (/tmp) would let another local user plant it. ~/.cache/kafkalite (XDG_CACHE_HOME), else
+    a new private temporary directory."""
+    return user_cache_dir() or Path(tempfile.mkdtemp(prefix="kafkalite-"))
 
 
 def spark_home_for_workers() -> str | None:
@@ -163,9 +168,10 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
             os.environ["SPARK_HOME"] = home
         if master is None and not SparkConf().contains("spark.master"):
             master = "local[*]"  # not under spark-submit, which hands us its --master
-        java = find_java()
-        if java is not None:  # check_environment found it
-            cds = spark_cds.driver_options(private_cache_dir(), java, _spark_home())
+        java, cache = find_java(), user_cache_dir()
+        # A class archive only where it lasts: made in a temporary directory, no later driver would find it.
+        if java is not None and cache is not None:  # check_environment found Java
+            cds = spark_cds.driver_options(cache, java, _spark_home())
             driver_options = f"{quiet} {cds}".strip()
     if master is not None:
         builder = builder.master(master)
@@ -201,8 +207,8 @@ def class_archive() -> Path | None:
         check_environment()
     except SparkSetupError:
         return None
-    java = find_java()
-    if java is None:
+    java, cache = find_java(), user_cache_dir()
+    if java is None or cache is None:
         return None
-    path = spark_cds.archive_path(private_cache_dir(), java, _spark_home())
+    path = spark_cds.archive_path(cache, java, _spark_home())
     return path if spark_cds.make(path, java) else None

@@ -85,3 +85,17 @@ def test_turned_off_it_names_no_archive_and_makes_none(tmp_path, monkeypatch):
     monkeypatch.setenv("KAFKALITE_SPARK_CDS", "0")
     assert spark_cds.driver_options(tmp_path, "/usr/bin/java", str(tmp_path)) == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def test_no_archive_where_the_cache_would_not_last(tmp_path, monkeypatch):
+    """A cache directory others can write to is not used (an archive is code the JVM maps), and a temporary one
+    would be new at every start: no archive is made or named then."""
+    from pipeline.session import class_archive, user_cache_dir
+
+    shared = tmp_path / "kafkalite"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert user_cache_dir() is None
+    assert class_archive() is None
+    assert list(shared.iterdir()) == []
