@@ -79,7 +79,7 @@ def _make_in_background(path: Path) -> None:
         pass  # no archive this time: Spark starts as it would without
 
 
-def make(path: Path, java: str, java_options: str = "") -> bool:
+def make(path: Path, java: str) -> bool:
     """Make `path` with a short session of its own (the classes a session and a first query load), unless another
     process holds its lock. True if the archive exists afterwards."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +108,7 @@ def make(path: Path, java: str, java_options: str = "") -> bool:
             "jvm.stdin.close()\n"
             "sys.exit(jvm.wait(300))\n"
         )
-        options = f"{java_options} -XX:ArchiveClassesAtExit={tmp} {_QUIET}".strip()
+        options = f"-XX:ArchiveClassesAtExit={tmp} {_QUIET}"
         env = {**os.environ, "KAFKALITE_SPARK_CDS": "0"}
         try:
             done = subprocess.run(
