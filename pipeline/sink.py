@@ -28,9 +28,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -44,6 +43,9 @@ from client.sync import end_transactions as end_transactions_of
 from pipeline import options as opt
 from pipeline.remote import bootstrap_servers, client_kwargs
 from pipeline.segments import LogReadError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _KEY_TYPES = (BinaryType, StringType)
 

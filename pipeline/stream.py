@@ -15,16 +15,18 @@ by retention before they were read) follows failOnDataLoss. Tasks read through t
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from net.errors import KafkaLiteError
 from pipeline import options as opt
-from pipeline.arrow_reader import arrow_schema, raw_arrow_batches
 from pipeline.remote import EARLIEST, LATEST, BrokerView, OffsetRange, read_range, split_ranges
 from pipeline.segments import LogReadError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TP = tuple[str, int]
 
@@ -190,6 +192,8 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return [InputPartition(r) for r in split]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from pipeline.arrow_reader import arrow_schema, raw_arrow_batches  # in the task only (datasource.py's read)
+
         r = partition.value
         chunks = read_range(r, self.options, self.spec.fail_on_data_loss, prefer_local=False)
         schema = arrow_schema(self.include_headers)
