@@ -10,7 +10,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from election.log import Entry
-from net.wire_types import BROKER_ID, COUNT, EPOCH, EPOCH_OR_NONE, INCARNATION, OFFSET, OFFSET_OR_NONE, IntType
+from net.wire_types import (
+    BROKER_ID,
+    COUNT,
+    DURATION_MS,
+    EPOCH,
+    EPOCH_OR_NONE,
+    INCARNATION,
+    OFFSET,
+    OFFSET_OR_NONE,
+    IntType,
+)
 
 
 def _fields(w: list[Any], types: tuple[tuple[str, IntType, bool], ...]) -> list[int | None]:
@@ -103,16 +113,31 @@ class FetchRequest:
     # broker's controller refuses AlterPartition requests from a process older than the newest one seen
     # fetching (broker/controller/logic.py check_broker_incarnation). Optional on the wire, both ways.
     incarnation: int = 0
+    # How long the controller may hold this fetch when it finds nothing new for the follower (Kafka's Fetch
+    # MaxWaitMs; KRaft's followers long-poll the same way): answered at once when a record is appended or the
+    # high watermark moves, else after this wait, which the controller bounds by its own fetch_max_wait_ms.
+    # 0 (a follower looking for its controller, or a node before long polls): answered at once. Optional on
+    # the wire, both ways.
+    max_wait_ms: int = 0
 
     def to_wire(self) -> list[Any]:
-        return [self.TAG, self.epoch, self.sender, self.fetch_offset, self.last_fetched_epoch, self.incarnation]
+        return [
+            self.TAG,
+            self.epoch,
+            self.sender,
+            self.fetch_offset,
+            self.last_fetched_epoch,
+            self.incarnation,
+            self.max_wait_ms,
+        ]
 
     @classmethod
     def from_wire(cls, w: list[Any]) -> FetchRequest:
         epoch, sender, fetch_offset, last_fetched_epoch = _fields(w, cls.WIRE)
         incarnation = INCARNATION.check(w[5], "incarnation") if len(w) > 5 else 0
+        max_wait_ms = DURATION_MS.check(w[6], "max_wait_ms") if len(w) > 6 else 0
         # arg-type: _fields() types every field int | None; WIRE lets none of these four be None.
-        return cls(epoch, sender, fetch_offset, last_fetched_epoch, incarnation)  # type: ignore[arg-type]
+        return cls(epoch, sender, fetch_offset, last_fetched_epoch, incarnation, max_wait_ms)  # type: ignore[arg-type]
 
 
 # FetchResponse.error values

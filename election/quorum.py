@@ -111,6 +111,9 @@ class QuorumNode:
         # Voters that answered our discovery fetches (see _discover) that they know no controller in our
         # epoch either; reset with every epoch change and whenever we follow someone.
         self._leaderless: set[int] = set()
+        # Controller only: the fetches held because they found nothing new (long polling, see
+        # QuorumConfig.fetch_max_wait_ms), one per follower, with the time each must be answered by.
+        self._parked: dict[int, tuple[FetchRequest, int]] = {}
 
     # --- public state ------------------------------------------------------------------------------
 
@@ -156,7 +159,8 @@ class QuorumNode:
     def next_deadline_ms(self) -> int:
         """The earliest time at which `tick` may have something to do (drivers may tick more often)."""
         if self._role is Role.CONTROLLER:
-            return self._next_fetch_ms  # re-used as the controller's housekeeping cadence
+            # _next_fetch_ms is re-used as the controller's housekeeping cadence
+            return min([self._next_fetch_ms, *(due for _, due in self._parked.values())])
         if self._role is Role.ELECTING and self._round is not None:
             r = self._round
             return r.collect_deadline_ms if not r.voted else (r.decide_deadline_ms or r.collect_deadline_ms)
@@ -222,6 +226,7 @@ class QuorumNode:
             raise ValueError("nothing to propose")
         last = self.log.append(records, self._epoch)
         out: list[Output] = []
+        self._answer_parked(out)  # the held fetches have records now
         self._advance_hw_as_controller(out)  # a single-voter quorum commits at once
         return last, out
 
@@ -244,6 +249,7 @@ class QuorumNode:
         self._leader = None
         self._round = None
         self._tracker = None
+        self._parked.clear()  # held fetches of an office we no longer hold: their followers fetch again
         self._leaderless = set()
         out.append(Persist(epoch, None))  # first: nothing of the new epoch may be sent before it is durable
 
@@ -258,6 +264,7 @@ class QuorumNode:
         self._role = Role.ELECTING
         self._leader = None
         self._tracker = None
+        self._parked.clear()  # held fetches of an office we no longer hold: their followers fetch again
         self._joined_epoch = epoch
         r = ElectionRound(epoch, self._own_state(), now_ms + self.config.state_collection_ms)
         self._round = r
@@ -416,6 +423,7 @@ class QuorumNode:
         self._leader = leader
         self._round = None
         self._tracker = None
+        self._parked.clear()  # held fetches of an office we no longer hold: their followers fetch again
         self._leaderless = set()
         self._election_deadline = now_ms + self._timeout()
         out.append(BecameFollower(self._epoch, leader))
@@ -427,6 +435,7 @@ class QuorumNode:
         self._role = Role.FOLLOWER
         self._leader = None
         self._tracker = None
+        self._parked.clear()  # held fetches of an office we no longer hold: their followers fetch again
         self._election_deadline = now_ms + self._timeout()
         out.append(BecameFollower(self._epoch, None))
 
@@ -442,13 +451,23 @@ class QuorumNode:
             # (and fencing brokers) while the majority elects someone else.
             self._step_down(now_ms, out)
             return
+        due = [v for v, (_, at) in self._parked.items() if now_ms >= at]
+        if due:
+            self._answer_parked(out, due)
         if now_ms >= self._next_fetch_ms:
             self._next_fetch_ms = now_ms + self.config.fetch_interval_ms
             resend = self.config.begin_epoch_resend_ms
+            # A follower that fetches does so at least every fetch_max_wait_ms (plus a round trip): one quiet for
+            # longer, with no fetch held, may have missed BeginEpoch.
+            quiet = resend + self.config.fetch_max_wait_ms
             begin = BeginEpoch(self._epoch, self.id)
             for v in self._others:
                 last = t.last_fetch_ms.get(v)
-                if (last is None or now_ms - last >= resend) and now_ms - t.begin_sent_ms.get(v, -resend) >= resend:
+                if (
+                    v not in self._parked
+                    and (last is None or now_ms - last >= quiet)
+                    and now_ms - t.begin_sent_ms.get(v, -resend) >= resend
+                ):
                     t.begin_sent_ms[v] = now_ms
                     out.append(Send(v, begin))
 
@@ -470,9 +489,34 @@ class QuorumNode:
             out.append(Send(m.sender, self._response(m, diverging_at=div)))
             return
         t.on_fetch(m.sender, now_ms, m.fetch_offset)
+        earlier = self._parked.pop(m.sender, None)
+        if earlier is not None:
+            # A newer fetch from the same follower (it gave up waiting, or it does not long-poll): the held
+            # one is answered now, so a follower that never waits still hears from us at every fetch.
+            self._answer(earlier[0], out)
         self._advance_hw_as_controller(out)
+        wait = min(m.max_wait_ms, self.config.fetch_max_wait_ms)
+        if wait > 0 and m.fetch_offset == self.log.end_offset and t.sent_hw.get(m.sender) == self._hw:
+            # Nothing new for it, not even the high watermark: hold the fetch until a record is appended, the
+            # high watermark moves, or the wait ends (_answer_parked).
+            self._parked[m.sender] = (m, now_ms + wait)
+            return
+        self._answer(m, out)
+
+    def _answer(self, m: FetchRequest, out: list[Output]) -> None:
+        """A successful answer to a fetch whose prefix matches our log: the records after it, and our HW."""
+        t = self._tracker
+        assert t is not None
         records = tuple(self.log.read(m.fetch_offset, self.config.fetch_max_records))
+        t.sent_hw[m.sender] = self._hw
         out.append(Send(m.sender, self._response(m, records=records)))
+
+    def _answer_parked(self, out: list[Output], voters: Sequence[int] | None = None) -> None:
+        """Answer the held fetches of `voters` (all when None). Within our epoch our log only grows, so a held
+        fetch's prefix still matches it."""
+        for v in list(self._parked) if voters is None else voters:
+            m, _ = self._parked.pop(v)
+            self._answer(m, out)
 
     def _response(
         self,
@@ -508,13 +552,19 @@ class QuorumNode:
         if hw > self._hw:
             self._hw = hw
             out.append(Committed(hw))
+            if self._parked:
+                self._answer_parked(out)  # the followers learn the new high watermark at once
 
     # --- replication: follower side ------------------------------------------------------------------
 
     def _send_fetch(self, now_ms: int, out: list[Output]) -> None:
         assert self._leader is not None
-        self._next_fetch_ms = now_ms + self.config.fetch_interval_ms
-        req = FetchRequest(self._epoch, self.id, self.log.end_offset, self.log.last_epoch, self.incarnation)
+        wait = self.config.fetch_max_wait_ms
+        # Sent again if unanswered by then (lost, or its controller is gone); an answer schedules the next one.
+        self._next_fetch_ms = now_ms + wait + self.config.fetch_interval_ms
+        req = FetchRequest(
+            self._epoch, self.id, self.log.end_offset, self.log.last_epoch, self.incarnation, max_wait_ms=wait
+        )
         out.append(Send(self._leader, req))
 
     def _discover(self, now_ms: int, out: list[Output]) -> None:
@@ -576,3 +626,5 @@ class QuorumNode:
         self._set_hw(min(m.high_watermark, self.log.end_offset), out)
         if m.records:
             self._send_fetch(now_ms, out)
+        else:
+            self._next_fetch_ms = now_ms + self.config.fetch_interval_ms

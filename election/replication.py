@@ -41,7 +41,7 @@ def truncation_offset(log: MetadataLog, diverging_epoch: int, diverging_end: int
 class FollowerTracker:
     """What the controller knows about each follower during its epoch."""
 
-    __slots__ = ("end", "last_fetch_ms", "last_heard_ms", "begin_sent_ms", "since_ms")
+    __slots__ = ("end", "last_fetch_ms", "last_heard_ms", "begin_sent_ms", "sent_hw", "since_ms")
 
     def __init__(self, now_ms: int) -> None:
         # Log end offset of each follower as far as it is known to match ours. Only raised: within one
@@ -53,6 +53,9 @@ class FollowerTracker:
         # follower needs BeginEpoch again (one that heartbeats but does not fetch may have missed it).
         self.last_heard_ms: dict[int, int] = {}
         self.begin_sent_ms: dict[int, int] = {}
+        # The high watermark in the last answer sent to each follower: a fetch is held (long polling) only
+        # when it would bring its follower nothing new, neither records nor a higher high watermark.
+        self.sent_hw: dict[int, int] = {}
         self.since_ms = now_ms
 
     def on_fetch(self, node: int, now_ms: int, matched_end: int | None) -> None:

@@ -63,6 +63,7 @@ OFFSET_OR_NONE = IntType("int64 offset >= -1", -1, INT64_MAX)
 GENERATION = IntType("int32 generation id", INT32_MIN, INT32_MAX)
 PORT = IntType("port -1..65535", -1, 65535)
 INCARNATION = IntType("int64 incarnation >= 0", 0, INT64_MAX)
+DURATION_MS = IntType("int32 milliseconds >= 0", 0, INT32_MAX)  # a wait or timeout carried by a request
 
 
 def check_all_int64(value: Any, what: str, depth: int = 0) -> None:

@@ -444,9 +444,15 @@ class BrokerServer:
                 request_handler=self._relayed_alter_partition,
             )
         mlog = self.log_manager.get_or_create_log(METADATA_TOPIC, 0, LogConfig.from_props(METADATA_LOG_CONFIG))
+        defaults = QuorumConfig()
         qcfg = QuorumConfig(
             election_timeout_ms=cfg.controller_election_timeout_ms,
             election_jitter_ms=cfg.controller_election_timeout_ms // 4,
+            # Held fetches are heartbeats too: a few must fit in the election timeout, however short it is set.
+            fetch_max_wait_ms=min(
+                defaults.fetch_max_wait_ms,
+                (cfg.controller_election_timeout_ms - defaults.fetch_interval_ms) // 4,
+            ),
         )
         return QuorumDriver(
             cfg.broker_id,

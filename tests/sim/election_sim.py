@@ -79,6 +79,7 @@ class SimParams:
                 state_collection_ms=rng.choice([10, 40, 80]),
                 evaluation_timeout_ms=rng.choice([100, 200]),
                 fetch_interval_ms=rng.choice([20, 40]),
+                fetch_max_wait_ms=rng.choice([0, 30, 100]),  # 0: every fetch answered at once (no long poll)
                 fetch_max_records=rng.choice([1, 2, 5, 1000]),
                 begin_epoch_resend_ms=60,
             )
@@ -360,7 +361,8 @@ class Simulation(EventLoop):
         # controller may have appended many records it could not commit while cut off.
         p = self.params
         longest = max(sn.log.end_offset for sn in self.nodes.values())
-        round_trip = 2 * self.max_delay + p.config.fetch_interval_ms
+        # (a lost fetch or answer is sent again after fetch_max_wait_ms + fetch_interval_ms)
+        round_trip = 2 * self.max_delay + p.config.fetch_interval_ms + p.config.fetch_max_wait_ms
         return p.liveness_bound_ms + (longest // p.config.fetch_max_records + 1) * round_trip
 
     def _marker_committed(self) -> bool:

@@ -322,14 +322,51 @@ def pump(net: Net, nodes: dict[int, QuorumNode], start: int, until: int, step: i
 def test_replication_commits_and_followers_learn_the_high_watermark():
     nodes, net = controller_of_3()
     c = nodes[1]
+    pump(net, nodes, TIMEOUT + CFG.state_collection_ms, TIMEOUT + 250)  # caught up: their fetches are held
     last, outs = c.propose([{"k": 1}, {"k": 2}], TIMEOUT + 250)
-    assert last == c.log.end_offset - 1 and outs == []  # not committed before a follower has it
-    pump(net, nodes, TIMEOUT + 250, TIMEOUT + 600)
+    assert last == c.log.end_offset - 1
+    assert not [o for o in outs if isinstance(o, Committed)]  # not committed before a follower has it
+    # The held fetches are answered with the new records at once, not at the followers' next poll.
+    pushed = {o.to: o.msg.records for o in sends(outs, FetchResponse)}
+    assert sorted(pushed) == [2, 3] and all(len(r) == 2 for r in pushed.values())
+    # Delivered with no tick at all: the followers fetch on, the commit answers their next held fetches with
+    # the new high watermark.
+    net.run(1, outs, TIMEOUT + 251)
     assert c.high_watermark == c.log.end_offset
     assert Committed(c.high_watermark) in net.outputs[1]
     for n in (2, 3):
         assert nodes[n].log.read(0, 100) == c.log.read(0, 100)
         assert nodes[n].high_watermark == c.high_watermark
+
+
+def test_a_caught_up_fetch_is_held_until_the_wait_ends_and_answered_at_once_otherwise():
+    nodes, _ = controller_of_3()
+    c = nodes[1]
+    end, epoch = c.log.end_offset, c.log.last_epoch
+    # The election's last fetches, caught up, were held: answered when their wait ends.
+    t = TIMEOUT + CFG.state_collection_ms + CFG.fetch_max_wait_ms
+    flushed = sends(c.tick(t), FetchResponse)
+    assert sorted(o.to for o in flushed) == [2, 3] and all(o.msg.high_watermark == c.high_watermark for o in flushed)
+    # A fetch that brings its follower nothing new (it knows this high watermark): held, and the controller's next
+    # deadline is its end.
+    assert c.receive(FetchRequest(2, 2, end, epoch, max_wait_ms=500), t + 1) == []
+    assert c.next_deadline_ms() <= t + 1 + CFG.fetch_max_wait_ms
+    assert sends(c.tick(t + CFG.fetch_max_wait_ms), FetchResponse) == []
+    answered = sends(c.tick(t + 1 + CFG.fetch_max_wait_ms), FetchResponse)
+    assert [(o.to, o.msg.records, o.msg.error) for o in answered] == [(2, (), None)]
+    # A follower that does not long-poll (max_wait 0) is answered at every fetch.
+    for i in range(3):
+        assert len(sends(c.receive(FetchRequest(2, 3, end, epoch), t + 600 + i), FetchResponse)) == 1
+    # A forged wait beyond the controller's own is cut to it.
+    c.receive(FetchRequest(2, 2, end, epoch, max_wait_ms=2**31 - 1), t + 700)
+    assert c.next_deadline_ms() <= t + 700 + CFG.fetch_max_wait_ms
+    # A newer fetch from the same follower answers the held one first (the follower gave up waiting).
+    outs = c.receive(FetchRequest(2, 2, end, epoch, max_wait_ms=500), t + 800)
+    assert [o.to for o in sends(outs, FetchResponse)] == [2]
+    # Stepping down drops what it held: no answer in an office it no longer holds.
+    outs = c.receive(ElectionState(3, 3, 0, 0, 0), t + 900)
+    assert c.role is not Role.CONTROLLER and sends(outs, FetchResponse) == []
+    assert sends(c.tick(t + 900 + 2 * CFG.fetch_max_wait_ms), FetchResponse) == []
 
 
 def test_high_watermark_counts_only_records_of_the_current_epoch():
@@ -355,7 +392,8 @@ def test_follower_high_watermark_is_capped_by_its_log():
     rec = (0, 1, {"a": 1})
     outs = f.receive(FetchResponse(1, 1, 1, (rec,), 5, None, None, None, 0, 0), 1)
     assert f.high_watermark == 1 and Committed(1) in outs
-    assert sends(outs, FetchRequest)[0].msg == FetchRequest(1, 2, 1, 1)  # fetches on at once after records
+    # Fetches on at once after records, asking the controller to hold the fetch when nothing is new.
+    assert sends(outs, FetchRequest)[0].msg == FetchRequest(1, 2, 1, 1, max_wait_ms=CFG.fetch_max_wait_ms)
 
 
 def test_divergence_truncates_the_follower_and_refetches():
@@ -391,10 +429,17 @@ def test_stale_or_duplicate_responses_are_ignored():
 
 def test_followers_fetch_on_the_interval_and_elect_when_the_controller_goes_silent():
     f = make(2)
-    f.receive(BeginEpoch(1, 1), 0)
-    assert f.tick(CFG.fetch_interval_ms - 1) == []
-    assert sends(f.tick(CFG.fetch_interval_ms), FetchRequest)
-    outs = f.tick(TIMEOUT)
+    assert sends(f.receive(BeginEpoch(1, 1), 0), FetchRequest)  # its first fetch goes at once
+    # While a fetch is out (the controller may hold it), none other goes until the wait plus an interval.
+    resend = CFG.fetch_max_wait_ms + CFG.fetch_interval_ms
+    assert f.tick(CFG.fetch_interval_ms) == [] and f.tick(resend - 1) == []
+    assert sends(f.tick(resend), FetchRequest)
+    # An answer with nothing new: the next fetch one interval later.
+    t = resend + 10
+    assert f.receive(FetchResponse(1, 1, 1, (), 0, None, None, None, 0, 0), t) == []
+    assert f.tick(t + CFG.fetch_interval_ms - 1) == []
+    assert sends(f.tick(t + CFG.fetch_interval_ms), FetchRequest)
+    outs = f.tick(t + TIMEOUT)
     assert outs[0] == Persist(2, None) and f.role is Role.ELECTING
 
 

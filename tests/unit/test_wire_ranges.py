@@ -79,7 +79,12 @@ def test_quorum_messages_refuse_epochs_beyond_int32(epoch):
 
 def test_quorum_messages_type_every_field():
     assert from_wire(["be", INT32_MAX, 3]) == BeginEpoch(INT32_MAX, 3)
-    assert from_wire(["fq", 2, 1, 10, 1, 99]) == FetchRequest(2, 1, 10, 1, 99)
+    assert from_wire(["fq", 2, 1, 10, 1, 99]) == FetchRequest(2, 1, 10, 1, 99)  # a node before long polls
+    assert from_wire(["fq", 2, 1, 10, 1, 99, 500]) == FetchRequest(2, 1, 10, 1, 99, max_wait_ms=500)
+    assert from_wire(FetchRequest(2, 1, 10, 1, 99, max_wait_ms=7).to_wire()).max_wait_ms == 7
+    for wait in (-1, 2**31, "500", 1.5):
+        with pytest.raises(ValueError, match="max_wait_ms"):
+            from_wire(["fq", 2, 1, 10, 1, 99, wait])
     with pytest.raises(ValueError):
         from_wire(["be", 1, -3])  # a broker id is >= 0
     with pytest.raises(ValueError):
