@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -93,6 +94,19 @@ def broker(broker_factory) -> BrokerProcess:
     return broker_factory()
 
 
+_last_cpu = [0.0]
+
+
+def cpu_since_last_report() -> float:
+    """CPU seconds (user + system) of this process and of its children waited for (brokers stopped, CLIs and
+    Spark drivers that exited) since the previous call. A daemon a test leaves to others (a JVM's own children)
+    is not counted, nor a child that is never waited for: a lower bound of what a test costs the machine."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    delta, _last_cpu[0] = total - _last_cpu[0], total
+    return delta
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--seed", type=int, default=None, help="replay one schedule of tests/integration/test_nemesis.py")
 
@@ -111,6 +125,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from tests.module_order import longest_first
 
     items[:] = longest_first(items)
+    cpu_since_last_report()  # the first test's CPU starts here, not with the interpreter and the collection
 
 
 # Under CI=true a promised feature never skips: a skip for a missing tool, package or privilege fails the test.
@@ -123,6 +138,8 @@ def _ci_forbids_skip(reason: str) -> bool:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
+    # The CPU this phase took in this process and its reaped children (tests/module_order.py's CPU column).
+    report.user_properties.append(("cpu_s", cpu_since_last_report()))
     if report.skipped and not hasattr(report, "wasxfail"):
         reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
         if _ci_forbids_skip(reason):

@@ -95,6 +95,9 @@ class ModuleTimes:
 
     def __init__(self) -> None:
         self.seconds: Counter[str] = Counter()
+        # CPU seconds, as each worker measured them (tests/conftest.py cpu_since_last_report): on a CPU-bound run
+        # the suite's time follows the CPU its modules take, not their seconds (which include waiting).
+        self.cpu: Counter[str] = Counter()
         # Wall-clock span of each module (its first report's start, its last one's stop): the run's tail, where
         # fewer modules are left than workers, shows in which modules end last.
         self.spans: dict[str, tuple[float, float]] = {}
@@ -102,6 +105,7 @@ class ModuleTimes:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         module = report.nodeid.split("::", 1)[0]
         self.seconds[module] += report.duration
+        self.cpu[module] += sum(v for k, v in report.user_properties if k == "cpu_s")
         first, last = self.spans.get(module, (report.start, report.stop))
         self.spans[module] = (min(first, report.start), max(last, report.stop))
 
@@ -111,6 +115,11 @@ class ModuleTimes:
         terminalreporter.write_sep("=", f"module times (s), total {sum(self.seconds.values()):.0f}")
         for module, seconds in self.seconds.most_common(25):
             terminalreporter.write_line(f"{seconds:7.1f}  {module}")
+        terminalreporter.write_sep(
+            "=", f"module CPU (s, the test process and the children it waited for), total {sum(self.cpu.values()):.0f}"
+        )
+        for module, cpu in self.cpu.most_common(25):
+            terminalreporter.write_line(f"{cpu:7.1f}  {module}")
         begin = min(first for first, _ in self.spans.values())
         end = max(last for _, last in self.spans.values())
         # The run's tail: the modules still running in its last 30%, where workers run out of modules to take and
