@@ -381,6 +381,6 @@ def test_the_controller_service_moves_a_leader_only_off_silent_followers(silent:
 
 
 def test_fetch_request_incarnation_is_optional_on_the_wire():
-    assert FetchRequest(3, 2, 10, 2, 99).to_wire() == ["fq", 3, 2, 10, 2, 99]
+    assert FetchRequest(3, 2, 10, 2, 99).to_wire() == ["fq", 3, 2, 10, 2, 99, 0]  # then max_wait_ms
     assert from_wire(["fq", 3, 2, 10, 2]) == FetchRequest(3, 2, 10, 2, 0)  # from a broker without the field
     assert from_wire(FetchRequest(3, 2, 10, 2, 99).to_wire()).incarnation == 99  # type: ignore[union-attr]
