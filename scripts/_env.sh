@@ -118,7 +118,17 @@ fi
 # The Spark driver's class-data-sharing archive (pipeline/spark_cds.py: a session's JVM starts on half the CPU),
 # made once per venv here rather than by the first Spark job's background maker.
 # An empty stamp: Spark cannot start here, or the archive could not be made; not tried again for this venv.
+# KL_SPARK_CDS_BACKGROUND=1 (scripts/test.sh): made alongside what follows (~20 s of one core), not before it;
+# a driver that starts before it is there starts without it, as it would with none.
 if [ ! -f .venv/.spark-cds ] || { [ -s .venv/.spark-cds ] && [ ! -f "$(cat .venv/.spark-cds)" ]; }; then
-  .venv/bin/python -c 'from pipeline.session import class_archive; print(class_archive() or "")' \
-    >.venv/.spark-cds 2>/dev/null || true
+  make_cds() {  # the stamp appears when its content is final (a run may start while the background one makes it)
+    .venv/bin/python -c 'from pipeline.session import class_archive; print(class_archive() or "")' \
+      >.venv/.spark-cds.tmp 2>/dev/null || true
+    mv .venv/.spark-cds.tmp .venv/.spark-cds
+  }
+  if [ "${KL_SPARK_CDS_BACKGROUND:-0}" = 1 ]; then
+    make_cds </dev/null >/dev/null 2>&1 &
+  else
+    make_cds
+  fi
 fi
