@@ -353,7 +353,7 @@ class QuorumNode:
         # Records of earlier epochs only commit once a record of our epoch is replicated on a majority
         # (Raft §5.4.2); appending one now commits them without waiting for the next proposal.
         self.log.append([leader_change_record(self._epoch, self.id, self.voters)], self._epoch)
-        self._next_fetch_ms = now_ms + self.config.fetch_interval_ms
+        self._next_fetch_ms = now_ms + self.config.begin_epoch_resend_ms
         self._advance_hw_as_controller(out)
 
     def _can_join_current(self) -> bool:
@@ -455,7 +455,9 @@ class QuorumNode:
         if due:
             self._answer_parked(out, due)
         if now_ms >= self._next_fetch_ms:
-            self._next_fetch_ms = now_ms + self.config.fetch_interval_ms
+            # Housekeeping (BeginEpoch re-sends) at their own cadence: held fetches and check-quorum need no
+            # more, and an idle controller's timer then wakes a few times a second rather than twenty.
+            self._next_fetch_ms = now_ms + self.config.begin_epoch_resend_ms
             resend = self.config.begin_epoch_resend_ms
             # A follower that fetches does so at least every fetch_max_wait_ms (plus a round trip): one quiet for
             # longer, with no fetch held, may have missed BeginEpoch.
