@@ -52,6 +52,10 @@ RELAY_LISTENER = RELAY
 Response = dict[str, Any] | Awaitable[dict[str, Any] | None] | None
 
 
+# Requests a closed connection's peer no longer waits for, cut short when it closes (connection_lost).
+_LONG_POLLS = frozenset({ApiKey.FETCH, ApiKey.SHARE_FETCH})
+
+
 class RequestHandler(Protocol):
     def handle(self, api_key: int, version: int, body: dict[str, Any], ctx: "ConnectionContext") -> Response: ...
 
@@ -256,7 +260,8 @@ class BrokerProtocol(asyncio.Protocol):
         self._ctx = ConnectionContext("?", listener, wire=wire)
         self._login_deadline: asyncio.TimerHandle | None = None
         self._on_close = on_close
-        self._pending: set[asyncio.Future[Any]] = set()
+        # Started requests not answered yet, with their api keys (connection_lost cancels only the long polls).
+        self._pending: dict[asyncio.Future[Any], int] = {}
         self._closed = False
         self._closing = False  # a failed login: reading no more, answered and closed after the delay
         # In-order codecs: one slot per request awaiting its answer, written from the head as they fill.
@@ -293,9 +298,14 @@ class BrokerProtocol(asyncio.Protocol):
             self._admitted_ip = None
         if self._login_deadline is not None:
             self._login_deadline.cancel()
-        for fut in self._pending:
-            fut.cancel()
-        self._pending.clear()
+        # A request read before the peer closed runs to its end, as in Kafka (whose handler threads finish a request
+        # and drop the answer of a closed connection): a member's leave sent just before its consumer closed the
+        # socket (librdkafka's close waits for no answer on a busy broker) must still leave the group, a commit
+        # still commit. Only the long polls are cut short: a Fetch changes nothing, and a ShareFetch would acquire
+        # records for nobody, locked until share.record.lock.duration.ms (those it acquired already are, as before).
+        for fut, api_key in self._pending.items():
+            if api_key in _LONG_POLLS:
+                fut.cancel()
         self._on_close(self)
 
     def _pause(self, why: str) -> None:
@@ -451,12 +461,12 @@ class BrokerProtocol(asyncio.Protocol):
             return
         slot = self._reserve()
         fut = asyncio.ensure_future(result)
-        self._pending.add(fut)
+        self._pending[fut] = req.api_key
         self._order.started(req.api_key)
         fut.add_done_callback(lambda f: self._complete(req, f, slot))
 
     def _complete(self, req: Request, fut: asyncio.Future[Any], slot: list[Any] | None) -> None:
-        self._pending.discard(fut)
+        self._pending.pop(fut, None)
         self._order.finished(req.api_key)
         if fut.cancelled() or self._closed:
             return

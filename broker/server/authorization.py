@@ -107,12 +107,7 @@ from net.schema.share_group_describe import DescribedGroup as DescribedShareGrou
 from net.schema.txn_offset_commit import TxnOffsetCommitResponseTopic
 from net.schema.write_share_group_state import PartitionResult as WritePartitionResult
 from net.schema.write_share_group_state import WriteStateResult
-from net.schema.write_txn_markers import (
-    WritableTxnMarkerPartitionResult,
-    WritableTxnMarkerResult,
-    WritableTxnMarkerTopicResult,
-    WriteTxnMarkersResponse,
-)
+from net.schema.write_txn_markers import WriteTxnMarkersResponse
 
 log = logging.getLogger("kafkalite.security")
 Op = AclOperation
@@ -855,25 +850,10 @@ def _write_txn_markers(a: Authorization, req: Any, ctx: ConnectionContext) -> De
     if a.broker(ctx):
         return Decision(req)
     a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)  # logged as every broker-only refusal
-    markers = tuple(
-        WritableTxnMarkerResult(
-            producer_id=m.producer_id,
-            topics=tuple(
-                WritableTxnMarkerTopicResult(
-                    name=t.name,
-                    partitions=tuple(
-                        WritableTxnMarkerPartitionResult(partition_index=p, error_code=CLUSTER_DENIED)
-                        for p in t.partition_indexes
-                    ),
-                )
-                for t in m.topics
-            ),
-        )
-        for m in req.markers
-    )
-    if not markers:
+    answer = error_response(req, WriteTxnMarkersResponse, CLUSTER_DENIED)
+    if not answer.markers:
         return a.refuse_broker_only(ApiKey.WRITE_TXN_MARKERS, ctx)
-    return Decision({}, refused=True, answer=WriteTxnMarkersResponse(markers=markers))
+    return Decision({}, refused=True, answer=answer)
 
 
 def _describe_transactions(a: Authorization, req: Any, ctx: ConnectionContext) -> Decision:

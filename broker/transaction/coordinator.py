@@ -378,12 +378,16 @@ class TransactionCoordinator:
         except Exception as e:  # noqa: BLE001 - a broker down or moving: retried through the next leader
             log.debug("WriteTxnMarkers to broker %d failed: %s", broker, e)
             return set()
+        # Only a marker appended counts. UNKNOWN_TOPIC_OR_PARTITION is retried, as Kafka's
+        # TransactionMarkerRequestCompletionHandler does: a leader restarted and not yet caught up with the metadata
+        # knows no topic, and counting its answer as written left the partition's transaction open for good (its
+        # last stable offset stuck). A deleted topic is told by this coordinator's own image (_write_markers).
         written: set[tuple[str, int]] = set()
         for m in answer.markers:
             for topic in m.topics:
                 for r in topic.partitions:
                     tp = (topic.name, r.partition_index)
-                    if r.error_code in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) and tp in tps:
+                    if r.error_code == 0 and tp in tps:
                         written.add(tp)
         return written
 

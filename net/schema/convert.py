@@ -102,7 +102,11 @@ _ANSWERS_OF = {
     ("AlterConfigsResponse", "responses"): ("resources",),
     ("IncrementalAlterConfigsResponse", "responses"): ("resources",),
     ("FetchResponse", "responses"): ("topics",),  # Fetch's topics (v4-12 name them)
+    ("WritableTxnMarkerTopicResult", "partitions"): ("partition_indexes",),  # bare indexes in WriteTxnMarkers
 }
+# Identity fields of one api's answer rows only (elsewhere the same name is no identity: InitProducerId's answer
+# gives -1, not the producer id asked for): (the answer row's class, its field).
+_IDENTITY_OF = frozenset({("WritableTxnMarkerResult", "producer_id")})
 # Answer arrays that describe the item rather than answer the request's array of that name (CreateTopics' configs
 # of a created topic): left empty in an error row.
 _DESCRIBING = frozenset({"configs"})
@@ -130,7 +134,7 @@ def _mirror_plan(src: type, dst: type) -> tuple[tuple[str, str, Any, tuple[str, 
             plan.append(("error", f.name, hints[f.name] if hints[f.name] is not int else None, ()))
         elif f.name == "error_message":
             plan.append(("error", f.name, None, ()))
-        elif own in have and nested is None and f.name in _IDENTITY:
+        elif own in have and nested is None and (f.name in _IDENTITY or (dst.__name__, f.name) in _IDENTITY_OF):
             plan.append(("copy", f.name, None, (own,)))
         elif (src.__name__, f.name) in _NONE_GIVEN:
             plan.append(("set", f.name, _NONE_GIVEN[src.__name__, f.name], ()))
@@ -155,7 +159,8 @@ def _mirror(request: Any, dst: type[T], code: int, message: str | None) -> T:
             kwargs[name] = nested
         else:
             items = [x for field in asked for x in getattr(request, field) or ()]
-            rows = (_Named(x) if isinstance(x, str) else x for x in items)  # a bare name: a row of that name
+            # A bare name or partition index: a row of that name or index.
+            rows = (_Named(x) if isinstance(x, str) else _Index(x) if isinstance(x, int) else x for x in items)
             kwargs[name] = tuple(_mirror(x, nested, code, message) for x in rows if dataclasses.is_dataclass(x))
     for name, zero in _zeros(target):  # kio's classes have fields without defaults: Kafka's zero values
         kwargs.setdefault(name, zero())
@@ -167,6 +172,13 @@ class _Named:
     """A request item that is a bare name (DeleteTopics' topic_names), as a struct with that name."""
 
     name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _Index:
+    """A request item that is a bare partition index (WriteTxnMarkers' partition_indexes), as a struct with it."""
+
+    partition_index: int
 
 
 @cache

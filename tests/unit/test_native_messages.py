@@ -255,6 +255,34 @@ def test_a_whole_request_error_answers_every_topic_and_config_resource_asked():
     assert (response.resource_type, response.resource_name, response.error_code) == (4, "1", denied)
 
 
+def test_a_whole_request_error_answers_every_marker_partition_of_write_txn_markers():
+    """WriteTxnMarkers names its partitions by bare index and answers per producer id: an error answer (a refusal as
+    a whole, CLUSTER_AUTHORIZATION_FAILED) names each producer id and each partition asked, as Kafka's
+    getErrorResponse; it answered producer id 0 and no partition, which a coordinator cannot read."""
+    from net.schema.convert import error_response
+    from net.schema.write_txn_markers import (
+        WritableTxnMarker,
+        WritableTxnMarkerTopic,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
+    )
+
+    topics = (
+        WritableTxnMarkerTopic(name="a", partition_indexes=(0, 2)),
+        WritableTxnMarkerTopic(name="b", partition_indexes=(1,)),
+    )
+    marker = WritableTxnMarker(
+        producer_id=7, producer_epoch=1, transaction_result=True, topics=topics, coordinator_epoch=3
+    )
+    (m,) = error_response(WriteTxnMarkersRequest(markers=(marker,)), WriteTxnMarkersResponse, 31).markers
+    assert m.producer_id == 7
+    assert [(t.name, p.partition_index, p.error_code) for t in m.topics for p in t.partitions] == [
+        ("a", 0, 31),
+        ("a", 2, 31),
+        ("b", 1, 31),
+    ]
+
+
 def test_the_topic_and_config_apis_v0_maps_read_into_their_typed_requests():
     """native_legacy: AlterConfigs v0 with "replace" is an AlterConfigs, without an IncrementalAlterConfigs (a value
     SET, nil DELETE, ["append" | "subtract", v]); CreateTopics' -1 defaults; a map marked forwarded is refused."""

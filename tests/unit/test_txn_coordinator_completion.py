@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.metadata.image import MetadataImage, PartitionState, TopicInfo
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.transaction.state import TransactionMetadata, TxnError, TxnState
 from net.errors import ErrorCode
+from net.schema.convert import error_response
+from net.schema.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 
 class CompleteFailsOnce(TransactionCoordinator):
@@ -151,3 +154,68 @@ async def _next_behind_failed_complete() -> None:
     assert c.log[3][0] == TxnState.COMPLETE_COMMIT
     c.commit(3)
     await _until(lambda: c.txns["t"].state == TxnState.COMPLETE_COMMIT)
+
+
+class LeaderJustRestarted(TransactionCoordinator):
+    """Its markers go through `send_markers` to the leader its image names (broker 2); its __transaction_state
+    writes succeed at once. The leader answers as the test says, one answer per WriteTxnMarkers."""
+
+    def __init__(self, answers: list[int], image: MetadataImage) -> None:
+        super().__init__(1, None, lambda: image, 1, 900_000, 604_800_000, 10, 3_600_000)  # type: ignore[arg-type]
+        self.epochs[0] = 0
+        self.answers = answers
+        self.sent: list[tuple[int, list[tuple[str, int]]]] = []
+        self.send_markers = self._leader
+
+    async def _leader(self, broker: int, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+        [marker] = request.markers
+        tps = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        self.sent.append((broker, tps))
+        return error_response(request, WriteTxnMarkersResponse, self.answers.pop(0) if self.answers else 0)
+
+    def _append(
+        self, meta: TransactionMetadata | None, tid: str, behind: "asyncio.Future[None] | None" = None
+    ) -> "asyncio.Future[None]":
+        async def durable() -> None:
+            self.txns[tid] = meta  # type: ignore[assignment]
+
+        return asyncio.ensure_future(durable())
+
+
+def _image_with(topic: str, leader: int) -> MetadataImage:
+    image = MetadataImage()
+    image.topics[topic] = TopicInfo(topic, "id", {0: PartitionState(0, leader, 1, [leader, 3], [leader, 3])})
+    return image
+
+
+def test_a_leader_that_does_not_know_the_topic_yet_gets_the_marker_again():
+    """Found by the transactional nemesis (seed 160, zookeeper: a transaction left open on txn-b-1 for good, its
+    last stable offset stuck). After the kill-all, a coordinator loaded a transaction in PrepareAbort and sent its
+    markers to the leader its image named, a broker whose listener was up but whose own image was still empty (it
+    catches up with the metadata after it starts): it answered UNKNOWN_TOPIC_OR_PARTITION, which the coordinator
+    took as written (as for a deleted topic) before writing CompleteAbort. Kafka retries a marker on that error
+    (TransactionMarkerRequestCompletionHandler); whether the topic is gone is the coordinator's own image's to say."""
+    asyncio.run(_marker_retried_until_written())
+
+
+async def _marker_retried_until_written() -> None:
+    c = LeaderJustRestarted([int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)], _image_with("orders", 2))
+    c.txns["t"] = TransactionMetadata("t", 7, 0, 60_000, TxnState.ONGOING, {("orders", 0)}, start_ms=1, update_ms=1)
+    await c.end_txn("t", 7, 0, True)
+    await _until(lambda: c.txns["t"].state == TxnState.COMPLETE_COMMIT)
+    assert c.sent == [(2, [("orders", 0)]), (2, [("orders", 0)])], "Complete* written without the marker"
+
+
+def test_a_deleted_topic_needs_no_marker():
+    """The other side: a topic gone from the coordinator's image is left out (no reader needs its marker)."""
+    asyncio.run(_deleted_topic_skipped())
+
+
+async def _deleted_topic_skipped() -> None:
+    c = LeaderJustRestarted([], _image_with("orders", 2))
+    c.txns["t"] = TransactionMetadata(
+        "t", 7, 0, 60_000, TxnState.ONGOING, {("orders", 0), ("gone", 0)}, start_ms=1, update_ms=1
+    )
+    await c.end_txn("t", 7, 0, False)
+    await _until(lambda: c.txns["t"].state == TxnState.COMPLETE_ABORT)
+    assert c.sent == [(2, [("orders", 0)])]
