@@ -382,12 +382,16 @@ class Partition:
         """Append a blob of one or more batches; returns each batch's base offset. Control batches (transaction
         markers) only with `markers`: WriteTxnMarkers writes them, a client never may. `guards`: a client's
         produce with transaction verification on (ProducerStateManager.check_append, KIP-890)."""
-        self.check_leader()
-        assert self.leader_state is not None
-        if acks == -1 and len(self.leader_state.isr) < self.min_insync_replicas:
-            raise NotEnoughReplicasError(
-                f"ISR {self.leader_state.isr} is smaller than min.insync.replicas={self.min_insync_replicas}"
-            )
+        try:
+            self.check_leader()
+            assert self.leader_state is not None
+            if acks == -1 and len(self.leader_state.isr) < self.min_insync_replicas:
+                raise NotEnoughReplicasError(
+                    f"ISR {self.leader_state.isr} is smaller than min.insync.replicas={self.min_insync_replicas}"
+                )
+        except KafkaLiteError:
+            self._note_refused(records)
+            raise
         try:
             headers = list(batch_fmt.iter_batches(records))
         except batch_fmt.InvalidBatch as e:
@@ -399,7 +403,11 @@ class Partition:
         offsets: list[int | None] = []
         keep: list[tuple[int, batch_fmt.BatchHeader]] = []
         # Sequence and epoch rules first: a refused batch refuses the whole append, nothing is written.
-        retained = self.producer_state.check_append([h for _, h in headers], guards)
+        try:
+            retained = self.producer_state.check_append([h for _, h in headers], guards)
+        except KafkaLiteError:
+            self.producer_state.note_refused(h for _, h in headers)
+            raise
         for (pos, h), dup in zip(headers, retained):
             if dup is not None:
                 try:  # a retry is only a duplicate if it is intact; otherwise the log rejects it below
@@ -435,6 +443,15 @@ class Partition:
             )
         )
         return offsets  # type: ignore[return-value]
+
+    def _note_refused(self, records: bytes) -> None:
+        """An append refused before its batches were read: their producers' sequences are remembered all the
+        same (ProducerStateManager.note_refused); a blob that does not parse has nothing to remember."""
+        try:
+            headers = [h for _, h in batch_fmt.iter_batches(records)]
+        except batch_fmt.InvalidBatch:
+            return
+        self.producer_state.note_refused(headers)
 
     def read_for_follower(self, spec: FetchSpec, replica_id: int, now_ms: int) -> FetchResult:
         """A follower's fetch (KIP-101/320): its epoch fenced or unknown, its log diverging from ours (answered

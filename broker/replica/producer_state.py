@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN. It must cover every batch an idempotent client may have
 # unacknowledged on one partition: our producer caps that at max.in.flight.requests.per.connection (<= 5).
 NUM_BATCHES_TO_RETAIN = 5
+# Producers whose refused batches are remembered per partition (note_refused); the oldest are forgotten first.
+MAX_REFUSED_PRODUCERS = 4096
 
 SNAPSHOT_SUFFIX = ".snapshot"
 # 3: ongoing transactions (aborted ones are in the .txnindex files). 2 (ongoing and aborted transactions)
@@ -146,6 +148,9 @@ class ProducerStateManager:
         # producer id -> its transaction's first batch here being verified (KIP-890); in memory only, as Kafka's:
         # a verification lost to a restart is refused at the append and retried by the client.
         self._verifying: dict[int, _Verification] = {}
+        # producer id -> (epoch, lowest sequence) of batches refused here before anything was written
+        # (note_refused); in memory only, as _verifying.
+        self._refused: dict[int, tuple[int, int]] = {}
         self.replayed_batches = 0  # headers replayed since the last load: recovery cost, for tests/metrics
 
     # --- de-duplication and sequence rules ---------------------------------------------
@@ -200,9 +205,38 @@ class ProducerStateManager:
                 last = (entry.epoch, entry.batches[-1][1] if entry.batches else -1)
             if last is not None:
                 _check_sequence(h, *last)
+            else:
+                self._check_not_past_refused(h)
             pending[h.producer_id] = (h.producer_epoch, h.base_sequence + h.record_count - 1)
             out.append(None)
         return out
+
+    def note_refused(self, headers: Iterable[BatchHeader]) -> None:
+        """Batches of an append refused before anything was written (not the leader yet, the ISR below
+        min.insync.replicas, ...). A producer with no state here may start at any sequence (check_append), so
+        without this a later request of the same producer, pipelined behind the refused one and accepted
+        because the refusal's cause passed in between, would be appended past a gap: and librdkafka counts
+        the earlier batch as written when a later one succeeds (its implicit ack). Kafka guards a transaction's
+        first batches the same way (VerificationStateEntry.lowestSequence)."""
+        for h in headers:
+            if h.producer_id < 0 or h.is_control or h.base_sequence < 0:
+                continue
+            known = self._refused.get(h.producer_id)
+            if known is not None and known[0] == h.producer_epoch and known[1] <= h.base_sequence:
+                continue
+            self._refused.pop(h.producer_id, None)  # re-inserted last: the dict's order is the eviction order
+            self._refused[h.producer_id] = (h.producer_epoch, h.base_sequence)
+            if len(self._refused) > MAX_REFUSED_PRODUCERS:
+                del self._refused[next(iter(self._refused))]
+
+    def _check_not_past_refused(self, h: BatchHeader) -> None:
+        """A producer with no state here: its batch may not skip a sequence refused here (note_refused)."""
+        refused = self._refused.get(h.producer_id)
+        if refused is not None and refused[0] == h.producer_epoch and h.base_sequence > refused[1]:
+            raise OutOfOrderSequenceError(
+                f"producer {h.producer_id}: sequence {h.base_sequence} skips {refused[1]}, which was refused here "
+                "and not written since"
+            )
 
     def update(self, h: BatchHeader, base_offset: int, marker: ControlRecord | None = None) -> AbortedTxn | None:
         """A batch appended at `base_offset`; for a control batch, `marker` is its commit or abort record.
@@ -225,6 +259,8 @@ class ProducerStateManager:
                 lso = self.first_unstable_offset()
                 return AbortedTxn(h.producer_id, first, base_offset, base_offset + 1 if lso is None else lso)
             return None
+        if self._refused:
+            self._refused.pop(h.producer_id, None)  # written now: its sequence rules apply from here
         if entry is None or entry.epoch != h.producer_epoch:
             txn_first = entry.txn_first if entry is not None else -1
             entry = self._producers[h.producer_id] = _Entry(h.producer_epoch, txn_first=txn_first)

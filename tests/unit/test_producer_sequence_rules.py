@@ -103,3 +103,37 @@ def test_a_retry_followed_by_new_batches_in_one_append():
 def test_non_idempotent_batches_are_never_checked():
     plain = parse_header(build([[0, 0, None, b"v", []]], NOW, NOW))
     assert ProducerStateManager().check_append([plain, plain]) == [None, None]
+
+
+def test_an_unknown_producer_may_not_skip_a_sequence_refused_here():
+    """Requests pipelined to a leader: the first refused (ISR below min.insync.replicas), the next accepted once
+    the ISR grew. The next may not be appended past the refused one's sequences: librdkafka would count the
+    refused batch as written (its implicit ack) and lose it. The refused batch itself is still welcome."""
+    m = ProducerStateManager()
+    m.note_refused([batch(0, n=3)])
+    with pytest.raises(OutOfOrderSequenceError, match="sequence 3 skips 0, which was refused here"):
+        m.check_append([batch(3)])
+    assert m.check_append([batch(0, n=3), batch(3)]) == [None, None]  # the retry, and what follows it, in one append
+    m.update(batch(0, n=3), 0)
+    assert m.check_append([batch(3)]) == [None]
+
+
+def test_a_refusal_binds_only_its_producer_and_epoch_and_the_lowest_sequence_counts():
+    m = ProducerStateManager()
+    m.note_refused([batch(4, pid=9), batch(2, pid=9), batch(7, pid=9)])
+    with pytest.raises(OutOfOrderSequenceError, match="skips 2"):
+        m.check_append([batch(4, pid=9)])
+    assert m.check_append([batch(2, pid=9)]) == [None]
+    assert m.check_append([batch(50, pid=10)]) == [None]  # another producer
+    assert m.check_append([batch(0, epoch=1, pid=9)]) == [None]  # a new epoch starts afresh at 0
+
+
+def test_refusals_are_forgotten_oldest_first_past_the_bound():
+    from broker.replica.producer_state import MAX_REFUSED_PRODUCERS
+
+    m = ProducerStateManager()
+    for pid in range(MAX_REFUSED_PRODUCERS + 1):
+        m.note_refused([batch(0, pid=pid)])
+    assert m.check_append([batch(5, pid=0)]) == [None]  # forgotten: an unknown producer again
+    with pytest.raises(OutOfOrderSequenceError):
+        m.check_append([batch(5, pid=1)])
