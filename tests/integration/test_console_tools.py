@@ -379,8 +379,13 @@ def test_first_message_to_a_new_group_within_4_s(tmp_path, brokers):
         assert min(groups) - min(plain) < 2.0, (groups, plain)
         # The fresh cluster's first group also waits for __consumer_offsets' 50 partitions to be created, and
         # the client's KIP-580 backoff (100, 200, 400, 800 ms) rounds that wait up: 2.2 s more than a plain
-        # consumer once on a loaded CI machine. A 3 s rebalance delay coming back still fails this.
-        assert fresh - min(plain) < 3.0, (fresh, plain)
+        # consumer on a loaded CI machine, 3.6 s on one at half speed (2026-11-28), which a 3 s rebalance delay
+        # alone would also add. So the delay is checked where it is set, and the first group's cost bounded.
+        with Admin(bootstrap) as admin:
+            for broker_id in admin.broker_ids():
+                delay = admin.describe_broker_configs(broker_id)["group.initial.rebalance.delay.ms"][0]
+                assert delay == "0", (broker_id, delay)
+        assert fresh - min(plain) < 5.0, (fresh, plain)
 
 
 def test_topics_partition_reports(tmp_path):

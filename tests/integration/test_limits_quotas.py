@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from client import Admin, NewTopic, Producer
+from client import Admin, Consumer, NewTopic, Producer
 from tests.integration.cluster_harness import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,9 +97,11 @@ def test_producer_byte_rate_quota_holds_a_producer_to_its_rate(broker_factory):
     )  # fmt: skip
     assert r.returncode == 0 and "Completed updating config for client slow." in r.stdout, r.stderr
     with Admin(b.bootstrap) as a:
-        a.create_topics([NewTopic("q", 1, 1)])
+        # Stamped with the broker's clock as appended: the rate is what the broker admitted, per its own time,
+        # not when a (maybe descheduled) client thread saw the acknowledgements.
+        a.create_topics([NewTopic("q", 1, 1, {"message.timestamp.type": "LogAppendTime"})])
         assert a.describe_client_quotas()[(("client-id", "slow"),)] == {"producer_byte_rate": quota}
-    acked: list[tuple[float, int]] = []
+    acked: list[int] = []
     value = b"v" * 1000
     sent = 0
     with Producer(b.bootstrap, client_id="slow", linger_ms=5, batch_size=32768) as p:
@@ -111,10 +113,18 @@ def test_producer_byte_rate_quota_holds_a_producer_to_its_rate(broker_factory):
                 time.sleep(0.005)
                 continue
             for _ in range(200):
-                p.send("q", value, on_delivery=lambda err, md: acked.append((time.monotonic(), len(value))))
+                p.send("q", value, on_delivery=lambda err, md: acked.append(len(value)))
             sent += 200
         p.flush(60)
-    # the steady rate, after the burst the window allows at start
-    window = [n for t, n in acked if start + 4 <= t < start + 9]
-    rate = sum(window) / 5
+    with Consumer(b.bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([("q", 0)])
+        stamps: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(stamps) < len(acked):
+            assert time.monotonic() < deadline, f"{len(stamps)} records read back, {len(acked)} acknowledged"
+            stamps += [r.timestamp for r in c.poll(1000)]
+    # the steady rate, after the burst the window allows at start: the broker's append times of 5 s of it
+    first = min(stamps)
+    window = [ts for ts in stamps if first + 4000 <= ts < first + 9000]
+    rate = len(window) * len(value) / 5
     assert 0.8 * quota <= rate <= 1.2 * quota, f"{rate:,.0f} B/s under a {quota:,} B/s quota"
