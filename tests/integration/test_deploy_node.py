@@ -29,7 +29,7 @@ import pytest
 
 from tests.conftest import ROOT, free_port
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(600)
 NODE = ROOT / "deploy" / "node"
 
 

@@ -14,7 +14,7 @@ from pipeline import spark_cds
 from tests.conftest import ROOT
 from tests.integration.spark_support import require_spark
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 
 # A driver in a process of its own (a test worker may hold a JVM from another module, which a new session in
 # this process would reuse), started with the options the archive gives plus -Xshare:on, which makes the JVM
@@ -47,7 +47,7 @@ def test_an_archive_is_made_once_mapped_by_a_later_driver_silent_and_never_put_i
     assert options.startswith(f"-XX:SharedArchiveFile={path} ")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KAFKALITE_SPARK_CDS": "0", "SPARK_HOME": home}
     done = subprocess.run(
-        [sys.executable, "-c", SESSION, options], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+        [sys.executable, "-c", SESSION, options], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
     answer, classpath = done.stdout.strip().splitlines()  # nothing of the JVM's own on stdout

@@ -19,7 +19,7 @@ from client.sync import Consumer
 from tests.conftest import ROOT, BrokerProcess
 from tests.integration.spark_support import require_spark
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = pytest.mark.timeout(900)
 N = 600
 
 
@@ -79,13 +79,20 @@ def test_a_query_killed_mid_batch_and_restarted_writes_every_record_once(tmp_pat
             for _attempt in range(4):
                 q = start_query(bootstrap, checkpoint, log)
                 try:
-                    deadline = time.monotonic() + 180
+                    # A driver's start took 124-202 s on a machine at half speed beside the suite's other
+                    # modules (2026-11-28): the catch's own deadline runs from the first committed batch.
+                    started = time.monotonic() + 480
+                    deadline = None
                     while True:
                         assert q.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
                         high, stable = open_records()
                         if high > stable > 0:
                             break
-                        assert time.monotonic() < deadline, "no micro-batch was ever caught mid-write"
+                        if deadline is None and stable > 0:
+                            deadline = time.monotonic() + 180
+                        assert time.monotonic() < (deadline or started), (
+                            "no micro-batch was ever caught mid-write" if deadline else "the query committed nothing"
+                        )
                         time.sleep(0.01)
                     os.killpg(q.pid, signal.SIGKILL)
                 finally:
@@ -102,7 +109,7 @@ def test_a_query_killed_mid_batch_and_restarted_writes_every_record_once(tmp_pat
         assert killed_at < N, "the query finished before it was killed"
         q = start_query(bootstrap, checkpoint, log)
         try:
-            deadline = time.monotonic() + 240
+            deadline = time.monotonic() + 480
             while len(values(bootstrap, "eos-out", "read_committed")) < N:
                 assert q.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
                 assert time.monotonic() < deadline, "the restarted query did not catch up"

@@ -22,7 +22,7 @@ from tests.integration.cluster_harness import ClusterHarness, wait_until
 from tests.integration.spark_support import require_spark, stop_daemons
 from tests.integration.test_spark_standalone import spark_home
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 SUBNET = "198.18.33.0/24"
 TOPIC = "spread"
 PARTITIONS = 6
@@ -100,7 +100,7 @@ def test_batch_read_on_three_hosts_reads_local_replicas_and_fetches_the_rest(lab
             lab.argv(1, [str(Path(sys.executable).parent / "kl-spark"), "stats", "--bootstrap-server", h.bootstrap(),
                          "--topic", TOPIC, "--master", master, "--option", "maxRecordsPerPartition=100",
                          "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=3"]),
-            capture_output=True, text=True, timeout=240, env=spark_env(lab, 1, tmp_path, None), cwd=ROOT,
+            capture_output=True, text=True, timeout=600, env=spark_env(lab, 1, tmp_path, None), cwd=ROOT,
         )  # fmt: skip
         assert job.returncode == 0, job.stderr[-3000:]
         assert f"{TOPIC}: {RECORDS} records, {RECORDS} distinct keys" in job.stdout, job.stdout
