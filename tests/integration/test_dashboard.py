@@ -90,7 +90,9 @@ def click(driver, css: str) -> None:
         driver.find_element(By.CSS_SELECTOR, css).click()
         return True
 
-    wait_until(once, 5, f"a click on {css}")
+    # 30 s: on a loaded machine each WebDriver round trip can outlast the page's one-second re-render, and the
+    # element found is gone by the click (StaleElementReferenceException) for seconds in a row (ci101).
+    wait_until(once, 30, f"a click on {css}")
 
 
 def save(driver, root: Path, name: str) -> None:

@@ -185,7 +185,7 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
         ]
         args += ["--package", str(wheel), "--deps-from", str(deps), "--python", user_python()]
         args += ["--secrets-dir", str(secrets)]
-        first = subprocess.run([*args, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=120)
+        first = subprocess.run([*args, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=300)
         assert first.returncode == 0, first.stderr
         assert "changes" in first.stderr.splitlines()[-1]
 
@@ -271,7 +271,7 @@ def test_install_is_idempotent_and_runs_the_unit_command_line(service_user: str,
 
         # Running it again, with the same arguments: nothing changes, not even an mtime.
         before = snapshot(root)
-        again = subprocess.run([*args, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=120)
+        again = subprocess.run([*args, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=300)
         assert again.returncode == 0, again.stderr
         assert "package unchanged" in again.stderr
         assert "0 changes" in again.stderr.splitlines()[-1]
@@ -355,7 +355,7 @@ def check_spark_next_to_the_broker(root: Path, state: Path, user: pwd.struct_pas
     port = free_port()
     spark = ["bash", str(NODE / "spark.sh"), "--root", str(root), "--master", f"spark://127.0.0.1:{port}"]
     spark += ["--run-master", "--cores", "1", "--memory", "512m", "--webui-ports", "0,0"]
-    units = subprocess.run([*spark, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=120)
+    units = subprocess.run([*spark, "--no-start"], capture_output=True, text=True, env=clean_env(), timeout=300)
     assert units.returncode == 0, units.stderr
     for name, launcher in (
         ("kl-spark-master.service", "kl-spark-master-run"),
@@ -365,7 +365,7 @@ def check_spark_next_to_the_broker(root: Path, state: Path, user: pwd.struct_pas
         assert f"\nUser={user.pw_name}\n" in unit and f"\nExecStart={root}/opt/kafkalite/bin/{launcher}\n" in unit
     env = (root / "etc/kafkalite/spark-env.sh").read_text()
     assert f"export KAFKALITE_DATA_DIR={state / 'data'}" in env.splitlines()
-    started = subprocess.run([*spark, "--no-systemd"], capture_output=True, text=True, env=clean_env(), timeout=120)
+    started = subprocess.run([*spark, "--no-systemd"], capture_output=True, text=True, env=clean_env(), timeout=300)
     assert started.returncode == 0, started.stderr
     worker_log = state / "spark-worker.log"
     deadline = time.monotonic() + 90
@@ -379,7 +379,7 @@ def check_spark_next_to_the_broker(root: Path, state: Path, user: pwd.struct_pas
         assert f"\nUid:\t{user.pw_uid}\t" in Path(f"/proc/{pid}/status").read_text()
         # the JVM that the launcher exec'ed carries the broker's data dir to the executors it starts
         assert f"KAFKALITE_DATA_DIR={state / 'data'}".encode() in Path(f"/proc/{pid}/environ").read_bytes()
-    again = subprocess.run([*spark, "--no-systemd"], capture_output=True, text=True, env=clean_env(), timeout=120)
+    again = subprocess.run([*spark, "--no-systemd"], capture_output=True, text=True, env=clean_env(), timeout=300)
     assert again.returncode == 0 and "0 changes" in again.stderr.splitlines()[-1], again.stderr
     assert {name: int((state / f"{name}.pid").read_text()) for name in pids} == pids
 
@@ -401,7 +401,7 @@ def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(
             args = ["bash", str(NODE / "install.sh"), "--root", str(root), "--id", str(broker_id)]
             args += ["--user", service_user, "--python", user_python(), "--peers", peers]
             args += ["--coordination", "zookeeper", "--zookeeper-servers", servers, "--no-start", "--insecure", *extra]
-            cp = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=120)
+            cp = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=300)
             assert cp.returncode == 0, cp.stderr
             return cp
 
@@ -471,7 +471,7 @@ def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(
             capture_output=True,
             text=True,
             env=clean_env(),
-            timeout=120,
+            timeout=300,
         )
         assert again.returncode == 0 and "0 changes" in again.stderr.splitlines()[-1], again.stderr
         assert snapshot(zk_root) == before
@@ -505,7 +505,7 @@ def test_zookeeper_mode_sets_up_the_ensemble_server_and_the_broker_idempotently(
 
         def reinstall(*extra: str) -> subprocess.CompletedProcess:
             args = ["bash", str(NODE / "install.sh"), "--root", str(broker_root), "--reuse-config", "--no-start"]
-            return subprocess.run([*args, *extra], capture_output=True, text=True, env=clean_env(), timeout=120)
+            return subprocess.run([*args, *extra], capture_output=True, text=True, env=clean_env(), timeout=300)
 
         again = reinstall()
         assert again.returncode == 0 and "0 changes" in again.stderr.splitlines()[-1], again.stderr

@@ -35,7 +35,7 @@ SOAK_DURATION_S = 120.0
 # offsets forever: client/cluster.py list_offsets.)
 CI_RUNS = {"custom": (962, 14.0), "zookeeper": (660, 14.0)}
 
-pytestmark = pytest.mark.timeout(600 if SOAK else 150)
+pytestmark = pytest.mark.timeout(600 if SOAK else 400)
 
 
 SUBNET, PREFIX = "198.18.30.0/24", "kln"  # its own: other netns tests and benches use theirs
