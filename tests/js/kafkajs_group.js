@@ -19,8 +19,20 @@ async function main() {
   consumer.on(consumer.events.CRASH, (e) => {
     process.stderr.write(`crash (restart ${e.payload.restart}): ${e.payload.error.message}\n`);
   });
-  await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
+  // Started while the faults run (ci103: a kill-all closed the connection under connect(), and the member
+  // exited with no record): the start is retried as an application would, for up to a minute.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topic, fromBeginning: true });
+      break;
+    } catch (e) {
+      if (attempt >= 60) throw e;
+      process.stderr.write(`start failed (attempt ${attempt}): ${e.message}\n`);
+      await consumer.disconnect().catch(() => {});
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
   await consumer.run({
     eachMessage: async ({ partition, message }) => {
       process.stdout.write(JSON.stringify({
