@@ -161,6 +161,16 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "test runs on the two cores). No request is sent.",
     ),
     (
+        "a timer race in kafkajs's own test: a reply it delays by 100 ms against a 50 ms request timeout",
+        "name",
+        r"respect the requestTimeout",
+        "the test wraps the connection's processData in a 100 ms sleep and expects kafkajs's 50 ms timeout check "
+        "(a setInterval every 50 ms that acts only once Date.now() - sentAt > 50) to fire first; the tick that "
+        "can act and the sleep's end are both due about 100 ms after the send, and either may run first. Run "
+        "alone, the file passed 2 of 3 times (2026-11-28) against the same brokers; the broker's part is an "
+        "ApiVersions answer, the same in the passing runs.",
+    ),
+    (
         "a race in the test: the reassignment it lists had already finished",
         "path",
         r"listPartitionReassignments\.spec\.js$",
