@@ -138,6 +138,7 @@ class FieldSpec:
     nullable: bool
     item_nullable: bool
     versions: list[int]
+    non_null_versions: list[int]  # versions that carry the field and may not send it null
     default: str | None  # source of kio's default in the newest version carrying the field, if kio has one
     tag: int | None
     doc: str
@@ -148,6 +149,7 @@ class StructSpec:
     name: str
     fields: dict[str, FieldSpec] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    answer: bool = False  # a response or a struct of one: the broker writes it (see _default)
 
 
 def _optional(tp: typing.Any) -> tuple[typing.Any, bool]:
@@ -217,7 +219,7 @@ def merge(spec: StructSpec, cls: type, version: int, structs: dict[str, StructSp
         fs = spec.fields.get(f.name)
         if fs is None:
             fs = spec.fields[f.name] = FieldSpec(
-                f.name, kafka_type, struct, array, nullable, item_nullable, [], None, None, ""
+                f.name, kafka_type, struct, array, nullable, item_nullable, [], [], None, None, ""
             )
             at = spec.order.index(prev) + 1 if prev is not None else 0
             spec.order.insert(at, f.name)
@@ -226,6 +228,8 @@ def merge(spec: StructSpec, cls: type, version: int, structs: dict[str, StructSp
         fs.nullable |= nullable
         fs.item_nullable |= item_nullable
         fs.versions.append(version)
+        if not nullable:
+            fs.non_null_versions.append(version)
         fs.default = _source_default(f, kafka_type) if f.default is not dataclasses.MISSING else fs.default
         fs.tag = f.metadata.get("tag", fs.tag)
         fs.doc = _doc(cls, f.name) or fs.doc
@@ -239,11 +243,17 @@ def _annotation(fs: FieldSpec) -> str:
     return f"{base} | None" if fs.nullable else base
 
 
-def _default(fs: FieldSpec) -> str:
-    """`default=...` or `default_factory=...` source: kio's default, else None for a nullable field, else zero."""
-    if fs.default is not None and not (fs.default == "None" and not fs.nullable):
+def _default(fs: FieldSpec, answer: bool) -> str:
+    """`default=...` or `default_factory=...` source: kio's default, else None for a nullable field, else zero.
+    In an answer (`answer`), a scalar nullable only from some version on gets its zero instead, as Kafka's
+    generator does ("null" may be the default only where all the field's versions are nullable): left at None,
+    JoinGroupResponse's protocol_name (nullable from v7) could not be written at v0-6, and an error answer, built
+    from defaults, failed to encode (aiokafka's suite found it: the connection was closed instead). Requests keep
+    None, which their handlers read as "not given" (a Metadata topic named by id only)."""
+    null_ok = fs.nullable and (not answer or fs.array or not fs.non_null_versions)
+    if fs.default is not None and not (fs.default == "None" and not null_ok):
         return f"default={fs.default}"
-    if fs.nullable:
+    if null_ok:
         return "default=None"
     if fs.array:
         return "default=()"
@@ -273,7 +283,7 @@ def _init(spec: StructSpec) -> list[str]:
     params, body = [], []
     for name in spec.order:
         fs = spec.fields[name]
-        default = _default(fs)
+        default = _default(fs, spec.answer)
         if default.startswith("default_factory="):
             params.append(f"{name}: {_annotation(fs)} = FACTORY")
             factory = default.removeprefix("default_factory=lambda: ")
@@ -298,7 +308,9 @@ def render_struct(spec: StructSpec, header: str = "", doc: str = "") -> str:
             meta.insert(0, f'"kafka_type": "{fs.kafka_type}"')
         if fs.tag is not None:
             meta.append(f'"tag": {fs.tag}')
-        lines.append(f"    {name}: {_annotation(fs)} = field({_default(fs)}, metadata={{{', '.join(meta)}}})")
+        lines.append(
+            f"    {name}: {_annotation(fs)} = field({_default(fs, spec.answer)}, metadata={{{', '.join(meta)}}})"
+        )
         if fs.doc:
             lines.extend(_docstring(fs.doc))
     lines.append("")
@@ -342,6 +354,8 @@ def render_api(api_key: int, lo: int, hi: int) -> str:
         assert root is not None
         parts.append((kind, root, structs))
     (_, req, req_structs), (_, resp, resp_structs) = parts
+    for s in (resp, *resp_structs.values()):
+        s.answer = True
     for name in set(req_structs) & set(resp_structs):  # one module holds both kinds: keep struct names apart
         resp_structs[name].name = f"{resp.name.removesuffix('Response')}Response{name}"
     header = f"    API_KEY: ClassVar[int] = {api_key}\n    VERSIONS: ClassVar[tuple[int, int]] = ({lo}, {hi})"

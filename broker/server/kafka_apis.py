@@ -594,7 +594,10 @@ class KafkaApis:
             if name is None:  # named by an id no topic has (the table resolved the known ones to their names)
                 topic_id = req.topics[i].topic_id if req.topics is not None else None
                 if topic_id is not None and topic_id.int:
-                    topics.append(MetadataResponseTopic(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID), topic_id=topic_id))
+                    # name null, as Kafka answers an unknown id (v12+, where ids are asked for, may say null)
+                    topics.append(
+                        MetadataResponseTopic(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID), topic_id=topic_id, name=None)
+                    )
                 continue  # neither a name nor an id asks for nothing (Kafka's MetadataRequest.topicIds)
             info = image.topics.get(name)
             if info is None:

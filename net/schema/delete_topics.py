@@ -55,7 +55,7 @@ class DeleteTopicsRequest(Struct):
 class DeletableTopicResult(Struct):
     """A struct of DeleteTopicsResponse."""
 
-    name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (1, 6)})
+    name: str | None = field(default="", metadata={"kafka_type": "string", "versions": (1, 6)})
     """The topic name."""
     topic_id: uuid.UUID | None = field(default=None, metadata={"kafka_type": "uuid", "versions": (6, 6)})
     """The unique topic ID."""
@@ -67,7 +67,7 @@ class DeletableTopicResult(Struct):
     def __init__(
         self,
         *,
-        name: str | None = None,
+        name: str | None = "",
         topic_id: uuid.UUID | None = None,
         error_code: int = 0,
         error_message: str | None = None,

@@ -106,7 +106,7 @@ class JoinGroupResponse(Struct):
     """The generation ID of the group."""
     protocol_type: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (7, 9)})
     """The group protocol name."""
-    protocol_name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 9)})
+    protocol_name: str | None = field(default="", metadata={"kafka_type": "string", "versions": (0, 9)})
     """The group protocol selected by the coordinator."""
     leader: str = field(default="", metadata={"kafka_type": "string", "versions": (0, 9)})
     """The leader of the group."""
@@ -124,7 +124,7 @@ class JoinGroupResponse(Struct):
         error_code: int = 0,
         generation_id: int = -1,
         protocol_type: str | None = None,
-        protocol_name: str | None = None,
+        protocol_name: str | None = "",
         leader: str = "",
         skip_assignment: bool = False,
         member_id: str = "",

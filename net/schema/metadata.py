@@ -119,7 +119,7 @@ class MetadataResponseTopic(Struct):
 
     error_code: int = field(default=0, metadata={"kafka_type": "error_code", "versions": (0, 12)})
     """The topic error, or 0 if there was no error."""
-    name: str | None = field(default=None, metadata={"kafka_type": "string", "versions": (0, 12)})
+    name: str | None = field(default="", metadata={"kafka_type": "string", "versions": (0, 12)})
     """The topic name. Null for non-existing topics queried by ID. This is never null when ErrorCode is zero. One of
     Name and TopicId is always populated.
     """
@@ -137,7 +137,7 @@ class MetadataResponseTopic(Struct):
         self,
         *,
         error_code: int = 0,
-        name: str | None = None,
+        name: str | None = "",
         topic_id: uuid.UUID | None = None,
         is_internal: bool = False,
         partitions: tuple[MetadataResponsePartition, ...] = (),
