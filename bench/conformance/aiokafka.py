@@ -78,6 +78,9 @@ CONFTEST_LINE = "from ._kafkalite_fixtures import *  # noqa: F403  Kafka Lite (b
 CLUSTER_ENV = "KAFKALITE_AIOKAFKA_CLUSTER"  # aiokafka_fixtures.py reads the cluster's description from this file
 
 HOST = "127.0.0.1"  # conftest's docker_ip_address, start-kafka.sh's ADVERTISED_HOST
+# Kafka's config/server.properties: broker.id=0. Tests address the broker by that id (test_sender's handlers send
+# to node_id=0).
+BROKER_ID = 0
 # docker/scripts/start-kafka.sh's listeners (LISTENERS / ADVERTISED_LISTENERS), each on a port the conftest's
 # unused_port() picks; Kafka's default protocol map gives each name its protocol.
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -251,24 +254,24 @@ def docker_cluster(work: Path, certs: Path) -> Iterator[Path]:
     """The broker of the conftest's kafka_server fixture, on free ports; yields the cluster's description (the
     JSON file aiokafka_fixtures.py reads). Stopped (SIGTERM, then SIGKILL) when the block ends."""
     (certs / "server.pem").write_text((certs / "server.key").read_text() + (certs / "server.crt").read_text())
-    shutil.rmtree(work / "broker-1", ignore_errors=True)  # a fresh broker each run, as the conftest's container
+    shutil.rmtree(work / "broker-0", ignore_errors=True)  # a fresh broker each run, as the conftest's container
     secret = write_cluster_secret(work)
     ports = {name: free_port() for name in (*LISTENERS, ADMIN_LISTENER)}
     native = free_port()
     scram = [f"{m}=[name={u},password={p}]" for u, p in USERS for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")]
     extra = [a for o in broker_overrides(ports, certs, secret) for a in ("--override", o)]
     extra += [a for s in scram for a in ("--add-scram", s)]
-    cmd = start_command(1, native, work / "broker-1", extra=extra)
-    log = open(work / "broker-1.log", "ab")  # noqa: SIM115 (the broker writes it until it stops)
+    cmd = start_command(BROKER_ID, native, work / "broker-0", extra=extra)
+    log = open(work / "broker-0.log", "ab")  # noqa: SIM115 (the broker writes it until it stops)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    (work / "broker-1.pid").write_text(f"{proc.pid}\n")
+    (work / "broker-0.pid").write_text(f"{proc.pid}\n")
     try:
         bootstrap = f"{HOST}:{native}"
         plaintext = {"topics": [], "listener": "PLAINTEXT"}  # the PLAINTEXT listener registered (native map form)
         if not wait_registered(bootstrap, 1, 60) or not _poll_metadata(
             bootstrap, 60, plaintext, lambda md: len(md.get("brokers") or []) >= 1
         ):
-            raise SystemExit(f"error: the broker did not start within 60 s; see {work}/broker-1.log")
+            raise SystemExit(f"error: the broker did not start within 60 s; see {work}/broker-0.log")
         admin_config = work / "admin.properties"
         user, password = SUPER_USER
         admin_config.write_text(
