@@ -24,7 +24,8 @@ DIR/tests/conftest.py); kafka-acls.sh and kafka-configs.sh become Kafka Lite's k
 pytest runs as aiokafka's `make ci-test-all` does (`-s -v --log-level DEBUG --docker-image aiolibs/kafka:2.13_2.8.1`,
 the newest Kafka of its CI matrix, which the tests' version gates read), without coverage and without
 `--maxfail=3` (every failure is wanted), with `--timeout` per test as a hang guard above the tests' own 120 s
-and `--junitxml`; bench/conformance/junit_report.py turns the report into totals per file and each failure's
+and `--junitxml`, with aiokafka's C extensions (its CI's first pass; `--no-extensions` runs the second, pure
+Python); bench/conformance/junit_report.py turns the report into totals per file and each failure's
 cause, written between markers in docs/COMPATIBILITY.md.
 """
 
@@ -376,11 +377,18 @@ def pytest_command(dest: Path, junit: Path, test_timeout: float, args: Sequence[
     ]
 
 
-def run_pytest(dest: Path, cmd: Sequence[str], cluster: Path, log: Path, timeout_s: float) -> int | None:
-    """pytest in DIR with its own venv; its exit code, None if it was stopped at the timeout."""
+def run_pytest(
+    dest: Path, cmd: Sequence[str], cluster: Path, log: Path, timeout_s: float, no_extensions: bool = False
+) -> int | None:
+    """pytest in DIR with its own venv; its exit code, None if it was stopped at the timeout. `no_extensions`:
+    aiokafka's pure-Python record code instead of its C extensions (AIOKAFKA_NO_EXTENSIONS=1, the second pass of
+    its CI's "Run All Tests")."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     # Kafka Lite's root holds a package named `tests` too: aiokafka's must be the one imported
     env |= {CLUSTER_ENV: str(cluster), "PATH": f"{dest / '.venv' / 'bin'}:{env.get('PATH', '')}"}
+    env.pop("AIOKAFKA_NO_EXTENSIONS", None)
+    if no_extensions:
+        env["AIOKAFKA_NO_EXTENSIONS"] = "1"
     print("$ " + " ".join(cmd) + f"  > {log}", file=sys.stderr)
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, cwd=dest, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -471,6 +479,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--mirror", type=Path, default=DEFAULT_MIRROR, help="git directory to check aiokafka out of")
     ap.add_argument("--smoke", action="store_true", help="a test of each listener and tool; the doc is left alone")
     ap.add_argument("--test-timeout", type=float, default=300, help="seconds per test (pytest-timeout)")
+    ap.add_argument(
+        "--no-extensions",
+        action="store_true",
+        help="aiokafka's pure-Python record code (AIOKAFKA_NO_EXTENSIONS=1, its CI's second pass)",
+    )
     ap.add_argument("--timeout", type=float, default=3 * 3600, help="seconds for the whole pytest run")
     ap.add_argument("--out", type=Path, default=Path("docs/COMPATIBILITY.md"))
     ap.add_argument("--work-dir", type=Path, default=None, help="broker data and log, pytest's log and report")
@@ -499,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd = pytest_command(dest, junit, args.test_timeout, list(SMOKE) if args.smoke else args.pytest_args)
     started = time.monotonic()
     with docker_cluster(work, certs) as cluster:
-        code = run_pytest(dest, cmd, cluster, work / "pytest.log", args.timeout)
+        code = run_pytest(dest, cmd, cluster, work / "pytest.log", args.timeout, args.no_extensions)
     minutes = (time.monotonic() - started) / 60
     if not junit.exists():
         raise SystemExit(f"error: pytest wrote no report (exit {code}); see {work / 'pytest.log'}")
