@@ -248,6 +248,7 @@ class GroupApis:
                 now_ms(),
                 {t: len(info.partitions) for t, info in self.image.topics.items()},  # for a consumer group's member
                 _conn(ctx),
+                req.group_instance_id,
             ),
         )
 
@@ -262,6 +263,7 @@ class GroupApis:
             req.member_id,
             {a.member_id: a.assignment for a in req.assignments},
             now_ms(),
+            req.group_instance_id,
         )
         return _unless_failed(
             lambda answer: SyncGroupResponse(
@@ -276,7 +278,9 @@ class GroupApis:
         err = self.coordinator.owner_error(req.group_id)
         if err:
             return err
-        answer = self.coordinator.logic.heartbeat(req.group_id, req.generation_id, req.member_id, now_ms(), _conn(ctx))
+        answer = self.coordinator.logic.heartbeat(
+            req.group_id, req.generation_id, req.member_id, now_ms(), _conn(ctx), req.group_instance_id
+        )
         return answer if _failed(answer) else HeartbeatResponse()
 
     def leave_group(self, req: LeaveGroupRequest, ctx: ConnectionContext) -> Answer:
@@ -285,11 +289,15 @@ class GroupApis:
         if err:
             return err
         members = [m.member_id for m in req.members] if req.members else [req.member_id] if req.member_id else []
-        answer, outputs = self.coordinator.logic.leave(req.group_id, members, now_ms())
+        instances = [m.group_instance_id for m in req.members or ()]
+        answer, outputs = self.coordinator.logic.leave(req.group_id, members, now_ms(), instances)
         self.coordinator.run(outputs)
         if _failed(answer):
             return answer
-        rows = tuple(MemberResponse(member_id=m, error_code=code) for m, code in answer["members"])
+        rows = tuple(
+            MemberResponse(member_id=m, group_instance_id=instances[i] if i < len(instances) else None, error_code=code)
+            for i, (m, code) in enumerate(answer["members"])
+        )
         code = rows[0].error_code if rows and not req.members else 0
         return LeaveGroupResponse(error_code=code, members=rows)
 
@@ -315,6 +323,7 @@ class GroupApis:
             now_ms(),
             known,
             _conn(ctx),
+            req.group_instance_id,
         )
         return _unless_failed(
             lambda a: OffsetCommitResponse(
@@ -430,8 +439,9 @@ class GroupApis:
                             client_host=host,
                             member_metadata=meta or b"",
                             member_assignment=assignment or b"",
+                            group_instance_id=instance,
                         )
-                        for mid, cid, host, meta, assignment in g["members"]
+                        for mid, cid, host, meta, assignment, instance in g["members"]
                     ),
                 )
             )
@@ -479,8 +489,13 @@ def _join_response(answer: dict[str, Any]) -> JoinGroupResponse:
         protocol_type=answer["protocol_type"],
         protocol_name=answer["protocol_name"],
         leader=answer["leader"],
+        skip_assignment=answer.get("skip_assignment", False),
         member_id=answer["member_id"],
-        members=tuple(JoinGroupResponseMember(member_id=m, metadata=meta) for m, meta in answer["members"]),
+        # [member id, metadata, group.instance.id]; a classic member of a consumer group (migration) has no third
+        members=tuple(
+            JoinGroupResponseMember(member_id=m, metadata=meta, group_instance_id=instance[0] if instance else None)
+            for m, meta, *instance in answer["members"]
+        ),
     )
 
 

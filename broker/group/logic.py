@@ -57,12 +57,13 @@ def _err(code: ErrorCode, message: str = "", **extra: Any) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class _PendingAppend:
-    kind: str  # "sync" | "commit" | "delete" | "delete_offsets" | "expire" | "records"
+    kind: str  # "sync" | "commit" | "delete" | "delete_offsets" | "expire" | "records" | "static"
     group_id: str
     generation: int = -1
     token: Any = None
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
-    # "records" (a share group's change, `write`): its partition, and the answer once the records are written
+    # "records" (a share group's change, `write`): its partition, and the answer once the records are written;
+    # "static" (`_rejoin_static`): the static member's new id
     partition: int = -1
     result: Any = None
 
@@ -173,9 +174,11 @@ class GroupCoordinatorLogic:
         now_ms: int,
         topics: dict[str, int] | None = None,
         conn: str = "",
+        group_instance_id: str | None = None,
     ) -> list[Output]:
         """`topics` (topic -> partition count): for a classic member joining a consumer group. `conn` names the
-        client connection the request came over (see `_drop_replaced`)."""
+        client connection the request came over (see `_drop_replaced`). `group_instance_id`: a static member
+        (KIP-345, JoinGroup v5+; see `_rejoin_static`)."""
         if not group_id:
             return [Reply(token, _err(ErrorCode.INVALID_GROUP_ID, "group id must be a non-empty string"))]
         c = self.config
@@ -214,14 +217,25 @@ class GroupCoordinatorLogic:
             return [Reply(token, _err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, msg))]
         out: list[Output] = []
         out += out0
+        if group_instance_id:
+            fenced = _fenced(g, group_instance_id, member_id) if member_id else None
+            if fenced is not None:
+                return [Reply(token, fenced)]
+            prior = g.static_member(group_instance_id) if not member_id else None
+            if prior is not None:
+                return out + self._rejoin_static(
+                    token, g, prior, client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocols,
+                    now_ms, conn,
+                )  # fmt: skip
         m = g.members.get(member_id) if member_id else None
         if member_id and m is None:
             msg = f"member {member_id} is not in group {group_id} (it was removed); rejoin as a new member"
             return [Reply(token, _err(ErrorCode.UNKNOWN_MEMBER_ID, msg))]
         if m is None:
             out += self._drop_replaced(g, conn)
-            member_id = f"{client_id}-{uuid.uuid4()}"
+            member_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"  # Kafka names a static member so too
             m = Member(member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocols, now_ms)
+            m.group_instance_id = group_instance_id or None
             g.members[member_id] = m
             g.protocol_type = protocol_type
         else:
@@ -245,11 +259,21 @@ class GroupCoordinatorLogic:
         return out + self._prepare_rebalance(g, now_ms)
 
     def sync(
-        self, token: Any, group_id: str, generation: int, member_id: str, assignments: dict[str, bytes], now_ms: int
+        self,
+        token: Any,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        assignments: dict[str, bytes],
+        now_ms: int,
+        group_instance_id: str | None = None,
     ) -> list[Output]:
         g = self.groups.get(group_id)
         if g is not None and g.consumer is not None:
             return [Reply(token, self.consumer.classic_sync(g, member_id, generation, now_ms))]
+        fenced = _fenced(g, group_instance_id, member_id)
+        if fenced is not None:
+            return [Reply(token, fenced)]
         m = g.members.get(member_id) if g is not None else None
         if g is None or m is None:
             return [Reply(token, _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}"))]
@@ -277,10 +301,21 @@ class GroupCoordinatorLogic:
         self._appends[aid] = _PendingAppend("sync", group_id, g.generation)
         return out + [Append(aid, g.partition, [(GroupKey(group_id), g.to_value())])]
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str, now_ms: int, conn: str = "") -> dict[str, Any]:
+    def heartbeat(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        now_ms: int,
+        conn: str = "",
+        group_instance_id: str | None = None,
+    ) -> dict[str, Any]:
         g = self.groups.get(group_id)
         if g is not None and g.consumer is not None:
             return self.consumer.classic_heartbeat(g, member_id, generation, now_ms)
+        fenced = _fenced(g, group_instance_id, member_id)
+        if fenced is not None:
+            return fenced
         m = g.members.get(member_id) if g is not None else None
         if g is None or m is None:
             return _err(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}")
@@ -292,7 +327,13 @@ class GroupCoordinatorLogic:
             return self._illegal_generation(g, generation)
         return {"error_code": 0}
 
-    def leave(self, group_id: str, member_ids: list[str], now_ms: int) -> tuple[dict[str, Any], list[Output]]:
+    def leave(
+        self, group_id: str, member_ids: list[str], now_ms: int, instances: Sequence[str | None] = ()
+    ) -> tuple[dict[str, Any], list[Output]]:
+        """`instances`: each leaving member's group.instance.id (LeaveGroup v3+), in `member_ids`' order. A static
+        member may be named by its instance alone (member id ""), as an admin's removeMembersFromConsumerGroup
+        does; a member id that is not the instance's holder is FENCED_INSTANCE_ID, as in Kafka. Rows: [the member
+        id, its code], in request order."""
         g = self.groups.get(group_id)
         if g is None:
             return _err(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} has no members"), []
@@ -300,7 +341,17 @@ class GroupCoordinatorLogic:
             body, records = self.consumer.classic_leave(g, member_ids, now_ms)
             return body, self._consumer_append(g, records) + self._maybe_downgrade(g, now_ms)
         rows, out = [], []
-        for mid in member_ids:
+        for i, mid in enumerate(member_ids):
+            instance = instances[i] if i < len(instances) else None
+            if instance:
+                holder = g.static_member(instance)
+                if holder is None:
+                    rows.append([mid, int(ErrorCode.UNKNOWN_MEMBER_ID)])
+                    continue
+                if mid and mid != holder.member_id:
+                    rows.append([mid, int(ErrorCode.FENCED_INSTANCE_ID)])
+                    continue
+                mid = holder.member_id
             if mid in g.members:
                 out += self._remove_member(g, mid, now_ms)
                 rows.append([mid, 0])
@@ -379,9 +430,15 @@ class GroupCoordinatorLogic:
         now_ms: int,
         known_partitions: dict[str, int],
         conn: str = "",
+        group_instance_id: str | None = None,
     ) -> list[Output]:
         """`known_partitions`: topic -> partition count, from the broker's metadata."""
         g = self.groups.get(group_id)
+        fenced = _fenced(g, group_instance_id, member_id) if g is None or g.consumer is None else None
+        if fenced is not None:
+            return [
+                Reply(token, self._commit_error_body(offsets, ErrorCode.FENCED_INSTANCE_ID, fenced["error_message"]))
+            ]
         if g is not None and g.consumer is not None:
             # A consumer-protocol group: `generation` is the member epoch (OffsetCommit v9+), checked as Kafka does.
             refused = self.consumer.validate_offset_request(g, member_id, generation)
@@ -495,7 +552,7 @@ class GroupCoordinatorLogic:
             "protocol": g.protocol or "",
             "generation": g.generation,
             "members": [
-                [m.member_id, m.client_id, m.client_host, m.metadata_for(g.protocol), m.assignment]
+                [m.member_id, m.client_id, m.client_host, m.metadata_for(g.protocol), m.assignment, m.group_instance_id]
                 for m in g.members.values()
             ],
         }
@@ -597,6 +654,8 @@ class GroupCoordinatorLogic:
                     del g.offsets[tp]
                 rows[tp] = (error, None if not error else f"offset deletion not replicated: {ErrorCode(error).name}")
             return [Reply(token, {"error_code": 0, "topics": _group_rows(rows)})]
+        if pa.kind == "static":
+            return self._static_rejoin_stored(pa, g, error, now_ms)
         if pa.kind == "expire":
             if g is not None and not error:
                 for tp in pa.offsets:
@@ -697,9 +756,14 @@ class GroupCoordinatorLogic:
             m.join_token = None
         return out
 
-    def _join_body(self, g: Group, m: Member) -> dict[str, Any]:
+    def _join_body(self, g: Group, m: Member, skip_assignment: bool = False) -> dict[str, Any]:
+        """The join's answer: the leader gets every member's [member id, metadata, group.instance.id]. With
+        `skip_assignment` (a static leader back in a stable group, JoinGroup v9's KIP-814 flag), it is told not to
+        assign again: the group keeps the assignment it has."""
         members = (
-            [[x.member_id, x.metadata_for(g.protocol)] for x in g.members.values()] if m.member_id == g.leader else []
+            [[x.member_id, x.metadata_for(g.protocol), x.group_instance_id] for x in g.members.values()]
+            if m.member_id == g.leader
+            else []
         )
         return {
             "error_code": 0,
@@ -707,9 +771,79 @@ class GroupCoordinatorLogic:
             "protocol_type": g.protocol_type,
             "protocol_name": g.protocol,
             "leader": g.leader,
+            "skip_assignment": skip_assignment,
             "member_id": m.member_id,
             "members": members,
         }
+
+    def _rejoin_static(
+        self,
+        token: Any,
+        g: Group,
+        prior: Member,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocols: list[tuple[str, bytes]],
+        now_ms: int,
+        conn: str,
+    ) -> list[Output]:
+        """KIP-345: a static member back with no member id (a restarted consumer) takes `prior`'s place under a new
+        member id; the old id is fenced (its parked requests answered FENCED_INSTANCE_ID, later ones too). In a
+        stable group whose protocol it does not change there is no rebalance: once the new id is stored (a
+        coordinator taking over from the log must know it) the member gets the current generation and keeps its
+        assignment. Otherwise it joins a rebalance, as Kafka's updateStaticMemberAndRebalance does (a completing
+        one starts again: the leader's assignment names the old id)."""
+        out: list[Output] = []
+        for tok in (prior.join_token, prior.sync_token):
+            if tok is not None:
+                msg = f"instance {prior.group_instance_id} was taken over by a newer member with that instance id"
+                out.append(Reply(tok, _err(ErrorCode.FENCED_INSTANCE_ID, msg)))
+        prior.join_token = prior.sync_token = None
+        old_id = prior.member_id
+        del g.members[old_id]
+        prior.member_id = f"{prior.group_instance_id}-{uuid.uuid4()}"
+        prior.client_id, prior.client_host, prior.conn = client_id, client_host, conn or prior.conn
+        prior.session_timeout_ms, prior.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        unchanged = prior.protocols == protocols
+        prior.protocols, prior.last_heartbeat_ms = protocols, now_ms
+        g.members[prior.member_id] = prior
+        if g.leader == old_id:
+            g.leader = prior.member_id
+        log.info(
+            "group %s: static member %s (instance %s) replaced by %s", g.group_id, old_id, prior.group_instance_id,
+            prior.member_id,
+        )  # fmt: skip
+        if g.state == GroupState.STABLE and (unchanged or g.select_protocol() == g.protocol):
+            aid = next(self._ids)
+            pending = _PendingAppend("static", g.group_id, g.generation, token=token, result=prior.member_id)
+            self._appends[aid] = pending
+            return out + [Append(aid, g.partition, [(GroupKey(g.group_id), g.to_value())])]
+        prior.join_token = token
+        if g.state == GroupState.PREPARING_REBALANCE:
+            return out + self._maybe_complete_join(g, now_ms)
+        return out + self._prepare_rebalance(g, now_ms)
+
+    def _static_rejoin_stored(self, pa: _PendingAppend, g: Group | None, error: int, now_ms: int) -> list[Output]:
+        """A static member's new id is stored (`_rejoin_static`): answer its join with the current generation; if
+        the group began a rebalance meanwhile, the join waits for it like any other."""
+        token, member_id = pa.token, pa.result
+        if token is None:  # answered already: the coordinator moved meanwhile (unload)
+            return []
+        m = g.members.get(member_id) if g is not None else None
+        if g is None or m is None:
+            msg = f"member {member_id} left the group before its join completed"
+            return [Reply(token, _err(ErrorCode.UNKNOWN_MEMBER_ID, msg))]
+        if error:
+            msg = f"the static member's new id could not be stored: {ErrorCode(error).name}"
+            return [Reply(token, _err(ErrorCode.COORDINATOR_NOT_AVAILABLE, msg))]
+        if g.state == GroupState.STABLE and g.generation == pa.generation:
+            return [Reply(token, self._join_body(g, m, skip_assignment=m.member_id == g.leader))]
+        m.join_token = token
+        if g.state == GroupState.PREPARING_REBALANCE:
+            return self._maybe_complete_join(g, now_ms)
+        return self._prepare_rebalance(g, now_ms)
 
     def _remove_member(self, g: Group, member_id: str, now_ms: int) -> list[Output]:
         m = g.members.pop(member_id)
@@ -792,6 +926,18 @@ class GroupCoordinatorLogic:
                 rows[tp] = (int(code), "the group coordinator moved")
             return {"topics": _group_rows(rows)}
         return _err(code, "the group coordinator moved")
+
+
+def _fenced(g: Group | None, group_instance_id: str | None, member_id: str) -> dict[str, Any] | None:
+    """KIP-345: a request naming a group.instance.id that another member id holds now comes from a replaced
+    (older) instance of that static member: FENCED_INSTANCE_ID, so that it stops rather than rejoins."""
+    if g is None or not group_instance_id:
+        return None
+    holder = g.static_member(group_instance_id)
+    if holder is None or holder.member_id == member_id:
+        return None
+    msg = f"instance {group_instance_id} is held by member {holder.member_id}; {member_id} was replaced"
+    return _err(ErrorCode.FENCED_INSTANCE_ID, msg)
 
 
 def _tombstones(g: Group) -> list[tuple[Key, dict[str, Any] | None]]:

@@ -47,6 +47,9 @@ class Member:
     # The client connection its latest join, heartbeat or commit came over (the driver's opaque name for it,
     # "" unknown: loaded from the log). Never stored: a new coordinator learns it from the next request.
     conn: str = ""
+    # KIP-345's group.instance.id: a static member, whose restart (a join with no member id and this instance
+    # id) takes its place back without a rebalance. Stored with the group (Group.to_value's "instances").
+    group_instance_id: str | None = None
 
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")
@@ -105,13 +108,23 @@ class Group:
         return not self.members and (self.consumer is None or not self.consumer.members)
 
     def to_value(self) -> dict[str, Any]:
-        return {
+        value: dict[str, Any] = {
             "protocol_type": self.protocol_type,
             "protocol": self.protocol,
             "generation": self.generation,
             "leader": self.leader,
             "members": [m.to_row() for m in self.members.values()],
         }
+        # Static members' instance ids by member id, a key of its own: a member row keeps its seven fields, which
+        # a broker of an earlier release reads when it loads the group during a rolling upgrade.
+        instances = {m.member_id: m.group_instance_id for m in self.members.values() if m.group_instance_id}
+        if instances:
+            value["instances"] = instances
+        return value
+
+    def static_member(self, group_instance_id: str) -> Member | None:
+        """The member holding `group_instance_id` (KIP-345), if any."""
+        return next((m for m in self.members.values() if m.group_instance_id == group_instance_id), None)
 
     def load_value(self, value: dict[str, Any], now_ms: int) -> None:
         """Take over a group from its record: members keep their generation and must heartbeat us within
@@ -121,6 +134,9 @@ class Group:
         self.generation = int(value.get("generation", 0))
         self.leader = value.get("leader")
         self.members = {row[0]: Member.from_row(row, now_ms) for row in value.get("members") or []}
+        for member_id, instance in (value.get("instances") or {}).items():
+            if member_id in self.members:
+                self.members[member_id].group_instance_id = instance
         self.state = GroupState.STABLE if self.members else GroupState.EMPTY
         self.empty_since_ms = now_ms
 

@@ -371,7 +371,7 @@ def classic_join(h, member_id, owned=frozenset(), now=0, topics=("t",)):
     mid, gen = join["member_id"], join["generation_id"]
     assignments = {}
     if join["leader"] == mid:  # a classic group: the leader assigns
-        assignments = {m: Assignment(frozenset(("t", p) for p in range(6))).encode() for m, _ in join["members"]}
+        assignments = {m: Assignment(frozenset(("t", p) for p in range(6))).encode() for m, *_ in join["members"]}
     (sync,) = [r.body for r in h.run(lg.sync(next(_tokens), "g", gen, mid, assignments, now))]
     assert sync["error_code"] == 0, sync
     return mid, gen, Assignment.decode(sync["assignment"]).partitions

@@ -119,7 +119,7 @@ def test_session_timeout_removes_a_silent_member_and_rebalances():
     assert lg.describe("g")["state"] == "PreparingRebalance"
     assert lg.heartbeat("g", 2, a, 1501)["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
     r = replies(join(lg, "a3", a, now=1502))["a3"]
-    assert r["generation_id"] == 3 and [m for m, _ in r["members"]] == [a]
+    assert r["generation_id"] == 3 and [m[0] for m in r["members"]] == [a]
 
 
 def test_member_that_does_not_rejoin_within_rebalance_timeout_is_dropped():
