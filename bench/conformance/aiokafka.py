@@ -124,31 +124,28 @@ USERS = (("admin", "admin"), ("test", "test"), ("test2", "test2"))
 # the pattern, and what Kafka Lite does differently as read off the tests and the broker's answers). The first
 # match wins; anything else is grouped by its first line (jest_report.classifier).
 CAUSES: tuple[tuple[str, str, str, str], ...] = (
+    # Fixed since the first runs (2026-11-28): JoinGroup v0-6 error answers could not be written (the listener
+    # closed the connection; tests/unit/test_error_answers_encode.py), and static membership (KIP-345) was
+    # ignored (tests/unit/test_static_membership.py, tests/integration/test_static_membership.py).
     (
-        "a JoinGroup error answer (v0-v6) cannot be encoded: the broker closes the connection instead",
+        "a race inside aiokafka's consumer: unsubscribe() 10 ms after subscribe()",
         "name",
-        r"::test_consumer_invalid_session_timeout$|::test_sasl_deny_group_read$",
-        "The broker decides as Kafka does (INVALID_SESSION_TIMEOUT for session_timeout_ms=200 below "
-        "group.min.session.timeout.ms 6000; GROUP_AUTHORIZATION_FAILED with READ denied on the group), but the "
-        "whole-request error response it builds (net/schema/convert.py `error_response`, from "
-        "broker/network/kafka/codec.py `TypedKafkaRequest.encode`) leaves JoinGroupResponse.protocol_name null, "
-        "which only v7+ may carry; kio refuses to write it in aiokafka's v5 (TypeError: Unexpectedly received None "
-        'value) and broker/network/server.py `_answer` closes the connection. Kafka\'s JoinGroupResponse writes "" '
-        "below v7. aiokafka takes the closed connection for a dead coordinator and rejoins every ~100 ms until the "
-        "test's timeout (the first full run logged 1,652 tracebacks), never seeing InvalidSessionTimeoutError / "
-        "GroupAuthorizationFailedError.",
+        r"::test_consumer_fast_unsubscribe$",
+        'The test unsubscribes 10 ms after subscribing, "before coordination finishes"; aiokafka\'s fetcher task '
+        "woke on the new assignment and read `subscription.assignment` after unsubscribe() had set the "
+        "subscription to None (AttributeError at aiokafka/consumer/fetcher.py:529, raised from consumer.stop()). "
+        "No broker answer is wrong here; how soon the group answers decides which side of the race the test "
+        "lands on. Run alone, it passed 3 of 3 times (2026-11-28).",
     ),
     (
-        "static membership (KIP-345, group.instance.id) is ignored by the classic group protocol",
-        "name",
-        r"::test_kip_345_enabled$",
-        "consumer2 (group_instance_id set) unsubscribes, which sends no LeaveGroup for a static member, and "
-        "rejoins with member_id '' and the same group.instance.id. Kafka (GroupCoordinator "
-        "doStaticNewMemberJoinGroup) gives the known instance a new member id and, the group being Stable with an "
-        "unchanged protocol, answers at the same generation without a rebalance; Kafka Lite "
-        "(broker/group/api.py `join_group` does not pass group_instance_id to broker/group/logic.py "
-        "`GroupCoordinatorLogic.join`) takes it for a new member and rebalances (a new generation), so consumer1 "
-        "is revoked a third time (`3 != 2`). JoinGroup's member list also names no group_instance_id.",
+        "garbage-collected connections of an earlier test, reported in this one's teardown",
+        "message",
+        r"unraisable exception warnings",
+        "The test passed (pytest's PASSED line comes before the teardown's ERROR); its teardown then collected "
+        'aiokafka connections whose event loop had closed (ResourceWarning "loop is closed" from '
+        "StreamWriter.__del__ and aiokafka/conn.py __del__), which pytest reports as an error. They are left by a "
+        "test that failed before it (test_consumer_fast_unsubscribe); in runs where that one passes, so does "
+        "this teardown.",
     ),
 )
 RULES = tuple(Rule(cause, re.compile(pattern), on) for cause, on, pattern, _ in CAUSES)
