@@ -546,10 +546,8 @@ def _fetch(a: Authorization, req: FetchRequest, ctx: ConnectionContext) -> Decis
 
 
 def _list_offsets(a: Authorization, req: ListOffsetsRequest, ctx: ConnectionContext) -> Decision:
-    """DESCRIBE on each topic; a follower's (replica_id >= 0, whose latest is the log end offset) needs
-    CLUSTER_ACTION too, as its fetch does."""
-    if req.replica_id >= 0 and not a.broker(ctx):
-        return a.refuse_broker_only(ApiKey.LIST_OFFSETS, ctx)
+    """DESCRIBE on each topic, whatever the replica id (Kafka's rule: with one, the answer is the log end offset, an
+    offset a DESCRIBE may see; no record is read)."""
     return _listed(a, req, ctx)
 
 
@@ -1178,9 +1176,7 @@ RULES: dict[ApiKey, Rule] = {
         "CLUSTER_ACTION only for a follower's fetch, replica_id ≥ 0",
     ),
     ApiKey.LIST_OFFSETS: Rule(
-        (Need(TOPIC, Op.DESCRIBE, E), Need(CLUSTER, Op.CLUSTER_ACTION, R)),
-        _list_offsets,
-        "CLUSTER_ACTION only for a follower's, replica_id ≥ 0",
+        (Need(TOPIC, Op.DESCRIBE, E),), _list_offsets, "whatever the replica_id, as Kafka (with one: the log end)"
     ),
     ApiKey.DELETE_RECORDS: Rule((Need(TOPIC, Op.DELETE, E),), _typed_topics(Op.DELETE, _deleted_records_denied)),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Rule(

@@ -136,7 +136,11 @@ def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
 
 
 # The apis a follower sends with its broker id as replica_id (a consumer's is -1, a debugging tool's -2).
-_REPLICA_APIS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS})
+# A follower's Fetch (replica_id >= 0: fetch sessions, the follower's state on the leader) is the inter-broker
+# listener's. ListOffsets is not, though it carries a replica id too: Kafka serves any id to any client that may
+# DESCRIBE the topic (only the answer differs: the log end instead of the high watermark, the isolation level
+# ignored), and current clients send ids other than -1 (kafka-python 3.1's ListOffsets v9 sends 0).
+_REPLICA_APIS = frozenset({ApiKey.FETCH})
 
 
 def broker_only(api_key: int, body: dict[str, Any]) -> bool:
@@ -479,9 +483,10 @@ class KafkaApis:
 
     def handle_list_offsets(self, req: ListOffsetsRequest, ctx: ConnectionContext) -> ListOffsetsResponse:
         """Kafka's ListOffsets: per partition, the earliest (-2) or latest (-1) offset or the first at or after a
-        timestamp, from its leader; a partition index below 0 names no partition (UNKNOWN_TOPIC_OR_PARTITION). A
-        follower's (replica_id >= 0, the inter-broker listener only: broker_only) latest is the log end offset, as
-        Kafka's fetchOffsetAndTruncate asks of its leader when a fetch was out of range."""
+        timestamp, from its leader; a partition index below 0 names no partition (UNKNOWN_TOPIC_OR_PARTITION). With
+        a replica id (>= 0) the latest is the log end offset and the isolation level is ignored, as Kafka's
+        fetchOffsetAndTruncate asks of its leader when a fetch was out of range; Kafka answers any client so
+        (KafkaApis.handleListOffsetRequest: an isolation level only for replica id -1), and so does this."""
         topics = []
         for t in req.topics:
             rows = []

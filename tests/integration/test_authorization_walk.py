@@ -310,14 +310,15 @@ def typed_cases() -> list[tuple[ApiKey, Any, Callable[[Any], list], list]]:
     fetched = (FetchTopic(topic=SECRET, partitions=(FetchPartition(partition_max_bytes=1 << 20),)),)
     listed = (ListOffsetsTopic(name=SECRET, partitions=(ListOffsetsPartition(timestamp=-1),)),)
     return [
-        # Fetch is typed (native v1): a consumer's READ per topic; a follower's (replica_id >= 0) and its
-        # ListOffsets (whose latest is the log end) are brokers' only
+        # Fetch is typed (native v1): a consumer's READ per topic; a follower's (replica_id >= 0) is brokers' only.
+        # ListOffsets with a replica id is a client's too, as in Kafka: DESCRIBE per topic
         (ApiKey.FETCH, encode(FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), topics=fetched)),
          lambda a: top(a) if isinstance(a, dict) else [p.error_code for t in decode(MESSAGES[ApiKey.FETCH][1], a)
                                                         .responses for p in t.partitions], [TOPIC_DENIED]),
         (ApiKey.FETCH, encode(FetchRequest(replica_id=1, max_wait=datetime.timedelta(0), topics=fetched)), top,
          [ANY_ERROR]),
-        (ApiKey.LIST_OFFSETS, encode(ListOffsetsRequest(replica_id=1, topics=listed)), top, [ANY_ERROR]),
+        (ApiKey.LIST_OFFSETS, encode(ListOffsetsRequest(replica_id=1, topics=listed)), typed_rows(ApiKey.LIST_OFFSETS),
+         [TOPIC_DENIED]),
         # READ on her own topic is not DELETE
         (ApiKey.DELETE_RECORDS, encode(DeleteRecordsRequest(topics=mine_and_secret)), typed_rows(ApiKey.DELETE_RECORDS),
          [TOPIC_DENIED] * 2),

@@ -26,10 +26,11 @@ import pytest
 
 from net.connection import BrokerConnection
 from net.errors import KafkaLiteError
-from net.messages import encode
+from net.messages import decode, encode
 from net.protocol import TYPED_SINCE, ApiKey
 from net.schema.fetch import FetchPartition, FetchRequest, FetchTopic
 from net.schema.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from net.schema.messages import MESSAGES
 from net.security import ClientSecurity
 from net.wire_types import INT32_MAX
 from tests.integration.cluster_harness import HOST, wait_until
@@ -73,11 +74,10 @@ def forged_bodies(victim: int) -> list[tuple[int, Any]]:
         (ApiKey.UPDATE_METADATA, {"applied": 2**40, "timeout_ms": 60_000}),
         (ApiKey.ENVELOPE, {"api_key": 43, "request": [1, None, 60000], "principal": "User:admin"}),
         (ApiKey.FETCH, {"replica_id": victim, "max_wait_ms": 0, "topics": [["__cluster_metadata", [[0, 0, 1024]]]]}),
-        # The typed follower requests (native v1): a follower's fetch, and its ListOffsets whose latest is the log end
+        # The typed follower request (native v1): a follower's fetch. (ListOffsets with a replica id is served to
+        # clients, as Kafka does: test_list_offsets_with_a_replica_id_reads_no_internal_log below.)
         (ApiKey.FETCH, FetchRequest(replica_id=victim, topics=(FetchTopic(topic="__cluster_metadata", partitions=(
             FetchPartition(partition_max_bytes=1024),)),))),
-        (ApiKey.LIST_OFFSETS, ListOffsetsRequest(replica_id=victim, topics=(ListOffsetsTopic(name="__cluster_metadata",
-            partitions=(ListOffsetsPartition(timestamp=-1),)),))),
         (ApiKey.CREATE_TOPICS, {"forwarded": True, "topics": [{"name": "forged", "num_partitions": 1,
                                                                 "replication_factor": 1}]}),
     ]  # fmt: skip
@@ -227,3 +227,19 @@ def test_forged_broker_frames_on_every_listener_change_nothing(open_cluster):
     assert all(0 <= s["epoch"] <= INT32_MAX for s in after.values())
     logs = "".join((data / f"broker-{i}.log").read_text() for i in range(1, N + 1))
     assert "refused QUORUM" in logs and "Traceback" not in logs
+
+
+def test_list_offsets_with_a_replica_id_reads_no_internal_log(open_cluster):
+    """ListOffsets with a broker's replica id is served to clients, as Kafka serves it (the log end offset, an
+    offset DESCRIBE may see), on every client listener: it reaches no log that is not a topic's. The metadata log
+    answers UNKNOWN_TOPIC_OR_PARTITION, as a topic that does not exist would."""
+    _, base = open_cluster
+    body = ListOffsetsRequest(
+        replica_id=1,
+        topics=(ListOffsetsTopic(name="__cluster_metadata", partitions=(ListOffsetsPartition(timestamp=-1),)),),
+    )
+    for port in (base, base + 1):
+        (raw,) = answers(exchange(port, [native_frame(ApiKey.LIST_OFFSETS, body)]))
+        answer = decode(MESSAGES[ApiKey.LIST_OFFSETS][1], raw)
+        rows = [(p.error_code, p.offset) for t in answer.topics for p in t.partitions]
+        assert rows == [(3, -1)], rows  # UNKNOWN_TOPIC_OR_PARTITION, no offset

@@ -257,12 +257,12 @@ ATTACKS: dict[ApiKey, list[tuple[Any, tuple[str, int]]]] = {
             ),
             ("topics", TOPIC_DENIED),
         ),
-        (  # a follower's, whose latest is the log end offset: brokers only
+        (  # with a replica id (its latest is the log end offset): served to clients as Kafka does, DESCRIBE per topic
             ListOffsetsRequest(
                 replica_id=2,
-                topics=(ListOffsetsTopic(name="alice-topic", partitions=(ListOffsetsPartition(partition_index=0),)),),
+                topics=(ListOffsetsTopic(name="secret-topic", partitions=(ListOffsetsPartition(partition_index=0),)),),
             ),
-            ("whole", CLUSTER_DENIED),
+            ("topics", TOPIC_DENIED),
         ),
     ],
     ApiKey.DELETE_RECORDS: [

@@ -633,15 +633,19 @@ def test_a_consumers_fetch_declines_a_session_and_a_followers_is_in_one(tmp_path
     broker.close()
 
 
-def test_a_replica_id_is_refused_on_a_client_listener(broker):
-    """A follower's Fetch and ListOffsets (replica_id >= 0: the log end, not the high watermark, and fetch sessions)
-    are the inter-broker listener's: a client listener refuses them whole, INVALID_REQUEST, whoever asks."""
+def test_a_replica_id_fetch_is_refused_on_a_client_listener_and_a_replica_id_list_offsets_served(broker):
+    """A follower's Fetch (replica_id >= 0: fetch sessions, the follower's state on the leader) is the inter-broker
+    listener's: a client listener refuses it whole, INVALID_REQUEST, whoever asks. ListOffsets with a replica id is
+    served there, as Kafka serves it to any client (kafka-python 3.1 sends replica id 0): its latest is the log end."""
 
     async def scenario() -> None:
         fetch = await broker.call(ApiKey.FETCH, fetch_request(0, 0, replica_id=2))
         assert isinstance(fetch, dict) and fetch["error_code"] == ErrorCode.INVALID_REQUEST
-        listed = await broker.call(ApiKey.LIST_OFFSETS, list_offsets(TOPIC, 0, replica_id=2))
-        assert isinstance(listed, dict) and listed["error_code"] == ErrorCode.INVALID_REQUEST
+        await broker.produce(1, [0, records(b"x", b"y")])
+        for replica_id in (0, 2, -1):
+            listed = await broker.call(ApiKey.LIST_OFFSETS, list_offsets(TOPIC, 0, replica_id=replica_id))
+            row = listed.topics[0].partitions[0]
+            assert (row.error_code, row.offset) == (0, 2), replica_id
         assert (await broker.fetch(0, 0)).error_code == 0  # a consumer's, on the same listener, is served
 
     run(broker, scenario)
