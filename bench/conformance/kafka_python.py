@@ -32,8 +32,9 @@ brokers and the plugin answers. The fixtures' one broker tool, kafka-topics.sh -
 shim over kl-topics (KAFKA_ROOT, kafka_topics_shim()).
 
 Pytest runs as kafka-python's CI runs it (`make test`: `pytest -v test`, with pyproject's addopts --durations=10
---timeout=300 --timeout-method=thread; KAFKA_PYTHON_NET=random resolved as CI resolves it for this commit, this
-Python and Kafka 4.3.0), with --junitxml; bench/conformance/pytest_report.py reads it: totals of the unit tests
+--timeout=300; KAFKA_PYTHON_NET=random resolved as CI resolves it for this commit, this Python and Kafka 4.3.0),
+with --junitxml and one change: --timeout-method=signal instead of pyproject's thread, which ends the whole run
+at the first test that times out; bench/conformance/pytest_report.py reads it: totals of the unit tests
 (mock brokers, no Kafka Lite involved) apart from the integration tests, per file, and each failure's cause
 (CAUSES), written between markers in docs/COMPATIBILITY.md.
 """
@@ -385,7 +386,12 @@ def run_pytest(
         env["KAFKA_URI"] = f"kafka://{HOST}:{cluster.listeners['PLAINTEXT']}"
     else:
         env.pop("KAFKA_URI", None)
-    cmd = [str(venv_python(dest)), "-m", "pytest", "-v", *session.args, "-p", PLUGIN, f"--junitxml={junit}"]
+    cmd = [
+        str(venv_python(dest)), "-m", "pytest", "-v", *session.args, "-p", PLUGIN, f"--junitxml={junit}",
+        # pyproject's --timeout=300 stays; its --timeout-method=thread ends the whole process at the first test
+        # that runs out of time (no junit report, the rest of the suite not run): signal fails that test alone.
+        "--timeout-method=signal",
+    ]  # fmt: skip
     log = work / f"pytest-{session.name}.log"
     shown = " ".join(f"{k}={env[k]}" for k in ("KAFKA_VERSION", "KAFKA_PYTHON_NET", "KAFKA_URI") if k in env)
     print(f"$ {shown} {' '.join(cmd)}  > {log}", file=sys.stderr)
@@ -434,8 +440,9 @@ def render(rep: PytestReport, when: str, command: str, minutes: float, net: str)
         "## kafka-python's own suite",
         "",
         f"kafka-python [{PINNED_COMMIT[:12]}]({REPO_URL}/commit/{PINNED_COMMIT}) (master, 3.1.0.dev), its whole "
-        "pytest suite (`test/`) run as its CI's `make test` runs it (`pytest -v test`; pyproject: "
-        "`--timeout=300 --timeout-method=thread` per test) against one Kafka Lite broker laid out as its "
+        "pytest suite (`test/`) run as its CI's `make test` runs it (`pytest -v test`; pyproject's "
+        "`--timeout=300` per test, with `--timeout-method=signal`: its `thread` ends the whole run at the first "
+        "timeout) against one Kafka Lite broker laid out as its "
         "KafkaFixture lays out Kafka (bench/conformance/kafka_python.py maps each setting): the PLAINTEXT Kafka "
         f"listener as `KAFKA_URI` with `KAFKA_VERSION={KAFKA_VERSION}` (the newest Kafka of its CI matrix), and "
         "the SSL and SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; user alice) listeners that the SSL and "
