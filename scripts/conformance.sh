@@ -5,6 +5,9 @@
 #   scripts/conformance.sh --kafkajs-dir DIR [--smoke] [-- jest path patterns]
 # DIR is made from the `fetch` tool's snapshot (/work/.mirror/tulios+kafkajs/repo, or --mirror GIT_DIR) when
 # missing; elsewhere: git clone https://github.com/tulios/kafkajs DIR && git -C DIR checkout <pinned commit>.
+# kafka-python's pytest suite has its own harness (one broker laid out as its KafkaFixture; DIR/.venv from PyPI):
+#   .venv/bin/python -m bench.conformance.kafka_python --kafka-python-dir DIR [--smoke] [-- pytest args]
+# (DIR exported from /work/.mirror/dpkp+kafka-python/repo at the commit pinned in bench/conformance/kafka_python.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
