@@ -61,7 +61,16 @@ from pathlib import Path
 
 from bench.conformance.jest_report import Rule, classifier
 from bench.conformance.kafka_python_fixtures import LISTENERS_ENV, SSL_DIR_ENV, listener_key
-from bench.conformance.pytest_report import Case, PytestReport, parse_file, report, skip_reasons, summary
+from bench.conformance.pytest_report import (
+    Case,
+    PytestReport,
+    failure_logs,
+    parse_file,
+    report,
+    skip_reasons,
+    summary,
+    with_logs,
+)
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
 from client.cli.cluster import _wait_kafka_listeners, start_command, wait_registered, write_cluster_secret
@@ -510,7 +519,14 @@ def junit_files(work: Path) -> list[Path]:
 
 
 def load(work: Path, dest: Path) -> PytestReport:
-    cases: list[Case] = [c for j in junit_files(work) for c in parse_file(j, dest)]
+    """The junit reports, each failure with the warnings its captured log holds (the terminal output of the same
+    session: junit-NAME.xml next to pytest-NAME.log; a --merge rerun's log is pytest-selected.log)."""
+    cases: list[Case] = []
+    for j in junit_files(work):
+        name = j.stem.removeprefix("junit-")
+        log = work / f"pytest-{'selected' if name.startswith('rerun-') else name}.log"
+        logs = failure_logs(log.read_text(errors="replace")) if log.exists() else {}
+        cases += with_logs(parse_file(j, dest), logs)
     return report(cases, classifier(RULES))
 
 

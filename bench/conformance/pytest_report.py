@@ -12,7 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -140,10 +140,52 @@ def report(cases: Iterable[Case], classify: Callable[[str, str, str], str]) -> P
     return out
 
 
+# pytest's report of a failed test in its terminal output: a title line of underscores around the test's name
+# (`Class.test[param]`, or `ERROR at setup of ...`), then its traceback and captured output.
+SECTION = re.compile(r"^_{3,} (.+?) _{3,}$", re.MULTILINE)
+# A log line at WARNING or above, in the log_format of the captured log ("12:00:00.000 WARNING  thread logger msg")
+# or the stderr handler's ("WARNING:logger:msg").
+WARNING_LINE = re.compile(
+    r"^(?:[\d:.]+ +(WARNING|ERROR|CRITICAL) +\S+ +(\S+) +|(WARNING|ERROR|CRITICAL):([^:]+):)(.*)$"
+)
+
+
+def failure_logs(text: str, per_test: int = 12) -> dict[str, list[str]]:
+    """The terminal output of a pytest run → for each test reported there (by the name its section title gives,
+    `Class.test[param]`), the distinct warnings and errors its captured log holds (`LEVEL logger: message`,
+    numbers blurred, at most `per_test`): what the client was told, where the assertion only says what was
+    missing. A name reported twice (the same test name in two files) gets both sections' lines."""
+    out: dict[str, list[str]] = {}
+    titles = list(SECTION.finditer(text))
+    for i, m in enumerate(titles):
+        name = m.group(1).removeprefix("ERROR at setup of ").removeprefix("ERROR at teardown of ")
+        body = text[m.end() : titles[i + 1].start() if i + 1 < len(titles) else len(text)]
+        seen = out.setdefault(name, [])
+        for line in body.splitlines():
+            w = WARNING_LINE.match(line)
+            if w is None or len(seen) >= per_test:
+                continue
+            level, logger = (w.group(1), w.group(2)) if w.group(1) else (w.group(3), w.group(4))
+            said = f"{level} {logger}: " + re.sub(r"\d+", "N", w.group(5).strip())
+            if said not in seen:
+                seen.append(said)
+    return out
+
+
+def with_logs(cases: Iterable[Case], logs: dict[str, list[str]]) -> list[Case]:
+    """Each failed or errored case with its section's warnings appended to its message (after a `log:` line), so
+    that causes can be told by what the broker answered."""
+    out = []
+    for c in cases:
+        lines = logs.get(c.name.replace("::", "."), []) if c.outcome in ("failed", "error") else []
+        out.append(replace(c, message=c.message + "\nlog:\n" + "\n".join(lines)) if lines else c)
+    return out
+
+
 def summary(message: str, width: int = 240) -> str:
     """One line for the table: the error's first line and the next one or two (pytest's `E` lines, which hold
     the values an assertion compared)."""
-    lines = [ln for ln in message.splitlines() if ln.strip()]
+    lines = [ln for ln in message.split("\nlog:\n", 1)[0].splitlines() if ln.strip()]
     return " ".join(lines[:3])[:width]
 
 

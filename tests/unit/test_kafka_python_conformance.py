@@ -9,7 +9,7 @@ from pathlib import Path
 from bench.conformance import kafka_python
 from bench.conformance.jest_report import Rule, classifier
 from bench.conformance.kafka_python_fixtures import listener_key
-from bench.conformance.pytest_report import module_path, parse, report, skip_reasons, summary
+from bench.conformance.pytest_report import failure_logs, module_path, parse, report, skip_reasons, summary, with_logs
 
 XML = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="1" failures="1" skipped="1" tests="5">
@@ -91,3 +91,34 @@ def test_requirements_leave_out_lint_doc_and_coverage_tools(tmp_path: Path) -> N
     assert kafka_python.test_requirements(tmp_path) == ["crc32c", "lz4", "py", "pytest"]
     assert listener_key("sasl_plaintext", "scram-sha-256") == "SASL_PLAINTEXT:SCRAM-SHA-256"
     assert listener_key("SSL", None) == "SSL"
+
+
+LOG = """
+=================================== FAILURES ===================================
+____________________________ TestSSLConnection.test_ssl_handshake _____________________________
+E   RuntimeError: no listener
+------------------------------ Captured log call -------------------------------
+14:08:13.436 WARNING  1399:MainThread kafka.consumer.fetcher  Attempt 12 failed due to: InvalidRequestError
+14:08:13.437 DEBUG    1399:MainThread kafka.conn  Sending 3
+14:08:13.438 WARNING  1399:MainThread kafka.consumer.fetcher  Attempt 13 failed due to: InvalidRequestError
+----------------------------- Captured stderr call -----------------------------
+ERROR:kafka.producer:boom 7
+_____________________________ test_acls _____________________________
+E   AssertionError
+"""
+
+
+def test_failure_logs_give_each_failure_the_warnings_its_log_holds() -> None:
+    logs = failure_logs(LOG)
+    assert logs == {
+        "TestSSLConnection.test_ssl_handshake": [
+            "WARNING kafka.consumer.fetcher: Attempt N failed due to: InvalidRequestError",
+            "ERROR kafka.producer: boom N",
+        ],
+        "test_acls": [],
+    }
+    cases = with_logs(parse(XML), logs)
+    ssl = next(c for c in cases if c.outcome == "error")
+    assert ssl.message.endswith("log:\nWARNING kafka.consumer.fetcher: Attempt N failed due to: InvalidRequestError\n"
+                                "ERROR kafka.producer: boom N")  # fmt: skip
+    assert summary(ssl.message) == 'failed on setup with "RuntimeError: no listener" RuntimeError: no listener'
