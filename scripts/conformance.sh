@@ -10,12 +10,16 @@
 #     aiokafka at the commit pinned in bench/conformance/aiokafka.py (0.14.0), from
 #     /work/.mirror/aio-libs+aiokafka/repo when DIR is missing (or git clone https://github.com/aio-libs/aiokafka);
 #     its test dependencies go into DIR/.venv from PyPI; needs openssl for the suite's certificates.
+#   scripts/conformance.sh kafka_python --kafka-python-dir DIR [--smoke] [-- pytest args]
+#     kafka-python at the commit pinned in bench/conformance/kafka_python.py, from
+#     /work/.mirror/dpkp+kafka-python/repo when DIR is missing; one broker laid out as its KafkaFixture; its test
+#     dependencies go into DIR/.venv from PyPI.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 client=kafkajs
 case "${1:-}" in
-  kafkajs|aiokafka) client="$1"; shift ;;
+  kafkajs|aiokafka|kafka_python) client="$1"; shift ;;
 esac
 exec "$ROOT/.venv/bin/python" -m "bench.conformance.$client" "$@"
