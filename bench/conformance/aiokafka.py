@@ -47,6 +47,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from bench.conformance.checkout import PinnedSource
 from bench.conformance.jest_report import Rule, classifier, summary
 from bench.conformance.junit_report import PytestReport, parse
 from bench.conformance.kafkajs import kafka_tool
@@ -60,6 +61,7 @@ PINNED_COMMIT = "672947afe85c91b7d953f0259e69837a711d3246"  # v0.14.0 ("Prepare 
 VERSION = "0.14.0"
 DEFAULT_MIRROR = Path("/work/.mirror/aio-libs+aiokafka/repo")
 COMMIT_MARK = ".aiokafka-commit"  # written into a checkout made with git archive (which has no .git)
+PINNED = PinnedSource("aiokafka", "aio-libs/aiokafka", PINNED_COMMIT, COMMIT_MARK)
 # The Makefile's DOCKER_IMAGE default and the newest Kafka of .github/workflows/tests.yml's matrix; the tests
 # gate on the version after its "_" (kafka_versions(">=2.3.0"), setup_test_class's kafka_version).
 DOCKER_IMAGE = "aiolibs/kafka:2.13_2.8.1"
@@ -163,34 +165,6 @@ NOTES = {cause: note for cause, _, _, note in CAUSES if note}
 
 
 # --- aiokafka's checkout and venv ------------------------------------------------------------------------
-
-
-def commit_of(dest: Path) -> str | None:
-    if (dest / ".git").exists():
-        rev = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True, text=True)
-        return rev.stdout.strip() or None
-    mark = dest / COMMIT_MARK
-    return mark.read_text().strip() if mark.exists() else None
-
-
-def checkout(dest: Path, mirror: Path) -> None:
-    """DIR at PINNED_COMMIT: made from the mirror if missing, checked if there; a clear error otherwise."""
-    if not dest.exists():
-        if not (mirror / "HEAD").exists():
-            raise SystemExit(
-                f"error: no aiokafka in {dest} and no git directory at {mirror}; get it with our `fetch` tool "
-                f"(github:aio-libs/aiokafka) or: git clone {REPO_URL} {dest} && git -C {dest} checkout {PINNED_COMMIT}"
-            )
-        dest.mkdir(parents=True)
-        archive = subprocess.Popen(["git", "--git-dir", str(mirror), "archive", PINNED_COMMIT], stdout=subprocess.PIPE)
-        subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
-        if archive.wait() != 0:
-            shutil.rmtree(dest)
-            raise SystemExit(f"error: {mirror} has no commit {PINNED_COMMIT}; fetch a newer snapshot")
-        (dest / COMMIT_MARK).write_text(PINNED_COMMIT + "\n")
-    have = commit_of(dest)
-    if have != PINNED_COMMIT:
-        raise SystemExit(f"error: {dest} holds aiokafka {have or 'of unknown commit'}, not {PINNED_COMMIT}")
 
 
 def venv_python(dest: Path) -> Path:
@@ -497,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_junit:
         return rerender(args.from_junit, args.out)
     dest = args.aiokafka_dir.resolve()
-    checkout(dest, args.mirror)
+    PINNED.checkout(dest, args.mirror)
     install(dest)
     patch_conftest(dest)
     certs = dest / "tests" / "ssl_cert"  # the conftest's ssl_folder

@@ -59,6 +59,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.conformance.checkout import PinnedSource
 from bench.conformance.jest_report import Rule, classifier
 from bench.conformance.kafka_python_fixtures import LISTENERS_ENV, SSL_DIR_ENV, listener_key
 from bench.conformance.pytest_report import (
@@ -80,6 +81,7 @@ REPO_URL = "https://github.com/dpkp/kafka-python"
 PINNED_COMMIT = "a3b3836ff3a4b34ebaa42fd93500bfcb16c1e9b7"  # master of 2026-08-17 (3.1.0.dev, after 3.0.7)
 DEFAULT_MIRROR = Path("/work/.mirror/dpkp+kafka-python/repo")
 COMMIT_MARK = ".kafka-python-commit"  # written into a checkout made with git archive (which has no .git)
+PINNED = PinnedSource("kafka-python", "dpkp/kafka-python", PINNED_COMMIT, COMMIT_MARK)
 KAFKA_VERSION = "4.3.0"  # the newest Kafka of the CI matrix (and the Makefile's default)
 NET = "random"  # the CI matrix's `net` for all but two jobs: one backend per run, chosen from the commit
 SMOKE = ("test/integration/test_producer_integration.py",)
@@ -209,34 +211,6 @@ NOTES = {cause: note for cause, _, _, note in CAUSES if note}
 
 
 # --- kafka-python's checkout and venv -----------------------------------------------------------------------------
-
-
-def checkout(dest: Path, mirror: Path) -> None:
-    """DIR at PINNED_COMMIT: exported from the mirror if missing, checked if there; a clear error otherwise."""
-    if not dest.exists():
-        if not (mirror / "HEAD").exists():
-            raise SystemExit(
-                f"error: no kafka-python in {dest} and no git directory at {mirror}; get it with our `fetch` tool "
-                f"(github:dpkp/kafka-python) or: git clone {REPO_URL} {dest} && git -C {dest} checkout {PINNED_COMMIT}"
-            )
-        dest.mkdir(parents=True)
-        archive = subprocess.Popen(["git", "--git-dir", str(mirror), "archive", PINNED_COMMIT], stdout=subprocess.PIPE)
-        subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
-        if archive.wait() != 0:
-            shutil.rmtree(dest)
-            raise SystemExit(f"error: {mirror} has no commit {PINNED_COMMIT}; fetch a newer snapshot")
-        (dest / COMMIT_MARK).write_text(PINNED_COMMIT + "\n")
-    have = commit_of(dest)
-    if have != PINNED_COMMIT:
-        raise SystemExit(f"error: {dest} holds kafka-python {have or 'of unknown commit'}, not {PINNED_COMMIT}")
-
-
-def commit_of(dest: Path) -> str | None:
-    if (dest / ".git").exists():
-        rev = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True, text=True)
-        return rev.stdout.strip() or None
-    mark = dest / COMMIT_MARK
-    return mark.read_text().strip() if mark.exists() else None
 
 
 def test_requirements(dest: Path) -> list[str]:
@@ -630,7 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rerender(args.work_dir.resolve(), dest, args.out)
     if args.merge and (args.work_dir is None or not args.pytest_args):
         raise SystemExit("error: --merge needs the full run's --work-dir and the pytest args to rerun")
-    checkout(dest, args.mirror)
+    PINNED.checkout(dest, args.mirror)
     install(dest)
     net = resolve_net(dest, args.net)
     work = (args.work_dir or Path(tempfile.mkdtemp(prefix="kafka-python-conformance-"))).resolve()

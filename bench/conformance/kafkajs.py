@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from bench.conformance.checkout import PinnedSource
 from bench.conformance.jest_report import Rule, SuiteReport, classifier, failing_files, parse, summary
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
@@ -49,6 +50,7 @@ REPO_URL = "https://github.com/tulios/kafkajs"
 PINNED_COMMIT = "55b0b416308b9e597a5a6b97b0a6fd6b846255dc"  # master after v2.2.4 (2.2.4 + docs), the newest
 DEFAULT_MIRROR = Path("/work/.mirror/tulios+kafkajs/repo")
 COMMIT_MARK = ".kafkajs-commit"  # written into a checkout made with git archive (which has no .git)
+PINNED = PinnedSource("kafkajs", "tulios/kafkajs", PINNED_COMMIT, COMMIT_MARK)
 KAFKA_VERSION = "2.4"  # package.json's default and the newest docker-compose file kafkajs tests against
 SMOKE = ("src/producer/index.spec.js",)
 # package.json's test:group:* scripts, the way kafkajs's CI splits its suite; run one after the other on the
@@ -229,34 +231,6 @@ def rules_for(dest: Path) -> list[Rule]:
 
 
 # --- kafkajs's checkout -----------------------------------------------------------------------------------
-
-
-def checkout(dest: Path, mirror: Path) -> None:
-    """DIR at PINNED_COMMIT: made from the mirror if missing, checked if there; a clear error otherwise."""
-    if not dest.exists():
-        if not (mirror / "HEAD").exists():
-            raise SystemExit(
-                f"error: no kafkajs in {dest} and no git directory at {mirror}; get it with our `fetch` tool "
-                f"(github:tulios/kafkajs) or: git clone {REPO_URL} {dest} && git -C {dest} checkout {PINNED_COMMIT}"
-            )
-        dest.mkdir(parents=True)
-        archive = subprocess.Popen(["git", "--git-dir", str(mirror), "archive", PINNED_COMMIT], stdout=subprocess.PIPE)
-        subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
-        if archive.wait() != 0:
-            shutil.rmtree(dest)
-            raise SystemExit(f"error: {mirror} has no commit {PINNED_COMMIT}; fetch a newer snapshot")
-        (dest / COMMIT_MARK).write_text(PINNED_COMMIT + "\n")
-    have = commit_of(dest)
-    if have != PINNED_COMMIT:
-        raise SystemExit(f"error: {dest} holds kafkajs {have or 'of unknown commit'}, not {PINNED_COMMIT}")
-
-
-def commit_of(dest: Path) -> str | None:
-    if (dest / ".git").exists():
-        rev = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True, text=True)
-        return rev.stdout.strip() or None
-    mark = dest / COMMIT_MARK
-    return mark.read_text().strip() if mark.exists() else None
 
 
 def install(dest: Path) -> None:
@@ -466,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_json:
         return rerender(args.from_json, args.kafkajs_dir.resolve(), args.out)
     dest = args.kafkajs_dir.resolve()
-    checkout(dest, args.mirror)
+    PINNED.checkout(dest, args.mirror)
     install(dest)
     groups = (
         [("smoke", list(SMOKE))]
