@@ -25,7 +25,7 @@ pytest runs as aiokafka's `make ci-test-all` does (`-s -v --log-level DEBUG --do
 the newest Kafka of its CI matrix, which the tests' version gates read), without coverage and without
 `--maxfail=3` (every failure is wanted), with `--timeout` per test as a hang guard above the tests' own 120 s
 and `--junitxml`, with aiokafka's C extensions (its CI's first pass; `--no-extensions` runs the second, pure
-Python); bench/conformance/junit_report.py turns the report into totals per file and each failure's
+Python); bench/conformance/pytest_report.py turns the report into totals per file and each failure's
 cause, written between markers in docs/COMPATIBILITY.md.
 """
 
@@ -49,8 +49,8 @@ from pathlib import Path
 
 from bench.conformance.checkout import PinnedSource
 from bench.conformance.jest_report import Rule, classifier, summary
-from bench.conformance.junit_report import PytestReport, parse
 from bench.conformance.kafkajs import kafka_tool
+from bench.conformance.pytest_report import PytestReport, parse_file, report, skip_reasons
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
 from client.cli.cluster import _poll_metadata, start_command, wait_registered, write_cluster_secret
@@ -377,8 +377,8 @@ def run_pytest(
 # --- the table ------------------------------------------------------------------------------------------------
 
 
-def render(report: PytestReport, when: str, command: str, minutes: float) -> str:
-    t = report.totals
+def render(rep: PytestReport, when: str, command: str, minutes: float) -> str:
+    t = rep.totals()
     ran = t["passed"] + t["failed"] + t["errors"]
     total = ran + t["skipped"]
     lines = [
@@ -400,11 +400,11 @@ def render(report: PytestReport, when: str, command: str, minutes: float) -> str
         "",
         md_table(
             ["File", "Passed", "Failed", "Errors", "Skipped"],
-            [(f"`{f.path}`", f.passed, f.failed, f.errors, f.skipped) for f in report.files],
+            [(f"`{f.path}`", f.passed, f.failed, f.errors, f.skipped) for f in rep.files()],
         ),
         "",
     ]
-    if report.skips:
+    if skips := skip_reasons(rep.cases):
         lines += [
             "Skipped, by reason:",
             "",
@@ -412,19 +412,19 @@ def render(report: PytestReport, when: str, command: str, minutes: float) -> str
                 ["Reason", "Tests", "Why"],
                 [
                     (reason, n, next((note for start, note in SKIP_NOTES if reason.startswith(start)), ""))
-                    for reason, n in sorted(report.skips.items(), key=lambda kv: (-kv[1], kv[0]))
+                    for reason, n in skips
                 ],
             ),
             "",
         ]
     lines += ["### Failures by cause", ""]
-    for cause, fails in report.by_cause():
+    for cause, fails in rep.by_cause():
         lines.append(f"**{cause}** ({len(fails)})")
         lines.append("")
         if cause in NOTES:
             lines += [NOTES[cause], ""]
         for f in fails:
-            lines.append(f"- `{f.path}` {f.test}: {summary(f.message)}".rstrip())
+            lines.append(f"- `{f.path}` {f.label}: {summary(f.message)}".rstrip())
         lines.append("")
     return "\n".join(lines)
 
@@ -436,8 +436,8 @@ def rerender(junit: Path, doc: Path) -> int:
     run = re.search(r"^Run (.+?), (\d+) min: `(.*)`$", header, re.MULTILINE)
     if run is None:
         raise SystemExit(f"error: {junit.parent / 'aiokafka.md'} does not say when and how the run was made")
-    report = parse(junit.read_text(), classifier(RULES))
-    body = render(report, run[1], run[3], float(run[2]))
+    rep = report(parse_file(junit), classifier(RULES))
+    body = render(rep, run[1], run[3], float(run[2]))
     (junit.parent / "aiokafka.md").write_text(body + "\n")
     replace_section(doc, START_MARK, END_MARK, body)
     print(f"wrote the table of {junit} into {doc}")
@@ -487,14 +487,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     minutes = (time.monotonic() - started) / 60
     if not junit.exists():
         raise SystemExit(f"error: pytest wrote no report (exit {code}); see {work / 'pytest.log'}")
-    report = parse(junit.read_text(), classifier(RULES))
+    rep = report(parse_file(junit), classifier(RULES))
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = "python -m bench.conformance.aiokafka " + " ".join(sys.argv[1:] if argv is None else argv)
-    body = render(report, when, command.strip(), minutes)
+    body = render(rep, when, command.strip(), minutes)
     if code is None:
         body += f"\nStopped at --timeout ({args.timeout:.0f} s): the tests after the last one reported did not run.\n"
     (work / "aiokafka.md").write_text(body + "\n")
-    t = report.totals
+    t = rep.totals()
     print(f"aiokafka: {t['passed']} passed, {t['failed']} failed, {t['errors']} errors, {t['skipped']} skipped "
           f"in {minutes:.0f} min; report {work / 'aiokafka.md'}, junit {junit}, log {work / 'pytest.log'}")  # fmt: skip
     if not args.smoke and not args.pytest_args:

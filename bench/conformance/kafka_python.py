@@ -459,9 +459,9 @@ def area(path: str) -> str:
 
 
 def _totals_line(t: dict[str, int]) -> str:
-    ran = t["passed"] + t["failed"] + t["error"]
+    ran = t["passed"] + t["failed"] + t["errors"]
     pct = f"; {100 * t['passed'] / ran:.1f}% of those run pass" if ran else ""
-    return f"{t['passed']} passed, {t['failed']} failed, {t['error']} errors, {t['skipped']} skipped{pct}"
+    return f"{t['passed']} passed, {t['failed']} failed, {t['errors']} errors, {t['skipped']} skipped{pct}"
 
 
 def render(rep: PytestReport, when: str, command: str, minutes: float, net: str) -> str:
@@ -469,10 +469,10 @@ def render(rep: PytestReport, when: str, command: str, minutes: float, net: str)
     by_area: dict[str, Counter[str]] = {}
     for f in files:
         by_area.setdefault(area(f.path), Counter()).update(
-            passed=f.passed, failed=f.failed, error=f.error, skipped=f.skipped
+            passed=f.passed, failed=f.failed, errors=f.errors, skipped=f.skipped
         )
     integration = [f for f in files if is_integration(f.path)]
-    unit_failing = [f for f in files if not is_integration(f.path) and (f.failed or f.error)]
+    unit_failing = [f for f in files if not is_integration(f.path) and (f.failed or f.errors)]
     lines = [
         "## kafka-python's own suite",
         "",
@@ -497,14 +497,14 @@ def render(rep: PytestReport, when: str, command: str, minutes: float, net: str)
         "",
         md_table(
             ["Directory", "Passed", "Failed", "Errors", "Skipped"],
-            [(f"`{a}`", c["passed"], c["failed"], c["error"], c["skipped"]) for a, c in sorted(by_area.items())],
+            [(f"`{a}`", c["passed"], c["failed"], c["errors"], c["skipped"]) for a, c in sorted(by_area.items())],
         ),
         "",
         "Integration files:",
         "",
         md_table(
             ["File", "Passed", "Failed", "Errors", "Skipped"],
-            [(f"`{f.path}`", f.passed, f.failed, f.error, f.skipped) for f in integration],
+            [(f"`{f.path}`", f.passed, f.failed, f.errors, f.skipped) for f in integration],
         ),
         "",
     ]
@@ -514,7 +514,7 @@ def render(rep: PytestReport, when: str, command: str, minutes: float, net: str)
             "",
             md_table(
                 ["File", "Passed", "Failed", "Errors", "Skipped"],
-                [(f"`{f.path}`", f.passed, f.failed, f.error, f.skipped) for f in unit_failing],
+                [(f"`{f.path}`", f.passed, f.failed, f.errors, f.skipped) for f in unit_failing],
             ),
             "",
         ]
@@ -634,7 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.smoke and not args.pytest_args and len(missing) < 2:
         replace_section(args.out, START_MARK, END_MARK, body)
         print(f"wrote the table into {args.out}")
-    return 0 if t["failed"] == 0 and t["error"] == 0 else 1
+    return 0 if t["failed"] == 0 and t["errors"] == 0 else 1
 
 
 if __name__ == "__main__":

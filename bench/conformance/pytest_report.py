@@ -1,6 +1,7 @@
 """A pytest `--junitxml` report of a client's own suite, reduced to what docs/COMPATIBILITY.md shows: totals per
-test file, split into the suite's parts (unit tests against mock brokers, integration tests against ours), and
-every test that failed or errored with the cause its error names, grouped by cause.
+test file (which a harness may split into parts, such as unit tests against mock brokers and integration tests
+against ours), why tests were skipped, and every test that failed or errored with the cause its error names,
+grouped by cause. Both pytest harnesses read their reports with it: aiokafka.py and kafka_python.py.
 
 The pytest counterpart of jest_report.py (whose `Rule` and `classifier` it shares); read with the stdlib's
 ElementTree. Pure but for `parse_file`, so the grouping can be checked on recorded reports.
@@ -19,15 +20,25 @@ OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
 @dataclass(frozen=True)
+class FixtureError:
+    """An exception outside a test's body: in a fixture's setup or teardown (pytest's "ERROR at setup of ...")."""
+
+    when: str  # "setup", "teardown", or "" when pytest's message does not say
+    message: str
+
+
+@dataclass(frozen=True)
 class Case:
     """One testcase of the XML: its file (relative to the suite's root), its name (with any class, as pytest's
-    node id has it after the file), its outcome and, for failed/error/skipped, what pytest said."""
+    node id has it after the file), its outcome and what pytest said: for a failure, its detail; for a skip, the
+    reason; the errors of its fixtures apart (a test whose body failed may have a teardown that raised too)."""
 
     path: str
     name: str
-    outcome: str  # one of OUTCOMES; "error": an exception outside the test's body (a fixture's setup/teardown)
-    message: str = ""  # the failure's first line(s) and pytest's `E` lines
+    outcome: str  # one of OUTCOMES; "error": the test raised only outside its body (see `errors`)
+    message: str = ""  # "failed": the failure's first line(s) and pytest's `E` lines; "skipped": pytest's reason
     seconds: float = 0.0
+    errors: tuple[FixtureError, ...] = ()
 
     @property
     def node_id(self) -> str:
@@ -36,11 +47,14 @@ class Case:
 
 @dataclass(frozen=True)
 class FileCounts:
+    """pytest's counts for one file: a test that failed in its body and again in its teardown is one failure and
+    one error, as pytest's summary line counts it."""
+
     path: str
-    passed: int
-    failed: int
-    error: int
-    skipped: int
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,12 @@ class Failure:
     outcome: str  # "failed" or "error"
     message: str
     cause: str = ""
+    when: str = ""  # an error's: "setup", "teardown" or "" (unknown)
+
+    @property
+    def label(self) -> str:
+        """The test's name, and for an error where it was raised: `test (error in teardown)`."""
+        return self.test if self.outcome == "failed" else f"{self.test} (error in {self.when or 'a fixture'})"
 
 
 @dataclass
@@ -60,13 +80,19 @@ class PytestReport:
     def files(self) -> list[FileCounts]:
         acc: dict[str, Counter[str]] = defaultdict(Counter)
         for c in self.cases:
-            acc[c.path][c.outcome] += 1
-        return [FileCounts(path, n["passed"], n["failed"], n["error"], n["skipped"]) for path, n in sorted(acc.items())]
+            n = acc[c.path]
+            n["errors"] += len(c.errors)
+            if c.outcome != "error":
+                n[c.outcome] += 1
+        return [
+            FileCounts(path, n["passed"], n["failed"], n["errors"], n["skipped"]) for path, n in sorted(acc.items())
+        ]
 
     def totals(self, part: Callable[[str], bool] = lambda _path: True) -> dict[str, int]:
-        """Tests by outcome, of the files `part` selects."""
-        n = Counter(c.outcome for c in self.cases if part(c.path))
-        return {o: n[o] for o in OUTCOMES}
+        """Tests by outcome (errors counted as in FileCounts), and how many files, of the files `part` selects."""
+        files = [f for f in self.files() if part(f.path)]
+        out = {k: sum(getattr(f, k) for f in files) for k in ("passed", "failed", "errors", "skipped")}
+        return out | {"files": len(files)}
 
     def by_cause(self) -> list[tuple[str, list[Failure]]]:
         """Causes with their failures, the most frequent first."""
@@ -91,6 +117,17 @@ def module_path(classname: str, root: Path | None) -> tuple[str, str]:
     return "/".join(parts) + ".py", ""
 
 
+def _location(tc: ET.Element, root: Path | None) -> tuple[str, str]:
+    """The testcase's file and its class prefix: xunit1's `file` attribute when there is one, else from the
+    dotted classname (`module_path`)."""
+    classname, file = tc.get("classname", ""), tc.get("file")
+    if file:
+        module = file.removesuffix(".py").replace("/", ".")
+        if classname == module or classname.startswith(module + "."):
+            return file, classname[len(module) + 1 :]
+    return module_path(classname, root)
+
+
 def _detail(element: ET.Element, lines: int = 12) -> str:
     """The first line of pytest's message, then the `E` lines of its traceback (the assertion and what the
     values were), at most `lines` in all."""
@@ -103,23 +140,28 @@ def _detail(element: ET.Element, lines: int = 12) -> str:
     return "\n".join(out)
 
 
+def _fixture_error(element: ET.Element) -> FixtureError:
+    when = re.search(r"failed on (setup|teardown)", element.get("message") or "")
+    return FixtureError(when[1] if when else "", _detail(element))
+
+
 def parse(xml_text: str, root: Path | None = None) -> list[Case]:
-    """The testcases of one junit XML (pytest's xunit2, one or more `testsuite`s)."""
+    """The testcases of one junit XML (pytest's xunit1 or xunit2, one or more `testsuite`s)."""
     cases = []
     for tc in ET.fromstring(xml_text).iter("testcase"):
-        path, cls = module_path(tc.get("classname", ""), root)
-        name = f"{cls}::{tc.get('name', '')}" if cls else tc.get("name", "")
-        kinds = {child.tag: child for child in tc}
-        # A test whose body failed and whose teardown raised too is one failure (its body's).
-        if "failure" in kinds:
-            outcome, detail = "failed", _detail(kinds["failure"])
-        elif "error" in kinds:
-            outcome, detail = "error", _detail(kinds["error"])
-        elif "skipped" in kinds:
-            outcome, detail = "skipped", kinds["skipped"].get("message") or ""
+        path, cls = _location(tc, root)
+        name = "::".join([*cls.split("."), tc.get("name", "")]) if cls else tc.get("name", "")
+        errors = tuple(_fixture_error(e) for e in tc.findall("error"))
+        failure, skipped = tc.find("failure"), tc.find("skipped")
+        if failure is not None:
+            outcome, detail = "failed", _detail(failure)
+        elif errors:
+            outcome, detail = "error", ""
+        elif skipped is not None:
+            outcome, detail = "skipped", skipped.get("message") or ""
         else:
             outcome, detail = "passed", ""
-        cases.append(Case(path, name, outcome, detail, float(tc.get("time") or 0)))
+        cases.append(Case(path, name, outcome, detail, float(tc.get("time") or 0), errors))
     return cases
 
 
@@ -129,14 +171,18 @@ def parse_file(path: Path, root: Path | None = None) -> list[Case]:
 
 def report(cases: Iterable[Case], classify: Callable[[str, str, str], str]) -> PytestReport:
     """Cases (of one or more runs: a later result of the same test replaces an earlier one, so a rerun file
-    counts once) → the report, each failure's cause named by `classify(path, test, message)`."""
+    counts once) → the report: each failure, and each error of a fixture, with its cause named by
+    `classify(path, test, message)`."""
     latest: dict[str, Case] = {}
     for c in cases:
         latest[c.node_id] = c
     out = PytestReport(cases=sorted(latest.values(), key=lambda c: (c.path, c.name)))
     for c in out.cases:
-        if c.outcome in ("failed", "error"):
-            out.failures.append(Failure(c.path, c.name, c.outcome, c.message, classify(c.path, c.name, c.message)))
+        if c.outcome == "failed":
+            out.failures.append(Failure(c.path, c.name, "failed", c.message, classify(c.path, c.name, c.message)))
+        for e in c.errors:
+            cause = classify(c.path, c.name, e.message)
+            out.failures.append(Failure(c.path, c.name, "error", e.message, cause, e.when))
     return out
 
 
@@ -173,12 +219,17 @@ def failure_logs(text: str, per_test: int = 12) -> dict[str, list[str]]:
 
 
 def with_logs(cases: Iterable[Case], logs: dict[str, list[str]]) -> list[Case]:
-    """Each failed or errored case with its section's warnings appended to its message (after a `log:` line), so
-    that causes can be told by what the broker answered."""
+    """Each failed or errored case with its section's warnings appended to its failure's and its errors' messages
+    (after a `log:` line), so that causes can be told by what the broker answered."""
     out = []
     for c in cases:
         lines = logs.get(c.name.replace("::", "."), []) if c.outcome in ("failed", "error") else []
-        out.append(replace(c, message=c.message + "\nlog:\n" + "\n".join(lines)) if lines else c)
+        if not lines:
+            out.append(c)
+            continue
+        log = "\nlog:\n" + "\n".join(lines)
+        errors = tuple(replace(e, message=e.message + log) for e in c.errors)
+        out.append(replace(c, message=c.message + log if c.outcome == "failed" else c.message, errors=errors))
     return out
 
 

@@ -1,5 +1,6 @@
-"""bench/conformance/junit_report.py: pytest's JUnit XML becomes per-file totals, skip reasons and failures grouped
-by cause; bench/conformance/aiokafka.py's fixtures module and conftest patch."""
+"""bench/conformance/pytest_report.py on aiokafka's report (xunit1: each testcase names its `file`): pytest's JUnit
+XML becomes per-file totals, skip reasons and failures grouped by cause, a failure and a teardown error of one test
+counted apart; bench/conformance/aiokafka.py's fixtures module and conftest patch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from bench.conformance.aiokafka import CONFTEST_LINE, FIXTURES_AS, patch_conftest, pytest_command
 from bench.conformance.jest_report import Rule, classifier
-from bench.conformance.junit_report import parse
+from bench.conformance.pytest_report import parse, report, skip_reasons
 
 XML = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="1" failures="1" skipped="1" tests="5" time="12.5">
@@ -34,21 +35,24 @@ boom&quot;">E   RuntimeError: boom</error></testcase>
 
 
 def test_totals_per_file_with_errors_counted_apart() -> None:
-    report = parse(XML, classifier([]))
-    files = {f.path: (f.passed, f.failed, f.errors, f.skipped) for f in report.files}
+    cases = parse(XML)
+    rep = report(cases, classifier([]))
+    files = {f.path: (f.passed, f.failed, f.errors, f.skipped) for f in rep.files()}
     assert files == {
         "tests/test_consumer.py": (0, 1, 1, 0),
         "tests/test_helpers.py": (0, 0, 1, 0),  # no `file` attribute: from the dotted classname
         "tests/test_sasl.py": (1, 0, 0, 1),
     }
-    assert report.totals == {"passed": 1, "failed": 1, "errors": 2, "skipped": 1, "files": 3}
-    assert report.skips == {"GSSAPI/Kerberos: no": 1}
-    assert report.seconds == 12.5
+    assert rep.totals() == {"passed": 1, "failed": 1, "errors": 2, "skipped": 1, "files": 3}
+    assert skip_reasons(rep.cases) == [("GSSAPI/Kerberos: no", 1)]
+    assert [c.seconds for c in cases] == [1.0, 0.1, 3.0, 0.2]  # each testcase's time (the suite's: 12.5)
+    failed = next(c for c in cases if c.outcome == "failed")  # its body failed, then its teardown raised
+    assert [e.when for e in failed.errors] == ["teardown"]
 
 
 def test_failures_carry_the_raised_lines_and_their_cause() -> None:
-    report = parse(XML, classifier([Rule("boom at teardown", re.compile("boom"))]))
-    by_test = {f.test: f for f in report.failures}
+    rep = report(parse(XML), classifier([Rule("boom at teardown", re.compile("boom"))]))
+    by_test = {f.label: f for f in rep.failures}
     assert by_test["TestConsumerIntegration::test_a"].message == "AssertionError: 1 != 2\n+  where 1 = f()"
     assert by_test["TestConsumerIntegration::test_a (error in teardown)"].cause == "boom at teardown"
     assert by_test["test_create_ssl_context (error in setup)"].cause == 'other: failed on setup with "KeyError: x"'

@@ -57,7 +57,8 @@ def test_outcomes_parts_and_causes() -> None:
     rep = report(cases, classifier([Rule("no listener", re.compile("no listener"))]))
     # the later result of the same test replaces the earlier (a rerun counts once)
     assert [f.message for f in rep.failures if f.test == "test_acls"] == ["AssertionError: again"]
-    assert rep.totals(kafka_python.is_integration) == {"passed": 0, "failed": 1, "error": 1, "skipped": 1}
+    integration = {"passed": 0, "failed": 1, "errors": 1, "skipped": 1, "files": 3}
+    assert rep.totals(kafka_python.is_integration) == integration
     assert rep.totals(lambda p: not kafka_python.is_integration(p))["passed"] == 1
     causes = dict(rep.by_cause())
     assert [f.test for f in causes["no listener"]] == ["TestSSLConnection::test_ssl_handshake"]
@@ -118,7 +119,8 @@ def test_failure_logs_give_each_failure_the_warnings_its_log_holds() -> None:
         "test_acls": [],
     }
     cases = with_logs(parse(XML), logs)
-    ssl = next(c for c in cases if c.outcome == "error")
+    (ssl,) = next(c for c in cases if c.outcome == "error").errors
+    assert ssl.when == "setup"
     assert ssl.message.endswith("log:\nWARNING kafka.consumer.fetcher: Attempt N failed due to: InvalidRequestError\n"
                                 "ERROR kafka.producer: boom N")  # fmt: skip
     assert summary(ssl.message) == 'failed on setup with "RuntimeError: no listener" RuntimeError: no listener'
