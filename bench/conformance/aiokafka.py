@@ -51,6 +51,7 @@ from bench.conformance.checkout import PinnedSource
 from bench.conformance.jest_report import Rule, classifier, summary
 from bench.conformance.kafkajs import kafka_tool
 from bench.conformance.pytest_report import PytestReport, parse_file, report, skip_reasons
+from bench.conformance.runner import run_suite
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
 from client.cli.cluster import _poll_metadata, start_command, wait_registered, write_cluster_secret
@@ -361,17 +362,7 @@ def run_pytest(
     if no_extensions:
         env["AIOKAFKA_NO_EXTENSIONS"] = "1"
     print("$ " + " ".join(cmd) + f"  > {log}", file=sys.stderr)
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=dest, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            return proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            print(f"pytest did not finish within {timeout_s:.0f} s: stopped", file=sys.stderr)
-            return None
-        finally:  # stopped at the timeout, or we were (SIGTERM, ^C): pytest and its children go too
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    return run_suite(cmd, dest, env, timeout_s, "pytest", log)
 
 
 # --- the table ------------------------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ from bench.conformance.pytest_report import (
     summary,
     with_logs,
 )
+from bench.conformance.runner import run_suite
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
 from client.cli.cluster import _wait_kafka_listeners, start_command, wait_registered, write_cluster_secret
@@ -432,17 +433,7 @@ def run_pytest(
     log = work / f"pytest-{session.name}.log"
     shown = " ".join(f"{k}={env[k]}" for k in ("KAFKA_VERSION", "KAFKA_PYTHON_NET", "KAFKA_URI") if k in env)
     print(f"$ {shown} {' '.join(cmd)}  > {log}", file=sys.stderr)
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=dest, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        return proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        print(f"pytest did not finish within {timeout_s:.0f} s: stopped", file=sys.stderr)
-        return None
-    finally:  # stopped at the timeout, or we were (SIGTERM, ^C): pytest and any child it left go too
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    return run_suite(cmd, dest, env, timeout_s, "pytest", log)
 
 
 # --- the table --------------------------------------------------------------------------------------------------------

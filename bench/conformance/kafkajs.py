@@ -41,6 +41,7 @@ from pathlib import Path
 
 from bench.conformance.checkout import PinnedSource
 from bench.conformance.jest_report import Rule, SuiteReport, classifier, failing_files, parse, summary
+from bench.conformance.runner import run_suite
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
 from client.cli.cluster import _wait_kafka_listeners, start_command, wait_registered, write_cluster_secret
@@ -343,16 +344,7 @@ def run_jest(dest: Path, patterns: Sequence[str], out: Path, max_workers: int, t
         "--reporters=default",  # not jest-junit
     ]
     print("$ " + " ".join(cmd), file=sys.stderr)
-    proc = subprocess.Popen(cmd, cwd=dest, env=env, start_new_session=True)
-    try:
-        return proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        print(f"jest did not finish within {timeout_s:.0f} s: stopped", file=sys.stderr)
-        return None
-    finally:  # stopped at the timeout, or we were (SIGTERM, ^C): jest and its workers go too
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    return run_suite(cmd, dest, env, timeout_s, "jest")
 
 
 # --- the table ------------------------------------------------------------------------------------------------
