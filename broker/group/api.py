@@ -204,7 +204,7 @@ class GroupApis:
     async def txn_offset_commit(self, req: TxnOffsetCommitRequest, ctx: ConnectionContext) -> TxnOffsetCommitResponse:
         """Kafka's TxnOffsetCommit: the offsets join the producer's transaction (broker/group/coordinator.py)."""
         offsets = {
-            (t.name, p.partition_index): (p.committed_offset, p.committed_metadata or "")
+            (t.name, p.partition_index): (p.committed_offset, p.committed_metadata or "", p.committed_leader_epoch)
             for t in req.topics
             for p in t.partitions
         }
@@ -308,7 +308,7 @@ class GroupApis:
         if err:
             return err
         offsets = {
-            (t.name, p.partition_index): (p.committed_offset, p.committed_metadata or "")
+            (t.name, p.partition_index): (p.committed_offset, p.committed_metadata or "", p.committed_leader_epoch)
             for t in req.topics
             for p in t.partitions
         }
@@ -371,13 +371,19 @@ class GroupApis:
         out = []
         for t, rows in self.coordinator.logic.fetch_offsets(group_id, asked)["topics"]:
             parts = []
-            for p, offset, metadata, code in rows:
+            for p, offset, metadata, code, epoch in rows:
                 if stable and self.coordinator.has_pending(group_id, [(t, p)]):
                     # KIP-447: an offset an open transaction is about to replace is not answered; the client
                     # retries once the transaction's marker has decided it.
-                    offset, metadata, code = -1, "", int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                    offset, metadata, code, epoch = -1, "", int(ErrorCode.UNSTABLE_OFFSET_COMMIT), -1
                 parts.append(
-                    partition_cls(partition_index=p, committed_offset=offset, metadata=metadata, error_code=code)
+                    partition_cls(
+                        partition_index=p,
+                        committed_offset=offset,
+                        committed_leader_epoch=epoch,
+                        metadata=metadata,
+                        error_code=code,
+                    )
                 )
             out.append(topic_cls(name=t, partitions=tuple(parts)))
         return out

@@ -205,11 +205,11 @@ class GroupCoordinator:
         producer_epoch: int,
         generation: int,
         member_id: str,
-        offsets: dict[tuple[str, int], tuple[int, str]],
+        offsets: dict[tuple[str, int], tuple[int, str, int]],
     ) -> int:
-        """Write a transaction's offsets for the group as the producer's transactional records; they stay
-        pending (OffsetFetch does not show them) until the producer's marker on the partition. Returns an error
-        code for the whole commit (0: written)."""
+        """Write a transaction's offsets (offset, metadata, leader epoch) for the group as the producer's
+        transactional records; they stay pending (OffsetFetch does not show them) until the producer's marker on
+        the partition. Returns an error code for the whole commit (0: written)."""
         p = self.partition_for(group_id)
         err = self.logic.check_owner(p)
         if err:
@@ -230,8 +230,8 @@ class GroupCoordinator:
                 return int(ErrorCode.ILLEGAL_GENERATION)
         ts = int(time.time() * 1000)
         recs: list[tuple[Key, dict[str, Any] | None]] = [
-            (OffsetKey(group_id, t, q), OffsetAndMetadata(off, meta or "", ts).to_value())
-            for (t, q), (off, meta) in offsets.items()
+            (OffsetKey(group_id, t, q), OffsetAndMetadata(off, meta or "", ts, epoch).to_value())
+            for (t, q), (off, meta, epoch) in offsets.items()
         ]
         tp = (OFFSETS_TOPIC, p)
         try:
@@ -248,8 +248,8 @@ class GroupCoordinator:
         if code:
             return code
         mine = self.pending_txn.setdefault(p, {}).setdefault(producer_id, {})
-        for (t, q), (off, meta) in offsets.items():
-            mine[(group_id, t, q)] = OffsetAndMetadata(off, meta or "", ts)
+        for (t, q), (off, meta, epoch) in offsets.items():
+            mine[(group_id, t, q)] = OffsetAndMetadata(off, meta or "", ts, epoch)
         return 0
 
     def on_marker(self, topic: str, partition: int, pid: int, epoch: int, commit: bool, offset: int) -> None:
@@ -284,7 +284,7 @@ class GroupCoordinator:
 
 
 def _offset_of(v: dict[str, Any]) -> OffsetAndMetadata:
-    return OffsetAndMetadata(int(v["offset"]), str(v.get("metadata") or ""), int(v.get("commit_ts", 0)))
+    return OffsetAndMetadata.from_value(v)
 
 
 def _next_offset(data: bytes, default: int) -> int:

@@ -99,9 +99,7 @@ class GroupCoordinatorLogic:
                 if value is None:
                     g.offsets.pop((key.topic, key.partition), None)
                 else:
-                    g.offsets[(key.topic, key.partition)] = OffsetAndMetadata(
-                        int(value["offset"]), str(value.get("metadata") or ""), int(value.get("commit_ts", 0))
-                    )
+                    g.offsets[(key.topic, key.partition)] = OffsetAndMetadata.from_value(value)
             elif isinstance(key, GroupKey):
                 if value is None:
                     self.groups.pop(key.group, None)
@@ -426,13 +424,14 @@ class GroupCoordinatorLogic:
         group_id: str,
         generation: int,
         member_id: str,
-        offsets: dict[tuple[str, int], tuple[int, str]],
+        offsets: dict[tuple[str, int], tuple[int, str] | tuple[int, str, int]],
         now_ms: int,
         known_partitions: dict[str, int],
         conn: str = "",
         group_instance_id: str | None = None,
     ) -> list[Output]:
-        """`known_partitions`: topic -> partition count, from the broker's metadata."""
+        """`offsets`: (offset, metadata[, leader epoch (KIP-320, -1 not given)]) per partition. `known_partitions`:
+        topic -> partition count, from the broker's metadata."""
         g = self.groups.get(group_id)
         fenced = _fenced(g, group_instance_id, member_id) if g is None or g.consumer is None else None
         if fenced is not None:
@@ -474,7 +473,7 @@ class GroupCoordinatorLogic:
             owned = self._committable(g, m)
         rows: dict[tuple[str, int], tuple[int, str | None]] = {}
         accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for tp, (offset, metadata) in offsets.items():
+        for tp, (offset, metadata, *epoch) in offsets.items():
             if tp[0] not in known_partitions or not 0 <= tp[1] < known_partitions[tp[0]]:
                 rows[tp] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"{tp[0]}-{tp[1]} does not exist")
             elif len(metadata.encode()) > self.config.offset_metadata_max_bytes:
@@ -488,7 +487,7 @@ class GroupCoordinatorLogic:
                     f"{tp[0]}-{tp[1]} is not assigned to member {member_id} in generation {generation}",
                 )
             else:
-                accepted[tp] = OffsetAndMetadata(offset, metadata, now_ms)
+                accepted[tp] = OffsetAndMetadata(offset, metadata, now_ms, epoch[0] if epoch else -1)
         if not accepted:
             return [Reply(token, {"topics": _group_rows(rows)})]
         aid = next(self._ids)
@@ -514,7 +513,7 @@ class GroupCoordinatorLogic:
         rows = {}
         for tp in tps:
             om = offsets.get(tp)
-            rows[tp] = [-1, "", 0] if om is None else [om.offset, om.metadata, 0]
+            rows[tp] = [-1, "", 0, -1] if om is None else [om.offset, om.metadata, 0, om.leader_epoch]
         by_topic: dict[str, list[Any]] = {}
         for (t, p), row in rows.items():
             by_topic.setdefault(t, []).append([p, *row])

@@ -23,9 +23,24 @@ class OffsetAndMetadata:
     offset: int
     metadata: str
     commit_ts: int
+    # KIP-320: the leader epoch of the record before the offset, as the committing consumer saw it (-1: not given);
+    # a consumer resuming from the offset checks its log against it (OffsetForLeaderEpoch) to find a truncation.
+    leader_epoch: int = -1
 
     def to_value(self) -> dict[str, Any]:
-        return {"offset": self.offset, "metadata": self.metadata, "commit_ts": self.commit_ts}
+        value: dict[str, Any] = {"offset": self.offset, "metadata": self.metadata, "commit_ts": self.commit_ts}
+        if self.leader_epoch >= 0:  # only when given: the record stays what earlier releases wrote and read
+            value["leader_epoch"] = self.leader_epoch
+        return value
+
+    @classmethod
+    def from_value(cls, v: dict[str, Any]) -> OffsetAndMetadata:
+        return cls(
+            int(v["offset"]),
+            str(v.get("metadata") or ""),
+            int(v.get("commit_ts", 0)),
+            int(v.get("leader_epoch", -1)),
+        )
 
 
 @dataclass(slots=True)

@@ -245,3 +245,19 @@ def test_group_admin_apis_list_describe_offset_delete_and_delete(cluster):
     # deleting a group that does not exist: Kafka's GROUP_ID_NOT_FOUND
     with pytest.raises(confluent_kafka.KafkaException, match="GROUP_ID_NOT_FOUND"):
         a.delete_consumer_groups(["admin-g"])["admin-g"].result(10)
+
+
+def test_a_committed_offset_keeps_its_leader_epoch(cluster):
+    """KIP-320: librdkafka commits the leader epoch with an offset and reads it back with OffsetFetch (it checks its
+    log against it on resuming); the coordinator stored only the offset before (kafka-python's own suite found it)."""
+    topic = "epoch-commits"
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    c = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap(), "group.id": "epochs", "enable.auto.commit": False}
+    )
+    try:
+        c.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 7, leader_epoch=4)], asynchronous=False)
+        (tp,) = c.committed([confluent_kafka.TopicPartition(topic, 0)], timeout=30)
+        assert (tp.offset, tp.leader_epoch) == (7, 4)
+    finally:
+        c.close()

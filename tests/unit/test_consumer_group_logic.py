@@ -241,7 +241,7 @@ def test_offset_commits_carry_the_member_epoch():
     assert commit("nobody", a.epoch) == ErrorCode.UNKNOWN_MEMBER_ID
     assert commit("", -1) == ErrorCode.NON_EMPTY_GROUP  # an admin's commit waits for an empty group
     assert commit("a", a.epoch) == 0
-    assert h.lg.fetch_offsets("g", [("t", 0)])["topics"] == [["t", [[0, 5, "", 0]]]]
+    assert h.lg.fetch_offsets("g", [("t", 0)])["topics"] == [["t", [[0, 5, "", 0, -1]]]]
 
 
 def test_a_new_coordinator_loads_the_group_with_its_epochs_and_assignments():
@@ -266,7 +266,7 @@ def test_a_new_coordinator_loads_the_group_with_its_epochs_and_assignments():
     for mid, m in before.members.items():
         assert (after.members[mid].member_epoch, after.members[mid].assigned) == (m.member_epoch, m.assigned)
         assert after.members[mid].subscribed_topic_names == m.subscribed_topic_names
-    assert lg2.fetch_offsets("g", [("t", 0)])["topics"] == [["t", [[0, 7, "m", 0]]]]
+    assert lg2.fetch_offsets("g", [("t", 0)])["topics"] == [["t", [[0, 7, "m", 0, -1]]]]
     # Members carry on at the new coordinator without rejoining.
     h2 = Harness(lg2)
     r = h2.beat(a, 10_010)

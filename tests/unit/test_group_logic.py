@@ -84,7 +84,7 @@ def test_commit_for_a_partition_not_assigned_is_refused():
     body = replies(complete_appends(lg, out, 6))["c"]
     rows = {p: code for p, code, _ in body["topics"][0][1]}
     assert rows == {0: 0, 1: ErrorCode.PARTITION_NOT_ASSIGNED}
-    assert lg.fetch_offsets("g", [("t", 0), ("t", 1)])["topics"] == [["t", [[0, 5, "", 0], [1, -1, "", 0]]]]
+    assert lg.fetch_offsets("g", [("t", 0), ("t", 1)])["topics"] == [["t", [[0, 5, "", 0, -1], [1, -1, "", 0, -1]]]]
 
 
 def test_any_int64_offset_is_stored_as_committed_and_only_metadata_is_validated():
@@ -95,7 +95,7 @@ def test_any_int64_offset_is_stored_as_committed_and_only_metadata_is_validated(
     for offset in (-1, -2, -(2**63), 2**63 - 1, 0):
         out = lg.commit("c", P, "g", 2, a, {("t", 0): (offset, "m")}, 5, {"t": 2})
         assert replies(complete_appends(lg, out, 6))["c"]["topics"][0][1][0][1] == 0, offset
-        assert lg.fetch_offsets("g", [("t", 0)])["topics"] == [["t", [[0, offset, "m", 0]]]]
+        assert lg.fetch_offsets("g", [("t", 0)])["topics"] == [["t", [[0, offset, "m", 0, -1]]]]
     out = lg.commit("c", P, "g", 2, a, {("t", 0): (-1, "12345")}, 5, {"t": 2})
     assert replies(out)["c"]["topics"][0][1][0][1] == ErrorCode.OFFSET_METADATA_TOO_LARGE
 
@@ -259,3 +259,23 @@ def test_a_new_member_on_another_connection_replaces_nobody():
     # a stays until it rejoins or its session (1000 ms) runs out
     assert replies(lg.tick(500)) == {}
     assert a in lg.groups["g"].members
+
+
+def test_a_committed_leader_epoch_is_kept_and_loaded_back():
+    """KIP-320: OffsetCommit v6+ / TxnOffsetCommit v2+ carry the leader epoch of the record before the offset, and
+    OffsetFetch v5+ answers it, so a consumer resuming there can detect a truncation (kafka-python's
+    test_transactional_producer_offsets expects it back). Not given (-1): none is stored, and the record keeps the
+    shape earlier releases wrote."""
+    lg = logic()
+    a = replies(join(lg, "a"))["a"]["member_id"]
+    done = complete_appends(lg, lg.sync("s", "g", 1, a, {a: Assignment(frozenset({("t", 0), ("t", 1)})).encode()}, 1))
+    assert replies(done)["s"]["error_code"] == 0
+    out = lg.commit("c", P, "g", 1, a, {("t", 0): (5, "m", 3), ("t", 1): (9, "")}, 5, {"t": 2})
+    records = dict(next(o for o in out if isinstance(o, Append)).records)
+    assert records[OffsetKey("g", "t", 0)]["leader_epoch"] == 3
+    assert "leader_epoch" not in records[OffsetKey("g", "t", 1)]
+    complete_appends(lg, out, 6)
+    assert lg.fetch_offsets("g", [("t", 0), ("t", 1)])["topics"] == [["t", [[0, 5, "m", 0, 3], [1, 9, "", 0, -1]]]]
+    other = logic()
+    other.load(P, list(records.items()), 10)  # a new coordinator, from the log
+    assert other.fetch_offsets("g", [("t", 0)])["topics"] == [["t", [[0, 5, "m", 0, 3]]]]
