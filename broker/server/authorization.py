@@ -41,6 +41,7 @@ from broker.security.request_authorizer import (
     RequestAuthorizer,
     denied_message,
 )
+from broker.utils.repeated_log import RepeatedConditionLog
 from net.acl import CLUSTER_NAME, AclOperation, ResourceType
 from net.errors import ErrorCode
 from net.protocol import ApiKey
@@ -110,6 +111,9 @@ from net.schema.write_share_group_state import WriteStateResult
 from net.schema.write_txn_markers import WriteTxnMarkersResponse
 
 log = logging.getLogger("kafkalite.security")
+# Broker-only requests refused to a principal without ClusterAction, by (api, principal): the first logged, then a
+# count at most every 10 s (a client may send them as fast as it likes; one line each would fill the disk).
+_refusals = RepeatedConditionLog(log)
 Op = AclOperation
 TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
 _DENIED_CODE = {
@@ -245,7 +249,10 @@ class Authorization:
 
     def refuse_broker_only(self, api: int, ctx: ConnectionContext) -> Decision:
         name = ApiKey(api).name
-        log.warning("refused %s from %s at %s: no ClusterAction on the cluster", name, ctx.principal, ctx.peer)
+        _refusals.report(
+            (api, ctx.principal), logging.WARNING, "refused %s from %s at %s: no ClusterAction on the cluster", name,
+            ctx.principal, ctx.peer,
+        )  # fmt: skip
         if api == ApiKey.QUORUM:
             return Decision({}, refused=True, answer=None)  # one-way: nothing to answer
         return self.refuse(CLUSTER, Op.CLUSTER_ACTION, name, ctx)

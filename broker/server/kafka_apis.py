@@ -41,6 +41,7 @@ from broker.server.admin_apis import AdminApis
 from broker.server.authorization import Authorization
 from broker.server.security_api import SecurityApis
 from broker.transaction.verification import NO_GUARDS, FirstBatch
+from broker.utils.repeated_log import RepeatedConditionLog
 from net.errors import (
     ErrorCode,
     KafkaLiteError,
@@ -80,6 +81,10 @@ if TYPE_CHECKING:
     from election.coordination import Coordination
 
 log = logging.getLogger("kafkalite.api")
+# Requests refused at the listener gate, by (api, listener): the first logged, then a count at most every 10 s. Any
+# peer that can connect can send them as fast as it likes, and one line each would fill the disk (120,342 lines in
+# one kafka-python suite run, before its ListOffsets were served).
+_refusals = RepeatedConditionLog(log)
 # Only brokers send these (the authorization table asks CLUSTER_ACTION; only the inter-broker listener serves them).
 # WriteTxnMarkers is not among them: as in Kafka, an admin with CLUSTER_ACTION may send it on a client listener
 # to abort a hanging transaction (Admin.abortTransaction, kl-transactions abort).
@@ -354,7 +359,10 @@ class KafkaApis:
         if ctx.listener in BROKER_LISTENERS or not broker_only(api_key, body):
             return _ALLOWED
         name = ApiKey(api_key).name
-        log.warning("refused %s from %s on the %s listener: brokers only", name, ctx.peer, ctx.listener)
+        _refusals.report(
+            (api_key, ctx.listener), logging.WARNING, "refused %s from %s on the %s listener: brokers only", name,
+            ctx.peer, ctx.listener,
+        )  # fmt: skip
         if api_key == ApiKey.QUORUM:
             return None  # one-way: nothing to answer
         return error_body(ErrorCode.INVALID_REQUEST, f"{name} is served on the inter-broker listener only")

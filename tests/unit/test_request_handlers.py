@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import inspect
+import logging
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -633,7 +634,7 @@ def test_a_consumers_fetch_declines_a_session_and_a_followers_is_in_one(tmp_path
     broker.close()
 
 
-def test_a_replica_id_fetch_is_refused_on_a_client_listener_and_a_replica_id_list_offsets_served(broker):
+def test_a_replica_id_fetch_is_refused_on_a_client_listener_and_a_replica_id_list_offsets_served(broker, caplog):
     """A follower's Fetch (replica_id >= 0: fetch sessions, the follower's state on the leader) is the inter-broker
     listener's: a client listener refuses it whole, INVALID_REQUEST, whoever asks. ListOffsets with a replica id is
     served there, as Kafka serves it to any client (kafka-python 3.1 sends replica id 0): its latest is the log end."""
@@ -641,6 +642,11 @@ def test_a_replica_id_fetch_is_refused_on_a_client_listener_and_a_replica_id_lis
     async def scenario() -> None:
         fetch = await broker.call(ApiKey.FETCH, fetch_request(0, 0, replica_id=2))
         assert isinstance(fetch, dict) and fetch["error_code"] == ErrorCode.INVALID_REQUEST
+        with caplog.at_level(logging.WARNING, logger="kafkalite.api"):
+            for _ in range(50):  # a peer repeating it as fast as it can: answered each time, logged once at most
+                again = await broker.call(ApiKey.FETCH, fetch_request(0, 0, replica_id=2))
+                assert again["error_code"] == ErrorCode.INVALID_REQUEST
+        assert sum("brokers only" in r.getMessage() for r in caplog.records) <= 1
         await broker.produce(1, [0, records(b"x", b"y")])
         for replica_id in (0, 2, -1):
             listed = await broker.call(ApiKey.LIST_OFFSETS, list_offsets(TOPIC, 0, replica_id=replica_id))
