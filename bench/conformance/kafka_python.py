@@ -152,29 +152,10 @@ SASL_LISTENERS = {"PLAIN": "SASL_PLAIN", "SCRAM-SHA-256": "SASL_SCRAM256", "SCRA
 # The causes: (cause, what the pattern looks at: the error "message" (pytest's message and E lines), the test's
 # "name" or its file's "path", the pattern, and what Kafka Lite does differently as read off the test and the
 # broker's log). The first match wins; anything else is grouped by its first line (jest_report.classifier).
-LIST_OFFSETS_REFUSED = (
-    "ListOffsets with replica_id 0 refused on the client listener (INVALID_REQUEST): the consumer never gets a position"
-)
 CAUSES: tuple[tuple[str, str, str, str], ...] = (
-    (
-        LIST_OFFSETS_REFUSED,
-        "message",
-        r"fetch offsets for partition .* failed due to: InvalidRequestError",
-        "kafka-python at this commit sends ListOffsets (v9) with ReplicaId 0: its ListOffsetsRequest leaves the "
-        "field at the schema's zero value (the released 3.0.12 patches the default to -1; the bytes on the wire "
-        "here are `00 00 00 00`). Kafka serves a ListOffsets of any replica id on a client listener "
-        "(KafkaApis.handleListOffsetRequest: any id but -2 reads the leader, and an id other than -1 only loses "
-        "its isolation level, so its latest offset is the log end; authorization is DESCRIBE on the topic). "
-        "Kafka Lite takes replica_id >= 0 for a follower's request: broker/server/kafka_apis.py `broker_only` "
-        "(`_REPLICA_APIS` holds LIST_OFFSETS) makes `KafkaApis._listener_gate` answer INVALID_REQUEST (42) for "
-        "every partition on any client listener, and broker/server/authorization.py `_list_offsets` would refuse "
-        "it without CLUSTER_ACTION. So auto.offset.reset, seek_to_end, offsets_for_times and beginning/end_offsets "
-        "never get an answer: the consumer retries (the broker logged `refused LIST_OFFSETS ... brokers only` "
-        "120,342 times in this run, one WARNING per request) until the test's own timeout: no records "
-        "(`set() == {...}`), StopIteration, KafkaTimeoutError, or pytest-timeout's 300 s. With kafka-python's "
-        "ListOffsetsRequest made to default to -1 (a pytest plugin of one line, 2026-11-28, the admin, consumer, "
-        "producer and SASL files again) all 24 pass; nothing else stands behind this cause.",
-    ),
+    # Fixed since the first run (2026-11-28, 27 failures): ListOffsets with replica id 0 (kafka-python 3.1's) was
+    # refused on client listeners as brokers' only (24 tests; test_request_handlers), and committed leader epochs
+    # (KIP-320) were not kept (test_group_logic, test_kafka_groups).
     (
         "AlterReplicaLogDirs (34) is not served",
         "message",
@@ -183,17 +164,6 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "(KIP-113). Kafka Lite's Kafka listener does not advertise api 34 in ApiVersions (replicas never move "
         "between a broker's log directories, docs/COMPATIBILITY.md), so kafka-python raises "
         "IncompatibleBrokerVersion before sending anything.",
-    ),
-    (
-        "a committed offset's leader epoch is not kept (OffsetFetch answers committed_leader_epoch -1)",
-        "message",
-        r"leader_epoch=-1\)\}\} != \{.*leader_epoch=0\)",
-        "TxnOffsetCommit v3 carried committed_leader_epoch 0; broker/group/api.py `txn_offset_commit` (and "
-        "`offset_commit` alike) keeps only (offset, metadata), so the OffsetFetch v8 that "
-        "`admin.list_group_offsets` sends is answered committed_leader_epoch -1. Kafka stores the epoch with the "
-        "offset and answers it back (KIP-320: OffsetCommit v6+, TxnOffsetCommit v2+, OffsetFetch v5+); a "
-        "consumer that resumes from a committed offset uses it to check for log truncation "
-        "(OffsetForLeaderEpoch), which -1 skips.",
     ),
     (
         "the broker version kafka-python infers from ApiVersions is 3.8, not 4.3",
