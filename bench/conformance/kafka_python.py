@@ -64,6 +64,7 @@ from bench.conformance.jest_report import Rule, classifier
 from bench.conformance.kafka_python_fixtures import LISTENERS_ENV, SSL_DIR_ENV, listener_key
 from bench.conformance.pytest_report import (
     Case,
+    FileCounts,
     PytestReport,
     failure_logs,
     parse_file,
@@ -425,6 +426,12 @@ def _totals_line(t: dict[str, int]) -> str:
     return f"{t['passed']} passed, {t['failed']} failed, {t['errors']} errors, {t['skipped']} skipped{pct}"
 
 
+def _files_table(files: Sequence[FileCounts]) -> str:
+    """Per test file: passed, failed, errors, skipped."""
+    rows = [(f"`{f.path}`", f.passed, f.failed, f.errors, f.skipped) for f in files]
+    return md_table(["File", "Passed", "Failed", "Errors", "Skipped"], rows)
+
+
 def render(rep: PytestReport, when: str, command: str, minutes: float, net: str) -> str:
     files = rep.files()
     by_area: dict[str, Counter[str]] = {}
@@ -463,20 +470,14 @@ def render(rep: PytestReport, when: str, command: str, minutes: float, net: str)
         "",
         "Integration files:",
         "",
-        md_table(
-            ["File", "Passed", "Failed", "Errors", "Skipped"],
-            [(f"`{f.path}`", f.passed, f.failed, f.errors, f.skipped) for f in integration],
-        ),
+        _files_table(integration),
         "",
     ]
     if unit_failing:
         lines += [
             "Unit test files with failures:",
             "",
-            md_table(
-                ["File", "Passed", "Failed", "Errors", "Skipped"],
-                [(f"`{f.path}`", f.passed, f.failed, f.errors, f.skipped) for f in unit_failing],
-            ),
+            _files_table(unit_failing),
             "",
         ]
     skipped = [c for c in rep.cases if c.outcome == "skipped"]
