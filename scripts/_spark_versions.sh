@@ -50,8 +50,9 @@ spark_api_tests_lowest() {
   if [ ! -f "$dir/.installed" ]; then
     echo "installing pyspark==$low into $dir for the lowest-version run (first run only)..." >&2
     rm -rf "$dir"
-    # With its own dependency (py4j at the version this pyspark asks for), nothing else.
-    if ! python -m pip install -q --target "$dir" "pyspark==$low" >.venv/pyspark-lowest.log 2>&1; then
+    # With its own dependency (py4j at the version this pyspark asks for), nothing else. No bytecode at install:
+    # test.sh's PYTHONPYCACHEPREFIX keeps it elsewhere (see KL_PIP_NO_COMPILE in _env.sh).
+    if ! python -m pip install -q --no-compile --target "$dir" "pyspark==$low" >.venv/pyspark-lowest.log 2>&1; then
       tail -n 20 .venv/pyspark-lowest.log >&2
       echo "error: could not install pyspark==$low (log: .venv/pyspark-lowest.log)" >&2
       return 1

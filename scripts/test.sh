@@ -2,9 +2,10 @@
 # Set up .venv and run every test. Extra arguments go to pytest (every run below).
 # Alongside the main run, another takes the Spark data source's API tests against the lowest pyspark that
 # setup.cfg allows (scripts/_spark_versions.sh); KL_SPARK_LOWEST=0 skips it. Naming a test file or test runs only that.
-KL_SPARK_CDS_BACKGROUND=1 source "$(dirname "$0")/_env.sh"
+KL_SPARK_CDS_BACKGROUND=1 KL_PIP_NO_COMPILE=1 source "$(dirname "$0")/_env.sh"
 source "$(dirname "$0")/_spark_versions.sh"
-# Bytecode cached, as an installed package runs (pip compiles at install): a sandbox's PYTHONDONTWRITEBYTECODE would
+# Bytecode cached, as an installed package runs (pip compiles at install; here it is compiled as first imported,
+# KL_PIP_NO_COMPILE above): a sandbox's PYTHONDONTWRITEBYTECODE would
 # make every broker, CLI and Spark worker the suite starts compile the product's modules again (a broker start:
 # ~0.5 s of CPU against ~0.28 s cached, measured, and the suite starts brokers and CLIs by the hundred). The cache
 # lives in .venv, outside the source tree (bench/run_cluster.py's installed_env does the same for benchmarks).
