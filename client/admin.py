@@ -100,6 +100,7 @@ class MemberDescription:
     # A consumer-protocol member's (KIP-848): its epoch and the partitions it is moving towards.
     member_epoch: int | None = None
     target_assignment: frozenset[tuple[str, int]] | None = None
+    group_instance_id: str | None = None  # a static member's group.instance.id (KIP-345)
 
 
 @dataclass
@@ -420,7 +421,9 @@ class AsyncAdmin:
                 tps = Assignment.decode(m.member_assignment).partitions
             except ValueError:
                 tps = frozenset()
-            members.append(MemberDescription(m.member_id, m.client_id, m.client_host, tps))
+            members.append(
+                MemberDescription(m.member_id, m.client_id, m.client_host, tps, group_instance_id=m.group_instance_id)
+            )
         address = self.client.metadata.brokers.get(gc.coordinator_id) if gc.coordinator_id is not None else None
         coordinator = (gc.coordinator_id, *address) if gc.coordinator_id is not None and address else None
         desc = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members, coordinator)
@@ -450,7 +453,13 @@ class AsyncAdmin:
         desc.group_epoch, desc.target_assignment_epoch = g.group_epoch, g.assignment_epoch
         desc.members = [
             MemberDescription(
-                m.member_id, m.client_id, m.client_host, tps(m.assignment), m.member_epoch, tps(m.target_assignment)
+                m.member_id,
+                m.client_id,
+                m.client_host,
+                tps(m.assignment),
+                m.member_epoch,
+                tps(m.target_assignment),
+                m.instance_id,
             )  # fmt: skip
             for m in g.members
         ]

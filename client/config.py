@@ -225,6 +225,15 @@ class ConsumerConfig(CommonClientConfig):
         "classic: JoinGroup / SyncGroup, the members assign (partition.assignment.strategy); consumer: the "
         "consumer group protocol (KIP-848), the coordinator assigns and members reconcile one by one.",
     )
+    group_instance_id: OptStr = key(
+        "group.instance.id",
+        None,
+        "A static member's id (KIP-345), unique in the group: a consumer restarted with it within its session "
+        "timeout takes its partitions back without a rebalance (on close it sends no LeaveGroup; with "
+        "group.protocol=consumer it leaves with member epoch -2). A second consumer with the same id: classic, it "
+        "fences the first, whose poll() raises FENCED_INSTANCE_ID; consumer, it is refused while the first holds "
+        "the id, its own poll() raising UNRELEASED_INSTANCE_ID. Both are fatal: close that consumer.",
+    )
     group_remote_assignor: OptStr = key(
         "group.remote.assignor",
         None,
@@ -245,6 +254,8 @@ class ConsumerConfig(CommonClientConfig):
     def model_post_init(self, _context: Any) -> None:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ClientConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
+        if self.group_instance_id is not None and self.group_id is None:
+            raise ClientConfigError("group.instance.id is set without group.id: a static member needs a group")
 
 
 FAMILIES: list[type[ClientConfigDef]] = [ProducerConfig, ConsumerConfig, AdminConfig]

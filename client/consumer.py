@@ -48,7 +48,7 @@ class AsyncConsumer:
         if cfg.group_id is not None and cfg.group_protocol == "consumer":
             # KIP-848: the coordinator assigns; session and heartbeat timing are the broker's group.consumer.*.
             self._coordinator = ConsumerGroupMember(
-                self.client, cfg.group_id, cfg.max_poll_interval_ms, cfg.group_remote_assignor
+                self.client, cfg.group_id, cfg.max_poll_interval_ms, cfg.group_remote_assignor, cfg.group_instance_id
             )
         elif cfg.group_id is not None:
             self._coordinator = ConsumerCoordinator(
@@ -58,6 +58,7 @@ class AsyncConsumer:
                 cfg.session_timeout_ms,
                 cfg.max_poll_interval_ms,
                 cfg.heartbeat_interval_ms,
+                cfg.group_instance_id,
             )
         self._subscription: GroupSubscription | None = None
         self.auto_offset_reset = cfg.auto_offset_reset

@@ -43,6 +43,8 @@ COORDINATOR_ERRORS = {
 # would abort connections that are merely slow).
 MIN_HEARTBEAT_TIMEOUT_S = 1.0
 LOOKUP_SLACK_S = 0.1
+# Another consumer has this member's group.instance.id: the member is done for (GroupClient.fatal).
+FATAL_INSTANCE_CODES = frozenset({ErrorCode.FENCED_INSTANCE_ID, ErrorCode.UNRELEASED_INSTANCE_ID})
 # A heartbeat's answers that end this member's generation (ConsumerCoordinator._on_heartbeat).
 REJOIN_CODES = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
 
@@ -74,6 +76,11 @@ class GroupClient:
         self.member_id = ""
         self.generation = -1
         self.rejoin_needed = True
+        # group.instance.id (KIP-345): a static member, known to the coordinator by this id across restarts
+        self.group_instance_id: str | None = None
+        # An answer no retry can fix (FENCED_INSTANCE_ID: another consumer took this instance id): raised from
+        # every poll() from then on, as Kafka's consumer raises FencedInstanceIdException; close the consumer.
+        self.fatal: KafkaLiteError | None = None
         # KIP-447: a read_committed consumer asks for stable offsets only, waiting out a transaction that is
         # about to replace one (UNSTABLE_OFFSET_COMMIT), so it never resumes from an offset about to move.
         self.require_stable = False
@@ -196,11 +203,13 @@ class GroupClient:
                 group_id=self.group_id,
                 generation_id_or_member_epoch=self.generation if use_generation else -1,
                 member_id=self.member_id if use_generation else "",
+                group_instance_id=self.group_instance_id if use_generation else None,
                 topics=topics,
             )
             try:
                 resp = await self.call(request, timeout=max(deadline - time.monotonic(), 0.001), action="read")
             except KafkaLiteError as e:  # refused as a whole (the generation, the member, a group with members)
+                self._fenced(e)
                 self._commit_failed(e.code, "commit", str(e))
                 raise
             errors = [
@@ -227,6 +236,13 @@ class GroupClient:
             deadline,
             before_retry=moved,
         )
+
+    def _fenced(self, e: KafkaLiteError) -> None:
+        """FENCED_INSTANCE_ID (or, in the consumer protocol, UNRELEASED_INSTANCE_ID): another consumer holds this
+        member's group.instance.id. Fatal, as in Kafka: kept, and raised from every poll()."""
+        if e.code in FATAL_INSTANCE_CODES and self.fatal is None:
+            log.error("group %s: %s", self.group_id, e)
+            self.fatal = e
 
     def _commit_failed(self, code: int, what: str, why: str) -> None:
         """Raises CommitFailedError where the member's generation ended under the commit (Kafka's
@@ -279,8 +295,10 @@ class ConsumerCoordinator(GroupClient):
         session_timeout_ms: int,
         rebalance_timeout_ms: int,
         heartbeat_interval_ms: int,
+        group_instance_id: str | None = None,
     ) -> None:
         super().__init__(client, group_id)
+        self.group_instance_id = group_instance_id
         self.assignors = {a.name: a for a in assignors}
         self.preference = [a.name for a in assignors]
         self.session_timeout_ms = session_timeout_ms
@@ -308,6 +326,7 @@ class ConsumerCoordinator(GroupClient):
                 session_timeout=datetime.timedelta(milliseconds=self.session_timeout_ms),
                 rebalance_timeout=datetime.timedelta(milliseconds=self.rebalance_timeout_ms),
                 member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
                 protocol_type=PROTOCOL_TYPE,
                 protocols=tuple(
                     JoinGroupRequestProtocol(name=n, metadata=Subscription(tuple(topics), owned).encode())
@@ -327,6 +346,7 @@ class ConsumerCoordinator(GroupClient):
                 group_id=self.group_id,
                 generation_id=self.generation,
                 member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
                 assignments=tuple(
                     SyncGroupRequestAssignment(member_id=m, assignment=Assignment(frozenset(tps)).encode())
                     for m, tps in assignments.items()
@@ -355,6 +375,7 @@ class ConsumerCoordinator(GroupClient):
         try:
             return await answer
         except KafkaLiteError as e:
+            self._fenced(e)
             if e.code == ErrorCode.UNKNOWN_MEMBER_ID:
                 self.member_id, self.generation = "", -1
                 return None
@@ -397,10 +418,18 @@ class ConsumerCoordinator(GroupClient):
                 await self.leave_group()
                 self.partitions_lost = True
                 continue
-            beat = HeartbeatRequest(group_id=self.group_id, generation_id=self.generation, member_id=self.member_id)
+            beat = HeartbeatRequest(
+                group_id=self.group_id,
+                generation_id=self.generation,
+                member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
+            )
             try:
                 resp = await self.call(beat, timeout=self.heartbeat_timeout(self.heartbeat_interval_ms / 1000))
             except KafkaLiteError as e:
+                self._fenced(e)
+                if self.fatal is not None:
+                    return  # no more heartbeats: poll() raises the error
                 if e.code in REJOIN_CODES:  # the coordinator's answer: the group moved on without this member
                     backoff.reset()
                     self._on_heartbeat(e.code)
@@ -427,8 +456,11 @@ class ConsumerCoordinator(GroupClient):
     # --- leaving ------------------------------------------------------------------------------------
 
     async def leave_group(self) -> None:
-        if not self.member_id or self.coordinator_id is None:
-            self.generation, self.rejoin_needed = -1, True
+        """LeaveGroup, unless the member is static (group.instance.id): as in Kafka, a static member that closes
+        (or stops polling) stays in the group until its session times out, so that its restart within
+        session.timeout.ms takes its partitions back without a rebalance."""
+        if not self.member_id or self.coordinator_id is None or self.group_instance_id is not None:
+            self.member_id, self.generation, self.rejoin_needed = "", -1, True
             return
         leave = LeaveGroupRequest(group_id=self.group_id, members=(MemberIdentity(member_id=self.member_id),))
         try:

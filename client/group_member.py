@@ -18,23 +18,31 @@ import time
 import uuid
 
 from client.cluster import KafkaLiteClient
-from client.group import COORDINATOR_ERRORS, GroupClient
+from client.group import COORDINATOR_ERRORS, FATAL_INSTANCE_CODES, GroupClient
 from net.errors import ErrorCode, KafkaLiteError, group_error
 from net.schema.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from net.schema.consumer_group_heartbeat import TopicPartitions as HeartbeatTopicPartitions
 
 log = logging.getLogger("kafkalite.consumer")
 TP = tuple[str, int]
-JOIN_EPOCH, LEAVE_EPOCH = 0, -1
+# -2: a static member (group.instance.id) leaving for a while: the coordinator keeps its partitions until its
+# session times out, so that its restart takes them back without a reassignment (KIP-848).
+JOIN_EPOCH, LEAVE_EPOCH, LEAVE_STATIC_EPOCH = 0, -1, -2
 # Errors after which the member starts over (epoch 0): what it owned may already be another member's.
 FENCED = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
 
 
 class ConsumerGroupMember(GroupClient):
     def __init__(
-        self, client: KafkaLiteClient, group_id: str, rebalance_timeout_ms: int, remote_assignor: str | None
+        self,
+        client: KafkaLiteClient,
+        group_id: str,
+        rebalance_timeout_ms: int,
+        remote_assignor: str | None,
+        group_instance_id: str | None = None,
     ) -> None:
         super().__init__(client, group_id)
+        self.group_instance_id = group_instance_id
         self.member_id = uuid.uuid4().hex  # the client's own id for its whole life (KIP-1082)
         self.generation = JOIN_EPOCH  # the member epoch: OffsetCommit's generation for this protocol
         self.rejoin_needed = False
@@ -71,10 +79,13 @@ class ConsumerGroupMember(GroupClient):
                 else:
                     wait = backoff.next()
             except KafkaLiteError as e:
+                self._fenced(e)
                 # Tried again soon (retry.backoff.ms, growing), on a fresh connection: the session goes on.
                 log.warning("group %s: heartbeat failed: %s", self.group_id, e)
                 self.heartbeat_failed(e)
                 wait = backoff.next()
+            if self.fatal is not None:
+                return  # poll() raises it
             try:
                 await asyncio.wait_for(self._wake.wait(), wait)
             except TimeoutError:
@@ -95,6 +106,7 @@ class ConsumerGroupMember(GroupClient):
             group_id=self.group_id,
             member_id=self.member_id,
             member_epoch=epoch,
+            instance_id=self.group_instance_id,
             rebalance_timeout=datetime.timedelta(milliseconds=self.rebalance_timeout_ms),
             subscribed_topic_names=tuple(self.topics) if self.regex is None else None,
             subscribed_topic_regex=self.regex,
@@ -119,6 +131,10 @@ class ConsumerGroupMember(GroupClient):
             return True
         if code in COORDINATOR_ERRORS:
             return False  # GroupClient.call found no coordinator before its deadline: tried again soon
+        if code in FATAL_INSTANCE_CODES:  # another consumer has our group.instance.id: no more heartbeats
+            self._fenced(group_error(code, self.group_id, "read", answer.error_message or ""))
+            self.assignment_changed.set()
+            return True
         if code:
             self.error = group_error(code, self.group_id, "read", answer.error_message or "")
             self.assignment_changed.set()
@@ -147,14 +163,18 @@ class ConsumerGroupMember(GroupClient):
         return frozenset((names[r.topic_id.hex], p) for r in rows if r.topic_id.hex in names for p in r.partitions)
 
     async def leave(self) -> None:
-        """Member epoch -1: the coordinator hands our partitions to the others at once."""
+        """Member epoch -1: the coordinator hands our partitions to the others at once; a static member's -2
+        leaves them with it until its session times out."""
         if self._task is not None:
             self._task.cancel()
-        if self.coordinator_id is None or self.generation == JOIN_EPOCH and self.assigned is None:
+        if self.coordinator_id is None or self.fatal is not None:
+            return
+        if self.generation == JOIN_EPOCH and self.assigned is None:
             return
         try:
             conn = await self.client.coordinator_connection(self.coordinator_id)
-            await conn.call(self._request(LEAVE_EPOCH), 5)
+            epoch = LEAVE_EPOCH if self.group_instance_id is None else LEAVE_STATIC_EPOCH
+            await conn.call(self._request(epoch), 5)
             log.info("group %s: member %s left", self.group_id, self.member_id)
         except KafkaLiteError as e:
             log.info("group %s: leave failed (%s); the session timeout will remove us", self.group_id, e)

@@ -93,6 +93,8 @@ class GroupSubscription:
 
     async def on_poll(self, deadline: float) -> None:
         c = self.coordinator
+        if c.fatal is not None:
+            raise c.fatal
         c.last_poll = time.monotonic()
         if c.partitions_lost and self.consumer.assignment():
             await self._lose(set(self.consumer.assignment()))
@@ -102,6 +104,8 @@ class GroupSubscription:
             try:
                 await self._apply(join.result())
             except KafkaLiteError as e:
+                if c.fatal is not None:
+                    raise c.fatal from None
                 if e.code in FATAL_TO_POLL:
                     c.rejoin_needed = True
                     raise  # Kafka's consumer raises authorization failures from poll(), it does not retry them
@@ -258,6 +262,8 @@ class ConsumerProtocolSubscription(GroupSubscription):
         await self._check_metadata()
         m.topics, m.regex = list(self.topics), self.pattern.pattern if self.pattern is not None else None
         m.rejoin_needed = False  # no rejoins in this protocol: a failed commit does not stop the auto-commits
+        if m.fatal is not None:
+            raise m.fatal
         m.start()
         if m.error is not None:
             err, m.error = m.error, None

@@ -1,4 +1,5 @@
-"""KIP-345 static membership with a real client: confluent-kafka (librdkafka) consumers with group.instance.id.
+"""KIP-345 static membership with real clients: confluent-kafka (librdkafka) consumers with group.instance.id on the
+Kafka listener, and Kafka Lite's own consumer (group_instance_id) on the native one, in both group protocols.
 
 A static member that restarts within its session timeout takes its place back: no rebalance (its peer is never
 revoked), the same partitions, and DescribeGroups shows the instance id. aiokafka's own suite (test_kip_345_enabled)
@@ -12,7 +13,11 @@ import time
 
 import pytest
 
+from client.subscription import ConsumerRebalanceListener
+from client.sync import Admin as KLAdmin
+from client.sync import Consumer as KLConsumer
 from client.sync import Producer as KLProducer
+from net.errors import ErrorCode, KafkaLiteError
 from tests.integration.cluster_harness import ClusterHarness
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
@@ -60,22 +65,25 @@ class Static:
     def now(self) -> set[int]:
         return {p.partition for p in self.c.assignment()}
 
+    def step(self) -> None:
+        self.c.poll(0.05)
 
-def poll_all(members: list[Static], until, timeout: float, what: str) -> None:
+
+def poll_all(members: list, until, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for m in members:
-            m.c.poll(0.05)
+            m.step()
         if until():
             return
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def keep_polling(members: list[Static], seconds: float) -> None:
+def keep_polling(members: list, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for m in members:
-            m.c.poll(0.05)
+            m.step()
 
 
 def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(cluster):
@@ -125,3 +133,117 @@ def test_a_second_consumer_with_a_taken_instance_id_fences_the_first(cluster):
             second.c.close()
     finally:
         first.c.close()
+
+
+# --- Kafka Lite's own consumer (native listener), both group protocols ------------------------------------------
+
+
+class OwnStatic(ConsumerRebalanceListener):
+    """Kafka Lite's own consumer with group_instance_id, counting its rebalance callbacks."""
+
+    def __init__(self, h: ClusterHarness, group: str, instance: str, protocol: str) -> None:
+        self.assigned: list[set[int]] = []
+        self.revoked = 0
+        extra = {"session_timeout_ms": 30000, "heartbeat_interval_ms": 500} if protocol == "classic" else {}
+        self.c = KLConsumer(
+            h.bootstrap(),
+            group_id=group,
+            group_instance_id=instance,
+            group_protocol=protocol,
+            auto_offset_reset="earliest",
+            **extra,
+        )
+        self.c.subscribe([TOPIC], listener=self)
+
+    def on_partitions_assigned(self, assigned: set) -> None:
+        self.assigned.append({tp.partition for tp in assigned})
+
+    def on_partitions_revoked(self, revoked: set) -> None:
+        self.revoked += 1 if revoked else 0
+
+    def now(self) -> set[int]:
+        return {tp.partition for tp in self.c.assignment()}
+
+    def step(self) -> None:
+        self.c.poll(50)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_our_restarted_static_member_gets_its_partitions_back_without_a_rebalance(cluster, protocol):
+    """Closing a static member sends no LeaveGroup (classic) or leaves with member epoch -2 (KIP-848): its
+    partitions wait for it, and its restart under the same group.instance.id takes them back while its peer
+    keeps polling, never revoked."""
+    group = f"own-restart-{protocol}"
+    a, b = OwnStatic(cluster, group, "inst-a", protocol), OwnStatic(cluster, group, "inst-b", protocol)
+    try:
+        poll_all([a, b], lambda: len(a.now()) + len(b.now()) == PARTITIONS and a.now() and b.now(), 90, "both")
+        keep_polling([a, b], 3)  # settle: a first member may have had a generation of its own
+        had_b, revokes_a, assigns_a = b.now(), a.revoked, len(a.assigned)
+        b.c.close()
+        # Still a member, its partitions kept for it (a dynamic member's close would have removed it at once)
+        with KLAdmin(cluster.bootstrap()) as admin:
+            kept = {m.group_instance_id: m.assignment for m in admin.describe_group(group).members}
+        assert {p for _, p in kept.get("inst-b", ())} == had_b, kept
+        b = OwnStatic(cluster, group, "inst-b", protocol)
+        poll_all([a, b], lambda: bool(b.now()), 60, "the restarted member's assignment")
+        assert b.now() == had_b, "the restarted static member got other partitions"
+        keep_polling([a, b], 3)  # a rebalance, had there been one, would reach a within 3 s
+        assert (a.revoked, len(a.assigned)) == (revokes_a, assigns_a), "the peer was revoked: a rebalance happened"
+        assert a.now() | b.now() == set(range(PARTITIONS)) and not a.now() & b.now()
+    finally:
+        for m in (a, b):
+            m.c.close()
+
+
+def test_our_consumer_fenced_by_a_second_with_its_instance_id_raises_from_every_poll(cluster):
+    """Classic protocol: the newer consumer with a taken instance id replaces the older, whose next heartbeat or
+    join is answered FENCED_INSTANCE_ID: its poll() raises it, and so does every poll() after (Kafka's
+    FencedInstanceIdException is fatal), and its close() does not disturb the newer member."""
+    first = OwnStatic(cluster, "own-dup", "inst-dup", "classic")
+    second = None
+    try:
+        poll_all([first], lambda: bool(first.now()), 90, "the first consumer's assignment")
+        second = OwnStatic(cluster, "own-dup", "inst-dup", "classic")
+        raised: list[KafkaLiteError] = []
+        deadline = time.monotonic() + 60
+        while not (raised and second.now()) and time.monotonic() < deadline:
+            try:
+                first.c.poll(50)
+            except KafkaLiteError as e:
+                raised.append(e)
+            second.c.poll(50)
+        assert raised and second.now(), (raised, second.now())
+        assert raised[0].code == ErrorCode.FENCED_INSTANCE_ID, raised[0]
+        with pytest.raises(KafkaLiteError) as again:
+            first.c.poll(50)
+        assert again.value.code == ErrorCode.FENCED_INSTANCE_ID
+        first.c.close()
+        poll_all([second], lambda: second.now() == set(range(PARTITIONS)), 30, "the second owning every partition")
+    finally:
+        for m in (first, second):
+            if m is not None:
+                m.c.close()
+
+
+def test_our_consumer_protocol_member_with_a_taken_instance_id_is_refused_unreleased(cluster):
+    """KIP-848: while the member holding an instance id has not left, a new member with the same id is refused
+    UNRELEASED_INSTANCE_ID, fatal to it (raised from its poll()); the holder keeps consuming undisturbed."""
+    holder = OwnStatic(cluster, "own-dup-848", "inst-848", "consumer")
+    late = None
+    try:
+        poll_all([holder], lambda: holder.now() == set(range(PARTITIONS)), 90, "the holder's assignment")
+        late = OwnStatic(cluster, "own-dup-848", "inst-848", "consumer")
+        with pytest.raises(KafkaLiteError) as refused:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                late.c.poll(100)
+                holder.c.poll(50)
+        assert refused.value.code == ErrorCode.UNRELEASED_INSTANCE_ID, refused.value
+        with pytest.raises(KafkaLiteError):
+            late.c.poll(50)  # fatal: every poll raises it
+        holder.c.poll(200)
+        assert holder.now() == set(range(PARTITIONS)) and holder.revoked == 0
+    finally:
+        for m in (holder, late):
+            if m is not None:
+                m.c.close()

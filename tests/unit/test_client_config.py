@@ -33,6 +33,10 @@ def test_properties_strings_are_parsed_and_bad_values_name_the_key():
         ConsumerConfig.from_properties({"fetch.max.wait.ms": "-5"})
     with pytest.raises(ClientConfigError, match="heartbeat.interval.ms must be lower"):
         ConsumerConfig.from_properties({"session.timeout.ms": "1000", "heartbeat.interval.ms": "2000"})
+    with pytest.raises(ClientConfigError, match="group.instance.id is set without group.id"):
+        ConsumerConfig.from_properties({"group.instance.id": "i-1"})
+    assert ConsumerConfig.from_properties({"group.id": "g", "group.instance.id": "i-1"}).group_instance_id == "i-1"
+    assert ConsumerConfig.from_properties({"group.id": "g", "group.instance.id": " "}).group_instance_id is None
     with pytest.raises(ClientConfigError, match="'acks'"):
         ProducerConfig.from_properties({"acks": "2"})
 
