@@ -229,9 +229,15 @@ def _describe_members(admin: Admin, group: str, verbose: bool) -> None:
     columns: tuple[tuple[str, int], ...] = MEMBERS_COLUMNS
     if verbose:
         columns = CONSUMER_MEMBERS_VERBOSE_COLUMNS if consumer else MEMBERS_COLUMNS + (("ASSIGNMENT", 0),)
+    # Kafka's column of static members' group.instance.id (KIP-345), shown when a member has one
+    static = any(m.group_instance_id for m in desc.members)
+    if static:
+        columns = (*columns[:2], ("GROUP-INSTANCE-ID", 17), *columns[2:])
     rows = []
     for m in sorted(desc.members, key=lambda m: m.member_id):
         row: list[object] = [group, m.member_id, m.host, m.client_id, len(m.assignment)]
+        if static:
+            row.insert(2, m.group_instance_id or "")
         if verbose and consumer:
             target = m.target_assignment or frozenset()
             row += [m.member_epoch, _assignment(m.assignment), desc.target_assignment_epoch, _assignment(target)]

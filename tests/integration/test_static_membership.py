@@ -19,6 +19,7 @@ from client.sync import Consumer as KLConsumer
 from client.sync import Producer as KLProducer
 from net.errors import ErrorCode, KafkaLiteError
 from tests.integration.cluster_harness import ClusterHarness
+from tests.integration.test_cli import run
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install -e '.[test]' (confluent-kafka)")
 admin_mod = pytest.importorskip("confluent_kafka.admin")
@@ -190,6 +191,13 @@ def test_our_restarted_static_member_gets_its_partitions_back_without_a_rebalanc
         keep_polling([a, b], 3)  # a rebalance, had there been one, would reach a within 3 s
         assert (a.revoked, len(a.assigned)) == (revokes_a, assigns_a), "the peer was revoked: a rebalance happened"
         assert a.now() | b.now() == set(range(PARTITIONS)) and not a.now() & b.now()
+        # kl-groups shows Kafka's GROUP-INSTANCE-ID column when a member is static
+        boot = ["--bootstrap-server", cluster.bootstrap()]
+        described = run("groups", *boot, "--describe", "--members", "--group", group)
+        assert described.returncode == 0, described.stderr
+        header, *lines = [ln.split() for ln in described.stdout.splitlines() if ln.strip()]
+        assert header[:4] == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST"], header
+        assert sorted(ln[2] for ln in lines) == ["inst-a", "inst-b"], described.stdout
     finally:
         for m in (a, b):
             m.c.close()
