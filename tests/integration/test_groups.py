@@ -298,8 +298,10 @@ def test_group_bad_input_is_a_clear_error(broker_factory, tmp_path):
         b.bootstrap,
         group_id="g4",
         auto_offset_reset="earliest",
-        session_timeout_ms=1000,
-        heartbeat_interval_ms=200,
+        # Long enough that c1 stays a member on a starved machine: the reset below must meet an active member
+        # (a 1 s session expired once in a loaded CI run, 2026-11-28, and the reset then rightly succeeded)
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
         partition_assignment_strategy="range",
     ) as c1:
         c1.subscribe(["t"])
@@ -316,8 +318,8 @@ def test_group_bad_input_is_a_clear_error(broker_factory, tmp_path):
         with Consumer(
             b.bootstrap,
             group_id="g4",
-            session_timeout_ms=1000,
-            heartbeat_interval_ms=200,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
             partition_assignment_strategy="range",
         ) as c2:
             c2.subscribe(["t"])
