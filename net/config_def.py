@@ -137,7 +137,9 @@ class ConfigDef(BaseModel):
             return type(self).model_validate(data)
         except ValidationError as e:
             err = e.errors()[0]
-            bad = str(err["loc"][0]) if err["loc"] else "?"
+            if not err["loc"]:  # a rule between keys (model_post_init): its own message names them
+                raise InvalidConfigError(_reason(type(self), "", err)) from None
+            bad = str(err["loc"][0])
             raise InvalidConfigError(
                 f"invalid value {overrides.get(bad, data.get(bad))!r} for {self.FAMILY} config {bad!r}: "
                 f"{_reason(type(self), bad, err)}"
