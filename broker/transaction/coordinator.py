@@ -214,6 +214,7 @@ class TransactionCoordinator:
 
     async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: set[tuple[str, int]]) -> None:
         self.check_owner(tid)
+        self._check_not_fenced(tid, pid, epoch)
         async with self._locked(tid):
             meta = self._get(tid)
             nxt = st.add_partitions(meta, pid, epoch, partitions, now_ms())
@@ -240,6 +241,7 @@ class TransactionCoordinator:
         Complete* follow in the background; until they are written, requests for this id wait their turn
         (`_locked`) or get CONCURRENT_TRANSACTIONS."""
         self.check_owner(tid)
+        self._check_not_fenced(tid, pid, epoch)
         async with self._locked(tid):
             meta = self._get(tid)
             prepared = st.end_transaction(meta, pid, epoch, commit, now_ms())
@@ -247,6 +249,16 @@ class TransactionCoordinator:
                 return
             await self._write(prepared, tid)
         self._spawn(self._finish_quietly(tid))
+
+    def _check_not_fenced(self, tid: str, pid: int, epoch: int) -> None:
+        """A fenced producer is told so at once, before waiting for the id's lock, as Kafka's coordinator checks
+        the epoch before any pending transition: while a transaction of the new producer's is being completed
+        (markers waiting for a partition leader) a zombie would otherwise be answered CONCURRENT_TRANSACTIONS,
+        which clients retry until their own timeout, never learning it is fenced. Producer ids and epochs only
+        move forward, so what is fenced now stays fenced."""
+        known = self._current(tid)
+        if known is not None and (pid != known.producer_id or epoch < known.producer_epoch):
+            st.check_producer(known, pid, epoch)
 
     @contextlib.asynccontextmanager
     async def _locked(self, tid: str) -> AsyncIterator[None]:

@@ -36,7 +36,7 @@ from client.cluster import TopicMeta
 from client.consumer import TopicPartition
 from client.sync import Admin, Consumer, Producer
 from net import batch as batch_fmt
-from net.errors import KafkaLiteError
+from net.errors import KafkaLiteError, RequestTimedOutError, TopicAlreadyExistsError
 from net.protocol import ElectionType
 from tests.waiting import wait_port, wait_until
 
@@ -414,8 +414,22 @@ class ClusterHarness:
         """Deleted, and gone from every running broker's metadata."""
         if not names:
             return
+        deadline = time.monotonic() + timeout
         with self.admin() as a:
-            a.delete_topics(sorted(names))
+            left = sorted(names)
+            while True:
+                try:
+                    a.delete_topics(left)
+                    break
+                except RequestTimedOutError:
+                    # No verdict (ZooKeeper mode: a connection loss, which a loaded machine's short sessions
+                    # meet): deleting is idempotent, so ask again for what is still there.
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+                    left = sorted(names & set(self.topics()))
+                    if not left:
+                        break
 
         def gone() -> bool:
             return all(not names & set(self.topics([i])) for i, b in self.brokers.items() if b.alive and not b.paused)
@@ -457,9 +471,19 @@ class ClusterHarness:
         return a
 
     def create_topic(self, name: str, partitions: int, rf: int = 3, configs: dict[str, str] | None = None) -> None:
+        unknown = False  # an earlier attempt's outcome
+
         def attempt() -> bool:
-            with self.admin() as a:
-                a.create_topics([NewTopic(name, partitions, rf, configs or {})])
+            nonlocal unknown
+            try:
+                with self.admin() as a:
+                    a.create_topics([NewTopic(name, partitions, rf, configs or {})])
+            except RequestTimedOutError:
+                unknown = True  # no verdict (in ZooKeeper mode a connection loss, which short sessions meet)
+                raise
+            except TopicAlreadyExistsError:
+                if not unknown:
+                    raise
             return True
 
         wait_until(attempt, 30, f"topic {name} created")

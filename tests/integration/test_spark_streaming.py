@@ -431,7 +431,13 @@ def test_offsets_deleted_by_retention_and_a_deleted_topic_follow_fail_on_data_lo
         with Consumer(b.bootstrap) as c:
             start = lambda: c.list_offsets([TopicPartition("short", 0)], -2)[TopicPartition("short", 0)]  # noqa: E731
             wait_until(lambda: start() > 0, 30, "retention deleting the oldest segments")
-            log_start = start()
+            # A retention pass may have run while the records were still arriving: the log start is final
+            # once it holds across several passes (log.retention.check.interval.ms=300).
+            log_start, deadline = -1, time.monotonic() + 30
+            while (now := start()) != log_start and time.monotonic() < deadline:
+                log_start = now
+                time.sleep(1.5)
+            assert start() == log_start, "the log start offset never settled"
         opts = {"subscribe": "short", "startingOffsets": json.dumps({"short": {"0": 0}})}
         w = stream(spark, b.bootstrap, **opts).writeStream.format("noop").trigger(availableNow=True)
         q = w.option("checkpointLocation", str(tmp_path / "c1")).start()

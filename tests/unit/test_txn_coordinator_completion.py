@@ -219,3 +219,36 @@ async def _deleted_topic_skipped() -> None:
     await c.end_txn("t", 7, 0, False)
     await _until(lambda: c.txns["t"].state == TxnState.COMPLETE_ABORT)
     assert c.sent == [(2, [("orders", 0)])]
+
+
+def test_a_fenced_producer_is_told_at_once_while_the_id_is_busy():
+    """A zombie's EndTxn or AddPartitionsToTxn while the new producer's transaction is being completed (the id's
+    lock held, markers waiting for a leader): PRODUCER_FENCED at once, as Kafka's coordinator checks the epoch
+    before a pending transition. Waiting for the lock answered CONCURRENT_TRANSACTIONS, which a client retries
+    until its own timeout (librdkafka's commit_transaction ended _TIMED_OUT, not fenced)."""
+    asyncio.run(_fenced_while_busy())
+
+
+async def _fenced_while_busy() -> None:
+    c = HeldWrites()
+    c.txns["t"] = TransactionMetadata(
+        "t", 7, 1, 60_000, TxnState.PREPARE_ABORT, {("orders", 0)}, start_ms=1, update_ms=1
+    )
+    async with c._locks["t"]:  # the completion holds it
+        calls = [
+            (c.end_txn("t", 7, 0, True), ErrorCode.PRODUCER_FENCED),
+            (c.add_partitions("t", 7, 0, {("orders", 1)}), ErrorCode.PRODUCER_FENCED),
+            (c.end_txn("t", 6, 3, False), ErrorCode.INVALID_PRODUCER_ID_MAPPING),
+        ]
+        for call, code in calls:
+            try:
+                await asyncio.wait_for(call, 1.0)  # LOCK_WAIT_S is 5 s: an answer within 1 s did not wait
+            except TxnError as e:
+                assert e.code == code, e
+            else:
+                raise AssertionError("a fenced producer's request was accepted")
+        # the current producer waits its turn: not refused
+        current = asyncio.ensure_future(c.end_txn("t", 7, 1, False))
+        await asyncio.sleep(0.05)
+        assert not current.done()
+    current.cancel()
