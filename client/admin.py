@@ -60,6 +60,10 @@ from net.schema.describe_acls import DescribeAclsRequest
 from net.schema.describe_client_quotas import DescribeClientQuotasRequest
 from net.schema.describe_configs import DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResult
 from net.schema.describe_groups import DescribeGroupsRequest
+from net.schema.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest, DescribeLogDirsResult
+from net.schema.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponsePartitionData
+from net.schema.describe_quorum import PartitionData as QuorumPartition
+from net.schema.describe_quorum import TopicData as QuorumTopic
 from net.schema.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
@@ -282,6 +286,46 @@ class AsyncAdmin:
         """The ids of the cluster's live brokers (Kafka's describeCluster nodes)."""
         await self.client.refresh_metadata([])
         return sorted(self.client.metadata.brokers)
+
+    async def describe_log_dirs(
+        self, brokers: list[int] | None = None, topics: list[str] | None = None
+    ) -> dict[int, tuple[DescribeLogDirsResult, ...]]:
+        """Kafka's describeLogDirs: each broker's (every live one's, by default) data directories, with the
+        replicas of `topics` (None: of every topic) each holds: size, offset lag, whether a future replica."""
+        await self.client.refresh_metadata(topics or [])
+        if brokers is None:
+            brokers = sorted(self.client.metadata.brokers)
+        wanted: tuple[DescribableLogDirTopic, ...] | None = None
+        if topics is not None:
+            wanted = tuple(
+                DescribableLogDirTopic(topic=t, partitions=tuple(sorted(self.client.metadata.topics[t].partitions)))
+                for t in topics
+                if t in self.client.metadata.topics
+            )
+        out: dict[int, tuple[DescribeLogDirsResult, ...]] = {}
+        for broker in brokers:
+            conn = await self.client.connection(broker)
+            answer = await conn.call(DescribeLogDirsRequest(topics=wanted), self.client.request_timeout)
+            if answer.error_code:
+                raise error_for(answer.error_code, f"describing the log directories of broker {broker}")
+            out[broker] = answer.results
+        return out
+
+    async def describe_metadata_quorum(self) -> tuple[str, DescribeQuorumResponsePartitionData]:
+        """Kafka's describeMetadataQuorum: the cluster id and the controller quorum's state (leader, epoch,
+        high watermark, each voter's and observer's log end and fetch times), as the quorum leader knows it."""
+        await self.client.refresh_metadata([])
+        request = DescribeQuorumRequest(
+            topics=(QuorumTopic(topic_name="__cluster_metadata", partitions=(QuorumPartition(partition_index=0),)),)
+        )
+        conn = await self.client.any_connection()
+        answer = await conn.call(request, self.client.request_timeout)
+        if answer.error_code:
+            raise error_for(answer.error_code, answer.error_message or "describing the metadata quorum")
+        [partition] = [p for t in answer.topics for p in t.partitions]
+        if partition.error_code:
+            raise error_for(partition.error_code, partition.error_message or "describing the metadata quorum")
+        return self.client.metadata.cluster_id, partition
 
     async def describe_configs(self, topic: str) -> dict[str, tuple[str, bool]]:
         """name -> (value, is_default: not set on the topic itself) of a topic's configs."""

@@ -16,6 +16,8 @@ from client.share_consumer import AsyncShareConsumer
 from net.acl import AclBinding, AclBindingFilter
 from net.errors import KafkaLiteError
 from net.protocol import ElectionType
+from net.schema.describe_log_dirs import DescribeLogDirsResult
+from net.schema.describe_quorum import DescribeQuorumResponsePartitionData
 from net.schema.share_group_describe import DescribedGroup as DescribedShareGroup
 
 T = TypeVar("T")
@@ -308,6 +310,14 @@ class Admin(_Blocking[AsyncAdmin]):
 
     def broker_ids(self) -> list[int]:
         return self._lt.run(self._impl.broker_ids())
+
+    def describe_metadata_quorum(self) -> tuple[str, DescribeQuorumResponsePartitionData]:
+        return self._lt.run(self._impl.describe_metadata_quorum())
+
+    def describe_log_dirs(
+        self, brokers: list[int] | None = None, topics: list[str] | None = None
+    ) -> dict[int, tuple[DescribeLogDirsResult, ...]]:
+        return self._lt.run(self._impl.describe_log_dirs(brokers, topics))
 
     def alter_broker_configs(
         self, broker: int | None, changes: dict[str, str | None], validate_only: bool = False

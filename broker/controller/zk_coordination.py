@@ -37,11 +37,19 @@ import json
 import logging
 import threading
 import time
+import uuid
 from typing import Any, Awaitable, Callable
 
 import msgpack
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -53,6 +61,7 @@ log = logging.getLogger("kafkalite.zookeeper")
 DEFAULT_CHROOT = "/kafkalite"
 LOG_PREFIX = "r-"
 REQUEST_PREFIX = "q-"
+APPLIED_KEPT = 1024  # applied znodes remembered for a proposer that learns its sequence number late
 
 
 class NotControllerError_(KafkaLiteError):  # noqa: N801 - same name as broker/controller/quorum_driver.py's
@@ -83,8 +92,19 @@ def seq_of(name: str) -> int:
     return int(name[len(LOG_PREFIX) :])
 
 
-def encode_proposal(epoch: int, records: list[dict[str, Any]]) -> bytes:
-    return msgpack.packb({"epoch": epoch, "records": records}, use_bin_type=True)
+def encode_proposal(epoch: int, records: list[dict[str, Any]], token: str | None = None) -> bytes:
+    """`token`: the proposer's own id for this proposal, so that after a connection loss it can tell whether
+    the create went through (proposal_token); readers ignore it."""
+    body: dict[str, Any] = {"epoch": epoch, "records": records}
+    if token is not None:
+        body["token"] = token
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def proposal_token(data: bytes) -> str | None:
+    d = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    token = d.get("token") if isinstance(d, dict) else None
+    return token if isinstance(token, str) else None
 
 
 def decode_proposal(data: bytes) -> tuple[int, list[dict[str, Any]]]:
@@ -167,6 +187,7 @@ class ZooKeeperCoordination:
         self._last_seq = -1
         self._apply_lock = asyncio.Lock()
         self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._applied_last: dict[int, int] = {}  # the newest applied znodes: seq -> last offset of its records
         self._watches_set = False
         # Relayed AlterPartition requests: the controller's handler (set by the broker), the newest list of
         # request znodes, and the ones this broker is serving or has served.
@@ -255,36 +276,90 @@ class ZooKeeperCoordination:
                 "it is back",
                 ErrorCode.REQUEST_TIMED_OUT,
             )
-        tx = self.zk.transaction()
-        tx.check(self.p_epoch, self._epoch_version)
-        tx.create(f"{self.p_log}/{LOG_PREFIX}", encode_proposal(self._epoch, records), sequence=True)
-        try:
-            results = await asyncio.wait_for(self._aio(tx.commit_async()), timeout)
-        except TimeoutError:
-            raise KafkaLiteError(
-                f"metadata change not acknowledged by ZooKeeper at {self.connect} in time", ErrorCode.REQUEST_TIMED_OUT
-            ) from None
-        except KazooException as e:
-            raise KafkaLiteError(
-                f"metadata change: ZooKeeper error {type(e).__name__} (outcome unknown)", ErrorCode.REQUEST_TIMED_OUT
-            ) from None
-        if isinstance(results[0], (BadVersionError, NoNodeError)):
-            # Another broker won a later epoch: we are deposed, and the write was refused (nothing applied).
-            self._set_role(None, self._epoch)
-            raise NotControllerError_(f"broker {self.broker_id} was deposed as controller (epoch moved)")
-        if isinstance(results[1], Exception):
-            raise KafkaLiteError(f"metadata change refused by ZooKeeper: {results[1]!r}", ErrorCode.REQUEST_TIMED_OUT)
-        seq = seq_of(str(results[1]).rsplit("/", 1)[1])
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        token = uuid.uuid4().hex
+        payload = encode_proposal(self._epoch, records, token)
+        while True:
+            # Every znode created from here on has a higher sequence number than any seen yet.
+            floor = max((seq_of(n) for n in self._log_children), default=-1)
+            tx = self.zk.transaction()
+            tx.check(self.p_epoch, self._epoch_version)
+            tx.create(f"{self.p_log}/{LOG_PREFIX}", payload, sequence=True)
+            try:
+                results = await asyncio.wait_for(self._aio(tx.commit_async()), max(deadline - loop.time(), 0))
+            except TimeoutError:
+                raise KafkaLiteError(
+                    f"metadata change not acknowledged by ZooKeeper at {self.connect} in time",
+                    ErrorCode.REQUEST_TIMED_OUT,
+                ) from None
+            except (ConnectionLoss, SessionExpiredError) as e:
+                # The connection dropped with the transaction in flight: it may or may not have been applied.
+                # Find out once reconnected (a loaded machine's short sessions meet this), rather than answer
+                # "outcome unknown": applied, it is ours; not applied, it is proposed again, still fenced.
+                log.info("ZooKeeper %s with a metadata change in flight; resolving its outcome", type(e).__name__)
+                found = await self._find_proposal(token, floor, deadline)
+                if found is not None:
+                    seq = found
+                    break
+                if self._epoch_version is None:
+                    raise NotControllerError_(f"broker {self.broker_id} lost the controller role") from None
+                continue
+            except KazooException as e:
+                raise KafkaLiteError(
+                    f"metadata change: ZooKeeper error {type(e).__name__} (outcome unknown)",
+                    ErrorCode.REQUEST_TIMED_OUT,
+                ) from None
+            if isinstance(results[0], (BadVersionError, NoNodeError)):
+                # Another broker won a later epoch: we are deposed, and the write was refused (nothing applied).
+                self._set_role(None, self._epoch)
+                raise NotControllerError_(f"broker {self.broker_id} was deposed as controller (epoch moved)")
+            if isinstance(results[1], Exception):
+                raise KafkaLiteError(
+                    f"metadata change refused by ZooKeeper: {results[1]!r}", ErrorCode.REQUEST_TIMED_OUT
+                )
+            seq = seq_of(str(results[1]).rsplit("/", 1)[1])
+            break
+        if seq in self._applied_last:
+            return self._applied_last[seq]  # applied already (found after a connection loss, say)
+        fut = loop.create_future()
         self._waiters[seq] = fut
         self._log_children.add(f"{LOG_PREFIX}{seq:010d}")
         self._spawn(self._apply_new())
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            return await asyncio.wait_for(asyncio.shield(fut), max(deadline - loop.time(), 0.1))
         except TimeoutError:
             raise KafkaLiteError(
                 "metadata change committed but not applied in time", ErrorCode.REQUEST_TIMED_OUT
             ) from None
+
+    async def _find_proposal(self, token: str, floor: int, deadline: float) -> int | None:
+        """The sequence number of the log znode above `floor` that carries `token`, or None if there is none
+        once the connection is back (then the proposal was not applied: ZooKeeper applies a session's requests
+        in order, and `sync` makes this server's view catch up with the leader's). REQUEST_TIMED_OUT if the
+        connection is not back by `deadline`."""
+        loop = asyncio.get_running_loop()
+        while self._connected_since is None:
+            if self._stopped or loop.time() >= deadline:
+                raise KafkaLiteError(
+                    f"metadata change: ZooKeeper at {self.connect} did not come back in time (outcome unknown)",
+                    ErrorCode.REQUEST_TIMED_OUT,
+                )
+            await asyncio.sleep(0.05)
+        try:
+            remaining = max(deadline - loop.time(), 0.1)
+            await asyncio.wait_for(self._aio(self.zk.sync_async(self.p_log)), remaining)
+            children = await asyncio.wait_for(self._aio(self.zk.get_children_async(self.p_log)), remaining)
+            for name in sorted((n for n in children if seq_of(n) > floor), key=seq_of):
+                data, _ = await asyncio.wait_for(self._aio(self.zk.get_async(f"{self.p_log}/{name}")), remaining)
+                if proposal_token(data) == token:
+                    return seq_of(name)
+        except (TimeoutError, KazooException) as e:
+            raise KafkaLiteError(
+                f"metadata change: ZooKeeper error {type(e).__name__} while resolving it (outcome unknown)",
+                ErrorCode.REQUEST_TIMED_OUT,
+            ) from None
+        return None
 
     # --- kazoo thread -> event loop ---------------------------------------------------
 
@@ -344,8 +419,9 @@ class ZooKeeperCoordination:
         if state == KazooState.SUSPENDED:
             # The session may still be alive: keep the role (nothing can be written anyway; proposals fail
             # fast) and keep serving the last image.
+            # A proposal already committed waits on: its znode is applied after the reconnect (_on_connected),
+            # or its proposer's own deadline answers it.
             log.warning("ZooKeeper connection suspended; serving the last metadata, no metadata changes")
-            self._fail_waiters(KafkaLiteError("ZooKeeper connection lost mid-proposal", ErrorCode.REQUEST_TIMED_OUT))
         else:  # LOST: the session expired, and our ephemeral znodes with it
             log.warning("ZooKeeper session lost; will re-register and re-run the controller election on reconnect")
             self._fail_waiters(NotControllerError_("ZooKeeper session expired"))
@@ -620,6 +696,9 @@ class ZooKeeperCoordination:
                 self.on_committed(entries)
             self.applied = nxt
             self._last_seq = seq_of(names[-1])
+            self._applied_last.update(last_of)
+            while len(self._applied_last) > APPLIED_KEPT:
+                del self._applied_last[next(iter(self._applied_last))]
             for seq, last in last_of.items():
                 fut = self._waiters.pop(seq, None)
                 if fut is not None and not fut.done():

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from broker.controller.zk_coordination import decode_proposal, encode_proposal, new_log_entries, parse_connect, seq_of
+from broker.controller.zk_coordination import (
+    decode_proposal,
+    encode_proposal,
+    new_log_entries,
+    parse_connect,
+    proposal_token,
+    seq_of,
+)
 from election.coordination import fetch_liveness_expiry, registration_expiry
 
 
@@ -26,6 +33,9 @@ def test_log_entries_offsets_run_over_znodes_in_order():
     assert last_of == {3: 11, 7: 12} and nxt == 13
     assert decode_proposal(encode_proposal(5, [])) == (5, [])
     assert seq_of("r-0000000042") == 42
+    # the proposer's token (to find its own znode after a connection loss) is invisible to readers
+    assert decode_proposal(encode_proposal(5, recs, "t0k")) == (5, recs)
+    assert proposal_token(encode_proposal(5, recs, "t0k")) == "t0k" and proposal_token(encode_proposal(5, [])) is None
 
 
 def test_registration_expiry_zookeeper_rule():

@@ -1,0 +1,130 @@
+"""kl-log-dirs (Kafka's kafka-log-dirs.sh) and kl-metadata-quorum (kafka-metadata-quorum.sh) against a broker with
+two data directories, SASL logins and ACLs: each directory and the replicas it holds, with their sizes; the
+quorum's status and replication; the flags' errors; and the tools as a user without DESCRIBE on the cluster and
+as an anonymous peer, each refused in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from client.admin import NewTopic
+from client.sync import Admin, Producer
+from tests.conftest import ROOT, free_port
+from tests.integration.test_cli import assert_one_line_error, run
+from tests.waiting import wait_port
+
+LOGIN = "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.username={0}\nsasl.password={0}-secret\n"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    tmp = tmp_path_factory.mktemp("log-dirs")
+    port = free_port()
+    dirs = [tmp / "disk-a", tmp / "disk-b"]
+    cmd = [sys.executable, "-m", "broker.cli", "start", "--id", "1", "--port", str(port)]
+    cmd += ["--data-dir", ",".join(map(str, dirs))]
+    for u in ("admin", "alice"):
+        cmd += ["--add-scram", f"SCRAM-SHA-256=[name={u},password={u}-secret]"]
+    for o in ("security.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=SCRAM-SHA-256", "authorizer=acl",
+              "super.users=User:admin"):  # fmt: skip
+        cmd += ["--override", o]
+    log = open(tmp / "broker.log", "wb")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc=proc)
+        for u in ("admin", "alice"):
+            (tmp / f"{u}.properties").write_text(LOGIN.format(u))
+        login = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256",
+                 "sasl_username": "admin", "sasl_password": "admin-secret"}  # fmt: skip
+        bootstrap = f"127.0.0.1:{port}"
+        with Admin(bootstrap, **login) as a:
+            a.create_topics([NewTopic("spread", 4, 1), NewTopic("other", 1, 1)])
+        with Producer(bootstrap, acks="all", **login) as p:
+            for i in range(400):
+                p.send("spread", b"v" * 100, partition=i % 4)
+            p.flush()
+        yield {"bootstrap": bootstrap, "dirs": dirs, "tmp": tmp}
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
+
+
+def tool(broker: dict, user: str | None, *args: str, name: str = "log_dirs") -> subprocess.CompletedProcess:
+    login = ["--command-config", str(broker["tmp"] / f"{user}.properties")] if user else []
+    return run(name, "--bootstrap-server", broker["bootstrap"], *login, *args)
+
+
+def quorum(broker: dict, user: str | None, *args: str) -> subprocess.CompletedProcess:
+    return tool(broker, user, "describe", *args, name="metadata_quorum")
+
+
+def test_describe_names_each_directory_and_the_replicas_it_holds(broker):
+    cp = tool(broker, "admin", "--describe", "--topic-list", "spread")
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stdout.splitlines()
+    assert lines[:2] == ["Querying brokers for log directories information",
+                         "Received log directory information from brokers 1"]  # fmt: skip
+    out = json.loads(lines[2])
+    assert out["version"] == 1 and [b["broker"] for b in out["brokers"]] == [1]
+    dirs = {d["logDir"]: d for d in out["brokers"][0]["logDirs"]}
+    assert set(dirs) == {str(d) for d in broker["dirs"]}, "every data directory is listed"
+    assert all(d["error"] is None for d in dirs.values())
+    replicas = {p["partition"]: (name, p) for name, d in dirs.items() for p in d["partitions"]}
+    assert sorted(replicas) == ["spread-0", "spread-1", "spread-2", "spread-3"], "only the topics asked for"
+    assert {name for name, _ in replicas.values()} == set(dirs), "a new log goes to the emptier directory"
+    for name, p in replicas.values():  # each size is the partition's files in that directory
+        on_disk = sum(f.stat().st_size for f in (Path(name) / p["partition"]).glob("*.log"))
+        assert p["size"] == on_disk > 100 * 100 and p["offsetLag"] == 0 and p["isFuture"] is False
+
+    everything = json.loads(tool(broker, "admin", "--describe").stdout.splitlines()[2])
+    listed = {p["partition"] for d in everything["brokers"][0]["logDirs"] for p in d["partitions"]}
+    assert {"spread-0", "other-0"} <= listed
+
+
+def test_bad_flags_are_one_line_errors(broker):
+    assert_one_line_error(tool(broker, "admin"), "Must specify --describe")
+    assert_one_line_error(
+        tool(broker, "admin", "--describe", "--broker-list", "1,7"),
+        "The given brokers do not exist from --broker-list: 7. Current existent brokers: 1",
+    )
+    for bad in ("x", "-1", ","):
+        assert_one_line_error(tool(broker, "admin", "--describe", "--broker-list", bad), "--broker-list takes")
+    cp = tool(broker, "admin", "--describe", "--topic-list", "no-such-topic")
+    assert cp.returncode == 0, cp.stderr
+    assert all(not d["partitions"] for d in json.loads(cp.stdout.splitlines()[2])["brokers"][0]["logDirs"])
+
+
+def test_a_user_without_describe_on_the_cluster_and_an_anonymous_peer_are_refused(broker):
+    assert_one_line_error(tool(broker, "alice", "--describe"), "CLUSTER_AUTHORIZATION_FAILED")
+    cp = tool(broker, None, "--describe")  # no login on a SASL listener
+    assert cp.returncode != 0 and "Traceback" not in cp.stderr
+    assert "log directories" not in cp.stdout and "logDir" not in cp.stdout
+
+
+def test_metadata_quorum_status_and_replication(broker):
+    cp = quorum(broker, "admin", "--status")
+    assert cp.returncode == 0, cp.stderr
+    fields = dict(line.split(":", 1) for line in cp.stdout.splitlines())
+    fields = {k: v.strip() for k, v in fields.items()}
+    assert list(fields) == ["ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag",
+                            "MaxFollowerLagTimeMs", "CurrentVoters", "CurrentObservers"]  # fmt: skip
+    assert fields["LeaderId"] == "1" and fields["CurrentVoters"] == "[1]" and fields["CurrentObservers"] == "[]"
+    assert int(fields["LeaderEpoch"]) >= 1 and int(fields["HighWatermark"]) > 0 and fields["ClusterId"]
+    cp = quorum(broker, "admin", "--replication", "--human-readable")
+    assert cp.returncode == 0, cp.stderr
+    head, leader = (line.split() for line in cp.stdout.splitlines())
+    assert head == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
+    assert leader[0] == "1" and int(leader[1]) >= int(fields["HighWatermark"]) and leader[2] == "0"
+    assert leader[-1] == "Leader" and leader[4:6] == ["ms", "ago"]
+    assert_one_line_error(quorum(broker, "admin"), "One of --status or --replication must be specified")
+    assert_one_line_error(quorum(broker, "admin", "--status", "--human-readable"), "only supported along with")
+    assert_one_line_error(quorum(broker, "alice", "--status"), "CLUSTER_AUTHORIZATION_FAILED")
+    cp = quorum(broker, None, "--status")
+    assert cp.returncode != 0 and "Traceback" not in cp.stderr and "LeaderId" not in cp.stdout
