@@ -19,6 +19,8 @@ from tests.conftest import ROOT, free_port
 from tests.integration.test_cli import assert_one_line_error, run
 from tests.waiting import wait_port
 
+ADMIN_LOGIN = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256",
+               "sasl_username": "admin", "sasl_password": "admin-secret"}  # fmt: skip
 LOGIN = "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.username={0}\nsasl.password={0}-secret\n"
 
 
@@ -40,14 +42,15 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         wait_port(port, proc=proc)
         for u in ("admin", "alice"):
             (tmp / f"{u}.properties").write_text(LOGIN.format(u))
-        login = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256",
-                 "sasl_username": "admin", "sasl_password": "admin-secret"}  # fmt: skip
+        login = ADMIN_LOGIN
         bootstrap = f"127.0.0.1:{port}"
         with Admin(bootstrap, **login) as a:
-            a.create_topics([NewTopic("spread", 4, 1), NewTopic("other", 1, 1)])
+            a.create_topics([NewTopic("spread", 4, 1), NewTopic("other", 1, 1), NewTopic("stamped", 1, 1)])
         with Producer(bootstrap, acks="all", **login) as p:
             for i in range(400):
                 p.send("spread", b"v" * 100, partition=i % 4)
+            for ts in [1000, 5000, 3000, 5000, 2000]:  # the largest timestamp first at offset 1
+                p.send("stamped", b"s", partition=0, timestamp_ms=1_700_000_000_000 + ts)
             p.flush()
         yield {"bootstrap": bootstrap, "dirs": dirs, "tmp": tmp}
     finally:
@@ -128,3 +131,44 @@ def test_metadata_quorum_status_and_replication(broker):
     assert_one_line_error(quorum(broker, "alice", "--status"), "CLUSTER_AUTHORIZATION_FAILED")
     cp = quorum(broker, None, "--status")
     assert cp.returncode != 0 and "Traceback" not in cp.stderr and "LeaderId" not in cp.stdout
+
+
+def offsets(broker: dict, user: str | None, *args: str) -> subprocess.CompletedProcess:
+    return tool(broker, user, *args, name="get_offsets")
+
+
+def test_get_offsets_prints_each_partition_at_the_time_asked(broker):
+    def lines(*args: str) -> list[str]:
+        cp = offsets(broker, "admin", *args)
+        assert cp.returncode == 0, cp.stderr
+        return cp.stdout.splitlines()
+
+    assert lines("--topic", "spread") == [f"spread:{p}:100" for p in range(4)]  # 400 records, 100 per partition
+    assert lines("--topic", "spread", "--partitions", "1,3", "--time", "earliest") == ["spread:1:0", "spread:3:0"]
+    assert lines("--topic-partitions", "spread:1-3,oth.*") == ["other:0:0", "spread:1:100", "spread:2:100"]
+    assert lines("--topic", "stamped", "--time", "max-timestamp") == ["stamped:0:1"]  # KIP-734: the first at the max
+    assert lines("--topic", "stamped", "--time", str(1_700_000_002_500)) == ["stamped:0:1"]  # first at/after it
+    assert lines("--topic", "stamped", "--time", "0") == ["stamped:0:0"]
+    assert lines("--topic", "stamped", "--time", str(1_700_000_005_001)) == ["stamped:0:"]  # none that late
+    with Admin(broker["bootstrap"], **ADMIN_LOGIN) as a:  # a group's offsets: __consumer_offsets exists
+        a.alter_group_offsets("g-offsets", {("spread", 0): 1})
+    every = lines("--time", "-2")
+    assert "other:0:0" in every and any(line.startswith("__") for line in every)
+    assert not any(line.startswith("__") for line in lines("--exclude-internal-topics"))
+
+
+def test_get_offsets_bad_input_and_refusals(broker):
+    for args, needle in [
+        (("--time", "soon"), "Malformed time argument soon"),
+        (("--time", "-9"), "Malformed time argument -9"),
+        (("--topic", "("), "is not a regular expression"),
+        (("--partitions", "-1"), "--partitions takes"),
+        (("--topic-partitions", "spread:x"), "Invalid topic-partition filter: spread:x"),
+        (("--topic-partitions", "spread", "--topic", "spread"), "cannot be used with"),
+        (("--topic", "nothing-matches"), "Could not match any topic-partitions"),
+    ]:
+        assert_one_line_error(offsets(broker, "admin", *args), needle)
+    # alice may describe no topic: she is shown none, so nothing matches (Kafka's "authorized topics")
+    assert_one_line_error(offsets(broker, "alice", "--topic", "spread"), "Could not match any topic-partitions")
+    cp = offsets(broker, None, "--topic", "spread")
+    assert cp.returncode != 0 and "Traceback" not in cp.stderr and "spread:" not in cp.stdout

@@ -76,3 +76,25 @@ def test_log_dirs_json_and_error_names():
         ],
         "version": 1,
     }
+
+
+def test_get_offsets_filters_and_times():
+    import click
+    import pytest
+
+    from client.cli.get_offsets import _selected, parse_time, parse_topic_partitions
+
+    assert [parse_time(t) for t in ("latest", "earliest", "max-timestamp", "-4", "1700000000000")] == [
+        -1, -2, -3, -4, 1700000000000,
+    ]  # fmt: skip
+    for bad in ("-6", "later", "1.5"):
+        with pytest.raises(click.ClickException):
+            parse_time(bad)
+    (rx, parts), (rx2, parts2), (rx3, parts3) = parse_topic_partitions("a.*:2-4,b:7,:-2")
+    assert rx.fullmatch("abc") and not rx.fullmatch("xa")
+    assert [p for p in range(6) if _selected(p, parts)] == [2, 3]  # the upper bound is exclusive, as Kafka's
+    assert [p for p in range(9) if _selected(p, parts2)] == [7] and rx2.fullmatch("b")
+    assert [p for p in range(4) if _selected(p, parts3)] == [0, 1] and rx3.fullmatch("anything")
+    for bad in ("a:", "a:x", "a:1-2-3", ","):
+        with pytest.raises(click.ClickException):
+            parse_topic_partitions(bad)
