@@ -172,3 +172,55 @@ def test_get_offsets_bad_input_and_refusals(broker):
     assert_one_line_error(offsets(broker, "alice", "--topic", "spread"), "Could not match any topic-partitions")
     cp = offsets(broker, None, "--topic", "spread")
     assert cp.returncode != 0 and "Traceback" not in cp.stderr and "spread:" not in cp.stdout
+
+
+def test_dump_log_prints_batches_records_markers_and_indexes(broker, tmp_path):
+    with Admin(broker["bootstrap"], **ADMIN_LOGIN) as a:
+        a.create_topics([NewTopic("dumped", 1, 1, configs={"index.interval.bytes": "0"})])
+    with Producer(broker["bootstrap"], acks="all", compression_type="gzip", **ADMIN_LOGIN) as p:
+        p.send("dumped", b"hello", key=b"k1", headers=[("h1", b"x")], timestamp_ms=1_700_000_000_000)
+        p.flush()
+        p.send("dumped", None, key=b"gone", timestamp_ms=1_700_000_000_500)
+        p.flush()
+    t = Producer(broker["bootstrap"], transactional_id="dump-tx", **ADMIN_LOGIN)
+    t.init_transactions()
+    t.begin_transaction()
+    t.send("dumped", b"in-txn", timestamp_ms=1_700_000_001_000)
+    t.commit_transaction()
+    t.close()
+    [segment] = [d / "dumped-0" / f"{0:020d}.log" for d in broker["dirs"] if (d / "dumped-0").exists()]
+    index, time_index = segment.with_suffix(".index"), segment.with_suffix(".timeindex")
+
+    cp = run("dump_log", "--files", f"{segment},{index},{time_index}", "--print-data-log")
+    assert cp.returncode == 0, cp.stderr
+    out = cp.stdout.splitlines()
+    assert out[:2] == [f"Dumping {segment}", "Log starting offset: 0"]
+    batches = [line for line in out if line.startswith("baseOffset:")]
+    assert len(batches) == 4 and all(b.endswith("isvalid: true") for b in batches)
+    assert "compresscodec: gzip" in batches[0] and "CreateTime: 1700000000000" in batches[0]
+    assert "isTransactional: true isControl: true" in batches[3]
+    records = [line for line in out if line.startswith("| offset:")]
+    assert records[0].endswith("keySize: 2 valueSize: 5 sequence: 0 headerKeys: [h1] key: k1 payload: hello")
+    assert records[1].endswith("key: gone payload: null") and records[2].endswith("payload: in-txn")
+    assert records[3].endswith("endTxnMarker: COMMIT coordinatorEpoch: 0")
+    positions = [int(b.split(" position: ")[1].split()[0]) for b in batches]
+    i = out.index(f"Dumping {index}")
+    assert out[i + 1 : i + 5] == [f"offset: {o} position: {pos}" for o, pos in zip(range(4), positions, strict=True)]
+    j = out.index(f"Dumping {time_index}")
+    assert out[j + 1] == "timestamp: 1700000000000 offset: 0"
+
+    # a copy with a flipped byte and a torn tail: the bad batch is marked invalid, the tail counted
+    bad = tmp_path / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    data[positions[1] + 70] ^= 0xFF
+    bad.write_bytes(bytes(data) + b"\x00\x00\x00")
+    cp = run("dump_log", "--files", str(bad), "--deep-iteration")
+    assert cp.returncode == 0, cp.stderr
+    flags = [line.rsplit(" ", 1)[1] for line in cp.stdout.splitlines() if line.startswith("baseOffset:")]
+    assert flags == ["true", "false", "true", "true"]
+    assert cp.stdout.splitlines()[-1] == f"Found 3 invalid bytes at the end of {bad.name}"
+    assert_one_line_error(run("dump_log", "--files", str(tmp_path / "missing.log")), "No such file")
+    garbage = tmp_path / "garbage.log"
+    garbage.write_bytes(b"\xff" * 100)
+    cp = run("dump_log", "--files", str(garbage))
+    assert cp.returncode == 0 and cp.stdout.splitlines()[-1] == "Found 100 invalid bytes at the end of garbage.log"
