@@ -26,7 +26,7 @@ from client.config import ClientConfigDef, ConsumerConfig
 from client.sync import Consumer
 from client.topic_partition import TopicPartition
 from net import batch as fmt
-from net.errors import KafkaLiteError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from net.errors import ErrorCode, KafkaLiteError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pipeline import segments as seg
 from pipeline.segments import LogReadError
 
@@ -118,7 +118,18 @@ class BrokerView:
         """EARLIEST (log start), LATEST (high watermark) or the first offset at/after a timestamp (-1 if none)."""
         if not tps:
             return {}
-        found = self._retrying(lambda: self.consumer.list_offsets([TopicPartition(*tp) for tp in tps], which))
+        try:
+            found = self._retrying(lambda: self.consumer.list_offsets([TopicPartition(*tp) for tp in tps], which))
+        except KafkaLiteError as e:
+            if e.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise
+            # A topic deleted since its partitions were listed (a query reading it as it goes): the partitions
+            # that still exist are answered, the gone ones left out, for failOnDataLoss to judge (stream.py).
+            available = self.available()
+            still = [tp for tp in tps if tp[1] in available.get(tp[0], ())]
+            if len(still) == len(tps):
+                raise
+            return self.offsets(still, which)
         return {(tp.topic, tp.partition): off for tp, off in found.items()}
 
     def close(self) -> None:
