@@ -61,6 +61,7 @@ log = logging.getLogger("kafkalite.zookeeper")
 DEFAULT_CHROOT = "/kafkalite"
 LOG_PREFIX = "r-"
 REQUEST_PREFIX = "q-"
+RETRY_MIN_S = 0.5  # the least time left in which a proposal cut off by a connection loss is sent again
 APPLIED_KEPT = 1024  # applied znodes remembered for a proposer that learns its sequence number late
 
 
@@ -280,6 +281,9 @@ class ZooKeeperCoordination:
         deadline = loop.time() + timeout
         token = uuid.uuid4().hex
         payload = encode_proposal(self._epoch, records, token)
+        # The role the records were computed under: proposed again only under that same role (a session lost
+        # and a new election won meanwhile is a new epoch, whose controller must compute its own records).
+        won = self._epoch_version
         while True:
             # Every znode created from here on has a higher sequence number than any seen yet.
             floor = max((seq_of(n) for n in self._log_children), default=-1)
@@ -302,8 +306,17 @@ class ZooKeeperCoordination:
                 if found is not None:
                     seq = found
                     break
-                if self._epoch_version is None:
-                    raise NotControllerError_(f"broker {self.broker_id} lost the controller role") from None
+                if self._epoch_version is None or self._epoch_version != won:
+                    raise NotControllerError_(
+                        f"broker {self.broker_id} lost the controller role meanwhile (the change was not made)"
+                    ) from None
+                if deadline - loop.time() < RETRY_MIN_S:
+                    # Too late to send it again: a transaction queued now would likely commit after the answer.
+                    raise KafkaLiteError(
+                        "metadata change not made: ZooKeeper's connection was lost and there is no time left to "
+                        "propose it again",
+                        ErrorCode.REQUEST_TIMED_OUT,
+                    ) from None
                 continue
             except KazooException as e:
                 raise KafkaLiteError(
@@ -336,30 +349,33 @@ class ZooKeeperCoordination:
     async def _find_proposal(self, token: str, floor: int, deadline: float) -> int | None:
         """The sequence number of the log znode above `floor` that carries `token`, or None if there is none
         once the connection is back (then the proposal was not applied: ZooKeeper applies a session's requests
-        in order, and `sync` makes this server's view catch up with the leader's). REQUEST_TIMED_OUT if the
-        connection is not back by `deadline`."""
+        in order, and `sync` makes this server's view catch up with the leader's). A connection lost again
+        meanwhile is waited out too. REQUEST_TIMED_OUT if the answer is not known by `deadline`."""
         loop = asyncio.get_running_loop()
-        while self._connected_since is None:
-            if self._stopped or loop.time() >= deadline:
-                raise KafkaLiteError(
-                    f"metadata change: ZooKeeper at {self.connect} did not come back in time (outcome unknown)",
-                    ErrorCode.REQUEST_TIMED_OUT,
-                )
-            await asyncio.sleep(0.05)
-        try:
-            remaining = max(deadline - loop.time(), 0.1)
-            await asyncio.wait_for(self._aio(self.zk.sync_async(self.p_log)), remaining)
-            children = await asyncio.wait_for(self._aio(self.zk.get_children_async(self.p_log)), remaining)
-            for name in sorted((n for n in children if seq_of(n) > floor), key=seq_of):
-                data, _ = await asyncio.wait_for(self._aio(self.zk.get_async(f"{self.p_log}/{name}")), remaining)
-                if proposal_token(data) == token:
-                    return seq_of(name)
-        except (TimeoutError, KazooException) as e:
-            raise KafkaLiteError(
-                f"metadata change: ZooKeeper error {type(e).__name__} while resolving it (outcome unknown)",
-                ErrorCode.REQUEST_TIMED_OUT,
-            ) from None
-        return None
+
+        def left() -> float:
+            return max(deadline - loop.time(), 0.05)
+
+        def unknown(why: str) -> KafkaLiteError:
+            return KafkaLiteError(f"metadata change: {why} (outcome unknown)", ErrorCode.REQUEST_TIMED_OUT)
+
+        while True:
+            while self._connected_since is None:
+                if self._stopped or loop.time() >= deadline:
+                    raise unknown(f"ZooKeeper at {self.connect} did not come back in time")
+                await asyncio.sleep(0.05)
+            try:
+                await asyncio.wait_for(self._aio(self.zk.sync_async(self.p_log)), left())
+                children = await asyncio.wait_for(self._aio(self.zk.get_children_async(self.p_log)), left())
+                for name in sorted((n for n in children if seq_of(n) > floor), key=seq_of):
+                    data, _ = await asyncio.wait_for(self._aio(self.zk.get_async(f"{self.p_log}/{name}")), left())
+                    if proposal_token(data) == token:
+                        return seq_of(name)
+                return None
+            except (ConnectionLoss, SessionExpiredError):
+                continue  # lost again while looking: look again once it is back
+            except (TimeoutError, KazooException) as e:
+                raise unknown(f"ZooKeeper error {type(e).__name__} while resolving it") from None
 
     # --- kazoo thread -> event loop ---------------------------------------------------
 
@@ -424,7 +440,8 @@ class ZooKeeperCoordination:
             log.warning("ZooKeeper connection suspended; serving the last metadata, no metadata changes")
         else:  # LOST: the session expired, and our ephemeral znodes with it
             log.warning("ZooKeeper session lost; will re-register and re-run the controller election on reconnect")
-            self._fail_waiters(NotControllerError_("ZooKeeper session expired"))
+            # Proposals already committed still wait: their znodes passed the epoch check, so every broker
+            # applies them (this one after the reconnect), and a NOT_CONTROLLER would report a made change as not.
             self._set_role(None, self._epoch)
 
     async def _on_connected(self) -> None:
@@ -585,8 +602,8 @@ class ZooKeeperCoordination:
         if controller == self.broker_id:
             log.info("became controller in epoch %d", epoch)
         else:
-            if was_controller:
-                self._fail_waiters(NotControllerError_(f"controller changed (epoch {epoch})"))
+            # Our committed proposals still wait for their znodes to be applied (they passed the epoch check):
+            # deposed, we apply the log as every broker does, and they are answered as made.
             log.info("controller is %s in epoch %d", controller if controller is not None else "none", epoch)
         self.on_role(controller == self.broker_id, epoch, controller)
         if controller == self.broker_id:

@@ -5,8 +5,8 @@
 
 For a `.log`: each batch's header line as Kafka prints it (offsets, producer, epoch, flags, position, time,
 size, magic, codec, CRC and whether it is valid), and with --deep-iteration or --print-data-log a `|` line per
-record (with --print-data-log its key and payload, as UTF-8 where they are, a transaction marker's type and
-coordinator epoch for a control record). For a `.index` / `.timeindex`: its entries (docs/FORMAT.md §2, §3).
+record (its offset, time, sizes, sequence and header keys, a transaction marker's type and coordinator epoch; with
+--print-data-log its key and payload, as UTF-8). For a `.index` / `.timeindex`: its entries (docs/FORMAT.md §2, §3).
 It reads the files only: a running broker's active segment may end with a batch being written.
 """
 
@@ -28,13 +28,8 @@ _INDEX = struct.Struct(">II")  # relative offset, position
 _TIME_INDEX = struct.Struct(">qI")  # timestamp, relative offset
 
 
-def _text(b: bytes | None) -> str:
-    if b is None:
-        return "null"
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return repr(b)
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", errors="replace")  # as Kafka's default decoder prints bytes that are not UTF-8
 
 
 def dump_segment(path: Path, data: bytes, deep: bool, print_data: bool, skip_metadata: bool) -> Iterator[str]:
@@ -58,37 +53,37 @@ def dump_segment(path: Path, data: bytes, deep: bool, print_data: bool, skip_met
         seq = h.base_sequence
         time_type = "LogAppendTime" if h.attributes & fmt.TIMESTAMP_LOG_APPEND else "CreateTime"
         horizon = h.delete_horizon_ms
-        if not skip_metadata:
-            yield (
-                f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
-                f"baseSequence: {seq} lastSequence: {seq + h.last_offset_delta if seq >= 0 else -1} "
-                f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
-                f"partitionLeaderEpoch: {h.leader_epoch} isTransactional: {str(h.is_transactional).lower()} "
-                f"isControl: {str(h.is_control).lower()} deleteHorizonMs: "
-                f"{'OptionalLong.empty' if horizon is None else f'OptionalLong[{horizon}]'} position: {pos} "
-                f"{time_type}: {h.max_timestamp} size: {h.size} magic: {h.magic} "
-                f"compresscodec: {CODEC_NAMES.get(h.codec, str(h.codec))} crc: {h.crc} isvalid: {str(valid).lower()}"
-            )
+        yield (
+            f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
+            f"baseSequence: {seq} lastSequence: {seq + h.last_offset_delta if seq >= 0 else -1} "
+            f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
+            f"partitionLeaderEpoch: {h.leader_epoch} isTransactional: {str(h.is_transactional).lower()} "
+            f"isControl: {str(h.is_control).lower()} deleteHorizonMs: "
+            f"{'OptionalLong.empty' if horizon is None else f'OptionalLong[{horizon}]'} position: {pos} "
+            f"{time_type}: {h.max_timestamp} size: {h.size} magic: {h.magic} "
+            f"compresscodec: {CODEC_NAMES.get(h.codec, str(h.codec))} crc: {h.crc} isvalid: {str(valid).lower()}"
+        )
         if not (deep or print_data) or not valid:
             continue
         marker = fmt.control_record(data, pos, h) if h.is_control else None
         for delta, ts_delta, key, value, headers in fmt.records_of(data, pos, h):
-            line = (
-                ""
-                if skip_metadata
-                else (
-                    f"| offset: {h.base_offset + delta} {time_type}: {h.first_timestamp + ts_delta} "
+            # A LogAppendTime batch's records carry the broker's append time, as Kafka reads them.
+            ts = h.max_timestamp if time_type == "LogAppendTime" else h.first_timestamp + ts_delta
+            line = "|"
+            if not skip_metadata:
+                line += (
+                    f" offset: {h.base_offset + delta} {time_type}: {ts} "
                     f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if value is None else len(value)} "
                     f"sequence: {seq + delta if seq >= 0 else -1} headerKeys: [{','.join(k for k, _ in headers or ())}]"
                 )
-            )
-            if print_data:
                 if marker is not None:
-                    line += f" endTxnMarker: {'COMMIT' if marker.commit else 'ABORT'} "
-                    line += f"coordinatorEpoch: {marker.coordinator_epoch}"
-                else:
-                    line += (f" key: {_text(key)}" if key is not None else "") + f" payload: {_text(value)}"
-            yield line.strip()
+                    line += f" endTxnMarker: {'COMMIT' if marker.commit else 'ABORT'}"
+                    line += f" coordinatorEpoch: {marker.coordinator_epoch}"
+            if print_data and not h.is_control:
+                line += (f" key: {_text(key)}" if key is not None else "") + (
+                    f" payload: {_text(value)}" if value is not None else ""
+                )
+            yield line
     if end < len(data):
         yield f"Found {len(data) - end} invalid bytes at the end of {path.name}"
 
@@ -112,7 +107,7 @@ def dump_time_index(path: Path, data: bytes) -> Iterator[str]:
 @click.option("--files", required=True, metavar="F1,F2", help="Comma-separated .log, .index and .timeindex files.")
 @click.option("--print-data-log", is_flag=True, help="Print each record's key and payload (implies --deep-iteration).")
 @click.option("--deep-iteration", is_flag=True, help="A line per record, not only per batch.")
-@click.option("--skip-record-metadata", is_flag=True, help="Leave out the batch and record metadata.")
+@click.option("--skip-record-metadata", is_flag=True, help="Leave out each record's metadata (not the batch line).")
 @one_line_errors
 def main(files: str, print_data_log: bool, deep_iteration: bool, skip_record_metadata: bool) -> None:
     """Dump segment and index files, as kafka-dump-log.sh does."""

@@ -3,10 +3,10 @@
     kl-get-offsets --bootstrap-server B [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS] [--command-config F]
     kl-get-offsets --bootstrap-server B --topic-partitions 'orders:0-2,audit.*' [--time ...]
 
-One line per partition, `topic:partition:offset`, sorted: the offset the time names (-1 or latest: the high
-watermark; -2 or earliest: the log start; -3 or max-timestamp: the record with the largest timestamp; -4 or
-earliest-local, -5 or latest-tiered: KIP-1005's, for tiered storage; a timestamp in ms: the first record at or
-after it), empty when there is none (a timestamp past the last record).
+One line per partition, `topic:partition:offset`, sorted by topic and partition: the offset the time
+names (-1 or latest: the high watermark; -2 or earliest: the log start; -3 or max-timestamp: the record with
+the largest timestamp; -4 or earliest-local, -5 or latest-tiered: KIP-1005's, for tiered storage; a timestamp
+in ms: the first record at or after it); a partition with none (a time past its last record) gets no line.
 """
 
 from __future__ import annotations
@@ -47,6 +47,11 @@ def _pattern(text: str) -> re.Pattern[str]:
         raise click.ClickException(f"{text!r} is not a regular expression: {e}") from None
 
 
+def include_list(topic: str | None) -> str:
+    """Kafka's IncludeList: a regular expression in which a comma means "or"."""
+    return ",".join(x.strip() for x in topic.split(",")).replace(",", "|") if topic and topic.strip() else ".*"
+
+
 def parse_partitions(value: str) -> set[int]:
     try:
         ids = {int(x) for x in value.split(",") if x.strip()}
@@ -65,7 +70,7 @@ def parse_topic_partitions(value: str) -> list[PartitionFilter]:
             continue
         topic, colon, spec = item.partition(":")
         parts: set[int] | tuple[int, int | None] | None = None
-        if colon:
+        if colon and spec:  # `topic:` names every partition, as Kafka's filter reads it
             m = re.fullmatch(r"(\d*)-(\d*)|(\d+)", spec)
             if m is None or (m.group(3) is None and not (m.group(1) or m.group(2))):
                 raise click.ClickException(f"Invalid topic-partition filter: {item}")
@@ -114,7 +119,7 @@ def main(
     filters = (
         parse_topic_partitions(topic_partitions)
         if topic_partitions is not None
-        else [(_pattern(topic or ".*"), parse_partitions(partitions) if partitions is not None else None)]
+        else [(_pattern(include_list(topic)), parse_partitions(partitions) if partitions else None)]
     )
     with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
         names = admin.list_topics(include_internal=not exclude_internal_topics)
@@ -130,7 +135,8 @@ def main(
         offsets = admin.list_offsets(wanted, timestamp)
     for t, p in wanted:
         offset = offsets.get((t, p), -1)
-        click.echo(f"{t}:{p}:{offset if offset >= 0 else ''}")
+        if offset >= 0:  # none (a time past the last record): no line, as Kafka's tool prints it
+            click.echo(f"{t}:{p}:{offset}")
 
 
 if __name__ == "__main__":

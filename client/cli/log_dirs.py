@@ -69,8 +69,8 @@ def as_json(by_broker: dict[int, tuple[DescribeLogDirsResult, ...]], topics: set
 
 
 def _ids(value: str | None, what: str) -> list[int] | None:
-    if value is None:
-        return None
+    if value is None or not value.strip():
+        return None  # empty: every broker, as Kafka's tool reads it
     try:
         ids = [int(x) for x in value.split(",") if x.strip()]
     except ValueError:

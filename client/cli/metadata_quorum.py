@@ -57,7 +57,7 @@ def replication_rows(q: DescribeQuorumResponsePartitionData, human: bool, now_ms
         return f"{max(now_ms - ts, 0)} ms ago" if human else str(ts)
 
     def row(r: ReplicaState, status: str) -> list[str]:
-        lag = max(leader_end - r.log_end_offset, 0)
+        lag = leader_end - r.log_end_offset
         return [str(r.replica_id), str(r.log_end_offset), str(lag), when(r.last_fetch_timestamp),
                 when(r.last_caught_up_timestamp), status]  # fmt: skip
 
@@ -68,9 +68,9 @@ def replication_rows(q: DescribeQuorumResponsePartitionData, human: bool, now_ms
 
 
 def table(rows: list[list[str]]) -> list[str]:
-    """Kafka's ToolsUtils.prettyPrintTable: columns left-aligned, padded to the widest cell, two spaces apart."""
+    """Kafka's ToolsUtils.prettyPrintTable: columns left-aligned, padded to the widest cell, tab-separated."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return ["\t".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
 @click.group()

@@ -15,9 +15,10 @@ import pytest
 
 from client.admin import NewTopic
 from client.sync import Admin, Producer
+from net.batch import iter_batches
 from tests.conftest import ROOT, free_port
 from tests.integration.test_cli import assert_one_line_error, run
-from tests.waiting import wait_port
+from tests.waiting import wait_port, wait_until
 
 ADMIN_LOGIN = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256",
                "sasl_username": "admin", "sasl_password": "admin-secret"}  # fmt: skip
@@ -149,7 +150,9 @@ def test_get_offsets_prints_each_partition_at_the_time_asked(broker):
     assert lines("--topic", "stamped", "--time", "max-timestamp") == ["stamped:0:1"]  # KIP-734: the first at the max
     assert lines("--topic", "stamped", "--time", str(1_700_000_002_500)) == ["stamped:0:1"]  # first at/after it
     assert lines("--topic", "stamped", "--time", "0") == ["stamped:0:0"]
-    assert lines("--topic", "stamped", "--time", str(1_700_000_005_001)) == ["stamped:0:"]  # none that late
+    assert lines("--topic", "stamped", "--time", str(1_700_000_005_001)) == []  # none that late: no line
+    assert lines("--topic", "stamped,other") == ["other:0:0", "stamped:0:5"]  # a comma means "or", as Kafka's
+    assert lines("--topic-partitions", "stamped:") == ["stamped:0:5"]  # `topic:` is every partition
     with Admin(broker["bootstrap"], **ADMIN_LOGIN) as a:  # a group's offsets: __consumer_offsets exists
         a.alter_group_offsets("g-offsets", {("spread", 0): 1})
     every = lines("--time", "-2")
@@ -189,6 +192,8 @@ def test_dump_log_prints_batches_records_markers_and_indexes(broker, tmp_path):
     t.commit_transaction()
     t.close()
     [segment] = [d / "dumped-0" / f"{0:020d}.log" for d in broker["dirs"] if (d / "dumped-0").exists()]
+    # commit_transaction returns once the commit is decided; the marker is written in the background
+    wait_until(lambda: len(list(iter_batches(segment.read_bytes()))) == 4, 30, "the commit marker written")
     index, time_index = segment.with_suffix(".index"), segment.with_suffix(".timeindex")
 
     cp = run("dump_log", "--files", f"{segment},{index},{time_index}", "--print-data-log")
@@ -201,7 +206,8 @@ def test_dump_log_prints_batches_records_markers_and_indexes(broker, tmp_path):
     assert "isTransactional: true isControl: true" in batches[3]
     records = [line for line in out if line.startswith("| offset:")]
     assert records[0].endswith("keySize: 2 valueSize: 5 sequence: 0 headerKeys: [h1] key: k1 payload: hello")
-    assert records[1].endswith("key: gone payload: null") and records[2].endswith("payload: in-txn")
+    assert records[1].endswith("valueSize: -1 sequence: 1 headerKeys: [] key: gone")  # a tombstone: no payload
+    assert records[2].endswith("payload: in-txn")
     assert records[3].endswith("endTxnMarker: COMMIT coordinatorEpoch: 0")
     positions = [int(b.split(" position: ")[1].split()[0]) for b in batches]
     i = out.index(f"Dumping {index}")

@@ -3,6 +3,8 @@ three-voter quorum with an observer, and Kafka's error names."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from client.cli.log_dirs import as_json, exception_name
 from client.cli.metadata_quorum import replication_rows, status_lines, table
 from net.errors import ErrorCode
@@ -44,9 +46,12 @@ def test_replication_lists_the_leader_first_then_followers_then_observers():
     assert rows[1] == ["2", "100", "0", "6000", "6000", "Leader"]
     assert rows[2] == ["1", "90", "10", "5000", "4000", "Follower"]
     assert rows[4] == ["4", "80", "20", "-1", "-1", "Observer"]
+    ahead = dataclasses.replace(_quorum(), observers=(ReplicaState(replica_id=5, log_end_offset=101),))
+    assert replication_rows(ahead, human=False, now_ms=7_000)[-1][2] == "-1"  # Kafka prints the raw difference
     assert replication_rows(_quorum(), human=True, now_ms=7_000)[2][3:5] == ["2000 ms ago", "3000 ms ago"]
     lines = table(rows)
-    assert lines[0].split() == rows[0] and lines[0].index("LogEndOffset") == lines[1].index("100")
+    assert lines[0].split("\t")[0].strip() == "NodeId" and lines[0].split() == rows[0]
+    assert lines[0].index("LogEndOffset") == lines[1].index("100")  # padded columns, tab-separated
 
 
 def test_log_dirs_json_and_error_names():
@@ -95,6 +100,8 @@ def test_get_offsets_filters_and_times():
     assert [p for p in range(6) if _selected(p, parts)] == [2, 3]  # the upper bound is exclusive, as Kafka's
     assert [p for p in range(9) if _selected(p, parts2)] == [7] and rx2.fullmatch("b")
     assert [p for p in range(4) if _selected(p, parts3)] == [0, 1] and rx3.fullmatch("anything")
-    for bad in ("a:", "a:x", "a:1-2-3", ","):
+    ((rx4, parts4),) = parse_topic_partitions("a:")  # `topic:` is every partition
+    assert parts4 is None and rx4.fullmatch("a")
+    for bad in ("a:x", "a:1-2-3", ","):
         with pytest.raises(click.ClickException):
             parse_topic_partitions(bad)
