@@ -15,6 +15,7 @@ and the host comes back. Needs root (CI runs as root)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -97,6 +98,7 @@ class Hosts:
 
     def setup(self) -> None:
         self.teardown()  # leftovers of a crashed run with the same pid
+        self.remove_stale_labs()
         sh("ip", "link", "add", self.bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{self.net}.254/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
@@ -192,6 +194,18 @@ class Hosts:
     def logs(self) -> str:
         files = sorted(self.tmp.glob("install-*.log")) + sorted(self.tmp.glob("host*/var/lib/kafkalite/*.log"))
         return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in files)
+
+    def remove_stale_labs(self) -> None:
+        """A killed run's lab on this subnet (another tag: its worker's pid): its bridge holds our gateway address,
+        so traffic to our hosts would reach its brokers (found when a run was killed and the next one's clients
+        met the old brokers' certificates). Its hosts' processes are killed and its links and namespaces removed."""
+        shown = sh("ip", "-o", "-4", "addr", "show", check=False).stdout
+        for line in shown.splitlines():
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == f"{self.net}.254/24" and fields[1] != self.bridge:
+                stale = copy.copy(self)
+                stale.tag, stale.bridge, stale.first = fields[1].removesuffix("br"), fields[1], {}
+                stale.teardown()
 
     def teardown(self) -> None:
         # Every process in a host (the first broker, the ones upgrade.sh started) dies with it.
