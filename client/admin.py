@@ -287,6 +287,12 @@ class AsyncAdmin:
         await self.client.refresh_metadata([])
         return sorted(self.client.metadata.brokers)
 
+    async def topic_partitions(self, include_internal: bool = False) -> dict[str, list[int]]:
+        """Every topic's partition ids, from one Metadata answer (no configs asked, unlike describe_topics)."""
+        topics = await self.client.list_topics()
+        shown = {n: t for n, t in topics.items() if not t.error and (include_internal or not t.is_internal)}
+        return {n: sorted(t.partitions) for n, t in shown.items()}
+
     async def describe_log_dirs(
         self, brokers: list[int] | None = None, topics: list[str] | None = None
     ) -> dict[int, tuple[DescribeLogDirsResult, ...]]:

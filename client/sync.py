@@ -311,6 +311,9 @@ class Admin(_Blocking[AsyncAdmin]):
     def broker_ids(self) -> list[int]:
         return self._lt.run(self._impl.broker_ids())
 
+    def topic_partitions(self, include_internal: bool = False) -> dict[str, list[int]]:
+        return self._lt.run(self._impl.topic_partitions(include_internal))
+
     def describe_metadata_quorum(self) -> tuple[str, DescribeQuorumResponsePartitionData]:
         return self._lt.run(self._impl.describe_metadata_quorum())
 

@@ -122,13 +122,12 @@ def main(
         else [(_pattern(include_list(topic)), parse_partitions(partitions) if partitions else None)]
     )
     with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
-        names = admin.list_topics(include_internal=not exclude_internal_topics)
-        described = {d.name: d for d in admin.describe_topics(names)} if names else {}
+        topics = admin.topic_partitions(include_internal=not exclude_internal_topics)
         wanted = sorted(
-            (name, p.partition)
-            for name, d in described.items()
-            for p in d.partitions
-            if any(rx.fullmatch(name) and _selected(p.partition, parts) for rx, parts in filters)
+            (name, p)
+            for name, ps in topics.items()
+            for p in ps
+            if any(rx.fullmatch(name) and _selected(p, parts) for rx, parts in filters)
         )
         if not wanted:
             raise click.ClickException("Could not match any topic-partitions with the specified filters")
