@@ -115,12 +115,16 @@ class LocalPauses:
         self._last: int | None = None
         self._spans: deque[tuple[int, int]] = deque()
 
-    def observe(self, now_ms: int) -> None:
+    def observe(self, now_ms: int) -> int:
+        """One turn of the judge's timer at `now_ms`. Returns the pause that ended here (ms), 0 if none."""
         last, self._last = self._last, now_ms
+        paused = 0
         if last is not None and now_ms - last >= self.threshold_ms:
             self._spans.append((last, now_ms))
+            paused = now_ms - last
         while self._spans and self._spans[0][1] < now_ms - self.keep_ms:
             self._spans.popleft()
+        return paused
 
     def after(self, since_ms: int) -> int:
         """How long the judge was paused after `since_ms` (ms)."""

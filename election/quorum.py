@@ -312,6 +312,17 @@ class QuorumNode:
             assert self._tracker is not None
             self._tracker.on_heard(m.sender, m.at_ms)
 
+    def on_local_pause(self, paused_ms: int) -> None:
+        """The driver's loop or process did not run for `paused_ms` (a gap between two turns of its timer far
+        longer than their cadence). A follower's election timer counts only time it ran: the controller's fetch
+        answers and heartbeats that arrived meanwhile are still unread in its sockets. Without this a broker
+        resumed after a pause longer than the election timeout started an election at its first tick, before
+        reading them, and its higher epoch deposed a healthy controller (an election round, leadership moves).
+        Timers are outside the safety argument (section 4); a controller that did die during the pause is
+        replaced by the others' timers, or by ours up to one timeout after the resume."""
+        if self._role is Role.FOLLOWER and paused_ms > 0:
+            self._election_deadline += paused_ms
+
     def _evaluate(self, now_ms: int, out: list[Output]) -> None:
         """Step 2: vote, once per epoch, for the most up-to-date state collected (ours included)."""
         r = self._round

@@ -207,7 +207,11 @@ class QuorumDriver:
     def _on_timer(self) -> None:
         now = _now_ms()
         # This timer runs at least every TIMER_MAX_MS: a gap of LocalPauses' threshold (1 s) is our own stall.
-        self.own_pauses.observe(now)
+        paused = self.own_pauses.observe(now)
+        if paused:
+            # Our own stall (SIGSTOP, a starved CPU): the controller's fetch answers waited in our socket
+            # meanwhile, so the silence is ours, not its (ELECTION.md section 3, "Own pauses").
+            self.node.on_local_pause(paused)
         self._feed_heartbeats(now)  # first: a tick after a stall must see what the heartbeat thread heard
         self._execute(self.node.tick(now))
         self._schedule(min(self.node.next_deadline_ms() - _now_ms(), TIMER_MAX_MS))

@@ -18,7 +18,7 @@ from election import (
     QuorumNode,
     Role,
 )
-from election.coordination import fetch_liveness_expiry
+from election.coordination import LocalPauses, fetch_liveness_expiry
 from tests.unit.test_election_peer_closed import follower_of
 
 CFG = QuorumConfig()
@@ -96,3 +96,24 @@ def test_liveness_rule_counts_heartbeats():
     assert fetch_liveness_expiry(None, False, 50000, session, None, 44000, 3000) == 50000
     # Seen in the election: never earlier than a session timeout after the win.
     assert fetch_liveness_expiry(None, True, 50000, session, None, 44000, 3000) == 59000
+
+
+def test_a_follower_resumed_after_a_pause_reads_its_sockets_before_it_elects():
+    """A pause of ours (SIGSTOP, a starved machine) longer than the election timeout: the controller's answers
+    wait unread in our sockets, so the first tick after it starts no election (on_local_pause, fed by the
+    driver's LocalPauses). The election runs only if the controller stays silent for the timeout after it."""
+    paused = 3 * T
+    n = follower_of(1)
+    n.on_local_pause(paused)
+    assert not any(isinstance(o, Persist) for o in n.tick(paused))
+    assert n.role is Role.FOLLOWER and n.epoch == 1
+    assert n.tick(paused + T)[0] == Persist(2, None) and n.role is Role.ELECTING
+    # Without the report the same tick starts an election at once: what deposed a healthy controller.
+    m = follower_of(1)
+    assert m.tick(paused)[0] == Persist(2, None)
+
+
+def test_a_local_pause_is_measured_between_turns_of_the_timer():
+    pauses = LocalPauses(threshold_ms=1000)
+    assert pauses.observe(0) == 0 and pauses.observe(400) == 0
+    assert pauses.observe(9400) == 9000 and pauses.after(0) == 9000
