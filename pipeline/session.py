@@ -183,6 +183,8 @@ def spark_session(master: str | None = None, app_name: str = "kl-spark", conf: d
         "spark.driver.extraJavaOptions": driver_options,
         "spark.executor.extraJavaOptions": quiet,
         "spark.sql.session.timeZone": "UTC",
+        # Workers forked with the data source already imported (pipeline/spark_daemon.py): ~0.7 CPU-s each.
+        "spark.python.daemon.module": "pipeline.spark_daemon",
     }
     if master is not None and master.startswith("local"):
         # One host: no name lookup of this machine's hostname at start (slow where DNS is), nothing listens

@@ -90,6 +90,21 @@ def test_live_single_broker_matches_a_consumer(spark, single):
     assert row["topic"] == TOPIC and row["timestampType"] == 0 and row["headers"][0]["key"] == "n"
 
 
+def test_workers_fork_from_the_daemon_that_preloaded_the_data_source(spark, single):
+    """pipeline/spark_daemon.py (spark.python.daemon.module): the workers that read are forked from it, with
+    the data source imported before the fork, and read the same records."""
+
+    def where(_rows):  # type: ignore[no-untyped-def]
+        import sys as worker_sys
+
+        yield (worker_sys.modules["__main__"].__file__, "pipeline.datasource" in worker_sys.modules)
+
+    df = load(spark, single.data_dir, subscribe=TOPIC)
+    seen = set(df.rdd.mapPartitions(where).collect())
+    assert seen and all(f.endswith("pipeline/spark_daemon.py") and loaded for f, loaded in seen), seen
+    assert df.count() == 3000
+
+
 def test_a_copy_of_the_data_dir_reads_the_same(spark, single, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(single.data_dir, copy)
