@@ -141,7 +141,7 @@ def _raise_rows(rows: Iterable[Any]) -> None:
             raise error_for(r.error_code, r.error_message or f"topic {r.name!r}")
 
 
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # Kafka's ConfigResource.Type
+TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE = 2, 4, 8  # Kafka's ConfigResource.Type
 
 
 def _incremental(
@@ -281,6 +281,28 @@ class AsyncAdmin:
             await self.client.refresh_metadata([])  # to learn where it listens
         result = await self._describe(broker, BROKER_RESOURCE, name)
         return {c.name: (c.value, c.config_source) for c in result.configs}
+
+    async def describe_broker_loggers(self, broker: int) -> dict[str, str]:
+        """logger -> its level (Kafka's names: TRACE, DEBUG, INFO, WARN, ...) in that broker's process, asked of it
+        (Kafka's BROKER_LOGGER resource, `kafka-configs --entity-type broker-loggers`)."""
+        if broker not in self.client.metadata.brokers:
+            await self.client.refresh_metadata([])
+        result = await self._describe(broker, BROKER_LOGGER_RESOURCE, str(broker))
+        return {c.name: c.value or "" for c in result.configs}
+
+    async def alter_broker_loggers(
+        self, broker: int, changes: dict[str, str | None], validate_only: bool = False
+    ) -> None:
+        """Set loggers' levels in that broker's process (None: the logger inherits its parent's again); the broker
+        changes its own, so the request goes to it, not to the controller. Lasts until the broker restarts."""
+        if broker not in self.client.metadata.brokers:
+            await self.client.refresh_metadata([])
+        conn = await self.client.connection(broker)
+        request = _incremental(BROKER_LOGGER_RESOURCE, str(broker), changes, validate_only)
+        answer = await conn.call(request, self.client.request_timeout)
+        for r in answer.responses:
+            if r.error_code:
+                raise error_for(r.error_code, r.error_message or f"broker {broker}'s loggers")
 
     async def broker_ids(self) -> list[int]:
         """The ids of the cluster's live brokers (Kafka's describeCluster nodes)."""

@@ -333,6 +333,12 @@ class Admin(_Blocking[AsyncAdmin]):
     def list_topics(self, include_internal: bool = False) -> list[str]:
         return self._lt.run(self._impl.list_topics(include_internal))
 
+    def describe_broker_loggers(self, broker: int) -> dict[str, str]:
+        return self._lt.run(self._impl.describe_broker_loggers(broker))
+
+    def alter_broker_loggers(self, broker: int, changes: dict[str, str | None], validate_only: bool = False) -> None:
+        self._lt.run(self._impl.alter_broker_loggers(broker, changes, validate_only))
+
     def elect_leaders(
         self, election_type: ElectionType | int, partitions: list[TopicPartition] | None = None
     ) -> dict[TopicPartition, KafkaLiteError | None]:

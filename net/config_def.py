@@ -274,6 +274,7 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6  # a broker's log level (broker/server/broker_loggers.py)
     DYNAMIC_GROUP_CONFIG = 8  # KIP-848 / KIP-932: a group's own config
 
 

@@ -16,7 +16,9 @@ share group configs); any other type is answered INVALID_REQUEST in its row.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import logging
 import time
 import uuid
 from functools import partial
@@ -24,9 +26,11 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from broker.network.server import ConnectionContext
 from broker.quota.mutation_quota import ControllerMutationQuota, MutationMeter
+from broker.server import broker_loggers
 from broker.server.config_describe import (
     LIST_KEYS,
     ConfigEntry,
+    ConfigType,
     broker_entries,
     default_broker_entries,
     group_entries,
@@ -34,6 +38,7 @@ from broker.server.config_describe import (
 )
 from broker.server.dynamic_config import DEFAULT_BROKER, altered, broker_resource
 from broker.share.group_configs import altered as altered_group_configs
+from net.config_def import ConfigSource
 from net.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -54,6 +59,7 @@ from net.schema.describe_configs import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from net.schema.incremental_alter_configs import AlterConfigsResource as IncrementalAlterableResource
 from net.schema.incremental_alter_configs import AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse
 from net.schema.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
@@ -64,7 +70,8 @@ if TYPE_CHECKING:
     from broker.metadata.image import MetadataImage
     from broker.server.config import BrokerConfig
 
-TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource.Type
+log = logging.getLogger("kafkalite.api")
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32  # Kafka's ConfigResource.Type
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs' config_operation
 # KIP-599: the first Kafka version of each api whose client knows THROTTLING_QUOTA_EXCEEDED (strict quota); an
 # older client is throttled instead. Native clients are strict.
@@ -268,13 +275,56 @@ class AdminApis:
             return broker_entries(self.config, self.image.broker_configs)
         if kind == GROUP:
             return group_entries(self.config, self.image.group_configs.get(name, {}))
+        if kind == BROKER_LOGGER:
+            broker_loggers.check_broker_id(name, self.config.broker_id)
+            return [
+                ConfigEntry(
+                    n, level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, ConfigType.UNKNOWN, False, False, "", ()
+                )
+                for n, level in broker_loggers.describe()
+            ]
         raise InvalidRequestError(f"resource type {kind} is not supported")
 
     def alter_configs(self, req: AlterRequest, ctx: ConnectionContext) -> Awaitable[Answer]:
         """AlterConfigs: the given keys become the resource's whole set of overrides (the others return to their
         defaults); IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT each key. `validate_only` checks
         without changing anything."""
-        return self.channel.serve_or_forward_typed(req, ctx, lambda: self._alter_configs(req))
+        if not any(r.resource_type == BROKER_LOGGER for r in req.resources):
+            return self.channel.serve_or_forward_typed(req, ctx, lambda: self._alter_configs(req))
+        return self._alter_with_loggers(req, ctx)
+
+    async def _alter_with_loggers(self, req: AlterRequest, ctx: ConnectionContext) -> Answer:
+        """A request naming BROKER_LOGGER resources: those are this broker's own log levels, changed here (Kafka's
+        ConfigAdminManager serves them on the broker, never on the controller); the rest goes the usual way. The
+        answer keeps the request's order."""
+        answer_cls, row_cls = _ALTER_ANSWERS[type(req)]
+        rest: tuple[Any, ...] = tuple(r for r in req.resources if r.resource_type != BROKER_LOGGER)
+        forwarded: list[Any] = []
+        if rest:
+            sub: AlterRequest = dataclasses.replace(req, resources=rest)  # type: ignore[arg-type]
+            sub_answer = await self.channel.serve_or_forward_typed(sub, ctx, lambda: self._alter_configs(sub))
+            forwarded = list(sub_answer.responses)
+        rows = []
+        for r in req.resources:
+            if r.resource_type != BROKER_LOGGER:
+                rows.append(forwarded.pop(0))
+                continue
+            try:
+                if not isinstance(r, IncrementalAlterableResource):
+                    raise InvalidRequestError(
+                        "AlterConfigs is only supported for topics and brokers, but resource type is BROKER_LOGGER"
+                    )
+                broker_loggers.check_broker_id(r.resource_name, self.config.broker_id)
+                ops = [(c.name, c.config_operation, c.value) for c in r.configs]
+                broker_loggers.validate(ops)
+                if not req.validate_only:
+                    broker_loggers.apply(ops)
+                    log.info("log levels of %s changed by %s", [n for n, _, _ in ops], ctx.principal)
+                code, message = 0, None
+            except Exception as e:
+                code, message = error_code_of(e)
+            rows.append(_resource_row(row_cls, r, code, message))
+        return answer_cls(responses=tuple(rows))
 
     async def _alter_configs(self, req: AlterRequest) -> Answer:
         replace = isinstance(req, AlterConfigsRequest)

@@ -961,18 +961,19 @@ def _topic_op(op: AclOperation) -> Callable[[Authorization, Any, ConnectionConte
     return refused
 
 
-_BROKER_RESOURCE, _TOPIC_RESOURCE, _GROUP_RESOURCE = 4, 2, 32  # Kafka's ConfigResource.Type
+_BROKER_RESOURCE, _TOPIC_RESOURCE, _GROUP_RESOURCE, _BROKER_LOGGER_RESOURCE = 4, 2, 32, 8  # Kafka's ConfigResource.Type
 
 
 def _config_op(op: AclOperation) -> Callable[[Authorization, Any, ConnectionContext], Any]:
-    """A config resource: `op` on the topic, on the cluster for a broker's (or the cluster default's) configs, on the
-    group; a resource of another type is the handler's to refuse (INVALID_REQUEST in its row)."""
+    """A config resource: `op` on the topic, on the cluster for a broker's (or the cluster default's) configs and its
+    log levels (BROKER_LOGGER), on the group; a resource of another type is the handler's to refuse (INVALID_REQUEST
+    in its row)."""
 
     def refused(a: Authorization, r: Any, ctx: ConnectionContext) -> tuple[ResourceType, AclOperation, str] | None:
         kind, name = r.resource_type, r.resource_name
         if kind == _TOPIC_RESOURCE and not a.authz.topic(ctx, op, name):
             return TOPIC, op, f"topic {name}"
-        if kind == _BROKER_RESOURCE and not a.authz.cluster(ctx, op):
+        if kind in (_BROKER_RESOURCE, _BROKER_LOGGER_RESOURCE) and not a.authz.cluster(ctx, op):
             return CLUSTER, op, "the cluster"
         if kind == _GROUP_RESOURCE and not a.authz.group(ctx, op, name):
             return GROUP, op, f"group {name}"

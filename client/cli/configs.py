@@ -54,7 +54,9 @@ def _scram_value(mech: str, value: str) -> tuple[str, int]:
 @command_config_option
 @click.option("--alter", is_flag=True, help="Add or delete configs of the entity.")
 @click.option("--describe", is_flag=True, help="Describe the entity's configs.")
-@click.option("--entity-type", type=click.Choice(["users", "clients", "topics", "brokers"]), required=True)
+@click.option(
+    "--entity-type", type=click.Choice(["users", "clients", "topics", "brokers", "broker-loggers"]), required=True
+)
 @click.option("--entity-name", default=None)
 @click.option(
     "--entity-default",
@@ -84,6 +86,12 @@ def main(
     with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
         if entity_type == "topics":
             _topics(admin, alter, entity_name, add_config, delete_config)
+            return
+        if entity_type == "broker-loggers":
+            if entity_default:
+                raise click.UsageError("--entity-default does not apply to broker-loggers")
+            for broker in [entity_name] if entity_name else [str(b) for b in admin.broker_ids()]:
+                _broker_loggers(admin, alter, broker, add_config, delete_config)
             return
         if entity_type == "brokers":
             if not alter and not entity_name and not entity_default:  # every broker, then the cluster default
@@ -202,6 +210,25 @@ def _brokers(admin: Admin, alter: bool, name: str | None, add: str | None, delet
     for k, (v, source) in sorted(configs.items()):
         if source in _SOURCES:
             click.echo(f"  {k}={v} sensitive=false synonyms={{{_SOURCES[source]}:{k}={v}}}")
+
+
+def _broker_loggers(admin: Admin, alter: bool, name: str, add: str | None, delete: str | None) -> None:
+    """A broker's log levels (Kafka's BROKER_LOGGER resource), Kafka's lines."""
+    if not name.isdigit():
+        raise click.UsageError(f"The entity name for broker-loggers must be a valid integer broker id, found: {name}")
+    broker = int(name)
+    levels = admin.describe_broker_loggers(broker)
+    if alter:
+        changes = _changes(add, delete)
+        unknown = [k for k in changes if k not in levels]
+        if unknown:  # as kafka-configs: checked against the broker's loggers before anything is sent
+            raise click.UsageError(f"Invalid broker logger(s): {','.join(unknown)}")
+        admin.alter_broker_loggers(broker, changes)
+        click.echo(f"Completed updating config for broker-logger {broker}.")
+        return
+    click.echo(f"Dynamic configs for broker-logger {broker} are:")
+    for logger, level in sorted(levels.items()):
+        click.echo(f"  {logger}={level} sensitive=false synonyms={{}}")
 
 
 def _topics(admin: Admin, alter: bool, name: str | None, add: str | None, delete: str | None) -> None:

@@ -230,3 +230,49 @@ def test_dump_log_prints_batches_records_markers_and_indexes(broker, tmp_path):
     garbage.write_bytes(b"\xff" * 100)
     cp = run("dump_log", "--files", str(garbage))
     assert cp.returncode == 0 and cp.stdout.splitlines()[-1] == "Found 100 invalid bytes at the end of garbage.log"
+
+
+def loggers(broker: dict, user: str | None, *args: str) -> subprocess.CompletedProcess:
+    return tool(broker, user, "--entity-type", "broker-loggers", *args, name="configs")
+
+
+def test_broker_loggers_with_kl_configs_and_who_may_change_them(broker):
+    """kl-configs --entity-type broker-loggers (kafka-configs.sh's): Kafka's lines, a level set and removed; alice,
+    without DESCRIBE_CONFIGS or ALTER_CONFIGS on the cluster, and an anonymous peer can neither read nor change
+    them; bad names are one-line errors and change nothing."""
+    with Admin(broker["bootstrap"], **ADMIN_LOGIN) as a:
+        inherited = a.describe_broker_loggers(1)["kafkalite.api"]
+    cp = loggers(broker, "admin", "--describe", "--entity-name", "1")
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stdout.splitlines()
+    assert lines[0] == "Dynamic configs for broker-logger 1 are:"
+    assert f"  kafkalite.api={inherited} sensitive=false synonyms={{}}" in lines
+    names = [ln.split("=", 1)[0] for ln in lines[1:]]
+    assert "  root" in names and names == sorted(names), "every logger, by name, as kafka-configs sorts them"
+    cp = loggers(broker, "admin", "--alter", "--entity-name", "1", "--add-config", "kafkalite.api=TRACE")
+    assert (cp.returncode, cp.stdout.strip()) == (0, "Completed updating config for broker-logger 1."), cp.stderr
+    assert "  kafkalite.api=TRACE sensitive=false synonyms={}" in loggers(broker, "admin", "--describe").stdout
+    assert loggers(broker, "admin", "--alter", "--entity-name", "1", "--delete-config", "kafkalite.api").returncode == 0
+    with Admin(broker["bootstrap"], **ADMIN_LOGIN) as a:
+        assert a.describe_broker_loggers(1)["kafkalite.api"] == inherited
+
+    assert_one_line_error(loggers(broker, "alice", "--describe", "--entity-name", "1"), "CLUSTER_AUTHORIZATION_FAILED")
+    assert_one_line_error(
+        loggers(broker, "alice", "--alter", "--entity-name", "1", "--add-config", "root=OFF"),
+        "CLUSTER_AUTHORIZATION_FAILED",
+    )
+    cp = loggers(broker, None, "--alter", "--entity-name", "1", "--add-config", "root=OFF")  # no login
+    assert cp.returncode != 0 and "Traceback" not in cp.stderr and "Completed" not in cp.stdout
+    assert_one_line_error(
+        loggers(broker, "admin", "--alter", "--entity-name", "1", "--add-config", "nope=DEBUG"),
+        "Invalid broker logger(s): nope",
+    )
+    assert_one_line_error(
+        loggers(broker, "admin", "--alter", "--entity-name", "1", "--add-config", "root=LOUD"),
+        "not a supported log level",
+    )
+    assert_one_line_error(loggers(broker, "admin", "--describe", "--entity-name", "x"), "valid integer broker id")
+    assert_one_line_error(loggers(broker, "admin", "--describe", "--entity-name", "7"), "broker 7 is not in")
+    with Admin(broker["bootstrap"], **ADMIN_LOGIN) as a:
+        after = a.describe_broker_loggers(1)
+    assert after["kafkalite.api"] == inherited and after["root"] != "OFF", "nothing refused was applied"

@@ -397,3 +397,54 @@ def test_compression_type_zstd_topic_recompresses_what_producers_send(cluster, a
         assert got == values
     finally:
         consumer.close()
+
+
+def test_broker_loggers_are_each_brokers_own_and_kafkas_rules_hold(cluster, admin):
+    """BROKER_LOGGER (broker/server/broker_loggers.py), as kafka-python's admin uses it (confluent-kafka's Python
+    binding has no such resource type): a broker's log levels (its loggers, Kafka's level names,
+    DYNAMIC_BROKER_LOGGER_CONFIG), changed in that broker alone, mixed with a topic's change in one request;
+    Kafka's refusals for an unknown logger or level, the root logger's removal, APPEND, and AlterConfigs."""
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap([2]))
+
+    def levels(broker: str) -> dict:
+        got = kp.describe_configs([KConfigResource(ConfigResourceType.BROKER_LOGGER, broker)], config_filter="all")
+        return {k: (e["value"], e["config_source"]) for k, e in got["broker_logger"][broker].items()}
+
+    def alter(broker: str, configs: dict, **kw) -> str:  # type: ignore[no-untyped-def]
+        res = kp.alter_configs([KConfigResource(ConfigResourceType.BROKER_LOGGER, broker, configs=configs)], **kw)
+        return str(res["broker_logger"][broker])
+
+    try:
+        before = levels("3")
+        assert before["root"][1] == "DYNAMIC_BROKER_LOGGER_CONFIG"
+        inherited = before["kafkalite.api"][0]
+        assert inherited in ("INFO", "WARN") and levels("1")["kafkalite.api"][0] == inherited
+        done(admin.create_topics([NewTopic("logged", 1, 3)]))
+        both = [
+            KConfigResource(ConfigResourceType.BROKER_LOGGER, "3", configs={"kafkalite.api": ("SET", "DEBUG")}),
+            KConfigResource(ConfigResourceType.TOPIC, "logged", configs={"retention.ms": ("SET", "5000000")}),
+        ]
+        answers = kp.alter_configs(both)
+        assert (str(answers["broker_logger"]["3"]), str(answers["topic"]["logged"])) == ("OK", "OK"), answers
+        assert levels("3")["kafkalite.api"][0] == "DEBUG"
+        assert levels("1")["kafkalite.api"][0] == inherited, "the other brokers' levels are theirs"
+        wait_until(lambda: cluster.admin().describe_configs("logged")["retention.ms"][0] == "5000000", 10, "the topic")
+        assert alter("3", {"kafkalite.api": ("DELETE", None)}) == "OK"  # the logger inherits its parent's again
+        assert levels("3")["kafkalite.api"][0] == inherited
+        for configs, message in [
+            ({"no.such.logger": ("SET", "DEBUG")}, "Logger no.such.logger does not exist!"),
+            ({"kafkalite.api": ("SET", "LOUD")}, "not a supported log level"),
+            ({"root": ("DELETE", None)}, "Removing the log level of the root logger is not allowed"),
+            ({"kafkalite.api": ("APPEND", "DEBUG")}, "APPEND operation is not allowed"),
+        ]:
+            answer = alter("3", configs, raise_on_unknown=False)
+            assert "InvalidRequestError" in answer and message in answer, answer
+        answer = alter("3", {"root": "DEBUG"}, raise_on_unknown=False, incremental=False)  # AlterConfigs
+        assert "only supported for topics and brokers" in answer, answer
+        after = levels("3")
+        assert {k: after[k] for k in before} == before, "nothing refused was applied"
+    finally:
+        kp.close()

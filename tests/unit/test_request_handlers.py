@@ -482,7 +482,7 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(broker):
 def test_describe_configs_answers_each_resource_with_the_keys_asked(broker):
     """DescribeConfigs, typed (broker/server/admin_apis.py): a topic's configs (only `configuration_keys`, synonyms
     and documentation only when asked), this broker's own, another broker's or an unknown topic's error in its row,
-    and a resource type Kafka Lite has no configs for (BROKER_LOGGER) INVALID_REQUEST in its row."""
+    this broker's log levels (BROKER_LOGGER), another broker's INVALID_REQUEST in its row, as Kafka answers."""
 
     async def scenario() -> None:
         def ask(kind: int, name: str, *keys: str) -> DescribeConfigsResource:
@@ -494,9 +494,10 @@ def test_describe_configs_answers_each_resource_with_the_keys_asked(broker):
             ask(4, "2"),
             ask(2, "missing"),
             ask(8, "1"),
+            ask(8, "2"),
         )
         bare = await broker.call(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(resources=resources))
-        topic, own, other, missing, logger = bare.results
+        topic, own, other, missing, logger, other_logger = bare.results
         (segment,) = topic.configs
         assert (segment.name, segment.config_source, segment.synonyms, segment.documentation) == (
             "segment.bytes",
@@ -507,7 +508,13 @@ def test_describe_configs_answers_each_resource_with_the_keys_asked(broker):
         assert [(c.name, c.read_only) for c in own.configs] == [("num.partitions", True)]
         assert other.error_code == ErrorCode.INVALID_REQUEST and not other.configs
         assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert (logger.resource_type, logger.error_code) == (8, ErrorCode.INVALID_REQUEST)
+        levels = {c.name: (c.value, c.config_source, c.read_only) for c in logger.configs}
+        assert (logger.resource_type, logger.error_code) == (8, 0) and levels["root"][1:] == (6, False)
+        assert levels["kafkalite.api"][0] in ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+        assert (other_logger.error_code, other_logger.error_message) == (
+            ErrorCode.INVALID_REQUEST,
+            "Unexpected broker id, expected 1 but received 2",
+        )
         full = await broker.call(
             ApiKey.DESCRIBE_CONFIGS,
             DescribeConfigsRequest(resources=resources[:1], include_synonyms=True, include_documentation=True),
