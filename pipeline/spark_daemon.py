@@ -3,9 +3,13 @@
 Spark runs Python tasks in workers forked from one daemon per executor (`pyspark.daemon`). PySpark imports its
 worker module and, through the task's unpickling, our data source only after each fork, because a fork copies
 just the forking thread and pandas or pyarrow start threads when imported. So every worker paid for the same
-imports: about 0.7 CPU-s of its 1.0 (pyspark.worker, pipeline.datasource/stream/sink with the client they use),
-measured over a test run's 144 workers with BSD process accounting. None of these modules starts a thread, so
-they can be imported before the fork; the arrow reader (pyarrow, numba) still loads in the worker, after it.
+imports: about 0.7 CPU-s (pyspark.worker, pipeline.datasource/stream/sink with the client they use), measured in a
+fresh interpreter. None of these modules starts a thread, so they can be imported once, before the fork. The arrow
+reader (pyarrow, numpy, numba) still loads in the worker, after it: importing it starts threads (OpenBLAS, jemalloc),
+and a variant that stopped those and also warmed numba's compiled code in the daemon measured no better, since a
+session forks only a few workers and reuses them. On five tests of tests/integration/test_spark.py (one session),
+Spark's Python processes took 13.3 CPU-s with this daemon against 14.6 with PySpark's (median of 3 runs each,
+alternating, 2026-11-29; the runs spread by about as much): a small gain.
 
 `spark.python.daemon.module` (Spark's setting, set by pipeline/session.py) names this module. If the imports
 ever started a thread after all, forking would be unsafe: the daemon then replaces itself with PySpark's own,
