@@ -512,6 +512,11 @@ class Partition:
         if self.leader_state is not None:
             self._handle(self.leader_state.set_min_insync_replicas(min_insync))
 
+    def on_followers_silent(self, silent: frozenset[int]) -> None:
+        """Follower brokers that owe us a fetch past replica.silence.time.max.ms (LeaderState.on_followers_silent)."""
+        if self.leader_state is not None:
+            self._handle(self.leader_state.on_followers_silent(silent))
+
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
         if self.leader_state is not None:
             self._handle(self.leader_state.on_follower_fetch(replica_id, fetch_offset, self.log.log_end_offset, now_ms))

@@ -36,6 +36,7 @@ from broker.replica.partition import (
     Partition,
     typed_rows_by_topic,
 )
+from broker.replica.replication import FollowerSilence
 from broker.utils.long_lived import freeze_long_lived, reclaim_frozen
 from net import batch as batch_fmt
 from net.errors import (
@@ -121,6 +122,7 @@ class ReplicaManager:
         on_follow: Callable[[Partition], None] = lambda p: None,
         on_unfollow: Callable[[Partition], None] = lambda p: None,
         on_change: Callable[[Partition, str], None] = lambda p, change: None,
+        replica_silence_time_max_ms: int = 0,
     ) -> None:
         self.broker_id = broker_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -145,6 +147,9 @@ class ReplicaManager:
         # tick(): every partition every this many 100 ms ticks, at most a tenth of the lag time, at most 1 s.
         self._tick_stride = max(1, min(10, replica_lag_time_max_ms // 1000))
         self._tick_count = 0
+        # Follower brokers overdue with a fetch (replica.silence.time.max.ms): a quorum's ISR shrinks at once.
+        self.replica_silence_time_max_ms = replica_silence_time_max_ms
+        self.follower_silence = FollowerSilence()
         # A replica to fetch for (the replica fetchers), or to stop fetching for.
         self.on_follow = on_follow
         self.on_unfollow = on_unfollow
@@ -293,6 +298,8 @@ class ReplicaManager:
         level = logging.DEBUG if self._applier is not None else logging.INFO
         if change == LEADER:
             log.log(level, "became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
+            # Its followers owe it a fetch from now on, also those that never fetched from this process.
+            self.follower_silence.expect((r for r in st.isr if r != self.broker_id), now)
             if self.metrics is not None:
                 self.metrics.leader_changes.inc()
         elif change == FOLLOWER:
@@ -336,6 +343,14 @@ class ReplicaManager:
         self._tick_count = (self._tick_count + 1) % stride
         for p in list(self.partitions.values())[self._tick_count :: stride]:
             p.tick(now)
+        silent = self.follower_silence.silent(now, self.replica_silence_time_max_ms)
+        if silent:
+            # Every tick while a follower stays away (a fault): a partition that was idle when it went quiet
+            # and is written to since must not wait the lag time either. Partitions that shrank already, or
+            # lead elsewhere, or whose follower is caught up, answer at once (LeaderState.on_followers_silent).
+            for p in self.partitions.values():
+                if p.leader_state is not None and not silent.isdisjoint(p.isr):
+                    p.on_followers_silent(silent)
 
     def fence_replicas(self, broker_ids: set[int]) -> None:
         """The controller fenced these brokers: stop waiting for them in every ISR we lead."""
@@ -454,6 +469,17 @@ class ReplicaManager:
         self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int, replica_id: int = -1
     ) -> dict[tuple[str, int], FetchResult]:
         """Long poll: answer once `min_bytes` are available, an error occurs, or `max_wait_ms` passes."""
+        if replica_id < 0:
+            return await self._fetch_messages(specs, max_wait_ms, min_bytes, max_bytes, replica_id)
+        self.follower_silence.on_fetch_received(replica_id)
+        try:
+            return await self._fetch_messages(specs, max_wait_ms, min_bytes, max_bytes, replica_id)
+        finally:
+            self.follower_silence.on_fetch_answered(replica_id, now_ms())
+
+    async def _fetch_messages(
+        self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int, replica_id: int
+    ) -> dict[tuple[str, int], FetchResult]:
         deadline = time.monotonic() + max_wait_ms / 1000
         results: dict[tuple[str, int], FetchResult] = {}
         while True:

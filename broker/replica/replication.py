@@ -5,6 +5,7 @@ needs, and every effect is returned as an action for the driver (broker/replica/
 to carry out. That keeps the rules deterministic, so they can be tested step by step and fuzzed.
 
 - LeaderState: the leader's view of its followers: ISR shrink/expand proposals and the high watermark.
+- FollowerSilence: which follower brokers owe the leader a fetch, for LeaderState.on_followers_silent.
 - validate_fetch: the leader's answer to a follower fetch: epoch fencing, divergence (KIP-320), range.
 - FollowerState: what a follower asks for next and where it truncates on divergence (KIP-101/279).
 - alter_partition_outcome: what a leader does with the controller's answer to its AlterPartition, and
@@ -215,6 +216,32 @@ class LeaderState:
         actions = self._maybe_shrink(now_ms)
         actions += self._maybe_advance_hw()
         return actions
+
+    def on_followers_silent(self, silent: Iterable[int]) -> list[Action]:
+        """`silent`: follower brokers that owe this broker a fetch for longer than replica.silence.time.max.ms
+        (FollowerSilence). Those of them in the ISR that lag behind the log end hold the high watermark back for
+        as long as they stay away, and every consumer and acks=all producer of the partition with it. They are
+        dropped now, not after replica.lag.time.max.ms, when what stays in the ISR is still a majority of the
+        replicas and at least min.insync.replicas: a fault on a minority of the replicas then stops no partition
+        it does not lead, as with a quorum (Raft's commit). Like any shrink it is safe: the high watermark counts
+        the committed ISR, which every member still has. A shrink that would leave less waits for the lag
+        time, as in Kafka: dropping one of two silent followers of three replicas would not free the high
+        watermark anyway. A follower that fetches, however slowly, is never dropped here."""
+        if self._pending is not None:
+            return []
+        quiet = set(silent)
+        out = [r for r in self._isr if r != self.broker_id and r in quiet and self._behind(r)]
+        if not out:
+            return []
+        keep = [r for r in self._isr if r not in out]
+        if len(keep) < max(self.effective_min_isr, len(self.replicas) // 2 + 1):
+            return []
+        return self._propose(keep, tuple(out))
+
+    def _behind(self, replica_id: int) -> bool:
+        """Whether `replica_id` lacks records the leader has (or has not fetched in this leadership yet)."""
+        f = self._followers.get(replica_id)
+        return f is None or f.log_end_offset < self._leo
 
     def remove_replicas(self, broker_ids: Iterable[int]) -> list[Action]:
         """The controller fenced these brokers: drop them from the ISR now rather than after the lag time,
@@ -458,6 +485,43 @@ class AlterPartitionAttempts:
         nxt = replace(attempt, seq=self._seq)
         self.in_flight[nxt.seq] = nxt
         return nxt
+
+
+class FollowerSilence:
+    """Which follower brokers owe this leader a fetch, and for how long (one per broker, all its partitions).
+
+    A follower sends its next fetch as soon as the last one is answered; the leader holds a fetch for at most
+    replica.fetch.wait.max.ms. So a follower is overdue from the moment its last fetch was answered and no
+    other is being held: a pause, a cut or a death shows as a growing silence, whatever the partitions' traffic,
+    while a slow follower, which keeps fetching, never does. A follower this broker never heard from owes a fetch
+    from when this broker became a leader it follows (`expect`): it may have been cut off before it ever
+    fetched from this process (a leader restarted, or elected while the follower was away)."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, int] = {}  # follower id -> fetches of it being held (long polls)
+        self._answered_ms: dict[int, int] = {}  # follower id -> when its last fetch was answered
+
+    def expect(self, replica_ids: Iterable[int], now_ms: int) -> None:
+        """This broker just became a leader these replicas follow: those never heard from owe a fetch from now."""
+        for r in replica_ids:
+            self._answered_ms.setdefault(r, now_ms)
+
+    def on_fetch_received(self, replica_id: int) -> None:
+        self._held[replica_id] = self._held.get(replica_id, 0) + 1
+
+    def on_fetch_answered(self, replica_id: int, now_ms: int) -> None:
+        held = self._held.get(replica_id, 0) - 1
+        if held > 0:
+            self._held[replica_id] = held
+        else:
+            self._held.pop(replica_id, None)
+        self._answered_ms[replica_id] = now_ms
+
+    def silent(self, now_ms: int, timeout_ms: int) -> frozenset[int]:
+        """The followers with no fetch held and none received for more than `timeout_ms` since the last answer."""
+        if timeout_ms <= 0:
+            return frozenset()
+        return frozenset(r for r, at in self._answered_ms.items() if r not in self._held and now_ms - at > timeout_ms)
 
 
 def _later(a: int | None, b: int | None) -> int | None:

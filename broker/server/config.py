@@ -276,6 +276,18 @@ class BrokerConfig(ShareKeys, SecurityKeys):
     replica_lag_time_max_ms: Int = key(
         "replica.lag.time.max.ms", 30000, "A follower not caught up for this long leaves the ISR.", ge=100
     )
+    # Kafka Lite's own key (Kafka has only the lag time). Issue 29 §3: a follower paused or cut off for 2-4 s
+    # stayed in every ISR it was in for replica.lag.time.max.ms, so no partition's high watermark moved and every
+    # consumer of the cluster stopped, with two of three brokers up (bench/group_faults.py).
+    replica_silence_time_max_ms: Int = key(
+        "replica.silence.time.max.ms",
+        1000,
+        "A follower that owes its leader a fetch for this long (none held, none since the last answer) and lags "
+        "leaves the ISR at once, not after replica.lag.time.max.ms, if the ISR keeps a majority of the replicas "
+        "and min.insync.replicas: a fault on a minority of the replicas then holds back no high watermark of "
+        "partitions it does not lead. 0: only the lag time, as in Kafka.",
+        ge=0,
+    )
     producer_id_expiration_ms: Int = key(
         "producer.id.expiration.ms",
         86400000,

@@ -108,6 +108,42 @@ def test_a_paused_follower_is_fenced_within_the_session_timeout(cluster):
     _wait_log(cluster, [controller], f"registering broker {victim}", paused_at, 30)
 
 
+def test_a_paused_follower_stops_no_partition_it_does_not_lead(cluster):
+    """replica.silence.time.max.ms (1 s): a follower SIGSTOPped while partitions it follows are written to owes
+    their leaders a fetch, and leaves their ISRs at once (two of three replicas stay, min.insync.replicas=2):
+    acks=all writes are acknowledged, and consumers read them, long before the lag time (30 s) or the fencing
+    (9 s) would have dropped it. Once resumed it catches up and rejoins every ISR."""
+    cluster.wait_all_registered()
+    cluster.create_topic("quiet", 3, 3, {"min.insync.replicas": "2"})
+    controller = cluster.controller_id()
+    victim = max(b for b in cluster.brokers if b != controller)
+    others = [b for b in cluster.brokers if b != victim]
+    led_elsewhere = [p.partition for p in cluster.describe("quiet", others) if p.leader != victim]
+    assert led_elsewhere
+    acked: list[float] = []
+    with Producer(cluster.bootstrap(others), acks="all", enable_idempotence=True, linger_ms=0) as p:
+        for part in led_elsewhere:
+            p.send("quiet", b"warm", partition=part)
+        p.flush(30)
+        paused_at = time.time()
+        cluster[victim].pause()
+        try:
+            for part in led_elsewhere:
+                p.send("quiet", b"while-paused", partition=part, on_delivery=lambda e, md: acked.append(time.time()))
+            p.flush(30)
+            done_at = time.time()
+            isrs = {q.partition: q.isr for q in cluster.describe("quiet", others)}
+            fenced = _log_times(cluster, [controller], f"fencing broker {victim}", paused_at)
+        finally:
+            cluster[victim].resume()
+    print(f"follower SIGSTOP: acks=all acknowledged after {done_at - paused_at:.2f}s")
+    assert len(acked) == len(led_elsewhere)
+    assert all(victim not in isrs[q] for q in led_elsewhere), isrs
+    # Not the fencing's work: the controller had not fenced the paused broker when the writes were acknowledged.
+    assert not [t for t in fenced if t <= done_at], f"fenced at {fenced}, acknowledged at {done_at}"
+    cluster.wait_full_isr("quiet", 3)
+
+
 def test_acks_all_resumes_after_every_broker_is_killed_and_restarted(cluster):
     cluster.create_topic("ka", 3, 3, {"min.insync.replicas": "2"})
     with Producer(cluster.bootstrap(), acks="all", enable_idempotence=True) as p:

@@ -92,7 +92,13 @@ from broker.replica.fetch_session import FetchSessionCache, FetchSessionError, F
 from broker.replica.partition import FetchResult as PartitionFetch
 from broker.replica.partition import FetchSpec, Partition
 from broker.replica.replica_fetcher import FollowedPartitions, handle_fetch_row
-from broker.replica.replication import AlterAttempt, AlterOutcome, AlterPartitionAttempts, alter_partition_outcome
+from broker.replica.replication import (
+    AlterAttempt,
+    AlterOutcome,
+    AlterPartitionAttempts,
+    FollowerSilence,
+    alter_partition_outcome,
+)
 from election.coordination import fetch_liveness_expiry
 from net import batch as batch_fmt
 from net.errors import ErrorCode, KafkaLiteError, OffsetNotAvailableError
@@ -162,6 +168,12 @@ class SimParams:
     segment_bytes: int  # segment.bytes: small, so logs roll and producer-state snapshots are taken and used
     producers: int  # idempotent producers (acks=all, retrying one batch per partition until acknowledged)
 
+    @property
+    def silence_time_max_ms(self) -> int:
+        """replica.silence.time.max.ms: derived, not drawn, so every seed's schedule draws what it drew before.
+        A fifth of the lag time: quick shrinks come first whenever a follower goes quiet."""
+        return self.lag_time_max_ms // 5
+
     @classmethod
     def draw(cls, rng: random.Random, brokers: int | None = None) -> SimParams:
         session = rng.choice([150, 300, 600])
@@ -207,6 +219,7 @@ class Result:
     max_leader_epoch: int = 0
     leaderships: int = 0  # LeaderStates created
     isr_changes: int = 0  # AlterPartition records committed
+    quick_shrinks: int = 0  # shrinks proposed for followers owing a fetch (LeaderState.on_followers_silent)
     alter_rejected: int = 0
     fencings: int = 0
     truncations: int = 0
@@ -425,6 +438,7 @@ class SimBroker:
         self.waiters: dict[int, list[_Waiter]] = {}
         self.fetchers: dict[int, _Fetcher] = {}
         self.fetch_sessions = FetchSessionCache(max_slots=4)  # the followers' sessions with this leader (KIP-227)
+        self.silence = FollowerSilence()  # ReplicaManager's: which followers owe this leader a fetch
         self.attempts = AlterPartitionAttempts()  # AlterPartition requests without a verdict (per process)
         self.crash_pending = False
         self.catch_up_to: int | None = None  # after a restart: the metadata log end to reach before acting
@@ -436,6 +450,7 @@ class SimBroker:
         self.image, self.applied = MetadataImage(), 0
         self.parts, self.waiters, self.fetchers = {}, {}, {}
         self.fetch_sessions = FetchSessionCache(max_slots=4)
+        self.silence = FollowerSilence()
         self.attempts = AlterPartitionAttempts()
         self.crash_pending = False
         self.catch_up_to = None
@@ -559,8 +574,15 @@ class Simulation(EventLoop):
             self._timer(b, p.meta_interval_ms, _META)
         elif what == _TICK:
             # ReplicaManager.tick: the ISR expiration check of every partition this broker leads.
+            silent = b.silence.silent(self.now, p.silence_time_max_ms)
             for part in b.parts.values():
                 part.tick(self.now, wall_ms=self.now)  # the simulated clock stamps the batches too
+                ls = part.leader_state
+                if silent and ls is not None and not silent.isdisjoint(part.isr):
+                    before = ls.pending_isr
+                    part.on_followers_silent(silent)
+                    if ls.pending_isr is not None and ls.pending_isr != before:
+                        self.result.quick_shrinks += 1
                 self._check_waiters(b, part)
             self._timer(b, p.tick_ms, _TICK)
         elif what == _FETCH:
@@ -651,6 +673,7 @@ class Simulation(EventLoop):
             b.waiters[p] = []  # _fail_hw_waiters: the producers get NOT_LEADER_OR_FOLLOWER
         self._check_waiters(b, part)
         if change == LEADER:
+            b.silence.expect((r for r in st.isr if r != b.id), self.now)
             self.result.leaderships += 1
             self.result.max_leader_epoch = max(self.result.max_leader_epoch, st.leader_epoch)
             self._trace(f"broker {b.id} leads p{p} in epoch {st.leader_epoch}, ISR {st.isr}")
@@ -836,6 +859,8 @@ class Simulation(EventLoop):
         Partition.read_for_follower, for every partition of the session."""
         rows = []
         max_bytes = self.params.fetch_max_records * BATCH_BYTES
+        b.silence.on_fetch_received(msg.src)  # answered at once here: no long poll
+        b.silence.on_fetch_answered(msg.src, self.now)
         try:
             ctx = b.fetch_sessions.new_context(
                 msg.src,

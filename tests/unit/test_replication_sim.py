@@ -57,6 +57,7 @@ def test_schedules_exercise_the_interesting_paths():
     # retries, some of them answered as duplicates.
     for key in (
         "isr_changes",
+        "quick_shrinks",
         "alter_rejected",
         "fencings",
         "truncations",
@@ -88,6 +89,23 @@ def test_the_checker_catches_a_high_watermark_that_ignores_an_isr_member(monkeyp
     assert failure is not None and "seed=" in failure and "step=" in failure
     seed = int(failure.split()[0].removeprefix("seed="))
     assert run_schedule(seed, STEPS).failure == failure  # and the failure replays exactly
+
+
+def _silent_dropped_without_the_controller(self: LeaderState, silent) -> list:
+    # The quick shrink with a bug: silent followers leave the ISR the HW counts at once, before the controller
+    # committed the change, so a later leader elected from the committed ISR can lack acknowledged records.
+    quiet = set(silent)
+    out = [r for r in self._isr if r != self.broker_id and r in quiet and self._behind(r)]
+    if not out:
+        return []
+    self._isr = [r for r in self._isr if r not in out]
+    return self._maybe_advance_hw()
+
+
+def test_the_checker_catches_a_quick_shrink_that_does_not_wait_for_the_controller(monkeypatch):
+    monkeypatch.setattr(LeaderState, "on_followers_silent", _silent_dropped_without_the_controller)
+    failure = _first_failure(range(300))
+    assert failure is not None and "seed=" in failure and "step=" in failure, failure
 
 
 def test_the_checker_catches_a_latest_offset_that_goes_back_after_a_leader_change(monkeypatch):

@@ -1,0 +1,107 @@
+"""replica.silence.time.max.ms: a follower that owes its leader a fetch leaves the ISR at once while a majority of
+the replicas stays in it (LeaderState.on_followers_silent), and FollowerSilence says which followers owe one."""
+
+from __future__ import annotations
+
+from broker.replica.replication import FollowerSilence, HighWatermarkAdvanced, LeaderState, ProposeIsr
+
+LAG = 30_000
+
+
+def proposals(actions) -> list[ProposeIsr]:
+    return [a for a in actions if isinstance(a, ProposeIsr)]
+
+
+def leader(replicas=(1, 2, 3), min_isr=2) -> LeaderState:
+    """Broker 1 leads at LEO 5, every follower caught up at t=0; then a producer appends to 10."""
+    ls = LeaderState(1, list(replicas), list(replicas), 5, 7, 5, 5, LAG, 0, min_insync_replicas=min_isr)
+    for r in replicas[1:]:
+        ls.on_follower_fetch(r, 5, 5, 0)
+    ls.on_leader_append(10, 1)
+    return ls
+
+
+def test_a_silent_follower_that_lags_is_proposed_out_and_named_silent():
+    ls = leader()
+    ls.on_follower_fetch(2, 10, 10, 2)  # 2 caught up; 3 is away
+    [p] = proposals(ls.on_followers_silent({3}))
+    assert p.isr == (1, 2) and p.silent == (3,) and p.partition_epoch == 7
+    assert ls.high_watermark == 5  # only once committed: the HW counts the committed ISR
+    assert ls.on_isr_committed([1, 2], 8) == [HighWatermarkAdvanced(10)]
+
+
+def test_a_silent_follower_that_has_everything_stays():
+    ls = leader()
+    ls.on_follower_fetch(3, 10, 10, 2)  # 3 went quiet with nothing left to fetch: it holds nothing back
+    assert ls.on_followers_silent({3}) == []
+
+
+def test_no_quick_shrink_below_a_majority_of_the_replicas():
+    ls = leader()
+    assert ls.on_followers_silent({2, 3}) == []  # the leader alone is not a majority of three
+    ls5 = leader((1, 2, 3, 4, 5), min_isr=1)
+    [p] = proposals(ls5.on_followers_silent({4, 5}))
+    assert p.isr == (1, 2, 3)  # three of five stay
+    assert leader((1, 2, 3, 4, 5), min_isr=1).on_followers_silent({3, 4, 5}) == []
+
+
+def test_no_quick_shrink_below_min_insync_replicas():
+    ls = leader((1, 2, 3), min_isr=3)
+    assert ls.on_followers_silent({3}) == []
+
+
+def test_two_replicas_never_shrink_quickly():
+    ls = leader((1, 2), min_isr=1)
+    assert ls.on_followers_silent({2}) == []  # one of two is not a majority: the lag time decides, as in Kafka
+
+
+def test_one_proposal_at_a_time():
+    ls = leader((1, 2, 3, 4, 5), min_isr=1)
+    assert proposals(ls.on_followers_silent({5}))
+    assert ls.on_followers_silent({4, 5}) == []  # the first is still in flight
+
+
+def test_the_lag_time_still_applies_to_followers_that_fetch():
+    ls = leader()
+    ls.on_follower_fetch(2, 10, 10, 2)
+    assert ls.on_followers_silent(set()) == []  # not silent: nothing quick, however far behind
+    [p] = proposals(ls.tick(LAG + 10, 10))
+    assert p.isr == (1, 2)
+
+
+def test_follower_silence_counts_from_the_last_answer_and_not_while_a_fetch_is_held():
+    s = FollowerSilence()
+    assert s.silent(10_000, 1000) == frozenset()  # never heard from: not judged
+    s.on_fetch_received(2)
+    s.on_fetch_answered(2, 0)
+    s.on_fetch_received(3)
+    s.on_fetch_answered(3, 0)
+    s.on_fetch_received(3)  # 3's next fetch is held (a long poll)
+    assert s.silent(1000, 1000) == frozenset()  # exactly the timeout: not yet
+    assert s.silent(1001, 1000) == {2}
+    s.on_fetch_answered(3, 1500)
+    assert s.silent(2400, 1000) == {2}
+    assert s.silent(2501, 1000) == {2, 3}
+    s.on_fetch_received(2)  # 2 is back
+    assert s.silent(5000, 1000) == {3}
+    assert s.silent(5000, 0) == frozenset()  # 0: off
+
+
+def test_two_fetchers_of_one_follower_count_as_one_broker():
+    s = FollowerSilence()
+    s.on_fetch_received(2)
+    s.on_fetch_received(2)
+    s.on_fetch_answered(2, 0)  # one lane answered, the other still held
+    assert s.silent(5000, 1000) == frozenset()
+    s.on_fetch_answered(2, 100)
+    assert s.silent(1101, 1000) == {2}
+
+
+def test_a_follower_never_heard_from_owes_a_fetch_from_the_leadership_on():
+    s = FollowerSilence()
+    s.expect([2, 3], 100)  # this broker became leader at t=100; neither follower fetched from it yet
+    s.on_fetch_received(2)
+    s.on_fetch_answered(2, 900)
+    s.expect([2, 3], 1000)  # another leadership later: 2's history stands, 3 still owes from t=100
+    assert s.silent(1101, 1000) == {3}
+    assert s.silent(1901, 1000) == {2, 3}
