@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import json
 import os
 import random
 import signal
@@ -743,7 +744,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=5.0)
     ap.add_argument("--timeline", action="store_true", help="print each run's merged timeline")
     ap.add_argument("--out", type=Path, help="write the section into this file (docs/BENCHMARKS.md)")
+    ap.add_argument("--save", type=Path, help="also write the runs' figures to this JSON file")
+    ap.add_argument("--render-from", type=Path, help="render the section from a --save file; run nothing")
     a = ap.parse_args(argv)
+    cmd = (
+        f".venv/bin/python -m bench.group_faults --back-to-back --runs {a.runs} --client {a.client} "
+        f"--protocol {a.protocol}"
+    )
+    if a.render_from is not None:
+        saved = json.loads(a.render_from.read_text())
+        section = render(
+            {tuple(k.split("/")): v for k, v in saved["results"].items()}, saved["cmd"], a.duration, a.interval
+        )  # type: ignore[misc]
+        if a.out is not None:
+            replace_section(a.out, START_MARK, END_MARK, section)
+        print(section)
+        return 0
     if not available():
         print("back-to-back: needs root and iproute2 (network namespaces isolate the coordinator)", file=sys.stderr)
         return 2
@@ -758,10 +774,8 @@ def main(argv: list[str] | None = None) -> int:
                 r = back_to_back_once(a.seed + i, client, protocol, a.duration, a.interval, a.timeline)
                 print("  " + ", ".join(f"{k}={v:,.2f}" for k, v in r.items()), flush=True)
                 runs.append(r)
-    cmd = (
-        f".venv/bin/python -m bench.group_faults --back-to-back --runs {a.runs} --client {a.client} "
-        f"--protocol {a.protocol}"
-    )
+    if a.save is not None:
+        a.save.write_text(json.dumps({"cmd": cmd, "results": {"/".join(k): v for k, v in results.items()}}))
     section = render(results, cmd, a.duration, a.interval)
     if a.out is not None:
         replace_section(a.out, START_MARK, END_MARK, section)

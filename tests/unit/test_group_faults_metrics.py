@@ -3,7 +3,12 @@ group meets too, is not counted as the group's own stop; a stop the control does
 
 from __future__ import annotations
 
-from bench.group_faults import longest_gap, stopped_while_control_read
+from bench.group_faults import (
+    longest_gap,
+    longest_gap_with_majority,
+    longest_unblocked_gap,
+    stopped_while_control_read,
+)
 
 
 def every(a: float, b: float, step: float = 0.1) -> list[float]:
@@ -31,3 +36,18 @@ def test_a_stop_of_the_group_alone_counts_for_its_whole_length():
 
 def test_no_gap_no_stop():
     assert stopped_while_control_read(every(0, 10), every(0, 10), 0, 10) == 0.0
+
+
+def test_gaps_during_blocked_spans_do_not_count_even_when_the_spans_overlap():
+    times = [1, 2, 10]
+    # (3, 5) and (4, 4.5) overlap: 2..3 and 5..10 are the unblocked pieces of the gap 2..10
+    assert longest_unblocked_gap(times, 0, 12, [(4, 4.5), (3, 5)]) == (5, 5)
+    assert longest_unblocked_gap(times, 0, 12, [(2.5, 9)]) == (2, 10)
+
+
+def test_a_gap_while_the_controller_was_down_counts_only_with_the_controller_up():
+    times = [1, 2, 10]
+    down = [[1.0, 3.0, 9.0]]  # one broker of three down: a majority up all along
+    assert longest_gap_with_majority(times, 0, 12, down) == 8  # 2..10
+    assert longest_gap_with_majority(times, 0, 12, down, controller_down=down) == 2  # 10..12 only
+    assert longest_gap_with_majority(times, 0, 12, [[1.0, 3.0, 9.0], [2.0, 4.0, 6.0]]) == 4  # 6..10
