@@ -8,6 +8,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -225,13 +226,16 @@ class KafkaLiteClient:
             raise NetworkError(f"broker {broker_id} is not in the cluster metadata")
         return await self._connect(CoordinatorKey(broker_id), *addr)
 
-    async def any_connection(self) -> BrokerConnection:
+    async def any_connection(self, avoid: Collection[int] = ()) -> BrokerConnection:
         """A connection to some broker: a known one (not a coordinator's, where a parked JoinGroup may hold
-        what follows), else the bootstrap list in random order."""
+        what follows), else the bootstrap list in random order. `avoid`: brokers not to ask (one whose answers
+        are overdue); their bootstrap addresses may still be tried last."""
         for key, conn in self._conns.items():
-            if conn.connected and not isinstance(key, CoordinatorKey):
+            if conn.connected and not isinstance(key, CoordinatorKey) and key not in avoid:
                 return conn
-        candidates: list[tuple[int | tuple[str, int], tuple[str, int]]] = list(self.metadata.brokers.items())
+        candidates: list[tuple[int | tuple[str, int], tuple[str, int]]] = [
+            (b, addr) for b, addr in self.metadata.brokers.items() if b not in avoid
+        ]
         random.shuffle(candidates)
         boot = list(self.bootstrap)
         random.shuffle(boot)
@@ -275,10 +279,19 @@ class KafkaLiteClient:
 
     # --- metadata ------------------------------------------------------------
 
-    async def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
-        """Fetch metadata for `topics` (None: all topics). Concurrent callers share one request."""
+    async def refresh_metadata(
+        self, topics: Iterable[str] | None = None, avoid: Collection[int] = ()
+    ) -> ClusterMetadata:
+        """Fetch metadata for `topics` (None: all topics). Concurrent callers share one request, except with
+        `avoid` (brokers not to ask): the shared one may be waiting on one of them."""
         if topics is not None:
             self._wanted_topics.update(topics)
+        if avoid:
+            wanted = sorted(self._wanted_topics) if self._wanted_topics else None
+            conn = await self.any_connection(avoid)
+            request = metadata_request(wanted, self.allow_auto_topic_creation)
+            self.metadata.update(await conn.call(request, self.request_timeout), wanted)
+            return self.metadata
         if self._refresh is None or self._refresh.done():
             self._refresh = asyncio.ensure_future(self._do_refresh())
         await asyncio.shield(self._refresh)

@@ -25,6 +25,8 @@ from net.schema.fetch import FetchPartition, FetchRequest, FetchResponse, FetchT
 
 log = logging.getLogger("kafkalite.consumer")
 
+# How long past fetch.max.wait.ms a fetch may go unanswered before the leaders it asked are looked up again.
+FETCH_OVERDUE_S = 1.0
 EARLIEST = -2
 LATEST = -1
 
@@ -267,6 +269,22 @@ class Fetcher:
                 continue
             self._fetches[leader] = asyncio.ensure_future(self._fetch(leader, tps))
 
+    async def _look_for_moved_leaders(self, tps: list[TopicPartition], overdue_leader: int) -> None:
+        """While a fetch of `tps` from `overdue_leader` is overdue (cancelled once answered): metadata from another
+        broker every FETCH_OVERDUE_S, and send_fetches again (the poll loop runs it when woken) once one of them
+        has another leader."""
+        topics = sorted({tp.topic for tp in tps})
+        await asyncio.sleep(self.fetch_max_wait_ms / 1000 + FETCH_OVERDUE_S)
+        while not self.closed:
+            try:
+                md = await self.client.refresh_metadata(topics, avoid=(overdue_leader,))
+            except KafkaLiteError as e:
+                log.info("metadata refresh after an overdue fetch from broker %d failed: %s", overdue_leader, e)
+            else:
+                if any(md.leader(tp.topic, tp.partition) not in (overdue_leader, None) for tp in tps):
+                    self.data_ready.set()
+            await asyncio.sleep(FETCH_OVERDUE_S)
+
     async def _refresh(self, topics: list[str]) -> None:
         try:
             await self.client.refresh_metadata(topics)
@@ -300,10 +318,17 @@ class Fetcher:
             isolation_level=1 if self.read_committed else 0,
             topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
         )
+        call = asyncio.ensure_future(
+            self.client.call(leader, request, timeout=self.client.request_timeout + self.fetch_max_wait_ms / 1000)
+        )
+        # A broker answers a fetch within fetch.max.wait.ms. One that has not, well past it, may be paused or cut
+        # off, and the partitions it led may have new leaders it cannot tell us of (a network cut hangs the
+        # connection for the whole request timeout). Metadata is looked at again while this fetch waits: any of
+        # them that moved is fetched from its new leader at the next send_fetches; this fetch's late answer for
+        # them is dropped (their position moved on).
+        overdue = asyncio.ensure_future(self._look_for_moved_leaders(tps, leader))
         try:
-            resp: FetchResponse = await self.client.call(
-                leader, request, timeout=self.client.request_timeout + self.fetch_max_wait_ms / 1000
-            )
+            resp: FetchResponse = await call
         except KafkaLiteError as e:
             if self.closed:
                 return
@@ -313,6 +338,8 @@ class Fetcher:
             await self._refresh(list({tp.topic for tp in tps}))
             self.data_ready.set()
             return
+        finally:
+            overdue.cancel()
         if resp.error_code:
             self.errors.append(error_for(resp.error_code, ""))
             self.data_ready.set()

@@ -366,6 +366,43 @@ def test_leader_paused_past_failure_timeout_steps_down_and_truncates(cluster, to
         assert not stale, f"broker {victim} kept records of {topic}-{p} its new leader lacks: {list(stale)[:5]}"
 
 
+def _produce(cluster, brokers: list[int], topic: str, value: bytes) -> None:
+    with Producer(cluster.bootstrap(brokers), acks="all", enable_idempotence=True) as producer:
+        producer.send(topic, value, partition=0)
+        producer.flush(30)
+
+
+def test_a_consumer_reads_on_from_the_new_leader_while_its_fetch_hangs_on_the_paused_one(cluster, topic):
+    """A consumer's fetch sent to a leader that is then paused gets no answer, and its connection stays open, for
+    the request timeout (30 s). Once the fetch is overdue (fetch.max.wait.ms + 1 s) the consumer looks the
+    leaders up again from another broker, so when the controller has moved the leadership (after the 3 s
+    session here) it reads on from the new leader rather than after the request timeout."""
+    cluster.create_topic(topic, 1, 3, RF3_MIN2)
+    victim = _leaders(cluster, topic)[0]
+    others = [i for i in cluster.brokers if i != victim]
+    tp = TopicPartition(topic, 0)
+    with Consumer(cluster.bootstrap(others), auto_offset_reset="earliest", fetch_max_wait_ms=500) as consumer:
+        consumer.assign([tp])
+        _produce(cluster, others, topic, b"before")
+        wait_until(lambda: any(r.value == b"before" for r in consumer.poll(200)), 20, "the first record read")
+        consumer.poll(100)  # a fetch now waits at the leader, in flight when it stops
+        cluster[victim].pause()
+        try:
+            wait_until(
+                lambda: all(p.leader in others for p in cluster.describe(topic, others)),
+                20,
+                "the leadership moved off the paused broker",
+            )
+            moved_at = time.time()
+            _produce(cluster, others, topic, b"after")  # a producer of its own: one that knew the old leader waits
+            wait_until(lambda: any(r.value == b"after" for r in consumer.poll(200)), 20, "the record read after it")
+            read_at = time.time()
+        finally:
+            cluster[victim].resume()
+    print(f"read from the new leader {read_at - moved_at:.2f}s after the move")
+    assert read_at - moved_at < 10, f"read {read_at - moved_at:.1f}s after the leadership moved"
+
+
 def test_rolling_restart_under_load(cluster, topic):
     def fault(producers):
         for bid in (1, 2, 3):
