@@ -33,6 +33,9 @@ EVENTS = (
     "became leader of",
     "following broker",
     "ISR change",
+    "owes a fetch",
+    "shrinking ISR",
+    "fetches again",
     "leadership moved",
 )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from broker.controller.leader_balance import RebalancePolicy, rebalance_candidates
@@ -36,6 +37,25 @@ class NotControllerError(KafkaLiteError):
 
 # Kafka's controller makes its first leader-imbalance check 5 s after it takes over, then one every interval.
 FIRST_REBALANCE_CHECK_MS = 5000
+
+
+@dataclass(slots=True)
+class _PendingAlter:
+    """An AlterPartition waiting for the controller's next group commit (ControllerService._drain_alters)."""
+
+    key: tuple[str, int]
+    compute: Callable[[ControllerLogic], list[MetadataRecord]]
+    done: asyncio.Future[Any]
+
+
+def _settle(fut: asyncio.Future[Any], result: Any = None, error: BaseException | None = None) -> None:
+    """Answer a waiting AlterPartition, unless its caller gave up (cancelled) meanwhile."""
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
 
 
 def _now_ms() -> int:
@@ -84,6 +104,9 @@ class ControllerService:
         self._ready_epoch = -1  # the epoch in which we last became ready
         # broker -> (incarnation, seq) of the newest AlterPartition taken from it (see alter_partition).
         self._alter_taken: dict[int, tuple[int, int]] = {}
+        # AlterPartitions waiting for the next group commit, and the task committing them (_drain_alters).
+        self._alters: list[_PendingAlter] = []
+        self._alter_drain: asyncio.Task[None] | None = None
         # Set by the broker's wiring, which makes the peers after us (broker/server/broker_server.py).
         self.propagation: MetadataPropagation | None = None
         quorum.applied_listeners.append(self._on_applied)
@@ -367,6 +390,69 @@ class ControllerService:
     async def alter_client_quota(self, entity: list[Any], values: dict[str, Any]) -> None:
         await self.run(lambda logic: logic.alter_client_quota(entity, values))
 
+    async def _run_alter(
+        self, topic: str, partition: int, compute: Callable[[ControllerLogic], list[MetadataRecord]]
+    ) -> tuple[list[tuple[str, int, list[int]]], list[tuple[str, int, int, int]]]:
+        """Take an AlterPartition in turn with the others waiting (_drain_alters); its reassignments completed
+        and leadership moves once committed."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._alters.append(_PendingAlter((topic, partition), compute, fut))
+        if self._alter_drain is None or self._alter_drain.done():
+            self._alter_drain = asyncio.ensure_future(self._drain_alters())
+        return await fut  # type: ignore[no-any-return]
+
+    async def _drain_alters(self) -> None:
+        """Commit the AlterPartitions waiting, all of them in one proposal (group commit). One at a time, each
+        waited for a commit round of its own (~50 ms): a leader's quick shrink of its partitions (or a broker
+        back after a restart, rejoining every ISR) queued behind another leader's for seconds. They are computed
+        in arrival order on the same committed image, under the lock as before; a second proposal for a
+        partition already in the batch waits for the next one, so each is judged against the state the first
+        left. A refusal is the item's own; a failed commit fails the items it carried (no verdict: retried)."""
+        in_flight: list[_PendingAlter] = []
+        try:
+            while self._alters:
+                async with self._lock:
+                    batch: list[_PendingAlter] = []
+                    later: list[_PendingAlter] = []
+                    keys: set[tuple[str, int]] = set()
+                    for item in self._alters:
+                        (later if item.key in keys else batch).append(item)
+                        keys.add(item.key)
+                    self._alters = later
+                    in_flight = batch
+                    try:
+                        self.check_active()
+                    except KafkaLiteError as e:
+                        for item in batch:
+                            _settle(item.done, error=e)
+                        continue
+                    records: list[MetadataRecord] = []
+                    taken: list[tuple[_PendingAlter, Any]] = []
+                    for item in batch:
+                        try:
+                            records += item.compute(self.logic)
+                        except Exception as e:  # noqa: BLE001 - the item's own refusal, answered to it
+                            _settle(item.done, error=e)
+                            continue
+                        outcome = (self.logic.reassignments_completed, self.logic.leader_moves)
+                        self.logic.reassignments_completed, self.logic.leader_moves = [], []
+                        taken.append((item, outcome))
+                    self._report_unclean()
+                    try:
+                        if records:
+                            await self._propose(records)
+                    except Exception as e:  # noqa: BLE001 - no verdict for any of them
+                        for item, _ in taken:
+                            _settle(item.done, error=e)
+                        continue
+                    for item, outcome in taken:
+                        _settle(item.done, result=outcome)
+        finally:
+            # Stopped (cancelled) or broken: nobody is left waiting. Settled ones are left as they are.
+            pending, self._alters = in_flight + self._alters, []
+            for item in pending:
+                _settle(item.done, error=NotControllerError("the controller stopped taking AlterPartition"))
+
     async def alter_partition(
         self,
         topic: str,
@@ -404,15 +490,13 @@ class ControllerService:
             logic.reassignments_completed.clear()
             return logic.alter_partition(topic, partition, leader, leader_epoch, partition_epoch, isr, silent)
 
-        await self.run(compute)
-        done, self.logic.reassignments_completed = self.logic.reassignments_completed, []
+        done, moves = await self._run_alter(topic, partition, compute)
         for t, p, replicas in done:
             log.info("%s-%d: reassignment completed, replicas %s", t, p, replicas)
             # Committed with a new leader epoch (the replica set changed): the leader learns it from metadata.
             raise AlterPartitionError(
                 f"{t}-{p}: reassignment completed; new leader epoch", ErrorCode.FENCED_LEADER_EPOCH
             )
-        moves, self.logic.leader_moves = self.logic.leader_moves, []
         for t, p, old, new in moves:
             log.warning(
                 "%s-%d: leader %d asked to shrink the ISR to %s, below min.insync.replicas, while the replicas it "

@@ -62,6 +62,8 @@ class AlterPartitionManager:
         )
         retry = Backoff(ALTER_RETRY_BACKOFF_S[0] * 1000, ALTER_RETRY_BACKOFF_S[1] * 1000)
         key = (p.topic, p.partition)
+        if len(isr) < len(p.isr):  # Kafka's "Shrinking ISR from ... to ..." line
+            log.info("%s-%d: shrinking ISR from %s to %s (silent: %s)", p.topic, p.partition, p.isr, isr, silent)
         while attempt is not None:
             body = {
                 "topic": p.topic,

@@ -150,6 +150,7 @@ class ReplicaManager:
         # Follower brokers overdue with a fetch (replica.silence.time.max.ms): a quorum's ISR shrinks at once.
         self.replica_silence_time_max_ms = replica_silence_time_max_ms
         self.follower_silence = FollowerSilence()
+        self._silent_logged: frozenset[int] = frozenset()
         # A replica to fetch for (the replica fetchers), or to stop fetching for.
         self.on_follow = on_follow
         self.on_unfollow = on_unfollow
@@ -344,6 +345,17 @@ class ReplicaManager:
         for p in list(self.partitions.values())[self._tick_count :: stride]:
             p.tick(now)
         silent = self.follower_silence.silent(now, self.replica_silence_time_max_ms)
+        if silent != self._silent_logged:
+            for r in sorted(silent - self._silent_logged):
+                log.info(
+                    "follower broker %d owes a fetch for over %d ms: it leaves the ISR of each lagging partition "
+                    "led here that keeps a majority",
+                    r,
+                    self.replica_silence_time_max_ms,
+                )
+            for r in sorted(self._silent_logged - silent):
+                log.info("follower broker %d fetches again", r)
+            self._silent_logged = silent
         if silent:
             # Every tick while a follower stays away (a fault): a partition that was idle when it went quiet
             # and is written to since must not wait the lag time either. Partitions that shrank already, or

@@ -384,3 +384,37 @@ def test_fetch_request_incarnation_is_optional_on_the_wire():
     assert FetchRequest(3, 2, 10, 2, 99).to_wire() == ["fq", 3, 2, 10, 2, 99, 0]  # then max_wait_ms
     assert from_wire(["fq", 3, 2, 10, 2]) == FetchRequest(3, 2, 10, 2, 0)  # from a broker without the field
     assert from_wire(FetchRequest(3, 2, 10, 2, 99).to_wire()).incarnation == 99  # type: ignore[union-attr]
+
+
+def test_the_controller_commits_the_alter_partitions_waiting_together():
+    """Group commit: AlterPartitions that arrive while a commit is under way go in the next one together, each
+    judged on its own; a second proposal for a partition already in the batch is judged after the first."""
+    image = MetadataImage()
+    logic = ControllerLogic(image)
+    for b in (1, 2, 3):
+        apply(image, logic.register_broker(b, "127.0.0.1", 9000 + b))
+    apply(image, logic.create_topic("t", 6, 3, {}))
+    quorum = FakeQuorum(image)
+    service = ControllerService(1, image, quorum, {}, 2000, "c")  # type: ignore[arg-type]
+    service.on_role(True, 1, 1)
+    parts = image.topics["t"].partitions
+
+    def shrink(p: int, epoch: int | None = None) -> Any:
+        st = parts[p]
+        isr = [r for r in st.isr if r == st.leader or r == min(x for x in st.replicas if x != st.leader)]
+        pe = st.partition_epoch if epoch is None else epoch
+        return service.alter_partition("t", p, st.leader, st.leader_epoch, pe, isr)
+
+    async def main() -> list[Any]:
+        calls = [shrink(p) for p in range(6)]
+        calls.append(shrink(0))  # the same partition again, on the same (soon stale) partition epoch
+        calls.append(service.alter_partition("t", 1, parts[1].leader, parts[1].leader_epoch + 7, 0, [1]))
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    before = {p: st.partition_epoch for p, st in parts.items()}
+    results = asyncio.run(main())
+    assert results[:6] == [None] * 6
+    assert isinstance(results[6], KafkaLiteError) and results[6].code == ErrorCode.INVALID_UPDATE_VERSION
+    assert isinstance(results[7], KafkaLiteError) and results[7].code == ErrorCode.FENCED_LEADER_EPOCH
+    assert all(len(parts[p].isr) == 2 and parts[p].partition_epoch == before[p] + 1 for p in range(6))
+    assert quorum.commits == 1  # six changes, one commit round
