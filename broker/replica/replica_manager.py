@@ -481,17 +481,8 @@ class ReplicaManager:
         self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int, replica_id: int = -1
     ) -> dict[tuple[str, int], FetchResult]:
         """Long poll: answer once `min_bytes` are available, an error occurs, or `max_wait_ms` passes."""
-        if replica_id < 0:
-            return await self._fetch_messages(specs, max_wait_ms, min_bytes, max_bytes, replica_id)
-        self.follower_silence.on_fetch_received(replica_id)
-        try:
-            return await self._fetch_messages(specs, max_wait_ms, min_bytes, max_bytes, replica_id)
-        finally:
-            self.follower_silence.on_fetch_answered(replica_id, now_ms())
-
-    async def _fetch_messages(
-        self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int, replica_id: int
-    ) -> dict[tuple[str, int], FetchResult]:
+        if replica_id >= 0:
+            self.follower_silence.on_fetch_received(replica_id, now_ms())
         deadline = time.monotonic() + max_wait_ms / 1000
         results: dict[tuple[str, int], FetchResult] = {}
         while True:

@@ -282,7 +282,8 @@ class BrokerConfig(ShareKeys, SecurityKeys):
     replica_silence_time_max_ms: Int = key(
         "replica.silence.time.max.ms",
         1000,
-        "A follower that owes its leader a fetch for this long (none held, none since the last answer) and lags "
+        "A follower no fetch has arrived from for this long (it sends one at least every replica.fetch.wait.max.ms) "
+        "and that lags "
         "leaves the ISR at once, not after replica.lag.time.max.ms, if the ISR keeps a majority of the replicas "
         "and min.insync.replicas: a fault on a minority of the replicas then holds back no high watermark of "
         "partitions it does not lead. 0: only the lag time, as in Kafka.",
@@ -592,6 +593,9 @@ class BrokerConfig(ShareKeys, SecurityKeys):
             )
         if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:  # Kafka's rule too
             raise InvalidConfigError("replica.socket.timeout.ms must be at least replica.fetch.wait.max.ms")
+        if 0 < self.replica_silence_time_max_ms <= self.replica_fetch_wait_max_ms:
+            # A healthy idle follower's fetch arrives only every replica.fetch.wait.max.ms: it would look silent.
+            raise InvalidConfigError("replica.silence.time.max.ms must be 0 (off) or above replica.fetch.wait.max.ms")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise InvalidConfigError("group.min.session.timeout.ms must be <= group.max.session.timeout.ms")
         if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:

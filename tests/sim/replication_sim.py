@@ -859,8 +859,7 @@ class Simulation(EventLoop):
         Partition.read_for_follower, for every partition of the session."""
         rows = []
         max_bytes = self.params.fetch_max_records * BATCH_BYTES
-        b.silence.on_fetch_received(msg.src)  # answered at once here: no long poll
-        b.silence.on_fetch_answered(msg.src, self.now)
+        b.silence.on_fetch_received(msg.src, self.now)
         try:
             ctx = b.fetch_sessions.new_context(
                 msg.src,

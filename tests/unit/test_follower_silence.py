@@ -3,6 +3,8 @@ the replicas stays in it (LeaderState.on_followers_silent), and FollowerSilence 
 
 from __future__ import annotations
 
+import pytest
+
 from broker.replica.replication import FollowerSilence, HighWatermarkAdvanced, LeaderState, ProposeIsr
 
 LAG = 30_000
@@ -69,39 +71,33 @@ def test_the_lag_time_still_applies_to_followers_that_fetch():
     assert p.isr == (1, 2)
 
 
-def test_follower_silence_counts_from_the_last_answer_and_not_while_a_fetch_is_held():
+def test_follower_silence_counts_from_the_last_fetch_that_arrived():
     s = FollowerSilence()
     assert s.silent(10_000, 1000) == frozenset()  # never heard from: not judged
-    s.on_fetch_received(2)
-    s.on_fetch_answered(2, 0)
-    s.on_fetch_received(3)
-    s.on_fetch_answered(3, 0)
-    s.on_fetch_received(3)  # 3's next fetch is held (a long poll)
+    s.on_fetch_received(2, 0)
+    s.on_fetch_received(3, 0)
+    s.on_fetch_received(3, 600)  # 3's next fetch (its last was held, then answered)
     assert s.silent(1000, 1000) == frozenset()  # exactly the timeout: not yet
     assert s.silent(1001, 1000) == {2}
-    s.on_fetch_answered(3, 1500)
-    assert s.silent(2400, 1000) == {2}
-    assert s.silent(2501, 1000) == {2, 3}
-    s.on_fetch_received(2)  # 2 is back
-    assert s.silent(5000, 1000) == {3}
+    assert s.silent(1601, 1000) == {2, 3}
+    s.on_fetch_received(2, 1700)  # 2 is back
+    assert s.silent(2000, 1000) == {3}
     assert s.silent(5000, 0) == frozenset()  # 0: off
-
-
-def test_two_fetchers_of_one_follower_count_as_one_broker():
-    s = FollowerSilence()
-    s.on_fetch_received(2)
-    s.on_fetch_received(2)
-    s.on_fetch_answered(2, 0)  # one lane answered, the other still held
-    assert s.silent(5000, 1000) == frozenset()
-    s.on_fetch_answered(2, 100)
-    assert s.silent(1101, 1000) == {2}
 
 
 def test_a_follower_never_heard_from_owes_a_fetch_from_the_leadership_on():
     s = FollowerSilence()
     s.expect([2, 3], 100)  # this broker became leader at t=100; neither follower fetched from it yet
-    s.on_fetch_received(2)
-    s.on_fetch_answered(2, 900)
+    s.on_fetch_received(2, 900)
     s.expect([2, 3], 1000)  # another leadership later: 2's history stands, 3 still owes from t=100
     assert s.silent(1101, 1000) == {3}
     assert s.silent(1901, 1000) == {2, 3}
+
+
+def test_the_silence_time_must_exceed_the_fetch_wait():
+    from broker.server.config import BrokerConfig
+    from net.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError, match="replica.silence.time.max.ms"):
+        BrokerConfig.from_props({"replica.silence.time.max.ms": "500"})
+    BrokerConfig.from_props({"replica.silence.time.max.ms": "0"})
