@@ -39,6 +39,11 @@ class NotControllerError(KafkaLiteError):
 FIRST_REBALANCE_CHECK_MS = 5000
 
 
+# AlterPartitions committed together at most (_drain_alters): a proposal of ZooKeeper mode is one znode, at most
+# 1 MB (jute.maxbuffer), and a partition record is about 200 bytes; the rest wait for the next commit.
+ALTERS_PER_COMMIT = 500
+
+
 @dataclass(slots=True)
 class _PendingAlter:
     """An AlterPartition waiting for the controller's next group commit (ControllerService._drain_alters)."""
@@ -416,7 +421,7 @@ class ControllerService:
                     later: list[_PendingAlter] = []
                     keys: set[tuple[str, int]] = set()
                     for item in self._alters:
-                        (later if item.key in keys else batch).append(item)
+                        (later if item.key in keys or len(batch) >= ALTERS_PER_COMMIT else batch).append(item)
                         keys.add(item.key)
                     self._alters = later
                     in_flight = batch

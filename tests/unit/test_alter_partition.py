@@ -418,3 +418,26 @@ def test_the_controller_commits_the_alter_partitions_waiting_together():
     assert isinstance(results[7], KafkaLiteError) and results[7].code == ErrorCode.FENCED_LEADER_EPOCH
     assert all(len(parts[p].isr) == 2 and parts[p].partition_epoch == before[p] + 1 for p in range(6))
     assert quorum.commits == 1  # six changes, one commit round
+
+
+def test_a_group_commit_carries_at_most_so_many_alter_partitions(monkeypatch):
+    monkeypatch.setattr("broker.controller.service.ALTERS_PER_COMMIT", 4)
+    image = MetadataImage()
+    logic = ControllerLogic(image)
+    for b in (1, 2, 3):
+        apply(image, logic.register_broker(b, "127.0.0.1", 9000 + b))
+    apply(image, logic.create_topic("t", 10, 3, {}))
+    quorum = FakeQuorum(image)
+    service = ControllerService(1, image, quorum, {}, 2000, "c")  # type: ignore[arg-type]
+    service.on_role(True, 1, 1)
+    parts = image.topics["t"].partitions
+
+    async def main() -> list[Any]:
+        calls = []
+        for p, st in parts.items():
+            isr = [st.leader, min(x for x in st.replicas if x != st.leader)]
+            calls.append(service.alter_partition("t", p, st.leader, st.leader_epoch, st.partition_epoch, isr))
+        return await asyncio.gather(*calls)
+
+    assert asyncio.run(main()) == [None] * 10
+    assert quorum.commits == 3  # 4 + 4 + 2
