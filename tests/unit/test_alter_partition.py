@@ -386,28 +386,35 @@ def test_fetch_request_incarnation_is_optional_on_the_wire():
     assert from_wire(FetchRequest(3, 2, 10, 2, 99).to_wire()).incarnation == 99  # type: ignore[union-attr]
 
 
-def test_the_controller_commits_the_alter_partitions_waiting_together():
-    """Group commit: AlterPartitions that arrive while a commit is under way go in the next one together, each
-    judged on its own; a second proposal for a partition already in the batch is judged after the first."""
+def active_controller(partitions: int) -> tuple[ControllerService, FakeQuorum, dict[int, Any]]:
+    """An active ControllerService over three brokers and topic t of `partitions` partitions (RF 3); its fake
+    quorum counts commits."""
     image = MetadataImage()
     logic = ControllerLogic(image)
     for b in (1, 2, 3):
         apply(image, logic.register_broker(b, "127.0.0.1", 9000 + b))
-    apply(image, logic.create_topic("t", 6, 3, {}))
+    apply(image, logic.create_topic("t", partitions, 3, {}))
     quorum = FakeQuorum(image)
     service = ControllerService(1, image, quorum, {}, 2000, "c")  # type: ignore[arg-type]
     service.on_role(True, 1, 1)
-    parts = image.topics["t"].partitions
+    return service, quorum, image.topics["t"].partitions
 
-    def shrink(p: int, epoch: int | None = None) -> Any:
-        st = parts[p]
-        isr = [r for r in st.isr if r == st.leader or r == min(x for x in st.replicas if x != st.leader)]
-        pe = st.partition_epoch if epoch is None else epoch
-        return service.alter_partition("t", p, st.leader, st.leader_epoch, pe, isr)
+
+def shrink_to_two(service: ControllerService, parts: dict[int, Any], p: int) -> Any:
+    """The AlterPartition of p's leader dropping one follower (the higher id)."""
+    st = parts[p]
+    isr = [st.leader, min(x for x in st.replicas if x != st.leader)]
+    return service.alter_partition("t", p, st.leader, st.leader_epoch, st.partition_epoch, isr)
+
+
+def test_the_controller_commits_the_alter_partitions_waiting_together():
+    """Group commit: AlterPartitions that arrive while a commit is under way go in the next one together, each
+    judged on its own; a second proposal for a partition already in the batch is judged after the first."""
+    service, quorum, parts = active_controller(6)
 
     async def main() -> list[Any]:
-        calls = [shrink(p) for p in range(6)]
-        calls.append(shrink(0))  # the same partition again, on the same (soon stale) partition epoch
+        calls = [shrink_to_two(service, parts, p) for p in range(6)]
+        calls.append(shrink_to_two(service, parts, 0))  # the same partition again, on a soon stale epoch
         calls.append(service.alter_partition("t", 1, parts[1].leader, parts[1].leader_epoch + 7, 0, [1]))
         return await asyncio.gather(*calls, return_exceptions=True)
 
@@ -422,22 +429,10 @@ def test_the_controller_commits_the_alter_partitions_waiting_together():
 
 def test_a_group_commit_carries_at_most_so_many_alter_partitions(monkeypatch):
     monkeypatch.setattr("broker.controller.service.ALTERS_PER_COMMIT", 4)
-    image = MetadataImage()
-    logic = ControllerLogic(image)
-    for b in (1, 2, 3):
-        apply(image, logic.register_broker(b, "127.0.0.1", 9000 + b))
-    apply(image, logic.create_topic("t", 10, 3, {}))
-    quorum = FakeQuorum(image)
-    service = ControllerService(1, image, quorum, {}, 2000, "c")  # type: ignore[arg-type]
-    service.on_role(True, 1, 1)
-    parts = image.topics["t"].partitions
+    service, quorum, parts = active_controller(10)
 
     async def main() -> list[Any]:
-        calls = []
-        for p, st in parts.items():
-            isr = [st.leader, min(x for x in st.replicas if x != st.leader)]
-            calls.append(service.alter_partition("t", p, st.leader, st.leader_epoch, st.partition_epoch, isr))
-        return await asyncio.gather(*calls)
+        return await asyncio.gather(*(shrink_to_two(service, parts, p) for p in parts))
 
     assert asyncio.run(main()) == [None] * 10
     assert quorum.commits == 3  # 4 + 4 + 2
