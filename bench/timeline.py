@@ -33,7 +33,7 @@ EVENTS = (
     "became leader of",
     "following broker",
     "ISR change",
-    "owes a fetch",
+    "sent no fetch for over",
     "shrinking ISR",
     "fetches again",
     "leadership moved",

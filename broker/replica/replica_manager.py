@@ -344,25 +344,36 @@ class ReplicaManager:
         self._tick_count = (self._tick_count + 1) % stride
         for p in list(self.partitions.values())[self._tick_count :: stride]:
             p.tick(now)
+        self._drop_silent_followers(now)
+
+    def _drop_silent_followers(self, now: int) -> None:
+        """replica.silence.time.max.ms: followers no fetch has arrived from leave the ISRs of the lagging partitions
+        led here that keep a majority (LeaderState.on_followers_silent). Every tick while one stays away (a fault):
+        a partition that was idle when it went quiet and is written to since must not wait the lag time either;
+        partitions that shrank already, or whose follower is caught up, answer at once."""
         silent = self.follower_silence.silent(now, self.replica_silence_time_max_ms)
-        if silent != self._silent_logged:
-            for r in sorted(silent - self._silent_logged):
-                log.info(
-                    "follower broker %d owes a fetch for over %d ms: it leaves the ISR of each lagging partition "
-                    "led here that keeps a majority",
-                    r,
-                    self.replica_silence_time_max_ms,
-                )
-            for r in sorted(self._silent_logged - silent):
-                log.info("follower broker %d fetches again", r)
-            self._silent_logged = silent
+        in_an_isr: set[int] = set()
         if silent:
-            # Every tick while a follower stays away (a fault): a partition that was idle when it went quiet
-            # and is written to since must not wait the lag time either. Partitions that shrank already, or
-            # lead elsewhere, or whose follower is caught up, answer at once (LeaderState.on_followers_silent).
             for p in self.partitions.values():
                 if p.leader_state is not None and not silent.isdisjoint(p.isr):
+                    in_an_isr.update(silent.intersection(p.isr))
                     p.on_followers_silent(silent)
+        # One in no ISR led here (it follows us no more: leaderships moved, or it was fenced and dropped) is
+        # forgotten until it fetches again or we lead a partition it follows: otherwise every tick would pass over
+        # every partition for it, for as long as the broker runs.
+        for r in silent - in_an_isr:
+            self.follower_silence.forget(r)
+        judged = frozenset(in_an_isr)
+        for r in sorted(judged - self._silent_logged):
+            log.info(
+                "follower broker %d sent no fetch for over %d ms: it leaves the ISR of each lagging partition led "
+                "here that keeps a majority",
+                r,
+                self.replica_silence_time_max_ms,
+            )
+        for r in sorted(self._silent_logged - silent):
+            log.info("follower broker %d fetches again, or follows nothing led here", r)
+        self._silent_logged = judged
 
     def fence_replicas(self, broker_ids: set[int]) -> None:
         """The controller fenced these brokers: stop waiting for them in every ISR we lead."""

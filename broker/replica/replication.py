@@ -510,6 +510,10 @@ class FollowerSilence:
     def on_fetch_received(self, replica_id: int, now_ms: int) -> None:
         self._heard_ms[replica_id] = now_ms
 
+    def forget(self, replica_id: int) -> None:
+        """Stop judging `replica_id` until it fetches again or is `expect`ed (it follows nothing led here)."""
+        self._heard_ms.pop(replica_id, None)
+
     def silent(self, now_ms: int, timeout_ms: int) -> frozenset[int]:
         """The followers no fetch has arrived from for more than `timeout_ms` (0: none, the rule is off)."""
         if timeout_ms <= 0:

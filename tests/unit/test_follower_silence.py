@@ -101,3 +101,44 @@ def test_the_silence_time_must_exceed_the_fetch_wait():
     with pytest.raises(InvalidConfigError, match="replica.silence.time.max.ms"):
         BrokerConfig.from_props({"replica.silence.time.max.ms": "500"})
     BrokerConfig.from_props({"replica.silence.time.max.ms": "0"})
+
+
+def test_a_forgotten_follower_is_judged_again_once_it_fetches_or_is_expected():
+    s = FollowerSilence()
+    s.on_fetch_received(2, 0)
+    s.forget(2)
+    assert s.silent(5000, 1000) == frozenset()
+    s.expect([2], 6000)
+    assert s.silent(7001, 1000) == {2}
+
+
+def test_the_replica_manager_asks_only_partitions_led_here_and_forgets_followers_of_none():
+    from types import SimpleNamespace
+
+    from broker.replica.replica_manager import ReplicaManager
+
+    asked: list[tuple[str, frozenset[int]]] = []
+
+    def partition(name: str, isr: list[int], leads: bool) -> SimpleNamespace:
+        return SimpleNamespace(
+            leader_state=object() if leads else None,
+            isr=isr,
+            on_followers_silent=lambda silent, name=name: asked.append((name, silent)),
+        )
+
+    rm = SimpleNamespace(
+        partitions={
+            ("t", 0): partition("led, 2 in its ISR", [1, 2, 3], True),
+            ("t", 1): partition("followed", [2, 1, 3], False),
+            ("t", 2): partition("led, 2 not in its ISR", [1, 3], True),
+        },
+        follower_silence=FollowerSilence(),
+        replica_silence_time_max_ms=1000,
+        _silent_logged=frozenset(),
+    )
+    rm.follower_silence.on_fetch_received(2, 0)
+    rm.follower_silence.on_fetch_received(4, 0)  # a broker that follows nothing led here
+    ReplicaManager._drop_silent_followers(rm, 1001)  # type: ignore[arg-type]
+    assert asked == [("led, 2 in its ISR", frozenset({2, 4}))]
+    assert rm._silent_logged == {2}
+    assert rm.follower_silence.silent(1002, 1000) == {2}  # 4 is forgotten: no pass over the partitions for it
