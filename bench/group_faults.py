@@ -200,12 +200,18 @@ def no_majority(down: list[list[float]], brokers: int = 3) -> list[tuple[float, 
     return out
 
 
+def blocked_spans(down: list[list[float]], controller_down: list[list[float]] = ()) -> list[tuple[float, float]]:
+    """The stretches without a majority of the brokers up, and with `controller_down` ([broker, from, to] spans of
+    faults on the broker that was controller) those too."""
+    return no_majority(down) + [(a, b) for _, a, b in controller_down]
+
+
 def longest_gap_with_majority(
     times: list[float], start: float, end: float, down: list[list[float]], controller_down: list[list[float]] = ()
 ) -> float:
     """The longest stretch without a receipt during which a majority of the brokers was up all along (and, with
-    `controller_down`, the controller too: [broker, from, to] spans of faults on the broker that was controller)."""
-    return longest_unblocked_gap(times, start, end, no_majority(down) + [(a, b) for _, a, b in controller_down])[0]
+    `controller_down`, the controller too)."""
+    return longest_unblocked_gap(times, start, end, blocked_spans(down, controller_down))[0]
 
 
 def longest_unblocked_gap(
@@ -475,7 +481,7 @@ def back_to_back_once(
         gap, gap_at = longest_gap(everything, began, settled)
         majority_gap = longest_gap_with_majority(everything, began, settled, driver.down)
         controller_gap, controller_gap_at = longest_unblocked_gap(
-            everything, began, settled, no_majority(driver.down) + [(a, b) for _, a, b in driver.controller_down]
+            everything, began, settled, blocked_spans(driver.down, driver.controller_down)
         )
         control_times = [t for p in range(PARTITIONS) for t in control.receipts(p)]
         group_stop = stopped_while_control_read(everything, control_times, began, settled)
@@ -757,9 +763,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if a.render_from is not None:
         saved = json.loads(a.render_from.read_text())
-        section = render(
-            {tuple(k.split("/")): v for k, v in saved["results"].items()}, saved["cmd"], a.duration, a.interval
-        )  # type: ignore[misc]
+        by_run = {(k.partition("/")[0], k.partition("/")[2]): v for k, v in saved["results"].items()}
+        section = render(by_run, saved["cmd"], a.duration, a.interval)
         if a.out is not None:
             replace_section(a.out, START_MARK, END_MARK, section)
         print(section)

@@ -287,30 +287,32 @@ class KafkaLiteClient:
         if topics is not None:
             self._wanted_topics.update(topics)
         if avoid:
-            wanted = sorted(self._wanted_topics) if self._wanted_topics else None
-            conn = await self.any_connection(avoid)
-            request = metadata_request(wanted, self.allow_auto_topic_creation)
-            self.metadata.update(await conn.call(request, self.request_timeout), wanted)
+            await self._do_refresh(avoid)
             return self.metadata
         if self._refresh is None or self._refresh.done():
             self._refresh = asyncio.ensure_future(self._do_refresh())
         await asyncio.shield(self._refresh)
         return self.metadata
 
-    async def _do_refresh(self) -> None:
+    async def _do_refresh(self, avoid: Collection[int] = ()) -> None:
         wanted = sorted(self._wanted_topics) if self._wanted_topics else None
         request = metadata_request(wanted, self.allow_auto_topic_creation)
+
+        async def ask() -> Any:
+            conn = await self.any_connection(avoid)
+            return await conn.call(request, self.request_timeout)
+
         # Metadata may ask any broker: one whose connection breaks (a broker just killed) is dropped and the next
         # asked, as Kafka's clients do, rather than failing the refresh (a consumer's start, say). A request that
         # failed as a whole is raised as its error (BrokerConnection.call).
         for _ in range(len(self.metadata.brokers) + len(self.bootstrap)):
             try:
-                answer = await self.call(None, request)
+                answer = await ask()
                 break
             except NetworkError as e:
                 log.info("metadata request failed, asking another broker: %s", e)
         else:
-            answer = await self.call(None, request)
+            answer = await ask()
         self.metadata.update(answer, wanted)
 
     async def list_topics(self) -> dict[str, TopicMeta]:
