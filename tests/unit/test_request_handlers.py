@@ -654,6 +654,8 @@ def test_a_replica_id_fetch_is_refused_on_a_client_listener_and_a_replica_id_lis
                 again = await broker.call(ApiKey.FETCH, fetch_request(0, 0, replica_id=2))
                 assert again["error_code"] == ErrorCode.INVALID_REQUEST
         assert sum("brokers only" in r.getMessage() for r in caplog.records) <= 1
+        # Refused before the fetch path: the forged follower has no clock there (replica.silence.time.max.ms).
+        assert broker.replicas.follower_silence.silent(10**15, 1) == frozenset()
         await broker.produce(1, [0, records(b"x", b"y")])
         for replica_id in (0, 2, -1):
             listed = await broker.call(ApiKey.LIST_OFFSETS, list_offsets(TOPIC, 0, replica_id=replica_id))
