@@ -635,6 +635,12 @@ class AsyncAdmin:
     async def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         return await self.client.list_offsets(tps, timestamp)
 
+    async def list_offsets_each(
+        self, tps: list[tuple[str, int]], timestamp: int
+    ) -> dict[tuple[str, int], int | KafkaLiteError]:
+        """Per partition, its offset or its error (Kafka's Admin.listOffsets: one result per partition)."""
+        return await self.client.list_offsets_each(tps, timestamp)
+
     async def delete_records(
         self, offsets: dict[tuple[str, int], int], timeout_ms: int = 30000
     ) -> dict[tuple[str, int], int | KafkaLiteError]:

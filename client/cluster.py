@@ -5,6 +5,7 @@ request routing to partition leaders. Producer, Consumer and Admin sit on it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -341,29 +342,57 @@ class KafkaLiteClient:
     ) -> dict[tuple[str, int], int]:
         """Kafka's ListOffsets, routed to each partition's leader: EARLIEST (-2), LATEST (-1, the high
         watermark; with isolation_level 1, read_committed, the last stable offset) or the first offset at/after a
-        timestamp (-1 if none).
+        timestamp (-1 if none). All or nothing: a partition's error (after `list_offsets_each`'s retries) is
+        raised."""
+        results = await self.list_offsets_each(tps, timestamp, isolation_level)
+        out: dict[tuple[str, int], int] = {}
+        for tp, r in results.items():
+            if isinstance(r, KafkaLiteError):
+                raise r
+            out[tp] = r
+        return out
+
+    async def list_offsets_each(
+        self, tps: Iterable[tuple[str, int]], timestamp: int, isolation_level: int = 0
+    ) -> dict[tuple[str, int], int | KafkaLiteError]:
+        """`list_offsets` per partition: its offset or its error, as Kafka's Admin.listOffsets answers each
+        partition on its own (kafka-get-offsets.sh prints the others and skips one without a leader).
 
         A retriable error (OFFSET_NOT_AVAILABLE while a new leader's high watermark catches up, KIP-207;
         NOT_LEADER_OR_FOLLOWER or a lost connection after a failover, whose topic's metadata is then asked
-        again) is retried with backoff for up to request.timeout.ms, as Kafka's clients do. Other errors, and
-        an unknown topic or partition, are raised at once."""
-        tps = list(tps)
-        return await retry_until(
-            lambda: self._list_offsets_once(tps, timestamp, isolation_level),
-            self.backoff(),
-            KafkaLiteError,
-            # A topic or partition that does not exist is said at once (a CLI's one line), not waited for.
-            lambda e: e.retriable and e.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            deadline=time.monotonic() + self.request_timeout,
-        )
+        again) is retried with backoff for up to request.timeout.ms, as Kafka's clients do; only the partitions
+        that failed are asked again. Other errors, and an unknown topic or partition, are that partition's answer
+        at once."""
+        pending = list(dict.fromkeys(tps))
+        out: dict[tuple[str, int], int | KafkaLiteError] = {}
+
+        def again(e: KafkaLiteError) -> bool:  # a partition that does not exist is said at once
+            return e.retriable and e.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+        async def attempt() -> None:
+            nonlocal pending
+            answers = await self._list_offsets_once(pending, timestamp, isolation_level)
+            out.update(answers)
+            failed = {tp: a for tp, a in answers.items() if isinstance(a, KafkaLiteError) and again(a)}
+            pending = list(failed)
+            if failed:  # those are asked again after a backoff
+                raise next(iter(failed.values()))
+
+        with contextlib.suppress(KafkaLiteError):  # out of time: those partitions keep their last error
+            deadline = time.monotonic() + self.request_timeout
+            await retry_until(attempt, self.backoff(), KafkaLiteError, lambda e: True, deadline=deadline)
+        return out
 
     async def _list_offsets_once(
         self, tps: list[tuple[str, int]], timestamp: int, isolation_level: int = 0
-    ) -> dict[tuple[str, int], int]:
+    ) -> dict[tuple[str, int], int | KafkaLiteError]:
+        out: dict[tuple[str, int], int | KafkaLiteError] = {}
         by_leader: dict[int, list[tuple[str, int]]] = {}
         for tp in tps:
-            by_leader.setdefault(await self.leader_for(tp[0], tp[1]), []).append(tp)
-        out: dict[tuple[str, int], int] = {}
+            try:
+                by_leader.setdefault(await self.leader_for(tp[0], tp[1]), []).append(tp)
+            except KafkaLiteError as e:  # no leader known (yet), or no such partition
+                out[tp] = e
         for leader, group in by_leader.items():
             topics: dict[str, list[ListOffsetsPartition]] = {}
             for t, p in group:
@@ -380,22 +409,28 @@ class KafkaLiteClient:
             try:
                 conn = await self.connection(leader)
                 answer = await conn.call(request, timeout=self.request_timeout)
-            except NetworkError:
-                for t in topics:  # the leader is gone or unreachable: the next attempt asks the metadata again
-                    self.invalidate(t)
-                raise
+            except KafkaLiteError as e:  # the leader is gone or unreachable, or refused the request as a whole
+                if isinstance(e, NetworkError):
+                    for t in topics:  # the next attempt asks the metadata again
+                        self.invalidate(t)
+                out.update(dict.fromkeys(group, e))
+                continue
             for topic in answer.topics:
                 for part in topic.partitions:
-                    if part.error_code:
-                        e = error_for(part.error_code)
-                        if e.retriable and e.code != ErrorCode.OFFSET_NOT_AVAILABLE:
-                            # A stale leader (NOT_LEADER_OR_FOLLOWER after a failover): forget it, so the next
-                            # attempt asks the metadata again instead of the same broker forever.
-                            self.invalidate(topic.name)
-                        raise error_for(
-                            part.error_code, f"list offsets for {topic.name}-{part.partition_index}: {e.code.name}"
-                        )
-                    out[(topic.name, part.partition_index)] = part.offset
+                    tp = (topic.name, part.partition_index)
+                    if not part.error_code:
+                        out[tp] = part.offset
+                        continue
+                    err = error_for(part.error_code)
+                    if err.retriable and err.code != ErrorCode.OFFSET_NOT_AVAILABLE:
+                        # A stale leader (NOT_LEADER_OR_FOLLOWER after a failover): forget it, so the next
+                        # attempt asks the metadata again instead of the same broker forever.
+                        self.invalidate(topic.name)
+                    out[tp] = error_for(part.error_code, f"list offsets for {tp[0]}-{tp[1]}: {err.code.name}")
+            for tp in group:  # a leader that left a partition out of its answer
+                out.setdefault(
+                    tp, error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"list offsets for {tp[0]}-{tp[1]}: no answer")
+                )
         return out
 
     def invalidate(self, topic: str) -> None:

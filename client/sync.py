@@ -417,6 +417,11 @@ class Admin(_Blocking[AsyncAdmin]):
     def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         return self._lt.run(self._impl.list_offsets(tps, timestamp))
 
+    def list_offsets_each(
+        self, tps: list[tuple[str, int]], timestamp: int
+    ) -> dict[tuple[str, int], int | KafkaLiteError]:
+        return self._lt.run(self._impl.list_offsets_each(tps, timestamp))
+
     def delete_records(
         self, offsets: dict[tuple[str, int], int], timeout_ms: int = 30000
     ) -> dict[tuple[str, int], int | KafkaLiteError]:

@@ -7,6 +7,9 @@ One line per partition, `topic:partition:offset`, sorted by topic and partition:
 names (-1 or latest: the high watermark; -2 or earliest: the log start; -3 or max-timestamp: the record with
 the largest timestamp; -4 or earliest-local, -5 or latest-tiered: KIP-1005's, for tiered storage; a timestamp
 in ms: the first record at or after it); a partition with none (a time past its last record) gets no line.
+A partition whose offset cannot be had (no leader within request.timeout.ms, ...) is named on stderr,
+"Skip getting offsets for topic-partition T-P due to error: ...", and the others are printed, exit status 0,
+as Kafka's tool does.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import click
 from client.cli.common import bootstrap_option, client_kwargs, command_config_option, one_line_errors
 from client.config import AdminConfig
 from client.sync import Admin
+from net.errors import KafkaLiteError
 from net.version import version_option
 
 TIME_NAMES = {"latest": -1, "earliest": -2, "max-timestamp": -3, "earliest-local": -4, "latest-tiered": -5}
@@ -131,11 +135,16 @@ def main(
         )
         if not wanted:
             raise click.ClickException("Could not match any topic-partitions with the specified filters")
-        offsets = admin.list_offsets(wanted, timestamp)
+        results = admin.list_offsets_each(wanted, timestamp)
     for t, p in wanted:
-        offset = offsets.get((t, p), -1)
-        if offset >= 0:  # none (a time past the last record): no line, as Kafka's tool prints it
-            click.echo(f"{t}:{p}:{offset}")
+        r = results[(t, p)]
+        if isinstance(r, KafkaLiteError):
+            # Kafka's GetOffsetShell: the partitions that answered are printed, one that failed (no leader after
+            # the retries, not authorized...) is named on stderr, and the exit status stays 0.
+            why = str(r) if r.code.name in str(r) else f"{r.code.name}: {r}"
+            click.echo(f"Skip getting offsets for topic-partition {t}-{p} due to error: {why}", err=True)
+        elif r >= 0:  # none (a time past the last record): no line, as Kafka's tool prints it
+            click.echo(f"{t}:{p}:{r}")
 
 
 if __name__ == "__main__":
