@@ -123,6 +123,7 @@ class ReplicaManager:
         on_unfollow: Callable[[Partition], None] = lambda p: None,
         on_change: Callable[[Partition, str], None] = lambda p, change: None,
         replica_silence_time_max_ms: int = 0,
+        replica_fetch_wait_max_ms: int = 500,
     ) -> None:
         self.broker_id = broker_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -149,6 +150,7 @@ class ReplicaManager:
         self._tick_count = 0
         # Follower brokers overdue with a fetch (replica.silence.time.max.ms): a quorum's ISR shrinks at once.
         self.replica_silence_time_max_ms = replica_silence_time_max_ms
+        self.replica_fetch_wait_max_ms = replica_fetch_wait_max_ms  # the longest a follower's fetch is held here
         self.follower_silence = FollowerSilence()
         self._silent_logged: frozenset[int] = frozenset()
         # A replica to fetch for (the replica fetchers), or to stop fetching for.
@@ -351,7 +353,7 @@ class ReplicaManager:
         led here that keep a majority (LeaderState.on_followers_silent). Every tick while one stays away (a fault):
         a partition that was idle when it went quiet and is written to since must not wait the lag time either;
         partitions that shrank already, or whose follower is caught up, answer at once."""
-        silent = self.follower_silence.silent(now, self.replica_silence_time_max_ms)
+        silent = self.follower_silence.silent(now, self.replica_silence_time_max_ms, self.replica_fetch_wait_max_ms)
         in_an_isr: set[int] = set()
         if silent:
             for p in self.partitions.values():
@@ -494,6 +496,14 @@ class ReplicaManager:
         """Long poll: answer once `min_bytes` are available, an error occurs, or `max_wait_ms` passes."""
         if replica_id >= 0:
             self.follower_silence.on_fetch_received(replica_id, now_ms())
+        results = await self._long_poll(specs, max_wait_ms, min_bytes, max_bytes, replica_id)
+        if replica_id >= 0 and any(r.records for r in results.values()):
+            self.follower_silence.on_records_sent(replica_id, now_ms())  # its next fetch is due at once
+        return results
+
+    async def _long_poll(
+        self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int, replica_id: int
+    ) -> dict[tuple[str, int], FetchResult]:
         deadline = time.monotonic() + max_wait_ms / 1000
         results: dict[tuple[str, int], FetchResult] = {}
         while True:

@@ -495,12 +495,16 @@ class FollowerSilence:
     has arrived for longer than that, with a margin, is paused, cut off or dead, whatever its partitions'
     traffic, while a slow follower, which keeps fetching, never is. Counted from the arrivals, not the answers:
     a lane of idle partitions has its fetch held for up to replica.fetch.wait.max.ms, and counting from its
-    answer delayed the verdict by as much (issue 29 §3's runs). A follower this broker never heard from owes a
-    fetch from when this broker became a leader it follows (`expect`): it may have been cut off before it ever
-    fetched from this process (a leader restarted, or elected while the follower was away)."""
+    answer delayed the verdict by as much (issue 29 §3's runs). But a follower that was sent records owes its
+    next fetch at once (it acknowledges them with it, and no leader holds an answer that has records): from that
+    answer only the margin is left (`silent`'s `fetch_wait_ms`). That is when a paused follower starts holding
+    the high watermark back: its last fetch arrived earlier, while it had everything. A follower this broker never
+    heard from owes a fetch from when this broker became a leader it follows (`expect`): it may have been cut off
+    before it ever fetched from this process (a leader restarted, or elected while the follower was away)."""
 
     def __init__(self) -> None:
         self._heard_ms: dict[int, int] = {}  # follower id -> when its last fetch arrived
+        self._sent_ms: dict[int, int] = {}  # follower id -> when records were first sent to it since then
 
     def expect(self, replica_ids: Iterable[int], now_ms: int) -> None:
         """This broker just became a leader these replicas follow: those never heard from owe a fetch from now."""
@@ -509,16 +513,30 @@ class FollowerSilence:
 
     def on_fetch_received(self, replica_id: int, now_ms: int) -> None:
         self._heard_ms[replica_id] = now_ms
+        self._sent_ms.pop(replica_id, None)
+
+    def on_records_sent(self, replica_id: int, now_ms: int) -> None:
+        """A fetch of `replica_id` was answered with records: its next fetch is due now."""
+        if replica_id in self._heard_ms:
+            self._sent_ms.setdefault(replica_id, now_ms)
 
     def forget(self, replica_id: int) -> None:
         """Stop judging `replica_id` until it fetches again or is `expect`ed (it follows nothing led here)."""
         self._heard_ms.pop(replica_id, None)
+        self._sent_ms.pop(replica_id, None)
 
-    def silent(self, now_ms: int, timeout_ms: int) -> frozenset[int]:
-        """The followers no fetch has arrived from for more than `timeout_ms` (0: none, the rule is off)."""
+    def silent(self, now_ms: int, timeout_ms: int, fetch_wait_ms: int = 0) -> frozenset[int]:
+        """The followers no fetch has arrived from for more than `timeout_ms` (0: none, the rule is off), or, since
+        they were sent records, for more than `timeout_ms` less `fetch_wait_ms` (replica.fetch.wait.max.ms: the
+        part of the timeout a leader may hold a fetch, over once it answered with records)."""
         if timeout_ms <= 0:
             return frozenset()
-        return frozenset(r for r, at in self._heard_ms.items() if now_ms - at > timeout_ms)
+        owed_ms = max(timeout_ms - fetch_wait_ms, 1)
+        return frozenset(
+            r
+            for r, at in self._heard_ms.items()
+            if now_ms - at > timeout_ms or now_ms - self._sent_ms.get(r, now_ms) > owed_ms
+        )
 
 
 def _later(a: int | None, b: int | None) -> int | None:

@@ -239,6 +239,7 @@ class BrokerServer:
             on_unfollow=self._unfollow,
             on_change=self._on_partition_change,
             replica_silence_time_max_ms=cfg.replica_silence_time_max_ms,
+            replica_fetch_wait_max_ms=cfg.replica_fetch_wait_max_ms,
         )
         # Replication throttles (KIP-73): the rates are dynamic broker configs read from the metadata image at
         # each check, the throttled replicas the topics' configs.

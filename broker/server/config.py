@@ -282,8 +282,9 @@ class BrokerConfig(ShareKeys, SecurityKeys):
     replica_silence_time_max_ms: Int = key(
         "replica.silence.time.max.ms",
         1000,
-        "A follower no fetch has arrived from for this long (it sends one at least every replica.fetch.wait.max.ms) "
-        "and that lags "
+        "A follower no fetch has arrived from for this long (it sends one at least every replica.fetch.wait.max.ms), "
+        "or, once it was sent records, for this long less replica.fetch.wait.max.ms (it owes the next fetch at "
+        "once), and that lags "
         "leaves the ISR at once, not after replica.lag.time.max.ms, if the ISR keeps a majority of the replicas "
         "and min.insync.replicas: a fault on a minority of the replicas then holds back no high watermark of "
         "partitions it does not lead. 0: only the lag time, as in Kafka.",

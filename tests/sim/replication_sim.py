@@ -574,7 +574,8 @@ class Simulation(EventLoop):
             self._timer(b, p.meta_interval_ms, _META)
         elif what == _TICK:
             # ReplicaManager.tick: the ISR expiration check of every partition this broker leads.
-            silent = b.silence.silent(self.now, p.silence_time_max_ms)
+            # The follower's idle gap stands for replica.fetch.wait.max.ms (the simulated leader holds no fetch).
+            silent = b.silence.silent(self.now, p.silence_time_max_ms, p.fetch_idle_ms)
             for part in b.parts.values():
                 part.tick(self.now, wall_ms=self.now)  # the simulated clock stamps the batches too
                 ls = part.leader_state
@@ -889,6 +890,8 @@ class Simulation(EventLoop):
                 rows.append((p, part.read_for_follower(spec, msg.src, self.now)))
                 self._check_waiters(b, part)
         answer = ctx.answer({(TOPIC, p): row for p, row in rows})
+        if any(row.records for row in answer.values()):
+            b.silence.on_records_sent(msg.src, self.now)  # ReplicaManager.fetch_messages: its next fetch is due
         self._send(
             b.id, msg.src, FetchAnswer(msg.req, tuple((tp[1], row) for tp, row in answer.items()), ctx.session_id)
         )

@@ -85,6 +85,26 @@ def test_follower_silence_counts_from_the_last_fetch_that_arrived():
     assert s.silent(5000, 0) == frozenset()  # 0: off
 
 
+def test_a_follower_sent_records_owes_its_next_fetch_at_once():
+    """Records sent end the part of the timeout a leader may hold a fetch (fetch_wait_ms): a paused follower is
+    judged from the answer it never acknowledged, not from its last fetch, which arrived while it had everything."""
+    s = FollowerSilence()
+    s.on_fetch_received(2, 0)
+    s.on_fetch_received(3, 0)
+    s.on_records_sent(2, 300)  # 2's fetch, held since 0, answered with records at 300: 2 owes a fetch from 300
+    assert s.silent(800, 1000, 500) == frozenset()  # 500 ms owed: exactly the margin, not yet
+    assert s.silent(801, 1000, 500) == {2}  # 3's fetch is still held: it owes nothing yet
+    s.on_records_sent(2, 700)  # a second lane's answer: the first unacknowledged one counts
+    assert s.silent(801, 1000, 500) == {2}
+    s.on_fetch_received(2, 850)  # it fetched: acknowledged
+    assert s.silent(1000, 1000, 500) == frozenset()
+    assert s.silent(1001, 1000, 500) == {3}  # 3: a second since its last fetch arrived, as before
+    assert s.silent(1001, 1000) == {3}  # no fetch wait given: the whole timeout from the records too
+    s.forget(2)
+    s.on_records_sent(2, 2000)  # forgotten: no clock starts on an answer alone
+    assert 2 not in s.silent(9000, 1000, 500)
+
+
 def test_a_follower_never_heard_from_owes_a_fetch_from_the_leadership_on():
     s = FollowerSilence()
     s.expect([2, 3], 100)  # this broker became leader at t=100; neither follower fetched from it yet
@@ -134,6 +154,7 @@ def test_the_replica_manager_asks_only_partitions_led_here_and_forgets_followers
         },
         follower_silence=FollowerSilence(),
         replica_silence_time_max_ms=1000,
+        replica_fetch_wait_max_ms=500,
         _silent_logged=frozenset(),
     )
     rm.follower_silence.on_fetch_received(2, 0)
