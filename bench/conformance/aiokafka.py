@@ -141,17 +141,6 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "lands on. Run alone, it passed 3 of 3 times (2026-11-28).",
     ),
     (
-        "a timing race in aiokafka's own test: a member's callback counted before it can have run",
-        "name",
-        r"::test_kip_345_disabled$",
-        "The test checks that the first member's on_partitions_assigned has run again as soon as the second "
-        "member's start() and seek_to_committed() return. Both members live in the test's one event loop and get "
-        "their SyncGroup answers at the same moment (Kafka too answers a generation's members together, in no set "
-        "order); the first member's revoke had run, its assign not yet (AssertionError 1 != 2 on "
-        "assign_mock.call_count). Run alone, it passed 2 of 3 times (2026-11-29); it passed in the earlier full "
-        "runs.",
-    ),
-    (
         "garbage-collected connections of an earlier test, reported in this one's teardown",
         "message",
         r"unraisable exception warnings",
