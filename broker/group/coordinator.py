@@ -147,8 +147,8 @@ class GroupCoordinator:
             if fut.done():
                 # Answered at once (a SyncGroup that finds its group stable, ...): one turn of the loop first, so
                 # that the members an earlier event answered (a join or a sync parked until it) are written before
-                # this request's answer, as Kafka sends those when their event happens, before it handles the
-                # next request. Without it a follower's late SyncGroup overtook the leader's, parked on the
+                # this request's answer, as Kafka sends those when their event happens, before any request can
+                # see its outcome. Without it a follower's late SyncGroup overtook the leader's, parked on the
                 # assignment's write, by a loop turn (aiokafka's test_kip_345_*: the follower's start() returned
                 # before the leader had its assignment).
                 await asyncio.sleep(0)
