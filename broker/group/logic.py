@@ -444,8 +444,10 @@ class GroupCoordinatorLogic:
             if refused is not None:
                 return [Reply(token, self._commit_error_body(offsets, *refused))]
             owned = None  # Kafka checks a consumer-protocol member's epoch, not which partitions it commits
-        elif generation < 0 and not member_id:
-            # A commit from outside the group protocol (kl-groups --reset-offsets, manual assignment).
+        elif generation < 0 and (not member_id or g is None or not g.members):
+            # A commit from outside the group protocol (kl-groups --reset-offsets, manual assignment). Generation -1
+            # to a group with no members is one whatever the member id, as Kafka takes it (a "simple group"):
+            # librdkafka with group.protocol=consumer sends its own member id (KIP-1082) before it ever subscribed.
             if g is not None and g.members:
                 msg = f"group {group_id} has active members ({g.state.value}); stop them before changing its offsets"
                 return [Reply(token, self._commit_error_body(offsets, ErrorCode.NON_EMPTY_GROUP, msg))]

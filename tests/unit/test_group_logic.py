@@ -150,6 +150,20 @@ def test_leave_rebalances_and_empty_group_can_be_reset_and_deleted():
     assert replies(lg.delete("d2", "g"))["d2"]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
 
 
+def test_generation_minus_one_commits_to_a_group_without_members_whatever_the_member_id():
+    """Kafka's simple group: librdkafka with group.protocol=consumer names its own member id (KIP-1082) in a commit
+    with generation -1 before it ever subscribed (confluent-kafka-python's test_consumer_topicpartition_metadata)."""
+    lg = logic()
+    out = lg.commit("new", P, "nobody-yet", -1, "client-made-id", {("t", 0): (3, "m")}, 5, {"t": 2})
+    assert replies(complete_appends(lg, out, 6))["new"]["topics"][0][1][0][1] == 0  # the group is made, as Kafka's
+    out = lg.commit("again", P, "nobody-yet", -1, "client-made-id", {("t", 0): (4, "")}, 7, {"t": 2})
+    assert replies(complete_appends(lg, out, 8))["again"]["topics"][0][1][0][1] == 0  # an empty group: the same
+    assert lg.fetch_offsets("nobody-yet", [("t", 0)])["topics"][0][1][0][1] == 4
+    stable_group_of_two(lg)  # a group with members: a member id outside it is still refused
+    body = replies(lg.commit("out", P, "g", -1, "client-made-id", {("t", 0): (0, "")}, 9, {"t": 2}))["out"]
+    assert body["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+
+
 def test_reset_and_delete_refused_while_the_group_has_members():
     lg = logic()
     stable_group_of_two(lg)
