@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from client.cli.cluster import start_command, wait_registered
+from tests.ports import free_port
 from tests.waiting import wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,12 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # hashtags run: 47 -> 26 CPU seconds), on a 2-core machine that runs two test modules at once. Same results;
 # Java names the setting on stderr ("Picked up JAVA_TOOL_OPTIONS"). ZooKeeper's command line has it already.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class BrokerProcess:
@@ -51,10 +46,20 @@ class BrokerProcess:
             cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)}
         )
         wait_port(self.port, proc=self.proc)
-        # listening is not ready: until the broker has elected itself controller, admin requests get NOT_CONTROLLER
-        if not wait_registered(self.bootstrap, 1, 30):
-            raise TimeoutError(f"broker {self.broker_id} on port {self.port} elected no controller within 30s")
+        # listening is not ready: until the broker has elected itself controller, admin requests get NOT_CONTROLLER.
+        # Asked a second at a time, so that a broker that exited (its port taken by another process, which then
+        # answers instead) fails the test at once with its own words, not after 30 s with a stranger's.
+        deadline = time.monotonic() + 30
+        while not wait_registered(self.bootstrap, 1, 1):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                state = "elected no controller within 30s" if self.proc.poll() is None else "exited"
+                raise TimeoutError(f"broker {self.broker_id} on port {self.port} {state}; its log ends:\n{self.tail()}")
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"broker {self.broker_id} on port {self.port} exited; its log ends:\n{self.tail()}")
         return self
+
+    def tail(self, lines: int = 20) -> str:
+        return "\n".join(self.logs().splitlines()[-lines:])
 
     def kill(self, sig: int = signal.SIGKILL) -> int:
         assert self.proc is not None

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -38,6 +37,7 @@ from client.sync import Admin, Consumer, Producer
 from net import batch as batch_fmt
 from net.errors import KafkaLiteError, RequestTimedOutError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from net.protocol import ElectionType
+from tests.ports import free_port_runs, free_ports, port_range
 from tests.waiting import wait_port, wait_until
 
 if TYPE_CHECKING:
@@ -46,58 +46,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 
-
-def port_range() -> tuple[int, int]:
-    """Where test servers' ports come from: below the kernel's ephemeral range, which every outgoing connection
-    takes its local port from (a port found free there can be taken by a client's connect() before the server
-    binds it: "address already in use" on a loaded run), and split between the xdist workers so that two
-    workers never pick the same one."""
-    try:
-        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral = 32768
-    low, high = 10000, max(ephemeral, 12000)
-    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if worker.startswith("gw") and worker[2:].isdigit() and count > 1:
-        span = (high - low) // count
-        low, high = low + int(worker[2:]) * span, low + (int(worker[2:]) + 1) * span
-    return low, high
-
-
-def free_port_runs(*lengths: int) -> list[int]:
-    """The first port of each of several runs of consecutive free loopback ports, the runs disjoint (for
-    kl-cluster's --base-port, --kafka-base-port, ...), from `port_range()`."""
-    import random
-
-    rng = random.Random()
-    low, high = port_range()
-    while True:
-        starts, taken = [], set()
-        for n in lengths:
-            start = rng.randrange(low, high - n)
-            ports = set(range(start, start + n))
-            if ports & taken:
-                break
-            socks = []
-            try:
-                for port in ports:
-                    s = socket.socket()
-                    socks.append(s)
-                    s.bind((HOST, port))
-            except OSError:
-                break
-            finally:
-                for s in socks:
-                    s.close()
-            starts.append(start)
-            taken |= ports
-        if len(starts) == len(lengths):
-            return starts
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free loopback ports, from `port_range()`."""
-    return free_port_runs(*([1] * n))
+__all__ = ["free_port_runs", "free_ports", "port_range"]  # re-exported: the fault tests take them from here
 
 
 # The failure-detection timeouts before issue 24 (the defaults are now Kafka's patient 9 s / 2 s,

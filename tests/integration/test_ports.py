@@ -10,8 +10,12 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import BrokerProcess
 from tests.integration.cluster_harness import HOST, port_range, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,3 +122,20 @@ def test_demo_runs_its_cluster_and_console_from_the_base_port(tmp_path):
         proc.wait(90)
         out.close()
     wait_until(lambda: not any(listening(p) for p in (base, base + 1, base + 2, base + 200)), 30, "the demo's ports")
+
+
+def test_a_test_broker_whose_port_is_taken_fails_at_once_with_its_own_words(tmp_path):
+    """The test fixture's broker on a port another server holds (what a CI run met when a client's connect() took
+    an ephemeral port between free_port() and the broker's bind): the start fails within seconds quoting the
+    broker's "Address already in use", not after 30 s of asking the stranger for a controller."""
+    with socket.socket() as stranger:
+        stranger.bind((HOST, 0))
+        stranger.listen()
+        b = BrokerProcess(tmp_path / "data", port=stranger.getsockname()[1])
+        t0 = time.monotonic()
+        try:
+            with pytest.raises((RuntimeError, TimeoutError), match="exited(.|\n)*Address already in use"):
+                b.start()
+        finally:
+            b.cleanup()
+        assert time.monotonic() - t0 < 15
