@@ -124,32 +124,15 @@ def _decode(topic: str, partition: int, data: bytes, position: int) -> tuple[lis
 
 
 def committed_only(data: bytes, aborted: list[Any]) -> bytes:
-    """The batches of a read_committed fetch an application may see (Kafka's Fetcher): those of an aborted
-    transaction are dropped, from the aborted transaction's first offset (the broker's `aborted_transactions`:
-    [producer_id, first_offset]) to its producer's abort marker, and so are the markers themselves."""
+    """The batches of a read_committed fetch an application may see (net/batch.py's committed_batches: those of an
+    aborted transaction and the markers left out), the bytes as fetched when nothing is left out."""
     if not aborted and not _has_control(data):
         return data
-    pending = sorted((int(first), int(pid)) for pid, first in aborted)
-    i = 0
-    aborting: set[int] = set()
-    keep: list[bytes] = []
-    changed = False
     view = memoryview(data)
-    for pos, h in batch_fmt.iter_batches(data):
-        while i < len(pending) and pending[i][0] <= h.last_offset:
-            aborting.add(pending[i][1])
-            i += 1
-        if h.attributes & batch_fmt.CONTROL:
-            marker = batch_fmt.control_record(data, pos, h)
-            if marker is not None and not marker.commit:
-                aborting.discard(h.producer_id)
-            changed = True
-            continue
-        if h.attributes & batch_fmt.TRANSACTIONAL and h.producer_id in aborting:
-            changed = True
-            continue
-        keep.append(bytes(view[pos : pos + h.size]))
-    return b"".join(keep) if changed else data
+    kept = [(pos, h.size) for pos, h in batch_fmt.committed_batches(data, ((int(p), int(f)) for p, f in aborted))]
+    if sum(size for _, size in kept) == len(data):
+        return data
+    return b"".join(bytes(view[pos : pos + size]) for pos, size in kept)
 
 
 class PartitionFetchState:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import msgpack
 from crc32c import crc32c
@@ -350,3 +350,25 @@ def control_record(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader
         epoch = _MARKER_VALUE.unpack_from(value)[1] if len(value) >= _MARKER_VALUE.size else -1
         return ControlRecord(kind == CONTROL_COMMIT, epoch)
     return None
+
+
+def committed_batches(buf: bytes | memoryview, aborted: Iterable[tuple[int, int]]) -> Iterator[tuple[int, BatchHeader]]:
+    """The data batches of a read_committed read that a reader may see (Kafka's consumer Fetcher, and the share
+    partition's read_committed acquisition): a batch of an aborted transaction is left out, from the aborted
+    transaction's first offset (the leader's `aborted_transactions`, (producer id, first offset)) to its producer's
+    abort marker, and so is every control batch."""
+    pending = sorted((int(first), int(pid)) for pid, first in aborted)
+    i = 0
+    aborting: set[int] = set()
+    for pos, h in iter_batches(buf):
+        while i < len(pending) and pending[i][0] <= h.last_offset:
+            aborting.add(pending[i][1])
+            i += 1
+        if h.attributes & CONTROL:
+            marker = control_record(buf, pos, h)
+            if marker is not None and not marker.commit:
+                aborting.discard(h.producer_id)
+            continue
+        if h.attributes & TRANSACTIONAL and h.producer_id in aborting:
+            continue
+        yield pos, h

@@ -46,6 +46,10 @@ class ShareMember:
     rack_id: str | None
     last_heartbeat_ms: int
     assignment: dict[str, tuple[int, ...]] = field(default_factory=dict)  # topic -> partitions
+    # The id of each assigned topic when it was assigned: a topic deleted and created again under its name is
+    # another topic (Kafka assigns by topic id), so the member is told its new assignment. Absent: not known (a
+    # record written before ids were kept), taken as the current one.
+    assignment_ids: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -78,7 +82,10 @@ class ShareGroup:
             out[ConsumerGroupKey(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id)] = {
                 "member_epoch": m.epoch,
                 "state": "stable",  # Kafka's MemberState: a share member never waits to revoke or for a release
-                "assigned_partitions": [[t, list(ps)] for t, ps in sorted(m.assignment.items())],
+                "assigned_partitions": [
+                    [t, list(ps), *([m.assignment_ids[t]] if t in m.assignment_ids else [])]
+                    for t, ps in sorted(m.assignment.items())
+                ],
             }
         out[ConsumerGroupKey(SHARE_GROUP_METADATA, gid)] = {"epoch": self.epoch}
         out[ConsumerGroupKey(SHARE_GROUP_STATE_PARTITION_METADATA, gid)] = {
@@ -129,14 +136,16 @@ class ShareGroupMembership:
         client_id: str = "",
         client_host: str = "",
         rack_id: str | None = None,
+        topic_ids: dict[str, str] | None = None,
     ) -> HeartbeatResult:
         """One ShareGroupHeartbeat on the group's `__consumer_offsets` partition. `partitions_of` is each existing
-        topic's partition count (the image). The result carries the records of what it changed."""
+        topic's partition count, `topic_ids` its id (the image). The result carries the records of what it
+        changed."""
         group = self.groups.get(group_id)
         before = group.records() if group is not None else {}
         # the member as it joins (epoch 0), or as the request describes it
         asked = ShareMember(member_id, 0, tuple(subscribed or ()), client_id, client_host, rack_id, now_ms)
-        r = self._heartbeat(partition, group_id, member_epoch, subscribed, partitions_of, asked)
+        r = self._heartbeat(partition, group_id, member_epoch, subscribed, partitions_of, topic_ids or {}, asked)
         group = self.groups.get(group_id)
         if group is not None:
             r.records = changes(before, group.records())
@@ -149,6 +158,7 @@ class ShareGroupMembership:
         member_epoch: int,
         subscribed: tuple[str, ...] | None,
         partitions_of: dict[str, int],
+        topic_ids: dict[str, str],
         asked: ShareMember,
     ) -> HeartbeatResult:
         member_id, now_ms = asked.member_id, asked.last_heartbeat_ms
@@ -183,13 +193,15 @@ class ShareGroupMembership:
                 member.rack_id = asked.rack_id
         group.topics.update(member.subscribed)
         target = assign(member.subscribed, partitions_of)
-        if target == member.assignment and member.epoch > 0:
+        target_ids = {t: topic_ids[t] for t in target if t in topic_ids}
+        same_topics = all(member.assignment_ids.get(t, i) == i for t, i in target_ids.items())
+        if target == member.assignment and same_topics and member.epoch > 0:
             return HeartbeatResult(member_epoch=member.epoch)
         # A new assignment (or the first): the member takes the group's epoch with it.
         if member.epoch >= group.epoch:
             group.epoch += 1
         member.epoch = group.epoch
-        member.assignment = target
+        member.assignment, member.assignment_ids = target, target_ids
         return HeartbeatResult(member_epoch=member.epoch, assignment=target)
 
     def tick(self, now_ms: int, loaded: set[int] | None = None) -> list[tuple[ShareGroup, Records]]:
@@ -251,9 +263,11 @@ class ShareGroupMembership:
             m.rack_id = rack if isinstance(rack, str) else None
         elif key.member is not None and key.record_type == SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT:
             epoch = int(value.get("member_epoch", 0))
-            assigned = {str(t): tuple(int(p) for p in ps) for t, ps in value.get("assigned_partitions") or []}
+            rows = value.get("assigned_partitions") or []
+            assigned = {str(row[0]): tuple(int(p) for p in row[1]) for row in rows}
+            ids = {str(row[0]): str(row[2]) for row in rows if len(row) > 2}
             m = self._loaded_member(gid, partition, key.member, now_ms)
-            m.epoch, m.assignment = epoch, assigned
+            m.epoch, m.assignment, m.assignment_ids = epoch, assigned, ids
 
     def _loaded_group(self, gid: str, partition: int) -> ShareGroup:
         group = self.groups.get(gid)

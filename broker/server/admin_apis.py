@@ -392,7 +392,7 @@ class AdminApis:
         if not name:
             raise InvalidConfigError("a group config needs a group id")
         current = {} if replace else self.image.group_configs.get(name, {})
-        configs = altered_group_configs(current, _as_native(changes))
+        configs = altered_group_configs(current, _as_native(changes), self.config.to_props())
         self.controller.check_active()
         if not validate_only and configs != self.image.group_configs.get(name, {}):
             await self.controller.set_group_configs(name, configs)

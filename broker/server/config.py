@@ -604,6 +604,7 @@ class BrokerConfig(ShareKeys, SecurityKeys):
                 "group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms"
             )
         self.consumer_assignors()  # names an assignor that exists
+        self.check_share_bounds()
         if self.offsets_topic_replication_factor == 0:
             raise InvalidConfigError("offsets.topic.replication.factor must be >= 1, or -1 for min(3, brokers)")
         if self.peers:

@@ -19,7 +19,7 @@ from enum import IntEnum
 from broker.log.config import LogConfig
 from broker.server.config import TOPIC_DEFAULT_KEYS, TOPIC_SYNONYMS, BrokerConfig
 from broker.server.dynamic_config import DEFAULT_BROKER, DYNAMIC_BROKER_KEYS
-from broker.share.group_configs import GROUP_KEYS
+from broker.share.group_configs import GROUP_KEYS, default_of
 from net.config_def import ConfigSource, KeyDoc
 
 
@@ -193,11 +193,11 @@ def group_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[Confi
     props = config.to_props()
     out = []
     for name, key in sorted(GROUP_KEYS.items()):
-        default = props[key.broker_key]
+        default = default_of(key, props)
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if name in overrides:
             synonyms.append((name, overrides[name], ConfigSource.DYNAMIC_GROUP_CONFIG))
-        synonyms.append((key.broker_key, default, ConfigSource.DEFAULT_CONFIG))
+        synonyms.append((key.broker_key or name, default, ConfigSource.DEFAULT_CONFIG))
         value = overrides.get(name, default)
         out.append(
             ConfigEntry(name, value, synonyms[0][2], config_type(key.type), False, False, key.doc, tuple(synonyms))

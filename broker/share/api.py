@@ -57,9 +57,7 @@ class ShareApis:
         self._create_topic = create_topic
         self._brokers = brokers
         persister = ShareStatePersister(broker_id, self.coordinator, image, call, self._create_state_topic)
-        self.manager = SharePartitionManager(
-            replica_manager, configs, config.group_share_partition_max_record_locks, persister
-        )
+        self.manager = SharePartitionManager(replica_manager, configs, persister)
         # A session idle as long as a member's session timeout belongs to a member the coordinator dropped.
         sessions = ShareSessionCache(MAX_SHARE_SESSIONS, config.group_share_session_timeout_ms)
         self.fetch = ShareFetchApis(self.manager, replica_manager, image, sessions)

@@ -3,6 +3,17 @@
 from __future__ import annotations
 
 from net.config_def import ConfigDef, Int, choice, key
+from net.errors import InvalidConfigError
+
+# Kafka's ShareGroupConfig rule: each of these broker values lies between its group.share.min.* and
+# group.share.max.* (which also bound a share group's own config of the same meaning).
+BOUNDED = (
+    "record.lock.duration.ms",
+    "delivery.count.limit",
+    "partition.max.record.locks",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+)
 
 
 class ShareKeys(ConfigDef):
@@ -14,14 +25,46 @@ class ShareKeys(ConfigDef):
         "A share group member that sends no ShareGroupHeartbeat for this long leaves the group.",
         ge=1,
     )
+    group_share_min_session_timeout_ms: Int = key(
+        "group.share.min.session.timeout.ms", 45000, "The least share.session.timeout.ms a share group may set.", ge=1
+    )
+    group_share_max_session_timeout_ms: Int = key(
+        "group.share.max.session.timeout.ms", 60000, "The most share.session.timeout.ms a share group may set.", ge=1
+    )
     group_share_heartbeat_interval_ms: Int = key(
         "group.share.heartbeat.interval.ms", 5000, "How often share group members are told to heartbeat.", ge=1
+    )
+    group_share_min_heartbeat_interval_ms: Int = key(
+        "group.share.min.heartbeat.interval.ms",
+        5000,
+        "The least share.heartbeat.interval.ms a share group may set.",
+        ge=1,
+    )
+    group_share_max_heartbeat_interval_ms: Int = key(
+        "group.share.max.heartbeat.interval.ms",
+        15000,
+        "The most share.heartbeat.interval.ms a share group may set.",
+        ge=1,
     )
     group_share_record_lock_duration_ms: Int = key(
         "group.share.record.lock.duration.ms",
         30000,
         "How long a record a share consumer acquired stays its own before it is available again (acquisition lock).",
         ge=1000,
+        le=3600000,
+    )
+    group_share_min_record_lock_duration_ms: Int = key(
+        "group.share.min.record.lock.duration.ms",
+        15000,
+        "The least acquisition lock duration: of the broker's, and of a share group's share.record.lock.duration.ms.",
+        ge=1000,
+        le=30000,
+    )
+    group_share_max_record_lock_duration_ms: Int = key(
+        "group.share.max.record.lock.duration.ms",
+        60000,
+        "The most acquisition lock duration: of the broker's, and of a share group's share.record.lock.duration.ms.",
+        ge=30000,
         le=3600000,
     )
     group_share_delivery_count_limit: Int = key(
@@ -31,10 +74,38 @@ class ShareKeys(ConfigDef):
         ge=2,
         le=10,
     )
+    group_share_min_delivery_count_limit: Int = key(
+        "group.share.min.delivery.count.limit",
+        2,
+        "The least delivery count limit: of the broker's, and of a share group's share.delivery.count.limit.",
+        ge=2,
+        le=5,
+    )
+    group_share_max_delivery_count_limit: Int = key(
+        "group.share.max.delivery.count.limit",
+        10,
+        "The most delivery count limit: of the broker's, and of a share group's share.delivery.count.limit.",
+        ge=5,
+        le=10,
+    )
     group_share_partition_max_record_locks: Int = key(
         "group.share.partition.max.record.locks",
         2000,
         "The most records of one share-partition acquired at one time.",
+        ge=100,
+        le=10000,
+    )
+    group_share_min_partition_max_record_locks: Int = key(
+        "group.share.min.partition.max.record.locks",
+        100,
+        "The least share.partition.max.record.locks a share group may set.",
+        ge=100,
+        le=10000,
+    )
+    group_share_max_partition_max_record_locks: Int = key(
+        "group.share.max.partition.max.record.locks",
+        4000,
+        "The most share.partition.max.record.locks a share group may set.",
         ge=100,
         le=10000,
     )
@@ -60,3 +131,13 @@ class ShareKeys(ConfigDef):
     share_coordinator_write_timeout_ms: Int = key(
         "share.coordinator.write.timeout.ms", 5000, "How long a share-group state write waits for replication.", ge=1
     )
+
+    def check_share_bounds(self) -> None:
+        """min <= value <= max for each BOUNDED key, in Kafka's words."""
+        props = self.to_props()
+        for what in BOUNDED:
+            name, lo, hi = f"group.share.{what}", f"group.share.min.{what}", f"group.share.max.{what}"
+            if int(props[lo]) > int(props[name]):
+                raise InvalidConfigError(f"{lo} must be less than or equal to {name}")
+            if int(props[hi]) < int(props[name]):
+                raise InvalidConfigError(f"{hi} must be greater than or equal to {name}")

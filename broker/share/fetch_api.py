@@ -179,7 +179,7 @@ class ShareFetchApis:
                 self.replica_manager.get_partition(topic, partition).check_leader()
                 sp = await self.manager.get((group_id, topic, partition))
                 records, acquired = self._acquire(
-                    sp, member_id, topic, partition, budget - total, max_bytes, whole_batches
+                    sp, group_id, member_id, topic, partition, budget - total, max_bytes, whole_batches
                 )
             except KafkaLiteError as e:
                 code, message = error_code_of(e)
@@ -202,6 +202,7 @@ class ShareFetchApis:
     def _acquire(
         self,
         sp: SharePartition,
+        group_id: str,
         member_id: str,
         topic: str,
         partition: int,
@@ -214,33 +215,35 @@ class ShareFetchApis:
         # At most a partition's worth of a Kafka fetch (max.partition.fetch.bytes' default): a forged or default
         # max_bytes of 2 GiB would otherwise copy the rest of the segment into every answer's read.
         limit = max(1, min(max_bytes, PARTITION_READ_BYTES))
-        read = self.replica_manager.read(FetchSpec((topic, partition), offset, limit), -1)
+        # share.isolation.level=read_committed: up to the last stable offset (an open transaction holds the group
+        # back), an aborted transaction's records left out as the gaps that control records are (never handed
+        # out: Kafka archives them).
+        committed = self.manager.configs.read_committed(group_id)
+        read = self.replica_manager.read(FetchSpec((topic, partition), offset, limit, read_committed=committed), -1)
         if read.error == ErrorCode.OFFSET_OUT_OF_RANGE and read.log_start_offset > sp.start_offset:
             sp.reset_start(read.log_start_offset)  # retention or DeleteRecords moved the log's start
             return b"", []
         if read.error:
             raise error_for(read.error, read.message or "")
-        offsets: list[int] = []
-        lasts: list[int] = []
         end = offset
         for _, h in batch_fmt.iter_batches(read.records):
             end = h.next_offset
-            if not h.is_control:
-                offsets.extend(range(max(h.base_offset, offset), h.next_offset))
-                lasts.append(h.last_offset)
+        if committed:
+            aborted = ((int(pid), int(first)) for pid, first in read.aborted or ())
+            readable = [h for _, h in batch_fmt.committed_batches(read.records, aborted)]
+        else:
+            readable = [h for _, h in batch_fmt.iter_batches(read.records) if not h.is_control]
+        offsets: list[int] = []
+        lasts: list[int] = []
+        for h in readable:
+            offsets.extend(range(max(h.base_offset, offset), h.next_offset))
+            lasts.append(h.last_offset)
         # batch-optimized (Kafka's default): whole batches, MaxRecords a soft limit, so that the client decodes
         # each batch once and a fetch carries more; record-limit: MaxRecords exactly.
         acquired = sp.acquire(member_id, offsets, end, budget, now_ms(), batch_lasts=lasts if whole_batches else None)
         if not acquired:
             return b"", []
-        # Only the batches that hold acquired records go back.
-        lo, hi = acquired[0].first_offset, acquired[-1].last_offset
-        parts = [
-            bytes(read.records[pos : pos + h.size])
-            for pos, h in batch_fmt.iter_batches(read.records)
-            if h.last_offset >= lo and h.base_offset <= hi
-        ]
-        return b"".join(parts), acquired
+        return _holding(read.records, acquired), acquired
 
     async def _wait_for_records(self, session: ShareSession, names: dict[str, str], timeout: float) -> None:
         parts = []
@@ -363,6 +366,22 @@ class ShareFetchApis:
         if req.share_session_epoch == FINAL_EPOCH:
             self._close(group_id, member_id)
         return ShareAcknowledgeResponse(acquisition_lock_timeout=self._lock_timeout(group_id), responses=tuple(topics))
+
+
+def _holding(records: bytes, acquired: list[Any]) -> bytes:
+    """The batches of `records` that hold acquired offsets (no marker, no aborted or unavailable batch between
+    them), walking both in offset order."""
+    parts = []
+    runs = iter(acquired)
+    run = next(runs, None)
+    for pos, h in batch_fmt.iter_batches(records):
+        while run is not None and run.last_offset < h.base_offset:
+            run = next(runs, None)
+        if run is None:
+            break
+        if run.first_offset <= h.last_offset:
+            parts.append(records[pos : pos + h.size])
+    return b"".join(parts)
 
 
 def _topic_names(image: "MetadataImage") -> dict[str, str]:

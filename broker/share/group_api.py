@@ -93,6 +93,7 @@ class ShareGroupApis:
             client_id=ctx.client_id or "",
             client_host=ctx.member_host,  # "/1.2.3.4", as Kafka shows it
             rack_id=req.rack_id,
+            topic_ids={name: t.topic_id for name, t in image.topics.items()},
         )
         written = await self.write(partition, req.group_id, r.records)
         if written is not None:  # not durable: the member retries (at the new coordinator, if it moved)

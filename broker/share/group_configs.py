@@ -11,30 +11,38 @@ from typing import Any, Callable
 from broker.share.config import ShareKeys
 from net.errors import InvalidConfigError
 
+Props = dict[str, Any]  # the broker's config as properties (BrokerConfig.to_props())
+
 
 @dataclass(frozen=True)
 class GroupKey:
     name: str
     type: str  # net/config_def.py's type names: int, string
     doc: str
-    broker_key: str  # the broker config whose value is the default (a synonym in DescribeConfigs)
-    check: Callable[[str], None]
+    # The broker config whose value is the default (a synonym in DescribeConfigs); None: Kafka has none, the
+    # default is `default`.
+    broker_key: str | None
+    check: Callable[[str, Props], None]  # the value, against the broker's bounds
+    default: str = ""
 
 
-def _int_between(lo: int, hi: int) -> Callable[[str], None]:
-    def check(v: str) -> None:
+def _int_within(lo_key: str, hi_key: str) -> Callable[[str, Props], None]:
+    """Kafka's GroupConfig rule: between the broker's group.share.min.* and group.share.max.* of the same meaning."""
+
+    def check(v: str, props: Props) -> None:
         try:
             n = int(v)
         except ValueError:
             raise InvalidConfigError(f"{v!r} is not an integer") from None
+        lo, hi = int(props[lo_key]), int(props[hi_key])
         if not lo <= n <= hi:
-            raise InvalidConfigError(f"{n} is not in [{lo}, {hi}]")
+            raise InvalidConfigError(f"{n} is not in [{lo}, {hi}] ({lo_key}, {hi_key})")
 
     return check
 
 
-def _one_of(*values: str) -> Callable[[str], None]:
-    def check(v: str) -> None:
+def _one_of(*values: str) -> Callable[[str, Props], None]:
+    def check(v: str, _props: Props) -> None:
         if v not in values:
             raise InvalidConfigError(f"{v!r} is not one of {', '.join(values)}")
 
@@ -52,40 +60,63 @@ GROUP_KEYS: dict[str, GroupKey] = {
             _one_of("latest", "earliest"),
         ),
         GroupKey(
+            "share.isolation.level",
+            "string",
+            "What the share group's members are given of transactional records: read_uncommitted, every record up "
+            "to the high watermark; read_committed, up to the last stable offset and never an aborted "
+            "transaction's.",
+            None,
+            _one_of("read_uncommitted", "read_committed"),
+            "read_uncommitted",
+        ),
+        GroupKey(
             "share.record.lock.duration.ms",
             "int",
             "How long a record a member acquired stays locked to it.",
             "group.share.record.lock.duration.ms",
-            _int_between(1000, 3600000),
+            _int_within("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
         ),
         GroupKey(
             "share.delivery.count.limit",
             "int",
             "How many times a record is delivered before it is archived.",
             "group.share.delivery.count.limit",
-            _int_between(2, 10),
+            _int_within("group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
+        ),
+        GroupKey(
+            "share.partition.max.record.locks",
+            "int",
+            "The most records of one share-partition acquired (locked to members) at one time.",
+            "group.share.partition.max.record.locks",
+            _int_within("group.share.min.partition.max.record.locks", "group.share.max.partition.max.record.locks"),
         ),
         GroupKey(
             "share.session.timeout.ms",
             "int",
             "How long a member may go without a heartbeat.",
             "group.share.session.timeout.ms",
-            _int_between(1, 2**31 - 1),
+            _int_within("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
         ),
         GroupKey(
             "share.heartbeat.interval.ms",
             "int",
             "How often members heartbeat.",
             "group.share.heartbeat.interval.ms",
-            _int_between(1, 2**31 - 1),
+            _int_within("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
         ),
     )
 }
 
 
-def altered(current: dict[str, str], changes: dict[str, Any]) -> dict[str, str]:
-    """The group's overrides after `changes` (a value sets a key, None deletes it, back to the broker's default);
-    an unknown key or a bad value is INVALID_CONFIG and changes nothing."""
+def default_of(key: GroupKey, props: Props) -> str:
+    """The value a group without its own has: the broker's of the same meaning, else Kafka's default."""
+    return str(props[key.broker_key]) if key.broker_key is not None else key.default
+
+
+def altered(current: dict[str, str], changes: dict[str, Any], props: Props) -> dict[str, str]:
+    """The group's overrides after `changes` (a value sets a key, None deletes it, back to the broker's default),
+    checked against the broker's bounds (`props`); an unknown key or a bad value is INVALID_CONFIG and changes
+    nothing."""
     out = dict(current)
     for name, value in changes.items():
         key = GROUP_KEYS.get(str(name))
@@ -97,7 +128,7 @@ def altered(current: dict[str, str], changes: dict[str, Any]) -> dict[str, str]:
         if not isinstance(value, str):
             raise InvalidConfigError(f"{name}: append and subtract apply to list configs only")
         try:
-            key.check(value)
+            key.check(value, props)
         except InvalidConfigError as e:
             raise InvalidConfigError(f"invalid value for group config {name}: {e}") from None
         out[key.name] = value
@@ -109,7 +140,7 @@ class GroupConfigs:
 
     def __init__(self, config: ShareKeys, overrides: Callable[[], dict[str, dict[str, str]]]) -> None:
         props = config.to_props()  # the broker's config does not change while it runs
-        self.defaults = {k.name: str(props[k.broker_key]) for k in GROUP_KEYS.values()}
+        self.defaults = {k.name: default_of(k, props) for k in GROUP_KEYS.values()}
         self._overrides = overrides
 
     def _get(self, group: str, name: str) -> str:
@@ -130,3 +161,9 @@ class GroupConfigs:
 
     def delivery_count_limit(self, group: str) -> int:
         return int(self._get(group, "share.delivery.count.limit"))
+
+    def max_record_locks(self, group: str) -> int:
+        return int(self._get(group, "share.partition.max.record.locks"))
+
+    def read_committed(self, group: str) -> bool:
+        return self._get(group, "share.isolation.level") == "read_committed"

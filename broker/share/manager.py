@@ -49,12 +49,11 @@ class SharePartitionManager:
         self,
         replica_manager: "ReplicaManager",
         configs: GroupConfigs,
-        max_record_locks: int,
         persister: Persister | None = None,
     ) -> None:
         self.replica_manager = replica_manager
-        self.configs = configs  # each group's lock duration, delivery count limit and auto offset reset
-        self.max_record_locks = max_record_locks
+        # each group's lock duration, delivery count limit, record locks, auto offset reset and isolation level
+        self.configs = configs
         self.persister = persister
         self.partitions: dict[Key, SharePartition] = {}
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
@@ -68,6 +67,7 @@ class SharePartitionManager:
             # the group's configs may have changed (IncrementalAlterConfigs on the group): they apply from now on
             sp.lock_duration_ms = self.configs.lock_duration_ms(key[0])
             sp.delivery_count_limit = self.configs.delivery_count_limit(key[0])
+            sp.max_in_flight = self.configs.max_record_locks(key[0])
             return sp
         fut = self._loading.get(key)
         if fut is None:
@@ -105,7 +105,8 @@ class SharePartitionManager:
 
     def _new(self, group: str, start: int) -> SharePartition:
         c = self.configs
-        return SharePartition(start, c.lock_duration_ms(group), c.delivery_count_limit(group), self.max_record_locks)
+        limits = (c.lock_duration_ms(group), c.delivery_count_limit(group), c.max_record_locks(group))
+        return SharePartition(start, *limits)
 
     def written(self, key: Key) -> "asyncio.Future[None]":
         """Write the share-partition's state if it changed. The future is done once the state as of this call is

@@ -34,12 +34,15 @@ def cluster(tmp_path_factory):
         overrides=[
             "share.auto.offset.reset=earliest",
             f"group.share.record.lock.duration.ms={LOCK_MS}",
+            f"group.share.min.record.lock.duration.ms={LOCK_MS}",  # Kafka's rule: min <= the broker's value
             "group.share.delivery.count.limit=3",
             # A member whose leave is lost (librdkafka's ShareConsumer close sends it once; lost in 2 of 2 loaded
             # CI runs on 28 November 2026) is removed at its session timeout: 15 s rather than Kafka's 45 s, with
             # heartbeats every 3 s (Kafka's 5 s of 45 s), so that _empty waits a third as long for it
             "group.share.session.timeout.ms=15000",
+            "group.share.min.session.timeout.ms=15000",
             "group.share.heartbeat.interval.ms=3000",
+            "group.share.min.heartbeat.interval.ms=3000",
             "offsets.topic.num.partitions=4",
             # Kafka's 50 partitions of __share_group_state, replicated three times on three brokers: what every
             # broker restart of this module recovers and every follower fetches, for a handful of groups
@@ -404,6 +407,48 @@ def test_a_group_config_set_by_incremental_alter_configs_applies_to_that_group_o
         assert sorted(_drain(c, 5)) == sorted(new)
     finally:
         c.close()
+
+
+def test_a_read_committed_share_group_gets_committed_transactions_only_and_waits_for_open_ones(cluster):
+    """share.isolation.level=read_committed (a group config): an aborted transaction's records are never
+    delivered, an open one holds the group back at the last stable offset until it commits; a group left at
+    read_uncommitted gets every record at once. The group's bounds are the broker's group.share.min/max.*."""
+    topic = _topic(cluster, 1)
+    committed_group, everything_group = f"rc-{topic}", f"ru-{topic}"
+    with pytest.raises(Exception, match="not in \\[3000, 60000\\]"):
+        _set_group_config(cluster, committed_group, "share.record.lock.duration.ms", "1000")
+    with pytest.raises(Exception, match="INVALID_CONFIG|not one of"):
+        _set_group_config(cluster, committed_group, "share.isolation.level", "read_dirty")
+    _set_group_config(cluster, committed_group, "share.isolation.level", "read_committed")
+    txn = Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "transactional.id": f"t-{topic}"})
+    txn.init_transactions(30)
+
+    def transaction(values: list[bytes], end: str | None) -> None:
+        txn.begin_transaction()
+        for v in values:
+            txn.produce(topic, value=v, partition=0)
+        assert txn.flush(30) == 0
+        if end == "commit":
+            txn.commit_transaction(30)
+        elif end == "abort":
+            txn.abort_transaction(30)
+
+    aborted, committed, still_open = [b"a0", b"a1", b"a2"], [b"c0", b"c1"], [b"o0", b"o1"]
+    transaction(aborted, "abort")
+    transaction(committed, "commit")
+    transaction(still_open, None)
+    reader = _consumer(cluster, committed_group, topic)
+    everything = _consumer(cluster, everything_group, topic)
+    try:
+        assert sorted(_drain(everything, 7)) == sorted(aborted + committed + still_open)
+        assert sorted(_drain(reader, 2)) == sorted(committed)
+        assert _drain(reader, 1, deadline_s=3) == []  # the open transaction holds the group back
+        txn.commit_transaction(30)
+        assert sorted(_drain(reader, 2)) == sorted(still_open)
+        assert _drain(reader, 1, deadline_s=2) == []  # and nothing aborted comes after
+    finally:
+        reader.close()
+        everything.close()
 
 
 def test_our_share_consumer_shares_a_group_with_confluent_kafkas(cluster):

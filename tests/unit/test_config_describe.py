@@ -84,3 +84,34 @@ def test_dynamic_broker_configs_are_described_with_their_source_and_synonyms():
     assert [(e.name, e.value, e.source) for e in default_broker_entries({rate: "50"})] == [
         (rate, "50", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
     ]
+
+
+def test_share_group_bounds_are_kafkas_rules_on_the_broker_and_on_each_group():
+    """group.share.min/max.* bound the broker's value (a start with one outside is refused in Kafka's words) and
+    each share group's own config of the same meaning (INVALID_CONFIG naming the bounds)."""
+    import pytest
+
+    from broker.server.config_describe import group_entries
+    from broker.share.group_configs import altered
+    from net.config_def import InvalidConfigError
+
+    BrokerConfig.from_props({}).validate()
+    with pytest.raises(InvalidConfigError, match="group.share.min.record.lock.duration.ms must be less than or equal"):
+        BrokerConfig.from_props({"group.share.record.lock.duration.ms": "3000"}).validate()
+    with pytest.raises(InvalidConfigError, match="group.share.max.session.timeout.ms must be greater than or equal"):
+        BrokerConfig.from_props({"group.share.session.timeout.ms": "90000"}).validate()
+    low = BrokerConfig.from_props(
+        {"group.share.record.lock.duration.ms": "3000", "group.share.min.record.lock.duration.ms": "1000"}
+    )
+    low.validate()
+    props = low.to_props()
+    assert altered({}, {"share.record.lock.duration.ms": "1000"}, props) == {"share.record.lock.duration.ms": "1000"}
+    with pytest.raises(InvalidConfigError, match=r"999 is not in \[1000, 60000\]"):
+        altered({}, {"share.record.lock.duration.ms": "999"}, props)
+    with pytest.raises(InvalidConfigError, match=r"is not in \[100, 4000\]"):
+        altered({}, {"share.partition.max.record.locks": "5000"}, props)
+    with pytest.raises(InvalidConfigError, match="not one of"):
+        altered({}, {"share.isolation.level": "read_dirty"}, props)
+    # a group without its own share.isolation.level has Kafka's default, which has no broker key
+    [iso] = [e for e in group_entries(low, {}) if e.name == "share.isolation.level"]
+    assert iso.value == "read_uncommitted" and iso.source == S.DEFAULT_CONFIG

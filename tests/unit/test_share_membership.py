@@ -38,6 +38,35 @@ def test_a_new_partition_or_subscription_bumps_the_member_epoch():
     assert changed.member_epoch > grown.member_epoch and changed.assignment == {"b": (0, 1)}
 
 
+def test_a_topic_deleted_and_created_again_under_its_name_is_assigned_anew():
+    """Kafka assigns by topic id: the recreated topic is another topic, so the member gets a new epoch and the
+    assignment (with the new id) though no name or partition count changed; confluent-kafka-python's
+    test_topic_recreate_resumes_with_fresh_delivery waited for ever on the old id's partitions."""
+    g = ShareGroupMembership(45_000)
+    r = g.heartbeat(0, "g", "m1", 0, ("a",), TOPICS, now_ms=0, topic_ids={"a": "id-1", "b": "id-b"})
+    same = g.heartbeat(0, "g", "m1", r.member_epoch, None, TOPICS, now_ms=1, topic_ids={"a": "id-1"})
+    assert same.member_epoch == r.member_epoch and same.assignment is None and not same.records
+    again = g.heartbeat(0, "g", "m1", r.member_epoch, None, TOPICS, now_ms=2, topic_ids={"a": "id-2"})
+    assert again.member_epoch > r.member_epoch and again.assignment == {"a": (0, 1, 2)}
+    # the id is in the member's assignment record, so a new coordinator compares with it too
+    [(_, value)] = [(k, v) for k, v in again.records if k.record_type == 14]
+    assert value is not None and value["assigned_partitions"] == [["a", [0, 1, 2], "id-2"]]
+    loaded = ShareGroupMembership(45_000)
+    for k, v in g.groups["g"].records().items():
+        loaded.load_record(0, k, v, now_ms=3)
+    moved = loaded.heartbeat(0, "g", "m1", again.member_epoch, None, TOPICS, now_ms=4, topic_ids={"a": "id-3"})
+    assert moved.member_epoch > again.member_epoch and moved.assignment == {"a": (0, 1, 2)}
+    # a record written before ids were kept (no third element) is taken as the current id: no new epoch
+    old = ShareGroupMembership(45_000)
+    old.load_record(0, ConsumerGroupKey(11, "g"), {"epoch": 4}, now_ms=0)
+    old.load_record(
+        0, ConsumerGroupKey(14, "g", "m1"), {"member_epoch": 4, "assigned_partitions": [["a", [0, 1, 2]]]}, 0
+    )
+    old.load_record(0, ConsumerGroupKey(10, "g", "m1"), {"subscribed_topic_names": ["a"]}, now_ms=0)
+    kept = old.heartbeat(0, "g", "m1", 4, None, TOPICS, now_ms=1, topic_ids={"a": "id-9"})
+    assert kept.error == ErrorCode.NONE and kept.member_epoch == 4 and kept.assignment is None
+
+
 def test_unknown_members_stale_epochs_and_bad_joins_are_refused():
     g = ShareGroupMembership(45_000)
     assert g.heartbeat(0, "g", "ghost", 3, None, TOPICS, now_ms=0).error == ErrorCode.UNKNOWN_MEMBER_ID

@@ -86,7 +86,7 @@ class MemoryPersister:
 
 
 def _manager(persister: MemoryPersister) -> SharePartitionManager:
-    return SharePartitionManager(None, None, 2000, persister)  # type: ignore[arg-type]  # no loads here
+    return SharePartitionManager(None, None, persister)  # type: ignore[arg-type]  # no loads here
 
 
 def _partition(start: int) -> SharePartition:
