@@ -412,7 +412,9 @@ def back_to_back_once(
         "group.initial.rebalance.delay.ms=0",
         # The consumer protocol's session and heartbeat are the broker's: the classic members' own values.
         f"group.consumer.session.timeout.ms={SESSION_MS}",
+        f"group.consumer.min.session.timeout.ms={min(SESSION_MS, 45000)}",  # Kafka's rule: min <= the value
         f"group.consumer.heartbeat.interval.ms={HEARTBEAT_MS}",
+        f"group.consumer.min.heartbeat.interval.ms={min(HEARTBEAT_MS, 5000)}",
         # A fetch unanswered for 3 s closes its connection (Kafka's default, and ours, is 30 s): see below.
         "replica.socket.timeout.ms=3000",
     ]

@@ -46,7 +46,9 @@ SHARE_PARTITIONS = 8
 SHARE_MEMBERS = (1, 4, 8)
 OVERRIDES = (
     f"group.consumer.session.timeout.ms={SESSION_MS}",
+    f"group.consumer.min.session.timeout.ms={min(SESSION_MS, 45000)}",  # Kafka's rule: min <= the value
     f"group.consumer.heartbeat.interval.ms={HEARTBEAT_MS}",
+    f"group.consumer.min.heartbeat.interval.ms={min(HEARTBEAT_MS, 5000)}",
     "share.auto.offset.reset=earliest",
     # Kafka's default (kl-cluster sets 0): the members of a throughput measurement join in one round; the
     # rebalances timed here are of groups that are not empty, which this delay does not hold up.

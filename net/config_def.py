@@ -11,7 +11,7 @@ Python bool, never 1/yes/on; an integer is an int or a decimal string, never a b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -284,3 +284,15 @@ def is_default(source: ConfigSource, read_only: bool) -> bool:
     return source in (ConfigSource.DEFAULT_CONFIG, ConfigSource.UNKNOWN) or (
         source == ConfigSource.STATIC_BROKER_CONFIG and not read_only
     )
+
+
+def check_within_bounds(props: Mapping[str, Any], prefix: str, names: Iterable[str]) -> None:
+    """Kafka's rule for a setting with a least and a most (group.share.record.lock.duration.ms between
+    group.share.min.record.lock.duration.ms and group.share.max.record.lock.duration.ms): for each name,
+    `prefix.min.name` <= `prefix.name` <= `prefix.max.name`, else InvalidConfigError in Kafka's words."""
+    for what in names:
+        name, lo, hi = f"{prefix}.{what}", f"{prefix}.min.{what}", f"{prefix}.max.{what}"
+        if int(props[lo]) > int(props[name]):
+            raise InvalidConfigError(f"{lo} must be less than or equal to {name}")
+        if int(props[hi]) < int(props[name]):
+            raise InvalidConfigError(f"{hi} must be greater than or equal to {name}")

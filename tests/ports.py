@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+from collections.abc import Iterable
 from pathlib import Path
 
 HOST = "127.0.0.1"
@@ -44,23 +45,28 @@ def free_port_runs(*lengths: int) -> list[int]:
         for n in lengths:
             start = rng.randrange(low, high - n)
             ports = set(range(start, start + n))
-            if ports & taken:
+            if ports & taken or not all_free(ports):
                 break
-            socks = []
-            try:
-                for port in ports:
-                    s = socket.socket()
-                    socks.append(s)
-                    s.bind((HOST, port))
-            except OSError:
-                break
-            finally:
-                for s in socks:
-                    s.close()
             starts.append(start)
             taken |= ports
         if len(starts) == len(lengths):
             return starts
+
+
+def all_free(ports: Iterable[int]) -> bool:
+    """Whether every one of `ports` can be bound on loopback now (each bound and released together)."""
+    socks = []
+    try:
+        for port in ports:
+            s = socket.socket()
+            socks.append(s)
+            s.bind((HOST, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in socks:
+            s.close()
 
 
 def free_ports(n: int) -> list[int]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import hashlib
 import json
 import os
 import re
@@ -47,8 +46,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from bench.conformance.checkout import PinnedSource
-from bench.conformance.jest_report import Rule, classifier, summary
+from bench.conformance.checkout import PinnedSource, SuiteVenv
+from bench.conformance.jest_report import classifier, rules_of, summary
 from bench.conformance.kafkajs import kafka_tool
 from bench.conformance.pytest_report import PytestReport, parse_file, report, skip_reasons
 from bench.conformance.runner import run_suite
@@ -151,7 +150,7 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "this teardown.",
     ),
 )
-RULES = tuple(Rule(cause, re.compile(pattern), on) for cause, on, pattern, _ in CAUSES)
+RULES, NOTES = rules_of(CAUSES)
 # Why tests skip, by the start of pytest's skip reason: none of them is Kafka Lite's doing but GSSAPI's.
 SKIP_NOTES = (
     (
@@ -162,29 +161,23 @@ SKIP_NOTES = (
     ("unsupported kafka version", 'a test for Kafka < 1.0.0 (`kafka_versions("<1.0.0")`), skipped at 2.8.1 too'),
     ("GSSAPI/Kerberos", "Kafka Lite has no GSSAPI mechanism; aiokafka_fixtures.py's kerberos_utils skips these tests"),
 )
-NOTES = {cause: note for cause, _, _, note in CAUSES if note}
 
 
 # --- aiokafka's checkout and venv ------------------------------------------------------------------------
 
 
 def venv_python(dest: Path) -> Path:
-    return dest / ".venv" / "bin" / "python"
+    return SuiteVenv(dest, "").python
 
 
 def install(dest: Path) -> None:
     """aiokafka's CI dependencies and aiokafka itself (C extensions built) in DIR/.venv, from PyPI, once per
     requirements file."""
     reqs = (dest / "requirements-ci.txt").read_text()
-    stamp = dest / ".venv" / ".kafkalite-installed"
-    digest = hashlib.sha256(reqs.encode()).hexdigest()
-    if stamp.exists() and stamp.read_text().strip() == digest:
+    venv = SuiteVenv(dest, "aiokafka's test dependencies")
+    if not venv.stale(reqs):
         return
-    print(f"installing aiokafka's test dependencies into {dest / '.venv'}...", file=sys.stderr)
-    base = getattr(sys, "_base_executable", sys.executable)  # the interpreter our venv was made from
-    subprocess.run([base, "-m", "venv", str(dest / ".venv")], check=True)
-    pip = [str(venv_python(dest)), "-m", "pip", "install", "--quiet"]
-    subprocess.run([*pip, "--upgrade", "pip", "setuptools"], check=True)
+    pip = venv.create(None, "setuptools")
     # gssapi builds against libkrb5 (krb5-config): installed apart, and left out if it does not build, since the
     # GSSAPI tests skip here whatever happens (Kafka Lite has no GSSAPI). The file sits next to requirements-ci.txt
     # for its `-r requirements-cython.txt`.
@@ -195,7 +188,7 @@ def install(dest: Path) -> None:
     if gssapi and subprocess.run([*pip, *gssapi], capture_output=True).returncode != 0:
         print(f"{gssapi[0]} did not build (libkrb5-dev missing?): left out", file=sys.stderr)
     subprocess.run([*pip, "-e", str(dest)], check=True)
-    stamp.write_text(digest + "\n")
+    venv.done(reqs)
 
 
 def patch_conftest(dest: Path) -> None:

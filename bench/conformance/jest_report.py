@@ -117,6 +117,13 @@ class Rule:
     on: str = "message"
 
 
+def rules_of(causes: Sequence[tuple[str, str, str, str]]) -> tuple[tuple[Rule, ...], dict[str, str]]:
+    """A harness's CAUSES, (cause, what the pattern looks at, the pattern, a note), as the rules that classify
+    and the notes the report prints under each cause."""
+    rules = tuple(Rule(cause, re.compile(pattern), on) for cause, on, pattern, _ in causes)
+    return rules, {cause: note for cause, _, _, note in causes if note}
+
+
 def classifier(rules: Sequence[Rule]) -> Callable[[str, str, str], str]:
     """The first rule that matches names the cause; else the error's first line, numbers and ids blurred so
     that the same error of different tests lands in one group."""

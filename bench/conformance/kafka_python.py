@@ -59,18 +59,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.conformance.checkout import PinnedSource
-from bench.conformance.jest_report import Rule, classifier
+from bench.conformance.checkout import PinnedSource, SuiteVenv
+from bench.conformance.jest_report import classifier, rules_of
 from bench.conformance.kafka_python_fixtures import LISTENERS_ENV, SSL_DIR_ENV, listener_key
 from bench.conformance.pytest_report import (
     Case,
     FileCounts,
     PytestReport,
+    cause_lines,
     failure_logs,
     parse_file,
     report,
     skip_reasons,
-    summary,
     with_logs,
 )
 from bench.conformance.runner import run_suite
@@ -178,8 +178,7 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "what is missing is ListOffsets v10 (Kafka 4.0's timeout_ms) and Fetch 13+ (topic ids).",
     ),
 )
-RULES = tuple(Rule(cause, re.compile(pattern), on) for cause, on, pattern, _ in CAUSES)
-NOTES = {cause: note for cause, _, _, note in CAUSES if note}
+RULES, NOTES = rules_of(CAUSES)
 
 
 # --- kafka-python's checkout and venv -----------------------------------------------------------------------------
@@ -197,24 +196,18 @@ def test_requirements(dest: Path) -> list[str]:
 
 
 def venv_python(dest: Path) -> Path:
-    return dest / ".venv" / "bin" / "python"
+    return SuiteVenv(dest, "").python
 
 
 def install(dest: Path) -> None:
     """DIR/.venv with kafka-python (editable) and its test requirements from PyPI; done again only when the
     requirements change (a stamp of them in the venv)."""
     reqs = [f"-e{dest}[testing]", *test_requirements(dest)]
-    stamp = dest / ".venv" / ".kafka-lite-requirements"
-    if stamp.exists() and stamp.read_text() == "\n".join(reqs):
+    venv = SuiteVenv(dest, "kafka-python's test requirements")
+    if not venv.stale("\n".join(reqs)):
         return
-    print(f"installing kafka-python's test requirements into {dest / '.venv'} (pip)...", file=sys.stderr)
-    # The interpreter Kafka Lite runs on (the suite supports 3.8-3.14); venv, so nothing leaks into ours.
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", str(dest / ".venv")], check=True)
-    pip = [str(venv_python(dest)), "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "install", *reqs], check=True)
-    stamp.write_text("\n".join(reqs))
+    subprocess.run([*venv.create(), *reqs], check=True)
+    venv.done("\n".join(reqs))
 
 
 def resolve_net(dest: Path, net: str) -> str:
@@ -491,15 +484,7 @@ def render(rep: PytestReport, when: str, command: str, minutes: float, net: str)
     lines += ["### Failures by cause", ""]
     if not rep.failures:
         lines += ["None.", ""]
-    for cause, fails in rep.by_cause():
-        lines += [f"**{cause}** ({len(fails)})", ""]
-        if cause in NOTES:
-            lines += [NOTES[cause], ""]
-        for f in fails:
-            kind = "" if f.outcome == "failed" else " (error in a fixture)"
-            said = summary(f.message).replace("|", "\\|")  # a table cell's bar would end the line's code span
-            lines.append(f"- `{f.path}::{f.test}`{kind}: {said}".rstrip())
-        lines.append("")
+    lines += cause_lines(rep, NOTES)
     return "\n".join(lines)
 
 

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bench.conformance.checkout import PinnedSource
-from bench.conformance.jest_report import Rule, SuiteReport, classifier, failing_files, parse, summary
+from bench.conformance.jest_report import Rule, SuiteReport, classifier, failing_files, parse, rules_of, summary
 from bench.conformance.runner import run_suite
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
@@ -186,7 +186,8 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "test harness needs docker (scripts/addPartitions.sh, ...)",
         "message",
         r"docker|addPartitions\.sh",
-        "the test adds partitions with docker exec kafka-topics; no broker is at fault.",
+        "the test adds partitions with docker exec kafka-topics; no broker is at fault. (Since 2026-11-29 the "
+        "harness puts a docker shim on PATH that runs kl-topics instead: docker_shim.)",
     ),
     (
         "an api or version Kafka 2.4 serves is not served (KafkaJSServerDoesNotSupportApiKey)",
@@ -212,8 +213,7 @@ CAUSES: tuple[tuple[str, str, str, str], ...] = (
         "assignments, where Kafka answers INVALID_REPLICA_ASSIGNMENT for a bad one.",
     ),
 )
-RULES = tuple(Rule(cause, re.compile(pattern), on) for cause, on, pattern, _ in CAUSES)
-NOTES = {cause: note for cause, _, _, note in CAUSES if note}
+RULES, NOTES = rules_of(CAUSES)
 
 
 def kafka_error_rules(dest: Path) -> list[Rule]:
@@ -319,14 +319,53 @@ def compose_cluster(work: Path) -> Iterator[str]:
             stop(p, timeout=30)
 
 
+def docker_shim(work: Path, bootstrap: str) -> Path:
+    """A directory with `docker` and `kafka-topics` for kafkajs's scripts/addPartitions.sh (testHelpers'
+    addPartitions): `docker ps ... -q` names the one "container", `docker exec ID bash -c CMD` runs CMD here, and
+    `kafka-topics --zookeeper zookeeper:2181 --alter ...` is kl-topics with the same flags on our brokers. No
+    docker is involved; what the test checks, a consumer rebalancing onto the new partitions, is the brokers'."""
+    d = work / "docker-shim"
+    d.mkdir(exist_ok=True)
+    docker = d / "docker"
+    docker.write_text(
+        "#!/bin/sh\n"
+        "# kafkajs's scripts run Kafka's tools in its docker container; here, Kafka Lite's (bench/conformance/"
+        "kafkajs.py)\n"
+        'case "$1" in\n'
+        "  ps) echo kafkalite-kafka1 ;;\n"
+        '  exec) shift 2; exec "$@" ;;\n'
+        '  *) echo "docker shim: $1 is not supported" >&2; exit 1 ;;\n'
+        "esac\n"
+    )
+    topics = d / "kafka-topics"
+    topics.write_text(
+        "#!/bin/sh\n"
+        f"export PYTHONPATH={ROOT}\n"
+        "n=$#\n"
+        'while [ "$n" -gt 0 ]; do\n'
+        '  case "$1" in\n'
+        "    --zookeeper|--bootstrap-server) shift 2; n=$((n - 2)) ;;\n"
+        '    *) set -- "$@" "$1"; shift; n=$((n - 1)) ;;\n'
+        "  esac\n"
+        "done\n"
+        f'exec {sys.executable} -m client.cli.topics --bootstrap-server {bootstrap} "$@"\n'
+    )
+    for f in (docker, topics):
+        f.chmod(0o755)
+    return d
+
+
 # --- jest ---------------------------------------------------------------------------------------------------
 
 
-def run_jest(dest: Path, patterns: Sequence[str], out: Path, max_workers: int, timeout_s: float) -> int | None:
+def run_jest(
+    dest: Path, patterns: Sequence[str], out: Path, max_workers: int, timeout_s: float, shims: Path | None = None
+) -> int | None:
     """kafkajs's `yarn jest` with a JSON report; jest's exit code (1 when any test failed), None if it was
-    stopped at the timeout."""
+    stopped at the timeout. `shims` goes first on PATH (docker_shim)."""
     env = {
         **os.environ,
+        **({"PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"} if shims is not None else {}),
         "KAFKA_VERSION": KAFKA_VERSION,
         "KAFKAJS_DEBUG_PROTOCOL_BUFFERS": "1",
         "NODE_ENV": "test",
@@ -446,11 +485,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     results: list[dict] = []
     missing: list[str] = []  # groups without a report: stopped at the timeout, or jest failed to start
-    with compose_cluster(work):
+    with compose_cluster(work) as bootstrap:
+        shims = docker_shim(work, bootstrap)
         for name, patterns in groups:
             out = work / f"jest-{name}.json"
             left = args.timeout - (time.monotonic() - started)
-            code = run_jest(dest, patterns, out, args.max_workers, left) if left > 0 else None
+            code = run_jest(dest, patterns, out, args.max_workers, left, shims) if left > 0 else None
             if code is None or not out.exists():
                 missing.append(name)
                 continue

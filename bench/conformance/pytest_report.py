@@ -240,6 +240,24 @@ def summary(message: str, width: int = 240) -> str:
     return " ".join(lines[:3])[:width]
 
 
+def cause_lines(
+    rep: PytestReport, notes: dict[str, str], title: Callable[[str], str] = lambda cause: cause
+) -> list[str]:
+    """The markdown of a report's failures by cause, the most frequent first: each cause (as `title` words it) with
+    its note, then each failing test and what it said."""
+    lines: list[str] = []
+    for cause, fails in rep.by_cause():
+        lines += [f"**{title(cause)}** ({len(fails)})", ""]
+        if cause in notes:
+            lines += [notes[cause], ""]
+        for f in fails:
+            kind = "" if f.outcome == "failed" else " (error in a fixture)"
+            said = summary(f.message).replace("|", "\\|")  # a table cell's bar would end the line's code span
+            lines.append(f"- `{f.path}::{f.test}`{kind}: {said}".rstrip())
+        lines.append("")
+    return lines
+
+
 def skip_reasons(cases: Sequence[Case]) -> list[tuple[str, int]]:
     """Why tests were skipped, the most frequent reason first (pytest's `file:line: reason` blurred to the reason)."""
     n = Counter(re.sub(r"^.*?:\d+: ", "", c.message) or "(no reason)" for c in cases if c.outcome == "skipped")

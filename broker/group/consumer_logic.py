@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import re2  # type: ignore[import-untyped]  # google-re2: KIP-848's regexes are RE2's, matched in linear time
 
@@ -133,6 +133,15 @@ class ConsumerGroupLogic:
         self._ids = ids
         self._appends: dict[int, _PendingAppend] = {}
         self._regexes: dict[str, Any] = {}  # pattern -> compiled RE2
+        # Each group's consumer.session.timeout.ms / consumer.heartbeat.interval.ms (its GroupConfig), else the
+        # broker's group.consumer.* (the server wires the group configs in: `use_group_configs`).
+        self.session_timeout_of: Callable[[str], int] = lambda _g: config.session_timeout_ms
+        self.heartbeat_interval_of: Callable[[str], int] = lambda _g: config.heartbeat_interval_ms
+
+    def use_group_configs(
+        self, session_timeout_of: Callable[[str], int], heartbeat_interval_of: Callable[[str], int]
+    ) -> None:
+        self.session_timeout_of, self.heartbeat_interval_of = session_timeout_of, heartbeat_interval_of
 
     # --- ConsumerGroupHeartbeat -----------------------------------------------------------------
 
@@ -181,7 +190,7 @@ class ConsumerGroupLogic:
         return HeartbeatResult(
             member_id=m.member_id,
             member_epoch=m.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_of(g.group_id),
             assignment=dict(m.assigned) if full or before != m.assigned else None,
         )
 
@@ -642,9 +651,10 @@ class ConsumerGroupLogic:
             if cg is None or g.partition not in loaded:
                 continue
             records: Records = []
+            group_session = self.session_timeout_of(g.group_id)
             for m in list(cg.members.values()):
                 session = m.classic_session_timeout_ms if m.classic_protocols is not None else None
-                expired = now_ms - m.last_heartbeat_ms > (session or self.config.session_timeout_ms)
+                expired = now_ms - m.last_heartbeat_ms > (session or group_session)
                 stuck = m.revocation_deadline_ms is not None and now_ms > m.revocation_deadline_ms
                 if expired or stuck:
                     records += self._remove(g, m, now_ms)

@@ -107,7 +107,7 @@ class MetadataImage:
         # Dynamic broker configs (broker/server/dynamic_config.py): broker id as a string, or "" for the cluster
         # default -> {config: value}.
         self.broker_configs: dict[str, dict[str, str]] = {}
-        # Groups' own configs (KIP-932's GroupConfig, broker/share/group_configs.py): group id -> {config: value}.
+        # Groups' own configs (KIP-932's GroupConfig, broker/group/group_configs.py): group id -> {config: value}.
         self.group_configs: dict[str, dict[str, str]] = {}
         self.offset = -1  # last applied metadata offset
         self._leader_counts: dict[int, int] | None = None  # leadership_counts(), until the next record

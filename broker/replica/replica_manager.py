@@ -496,10 +496,7 @@ class ReplicaManager:
         """Long poll: answer once `min_bytes` are available, an error occurs, or `max_wait_ms` passes."""
         if replica_id >= 0:
             self.follower_silence.on_fetch_received(replica_id, now_ms())
-        results = await self._long_poll(specs, max_wait_ms, min_bytes, max_bytes, replica_id)
-        if replica_id >= 0 and any(r.records for r in results.values()):
-            self.follower_silence.on_records_sent(replica_id, now_ms())  # its next fetch is due at once
-        return results
+        return await self._long_poll(specs, max_wait_ms, min_bytes, max_bytes, replica_id)
 
     async def _long_poll(
         self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int, replica_id: int
@@ -521,6 +518,7 @@ class ReplicaManager:
             if total >= min_bytes or urgent or remaining <= 0:
                 if replica_id >= 0 and total:
                     self._record_throttled(results)
+                    self.follower_silence.on_records_sent(replica_id, now_ms())  # its next fetch is due at once
                 if self.metrics is not None and total:
                     self.metrics.fetch_bytes.labels(
                         self.metrics.broker_label, "replica" if replica_id >= 0 else "consumer"

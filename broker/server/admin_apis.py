@@ -24,6 +24,7 @@ import uuid
 from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from broker.group.group_configs import altered as altered_group_configs
 from broker.network.server import ConnectionContext
 from broker.quota.mutation_quota import ControllerMutationQuota, MutationMeter
 from broker.server import broker_loggers
@@ -37,7 +38,6 @@ from broker.server.config_describe import (
     topic_entries,
 )
 from broker.server.dynamic_config import DEFAULT_BROKER, altered, broker_resource
-from broker.share.group_configs import altered as altered_group_configs
 from net.config_def import ConfigSource
 from net.errors import (
     ErrorCode,
@@ -387,7 +387,7 @@ class AdminApis:
             await self.controller.set_broker_configs(broker, configs)
 
     async def _alter_group(self, name: str, changes: dict[str, Change], validate_only: bool, replace: bool) -> None:
-        """A group's own configs (the share group configs, broker/share/group_configs.py); any group id,
+        """A group's own configs (the share group configs, broker/group/group_configs.py); any group id,
         existing or not, as Kafka."""
         if not name:
             raise InvalidConfigError("a group config needs a group id")

@@ -28,6 +28,7 @@ from broker.controller.quorum_driver import QuorumDriver, next_incarnation
 from broker.controller.service import ControllerService
 from broker.group.api import GroupApis
 from broker.group.coordinator import GroupCoordinator
+from broker.group.group_configs import GroupConfigs
 from broker.log.config import LogConfig, log_config_for
 from broker.log.manager import LogManager
 from broker.metadata.image import MetadataImage
@@ -251,6 +252,12 @@ class BrokerServer:
         self.group_coordinator = GroupCoordinator(
             self.replica_manager, cfg.group_config(), cfg.offsets_topic_num_partitions, cfg.offsets_commit_timeout_ms
         )
+        # Each group's own configs (IncrementalAlterConfigs on the GROUP resource), else the broker's: read by the
+        # consumer protocol's sessions and heartbeats here, and by the share groups below.
+        group_configs = GroupConfigs(cfg.to_props(), lambda: self.image.group_configs)
+        self.group_coordinator.logic.consumer.use_group_configs(
+            group_configs.consumer_session_timeout_ms, group_configs.consumer_heartbeat_interval_ms
+        )
         self.txn_coordinator = TransactionCoordinator(
             cfg.broker_id,
             self.replica_manager,
@@ -274,6 +281,7 @@ class BrokerServer:
             )
         self.share = ShareApis(
             cfg,
+            group_configs,
             cfg.broker_id,
             self.group_coordinator,
             self.replica_manager,

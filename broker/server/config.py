@@ -27,8 +27,8 @@ from broker.security.listeners import (
     parse_endpoints,
     parse_map,
 )
-from broker.share.config import ShareKeys
-from net.config_def import LONG_MAX, Bool, ConfigDef, Int, KeyDoc, Str, choice, key
+from broker.share.config import SHARE_BOUNDED, ShareKeys
+from net.config_def import LONG_MAX, Bool, ConfigDef, Int, KeyDoc, Str, check_within_bounds, choice, key
 from net.errors import InvalidConfigError
 from net.security import uses_sasl
 
@@ -369,6 +369,30 @@ class BrokerConfig(ShareKeys, SecurityKeys):
         "How often consumer-protocol members heartbeat; each heartbeat is a step of their reconciliation.",
         ge=1,
     )
+    group_consumer_min_session_timeout_ms: Int = key(
+        "group.consumer.min.session.timeout.ms",
+        45000,
+        "The least group.consumer.session.timeout.ms, and consumer.session.timeout.ms a consumer group may set.",
+        ge=1,
+    )
+    group_consumer_max_session_timeout_ms: Int = key(
+        "group.consumer.max.session.timeout.ms",
+        60000,
+        "The most group.consumer.session.timeout.ms, and consumer.session.timeout.ms a consumer group may set.",
+        ge=1,
+    )
+    group_consumer_min_heartbeat_interval_ms: Int = key(
+        "group.consumer.min.heartbeat.interval.ms",
+        5000,
+        "The least group.consumer.heartbeat.interval.ms, and consumer.heartbeat.interval.ms a consumer group may set.",
+        ge=1,
+    )
+    group_consumer_max_heartbeat_interval_ms: Int = key(
+        "group.consumer.max.heartbeat.interval.ms",
+        15000,
+        "The most group.consumer.heartbeat.interval.ms, and consumer.heartbeat.interval.ms a consumer group may set.",
+        ge=1,
+    )
     group_consumer_max_size: Int = key(
         "group.consumer.max.size",
         2147483647,
@@ -604,7 +628,10 @@ class BrokerConfig(ShareKeys, SecurityKeys):
                 "group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms"
             )
         self.consumer_assignors()  # names an assignor that exists
-        self.check_share_bounds()
+        # Kafka's GroupCoordinatorConfig and ShareGroupConfig rules: each value within its min and max
+        props = self.to_props()
+        check_within_bounds(props, "group.consumer", ("session.timeout.ms", "heartbeat.interval.ms"))
+        check_within_bounds(props, "group.share", SHARE_BOUNDED)
         if self.offsets_topic_replication_factor == 0:
             raise InvalidConfigError("offsets.topic.replication.factor must be >= 1, or -1 for min(3, brokers)")
         if self.peers:

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
+from broker.group.group_configs import GROUP_KEYS, default_of
 from broker.log.config import LogConfig
 from broker.server.config import TOPIC_DEFAULT_KEYS, TOPIC_SYNONYMS, BrokerConfig
 from broker.server.dynamic_config import DEFAULT_BROKER, DYNAMIC_BROKER_KEYS
-from broker.share.group_configs import GROUP_KEYS, default_of
 from net.config_def import ConfigSource, KeyDoc
 
 
@@ -188,7 +188,7 @@ LIST_KEYS = frozenset(d.name for d in LogConfig.describe_keys() if d.type == "li
 
 
 def group_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
-    """A group's configs (broker/share/group_configs.py), in name order: its own override (DYNAMIC_GROUP_CONFIG,
+    """A group's configs (broker/group/group_configs.py), in name order: its own override (DYNAMIC_GROUP_CONFIG,
     Kafka's source 8), else the broker's value of the same meaning (its synonym)."""
     props = config.to_props()
     out = []

@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Awaitable, Callable
 
+from broker.group.group_configs import GroupConfigs
 from broker.share.config import ShareKeys
 from broker.share.coordinator import ShareCoordinator
 from broker.share.fetch_api import ShareFetchApis
 from broker.share.group_api import ShareGroupApis
-from broker.share.group_configs import GroupConfigs
 from broker.share.manager import SharePartitionManager
 from broker.share.offsets_api import ShareOffsetsApis
 from broker.share.persister import ShareStatePersister
@@ -38,6 +38,7 @@ class ShareApis:
     def __init__(
         self,
         config: ShareKeys,
+        configs: GroupConfigs,
         broker_id: int,
         group_coordinator: "GroupCoordinator",
         replica_manager: "ReplicaManager",
@@ -47,7 +48,6 @@ class ShareApis:
         brokers: Callable[[], int],
     ) -> None:
         self.config = config
-        configs = GroupConfigs(config, lambda: image().group_configs)
         self.groups = ShareGroupApis(group_coordinator, image, configs)
         self.coordinator = ShareCoordinator(
             replica_manager,

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from net.config_def import ConfigDef, Int, choice, key
-from net.errors import InvalidConfigError
 
 # Kafka's ShareGroupConfig rule: each of these broker values lies between its group.share.min.* and
 # group.share.max.* (which also bound a share group's own config of the same meaning).
-BOUNDED = (
+SHARE_BOUNDED = (
     "record.lock.duration.ms",
     "delivery.count.limit",
     "partition.max.record.locks",
@@ -131,13 +130,3 @@ class ShareKeys(ConfigDef):
     share_coordinator_write_timeout_ms: Int = key(
         "share.coordinator.write.timeout.ms", 5000, "How long a share-group state write waits for replication.", ge=1
     )
-
-    def check_share_bounds(self) -> None:
-        """min <= value <= max for each BOUNDED key, in Kafka's words."""
-        props = self.to_props()
-        for what in BOUNDED:
-            name, lo, hi = f"group.share.{what}", f"group.share.min.{what}", f"group.share.max.{what}"
-            if int(props[lo]) > int(props[name]):
-                raise InvalidConfigError(f"{lo} must be less than or equal to {name}")
-            if int(props[hi]) < int(props[name]):
-                raise InvalidConfigError(f"{hi} must be greater than or equal to {name}")

@@ -13,9 +13,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Callable
 
+from broker.group.group_configs import GroupConfigs
 from broker.group.share_membership import ASSIGNOR, HeartbeatResult, Records, ShareGroupMembership
 from broker.network.server import ConnectionContext
-from broker.share.group_configs import GroupConfigs
 from net.errors import ErrorCode
 from net.protocol import ApiKey
 from net.schema.share_group_describe import Assignment as DescribedAssignment

@@ -14,7 +14,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from broker.share.group_configs import GroupConfigs
+from broker.group.group_configs import GroupConfigs
 from broker.share.partition import SharePartition, StateBatch
 from net.errors import ErrorCode, KafkaLiteError
 

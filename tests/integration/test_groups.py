@@ -221,7 +221,9 @@ HUNG_COORDINATOR_OVERRIDES = [
     "broker.heartbeat.interval.ms=500",
     "controller.quorum.election.timeout.ms=2000",
     "group.consumer.session.timeout.ms=8000",
+    "group.consumer.min.session.timeout.ms=8000",  # Kafka's rule: min <= the broker's value
     "group.consumer.heartbeat.interval.ms=1000",
+    "group.consumer.min.heartbeat.interval.ms=1000",
 ]
 
 

@@ -37,7 +37,9 @@ PARTITIONS = 6
 def cluster(tmp_path_factory):
     overrides = [
         "group.consumer.heartbeat.interval.ms=500",
+        "group.consumer.min.heartbeat.interval.ms=500",  # Kafka's rule: min <= the broker's value
         "group.consumer.session.timeout.ms=10000",
+        "group.consumer.min.session.timeout.ms=10000",
         f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
     ]
     with ClusterHarness(tmp_path_factory.mktemp("kip848"), 3, overrides=overrides).running() as h:
@@ -524,3 +526,51 @@ def test_a_classic_group_is_upgraded_and_downgraded_online(cluster):
         stop_all(members)
     with lock:
         assert len(seen) == len(set(seen)), "a record was consumed twice"
+
+
+def test_a_groups_own_heartbeat_interval_and_session_timeout_are_group_configs(cluster):
+    """consumer.heartbeat.interval.ms / consumer.session.timeout.ms (Kafka 4's GroupConfig) set on one group by
+    IncrementalAlterConfigs: described as the group's own, told to its members in ConsumerGroupHeartbeat, within
+    the broker's group.consumer.min/max.* (INVALID_CONFIG outside); another group keeps the broker's 500 ms."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    h, group, other = cluster, "cg-own-configs", "cg-broker-configs"
+    h.create_topic("cg-own-topic", 1, 3)
+    admin = AdminClient({"bootstrap.servers": h.kafka_bootstrap()})
+
+    def alter(name: str, value: str) -> None:
+        entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result(15)
+
+    alter("consumer.heartbeat.interval.ms", "1500")
+    alter("consumer.session.timeout.ms", "50000")
+    with pytest.raises(confluent_kafka.KafkaException, match="INVALID_CONFIG|not in"):
+        alter("consumer.session.timeout.ms", "1000")  # below group.consumer.min.session.timeout.ms (10 s here)
+    (described,) = [f.result(15) for f in admin.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values()]
+    assert described["consumer.session.timeout.ms"].value == "50000"
+    assert described["consumer.heartbeat.interval.ms"].value == "1500"
+    with h.admin() as a:
+        a.describe_group(group)  # FindCoordinator: __consumer_offsets exists from here on
+
+    async def interval_of(group_id: str) -> float:
+        c = h[coordinator_of(h, group_id)]
+        conn = BrokerConnection(c.host, c.port, "group-configs")
+        await conn.connect(5)
+        try:
+            r = await conn.call(
+                ConsumerGroupHeartbeatRequest(
+                    group_id=group_id, member_id=f"m-{group_id}", member_epoch=0,
+                    rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=("cg-own-topic",),
+                    topic_partitions=(),
+                ),
+                10,
+            )  # fmt: skip
+            assert r.error_code == 0, r
+            return r.heartbeat_interval.total_seconds()
+        finally:
+            conn.close()
+
+    assert asyncio.run(interval_of(group)) == 1.5
+    assert asyncio.run(interval_of(other)) == 0.5

@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import BrokerProcess
 from tests.integration.cluster_harness import HOST, port_range, wait_until
+from tests.ports import all_free
 
 ROOT = Path(__file__).resolve().parents[2]
 KL = [sys.executable, "-m", "client.cli.cluster"]
@@ -28,18 +29,8 @@ def free_layout(brokers: int, kafka: bool = False) -> int:
         low, high = port_range()
         base = random.randrange(low, high - 400)
         ports = [base + off + n for off in (0, 100, *((300,) if kafka else ())) for n in range(brokers)] + [base + 200]
-        socks = []
-        try:
-            for p in ports:
-                s = socket.socket()
-                socks.append(s)
-                s.bind((HOST, p))
+        if all_free(ports):
             return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
 
 
 def listening(port: int) -> bool:

@@ -91,8 +91,8 @@ def test_share_group_bounds_are_kafkas_rules_on_the_broker_and_on_each_group():
     each share group's own config of the same meaning (INVALID_CONFIG naming the bounds)."""
     import pytest
 
+    from broker.group.group_configs import altered
     from broker.server.config_describe import group_entries
-    from broker.share.group_configs import altered
     from net.config_def import InvalidConfigError
 
     BrokerConfig.from_props({}).validate()
@@ -112,6 +112,12 @@ def test_share_group_bounds_are_kafkas_rules_on_the_broker_and_on_each_group():
         altered({}, {"share.partition.max.record.locks": "5000"}, props)
     with pytest.raises(InvalidConfigError, match="not one of"):
         altered({}, {"share.isolation.level": "read_dirty"}, props)
+    # the consumer protocol's group configs (KIP-848), within group.consumer.min/max.*
+    assert altered({}, {"consumer.session.timeout.ms": "50000"}, props) == {"consumer.session.timeout.ms": "50000"}
+    with pytest.raises(InvalidConfigError, match=r"30000 is not in \[45000, 60000\]"):
+        altered({}, {"consumer.session.timeout.ms": "30000"}, props)
+    with pytest.raises(InvalidConfigError, match="group.consumer.min.heartbeat.interval.ms must be less than"):
+        BrokerConfig.from_props({"group.consumer.heartbeat.interval.ms": "1000"}).validate()
     # a group without its own share.isolation.level has Kafka's default, which has no broker key
     [iso] = [e for e in group_entries(low, {}) if e.name == "share.isolation.level"]
     assert iso.value == "read_uncommitted" and iso.source == S.DEFAULT_CONFIG

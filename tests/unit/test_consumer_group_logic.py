@@ -172,6 +172,22 @@ def test_a_member_that_leaves_hands_its_partitions_over():
     assert a.partitions() == {("t", p) for p in range(6)}
 
 
+def test_a_groups_own_session_timeout_and_heartbeat_interval_apply_to_it_only():
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms set on one group (its GroupConfig, wired in
+    by the server) rule its members; another group keeps the broker's group.consumer.*."""
+    h = Harness(logic())
+    h.lg.consumer.use_group_configs(lambda g: 5 * SESSION if g == "g" else SESSION, lambda g: 250 if g == "g" else 100)
+    a, b = Client("a"), Client("b")
+    now = settle(h, [a, b], 0)
+    assert a.history[-1].heartbeat_interval_ms == 250
+    h.beat(a, now + 2 * SESSION)
+    h.run(h.lg.tick(now + 2 * SESSION + 20))  # past the broker's 1 s, within the group's 5 s: b is kept
+    assert set(h.lg.groups["g"].consumer.members) == {"a", "b"}
+    h.beat(a, now + 5 * SESSION)
+    h.run(h.lg.tick(now + 5 * SESSION + 20))
+    assert set(h.lg.groups["g"].consumer.members) == {"a"}
+
+
 def test_a_member_whose_session_ends_is_fenced_and_its_partitions_move():
     h = Harness(logic())
     a, b = Client("a"), Client("b")

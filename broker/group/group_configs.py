@@ -1,6 +1,7 @@
-"""A share group's own configs (Kafka's GroupConfig, KIP-932): set by IncrementalAlterConfigs / AlterConfigs on the
-GROUP resource (type 32), kept in the metadata log (`group_config` records), each overriding the broker's
-default of the same meaning for that group only.
+"""A group's own configs (Kafka's GroupConfig: KIP-848's consumer.* for consumer groups, KIP-932's share.* for
+share groups): set by IncrementalAlterConfigs / AlterConfigs on the GROUP resource (type 32), kept in the metadata
+log (`group_config` records), each overriding the broker's default of the same meaning for that group only, within
+the broker's group.*.min/max.* bounds.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from broker.share.config import ShareKeys
 from net.errors import InvalidConfigError
 
 Props = dict[str, Any]  # the broker's config as properties (BrokerConfig.to_props())
@@ -52,6 +52,20 @@ def _one_of(*values: str) -> Callable[[str, Props], None]:
 GROUP_KEYS: dict[str, GroupKey] = {
     k.name: k
     for k in (
+        GroupKey(
+            "consumer.session.timeout.ms",
+            "int",
+            "How long a member of the consumer group (KIP-848's protocol) may go without a heartbeat.",
+            "group.consumer.session.timeout.ms",
+            _int_within("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+        ),
+        GroupKey(
+            "consumer.heartbeat.interval.ms",
+            "int",
+            "How often members of the consumer group (KIP-848's protocol) are told to heartbeat.",
+            "group.consumer.heartbeat.interval.ms",
+            _int_within("group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"),
+        ),
         GroupKey(
             "share.auto.offset.reset",
             "string",
@@ -136,16 +150,22 @@ def altered(current: dict[str, str], changes: dict[str, Any], props: Props) -> d
 
 
 class GroupConfigs:
-    """A group's effective share configs: its overrides (the metadata image's), else the broker's."""
+    """A group's effective configs: its overrides (the metadata image's), else the broker's."""
 
-    def __init__(self, config: ShareKeys, overrides: Callable[[], dict[str, dict[str, str]]]) -> None:
-        props = config.to_props()  # the broker's config does not change while it runs
+    def __init__(self, props: Props, overrides: Callable[[], dict[str, dict[str, str]]]) -> None:
+        # props: the broker's config (BrokerConfig.to_props()), which does not change while it runs
         self.defaults = {k.name: default_of(k, props) for k in GROUP_KEYS.values()}
         self._overrides = overrides
 
     def _get(self, group: str, name: str) -> str:
         own = self._overrides().get(group)
         return own[name] if own and name in own else self.defaults[name]
+
+    def consumer_session_timeout_ms(self, group: str) -> int:
+        return int(self._get(group, "consumer.session.timeout.ms"))
+
+    def consumer_heartbeat_interval_ms(self, group: str) -> int:
+        return int(self._get(group, "consumer.heartbeat.interval.ms"))
 
     def session_timeout_ms(self, group: str) -> int:
         return int(self._get(group, "share.session.timeout.ms"))
