@@ -141,7 +141,7 @@ def _raise_rows(rows: Iterable[Any]) -> None:
             raise error_for(r.error_code, r.error_message or f"topic {r.name!r}")
 
 
-TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE = 2, 4, 8  # Kafka's ConfigResource.Type
+TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, GROUP_RESOURCE = 2, 4, 8, 32  # Kafka's ConfigResource.Type
 
 
 def _incremental(
@@ -281,6 +281,19 @@ class AsyncAdmin:
             await self.client.refresh_metadata([])  # to learn where it listens
         result = await self._describe(broker, BROKER_RESOURCE, name)
         return {c.name: (c.value, c.config_source) for c in result.configs}
+
+    async def describe_group_configs(self, group: str) -> dict[str, tuple[str | None, int]]:
+        """name -> (value, Kafka's ConfigSource) of a group's configs (Kafka 4's GroupConfig: GROUP_CONFIG, 8, for
+        the group's own value, else the broker's default), asked of any broker."""
+        result = await self._describe(None, GROUP_RESOURCE, group)
+        return {c.name: (c.value, c.config_source) for c in result.configs}
+
+    async def alter_group_configs(
+        self, group: str, changes: dict[str, str | None], validate_only: bool = False
+    ) -> None:
+        """A group's own configs (consumer.session.timeout.ms, share.isolation.level, ...), IncrementalAlterConfigs
+        on a GROUP resource: a value sets the key, None deletes it (back to the broker's)."""
+        await self._alter(_incremental(GROUP_RESOURCE, group, changes, validate_only))
 
     async def describe_broker_loggers(self, broker: int) -> dict[str, str]:
         """logger -> its level (Kafka's names: TRACE, DEBUG, INFO, WARN, ...) in that broker's process, asked of it

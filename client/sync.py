@@ -333,6 +333,12 @@ class Admin(_Blocking[AsyncAdmin]):
     def list_topics(self, include_internal: bool = False) -> list[str]:
         return self._lt.run(self._impl.list_topics(include_internal))
 
+    def describe_group_configs(self, group: str) -> dict[str, tuple[str | None, int]]:
+        return self._lt.run(self._impl.describe_group_configs(group))
+
+    def alter_group_configs(self, group: str, changes: dict[str, str | None], validate_only: bool = False) -> None:
+        self._lt.run(self._impl.alter_group_configs(group, changes, validate_only))
+
     def describe_broker_loggers(self, broker: int) -> dict[str, str]:
         return self._lt.run(self._impl.describe_broker_loggers(broker))
 

@@ -14,12 +14,16 @@
 #     kafka-python at the commit pinned in bench/conformance/kafka_python.py, from
 #     /work/.mirror/dpkp+kafka-python/repo when DIR is missing; one broker laid out as its KafkaFixture; its test
 #     dependencies go into DIR/.venv from PyPI.
+#   scripts/conformance.sh confluent_kafka --ckp-dir DIR [--protocol classic|consumer|both] [-- pytest args]
+#     confluent-kafka-python's tests at the release pinned in bench/conformance/confluent_kafka.py, from
+#     /work/.mirror/confluentinc+confluent-kafka-python/repo when DIR is missing; the newest confluent-kafka and
+#     the tests' dependencies go into DIR/.venv from PyPI; one broker per group protocol.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 client=kafkajs
 case "${1:-}" in
-  kafkajs|aiokafka|kafka_python) client="$1"; shift ;;
+  kafkajs|aiokafka|kafka_python|confluent_kafka) client="$1"; shift ;;
 esac
 exec "$ROOT/.venv/bin/python" -m "bench.conformance.$client" "$@"

@@ -73,7 +73,7 @@ from bench.conformance.pytest_report import (
     skip_reasons,
     with_logs,
 )
-from bench.conformance.runner import run_suite
+from bench.conformance.runner import cli_shim, run_suite
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
 from client.cli.cluster import _wait_kafka_listeners, start_command, wait_registered, write_cluster_secret
@@ -262,23 +262,9 @@ def kafka_topics_shim(kafka_root: Path, bootstrap: str) -> None:
     HOST:PORT --command-config FILE): kl-topics with the same flags on the native listener. The Kafka listener
     and its Java client config (the SASL login) are dropped: the listing is of the one cluster either way, and
     the login under test is kafka-python's own, in the test. KafkaFixture also insists that KAFKA_ROOT exists."""
-    script = kafka_root / "bin" / "kafka-topics.sh"
-    script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(
-        "#!/bin/sh\n"
-        "# kafka-python's fixtures call Kafka's kafka-topics.sh; Kafka Lite's is kl-topics (bench/conformance/"
-        "kafka_python.py).\n"
-        f"export PYTHONPATH={ROOT}\n"
-        "n=$#\n"
-        'while [ "$n" -gt 0 ]; do\n'
-        '  case "$1" in\n'
-        "    --bootstrap-server|--command-config|--zookeeper) shift 2; n=$((n - 2)) ;;\n"
-        '    *) set -- "$@" "$1"; shift; n=$((n - 1)) ;;\n'
-        "  esac\n"
-        "done\n"
-        f'exec {sys.executable} -m client.cli.topics --bootstrap-server {bootstrap} "$@"\n'
-    )
-    script.chmod(0o755)
+    why = "kafka-python's fixtures call Kafka's kafka-topics.sh; Kafka Lite's is kl-topics (bench/conformance)"
+    drop = ("--bootstrap-server", "--command-config", "--zookeeper")
+    cli_shim(kafka_root / "bin" / "kafka-topics.sh", "client.cli.topics", bootstrap, drop, why)
 
 
 @contextlib.contextmanager

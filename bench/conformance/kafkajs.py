@@ -41,7 +41,7 @@ from pathlib import Path
 
 from bench.conformance.checkout import PinnedSource
 from bench.conformance.jest_report import Rule, SuiteReport, classifier, failing_files, parse, rules_of, summary
-from bench.conformance.runner import run_suite
+from bench.conformance.runner import cli_shim, run_suite
 from bench.peers._common import free_port, stop
 from bench.sections import md_table, replace_section
 from client.cli.cluster import _wait_kafka_listeners, start_command, wait_registered, write_cluster_secret
@@ -337,21 +337,9 @@ def docker_shim(work: Path, bootstrap: str) -> Path:
         '  *) echo "docker shim: $1 is not supported" >&2; exit 1 ;;\n'
         "esac\n"
     )
-    topics = d / "kafka-topics"
-    topics.write_text(
-        "#!/bin/sh\n"
-        f"export PYTHONPATH={ROOT}\n"
-        "n=$#\n"
-        'while [ "$n" -gt 0 ]; do\n'
-        '  case "$1" in\n'
-        "    --zookeeper|--bootstrap-server) shift 2; n=$((n - 2)) ;;\n"
-        '    *) set -- "$@" "$1"; shift; n=$((n - 1)) ;;\n'
-        "  esac\n"
-        "done\n"
-        f'exec {sys.executable} -m client.cli.topics --bootstrap-server {bootstrap} "$@"\n'
-    )
-    for f in (docker, topics):
-        f.chmod(0o755)
+    why = "kafkajs's scripts run Kafka's kafka-topics in its container; Kafka Lite's is kl-topics (bench/conformance)"
+    cli_shim(d / "kafka-topics", "client.cli.topics", bootstrap, ("--zookeeper", "--bootstrap-server"), why)
+    docker.chmod(0o755)
     return d
 
 

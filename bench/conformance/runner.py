@@ -31,3 +31,26 @@ def run_suite(
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def cli_shim(script: Path, module: str, bootstrap: str, drop: Sequence[str], why: str) -> None:
+    """An executable `script` standing in for one of Kafka's tools (kafka-topics.sh, kafka-configs.sh) that a
+    client's tests run: Kafka Lite's CLI `module` with the same flags, less the options in `drop` and their values
+    (the tool's --bootstrap-server, --zookeeper, --command-config), on our `bootstrap` (the native listener,
+    which our CLIs speak). `why` goes into its comment."""
+    drops = "|".join(drop)
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(
+        "#!/bin/sh\n"
+        f"# {why}\n"
+        f"export PYTHONPATH={Path(__file__).resolve().parents[2]}\n"
+        "n=$#\n"
+        'while [ "$n" -gt 0 ]; do\n'
+        '  case "$1" in\n'
+        f"    {drops}) shift 2; n=$((n - 2)) ;;\n"
+        '    *) set -- "$@" "$1"; shift; n=$((n - 1)) ;;\n'
+        "  esac\n"
+        "done\n"
+        f'exec {sys.executable} -m {module} --bootstrap-server {bootstrap} "$@"\n'
+    )
+    script.chmod(0o755)

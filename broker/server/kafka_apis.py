@@ -67,6 +67,7 @@ from net.schema.metadata import (
     MetadataResponseTopic,
 )
 from net.schema.produce import ProduceRequest, ProduceResponse
+from net.schema.share_fetch import ShareFetchResponse
 from net.wire_types import WireRangeError
 
 if TYPE_CHECKING:
@@ -309,7 +310,10 @@ class KafkaApis:
             produced = cast(ProduceRequest, body)
             sent = sum(len(p.records or b"") for t in produced.topic_data for p in t.partition_data)
             ms = max(ms, q.record(user, client, PRODUCER_BYTE_RATE, sent, now))
-        elif api_key == ApiKey.FETCH and isinstance(answer, FetchResponse) and cast(FetchRequest, body).replica_id < 0:
+        elif (
+            api_key == ApiKey.FETCH and isinstance(answer, FetchResponse) and cast(FetchRequest, body).replica_id < 0
+        ) or (api_key == ApiKey.SHARE_FETCH and isinstance(answer, ShareFetchResponse)):
+            # a share consumer's records count against consumer_byte_rate as a consumer's do (Kafka's fetch quota)
             read = sum(len(p.records or b"") for t in answer.responses for p in t.partitions)
             ms = max(ms, q.record(user, client, CONSUMER_BYTE_RATE, read, now))
         if ms > 0:

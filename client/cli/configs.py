@@ -55,7 +55,9 @@ def _scram_value(mech: str, value: str) -> tuple[str, int]:
 @click.option("--alter", is_flag=True, help="Add or delete configs of the entity.")
 @click.option("--describe", is_flag=True, help="Describe the entity's configs.")
 @click.option(
-    "--entity-type", type=click.Choice(["users", "clients", "topics", "brokers", "broker-loggers"]), required=True
+    "--entity-type",
+    type=click.Choice(["users", "clients", "topics", "brokers", "broker-loggers", "groups"]),
+    required=True,
 )
 @click.option("--entity-name", default=None)
 @click.option(
@@ -77,8 +79,8 @@ def main(
     add_config: str | None,
     delete_config: str | None,
 ) -> None:
-    """Describe or change users' SCRAM credentials, users' and clients' quotas, topics' configs and brokers'
-    dynamic configs, as kafka-configs.sh does."""
+    """Describe or change users' SCRAM credentials, users' and clients' quotas, topics' configs, brokers' dynamic
+    configs, broker loggers' levels and groups' configs, as kafka-configs.sh does."""
     if alter == describe:
         raise click.UsageError("give exactly one of --alter, --describe")
     if alter and not entity_name and not entity_default:
@@ -86,6 +88,11 @@ def main(
     with Admin(bootstrap_server, **client_kwargs(AdminConfig, command_config)) as admin:
         if entity_type == "topics":
             _topics(admin, alter, entity_name, add_config, delete_config)
+            return
+        if entity_type == "groups":
+            if entity_default:
+                raise click.UsageError("--entity-default does not apply to groups")
+            _groups(admin, alter, entity_name, add_config, delete_config)
             return
         if entity_type == "broker-loggers":
             if entity_default:
@@ -210,6 +217,23 @@ def _brokers(admin: Admin, alter: bool, name: str | None, add: str | None, delet
     for k, (v, source) in sorted(configs.items()):
         if source in _SOURCES:
             click.echo(f"  {k}={v} sensitive=false synonyms={{{_SOURCES[source]}:{k}={v}}}")
+
+
+def _groups(admin: Admin, alter: bool, name: str | None, add: str | None, delete: str | None) -> None:
+    """A group's own configs (Kafka 4's GroupConfig: consumer.*, share.*), Kafka's lines; without --entity-name,
+    every group's."""
+    if alter:
+        admin.alter_group_configs(str(name), _changes(add, delete))
+        click.echo(f"Completed updating config for group {name}.")
+        return
+    for group in [name] if name else sorted({g for g, _, _ in admin.list_groups()}):
+        click.echo(f"Dynamic configs for group {group} are:")
+        for k, (v, source) in sorted(admin.describe_group_configs(group).items()):
+            if source == _GROUP_CONFIG:
+                click.echo(f"  {k}={v} sensitive=false synonyms={{DYNAMIC_GROUP_CONFIG:{k}={v}}}")
+
+
+_GROUP_CONFIG = 8  # Kafka's ConfigSource.GROUP_CONFIG: the group's own value
 
 
 def _broker_loggers(admin: Admin, alter: bool, name: str, add: str | None, delete: str | None) -> None:

@@ -574,3 +574,26 @@ def test_a_groups_own_heartbeat_interval_and_session_timeout_are_group_configs(c
 
     assert asyncio.run(interval_of(group)) == 1.5
     assert asyncio.run(interval_of(other)) == 0.5
+
+    # kafka-configs.sh --entity-type groups, as kl-configs: Kafka's lines, and a refusal in one line
+    from tests.integration.test_cli import assert_one_line_error, run
+
+    boot = ["--bootstrap-server", h.bootstrap(), "--entity-type", "groups"]
+    described_cli = run("configs", *boot, "--describe", "--entity-name", group)
+    assert described_cli.returncode == 0, described_cli.stderr
+    assert described_cli.stdout.splitlines() == [
+        f"Dynamic configs for group {group} are:",
+        "  consumer.heartbeat.interval.ms=1500 sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.heartbeat.interval.ms=1500}",
+        "  consumer.session.timeout.ms=50000 sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000}",
+    ]
+    altered = run(
+        "configs", *boot, "--alter", "--entity-name", group,
+        "--add-config", "consumer.heartbeat.interval.ms=2000", "--delete-config", "consumer.session.timeout.ms",
+    )  # fmt: skip
+    assert altered.returncode == 0 and altered.stdout.strip() == f"Completed updating config for group {group}."
+    assert asyncio.run(interval_of(group)) == 2.0
+    assert "consumer.session.timeout.ms" not in run("configs", *boot, "--describe", "--entity-name", group).stdout
+    refused = run("configs", *boot, "--alter", "--entity-name", group, "--add-config", "consumer.session.timeout.ms=5")
+    assert_one_line_error(refused, "consumer.session.timeout.ms")

@@ -451,6 +451,37 @@ def test_a_read_committed_share_group_gets_committed_transactions_only_and_waits
         everything.close()
 
 
+def test_a_share_consumer_over_its_consumer_byte_rate_is_throttled(cluster):
+    """consumer_byte_rate counts a share consumer's records as a consumer's (Kafka's fetch quota): ShareFetch answers
+    carry throttle_time_ms and librdkafka's throttle_cb sees it; a client id without a quota is not throttled."""
+    topic = _topic(cluster, 1)
+    slow, free = f"slow-{topic}", f"free-{topic}"
+    with cluster.admin() as a:
+        # 300 KB read at once is 30 KB/s over the quota's 10 s window (Kafka's Rate), against 25 KB/s: throttled
+        # (30 - 25) / 25 x 11 s, about 2.5 s, which the consumer's close waits out
+        a.alter_client_quotas([("client-id", slow)], {"consumer_byte_rate": 25000.0})
+    _produce(cluster, topic, [b"x" * 1024] * 300, 1)
+    events: dict[str, list[float]] = {slow: [], free: []}
+
+    def consume(client_id: str, group: str) -> int:
+        """Every record; for the throttled client, polls on until its throttle_cb has been called too."""
+        noted = events[client_id].append
+        c = _consumer(
+            cluster, group, topic, **{"client.id": client_id, "throttle_cb": lambda e: noted(e.throttle_time)}
+        )
+        got, end = 0, time.monotonic() + 30
+        try:
+            while time.monotonic() < end and not (got >= 300 and (client_id == free or events[client_id])):
+                got += len(_poll(c, 0.5))
+        finally:
+            c.close()
+        return got
+
+    assert consume(free, f"gf-{topic}") == 300 and not any(t > 0 for t in events[free])
+    assert consume(slow, f"gs-{topic}") == 300
+    assert any(t > 0 for t in events[slow]), events[slow]
+
+
 def test_our_share_consumer_shares_a_group_with_confluent_kafkas(cluster):
     from client import Admin
     from client import ShareConsumer as OurShareConsumer
