@@ -174,7 +174,7 @@ def test_a_client_listener_refuses_broker_only_requests(cluster):
 def test_kl_cluster_up_lays_listeners_out_per_broker(tmp_path):
     """`kl-cluster up --listeners` steps each broker's ports, as kafkajs's compose file gives each broker its
     own block of three; Metadata on broker 2's listener names both brokers' stepped ports."""
-    base = free_layout(2, kafka=True)
+    base = free_layout(2, kafka=True, kafka_ports=4)  # all four listener ports checked free, not two of them
     lst = base + 300  # PLAINTEXT_HOST and EXTERNAL: base+300/301 on broker 1, base+302/303 on broker 2
     data = str(tmp_path / "kl")
     argv = ["up", "--brokers", "2", "--base-port", str(base), "--metrics-base-port", "-1", "--data-dir", data]

@@ -23,12 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 KL = [sys.executable, "-m", "client.cli.cluster"]
 
 
-def free_layout(brokers: int, kafka: bool = False) -> int:
-    """A base port B with B.., B+100.. (metrics), B+200 (console) and, with `kafka`, B+300.. free."""
+def free_layout(brokers: int, kafka: bool = False, kafka_ports: int | None = None) -> int:
+    """A base port B with B.., B+100.. (metrics), B+200 (console) and, with `kafka`, B+300.. free: one per broker,
+    or `kafka_ports` of them (a test that lays several listeners per broker out from B+300)."""
+    block = (kafka_ports or brokers) if kafka else 0
     while True:
         low, high = port_range()
         base = random.randrange(low, high - 400)
-        ports = [base + off + n for off in (0, 100, *((300,) if kafka else ())) for n in range(brokers)] + [base + 200]
+        ports = [base + off + n for off in (0, 100) for n in range(brokers)] + [base + 200]
+        ports += [base + 300 + n for n in range(block)]
         if all_free(ports):
             return base
 
