@@ -670,6 +670,12 @@ class GroupCoordinatorLogic:
             failed = self._fail_syncs(g, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the assignment could not be stored")
             return failed + self._prepare_rebalance(g, now_ms)
         g.state = GroupState.STABLE
+        log.info(
+            "group %s: generation %d stable; assignment bytes per member: %s",
+            g.group_id,
+            g.generation,
+            ", ".join(f"{mid} {len(m.assignment)}" for mid, m in g.members.items()),
+        )
         out: list[Output] = []
         for m in g.members.values():
             if m.sync_token is not None:
@@ -749,6 +755,16 @@ class GroupCoordinatorLogic:
         g.protocol = g.select_protocol()
         if g.leader not in g.members:
             g.leader = next(iter(g.members))
+        # Who leads and who is in it, by client id: when a member is later left without partitions, the log
+        # says which client computed the assignment (the leader) and which one got nothing (at the sync).
+        log.info(
+            "group %s: generation %d uses protocol %s, leader %s; members %s",
+            g.group_id,
+            g.generation,
+            g.protocol,
+            g.leader,
+            ", ".join(f"{mid} ({m.client_id})" for mid, m in g.members.items()),
+        )
         g.state = GroupState.COMPLETING_REBALANCE
         for m in g.members.values():
             m.previous_assignment, m.assignment = m.assignment or m.previous_assignment, b""

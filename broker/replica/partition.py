@@ -24,6 +24,8 @@ from broker.replica.replication import (
     Ok,
     OutOfRange,
     ProposeIsr,
+    Recovered,
+    RecoverFrom,
     UnknownEpoch,
     leader_end_offset_for_epoch,
     validate_fetch,
@@ -157,6 +159,8 @@ class Partition:
         propose_isr: Callable[["Partition", list[int], int, list[int]], None],
         producer_id_expiration_ms: int = 86_400_000,
         producer_id_expiration_check_interval_ms: int = 600_000,
+        quorum_commit: bool = False,
+        on_recovery: Callable[["Partition", str], None] | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -165,6 +169,13 @@ class Partition:
         self.min_insync_replicas = min_insync_replicas
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._propose_isr = propose_isr
+        # replica.quorum.commit.enable (LeaderState's quorum): a new leader recovers before it serves, fetching
+        # from the replica with the most complete log if that is not itself. `on_recovery(partition, event)` tells
+        # the driver: "fetch" (fetch from fetch_source now), "stop" (stop that fetch), "done" (recovered: it
+        # leads now, for the services that follow leaderships).
+        self.quorum_commit = quorum_commit
+        self._on_recovery = on_recovery
+        self._recovery_end = -1
         self.leader = -1
         self.leader_epoch = -1
         self.partition_epoch = -1
@@ -298,6 +309,8 @@ class Partition:
                 self.replica_lag_time_max_ms,
                 now_ms,
                 min_insync_replicas=self.min_insync_replicas,
+                quorum=self.quorum_commit,
+                latest_epoch=max(self.log.latest_epoch, -1),
             )
             self._handle(self.leader_state.on_leader_append(self.log.log_end_offset, now_ms))
             self._fail_hw_waiters(None)
@@ -327,6 +340,18 @@ class Partition:
             self.follower_state = FollowerState(self.broker_id, st.leader, st.leader_epoch, offset, last_epoch)
         return change
 
+    @property
+    def recovering(self) -> bool:
+        """A new leader recovering its log (LeaderState.on_recovery_report): no writes yet."""
+        return self.leader_state is not None and self.leader_state.recovering
+
+    @property
+    def fetch_source(self) -> int:
+        """The broker this replica fetches from: its leader, or while it recovers as a new leader, the replica it
+        recovers from."""
+        fs = self.follower_state
+        return fs.leader_id if fs is not None else self.leader
+
     def check_leader(self, epoch: int | None = None) -> None:
         """This broker leads the partition, in `epoch` if the client named one (KIP-320: a client with older
         metadata is fenced; one with newer metadata than ours is told our metadata lags, and retries)."""
@@ -349,6 +374,11 @@ class Partition:
         everything any earlier leader exposed), the latest offset is not answered: OFFSET_NOT_AVAILABLE, which
         clients retry. So the latest offset a client sees never goes back across leader changes."""
         ls = self.leader_state
+        if ls is not None and ls.recovering:
+            # Its log may lack records an earlier leader exposed: no latest offset until it has them.
+            raise OffsetNotAvailableError(
+                f"{self.topic}-{self.partition}: broker {self.broker_id}, its new leader, is still recovering"
+            )
         if ls is not None and self.high_watermark < ls.leader_epoch_start_offset:
             raise OffsetNotAvailableError(
                 f"{self.topic}-{self.partition}: the high watermark {self.high_watermark} of leader epoch "
@@ -385,6 +415,12 @@ class Partition:
         try:
             self.check_leader()
             assert self.leader_state is not None
+            if self.leader_state.recovering:
+                # Retriable: clients look the leader up again and retry, as after any leader change.
+                raise NotLeaderOrFollowerError(
+                    f"broker {self.broker_id}, the new leader of {self.topic}-{self.partition}, is still recovering "
+                    "the records earlier leaders committed"
+                )
             if acks == -1 and len(self.leader_state.isr) < self.min_insync_replicas:
                 raise NotEnoughReplicasError(
                     f"ISR {self.leader_state.isr} is smaller than min.insync.replicas={self.min_insync_replicas}"
@@ -458,6 +494,36 @@ class Partition:
         with where ours ends for its last epoch, so it truncates), or records from its offset; the fetch
         also moves its position in the ISR bookkeeping, and so maybe the high watermark."""
         lg = self.log
+        ls = self.leader_state
+        if ls is not None and ls.recovering and spec.current_leader_epoch == self.leader_epoch:
+            # A follower of this epoch says where its log ends. Until recovery is over it gets nothing: neither
+            # records nor a divergence point, which would make it truncate records this leader may still need,
+            # nor a high watermark (-1), which it would apply to a log not checked against ours yet.
+            self._handle(ls.on_recovery_report(replica_id, spec.last_fetched_epoch, spec.offset))
+            if self.recovering:
+                return FetchResult(0, -1, lg.log_start_offset, log_end_offset=lg.log_end_offset)
+        return self._fetch_answer(spec, lambda: self.on_follower_fetch(replica_id, spec.offset, now_ms), replica_id)
+
+    def serves_recovery_fetch(self, replica_id: int, spec: FetchSpec) -> bool:
+        """Whether `replica_id` is this follower's leader, in the current epoch, fetching to recover its log
+        from this replica's (RecoverFrom)."""
+        return (
+            self.leader_state is None
+            and self.follower_state is not None
+            and replica_id == self.leader
+            and spec.current_leader_epoch == self.leader_epoch >= 0
+        )
+
+    def read_for_recovering_leader(self, spec: FetchSpec) -> FetchResult:
+        """The new leader's recovery fetch from this follower: checked against this log's epochs as a leader
+        checks a follower's (this log is the more complete one), answered with records from this log."""
+        return self._fetch_answer(spec, lambda: None, -1)
+
+    def _fetch_answer(self, spec: FetchSpec, served: Callable[[], None], replica_id: int) -> FetchResult:
+        """A replica fetch checked against this log's epochs (validate_fetch), then answered: `served()` is called
+        for one that is served (the leader counts its follower's position); `replica_id` -1 keeps no log start."""
+        lg = self.log
+        hw, start, leo = self.high_watermark, lg.log_start_offset, lg.log_end_offset
         decision = validate_fetch(
             spec.current_leader_epoch,
             self.leader_epoch,
@@ -465,12 +531,15 @@ class Partition:
             spec.last_fetched_epoch,
             lg.end_offset_for_epoch,
             lg.log_start_offset,
-            lg.log_end_offset,
+            leo,
         )
-        hw, start, leo = self.high_watermark, lg.log_start_offset, lg.log_end_offset
         if isinstance(decision, Ok):
-            self.on_follower_fetch(replica_id, spec.offset, now_ms)
-            if spec.log_start_offset >= 0 and self.follower_log_starts.get(replica_id) != spec.log_start_offset:
+            served()
+            if (
+                replica_id >= 0
+                and spec.log_start_offset >= 0
+                and self.follower_log_starts.get(replica_id) != spec.log_start_offset
+            ):
                 self.follower_log_starts[replica_id] = spec.log_start_offset
                 self.wake()  # a DeleteRecords waiting for the low watermark looks again
             # At the log end (an idle partition: most of a fetch after a flood) there is nothing to read.
@@ -498,9 +567,19 @@ class Partition:
 
     def remove_replicas(self, broker_ids: list[int]) -> None:
         """Fenced brokers leave the leader's ISR bookkeeping at once: an ISR commit must not re-admit a dead
-        broker whose last fetch offset still looks caught up."""
-        if self.leader_state is not None and broker_ids:
-            self._handle(self.leader_state.remove_replicas(broker_ids))
+        broker whose last fetch offset still looks caught up. A recovery from one of them starts over."""
+        ls = self.leader_state
+        if ls is not None and broker_ids:
+            if ls.recovery_source in broker_ids:
+                self._stop_recovery_fetch()
+                self._handle(ls.on_recovery_source_lost())
+            self._handle(ls.remove_replicas(broker_ids))
+
+    def _stop_recovery_fetch(self) -> None:
+        if self.leader_state is not None and self.follower_state is not None:
+            self.follower_state = None
+            if self._on_recovery is not None:
+                self._on_recovery(self, "stop")
 
     def isr_change_rejected(self, isr: list[int], partition_epoch: int) -> None:
         """The controller refused our ISR proposal against the current state: it was never applied."""
@@ -524,7 +603,7 @@ class Partition:
     def tick(self, now_ms: int, wall_ms: int | None = None) -> None:
         """`now_ms`: the broker's monotonic tick clock. Producer expiry compares wall-clock time (`wall_ms`,
         default now) with the batches' timestamps, as Kafka's removeExpiredProducers does."""
-        if self.leader_state is not None:
+        if self.leader_state is not None and not self.leader_state.recovering:
             self._handle(self.leader_state.tick(now_ms, self.log.log_end_offset))
         if self._next_expiration_check is None:
             self._next_expiration_check = now_ms + self._expiration_check_ms
@@ -539,6 +618,19 @@ class Partition:
                 self._set_high_watermark(a.high_watermark)
             elif isinstance(a, ProposeIsr):
                 self._propose_isr(self, list(a.isr), a.partition_epoch, list(a.silent))
+            elif isinstance(a, RecoverFrom):
+                lg = self.log
+                self._recovery_end = a.end_offset
+                self.follower_state = FollowerState(
+                    self.broker_id, a.source, self.leader_epoch, lg.log_end_offset, max(lg.latest_epoch, -1), 0
+                )
+                if self._on_recovery is not None:
+                    self._on_recovery(self, "fetch")
+            elif isinstance(a, Recovered):
+                self._stop_recovery_fetch()
+                if self._on_recovery is not None:
+                    self._on_recovery(self, "done")
+                self.wake()  # held follower fetches: answered as by any leader now
 
     def _set_high_watermark(self, hw: int) -> None:
         if hw > self.high_watermark:
@@ -658,6 +750,10 @@ class Partition:
             if hw > self.high_watermark:
                 self.high_watermark = hw
                 self.wake()
+        ls = self.leader_state
+        if ls is not None and ls.recovering and self.log.log_end_offset >= self._recovery_end:
+            # The recovery source's log is ours now, up to where it ended when it reported.
+            self._handle(ls.on_recovered(self.log.log_end_offset, self.high_watermark))
 
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)

@@ -124,8 +124,12 @@ class ReplicaManager:
         on_change: Callable[[Partition, str], None] = lambda p, change: None,
         replica_silence_time_max_ms: int = 0,
         replica_fetch_wait_max_ms: int = 500,
+        quorum_commit: bool = False,
     ) -> None:
         self.broker_id = broker_id
+        # replica.quorum.commit.enable: the partitions' LeaderStates commit with a quorum past silent followers,
+        # and a new leader recovers before it serves (docs/ELECTION.md section 6).
+        self.quorum_commit = quorum_commit
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self.log_manager = log_manager
@@ -274,6 +278,8 @@ class ReplicaManager:
             self.propose_isr,
             self.producer_id_expiration_ms,
             self.producer_id_expiration_check_interval_ms,
+            quorum_commit=self.quorum_commit,
+            on_recovery=self._on_recovery,
         )
         # What was committed before a restart stays readable at once, rather than after every ISR
         # member has fetched from this new leader (a follower relearns it from its leader anyway).
@@ -300,15 +306,41 @@ class ReplicaManager:
         # is a write on the event loop, and the slices' summary line counts them.
         level = logging.DEBUG if self._applier is not None else logging.INFO
         if change == LEADER:
-            log.log(level, "became leader of %s-%d in epoch %d (ISR %s)", topic, p, st.leader_epoch, st.isr)
+            log.log(
+                level,
+                "became leader of %s-%d in epoch %d (ISR %s)%s",
+                topic,
+                p,
+                st.leader_epoch,
+                st.isr,
+                "; recovering first" if part.recovering else "",
+            )
             # Its followers owe it a fetch from now on, also those that never fetched from this process.
             self.follower_silence.expect((r for r in st.isr if r != self.broker_id), now)
             if self.metrics is not None:
                 self.metrics.leader_changes.inc()
         elif change == FOLLOWER:
             log.log(level, "following broker %d for %s-%d in epoch %d", st.leader, topic, p, st.leader_epoch)
-        if change in (LEADER, FOLLOWER, OFFLINE):
+        # A recovering leader is announced to the services that load its partitions (groups, transactions) once
+        # its log is complete (_on_recovery): loaded before, they would miss the records it recovers.
+        if change in (FOLLOWER, OFFLINE) or (change == LEADER and not part.recovering):
             self.on_change(part, change)
+
+    def _on_recovery(self, part: Partition, event: str) -> None:
+        """Partition's recovery events (Partition._handle): fetch from the source, stop, or done."""
+        if event == "fetch":
+            log.info(
+                "%s-%d: recovering as leader from broker %d, whose log is the most complete",
+                part.topic,
+                part.partition,
+                part.fetch_source,
+            )
+            self.on_follow(part)
+        elif event == "stop":
+            self.on_unfollow(part)
+        elif event == "done":
+            log.debug("%s-%d: recovered; leading epoch %d", part.topic, part.partition, part.leader_epoch)
+            self.on_change(part, LEADER)
 
     def _reclaim_removed(self) -> None:
         """Removed replicas were frozen with the rest: what reference counting did not free of them is cycles
@@ -460,6 +492,8 @@ class ReplicaManager:
         tp = spec.tp
         try:
             p = self.get_partition(*tp)
+            if replica_id >= 0 and p.serves_recovery_fetch(replica_id, spec):
+                return p.read_for_recovering_leader(spec)  # our new leader recovers its log from ours
             p.check_leader()
             if replica_id >= 0:
                 return p.read_for_follower(spec, replica_id, now_ms())

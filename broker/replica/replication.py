@@ -4,7 +4,8 @@ Nothing here touches sockets, clocks or files: every input carries `now_ms` and 
 needs, and every effect is returned as an action for the driver (broker/replica/partition.py, or a simulator)
 to carry out. That keeps the rules deterministic, so they can be tested step by step and fuzzed.
 
-- LeaderState: the leader's view of its followers: ISR shrink/expand proposals and the high watermark.
+- LeaderState: the leader's view of its followers: ISR shrink/expand proposals and the high watermark; under
+  quorum commit also a new leader's recovery of the most complete log among enough replicas.
 - FollowerSilence: which follower brokers owe the leader a fetch, for LeaderState.on_followers_silent.
 - validate_fetch: the leader's answer to a follower fetch: epoch fencing, divergence (KIP-320), range.
 - FollowerState: what a follower asks for next and where it truncates on divergence (KIP-101/279).
@@ -60,7 +61,24 @@ class TruncateTo:
     complete: bool = True
 
 
-Action = HighWatermarkAdvanced | ProposeIsr | TruncateTo
+@dataclass(frozen=True, slots=True)
+class RecoverFrom:
+    """A new leader's recovery (LeaderState.on_recovery_report): replica `source` holds the most complete log
+    among enough replicas; fetch from it until the local log ends at `end_offset`, then call
+    LeaderState.on_recovered. The driver may give up on a source that cannot serve (fenced, gone) with
+    LeaderState.on_recovery_source_lost, which starts the count again."""
+
+    source: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """The new leader's log holds every record an earlier leader may have committed: it takes writes, and the
+    services that read its partitions (group, transaction and share coordinators) may load them now."""
+
+
+Action = HighWatermarkAdvanced | ProposeIsr | TruncateTo | RecoverFrom | Recovered
 
 
 # --- leader ----------------------------------------------------------------------------------------
@@ -91,8 +109,16 @@ class LeaderState:
         replica_lag_time_max_ms: int,
         now_ms: int,
         min_insync_replicas: int = 1,
+        quorum: bool = False,
+        latest_epoch: int = -1,
     ) -> None:
         self.broker_id = broker_id
+        # Quorum commit (replica.quorum.commit.enable; docs/ELECTION.md section 6), for partitions whose
+        # min.insync.replicas is at least a majority (see `quorum`): the high watermark may pass ISR members that
+        # went silent as long as a quorum of the replicas has the records, and a new leader first recovers the
+        # most complete log among enough replicas. False: Kafka's rules, nothing else.
+        self.quorum_enabled = quorum
+        self._quiet: set[int] = set()
         self.replicas = list(replicas)
         self.min_insync_replicas = min_insync_replicas
         self.leader_epoch = leader_epoch
@@ -119,6 +145,11 @@ class LeaderState:
             for r in isr:
                 if r in self._followers:
                     self._followers[r].log_end_offset = 0
+        # A new leader under quorum commit recovers first (on_recovery_report): the log ends of enough replicas
+        # that every quorum an earlier leader may have committed with has one of them among them.
+        self._reports: dict[int, tuple[int, int]] = {broker_id: (latest_epoch, leader_log_end_offset)}
+        self._recovery_source: int | None = None
+        self._recovering = self.quorum and self.recovery_reports_needed > 1
 
     # --- queries ---
 
@@ -162,6 +193,37 @@ class LeaderState:
         return len(self._isr) < min_insync
 
     @property
+    def quorum(self) -> bool:
+        """Whether quorum commit applies: enabled, and min.insync.replicas is at least a majority of the replicas.
+        Such a partition already refuses acks=all writes with a minority of its replicas alive; quorum commit adds
+        that its new leader serves only once a majority has reported (recovery). A partition with a lower minimum
+        was asked to stay available with a minority (Kafka's rules: any ISR member may lead alone), which a
+        commit without silent ISR members would make unsafe, so it keeps Kafka's rules."""
+        return self.quorum_enabled and self.effective_min_isr >= len(self.replicas) // 2 + 1
+
+    @property
+    def quorum_size(self) -> int:
+        """How many replicas (the leader included) must hold a record for it to commit while some ISR members
+        are silent: a majority of the replicas, and never fewer than min.insync.replicas."""
+        return max(self.effective_min_isr, len(self.replicas) // 2 + 1)
+
+    @property
+    def recovery_reports_needed(self) -> int:
+        """Replicas (the leader included) whose log ends a new leader must know before it serves: so many that
+        any quorum_size replicas include one of them. 1 where every commit needs every replica (RF 1 or 2,
+        or min.insync.replicas = RF): then the ISR rule alone is safe, as in Kafka."""
+        return len(self.replicas) - self.quorum_size + 1
+
+    @property
+    def recovering(self) -> bool:
+        """A new leader still recovering: it takes no writes and its high watermark does not move."""
+        return self._recovering
+
+    @property
+    def recovery_source(self) -> int | None:
+        return self._recovery_source
+
+    @property
     def effective_min_isr(self) -> int:
         """min.insync.replicas capped at the replica count (Kafka's effectiveMinIsr): a topic whose
         setting exceeds its replication factor still commits once every replica has the records."""
@@ -193,8 +255,9 @@ class LeaderState:
         f.last_fetch_leader_leo = leader_log_end_offset
         f.last_fetch_ms = now_ms
         # A broker fetches only while it is alive, so it may be considered for the ISR again; the
-        # controller still refuses brokers it has fenced.
+        # controller still refuses brokers it has fenced. It is not silent any more either.
         self._fenced.discard(replica_id)
+        self._quiet.discard(replica_id)
         if unchanged:
             return []
         actions = self._maybe_expand(replica_id)
@@ -202,8 +265,10 @@ class LeaderState:
         return actions
 
     def set_min_insync_replicas(self, min_insync: int) -> list[Action]:
-        """The topic's min.insync.replicas changed; lowering it may let the HW advance."""
+        """The topic's min.insync.replicas changed; lowering it may let the HW advance (or end quorum commit)."""
         self.min_insync_replicas = min_insync
+        if not self.quorum:
+            self._quiet = set()
         return self._maybe_advance_hw()
 
     def on_leader_append(self, leader_log_end_offset: int, now_ms: int) -> list[Action]:
@@ -227,16 +292,70 @@ class LeaderState:
         the committed ISR, which every member still has. A shrink that would leave less waits for the lag
         time, as in Kafka: dropping one of two silent followers of three replicas would not free the high
         watermark anyway. A follower that fetches, however slowly, is never dropped here."""
-        if self._pending is not None:
-            return []
         quiet = set(silent)
+        hw: list[Action] = []
+        if self.quorum:
+            # Under quorum commit the HW passes them now, without waiting for the controller (which may be
+            # the silent one): _maybe_advance_hw counts the others when they are a quorum.
+            self._quiet = quiet - {self.broker_id}
+            hw = self._maybe_advance_hw()
+        if self._pending is not None:
+            return hw
         out = [r for r in self._isr if r != self.broker_id and r in quiet and self._behind(r)]
         if not out:
-            return []
+            return hw
         keep = [r for r in self._isr if r not in out]
-        if len(keep) < max(self.effective_min_isr, len(self.replicas) // 2 + 1):
+        if len(keep) < self.quorum_size:
+            return hw
+        return hw + self._propose(keep, tuple(out))
+
+    # --- a new leader's recovery (quorum commit) ---
+
+    def on_recovery_report(self, replica_id: int, last_epoch: int, log_end_offset: int) -> list[Action]:
+        """A replica's log end, from its first fetch of this leader epoch (`last_epoch`: the epoch of its last
+        record). It fetches from nobody else any more (it knows this epoch), so the report stays true until this
+        leader sends it records. Once recovery_reports_needed replicas reported, the most complete log among
+        them (the latest last epoch, then the longest) holds every record any earlier leader committed: each
+        commit was on a quorum, which includes a reporter, and logs that share an epoch agree up to the
+        shorter's end (docs/ELECTION.md section 6). If that log is ours, recovery is over; else fetch the rest
+        from its holder (RecoverFrom)."""
+        if not self._recovering or self._recovery_source is not None or replica_id not in self.replicas:
             return []
-        return self._propose(keep, tuple(out))
+        self._reports[replica_id] = (last_epoch, log_end_offset)
+        if len(self._reports) < self.recovery_reports_needed:
+            return []
+        mine = self._reports[self.broker_id]
+        best, where = max((v, r) for r, v in self._reports.items())
+        if best <= mine:
+            return self._recovered()
+        self._recovery_source = where
+        return [RecoverFrom(where, best[1])]
+
+    def on_recovered(self, leader_log_end_offset: int, high_watermark: int) -> list[Action]:
+        """The local log now ends where the recovery source's did: recovery is over."""
+        if not self._recovering:
+            return []
+        self._leo = leader_log_end_offset
+        self._hw = max(self._hw, min(high_watermark, leader_log_end_offset))
+        return self._recovered()
+
+    def on_recovery_source_lost(self) -> list[Action]:
+        """The recovery source cannot serve (fenced, or its partition moved): count the reports again. Safe with
+        any reporters: whatever set of recovery_reports_needed replicas reports, its most complete log has every
+        committed record."""
+        if not self._recovering or self._recovery_source is None:
+            return []
+        self._recovery_source = None
+        self._reports = {self.broker_id: self._reports[self.broker_id]}
+        return []
+
+    def _recovered(self) -> list[Action]:
+        self._recovering = False
+        self._recovery_source = None
+        # Records before this offset were written by earlier leaders, the recovered ones included.
+        self.leader_epoch_start_offset = self._leo
+        self._reports = {}
+        return [Recovered(), *self._maybe_advance_hw()]
 
     def _behind(self, replica_id: int) -> bool:
         """Whether `replica_id` lacks records the leader has (or has not fetched in this leadership yet)."""
@@ -360,10 +479,18 @@ class LeaderState:
         # pass acks=all records whose producer was told they failed, and a consumer reads them. acks=0/1
         # records are still appended and acknowledged, but become readable only once the ISR is back at
         # the minimum, as in Kafka with eligible leader replicas enabled.
-        if len(self._isr) < self.effective_min_isr:
+        if self._recovering or len(self._isr) < self.effective_min_isr:
             return []
+        counted = self.maximal_isr
+        if self._quiet:
+            # Quorum commit: silent members do not hold the HW back while the others are a quorum. Safe because
+            # a new leader recovers from enough replicas to meet every quorum (on_recovery_report), so it does
+            # not matter that the silent ones stay in the committed ISR until the controller drops them.
+            rest = [r for r in counted if r not in self._quiet]
+            if len(rest) >= self.quorum_size:
+                counted = rest
         hw = self._leo
-        for r in self.maximal_isr:
+        for r in counted:
             if r != self.broker_id:
                 f = self._followers.get(r)
                 hw = min(hw, f.log_end_offset if f is not None else UNDEFINED_OFFSET)

@@ -241,6 +241,7 @@ class BrokerServer:
             on_change=self._on_partition_change,
             replica_silence_time_max_ms=cfg.replica_silence_time_max_ms,
             replica_fetch_wait_max_ms=cfg.replica_fetch_wait_max_ms,
+            quorum_commit=cfg.replica_quorum_commit_enable,
         )
         # Replication throttles (KIP-73): the rates are dynamic broker configs read from the metadata image at
         # each check, the throttled replicas the topics' configs.
@@ -545,11 +546,12 @@ class BrokerServer:
     def _follow(self, p: Partition) -> None:
         self._unfollow(p)
         lane = fetcher_lane(p.topic, p.partition, self.config.num_replica_fetchers)
-        f = self._fetchers.get((p.leader, lane))
+        source = p.fetch_source  # the leader, or the replica a recovering new leader fetches from
+        f = self._fetchers.get((source, lane))
         if f is None:
-            f = self._fetchers[(p.leader, lane)] = ReplicaFetcher(
+            f = self._fetchers[(source, lane)] = ReplicaFetcher(
                 self.config.broker_id,
-                p.leader,
+                source,
                 self.peers.call,
                 self.config.replica_fetch_wait_max_ms,
                 self.config.replica_fetch_max_bytes,

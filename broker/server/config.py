@@ -290,6 +290,20 @@ class BrokerConfig(ShareKeys, SecurityKeys):
         "partitions it does not lead. 0: only the lag time, as in Kafka.",
         ge=0,
     )
+    # Kafka Lite's own key. Issue 29 §3: with the ISR rule alone, a follower that is also the controller, once
+    # silent, held every high watermark it was in the ISR of until a new controller dropped it (6 s).
+    replica_quorum_commit_enable: Bool = key(
+        "replica.quorum.commit.enable",
+        True,
+        "Commit with a quorum, as Raft does, in partitions whose min.insync.replicas is at least a majority of their "
+        "replicas (RF=3 with min.insync.replicas=2): the high watermark passes ISR members silent for "
+        "replica.silence.time.max.ms once min.insync.replicas replicas have the records, without waiting for the "
+        "controller (which may be the silent one) to drop them; and a new leader first learns the log ends of "
+        "enough replicas to meet every such quorum, fetches what the most complete of them has, and only then "
+        "takes writes (until then NOT_LEADER_OR_FOLLOWER) and answers the latest offset. Such a partition thus "
+        "serves only with a majority of its replicas alive. Partitions with a lower minimum keep Kafka's rules. "
+        "false: Kafka's rules everywhere.",
+    )
     producer_id_expiration_ms: Int = key(
         "producer.id.expiration.ms",
         86400000,

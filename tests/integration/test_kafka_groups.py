@@ -81,6 +81,7 @@ class Member(threading.Thread):
         self.stop = threading.Event()
         self.ready = threading.Event()
         self.assigned: list[int] = []
+        self.polls = 0  # poll calls returned, for a timeout's message: a member stuck inside one shows 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -106,6 +107,7 @@ class Member(threading.Thread):
         c.subscribe([self.topic], on_assign=lambda _c, ps: self.ready.set())
         while not self.stop.is_set():
             msgs = [m for m in c.consume(500, 0.3) if m.error() is None]
+            self.polls += 1
             if msgs:
                 self._take([m.value() for m in msgs])
                 c.commit(asynchronous=False)
@@ -123,6 +125,7 @@ class Member(threading.Thread):
         )
         while not self.stop.is_set():
             batches = c.poll(300)
+            self.polls += 1
             vals = [m.value for ms in batches.values() for m in ms]
             if vals:
                 self._take(vals)
@@ -139,6 +142,7 @@ class Member(threading.Thread):
             c.subscribe([self.topic])
             while not self.stop.is_set():
                 recs = c.poll(300)
+                self.polls += 1
                 if recs:
                     self._take([r.value for r in recs])
                     c.commit()
@@ -154,7 +158,15 @@ def run_group(h: ClusterHarness, group: str, topic: str, kinds: list[str], want:
     for m in members:
         m.start()
     try:
-        wait_until(lambda: all(m.ready.is_set() for m in members), 60, "every member assigned")
+        wait_until(
+            lambda: all(m.ready.is_set() for m in members),
+            60,
+            "every member assigned",
+            give_up=lambda: next((f"{m.kind} member failed: {m.error!r}" for m in members if m.error), None),
+            detail=lambda: "; ".join(
+                f"{m.kind}: ready={m.ready.is_set()} assigned={m.assigned} polls={m.polls}" for m in members
+            ),
+        )
         if leave is not None:
             wait_until(lambda: len(seen) >= len(want) // 3, 60, "a third of the records processed")
             members[leave].stop.set()

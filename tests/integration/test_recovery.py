@@ -17,7 +17,8 @@ from datetime import datetime
 
 import pytest
 
-from client.sync import Producer
+from client.consumer import TopicPartition
+from client.sync import Consumer, Producer
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -108,31 +109,52 @@ def test_a_paused_follower_is_fenced_within_the_session_timeout(cluster):
     _wait_log(cluster, [controller], f"registering broker {victim}", paused_at, 30)
 
 
+def _topic_led_elsewhere(cluster, topic: str, victim: int) -> tuple[list[int], list[int]]:
+    """Creates `topic` (3 partitions, RF=3, min.insync.replicas=2): the brokers other than `victim`, and the
+    partitions they lead."""
+    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
+    others = [b for b in cluster.brokers if b != victim]
+    led_elsewhere = [p.partition for p in cluster.describe(topic, others) if p.leader != victim]
+    assert led_elsewhere
+    return others, led_elsewhere
+
+
+def _send_each(p: Producer, topic: str, partitions: list[int], value: bytes, acked: list[float] | None = None) -> None:
+    """One record to each partition, flushed; `acked` gets the time of each acknowledgement."""
+    for part in partitions:
+        p.send(
+            topic, value, partition=part, on_delivery=None if acked is None else lambda e, md: acked.append(time.time())
+        )
+    p.flush(30)
+
+
 def test_a_paused_follower_stops_no_partition_it_does_not_lead(cluster):
     """replica.silence.time.max.ms (1 s): a follower SIGSTOPped while partitions it follows are written to owes
     their leaders a fetch, and leaves their ISRs at once (two of three replicas stay, min.insync.replicas=2):
     acks=all writes are acknowledged, and consumers read them, long before the lag time (30 s) or the fencing
     (9 s) would have dropped it. Once resumed it catches up and rejoins every ISR."""
     cluster.wait_all_registered()
-    cluster.create_topic("quiet", 3, 3, {"min.insync.replicas": "2"})
     controller = cluster.controller_id()
     victim = max(b for b in cluster.brokers if b != controller)
-    others = [b for b in cluster.brokers if b != victim]
-    led_elsewhere = [p.partition for p in cluster.describe("quiet", others) if p.leader != victim]
-    assert led_elsewhere
+    others, led_elsewhere = _topic_led_elsewhere(cluster, "quiet", victim)
     acked: list[float] = []
     with Producer(cluster.bootstrap(others), acks="all", enable_idempotence=True, linger_ms=0) as p:
-        for part in led_elsewhere:
-            p.send("quiet", b"warm", partition=part)
-        p.flush(30)
+        _send_each(p, "quiet", led_elsewhere, b"warm")
         paused_at = time.time()
         cluster[victim].pause()
         try:
-            for part in led_elsewhere:
-                p.send("quiet", b"while-paused", partition=part, on_delivery=lambda e, md: acked.append(time.time()))
-            p.flush(30)
+            _send_each(p, "quiet", led_elsewhere, b"while-paused", acked)
             done_at = time.time()
-            isrs = {q.partition: q.isr for q in cluster.describe("quiet", others)}
+            # The acknowledgements need not wait for the shrink (quorum commit), but the shrinks come too.
+            isrs = wait_until(
+                lambda: (
+                    (i := {q.partition: q.isr for q in cluster.describe("quiet", others)})
+                    and all(victim not in i[q] for q in led_elsewhere)
+                    and i
+                ),
+                5,
+                f"broker {victim} out of the ISRs of {led_elsewhere}",
+            )
             fenced = _log_times(cluster, [controller], f"fencing broker {victim}", paused_at)
         finally:
             cluster[victim].resume()
@@ -142,6 +164,45 @@ def test_a_paused_follower_stops_no_partition_it_does_not_lead(cluster):
     # Not the fencing's work: the controller had not fenced the paused broker when the writes were acknowledged.
     assert not [t for t in fenced if t <= done_at], f"fenced at {fenced}, acknowledged at {done_at}"
     cluster.wait_full_isr("quiet", 3)
+
+
+def test_a_paused_controller_stops_no_partition_it_follows(cluster):
+    """replica.quorum.commit.enable (issue 29 §3): the controller SIGSTOPped while partitions it follows are written
+    to. Their leaders cannot get the ISR change committed (the controller is the one paused, and it is replaced only
+    after the election timeout, 6 s), yet the high watermark passes it: two of three replicas hold the records.
+    acks=all writes are acknowledged, and a consumer reads them, while it is still paused and still in every ISR."""
+    cluster.wait_all_registered()
+    paused = cluster.controller_id()
+    others, led_elsewhere = _topic_led_elsewhere(cluster, "quorum", paused)
+    acked: list[float] = []
+    with Producer(cluster.bootstrap(others), acks="all", enable_idempotence=True, linger_ms=0) as p:
+        _send_each(p, "quorum", led_elsewhere, b"warm")
+        cluster.wait_full_isr("quorum", 3)
+        paused_at = time.time()
+        cluster[paused].pause()
+        try:
+            _send_each(p, "quorum", led_elsewhere, b"while-paused", acked)
+            with Consumer(cluster.bootstrap(others), auto_offset_reset="earliest") as c:
+                c.assign([TopicPartition("quorum", q) for q in led_elsewhere])
+                got: list[bytes] = []
+                wait_until(
+                    lambda: (
+                        got.extend(r.value for r in c.poll(200)) or got.count(b"while-paused") == len(led_elsewhere)
+                    ),
+                    10,
+                    "the records written while the controller is paused, read",
+                )
+            read_at = time.time()
+            isrs = {q.partition: q.isr for q in cluster.describe("quorum", others)}
+            replaced = _log_times(cluster, others, "became controller", paused_at)
+        finally:
+            cluster[paused].resume()
+    print(f"controller SIGSTOP: acks=all acknowledged and read after {read_at - paused_at:.2f}s")
+    assert len(acked) == len(led_elsewhere)
+    assert not [t for t in replaced if t <= read_at], f"a new controller at {replaced}, read at {read_at}"
+    # Nothing was committed to the metadata meanwhile: the paused controller is still in every ISR.
+    assert all(paused in isrs[q] for q in led_elsewhere), isrs
+    cluster.wait_full_isr("quorum", 3)
 
 
 def test_acks_all_resumes_after_every_broker_is_killed_and_restarted(cluster):

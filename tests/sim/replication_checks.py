@@ -16,7 +16,10 @@
 (c) ISR members agree up to the HW: while the leader the controller names holds a LeaderState of the
     controller's current leader epoch, every member of the controller's ISR holds at least HW records
     and its log below HW equals the leader's (which by (b) is the committed prefix). This is what makes
-    electing any ISR member safe, so it must hold at every instant, not only at elections.
+    electing any ISR member safe, so it must hold at every instant, not only at elections. Under quorum
+    commit (replica.quorum.commit.enable) it may hold instead for a quorum of the replicas (LeaderState's
+    quorum_size): silent ISR members may lack what the HW passed, and a new leader recovers from enough
+    replicas to meet every quorum; (b)'s takeover check then runs when it has recovered.
 (d) No replica stores an idempotent producer's (producer id, sequence) twice (ReplicaView.sync).
 (e) The latest offset never goes back as a client sees it (KIP-207). After every step, every broker holding a
     LeaderState is asked what it answers to ListOffsets latest from a client that knows its leader epoch
@@ -215,16 +218,31 @@ class Checker:
 
     # --- (c) ---
 
-    def check_isr(self, p: int, leader: int, epoch: int, hw: int, isr: list[int], logs: dict[int, ReplicaView]) -> None:
+    def check_isr(
+        self,
+        p: int,
+        leader: int,
+        epoch: int,
+        hw: int,
+        isr: list[int],
+        logs: dict[int, ReplicaView],
+        quorum: int | None = None,
+    ) -> None:
+        """(c). `quorum` (replica.quorum.commit.enable): it is enough that `quorum` of the replicas in `logs` (all
+        of them, not only the ISR's) agree up to the HW: the leader's HW may pass silent ISR members then."""
+        holders = [r for r, lg in logs.items() if self._agree(p, lg) >= hw]
+        if quorum is not None and len(holders) >= quorum:
+            return
         for r in isr:
             lg = logs.get(r)
             a = self._agree(p, lg) if lg is not None else 0
             if a < hw:
                 have = "a shorter log" if lg is None or a >= lg.log_end_offset else f"{lg.entries[a]}"
+                also = f" (a quorum is {quorum}; only {holders} hold it)" if quorum is not None else ""
                 raise SimFailure(
                     f"partition {p}: ISR member {r} disagrees with leader {leader} (epoch {epoch}) below the HW "
                     f"{hw}: offset {a} is {self.committed[p][a] if a < len(self.committed[p]) else '?'} on the "
-                    f"leader, {have} on {r}"
+                    f"leader, {have} on {r}{also}"
                 )
 
     def check_final(self, logs: dict[int, ReplicaView]) -> None:

@@ -220,6 +220,7 @@ class Result:
     leaderships: int = 0  # LeaderStates created
     isr_changes: int = 0  # AlterPartition records committed
     quick_shrinks: int = 0  # shrinks proposed for followers owing a fetch (LeaderState.on_followers_silent)
+    recoveries_fetched: int = 0  # new leaders that fetched a more complete log before serving (quorum commit)
     alter_rejected: int = 0
     fencings: int = 0
     truncations: int = 0
@@ -482,8 +483,11 @@ class Simulation(EventLoop):
         alter_policy: str = "kafka",
         metadata_policy: str = "catch-up",
         late_p: float | None = None,
+        quorum: bool = True,
     ) -> None:
         super().__init__(seed)
+        # replica.quorum.commit.enable (on by default, as in the broker): not drawn, so a seed's schedule stays.
+        self.quorum = quorum
         if alter_policy not in ALTER_POLICIES:
             raise ValueError(f"alter_policy must be one of {ALTER_POLICIES}")
         self.alter_policy = alter_policy
@@ -666,9 +670,10 @@ class Simulation(EventLoop):
         part = b.parts[p]
         fenced = list(a.fenced)
         part.remove_replicas(fenced)
-        if a.change == LEADER:
-            self.checker.check_takeover(b.id, p, st.leader_epoch, b.views[p])
         change = part.apply_state(st, self.now, a.change, a.follow_from)
+        if change == LEADER and not part.recovering:
+            # A recovering leader is checked when it has recovered (_on_recovery): it takes no write before.
+            self.checker.check_takeover(b.id, p, st.leader_epoch, b.views[p])
         part.remove_replicas(fenced)
         if change in (LEADER, FOLLOWER, OFFLINE):
             b.waiters[p] = []  # _fail_hw_waiters: the producers get NOT_LEADER_OR_FOLLOWER
@@ -697,6 +702,8 @@ class Simulation(EventLoop):
             min_isr,
             self.params.lag_time_max_ms,
             propose_isr=lambda part, isr, pe, silent, b=b: self._propose_isr(b, part, isr, pe, silent),
+            quorum_commit=self.quorum,
+            on_recovery=lambda part, event, b=b: self._on_recovery(b, part, event),
         )
         view = b.views.setdefault(p, ReplicaView(f"broker {b.id} partition {p}"))
         view.attach(log)
@@ -824,9 +831,24 @@ class Simulation(EventLoop):
 
     # --- replication: replica_manager.py _read_for_follower, replica_fetcher.py ----------------------------
 
+    def _on_recovery(self, b: SimBroker, part: Partition, event: str) -> None:
+        """ReplicaManager._on_recovery: a new leader fetches from the replica it recovers from, stops, or is done."""
+        if event == "fetch":
+            self.result.recoveries_fetched += 1
+            self._trace(f"broker {b.id} recovers p{part.partition} from broker {part.fetch_source}")
+            self._follow(b, part)
+        elif event == "stop":
+            self._unfollow(b, part)
+        elif event == "done":
+            view = b.views[part.partition]
+            view.sync()  # it may have recovered by the append now under way (handle_fetch_row)
+            self.checker.check_takeover(b.id, part.partition, part.leader_epoch, view)
+            self._trace(f"broker {b.id} recovered p{part.partition} in epoch {part.leader_epoch}")
+
     def _follow(self, b: SimBroker, part: Partition) -> None:
         self._unfollow(b, part)
-        f = b.fetchers.setdefault(part.leader, _Fetcher(part.leader))
+        source = part.fetch_source  # its leader, or the replica a recovering leader fetches from
+        f = b.fetchers.setdefault(source, _Fetcher(source))
         f.followed.add(part)
         if f.req is None and not f.scheduled:
             self._schedule_fetch(b, f, 1)
@@ -881,12 +903,14 @@ class Simulation(EventLoop):
                 spec.last_fetched_epoch,
             )
             part = b.parts.get(p)
+            spec = FetchSpec((TOPIC, p), offset, max_bytes, current_epoch, last_epoch)
             if part is None:
                 rows.append((p, PartitionFetch(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))))
+            elif part.serves_recovery_fetch(msg.src, spec):
+                rows.append((p, part.read_for_recovering_leader(spec)))  # ReplicaManager.read's first case
             elif part.leader_state is None:
                 rows.append((p, PartitionFetch(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), part.high_watermark)))
             else:
-                spec = FetchSpec((TOPIC, p), offset, max_bytes, current_epoch, last_epoch)
                 rows.append((p, part.read_for_follower(spec, msg.src, self.now)))
                 self._check_waiters(b, part)
         answer = ctx.answer({(TOPIC, p): row for p, row in rows})
@@ -1255,8 +1279,10 @@ class Simulation(EventLoop):
             part = lb.parts.get(p) if lb.up else None
             if part is None or part.leader_state is None or part.leader_state.leader_epoch != st.leader_epoch:
                 continue
-            logs = {r: self.brokers[r].views[p] for r in st.isr if p in self.brokers[r].views}
-            checker.check_isr(p, st.leader, st.leader_epoch, part.high_watermark, st.isr, logs)
+            members = st.replicas if self.quorum else st.isr
+            logs = {r: self.brokers[r].views[p] for r in members if p in self.brokers[r].views}
+            quorum = part.leader_state.quorum_size if self.quorum else None
+            checker.check_isr(p, st.leader, st.leader_epoch, part.high_watermark, st.isr, logs, quorum)
 
     def run(self, steps: int) -> Result:
         r = self.result
@@ -1308,10 +1334,12 @@ def run_schedule(
     alter_policy: str = "kafka",
     metadata_policy: str = "catch-up",
     late_p: float | None = None,
+    quorum: bool = True,
 ) -> Result:
     """Run one seeded schedule; the same arguments always give the same Result. `late_p` overrides the
-    drawn probability of very late deliveries (which some rare interleavings need)."""
-    return Simulation(seed, brokers, trace, alter_policy, metadata_policy, late_p).run(steps)
+    drawn probability of very late deliveries (which some rare interleavings need); `quorum` False runs the
+    brokers with replica.quorum.commit.enable=false (Kafka's rules)."""
+    return Simulation(seed, brokers, trace, alter_policy, metadata_policy, late_p, quorum).run(steps)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1330,12 +1358,22 @@ def main(argv: list[str] | None = None) -> int:
         help="when a restarted broker starts acting on its metadata",
     )
     ap.add_argument("--late-p", type=float, help="probability of a very late delivery (default: drawn)")
+    ap.add_argument(
+        "--no-quorum", action="store_true", help="replica.quorum.commit.enable=false: Kafka's ISR rules only"
+    )
     ap.add_argument("--replay", type=int, help="run only this seed and print its result")
     ap.add_argument("--trace", action="store_true", help="with --replay: print the event trace")
     args = ap.parse_args(argv)
     if args.replay is not None:
         r = run_schedule(
-            args.replay, args.steps, args.brokers, args.trace, args.alter_policy, args.metadata_policy, args.late_p
+            args.replay,
+            args.steps,
+            args.brokers,
+            args.trace,
+            args.alter_policy,
+            args.metadata_policy,
+            args.late_p,
+            not args.no_quorum,
         )
         for line in r.trace:
             print(line)
@@ -1353,11 +1391,21 @@ def main(argv: list[str] | None = None) -> int:
         "acked",
         "committed",
         "crashes",
+        "recoveries_fetched",
     )
     totals = dict.fromkeys(keys, 0)
     liveness: list[int] = []
     for seed in range(args.start, args.start + args.seeds):
-        r = run_schedule(seed, args.steps, args.brokers, False, args.alter_policy, args.metadata_policy, args.late_p)
+        r = run_schedule(
+            seed,
+            args.steps,
+            args.brokers,
+            False,
+            args.alter_policy,
+            args.metadata_policy,
+            args.late_p,
+            not args.no_quorum,
+        )
         if not r.ok:
             failures.append(r)
             print(f"FAIL {r.failure}", flush=True)

@@ -65,6 +65,7 @@ def test_schedules_exercise_the_interesting_paths():
         "acked",
         "retries",
         "deduplicated",
+        "recoveries_fetched",
     ):
         assert sum(getattr(r, key) for r in results) > 0, key
     assert max(r.max_leader_epoch for r in results) >= 3
@@ -106,6 +107,34 @@ def test_the_checker_catches_a_quick_shrink_that_does_not_wait_for_the_controlle
     monkeypatch.setattr(LeaderState, "on_followers_silent", _silent_dropped_without_the_controller)
     failure = _first_failure(range(300))
     assert failure is not None and "seed=" in failure and "step=" in failure, failure
+
+
+def test_the_checker_catches_a_new_leader_that_serves_on_its_own_report(monkeypatch):
+    # Quorum commit with a bug: a new leader does not wait for the log ends of other replicas (one report, its own,
+    # is enough), so one that was silent while a quorum committed without it leads without those records.
+    monkeypatch.setattr(LeaderState, "recovery_reports_needed", property(lambda self: 1))
+    failure = _first_failure(range(300))
+    # Seen as the new leader's missing records, or first as the latest offset it answers going back.
+    assert failure is not None and ("without committed offset" in failure or "went back" in failure), failure
+
+
+def _first_report_wins(self: LeaderState, replica_id: int, last_epoch: int, log_end_offset: int) -> list:
+    # Recovery with a bug: enough replicas report, but the new leader keeps its own log whatever theirs hold.
+    if not self._recovering or replica_id not in self.replicas:
+        return []
+    self._reports[replica_id] = (last_epoch, log_end_offset)
+    return self._recovered() if len(self._reports) >= self.recovery_reports_needed else []
+
+
+def test_the_checker_catches_a_recovery_that_ignores_a_more_complete_log(monkeypatch):
+    monkeypatch.setattr(LeaderState, "on_recovery_report", _first_report_wins)
+    failure = _first_failure(range(300))
+    assert failure is not None and ("without committed offset" in failure or "went back" in failure), failure
+
+
+def test_kafkas_rules_keep_every_invariant_too():
+    """replica.quorum.commit.enable=false: the ISR invariant itself, (c) without the quorum clause."""
+    assert [r.failure for r in (run_schedule(s, STEPS, quorum=False) for s in range(40)) if not r.ok] == []
 
 
 def test_the_checker_catches_a_latest_offset_that_goes_back_after_a_leader_change(monkeypatch):
