@@ -175,7 +175,7 @@ class Partition:
         # leads now, for the services that follow leaderships).
         self.quorum_commit = quorum_commit
         self._on_recovery = on_recovery
-        self._recovery_end = -1
+        self._recovery_end = (-1, -1)  # (leader epoch, offset) where the recovery source's log ends
         self.leader = -1
         self.leader_epoch = -1
         self.partition_epoch = -1
@@ -572,7 +572,7 @@ class Partition:
         if ls is not None and broker_ids:
             if ls.recovery_source in broker_ids:
                 self._stop_recovery_fetch()
-                self._handle(ls.on_recovery_source_lost())
+                self._handle(ls.on_recovery_source_lost(max(self.log.latest_epoch, -1), self.log.log_end_offset))
             self._handle(ls.remove_replicas(broker_ids))
 
     def _stop_recovery_fetch(self) -> None:
@@ -620,7 +620,7 @@ class Partition:
                 self._propose_isr(self, list(a.isr), a.partition_epoch, list(a.silent))
             elif isinstance(a, RecoverFrom):
                 lg = self.log
-                self._recovery_end = a.end_offset
+                self._recovery_end = (a.end_epoch, a.end_offset)
                 self.follower_state = FollowerState(
                     self.broker_id, a.source, self.leader_epoch, lg.log_end_offset, max(lg.latest_epoch, -1), 0
                 )
@@ -750,9 +750,18 @@ class Partition:
             if hw > self.high_watermark:
                 self.high_watermark = hw
                 self.wake()
+        self._check_recovered()
+
+    def _check_recovered(self) -> None:
+        """A recovering leader whose log now ends where its source's did (same last epoch, same end: the source's
+        log is frozen and copied here, divergent tail cut) has recovered."""
         ls = self.leader_state
-        if ls is not None and ls.recovering and self.log.log_end_offset >= self._recovery_end:
-            # The recovery source's log is ours now, up to where it ended when it reported.
+        if (
+            ls is not None
+            and ls.recovering
+            and self.follower_state is not None
+            and (max(self.log.latest_epoch, -1), self.log.log_end_offset) >= self._recovery_end
+        ):
             self._handle(ls.on_recovered(self.log.log_end_offset, self.high_watermark))
 
     def truncate_to(self, offset: int) -> None:
@@ -763,6 +772,7 @@ class Partition:
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         if self.follower_state is not None:
             self.follower_state.on_records_appended(self.log.log_end_offset, max(self.log.latest_epoch, -1))
+            self._check_recovered()
 
     # --- waiting for data (long-poll fetches) ------------------------------------
 

@@ -64,12 +64,14 @@ class TruncateTo:
 @dataclass(frozen=True, slots=True)
 class RecoverFrom:
     """A new leader's recovery (LeaderState.on_recovery_report): replica `source` holds the most complete log
-    among enough replicas; fetch from it until the local log ends at `end_offset`, then call
-    LeaderState.on_recovered. The driver may give up on a source that cannot serve (fenced, gone) with
-    LeaderState.on_recovery_source_lost, which starts the count again."""
+    among enough replicas, ending at `end_offset` in leader epoch `end_epoch`; fetch from it (truncating where
+    the local log diverges from it) until the local log ends there too, then call LeaderState.on_recovered.
+    The driver may give up on a source that cannot serve (fenced, gone) with LeaderState.on_recovery_source_lost,
+    which starts the count again."""
 
     source: int
     end_offset: int
+    end_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +138,8 @@ class LeaderState:
         self._followers = {
             r: _Follower(last_caught_up_ms=now_ms if r in isr else None) for r in replicas if r != broker_id
         }
-        if leader_epoch == 0 and partition_epoch == 0 and leader_log_end_offset == 0:
+        created = leader_epoch == 0 and partition_epoch == 0 and leader_log_end_offset == 0
+        if created:
             # A partition the controller just created: every replica is empty by construction, so nobody lags
             # until there is something to fetch. After a flood of thousands of partitions, followers may create
             # theirs more than replica.lag.time.max.ms after this leader did: without this, every one of them
@@ -149,7 +152,8 @@ class LeaderState:
         # that every quorum an earlier leader may have committed with has one of them among them.
         self._reports: dict[int, tuple[int, int]] = {broker_id: (latest_epoch, leader_log_end_offset)}
         self._recovery_source: int | None = None
-        self._recovering = self.quorum and self.recovery_reports_needed > 1
+        # A partition the controller just created has no earlier leader, so nothing to recover: it serves at once.
+        self._recovering = self.quorum and self.recovery_reports_needed > 1 and not created
 
     # --- queries ---
 
@@ -329,7 +333,7 @@ class LeaderState:
         if best <= mine:
             return self._recovered()
         self._recovery_source = where
-        return [RecoverFrom(where, best[1])]
+        return [RecoverFrom(where, best[1], best[0])]
 
     def on_recovered(self, leader_log_end_offset: int, high_watermark: int) -> list[Action]:
         """The local log now ends where the recovery source's did: recovery is over."""
@@ -339,14 +343,15 @@ class LeaderState:
         self._hw = max(self._hw, min(high_watermark, leader_log_end_offset))
         return self._recovered()
 
-    def on_recovery_source_lost(self) -> list[Action]:
-        """The recovery source cannot serve (fenced, or its partition moved): count the reports again. Safe with
-        any reporters: whatever set of recovery_reports_needed replicas reports, its most complete log has every
-        committed record."""
+    def on_recovery_source_lost(self, latest_epoch: int, log_end_offset: int) -> list[Action]:
+        """The recovery source cannot serve (fenced, or its partition moved): count the reports again, ours as the
+        local log is now (it may hold part of the source's already). Safe with any reporters: whatever set of
+        recovery_reports_needed replicas reports, its most complete log has every committed record."""
         if not self._recovering or self._recovery_source is None:
             return []
         self._recovery_source = None
-        self._reports = {self.broker_id: self._reports[self.broker_id]}
+        self._leo = log_end_offset
+        self._reports = {self.broker_id: (latest_epoch, log_end_offset)}
         return []
 
     def _recovered(self) -> list[Action]:
@@ -356,6 +361,11 @@ class LeaderState:
         self.leader_epoch_start_offset = self._leo
         self._reports = {}
         return [Recovered(), *self._maybe_advance_hw()]
+
+    def _fetched(self, replica_id: int) -> bool:
+        """Whether `replica_id` is this leader or has fetched from it in this leadership."""
+        f = self._followers.get(replica_id)
+        return replica_id == self.broker_id or (f is not None and f.log_end_offset >= 0)
 
     def _behind(self, replica_id: int) -> bool:
         """Whether `replica_id` lacks records the leader has (or has not fetched in this leadership yet)."""
@@ -482,12 +492,14 @@ class LeaderState:
         if self._recovering or len(self._isr) < self.effective_min_isr:
             return []
         counted = self.maximal_isr
-        if self._quiet:
-            # Quorum commit: silent members do not hold the HW back while the others are a quorum. Safe because
-            # a new leader recovers from enough replicas to meet every quorum (on_recovery_report), so it does
-            # not matter that the silent ones stay in the committed ISR until the controller drops them.
-            rest = [r for r in counted if r not in self._quiet]
-            if len(rest) >= self.quorum_size:
+        if self.quorum:
+            # Quorum commit: silent members, and members that have not fetched from this leader yet (a new leader
+            # does not know how far they got; one cut off stays so until it is judged silent, a second later), do
+            # not hold the HW back while the others are a quorum. Safe because a new leader recovers from enough
+            # replicas to meet every quorum (on_recovery_report), so it does not matter that they stay in the
+            # committed ISR until the controller drops them.
+            rest = [r for r in counted if r not in self._quiet and self._fetched(r)]
+            if len(rest) < len(counted) and len(rest) >= self.quorum_size:
                 counted = rest
         hw = self._leo
         for r in counted:

@@ -41,8 +41,8 @@ def test_a_silent_isr_member_holds_the_high_watermark_back_only_under_kafkas_rul
         ls = leader(quorum=quorum)
         if quorum:
             recovered(ls, (2, 4, 10))
-        ls.on_follower_fetch(2, 10, 10, 100)
         ls.on_follower_fetch(3, 4, 10, 100)  # behind, then silent
+        ls.on_follower_fetch(2, 10, 10, 100)
         assert ls.high_watermark == 4
         assert hw_of(ls.on_followers_silent({3})) == expected
         assert ls.isr == [1, 2, 3]  # the committed ISR is the controller's: only a proposal to drop 3 went out
@@ -91,7 +91,7 @@ def test_a_new_leader_recovers_before_it_moves_the_high_watermark():
 
 def test_a_more_complete_log_elsewhere_is_fetched_first():
     ls = leader(leo=10, hw=6)
-    assert ls.on_recovery_report(2, 4, 14) == [RecoverFrom(2, 14)]
+    assert ls.on_recovery_report(2, 4, 14) == [RecoverFrom(2, 14, 4)]
     assert ls.recovering and ls.recovery_source == 2
     assert ls.on_recovery_report(3, 4, 20) == []  # the source is chosen: any enough reporters are safe
     actions = ls.on_recovered(14, 9)
@@ -102,7 +102,7 @@ def test_a_more_complete_log_elsewhere_is_fetched_first():
 def test_a_later_epoch_beats_a_longer_log():
     # Our epoch-4 tail is one no leader after epoch 4 kept; the replica with epoch-5 records has the committed log.
     ls = leader(leo=30, latest_epoch=4, epoch=6)
-    assert ls.on_recovery_report(3, 5, 25) == [RecoverFrom(3, 25)]
+    assert ls.on_recovery_report(3, 5, 25) == [RecoverFrom(3, 25, 5)]
 
 
 def test_recovery_needs_enough_reports_to_meet_every_quorum():
@@ -138,6 +138,28 @@ def test_a_minimum_below_a_majority_keeps_kafkas_rules():
 
 def test_a_lost_source_starts_the_count_again():
     ls = leader(leo=10)
-    assert ls.on_recovery_report(2, 4, 14) == [RecoverFrom(2, 14)]
-    assert ls.on_recovery_source_lost() == [] and ls.recovering and ls.recovery_source is None
-    assert ls.on_recovery_report(3, 4, 10) == [Recovered()]  # 1 and 3 are enough reporters too
+    assert ls.on_recovery_report(2, 4, 14) == [RecoverFrom(2, 14, 4)]
+    # Part of 2's log was fetched before 2 was lost: our report is what the log holds now.
+    assert ls.on_recovery_source_lost(4, 12) == [] and ls.recovering and ls.recovery_source is None
+    assert ls.on_recovery_report(3, 4, 11) == [Recovered()]  # 1 and 3 are enough reporters too
+    assert ls.leader_epoch_start_offset == 12
+
+
+def test_a_new_leader_does_not_wait_for_a_follower_that_has_not_fetched_yet():
+    """Cut off when the leadership moved, a follower neither fetches nor is judged silent for a second: the others
+    are a quorum, so the high watermark moves with them (Kafka's rule waits for its first fetch)."""
+    ls = recovered(leader(leo=10, hw=6), (2, 4, 8))
+    assert hw_of(ls.on_follower_fetch(2, 10, 10, 100)) == 10
+    kafka = leader(leo=10, hw=6, quorum=False)
+    assert hw_of(kafka.on_follower_fetch(2, 10, 10, 100)) is None and kafka.high_watermark == 6
+    # Once it fetches it counts: behind, it holds the next records back.
+    ls.on_leader_append(15, 150)
+    ls.on_follower_fetch(3, 9, 15, 160)
+    assert hw_of(ls.on_follower_fetch(2, 15, 15, 170)) is None and ls.high_watermark == 10
+
+
+def test_a_partition_just_created_has_nothing_to_recover():
+    created = LeaderState(1, [1, 2, 3], [1, 2, 3], 0, 0, 0, 0, LAG, 0, 2, quorum=True)
+    assert created.quorum and not created.recovering
+    restarted = LeaderState(1, [1, 2, 3], [1, 2, 3], 0, 0, 5, 0, LAG, 0, 2, quorum=True, latest_epoch=0)
+    assert restarted.recovering  # the same epoch with records: a restart of its leader, which may lack some
