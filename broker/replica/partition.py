@@ -161,6 +161,7 @@ class Partition:
         producer_id_expiration_check_interval_ms: int = 600_000,
         quorum_commit: bool = False,
         on_recovery: Callable[["Partition", str], None] | None = None,
+        recovery_stall_ms: int = 1000,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -176,6 +177,10 @@ class Partition:
         self.quorum_commit = quorum_commit
         self._on_recovery = on_recovery
         self._recovery_end = (-1, -1)  # (leader epoch, offset) where the recovery source's log ends
+        # A recovery fetch that moves nothing for this long gives up its source (check_recovery): paused, cut off
+        # or dead, it may be the next fault's victim, and any other enough reporters will do.
+        self.recovery_stall_ms = recovery_stall_ms
+        self._recovery_seen: tuple[int, int | None] = (-1, None)  # (log end, since when) during a recovery fetch
         self.leader = -1
         self.leader_epoch = -1
         self.partition_epoch = -1
@@ -605,12 +610,29 @@ class Partition:
         default now) with the batches' timestamps, as Kafka's removeExpiredProducers does."""
         if self.leader_state is not None and not self.leader_state.recovering:
             self._handle(self.leader_state.tick(now_ms, self.log.log_end_offset))
+        self.check_recovery(now_ms)
         if self._next_expiration_check is None:
             self._next_expiration_check = now_ms + self._expiration_check_ms
         elif now_ms >= self._next_expiration_check:
             self._next_expiration_check = now_ms + self._expiration_check_ms
             wall = int(time.time() * 1000) if wall_ms is None else wall_ms
             self.producer_state.remove_expired(wall, self.producer_id_expiration_ms)
+
+    def check_recovery(self, now_ms: int) -> None:
+        """A recovering leader whose recovery fetch has moved its log end for recovery_stall_ms gives up that source
+        and counts the reports again, its own as its log is now (LeaderState.on_recovery_source_lost)."""
+        ls = self.leader_state
+        if ls is None or ls.recovery_source is None or self.follower_state is None:
+            return
+        leo, since = self._recovery_seen
+        if since is None or leo != self.log.log_end_offset:
+            self._recovery_seen = (self.log.log_end_offset, now_ms)
+        elif now_ms - since >= self.recovery_stall_ms:
+            self._recovery_seen = (-1, None)
+            if self._on_recovery is not None:
+                self._on_recovery(self, "stalled")
+            self._stop_recovery_fetch()
+            self._handle(ls.on_recovery_source_lost(max(self.log.latest_epoch, -1), self.log.log_end_offset))
 
     def _handle(self, actions: list[Any]) -> None:
         for a in actions:
@@ -621,6 +643,7 @@ class Partition:
             elif isinstance(a, RecoverFrom):
                 lg = self.log
                 self._recovery_end = (a.end_epoch, a.end_offset)
+                self._recovery_seen = (-1, None)
                 self.follower_state = FollowerState(
                     self.broker_id, a.source, self.leader_epoch, lg.log_end_offset, max(lg.latest_epoch, -1), 0
                 )

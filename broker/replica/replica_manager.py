@@ -130,6 +130,7 @@ class ReplicaManager:
         # replica.quorum.commit.enable: the partitions' LeaderStates commit with a quorum past silent followers,
         # and a new leader recovers before it serves (docs/ELECTION.md section 6).
         self.quorum_commit = quorum_commit
+        self._recovering: set[Partition] = set()  # new leaders fetching what a more complete replica holds
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self.log_manager = log_manager
@@ -280,6 +281,7 @@ class ReplicaManager:
             self.producer_id_expiration_check_interval_ms,
             quorum_commit=self.quorum_commit,
             on_recovery=self._on_recovery,
+            recovery_stall_ms=self.replica_silence_time_max_ms or 1000,
         )
         # What was committed before a restart stays readable at once, rather than after every ISR
         # member has fetched from this new leader (a follower relearns it from its leader anyway).
@@ -329,6 +331,7 @@ class ReplicaManager:
     def _on_recovery(self, part: Partition, event: str) -> None:
         """Partition's recovery events (Partition._handle): fetch from the source, stop, or done."""
         if event == "fetch":
+            self._recovering.add(part)
             log.info(
                 "%s-%d: recovering as leader from broker %d, whose log is the most complete",
                 part.topic,
@@ -336,9 +339,19 @@ class ReplicaManager:
                 part.fetch_source,
             )
             self.on_follow(part)
+        elif event == "stalled":
+            log.info(
+                "%s-%d: recovery source %d moved nothing for %d ms; counting the reports again",
+                part.topic,
+                part.partition,
+                part.fetch_source,
+                part.recovery_stall_ms,
+            )
         elif event == "stop":
+            self._recovering.discard(part)
             self.on_unfollow(part)
         elif event == "done":
+            self._recovering.discard(part)
             log.debug("%s-%d: recovered; leading epoch %d", part.topic, part.partition, part.leader_epoch)
             self.on_change(part, LEADER)
 
@@ -378,6 +391,8 @@ class ReplicaManager:
         self._tick_count = (self._tick_count + 1) % stride
         for p in list(self.partitions.values())[self._tick_count :: stride]:
             p.tick(now)
+        for p in list(self._recovering):  # every tick, not a share: a stalled recovery stops its partition
+            p.check_recovery(now)
         self._drop_silent_followers(now)
 
     def _drop_silent_followers(self, now: int) -> None:

@@ -704,6 +704,7 @@ class Simulation(EventLoop):
             propose_isr=lambda part, isr, pe, silent, b=b: self._propose_isr(b, part, isr, pe, silent),
             quorum_commit=self.quorum,
             on_recovery=lambda part, event, b=b: self._on_recovery(b, part, event),
+            recovery_stall_ms=self.params.silence_time_max_ms,
         )
         view = b.views.setdefault(p, ReplicaView(f"broker {b.id} partition {p}"))
         view.attach(log)

@@ -163,3 +163,31 @@ def test_a_partition_just_created_has_nothing_to_recover():
     assert created.quorum and not created.recovering
     restarted = LeaderState(1, [1, 2, 3], [1, 2, 3], 0, 0, 5, 0, LAG, 0, 2, quorum=True, latest_epoch=0)
     assert restarted.recovering  # the same epoch with records: a restart of its leader, which may lack some
+
+
+def test_a_recovery_source_that_gives_nothing_is_given_up(tmp_path):
+    """Partition.check_recovery: a recovery fetch that moves nothing for recovery_stall_ms (the source was paused or
+    cut off, maybe by the next fault) starts the count again, with the leader's log as it is."""
+    from broker.log.config import LogConfig
+    from broker.log.log import Log
+    from broker.metadata.image import PartitionState
+    from broker.replica.partition import FetchSpec, Partition
+
+    events: list[str] = []
+    log = Log(tmp_path / "t-0", "t", 0, LogConfig.from_props({}), clean_shutdown=True)
+    part = Partition(
+        "t", 0, log, 1, 2, LAG, lambda *a: None, quorum_commit=True,
+        on_recovery=lambda p, e: events.append(e), recovery_stall_ms=1000,
+    )  # fmt: skip
+    state = PartitionState(0, leader=1, leader_epoch=3, replicas=[1, 2, 3], isr=[1, 2, 3], partition_epoch=4)
+    part.apply_state(state, 0)
+    assert part.recovering
+    part.read_for_follower(FetchSpec(("t", 0), 7, 1 << 20, 3, 2), 2, 10)  # broker 2 has 7 records of epoch 2
+    assert events == ["fetch"] and part.fetch_source == 2
+    part.check_recovery(100)
+    part.check_recovery(900)
+    assert events == ["fetch"]  # not a second yet
+    part.check_recovery(1100)
+    assert events == ["fetch", "stalled", "stop"] and part.recovering and part.fetch_source == 1
+    answer = part.read_for_follower(FetchSpec(("t", 0), 0, 1 << 20, 3, -1), 3, 1200)  # broker 3: an empty log
+    assert events[-1] == "done" and not part.recovering and answer.error == 0
